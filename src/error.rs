@@ -1,11 +1,132 @@
-//! The crate's error type.
+//! The crate's one error type. Every variant's message says what went wrong and what to do.
 
-/// Everything that can go wrong in gpu-arena.
+use crate::arena::{ArenaError, OutOfMemory};
+use crate::memplan::MemPlanError;
+use crate::transfer::TransferDirection;
+
+/// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
+/// shapes, out-of-memory, guard violations and missing adapters all arrive here.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// Placeholder while the crate is assembled.
-    #[error("{0}")]
-    Other(String),
+    /// No GPU adapter at all (not even a software one).
+    #[error("no GPU adapter found (backends tried: {tried}). {hint}")]
+    NoAdapter {
+        /// The wgpu backends that were asked.
+        tried: String,
+        /// What to install or set.
+        hint: String,
+    },
+    /// `GPU_ARENA_ADAPTER` (or the config) named an adapter that does not exist.
+    #[error("no adapter matches {selector}; available adapters: {available}. Set GPU_ARENA_ADAPTER to an index or a part of one of these names")]
+    AdapterNotFound {
+        /// What was asked for.
+        selector: String,
+        /// The adapters that exist, numbered.
+        available: String,
+    },
+    /// The adapter refused to open a device.
+    #[error("could not open a device on adapter {adapter}: {reason}")]
+    RequestDevice {
+        /// The adapter's name.
+        adapter: String,
+        /// wgpu's reason.
+        reason: String,
+    },
+    /// A configuration value (usually from the environment) is not valid.
+    #[error("{variable}={value:?} is not valid: expected {expected}")]
+    Config {
+        /// The variable or field name.
+        variable: String,
+        /// The value given.
+        value: String,
+        /// What is accepted.
+        expected: String,
+    },
+    /// Two JAX alias variables disagree (as in JAX, this is an error rather than a silent pick).
+    #[error("{first} and {second} disagree; unset one of them or set the GPU_ARENA_* variable, which wins")]
+    ConflictingEnv {
+        /// The first setting, `NAME=value`.
+        first: String,
+        /// The conflicting setting, `NAME=value`.
+        second: String,
+    },
+    /// The arena could not satisfy an allocation; the report says why and what to change.
+    #[error("{report}{dump}")]
+    OutOfMemory {
+        /// Requested size, usage, limit, largest free block, fragmentation and the remedy.
+        report: Box<OutOfMemory>,
+        /// Where `GPU_ARENA_DUMP_ON_OOM` wrote the snapshot and report, if it did.
+        dump: String,
+    },
+    /// Misuse of the arena's API (unknown allocation, bad alignment) or a region the device refused.
+    #[error(transparent)]
+    Arena(ArenaError),
+    /// The memory-type policy could not make a plan for this device.
+    #[error(transparent)]
+    MemPlan(#[from] MemPlanError),
+    /// The Vulkan driver or gpu-allocator failed.
+    #[error("GPU memory backend failed during {during}: {reason}")]
+    Backend {
+        /// What was being done.
+        during: String,
+        /// The driver's or allocator's reason.
+        reason: String,
+    },
+    /// The device failed while waiting for GPU work (lost, timed out).
+    #[error("GPU device error while {during}: {reason}")]
+    Device {
+        /// What was being waited for.
+        during: String,
+        /// wgpu's reason.
+        reason: String,
+    },
+    /// A shape does not match the data or the operation.
+    #[error("shape error in {operation}: {reason}")]
+    Shape {
+        /// The operation that was called.
+        operation: &'static str,
+        /// What is wrong and what is expected.
+        reason: String,
+    },
+    /// An argument other than a shape is not valid.
+    #[error("invalid argument to {operation}: {reason}")]
+    InvalidArgument {
+        /// The operation that was called.
+        operation: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The transfer guard refused a transfer; nothing was transferred.
+    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). Set the transfer guard to \"allow\" or \"log\" for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make the transfer explicit")]
+    TransferGuard {
+        /// Which way the data would have moved.
+        direction: TransferDirection,
+        /// How many bytes.
+        bytes: u64,
+        /// The operation that asked for it.
+        operation: &'static str,
+        /// "implicit" or "explicit".
+        explicitness: &'static str,
+    },
+    /// Arrays from two different contexts were mixed in one operation.
+    #[error("{operation} got arrays from two different contexts; arrays can only be used with the context that made them")]
+    ForeignArray {
+        /// The operation that was called.
+        operation: &'static str,
+    },
+}
+
+impl From<ArenaError> for Error {
+    fn from(error: ArenaError) -> Self {
+        match error {
+            ArenaError::OutOfMemory(report) => Error::OutOfMemory {
+                report,
+                dump: String::new(),
+            },
+            other => Error::Arena(other),
+        }
+    }
 }
 
 /// `Result` with the crate's [`Error`].

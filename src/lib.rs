@@ -1,8 +1,24 @@
-//! gpu-arena: JAX/XLA-style memory discipline for portable GPU compute on wgpu and Vulkan.
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 pub mod arena;
+mod array;
+mod backend;
+pub mod config;
+mod context;
 pub mod error;
 pub mod memplan;
+mod submission;
+pub mod transfer;
 
+pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
+pub use array::{DeviceArray, GpuUse, MAX_RANK};
+pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
+pub use context::Context;
 pub use error::{Error, Result};
+pub use memplan::{BarClass, MemoryPlan};
+pub use submission::SubmissionId;
+pub use transfer::{
+    FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,
+    TransferGuardLevels, TransferStats, UploadBatch,
+};

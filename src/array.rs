@@ -1,0 +1,268 @@
+//! `DeviceArray<T>`: a typed, shaped range of arena memory.
+
+use crate::arena::Allocation;
+use crate::backend::MappedPtr;
+use crate::context::{Context, ContextInner};
+use crate::error::{Error, Result};
+use crate::submission::SubmissionId;
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// The highest rank an array may have (XLA's kernels go further; six covers real workloads and
+/// keeps kernel parameters fixed-size).
+pub const MAX_RANK: usize = 6;
+
+/// Something GPU work can use: records the submission that last used it, so that its memory is
+/// not handed out again before that work completes.
+pub trait GpuUse {
+    /// Notes that submission `id` uses this memory.
+    fn record_use(&self, id: SubmissionId);
+}
+
+/// An array in device memory, allocated from the context's arena.
+///
+/// Dropping it returns its memory to the arena, but that memory is handed out again only after
+/// every submission that used the array has completed. Passing an array **by value** to an
+/// operation donates it (XLA's buffer donation): the operation may reuse its memory in place.
+///
+/// Contents of [`Context::alloc`] arrays are unspecified (earlier data of this process may
+/// remain); use [`Context::zeros`] for zeroed memory.
+pub struct DeviceArray<T: bytemuck::Pod> {
+    pub(crate) storage: ArrayStorage,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) _element: PhantomData<T>,
+}
+
+/// The untyped part of an array: its arena allocation, the buffer it lies in, and the
+/// submission that last used it. Dropping it gives the allocation back to the arena, to be
+/// reused once that submission has completed.
+pub(crate) struct ArrayStorage {
+    pub(crate) ctx: Arc<ContextInner>,
+    pub(crate) allocation: Allocation,
+    pub(crate) buffer: wgpu::Buffer,
+    /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
+    pub(crate) mapped: Option<MappedPtr>,
+    pub(crate) last_use: AtomicU64,
+}
+
+impl ArrayStorage {
+    pub(crate) fn last_use(&self) -> SubmissionId {
+        SubmissionId(self.last_use.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn record_use(&self, id: SubmissionId) {
+        self.last_use.fetch_max(id.0, Ordering::AcqRel);
+    }
+
+    /// The host address of the allocation's first byte, when zero-copy access is allowed.
+    pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
+        self.mapped.map(|m| m.at(self.allocation.offset))
+    }
+}
+
+impl Drop for ArrayStorage {
+    fn drop(&mut self) {
+        self.ctx.free(&self.allocation, self.last_use());
+    }
+}
+
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// The array's shape (rank 0 to [`MAX_RANK`]).
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// Number of elements (the product of the shape; 1 for rank 0).
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// True when the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Size of the data in bytes (without the arena's rounding).
+    pub fn size_in_bytes(&self) -> u64 {
+        (self.len() * std::mem::size_of::<T>()) as u64
+    }
+
+    /// The wgpu buffer of the region that holds the array.
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        &self.storage.buffer
+    }
+
+    /// The array's byte offset inside [`DeviceArray::buffer`] (a multiple of 256).
+    pub fn byte_offset(&self) -> u64 {
+        self.storage.allocation.offset
+    }
+
+    /// The bytes the arena set aside for the array (its size rounded up to 256).
+    pub fn allocated_bytes(&self) -> u64 {
+        self.storage.allocation.size
+    }
+
+    /// The arena's id of this array's allocation (as in [`crate::arena::ArenaSnapshot`]).
+    pub fn allocation_id(&self) -> crate::arena::AllocationId {
+        self.storage.allocation.id
+    }
+
+    /// A binding of exactly the array's range, for users' own kernels:
+    ///
+    /// ```ignore
+    /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.binding()) }
+    /// ```
+    /// Submit the work with [`Context::submit`] naming the array, so that its memory is kept
+    /// until the work completes. The binding covers the data rounded up to 4 bytes (WGSL's word).
+    pub fn binding(&self) -> wgpu::BufferBinding<'_> {
+        wgpu::BufferBinding {
+            buffer: &self.storage.buffer,
+            offset: self.storage.allocation.offset,
+            size: wgpu::BufferSize::new(self.size_in_bytes().next_multiple_of(4).max(4)),
+        }
+    }
+
+    /// The context that owns this array.
+    pub fn context(&self) -> Context {
+        Context {
+            inner: Arc::clone(&self.storage.ctx),
+        }
+    }
+
+    /// The submission that last used the array (0 if none).
+    pub fn last_use(&self) -> SubmissionId {
+        self.storage.last_use()
+    }
+
+    /// Names the array in memory snapshots and OOM reports.
+    pub fn with_label(self, label: &str) -> Self {
+        let mut memory = self.storage.ctx.lock_memory();
+        memory.arena.set_label(self.storage.allocation.id, Some(label));
+        drop(memory);
+        self
+    }
+
+    /// Errors unless `other` belongs to the same context.
+    pub(crate) fn check_same_context(&self, ctx: &Arc<ContextInner>, operation: &'static str) -> Result<()> {
+        if Arc::ptr_eq(&self.storage.ctx, ctx) {
+            Ok(())
+        } else {
+            Err(Error::ForeignArray { operation })
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
+    fn record_use(&self, id: SubmissionId) {
+        self.storage.record_use(id);
+    }
+}
+
+impl<T: bytemuck::Pod> std::fmt::Debug for DeviceArray<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceArray")
+            .field("dtype", &std::any::type_name::<T>())
+            .field("shape", &self.shape)
+            .field("region", &self.storage.allocation.region)
+            .field("offset", &self.storage.allocation.offset)
+            .finish()
+    }
+}
+
+/// Checks a shape: rank at most [`MAX_RANK`], and (when given) that it holds `len` elements.
+pub(crate) fn check_shape(shape: &[usize], len: Option<usize>, operation: &'static str) -> Result<usize> {
+    if shape.len() > MAX_RANK {
+        return Err(Error::Shape {
+            operation,
+            reason: format!("rank {} is above the maximum of {MAX_RANK}", shape.len()),
+        });
+    }
+    let elements = shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| Error::Shape {
+            operation,
+            reason: format!("the element count of shape {shape:?} overflows"),
+        })?;
+    if let Some(len) = len {
+        if len != elements {
+            return Err(Error::Shape {
+                operation,
+                reason: format!(
+                    "shape {shape:?} holds {elements} elements but the data has {len}"
+                ),
+            });
+        }
+    }
+    Ok(elements)
+}
+
+impl Context {
+    /// Allocates an array without initialising it (contents unspecified: earlier data of this
+    /// process may remain). Use [`Context::zeros`] when the contents matter.
+    pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
+        let elements = check_shape(shape, None, "alloc")?;
+        let bytes = (elements as u64)
+            .checked_mul(std::mem::size_of::<T>() as u64)
+            .ok_or_else(|| Error::Shape {
+                operation: "alloc",
+                reason: format!("shape {shape:?} is too large to address"),
+            })?;
+        self.alloc_bytes(shape, bytes, None)
+    }
+
+    pub(crate) fn alloc_bytes<T: bytemuck::Pod>(
+        &self,
+        shape: &[usize],
+        bytes: u64,
+        label: Option<&str>,
+    ) -> Result<DeviceArray<T>> {
+        let allocation = self.inner.allocate(bytes, label)?;
+        let memory = self.inner.lock_memory();
+        let region = memory
+            .regions
+            .get(allocation.region)
+            .expect("the arena only hands out ranges of regions the backend holds");
+        let buffer = region.buffer.clone();
+        let mapped = region
+            .mapped
+            .filter(|_| self.inner.zero_copy_allowed(region.memory_type));
+        drop(memory);
+        Ok(DeviceArray {
+            storage: ArrayStorage {
+                ctx: Arc::clone(&self.inner),
+                allocation,
+                buffer,
+                mapped,
+                last_use: AtomicU64::new(0),
+            },
+            shape: shape.to_vec(),
+            _element: PhantomData,
+        })
+    }
+
+    /// Allocates an array filled with zero bytes.
+    pub fn zeros<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
+        let array = self.alloc::<T>(shape)?;
+        let bytes = array.storage.allocation.size;
+        if bytes == 0 {
+            return Ok(array);
+        }
+        if let Some(ptr) = array.storage.host_ptr() {
+            // UMA: the memory is ours alone (the arena hands out only retired chunks).
+            // SAFETY: the allocation lies inside the mapped region and nothing else uses it.
+            unsafe { std::ptr::write_bytes(ptr, 0, bytes as usize) };
+        } else {
+            let mut encoder = self
+                .inner
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("gpu-arena zeros"),
+                });
+            encoder.clear_buffer(&array.storage.buffer, array.storage.allocation.offset, Some(bytes));
+            self.submit([encoder.finish()], &[&array]);
+        }
+        Ok(array)
+    }
+}

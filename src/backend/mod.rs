@@ -1,0 +1,135 @@
+//! Where regions come from: gpu-allocator memory on Vulkan, plain wgpu buffers elsewhere.
+//!
+//! Backends are thin: they create and release buffers. All of the crate's `unsafe` lives here.
+
+mod plain;
+mod vulkan;
+
+pub(crate) use vulkan::describe_adapter;
+
+use crate::arena::{RegionId, RegionSource};
+use crate::error::Result;
+use std::collections::HashMap;
+use std::ptr::NonNull;
+
+/// A host pointer to persistently mapped device memory (UMA, BAR or staging memory).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MappedPtr(NonNull<u8>);
+
+// SAFETY: the pointer names memory owned by a buffer that outlives every use of the pointer
+// (regions are released only when no allocation in them is live); access is synchronised by
+// the context (one writer per allocation, GPU work waited for before host access).
+unsafe impl Send for MappedPtr {}
+// SAFETY: as above; the pointer itself is immutable.
+unsafe impl Sync for MappedPtr {}
+
+impl MappedPtr {
+    pub(crate) fn new(ptr: NonNull<u8>) -> Self {
+        Self(ptr)
+    }
+
+    /// The address `offset` bytes into the mapping.
+    pub(crate) fn at(self, offset: u64) -> *mut u8 {
+        // SAFETY (for callers): offsets come from arena allocations inside this region.
+        self.0.as_ptr().wrapping_add(offset as usize)
+    }
+}
+
+/// A buffer made by a backend, with its mapping when the memory is host-visible.
+pub(crate) struct DeviceBuffer {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) mapped: Option<MappedPtr>,
+    /// The Vulkan memory type behind it (None on non-Vulkan backends).
+    pub(crate) memory_type: Option<u32>,
+}
+
+/// The memory source of one context.
+pub(crate) enum MemoryBackend {
+    /// gpu-allocator on wgpu's Vulkan device, under the memory plan.
+    Vulkan(vulkan::VulkanMemory),
+    /// Plain wgpu buffers (GL, Metal, DX12).
+    Plain,
+}
+
+/// What the arena's region ids stand for: one buffer each.
+pub(crate) struct Regions {
+    device: wgpu::Device,
+    backend: MemoryBackend,
+    /// Memory types to try for arena regions, best first (Vulkan only).
+    arena_types: Vec<u32>,
+    regions: HashMap<RegionId, DeviceBuffer>,
+    next_id: u64,
+}
+
+impl Regions {
+    pub(crate) fn new(device: wgpu::Device, arena_types: Vec<u32>) -> Result<Self> {
+        let backend = match vulkan::VulkanMemory::new(&device)? {
+            Some(vk) => MemoryBackend::Vulkan(vk),
+            None => MemoryBackend::Plain,
+        };
+        Ok(Self {
+            device,
+            backend,
+            arena_types,
+            regions: HashMap::new(),
+            next_id: 0,
+        })
+    }
+
+    /// True when regions come from gpu-allocator under our memory plan.
+    pub(crate) fn is_vulkan(&self) -> bool {
+        matches!(self.backend, MemoryBackend::Vulkan(_))
+    }
+
+    /// The buffer behind a region.
+    pub(crate) fn get(&self, region: RegionId) -> Option<&DeviceBuffer> {
+        self.regions.get(&region)
+    }
+
+    /// A buffer outside the arena (staging memory), from the given memory types best first.
+    pub(crate) fn create_buffer(
+        &self,
+        size: u64,
+        candidates: &[u32],
+        purpose: plain::Purpose,
+        label: &str,
+    ) -> Result<DeviceBuffer> {
+        match &self.backend {
+            MemoryBackend::Vulkan(vk) => vk.create_buffer(&self.device, size, candidates, label),
+            MemoryBackend::Plain => Ok(plain::create_buffer(&self.device, size, purpose, label)),
+        }
+    }
+
+    /// gpu-allocator's count of live allocations and their bytes (Vulkan only).
+    pub(crate) fn allocator_report(&self) -> Option<(usize, u64)> {
+        match &self.backend {
+            MemoryBackend::Vulkan(vk) => Some(vk.allocator_report()),
+            MemoryBackend::Plain => None,
+        }
+    }
+
+    /// Number of regions currently held.
+    pub(crate) fn len(&self) -> usize {
+        self.regions.len()
+    }
+}
+
+pub(crate) use plain::Purpose;
+
+impl RegionSource for Regions {
+    fn create_region(&mut self, size: u64) -> std::result::Result<RegionId, String> {
+        let id = RegionId(self.next_id);
+        let label = format!("gpu-arena region {}", id.0);
+        let buffer = self
+            .create_buffer(size, &self.arena_types, Purpose::Arena, &label)
+            .map_err(|e| e.to_string())?;
+        self.next_id += 1;
+        self.regions.insert(id, buffer);
+        Ok(id)
+    }
+
+    fn release_region(&mut self, region: RegionId) {
+        // Dropping our handle lets wgpu release the buffer once no submission uses it.
+        self.regions.remove(&region);
+    }
+}

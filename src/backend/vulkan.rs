@@ -1,0 +1,267 @@
+//! Vulkan memory from gpu-allocator on wgpu's own `VkDevice`, imported into wgpu as buffers.
+//!
+//! This is the only place that holds raw Vulkan handles. Each buffer we make is one dedicated
+//! gpu-allocator block with a `VkBuffer` bound to it, wrapped by
+//! `wgpu::hal::vulkan::Buffer::from_raw_externally_owned` and imported with
+//! `Device::create_buffer_from_hal`. wgpu calls our drop callback only once it no longer uses
+//! the buffer (every submission that touched it has completed), and that callback frees the
+//! memory and destroys the `VkBuffer`: the clean-up order that is known to pass validation.
+
+use super::{DeviceBuffer, MappedPtr};
+use crate::error::{Error, Result};
+use crate::memplan::{
+    DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties,
+    MemoryType, MemoryTypeFlags,
+};
+use ash::vk;
+use gpu_allocator::vulkan::{
+    Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc,
+};
+use gpu_allocator::MemoryLocation;
+use std::sync::{Arc, Mutex};
+
+type VulkanApi = wgpu::hal::api::Vulkan;
+
+/// What one Vulkan device's memory looks like: the table the memory plan is made from.
+pub(crate) fn describe_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescription> {
+    // SAFETY: the hal adapter is only read (instance function pointers and the physical-device
+    // handle) while the guard is alive; nothing is destroyed or mutated.
+    let hal_adapter = unsafe { adapter.as_hal::<VulkanApi>() }?;
+    let instance = hal_adapter.shared_instance().raw_instance();
+    let physical = hal_adapter.raw_physical_device();
+    let info = adapter.get_info();
+    // SAFETY: `physical` was enumerated from `instance`, which outlives this call.
+    let props = unsafe { instance.get_physical_device_memory_properties(physical) };
+    let memory = memory_properties(&props);
+    let heap_budgets = query_budgets(instance, physical, hal_adapter.shared_instance(), memory.heaps.len());
+    Some(DeviceDescription {
+        name: info.name.clone(),
+        vendor_id: info.vendor,
+        device_kind: match info.device_type {
+            wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
+            wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
+            wgpu::DeviceType::Cpu => DeviceKind::Cpu,
+            wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
+            wgpu::DeviceType::Other => DeviceKind::Other,
+        },
+        memory,
+        heap_budgets,
+    })
+}
+
+fn memory_properties(props: &vk::PhysicalDeviceMemoryProperties) -> MemoryProperties {
+    MemoryProperties {
+        heaps: props.memory_heaps[..props.memory_heap_count as usize]
+            .iter()
+            .map(|h| MemoryHeap {
+                size: h.size,
+                flags: HeapFlags(h.flags.as_raw()),
+            })
+            .collect(),
+        types: props.memory_types[..props.memory_type_count as usize]
+            .iter()
+            .map(|t| MemoryType {
+                heap: t.heap_index,
+                flags: MemoryTypeFlags(t.property_flags.as_raw()),
+            })
+            .collect(),
+    }
+}
+
+/// Per-heap budget and usage from `VK_EXT_memory_budget`, when the device offers it.
+fn query_budgets(
+    instance: &ash::Instance,
+    physical: vk::PhysicalDevice,
+    shared: &wgpu::hal::vulkan::InstanceShared,
+    heap_count: usize,
+) -> Option<Vec<HeapBudget>> {
+    if shared.instance_api_version() < vk::API_VERSION_1_1 {
+        return None;
+    }
+    // SAFETY: enumerating extension properties of a valid physical device.
+    let extensions = unsafe { instance.enumerate_device_extension_properties(physical) }.ok()?;
+    let has_budget = extensions
+        .iter()
+        .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
+    if !has_budget {
+        return None;
+    }
+    let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
+    let mut props2 = vk::PhysicalDeviceMemoryProperties2::default().push_next(&mut budget);
+    // SAFETY: the instance is Vulkan 1.1+ (checked above) and the device supports the
+    // extension, so chaining the budget struct is valid.
+    unsafe { instance.get_physical_device_memory_properties2(physical, &mut props2) };
+    Some(
+        (0..heap_count)
+            .map(|i| HeapBudget {
+                budget: budget.heap_budget[i],
+                usage: budget.heap_usage[i],
+            })
+            .collect(),
+    )
+}
+
+/// gpu-allocator on wgpu's device, shared with the drop callbacks of the buffers it backs.
+pub(crate) struct VulkanMemory {
+    device: ash::Device,
+    allocator: Arc<Mutex<Allocator>>,
+}
+
+impl VulkanMemory {
+    /// Builds gpu-allocator on the device wgpu opened; `None` when the device is not Vulkan.
+    pub(crate) fn new(device: &wgpu::Device) -> Result<Option<Self>> {
+        // SAFETY: we clone the instance/device function tables and handles; wgpu keeps them
+        // alive for as long as the `wgpu::Device`, which the context keeps alive longer than
+        // every buffer made here (their callbacks run before the device is destroyed).
+        let Some(hal_device) = (unsafe { device.as_hal::<VulkanApi>() }) else {
+            return Ok(None);
+        };
+        let allocator = Allocator::new(&AllocatorCreateDesc {
+            instance: hal_device.shared_instance().raw_instance().clone(),
+            device: hal_device.raw_device().clone(),
+            physical_device: hal_device.raw_physical_device(),
+            debug_settings: Default::default(),
+            buffer_device_address: false,
+            allocation_sizes: Default::default(),
+        })
+        .map_err(|e| Error::Backend {
+            during: "creating gpu-allocator on wgpu's Vulkan device".into(),
+            reason: e.to_string(),
+        })?;
+        Ok(Some(Self {
+            device: hal_device.raw_device().clone(),
+            allocator: Arc::new(Mutex::new(allocator)),
+        }))
+    }
+
+    /// A buffer of `size` bytes in the first memory type of `candidates` that works.
+    ///
+    /// The buffer is usable as storage and as copy source and destination. When the memory is
+    /// host-visible, the returned buffer carries gpu-allocator's persistent mapping.
+    pub(crate) fn create_buffer(
+        &self,
+        device: &wgpu::Device,
+        size: u64,
+        candidates: &[u32],
+        label: &str,
+    ) -> Result<DeviceBuffer> {
+        let backend_error = |during: &str, reason: String| Error::Backend {
+            during: format!("{during} ({label}, {size} bytes)"),
+            reason,
+        };
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: a valid create-info on wgpu's live device.
+        let raw = unsafe { self.device.create_buffer(&info, None) }
+            .map_err(|e| backend_error("vkCreateBuffer", e.to_string()))?;
+        // SAFETY: `raw` was just created on this device.
+        let requirements = unsafe { self.device.get_buffer_memory_requirements(raw) };
+        let mut last_error = String::from("no memory type of the plan is allowed for this buffer");
+        let mut allocation = None;
+        for &memory_type in candidates {
+            let bits = requirements.memory_type_bits & (1u32 << memory_type);
+            if bits == 0 {
+                continue;
+            }
+            let mut allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
+            match allocator.allocate(&AllocationCreateDesc {
+                name: label,
+                requirements: vk::MemoryRequirements {
+                    memory_type_bits: bits,
+                    ..requirements
+                },
+                // Our plan has already chosen the type: mask it in and let gpu-allocator take it.
+                location: MemoryLocation::Unknown,
+                linear: true,
+                allocation_scheme: AllocationScheme::DedicatedBuffer(raw),
+            }) {
+                Ok(a) => {
+                    allocation = Some((a, memory_type));
+                    break;
+                }
+                Err(e) => last_error = format!("memory type {memory_type}: {e}"),
+            }
+        }
+        let Some((allocation, memory_type)) = allocation else {
+            // SAFETY: the buffer has no memory bound and no user.
+            unsafe { self.device.destroy_buffer(raw, None) };
+            return Err(backend_error("allocating device memory", last_error));
+        };
+        // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
+        if let Err(e) =
+            unsafe { self.device.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) }
+        {
+            let _ = self.allocator.lock().map(|mut a| a.free(allocation));
+            // SAFETY: the buffer is unused.
+            unsafe { self.device.destroy_buffer(raw, None) };
+            return Err(backend_error("vkBindBufferMemory", e.to_string()));
+        }
+        let mapped = allocation.mapped_ptr().map(|p| MappedPtr::new(p.cast()));
+        let release = BufferRelease {
+            device: self.device.clone(),
+            allocator: Arc::clone(&self.allocator),
+            raw,
+            allocation,
+        };
+        // SAFETY: `raw` stays valid until the callback destroys it, which wgpu runs only when
+        // it has dropped its own buffer object (after all GPU work on it). wgpu never maps it.
+        let hal_buffer = unsafe {
+            wgpu::hal::vulkan::Buffer::from_raw_externally_owned(
+                raw,
+                Box::new(move || release.run()),
+            )
+        };
+        // SAFETY: the hal buffer was created on this device with at least the usages below.
+        let buffer = unsafe {
+            device.create_buffer_from_hal::<VulkanApi>(
+                hal_buffer,
+                &wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                },
+            )
+        };
+        Ok(DeviceBuffer {
+            buffer,
+            mapped,
+            memory_type: Some(memory_type),
+        })
+    }
+
+    /// gpu-allocator's own view: (live allocations, bytes allocated).
+    pub(crate) fn allocator_report(&self) -> (usize, u64) {
+        let allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
+        let report = allocator.generate_report();
+        (report.allocations.len(), report.total_allocated_bytes)
+    }
+}
+
+/// What a buffer's drop callback needs to give its memory back.
+struct BufferRelease {
+    device: ash::Device,
+    allocator: Arc<Mutex<Allocator>>,
+    raw: vk::Buffer,
+    allocation: Allocation,
+}
+
+impl BufferRelease {
+    fn run(self) {
+        let mut allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = allocator.free(self.allocation) {
+            log::error!("gpu-arena: freeing a region's memory failed: {e}");
+        }
+        // SAFETY: wgpu has dropped its buffer object and no GPU work uses `raw` any more; the
+        // memory bound to it was freed just above, which Vulkan allows before destroying.
+        unsafe { self.device.destroy_buffer(self.raw, None) };
+    }
+}

@@ -1,0 +1,476 @@
+//! `Context`: one GPU, its queue, its memory plan and the arena that hands out its memory.
+
+use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
+use crate::backend::{self, Regions};
+use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice};
+use crate::error::{Error, Result};
+use crate::memplan::{
+    plan_memory, DeviceDescription, DeviceKind, HeapFlags, MemoryHeap, MemoryPlan,
+    MemoryProperties, MemoryType, MemoryTypeFlags,
+};
+use crate::submission::{SubmissionId, Submissions};
+use crate::transfer::staging::StagingPool;
+use crate::transfer::{TransferCounters, TransferGuardLevels};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A GPU opened for compute, with gpu-arena managing its memory.
+///
+/// Opening a context is cheap: like JAX, the arena reserves its memory at the **first
+/// allocation** (or at [`Context::reserve`]). Cloning a `Context` is cheap and shares everything;
+/// arrays keep their context alive.
+///
+/// ```no_run
+/// let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
+/// println!("{} — arena memory type {}", ctx.adapter_info().name, ctx.memory_plan().arena_type);
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<ContextInner>,
+}
+
+/// The arena and the buffers behind its regions, under one lock: every allocation and free
+/// touches both.
+pub(crate) struct MemoryState {
+    pub(crate) arena: Arena,
+    pub(crate) regions: Regions,
+    /// How long the first-allocation reservation took, once it has happened.
+    pub(crate) reserve_duration: Option<Duration>,
+}
+
+pub(crate) struct ContextInner {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) adapter_info: wgpu::AdapterInfo,
+    pub(crate) limits: wgpu::Limits,
+    pub(crate) config: ArenaConfig,
+    pub(crate) plan: MemoryPlan,
+    pub(crate) description: DeviceDescription,
+    pub(crate) memory: Mutex<MemoryState>,
+    pub(crate) submissions: Submissions,
+    /// Largest region (and so largest array) the device allows.
+    pub(crate) max_region_bytes: u64,
+    pub(crate) staging: StagingPool,
+    pub(crate) transfer_counters: TransferCounters,
+    pub(crate) guard_defaults: TransferGuardLevels,
+}
+
+impl Context {
+    /// Opens the best GPU (discrete > integrated > CPU; Vulkan first, other wgpu backends where
+    /// no Vulkan adapter exists). Blocks while the device opens.
+    ///
+    /// Errors: no adapter (the message says what to install), the chosen adapter refused a
+    /// device, or the memory plan could not be made.
+    pub fn new(config: ArenaConfig) -> Result<Self> {
+        let mut flags = wgpu::InstanceFlags::empty();
+        if config.validation {
+            flags |= wgpu::InstanceFlags::VALIDATION | wgpu::InstanceFlags::DEBUG;
+        }
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: config.backend.backends(),
+            flags,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = choose_adapter(&instance, &config)?;
+        let adapter_info = adapter.get_info();
+        let limits = adapter.limits();
+        let required_features = adapter.features() & wgpu::Features::PIPELINE_CACHE;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("gpu-arena"),
+            required_features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| Error::RequestDevice {
+            adapter: adapter_info.name.clone(),
+            reason: e.to_string(),
+        })?;
+        // wgpu's default handler panics; a library must not. Errors we can act on are caught
+        // with error scopes where they happen; anything else is logged.
+        device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
+            log::error!("gpu-arena: uncaptured wgpu error: {error}");
+        }));
+
+        let description = backend::describe_adapter(&adapter)
+            .unwrap_or_else(|| synthetic_description(&adapter_info, &config));
+        let plan = plan_memory(&description)?;
+        let regions = Regions::new(device.clone(), plan.arena_candidates.clone())?;
+        let mut max_region_bytes = limits.max_buffer_size;
+        if let Some(cap) = config.max_region_bytes {
+            max_region_bytes = max_region_bytes.min(cap);
+        }
+        max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
+        let arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
+        Ok(Self {
+            inner: Arc::new(ContextInner {
+                device,
+                queue,
+                adapter_info,
+                limits,
+                config: config.clone(),
+                plan,
+                description,
+                memory: Mutex::new(MemoryState {
+                    arena,
+                    regions,
+                    reserve_duration: None,
+                }),
+                submissions: Submissions::default(),
+                max_region_bytes,
+                staging: StagingPool::default(),
+                transfer_counters: TransferCounters::default(),
+                guard_defaults: config.transfer_guard,
+            }),
+        })
+    }
+
+    /// [`Context::new`] with [`ArenaConfig::from_env`].
+    pub fn from_env() -> Result<Self> {
+        Self::new(ArenaConfig::from_env()?)
+    }
+
+    /// The adapter this context opened.
+    pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.inner.adapter_info
+    }
+
+    /// Which memory types back the arena and staging, and why.
+    pub fn memory_plan(&self) -> &MemoryPlan {
+        &self.inner.plan
+    }
+
+    /// The memory table the plan was made from (on non-Vulkan backends, a synthetic one).
+    pub fn device_description(&self) -> &DeviceDescription {
+        &self.inner.description
+    }
+
+    /// The configuration this context was opened with.
+    pub fn config(&self) -> &ArenaConfig {
+        &self.inner.config
+    }
+
+    /// The wgpu device, for users who write their own kernels over arena memory
+    /// (bind arrays with [`crate::DeviceArray::binding`] and submit with [`Context::submit`]).
+    pub fn device(&self) -> &wgpu::Device {
+        &self.inner.device
+    }
+
+    /// The wgpu queue. Prefer [`Context::submit`], which tracks which arrays the work uses.
+    pub fn queue(&self) -> &wgpu::Queue {
+        &self.inner.queue
+    }
+
+    /// The device limits the context opened with (the adapter's own limits).
+    pub fn limits(&self) -> &wgpu::Limits {
+        &self.inner.limits
+    }
+
+    /// The largest single array, in bytes (one region: the device's `max_buffer_size` or the
+    /// configured cap).
+    pub fn max_array_bytes(&self) -> u64 {
+        self.inner.max_region_bytes
+    }
+
+    /// True when regions are gpu-allocator memory on Vulkan under our memory plan.
+    pub fn is_vulkan(&self) -> bool {
+        self.inner.lock_memory().regions.is_vulkan()
+    }
+
+    /// Reserves the arena's memory now rather than at the first allocation. Idempotent.
+    pub fn reserve(&self) -> Result<()> {
+        let mut memory = self.inner.lock_memory();
+        self.inner.reserve_locked(&mut memory)
+    }
+
+    /// How long the reservation took (the first allocation's extra latency), once it happened.
+    pub fn reserve_duration(&self) -> Option<Duration> {
+        self.inner.lock_memory().reserve_duration
+    }
+
+    /// XLA's memory statistics (`num_allocs`, `bytes_in_use`, `peak_bytes_in_use`, ...).
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.inner.lock_memory().arena.stats()
+    }
+
+    /// Resets the peak figures of [`Context::memory_stats`] to the current values.
+    pub fn reset_peak_stats(&self) {
+        self.inner.lock_memory().arena.reset_peaks();
+    }
+
+    /// gpu-allocator's own count of live device-memory allocations and their bytes (Vulkan
+    /// only): what the arena really holds from the driver.
+    pub fn allocator_report(&self) -> Option<(usize, u64)> {
+        self.inner.lock_memory().regions.allocator_report()
+    }
+
+    /// Gives wholly free regions above the reserved base back to the device; returns the bytes
+    /// released.
+    pub fn release_free_regions(&self) -> u64 {
+        self.inner.retire_completed();
+        let mut memory = self.inner.lock_memory();
+        let MemoryState { arena, regions, .. } = &mut *memory;
+        arena.release_free_regions(regions)
+    }
+
+    /// Submits command buffers that use arena arrays, and records that they use them, so that
+    /// their memory is not handed out again before this work has finished.
+    pub fn submit(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        uses: &[&dyn crate::array::GpuUse],
+    ) -> SubmissionId {
+        let id = self.inner.submit(command_buffers);
+        for array in uses {
+            array.record_use(id);
+        }
+        id
+    }
+
+    /// Blocks until all submitted GPU work has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.wait_idle()
+    }
+}
+
+impl ContextInner {
+    /// Zero-copy host access to arena memory is allowed when configured and the memory type is
+    /// host-visible and coherent (no flushes needed).
+    pub(crate) fn zero_copy_allowed(&self, memory_type: Option<u32>) -> bool {
+        let wanted = MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT;
+        self.config.zero_copy
+            && memory_type
+                .and_then(|t| self.description.memory.types.get(t as usize))
+                .is_some_and(|t| t.flags.0 & wanted == wanted)
+    }
+
+    pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
+        // A panic while holding the lock cannot leave the arena half-updated in a way that
+        // matters more than refusing all further work, so carry on with the inner value.
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn reserve_locked(&self, memory: &mut MemoryState) -> Result<()> {
+        if memory.arena.is_reserved() {
+            return Ok(());
+        }
+        let start = Instant::now();
+        let MemoryState { arena, regions, .. } = memory;
+        arena.reserve(regions)?;
+        memory.reserve_duration = Some(start.elapsed());
+        Ok(())
+    }
+
+    /// Takes `bytes` from the arena; reserves at the first call; waits for in-flight GPU work
+    /// to retire pending frees before giving up with out-of-memory.
+    pub(crate) fn allocate(&self, bytes: u64, label: Option<&str>) -> Result<Allocation> {
+        if bytes > self.max_region_bytes {
+            // The arena would say the same, but this names the device limit precisely.
+            let mut memory = self.lock_memory();
+            self.reserve_locked(&mut memory)?;
+        }
+        self.retire_completed();
+        let mut memory = self.lock_memory();
+        self.reserve_locked(&mut memory)?;
+        let first = {
+            let MemoryState { arena, regions, .. } = &mut *memory;
+            arena.allocate(bytes, 0, label, regions)
+        };
+        match first {
+            Ok(allocation) => Ok(allocation),
+            Err(_) if memory.arena.pending_free_bytes() > 0 => {
+                // Memory freed by arrays that in-flight work still uses: wait, then retry.
+                drop(memory);
+                self.wait_idle()?;
+                self.retire_completed();
+                let mut memory = self.lock_memory();
+                let MemoryState { arena, regions, .. } = &mut *memory;
+                Ok(arena.allocate(bytes, 0, label, regions)?)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Returns an allocation to the arena; it becomes reusable once `last_use` has completed.
+    pub(crate) fn free(&self, allocation: &Allocation, last_use: SubmissionId) {
+        let frontier = (last_use.0 > self.submissions.completed()).then_some(last_use.0);
+        let mut memory = self.lock_memory();
+        let MemoryState { arena, regions, .. } = &mut *memory;
+        if let Err(e) = arena.free(allocation.id, frontier, regions) {
+            log::error!("gpu-arena: freeing {:?} failed: {e}", allocation.id);
+        }
+    }
+
+    /// Tells the arena which submissions have completed, so their pending frees become free.
+    pub(crate) fn retire_completed(&self) {
+        // Process wgpu's completion callbacks without blocking.
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        let completed = self.submissions.completed();
+        let mut memory = self.lock_memory();
+        if memory.arena.pending_free_bytes() > 0 {
+            let MemoryState { arena, regions, .. } = &mut *memory;
+            arena.advance_frontier(completed, regions);
+        }
+    }
+
+    pub(crate) fn submit(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> SubmissionId {
+        self.submissions.submit(&self.queue, command_buffers)
+    }
+
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Device {
+                during: "waiting for submitted work".into(),
+                reason: e.to_string(),
+            })?;
+        Ok(())
+    }
+
+    /// Waits until submission `id` (and everything before it) has completed.
+    pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
+        if id.0 <= self.submissions.completed() {
+            return Ok(());
+        }
+        self.wait_idle()
+    }
+}
+
+impl Drop for ContextInner {
+    fn drop(&mut self) {
+        // Every array is gone (they hold the context); give all regions back, then wait so that
+        // wgpu runs the buffers' release callbacks before the device goes away.
+        let memory = self.memory.get_mut().unwrap_or_else(|p| p.into_inner());
+        let MemoryState { arena, regions, .. } = memory;
+        arena.release_all(regions);
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}
+
+/// The arena's options from the configuration and the memory plan.
+///
+/// Preallocation reserves `mem_fraction.reserve` of the plan's heap at the first allocation and
+/// may grow to `mem_fraction.limit`; without it the arena starts empty and grows to the limit.
+pub(crate) fn arena_options(
+    config: &ArenaConfig,
+    plan: &MemoryPlan,
+    max_region_bytes: u64,
+) -> ArenaOptions {
+    let limit_bytes = plan.prealloc_bytes(config.mem_fraction.limit);
+    let reserve_bytes = match (config.allocator, config.preallocate) {
+        (AllocatorKind::Bfc, true) => plan.prealloc_bytes(config.mem_fraction.reserve),
+        _ => 0,
+    };
+    ArenaOptions {
+        mode: match config.allocator {
+            AllocatorKind::Bfc => ArenaMode::Bfc,
+            AllocatorKind::Platform => ArenaMode::Platform,
+        },
+        reserve_bytes,
+        limit_bytes,
+        max_region_bytes,
+        ..ArenaOptions::default()
+    }
+}
+
+fn device_rank(device_type: wgpu::DeviceType) -> u8 {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    }
+}
+
+/// Picks the adapter: the config's selector if any, else Vulkan first and discrete >
+/// integrated > virtual > CPU.
+fn choose_adapter(instance: &wgpu::Instance, config: &ArenaConfig) -> Result<wgpu::Adapter> {
+    let mut adapters = pollster::block_on(instance.enumerate_adapters(config.backend.backends()));
+    // Vulkan before other backends (our memory policy applies there), then by device class.
+    adapters.sort_by_key(|a| {
+        let info = a.get_info();
+        (info.backend != wgpu::Backend::Vulkan, device_rank(info.device_type))
+    });
+    if adapters.is_empty() {
+        return Err(Error::NoAdapter {
+            tried: format!("{:?}", config.backend.backends()),
+            hint: match config.backend {
+                BackendChoice::Auto | BackendChoice::Vulkan => "Install a Vulkan driver: on Debian/Ubuntu `apt-get install mesa-vulkan-drivers libvulkan1` gives software Vulkan (lavapipe); for GL, libegl1 and libgl1-mesa-dri. Or set GPU_ARENA_BACKEND to another backend.".into(),
+                _ => "Set GPU_ARENA_BACKEND=auto to try every backend, or install that backend's driver.".into(),
+            },
+        });
+    }
+    let describe = |adapters: &[wgpu::Adapter]| {
+        adapters
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let info = a.get_info();
+                format!("{i}: {} ({:?}, {:?})", info.name, info.backend, info.device_type)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let index = match &config.adapter {
+        None => 0,
+        Some(AdapterSelector::Index(i)) if *i < adapters.len() => *i,
+        Some(AdapterSelector::NameContains(name)) => {
+            let wanted = name.to_lowercase();
+            adapters
+                .iter()
+                .position(|a| a.get_info().name.to_lowercase().contains(&wanted))
+                .ok_or_else(|| Error::AdapterNotFound {
+                    selector: format!("name containing {name:?}"),
+                    available: describe(&adapters),
+                })?
+        }
+        Some(AdapterSelector::Index(i)) => {
+            return Err(Error::AdapterNotFound {
+                selector: format!("index {i}"),
+                available: describe(&adapters),
+            })
+        }
+    };
+    Ok(adapters.swap_remove(index))
+}
+
+/// A memory table for backends that cannot report one: one device-local heap of the configured
+/// size and one host-visible type for staging.
+fn synthetic_description(info: &wgpu::AdapterInfo, config: &ArenaConfig) -> DeviceDescription {
+    DeviceDescription {
+        name: info.name.clone(),
+        vendor_id: info.vendor,
+        device_kind: match info.device_type {
+            wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
+            wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
+            wgpu::DeviceType::Cpu => DeviceKind::Cpu,
+            wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
+            wgpu::DeviceType::Other => DeviceKind::Other,
+        },
+        memory: MemoryProperties {
+            heaps: vec![MemoryHeap {
+                size: config.fallback_device_memory_bytes,
+                flags: HeapFlags(HeapFlags::DEVICE_LOCAL),
+            }],
+            types: vec![
+                // wgpu cannot map storage buffers on these backends, so even on UMA the arena
+                // is not host-visible to us: transfers go through staging.
+                MemoryType {
+                    heap: 0,
+                    flags: MemoryTypeFlags(MemoryTypeFlags::DEVICE_LOCAL),
+                },
+                MemoryType {
+                    heap: 0,
+                    flags: MemoryTypeFlags(
+                        MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT,
+                    ),
+                },
+            ],
+        },
+        heap_budgets: None,
+    }
+}

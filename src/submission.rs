@@ -1,0 +1,49 @@
+//! Submission tracking: which queue position each piece of GPU work has, and which have finished.
+//!
+//! Arrays record the submission that last used them; when an array is dropped its memory is
+//! handed out again only after that submission completes (XLA's "safe frontier").
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The position of one submission on the context's queue (1, 2, 3, ...; 0 means "none").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SubmissionId(pub u64);
+
+/// Numbers submissions and learns when they complete.
+#[derive(Default)]
+pub(crate) struct Submissions {
+    /// Held across `queue.submit` so ids are in queue order.
+    last_submitted: Mutex<u64>,
+    completed: Arc<AtomicU64>,
+}
+
+impl Submissions {
+    /// Submits and returns the new submission's id; its completion is recorded by a callback
+    /// that wgpu runs during a later `device.poll`.
+    pub(crate) fn submit(
+        &self,
+        queue: &wgpu::Queue,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> SubmissionId {
+        let mut last = self.last_submitted.lock().unwrap_or_else(|p| p.into_inner());
+        *last += 1;
+        let id = *last;
+        queue.submit(command_buffers);
+        let completed = Arc::clone(&self.completed);
+        queue.on_submitted_work_done(move || {
+            completed.fetch_max(id, Ordering::AcqRel);
+        });
+        SubmissionId(id)
+    }
+
+    /// The highest submission known to have completed.
+    pub(crate) fn completed(&self) -> u64 {
+        self.completed.load(Ordering::Acquire)
+    }
+
+    /// The most recent submission.
+    pub(crate) fn last_submitted(&self) -> SubmissionId {
+        SubmissionId(*self.last_submitted.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}

@@ -1,0 +1,161 @@
+//! Batched uploads: many arrays, one staging area, merged copies, one submission.
+
+use super::staging::UploadItem;
+use super::TransferDirection;
+use crate::array::{ArrayStorage, DeviceArray};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Source of batch ids, so that a pending array cannot be taken from another batch's result.
+static NEXT_BATCH: AtomicU64 = AtomicU64::new(1);
+
+/// Collects uploads and carries them out together in [`UploadBatch::finish`].
+///
+/// ```no_run
+/// # let ctx = gpu_arena::Context::new(Default::default())?;
+/// # let (xs, ys) = (vec![1.0f32; 4], vec![2u32; 8]);
+/// let mut batch = ctx.upload_batch();
+/// let x = batch.put(&xs, &[4])?;
+/// let y = batch.put(&ys, &[2, 4])?;
+/// let mut done = batch.finish()?;          // one staging area, one submission
+/// let (x, y) = (done.take(x)?, done.take(y)?);
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+/// Arrays exist only after `finish`: a [`PendingArray`] is a claim ticket, redeemed with
+/// [`FinishedUpload::take`], so an array whose data has not been copied cannot be used.
+pub struct UploadBatch<'data> {
+    ctx: Context,
+    id: u64,
+    entries: Vec<BatchEntry<'data>>,
+}
+
+struct BatchEntry<'data> {
+    storage: ArrayStorage,
+    shape: Vec<usize>,
+    /// The bytes still to upload (empty when written zero-copy at `put`).
+    data: &'data [u8],
+}
+
+/// A claim on an array of a batch, redeemable once the batch has finished.
+#[must_use = "redeem it with FinishedUpload::take after UploadBatch::finish"]
+pub struct PendingArray<T> {
+    batch: u64,
+    index: usize,
+    _element: PhantomData<T>,
+}
+
+/// The arrays of a finished batch, to be taken out with their [`PendingArray`] tickets.
+/// Arrays not taken are freed when this is dropped.
+pub struct FinishedUpload {
+    batch: u64,
+    entries: Vec<Option<(ArrayStorage, Vec<usize>)>>,
+}
+
+impl<'data> UploadBatch<'data> {
+    pub(crate) fn new(ctx: &Context) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            id: NEXT_BATCH.fetch_add(1, Ordering::Relaxed),
+            entries: Vec::new(),
+        }
+    }
+
+    /// Adds one array: allocates it now (in order, so a batch is mostly contiguous in the
+    /// arena) and records its data for [`UploadBatch::finish`]. The guard is checked here.
+    pub fn put<T: bytemuck::Pod>(&mut self, data: &'data [T], shape: &[usize]) -> Result<PendingArray<T>> {
+        crate::array::check_shape(shape, Some(data.len()), "UploadBatch::put")?;
+        let bytes: &'data [u8] = bytemuck::cast_slice(data);
+        self.ctx
+            .inner
+            .guard(TransferDirection::HostToDevice, bytes.len() as u64, "UploadBatch::put", true)?;
+        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        let DeviceArray { storage, shape, .. } = array;
+        // UMA: copy now; nothing needs the GPU.
+        let data = if super::write_zero_copy(&storage, bytes) { &[][..] } else { bytes };
+        self.ctx
+            .inner
+            .transfer_counters
+            .record(TransferDirection::HostToDevice, true, 1, bytes.len() as u64);
+        self.entries.push(BatchEntry { storage, shape, data });
+        Ok(PendingArray {
+            batch: self.id,
+            index: self.entries.len() - 1,
+            _element: PhantomData,
+        })
+    }
+
+    /// Number of arrays in the batch.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when nothing was put.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Copies every array's data: one staging area (in pieces if larger than the pool), merged
+    /// copy commands for arrays that are neighbours in the arena, one submission per staging
+    /// buffer filled. Does not wait for the GPU: later work on the arrays is ordered after it.
+    pub fn finish(self) -> Result<FinishedUpload> {
+        let items: Vec<UploadItem<'_>> = self
+            .entries
+            .iter()
+            .filter(|e| !e.data.is_empty())
+            .map(|e| UploadItem {
+                data: e.data,
+                buffer: &e.storage.buffer,
+                offset: e.storage.allocation.offset,
+                span: e.storage.allocation.size,
+            })
+            .collect();
+        if !items.is_empty() {
+            let id = self.ctx.inner.upload(&items)?;
+            drop(items);
+            for e in &self.entries {
+                e.storage.record_use(id);
+            }
+        }
+        Ok(FinishedUpload {
+            batch: self.id,
+            entries: self
+                .entries
+                .into_iter()
+                .map(|e| Some((e.storage, e.shape)))
+                .collect(),
+        })
+    }
+}
+
+impl FinishedUpload {
+    /// The array a [`PendingArray`] stands for. Errors if the ticket is from another batch
+    /// (each ticket can be redeemed once: it is consumed).
+    pub fn take<T: bytemuck::Pod>(&mut self, pending: PendingArray<T>) -> Result<DeviceArray<T>> {
+        if pending.batch != self.batch {
+            return Err(Error::InvalidArgument {
+                operation: "FinishedUpload::take",
+                reason: "this PendingArray belongs to another upload batch".into(),
+            });
+        }
+        let (storage, shape) = self
+            .entries
+            .get_mut(pending.index)
+            .and_then(Option::take)
+            .ok_or_else(|| Error::InvalidArgument {
+                operation: "FinishedUpload::take",
+                reason: "this array was already taken".into(),
+            })?;
+        Ok(DeviceArray {
+            storage,
+            shape,
+            _element: PhantomData,
+        })
+    }
+
+    /// Number of arrays not yet taken.
+    pub fn remaining(&self) -> usize {
+        self.entries.iter().filter(|e| e.is_some()).count()
+    }
+}

@@ -1,0 +1,358 @@
+//! Host<->device transfers: explicit `device_put` / `device_get`, batches, zero-copy on UMA,
+//! the transfer guard and transfer statistics.
+//!
+//! Three paths, chosen per array:
+//! - **zero-copy** when the array's memory is host-visible and coherent (UMA: APUs, integrated
+//!   GPUs, lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after
+//!   waiting for GPU work that still uses the array;
+//! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
+//!   upload / readback types, pooled and reused, with merged copy commands;
+//! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
+
+mod batch;
+mod guard;
+pub(crate) mod staging;
+mod stats;
+
+pub use batch::{FinishedUpload, PendingArray, UploadBatch};
+pub use guard::{TransferDirection, TransferGuard, TransferGuardLevel, TransferGuardLevels};
+pub use stats::{DirectionStats, TransferCounter, TransferStats};
+
+pub(crate) use guard::check as check_guard;
+pub(crate) use stats::TransferCounters;
+
+use crate::array::{check_shape, ArrayStorage, DeviceArray};
+use crate::context::{Context, ContextInner};
+use crate::error::{Error, Result};
+use crate::submission::SubmissionId;
+use staging::{ReadbackItem, UploadItem, COPY_ALIGNMENT};
+
+impl Context {
+    /// Copies host data to a new device array of the given shape (an explicit transfer).
+    ///
+    /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
+    /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
+    /// later GPU work on the array is ordered after it.
+    pub fn device_put<T: bytemuck::Pod>(&self, data: &[T], shape: &[usize]) -> Result<DeviceArray<T>> {
+        self.put(data, shape, true, "device_put")
+    }
+
+    /// Copies a device array back to the host (an explicit transfer). Waits for GPU work that
+    /// writes the array.
+    pub fn device_get<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<Vec<T>> {
+        Ok(self
+            .get_many(&[array], true, "device_get")?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// Copies many device arrays back at once: one staging area, one submission per staging
+    /// buffer filled, one wait (an explicit transfer each).
+    pub fn device_get_many<T: bytemuck::Pod>(&self, arrays: &[&DeviceArray<T>]) -> Result<Vec<Vec<T>>> {
+        self.get_many(arrays, true, "device_get_many")
+    }
+
+    /// Starts a batch of uploads carried out together by [`UploadBatch::finish`].
+    pub fn upload_batch(&self) -> UploadBatch<'_> {
+        UploadBatch::new(self)
+    }
+
+    /// Transfers so far, per direction, explicit and implicit apart.
+    pub fn transfer_stats(&self) -> TransferStats {
+        self.inner.transfer_counters.snapshot()
+    }
+
+    /// The transfer-guard levels this context started with (from the environment); scoped
+    /// [`TransferGuard`]s override them per thread.
+    pub fn transfer_guard_defaults(&self) -> TransferGuardLevels {
+        self.inner.guard_defaults
+    }
+
+    /// Number of staging buffers made so far, (upload, readback): the pool does not grow with
+    /// the number of transfers.
+    pub fn staging_buffers_created(&self) -> (usize, usize) {
+        let [up, down] = self.inner.staging.created();
+        (up, down)
+    }
+
+    pub(crate) fn put<T: bytemuck::Pod>(
+        &self,
+        data: &[T],
+        shape: &[usize],
+        explicit: bool,
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
+        check_shape(shape, Some(data.len()), operation)?;
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        self.inner.guard(TransferDirection::HostToDevice, bytes.len() as u64, operation, explicit)?;
+        let array = self.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        if !write_zero_copy(&array.storage, bytes) {
+            let id = self.inner.upload(&[UploadItem {
+                data: bytes,
+                buffer: &array.storage.buffer,
+                offset: array.storage.allocation.offset,
+                span: array.storage.allocation.size,
+            }])?;
+            array.storage.record_use(id);
+        }
+        self.inner.transfer_counters.record(TransferDirection::HostToDevice, explicit, 1, bytes.len() as u64);
+        Ok(array)
+    }
+
+    pub(crate) fn get_many<T: bytemuck::Pod>(
+        &self,
+        arrays: &[&DeviceArray<T>],
+        explicit: bool,
+        operation: &'static str,
+    ) -> Result<Vec<Vec<T>>> {
+        for a in arrays {
+            a.check_same_context(&self.inner, operation)?;
+        }
+        let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
+        self.inner.guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
+        let mut outputs: Vec<Vec<T>> = arrays.iter().map(|a| vec![T::zeroed(); a.len()]).collect();
+        let mut staged = Vec::new();
+        for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
+            let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
+            if let Some(ptr) = array.storage.host_ptr() {
+                // UMA: wait for GPU work that may still write the array, then read it directly.
+                self.inner.wait_for(array.storage.last_use())?;
+                // SAFETY: the allocation is mapped and holds at least `out.len()` bytes; the
+                // GPU no longer writes it (waited above).
+                unsafe { staging::parallel_copy_from(out, ptr) };
+            } else if !out.is_empty() {
+                staged.push(ReadbackItem {
+                    out,
+                    buffer: &array.storage.buffer,
+                    offset: array.storage.allocation.offset,
+                    span: array.storage.allocation.size,
+                });
+            }
+        }
+        if !staged.is_empty() {
+            self.inner.readback(&mut staged)?;
+        }
+        self.inner.transfer_counters.record(
+            TransferDirection::DeviceToHost,
+            explicit,
+            arrays.len() as u64,
+            total,
+        );
+        Ok(outputs)
+    }
+}
+
+/// Writes `bytes` straight into the array's mapped memory when zero-copy applies.
+/// The array is fresh from the arena, so no GPU work uses its memory.
+fn write_zero_copy(storage: &ArrayStorage, bytes: &[u8]) -> bool {
+    let Some(ptr) = storage.host_ptr() else {
+        return false;
+    };
+    // SAFETY: the allocation is mapped, at least `bytes.len()` long, and unused by the GPU
+    // (the arena hands out only chunks whose last GPU use has completed).
+    unsafe { staging::parallel_copy_to(ptr, bytes) };
+    true
+}
+
+impl ContextInner {
+    /// Checks the guard for one transfer (see [`TransferGuard`]).
+    pub(crate) fn guard(
+        &self,
+        direction: TransferDirection,
+        bytes: u64,
+        operation: &'static str,
+        explicit: bool,
+    ) -> Result<()> {
+        check_guard(&self.guard_defaults, direction, bytes, operation, explicit)
+    }
+
+    /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.
+    pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
+        if self.lock_memory().regions.is_vulkan() {
+            return staging::upload(self, items);
+        }
+        for item in items.iter().filter(|i| !i.data.is_empty()) {
+            let padded = item.data.len().next_multiple_of(COPY_ALIGNMENT as usize);
+            if padded == item.data.len() {
+                self.queue.write_buffer(item.buffer, item.offset, item.data);
+            } else {
+                let mut data = item.data.to_vec();
+                data.resize(padded, 0);
+                self.queue.write_buffer(item.buffer, item.offset, &data);
+            }
+        }
+        Ok(self.submit([]))
+    }
+
+    /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
+    pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
+        if self.lock_memory().regions.is_vulkan() {
+            return staging::readback(self, items);
+        }
+        let sizes: Vec<u64> = items
+            .iter()
+            .map(|i| (i.out.len() as u64).next_multiple_of(COPY_ALIGNMENT))
+            .collect();
+        let total: u64 = sizes.iter().sum();
+        let target = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu-arena readback"),
+            size: total,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut at = 0;
+        for (item, &size) in items.iter().zip(&sizes) {
+            encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
+            at += size;
+        }
+        self.submit([encoder.finish()]);
+        let slice = target.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait_idle()?;
+        rx.recv()
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map_err(|reason| Error::Device {
+                during: "mapping the readback buffer".into(),
+                reason,
+            })?;
+        {
+            let view = slice.get_mapped_range();
+            let mut at = 0usize;
+            for (item, &size) in items.iter_mut().zip(&sizes) {
+                let len = item.out.len();
+                item.out.copy_from_slice(&view[at..at + len]);
+                at += size as usize;
+            }
+        }
+        target.unmap();
+        Ok(())
+    }
+}
+
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// Copies the array to the host: an **implicit** transfer, watched by the transfer guard
+    /// (use [`Context::device_get`] for an explicit one).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        Ok(self
+            .context()
+            .get_many(&[self], false, "DeviceArray::to_vec")?
+            .pop()
+            .unwrap_or_default())
+    }
+
+    /// Compares the array with host values (an implicit device-to-host transfer).
+    pub fn equals_host(&self, values: &[T]) -> Result<bool>
+    where
+        T: PartialEq,
+    {
+        let host = self
+            .context()
+            .get_many(&[self], false, "DeviceArray comparison")?
+            .pop()
+            .unwrap_or_default();
+        Ok(host == values)
+    }
+}
+
+impl<T: bytemuck::Pod + PartialEq> PartialEq<[T]> for DeviceArray<T> {
+    /// An implicit transfer; when the guard refuses it the comparison is `false` and the
+    /// refusal is logged (use [`DeviceArray::equals_host`] to see the error).
+    fn eq(&self, other: &[T]) -> bool {
+        self.equals_host(other).unwrap_or_else(|e| {
+            log::error!("{e}");
+            false
+        })
+    }
+}
+
+impl<T: bytemuck::Pod + PartialEq> PartialEq<Vec<T>> for DeviceArray<T> {
+    fn eq(&self, other: &Vec<T>) -> bool {
+        *self == other[..]
+    }
+}
+
+impl<T: bytemuck::Pod + std::fmt::Debug> std::fmt::Display for DeviceArray<T> {
+    /// Prints the values (an implicit transfer); if the guard refuses, prints the refusal.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.context().get_many(&[self], false, "DeviceArray Display") {
+            Ok(mut values) => write!(f, "DeviceArray{:?}{:?}", self.shape(), values.pop().unwrap_or_default()),
+            Err(e) => write!(f, "DeviceArray{:?}<{e}>", self.shape()),
+        }
+    }
+}
+
+/// An operand that is either a device array or host data with a shape. Host data makes an
+/// **implicit** host-to-device transfer, which the transfer guard watches.
+pub enum Operand<'a, T: bytemuck::Pod> {
+    /// Already on the device.
+    Device(&'a DeviceArray<T>),
+    /// Host data and its shape, uploaded when the operation runs.
+    Host(&'a [T], &'a [usize]),
+    /// Host data as a rank-1 array.
+    HostVector(&'a [T]),
+}
+
+impl<'a, T: bytemuck::Pod> From<&'a DeviceArray<T>> for Operand<'a, T> {
+    fn from(array: &'a DeviceArray<T>) -> Self {
+        Operand::Device(array)
+    }
+}
+
+impl<'a, T: bytemuck::Pod> From<(&'a [T], &'a [usize])> for Operand<'a, T> {
+    fn from((data, shape): (&'a [T], &'a [usize])) -> Self {
+        Operand::Host(data, shape)
+    }
+}
+
+impl<'a, T: bytemuck::Pod> From<&'a [T]> for Operand<'a, T> {
+    /// Host data as a rank-1 operand.
+    fn from(data: &'a [T]) -> Self {
+        Operand::HostVector(data)
+    }
+}
+
+/// An operand made ready for the GPU: a borrowed device array or a freshly uploaded one.
+pub(crate) enum ResolvedOperand<'a, T: bytemuck::Pod> {
+    Borrowed(&'a DeviceArray<T>),
+    Uploaded(DeviceArray<T>),
+}
+
+impl<T: bytemuck::Pod> std::ops::Deref for ResolvedOperand<'_, T> {
+    type Target = DeviceArray<T>;
+    fn deref(&self) -> &DeviceArray<T> {
+        match self {
+            ResolvedOperand::Borrowed(a) => a,
+            ResolvedOperand::Uploaded(a) => a,
+        }
+    }
+}
+
+impl Context {
+    /// Makes an operand usable on the device: host data is uploaded (implicitly, guarded).
+    pub(crate) fn resolve<'a, T: bytemuck::Pod>(
+        &self,
+        operand: Operand<'a, T>,
+        operation: &'static str,
+    ) -> Result<ResolvedOperand<'a, T>> {
+        match operand {
+            Operand::Device(a) => {
+                a.check_same_context(&self.inner, operation)?;
+                Ok(ResolvedOperand::Borrowed(a))
+            }
+            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
+                self.put(data, shape, false, operation)?,
+            )),
+            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put(
+                data,
+                &[data.len()],
+                false,
+                operation,
+            )?)),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Shared test setup: a context on the test machine's GPU (lavapipe in CI) with wgpu's
+//! validation on, and a logger that counts Vulkan validation errors so tests can fail on them.
+#![allow(dead_code)]
+
+use gpu_arena::{ArenaConfig, Context};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Once;
+
+static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
+static LOGGER: CountingLogger = CountingLogger;
+static INIT: Once = Once::new();
+
+struct CountingLogger;
+
+impl log::Log for CountingLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let message = record.args().to_string();
+        let validation = record.level() == log::Level::Error
+            && (record.target().starts_with("wgpu_hal")
+                || message.contains("VUID-")
+                || message.contains("Validation Error"));
+        if validation {
+            VALIDATION_ERRORS.fetch_add(1, Ordering::SeqCst);
+        }
+        eprintln!("[{}] {}: {}", record.level(), record.target(), message);
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the counting logger once per test binary.
+pub fn init_logging() {
+    INIT.call_once(|| {
+        let _ = log::set_logger(&LOGGER);
+        log::set_max_level(log::LevelFilter::Warn);
+    });
+}
+
+/// A test configuration: validation on, preallocation of a small fraction so tests that open
+/// many contexts stay light on lavapipe's 2 GiB heap.
+pub fn test_config() -> ArenaConfig {
+    ArenaConfig {
+        validation: true,
+        mem_fraction: gpu_arena::MemFraction::fixed(0.25),
+        ..ArenaConfig::default()
+    }
+}
+
+/// Opens a context with `config` (validation forced on).
+pub fn context_with(config: ArenaConfig) -> Context {
+    init_logging();
+    Context::new(ArenaConfig {
+        validation: true,
+        ..config
+    })
+    .expect("a GPU adapter (install mesa-vulkan-drivers for lavapipe)")
+}
+
+/// Opens a context with [`test_config`].
+pub fn context() -> Context {
+    context_with(test_config())
+}
+
+/// Fails if any Vulkan validation error has been logged in this test binary so far.
+pub fn assert_no_validation_errors() {
+    let n = VALIDATION_ERRORS.load(Ordering::SeqCst);
+    assert_eq!(n, 0, "{n} Vulkan validation error(s) were logged (see stderr)");
+}
+
+/// A deterministic pseudo-random generator (splitmix64) so tests need no rand crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
