@@ -214,10 +214,15 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     let mut reasons = Vec::new();
     let uma = classify_uma(device, &mut reasons);
     reasons.extend(skipped);
-    let bar = classify_bar(device, &mut reasons);
-    let arena = choose_arena(memory, uma, &mut reasons);
+    let bar = classify_bar(device, uma, &mut reasons);
+    let mut arena = choose_arena(memory, uma, &mut reasons);
     let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
     let (readback_type, readback_candidates) = choose_readback(memory, &mut reasons);
+    // A small BAR window is no fallback for bulk memory: a 6 GiB arena or a staging pool that
+    // spills into 256 MiB of scarce CPU-visible VRAM only fails later. `bar_type` names it.
+    arena.candidates = without_window(memory, arena.candidates, &bar);
+    let upload_candidates = without_window(memory, upload_candidates, &bar);
+    let readback_candidates = without_window(memory, readback_candidates, &bar);
     let reserve = reservable(device, arena.heap, &mut reasons);
 
     let flags = |ty: u32| memory.types[ty as usize].flags;
@@ -341,7 +346,7 @@ struct Bar {
     ty: Option<u32>,
 }
 
-fn classify_bar(device: &DeviceDescription, reasons: &mut Vec<String>) -> Bar {
+fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>) -> Bar {
     let memory = &device.memory;
     let mappable = MemoryRequest {
         required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
@@ -374,7 +379,7 @@ fn classify_bar(device: &DeviceDescription, reasons: &mut Vec<String>) -> Bar {
         .max();
     let class = match vram {
         Some(vram) if vram > size || size < SMALL_BAR_MAX => {
-            let hint = if device.device_kind == DeviceKind::Discrete {
+            let hint = if !uma {
                 "; Resizable BAR (Smart Access Memory) in firmware would expose all of it"
             } else {
                 ""
@@ -388,8 +393,9 @@ fn classify_bar(device: &DeviceDescription, reasons: &mut Vec<String>) -> Bar {
             BarClass::Small
         }
         _ => {
+            let what = if uma { "full BAR (UMA)" } else { "full BAR" };
             reasons.push(format!(
-                "full BAR: all of device-local heap {heap} ({}) is CPU-visible through type {ty}",
+                "{what}: all of device-local heap {heap} ({}) is CPU-visible through type {ty}",
                 fmt_bytes(size)
             ));
             BarClass::Full
@@ -584,6 +590,19 @@ fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> (u32, Vec
     }
     // plan_memory checked that a usable host-visible type exists.
     (ranked.first().copied().unwrap_or(0), ranked)
+}
+
+/// `candidates` without the types on a small BAR window, unless the first candidate is there
+/// (then nothing else fits and the list stays whole).
+fn without_window(memory: &MemoryProperties, candidates: Vec<u32>, bar: &Bar) -> Vec<u32> {
+    let (BarClass::Small, Some(window)) = (bar.class, bar.heap) else {
+        return candidates;
+    };
+    let on_window = |t: &u32| memory.types[*t as usize].heap == window;
+    if candidates.first().is_none_or(on_window) {
+        return candidates;
+    }
+    candidates.into_iter().filter(|t| !on_window(t)).collect()
 }
 
 /// The preallocation bound for the arena's heap.
