@@ -1,2 +1,46 @@
 //! The arena: a best-fit-with-coalescing sub-allocator over byte ranges (pure CPU, no GPU types).
+//!
+//! It follows XLA's BFC allocator, the one behind JAX's `memory_stats()`: every allocation is
+//! rounded to [`ALLOCATION_ALIGNMENT`] (256 bytes) and placed in the smallest free chunk that
+//! fits, lowest address first; a free merges with both free neighbours. Regions (GPU buffers
+//! or memory blocks) come from a [`RegionSource`] that the backend implements, either reserved
+//! up front, grown on demand up to a limit, or both ([`ArenaOptions`]); platform mode skips
+//! caching and gives each allocation its own region.
+//!
+//! Frees can wait for the GPU: a free that carries a queue frontier keeps its chunk out of
+//! circulation until [`Arena::advance_frontier`] reports that position as done. Out of memory
+//! is an [`ArenaError`] whose [`OutOfMemory`] report says why and what to change.
+//!
+//! Files, one concept each: `allocation` (ids and rounding), `region` (regions and
+//! their source), `options`, `chunk` (the chunk slab), `tree` and `bins` (the free-chunk
+//! index), `frontier` (pending frees), `arena` (the allocator itself), `stats`, `snapshot`,
+//! `events`, `oom` and `error`.
 #![deny(unsafe_code)]
+
+mod allocation;
+#[allow(clippy::module_inception)]
+mod arena;
+mod bins;
+mod chunk;
+mod error;
+mod events;
+mod frontier;
+mod oom;
+mod options;
+mod region;
+mod snapshot;
+mod stats;
+mod tree;
+
+pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
+pub use arena::Arena;
+pub use error::ArenaError;
+pub use events::{ArenaEvent, EventSink};
+pub use oom::{OomCause, OutOfMemory};
+pub use options::{
+    ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
+    DEFAULT_MAX_REGION_BYTES,
+};
+pub use region::{RegionId, RegionSource};
+pub use snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
+pub use stats::MemoryStats;

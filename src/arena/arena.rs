@@ -1,0 +1,840 @@
+//! The arena: XLA's best-fit-with-coalescing (BFC) allocator over regions a backend provides,
+//! plus the platform (no caching) mode, pending frees and statistics.
+
+use std::fmt;
+
+use super::allocation::{
+    align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
+};
+use super::bins::Bins;
+use super::chunk::{Chunks, Slot, NIL};
+use super::error::ArenaError;
+use super::events::{ArenaEvent, EventSink, Events};
+use super::frontier::PendingFrees;
+use super::oom::{Bytes, OomCause, OutOfMemory};
+use super::options::{ArenaMode, ArenaOptions};
+use super::region::{Region, RegionSource};
+use super::snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
+use super::stats::{fragmentation, MemoryStats};
+
+/// The most chunks one allocation can add to the slab: an alignment gap, the allocation and
+/// the remainder after it.
+const MAX_NEW_CHUNKS_PER_ALLOCATION: usize = 3;
+
+/// The byte budgets of [`ArenaOptions`], rounded to the allocation granularity once.
+#[derive(Clone, Copy, Debug)]
+struct Budget {
+    reserve: u64,
+    limit: u64,
+    max_region: u64,
+    initial_growth: u64,
+}
+
+impl Budget {
+    fn new(options: &ArenaOptions) -> Budget {
+        let limit = round_down(options.limit_bytes);
+        Budget {
+            reserve: round_down(options.reserve_bytes).min(limit),
+            limit,
+            max_region: round_down(options.max_region_bytes),
+            initial_growth: rounded_size(options.initial_growth_region_bytes)
+                .unwrap_or(round_down(u64::MAX)),
+        }
+    }
+}
+
+/// The running counters behind [`MemoryStats`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    num_allocs: u64,
+    bytes_in_use: u64,
+    peak_bytes_in_use: u64,
+    largest_alloc_size: u64,
+    bytes_reserved: u64,
+    peak_bytes_reserved: u64,
+    num_regions: u64,
+}
+
+/// A best-fit-with-coalescing sub-allocator of byte ranges inside regions (XLA's BFC
+/// allocator), or in platform mode a pass-through that gives every allocation its own region.
+///
+/// The arena is pure bookkeeping: it never touches memory, and every call that may need a
+/// region takes the [`RegionSource`] that provides them. Allocation picks the smallest free
+/// chunk that fits (lowest address on ties, regions ordered by creation), splits off the rest,
+/// and a free merges with both free neighbours. Both cost O(log n) in the free chunks of one
+/// size class and allocate nothing on the heap once the chunk table has grown to its working
+/// size (a label is the exception: it is copied into a `Box<str>`).
+///
+/// `Arena` is `Send + Sync`; the device layer keeps it in a `Mutex` with its source.
+///
+/// ```
+/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+///
+/// struct Heap(u64);
+/// impl RegionSource for Heap {
+///     fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
+///         self.0 += 1;
+///         Ok(RegionId(self.0))
+///     }
+///     fn release_region(&mut self, _region: RegionId) {}
+/// }
+///
+/// let mut source = Heap(0);
+/// let mut arena = Arena::new(ArenaOptions::preallocated(1 << 20));
+/// let a = arena.allocate(1000, 0, Some("weights"), &mut source)?;
+/// assert_eq!((a.offset, a.size), (0, 1024));
+/// arena.free(a.id, None, &mut source)?;
+/// assert_eq!(arena.stats().bytes_in_use, 0);
+/// # Ok::<(), gpu_arena::arena::ArenaError>(())
+/// ```
+pub struct Arena {
+    options: ArenaOptions,
+    budget: Budget,
+    /// `reserve()` has run (and `release_all()` has not run since).
+    reserved: bool,
+    chunks: Chunks,
+    bins: Bins,
+    /// Region table; chunks refer to regions by index. `None` marks a vacant entry.
+    regions: Vec<Option<Region>>,
+    vacant_regions: Vec<u32>,
+    /// Where the next region starts in the arena's private address space.
+    next_address: u64,
+    pending: PendingFrees,
+    /// Size of the next region grown on demand (doubles after each growth, as in XLA).
+    growth_region_bytes: u64,
+    counters: Counters,
+    events: Events,
+}
+
+/// The device layer shares the arena between threads behind a mutex.
+const _: () = {
+    const fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Arena>();
+};
+
+impl Default for Arena {
+    fn default() -> Arena {
+        Arena::new(ArenaOptions::default())
+    }
+}
+
+impl fmt::Debug for Arena {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Arena")
+            .field("options", &self.options)
+            .field("reserved", &self.reserved)
+            .field("stats", &self.stats())
+            .field("pending_free_bytes", &self.pending.bytes())
+            .field("event_sink", &self.events)
+            .finish()
+    }
+}
+
+impl Arena {
+    /// An arena with no regions yet; [`reserve`](Arena::reserve) (or the first allocation)
+    /// creates the preallocated base.
+    pub fn new(options: ArenaOptions) -> Arena {
+        let budget = Budget::new(&options);
+        Arena {
+            options,
+            budget,
+            reserved: false,
+            chunks: Chunks::new(),
+            bins: Bins::new(),
+            regions: Vec::new(),
+            vacant_regions: Vec::new(),
+            next_address: 0,
+            pending: PendingFrees::default(),
+            growth_region_bytes: budget.initial_growth,
+            counters: Counters::default(),
+            events: Events::default(),
+        }
+    }
+
+    /// The options the arena was created with (unrounded).
+    pub fn options(&self) -> &ArenaOptions {
+        &self.options
+    }
+
+    /// True once [`reserve`](Arena::reserve) has run (until [`release_all`](Arena::release_all)).
+    pub fn is_reserved(&self) -> bool {
+        self.reserved
+    }
+
+    /// Creates the preallocated base: `reserve_bytes` split into regions of at most
+    /// `max_region_bytes`. Idempotent. [`allocate`](Arena::allocate) calls it when it has not
+    /// run yet. In platform mode it creates nothing.
+    ///
+    /// # Errors
+    /// [`ArenaError::RegionSource`] when the source refuses a base region (the regions created
+    /// so far are given back, so a later call starts over) or when `max_region_bytes` is below
+    /// 256 bytes.
+    pub fn reserve(&mut self, source: &mut dyn RegionSource) -> Result<(), ArenaError> {
+        if self.reserved {
+            return Ok(());
+        }
+        if self.options.mode == ArenaMode::Bfc && self.budget.reserve > 0 {
+            if self.budget.max_region == 0 {
+                return Err(ArenaError::RegionSource(format!(
+                    "max_region_bytes is {}, below the {ALLOCATION_ALIGNMENT}-byte minimum, so \
+                     no region can be created",
+                    self.options.max_region_bytes
+                )));
+            }
+            let mut remaining = self.budget.reserve;
+            let mut created = Vec::new();
+            while remaining > 0 {
+                let size = remaining.min(self.budget.max_region);
+                match self.create_region(size, true, source) {
+                    Ok(region) => created.push(region),
+                    Err(reason) => {
+                        for region in created {
+                            self.release_region(region, source);
+                        }
+                        return Err(ArenaError::RegionSource(format!(
+                            "could not reserve {} up front (a region of {} was refused: \
+                             {reason}); lower GPU_ARENA_MEM_FRACTION or set \
+                             GPU_ARENA_PREALLOCATE=false",
+                            Bytes(self.budget.reserve),
+                            Bytes(size)
+                        )));
+                    }
+                }
+                remaining -= size;
+            }
+        }
+        self.reserved = true;
+        Ok(())
+    }
+
+    /// Allocates `size` bytes (0 is allowed and takes one 256-byte granule, as in XLA).
+    ///
+    /// `align` is 0 or 256 for the default 256-byte alignment; a larger power of two aligns
+    /// the offset inside the region to it. `label` is kept with the allocation for snapshots
+    /// and out-of-memory reports.
+    ///
+    /// # Errors
+    /// [`ArenaError::InvalidAlignment`] for an alignment that is not a power of two;
+    /// [`ArenaError::OutOfMemory`] when no free chunk fits and no region can be added (the
+    /// report says why and what to change); [`ArenaError::RegionSource`] when the first call
+    /// reserves the base and the source refuses.
+    pub fn allocate(
+        &mut self,
+        size: u64,
+        align: u64,
+        label: Option<&str>,
+        source: &mut dyn RegionSource,
+    ) -> Result<Allocation, ArenaError> {
+        let align = match align {
+            0 => ALLOCATION_ALIGNMENT,
+            a if a.is_power_of_two() => a.max(ALLOCATION_ALIGNMENT),
+            a => return Err(ArenaError::InvalidAlignment(a)),
+        };
+        self.reserve(source)?;
+        let Some(rounded) = rounded_size(size) else {
+            return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
+        };
+        if !self.chunks.has_room(MAX_NEW_CHUNKS_PER_ALLOCATION) {
+            return Err(self.out_of_memory(size, rounded, OomCause::LimitReached, label));
+        }
+        let fit = match self.options.mode {
+            ArenaMode::Bfc => self.find_fit(rounded, align),
+            ArenaMode::Platform => None,
+        };
+        let (slot, padding) = match fit {
+            Some(fit) => fit,
+            None => {
+                let grown = match self.options.mode {
+                    ArenaMode::Bfc => self.grow(rounded, source),
+                    ArenaMode::Platform => self.create_platform_region(rounded, source),
+                };
+                match grown {
+                    // Offset 0 of a new region satisfies any alignment.
+                    Ok(region) => (self.region(region).first_chunk, 0),
+                    Err(cause) => return Err(self.out_of_memory(size, rounded, cause, label)),
+                }
+            }
+        };
+        Ok(self.carve(slot, padding, rounded, size, label))
+    }
+
+    /// Frees an allocation.
+    ///
+    /// `frontier` is the queue position after which the GPU no longer touches the memory:
+    /// `None` makes the chunk reusable now; `Some(n)` keeps it pending until
+    /// [`advance_frontier`](Arena::advance_frontier) reports `n` (or later) as completed, or
+    /// frees it now if that was already reported. In platform mode the region goes back to the
+    /// source when the chunk becomes reusable.
+    ///
+    /// # Errors
+    /// [`ArenaError::UnknownAllocation`] for an id already freed (double free), forgotten by
+    /// [`release_all`](Arena::release_all), or not from this arena.
+    pub fn free(
+        &mut self,
+        id: AllocationId,
+        frontier: Option<u64>,
+        source: &mut dyn RegionSource,
+    ) -> Result<(), ArenaError> {
+        let slot = id.slot();
+        let chunk = match self.chunks.get(slot) {
+            Some(c) if c.slot == Slot::InUse && c.generation == id.generation() => *c,
+            _ => return Err(ArenaError::UnknownAllocation(id)),
+        };
+        self.counters.bytes_in_use -= chunk.size;
+        let pending = match frontier {
+            Some(frontier) if !self.pending.is_complete(frontier) => {
+                self.chunks.hot[slot as usize].slot = Slot::PendingFree;
+                self.chunks.info[slot as usize].frontier = frontier;
+                self.pending.push(frontier, slot, chunk.size);
+                true
+            }
+            _ => false,
+        };
+        let region = self.region(chunk.region);
+        let (region_id, offset) = (region.id, chunk.address - region.base_address);
+        let (bytes_in_use, bytes_reserved) =
+            (self.counters.bytes_in_use, self.counters.bytes_reserved);
+        self.events.emit(|| ArenaEvent::Free {
+            id,
+            region: region_id,
+            offset,
+            size: chunk.size,
+            pending,
+            bytes_in_use,
+            bytes_reserved,
+        });
+        if !pending {
+            self.make_free(slot, source);
+        }
+        Ok(())
+    }
+
+    /// Reports that queued GPU work up to position `completed` is done: every pending chunk
+    /// whose frontier is at or below it becomes free (and coalesces with its neighbours).
+    pub fn advance_frontier(&mut self, completed: u64, source: &mut dyn RegionSource) {
+        self.pending.complete(completed);
+        while let Some(slot) = self.pending.pop_ready() {
+            debug_assert_eq!(self.chunks.hot[slot as usize].slot, Slot::PendingFree);
+            self.pending.released(self.chunks.hot[slot as usize].size);
+            self.make_free(slot, source);
+        }
+    }
+
+    /// Bytes freed by the caller that wait for the GPU before they can be reused. They count
+    /// neither in `bytes_in_use` nor as free.
+    pub fn pending_free_bytes(&self) -> u64 {
+        self.pending.bytes()
+    }
+
+    /// Gives back every region that is wholly free, except the preallocated base. Returns the
+    /// bytes released. The arena does this by itself before failing for want of room under the
+    /// limit (XLA's "garbage collection" of free regions).
+    pub fn release_free_regions(&mut self, source: &mut dyn RegionSource) -> u64 {
+        let mut released = 0;
+        for index in 0..self.regions.len() as u32 {
+            let Some(region) = &self.regions[index as usize] else {
+                continue;
+            };
+            let first = &self.chunks.hot[region.first_chunk as usize];
+            if !region.is_base && first.slot == Slot::Free && first.size == region.size {
+                released += region.size;
+                self.release_region(index, source);
+            }
+        }
+        released
+    }
+
+    /// Teardown: gives every region back to the source. Live and pending allocations are
+    /// forgotten (their ids become unknown), the counters of current use drop to zero, and the
+    /// next allocation reserves the base again.
+    pub fn release_all(&mut self, source: &mut dyn RegionSource) {
+        for index in 0..self.regions.len() {
+            if let Some(region) = self.regions[index].take() {
+                self.counters.bytes_reserved -= region.size;
+                source.release_region(region.id);
+                let bytes_reserved = self.counters.bytes_reserved;
+                self.events.emit(|| ArenaEvent::RegionReleased {
+                    region: region.id,
+                    size: region.size,
+                    bytes_in_use: 0,
+                    bytes_reserved,
+                });
+            }
+        }
+        self.regions.clear();
+        self.vacant_regions.clear();
+        self.chunks.clear();
+        self.bins.clear();
+        self.pending.clear();
+        self.next_address = 0;
+        self.counters.bytes_in_use = 0;
+        self.counters.num_regions = 0;
+        self.growth_region_bytes = self.budget.initial_growth;
+        self.reserved = false;
+    }
+
+    /// The live allocation `id`, or `None` if it was freed or never existed.
+    pub fn allocation(&self, id: AllocationId) -> Option<Allocation> {
+        let chunk = self.chunks.get(id.slot())?;
+        if chunk.slot != Slot::InUse || chunk.generation != id.generation() {
+            return None;
+        }
+        let region = self.region(chunk.region);
+        Some(Allocation {
+            id,
+            region: region.id,
+            offset: chunk.address - region.base_address,
+            size: chunk.size,
+            requested: self.chunks.info[id.slot() as usize].requested,
+        })
+    }
+
+    /// The statistics, keyed as JAX's `Device.memory_stats()`. Cheap: counters plus one
+    /// descent of the bin index for the largest free block.
+    pub fn stats(&self) -> MemoryStats {
+        let c = &self.counters;
+        let largest_free = self.largest_free_block();
+        let total_free = self.total_free();
+        MemoryStats {
+            num_allocs: c.num_allocs,
+            bytes_in_use: c.bytes_in_use,
+            peak_bytes_in_use: c.peak_bytes_in_use,
+            largest_alloc_size: c.largest_alloc_size,
+            bytes_limit: Some(self.budget.limit),
+            bytes_reserved: c.bytes_reserved,
+            peak_bytes_reserved: c.peak_bytes_reserved,
+            bytes_reservable_limit: Some(self.budget.limit),
+            largest_free_block_bytes: largest_free,
+            pool_bytes: Some(c.bytes_reserved),
+            peak_pool_bytes: Some(c.peak_bytes_reserved),
+            num_regions: c.num_regions,
+            fragmentation: fragmentation(largest_free, total_free),
+        }
+    }
+
+    /// Starts a new measurement window: `peak_bytes_in_use` and `peak_bytes_reserved` (and so
+    /// `peak_pool_bytes`) drop to their current values, and `largest_alloc_size` to the
+    /// largest allocation live now. `num_allocs` keeps counting.
+    pub fn reset_peaks(&mut self) {
+        self.counters.peak_bytes_in_use = self.counters.bytes_in_use;
+        self.counters.peak_bytes_reserved = self.counters.bytes_reserved;
+        self.counters.largest_alloc_size = self
+            .chunks
+            .hot
+            .iter()
+            .filter(|c| c.slot == Slot::InUse)
+            .map(|c| c.size)
+            .max()
+            .unwrap_or(0);
+    }
+
+    /// Every region (in creation order) with every chunk, and the statistics. O(chunks).
+    pub fn snapshot(&self) -> ArenaSnapshot {
+        let mut regions: Vec<&Region> = self.regions.iter().flatten().collect();
+        regions.sort_by_key(|r| r.base_address);
+        let regions = regions
+            .into_iter()
+            .map(|region| {
+                let mut chunks = Vec::new();
+                let mut slot = region.first_chunk;
+                while slot != NIL {
+                    let chunk = &self.chunks.hot[slot as usize];
+                    let info = &self.chunks.info[slot as usize];
+                    let state = match chunk.slot {
+                        Slot::InUse => ChunkState::InUse,
+                        Slot::PendingFree => ChunkState::PendingFree,
+                        Slot::Free | Slot::Vacant => ChunkState::Free,
+                    };
+                    let held = state != ChunkState::Free;
+                    chunks.push(ChunkSnapshot {
+                        offset: chunk.address - region.base_address,
+                        size: chunk.size,
+                        state,
+                        allocation: held.then(|| AllocationId::new(slot, chunk.generation)),
+                        label: if held {
+                            info.label.as_deref().map(String::from)
+                        } else {
+                            None
+                        },
+                        requested: if held { info.requested } else { 0 },
+                        sequence: if held { info.sequence } else { 0 },
+                        frontier: (state == ChunkState::PendingFree).then_some(info.frontier),
+                    });
+                    slot = chunk.next;
+                }
+                RegionSnapshot {
+                    id: region.id,
+                    size: region.size,
+                    chunks,
+                }
+            })
+            .collect();
+        ArenaSnapshot {
+            regions,
+            stats: self.stats(),
+        }
+    }
+
+    /// Installs (or with `None` removes) a callback that sees every allocation, free and
+    /// region change. Without one, events cost a branch each.
+    pub fn set_event_sink(&mut self, sink: Option<EventSink>) {
+        self.events.set(sink);
+    }
+
+    // ----- internals -----
+
+    fn region(&self, index: u32) -> &Region {
+        self.regions[index as usize]
+            .as_ref()
+            .expect("a chunk always belongs to a live region")
+    }
+
+    fn largest_free_block(&self) -> u64 {
+        match self.bins.largest(&self.chunks.hot) {
+            NIL => 0,
+            slot => self.chunks.hot[slot as usize].size,
+        }
+    }
+
+    fn total_free(&self) -> u64 {
+        self.counters.bytes_reserved - self.counters.bytes_in_use - self.pending.bytes()
+    }
+
+    /// The best-fit free chunk for `rounded` bytes at alignment `align`, and the gap before
+    /// the aligned offset inside it.
+    fn find_fit(&self, rounded: u64, align: u64) -> Option<(u32, u64)> {
+        let chunks = &self.chunks.hot;
+        let mut candidate = self.bins.best_fit(chunks, rounded);
+        if align == ALLOCATION_ALIGNMENT {
+            return (candidate != NIL).then_some((candidate, 0));
+        }
+        // Larger alignments: walk chunks in best-fit order until one fits with its gap. Any
+        // chunk of at least `rounded + align - 256` bytes fits, which bounds the walk to the
+        // chunks whose sizes fall in that window.
+        while candidate != NIL {
+            let chunk = &chunks[candidate as usize];
+            let offset = chunk.address - self.region(chunk.region).base_address;
+            if let Some(aligned) = align_up(offset, align) {
+                let padding = aligned - offset;
+                if padding <= chunk.size - rounded {
+                    return Some((candidate, padding));
+                }
+            }
+            candidate = self.bins.next_after(chunks, chunk.size, chunk.address);
+        }
+        None
+    }
+
+    /// Turns free chunk `slot` into an allocation of `rounded` bytes starting `padding` bytes
+    /// in, keeping the gap before and the remainder after as free chunks.
+    fn carve(
+        &mut self,
+        slot: u32,
+        padding: u64,
+        rounded: u64,
+        requested: u64,
+        label: Option<&str>,
+    ) -> Allocation {
+        self.bins.remove(&mut self.chunks.hot, slot);
+        let mut slot = slot;
+        if padding > 0 {
+            let chunk = self.chunks.hot[slot as usize];
+            let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
+            self.chunks.link_after(slot, upper);
+            self.chunks.hot[slot as usize].size = padding;
+            self.bins.insert(&mut self.chunks.hot, slot);
+            slot = upper;
+        }
+        let chunk = self.chunks.hot[slot as usize];
+        // Every remainder is a whole number of granules, so it is always worth keeping as a
+        // free chunk (XLA keeps small tails inside the allocation; splitting keeps
+        // `bytes_in_use` exact and the memory usable).
+        if chunk.size > rounded {
+            let rest = self.new_chunk(chunk.address + rounded, chunk.size - rounded, chunk.region);
+            self.chunks.link_after(slot, rest);
+            self.chunks.hot[slot as usize].size = rounded;
+            self.bins.insert(&mut self.chunks.hot, rest);
+        }
+        let c = &mut self.counters;
+        c.num_allocs += 1;
+        c.bytes_in_use += rounded;
+        c.peak_bytes_in_use = c.peak_bytes_in_use.max(c.bytes_in_use);
+        c.largest_alloc_size = c.largest_alloc_size.max(rounded);
+        let sequence = c.num_allocs;
+
+        let hot = &mut self.chunks.hot[slot as usize];
+        hot.slot = Slot::InUse;
+        hot.generation = hot.generation.wrapping_add(1);
+        let id = AllocationId::new(slot, hot.generation);
+        let info = &mut self.chunks.info[slot as usize];
+        info.requested = requested;
+        info.sequence = sequence;
+        info.label = label.map(Box::from);
+
+        let region = self.region(chunk.region);
+        let allocation = Allocation {
+            id,
+            region: region.id,
+            offset: chunk.address - region.base_address,
+            size: rounded,
+            requested,
+        };
+        let (bytes_in_use, bytes_reserved) =
+            (self.counters.bytes_in_use, self.counters.bytes_reserved);
+        self.events.emit(|| ArenaEvent::Alloc {
+            id,
+            region: allocation.region,
+            offset: allocation.offset,
+            size: rounded,
+            requested,
+            label,
+            sequence,
+            bytes_in_use,
+            bytes_reserved,
+        });
+        allocation
+    }
+
+    /// A slab slot for a new free chunk. `allocate` checked for room up front.
+    fn new_chunk(&mut self, address: u64, size: u64, region: u32) -> u32 {
+        self.chunks
+            .insert(address, size, region)
+            .expect("allocate checks for room in the chunk table first")
+    }
+
+    /// Makes chunk `slot` (in use or pending) free, merging it with free neighbours. In
+    /// platform mode its region goes back to the source.
+    fn make_free(&mut self, slot: u32, source: &mut dyn RegionSource) {
+        let hot = &mut self.chunks.hot;
+        hot[slot as usize].slot = Slot::Free;
+        self.chunks.info[slot as usize].label = None;
+        let mut slot = slot;
+        let next = self.chunks.hot[slot as usize].next;
+        if next != NIL && self.chunks.hot[next as usize].slot == Slot::Free {
+            self.bins.remove(&mut self.chunks.hot, next);
+            self.chunks.hot[slot as usize].size += self.chunks.hot[next as usize].size;
+            self.chunks.unlink(next);
+            self.chunks.remove(next);
+        }
+        // The lower chunk absorbs the upper one, so a region's first chunk never goes away.
+        let prev = self.chunks.hot[slot as usize].prev;
+        if prev != NIL && self.chunks.hot[prev as usize].slot == Slot::Free {
+            self.bins.remove(&mut self.chunks.hot, prev);
+            self.chunks.hot[prev as usize].size += self.chunks.hot[slot as usize].size;
+            self.chunks.unlink(slot);
+            self.chunks.remove(slot);
+            slot = prev;
+        }
+        self.bins.insert(&mut self.chunks.hot, slot);
+        if self.options.mode == ArenaMode::Platform {
+            let region = self.chunks.hot[slot as usize].region;
+            self.release_region(region, source);
+        }
+    }
+
+    /// Adds a region for a request of `rounded` bytes that no free chunk fits (BFC growth).
+    ///
+    /// As in XLA: the region is the current growth size (doubled until it covers the request,
+    /// and doubled again after a growth that did not need that), cut to the room left under
+    /// the limit and to the largest region allowed, but never below the request. When the room
+    /// under the limit is too small, or the source refuses, wholly free regions are released
+    /// first and the growth retried; a refused large region is retried at the request's size.
+    fn grow(&mut self, rounded: u64, source: &mut dyn RegionSource) -> Result<u32, OomCause> {
+        if rounded > self.budget.max_region {
+            return Err(OomCause::LargerThanAnyRegion);
+        }
+        let mut target = self.growth_region_bytes;
+        let mut enlarged = false;
+        while target < rounded {
+            target = target.saturating_mul(2);
+            enlarged = true;
+        }
+        let mut collected = false;
+        loop {
+            let room = self.budget.limit - self.counters.bytes_reserved;
+            if room < rounded {
+                if !collected {
+                    collected = true;
+                    if self.release_free_regions(source) > 0 {
+                        continue;
+                    }
+                }
+                return Err(OomCause::LimitReached);
+            }
+            let size = target.min(self.budget.max_region).min(room);
+            let refusal = match self.create_region(size, false, source) {
+                Ok(region) => {
+                    self.growth_region_bytes = if enlarged {
+                        target
+                    } else {
+                        target.saturating_mul(2)
+                    };
+                    return Ok(region);
+                }
+                Err(reason) if size > rounded => {
+                    // XLA backs off to smaller regions when the device refuses; the request's
+                    // own size is the smallest that helps.
+                    match self.create_region(rounded, false, source) {
+                        Ok(region) => return Ok(region),
+                        Err(_) => reason,
+                    }
+                }
+                Err(reason) => reason,
+            };
+            if !collected {
+                collected = true;
+                if self.release_free_regions(source) > 0 {
+                    continue;
+                }
+            }
+            return Err(OomCause::SourceExhausted(refusal));
+        }
+    }
+
+    /// Platform mode: a region of exactly `rounded` bytes for one allocation.
+    fn create_platform_region(
+        &mut self,
+        rounded: u64,
+        source: &mut dyn RegionSource,
+    ) -> Result<u32, OomCause> {
+        if rounded > self.budget.max_region {
+            return Err(OomCause::LargerThanAnyRegion);
+        }
+        if self.budget.limit - self.counters.bytes_reserved < rounded {
+            return Err(OomCause::LimitReached);
+        }
+        self.create_region(rounded, false, source)
+            .map_err(OomCause::SourceExhausted)
+    }
+
+    /// Asks the source for a region of `size` bytes and makes it one free chunk.
+    fn create_region(
+        &mut self,
+        size: u64,
+        is_base: bool,
+        source: &mut dyn RegionSource,
+    ) -> Result<u32, String> {
+        let id = source.create_region(size)?;
+        let base_address = self.take_address_range(size);
+        let index = match self.vacant_regions.pop() {
+            Some(index) => index,
+            None => {
+                self.regions.push(None);
+                (self.regions.len() - 1) as u32
+            }
+        };
+        let first_chunk = self.new_chunk(base_address, size, index);
+        self.regions[index as usize] = Some(Region {
+            id,
+            size,
+            base_address,
+            first_chunk,
+            is_base,
+        });
+        self.bins.insert(&mut self.chunks.hot, first_chunk);
+        let c = &mut self.counters;
+        c.bytes_reserved += size;
+        c.peak_bytes_reserved = c.peak_bytes_reserved.max(c.bytes_reserved);
+        c.num_regions += 1;
+        let (bytes_in_use, bytes_reserved) = (c.bytes_in_use, c.bytes_reserved);
+        self.events.emit(|| ArenaEvent::RegionCreated {
+            region: id,
+            size,
+            bytes_in_use,
+            bytes_reserved,
+        });
+        Ok(index)
+    }
+
+    /// Gives wholly free region `index` back to the source.
+    fn release_region(&mut self, index: u32, source: &mut dyn RegionSource) {
+        let Some(region) = self.regions[index as usize].take() else {
+            return;
+        };
+        self.bins.remove(&mut self.chunks.hot, region.first_chunk);
+        self.chunks.remove(region.first_chunk);
+        self.vacant_regions.push(index);
+        let c = &mut self.counters;
+        c.bytes_reserved -= region.size;
+        c.num_regions -= 1;
+        source.release_region(region.id);
+        let (bytes_in_use, bytes_reserved) = (c.bytes_in_use, c.bytes_reserved);
+        self.events.emit(|| ArenaEvent::RegionReleased {
+            region: region.id,
+            size: region.size,
+            bytes_in_use,
+            bytes_reserved,
+        });
+    }
+
+    /// Places a new region of `size` bytes in the private address space after all others.
+    ///
+    /// Addresses only grow, so after some 16 EiB of regions created over the arena's life the
+    /// space would overflow; then the live regions are packed down from 0 in their order,
+    /// which keeps every key's relative order and so every tree valid.
+    fn take_address_range(&mut self, size: u64) -> u64 {
+        if self.next_address.checked_add(size).is_none() {
+            self.compact_addresses();
+        }
+        let start = self.next_address;
+        self.next_address = start.saturating_add(size);
+        start
+    }
+
+    fn compact_addresses(&mut self) {
+        let mut order: Vec<u32> = (0..self.regions.len() as u32)
+            .filter(|&i| self.regions[i as usize].is_some())
+            .collect();
+        order.sort_by_key(|&i| self.region(i).base_address);
+        let mut next = 0u64;
+        for index in order {
+            let region = self.regions[index as usize]
+                .as_mut()
+                .expect("filtered to live regions");
+            let shift = region.base_address - next;
+            region.base_address = next;
+            next += region.size;
+            let mut slot = region.first_chunk;
+            while slot != NIL {
+                self.chunks.hot[slot as usize].address -= shift;
+                slot = self.chunks.hot[slot as usize].next;
+            }
+        }
+        self.next_address = next;
+    }
+
+    /// Builds the out-of-memory report. When the free bytes would cover the request but no
+    /// single block does, fragmentation is named as the cause, whatever stopped growth.
+    fn out_of_memory(
+        &self,
+        requested: u64,
+        rounded: u64,
+        cause: OomCause,
+        label: Option<&str>,
+    ) -> ArenaError {
+        let largest_free_block = self.largest_free_block();
+        let total_free = self.total_free();
+        let cause = match cause {
+            OomCause::LimitReached | OomCause::SourceExhausted(_) if total_free >= rounded => {
+                OomCause::Fragmentation
+            }
+            cause => cause,
+        };
+        ArenaError::OutOfMemory(Box::new(OutOfMemory {
+            requested,
+            rounded,
+            bytes_in_use: self.counters.bytes_in_use,
+            bytes_reserved: self.counters.bytes_reserved,
+            bytes_limit: self.budget.limit,
+            reserve_bytes: self.budget.reserve,
+            largest_free_block,
+            total_free,
+            pending_free_bytes: self.pending.bytes(),
+            fragmentation: fragmentation(largest_free_block, total_free),
+            max_region_bytes: self.budget.max_region,
+            cause,
+            mode: self.options.mode,
+            label: label.map(String::from),
+        }))
+    }
+}

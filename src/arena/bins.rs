@@ -1,0 +1,178 @@
+//! Size-class bins of free chunks with a two-level bitmap (as in TLSF), answering "the smallest
+//! free chunk of at least this size, lowest address first" without scanning.
+//!
+//! Sizes are counted in 256-byte granules. Granule counts below 64 each have a bin of their own
+//! (exact classes); above that, every power of two is cut into [`SUB_BINS`] equal classes, so a
+//! bin spans at most 1/32 of its sizes. A bit per bin says whether it holds a chunk, and a bit per
+//! power of two says whether any of its bins does, so the next non-empty class is two
+//! `trailing_zeros`. Within a bin, chunks sit in a treap ordered by `(size, address)`.
+
+use super::allocation::ALLOCATION_ALIGNMENT;
+use super::chunk::{Chunk, NIL};
+use super::tree;
+
+/// log2 of the classes each power of two is split into. 32 classes keep the spread of sizes in a
+/// bin at about 3% (TLSF uses 16 or 32).
+const SUB_BIN_BITS: u32 = 5;
+/// Classes per power of two.
+const SUB_BINS: usize = 1 << SUB_BIN_BITS;
+/// Powers of two tracked: one bit each in a `u64`, more than the 2^56 granules a `u64` byte
+/// count can reach.
+const TOP_BINS: usize = 64;
+/// All bins.
+const BIN_COUNT: usize = TOP_BINS * SUB_BINS;
+
+/// The bin holding free chunks of `granules` granules.
+#[inline]
+fn bin_of(granules: u64) -> usize {
+    if granules < SUB_BINS as u64 {
+        return granules as usize;
+    }
+    let log2 = 63 - granules.leading_zeros();
+    let top = (log2 - SUB_BIN_BITS + 1) as usize;
+    let sub = (granules >> (log2 - SUB_BIN_BITS)) as usize & (SUB_BINS - 1);
+    top * SUB_BINS + sub
+}
+
+/// Free chunks, indexed by size class.
+#[derive(Debug)]
+pub(crate) struct Bins {
+    /// Bit `t` set: some bin in power-of-two group `t` is non-empty.
+    top_bits: u64,
+    /// Bit `s` of `sub_bits[t]` set: bin `t * SUB_BINS + s` is non-empty.
+    sub_bits: [u32; TOP_BINS],
+    /// Root of each bin's treap, or `NIL`.
+    roots: Box<[u32]>,
+}
+
+impl Bins {
+    pub fn new() -> Bins {
+        Bins {
+            top_bits: 0,
+            sub_bits: [0; TOP_BINS],
+            roots: vec![NIL; BIN_COUNT].into_boxed_slice(),
+        }
+    }
+
+    /// Forgets every free chunk.
+    pub fn clear(&mut self) {
+        self.top_bits = 0;
+        self.sub_bits = [0; TOP_BINS];
+        self.roots.fill(NIL);
+    }
+
+    /// Indexes free chunk `slot`.
+    #[inline]
+    pub fn insert(&mut self, chunks: &mut [Chunk], slot: u32) {
+        let bin = bin_of(chunks[slot as usize].size / ALLOCATION_ALIGNMENT);
+        tree::insert(&mut self.roots[bin], chunks, slot);
+        self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
+        self.top_bits |= 1 << (bin / SUB_BINS);
+    }
+
+    /// Un-indexes free chunk `slot` (its size and address must be what they were at insert).
+    #[inline]
+    pub fn remove(&mut self, chunks: &mut [Chunk], slot: u32) {
+        let bin = bin_of(chunks[slot as usize].size / ALLOCATION_ALIGNMENT);
+        let removed = tree::remove(&mut self.roots[bin], chunks, slot);
+        debug_assert!(removed, "free chunk {slot} missing from bin {bin}");
+        if self.roots[bin] == NIL {
+            let top = bin / SUB_BINS;
+            self.sub_bits[top] &= !(1 << (bin % SUB_BINS));
+            if self.sub_bits[top] == 0 {
+                self.top_bits &= !(1 << top);
+            }
+        }
+    }
+
+    /// The first non-empty bin at or above `bin`, if any.
+    #[inline]
+    fn nonempty_from(&self, bin: usize) -> Option<usize> {
+        if bin >= BIN_COUNT {
+            return None;
+        }
+        let top = bin / SUB_BINS;
+        let here = self.sub_bits[top] & (u32::MAX << (bin % SUB_BINS));
+        if here != 0 {
+            return Some(top * SUB_BINS + here.trailing_zeros() as usize);
+        }
+        let above = if top + 1 < TOP_BINS {
+            self.top_bits & (u64::MAX << (top + 1))
+        } else {
+            0
+        };
+        if above == 0 {
+            return None;
+        }
+        let top = above.trailing_zeros() as usize;
+        Some(top * SUB_BINS + self.sub_bits[top].trailing_zeros() as usize)
+    }
+
+    /// Exact best fit: the free chunk with the smallest `(size, address)` among those of at
+    /// least `size` bytes, or `NIL`.
+    #[inline]
+    pub fn best_fit(&self, chunks: &[Chunk], size: u64) -> u32 {
+        self.first_from(chunks, (size, 0))
+    }
+
+    /// The free chunk with the smallest key at or above `bound`, or `NIL`.
+    #[inline]
+    fn first_from(&self, chunks: &[Chunk], bound: (u64, u64)) -> u32 {
+        let bin = bin_of(bound.0 / ALLOCATION_ALIGNMENT);
+        let root = self.roots[bin];
+        if root != NIL {
+            // The bin of the size itself may hold chunks both below and above it.
+            let found = tree::lower_bound(root, chunks, bound);
+            if found != NIL {
+                return found;
+            }
+        }
+        // Every chunk in a higher bin is large enough; the smallest key there wins.
+        match self.nonempty_from(bin + 1) {
+            Some(bin) => tree::first(self.roots[bin], chunks),
+            None => NIL,
+        }
+    }
+
+    /// The free chunk just after `(size, address)` in best-fit order, or `NIL`. Used to walk
+    /// candidates when an alignment larger than 256 bytes rules some out.
+    pub fn next_after(&self, chunks: &[Chunk], size: u64, address: u64) -> u32 {
+        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
+        let found = tree::upper_bound(self.roots[bin], chunks, (size, address));
+        if found != NIL {
+            return found;
+        }
+        match self.nonempty_from(bin + 1) {
+            Some(bin) => tree::first(self.roots[bin], chunks),
+            None => NIL,
+        }
+    }
+
+    /// The largest free chunk, or `NIL` when nothing is free.
+    pub fn largest(&self, chunks: &[Chunk]) -> u32 {
+        if self.top_bits == 0 {
+            return NIL;
+        }
+        let top = 63 - self.top_bits.leading_zeros() as usize;
+        let sub = 31 - self.sub_bits[top].leading_zeros() as usize;
+        tree::last(self.roots[top * SUB_BINS + sub], chunks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bins_grow_with_size_and_small_sizes_have_exact_bins() {
+        for granules in 1..64 {
+            assert_eq!(bin_of(granules), granules as usize);
+        }
+        let mut previous = 0;
+        for granules in (1..1u64 << 20).step_by(97).chain([u64::MAX / 256]) {
+            let bin = bin_of(granules);
+            assert!(bin >= previous && bin < BIN_COUNT);
+            previous = bin;
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Out of memory as a value that explains itself: what was asked, what the arena holds, why it
+//! could not serve the request, and what to change.
+
+use std::fmt;
+
+use super::allocation::ALLOCATION_ALIGNMENT;
+use super::options::{ArenaMode, DEFAULT_LIMIT_BYTES};
+
+/// The knob that sets the arena's share of device memory (read by the device layer).
+const MEM_FRACTION_ENV: &str = "GPU_ARENA_MEM_FRACTION";
+/// JAX's name for the same knob, accepted as an alias by the device layer.
+const JAX_MEM_FRACTION_ENV: &str = "XLA_PYTHON_CLIENT_MEM_FRACTION";
+/// The knob that turns preallocation on or off (read by the device layer).
+const PREALLOCATE_ENV: &str = "GPU_ARENA_PREALLOCATE";
+
+/// Why an allocation could not be served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OomCause {
+    /// Enough memory is free in total, but no single free block is large enough, and the
+    /// arena may not grow.
+    Fragmentation,
+    /// The arena holds as much as `limit_bytes` allows and too little of it is free.
+    LimitReached,
+    /// The request is larger than the largest region the source may be asked for.
+    LargerThanAnyRegion,
+    /// The source (the device) refused to create a region; its reason.
+    SourceExhausted(String),
+}
+
+/// Everything known about a failed allocation. Its `Display` tells the whole story; `remedy()`
+/// says what to change.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutOfMemory {
+    /// Bytes asked for.
+    pub requested: u64,
+    /// Bytes after rounding to 256 (`u64::MAX` if rounding overflowed).
+    pub rounded: u64,
+    /// Bytes of live allocations.
+    pub bytes_in_use: u64,
+    /// Bytes held in regions.
+    pub bytes_reserved: u64,
+    /// The cap on bytes held in regions.
+    pub bytes_limit: u64,
+    /// Bytes reserved up front (equal to `bytes_limit` for a preallocated arena).
+    pub reserve_bytes: u64,
+    /// The largest free chunk.
+    pub largest_free_block: u64,
+    /// All free bytes (not counting pending frees).
+    pub total_free: u64,
+    /// Bytes freed by the caller but still waiting for queued GPU work.
+    pub pending_free_bytes: u64,
+    /// `1 − largest_free_block / total_free`.
+    pub fragmentation: f64,
+    /// The largest region the source may be asked for.
+    pub max_region_bytes: u64,
+    /// Why the request failed.
+    pub cause: OomCause,
+    /// BFC or platform.
+    pub mode: ArenaMode,
+    /// The label of the failed request, if it had one.
+    pub label: Option<String>,
+}
+
+impl OutOfMemory {
+    /// True when everything the arena may hold was reserved up front.
+    fn preallocated(&self) -> bool {
+        self.mode == ArenaMode::Bfc
+            && self.reserve_bytes > 0
+            && self.reserve_bytes >= self.bytes_limit
+    }
+
+    /// What the user can change so the request succeeds.
+    pub fn remedy(&self) -> String {
+        let mut remedy = match &self.cause {
+            OomCause::LargerThanAnyRegion => format!(
+                "split the data into pieces of at most {}: that is the largest region (buffer) \
+                 the device allows, and no memory setting raises it",
+                Bytes(self.max_region_bytes)
+            ),
+            OomCause::Fragmentation => format!(
+                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}) so \
+                 the arena has room for a new region, or allocate long-lived arrays before \
+                 short-lived ones and free temporaries promptly so they do not leave holes{}",
+                if self.preallocated() {
+                    format!(
+                        "; a preallocated arena never grows: with {PREALLOCATE_ENV}=false and a \
+                         higher fraction it can"
+                    )
+                } else {
+                    String::new()
+                }
+            ),
+            OomCause::LimitReached => format!(
+                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}) \
+                 above the current limit of {}, or free arrays that are no longer needed",
+                Bytes(self.bytes_limit)
+            ),
+            OomCause::SourceExhausted(_) => format!(
+                "the device itself has no memory left for a new region: other arenas or \
+                 processes hold it. Turn preallocation off with {PREALLOCATE_ENV}=false (in the \
+                 other processes too) so each takes only what it uses, or lower \
+                 {MEM_FRACTION_ENV} so the arenas fit side by side"
+            ),
+        };
+        if self.pending_free_bytes > 0 {
+            remedy.push_str(&format!(
+                "; {} is freed but still used by queued GPU work, so waiting for the queue \
+                 before allocating returns it",
+                Bytes(self.pending_free_bytes)
+            ));
+        }
+        remedy
+    }
+
+    /// One sentence on why the request failed.
+    fn explanation(&self) -> String {
+        match &self.cause {
+            OomCause::Fragmentation => format!(
+                "memory is fragmented: {} is free in total, enough for the request, but the \
+                 largest free block is only {}, and the arena may not grow{}",
+                Bytes(self.total_free),
+                Bytes(self.largest_free_block),
+                if self.preallocated() {
+                    " (it is preallocated)"
+                } else {
+                    " beyond its limit"
+                }
+            ),
+            OomCause::LimitReached => format!(
+                "the arena's limit is reached: {} more would be needed but only {} is free and \
+                 {} held of the {} limit leaves no room for a new region",
+                Bytes(self.rounded),
+                Bytes(self.total_free),
+                Bytes(self.bytes_reserved),
+                Bytes(self.bytes_limit)
+            ),
+            OomCause::LargerThanAnyRegion => format!(
+                "the request is larger than any region can be (the largest region is {})",
+                Bytes(self.max_region_bytes)
+            ),
+            OomCause::SourceExhausted(reason) => {
+                format!("the device refused to create a new region: {reason}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "out of memory: cannot allocate {}", Bytes(self.rounded))?;
+        if let Some(label) = &self.label {
+            write!(f, " for \"{label}\"")?;
+        }
+        writeln!(
+            f,
+            " ({} bytes requested, {} after rounding to {ALLOCATION_ALIGNMENT} bytes).",
+            self.requested, self.rounded
+        )?;
+        writeln!(f, "  cause: {}.", self.explanation())?;
+        let limit = if self.bytes_limit >= DEFAULT_LIMIT_BYTES {
+            "no limit".to_string()
+        } else {
+            format!("a limit of {}", Bytes(self.bytes_limit))
+        };
+        writeln!(
+            f,
+            "  arena ({}): {} in use, {} reserved of {limit}, {} free with the largest free \
+             block {} (fragmentation {:.2}), {} pending free until queued GPU work completes, \
+             largest region {}.",
+            match self.mode {
+                ArenaMode::Bfc if self.preallocated() => "BFC, preallocated",
+                ArenaMode::Bfc => "BFC",
+                ArenaMode::Platform => "platform",
+            },
+            Bytes(self.bytes_in_use),
+            Bytes(self.bytes_reserved),
+            Bytes(self.total_free),
+            Bytes(self.largest_free_block),
+            self.fragmentation,
+            Bytes(self.pending_free_bytes),
+            Bytes(self.max_region_bytes),
+        )?;
+        write!(f, "  remedy: {}.", self.remedy())
+    }
+}
+
+/// Formats a byte count for people: `1.50 GiB`, `256 B`.
+pub(crate) struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+        if self.0 < 1024 {
+            return write!(f, "{} B", self.0);
+        }
+        let mut value = self.0 as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        write!(f, "{value:.2} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_read_in_binary_units() {
+        assert_eq!(Bytes(256).to_string(), "256 B");
+        assert_eq!(Bytes(1536).to_string(), "1.50 KiB");
+        assert_eq!(Bytes(3 << 30).to_string(), "3.00 GiB");
+    }
+}

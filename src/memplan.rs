@@ -1,1 +1,0 @@
-//! Vendor-aware memory-type policy: a pure function of a device's memory table.

@@ -1,0 +1,750 @@
+//! The policy: from a device description to a memory plan.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::MemPlanError;
+use super::rank::{skip_reason, MemoryRequest, Skip, MAX_MEMORY_TYPES};
+use super::table::{
+    DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryProperties, MemoryTypeFlags as F,
+    Vendor,
+};
+
+/// A CPU-visible device-local heap under this size is a PCIe BAR window, not VRAM: the classic
+/// BAR is 256 MiB and NVIDIA reports 214-246 MiB; Resizable BAR exposes all of VRAM.
+pub const SMALL_BAR_MAX: u64 = 1 << 30;
+
+/// On UMA, a host heap more than this many times the size of the largest device-local heap
+/// makes that device-local heap a carve-out (AMD APUs on Windows: 256 MiB next to GiBs of GTT),
+/// and the arena takes the host heap: it is the same DRAM and the GPU reads it as fast.
+pub const UMA_CARVEOUT_RATIO: u64 = 2;
+
+/// Without `VK_EXT_memory_budget`, the share of a heap the arena may take, in percent: VMA's
+/// fallback in `vmaGetHeapBudgets` ("80% heuristics").
+pub const NO_BUDGET_PERCENT: u64 = 80;
+
+/// Preallocations are rounded down to a multiple of this: the arena's 256-byte granularity
+/// (the largest `minStorageBufferOffsetAlignment` Vulkan allows).
+pub const PREALLOC_ALIGN: u64 = 256;
+
+/// How much of the device's memory the host can map directly (the PCIe BAR).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BarClass {
+    /// No device-local memory is host-visible.
+    None,
+    /// Only a small window (typically 256 MiB) of device-local memory is host-visible.
+    Small,
+    /// All of the main device-local heap is host-visible (Resizable BAR, full BAR, UMA).
+    Full,
+}
+
+impl fmt::Display for BarClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::None => "none",
+            Self::Small => "small",
+            Self::Full => "full",
+        })
+    }
+}
+
+/// Which memory types and heap gpu-arena uses on one device, and why.
+///
+/// Types are Vulkan memory type indices, heaps are heap indices. Each `*_candidates` list is
+/// ranked, best first, and starts with the chosen type; turn one into a `memory_type_bits`
+/// mask with [`MemoryPlan::type_mask`]. gpu-allocator takes the *lowest* index in the mask
+/// that has the flags of its `MemoryLocation`, so to get the plan's choice ask with
+/// `MemoryLocation::Unknown` and a mask of one candidate at a time (`1 << candidate`), moving
+/// to the next candidate when an allocation fails or the resource's own `memory_type_bits`
+/// exclude it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// The device name.
+    pub device: String,
+    /// The vendor.
+    pub vendor: Vendor,
+    /// The device kind.
+    pub device_kind: DeviceKind,
+    /// Device memory is host memory (APUs, integrated GPUs, software devices): the arena is
+    /// host-visible when it can be, and puts/gets may map it instead of copying.
+    pub uma: bool,
+    /// How much device-local memory the host can map.
+    pub bar: BarClass,
+    /// The heap holding the host-visible device-local memory, when there is any.
+    pub bar_heap: Option<u32>,
+    /// The best host-visible device-local type on [`bar_heap`](Self::bar_heap): for small,
+    /// direct writes into device memory. Bulk staging does not use it.
+    pub bar_type: Option<u32>,
+    /// The memory type that backs the arena.
+    pub arena_type: u32,
+    /// The heap of [`arena_type`](Self::arena_type).
+    pub arena_heap: u32,
+    /// Whether the arena's type is host-visible (UMA: zero-copy puts and gets).
+    pub arena_host_visible: bool,
+    /// Types that may back the arena, best first; types on the arena heap come first.
+    pub arena_candidates: Vec<u32>,
+    /// The memory type for upload staging buffers (host writes, device reads).
+    pub upload_type: u32,
+    /// Types for upload staging, best first.
+    pub upload_candidates: Vec<u32>,
+    /// Whether [`upload_type`](Self::upload_type) is HOST_COHERENT. Always true for tables
+    /// that follow the Vulkan spec (it guarantees a HOST_VISIBLE|HOST_COHERENT type); when
+    /// false, host writes need `vkFlushMappedMemoryRanges`.
+    pub upload_coherent: bool,
+    /// The memory type for readback staging buffers (device writes, host reads).
+    pub readback_type: u32,
+    /// Types for readback staging, best first.
+    pub readback_candidates: Vec<u32>,
+    /// Whether [`readback_type`](Self::readback_type) is HOST_COHERENT (see
+    /// [`upload_coherent`](Self::upload_coherent)); when false, host reads need
+    /// `vkInvalidateMappedMemoryRanges`.
+    pub readback_coherent: bool,
+    /// The heap the preallocation is sized from: always the arena's heap.
+    pub prealloc_heap: u32,
+    /// The size of [`prealloc_heap`](Self::prealloc_heap) in bytes.
+    pub heap_bytes: u64,
+    /// The heap's budget from `VK_EXT_memory_budget`, when the device reported one.
+    pub budget_bytes: Option<u64>,
+    /// The most the arena may take, in bytes: with a budget, the budget left
+    /// (budget − usage) but never more than the heap; without one, VMA's fallback of
+    /// [`NO_BUDGET_PERCENT`]% of the heap.
+    pub reservable_bytes: u64,
+    /// Short sentences saying why each choice was made, in the order the choices were made.
+    pub reasons: Vec<String>,
+}
+
+impl MemoryPlan {
+    /// How many bytes to preallocate for `fraction` of the heap (JAX's
+    /// `XLA_PYTHON_CLIENT_MEM_FRACTION`, default 0.75): `fraction × heap_bytes`, never more than
+    /// [`reservable_bytes`](Self::reservable_bytes), rounded down to [`PREALLOC_ALIGN`].
+    ///
+    /// `fraction` is clamped to `0.0..=1.0`; NaN counts as 0. Never panics.
+    ///
+    /// ```
+    /// # use gpu_arena::memplan::*;
+    /// # let text = std::fs::read_to_string("tests/data/memprops/nvidia-h200-linux-580.json").unwrap();
+    /// let plan = plan_memory(&DeviceDescription::from_json(&text)?)?;
+    /// assert_eq!(plan.prealloc_bytes(0.75), 150_754_820_096 / 4 * 3);
+    /// assert_eq!(plan.prealloc_bytes(2.0), plan.reservable_bytes / 256 * 256);
+    /// # Ok::<(), MemPlanError>(())
+    /// ```
+    pub fn prealloc_bytes(&self, fraction: f64) -> u64 {
+        let fraction = if fraction.is_nan() {
+            0.0
+        } else {
+            fraction.clamp(0.0, 1.0)
+        };
+        // `as` saturates, and f64 holds every heap size up to 8 PiB exactly.
+        let wanted = (self.heap_bytes as f64 * fraction) as u64;
+        wanted.min(self.reservable_bytes) / PREALLOC_ALIGN * PREALLOC_ALIGN
+    }
+
+    /// The `memory_type_bits` mask of a candidate list; indices past 31 are ignored.
+    pub fn type_mask(candidates: &[u32]) -> u32 {
+        candidates
+            .iter()
+            .filter_map(|&i| 1u32.checked_shl(i))
+            .fold(0, |mask, bit| mask | bit)
+    }
+
+    /// The mask of [`arena_candidates`](Self::arena_candidates).
+    pub fn arena_type_bits(&self) -> u32 {
+        Self::type_mask(&self.arena_candidates)
+    }
+
+    /// The mask of [`upload_candidates`](Self::upload_candidates).
+    pub fn upload_type_bits(&self) -> u32 {
+        Self::type_mask(&self.upload_candidates)
+    }
+
+    /// The mask of [`readback_candidates`](Self::readback_candidates).
+    pub fn readback_type_bits(&self) -> u32 {
+        Self::type_mask(&self.readback_candidates)
+    }
+}
+
+/// Plans which memory types back the arena, upload and readback on `device`, and how many
+/// bytes the arena may preallocate.
+///
+/// A pure function of the table: it keys on flags and sizes rather than on device names, so
+/// new GPUs get a sensible plan. Unusable types (PROTECTED, LAZILY_ALLOCATED, AMD's
+/// device-coherent/uncached types, unknown flags, empty heaps) are never chosen.
+///
+/// # Errors
+/// [`MemPlanError::NoMemoryTypes`], [`MemPlanError::TooManyTypes`] and
+/// [`MemPlanError::HeapOutOfRange`] for malformed tables, and
+/// [`MemPlanError::NoHostVisibleType`] when no usable type is host-visible (staging is then
+/// impossible). Never panics.
+///
+/// ```
+/// use gpu_arena::memplan::{plan_memory, BarClass, DeviceDescription};
+/// let text = std::fs::read_to_string("tests/data/memprops/nvidia-rtx3090-linux-smallbar.json")?;
+/// let plan = plan_memory(&DeviceDescription::from_json(&text)?)?;
+/// assert_eq!(plan.bar, BarClass::Small);
+/// assert!(!plan.uma && !plan.arena_host_visible);
+/// assert_eq!((plan.arena_type, plan.upload_type, plan.readback_type), (1, 3, 4));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanError> {
+    let memory = &device.memory;
+    check_table(device)?;
+
+    let skipped = skipped_types(memory);
+    let host_visible = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::empty(),
+        not_preferred: F::empty(),
+    };
+    if host_visible.rank(memory).is_empty() {
+        let skipped = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", skipped.join("; "))
+        };
+        return Err(MemPlanError::NoHostVisibleType {
+            device: device.name.clone(),
+            skipped,
+        });
+    }
+
+    let vendor = device.vendor();
+    let mut reasons = Vec::new();
+    let uma = classify_uma(device, &mut reasons);
+    reasons.extend(skipped);
+    let bar = classify_bar(device, uma, &mut reasons);
+    let mut arena = choose_arena(memory, uma, &mut reasons);
+    let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
+    let (readback_type, readback_candidates) = choose_readback(memory, &mut reasons);
+    // A small BAR window is no fallback for bulk memory: a 6 GiB arena or a staging pool that
+    // spills into 256 MiB of scarce CPU-visible VRAM only fails later. `bar_type` names it.
+    arena.candidates = without_window(memory, arena.candidates, &bar);
+    let upload_candidates = without_window(memory, upload_candidates, &bar);
+    let readback_candidates = without_window(memory, readback_candidates, &bar);
+    let reserve = reservable(device, arena.heap, &mut reasons);
+
+    let flags = |ty: u32| memory.types[ty as usize].flags;
+    Ok(MemoryPlan {
+        device: device.name.clone(),
+        vendor,
+        device_kind: device.device_kind,
+        uma,
+        bar: bar.class,
+        bar_heap: bar.heap,
+        bar_type: bar.ty,
+        arena_type: arena.ty,
+        arena_heap: arena.heap,
+        arena_host_visible: flags(arena.ty).contains(F::HOST_VISIBLE),
+        arena_candidates: arena.candidates,
+        upload_type,
+        upload_candidates,
+        upload_coherent: flags(upload_type).contains(F::HOST_COHERENT),
+        readback_type,
+        readback_candidates,
+        readback_coherent: flags(readback_type).contains(F::HOST_COHERENT),
+        prealloc_heap: arena.heap,
+        heap_bytes: memory.heaps[arena.heap as usize].size,
+        budget_bytes: reserve.budget,
+        reservable_bytes: reserve.reservable,
+        reasons,
+    })
+}
+
+/// Rejects tables no device can report: no types, more than 32, types on missing heaps.
+fn check_table(device: &DeviceDescription) -> Result<(), MemPlanError> {
+    let memory = &device.memory;
+    if memory.types.is_empty() {
+        return Err(MemPlanError::NoMemoryTypes {
+            device: device.name.clone(),
+        });
+    }
+    if memory.types.len() > MAX_MEMORY_TYPES {
+        return Err(MemPlanError::TooManyTypes {
+            device: device.name.clone(),
+            count: memory.types.len(),
+        });
+    }
+    for (i, ty) in memory.types.iter().enumerate() {
+        if ty.heap as usize >= memory.heaps.len() {
+            return Err(MemPlanError::HeapOutOfRange {
+                device: device.name.clone(),
+                type_index: i as u32,
+                heap: ty.heap,
+                heap_count: memory.heaps.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// One reason per cause for the types the filter drops, e.g. "skipped types 4-7: ...".
+fn skipped_types(memory: &MemoryProperties) -> Vec<String> {
+    let mut by_cause: BTreeMap<Skip, Vec<u32>> = BTreeMap::new();
+    for i in 0..memory.types.len() {
+        if let Some(skip) = skip_reason(memory, i) {
+            by_cause.entry(skip).or_default().push(i as u32);
+        }
+    }
+    by_cause
+        .into_iter()
+        .map(|(skip, types)| {
+            let noun = if types.len() == 1 { "type" } else { "types" };
+            format!("skipped {noun} {}: {}", index_list(&types), skip.why())
+        })
+        .collect()
+}
+
+/// Decides whether device memory is host memory.
+fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
+    let (uma, why) = match device.device_kind {
+        DeviceKind::Discrete => (false, "discrete GPU: VRAM is separate from host memory"),
+        DeviceKind::Integrated => (true, "integrated GPU: device memory is host memory (UMA)"),
+        DeviceKind::Cpu => (
+            true,
+            "CPU device (software rasterizer): device memory is host memory (UMA)",
+        ),
+        DeviceKind::Virtual | DeviceKind::Other => {
+            // The kind says nothing; read the table. Only device-local heaps, all reachable
+            // by a host-visible type, is what integrated GPUs and software devices report.
+            let memory = &device.memory;
+            let live = || memory.heaps.iter().filter(|h| h.size > 0);
+            let mappable = MemoryRequest {
+                required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
+                preferred: F::empty(),
+                not_preferred: F::empty(),
+            };
+            if !live().any(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL)) {
+                (
+                    true,
+                    "no device-local heap: all memory is host memory (UMA)",
+                )
+            } else if live().all(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL))
+                && !mappable.rank(memory).is_empty()
+            {
+                (
+                    true,
+                    "every heap is device-local and host-visible types exist: treated as UMA",
+                )
+            } else {
+                (
+                    false,
+                    "separate device-local and host heaps: treated as a discrete GPU",
+                )
+            }
+        }
+    };
+    reasons.push(why.to_string());
+    uma
+}
+
+/// What the host can map of device-local memory.
+struct Bar {
+    class: BarClass,
+    heap: Option<u32>,
+    ty: Option<u32>,
+}
+
+fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>) -> Bar {
+    let memory = &device.memory;
+    let mappable = MemoryRequest {
+        required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
+        preferred: F::HOST_COHERENT,
+        not_preferred: F::HOST_CACHED,
+    };
+    let ranked = mappable.rank(memory);
+    let Some(heap) = largest_heap(memory, &ranked) else {
+        reasons.push(
+            "no BAR: no usable DEVICE_LOCAL|HOST_VISIBLE type, device memory is reached \
+             only through copies"
+                .to_string(),
+        );
+        return Bar {
+            class: BarClass::None,
+            heap: None,
+            ty: None,
+        };
+    };
+    let ty = first_on_heap(memory, &ranked, heap);
+    let size = heap_size(memory, heap);
+    // The largest other device-local heap at least as big: the VRAM the window sits beside.
+    let vram = memory
+        .heaps
+        .iter()
+        .enumerate()
+        .filter(|&(i, h)| i != heap as usize && h.flags.contains(HeapFlags::DEVICE_LOCAL))
+        .map(|(_, h)| h.size)
+        .filter(|&s| s >= size)
+        .max();
+    let class = match vram {
+        Some(vram) if vram > size || size < SMALL_BAR_MAX => {
+            let hint = if !uma {
+                "; Resizable BAR (Smart Access Memory) in firmware would expose all of it"
+            } else {
+                ""
+            };
+            reasons.push(format!(
+                "small BAR: heap {heap} ({}) is a CPU-visible window (type {ty}) next to {} of \
+                 device-local memory, kept out of bulk staging{hint}",
+                fmt_bytes(size),
+                fmt_bytes(vram),
+            ));
+            BarClass::Small
+        }
+        _ => {
+            let what = if uma { "full BAR (UMA)" } else { "full BAR" };
+            reasons.push(format!(
+                "{what}: all of device-local heap {heap} ({}) is CPU-visible through type {ty}",
+                fmt_bytes(size)
+            ));
+            BarClass::Full
+        }
+    };
+    Bar {
+        class,
+        heap: Some(heap),
+        ty: Some(ty),
+    }
+}
+
+/// The arena's type, heap and ranked candidates.
+struct Arena {
+    ty: u32,
+    heap: u32,
+    candidates: Vec<u32>,
+}
+
+fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Arena {
+    let device_local = if uma {
+        // Host-visible so puts and gets can map the arena; write-combined (not cached) is
+        // what the GPU reads fastest on APUs, where cached memory is snooped.
+        MemoryRequest {
+            required: F::DEVICE_LOCAL,
+            preferred: F::HOST_VISIBLE | F::HOST_COHERENT,
+            not_preferred: F::HOST_CACHED,
+        }
+    } else {
+        // Plain VRAM: the host flags only cost BAR space or mean a slower path.
+        MemoryRequest {
+            required: F::DEVICE_LOCAL,
+            preferred: F::empty(),
+            not_preferred: F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED,
+        }
+    };
+    let ranked = device_local.rank(memory);
+
+    if let Some(heap) = largest_heap(memory, &ranked) {
+        let size = heap_size(memory, heap);
+        if uma {
+            if let Some(host) = carve_out_host_heap(memory, size) {
+                let host_memory = MemoryRequest {
+                    required: F::HOST_VISIBLE,
+                    preferred: F::HOST_COHERENT,
+                    not_preferred: F::HOST_CACHED | F::DEVICE_LOCAL,
+                };
+                let arena = heap_first(memory, host_memory.rank(memory), host);
+                reasons.push(format!(
+                    "arena: type {} on host heap {host} ({}): the device-local heap {heap} is \
+                     only a {} carve-out of the same DRAM, which the GPU reads as fast",
+                    arena.ty,
+                    fmt_bytes(heap_size(memory, host)),
+                    fmt_bytes(size),
+                ));
+                return arena;
+            }
+        }
+        let arena = heap_first(memory, ranked, heap);
+        let flags = memory.types[arena.ty as usize].flags;
+        let what = match (uma, flags.contains(F::HOST_VISIBLE)) {
+            (false, false) => "plain VRAM (device-local, not host-visible)".to_string(),
+            (false, true) => format!("{flags}: no plain device-local type on this heap"),
+            (true, true) => format!("{flags}: UMA, so puts and gets can map it instead of copying"),
+            (true, false) => format!("{flags}: UMA, but no host-visible type on this heap"),
+        };
+        reasons.push(format!(
+            "arena: type {} on heap {heap} ({}), the largest device-local heap: {what}",
+            arena.ty,
+            fmt_bytes(size)
+        ));
+        return arena;
+    }
+
+    // No usable device-local type at all: every byte is host memory, so take the largest heap.
+    let any = MemoryRequest {
+        required: F::empty(),
+        preferred: F::HOST_VISIBLE | F::HOST_COHERENT,
+        not_preferred: F::HOST_CACHED,
+    };
+    let ranked = any.rank(memory);
+    // plan_memory checked that a usable host-visible type exists, so `ranked` is not empty.
+    let heap = largest_heap(memory, &ranked).unwrap_or(0);
+    let arena = heap_first(memory, ranked, heap);
+    reasons.push(format!(
+        "arena: type {} on heap {heap} ({}): no usable device-local type, so the arena lives in \
+         host memory",
+        arena.ty,
+        fmt_bytes(heap_size(memory, heap))
+    ));
+    arena
+}
+
+/// On UMA, the host heap that dwarfs a device-local carve-out of `device_local_size` bytes.
+fn carve_out_host_heap(memory: &MemoryProperties, device_local_size: u64) -> Option<u32> {
+    let host_visible = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::empty(),
+        not_preferred: F::empty(),
+    };
+    let on_host_heaps: Vec<u32> = host_visible
+        .rank(memory)
+        .into_iter()
+        .filter(|&t| {
+            let heap = memory.types[t as usize].heap;
+            !memory.heaps[heap as usize]
+                .flags
+                .contains(HeapFlags::DEVICE_LOCAL)
+        })
+        .collect();
+    let host = largest_heap(memory, &on_host_heaps)?;
+    let dwarfs = u128::from(heap_size(memory, host))
+        > u128::from(device_local_size) * u128::from(UMA_CARVEOUT_RATIO);
+    dwarfs.then_some(host)
+}
+
+fn choose_upload(
+    memory: &MemoryProperties,
+    uma: bool,
+    bar: &Bar,
+    reasons: &mut Vec<String>,
+) -> (u32, Vec<u32>) {
+    // Host memory, write-combined: uncached is faster to write, and keeping staging off
+    // device-local heaps leaves a small BAR window alone and does not eat into the arena's
+    // heap on full BAR.
+    let (ty, ranked) = rank_coherent(
+        memory,
+        MemoryRequest {
+            required: F::HOST_VISIBLE | F::HOST_COHERENT,
+            preferred: F::empty(),
+            not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
+        },
+    );
+    let flags = memory.types[ty as usize].flags;
+    let heap = memory.types[ty as usize].heap;
+    let context = match (flags.contains(F::DEVICE_LOCAL), bar.class, uma) {
+        (false, BarClass::Small, _) => "host memory, which keeps the small BAR window free",
+        (false, BarClass::Full, false) => {
+            "host memory: bulk staging stays out of VRAM so it does not eat into the arena's \
+             heap; the full BAR type is left for direct writes"
+        }
+        (false, _, _) => "host memory",
+        (true, _, true) => "UMA: the only host-visible memory is device-local",
+        (true, _, false) => "no host-visible type outside device-local memory",
+    };
+    let cached = if flags.contains(F::HOST_CACHED) {
+        "host-cached"
+    } else {
+        "write-combined"
+    };
+    reasons.push(format!(
+        "upload: type {ty} ({flags}) on heap {heap}, {cached}: {context}"
+    ));
+    (ty, ranked)
+}
+
+fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32, Vec<u32>) {
+    // Host-cached: the CPU reads it at memory speed, where uncached or BAR memory is read a
+    // word at a time.
+    let (ty, ranked) = rank_coherent(
+        memory,
+        MemoryRequest {
+            required: F::HOST_VISIBLE | F::HOST_COHERENT,
+            preferred: F::HOST_CACHED,
+            not_preferred: F::DEVICE_LOCAL,
+        },
+    );
+    let flags = memory.types[ty as usize].flags;
+    let heap = memory.types[ty as usize].heap;
+    let why = if flags.contains(F::HOST_CACHED) {
+        "host-cached, so CPU reads are fast"
+    } else {
+        "no host-cached type: CPU reads are uncached and slow"
+    };
+    reasons.push(format!(
+        "readback: type {ty} ({flags}) on heap {heap}, {why}"
+    ));
+    (ty, ranked)
+}
+
+/// Ranks by `request`; when no usable type is HOST_COHERENT (the Vulkan spec guarantees one,
+/// so only odd tables), drops that requirement: the transfer layer then flushes or invalidates.
+fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> (u32, Vec<u32>) {
+    let mut ranked = request.rank(memory);
+    if ranked.is_empty() {
+        let relaxed = MemoryRequest {
+            required: F(request.required.0 & !F::HOST_COHERENT.0),
+            preferred: request.preferred | F::HOST_COHERENT,
+            ..request
+        };
+        ranked = relaxed.rank(memory);
+    }
+    // plan_memory checked that a usable host-visible type exists.
+    (ranked.first().copied().unwrap_or(0), ranked)
+}
+
+/// `candidates` without the types on a small BAR window, unless the first candidate is there
+/// (then nothing else fits and the list stays whole).
+fn without_window(memory: &MemoryProperties, candidates: Vec<u32>, bar: &Bar) -> Vec<u32> {
+    let (BarClass::Small, Some(window)) = (bar.class, bar.heap) else {
+        return candidates;
+    };
+    let on_window = |t: &u32| memory.types[*t as usize].heap == window;
+    if candidates.first().is_none_or(on_window) {
+        return candidates;
+    }
+    candidates.into_iter().filter(|t| !on_window(t)).collect()
+}
+
+/// The preallocation bound for the arena's heap.
+struct Reserve {
+    budget: Option<u64>,
+    reservable: u64,
+}
+
+fn reservable(device: &DeviceDescription, heap: u32, reasons: &mut Vec<String>) -> Reserve {
+    let size = heap_size(&device.memory, heap);
+    let budget: Option<HeapBudget> = match &device.heap_budgets {
+        Some(budgets) if budgets.len() == device.memory.heaps.len() => Some(budgets[heap as usize]),
+        Some(budgets) => {
+            reasons.push(format!(
+                "ignored the memory budget: {} entries for {} heaps",
+                budgets.len(),
+                device.memory.heaps.len()
+            ));
+            None
+        }
+        None => None,
+    };
+    match budget {
+        Some(b) => {
+            let left = b.budget.saturating_sub(b.usage);
+            let reservable = size.min(left);
+            reasons.push(format!(
+                "preallocate from heap {heap} ({}): budget {}, {} in use, so at most {}",
+                fmt_bytes(size),
+                fmt_bytes(b.budget),
+                fmt_bytes(b.usage),
+                fmt_bytes(reservable)
+            ));
+            Reserve {
+                budget: Some(b.budget),
+                reservable,
+            }
+        }
+        None => {
+            let reservable = (u128::from(size) * u128::from(NO_BUDGET_PERCENT) / 100) as u64;
+            reasons.push(format!(
+                "preallocate from heap {heap} ({}): no memory budget, so at most \
+                 {NO_BUDGET_PERCENT}% of it (VMA's fallback)",
+                fmt_bytes(size)
+            ));
+            Reserve {
+                budget: None,
+                reservable,
+            }
+        }
+    }
+}
+
+/// The heap, among those of `ranked` types, with the most bytes; of equal heaps, the one
+/// holding the best-ranked type.
+fn largest_heap(memory: &MemoryProperties, ranked: &[u32]) -> Option<u32> {
+    let heap_of = |t: u32| memory.types[t as usize].heap;
+    let max = ranked
+        .iter()
+        .map(|&t| heap_size(memory, heap_of(t)))
+        .max()?;
+    ranked
+        .iter()
+        .map(|&t| heap_of(t))
+        .find(|&h| heap_size(memory, h) == max)
+}
+
+/// The best-ranked type on `heap` (the caller knows there is one).
+fn first_on_heap(memory: &MemoryProperties, ranked: &[u32], heap: u32) -> u32 {
+    ranked
+        .iter()
+        .copied()
+        .find(|&t| memory.types[t as usize].heap == heap)
+        .unwrap_or(0)
+}
+
+/// `ranked` reordered so the types on `heap` come first (each part keeps its order).
+fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32) -> Arena {
+    let (mut candidates, others): (Vec<u32>, Vec<u32>) = ranked
+        .into_iter()
+        .partition(|&t| memory.types[t as usize].heap == heap);
+    candidates.extend(others);
+    Arena {
+        ty: candidates.first().copied().unwrap_or(0),
+        heap,
+        candidates,
+    }
+}
+
+fn heap_size(memory: &MemoryProperties, heap: u32) -> u64 {
+    memory.heaps.get(heap as usize).map_or(0, |h| h.size)
+}
+
+/// `[4, 5, 6, 7, 12]` as `"4-7, 12"`.
+fn index_list(indices: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < indices.len() {
+        let start = indices[i];
+        let mut end = start;
+        while i + 1 < indices.len() && indices[i + 1] == end + 1 {
+            end += 1;
+            i += 1;
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+        i += 1;
+    }
+    parts.join(", ")
+}
+
+/// Bytes for people: "246 MiB", "7.84 GiB".
+fn fmt_bytes(bytes: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const GIB: u64 = 1 << 30;
+    if bytes >= GIB {
+        format!("{:.2} GiB", bytes as f64 / GIB as f64)
+    } else if bytes >= MIB {
+        format!("{:.0} MiB", bytes as f64 / MIB as f64)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_lists_collapse_runs() {
+        assert_eq!(index_list(&[4, 5, 6, 7, 12, 13, 15]), "4-7, 12-13, 15");
+        assert_eq!(index_list(&[]), "");
+        assert_eq!(index_list(&[3]), "3");
+    }
+
+    #[test]
+    fn byte_sizes_read_as_mib_or_gib() {
+        assert_eq!(fmt_bytes(257_949_696), "246 MiB");
+        assert_eq!(fmt_bytes(8 << 30), "8.00 GiB");
+        assert_eq!(fmt_bytes(100), "100 bytes");
+    }
+}
