@@ -115,6 +115,10 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// ```
     /// Submit the work with [`Context::submit`] naming the array, so that its memory is kept
     /// until the work completes. The binding covers the data rounded up to 4 bytes (WGSL's word).
+    ///
+    /// Declare every arena binding `var<storage, read_write>`, inputs too: arrays share region
+    /// buffers, and wgpu tracks usage per buffer, so a `read` binding next to a `read_write`
+    /// binding of another array in the same region is a usage conflict within one dispatch.
     pub fn binding(&self) -> wgpu::BufferBinding<'_> {
         wgpu::BufferBinding {
             buffer: &self.storage.buffer,
@@ -138,13 +142,20 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// Names the array in memory snapshots and OOM reports.
     pub fn with_label(self, label: &str) -> Self {
         let mut memory = self.storage.ctx.lock_memory();
-        memory.arena.set_label(self.storage.allocation.id, Some(label));
+        // The array is live, so its allocation is too.
+        let _ = memory
+            .arena
+            .set_label(self.storage.allocation.id, Some(label));
         drop(memory);
         self
     }
 
     /// Errors unless `other` belongs to the same context.
-    pub(crate) fn check_same_context(&self, ctx: &Arc<ContextInner>, operation: &'static str) -> Result<()> {
+    pub(crate) fn check_same_context(
+        &self,
+        ctx: &Arc<ContextInner>,
+        operation: &'static str,
+    ) -> Result<()> {
         if Arc::ptr_eq(&self.storage.ctx, ctx) {
             Ok(())
         } else {
@@ -171,7 +182,11 @@ impl<T: bytemuck::Pod> std::fmt::Debug for DeviceArray<T> {
 }
 
 /// Checks a shape: rank at most [`MAX_RANK`], and (when given) that it holds `len` elements.
-pub(crate) fn check_shape(shape: &[usize], len: Option<usize>, operation: &'static str) -> Result<usize> {
+pub(crate) fn check_shape(
+    shape: &[usize],
+    len: Option<usize>,
+    operation: &'static str,
+) -> Result<usize> {
     if shape.len() > MAX_RANK {
         return Err(Error::Shape {
             operation,
@@ -189,9 +204,7 @@ pub(crate) fn check_shape(shape: &[usize], len: Option<usize>, operation: &'stat
         if len != elements {
             return Err(Error::Shape {
                 operation,
-                reason: format!(
-                    "shape {shape:?} holds {elements} elements but the data has {len}"
-                ),
+                reason: format!("shape {shape:?} holds {elements} elements but the data has {len}"),
             });
         }
     }
@@ -254,13 +267,17 @@ impl Context {
             // SAFETY: the allocation lies inside the mapped region and nothing else uses it.
             unsafe { std::ptr::write_bytes(ptr, 0, bytes as usize) };
         } else {
-            let mut encoder = self
-                .inner
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                    label: Some("gpu-arena zeros"),
-                });
-            encoder.clear_buffer(&array.storage.buffer, array.storage.allocation.offset, Some(bytes));
+            let mut encoder =
+                self.inner
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("gpu-arena zeros"),
+                    });
+            encoder.clear_buffer(
+                &array.storage.buffer,
+                array.storage.allocation.offset,
+                Some(bytes),
+            );
             self.submit([encoder.finish()], &[&array]);
         }
         Ok(array)

@@ -220,10 +220,9 @@ impl ArenaConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
         let env = EnvReader { lookup: &lookup };
         let mut config = Self::default();
-        if let Some((var, value)) = env.first(&[
-            "GPU_ARENA_PREALLOCATE",
-            "XLA_PYTHON_CLIENT_PREALLOCATE",
-        ])? {
+        if let Some((var, value)) =
+            env.first(&["GPU_ARENA_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"])?
+        {
             config.preallocate = parse_bool(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&[
@@ -371,7 +370,10 @@ mod tests {
 
     #[test]
     fn fraction_grammar_covers_fixed_plus_and_range() {
-        assert_eq!(MemFraction::parse("0.75").unwrap(), MemFraction::fixed(0.75));
+        assert_eq!(
+            MemFraction::parse("0.75").unwrap(),
+            MemFraction::fixed(0.75)
+        );
         assert_eq!(
             MemFraction::parse("0.5+").unwrap(),
             MemFraction {
@@ -388,8 +390,13 @@ mod tests {
         );
         assert!(MemFraction::parse("0.9-0.8").unwrap_err().contains("below"));
         assert!(MemFraction::parse("1.5").unwrap_err().contains("(0, 1]"));
-        assert!(MemFraction::parse("abc").unwrap_err().contains("not a number"));
-        assert_eq!(MemFraction::parse("0.75-0.85").unwrap().to_string(), "0.75-0.85");
+        assert!(MemFraction::parse("abc")
+            .unwrap_err()
+            .contains("not a number"));
+        assert_eq!(
+            MemFraction::parse("0.75-0.85").unwrap().to_string(),
+            "0.75-0.85"
+        );
         assert_eq!(MemFraction::parse("0.6+").unwrap().to_string(), "0.6+");
     }
 
@@ -444,15 +451,24 @@ mod tests {
         let msg = config_from(&[("GPU_ARENA_ALLOCATOR", "cuda_async")])
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("GPU_ARENA_ALLOCATOR") && msg.contains("platform"), "{msg}");
+        assert!(
+            msg.contains("GPU_ARENA_ALLOCATOR") && msg.contains("platform"),
+            "{msg}"
+        );
         let msg = config_from(&[("GPU_ARENA_PREALLOCATE", "maybe")])
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("GPU_ARENA_PREALLOCATE") && msg.contains("true/false"), "{msg}");
+        assert!(
+            msg.contains("GPU_ARENA_PREALLOCATE") && msg.contains("true/false"),
+            "{msg}"
+        );
         let msg = config_from(&[("XLA_PYTHON_CLIENT_MEM_FRACTION", "2")])
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("XLA_PYTHON_CLIENT_MEM_FRACTION") && msg.contains("0.75+"), "{msg}");
+        assert!(
+            msg.contains("XLA_PYTHON_CLIENT_MEM_FRACTION") && msg.contains("0.75+"),
+            "{msg}"
+        );
         let msg = config_from(&[("GPU_ARENA_BACKEND", "cuda")])
             .unwrap_err()
             .to_string();

@@ -63,16 +63,7 @@ impl Context {
     /// Errors: no adapter (the message says what to install), the chosen adapter refused a
     /// device, or the memory plan could not be made.
     pub fn new(config: ArenaConfig) -> Result<Self> {
-        let mut flags = wgpu::InstanceFlags::empty();
-        if config.validation {
-            flags |= wgpu::InstanceFlags::VALIDATION | wgpu::InstanceFlags::DEBUG;
-        }
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends: config.backend.backends(),
-            flags,
-            ..wgpu::InstanceDescriptor::new_without_display_handle()
-        });
-        let adapter = choose_adapter(&instance, &config)?;
+        let adapter = choose_adapter(&config)?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
         let required_features = adapter.features() & wgpu::Features::PIPELINE_CACHE;
@@ -89,7 +80,13 @@ impl Context {
         // wgpu's default handler panics; a library must not. Errors we can act on are caught
         // with error scopes where they happen; anything else is logged.
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
-            log::error!("gpu-arena: uncaptured wgpu error: {error}");
+            let mut text = error.to_string();
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                text.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            log::error!("gpu-arena: uncaptured wgpu error: {text}");
         }));
 
         let description = backend::describe_adapter(&adapter)
@@ -237,11 +234,12 @@ impl ContextInner {
     /// Zero-copy host access to arena memory is allowed when configured and the memory type is
     /// host-visible and coherent (no flushes needed).
     pub(crate) fn zero_copy_allowed(&self, memory_type: Option<u32>) -> bool {
-        let wanted = MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT;
+        let wanted =
+            MemoryTypeFlags(MemoryTypeFlags::HOST_VISIBLE.0 | MemoryTypeFlags::HOST_COHERENT.0);
         self.config.zero_copy
             && memory_type
                 .and_then(|t| self.description.memory.types.get(t as usize))
-                .is_some_and(|t| t.flags.0 & wanted == wanted)
+                .is_some_and(|t| t.flags.contains(wanted))
     }
 
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
@@ -388,12 +386,39 @@ fn device_rank(device_type: wgpu::DeviceType) -> u8 {
 
 /// Picks the adapter: the config's selector if any, else Vulkan first and discrete >
 /// integrated > virtual > CPU.
-fn choose_adapter(instance: &wgpu::Instance, config: &ArenaConfig) -> Result<wgpu::Adapter> {
-    let mut adapters = pollster::block_on(instance.enumerate_adapters(config.backend.backends()));
+fn choose_adapter(config: &ArenaConfig) -> Result<wgpu::Adapter> {
+    let enumerate = |backends: wgpu::Backends| {
+        let mut flags = wgpu::InstanceFlags::empty();
+        if config.validation {
+            flags |= wgpu::InstanceFlags::VALIDATION;
+        }
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends,
+            flags,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        pollster::block_on(instance.enumerate_adapters(backends))
+    };
+    // Auto: Vulkan adapters only, unless there are none (our memory policy applies to Vulkan,
+    // and leaving GL alone avoids its driver probing where Vulkan works).
+    let mut adapters = match config.backend {
+        BackendChoice::Auto => {
+            let vulkan = enumerate(wgpu::Backends::VULKAN);
+            if vulkan.is_empty() {
+                enumerate(wgpu::Backends::all())
+            } else {
+                vulkan
+            }
+        }
+        choice => enumerate(choice.backends()),
+    };
     // Vulkan before other backends (our memory policy applies there), then by device class.
     adapters.sort_by_key(|a| {
         let info = a.get_info();
-        (info.backend != wgpu::Backend::Vulkan, device_rank(info.device_type))
+        (
+            info.backend != wgpu::Backend::Vulkan,
+            device_rank(info.device_type),
+        )
     });
     if adapters.is_empty() {
         return Err(Error::NoAdapter {
@@ -410,7 +435,10 @@ fn choose_adapter(instance: &wgpu::Instance, config: &ArenaConfig) -> Result<wgp
             .enumerate()
             .map(|(i, a)| {
                 let info = a.get_info();
-                format!("{i}: {} ({:?}, {:?})", info.name, info.backend, info.device_type)
+                format!(
+                    "{i}: {} ({:?}, {:?})",
+                    info.name, info.backend, info.device_type
+                )
             })
             .collect::<Vec<_>>()
             .join("; ")
@@ -454,19 +482,19 @@ fn synthetic_description(info: &wgpu::AdapterInfo, config: &ArenaConfig) -> Devi
         memory: MemoryProperties {
             heaps: vec![MemoryHeap {
                 size: config.fallback_device_memory_bytes,
-                flags: HeapFlags(HeapFlags::DEVICE_LOCAL),
+                flags: HeapFlags::DEVICE_LOCAL,
             }],
             types: vec![
                 // wgpu cannot map storage buffers on these backends, so even on UMA the arena
                 // is not host-visible to us: transfers go through staging.
                 MemoryType {
                     heap: 0,
-                    flags: MemoryTypeFlags(MemoryTypeFlags::DEVICE_LOCAL),
+                    flags: MemoryTypeFlags::DEVICE_LOCAL,
                 },
                 MemoryType {
                     heap: 0,
                     flags: MemoryTypeFlags(
-                        MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT,
+                        MemoryTypeFlags::HOST_VISIBLE.0 | MemoryTypeFlags::HOST_COHERENT.0,
                     ),
                 },
             ],

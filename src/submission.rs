@@ -26,7 +26,10 @@ impl Submissions {
         queue: &wgpu::Queue,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
     ) -> SubmissionId {
-        let mut last = self.last_submitted.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self
+            .last_submitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         *last += 1;
         let id = *last;
         queue.submit(command_buffers);
@@ -44,6 +47,11 @@ impl Submissions {
 
     /// The most recent submission.
     pub(crate) fn last_submitted(&self) -> SubmissionId {
-        SubmissionId(*self.last_submitted.lock().unwrap_or_else(|p| p.into_inner()))
+        SubmissionId(
+            *self
+                .last_submitted
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
     }
 }

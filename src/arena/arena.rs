@@ -389,6 +389,19 @@ impl Arena {
         })
     }
 
+    /// Renames a live allocation (for snapshots and OOM reports). Errors if `id` is not live.
+    pub fn set_label(&mut self, id: AllocationId, label: Option<&str>) -> Result<(), ArenaError> {
+        let live = self
+            .chunks
+            .get(id.slot())
+            .is_some_and(|c| c.slot == Slot::InUse && c.generation == id.generation());
+        if !live {
+            return Err(ArenaError::UnknownAllocation(id));
+        }
+        self.chunks.info[id.slot() as usize].label = label.map(Box::from);
+        Ok(())
+    }
+
     /// The statistics, keyed as JAX's `Device.memory_stats()`. Cheap: counters plus one
     /// descent of the bin index for the largest free block.
     pub fn stats(&self) -> MemoryStats {

@@ -21,7 +21,9 @@ pub(crate) fn create_buffer(
 ) -> DeviceBuffer {
     let usage = match purpose {
         Purpose::Arena => {
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST
         }
         Purpose::Upload => wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
         Purpose::Readback => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,

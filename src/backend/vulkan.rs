@@ -10,8 +10,8 @@
 use super::{DeviceBuffer, MappedPtr};
 use crate::error::{Error, Result};
 use crate::memplan::{
-    DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties,
-    MemoryType, MemoryTypeFlags,
+    DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
+    MemoryTypeFlags,
 };
 use ash::vk;
 use gpu_allocator::vulkan::{
@@ -33,7 +33,12 @@ pub(crate) fn describe_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescript
     // SAFETY: `physical` was enumerated from `instance`, which outlives this call.
     let props = unsafe { instance.get_physical_device_memory_properties(physical) };
     let memory = memory_properties(&props);
-    let heap_budgets = query_budgets(instance, physical, hal_adapter.shared_instance(), memory.heaps.len());
+    let heap_budgets = query_budgets(
+        instance,
+        physical,
+        hal_adapter.shared_instance(),
+        memory.heaps.len(),
+    );
     Some(DeviceDescription {
         name: info.name.clone(),
         vendor_id: info.vendor,
@@ -194,9 +199,10 @@ impl VulkanMemory {
             return Err(backend_error("allocating device memory", last_error));
         };
         // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
-        if let Err(e) =
-            unsafe { self.device.bind_buffer_memory(raw, allocation.memory(), allocation.offset()) }
-        {
+        if let Err(e) = unsafe {
+            self.device
+                .bind_buffer_memory(raw, allocation.memory(), allocation.offset())
+        } {
             let _ = self.allocator.lock().map(|mut a| a.free(allocation));
             // SAFETY: the buffer is unused.
             unsafe { self.device.destroy_buffer(raw, None) };

@@ -64,21 +64,38 @@ impl<'data> UploadBatch<'data> {
 
     /// Adds one array: allocates it now (in order, so a batch is mostly contiguous in the
     /// arena) and records its data for [`UploadBatch::finish`]. The guard is checked here.
-    pub fn put<T: bytemuck::Pod>(&mut self, data: &'data [T], shape: &[usize]) -> Result<PendingArray<T>> {
+    pub fn put<T: bytemuck::Pod>(
+        &mut self,
+        data: &'data [T],
+        shape: &[usize],
+    ) -> Result<PendingArray<T>> {
         crate::array::check_shape(shape, Some(data.len()), "UploadBatch::put")?;
         let bytes: &'data [u8] = bytemuck::cast_slice(data);
-        self.ctx
-            .inner
-            .guard(TransferDirection::HostToDevice, bytes.len() as u64, "UploadBatch::put", true)?;
+        self.ctx.inner.guard(
+            TransferDirection::HostToDevice,
+            bytes.len() as u64,
+            "UploadBatch::put",
+            true,
+        )?;
         let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
         let DeviceArray { storage, shape, .. } = array;
         // UMA: copy now; nothing needs the GPU.
-        let data = if super::write_zero_copy(&storage, bytes) { &[][..] } else { bytes };
-        self.ctx
-            .inner
-            .transfer_counters
-            .record(TransferDirection::HostToDevice, true, 1, bytes.len() as u64);
-        self.entries.push(BatchEntry { storage, shape, data });
+        let data = if super::write_zero_copy(&storage, bytes) {
+            &[][..]
+        } else {
+            bytes
+        };
+        self.ctx.inner.transfer_counters.record(
+            TransferDirection::HostToDevice,
+            true,
+            1,
+            bytes.len() as u64,
+        );
+        self.entries.push(BatchEntry {
+            storage,
+            shape,
+            data,
+        });
         Ok(PendingArray {
             batch: self.id,
             index: self.entries.len() - 1,

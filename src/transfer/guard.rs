@@ -153,8 +153,9 @@ impl TransferGuardLevels {
                         Error::Config {
                             variable: name,
                             value,
-                            expected: "one of allow, log, disallow, log_explicit, disallow_explicit"
-                                .into(),
+                            expected:
+                                "one of allow, log, disallow, log_explicit, disallow_explicit"
+                                    .into(),
                         }
                     });
                 }
@@ -298,8 +299,16 @@ mod tests {
         for (level, implicit_ok, explicit_ok) in table {
             let levels = TransferGuardLevels::all(level);
             for direction in TransferDirection::ALL {
-                assert_eq!(check(&levels, direction, 8, "t", false).is_ok(), implicit_ok, "{level:?}");
-                assert_eq!(check(&levels, direction, 8, "t", true).is_ok(), explicit_ok, "{level:?}");
+                assert_eq!(
+                    check(&levels, direction, 8, "t", false).is_ok(),
+                    implicit_ok,
+                    "{level:?}"
+                );
+                assert_eq!(
+                    check(&levels, direction, 8, "t", true).is_ok(),
+                    explicit_ok,
+                    "{level:?}"
+                );
             }
         }
     }
@@ -307,11 +316,23 @@ mod tests {
     #[test]
     fn refusal_reads_like_jax_and_names_direction_bytes_and_operation() {
         let levels = TransferGuardLevels::all(TransferGuardLevel::Disallow);
-        let msg = check(&levels, TransferDirection::HostToDevice, 4096, "dynamic_update_slice", false)
-            .unwrap_err()
-            .to_string();
-        assert!(msg.starts_with("Disallowed host-to-device transfer"), "{msg}");
-        assert!(msg.contains("4096 bytes") && msg.contains("dynamic_update_slice"), "{msg}");
+        let msg = check(
+            &levels,
+            TransferDirection::HostToDevice,
+            4096,
+            "dynamic_update_slice",
+            false,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            msg.starts_with("Disallowed host-to-device transfer"),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("4096 bytes") && msg.contains("dynamic_update_slice"),
+            "{msg}"
+        );
         assert!(msg.contains("implicit"), "{msg}");
     }
 
@@ -322,13 +343,22 @@ mod tests {
         let h2d = TransferDirection::HostToDevice;
         {
             let _all = TransferGuard::scoped(TransferGuardLevel::Disallow);
-            assert_eq!(effective_level(&defaults, h2d), TransferGuardLevel::Disallow);
+            assert_eq!(
+                effective_level(&defaults, h2d),
+                TransferGuardLevel::Disallow
+            );
             {
                 let _one = TransferGuard::scoped_direction(d2h, TransferGuardLevel::Log);
                 assert_eq!(effective_level(&defaults, d2h), TransferGuardLevel::Log);
-                assert_eq!(effective_level(&defaults, h2d), TransferGuardLevel::Disallow);
+                assert_eq!(
+                    effective_level(&defaults, h2d),
+                    TransferGuardLevel::Disallow
+                );
             }
-            assert_eq!(effective_level(&defaults, d2h), TransferGuardLevel::Disallow);
+            assert_eq!(
+                effective_level(&defaults, d2h),
+                TransferGuardLevel::Disallow
+            );
         }
         assert_eq!(effective_level(&defaults, d2h), TransferGuardLevel::Allow);
     }
@@ -337,7 +367,10 @@ mod tests {
     fn scoped_guard_is_thread_local() {
         let _g = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
         let other = std::thread::spawn(|| {
-            effective_level(&TransferGuardLevels::default(), TransferDirection::HostToDevice)
+            effective_level(
+                &TransferGuardLevels::default(),
+                TransferDirection::HostToDevice,
+            )
         })
         .join()
         .unwrap();
@@ -369,7 +402,10 @@ mod tests {
         let msg = levels_from(&[("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE", "never")])
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE"), "{msg}");
+        assert!(
+            msg.contains("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE"),
+            "{msg}"
+        );
         assert!(msg.contains("disallow_explicit"), "{msg}");
     }
 }

@@ -33,7 +33,11 @@ impl Context {
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
     /// later GPU work on the array is ordered after it.
-    pub fn device_put<T: bytemuck::Pod>(&self, data: &[T], shape: &[usize]) -> Result<DeviceArray<T>> {
+    pub fn device_put<T: bytemuck::Pod>(
+        &self,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<DeviceArray<T>> {
         self.put(data, shape, true, "device_put")
     }
 
@@ -48,7 +52,10 @@ impl Context {
 
     /// Copies many device arrays back at once: one staging area, one submission per staging
     /// buffer filled, one wait (an explicit transfer each).
-    pub fn device_get_many<T: bytemuck::Pod>(&self, arrays: &[&DeviceArray<T>]) -> Result<Vec<Vec<T>>> {
+    pub fn device_get_many<T: bytemuck::Pod>(
+        &self,
+        arrays: &[&DeviceArray<T>],
+    ) -> Result<Vec<Vec<T>>> {
         self.get_many(arrays, true, "device_get_many")
     }
 
@@ -84,7 +91,12 @@ impl Context {
     ) -> Result<DeviceArray<T>> {
         check_shape(shape, Some(data.len()), operation)?;
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        self.inner.guard(TransferDirection::HostToDevice, bytes.len() as u64, operation, explicit)?;
+        self.inner.guard(
+            TransferDirection::HostToDevice,
+            bytes.len() as u64,
+            operation,
+            explicit,
+        )?;
         let array = self.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
         if !write_zero_copy(&array.storage, bytes) {
             let id = self.inner.upload(&[UploadItem {
@@ -95,7 +107,12 @@ impl Context {
             }])?;
             array.storage.record_use(id);
         }
-        self.inner.transfer_counters.record(TransferDirection::HostToDevice, explicit, 1, bytes.len() as u64);
+        self.inner.transfer_counters.record(
+            TransferDirection::HostToDevice,
+            explicit,
+            1,
+            bytes.len() as u64,
+        );
         Ok(array)
     }
 
@@ -109,7 +126,8 @@ impl Context {
             a.check_same_context(&self.inner, operation)?;
         }
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
-        self.inner.guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
+        self.inner
+            .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
         let mut outputs: Vec<Vec<T>> = arrays.iter().map(|a| vec![T::zeroed(); a.len()]).collect();
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
@@ -221,7 +239,10 @@ impl ContextInner {
                 reason,
             })?;
         {
-            let view = slice.get_mapped_range();
+            let view = slice.get_mapped_range().map_err(|e| Error::Device {
+                during: "reading the readback buffer".into(),
+                reason: e.to_string(),
+            })?;
             let mut at = 0usize;
             for (item, &size) in items.iter_mut().zip(&sizes) {
                 let len = item.out.len();
@@ -279,8 +300,16 @@ impl<T: bytemuck::Pod + PartialEq> PartialEq<Vec<T>> for DeviceArray<T> {
 impl<T: bytemuck::Pod + std::fmt::Debug> std::fmt::Display for DeviceArray<T> {
     /// Prints the values (an implicit transfer); if the guard refuses, prints the refusal.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.context().get_many(&[self], false, "DeviceArray Display") {
-            Ok(mut values) => write!(f, "DeviceArray{:?}{:?}", self.shape(), values.pop().unwrap_or_default()),
+        match self
+            .context()
+            .get_many(&[self], false, "DeviceArray Display")
+        {
+            Ok(mut values) => write!(
+                f,
+                "DeviceArray{:?}{:?}",
+                self.shape(),
+                values.pop().unwrap_or_default()
+            ),
             Err(e) => write!(f, "DeviceArray{:?}<{e}>", self.shape()),
         }
     }

@@ -66,7 +66,10 @@ impl StagingPool {
         loop {
             let completed = ctx.submissions.completed();
             {
-                let mut free = self.free_list(kind).lock().unwrap_or_else(|p| p.into_inner());
+                let mut free = self
+                    .free_list(kind)
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
                 if let Some(i) = free.iter().position(|b| b.busy_until.0 <= completed) {
                     return Ok(free.swap_remove(i));
                 }
@@ -98,7 +101,11 @@ impl StagingPool {
 
 fn create_staging(ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer> {
     let (candidates, purpose, label) = match kind {
-        StagingKind::Upload => (&ctx.plan.upload_candidates, Purpose::Upload, "gpu-arena upload staging"),
+        StagingKind::Upload => (
+            &ctx.plan.upload_candidates,
+            Purpose::Upload,
+            "gpu-arena upload staging",
+        ),
         StagingKind::Readback => (
             &ctx.plan.readback_candidates,
             Purpose::Readback,
@@ -107,8 +114,9 @@ fn create_staging(ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer
     };
     let size = ctx.config.staging_bytes.next_multiple_of(COPY_ALIGNMENT);
     let memory = ctx.lock_memory();
-    let DeviceBuffer { buffer, mapped, .. } =
-        memory.regions.create_buffer(size, candidates, purpose, label)?;
+    let DeviceBuffer { buffer, mapped, .. } = memory
+        .regions
+        .create_buffer(size, candidates, purpose, label)?;
     drop(memory);
     let mapped = mapped.ok_or_else(|| Error::Backend {
         during: format!("creating {label}"),
@@ -258,7 +266,13 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
             if !copies.is_empty() {
                 let mut encoder = ctx.device.create_command_encoder(&Default::default());
                 for c in &copies {
-                    encoder.copy_buffer_to_buffer(&staging.buffer, c.staging_offset, c.buffer, c.offset, c.len);
+                    encoder.copy_buffer_to_buffer(
+                        &staging.buffer,
+                        c.staging_offset,
+                        c.buffer,
+                        c.offset,
+                        c.len,
+                    );
                 }
                 *last = ctx.submit([encoder.finish()]);
                 staging.busy_until = *last;
@@ -271,7 +285,9 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
         let mut done = 0;
         while done < data_len {
             let piece = match current.as_ref() {
-                Some((staging, cursor, _)) => next_piece(data_len, item.span, done, staging.size - cursor),
+                Some((staging, cursor, _)) => {
+                    next_piece(data_len, item.span, done, staging.size - cursor)
+                }
                 None => None,
             };
             let Some((data, copy, taken)) = piece else {
@@ -288,7 +304,11 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
             unsafe {
                 parallel_copy_to(dst, src);
                 // Zero the word padding so no stale staging bytes land in the array's tail word.
-                std::ptr::write_bytes(dst.add(data as usize), 0, (data.next_multiple_of(COPY_ALIGNMENT) - data) as usize);
+                std::ptr::write_bytes(
+                    dst.add(data as usize),
+                    0,
+                    (data.next_multiple_of(COPY_ALIGNMENT) - data) as usize,
+                );
             }
             push_copy(
                 copies,
@@ -355,7 +375,13 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
             }
             let mut encoder = ctx.device.create_command_encoder(&Default::default());
             for c in &copies {
-                encoder.copy_buffer_to_buffer(c.buffer, c.offset, &staging.buffer, c.staging_offset, c.len);
+                encoder.copy_buffer_to_buffer(
+                    c.buffer,
+                    c.offset,
+                    &staging.buffer,
+                    c.staging_offset,
+                    c.len,
+                );
             }
             staging.busy_until = ctx.submit([encoder.finish()]);
             in_flight.push_back(InFlight { staging, pieces });

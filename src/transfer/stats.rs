@@ -40,7 +40,13 @@ pub(crate) struct TransferCounters {
 }
 
 impl TransferCounters {
-    pub(crate) fn record(&self, direction: TransferDirection, explicit: bool, count: u64, bytes: u64) {
+    pub(crate) fn record(
+        &self,
+        direction: TransferDirection,
+        explicit: bool,
+        count: u64,
+        bytes: u64,
+    ) {
         let cell = &self.cells[direction.index()][explicit as usize];
         cell[0].fetch_add(count, Ordering::Relaxed);
         cell[1].fetch_add(bytes, Ordering::Relaxed);

@@ -23,7 +23,7 @@ impl log::Log for CountingLogger {
         }
         let message = record.args().to_string();
         let validation = record.level() == log::Level::Error
-            && (record.target().starts_with("wgpu_hal")
+            && (record.target().starts_with("wgpu_hal::vulkan")
                 || message.contains("VUID-")
                 || message.contains("Validation Error"));
         if validation {
@@ -71,7 +71,10 @@ pub fn context() -> Context {
 /// Fails if any Vulkan validation error has been logged in this test binary so far.
 pub fn assert_no_validation_errors() {
     let n = VALIDATION_ERRORS.load(Ordering::SeqCst);
-    assert_eq!(n, 0, "{n} Vulkan validation error(s) were logged (see stderr)");
+    assert_eq!(
+        n, 0,
+        "{n} Vulkan validation error(s) were logged (see stderr)"
+    );
 }
 
 /// A deterministic pseudo-random generator (splitmix64) so tests need no rand crate.
