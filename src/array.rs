@@ -231,8 +231,12 @@ impl Context {
         bytes: u64,
         label: Option<&str>,
     ) -> Result<DeviceArray<T>> {
-        let allocation = self.inner.allocate(bytes, label)?;
-        let memory = self.inner.lock_memory();
+        let allocation =
+            crate::profile::with_scoped_label(label, |label| self.inner.allocate(bytes, label))
+                .map_err(|e| self.inner.dump_on_oom(e))?;
+        let mut memory = self.inner.lock_memory();
+        let info = crate::profile::ArrayInfo::new::<T>(shape);
+        memory.arrays.insert(allocation.id, info);
         let region = memory
             .regions
             .get(allocation.region)
@@ -278,7 +282,7 @@ impl Context {
                 array.storage.allocation.offset,
                 Some(bytes),
             );
-            self.submit([encoder.finish()], &[&array]);
+            self.submit_named("zeros", [encoder.finish()], &[&array]);
         }
         Ok(array)
     }

@@ -13,6 +13,8 @@
 //! | [`ArenaConfig::validation`] | `false` | `GPU_ARENA_VALIDATION` | |
 //! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |
 //! | [`ArenaConfig::transfer_guard`] | allow | `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE\|_DEVICE_TO_HOST\|_DEVICE_TO_DEVICE]` | `JAX_TRANSFER_GUARD[...]` |
+//! | [`ArenaConfig::timeline_capacity`] | 0 (off) | `GPU_ARENA_TIMELINE` | |
+//! | [`ArenaConfig::dump_on_oom`] | none | `GPU_ARENA_DUMP_ON_OOM` | |
 //!
 //! Our names win over the aliases; two aliases that disagree are an error, as in JAX.
 
@@ -187,6 +189,13 @@ pub struct ArenaConfig {
     /// Transfer-guard levels per direction (default: allow everything), from
     /// `GPU_ARENA_TRANSFER_GUARD*` / `JAX_TRANSFER_GUARD*`; scoped guards override them.
     pub transfer_guard: TransferGuardLevels,
+    /// Events the memory timeline keeps (a ring: the newest win). Default 0: off, costing
+    /// nothing. `GPU_ARENA_TIMELINE` takes a count, or `on` for
+    /// [`crate::profile::DEFAULT_TIMELINE_CAPACITY`].
+    pub timeline_capacity: usize,
+    /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
+    /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>`.
+    pub dump_on_oom: Option<std::path::PathBuf>,
 }
 
 impl Default for ArenaConfig {
@@ -203,6 +212,8 @@ impl Default for ArenaConfig {
             validation: false,
             fallback_device_memory_bytes: DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES,
             transfer_guard: TransferGuardLevels::default(),
+            timeline_capacity: 0,
+            dump_on_oom: None,
         }
     }
 }
@@ -292,6 +303,13 @@ impl ArenaConfig {
             config.fallback_device_memory_bytes = parse_mib(&var, &value)?;
         }
         config.transfer_guard = TransferGuardLevels::from_lookup(&lookup)?;
+        if let Some((var, value)) = env.first(&["GPU_ARENA_TIMELINE"])? {
+            config.timeline_capacity = parse_timeline(&var, &value)?;
+        }
+        if let Some((_, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
+            let dir = value.trim();
+            config.dump_on_oom = (!dir.is_empty()).then(|| dir.into());
+        }
         Ok(config)
     }
 }
@@ -337,6 +355,20 @@ fn parse_bool(var: &str, value: &str) -> Result<bool> {
             variable: var.into(),
             value: value.into(),
             expected: "true/false (also 1/0, yes/no, on/off)".into(),
+        }),
+    }
+}
+
+/// `on`/`true`/`yes`/`1` mean the default capacity (a one-event ring would be useless, so 1
+/// reads as JAX's "true"); `off`/`false`/`no`/`0` mean off; any other number is a capacity.
+fn parse_timeline(var: &str, value: &str) -> Result<usize> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(crate::profile::DEFAULT_TIMELINE_CAPACITY),
+        "off" | "false" | "no" | "0" | "" => Ok(0),
+        number => number.parse::<usize>().map_err(|_| Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "on/off or a number of events".into(),
         }),
     }
 }
@@ -507,5 +539,33 @@ mod tests {
         assert_eq!(config.mem_fraction.limit, 0.6);
         let config = config_from(&[("GPU_ARENA_ADAPTER", "1")]).unwrap();
         assert_eq!(config.adapter, Some(AdapterSelector::Index(1)));
+    }
+
+    #[test]
+    fn timeline_and_oom_dump_are_off_unless_asked_for() {
+        let config = config_from(&[]).unwrap();
+        assert_eq!(config.timeline_capacity, 0);
+        assert_eq!(config.dump_on_oom, None);
+        let config = config_from(&[
+            ("GPU_ARENA_TIMELINE", "on"),
+            ("GPU_ARENA_DUMP_ON_OOM", "/tmp/oom"),
+        ])
+        .unwrap();
+        assert_eq!(
+            config.timeline_capacity,
+            crate::profile::DEFAULT_TIMELINE_CAPACITY
+        );
+        assert_eq!(config.dump_on_oom, Some("/tmp/oom".into()));
+        let config = config_from(&[("GPU_ARENA_TIMELINE", "5000")]).unwrap();
+        assert_eq!(config.timeline_capacity, 5000);
+        let config = config_from(&[("GPU_ARENA_TIMELINE", "off")]).unwrap();
+        assert_eq!(config.timeline_capacity, 0);
+        let msg = config_from(&[("GPU_ARENA_TIMELINE", "lots")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_TIMELINE") && msg.contains("number of events"),
+            "{msg}"
+        );
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct MemoryState {
     pub(crate) regions: Regions,
     /// How long the first-allocation reservation took, once it has happened.
     pub(crate) reserve_duration: Option<Duration>,
+    /// Element type, shape and age of every live array, for memory snapshots.
+    pub(crate) arrays: crate::profile::ArrayRegistry,
 }
 
 pub(crate) struct ContextInner {
@@ -54,6 +56,8 @@ pub(crate) struct ContextInner {
     pub(crate) staging: StagingPool,
     pub(crate) transfer_counters: TransferCounters,
     pub(crate) guard_defaults: TransferGuardLevels,
+    /// The event timeline; `None` (the default) records nothing.
+    pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
 }
 
 impl Context {
@@ -98,7 +102,8 @@ impl Context {
             max_region_bytes = max_region_bytes.min(cap);
         }
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
-        let arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
+        let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
+        let timeline = crate::profile::attach_timeline(&config, &mut arena);
         Ok(Self {
             inner: Arc::new(ContextInner {
                 device,
@@ -112,12 +117,14 @@ impl Context {
                     arena,
                     regions,
                     reserve_duration: None,
+                    arrays: Default::default(),
                 }),
                 submissions: Submissions::default(),
                 max_region_bytes,
                 staging: StagingPool::default(),
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
+                timeline,
             }),
         })
     }
@@ -217,7 +224,22 @@ impl Context {
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         uses: &[&dyn crate::array::GpuUse],
     ) -> SubmissionId {
+        self.submit_named("submit", command_buffers, uses)
+    }
+
+    /// [`Context::submit`] that names the work on the timeline (the crate's own kernels).
+    pub(crate) fn submit_named(
+        &self,
+        name: &'static str,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        uses: &[&dyn crate::array::GpuUse],
+    ) -> SubmissionId {
         let id = self.inner.submit(command_buffers);
+        let dispatch = crate::profile::Record::Dispatch {
+            name,
+            submission: id,
+        };
+        self.inner.record(dispatch);
         for array in uses {
             array.record_use(id);
         }
@@ -293,9 +315,17 @@ impl ContextInner {
     pub(crate) fn free(&self, allocation: &Allocation, last_use: SubmissionId) {
         let frontier = (last_use.0 > self.submissions.completed()).then_some(last_use.0);
         let mut memory = self.lock_memory();
+        memory.arrays.remove(allocation.id);
         let MemoryState { arena, regions, .. } = &mut *memory;
         if let Err(e) = arena.free(allocation.id, frontier, regions) {
             log::error!("gpu-arena: freeing {:?} failed: {e}", allocation.id);
+        }
+    }
+
+    /// Records a transfer or a dispatch on the timeline; one branch when it is off.
+    pub(crate) fn record(&self, record: crate::profile::Record) {
+        if let Some(timeline) = &self.timeline {
+            timeline.record(record);
         }
     }
 

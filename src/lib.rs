@@ -8,6 +8,7 @@ pub mod config;
 mod context;
 pub mod error;
 pub mod memplan;
+pub mod profile;
 mod submission;
 pub mod transfer;
 
@@ -17,6 +18,9 @@ pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, Mem
 pub use context::Context;
 pub use error::{Error, Result};
 pub use memplan::{BarClass, MemoryPlan};
+pub use profile::{
+    label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
+};
 pub use submission::SubmissionId;
 pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,

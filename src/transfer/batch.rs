@@ -117,6 +117,7 @@ impl<'data> UploadBatch<'data> {
     /// copy commands for arrays that are neighbours in the arena, one submission per staging
     /// buffer filled. Does not wait for the GPU: later work on the arrays is ordered after it.
     pub fn finish(self) -> Result<FinishedUpload> {
+        let started = std::time::Instant::now();
         let items: Vec<UploadItem<'_>> = self
             .entries
             .iter()
@@ -135,6 +136,17 @@ impl<'data> UploadBatch<'data> {
                 e.storage.record_use(id);
             }
         }
+        self.ctx.inner.record(crate::profile::Record::Transfer {
+            direction: TransferDirection::HostToDevice,
+            explicit: true,
+            arrays: self.entries.len() as u64,
+            bytes: self
+                .entries
+                .iter()
+                .map(|e| e.storage.allocation.requested)
+                .sum(),
+            started,
+        });
         Ok(FinishedUpload {
             batch: self.id,
             entries: self

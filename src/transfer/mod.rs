@@ -90,6 +90,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
         check_shape(shape, Some(data.len()), operation)?;
+        let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.inner.guard(
             TransferDirection::HostToDevice,
@@ -113,6 +114,13 @@ impl Context {
             1,
             bytes.len() as u64,
         );
+        self.inner.record(crate::profile::Record::Transfer {
+            direction: TransferDirection::HostToDevice,
+            explicit,
+            arrays: 1,
+            bytes: bytes.len() as u64,
+            started,
+        });
         Ok(array)
     }
 
@@ -125,6 +133,7 @@ impl Context {
         for a in arrays {
             a.check_same_context(&self.inner, operation)?;
         }
+        let started = std::time::Instant::now();
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         self.inner
             .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
@@ -156,6 +165,13 @@ impl Context {
             arrays.len() as u64,
             total,
         );
+        self.inner.record(crate::profile::Record::Transfer {
+            direction: TransferDirection::DeviceToHost,
+            explicit,
+            arrays: arrays.len() as u64,
+            bytes: total,
+            started,
+        });
         Ok(outputs)
     }
 }

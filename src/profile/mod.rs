@@ -1,0 +1,44 @@
+//! Profiling: see the memory rather than read numbers.
+//!
+//! - [`Context::memory_stats_with_transfers`](crate::Context::memory_stats_with_transfers):
+//!   XLA's statistics plus pending frees and transfers ([`ContextMemoryStats`]);
+//! - [`Context::memory_snapshot`](crate::Context::memory_snapshot): every region and chunk with
+//!   label, element type, shape and age, the stats and the memory plan ([`MemorySnapshot`],
+//!   serde JSON);
+//! - [`label_scope`]: name every array allocated while a guard lives;
+//! - the [`Timeline`] (`GPU_ARENA_TIMELINE=on`): allocations, frees, region changes, transfers
+//!   and dispatches with timestamps in a bounded ring, exported as a Chrome trace / Perfetto
+//!   JSON by [`MemoryTimeline::to_chrome_trace`];
+//! - [`report`]: a self-contained HTML page with an SVG map of every region, the memory curves,
+//!   the largest allocations, fragmentation and the memory plan;
+//! - `GPU_ARENA_DUMP_ON_OOM=<dir>`: on out-of-memory, the snapshot and the report are written
+//!   there and named in the error ([`Context::write_memory_profile`](crate::Context::write_memory_profile)
+//!   does the same on demand).
+//!
+//! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
+//! allocation), `labels`, `timeline`, `perfetto`, `report` (HTML and SVG) and `dump`
+//! (writing all of it to a directory, on demand or on out-of-memory).
+#![deny(unsafe_code)]
+
+mod array_info;
+mod dump;
+mod labels;
+mod perfetto;
+pub mod report;
+mod snapshot;
+mod stats;
+mod timeline;
+
+pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
+pub use dump::{ProfileFiles, OOM_DUMP_STEM};
+pub(crate) use labels::with_scoped_label;
+pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
+pub use snapshot::{
+    MemorySnapshot, SnapshotChunk, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
+};
+pub use stats::ContextMemoryStats;
+pub(crate) use timeline::{attach as attach_timeline, Record};
+pub use timeline::{
+    MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, DEFAULT_TIMELINE_CAPACITY,
+    LABEL_TABLE_FULL, MAX_TIMELINE_LABELS,
+};

@@ -1,0 +1,284 @@
+//! The SVG chart of bytes in use and bytes reserved over time, from the timeline, with the
+//! limit, region changes, transfers and the snapshot's instant marked.
+
+use super::colours::{IN_USE_STROKE, RESERVED_STROKE};
+use super::format::{duration_ns, Bytes};
+use crate::profile::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
+use std::fmt::Write;
+
+/// Width of the plot area in CSS pixels; the curves are reduced to at most four points per
+/// pixel column (entry, highest, lowest, exit), so a million events draw as fast as a hundred
+/// and no peak is lost.
+pub const PLOT_WIDTH_PX: f64 = 1060.0;
+/// Height of the plot area.
+const PLOT_HEIGHT_PX: f64 = 230.0;
+/// Room for the byte axis on the left.
+const LEFT_PX: f64 = 90.0;
+/// Room above the plot for the legend.
+const TOP_PX: f64 = 26.0;
+/// Room below: the time axis and the transfer lane.
+const BOTTOM_PX: f64 = 46.0;
+/// Ticks per axis.
+const TICKS: u32 = 5;
+
+/// The chart, or `None` when the timeline holds no event.
+pub fn curves(
+    timeline: &MemoryTimeline,
+    limit: Option<u64>,
+    snapshot_ns: Option<u64>,
+    out_of_memory: bool,
+) -> Option<String> {
+    let events = &timeline.events;
+    let first = events.first()?;
+    let t0 = first.time_ns;
+    let t1 = events
+        .last()
+        .map(|e| e.time_ns)
+        .into_iter()
+        .chain(snapshot_ns)
+        .max()
+        .unwrap_or(t0)
+        .max(t0 + 1);
+    let peak = events
+        .iter()
+        .map(|e| e.bytes_reserved.max(e.bytes_in_use))
+        .max()
+        .unwrap_or(0);
+    // The limit is drawn when it is near the curves; a limit far above would flatten them.
+    let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
+    let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
+    let x = |t: u64| LEFT_PX + (t - t0) as f64 / (t1 - t0) as f64 * PLOT_WIDTH_PX;
+    let y = |bytes: u64| TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes as f64 / y_max);
+    let width = LEFT_PX + PLOT_WIDTH_PX + 20.0;
+    let height = TOP_PX + PLOT_HEIGHT_PX + BOTTOM_PX;
+
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="bytes in use and reserved over time">"#
+    );
+    // Grid and byte axis.
+    for i in 0..=TICKS {
+        let bytes = (y_max * f64::from(i) / f64::from(TICKS)) as u64;
+        let yy = y(bytes);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT_PX}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e6e9ee" stroke-width="1"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">{}</text>"##,
+            LEFT_PX + PLOT_WIDTH_PX,
+            LEFT_PX - 8.0,
+            yy + 4.0,
+            Bytes(bytes)
+        );
+    }
+    // Time axis.
+    let axis_y = TOP_PX + PLOT_HEIGHT_PX;
+    for i in 0..=TICKS {
+        let t = t0 + (t1 - t0) * u64::from(i) / u64::from(TICKS);
+        let xx = x(t);
+        let anchor = match i {
+            0 => "start",
+            TICKS => "end",
+            _ => "middle",
+        };
+        let _ = write!(
+            svg,
+            r##"<line x1="{xx:.1}" y1="{axis_y}" x2="{xx:.1}" y2="{:.1}" stroke="#9aa3b2" stroke-width="1"/><text x="{xx:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">{}</text>"##,
+            axis_y + 5.0,
+            axis_y + 18.0,
+            duration_ns(t)
+        );
+    }
+    // Region reserves and releases: dotted verticals.
+    for e in events {
+        if let TimelineEventKind::RegionReserve { region, size }
+        | TimelineEventKind::RegionRelease { region, size } = &e.kind
+        {
+            let verb = if matches!(e.kind, TimelineEventKind::RegionReserve { .. }) {
+                "reserve"
+            } else {
+                "release"
+            };
+            let xx = x(e.time_ns);
+            let _ = write!(
+                svg,
+                r##"<line class="region-event" x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{axis_y}" stroke="#9aa3b2" stroke-width="1" stroke-dasharray="2,3"><title>{verb} region {} ({}) at {}</title></line>"##,
+                region.0,
+                Bytes(*size),
+                duration_ns(e.time_ns)
+            );
+        }
+    }
+    if let Some(limit) = limit {
+        let yy = y(limit);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT_PX}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#1d2430" stroke-width="1" stroke-dasharray="6,4"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">limit {}</text>"##,
+            LEFT_PX + PLOT_WIDTH_PX,
+            LEFT_PX + PLOT_WIDTH_PX - 4.0,
+            yy - 4.0,
+            Bytes(limit)
+        );
+    }
+    // The curves: in use filled, reserved as a line.
+    let in_use = step_points(events, |e| e.bytes_in_use, &x, t1);
+    let reserved = step_points(events, |e| e.bytes_reserved, &x, t1);
+    let path = |points: &[(f64, u64)]| {
+        points
+            .iter()
+            .map(|&(px, bytes)| format!("{px:.1},{:.1}", y(bytes)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let _ = write!(
+        svg,
+        r#"<polygon class="in-use-area" points="{LEFT_PX},{axis_y} {} {:.1},{axis_y}" fill="{IN_USE_STROKE}" fill-opacity="0.16"/>"#,
+        path(&in_use),
+        LEFT_PX + PLOT_WIDTH_PX
+    );
+    let _ = write!(
+        svg,
+        r#"<polyline class="bytes-reserved" points="{}" fill="none" stroke="{RESERVED_STROKE}" stroke-width="2"/>"#,
+        path(&reserved)
+    );
+    let _ = write!(
+        svg,
+        r#"<polyline class="bytes-in-use" points="{}" fill="none" stroke="{IN_USE_STROKE}" stroke-width="1.6"/>"#,
+        path(&in_use)
+    );
+    // Transfers: ticks in a lane under the axis, wide as their duration.
+    let lane = axis_y + 26.0;
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">transfers</text>"#,
+        LEFT_PX - 8.0,
+        lane + 9.0
+    );
+    for e in events {
+        if let TimelineEventKind::Transfer {
+            direction,
+            bytes,
+            explicit,
+            duration_ns: d,
+            ..
+        } = &e.kind
+        {
+            let xx = x(e.time_ns);
+            let w = (x(e.time_ns + d).min(LEFT_PX + PLOT_WIDTH_PX) - xx).max(1.0);
+            let colour = if *explicit { "#59a14f" } else { "#e15759" };
+            let _ = write!(
+                svg,
+                r#"<rect class="transfer" x="{xx:.1}" y="{lane}" width="{w:.1}" height="12" fill="{colour}" fill-opacity="0.75"><title>{direction} {} ({}) at {} for {}</title></rect>"#,
+                Bytes(*bytes),
+                if *explicit { "explicit" } else { "implicit" },
+                duration_ns(e.time_ns),
+                duration_ns(*d)
+            );
+        }
+    }
+    if let Some(t) = snapshot_ns.filter(|&t| t >= t0) {
+        let xx = x(t);
+        let (text, colour) = if out_of_memory {
+            ("out of memory", "#e15759")
+        } else {
+            ("snapshot", "#1d2430")
+        };
+        let _ = write!(
+            svg,
+            r#"<line x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{axis_y}" stroke="{colour}" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end" fill="{colour}">{text}</text>"#,
+            xx - 4.0,
+            TOP_PX + 12.0
+        );
+    }
+    // Legend.
+    let _ = write!(
+        svg,
+        r##"<g class="legend" transform="translate({LEFT_PX},4)"><rect x="0" y="4" width="14" height="4" fill="{IN_USE_STROKE}"/><text x="20" y="11" class="axis">bytes in use</text><rect x="120" y="4" width="14" height="4" fill="{RESERVED_STROKE}"/><text x="140" y="11" class="axis">bytes reserved</text><rect x="262" y="1" width="10" height="10" fill="#59a14f"/><text x="278" y="11" class="axis">explicit transfer</text><rect x="398" y="1" width="10" height="10" fill="#e15759"/><text x="414" y="11" class="axis">implicit transfer</text></g>"##
+    );
+    svg.push_str("</svg>");
+    Some(svg)
+}
+
+/// A step curve of `value` reduced to at most four points per pixel column: where the column
+/// is entered (the previous value), its highest and lowest values, and its last.
+fn step_points(
+    events: &[TimelineEvent],
+    value: impl Fn(&TimelineEvent) -> u64,
+    x: &impl Fn(u64) -> f64,
+    t_end: u64,
+) -> Vec<(f64, u64)> {
+    let mut points = Vec::new();
+    let mut previous = 0u64;
+    let mut i = 0;
+    while i < events.len() {
+        let column = x(events[i].time_ns).floor();
+        let (mut high, mut low, mut last) = (0u64, u64::MAX, 0u64);
+        let px = x(events[i].time_ns);
+        while i < events.len() && x(events[i].time_ns).floor() == column {
+            let v = value(&events[i]);
+            high = high.max(v);
+            low = low.min(v);
+            last = v;
+            i += 1;
+        }
+        points.push((px, previous));
+        if high != previous || low != previous {
+            points.push((px, high));
+            points.push((px, low));
+        }
+        points.push((px, last));
+        previous = last;
+    }
+    points.push((x(t_end), previous));
+    points.dedup();
+    points
+}
+
+/// The smallest 1, 2 or 5 × 10^n (in bytes: of a binary unit) at or above `v`, so axis ticks
+/// fall on round numbers.
+fn nice_ceiling(v: f64) -> f64 {
+    let unit = [1u64 << 30, 1 << 20, 1 << 10, 1]
+        .into_iter()
+        .find(|&u| v >= u as f64)
+        .unwrap_or(1) as f64;
+    let scaled = v / unit;
+    let magnitude = 10f64.powf(scaled.log10().floor());
+    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * magnitude)
+        .find(|&s| s >= scaled)
+        .unwrap_or(10.0 * magnitude);
+    step * unit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axis_tops_are_round_numbers_of_a_binary_unit() {
+        assert_eq!(
+            nice_ceiling(300.0 * (1 << 20) as f64),
+            500.0 * (1 << 20) as f64
+        );
+        assert_eq!(nice_ceiling(1.6 * (1 << 30) as f64), 2.0 * (1 << 30) as f64);
+    }
+
+    #[test]
+    fn each_pixel_column_keeps_its_peak() {
+        let events: Vec<TimelineEvent> = (0..10_000u64)
+            .map(|i| TimelineEvent {
+                time_ns: i,
+                bytes_in_use: if i == 5_000 { 1 << 30 } else { i },
+                bytes_reserved: 1 << 31,
+                kind: TimelineEventKind::Dispatch {
+                    name: "x".into(),
+                    submission: i,
+                },
+            })
+            .collect();
+        let x = |t: u64| t as f64 / 10_000.0 * PLOT_WIDTH_PX;
+        let points = step_points(&events, |e| e.bytes_in_use, &x, 10_000);
+        assert!(points.len() <= 4 * PLOT_WIDTH_PX as usize + 2);
+        assert!(points.iter().any(|&(_, v)| v == 1 << 30));
+    }
+}

@@ -1,0 +1,86 @@
+//! Small formatting helpers of the report: byte counts and durations for people, escaping for
+//! HTML and SVG.
+
+use std::fmt;
+
+/// A byte count for people: `256 B`, `1.50 KiB`, `3.00 GiB` (binary units, as `nvidia-smi`
+/// and XLA's OOM messages print them).
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+        if self.0 < 1024 {
+            return write!(f, "{} B", self.0);
+        }
+        let mut value = self.0 as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        write!(f, "{value:.2} {}", UNITS[unit])
+    }
+}
+
+/// Text escaped for HTML and SVG content and attribute values (the five XML entities, so the
+/// page is also well-formed XML).
+pub struct Escape<'a>(pub &'a str);
+
+impl fmt::Display for Escape<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut rest = self.0;
+        while let Some(at) = rest.find(['&', '<', '>', '"', '\'']) {
+            f.write_str(&rest[..at])?;
+            f.write_str(match rest.as_bytes()[at] {
+                b'&' => "&amp;",
+                b'<' => "&lt;",
+                b'>' => "&gt;",
+                b'"' => "&quot;",
+                _ => "&#39;",
+            })?;
+            rest = &rest[at + 1..];
+        }
+        f.write_str(rest)
+    }
+}
+
+/// `n` as a percentage of `of` with one decimal (0 when `of` is 0).
+pub fn percent(n: u64, of: u64) -> f64 {
+    if of == 0 {
+        0.0
+    } else {
+        n as f64 * 100.0 / of as f64
+    }
+}
+
+/// A duration in nanoseconds for people: `850 ns`, `12.5 µs`, `3.20 ms`, `1.50 s`.
+pub fn duration_ns(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_characters_are_escaped() {
+        assert_eq!(
+            Escape("a<b & \"c\" 'd'>").to_string(),
+            "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
+        );
+    }
+
+    #[test]
+    fn sizes_and_durations_read_in_human_units() {
+        assert_eq!(Bytes(256).to_string(), "256 B");
+        assert_eq!(Bytes(4 << 30).to_string(), "4.00 GiB");
+        assert_eq!(duration_ns(1_500_000), "1.50 ms");
+    }
+}

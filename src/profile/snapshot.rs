@@ -1,0 +1,282 @@
+//! The memory snapshot: every region and chunk with what the caller knows about it (label,
+//! element type, shape, age), the memory plan and the statistics, as one serde value.
+
+use super::array_info::ArrayRegistry;
+use super::stats::ContextMemoryStats;
+use crate::arena::{AllocationId, ArenaSnapshot, ChunkState, RegionId};
+use crate::config::AllocatorKind;
+use crate::context::{Context, ContextInner};
+use crate::memplan::MemoryPlan;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// The value of [`MemorySnapshot::format`], bumped when the layout changes incompatibly.
+pub const SNAPSHOT_FORMAT: &str = "gpu-arena-memory-snapshot/1";
+
+/// One chunk of a region: a live array, a free gap, or memory waiting for the GPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotChunk {
+    /// Byte offset inside the region.
+    pub offset: u64,
+    /// Bytes (a multiple of 256).
+    pub size: u64,
+    /// Free, in use, or pending free (freed, but queued GPU work may still touch it).
+    pub state: ChunkState,
+    /// The allocation holding the chunk (as [`DeviceArray::allocation_id`](crate::DeviceArray::allocation_id)).
+    pub allocation: Option<AllocationId>,
+    /// The label (`with_label`, or the [`label_scope`](super::label_scope) it was made in).
+    pub label: Option<String>,
+    /// Bytes asked for (before rounding to 256); 0 when free.
+    pub requested: u64,
+    /// Allocations made since this one (its age counted in allocations); 0 when free.
+    pub age_allocs: u64,
+    /// Seconds since the array was allocated, for arrays.
+    pub age_seconds: Option<f64>,
+    /// The element type of the array (`f32`, `u32`, ...), for arrays.
+    pub dtype: Option<String>,
+    /// The shape of the array, for arrays.
+    pub shape: Option<Vec<usize>>,
+    /// For a pending free: the submission after which the chunk is reusable.
+    pub frontier: Option<u64>,
+}
+
+/// One region (one GPU buffer) and its chunks in address order; they tile `0..size` exactly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotRegion {
+    /// The backend's id of the region.
+    pub id: RegionId,
+    /// Bytes.
+    pub size: u64,
+    /// Chunks in address order.
+    pub chunks: Vec<SnapshotChunk>,
+}
+
+impl SnapshotRegion {
+    /// Bytes of chunks in use.
+    pub fn bytes_in_use(&self) -> u64 {
+        self.bytes_in(ChunkState::InUse)
+    }
+
+    /// Bytes of free chunks.
+    pub fn bytes_free(&self) -> u64 {
+        self.bytes_in(ChunkState::Free)
+    }
+
+    /// The largest free chunk.
+    pub fn largest_free_chunk(&self) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.state == ChunkState::Free)
+            .map(|c| c.size)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn bytes_in(&self, state: ChunkState) -> u64 {
+        self.chunks
+            .iter()
+            .filter(|c| c.state == state)
+            .map(|c| c.size)
+            .sum()
+    }
+}
+
+/// The settings that shape the arena, as the context was opened with them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotSettings {
+    /// BFC or platform.
+    pub allocator: AllocatorKind,
+    /// Whether the arena reserves its memory at the first allocation.
+    pub preallocate: bool,
+    /// The memory fraction in XLA's grammar (`0.75`, `0.75+`, `0.75-0.85`).
+    pub mem_fraction: String,
+    /// The largest region (and array) in bytes.
+    pub max_region_bytes: u64,
+}
+
+/// Every region and chunk of a context's arena, with labels, element types, shapes and ages,
+/// the statistics and the memory plan, at one instant. Serialises to JSON
+/// ([`MemorySnapshot::to_json`]) and back; [`crate::report::write_html`] draws it.
+///
+/// ```no_run
+/// # let ctx = gpu_arena::Context::new(Default::default())?;
+/// let kv = ctx.zeros::<f32>(&[8, 1024])?.with_label("kv-cache");
+/// let snapshot = ctx.memory_snapshot();
+/// let chunk = snapshot.chunk(kv.allocation_id()).unwrap();
+/// assert_eq!(chunk.label.as_deref(), Some("kv-cache"));
+/// std::fs::write("snapshot.json", snapshot.to_json())?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemorySnapshot {
+    /// [`SNAPSHOT_FORMAT`].
+    pub format: String,
+    /// The adapter's name.
+    pub device: String,
+    /// The wgpu backend (`Vulkan`, `Gl`, ...).
+    pub backend: String,
+    /// When the snapshot was taken, in nanoseconds on the timeline's clock (when it is on), so
+    /// the report can mark the instant on the curves.
+    pub time_ns: Option<u64>,
+    /// The arena's settings; `None` for snapshots of a bare arena.
+    pub settings: Option<SnapshotSettings>,
+    /// The statistics at the same instant.
+    pub stats: ContextMemoryStats,
+    /// Which memory types back the arena and staging, and why; `None` for a bare arena.
+    pub plan: Option<MemoryPlan>,
+    /// Regions in creation order.
+    pub regions: Vec<SnapshotRegion>,
+    /// The out-of-memory report this snapshot was taken for, when it was.
+    pub out_of_memory: Option<String>,
+}
+
+impl MemorySnapshot {
+    /// A snapshot of a bare [`Arena`](crate::arena::Arena) (no device, no plan, no arrays).
+    pub fn from_arena(arena: ArenaSnapshot, pending_free_bytes: u64) -> MemorySnapshot {
+        Self::build(
+            arena,
+            pending_free_bytes,
+            &ArrayRegistry::default(),
+            Instant::now(),
+        )
+    }
+
+    fn build(
+        arena: ArenaSnapshot,
+        pending_free_bytes: u64,
+        arrays: &ArrayRegistry,
+        now: Instant,
+    ) -> MemorySnapshot {
+        let num_allocs = arena.stats.num_allocs;
+        let regions = arena
+            .regions
+            .into_iter()
+            .map(|region| SnapshotRegion {
+                id: region.id,
+                size: region.size,
+                chunks: region
+                    .chunks
+                    .into_iter()
+                    .map(|c| {
+                        let info = c.allocation.and_then(|id| arrays.get(id));
+                        SnapshotChunk {
+                            offset: c.offset,
+                            size: c.size,
+                            state: c.state,
+                            allocation: c.allocation,
+                            label: c.label,
+                            requested: c.requested,
+                            age_allocs: if c.sequence == 0 {
+                                0
+                            } else {
+                                num_allocs.saturating_sub(c.sequence)
+                            },
+                            age_seconds: info
+                                .map(|i| now.saturating_duration_since(i.born).as_secs_f64()),
+                            dtype: info.map(|i| i.dtype.to_string()),
+                            shape: info.map(|i| i.shape().to_vec()),
+                            frontier: c.frontier,
+                        }
+                    })
+                    .collect(),
+            })
+            .collect();
+        MemorySnapshot {
+            format: SNAPSHOT_FORMAT.to_string(),
+            device: String::new(),
+            backend: String::new(),
+            time_ns: None,
+            settings: None,
+            stats: ContextMemoryStats {
+                arena: arena.stats,
+                pending_free_bytes,
+                transfers: Default::default(),
+            },
+            plan: None,
+            regions,
+            out_of_memory: None,
+        }
+    }
+
+    /// Every chunk with its region, in region then address order.
+    pub fn chunks(&self) -> impl Iterator<Item = (&SnapshotRegion, &SnapshotChunk)> {
+        self.regions
+            .iter()
+            .flat_map(|r| r.chunks.iter().map(move |c| (r, c)))
+    }
+
+    /// The chunk of allocation `id`, if it is live (or pending free).
+    pub fn chunk(&self, id: AllocationId) -> Option<&SnapshotChunk> {
+        self.chunks()
+            .map(|(_, c)| c)
+            .find(|c| c.allocation == Some(id))
+    }
+
+    /// The `n` largest chunks in use, largest first (ties: older first).
+    pub fn top_allocations(&self, n: usize) -> Vec<(&SnapshotRegion, &SnapshotChunk)> {
+        let mut live: Vec<_> = self
+            .chunks()
+            .filter(|(_, c)| c.state == ChunkState::InUse)
+            .collect();
+        live.sort_by(|a, b| {
+            b.1.size
+                .cmp(&a.1.size)
+                .then(b.1.age_allocs.cmp(&a.1.age_allocs))
+        });
+        live.truncate(n);
+        live
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a snapshot is plain data")
+    }
+
+    /// Reads a snapshot written by [`MemorySnapshot::to_json`].
+    ///
+    /// # Errors
+    /// serde_json's error when the text is not such a snapshot.
+    pub fn from_json(text: &str) -> serde_json::Result<MemorySnapshot> {
+        serde_json::from_str(text)
+    }
+}
+
+impl Context {
+    /// Every region and chunk of the arena with labels, element types, shapes and ages, the
+    /// statistics and the memory plan, taken under the arena's lock so it is consistent.
+    ///
+    /// Costs a walk over all chunks and a copy of their labels: meant for debugging and
+    /// reports, not for every step of a hot loop.
+    pub fn memory_snapshot(&self) -> MemorySnapshot {
+        self.inner.memory_snapshot()
+    }
+}
+
+impl ContextInner {
+    pub(crate) fn memory_snapshot(&self) -> MemorySnapshot {
+        let now = Instant::now();
+        let mut snapshot = {
+            let memory = self.lock_memory();
+            MemorySnapshot::build(
+                memory.arena.snapshot(),
+                memory.arena.pending_free_bytes(),
+                &memory.arrays,
+                now,
+            )
+        };
+        let config = &self.config;
+        let info = &self.adapter_info;
+        snapshot.device = info.name.clone();
+        snapshot.backend = format!("{:?}", info.backend);
+        snapshot.time_ns = self.timeline.as_ref().map(|t| t.now_ns());
+        snapshot.settings = Some(SnapshotSettings {
+            allocator: config.allocator,
+            preallocate: config.preallocate,
+            mem_fraction: config.mem_fraction.to_string(),
+            max_region_bytes: self.max_region_bytes,
+        });
+        snapshot.stats.transfers = self.transfer_counters.snapshot();
+        snapshot.plan = Some(self.plan.clone());
+        snapshot
+    }
+}
