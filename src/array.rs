@@ -147,6 +147,8 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
             .arena
             .set_label(self.storage.allocation.id, Some(label));
         drop(memory);
+        let allocation = self.storage.allocation.id;
+        (self.storage.ctx).record(crate::profile::Record::Label { allocation, label });
         self
     }
 

@@ -322,8 +322,8 @@ impl ContextInner {
         }
     }
 
-    /// Records a transfer or a dispatch on the timeline; one branch when it is off.
-    pub(crate) fn record(&self, record: crate::profile::Record) {
+    /// Records a transfer, a dispatch or a label on the timeline; one branch when it is off.
+    pub(crate) fn record(&self, record: crate::profile::Record<'_>) {
         if let Some(timeline) = &self.timeline {
             timeline.record(record);
         }

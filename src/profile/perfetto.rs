@@ -4,8 +4,10 @@
 
 use super::report::format::Bytes;
 use super::timeline::{MemoryTimeline, TimelineEventKind};
+use crate::arena::AllocationId;
 use serde::Serialize;
 use serde_json::json;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The one "process" of the trace.
@@ -91,6 +93,14 @@ impl MemoryTimeline {
                 json!({ "sort_index": tid }),
             ));
         }
+        // Arrays are often named just after they are made (`device_put(..)?.with_label(..)`):
+        // name each allocation by its latest label.
+        let mut renamed: HashMap<AllocationId, &str> = HashMap::new();
+        for event in &self.events {
+            if let TimelineEventKind::Label { allocation, label } = &event.kind {
+                renamed.insert(*allocation, label);
+            }
+        }
         let mut last_counters: Option<(u64, u64)> = None;
         for event in &self.events {
             let t = event.time_ns;
@@ -103,12 +113,9 @@ impl MemoryTimeline {
                     requested,
                     label,
                 } => {
+                    let label = renamed.get(allocation).copied().or(label.as_deref());
                     let mut e = TraceEvent::new(
-                        format!(
-                            "alloc {} {}",
-                            label.as_deref().unwrap_or("(unlabelled)"),
-                            Bytes(*size)
-                        ),
+                        format!("alloc {} {}", label.unwrap_or("(unlabelled)"), Bytes(*size)),
                         "i",
                         t,
                         ARENA_TRACK,
@@ -176,6 +183,12 @@ impl MemoryTimeline {
                         "arrays": arrays, "explicit": explicit });
                     e
                 }
+                TimelineEventKind::Label { allocation, label } => {
+                    let mut e = TraceEvent::new(format!("label {label}"), "i", t, ARENA_TRACK);
+                    e.s = Some("t");
+                    e.args = json!({ "allocation": allocation.0, "label": label });
+                    e
+                }
                 TimelineEventKind::Dispatch { name, submission } => {
                     let mut e = TraceEvent::new(name.clone(), "i", t, DISPATCH_TRACK);
                     e.s = Some("t");
@@ -225,7 +238,7 @@ impl MemoryTimeline {
 mod tests {
     use super::super::timeline::TimelineEvent;
     use super::*;
-    use crate::arena::{AllocationId, RegionId};
+    use crate::arena::RegionId;
     use crate::transfer::TransferDirection;
 
     #[test]

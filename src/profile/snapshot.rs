@@ -4,7 +4,7 @@
 use super::array_info::ArrayRegistry;
 use super::stats::ContextMemoryStats;
 use crate::arena::{AllocationId, ArenaSnapshot, ChunkState, RegionId};
-use crate::config::AllocatorKind;
+use crate::config::{AllocatorKind, MemFraction};
 use crate::context::{Context, ContextInner};
 use crate::memplan::MemoryPlan;
 use serde::{Deserialize, Serialize};
@@ -88,8 +88,8 @@ pub struct SnapshotSettings {
     pub allocator: AllocatorKind,
     /// Whether the arena reserves its memory at the first allocation.
     pub preallocate: bool,
-    /// The memory fraction in XLA's grammar (`0.75`, `0.75+`, `0.75-0.85`).
-    pub mem_fraction: String,
+    /// The share of the device heap reserved and the share the arena may grow to.
+    pub mem_fraction: MemFraction,
     /// The largest region (and array) in bytes.
     pub max_region_bytes: u64,
 }
@@ -272,7 +272,7 @@ impl ContextInner {
         snapshot.settings = Some(SnapshotSettings {
             allocator: config.allocator,
             preallocate: config.preallocate,
-            mem_fraction: config.mem_fraction.to_string(),
+            mem_fraction: config.mem_fraction,
             max_region_bytes: self.max_region_bytes,
         });
         snapshot.stats.transfers = self.transfer_counters.snapshot();

@@ -101,6 +101,14 @@ pub enum TimelineEventKind {
         /// run afterwards; a readback includes waiting for the GPU.
         duration_ns: u64,
     },
+    /// A live allocation was given a label after it was made
+    /// ([`DeviceArray::with_label`](crate::DeviceArray::with_label)).
+    Label {
+        /// The allocation.
+        allocation: AllocationId,
+        /// Its new label.
+        label: String,
+    },
     /// GPU work was submitted.
     Dispatch {
         /// The operation (`"submit"` for [`Context::submit`](crate::Context::submit)).
@@ -112,7 +120,7 @@ pub enum TimelineEventKind {
 
 /// What the crate's hooks hand to [`Timeline::record`] besides arena events.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Record {
+pub(crate) enum Record<'a> {
     /// A transfer that started at `started` and ends now.
     Transfer {
         direction: TransferDirection,
@@ -125,6 +133,11 @@ pub(crate) enum Record {
     Dispatch {
         name: &'static str,
         submission: SubmissionId,
+    },
+    /// A label given to a live allocation.
+    Label {
+        allocation: AllocationId,
+        label: &'a str,
     },
 }
 
@@ -186,6 +199,10 @@ enum RawKind {
     Dispatch {
         name: &'static str,
         submission: u64,
+    },
+    Label {
+        allocation: AllocationId,
+        label: u32,
     },
 }
 
@@ -393,9 +410,10 @@ impl Timeline {
         });
     }
 
-    /// Records a transfer or a dispatch, with the counters of the latest arena event.
-    pub(crate) fn record(&self, record: Record) {
+    /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
+    pub(crate) fn record(&self, record: Record<'_>) {
         let now = Instant::now();
+        let mut ring = self.lock();
         let (time_ns, kind) = match record {
             Record::Transfer {
                 direction,
@@ -420,8 +438,14 @@ impl Timeline {
                     submission: submission.0,
                 },
             ),
+            Record::Label { allocation, label } => (
+                self.ns_since_origin(now),
+                RawKind::Label {
+                    allocation,
+                    label: ring.intern(Some(label)),
+                },
+            ),
         };
-        let mut ring = self.lock();
         let (bytes_in_use, bytes_reserved) = (ring.bytes_in_use, ring.bytes_reserved);
         ring.push(RawEvent {
             time_ns,
@@ -519,6 +543,13 @@ impl Timeline {
                     RawKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
                         name: name.to_string(),
                         submission,
+                    },
+                    RawKind::Label {
+                        allocation,
+                        label: index,
+                    } => TimelineEventKind::Label {
+                        allocation,
+                        label: label(index).unwrap_or_default(),
                     },
                 },
             })

@@ -7,8 +7,13 @@ use std::collections::HashMap;
 pub const UNLABELLED_FILL: &str = "#8a94a6";
 /// Fill of free chunks.
 pub const FREE_FILL: &str = "#e9edf2";
-/// Fill of chunks freed but still used by queued GPU work.
-pub const PENDING_FILL: &str = "#f2b134";
+/// Fill of chunks freed but still used by queued GPU work: a grey hatch (the SVG pattern
+/// [`PENDING_PATTERN`]), so "waiting" never reads as one of the label colours.
+pub const PENDING_FILL: &str = "url(#pending-hatch)";
+/// The hatch behind [`PENDING_FILL`], defined once in the region map.
+pub const PENDING_PATTERN: &str = r##"<defs><pattern id="pending-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#ffffff"/><rect width="2.5" height="6" fill="#5b6575"/></pattern></defs>"##;
+/// The same hatch for the legend's CSS swatch.
+pub const PENDING_SWATCH: &str = "repeating-linear-gradient(45deg,#5b6575 0 2px,#ffffff 2px 5px)";
 /// Fill shared by labels past the palette.
 pub const OTHER_LABEL_FILL: &str = "#b07aa1";
 /// Stroke of the bytes-in-use curve.

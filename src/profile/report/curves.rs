@@ -233,8 +233,8 @@ fn step_points(
     points
 }
 
-/// The smallest 1, 2 or 5 × 10^n (in bytes: of a binary unit) at or above `v`, so axis ticks
-/// fall on round numbers.
+/// The smallest round number (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 × 10^n of a binary unit) at or
+/// above `v`, so axis ticks fall on readable values without wasting much height.
 fn nice_ceiling(v: f64) -> f64 {
     let unit = [1u64 << 30, 1 << 20, 1 << 10, 1]
         .into_iter()
@@ -242,7 +242,7 @@ fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(1) as f64;
     let scaled = v / unit;
     let magnitude = 10f64.powf(scaled.log10().floor());
-    let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+    let step = [1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
         .into_iter()
         .map(|m| m * magnitude)
         .find(|&s| s >= scaled)
@@ -257,8 +257,8 @@ mod tests {
     #[test]
     fn axis_tops_are_round_numbers_of_a_binary_unit() {
         assert_eq!(
-            nice_ceiling(300.0 * (1 << 20) as f64),
-            500.0 * (1 << 20) as f64
+            nice_ceiling(336.0 * (1 << 20) as f64),
+            400.0 * (1 << 20) as f64
         );
         assert_eq!(nice_ceiling(1.6 * (1 << 30) as f64), 2.0 * (1 << 30) as f64);
     }

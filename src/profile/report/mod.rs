@@ -26,7 +26,7 @@ use super::snapshot::{MemorySnapshot, SnapshotChunk, SnapshotRegion};
 use super::timeline::MemoryTimeline;
 use crate::arena::ChunkState;
 use crate::transfer::{DirectionStats, TransferStats};
-use colours::{LabelColours, FREE_FILL, PENDING_FILL, UNLABELLED_FILL};
+use colours::{LabelColours, FREE_FILL, PENDING_SWATCH, UNLABELLED_FILL};
 use format::{duration_ns, percent, Bytes, Escape};
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -147,8 +147,16 @@ fn header(page: &mut String, snapshot: &MemorySnapshot) {
         parts.push(snapshot.backend.clone());
     }
     if let Some(s) = &snapshot.settings {
+        let fraction = if s.mem_fraction.limit > s.mem_fraction.reserve {
+            format!(
+                "memory fraction {:.3}, growing to {:.3}",
+                s.mem_fraction.reserve, s.mem_fraction.limit
+            )
+        } else {
+            format!("memory fraction {:.3}", s.mem_fraction.reserve)
+        };
         parts.push(format!(
-            "{} allocator, {}, memory fraction {}",
+            "{} allocator, {}, {fraction}",
             match s.allocator {
                 crate::config::AllocatorKind::Bfc => "BFC",
                 crate::config::AllocatorKind::Platform => "platform",
@@ -158,7 +166,6 @@ fn header(page: &mut String, snapshot: &MemorySnapshot) {
             } else {
                 "growing on demand"
             },
-            s.mem_fraction
         ));
         parts.push(format!("largest region {}", Bytes(s.max_region_bytes)));
     }
@@ -281,7 +288,7 @@ fn map_section(
     }
     for (fill, text) in [
         (UNLABELLED_FILL, "unlabelled"),
-        (PENDING_FILL, "pending free (waiting for the GPU)"),
+        (PENDING_SWATCH, "pending free (waiting for the GPU)"),
         (FREE_FILL, "free"),
     ] {
         swatch(page, fill);
@@ -350,9 +357,9 @@ fn top_allocations(page: &mut String, snapshot: &MemorySnapshot, colours: &Label
             chunk.offset,
             chunk
                 .age_seconds
-                .map_or(format!("{} allocs", chunk.age_allocs), |s| format!(
-                    "{s:.2} s"
-                )),
+                .map_or(format!("{} allocs", chunk.age_allocs), |s| {
+                    duration_ns((s * 1e9) as u64)
+                }),
         );
     }
     if top.is_empty() {

@@ -18,7 +18,7 @@
 //! the `data-chunks` values of a region always add up to its chunk count, and a region never
 //! has more than about two rectangles per pixel of width.
 
-use super::colours::{LabelColours, FREE_FILL, PENDING_FILL};
+use super::colours::{LabelColours, FREE_FILL, PENDING_FILL, PENDING_PATTERN};
 use super::format::{percent, Bytes, Escape};
 use crate::arena::ChunkState;
 use crate::profile::snapshot::{MemorySnapshot, SnapshotChunk, SnapshotRegion};
@@ -48,6 +48,7 @@ pub fn region_map(snapshot: &MemorySnapshot, colours: &LabelColours) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="region-map" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="map of every region and chunk">"#
     );
+    svg.push_str(PENDING_PATTERN);
     if snapshot.regions.is_empty() {
         let _ = write!(
             svg,
