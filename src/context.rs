@@ -267,7 +267,13 @@ impl ContextInner {
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
         // A panic while holding the lock cannot leave the arena half-updated in a way that
         // matters more than refusing all further work, so carry on with the inner value.
-        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+        let memory = self.memory.lock().unwrap_or_else(|p| p.into_inner());
+        // The first arena event under this lock reads the clock (the timeline's sink reads
+        // it only now and then otherwise, to stay cheap in tight loops).
+        if let Some(timeline) = &self.timeline {
+            timeline.refresh_clock();
+        }
+        memory
     }
 
     fn reserve_locked(&self, memory: &mut MemoryState) -> Result<()> {

@@ -16,12 +16,13 @@
 //!   does the same on demand).
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
-//! allocation), `labels`, `timeline`, `perfetto`, `report` (HTML and SVG) and `dump`
+//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `perfetto`, `report` (HTML and SVG) and `dump`
 //! (writing all of it to a directory, on demand or on out-of-memory).
 #![deny(unsafe_code)]
 
 mod array_info;
 mod dump;
+mod event_ring;
 mod labels;
 mod perfetto;
 pub mod report;
@@ -39,6 +40,6 @@ pub use snapshot::{
 pub use stats::ContextMemoryStats;
 pub(crate) use timeline::{attach as attach_timeline, Record};
 pub use timeline::{
-    MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, DEFAULT_TIMELINE_CAPACITY,
-    LABEL_TABLE_FULL, MAX_TIMELINE_LABELS,
+    MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
+    DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_LABELS,
 };

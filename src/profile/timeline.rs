@@ -2,22 +2,25 @@
 //! timestamps, in a bounded ring that keeps the newest events.
 //!
 //! Off by default (`GPU_ARENA_TIMELINE` unset or 0): the context then installs no arena sink
-//! and every hook is one branch on an `Option`. On, each event costs a clock read, an
-//! uncontended lock and a copy of a fixed-size record: no heap allocation per event (labels
-//! are interned once).
+//! and every hook is one branch on an `Option`. On, an arena event costs a few atomic word
+//! stores in a lock-free ring and a clock read every [`CLOCK_STRIDE`] events (the context
+//! reads the clock once per arena call so stamps stay exact); no heap allocation per event
+//! (labels are interned once).
 
+use super::event_ring::WordRing;
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
 use crate::submission::SubmissionId;
 use crate::transfer::TransferDirection;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Events kept when the timeline is turned on without a size (`GPU_ARENA_TIMELINE=on`): at
-/// about 80 bytes each, 2^18 events take some 20 MiB of host memory, enough for minutes of a
-/// training loop's allocations.
-pub const DEFAULT_TIMELINE_CAPACITY: usize = 1 << 18;
+/// Events kept when the timeline is turned on without a size (`GPU_ARENA_TIMELINE=on`): the
+/// arena ring then has exactly 2^18 slots of 72 bytes (one is the writer's), 18 MiB of host
+/// memory, enough for minutes of a training loop's allocations.
+pub const DEFAULT_TIMELINE_CAPACITY: usize = (1 << 18) - 1;
 
 /// Distinct labels the timeline interns; later new labels are recorded as
 /// [`LABEL_TABLE_FULL`]. Bounds the host memory a program that makes up a label per array
@@ -154,41 +157,42 @@ pub struct MemoryTimeline {
     pub capacity: usize,
 }
 
-/// The fixed-size form events take in the ring: no heap allocation per event.
+/// Words of one arena event in the lock-free ring: time, bytes in use, bytes reserved, a tag
+/// word (kind, pending flag, label index) and five fields.
+const ARENA_WORDS: usize = 9;
+/// Kinds of arena records (low byte of the tag word).
+const TAG_ALLOC: u64 = 0;
+const TAG_FREE: u64 = 1;
+const TAG_RESERVE: u64 = 2;
+const TAG_RELEASE: u64 = 3;
+/// Tag bit of a pending free.
+const PENDING_BIT: u64 = 1 << 8;
+/// Where the label index sits in the tag word.
+const LABEL_SHIFT: u32 = 32;
+
+/// The arena's sink reads the clock itself on every this many events at most, and between
+/// readings stamps events with the latest one. A clock read (`Instant::now`, a vDSO
+/// `clock_gettime`) costs 20–40 ns, as much as an allocation, so reading it per event would
+/// double the arena's cost in tight loops; the context keeps stamps exact by calling
+/// [`Timeline::refresh_clock`] each time it takes the arena's lock, so the first event under
+/// the lock reads the clock.
+pub const CLOCK_STRIDE: u64 = 32;
+
+/// An interned label index meaning "no label".
+const NO_LABEL: u32 = u32::MAX;
+
+/// An event from the context (not the arena), kept under a lock: these are rare next to
+/// allocations and cost microseconds themselves.
 #[derive(Clone, Copy, Debug)]
-struct RawEvent {
+struct ContextEvent {
     time_ns: u64,
     bytes_in_use: u64,
     bytes_reserved: u64,
-    kind: RawKind,
+    kind: ContextKind,
 }
 
-/// `label` and `name` index the ring's tables; [`NO_LABEL`] means none.
 #[derive(Clone, Copy, Debug)]
-enum RawKind {
-    Alloc {
-        allocation: AllocationId,
-        region: RegionId,
-        offset: u64,
-        size: u64,
-        requested: u64,
-        label: u32,
-    },
-    Free {
-        allocation: AllocationId,
-        region: RegionId,
-        offset: u64,
-        size: u64,
-        pending: bool,
-    },
-    RegionReserve {
-        region: RegionId,
-        size: u64,
-    },
-    RegionRelease {
-        region: RegionId,
-        size: u64,
-    },
+enum ContextKind {
     Transfer {
         direction: TransferDirection,
         explicit: bool,
@@ -206,60 +210,47 @@ enum RawKind {
     },
 }
 
-/// An interned label index meaning "no label".
-const NO_LABEL: u32 = u32::MAX;
-
-struct Ring {
-    events: VecDeque<RawEvent>,
-    capacity: usize,
+#[derive(Default)]
+struct ContextRing {
+    events: VecDeque<ContextEvent>,
     dropped: u64,
-    labels: Vec<Arc<str>>,
-    label_index: HashMap<Arc<str>, u32>,
-    /// The counters of the latest arena event, for events the arena does not see.
-    bytes_in_use: u64,
-    bytes_reserved: u64,
 }
 
-impl Ring {
-    fn push(&mut self, event: RawEvent) {
-        if self.capacity == 0 {
-            self.dropped += 1;
-            return;
-        }
-        if self.events.len() == self.capacity {
-            self.events.pop_front();
-            self.dropped += 1;
-        }
-        self.events.push_back(event);
-    }
+/// Interned labels, so events carry a `u32` instead of a string.
+#[derive(Default)]
+struct Labels {
+    names: Vec<Arc<str>>,
+    index: HashMap<Arc<str>, u32>,
+}
 
-    fn intern(&mut self, label: Option<&str>) -> u32 {
-        let Some(label) = label else {
-            return NO_LABEL;
-        };
-        if let Some(&index) = self.label_index.get(label) {
+impl Labels {
+    fn intern(&mut self, label: &str) -> u32 {
+        if let Some(&index) = self.index.get(label) {
             return index;
         }
-        let label: Arc<str> = if self.labels.len() < MAX_TIMELINE_LABELS {
+        let label: Arc<str> = if self.names.len() < MAX_TIMELINE_LABELS {
             Arc::from(label)
         } else {
             Arc::from(LABEL_TABLE_FULL)
         };
-        if let Some(&index) = self.label_index.get(&label) {
+        if let Some(&index) = self.index.get(&label) {
             return index;
         }
-        let index = self.labels.len() as u32;
-        self.labels.push(Arc::clone(&label));
-        self.label_index.insert(label, index);
+        let index = self.names.len() as u32;
+        self.names.push(Arc::clone(&label));
+        self.index.insert(label, index);
         index
     }
 }
 
-/// A bounded ring of [`TimelineEvent`]s, shared by the context's hooks and the arena's event
-/// sink. When full it drops the oldest events and counts them.
+/// A bounded record of [`TimelineEvent`]s, fed by an arena's event sink and the context's
+/// hooks, keeping the newest `capacity` events and counting the ones it dropped.
 ///
-/// A context makes one when `ArenaConfig::timeline_capacity` is above 0 (env
-/// `GPU_ARENA_TIMELINE`). It also works with a bare [`Arena`](crate::arena::Arena):
+/// Arena events go to a lock-free ring with one writer (the arena calls its sink under `&mut`),
+/// so recording one costs a few word stores; transfers, dispatches and labels, which are rare
+/// and slow anyway, go to a second ring under a lock. A context makes a timeline when
+/// `ArenaConfig::timeline_capacity` is above 0 (env `GPU_ARENA_TIMELINE`). It also works with a
+/// bare [`Arena`](crate::arena::Arena):
 ///
 /// ```
 /// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
@@ -271,7 +262,8 @@ impl Ring {
 /// # }
 /// let timeline = std::sync::Arc::new(Timeline::new(1024));
 /// let mut arena = Arena::new(ArenaOptions::preallocated(1 << 20));
-/// arena.set_event_sink(Some(timeline.event_sink()));
+/// arena.set_event_sink(timeline.event_sink());
+/// timeline.refresh_clock(); // the next event reads the clock
 /// let a = arena.allocate(1000, 0, Some("weights"), &mut Heap)?;
 /// arena.free(a.id, None, &mut Heap)?;
 /// // A region reserve, the allocation and the free.
@@ -280,36 +272,63 @@ impl Ring {
 /// ```
 pub struct Timeline {
     origin: Instant,
-    ring: Mutex<Ring>,
+    capacity: usize,
+    arena: WordRing<ARENA_WORDS>,
+    /// Arena records before this index were cleared.
+    arena_cleared: AtomicU64,
+    /// True while an arena sink exists: the lock-free ring takes one writer.
+    sink_taken: AtomicBool,
+    context: Mutex<ContextRing>,
+    labels: Mutex<Labels>,
+    /// The latest clock reading, in ns since `origin`; only grows.
+    latest_ns: AtomicU64,
+    /// The next arena event reads the clock ([`Timeline::refresh_clock`]).
+    stale: AtomicBool,
 }
 
 impl std::fmt::Debug for Timeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ring = self.lock();
         f.debug_struct("Timeline")
-            .field("events", &ring.events.len())
-            .field("capacity", &ring.capacity)
-            .field("dropped", &ring.dropped)
+            .field("events", &self.len())
+            .field("capacity", &self.capacity)
             .finish()
     }
 }
 
+/// Lets another sink be made once the arena drops this one.
+struct SinkClaim(Arc<Timeline>);
+
+impl Drop for SinkClaim {
+    fn drop(&mut self) {
+        self.0.sink_taken.store(false, Ordering::Release);
+    }
+}
+
+/// Locks a mutex, carrying on after a panic elsewhere: the data are plain events.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Timeline {
-    /// A timeline keeping the newest `capacity` events; time 0 is now. The ring's memory is
-    /// allocated here, once.
+    /// A timeline keeping the newest `capacity` events; time 0 is now. The arena ring's memory
+    /// (`capacity + 1` rounded up to a power of two, 72 bytes each) is allocated here, once.
     pub fn new(capacity: usize) -> Timeline {
         Timeline {
             origin: Instant::now(),
-            ring: Mutex::new(Ring {
-                events: VecDeque::with_capacity(capacity),
-                capacity,
-                dropped: 0,
-                labels: Vec::new(),
-                label_index: HashMap::new(),
-                bytes_in_use: 0,
-                bytes_reserved: 0,
-            }),
+            capacity,
+            arena: WordRing::new(capacity),
+            arena_cleared: AtomicU64::new(0),
+            sink_taken: AtomicBool::new(false),
+            context: Mutex::new(ContextRing::default()),
+            labels: Mutex::new(Labels::default()),
+            latest_ns: AtomicU64::new(0),
+            stale: AtomicBool::new(true),
         }
+    }
+
+    /// The number of events kept.
+    pub fn capacity(&self) -> usize {
+        self.capacity
     }
 
     /// Nanoseconds since the timeline started.
@@ -321,23 +340,49 @@ impl Timeline {
         at.saturating_duration_since(self.origin).as_nanos() as u64
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
-        // Events are plain data: a panic elsewhere cannot leave the ring inconsistent.
-        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    /// Makes the next arena event read the clock (costs one store). The context calls it
+    /// whenever it takes the arena's lock, so every arena call's events carry their own time.
+    #[inline]
+    pub fn refresh_clock(&self) {
+        self.stale.store(true, Ordering::Relaxed);
+    }
+
+    /// Reads the clock now: arena events recorded from now on carry this time until the next
+    /// reading (see [`CLOCK_STRIDE`]). Returns the reading, in ns since the timeline started.
+    pub fn tick(&self) -> u64 {
+        let now = self.now_ns();
+        self.latest_ns.fetch_max(now, Ordering::Relaxed).max(now)
     }
 
     /// A sink for [`Arena::set_event_sink`](crate::arena::Arena::set_event_sink) that records
-    /// every arena event here.
-    pub fn event_sink(self: &Arc<Self>) -> EventSink {
-        let timeline = Arc::clone(self);
-        Box::new(move |event| timeline.record_arena(event))
+    /// the arena's events here; `None` while another sink of this timeline exists (its ring
+    /// takes one writer, so a timeline serves one arena at a time).
+    pub fn event_sink(self: &Arc<Self>) -> Option<EventSink> {
+        if self.sink_taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let claim = SinkClaim(Arc::clone(self));
+        Some(Box::new(move |event| claim.0.record_arena(event)))
     }
 
-    /// Records one arena event.
-    pub fn record_arena(&self, event: &ArenaEvent<'_>) {
-        let time_ns = self.now_ns();
-        let mut ring = self.lock();
-        let (kind, bytes_in_use, bytes_reserved) = match *event {
+    /// Records one arena event: a clock read every [`CLOCK_STRIDE`] events or after
+    /// [`Timeline::refresh_clock`], a few
+    /// atomic stores, and for a labelled allocation a lookup in the label table.
+    fn record_arena(&self, event: &ArenaEvent<'_>) {
+        let written = self.arena.written();
+        // Only this sink clears the flag, and a refresh racing with it is seen next time.
+        let time_ns = if written % CLOCK_STRIDE == 0 || self.stale.load(Ordering::Relaxed) {
+            self.stale.store(false, Ordering::Relaxed);
+            // Plain load and store rather than `fetch_max`: a locked instruction would cost
+            // as much as the rest of the event. A racing context event may move the reading
+            // back by nanoseconds, which the snapshot's sort absorbs.
+            let now = self.now_ns().max(self.latest_ns.load(Ordering::Relaxed));
+            self.latest_ns.store(now, Ordering::Relaxed);
+            now
+        } else {
+            self.latest_ns.load(Ordering::Relaxed)
+        };
+        let (tag, fields, bytes_in_use, bytes_reserved) = match *event {
             ArenaEvent::Alloc {
                 id,
                 region,
@@ -348,18 +393,15 @@ impl Timeline {
                 bytes_in_use,
                 bytes_reserved,
                 ..
-            } => (
-                RawKind::Alloc {
-                    allocation: id,
-                    region,
-                    offset,
-                    size,
-                    requested,
-                    label: ring.intern(label),
-                },
-                bytes_in_use,
-                bytes_reserved,
-            ),
+            } => {
+                let label = label.map_or(NO_LABEL, |l| lock(&self.labels).intern(l));
+                (
+                    TAG_ALLOC | (u64::from(label) << LABEL_SHIFT),
+                    [region.0, id.0, offset, size, requested],
+                    bytes_in_use,
+                    bytes_reserved,
+                )
+            }
             ArenaEvent::Free {
                 id,
                 region,
@@ -369,13 +411,8 @@ impl Timeline {
                 bytes_in_use,
                 bytes_reserved,
             } => (
-                RawKind::Free {
-                    allocation: id,
-                    region,
-                    offset,
-                    size,
-                    pending,
-                },
+                TAG_FREE | if pending { PENDING_BIT } else { 0 },
+                [region.0, id.0, offset, size, 0],
                 bytes_in_use,
                 bytes_reserved,
             ),
@@ -385,7 +422,8 @@ impl Timeline {
                 bytes_in_use,
                 bytes_reserved,
             } => (
-                RawKind::RegionReserve { region, size },
+                TAG_RESERVE,
+                [region.0, size, 0, 0, 0],
                 bytes_in_use,
                 bytes_reserved,
             ),
@@ -395,25 +433,22 @@ impl Timeline {
                 bytes_in_use,
                 bytes_reserved,
             } => (
-                RawKind::RegionRelease { region, size },
+                TAG_RELEASE,
+                [region.0, size, 0, 0, 0],
                 bytes_in_use,
                 bytes_reserved,
             ),
         };
-        ring.bytes_in_use = bytes_in_use;
-        ring.bytes_reserved = bytes_reserved;
-        ring.push(RawEvent {
-            time_ns,
-            bytes_in_use,
-            bytes_reserved,
-            kind,
-        });
+        let [a, b, c, d, e] = fields;
+        self.arena
+            .push([time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d, e]);
     }
 
     /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
     pub(crate) fn record(&self, record: Record<'_>) {
         let now = Instant::now();
-        let mut ring = self.lock();
+        self.latest_ns
+            .fetch_max(self.ns_since_origin(now), Ordering::Relaxed);
         let (time_ns, kind) = match record {
             Record::Transfer {
                 direction,
@@ -423,7 +458,7 @@ impl Timeline {
                 started,
             } => (
                 self.ns_since_origin(started),
-                RawKind::Transfer {
+                ContextKind::Transfer {
                     direction,
                     explicit,
                     arrays,
@@ -433,31 +468,48 @@ impl Timeline {
             ),
             Record::Dispatch { name, submission } => (
                 self.ns_since_origin(now),
-                RawKind::Dispatch {
+                ContextKind::Dispatch {
                     name,
                     submission: submission.0,
                 },
             ),
             Record::Label { allocation, label } => (
                 self.ns_since_origin(now),
-                RawKind::Label {
+                ContextKind::Label {
                     allocation,
-                    label: ring.intern(Some(label)),
+                    label: lock(&self.labels).intern(label),
                 },
             ),
         };
-        let (bytes_in_use, bytes_reserved) = (ring.bytes_in_use, ring.bytes_reserved);
-        ring.push(RawEvent {
+        // The counters of the latest arena event (zero before the first).
+        let [bytes_in_use, bytes_reserved] = self
+            .arena
+            .read_from(self.arena.written().saturating_sub(1))
+            .last()
+            .map_or([0, 0], |(_, r)| [r[1], r[2]]);
+        let event = ContextEvent {
             time_ns,
             bytes_in_use,
             bytes_reserved,
             kind,
-        });
+        };
+        let mut ring = lock(&self.context);
+        if self.capacity == 0 {
+            ring.dropped += 1;
+            return;
+        }
+        if ring.events.len() == self.capacity {
+            ring.events.pop_front();
+            ring.dropped += 1;
+        }
+        ring.events.push_back(event);
     }
 
-    /// Number of events held now.
+    /// Number of events held now (at most the capacity).
     pub fn len(&self) -> usize {
-        self.lock().events.len()
+        let arena = (self.arena.written() - self.arena_cleared.load(Ordering::Acquire))
+            .min(self.capacity as u64) as usize;
+        (arena + lock(&self.context).events.len()).min(self.capacity)
     }
 
     /// True when no event is held.
@@ -468,97 +520,109 @@ impl Timeline {
     /// Forgets every event (and the count of dropped ones); time keeps running from the same
     /// origin.
     pub fn clear(&self) {
-        let mut ring = self.lock();
+        self.arena_cleared
+            .store(self.arena.written(), Ordering::Release);
+        let mut ring = lock(&self.context);
         ring.events.clear();
         ring.dropped = 0;
     }
 
-    /// A copy of the events held now, oldest first. Transfers are recorded when they end but
-    /// stamped with their start, so the copy is sorted by time (stable: ties keep their order).
+    /// A copy of the newest `capacity` events, oldest first. Transfers are recorded when they
+    /// end but stamped with their start, so the copy is sorted by time (stably: events with
+    /// the same stamp keep their order).
     pub fn snapshot(&self) -> MemoryTimeline {
-        let (raw, labels, dropped, capacity) = {
-            let ring = self.lock();
+        let cleared = self.arena_cleared.load(Ordering::Acquire);
+        let written = self.arena.written();
+        let arena = self.arena.read_from(cleared);
+        let (context, context_dropped) = {
+            let ring = lock(&self.context);
             (
                 ring.events.iter().copied().collect::<Vec<_>>(),
-                ring.labels.clone(),
                 ring.dropped,
-                ring.capacity,
             )
         };
-        let label = |index: u32| labels.get(index as usize).map(|l| l.to_string());
-        let mut events: Vec<TimelineEvent> = raw
-            .into_iter()
-            .map(|e| TimelineEvent {
+        let names = lock(&self.labels).names.clone();
+        let label = |index: u32| names.get(index as usize).map(|l| l.to_string());
+
+        let mut dropped = (written.max(cleared) - cleared - arena.len() as u64) + context_dropped;
+        let mut events: Vec<TimelineEvent> = Vec::with_capacity(arena.len() + context.len());
+        for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d, e]) in arena {
+            let kind = match tag & 0xff {
+                TAG_ALLOC => TimelineEventKind::Alloc {
+                    allocation: AllocationId(b),
+                    region: RegionId(a),
+                    offset: c,
+                    size: d,
+                    requested: e,
+                    label: label((tag >> LABEL_SHIFT) as u32),
+                },
+                TAG_FREE => TimelineEventKind::Free {
+                    allocation: AllocationId(b),
+                    region: RegionId(a),
+                    offset: c,
+                    size: d,
+                    pending: tag & PENDING_BIT != 0,
+                },
+                TAG_RESERVE => TimelineEventKind::RegionReserve {
+                    region: RegionId(a),
+                    size: b,
+                },
+                _ => TimelineEventKind::RegionRelease {
+                    region: RegionId(a),
+                    size: b,
+                },
+            };
+            events.push(TimelineEvent {
+                time_ns,
+                bytes_in_use,
+                bytes_reserved,
+                kind,
+            });
+        }
+        for e in context {
+            let kind = match e.kind {
+                ContextKind::Transfer {
+                    direction,
+                    explicit,
+                    arrays,
+                    bytes,
+                    duration_ns,
+                } => TimelineEventKind::Transfer {
+                    direction,
+                    bytes,
+                    arrays,
+                    explicit,
+                    duration_ns,
+                },
+                ContextKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
+                    name: name.to_string(),
+                    submission,
+                },
+                ContextKind::Label {
+                    allocation,
+                    label: index,
+                } => TimelineEventKind::Label {
+                    allocation,
+                    label: label(index).unwrap_or_default(),
+                },
+            };
+            events.push(TimelineEvent {
                 time_ns: e.time_ns,
                 bytes_in_use: e.bytes_in_use,
                 bytes_reserved: e.bytes_reserved,
-                kind: match e.kind {
-                    RawKind::Alloc {
-                        allocation,
-                        region,
-                        offset,
-                        size,
-                        requested,
-                        label: index,
-                    } => TimelineEventKind::Alloc {
-                        allocation,
-                        region,
-                        offset,
-                        size,
-                        requested,
-                        label: label(index),
-                    },
-                    RawKind::Free {
-                        allocation,
-                        region,
-                        offset,
-                        size,
-                        pending,
-                    } => TimelineEventKind::Free {
-                        allocation,
-                        region,
-                        offset,
-                        size,
-                        pending,
-                    },
-                    RawKind::RegionReserve { region, size } => {
-                        TimelineEventKind::RegionReserve { region, size }
-                    }
-                    RawKind::RegionRelease { region, size } => {
-                        TimelineEventKind::RegionRelease { region, size }
-                    }
-                    RawKind::Transfer {
-                        direction,
-                        explicit,
-                        arrays,
-                        bytes,
-                        duration_ns,
-                    } => TimelineEventKind::Transfer {
-                        direction,
-                        bytes,
-                        arrays,
-                        explicit,
-                        duration_ns,
-                    },
-                    RawKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
-                        name: name.to_string(),
-                        submission,
-                    },
-                    RawKind::Label {
-                        allocation,
-                        label: index,
-                    } => TimelineEventKind::Label {
-                        allocation,
-                        label: label(index).unwrap_or_default(),
-                    },
-                },
-            })
-            .collect();
+                kind,
+            });
+        }
         events.sort_by_key(|e| e.time_ns);
+        if events.len() > self.capacity {
+            let excess = events.len() - self.capacity;
+            events.drain(..excess);
+            dropped += excess as u64;
+        }
         MemoryTimeline {
             events,
             dropped,
-            capacity,
+            capacity: self.capacity,
         }
     }
 }
@@ -616,7 +680,7 @@ mod tests {
             })
             .collect();
         assert_eq!(labels, [Some("kv".into()), Some("kv".into()), None]);
-        assert_eq!(timeline.lock().labels.len(), 1);
+        assert_eq!(lock(&timeline.labels).names.len(), 1);
     }
 
     #[test]
@@ -659,7 +723,7 @@ pub(crate) fn attach(
         return None;
     }
     let timeline = Arc::new(Timeline::new(config.timeline_capacity));
-    arena.set_event_sink(Some(timeline.event_sink()));
+    arena.set_event_sink(timeline.event_sink());
     Some(timeline)
 }
 

@@ -1,0 +1,132 @@
+//! A bounded ring of fixed-size records for one writer at a time and any number of readers,
+//! without locks: the writer publishes each record with a release store of the record count;
+//! readers copy and then discard what the writer may have overwritten meanwhile (a seqlock
+//! over a ring). Everything is an atomic word, so there is no `unsafe` and a torn read is
+//! impossible to miss.
+//!
+//! The timeline keeps arena events here because the arena calls its event sink on every
+//! allocation and free: a lock there would cost as much as the allocation itself.
+
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+
+/// Records of `W` words. Writers must not overlap (the arena calls its sink under `&mut`);
+/// readers may run at any time.
+pub(crate) struct WordRing<const W: usize> {
+    words: Box<[AtomicU64]>,
+    /// Records the ring holds: a power of two, so a record's slot is its index masked.
+    slots: u64,
+    /// Records written so far (the index of the next one).
+    head: AtomicU64,
+}
+
+impl<const W: usize> WordRing<W> {
+    /// A ring holding at least the newest `capacity` records (0 holds nothing). It has
+    /// `capacity + 1` slots rounded up to a power of two: the slot the writer may be filling
+    /// is never read.
+    pub fn new(capacity: usize) -> Self {
+        let slots = if capacity == 0 {
+            0
+        } else {
+            (capacity + 1).next_power_of_two() as u64
+        };
+        WordRing {
+            words: (0..slots as usize * W).map(|_| AtomicU64::new(0)).collect(),
+            slots,
+            head: AtomicU64::new(0),
+        }
+    }
+
+    /// Records written since the ring was made.
+    pub fn written(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Appends a record, overwriting the oldest when full. Only one writer at a time.
+    #[inline]
+    pub fn push(&self, record: [u64; W]) {
+        let index = self.head.load(Ordering::Relaxed);
+        if self.slots == 0 {
+            self.head.store(index + 1, Ordering::Release);
+            return;
+        }
+        // Readers that see any word of this record must also see `head` at `index` or later,
+        // so they know the slot is being overwritten.
+        fence(Ordering::Release);
+        let base = (index & (self.slots - 1)) as usize * W;
+        for (cell, word) in self.words[base..base + W].iter().zip(record) {
+            cell.store(word, Ordering::Relaxed);
+        }
+        self.head.store(index + 1, Ordering::Release);
+    }
+
+    /// The records with index `from` or later that are still intact, oldest first, with their
+    /// indices.
+    pub fn read_from(&self, from: u64) -> Vec<(u64, [u64; W])> {
+        let end = self.head.load(Ordering::Acquire);
+        let start = from.max(end.saturating_sub(self.slots));
+        let mut records = Vec::with_capacity((end - start.min(end)) as usize);
+        for index in start..end {
+            let base = (index & (self.slots - 1)) as usize * W;
+            let mut record = [0u64; W];
+            for (word, cell) in record.iter_mut().zip(&self.words[base..base + W]) {
+                *word = cell.load(Ordering::Relaxed);
+            }
+            records.push((index, record));
+        }
+        fence(Ordering::Acquire);
+        // The writer may have moved on while we copied: record `index` shares its slot with
+        // `index + slots`, which is written (or being written) once `head` reaches it.
+        let now = self.head.load(Ordering::Relaxed);
+        records.retain(|(index, _)| index + self.slots > now);
+        records
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_ring_keeps_the_newest_records() {
+        let ring = WordRing::<2>::new(3); // 4 slots, one of them the writer's
+        for i in 0..10 {
+            ring.push([i, i * 10]);
+        }
+        let records = ring.read_from(0);
+        let indices: Vec<u64> = records.iter().map(|r| r.0).collect();
+        assert_eq!(indices, [7, 8, 9]);
+        assert_eq!(records[0].1, [7, 70]);
+        assert_eq!(ring.read_from(8).len(), 2);
+        assert_eq!(ring.written(), 10);
+    }
+
+    #[test]
+    fn an_empty_ring_counts_but_keeps_nothing() {
+        let ring = WordRing::<1>::new(0);
+        ring.push([1]);
+        assert!(ring.read_from(0).is_empty());
+        assert_eq!(ring.written(), 1);
+    }
+
+    #[test]
+    fn readers_racing_the_writer_never_see_a_torn_record() {
+        let ring = Arc::new(WordRing::<4>::new(64));
+        let writer = {
+            let ring = Arc::clone(&ring);
+            std::thread::spawn(move || {
+                for i in 0..200_000u64 {
+                    ring.push([i, i, i, i]);
+                }
+            })
+        };
+        let mut checked = 0;
+        while !writer.is_finished() || checked == 0 {
+            for (index, record) in ring.read_from(0) {
+                assert_eq!(record, [index; 4], "torn record at {index}");
+                checked += 1;
+            }
+        }
+        writer.join().unwrap();
+    }
+}
