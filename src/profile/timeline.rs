@@ -371,7 +371,8 @@ impl Timeline {
     fn record_arena(&self, event: &ArenaEvent<'_>) {
         let written = self.arena.written();
         // Only this sink clears the flag, and a refresh racing with it is seen next time.
-        let time_ns = if written % CLOCK_STRIDE == 0 || self.stale.load(Ordering::Relaxed) {
+        let time_ns = if written.is_multiple_of(CLOCK_STRIDE) || self.stale.load(Ordering::Relaxed)
+        {
             self.stale.store(false, Ordering::Relaxed);
             // Plain load and store rather than `fetch_max`: a locked instruction would cost
             // as much as the rest of the event. A racing context event may move the reading
@@ -627,6 +628,34 @@ impl Timeline {
     }
 }
 
+/// The context's timeline: `None` when `config.timeline_capacity` is 0 (nothing is installed
+/// and the hooks cost a branch), else a new ring wired to `arena` as its event sink.
+pub(crate) fn attach(
+    config: &crate::config::ArenaConfig,
+    arena: &mut crate::arena::Arena,
+) -> Option<Arc<Timeline>> {
+    if config.timeline_capacity == 0 {
+        return None;
+    }
+    let timeline = Arc::new(Timeline::new(config.timeline_capacity));
+    arena.set_event_sink(timeline.event_sink());
+    Some(timeline)
+}
+
+impl crate::context::Context {
+    /// The events recorded so far (allocations, frees, region changes, transfers, dispatches),
+    /// or `None` when the timeline is off (`ArenaConfig::timeline_capacity` 0, the default;
+    /// env `GPU_ARENA_TIMELINE`).
+    pub fn memory_timeline(&self) -> Option<MemoryTimeline> {
+        self.inner.timeline.as_ref().map(|t| t.snapshot())
+    }
+
+    /// The live timeline, to clear it or read its length; `None` when off.
+    pub fn timeline(&self) -> Option<&Timeline> {
+        self.inner.timeline.as_deref()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,33 +739,5 @@ mod tests {
         timeline.record_arena(&alloc(1, None));
         assert!(timeline.is_empty());
         assert_eq!(timeline.snapshot().dropped, 1);
-    }
-}
-
-/// The context's timeline: `None` when `config.timeline_capacity` is 0 (nothing is installed
-/// and the hooks cost a branch), else a new ring wired to `arena` as its event sink.
-pub(crate) fn attach(
-    config: &crate::config::ArenaConfig,
-    arena: &mut crate::arena::Arena,
-) -> Option<Arc<Timeline>> {
-    if config.timeline_capacity == 0 {
-        return None;
-    }
-    let timeline = Arc::new(Timeline::new(config.timeline_capacity));
-    arena.set_event_sink(timeline.event_sink());
-    Some(timeline)
-}
-
-impl crate::context::Context {
-    /// The events recorded so far (allocations, frees, region changes, transfers, dispatches),
-    /// or `None` when the timeline is off (`ArenaConfig::timeline_capacity` 0, the default;
-    /// env `GPU_ARENA_TIMELINE`).
-    pub fn memory_timeline(&self) -> Option<MemoryTimeline> {
-        self.inner.timeline.as_ref().map(|t| t.snapshot())
-    }
-
-    /// The live timeline, to clear it or read its length; `None` when off.
-    pub fn timeline(&self) -> Option<&Timeline> {
-        self.inner.timeline.as_deref()
     }
 }
