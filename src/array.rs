@@ -237,7 +237,7 @@ impl Context {
             crate::profile::with_scoped_label(label, |label| self.inner.allocate(bytes, label))
                 .map_err(|e| self.inner.dump_on_oom(e))?;
         let mut memory = self.inner.lock_memory();
-        let info = crate::profile::ArrayInfo::new::<T>(shape);
+        let info = self.inner.array_info::<T>(shape);
         memory.arrays.insert(allocation.id, info);
         let region = memory
             .regions

@@ -45,7 +45,10 @@ fn the_snapshot_lists_every_array_with_its_label_type_shape_and_age() {
     assert_eq!(weights_chunk.size, weights.allocated_bytes());
     assert_eq!(weights_chunk.requested, 64 * 128 * 4);
     assert_eq!(weights_chunk.offset, weights.byte_offset());
-    assert!(weights_chunk.age_seconds.unwrap() >= 0.0);
+    assert_eq!(
+        weights_chunk.age_seconds, None,
+        "dated only with the timeline on"
+    );
     assert_eq!(
         weights_chunk.age_allocs, 3,
         "three allocations came after it"
@@ -95,6 +98,24 @@ fn the_snapshot_lists_every_array_with_its_label_type_shape_and_age() {
     );
     drop((weights, tokens, kv, renamed));
     assert_no_validation_errors();
+}
+
+#[test]
+fn with_the_timeline_on_arrays_are_dated_in_seconds() {
+    let ctx = context_with(ArenaConfig {
+        max_region_bytes: Some(8 * MIB),
+        timeline_capacity: 64,
+        ..test_config()
+    });
+    let old = ctx.zeros::<f32>(&[16]).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let young = ctx.zeros::<f32>(&[16]).unwrap();
+    let snapshot = ctx.memory_snapshot();
+    let age = |id| snapshot.chunk(id).unwrap().age_seconds.unwrap();
+    let (old_age, young_age) = (age(old.allocation_id()), age(young.allocation_id()));
+    assert!(old_age >= young_age + 0.015, "{old_age} vs {young_age}");
+    assert!(young_age >= 0.0 && old_age < 60.0);
+    assert!(snapshot.time_ns.is_some());
 }
 
 #[test]

@@ -1,10 +1,9 @@
-//! What the arena does not know about an allocation: the element type, the shape and the time
-//! of the array that holds it, kept beside the arena for snapshots.
+//! What the arena does not know about an allocation: the element type, the shape and the birth
+//! time of the array that holds it, kept beside the arena for snapshots.
 
 use crate::arena::AllocationId;
 use crate::array::MAX_RANK;
-use std::collections::HashMap;
-use std::time::Instant;
+use crate::context::ContextInner;
 
 /// The element type, shape and birth time of one live array. Fixed-size, so recording it
 /// allocates nothing beyond the table's own growth.
@@ -14,14 +13,15 @@ pub(crate) struct ArrayInfo {
     pub dtype: &'static str,
     rank: u8,
     dims: [usize; MAX_RANK],
-    /// When the array was allocated.
-    pub born: Instant,
+    /// When the array was allocated, in ns on the timeline's clock; `None` with the timeline
+    /// off (a clock read per array would cost as much as the rest of the bookkeeping).
+    pub born_ns: Option<u64>,
 }
 
 impl ArrayInfo {
     /// The info of a new `T` array of `shape` (rank at most [`MAX_RANK`]; longer shapes are
     /// cut, which cannot happen for shapes that passed `check_shape`).
-    pub fn new<T>(shape: &[usize]) -> ArrayInfo {
+    pub fn new<T>(shape: &[usize], born_ns: Option<u64>) -> ArrayInfo {
         let rank = shape.len().min(MAX_RANK);
         let mut dims = [0; MAX_RANK];
         dims[..rank].copy_from_slice(&shape[..rank]);
@@ -29,7 +29,7 @@ impl ArrayInfo {
             dtype: std::any::type_name::<T>(),
             rank: rank as u8,
             dims,
-            born: Instant::now(),
+            born_ns,
         }
     }
 
@@ -39,27 +39,48 @@ impl ArrayInfo {
     }
 }
 
-/// Live arrays by allocation id. The context keeps it under the same lock as the arena, so an
-/// entry is added and removed in the critical sections that allocate and free anyway.
+/// Live arrays by allocation. Indexed by the allocation's chunk slot (ids are slot and
+/// generation), so recording and forgetting an array is an index, not a hash; the context keeps
+/// it under the arena's lock, in the critical sections that allocate and free anyway.
 #[derive(Debug, Default)]
 pub(crate) struct ArrayRegistry {
-    arrays: HashMap<AllocationId, ArrayInfo>,
+    slots: Vec<Option<(AllocationId, ArrayInfo)>>,
 }
 
 impl ArrayRegistry {
     /// Records a new array.
     pub fn insert(&mut self, id: AllocationId, info: ArrayInfo) {
-        self.arrays.insert(id, info);
+        let slot = id.slot() as usize;
+        if slot >= self.slots.len() {
+            self.slots.resize(slot + 1, None);
+        }
+        self.slots[slot] = Some((id, info));
     }
 
     /// Forgets an array whose memory went back to the arena.
     pub fn remove(&mut self, id: AllocationId) {
-        self.arrays.remove(&id);
+        if let Some(entry) = self.slots.get_mut(id.slot() as usize) {
+            if entry.is_some_and(|(live, _)| live == id) {
+                *entry = None;
+            }
+        }
     }
 
     /// The info of a live array.
     pub fn get(&self, id: AllocationId) -> Option<&ArrayInfo> {
-        self.arrays.get(&id)
+        match self.slots.get(id.slot() as usize)? {
+            Some((live, info)) if *live == id => Some(info),
+            _ => None,
+        }
+    }
+}
+
+impl ContextInner {
+    /// The info of a new `T` array of `shape`, born now on the timeline's clock (the arena
+    /// event of its allocation has just read it) when the timeline is on.
+    pub(crate) fn array_info<T>(&self, shape: &[usize]) -> ArrayInfo {
+        let born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
+        ArrayInfo::new::<T>(shape, born_ns)
     }
 }
 
@@ -69,9 +90,23 @@ mod tests {
 
     #[test]
     fn info_keeps_the_element_type_and_shape() {
-        let info = ArrayInfo::new::<f32>(&[2, 3, 4]);
+        let info = ArrayInfo::new::<f32>(&[2, 3, 4], None);
         assert_eq!(info.dtype, "f32");
         assert_eq!(info.shape(), &[2, 3, 4]);
-        assert!(ArrayInfo::new::<u8>(&[]).shape().is_empty());
+        assert!(ArrayInfo::new::<u8>(&[], None).shape().is_empty());
+    }
+
+    #[test]
+    fn a_reused_slot_does_not_answer_for_the_old_allocation() {
+        let mut registry = ArrayRegistry::default();
+        let old = AllocationId::new(5, 1);
+        let new = AllocationId::new(5, 2);
+        registry.insert(old, ArrayInfo::new::<u8>(&[1], None));
+        registry.insert(new, ArrayInfo::new::<f32>(&[2], None));
+        assert!(registry.get(old).is_none());
+        registry.remove(old);
+        assert_eq!(registry.get(new).unwrap().dtype, "f32");
+        registry.remove(new);
+        assert!(registry.get(new).is_none());
     }
 }

@@ -8,7 +8,6 @@ use crate::config::{AllocatorKind, MemFraction};
 use crate::context::{Context, ContextInner};
 use crate::memplan::MemoryPlan;
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 
 /// The value of [`MemorySnapshot::format`], bumped when the layout changes incompatibly.
 pub const SNAPSHOT_FORMAT: &str = "gpu-arena-memory-snapshot/1";
@@ -30,7 +29,8 @@ pub struct SnapshotChunk {
     pub requested: u64,
     /// Allocations made since this one (its age counted in allocations); 0 when free.
     pub age_allocs: u64,
-    /// Seconds since the array was allocated, for arrays.
+    /// Seconds since the array was allocated, for arrays while the timeline is on (its clock
+    /// dates them).
     pub age_seconds: Option<f64>,
     /// The element type of the array (`f32`, `u32`, ...), for arrays.
     pub dtype: Option<String>,
@@ -133,19 +133,14 @@ pub struct MemorySnapshot {
 impl MemorySnapshot {
     /// A snapshot of a bare [`Arena`](crate::arena::Arena) (no device, no plan, no arrays).
     pub fn from_arena(arena: ArenaSnapshot, pending_free_bytes: u64) -> MemorySnapshot {
-        Self::build(
-            arena,
-            pending_free_bytes,
-            &ArrayRegistry::default(),
-            Instant::now(),
-        )
+        Self::build(arena, pending_free_bytes, &ArrayRegistry::default(), None)
     }
 
     fn build(
         arena: ArenaSnapshot,
         pending_free_bytes: u64,
         arrays: &ArrayRegistry,
-        now: Instant,
+        now_ns: Option<u64>,
     ) -> MemorySnapshot {
         let num_allocs = arena.stats.num_allocs;
         let regions = arena
@@ -171,8 +166,9 @@ impl MemorySnapshot {
                             } else {
                                 num_allocs.saturating_sub(c.sequence)
                             },
-                            age_seconds: info
-                                .map(|i| now.saturating_duration_since(i.born).as_secs_f64()),
+                            age_seconds: info.and_then(|i| {
+                                Some(now_ns?.saturating_sub(i.born_ns?) as f64 / 1e9)
+                            }),
                             dtype: info.map(|i| i.dtype.to_string()),
                             shape: info.map(|i| i.shape().to_vec()),
                             frontier: c.frontier,
@@ -254,21 +250,21 @@ impl Context {
 
 impl ContextInner {
     pub(crate) fn memory_snapshot(&self) -> MemorySnapshot {
-        let now = Instant::now();
+        let now_ns = self.timeline.as_ref().map(|t| t.tick());
         let mut snapshot = {
             let memory = self.lock_memory();
             MemorySnapshot::build(
                 memory.arena.snapshot(),
                 memory.arena.pending_free_bytes(),
                 &memory.arrays,
-                now,
+                now_ns,
             )
         };
         let config = &self.config;
         let info = &self.adapter_info;
         snapshot.device = info.name.clone();
         snapshot.backend = format!("{:?}", info.backend);
-        snapshot.time_ns = self.timeline.as_ref().map(|t| t.now_ns());
+        snapshot.time_ns = now_ns;
         snapshot.settings = Some(SnapshotSettings {
             allocator: config.allocator,
             preallocate: config.preallocate,

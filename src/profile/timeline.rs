@@ -340,6 +340,12 @@ impl Timeline {
         at.saturating_duration_since(self.origin).as_nanos() as u64
     }
 
+    /// The latest clock reading (by an arena event, a context event or [`Timeline::tick`]), in
+    /// ns since the timeline started; costs a load, not a clock read.
+    pub fn last_reading_ns(&self) -> u64 {
+        self.latest_ns.load(Ordering::Relaxed)
+    }
+
     /// Makes the next arena event read the clock (costs one store). The context calls it
     /// whenever it takes the arena's lock, so every arena call's events carry their own time.
     #[inline]
