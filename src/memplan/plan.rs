@@ -732,7 +732,108 @@ fn fmt_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::table::{MemoryHeap, MemoryType};
     use super::*;
+
+    fn device(heaps: &[(u64, HeapFlags)], types: &[(u32, F)]) -> DeviceDescription {
+        DeviceDescription {
+            name: "Test GPU".to_string(),
+            vendor_id: 0x1002,
+            device_kind: DeviceKind::Discrete,
+            memory: MemoryProperties {
+                heaps: heaps
+                    .iter()
+                    .map(|&(size, flags)| MemoryHeap { size, flags })
+                    .collect(),
+                types: types
+                    .iter()
+                    .map(|&(heap, flags)| MemoryType { heap, flags })
+                    .collect(),
+            },
+            heap_budgets: None,
+        }
+    }
+
+    fn error_of(device: &DeviceDescription) -> String {
+        plan_memory(device)
+            .expect_err("planning should fail")
+            .to_string()
+    }
+
+    const VRAM: (u64, HeapFlags) = (8 << 30, HeapFlags::DEVICE_LOCAL);
+    const HOST: (u64, HeapFlags) = (16 << 30, HeapFlags::empty());
+    const STAGING: (u32, F) = (1, F(F::HOST_VISIBLE.0 | F::HOST_COHERENT.0));
+
+    #[test]
+    fn a_table_without_types_is_refused() {
+        let message = error_of(&device(&[VRAM], &[]));
+        assert_eq!(
+            message,
+            "Test GPU: the memory table has no memory types, so nothing can be allocated"
+        );
+    }
+
+    #[test]
+    fn a_table_with_more_than_32_types_is_refused() {
+        let message = error_of(&device(&[VRAM, HOST], &[STAGING; 33]));
+        assert!(message.contains("has 33 memory types"), "{message}");
+        assert!(message.contains("at most 32"), "{message}");
+    }
+
+    #[test]
+    fn a_type_on_a_missing_heap_is_refused() {
+        let message = error_of(&device(&[VRAM, HOST], &[STAGING, (2, F::DEVICE_LOCAL)]));
+        assert_eq!(
+            message,
+            "Test GPU: memory type 1 is on heap 2, but the table has only 2 heap(s)"
+        );
+    }
+
+    #[test]
+    fn a_table_without_a_usable_host_visible_type_is_refused_and_says_what_was_skipped() {
+        let amd_only = F::HOST_VISIBLE | F::HOST_COHERENT | F::DEVICE_COHERENT_AMD;
+        let message = error_of(&device(
+            &[VRAM, HOST],
+            &[(0, F::DEVICE_LOCAL), (1, amd_only)],
+        ));
+        assert!(
+            message.starts_with("Test GPU: no usable HOST_VISIBLE memory type"),
+            "{message}"
+        );
+        assert!(message.contains("cannot be staged"), "{message}");
+        assert!(
+            message.contains("skipped type 1: DEVICE_COHERENT_AMD"),
+            "{message}"
+        );
+
+        let message = error_of(&device(&[VRAM], &[(0, F::DEVICE_LOCAL)]));
+        assert!(message.ends_with("cannot be staged"), "{message}");
+    }
+
+    #[test]
+    fn a_table_without_device_local_memory_puts_the_arena_in_host_memory() {
+        let plan = plan_memory(&device(&[(0, HeapFlags::DEVICE_LOCAL), HOST], &[STAGING])).unwrap();
+        assert_eq!(
+            (plan.arena_type, plan.arena_heap, plan.bar),
+            (0, 1, BarClass::None)
+        );
+        assert!(plan.arena_host_visible);
+        assert!(plan
+            .reasons
+            .iter()
+            .any(|r| r.contains("no usable device-local type")));
+    }
+
+    #[test]
+    fn a_non_coherent_table_still_plans_and_says_staging_needs_flushes() {
+        let plan = plan_memory(&device(
+            &[VRAM, HOST],
+            &[(0, F::DEVICE_LOCAL), (1, F::HOST_VISIBLE | F::HOST_CACHED)],
+        ))
+        .unwrap();
+        assert_eq!((plan.upload_type, plan.readback_type), (1, 1));
+        assert!(!plan.upload_coherent && !plan.readback_coherent);
+    }
 
     #[test]
     fn index_lists_collapse_runs() {
