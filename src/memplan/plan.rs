@@ -216,13 +216,11 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     reasons.extend(skipped);
     let bar = classify_bar(device, uma, &mut reasons);
     let mut arena = choose_arena(memory, uma, &mut reasons);
+    if bar.heap != Some(arena.heap) {
+        arena.candidates = without_window(memory, arena.candidates, &bar);
+    }
     let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
-    let (readback_type, readback_candidates) = choose_readback(memory, &mut reasons);
-    // A small BAR window is no fallback for bulk memory: a 6 GiB arena or a staging pool that
-    // spills into 256 MiB of scarce CPU-visible VRAM only fails later. `bar_type` names it.
-    arena.candidates = without_window(memory, arena.candidates, &bar);
-    let upload_candidates = without_window(memory, upload_candidates, &bar);
-    let readback_candidates = without_window(memory, readback_candidates, &bar);
+    let (readback_type, readback_candidates) = choose_readback(memory, &bar, &mut reasons);
     let reserve = reservable(device, arena.heap, &mut reasons);
 
     let flags = |ty: u32| memory.types[ty as usize].flags;
@@ -416,23 +414,37 @@ struct Arena {
 }
 
 fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Arena {
-    let device_local = if uma {
-        // Host-visible so puts and gets can map the arena; write-combined (not cached) is
-        // what the GPU reads fastest on APUs, where cached memory is snooped.
-        MemoryRequest {
-            required: F::DEVICE_LOCAL,
-            preferred: F::HOST_VISIBLE | F::HOST_COHERENT,
+    let ranked = if uma {
+        // Host-visible first, so puts and gets can map the arena; then coherent, and
+        // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
+        // is snooped. Device-local types the host cannot map come last.
+        let mappable = MemoryRequest {
+            required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
+            preferred: F::HOST_COHERENT,
             not_preferred: F::HOST_CACHED,
-        }
+        };
+        let device_local = MemoryRequest {
+            required: F::DEVICE_LOCAL,
+            preferred: F::empty(),
+            not_preferred: F::empty(),
+        };
+        let mut ranked = mappable.rank(memory);
+        let rest: Vec<u32> = device_local
+            .rank(memory)
+            .into_iter()
+            .filter(|t| !ranked.contains(t))
+            .collect();
+        ranked.extend(rest);
+        ranked
     } else {
-        // Plain VRAM: the host flags only cost BAR space or mean a slower path.
+        // Plain VRAM: a host-visible type costs BAR space, or is the BAR window itself.
         MemoryRequest {
             required: F::DEVICE_LOCAL,
             preferred: F::empty(),
-            not_preferred: F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED,
+            not_preferred: F::HOST_VISIBLE,
         }
+        .rank(memory)
     };
-    let ranked = device_local.rank(memory);
 
     if let Some(heap) = largest_heap(memory, &ranked) {
         let size = heap_size(memory, heap);
@@ -521,7 +533,7 @@ fn choose_upload(
     // Host memory, write-combined: uncached is faster to write, and keeping staging off
     // device-local heaps leaves a small BAR window alone and does not eat into the arena's
     // heap on full BAR.
-    let (ty, ranked) = rank_coherent(
+    let ranked = rank_coherent(
         memory,
         MemoryRequest {
             required: F::HOST_VISIBLE | F::HOST_COHERENT,
@@ -529,6 +541,9 @@ fn choose_upload(
             not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
         },
     );
+    let ranked = without_window(memory, ranked, bar);
+    // plan_memory checked that a usable host-visible type exists.
+    let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
     let context = match (flags.contains(F::DEVICE_LOCAL), bar.class, uma) {
@@ -552,10 +567,14 @@ fn choose_upload(
     (ty, ranked)
 }
 
-fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32, Vec<u32>) {
+fn choose_readback(
+    memory: &MemoryProperties,
+    bar: &Bar,
+    reasons: &mut Vec<String>,
+) -> (u32, Vec<u32>) {
     // Host-cached: the CPU reads it at memory speed, where uncached or BAR memory is read a
     // word at a time.
-    let (ty, ranked) = rank_coherent(
+    let ranked = rank_coherent(
         memory,
         MemoryRequest {
             required: F::HOST_VISIBLE | F::HOST_COHERENT,
@@ -563,6 +582,8 @@ fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32
             not_preferred: F::DEVICE_LOCAL,
         },
     );
+    let ranked = without_window(memory, ranked, bar);
+    let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
     let why = if flags.contains(F::HOST_CACHED) {
@@ -578,28 +599,29 @@ fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32
 
 /// Ranks by `request`; when no usable type is HOST_COHERENT (the Vulkan spec guarantees one,
 /// so only odd tables), drops that requirement: the transfer layer then flushes or invalidates.
-fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> (u32, Vec<u32>) {
-    let mut ranked = request.rank(memory);
-    if ranked.is_empty() {
-        let relaxed = MemoryRequest {
-            required: F(request.required.0 & !F::HOST_COHERENT.0),
-            preferred: request.preferred | F::HOST_COHERENT,
-            ..request
-        };
-        ranked = relaxed.rank(memory);
+fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> Vec<u32> {
+    let ranked = request.rank(memory);
+    if !ranked.is_empty() {
+        return ranked;
     }
-    // plan_memory checked that a usable host-visible type exists.
-    (ranked.first().copied().unwrap_or(0), ranked)
+    let relaxed = MemoryRequest {
+        required: F(request.required.0 & !F::HOST_COHERENT.0),
+        preferred: request.preferred | F::HOST_COHERENT,
+        ..request
+    };
+    relaxed.rank(memory)
 }
 
-/// `candidates` without the types on a small BAR window, unless the first candidate is there
-/// (then nothing else fits and the list stays whole).
+/// `candidates` without the types on a small BAR window, unless nothing else is left.
+///
+/// A small window is no fallback for bulk memory: an arena or a staging pool that spills into
+/// 256 MiB of scarce CPU-visible VRAM only fails later. [`MemoryPlan::bar_type`] names it.
 fn without_window(memory: &MemoryProperties, candidates: Vec<u32>, bar: &Bar) -> Vec<u32> {
     let (BarClass::Small, Some(window)) = (bar.class, bar.heap) else {
         return candidates;
     };
     let on_window = |t: &u32| memory.types[*t as usize].heap == window;
-    if candidates.first().is_none_or(on_window) {
+    if candidates.iter().all(on_window) {
         return candidates;
     }
     candidates.into_iter().filter(|t| !on_window(t)).collect()
