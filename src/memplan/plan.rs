@@ -296,13 +296,16 @@ fn skipped_types(memory: &MemoryProperties) -> Vec<String> {
 
 /// Decides whether device memory is host memory.
 fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
+    let kind = match device.device_kind {
+        DeviceKind::Discrete => "discrete GPU",
+        DeviceKind::Integrated => "integrated GPU",
+        DeviceKind::Cpu => "CPU device (software rasterizer)",
+        DeviceKind::Virtual => "virtual GPU",
+        DeviceKind::Other => "device of kind other",
+    };
     let (uma, why) = match device.device_kind {
-        DeviceKind::Discrete => (false, "discrete GPU: VRAM is separate from host memory"),
-        DeviceKind::Integrated => (true, "integrated GPU: device memory is host memory (UMA)"),
-        DeviceKind::Cpu => (
-            true,
-            "CPU device (software rasterizer): device memory is host memory (UMA)",
-        ),
+        DeviceKind::Discrete => (false, "VRAM is separate from host memory"),
+        DeviceKind::Integrated | DeviceKind::Cpu => (true, "device memory is host memory (UMA)"),
         DeviceKind::Virtual | DeviceKind::Other => {
             // The kind says nothing; read the table. Only device-local heaps, all reachable
             // by a host-visible type, is what integrated GPUs and software devices report.
@@ -316,7 +319,7 @@ fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
             if !live().any(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL)) {
                 (
                     true,
-                    "no device-local heap: all memory is host memory (UMA)",
+                    "no device-local heap, so all memory is host memory (UMA)",
                 )
             } else if live().all(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL))
                 && !mappable.rank(memory).is_empty()
@@ -333,7 +336,7 @@ fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
             }
         }
     };
-    reasons.push(why.to_string());
+    reasons.push(format!("{} {kind}: {why}", device.vendor()));
     uma
 }
 
@@ -377,10 +380,15 @@ fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>
         .max();
     let class = match vram {
         Some(vram) if vram > size || size < SMALL_BAR_MAX => {
-            let hint = if !uma {
-                "; Resizable BAR (Smart Access Memory) in firmware would expose all of it"
-            } else {
-                ""
+            let hint = match (uma, device.vendor()) {
+                (true, _) => "",
+                (false, Vendor::Amd) => {
+                    "; Smart Access Memory (Resizable BAR) in firmware would expose all of it"
+                }
+                (false, Vendor::Intel) => {
+                    "; Intel Arc needs Resizable BAR in firmware for full speed"
+                }
+                (false, _) => "; Resizable BAR in firmware would expose all of it",
             };
             reasons.push(format!(
                 "small BAR: heap {heap} ({}) is a CPU-visible window (type {ty}) next to {} of \
