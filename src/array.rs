@@ -231,17 +231,7 @@ impl Context {
         bytes: u64,
         label: Option<&str>,
     ) -> Result<DeviceArray<T>> {
-        let allocation = self.inner.allocate(bytes, label)?;
-        let memory = self.inner.lock_memory();
-        let region = memory
-            .regions
-            .get(allocation.region)
-            .expect("the arena only hands out ranges of regions the backend holds");
-        let buffer = region.buffer.clone();
-        let mapped = region
-            .mapped
-            .filter(|_| self.inner.zero_copy_allowed(region.memory_type));
-        drop(memory);
+        let (allocation, buffer, mapped) = self.inner.allocate(bytes, label)?;
         Ok(DeviceArray {
             storage: ArrayStorage {
                 ctx: Arc::clone(&self.inner),

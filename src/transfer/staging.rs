@@ -227,7 +227,7 @@ struct Copy<'a> {
 
 fn push_copy<'a>(copies: &mut Vec<Copy<'a>>, next: Copy<'a>) {
     if let Some(last) = copies.last_mut() {
-        if std::ptr::eq(last.buffer, next.buffer)
+        if last.buffer == next.buffer
             && last.offset + last.len == next.offset
             && last.staging_offset + last.len == next.staging_offset
         {
