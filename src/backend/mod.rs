@@ -107,11 +107,6 @@ impl Regions {
             MemoryBackend::Plain => None,
         }
     }
-
-    /// Number of regions currently held.
-    pub(crate) fn len(&self) -> usize {
-        self.regions.len()
-    }
 }
 
 pub(crate) use plain::Purpose;
