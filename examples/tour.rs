@@ -36,7 +36,14 @@ fn main() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e3
     );
 
-    println!("\n== memory plan (memory from {})", if ctx.is_vulkan() { "gpu-allocator on wgpu's VkDevice" } else { "plain wgpu buffers" });
+    println!(
+        "\n== memory plan (memory from {})",
+        if ctx.is_vulkan() {
+            "gpu-allocator on wgpu's VkDevice"
+        } else {
+            "plain wgpu buffers"
+        }
+    );
     let plan = ctx.memory_plan();
     let table = ctx.device_description();
     for (i, heap) in table.memory.heaps.iter().enumerate() {
@@ -62,7 +69,10 @@ fn main() -> anyhow::Result<()> {
         gib(ctx.max_array_bytes())
     );
     let before = ctx.memory_stats();
-    println!("  before: pool_bytes={:?} regions={}", before.pool_bytes, before.num_regions);
+    println!(
+        "  before: pool_bytes={:?} regions={}",
+        before.pool_bytes, before.num_regions
+    );
     let t = Instant::now();
     let x = ctx.device_put(&(0..1024).map(|i| i as f32).collect::<Vec<_>>(), &[32, 32])?;
     let first = t.elapsed();
@@ -79,13 +89,23 @@ fn main() -> anyhow::Result<()> {
 
     println!("\n== transfers");
     let back = ctx.device_get(&x)?;
-    println!("  device_put/device_get of {:?} f32: round trip ok = {}", x.shape(), back[1023] == 1023.0);
+    println!(
+        "  device_put/device_get of {:?} f32: round trip ok = {}",
+        x.shape(),
+        back[1023] == 1023.0
+    );
     let small: Vec<Vec<u32>> = (0..10_000u32).map(|i| vec![i; 1024]).collect();
     let t = Instant::now();
     let mut batch = ctx.upload_batch();
-    let pending: Vec<_> = small.iter().map(|v| batch.put(v, &[v.len()])).collect::<Result<_, _>>()?;
+    let pending: Vec<_> = small
+        .iter()
+        .map(|v| batch.put(v, &[v.len()]))
+        .collect::<Result<_, _>>()?;
     let mut done = batch.finish()?;
-    let arrays: Vec<_> = pending.into_iter().map(|p| done.take(p)).collect::<Result<_, _>>()?;
+    let arrays: Vec<_> = pending
+        .into_iter()
+        .map(|p| done.take(p))
+        .collect::<Result<_, _>>()?;
     ctx.synchronize()?;
     println!(
         "  batch of {} arrays of 4 KiB: {:.2} µs/array",
@@ -100,7 +120,10 @@ fn main() -> anyhow::Result<()> {
         t.elapsed().as_secs_f64() * 1e6 / all.len() as f64,
         all.iter().zip(&small).all(|(a, b)| a == b)
     );
-    println!("  transfer stats: {}", serde_json::to_string(&ctx.transfer_stats())?);
+    println!(
+        "  transfer stats: {}",
+        serde_json::to_string(&ctx.transfer_stats())?
+    );
 
     println!("\n== transfer guard (as jax.transfer_guard)");
     {
@@ -109,7 +132,10 @@ fn main() -> anyhow::Result<()> {
             Ok(_) => println!("  implicit transfer passed?!"),
             Err(e) => println!("  implicit x.to_vec() under disallow: {e}"),
         }
-        println!("  explicit device_get under disallow: {} values", ctx.device_get(&x)?.len());
+        println!(
+            "  explicit device_get under disallow: {} values",
+            ctx.device_get(&x)?.len()
+        );
     }
 
     println!("\n== memory stats (XLA's keys)");
@@ -118,6 +144,10 @@ fn main() -> anyhow::Result<()> {
     drop(arrays);
     drop(x);
     ctx.synchronize()?;
-    println!("\nafter dropping everything: bytes_in_use={} (memory stays reserved: pool_bytes={:?})", ctx.memory_stats().bytes_in_use, ctx.memory_stats().pool_bytes);
+    println!(
+        "\nafter dropping everything: bytes_in_use={} (memory stays reserved: pool_bytes={:?})",
+        ctx.memory_stats().bytes_in_use,
+        ctx.memory_stats().pool_bytes
+    );
     Ok(())
 }
