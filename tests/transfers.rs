@@ -297,3 +297,34 @@ fn uma_puts_write_the_arena_directly_without_staging() {
         "zero-copy made no staging buffer"
     );
 }
+
+#[test]
+fn the_plain_wgpu_backend_round_trips_and_batches() {
+    common::init_logging();
+    // GL over Mesa: the path for machines without Vulkan. Skip where no GL adapter exists.
+    let Ok(ctx) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) else {
+        eprintln!("no GL adapter here; skipping");
+        return;
+    };
+    assert!(!ctx.is_vulkan());
+    let data: Vec<u16> = (0..1001).collect();
+    let a = ctx.device_put(&data, &[1001]).unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), data);
+    let rows: Vec<Vec<u8>> = (0..500u32)
+        .map(|i| vec![i as u8; (i % 13) as usize])
+        .collect();
+    let mut batch = ctx.upload_batch();
+    let pending: Vec<_> = rows
+        .iter()
+        .map(|r| batch.put(r, &[r.len()]).unwrap())
+        .collect();
+    let mut done = batch.finish().unwrap();
+    let arrays: Vec<_> = pending.into_iter().map(|p| done.take(p).unwrap()).collect();
+    let refs: Vec<_> = arrays.iter().collect();
+    assert_eq!(ctx.device_get_many(&refs).unwrap(), rows);
+    let z = ctx.zeros::<u64>(&[77]).unwrap();
+    assert_eq!(ctx.device_get(&z).unwrap(), vec![0u64; 77]);
+}
