@@ -128,7 +128,11 @@ impl Context {
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         self.inner
             .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
-        let mut outputs: Vec<Vec<T>> = arrays.iter().map(|a| vec![T::zeroed(); a.len()]).collect();
+        // calloc-backed: large outputs are not written twice (the copy threads fault the pages in).
+        let mut outputs: Vec<Vec<T>> = arrays
+            .iter()
+            .map(|a| bytemuck::zeroed_vec(a.len()))
+            .collect();
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
