@@ -1,0 +1,82 @@
+// Copies a box of whole units from `src` to `dst`: rows of `row_len` units, repeated along up to
+// eight outer dimensions. The host prepends `alias Unit = vec4<u32>;` (every offset, stride and
+// row length a multiple of 16 bytes) or `alias Unit = u32;` (multiples of 4): one kernel, two
+// pipelines. Units are whole words, so no two invocations ever write the same word.
+//
+// Each invocation moves PER_INVOCATION units per loop step, a workgroup apart so that the
+// workgroup's accesses stay contiguous, with all loads issued before the stores; the loop
+// strides over the whole grid, so any grid (2-D and 3-D past 65535 workgroups) covers all items.
+//
+// Both bindings are read_write even though `src` is only read: arrays share region buffers and
+// wgpu tracks usage per buffer, so a read-only binding beside a read_write binding of the same
+// buffer would be a usage conflict.
+
+struct Params {
+    // Outer dimension counts, innermost first (unused: 1), four per vector.
+    counts: array<vec4<u32>, 2>,
+    src_strides: array<vec4<u32>, 2>,
+    dst_strides: array<vec4<u32>, 2>,
+    src_base: u32,
+    dst_base: u32,
+    row_len: u32,
+    row_items: u32,
+    items: u32,
+    outer_rank: u32,
+    pad0: u32,
+    pad1: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> src: array<Unit>;
+@group(0) @binding(2) var<storage, read_write> dst: array<Unit>;
+
+const WORKGROUP: u32 = 256u;
+const PER_INVOCATION: u32 = 4u;
+
+// Source and destination unit of the first unit of row `row`.
+fn row_start(row: u32) -> vec2<u32> {
+    var rest = row;
+    var at = vec2<u32>(p.src_base, p.dst_base);
+    for (var k = 0u; k < p.outer_rank; k++) {
+        let count = p.counts[k / 4u][k % 4u];
+        let index = rest % count;
+        rest = rest / count;
+        at += index * vec2<u32>(p.src_strides[k / 4u][k % 4u], p.dst_strides[k / 4u][k % 4u]);
+    }
+    return at;
+}
+
+fn unit_at(item: u32) -> vec2<u32> {
+    if (p.outer_rank == 0u) {
+        return vec2<u32>(p.src_base, p.dst_base) + item;
+    }
+    let row = item / p.row_len;
+    return row_start(row) + (item - row * p.row_len);
+}
+
+@compute @workgroup_size(WORKGROUP)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    let linear = group.x + groups.x * (group.y + groups.y * group.z);
+    let step = groups.x * groups.y * groups.z * WORKGROUP * PER_INVOCATION;
+    for (var base = linear * WORKGROUP * PER_INVOCATION + lane; base < p.items; base += step) {
+        var values: array<Unit, PER_INVOCATION>;
+        var targets: array<u32, PER_INVOCATION>;
+        for (var k = 0u; k < PER_INVOCATION; k++) {
+            let item = base + k * WORKGROUP;
+            if (item < p.items) {
+                let at = unit_at(item);
+                values[k] = src[at.x];
+                targets[k] = at.y;
+            }
+        }
+        for (var k = 0u; k < PER_INVOCATION; k++) {
+            if (base + k * WORKGROUP < p.items) {
+                dst[targets[k]] = values[k];
+            }
+        }
+    }
+}
