@@ -224,7 +224,41 @@ impl BoxCopy {
     /// Work items of one dispatch of this box: units for the row kernels, destination words
     /// (at most) for the byte kernel.
     fn items(&self, unit: CopyUnit) -> u64 {
-        self.rows() * row_items(unit, self.row_bytes)
+        match unit {
+            CopyUnit::Byte => {
+                let (dense, extent) = self.dense_rows();
+                let rows: u64 = self.outer[..self.outer.len() - dense]
+                    .iter()
+                    .map(|d| d.count)
+                    .product();
+                rows * byte_row_words(extent)
+            }
+            unit => self.rows() * (self.row_bytes / unit.bytes()),
+        }
+    }
+
+    /// For the byte kernel: how many of the innermost outer dimensions lie so close together in
+    /// the destination that rows along them may share a word, and the destination extent of one
+    /// such group of rows ("a dense row").
+    ///
+    /// Rows closer than [`MIN_WORD_GAP`] bytes can meet in one 32-bit word (a column of bytes
+    /// of a narrow matrix, every other `u8`): one invocation must own that word, so it takes the
+    /// bytes of every row in it, and the kernel walks the words of the whole group. Dense
+    /// groups further apart than that never share a word, so each owns its words.
+    fn dense_rows(&self) -> (usize, u64) {
+        let mut dense = 0;
+        let mut extent = self.row_bytes;
+        // The destination extent of one index of the dimension being looked at.
+        let mut inner = self.row_bytes;
+        for (k, d) in self.outer.iter().rev().enumerate() {
+            let gap = d.dst_stride.saturating_sub(inner);
+            inner += (d.count - 1) * d.dst_stride;
+            if d.count > 1 && gap < MIN_WORD_GAP {
+                dense = k + 1;
+                extent = inner;
+            }
+        }
+        (dense, extent)
     }
 
     /// Source bytes [first, end) the box touches.
@@ -319,14 +353,14 @@ impl BoxCopy {
     }
 }
 
-/// Work items per row: units for the row kernels; for the byte kernel, the most destination
-/// words a row of `row_bytes` can touch (a row starting at byte 3 of a word reaches 3 more
-/// bytes than its length).
-pub(crate) fn row_items(unit: CopyUnit, row_bytes: u64) -> u64 {
-    match unit {
-        CopyUnit::Byte => (row_bytes + 6) / WORD_BYTES,
-        unit => row_bytes / unit.bytes(),
-    }
+/// Bytes between the last byte of one row (or dense group of rows) and the first of the next
+/// from which on the two can never share a 32-bit word: 3 bytes in between put them 4 apart.
+const MIN_WORD_GAP: u64 = 3;
+
+/// The most destination words a run of `extent` bytes can touch (one starting at byte 3 of a
+/// word reaches 3 bytes further than its length).
+fn byte_row_words(extent: u64) -> u64 {
+    (extent + 6) / WORD_BYTES
 }
 
 /// Parameters of the copy kernels (`struct Params` in `copy_rows.wgsl` and `copy_bytes.wgsl`).
@@ -352,8 +386,11 @@ pub(crate) struct CopyParams {
     pub items: u32,
     /// Outer dimensions in use.
     pub outer_rank: u32,
+    /// Byte kernel: how many of the innermost outer dimensions form one dense row (their words
+    /// walked together); the row kernels use 0.
+    pub dense_rank: u32,
     /// Padding to the uniform struct's 16-byte size multiple.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
 
 /// A byte range of an array to bind: offset from the array's first byte, and size.
@@ -407,14 +444,22 @@ fn dispatch_for(piece: &BoxCopy, unit: CopyUnit, limits: &PlanLimits) -> CopyDis
     let src = bind_range(s0, s1, limits.binding_alignment);
     let dst = bind_range(d0, d1, limits.binding_alignment);
     let u = unit.bytes();
+    let (dense_rank, row_items) = match unit {
+        CopyUnit::Byte => {
+            let (dense, extent) = piece.dense_rows();
+            (dense, byte_row_words(extent))
+        }
+        _ => (0, piece.row_bytes / u),
+    };
     let mut params = CopyParams {
         counts: [1; MAX_OUTER_DIMS],
         src_base: ((s0 - src.offset) / u) as u32,
         dst_base: ((d0 - dst.offset) / u) as u32,
         row_len: (piece.row_bytes / u) as u32,
-        row_items: row_items(unit, piece.row_bytes) as u32,
+        row_items: row_items as u32,
         items: piece.items(unit) as u32,
         outer_rank: piece.outer.len() as u32,
+        dense_rank: dense_rank as u32,
         ..CopyParams::default()
     };
     for (k, d) in piece.outer.iter().rev().enumerate() {
@@ -523,7 +568,7 @@ mod tests {
                 let col = item % p.row_items;
                 let (mut so, mut doff) = (p.src_base, p.dst_base);
                 let mut rest = row;
-                for k in 0..p.outer_rank as usize {
+                for k in p.dense_rank as usize..p.outer_rank as usize {
                     let index = rest % p.counts[k];
                     rest /= p.counts[k];
                     so += index * p.src_strides[k];
@@ -540,14 +585,30 @@ mod tests {
                     CopyUnit::Byte => {
                         let a = doff;
                         let w = a / 4 + col;
-                        let lo = (w * 4).max(a);
-                        let hi = (w * 4 + 4).min(a + p.row_len);
-                        if lo >= hi {
-                            continue;
+                        let mut any = false;
+                        for b in w * 4..w * 4 + 4 {
+                            if b < a {
+                                continue;
+                            }
+                            let mut rel = b - a;
+                            let mut from = so;
+                            let mut inside = true;
+                            for k in (0..p.dense_rank as usize).rev() {
+                                let index = rel / p.dst_strides[k];
+                                if index >= p.counts[k] {
+                                    inside = false;
+                                    break;
+                                }
+                                rel -= index * p.dst_strides[k];
+                                from += index * p.src_strides[k];
+                            }
+                            if inside && rel < p.row_len {
+                                t[b as usize] = s[(from + rel) as usize];
+                                any = true;
+                            }
                         }
-                        assert!(written.insert(w as usize), "two items own word {w}");
-                        for b in lo..hi {
-                            t[b as usize] = s[(so + (b - a)) as usize];
+                        if any {
+                            assert!(written.insert(w as usize), "two items own word {w}");
                         }
                     }
                 }
@@ -633,6 +694,11 @@ mod tests {
             (&[2, 3, 2, 3, 2], &[1, 2, 2, 1, 1], &[1, 1, 0, 2, 1]),
             (&[2, 3, 2, 3, 2, 5], &[2, 2, 1, 3, 2, 3], &[0, 1, 1, 0, 0, 1]),
             (&[], &[], &[]),
+            // Rows closer than a word: columns of narrow matrices.
+            (&[9, 2], &[9, 1], &[0, 1]),
+            (&[5, 3, 2], &[5, 3, 1], &[0, 0, 1]),
+            (&[6, 5], &[6, 3], &[0, 1]),
+            (&[7, 3, 3], &[6, 2, 2], &[1, 1, 0]),
         ];
         for e in [1, 2, 3, 4, 8, 16] {
             for (operand, update, start) in cases {
@@ -646,7 +712,7 @@ mod tests {
         let tiny = PlanLimits {
             max_binding_bytes: 1024,
             binding_alignment: 256,
-            max_items: 64,
+            max_items: 128,
         };
         let cases: &[(&[u64], &[u64], &[u64])] = &[
             (&[5000], &[3000], &[7]),
