@@ -90,7 +90,10 @@ fn random_case<T: bytemuck::Pod>(ctx: &Context, rng: &mut Rng, rank: usize) {
         .device_put(&as_t(&operand_bytes), &operand_shape)
         .unwrap();
     let after = ctx.device_put(&as_t(&rng.bytes(300 * elem)), &[300]).unwrap();
-    let neighbours = (ctx.device_get(&before).unwrap(), ctx.device_get(&after).unwrap());
+    let bytes_of = |a: &DeviceArray<T>| -> Vec<u8> {
+        bytemuck::cast_slice(&ctx.device_get(a).unwrap()).to_vec()
+    };
+    let neighbours = (bytes_of(&before), bytes_of(&after));
     let update = ctx.device_put(&as_t(&update_bytes), &update_shape).unwrap();
 
     let mut expected = operand_bytes.clone();
@@ -114,14 +117,14 @@ fn random_case<T: bytemuck::Pod>(ctx: &Context, rng: &mut Rng, rank: usize) {
     let updated = ctx.dynamic_update_slice(operand, &update, &start).unwrap();
     assert_eq!(updated.byte_offset(), offset, "{what}: donated in place");
     for (name, array) in [("in place", &updated), ("out of place", &copied)] {
-        let got: Vec<u8> = bytemuck::cast_slice(&ctx.device_get(array).unwrap()).to_vec();
+        let got = bytes_of(array);
         if got != expected {
             let first = got.iter().zip(&expected).position(|(a, b)| a != b);
             panic!("{what} ({name}): first differing byte {first:?}");
         }
     }
     assert_eq!(
-        (ctx.device_get(&before).unwrap(), ctx.device_get(&after).unwrap()),
+        (bytes_of(&before), bytes_of(&after)),
         neighbours,
         "{what}: neighbouring arrays changed"
     );
