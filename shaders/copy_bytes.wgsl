@@ -27,7 +27,8 @@ struct Params {
     outer_rank: u32,
     // The innermost outer dimensions that belong to one dense row.
     dense_rank: u32,
-    pad: u32,
+    // The first item of this dispatch.
+    first_item: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -107,8 +108,8 @@ fn main(
     @builtin(local_invocation_index) lane: u32,
 ) {
     let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let step = groups.x * groups.y * groups.z * WORKGROUP;
-    for (var item = linear * WORKGROUP + lane; item < p.items; item += step) {
+    let item = p.first_item + linear * WORKGROUP + lane;
+    if (item < p.items) {
         copy_word(item);
     }
 }

@@ -3,9 +3,12 @@
 // row length a multiple of 16 bytes) or `alias Unit = u32;` (multiples of 4): one kernel, two
 // pipelines. Units are whole words, so no two invocations ever write the same word.
 //
-// Each invocation moves PER_INVOCATION units per loop step, a workgroup apart so that the
-// workgroup's accesses stay contiguous, with all loads issued before the stores; the loop
-// strides over the whole grid, so any grid (2-D and 3-D past 65535 workgroups) covers all items.
+// Each invocation moves PER_INVOCATION units, a workgroup apart so that the workgroup's accesses
+// stay contiguous, with all loads issued before the stores (several loads in flight per
+// invocation is what a copy needs to reach the bandwidth of the memory). Workgroups are numbered
+// linearly over a 1-D, 2-D or 3-D grid (past 65535 workgroups per dimension) from `first_item`,
+// so the host can also split a copy into several dispatches; there is no loop, which is what
+// software rasterisers (lavapipe) run fastest.
 //
 // Both bindings are read_write even though `src` is only read: arrays share region buffers and
 // wgpu tracks usage per buffer, so a read-only binding beside a read_write binding of the same
@@ -22,8 +25,10 @@ struct Params {
     row_items: u32,
     items: u32,
     outer_rank: u32,
-    pad0: u32,
-    pad1: u32,
+    // Unused here (the byte kernel's dense rows).
+    dense_rank: u32,
+    // The first item of this dispatch.
+    first_item: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -31,6 +36,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> dst: array<Unit>;
 
 const WORKGROUP: u32 = 256u;
+// The fast path below is written out for four.
 const PER_INVOCATION: u32 = 4u;
 
 // Source and destination unit of the first unit of row `row`.
@@ -61,21 +67,27 @@ fn main(
     @builtin(local_invocation_index) lane: u32,
 ) {
     let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let step = groups.x * groups.y * groups.z * WORKGROUP * PER_INVOCATION;
-    for (var base = linear * WORKGROUP * PER_INVOCATION + lane; base < p.items; base += step) {
-        var values: array<Unit, PER_INVOCATION>;
-        var targets: array<u32, PER_INVOCATION>;
+    let base = p.first_item + linear * WORKGROUP * PER_INVOCATION + lane;
+    if (base + (PER_INVOCATION - 1u) * WORKGROUP < p.items) {
+        // Every item of this invocation is in range: all loads, then all stores.
+        let at0 = unit_at(base);
+        let at1 = unit_at(base + WORKGROUP);
+        let at2 = unit_at(base + 2u * WORKGROUP);
+        let at3 = unit_at(base + 3u * WORKGROUP);
+        let v0 = src[at0.x];
+        let v1 = src[at1.x];
+        let v2 = src[at2.x];
+        let v3 = src[at3.x];
+        dst[at0.y] = v0;
+        dst[at1.y] = v1;
+        dst[at2.y] = v2;
+        dst[at3.y] = v3;
+    } else {
         for (var k = 0u; k < PER_INVOCATION; k++) {
             let item = base + k * WORKGROUP;
             if (item < p.items) {
                 let at = unit_at(item);
-                values[k] = src[at.x];
-                targets[k] = at.y;
-            }
-        }
-        for (var k = 0u; k < PER_INVOCATION; k++) {
-            if (base + k * WORKGROUP < p.items) {
-                dst[targets[k]] = values[k];
+                dst[at.y] = src[at.x];
             }
         }
     }

@@ -6,8 +6,9 @@ struct Params {
     pattern: vec4<u32>,
     base: u32,
     items: u32,
-    pad0: u32,
-    pad1: u32,
+    // The first item of this dispatch.
+    first_item: u32,
+    pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -23,13 +24,11 @@ fn main(
     @builtin(local_invocation_index) lane: u32,
 ) {
     let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let step = groups.x * groups.y * groups.z * WORKGROUP * PER_INVOCATION;
-    for (var base = linear * WORKGROUP * PER_INVOCATION + lane; base < p.items; base += step) {
-        for (var k = 0u; k < PER_INVOCATION; k++) {
-            let item = base + k * WORKGROUP;
-            if (item < p.items) {
-                dst[p.base + item] = p.pattern;
-            }
+    let base = p.first_item + linear * WORKGROUP * PER_INVOCATION + lane;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        let item = base + k * WORKGROUP;
+        if (item < p.items) {
+            dst[p.base + item] = p.pattern;
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `fill` and `fill_in_place`: every element set to one value.
 
 use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
-use super::launch::{Binding, Dispatch};
+use super::launch::{Binding, Dispatch, Params};
 use super::pipelines::Kernel;
 use crate::array::DeviceArray;
 use crate::context::Context;
@@ -54,8 +54,7 @@ impl Context {
             .map(|d| Dispatch {
                 kernel: Kernel::Fill,
                 bindings: vec![Binding::of(&array, d.dst)],
-                params: bytemuck::bytes_of(&d.params).to_vec(),
-                items: u64::from(d.params.items),
+                params: Params::Fill(d.params),
                 per_group: WORKGROUP * PER_INVOCATION,
             })
             .collect();

@@ -389,8 +389,8 @@ pub(crate) struct CopyParams {
     /// Byte kernel: how many of the innermost outer dimensions form one dense row (their words
     /// walked together); the row kernels use 0.
     pub dense_rank: u32,
-    /// Padding to the uniform struct's 16-byte size multiple.
-    pub _pad: u32,
+    /// The first item of the dispatch (set by the launcher when it splits a grid).
+    pub first_item: u32,
 }
 
 /// A byte range of an array to bind: offset from the array's first byte, and size.
@@ -488,8 +488,10 @@ pub(crate) struct FillParams {
     pub base: u32,
     /// `vec4`s to write.
     pub items: u32,
+    /// The first item of the dispatch (set by the launcher when it splits a grid).
+    pub first_item: u32,
     /// Padding to the uniform struct's 16-byte size multiple.
-    pub _pad: [u32; 2],
+    pub _pad: u32,
 }
 
 /// One dispatch of the fill kernel.
@@ -521,7 +523,8 @@ pub(crate) fn plan_fill(bytes: u64, pattern: [u32; 4], limits: &PlanLimits) -> V
                 pattern,
                 base: 0,
                 items: (len / VEC4_BYTES) as u32,
-                _pad: [0; 2],
+                first_item: 0,
+                _pad: 0,
             },
         });
         at += len;
@@ -529,17 +532,17 @@ pub(crate) fn plan_fill(bytes: u64, pattern: [u32; 4], limits: &PlanLimits) -> V
     out
 }
 
-/// Workgroups to launch for `items` work items of which each workgroup takes `per_group` per
-/// loop step, as an (x, y, z) grid within `max_per_dimension`. Kernels number workgroups
-/// linearly over the grid and loop with a grid stride, so any grid that is not too small
-/// still covers everything; this one is just large enough, spilling into y and z past 65535.
-pub(crate) fn grid(items: u64, per_group: u64, max_per_dimension: u64) -> [u32; 3] {
-    let groups = items.div_ceil(per_group).max(1);
+/// An (x, y, z) grid of at least `groups` workgroups within `max_per_dimension` (spilling into
+/// y and z past 65535), or `None` when even `max_per_dimension`³ workgroups are too few (the
+/// launcher then splits the dispatch). Kernels number workgroups linearly over the grid and skip
+/// items past the end, so a grid somewhat larger than needed is fine.
+pub(crate) fn grid(groups: u64, max_per_dimension: u64) -> Option<[u32; 3]> {
+    let groups = groups.max(1);
     let max = max_per_dimension.max(1);
     let x = groups.min(max);
     let y = groups.div_ceil(x).min(max);
-    let z = groups.div_ceil(x * y).min(max);
-    [x as u32, y as u32, z as u32]
+    let z = groups.div_ceil(x * y);
+    (z <= max).then_some([x as u32, y as u32, z as u32])
 }
 
 #[cfg(test)]
@@ -743,11 +746,10 @@ mod tests {
 
     #[test]
     fn grids_spill_into_y_and_z_past_the_dimension_limit() {
-        assert_eq!(grid(10, 4, 65535), [3, 1, 1]);
-        assert_eq!(grid(0, 4, 65535), [1, 1, 1]);
-        let [x, y, z] = grid(100_000 * 1024, 1024, 65535);
-        assert_eq!((x, y, z), (65535, 2, 1));
-        let [x, y, z] = grid(1000, 1, 7);
-        assert_eq!((x, y, z), (7, 7, 7), "capped: the grid-stride loop covers the rest");
+        assert_eq!(grid(3, 65535), Some([3, 1, 1]));
+        assert_eq!(grid(0, 65535), Some([1, 1, 1]));
+        assert_eq!(grid(100_000, 65535), Some([65535, 2, 1]));
+        assert_eq!(grid(300, 7), Some([7, 7, 7]));
+        assert_eq!(grid(344, 7), None, "more than 7³: the launcher splits");
     }
 }

@@ -2,7 +2,8 @@
 //! per dispatch, one compute pass, one submission that records every array it touches.
 
 use super::geometry::{
-    grid, plan_copy, BindRange, BoxCopy, CopyUnit, PlanLimits, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
+    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits, MAX_ITEMS,
+    PER_INVOCATION, WORKGROUP,
 };
 use super::pipelines::{Kernel, KernelState};
 use crate::array::{DeviceArray, GpuUse};
@@ -36,14 +37,50 @@ impl<'a> Binding<'a> {
     }
 }
 
-/// One dispatch: a kernel, its storage bindings (binding 1, 2, ...), its parameters (binding 0)
-/// and its work items, of which one workgroup takes `per_group` per loop step.
+/// A kernel's parameters (binding 0).
+#[derive(Clone, Copy)]
+pub(crate) enum Params {
+    Copy(CopyParams),
+    Fill(FillParams),
+}
+
+impl Params {
+    fn items(&self) -> u64 {
+        u64::from(match self {
+            Params::Copy(p) => p.items,
+            Params::Fill(p) => p.items,
+        })
+    }
+
+    /// The parameters' bytes for a dispatch that starts at item `first_item`.
+    fn bytes_from(&self, first_item: u64) -> Vec<u8> {
+        match *self {
+            Params::Copy(mut p) => {
+                p.first_item = first_item as u32;
+                bytemuck::bytes_of(&p).to_vec()
+            }
+            Params::Fill(mut p) => {
+                p.first_item = first_item as u32;
+                bytemuck::bytes_of(&p).to_vec()
+            }
+        }
+    }
+}
+
+/// One dispatch: a kernel, its storage bindings (binding 1, 2, ...), its parameters (binding 0),
+/// and how many items one workgroup takes.
 pub(crate) struct Dispatch<'a> {
     pub(crate) kernel: Kernel,
     pub(crate) bindings: Vec<Binding<'a>>,
-    pub(crate) params: Vec<u8>,
-    pub(crate) items: u64,
+    pub(crate) params: Params,
     pub(crate) per_group: u64,
+}
+
+/// A dispatch as recorded: one grid and the parameters of its items.
+struct Recorded<'d, 'a> {
+    dispatch: &'d Dispatch<'a>,
+    params: Vec<u8>,
+    grid: [u32; 3],
 }
 
 impl ContextInner {
@@ -65,8 +102,30 @@ impl ContextInner {
         dispatches: &[Dispatch<'_>],
         uses: &[&dyn GpuUse],
     ) -> Result<Option<SubmissionId>> {
+        // Grids past max³ workgroups (never at 65535 per dimension, but at the test limits)
+        // become several dispatches, each from its own first item.
+        let max = self.max_workgroups_per_dimension(kernels);
+        let mut recorded = Vec::with_capacity(dispatches.len());
+        for d in dispatches {
+            let items = d.params.items();
+            let per_dispatch = max.pow(3).min(MAX_ITEMS) * d.per_group;
+            let mut first = 0;
+            loop {
+                let groups = (items - first).min(per_dispatch).div_ceil(d.per_group);
+                let grid = grid(groups, max).expect("at most max³ workgroups");
+                recorded.push(Recorded {
+                    dispatch: d,
+                    params: d.params.bytes_from(first),
+                    grid,
+                });
+                first += per_dispatch;
+                if first >= items {
+                    break;
+                }
+            }
+        }
         let mut last = None;
-        for batch in dispatches.chunks(MAX_DISPATCHES_PER_SUBMIT) {
+        for batch in recorded.chunks(MAX_DISPATCHES_PER_SUBMIT) {
             last = Some(self.launch_batch(kernels, batch, uses)?);
         }
         Ok(last)
@@ -75,10 +134,9 @@ impl ContextInner {
     fn launch_batch(
         &self,
         kernels: &mut KernelState,
-        dispatches: &[Dispatch<'_>],
+        dispatches: &[Recorded<'_, '_>],
         uses: &[&dyn GpuUse],
     ) -> Result<SubmissionId> {
-        let max_groups = self.max_workgroups_per_dimension(kernels);
         let slot = PARAM_SLOT_BYTES.max(u64::from(self.limits.min_uniform_buffer_offset_alignment));
         let needed = dispatches.len() as u64;
         let grow = kernels.params.as_ref().is_none_or(|(_, slots)| *slots < needed);
@@ -110,7 +168,7 @@ impl ContextInner {
 
         let pipelines = dispatches
             .iter()
-            .map(|d| kernels.pipeline(&self.device, &self.adapter_info, d.kernel))
+            .map(|d| kernels.pipeline(&self.device, &self.adapter_info, d.dispatch.kernel))
             .collect::<Result<Vec<_>>>()?;
         let scope = self
             .device
@@ -134,7 +192,7 @@ impl ContextInner {
                         size: wgpu::BufferSize::new(d.params.len() as u64),
                     }),
                 }];
-                for (b, binding) in d.bindings.iter().enumerate() {
+                for (b, binding) in d.dispatch.bindings.iter().enumerate() {
                     entries.push(wgpu::BindGroupEntry {
                         binding: b as u32 + 1,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -145,11 +203,11 @@ impl ContextInner {
                     });
                 }
                 let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(d.kernel.name()),
+                    label: Some(d.dispatch.kernel.name()),
                     layout: &compiled.layout,
                     entries: &entries,
                 });
-                let [x, y, z] = grid(d.items, d.per_group, max_groups);
+                let [x, y, z] = d.grid;
                 pass.set_pipeline(&compiled.pipeline);
                 pass.set_bind_group(0, &group, &[]);
                 pass.dispatch_workgroups(x, y, z);
@@ -187,8 +245,7 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
         out.push(Dispatch {
             kernel,
             bindings: vec![Binding::of(src, d.src), Binding::of(dst, d.dst)],
-            params: bytemuck::bytes_of(&d.params).to_vec(),
-            items: u64::from(d.params.items),
+            params: Params::Copy(d.params),
             per_group: WORKGROUP * per_invocation,
         });
     }
