@@ -76,7 +76,9 @@ fn options() -> Result<Options> {
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         let mut number = |name: &str| -> Result<u64> {
-            let value = args.next().with_context(|| format!("{name} needs a value"))?;
+            let value = args
+                .next()
+                .with_context(|| format!("{name} needs a value"))?;
             value
                 .parse()
                 .with_context(|| format!("{name} {value:?} is not a number"))
@@ -191,9 +193,7 @@ fn bench_case(
     let update_rows = ((update_mib * MIB) as usize / (ROW * 4)).min(rows_total);
     let update_bytes = (update_rows * ROW * 4) as u64;
     let update = ctx.device_put(
-        &(0..update_rows * ROW)
-            .map(|i| i as u32)
-            .collect::<Vec<_>>(),
+        &(0..update_rows * ROW).map(|i| i as u32).collect::<Vec<_>>(),
         &[update_rows, ROW],
     )?;
     // The middle of the operand, the same place for every method.

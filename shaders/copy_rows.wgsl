@@ -52,8 +52,12 @@ fn row_start(row: u32) -> vec2<u32> {
     return at;
 }
 
+// True for the pipeline of boxes that are one contiguous row (after merging dimensions): the
+// compiler then drops the row arithmetic altogether.
+override CONTIGUOUS: bool = false;
+
 fn unit_at(item: u32) -> vec2<u32> {
-    if (p.outer_rank == 0u) {
+    if (CONTIGUOUS) {
         return vec2<u32>(p.src_base, p.dst_base) + item;
     }
     let row = item / p.row_len;

@@ -4,9 +4,11 @@
 //! must stay as they were; the donated form must not allocate.
 
 mod common;
+mod kernels_common;
 
-use common::{assert_no_validation_errors, context, Rng};
+use common::{assert_no_validation_errors, Rng};
 use gpu_arena::{Context, DeviceArray, Error};
+use kernels_common::{both_paths, kernel_context};
 
 /// Row-major strides in elements.
 fn strides(shape: &[usize]) -> Vec<usize> {
@@ -85,11 +87,15 @@ fn random_case<T: bytemuck::Pod>(ctx: &Context, rng: &mut Rng, rank: usize) {
         v
     };
 
-    let before = ctx.device_put(&as_t(&rng.bytes(300 * elem)), &[300]).unwrap();
+    let before = ctx
+        .device_put(&as_t(&rng.bytes(300 * elem)), &[300])
+        .unwrap();
     let operand = ctx
         .device_put(&as_t(&operand_bytes), &operand_shape)
         .unwrap();
-    let after = ctx.device_put(&as_t(&rng.bytes(300 * elem)), &[300]).unwrap();
+    let after = ctx
+        .device_put(&as_t(&rng.bytes(300 * elem)), &[300])
+        .unwrap();
     let bytes_of = |a: &DeviceArray<T>| -> Vec<u8> {
         bytemuck::cast_slice(&ctx.device_get(a).unwrap()).to_vec()
     };
@@ -131,10 +137,11 @@ fn random_case<T: bytemuck::Pod>(ctx: &Context, rng: &mut Rng, rank: usize) {
 }
 
 fn random_cases<T: bytemuck::Pod>(seed: u64, cases: usize) {
-    let ctx = context();
-    let mut rng = Rng(seed);
-    for i in 0..cases {
-        random_case::<T>(&ctx, &mut rng, i % 7);
+    for (_, ctx) in both_paths() {
+        let mut rng = Rng(seed);
+        for i in 0..cases {
+            random_case::<T>(&ctx, &mut rng, i % 7);
+        }
     }
     assert_no_validation_errors();
 }
@@ -167,98 +174,111 @@ fn random_updates_of_odd_sized_elements_match_the_reference() {
 
 #[test]
 fn donated_update_allocates_nothing_and_returns_the_same_memory() {
-    let ctx = context();
-    let operand = ctx.zeros::<f32>(&[256, 64]).unwrap();
-    let update = ctx.device_put(&[1.5f32; 3 * 64], &[3, 64]).unwrap();
-    ctx.synchronize().unwrap();
-    let stats = ctx.memory_stats();
-    let (buffer, offset) = (operand.buffer().clone(), operand.byte_offset());
-    let operand = ctx.dynamic_update_slice(operand, &update, &[10, 0]).unwrap();
-    let after = ctx.memory_stats();
-    assert_eq!(after.num_allocs, stats.num_allocs, "{after:?}");
-    assert_eq!(after.bytes_in_use, stats.bytes_in_use);
-    assert_eq!(after.peak_bytes_in_use, stats.peak_bytes_in_use);
-    assert_eq!((operand.buffer(), operand.byte_offset()), (&buffer, offset));
-    let values = ctx.device_get(&operand).unwrap();
-    assert!(values[..10 * 64].iter().all(|&v| v == 0.0));
-    assert!(values[10 * 64..13 * 64].iter().all(|&v| v == 1.5));
-    assert!(values[13 * 64..].iter().all(|&v| v == 0.0));
+    for (_, ctx) in both_paths() {
+        let operand = ctx.zeros::<f32>(&[256, 64]).unwrap();
+        let update = ctx.device_put(&[1.5f32; 3 * 64], &[3, 64]).unwrap();
+        ctx.synchronize().unwrap();
+        let stats = ctx.memory_stats();
+        let (buffer, offset) = (operand.buffer().clone(), operand.byte_offset());
+        let operand = ctx
+            .dynamic_update_slice(operand, &update, &[10, 0])
+            .unwrap();
+        let after = ctx.memory_stats();
+        assert_eq!(after.num_allocs, stats.num_allocs, "{after:?}");
+        assert_eq!(after.bytes_in_use, stats.bytes_in_use);
+        assert_eq!(after.peak_bytes_in_use, stats.peak_bytes_in_use);
+        assert_eq!((operand.buffer(), operand.byte_offset()), (&buffer, offset));
+        let values = ctx.device_get(&operand).unwrap();
+        assert!(values[..10 * 64].iter().all(|&v| v == 0.0));
+        assert!(values[10 * 64..13 * 64].iter().all(|&v| v == 1.5));
+        assert!(values[13 * 64..].iter().all(|&v| v == 0.0));
+    }
     assert_no_validation_errors();
 }
 
 #[test]
 fn out_of_place_update_leaves_the_operand_as_it_was() {
-    let ctx = context();
-    let data: Vec<u16> = (0..100).collect();
-    let operand = ctx.device_put(&data, &[10, 10]).unwrap();
-    let updated = ctx
-        .dynamic_update_slice_copy(&operand, (&[7u16; 4][..], &[2usize, 2][..]), &[9, -1])
-        .unwrap();
-    assert_eq!(ctx.device_get(&operand).unwrap(), data);
-    let got = ctx.device_get(&updated).unwrap();
-    let mut expected = data.clone();
-    for (r, c) in [(8, 0), (8, 1), (9, 0), (9, 1)] {
-        expected[r * 10 + c] = 7;
+    for (_, ctx) in both_paths() {
+        let data: Vec<u16> = (0..100).collect();
+        let operand = ctx.device_put(&data, &[10, 10]).unwrap();
+        let updated = ctx
+            .dynamic_update_slice_copy(&operand, (&[7u16; 4][..], &[2usize, 2][..]), &[9, -1])
+            .unwrap();
+        assert_eq!(ctx.device_get(&operand).unwrap(), data);
+        let got = ctx.device_get(&updated).unwrap();
+        let mut expected = data.clone();
+        for (r, c) in [(8, 0), (8, 1), (9, 0), (9, 1)] {
+            expected[r * 10 + c] = 7;
+        }
+        assert_eq!(got, expected);
+        assert_ne!(updated.byte_offset(), operand.byte_offset());
     }
-    assert_eq!(got, expected);
-    assert_ne!(updated.byte_offset(), operand.byte_offset());
     assert_no_validation_errors();
 }
 
 #[test]
 fn host_data_updates_are_uploaded_implicitly() {
-    let ctx = context();
-    let operand = ctx.zeros::<i8>(&[13]).unwrap();
-    let before = ctx.transfer_stats().host_to_device.implicit;
-    let operand = ctx
-        .dynamic_update_slice(operand, &[-1i8, -2, -3][..], &[5])
-        .unwrap();
-    let after = ctx.transfer_stats().host_to_device.implicit;
-    assert_eq!((after.count, after.bytes), (before.count + 1, before.bytes + 3));
-    assert_eq!(
-        ctx.device_get(&operand).unwrap(),
-        [0, 0, 0, 0, 0, -1, -2, -3, 0, 0, 0, 0, 0]
-    );
+    for (_, ctx) in both_paths() {
+        let operand = ctx.zeros::<i8>(&[13]).unwrap();
+        let before = ctx.transfer_stats().host_to_device.implicit;
+        let operand = ctx
+            .dynamic_update_slice(operand, &[-1i8, -2, -3][..], &[5])
+            .unwrap();
+        let after = ctx.transfer_stats().host_to_device.implicit;
+        assert_eq!(
+            (after.count, after.bytes),
+            (before.count + 1, before.bytes + 3)
+        );
+        assert_eq!(
+            ctx.device_get(&operand).unwrap(),
+            [0, 0, 0, 0, 0, -1, -2, -3, 0, 0, 0, 0, 0]
+        );
+    }
     assert_no_validation_errors();
 }
 
 #[test]
 fn update_equal_to_the_operand_replaces_it_whatever_the_start() {
-    let ctx = context();
-    let operand = ctx.device_put(&[1u8; 7 * 5], &[7, 5]).unwrap();
-    let update: Vec<u8> = (0..35).collect();
-    let operand = ctx
-        .dynamic_update_slice(operand, (&update[..], &[7usize, 5][..]), &[3, -8])
-        .unwrap();
-    assert_eq!(ctx.device_get(&operand).unwrap(), update);
+    for (_, ctx) in both_paths() {
+        let operand = ctx.device_put(&[1u8; 7 * 5], &[7, 5]).unwrap();
+        let update: Vec<u8> = (0..35).collect();
+        let operand = ctx
+            .dynamic_update_slice(operand, (&update[..], &[7usize, 5][..]), &[3, -8])
+            .unwrap();
+        assert_eq!(ctx.device_get(&operand).unwrap(), update);
+    }
     assert_no_validation_errors();
 }
 
 #[test]
 fn zero_size_and_rank_zero_updates_work() {
-    let ctx = context();
-    let operand = ctx.device_put(&[9u32; 6], &[2, 3]).unwrap();
-    let empty: DeviceArray<u32> = ctx.zeros(&[0, 3]).unwrap();
-    let operand = ctx.dynamic_update_slice(operand, &empty, &[1, 0]).unwrap();
-    assert_eq!(ctx.device_get(&operand).unwrap(), [9; 6]);
-    let scalar = ctx.device_put(&[1u16], &[]).unwrap();
-    let scalar = ctx
-        .dynamic_update_slice(scalar, (&[5u16][..], &[][..]), &[])
-        .unwrap();
-    assert_eq!(ctx.device_get(&scalar).unwrap(), [5]);
+    for (_, ctx) in both_paths() {
+        let operand = ctx.device_put(&[9u32; 6], &[2, 3]).unwrap();
+        let empty: DeviceArray<u32> = ctx.zeros(&[0, 3]).unwrap();
+        let operand = ctx.dynamic_update_slice(operand, &empty, &[1, 0]).unwrap();
+        assert_eq!(ctx.device_get(&operand).unwrap(), [9; 6]);
+        let scalar = ctx.device_put(&[1u16], &[]).unwrap();
+        let scalar = ctx
+            .dynamic_update_slice(scalar, (&[5u16][..], &[][..]), &[])
+            .unwrap();
+        assert_eq!(ctx.device_get(&scalar).unwrap(), [5]);
+    }
     assert_no_validation_errors();
 }
 
 #[test]
 fn wrong_rank_too_large_update_and_short_start_are_errors_not_panics() {
-    let ctx = context();
+    let ctx = kernel_context();
     let operand = ctx.zeros::<f32>(&[4, 4]).unwrap();
     let row = ctx.zeros::<f32>(&[4]).unwrap();
     let err = ctx
         .dynamic_update_slice_copy(&operand, &row, &[0, 0])
         .unwrap_err();
     assert!(matches!(err, Error::Shape { .. }), "{err}");
-    assert!(err.to_string().contains("dynamic_update_slice_copy"), "{err}");
+    assert!(
+        err.to_string().contains("dynamic_update_slice_copy"),
+        "{err}"
+    );
     assert!(err.to_string().contains("ranks must match"), "{err}");
 
     let big = ctx.zeros::<f32>(&[2, 5]).unwrap();
@@ -269,13 +289,11 @@ fn wrong_rank_too_large_update_and_short_start_are_errors_not_panics() {
     assert!(err.to_string().contains("larger than the operand"), "{err}");
 
     let small = ctx.zeros::<f32>(&[2, 2]).unwrap();
-    let err = ctx
-        .dynamic_update_slice(operand, &small, &[1])
-        .unwrap_err();
+    let err = ctx.dynamic_update_slice(operand, &small, &[1]).unwrap_err();
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("one per dimension"), "{err}");
 
-    let other = common::context();
+    let other = kernel_context();
     let foreign = other.zeros::<f32>(&[2, 2]).unwrap();
     let operand = ctx.zeros::<f32>(&[4, 4]).unwrap();
     let err = ctx
@@ -287,15 +305,16 @@ fn wrong_rank_too_large_update_and_short_start_are_errors_not_panics() {
 
 #[test]
 fn repeated_updates_of_one_buffer_apply_in_order() {
-    let ctx = context();
-    let mut operand = ctx.zeros::<u8>(&[64]).unwrap();
-    for i in 0..64u8 {
-        operand = ctx
-            .dynamic_update_slice(operand, &[i, i][..], &[i64::from(i)])
-            .unwrap();
+    for (_, ctx) in both_paths() {
+        let mut operand = ctx.zeros::<u8>(&[64]).unwrap();
+        for i in 0..64u8 {
+            operand = ctx
+                .dynamic_update_slice(operand, &[i, i][..], &[i64::from(i)])
+                .unwrap();
+        }
+        let got = ctx.device_get(&operand).unwrap();
+        let expected: Vec<u8> = (0..64u8).map(|i| if i >= 62 { 63 } else { i }).collect();
+        assert_eq!(got, expected);
     }
-    let got = ctx.device_get(&operand).unwrap();
-    let expected: Vec<u8> = (0..64u8).map(|i| if i >= 62 { 63 } else { i }).collect();
-    assert_eq!(got, expected);
     assert_no_validation_errors();
 }

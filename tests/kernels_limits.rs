@@ -3,8 +3,10 @@
 //! limit (2-D/3-D grids, grid-stride loops).
 
 mod common;
+mod kernels_common;
 
-use common::{assert_no_validation_errors, context, Rng};
+use common::{assert_no_validation_errors, Rng};
+use kernels_common::kernel_context;
 
 fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -14,7 +16,14 @@ fn strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-fn reference_dus(op: &mut [u8], shape: &[usize], up: &[u8], up_shape: &[usize], start: &[usize], e: usize) {
+fn reference_dus(
+    op: &mut [u8],
+    shape: &[usize],
+    up: &[u8],
+    up_shape: &[usize],
+    start: &[usize],
+    e: usize,
+) {
     let (so, su) = (strides(shape), strides(up_shape));
     for i in 0..up_shape.iter().product::<usize>() {
         let (mut rest, mut a, mut b) = (i, 0, 0);
@@ -29,7 +38,7 @@ fn reference_dus(op: &mut [u8], shape: &[usize], up: &[u8], up_shape: &[usize], 
 }
 
 fn chunked_updates<T: bytemuck::Pod>(max_binding: u64, max_groups: u32) {
-    let ctx = context();
+    let ctx = kernel_context();
     ctx.limit_kernel_resources(max_binding, max_groups).unwrap();
     let e = std::mem::size_of::<T>();
     let mut rng = Rng(77 + e as u64);
@@ -53,9 +62,14 @@ fn chunked_updates<T: bytemuck::Pod>(max_binding: u64, max_groups: u32) {
         let mut expected = op_bytes.clone();
         reference_dus(&mut expected, shape, &up_bytes, up_shape, start, e);
         let start: Vec<i64> = start.iter().map(|&s| s as i64).collect();
-        let what = format!("{} {shape:?} {up_shape:?} {start:?}", std::any::type_name::<T>());
+        let what = format!(
+            "{} {shape:?} {up_shape:?} {start:?}",
+            std::any::type_name::<T>()
+        );
 
-        let copied = ctx.dynamic_update_slice_copy(&operand, &update, &start).unwrap();
+        let copied = ctx
+            .dynamic_update_slice_copy(&operand, &update, &start)
+            .unwrap();
         let operand = ctx.dynamic_update_slice(operand, &update, &start).unwrap();
         for array in [&operand, &copied] {
             let got = ctx.device_get(array).unwrap();
@@ -63,12 +77,20 @@ fn chunked_updates<T: bytemuck::Pod>(max_binding: u64, max_groups: u32) {
         }
         let back = ctx.dynamic_slice(&operand, &start, up_shape).unwrap();
         let got = ctx.device_get(&back).unwrap();
-        assert!(bytemuck::cast_slice::<T, u8>(&got) == up_bytes, "{what}: slice");
+        assert!(
+            bytemuck::cast_slice::<T, u8>(&got) == up_bytes,
+            "{what}: slice"
+        );
         let copy = ctx.copy(&operand).unwrap();
         let got = ctx.device_get(&copy).unwrap();
-        assert!(bytemuck::cast_slice::<T, u8>(&got) == expected, "{what}: copy");
+        assert!(
+            bytemuck::cast_slice::<T, u8>(&got) == expected,
+            "{what}: copy"
+        );
     }
-    let filled = ctx.fill(&[12_345], <T as bytemuck::Zeroable>::zeroed()).unwrap();
+    let filled = ctx
+        .fill(&[12_345], <T as bytemuck::Zeroable>::zeroed())
+        .unwrap();
     let got = ctx.device_get(&filled).unwrap();
     assert!(bytemuck::cast_slice::<T, u8>(&got).iter().all(|&b| b == 0));
     assert_no_validation_errors();
@@ -98,7 +120,7 @@ fn small_bindings_and_small_grids_together() {
 
 #[test]
 fn test_limits_below_a_kilobyte_are_refused() {
-    let ctx = context();
+    let ctx = kernel_context();
     let err = ctx.limit_kernel_resources(512, 1).unwrap_err();
     assert!(err.to_string().contains("1024"), "{err}");
     assert!(ctx.limit_kernel_resources(1024, 0).is_err());

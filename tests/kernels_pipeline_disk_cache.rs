@@ -2,8 +2,10 @@
 //! next context (the next process, in real use).
 
 mod common;
+mod kernels_common;
 
-use common::{assert_no_validation_errors, context};
+use common::assert_no_validation_errors;
+use kernels_common::kernel_context;
 
 #[test]
 fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
@@ -11,8 +13,12 @@ fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
     let _ = std::fs::remove_dir_all(&dir);
     // Read when a context opens; the only test of this binary, so no other test races it.
     std::env::set_var(gpu_arena::kernels::CACHE_DIR_ENV, &dir);
-    let ctx = context();
-    if !ctx.device().features().contains(wgpu::Features::PIPELINE_CACHE) {
+    let ctx = kernel_context();
+    if !ctx
+        .device()
+        .features()
+        .contains(wgpu::Features::PIPELINE_CACHE)
+    {
         eprintln!("the device has no pipeline cache; nothing to persist");
         return;
     }
@@ -24,10 +30,13 @@ fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
     assert!(written > 0, "{} was written", file.display());
     drop(ctx);
 
-    let again = context();
+    let again = kernel_context();
     let _ = again.fill(&[4], 1u32).unwrap();
     let stats = again.kernel_cache_stats();
-    assert_eq!(stats.disk_cache_loaded_bytes, written, "read back by the next context");
+    assert_eq!(
+        stats.disk_cache_loaded_bytes, written,
+        "read back by the next context"
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert_no_validation_errors();
 }

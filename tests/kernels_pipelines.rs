@@ -1,19 +1,21 @@
 //! Kernels are compiled once per context and variant.
 
 mod common;
+mod kernels_common;
 
-use common::{assert_no_validation_errors, context};
+use common::assert_no_validation_errors;
+use kernels_common::kernel_context;
 
 #[test]
 fn each_kernel_variant_is_compiled_once_per_context() {
-    let ctx = context();
+    let ctx = kernel_context();
     assert_eq!(ctx.kernel_cache_stats().pipelines_compiled, 0);
     let mut a = ctx.zeros::<f32>(&[64, 64]).unwrap();
     let row = ctx.zeros::<f32>(&[1, 64]).unwrap();
     a = ctx.dynamic_update_slice(a, &row, &[3, 0]).unwrap();
     let first = ctx.kernel_cache_stats();
     assert_eq!(first.pipelines_compiled, 1, "{first:?}");
-    assert_eq!(first.compiles[0].0, "copy_rows<vec4<u32>>");
+    assert_eq!(first.compiles[0].0, "copy_rows<vec4<u32>>(contiguous)");
     for i in 0..10 {
         a = ctx.dynamic_update_slice(a, &row, &[i, 0]).unwrap();
     }
@@ -37,8 +39,29 @@ fn each_kernel_variant_is_compiled_once_per_context() {
         .collect();
     assert_eq!(
         names,
-        ["copy_rows<vec4<u32>>", "copy_rows<u32>", "copy_bytes", "fill"]
+        [
+            "copy_rows<vec4<u32>>",
+            "copy_rows<u32>",
+            "copy_bytes",
+            "fill"
+        ]
     );
     drop(a);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn cpu_adapters_copy_on_the_host_without_compiling_kernels() {
+    let ctx = common::context();
+    if ctx.adapter_info().device_type != wgpu::DeviceType::Cpu {
+        return;
+    }
+    let mut a = ctx.zeros::<u8>(&[33, 7]).unwrap();
+    let b = ctx.fill(&[3, 3], 5u8).unwrap();
+    a = ctx.dynamic_update_slice(a, &b, &[30, 5]).unwrap();
+    let c = ctx.dynamic_slice(&a, &[31, 3], &[2, 3]).unwrap();
+    let d = ctx.copy(&c).unwrap();
+    assert_eq!(ctx.device_get(&d).unwrap(), [0, 5, 5, 0, 5, 5]);
+    assert_eq!(ctx.kernel_cache_stats().pipelines_compiled, 0);
     assert_no_validation_errors();
 }

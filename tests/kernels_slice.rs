@@ -1,9 +1,11 @@
 //! `dynamic_slice` on the test machine's GPU against a CPU reference, and its errors.
 
 mod common;
+mod kernels_common;
 
-use common::{assert_no_validation_errors, context, Rng};
+use common::{assert_no_validation_errors, Rng};
 use gpu_arena::Error;
+use kernels_common::{both_paths, kernel_context};
 
 fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -13,7 +15,12 @@ fn strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-fn reference_slice<T: Copy>(operand: &[T], shape: &[usize], start: &[i64], sizes: &[usize]) -> Vec<T> {
+fn reference_slice<T: Copy>(
+    operand: &[T],
+    shape: &[usize],
+    start: &[i64],
+    sizes: &[usize],
+) -> Vec<T> {
     let start: Vec<usize> = (0..shape.len())
         .map(|d| start[d].clamp(0, (shape[d] - sizes[d]) as i64) as usize)
         .collect();
@@ -32,7 +39,17 @@ fn reference_slice<T: Copy>(operand: &[T], shape: &[usize], start: &[i64], sizes
 }
 
 fn random_slices<T: bytemuck::Pod + PartialEq + std::fmt::Debug>(seed: u64, cases: usize) {
-    let ctx = context();
+    for (_, ctx) in both_paths() {
+        random_slices_on::<T>(&ctx, seed, cases);
+    }
+    assert_no_validation_errors();
+}
+
+fn random_slices_on<T: bytemuck::Pod + PartialEq + std::fmt::Debug>(
+    ctx: &gpu_arena::Context,
+    seed: u64,
+    cases: usize,
+) {
     let mut rng = Rng(seed);
     let elem = std::mem::size_of::<T>();
     for i in 0..cases {
@@ -58,7 +75,6 @@ fn random_slices<T: bytemuck::Pod + PartialEq + std::fmt::Debug>(seed: u64, case
             "shape {shape:?} start {start:?} sizes {sizes:?}"
         );
     }
-    assert_no_validation_errors();
 }
 
 #[test]
@@ -79,16 +95,22 @@ fn random_slices_of_32_and_64_bit_elements_match_the_reference() {
 
 #[test]
 fn slice_starts_are_clamped_like_xla() {
-    let ctx = context();
-    let x = ctx.device_put(&(0..100u32).collect::<Vec<_>>(), &[10, 10]).unwrap();
-    let block = ctx.dynamic_slice(&x, &[8, -3], &[4, 2]).unwrap();
-    assert_eq!(ctx.device_get(&block).unwrap(), [60, 61, 70, 71, 80, 81, 90, 91]);
+    for (_, ctx) in both_paths() {
+        let x = ctx
+            .device_put(&(0..100u32).collect::<Vec<_>>(), &[10, 10])
+            .unwrap();
+        let block = ctx.dynamic_slice(&x, &[8, -3], &[4, 2]).unwrap();
+        assert_eq!(
+            ctx.device_get(&block).unwrap(),
+            [60, 61, 70, 71, 80, 81, 90, 91]
+        );
+    }
     assert_no_validation_errors();
 }
 
 #[test]
 fn bad_slice_sizes_and_starts_are_errors_that_say_why() {
-    let ctx = context();
+    let ctx = kernel_context();
     let x = ctx.zeros::<u8>(&[3, 3]).unwrap();
     let err = ctx.dynamic_slice(&x, &[0, 0], &[4, 1]).unwrap_err();
     assert!(matches!(err, Error::Shape { .. }), "{err}");

@@ -29,16 +29,20 @@ impl Context {
         self.inner
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
         let result = self.alloc::<T>(array.shape())?;
-        let mut kernels = self.inner.kernels.lock();
-        let limits = self.inner.plan_limits(&kernels);
-        let mut dispatches = Vec::new();
         // Rounded up to 16 bytes: the arena rounds allocations to 256, so the padding copied is
         // each array's own.
         let whole = BoxCopy::contiguous(bytes.next_multiple_of(16), 0, 0);
-        copy_dispatches(array, &result, &whole, &limits, &mut dispatches);
-        self.inner
-            .launch(&mut kernels, &dispatches, &[array, &result])?;
-        drop(kernels);
+        let mut kernels = self.inner.kernels.lock();
+        if let Some(host) = self.inner.host_path(&kernels, &[array, &result])? {
+            drop(kernels);
+            host.copy(0, 1, &whole);
+        } else {
+            let limits = self.inner.plan_limits(&kernels);
+            let mut dispatches = Vec::new();
+            copy_dispatches(array, &result, &whole, &limits, &mut dispatches);
+            self.inner
+                .launch(&mut kernels, &dispatches, &[array, &result])?;
+        }
         self.inner
             .transfer_counters
             .record(TransferDirection::DeviceToDevice, true, 1, bytes);

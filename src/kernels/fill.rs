@@ -48,6 +48,11 @@ impl Context {
         pattern: [u32; 4],
     ) -> Result<DeviceArray<T>> {
         let mut kernels = self.inner.kernels.lock();
+        if let Some(host) = self.inner.host_path(&kernels, &[&array])? {
+            drop(kernels);
+            host.fill(0, array.size_in_bytes(), pattern);
+            return Ok(array);
+        }
         let limits = self.inner.plan_limits(&kernels);
         let dispatches: Vec<Dispatch<'_>> = plan_fill(array.size_in_bytes(), pattern, &limits)
             .into_iter()
@@ -60,7 +65,6 @@ impl Context {
             .collect();
         self.inner.launch(&mut kernels, &dispatches, &[&array])?;
         drop(dispatches);
-        drop(kernels);
         Ok(array)
     }
 }

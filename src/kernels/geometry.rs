@@ -307,8 +307,7 @@ impl BoxCopy {
             return;
         }
         if self.outer.is_empty() {
-            let piece = (limits.span_budget().min(limits.max_items))
-                / ROW_PIECE_ALIGNMENT
+            let piece = (limits.span_budget().min(limits.max_items)) / ROW_PIECE_ALIGNMENT
                 * ROW_PIECE_ALIGNMENT;
             let piece = piece.max(ROW_PIECE_ALIGNMENT);
             let mut at = 0;
@@ -664,13 +663,16 @@ mod tests {
             assert!(u64::from(d.params.items) <= limits.max_items);
         }
         emulate(&plan, &up, &mut op);
-        assert_eq!(op, expected, "e={e} operand={operand:?} update={update:?} start={start:?}");
+        assert_eq!(
+            op, expected,
+            "e={e} operand={operand:?} update={update:?} start={start:?}"
+        );
     }
 
     #[test]
     fn whole_rows_of_a_matrix_become_one_contiguous_vec4_row() {
-        let b = BoxCopy::between(4, &[3, 64], (&[3, 64], &[0, 0]), (&[10, 64], &[2, 0]))
-            .normalized();
+        let b =
+            BoxCopy::between(4, &[3, 64], (&[3, 64], &[0, 0]), (&[10, 64], &[2, 0])).normalized();
         assert!(b.outer.is_empty());
         assert_eq!(b.row_bytes, 3 * 64 * 4);
         assert_eq!(b.dst_offset, 2 * 64 * 4);
@@ -695,7 +697,11 @@ mod tests {
             (&[3, 4, 5], &[1, 2, 3], &[2, 1, 2]),
             (&[3, 4, 5, 2], &[2, 1, 5, 2], &[1, 3, 0, 0]),
             (&[2, 3, 2, 3, 2], &[1, 2, 2, 1, 1], &[1, 1, 0, 2, 1]),
-            (&[2, 3, 2, 3, 2, 5], &[2, 2, 1, 3, 2, 3], &[0, 1, 1, 0, 0, 1]),
+            (
+                &[2, 3, 2, 3, 2, 5],
+                &[2, 2, 1, 3, 2, 3],
+                &[0, 1, 1, 0, 0, 1],
+            ),
             (&[], &[], &[]),
             // Rows closer than a word: columns of narrow matrices.
             (&[9, 2], &[9, 1], &[0, 1]),
@@ -741,7 +747,9 @@ mod tests {
         let covered: u64 = plan.iter().map(|d| u64::from(d.params.items) * 16).sum();
         assert_eq!(covered, 1008);
         assert!(plan.iter().all(|d| d.dst.offset % 256 == 0));
-        assert!(plan.windows(2).all(|w| w[0].dst.offset + w[0].dst.size == w[1].dst.offset));
+        assert!(plan
+            .windows(2)
+            .all(|w| w[0].dst.offset + w[0].dst.size == w[1].dst.offset));
     }
 
     #[test]

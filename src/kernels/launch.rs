@@ -139,7 +139,10 @@ impl ContextInner {
     ) -> Result<SubmissionId> {
         let slot = PARAM_SLOT_BYTES.max(u64::from(self.limits.min_uniform_buffer_offset_alignment));
         let needed = dispatches.len() as u64;
-        let grow = kernels.params.as_ref().is_none_or(|(_, slots)| *slots < needed);
+        let grow = kernels
+            .params
+            .as_ref()
+            .is_none_or(|(_, slots)| *slots < needed);
         if grow {
             let slots = needed.next_power_of_two().max(16);
             let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -170,9 +173,7 @@ impl ContextInner {
             .iter()
             .map(|d| kernels.pipeline(&self.device, &self.adapter_info, d.dispatch.kernel))
             .collect::<Result<Vec<_>>>()?;
-        let scope = self
-            .device
-            .push_error_scope(wgpu::ErrorFilter::Validation);
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut encoder = self
             .device
             .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -237,9 +238,10 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     out: &mut Vec<Dispatch<'a>>,
 ) {
     for d in plan_copy(copy, limits) {
+        let contiguous = d.params.outer_rank == 0;
         let (kernel, per_invocation) = match d.unit {
-            CopyUnit::Vec4 => (Kernel::CopyRowsVec4, PER_INVOCATION),
-            CopyUnit::Word => (Kernel::CopyRowsWord, PER_INVOCATION),
+            CopyUnit::Vec4 => (Kernel::CopyRowsVec4 { contiguous }, PER_INVOCATION),
+            CopyUnit::Word => (Kernel::CopyRowsWord { contiguous }, PER_INVOCATION),
             CopyUnit::Byte => (Kernel::CopyBytes, 1),
         };
         out.push(Dispatch {

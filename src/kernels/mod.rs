@@ -7,6 +7,7 @@
 //! - `pipelines`: shader modules and pipelines compiled once per context, the driver cache on
 //!   disk (`GPU_ARENA_CACHE_DIR`).
 //! - `launch`: parameters, bind groups, grids, the submission.
+//! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
 //! - one file per op.
 //!
 //! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate.
@@ -15,6 +16,7 @@
 mod copy;
 mod fill;
 mod geometry;
+mod host;
 mod launch;
 mod pipelines;
 mod slice;
@@ -61,8 +63,16 @@ impl Context {
         }
         self.inner.kernels.lock().limits_override = Some((
             max_binding_bytes.min(self.inner.limits.max_storage_buffer_binding_size),
-            max_workgroups_per_dimension.min(self.inner.limits.max_compute_workgroups_per_dimension),
+            max_workgroups_per_dimension
+                .min(self.inner.limits.max_compute_workgroups_per_dimension),
         ));
         Ok(())
+    }
+
+    /// Runs the WGSL kernels even on CPU adapters, where ops otherwise copy on the host
+    /// (faster there), so that tests on lavapipe exercise the kernels. Not for production use.
+    #[doc(hidden)]
+    pub fn force_device_kernels(&self, force: bool) {
+        self.inner.kernels.lock().force_device_kernels = force;
     }
 }

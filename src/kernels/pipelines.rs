@@ -18,10 +18,10 @@ const FILL_WGSL: &str = include_str!("../../shaders/fill.wgsl");
 /// One kernel variant: one shader module and one pipeline each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Kernel {
-    /// `copy_rows.wgsl` over `vec4<u32>` units.
-    CopyRowsVec4,
-    /// `copy_rows.wgsl` over `u32` words.
-    CopyRowsWord,
+    /// `copy_rows.wgsl` over `vec4<u32>` units, for one contiguous row (`CONTIGUOUS`) or rows.
+    CopyRowsVec4 { contiguous: bool },
+    /// `copy_rows.wgsl` over `u32` words, likewise.
+    CopyRowsWord { contiguous: bool },
     /// `copy_bytes.wgsl`.
     CopyBytes,
     /// `fill.wgsl`.
@@ -32,17 +32,29 @@ impl Kernel {
     /// The variant's name in statistics and labels.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Kernel::CopyRowsVec4 => "copy_rows<vec4<u32>>",
-            Kernel::CopyRowsWord => "copy_rows<u32>",
+            Kernel::CopyRowsVec4 { contiguous: true } => "copy_rows<vec4<u32>>(contiguous)",
+            Kernel::CopyRowsVec4 { contiguous: false } => "copy_rows<vec4<u32>>",
+            Kernel::CopyRowsWord { contiguous: true } => "copy_rows<u32>(contiguous)",
+            Kernel::CopyRowsWord { contiguous: false } => "copy_rows<u32>",
             Kernel::CopyBytes => "copy_bytes",
             Kernel::Fill => "fill",
         }
     }
 
+    /// Pipeline-overridable constants of the variant.
+    fn constants(self) -> &'static [(&'static str, f64)] {
+        match self {
+            Kernel::CopyRowsVec4 { contiguous: true }
+            | Kernel::CopyRowsWord { contiguous: true } => &[("CONTIGUOUS", 1.0)],
+            _ => &[],
+        }
+    }
+
+    /// The module's source; variants of one kernel that differ only in constants share it.
     fn source(self) -> String {
         match self {
-            Kernel::CopyRowsVec4 => format!("alias Unit = vec4<u32>;\n{COPY_ROWS_WGSL}"),
-            Kernel::CopyRowsWord => format!("alias Unit = u32;\n{COPY_ROWS_WGSL}"),
+            Kernel::CopyRowsVec4 { .. } => format!("alias Unit = vec4<u32>;\n{COPY_ROWS_WGSL}"),
+            Kernel::CopyRowsWord { .. } => format!("alias Unit = u32;\n{COPY_ROWS_WGSL}"),
             Kernel::CopyBytes => COPY_BYTES_WGSL.to_owned(),
             Kernel::Fill => FILL_WGSL.to_owned(),
         }
@@ -89,6 +101,8 @@ pub(crate) struct KernelCache {
 /// Everything behind the kernel lock.
 pub(crate) struct KernelState {
     pipelines: HashMap<Kernel, Arc<Compiled>>,
+    /// Shader modules by source, shared by the variants that differ only in constants.
+    modules: HashMap<String, wgpu::ShaderModule>,
     driver_cache: DriverCache,
     cache_dir: Option<PathBuf>,
     stats: KernelCacheStats,
@@ -97,6 +111,8 @@ pub(crate) struct KernelState {
     pub(crate) params: Option<(wgpu::Buffer, u64)>,
     /// Test-only limits replacing the device's (see `Context::limit_kernel_resources`).
     pub(crate) limits_override: Option<(u64, u32)>,
+    /// Run WGSL kernels even where ops would copy on the host (see `host.rs`).
+    pub(crate) force_device_kernels: bool,
 }
 
 impl KernelCache {
@@ -108,11 +124,13 @@ impl KernelCache {
         Self {
             state: Mutex::new(KernelState {
                 pipelines: HashMap::new(),
+                modules: HashMap::new(),
                 driver_cache: DriverCache::NotOpened,
                 cache_dir,
                 stats: KernelCacheStats::default(),
                 params: None,
                 limits_override: None,
+                force_device_kernels: false,
             }),
         }
     }
@@ -148,16 +166,28 @@ impl KernelState {
             DriverCache::NotOpened => None,
         };
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(kernel.name()),
-            source: wgpu::ShaderSource::Wgsl(kernel.source().into()),
-        });
+        let source = kernel.source();
+        let module = match self.modules.get(&source) {
+            Some(module) => module.clone(),
+            None => {
+                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(kernel.name()),
+                    source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+                });
+                self.modules.insert(source, module.clone());
+                module
+            }
+        };
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(kernel.name()),
             layout: None,
             module: &module,
             entry_point: Some("main"),
-            compilation_options: Default::default(),
+            compilation_options: wgpu::PipelineCompilationOptions {
+                constants: kernel.constants(),
+                // No kernel here uses workgroup memory.
+                zero_initialize_workgroup_memory: false,
+            },
             cache: cache.as_ref(),
         });
         if let Some(error) = pollster::block_on(scope.pop()) {

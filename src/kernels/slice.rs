@@ -42,6 +42,11 @@ impl Context {
             (&box_sizes, &zero),
         );
         let mut kernels = self.inner.kernels.lock();
+        if let Some(host) = self.inner.host_path(&kernels, &[operand, &result])? {
+            drop(kernels);
+            host.copy(0, 1, &copy);
+            return Ok(result);
+        }
         let limits = self.inner.plan_limits(&kernels);
         let mut dispatches = Vec::new();
         copy_dispatches(operand, &result, &copy, &limits, &mut dispatches);

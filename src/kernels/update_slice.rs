@@ -50,16 +50,16 @@ impl Context {
         let update = update.into();
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
         let update = self.resolve(update, OPERATION)?;
+        let copy = update_box::<T>(&operand, &update, &start);
         let mut kernels = self.inner.kernels.lock();
+        if let Some(host) = self.inner.host_path(&kernels, &[&update, &operand])? {
+            drop(kernels);
+            host.copy(0, 1, &copy);
+            return Ok(operand);
+        }
         let limits = self.inner.plan_limits(&kernels);
         let mut dispatches = Vec::new();
-        copy_dispatches(
-            &update,
-            &operand,
-            &update_box::<T>(&operand, &update, &start),
-            &limits,
-            &mut dispatches,
-        );
+        copy_dispatches(&update, &operand, &copy, &limits, &mut dispatches);
         self.inner
             .launch(&mut kernels, &dispatches, &[&operand, &*update])?;
         Ok(operand)
@@ -82,20 +82,24 @@ impl Context {
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
         let update = self.resolve(update, OPERATION)?;
         let result = self.alloc::<T>(operand.shape())?;
-        let mut kernels = self.inner.kernels.lock();
-        let limits = self.inner.plan_limits(&kernels);
-        let mut dispatches = Vec::new();
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let whole = BoxCopy::contiguous(operand.size_in_bytes().next_multiple_of(16), 0, 0);
+        let copy = update_box::<T>(operand, &update, &start);
+        let mut kernels = self.inner.kernels.lock();
+        if let Some(host) = self
+            .inner
+            .host_path(&kernels, &[operand, &update, &result])?
+        {
+            drop(kernels);
+            host.copy(0, 2, &whole);
+            host.copy(1, 2, &copy);
+            return Ok(result);
+        }
+        let limits = self.inner.plan_limits(&kernels);
+        let mut dispatches = Vec::new();
         copy_dispatches(operand, &result, &whole, &limits, &mut dispatches);
-        copy_dispatches(
-            &update,
-            &result,
-            &update_box::<T>(operand, &update, &start),
-            &limits,
-            &mut dispatches,
-        );
+        copy_dispatches(&update, &result, &copy, &limits, &mut dispatches);
         self.inner
             .launch(&mut kernels, &dispatches, &[operand, &*update, &result])?;
         Ok(result)
