@@ -40,7 +40,7 @@ fn each_kernel_variant_is_compiled_once_per_context() {
     assert_eq!(
         names,
         [
-            "copy_rows<vec4<u32>>",
+            "copy_rows<vec4<u32>>(contiguous)",
             "copy_rows<u32>",
             "copy_bytes",
             "fill"
