@@ -14,8 +14,13 @@
 //! `seconds` is the median of `--iters` synchronized calls (each call followed by
 //! `ctx.synchronize()`), `gbps` the update's bytes per second. The anchors: JAX on an H200 does
 //! a donated 1 MiB DUS into a 1 GiB operand in 94 µs per synchronized call and moves 256 MiB at
-//! 987 GB/s. The first lines time the first call (which compiles the kernel) against a cached
-//! call. With `--json`, one JSON object per line; otherwise a table with ratios.
+//! 987 GB/s. The first lines time the first call (which compiles the kernel; with
+//! `GPU_ARENA_CACHE_DIR` set, a second process finds the driver's pipeline cache on disk)
+//! against a cached call. With `--json`, one JSON object per line (the pipeline timings as
+//! `case: "pipeline"`, methods `first_call` and `cached_call`); otherwise a table with ratios.
+//!
+//! On a CPU adapter (lavapipe) the ops copy on the host, which is faster there;
+//! `--device-kernels` runs the WGSL kernels instead, and the pipeline timings always do.
 
 use anyhow::{bail, Context as _, Result};
 use gpu_arena::{Context, DeviceArray};
@@ -43,7 +48,7 @@ const DEFAULT_ITERS: usize = 20;
 /// Smallest operand worth benchmarking when shrinking after an allocation failure.
 const MIN_SIZE_MIB: u64 = 16;
 
-const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N]";
+const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels]";
 
 /// The peer copy kernel: one `vec4<u32>` per invocation, what a first copy kernel looks like.
 const NAIVE_COPY_WGSL: &str = r#"
@@ -63,6 +68,7 @@ const NAIVE_WORKGROUP: u64 = 256;
 
 struct Options {
     json: bool,
+    device_kernels: bool,
     size_mib: u64,
     iters: usize,
 }
@@ -70,6 +76,7 @@ struct Options {
 fn options() -> Result<Options> {
     let mut options = Options {
         json: false,
+        device_kernels: false,
         size_mib: DEFAULT_SIZE_MIB,
         iters: DEFAULT_ITERS,
     };
@@ -85,6 +92,7 @@ fn options() -> Result<Options> {
         };
         match arg.as_str() {
             "--json" => options.json = true,
+            "--device-kernels" => options.device_kernels = true,
             "--size-mib" => options.size_mib = number("--size-mib")?.max(1),
             "--iters" => options.iters = number("--iters")?.max(1) as usize,
             "-h" | "--help" => {
@@ -297,8 +305,10 @@ fn bench_case(
     Ok(rows)
 }
 
-/// First call (compiles the kernel) against a cached call, on a 1 MiB update.
+/// First call (compiles the kernel) against a cached call, on a 1 MiB update, with the WGSL
+/// kernels whatever the adapter.
 fn pipeline_timing(ctx: &Context, operand: &mut Option<DeviceArray<u32>>) -> Result<(f64, f64)> {
+    ctx.force_device_kernels(true);
     let rows = ((MIB as usize) / (ROW * 4)).min(operand.as_ref().expect("operand").shape()[0]);
     let update = ctx.zeros::<u32>(&[rows, ROW])?;
     ctx.synchronize()?;
@@ -311,6 +321,7 @@ fn pipeline_timing(ctx: &Context, operand: &mut Option<DeviceArray<u32>>) -> Res
     };
     let first = call()?;
     let cached = call()?;
+    ctx.force_device_kernels(false);
     Ok((first, cached))
 }
 
@@ -322,6 +333,7 @@ fn main() -> Result<()> {
     let mut operand = Some(operand);
     let info = ctx.adapter_info();
     let (first, cached) = pipeline_timing(&ctx, &mut operand)?;
+    ctx.force_device_kernels(options.device_kernels);
     let stats = ctx.kernel_cache_stats();
     let disk = match &stats.disk_cache_file {
         Some(file) => format!(
@@ -346,8 +358,16 @@ fn main() -> Result<()> {
         }
     } else {
         println!(
-            "{} ({:?}), operand {size_mib} MiB, {} timed calls per line (median)",
-            info.name, info.backend, options.iters
+            "{} ({:?}, {:?}), operand {size_mib} MiB, {} timed calls per line (median){}",
+            info.name,
+            info.backend,
+            info.device_type,
+            options.iters,
+            if options.device_kernels {
+                ", WGSL kernels forced"
+            } else {
+                ""
+            }
         );
         println!(
             "first call {:.3} ms (compiling {:.3} ms), cached call {:.3} ms; pipeline cache on disk: {disk}\n",

@@ -75,7 +75,7 @@ fn pattern_of<T: bytemuck::Pod>(value: T, operation: &'static str) -> Result<[u3
     if bytes.is_empty() {
         return Ok([0; 4]);
     }
-    if PATTERN_BYTES % bytes.len() != 0 {
+    if !PATTERN_BYTES.is_multiple_of(bytes.len()) {
         return Err(Error::InvalidArgument {
             operation,
             reason: format!(

@@ -212,9 +212,9 @@ impl BoxCopy {
         for d in &self.outer {
             all |= d.src_stride | d.dst_stride;
         }
-        if all % VEC4_BYTES == 0 {
+        if all.is_multiple_of(VEC4_BYTES) {
             CopyUnit::Vec4
-        } else if all % WORD_BYTES == 0 {
+        } else if all.is_multiple_of(WORD_BYTES) {
             CopyUnit::Word
         } else {
             CopyUnit::Byte
