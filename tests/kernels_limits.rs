@@ -1,6 +1,6 @@
 //! Paths that only large arrays take on a real GPU, forced on small ones: bindings smaller than
 //! the operand (chunked bindings, rows cut in pieces) and grids past the per-dimension workgroup
-//! limit (2-D/3-D grids, grid-stride loops).
+//! limit (2-D/3-D grids, dispatches split past the grid).
 
 mod common;
 mod kernels_common;

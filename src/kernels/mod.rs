@@ -44,7 +44,7 @@ impl Context {
     /// Makes kernels act as if bindings held at most `max_binding_bytes` and grids had at most
     /// `max_workgroups_per_dimension` workgroups per dimension, so that tests on small arrays
     /// take the paths that large arrays take on a real GPU (chunked bindings, 2-D/3-D grids and
-    /// grid-stride loops). Not for production use.
+    /// dispatches split past the grid's size). Not for production use.
     ///
     /// Errors: [`Error::InvalidArgument`] for a binding under 1024 bytes or zero workgroups.
     #[doc(hidden)]
