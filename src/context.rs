@@ -54,6 +54,8 @@ pub(crate) struct ContextInner {
     pub(crate) staging: StagingPool,
     pub(crate) transfer_counters: TransferCounters,
     pub(crate) guard_defaults: TransferGuardLevels,
+    /// Compiled kernels and their parameter buffer.
+    pub(crate) kernels: crate::kernels::KernelCache,
 }
 
 impl Context {
@@ -118,6 +120,7 @@ impl Context {
                 staging: StagingPool::default(),
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
+                kernels: crate::kernels::KernelCache::from_env(),
             }),
         })
     }

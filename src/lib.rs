@@ -7,6 +7,7 @@ mod backend;
 pub mod config;
 mod context;
 pub mod error;
+pub mod kernels;
 pub mod memplan;
 mod submission;
 pub mod transfer;
@@ -16,6 +17,7 @@ pub use array::{DeviceArray, GpuUse, MAX_RANK};
 pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
 pub use context::Context;
 pub use error::{Error, Result};
+pub use kernels::KernelCacheStats;
 pub use memplan::{BarClass, MemoryPlan};
 pub use submission::SubmissionId;
 pub use transfer::{
