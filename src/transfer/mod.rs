@@ -196,7 +196,7 @@ impl ContextInner {
         // Arrays that are neighbours in the arena go out as one write (one wgpu staging copy).
         let mut run: Vec<u8> = Vec::new();
         let mut run_start: Option<(&wgpu::Buffer, u64)> = None;
-        let mut flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
+        let flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
             if let Some((buffer, offset)) = start {
                 run.resize(run.len().next_multiple_of(COPY_ALIGNMENT as usize), 0);
                 self.queue.write_buffer(buffer, offset, run);
