@@ -15,7 +15,8 @@ use gpu_arena::memplan::{plan_memory, DeviceDescription, MemoryPlan};
 /// JAX's default `XLA_PYTHON_CLIENT_MEM_FRACTION`.
 const DEFAULT_FRACTION: f64 = 0.75;
 
-const USAGE: &str = "usage: memplan <memory-table.json>\n\
+const USAGE: &str = "usage: memplan [memory-table.json]\n\
+    with no argument: the plan of the live adapter (GPU_ARENA_* variables apply)\n\
     prints gpu-arena's memory plan for a VkPhysicalDeviceMemoryProperties table in the\n\
     memprops JSON schema (see tests/data/memprops/) as one JSON object";
 
@@ -30,7 +31,18 @@ fn main() -> Result<ExitCode> {
             print_plan(&plan_for_file(path)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        // The live adapter's plan (no argument) will go here once the Context exists.
+        [] => {
+            // The live adapter: open it (cheap: nothing is reserved) and print its plan with
+            // the table it was made from.
+            let ctx = gpu_arena::Context::from_env()?;
+            let plan = ctx.memory_plan();
+            let mut object = plan_object(plan)?;
+            object["adapter"] = format!("{:?}", ctx.adapter_info()).into();
+            object["table"] = serde_json::from_str(&ctx.device_description().to_json())?;
+            object["max_region_bytes"] = ctx.max_array_bytes().into();
+            println!("{}", serde_json::to_string_pretty(&object)?);
+            Ok(ExitCode::SUCCESS)
+        }
         _ => {
             eprintln!("{USAGE}");
             Ok(ExitCode::from(2))
@@ -47,9 +59,14 @@ fn plan_for_file(path: &str) -> Result<MemoryPlan> {
 
 /// Prints the plan as one JSON object, with the default preallocation added.
 fn print_plan(plan: &MemoryPlan) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(&plan_object(plan)?)?);
+    Ok(())
+}
+
+/// The plan as a JSON object with the default preallocation added.
+fn plan_object(plan: &MemoryPlan) -> Result<serde_json::Value> {
     let mut object = serde_json::to_value(plan)?;
     object["prealloc_fraction"] = DEFAULT_FRACTION.into();
     object["prealloc_bytes"] = plan.prealloc_bytes(DEFAULT_FRACTION).into();
-    println!("{}", serde_json::to_string_pretty(&object)?);
-    Ok(())
+    Ok(object)
 }

@@ -233,21 +233,11 @@ impl Context {
         bytes: u64,
         label: Option<&str>,
     ) -> Result<DeviceArray<T>> {
-        let allocation =
-            crate::profile::with_scoped_label(label, |label| self.inner.allocate(bytes, label))
-                .map_err(|e| self.inner.dump_on_oom(e))?;
-        let mut memory = self.inner.lock_memory();
-        let info = self.inner.array_info::<T>(shape);
-        memory.arrays.insert(allocation.id, info);
-        let region = memory
-            .regions
-            .get(allocation.region)
-            .expect("the arena only hands out ranges of regions the backend holds");
-        let buffer = region.buffer.clone();
-        let mapped = region
-            .mapped
-            .filter(|_| self.inner.zero_copy_allowed(region.memory_type));
-        drop(memory);
+        let info = crate::profile::ArrayInfo::new::<T>(shape);
+        let (allocation, buffer, mapped) = crate::profile::with_scoped_label(label, |label| {
+            self.inner.allocate(bytes, label, info)
+        })
+        .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
             storage: ArrayStorage {
                 ctx: Arc::clone(&self.inner),

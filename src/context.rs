@@ -1,7 +1,7 @@
 //! `Context`: one GPU, its queue, its memory plan and the arena that hands out its memory.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
-use crate::backend::{self, Regions};
+use crate::backend::{self, MappedPtr, Regions};
 use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice};
 use crate::error::{Error, Result};
 use crate::memplan::{
@@ -58,6 +58,8 @@ pub(crate) struct ContextInner {
     pub(crate) guard_defaults: TransferGuardLevels,
     /// The event timeline; `None` (the default) records nothing.
     pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
+    /// Compiled kernels and their parameter buffer.
+    pub(crate) kernels: crate::kernels::KernelCache,
 }
 
 impl Context {
@@ -125,6 +127,7 @@ impl Context {
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
                 timeline,
+                kernels: crate::kernels::KernelCache::from_env(),
             }),
         })
     }
@@ -288,33 +291,47 @@ impl ContextInner {
     }
 
     /// Takes `bytes` from the arena; reserves at the first call; waits for in-flight GPU work
-    /// to retire pending frees before giving up with out-of-memory.
-    pub(crate) fn allocate(&self, bytes: u64, label: Option<&str>) -> Result<Allocation> {
-        if bytes > self.max_region_bytes {
-            // The arena would say the same, but this names the device limit precisely.
-            let mut memory = self.lock_memory();
-            self.reserve_locked(&mut memory)?;
-        }
-        self.retire_completed();
+    /// to retire pending frees before giving up with out-of-memory. Returns the allocation with
+    /// its region's buffer and (when zero-copy applies) its host mapping.
+    pub(crate) fn allocate(
+        &self,
+        bytes: u64,
+        label: Option<&str>,
+        info: crate::profile::ArrayInfo,
+    ) -> Result<(Allocation, wgpu::Buffer, Option<MappedPtr>)> {
         let mut memory = self.lock_memory();
+        if memory.arena.pending_free_bytes() > 0 {
+            drop(memory);
+            self.retire_completed();
+            memory = self.lock_memory();
+        }
         self.reserve_locked(&mut memory)?;
         let first = {
             let MemoryState { arena, regions, .. } = &mut *memory;
             arena.allocate(bytes, 0, label, regions)
         };
-        match first {
-            Ok(allocation) => Ok(allocation),
+        let allocation = match first {
+            Ok(allocation) => allocation,
             Err(_) if memory.arena.pending_free_bytes() > 0 => {
                 // Memory freed by arrays that in-flight work still uses: wait, then retry.
                 drop(memory);
                 self.wait_idle()?;
                 self.retire_completed();
-                let mut memory = self.lock_memory();
+                memory = self.lock_memory();
                 let MemoryState { arena, regions, .. } = &mut *memory;
-                Ok(arena.allocate(bytes, 0, label, regions)?)
+                arena.allocate(bytes, 0, label, regions)?
             }
-            Err(e) => Err(e.into()),
-        }
+            Err(e) => return Err(e.into()),
+        };
+        self.register_array(&mut memory, allocation.id, info);
+        let region = memory
+            .regions
+            .get(allocation.region)
+            .expect("the arena only hands out ranges of regions the backend holds");
+        let mapped = region
+            .mapped
+            .filter(|_| self.zero_copy_allowed(region.memory_type));
+        Ok((allocation, region.buffer.clone(), mapped))
     }
 
     /// Returns an allocation to the arena; it becomes reusable once `last_use` has completed.

@@ -7,6 +7,7 @@ mod backend;
 pub mod config;
 mod context;
 pub mod error;
+pub mod kernels;
 pub mod memplan;
 pub mod profile;
 mod submission;
@@ -17,6 +18,7 @@ pub use array::{DeviceArray, GpuUse, MAX_RANK};
 pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
 pub use context::Context;
 pub use error::{Error, Result};
+pub use kernels::KernelCacheStats;
 pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,

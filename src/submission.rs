@@ -44,14 +44,4 @@ impl Submissions {
     pub(crate) fn completed(&self) -> u64 {
         self.completed.load(Ordering::Acquire)
     }
-
-    /// The most recent submission.
-    pub(crate) fn last_submitted(&self) -> SubmissionId {
-        SubmissionId(
-            *self
-                .last_submitted
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        )
-    }
 }

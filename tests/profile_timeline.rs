@@ -105,6 +105,43 @@ fn allocations_transfers_dispatches_and_frees_are_recorded_in_order() {
 }
 
 #[test]
+fn kernel_dispatches_and_device_copies_are_named_on_the_timeline() {
+    let ctx = traced(1024);
+    ctx.force_device_kernels(true);
+    let a = ctx.fill::<u32>(&[4096], 7).unwrap();
+    let b = ctx.copy(&a).unwrap();
+    assert_eq!(ctx.device_get(&b).unwrap(), vec![7; 4096]);
+    let kinds: Vec<Kind> = ctx
+        .memory_timeline()
+        .unwrap()
+        .events
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert!(
+        kinds
+            .iter()
+            .any(|k| matches!(k, Kind::Dispatch { name, .. } if name == "fill")),
+        "{kinds:#?}"
+    );
+    assert!(
+        kinds
+            .iter()
+            .any(|k| matches!(k, Kind::Dispatch { name, .. } if name.starts_with("copy"))),
+        "{kinds:#?}"
+    );
+    assert!(kinds.iter().any(|k| matches!(
+        k,
+        Kind::Transfer {
+            direction: TransferDirection::DeviceToDevice,
+            bytes: 16384,
+            ..
+        }
+    )));
+    assert_no_validation_errors();
+}
+
+#[test]
 fn a_small_ring_keeps_only_the_newest_events() {
     let ctx = traced(16);
     for _ in 0..40 {

@@ -46,7 +46,7 @@ pub(crate) struct DeviceBuffer {
 /// The memory source of one context.
 pub(crate) enum MemoryBackend {
     /// gpu-allocator on wgpu's Vulkan device, under the memory plan.
-    Vulkan(vulkan::VulkanMemory),
+    Vulkan(Box<vulkan::VulkanMemory>),
     /// Plain wgpu buffers (GL, Metal, DX12).
     Plain,
 }
@@ -64,7 +64,7 @@ pub(crate) struct Regions {
 impl Regions {
     pub(crate) fn new(device: wgpu::Device, arena_types: Vec<u32>) -> Result<Self> {
         let backend = match vulkan::VulkanMemory::new(&device)? {
-            Some(vk) => MemoryBackend::Vulkan(vk),
+            Some(vk) => MemoryBackend::Vulkan(Box::new(vk)),
             None => MemoryBackend::Plain,
         };
         Ok(Self {
@@ -106,11 +106,6 @@ impl Regions {
             MemoryBackend::Vulkan(vk) => Some(vk.allocator_report()),
             MemoryBackend::Plain => None,
         }
-    }
-
-    /// Number of regions currently held.
-    pub(crate) fn len(&self) -> usize {
-        self.regions.len()
     }
 }
 

@@ -155,3 +155,106 @@ impl DeviceDescription {
         serde_json::to_string_pretty(&value).unwrap_or_default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAVAPIPE: &str = r#"{"device": "llvmpipe", "vendor_id": "0x10005", "device_type": "cpu",
+        "heaps": [{"size": 2147483648, "flags": ["DEVICE_LOCAL"]}],
+        "types": [{"heap": 0, "flags": ["DEVICE_LOCAL", "HOST_VISIBLE", "HOST_COHERENT"]}]}"#;
+
+    fn error_of(text: &str) -> String {
+        DeviceDescription::from_json(text)
+            .expect_err("the table should be refused")
+            .to_string()
+    }
+
+    #[test]
+    fn a_schema_table_reads_with_its_flags_and_kind() {
+        let device = DeviceDescription::from_json(LAVAPIPE).unwrap();
+        assert_eq!(device.name, "llvmpipe");
+        assert_eq!(device.vendor_id, 0x10005);
+        assert_eq!(device.device_kind, DeviceKind::Cpu);
+        assert_eq!(device.memory.heaps[0].flags, HeapFlags::DEVICE_LOCAL);
+        assert_eq!(
+            device.memory.types[0].flags,
+            MemoryTypeFlags::DEVICE_LOCAL
+                | MemoryTypeFlags::HOST_VISIBLE
+                | MemoryTypeFlags::HOST_COHERENT
+        );
+        assert_eq!(device.heap_budgets, None);
+    }
+
+    #[test]
+    fn writing_then_reading_gives_the_same_description() {
+        let mut device = DeviceDescription::from_json(LAVAPIPE).unwrap();
+        device.heap_budgets = Some(vec![HeapBudget {
+            budget: 1 << 30,
+            usage: 12345,
+        }]);
+        device.memory.types[0].flags = device.memory.types[0].flags | MemoryTypeFlags(0x100);
+        let again = DeviceDescription::from_json(&device.to_json()).unwrap();
+        assert_eq!(again, device);
+    }
+
+    #[test]
+    fn vendor_ids_read_as_hex_strings_decimal_strings_or_numbers() {
+        for (id, want) in [
+            (r#""0x10DE""#, 0x10de),
+            (r#""4318""#, 4318),
+            ("4098", 0x1002),
+        ] {
+            let text = LAVAPIPE.replace(r#""0x10005""#, id);
+            assert_eq!(DeviceDescription::from_json(&text).unwrap().vendor_id, want);
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_json_is_refused_with_its_position() {
+        let message = error_of("{ not json");
+        assert!(message.contains("not valid memprops JSON"), "{message}");
+        assert!(message.contains("line 1"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_field_is_named() {
+        let message =
+            error_of(r#"{"device": "x", "vendor_id": "0x1", "device_type": "cpu", "heaps": []}"#);
+        assert!(message.contains("missing field `types`"), "{message}");
+    }
+
+    #[test]
+    fn unknown_flag_names_are_all_named_with_their_place() {
+        let text = LAVAPIPE
+            .replace(r#""HOST_COHERENT""#, r#""HOST_COHERNET""#)
+            .replace(r#"["DEVICE_LOCAL"]"#, r#"["DEVICE_LOCAL", "FAST"]"#);
+        let message = error_of(&text);
+        assert!(message.contains(r#""HOST_COHERNET" (type 0)"#), "{message}");
+        assert!(message.contains(r#""FAST" (heap 0)"#), "{message}");
+        assert!(
+            message.contains("HOST_COHERENT"),
+            "lists the known names: {message}"
+        );
+    }
+
+    #[test]
+    fn a_vendor_id_that_is_not_a_number_is_refused() {
+        let message = error_of(&LAVAPIPE.replace(r#""0x10005""#, r#""nvidia""#));
+        assert!(
+            message.contains(r#"vendor_id "nvidia" is not a PCI vendor id"#),
+            "{message}"
+        );
+        let message = error_of(&LAVAPIPE.replace(r#""0x10005""#, "99999999999"));
+        assert!(message.contains("99999999999"), "{message}");
+    }
+
+    #[test]
+    fn an_unknown_device_type_is_refused() {
+        let message = error_of(&LAVAPIPE.replace(r#""cpu""#, r#""quantum""#));
+        assert!(
+            message.contains(r#"device_type "quantum" is not one of"#),
+            "{message}"
+        );
+    }
+}

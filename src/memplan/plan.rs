@@ -216,13 +216,11 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     reasons.extend(skipped);
     let bar = classify_bar(device, uma, &mut reasons);
     let mut arena = choose_arena(memory, uma, &mut reasons);
+    if bar.heap != Some(arena.heap) {
+        arena.candidates = without_window(memory, arena.candidates, &bar);
+    }
     let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
-    let (readback_type, readback_candidates) = choose_readback(memory, &mut reasons);
-    // A small BAR window is no fallback for bulk memory: a 6 GiB arena or a staging pool that
-    // spills into 256 MiB of scarce CPU-visible VRAM only fails later. `bar_type` names it.
-    arena.candidates = without_window(memory, arena.candidates, &bar);
-    let upload_candidates = without_window(memory, upload_candidates, &bar);
-    let readback_candidates = without_window(memory, readback_candidates, &bar);
+    let (readback_type, readback_candidates) = choose_readback(memory, &bar, &mut reasons);
     let reserve = reservable(device, arena.heap, &mut reasons);
 
     let flags = |ty: u32| memory.types[ty as usize].flags;
@@ -298,13 +296,16 @@ fn skipped_types(memory: &MemoryProperties) -> Vec<String> {
 
 /// Decides whether device memory is host memory.
 fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
+    let kind = match device.device_kind {
+        DeviceKind::Discrete => "discrete GPU",
+        DeviceKind::Integrated => "integrated GPU",
+        DeviceKind::Cpu => "CPU device (software rasterizer)",
+        DeviceKind::Virtual => "virtual GPU",
+        DeviceKind::Other => "device of kind other",
+    };
     let (uma, why) = match device.device_kind {
-        DeviceKind::Discrete => (false, "discrete GPU: VRAM is separate from host memory"),
-        DeviceKind::Integrated => (true, "integrated GPU: device memory is host memory (UMA)"),
-        DeviceKind::Cpu => (
-            true,
-            "CPU device (software rasterizer): device memory is host memory (UMA)",
-        ),
+        DeviceKind::Discrete => (false, "VRAM is separate from host memory"),
+        DeviceKind::Integrated | DeviceKind::Cpu => (true, "device memory is host memory (UMA)"),
         DeviceKind::Virtual | DeviceKind::Other => {
             // The kind says nothing; read the table. Only device-local heaps, all reachable
             // by a host-visible type, is what integrated GPUs and software devices report.
@@ -318,7 +319,7 @@ fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
             if !live().any(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL)) {
                 (
                     true,
-                    "no device-local heap: all memory is host memory (UMA)",
+                    "no device-local heap, so all memory is host memory (UMA)",
                 )
             } else if live().all(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL))
                 && !mappable.rank(memory).is_empty()
@@ -335,7 +336,7 @@ fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
             }
         }
     };
-    reasons.push(why.to_string());
+    reasons.push(format!("{} {kind}: {why}", device.vendor()));
     uma
 }
 
@@ -379,10 +380,15 @@ fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>
         .max();
     let class = match vram {
         Some(vram) if vram > size || size < SMALL_BAR_MAX => {
-            let hint = if !uma {
-                "; Resizable BAR (Smart Access Memory) in firmware would expose all of it"
-            } else {
-                ""
+            let hint = match (uma, device.vendor()) {
+                (true, _) => "",
+                (false, Vendor::Amd) => {
+                    "; Smart Access Memory (Resizable BAR) in firmware would expose all of it"
+                }
+                (false, Vendor::Intel) => {
+                    "; Intel Arc needs Resizable BAR in firmware for full speed"
+                }
+                (false, _) => "; Resizable BAR in firmware would expose all of it",
             };
             reasons.push(format!(
                 "small BAR: heap {heap} ({}) is a CPU-visible window (type {ty}) next to {} of \
@@ -416,23 +422,37 @@ struct Arena {
 }
 
 fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Arena {
-    let device_local = if uma {
-        // Host-visible so puts and gets can map the arena; write-combined (not cached) is
-        // what the GPU reads fastest on APUs, where cached memory is snooped.
-        MemoryRequest {
-            required: F::DEVICE_LOCAL,
-            preferred: F::HOST_VISIBLE | F::HOST_COHERENT,
+    let ranked = if uma {
+        // Host-visible first, so puts and gets can map the arena; then coherent, and
+        // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
+        // is snooped. Device-local types the host cannot map come last.
+        let mappable = MemoryRequest {
+            required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
+            preferred: F::HOST_COHERENT,
             not_preferred: F::HOST_CACHED,
-        }
+        };
+        let device_local = MemoryRequest {
+            required: F::DEVICE_LOCAL,
+            preferred: F::empty(),
+            not_preferred: F::empty(),
+        };
+        let mut ranked = mappable.rank(memory);
+        let rest: Vec<u32> = device_local
+            .rank(memory)
+            .into_iter()
+            .filter(|t| !ranked.contains(t))
+            .collect();
+        ranked.extend(rest);
+        ranked
     } else {
-        // Plain VRAM: the host flags only cost BAR space or mean a slower path.
+        // Plain VRAM: a host-visible type costs BAR space, or is the BAR window itself.
         MemoryRequest {
             required: F::DEVICE_LOCAL,
             preferred: F::empty(),
-            not_preferred: F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED,
+            not_preferred: F::HOST_VISIBLE,
         }
+        .rank(memory)
     };
-    let ranked = device_local.rank(memory);
 
     if let Some(heap) = largest_heap(memory, &ranked) {
         let size = heap_size(memory, heap);
@@ -521,7 +541,7 @@ fn choose_upload(
     // Host memory, write-combined: uncached is faster to write, and keeping staging off
     // device-local heaps leaves a small BAR window alone and does not eat into the arena's
     // heap on full BAR.
-    let (ty, ranked) = rank_coherent(
+    let ranked = rank_coherent(
         memory,
         MemoryRequest {
             required: F::HOST_VISIBLE | F::HOST_COHERENT,
@@ -529,6 +549,9 @@ fn choose_upload(
             not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
         },
     );
+    let ranked = without_window(memory, ranked, bar);
+    // plan_memory checked that a usable host-visible type exists.
+    let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
     let context = match (flags.contains(F::DEVICE_LOCAL), bar.class, uma) {
@@ -552,10 +575,14 @@ fn choose_upload(
     (ty, ranked)
 }
 
-fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32, Vec<u32>) {
+fn choose_readback(
+    memory: &MemoryProperties,
+    bar: &Bar,
+    reasons: &mut Vec<String>,
+) -> (u32, Vec<u32>) {
     // Host-cached: the CPU reads it at memory speed, where uncached or BAR memory is read a
     // word at a time.
-    let (ty, ranked) = rank_coherent(
+    let ranked = rank_coherent(
         memory,
         MemoryRequest {
             required: F::HOST_VISIBLE | F::HOST_COHERENT,
@@ -563,6 +590,8 @@ fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32
             not_preferred: F::DEVICE_LOCAL,
         },
     );
+    let ranked = without_window(memory, ranked, bar);
+    let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
     let why = if flags.contains(F::HOST_CACHED) {
@@ -578,28 +607,29 @@ fn choose_readback(memory: &MemoryProperties, reasons: &mut Vec<String>) -> (u32
 
 /// Ranks by `request`; when no usable type is HOST_COHERENT (the Vulkan spec guarantees one,
 /// so only odd tables), drops that requirement: the transfer layer then flushes or invalidates.
-fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> (u32, Vec<u32>) {
-    let mut ranked = request.rank(memory);
-    if ranked.is_empty() {
-        let relaxed = MemoryRequest {
-            required: F(request.required.0 & !F::HOST_COHERENT.0),
-            preferred: request.preferred | F::HOST_COHERENT,
-            ..request
-        };
-        ranked = relaxed.rank(memory);
+fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> Vec<u32> {
+    let ranked = request.rank(memory);
+    if !ranked.is_empty() {
+        return ranked;
     }
-    // plan_memory checked that a usable host-visible type exists.
-    (ranked.first().copied().unwrap_or(0), ranked)
+    let relaxed = MemoryRequest {
+        required: F(request.required.0 & !F::HOST_COHERENT.0),
+        preferred: request.preferred | F::HOST_COHERENT,
+        ..request
+    };
+    relaxed.rank(memory)
 }
 
-/// `candidates` without the types on a small BAR window, unless the first candidate is there
-/// (then nothing else fits and the list stays whole).
+/// `candidates` without the types on a small BAR window, unless nothing else is left.
+///
+/// A small window is no fallback for bulk memory: an arena or a staging pool that spills into
+/// 256 MiB of scarce CPU-visible VRAM only fails later. [`MemoryPlan::bar_type`] names it.
 fn without_window(memory: &MemoryProperties, candidates: Vec<u32>, bar: &Bar) -> Vec<u32> {
     let (BarClass::Small, Some(window)) = (bar.class, bar.heap) else {
         return candidates;
     };
     let on_window = |t: &u32| memory.types[*t as usize].heap == window;
-    if candidates.first().is_none_or(on_window) {
+    if candidates.iter().all(on_window) {
         return candidates;
     }
     candidates.into_iter().filter(|t| !on_window(t)).collect()
@@ -732,7 +762,108 @@ fn fmt_bytes(bytes: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::table::{MemoryHeap, MemoryType};
     use super::*;
+
+    fn device(heaps: &[(u64, HeapFlags)], types: &[(u32, F)]) -> DeviceDescription {
+        DeviceDescription {
+            name: "Test GPU".to_string(),
+            vendor_id: 0x1002,
+            device_kind: DeviceKind::Discrete,
+            memory: MemoryProperties {
+                heaps: heaps
+                    .iter()
+                    .map(|&(size, flags)| MemoryHeap { size, flags })
+                    .collect(),
+                types: types
+                    .iter()
+                    .map(|&(heap, flags)| MemoryType { heap, flags })
+                    .collect(),
+            },
+            heap_budgets: None,
+        }
+    }
+
+    fn error_of(device: &DeviceDescription) -> String {
+        plan_memory(device)
+            .expect_err("planning should fail")
+            .to_string()
+    }
+
+    const VRAM: (u64, HeapFlags) = (8 << 30, HeapFlags::DEVICE_LOCAL);
+    const HOST: (u64, HeapFlags) = (16 << 30, HeapFlags::empty());
+    const STAGING: (u32, F) = (1, F(F::HOST_VISIBLE.0 | F::HOST_COHERENT.0));
+
+    #[test]
+    fn a_table_without_types_is_refused() {
+        let message = error_of(&device(&[VRAM], &[]));
+        assert_eq!(
+            message,
+            "Test GPU: the memory table has no memory types, so nothing can be allocated"
+        );
+    }
+
+    #[test]
+    fn a_table_with_more_than_32_types_is_refused() {
+        let message = error_of(&device(&[VRAM, HOST], &[STAGING; 33]));
+        assert!(message.contains("has 33 memory types"), "{message}");
+        assert!(message.contains("at most 32"), "{message}");
+    }
+
+    #[test]
+    fn a_type_on_a_missing_heap_is_refused() {
+        let message = error_of(&device(&[VRAM, HOST], &[STAGING, (2, F::DEVICE_LOCAL)]));
+        assert_eq!(
+            message,
+            "Test GPU: memory type 1 is on heap 2, but the table has only 2 heap(s)"
+        );
+    }
+
+    #[test]
+    fn a_table_without_a_usable_host_visible_type_is_refused_and_says_what_was_skipped() {
+        let amd_only = F::HOST_VISIBLE | F::HOST_COHERENT | F::DEVICE_COHERENT_AMD;
+        let message = error_of(&device(
+            &[VRAM, HOST],
+            &[(0, F::DEVICE_LOCAL), (1, amd_only)],
+        ));
+        assert!(
+            message.starts_with("Test GPU: no usable HOST_VISIBLE memory type"),
+            "{message}"
+        );
+        assert!(message.contains("cannot be staged"), "{message}");
+        assert!(
+            message.contains("skipped type 1: DEVICE_COHERENT_AMD"),
+            "{message}"
+        );
+
+        let message = error_of(&device(&[VRAM], &[(0, F::DEVICE_LOCAL)]));
+        assert!(message.ends_with("cannot be staged"), "{message}");
+    }
+
+    #[test]
+    fn a_table_without_device_local_memory_puts_the_arena_in_host_memory() {
+        let plan = plan_memory(&device(&[(0, HeapFlags::DEVICE_LOCAL), HOST], &[STAGING])).unwrap();
+        assert_eq!(
+            (plan.arena_type, plan.arena_heap, plan.bar),
+            (0, 1, BarClass::None)
+        );
+        assert!(plan.arena_host_visible);
+        assert!(plan
+            .reasons
+            .iter()
+            .any(|r| r.contains("no usable device-local type")));
+    }
+
+    #[test]
+    fn a_non_coherent_table_still_plans_and_says_staging_needs_flushes() {
+        let plan = plan_memory(&device(
+            &[VRAM, HOST],
+            &[(0, F::DEVICE_LOCAL), (1, F::HOST_VISIBLE | F::HOST_CACHED)],
+        ))
+        .unwrap();
+        assert_eq!((plan.upload_type, plan.readback_type), (1, 1));
+        assert!(!plan.upload_coherent && !plan.readback_coherent);
+    }
 
     #[test]
     fn index_lists_collapse_runs() {

@@ -141,3 +141,85 @@ impl MemoryRequest {
         ranked.into_iter().map(|(_, i)| i).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::table::{HeapFlags, MemoryHeap, MemoryType};
+    use super::*;
+
+    fn table(types: &[(u32, F)]) -> MemoryProperties {
+        MemoryProperties {
+            heaps: vec![
+                MemoryHeap {
+                    size: 8 << 30,
+                    flags: HeapFlags::DEVICE_LOCAL,
+                },
+                MemoryHeap {
+                    size: 16 << 30,
+                    flags: HeapFlags::empty(),
+                },
+                MemoryHeap {
+                    size: 0,
+                    flags: HeapFlags::empty(),
+                },
+            ],
+            types: types
+                .iter()
+                .map(|&(heap, flags)| MemoryType { heap, flags })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn amd_protected_lazy_unknown_and_empty_heap_types_are_unusable() {
+        let memory = table(&[
+            (0, F::DEVICE_LOCAL),
+            (0, F::DEVICE_LOCAL | F::DEVICE_COHERENT_AMD),
+            (0, F::DEVICE_LOCAL | F::DEVICE_UNCACHED_AMD),
+            (0, F::DEVICE_LOCAL | F::PROTECTED),
+            (0, F::DEVICE_LOCAL | F::LAZILY_ALLOCATED),
+            (0, F::DEVICE_LOCAL | F(0x100)),
+            (2, F::HOST_VISIBLE | F::HOST_COHERENT),
+            (1, F::empty()),
+        ]);
+        assert_eq!(usable_type_mask(&memory), 0b1000_0001);
+        let causes: Vec<_> = (0..8).map(|i| skip_reason(&memory, i)).collect();
+        assert_eq!(
+            causes,
+            [
+                None,
+                Some(Skip::AmdCoherent),
+                Some(Skip::AmdCoherent),
+                Some(Skip::Protected),
+                Some(Skip::Lazy),
+                Some(Skip::UnknownFlags),
+                Some(Skip::EmptyHeap),
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn ranking_counts_missing_preferred_and_present_unwanted_flags_and_ties_go_to_the_lowest_index()
+    {
+        let memory = table(&[
+            (1, F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED),
+            (0, F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT),
+            (1, F::HOST_VISIBLE | F::HOST_COHERENT),
+            (1, F::HOST_VISIBLE | F::HOST_COHERENT),
+            (0, F::DEVICE_LOCAL),
+        ]);
+        let upload = MemoryRequest {
+            required: F::HOST_VISIBLE | F::HOST_COHERENT,
+            preferred: F::empty(),
+            not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
+        };
+        assert_eq!(upload.rank(&memory), [2, 3, 0, 1]);
+        let readback = MemoryRequest {
+            required: F::HOST_VISIBLE,
+            preferred: F::HOST_CACHED,
+            not_preferred: F::DEVICE_LOCAL,
+        };
+        assert_eq!(readback.rank(&memory), [0, 2, 3, 1]);
+    }
+}

@@ -360,3 +360,105 @@ impl DeviceDescription {
         Vendor::from_id(self.vendor_id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_names_read_with_or_without_vulkan_prefixes() {
+        for name in [
+            "HOST_VISIBLE",
+            "host_visible",
+            "MEMORY_PROPERTY_HOST_VISIBLE_BIT",
+            "VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT",
+            "0x2",
+        ] {
+            assert_eq!(
+                MemoryTypeFlags::from_name(name),
+                Some(MemoryTypeFlags::HOST_VISIBLE),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            HeapFlags::from_name("VK_MEMORY_HEAP_MULTI_INSTANCE_BIT"),
+            Some(HeapFlags::MULTI_INSTANCE)
+        );
+        assert_eq!(MemoryTypeFlags::from_name("MULTI_INSTANCE"), None);
+    }
+
+    #[test]
+    fn names_round_trip_including_unnamed_bits() {
+        let flags = MemoryTypeFlags::DEVICE_LOCAL
+            | MemoryTypeFlags::DEVICE_UNCACHED_AMD
+            | MemoryTypeFlags(0x300);
+        assert_eq!(
+            flags.names(),
+            ["DEVICE_LOCAL", "DEVICE_UNCACHED_AMD", "0x300"]
+        );
+        assert_eq!(MemoryTypeFlags::from_names(&flags.names()), Ok(flags));
+        assert_eq!(MemoryTypeFlags::empty().to_string(), "(none)");
+        assert_eq!(
+            MemoryTypeFlags::from_names(&["HOST_CACHED", "NOPE", "0xZZ"]),
+            Err(vec!["NOPE".to_string(), "0xZZ".to_string()])
+        );
+    }
+
+    #[test]
+    fn flags_serialize_as_name_lists() {
+        let ty = MemoryType {
+            heap: 1,
+            flags: MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT,
+        };
+        let text = serde_json::to_string(&ty).unwrap();
+        assert_eq!(
+            text,
+            r#"{"heap":1,"flags":["HOST_VISIBLE","HOST_COHERENT"]}"#
+        );
+        assert_eq!(serde_json::from_str::<MemoryType>(&text).unwrap(), ty);
+        let bad = serde_json::from_str::<MemoryType>(r#"{"heap":1,"flags":["HOST_VISIBEL"]}"#);
+        assert!(bad.unwrap_err().to_string().contains("HOST_VISIBEL"));
+    }
+
+    #[test]
+    fn vendor_ids_map_both_ways() {
+        for vendor in [
+            Vendor::Amd,
+            Vendor::Nvidia,
+            Vendor::Intel,
+            Vendor::Apple,
+            Vendor::Mesa,
+            Vendor::Other(0x13b5),
+        ] {
+            assert_eq!(Vendor::from_id(vendor.id()), vendor);
+        }
+        assert_eq!(Vendor::from_id(0x1002), Vendor::Amd);
+        assert_eq!(Vendor::Other(0x5143).to_string(), "vendor 0x5143");
+    }
+
+    #[test]
+    fn device_kinds_read_in_schema_and_vulkan_spelling() {
+        assert_eq!(
+            DeviceKind::from_name("discrete"),
+            Some(DeviceKind::Discrete)
+        );
+        assert_eq!(
+            DeviceKind::from_name("INTEGRATED_GPU"),
+            Some(DeviceKind::Integrated)
+        );
+        assert_eq!(
+            DeviceKind::from_name("VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU"),
+            Some(DeviceKind::Virtual)
+        );
+        assert_eq!(DeviceKind::from_name("gpu"), None);
+        for kind in [
+            DeviceKind::Discrete,
+            DeviceKind::Integrated,
+            DeviceKind::Cpu,
+            DeviceKind::Virtual,
+            DeviceKind::Other,
+        ] {
+            assert_eq!(DeviceKind::from_name(kind.name()), Some(kind));
+        }
+    }
+}

@@ -3,7 +3,7 @@
 
 use crate::arena::AllocationId;
 use crate::array::MAX_RANK;
-use crate::context::ContextInner;
+use crate::context::{ContextInner, MemoryState};
 
 /// The element type, shape and birth time of one live array. Fixed-size, so recording it
 /// allocates nothing beyond the table's own growth.
@@ -20,8 +20,8 @@ pub(crate) struct ArrayInfo {
 
 impl ArrayInfo {
     /// The info of a new `T` array of `shape` (rank at most [`MAX_RANK`]; longer shapes are
-    /// cut, which cannot happen for shapes that passed `check_shape`).
-    pub fn new<T>(shape: &[usize], born_ns: Option<u64>) -> ArrayInfo {
+    /// cut, which cannot happen for shapes that passed `check_shape`), not dated yet.
+    pub fn new<T>(shape: &[usize]) -> ArrayInfo {
         let rank = shape.len().min(MAX_RANK);
         let mut dims = [0; MAX_RANK];
         dims[..rank].copy_from_slice(&shape[..rank]);
@@ -29,7 +29,7 @@ impl ArrayInfo {
             dtype: std::any::type_name::<T>(),
             rank: rank as u8,
             dims,
-            born_ns,
+            born_ns: None,
         }
     }
 
@@ -76,11 +76,16 @@ impl ArrayRegistry {
 }
 
 impl ContextInner {
-    /// The info of a new `T` array of `shape`, born now on the timeline's clock (the arena
-    /// event of its allocation has just read it) when the timeline is on.
-    pub(crate) fn array_info<T>(&self, shape: &[usize]) -> ArrayInfo {
-        let born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
-        ArrayInfo::new::<T>(shape, born_ns)
+    /// Records a new array under the arena's lock, dated on the timeline's clock when it is on
+    /// (the arena event of its allocation has just read it).
+    pub(crate) fn register_array(
+        &self,
+        memory: &mut MemoryState,
+        id: AllocationId,
+        mut info: ArrayInfo,
+    ) {
+        info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
+        memory.arrays.insert(id, info);
     }
 }
 
@@ -90,10 +95,10 @@ mod tests {
 
     #[test]
     fn info_keeps_the_element_type_and_shape() {
-        let info = ArrayInfo::new::<f32>(&[2, 3, 4], None);
+        let info = ArrayInfo::new::<f32>(&[2, 3, 4]);
         assert_eq!(info.dtype, "f32");
         assert_eq!(info.shape(), &[2, 3, 4]);
-        assert!(ArrayInfo::new::<u8>(&[], None).shape().is_empty());
+        assert!(ArrayInfo::new::<u8>(&[]).shape().is_empty());
     }
 
     #[test]
@@ -101,8 +106,8 @@ mod tests {
         let mut registry = ArrayRegistry::default();
         let old = AllocationId::new(5, 1);
         let new = AllocationId::new(5, 2);
-        registry.insert(old, ArrayInfo::new::<u8>(&[1], None));
-        registry.insert(new, ArrayInfo::new::<f32>(&[2], None));
+        registry.insert(old, ArrayInfo::new::<u8>(&[1]));
+        registry.insert(new, ArrayInfo::new::<f32>(&[2]));
         assert!(registry.get(old).is_none());
         registry.remove(old);
         assert_eq!(registry.get(new).unwrap().dtype, "f32");

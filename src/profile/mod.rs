@@ -30,7 +30,7 @@ mod snapshot;
 mod stats;
 mod timeline;
 
-pub(crate) use array_info::ArrayRegistry;
+pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
 pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};

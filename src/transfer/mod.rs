@@ -137,7 +137,11 @@ impl Context {
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         self.inner
             .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
-        let mut outputs: Vec<Vec<T>> = arrays.iter().map(|a| vec![T::zeroed(); a.len()]).collect();
+        // calloc-backed: large outputs are not written twice (the copy threads fault the pages in).
+        let mut outputs: Vec<Vec<T>> = arrays
+            .iter()
+            .map(|a| bytemuck::zeroed_vec(a.len()))
+            .collect();
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
@@ -205,16 +209,29 @@ impl ContextInner {
         if self.lock_memory().regions.is_vulkan() {
             return staging::upload(self, items);
         }
-        for item in items.iter().filter(|i| !i.data.is_empty()) {
-            let padded = item.data.len().next_multiple_of(COPY_ALIGNMENT as usize);
-            if padded == item.data.len() {
-                self.queue.write_buffer(item.buffer, item.offset, item.data);
-            } else {
-                let mut data = item.data.to_vec();
-                data.resize(padded, 0);
-                self.queue.write_buffer(item.buffer, item.offset, &data);
+        // Arrays that are neighbours in the arena go out as one write (one wgpu staging copy).
+        let mut run: Vec<u8> = Vec::new();
+        let mut run_start: Option<(&wgpu::Buffer, u64)> = None;
+        let flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
+            if let Some((buffer, offset)) = start {
+                run.resize(run.len().next_multiple_of(COPY_ALIGNMENT as usize), 0);
+                self.queue.write_buffer(buffer, offset, run);
             }
+            run.clear();
+        };
+        for item in items.iter().filter(|i| !i.data.is_empty()) {
+            let continues = run_start.is_some_and(|(buffer, offset)| {
+                buffer == item.buffer && offset + run.len() as u64 == item.offset
+            });
+            if !continues {
+                flush(&mut run, run_start.take());
+                run_start = Some((item.buffer, item.offset));
+            }
+            run.extend_from_slice(item.data);
+            // Pad to the array's span so the next neighbour lands at its own offset.
+            run.resize(run.len() + (item.span as usize - item.data.len()), 0);
         }
+        flush(&mut run, run_start);
         Ok(self.submit([]))
     }
 

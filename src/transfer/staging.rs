@@ -227,7 +227,7 @@ struct Copy<'a> {
 
 fn push_copy<'a>(copies: &mut Vec<Copy<'a>>, next: Copy<'a>) {
     if let Some(last) = copies.last_mut() {
-        if std::ptr::eq(last.buffer, next.buffer)
+        if last.buffer == next.buffer
             && last.offset + last.len == next.offset
             && last.staging_offset + last.len == next.staging_offset
         {
@@ -254,16 +254,64 @@ fn next_piece(data_len: u64, span: u64, done: u64, room: u64) -> Option<(u64, u6
     Some((data, copy, copy))
 }
 
+/// Bytes to place in a staging buffer: `src` at `offset`, zero-padded to a whole word.
+struct Fill<'a> {
+    offset: u64,
+    src: &'a [u8],
+}
+
+/// Writes every fill into the mapped staging buffer, spreading big batches over threads
+/// (each thread takes a run of fills of about equal bytes; a huge fill is split itself).
+fn fill_staging(mapped: MappedPtr, fills: &[Fill<'_>]) {
+    let write = |fill: &Fill<'_>| {
+        let dst = mapped.at(fill.offset);
+        let pad = fill.src.len().next_multiple_of(COPY_ALIGNMENT as usize) - fill.src.len();
+        // SAFETY: every fill lies inside the staging buffer (planned against its size), fills
+        // do not overlap each other, no GPU work uses the buffer (acquired after its last use),
+        // and host slices do not alias mapped memory.
+        unsafe {
+            parallel_copy_to(dst, fill.src);
+            // Zero the word padding so no stale staging bytes land in the array's tail word.
+            std::ptr::write_bytes(dst.add(fill.src.len()), 0, pad);
+        }
+    };
+    let total: usize = fills.iter().map(|f| f.src.len()).sum();
+    let threads = copy_threads(total);
+    if threads <= 1 || fills.len() < 2 {
+        fills.iter().for_each(write);
+        return;
+    }
+    let share = total.div_ceil(threads);
+    std::thread::scope(|scope| {
+        let mut rest = fills;
+        while !rest.is_empty() {
+            let mut bytes = 0;
+            let take = rest
+                .iter()
+                .position(|f| {
+                    bytes += f.src.len();
+                    bytes >= share
+                })
+                .map_or(rest.len(), |i| i + 1);
+            let (group, tail) = rest.split_at(take);
+            rest = tail;
+            scope.spawn(move || group.iter().for_each(write));
+        }
+    });
+}
+
 /// Uploads every item through the staging pool: one command buffer and one submission per
 /// staging buffer filled (one in all for batches that fit). Returns the last submission.
 pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
     let pool = &ctx.staging;
     let mut last = SubmissionId(0);
-    let mut current: Option<(StagingBuffer, u64, Vec<Copy<'_>>)> = None;
-    let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Copy<'_>>)>,
+    // The staging buffer being planned: its fills and the copies out of it.
+    let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)> = None;
+    let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)>,
                  last: &mut SubmissionId| {
-        if let Some((mut staging, _, copies)) = current.take() {
+        if let Some((mut staging, _, fills, copies)) = current.take() {
             if !copies.is_empty() {
+                fill_staging(staging.mapped, &fills);
                 let mut encoder = ctx.device.create_command_encoder(&Default::default());
                 for c in &copies {
                     encoder.copy_buffer_to_buffer(
@@ -285,31 +333,26 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
         let mut done = 0;
         while done < data_len {
             let piece = match current.as_ref() {
-                Some((staging, cursor, _)) => {
+                Some((staging, cursor, _, _)) => {
                     next_piece(data_len, item.span, done, staging.size - cursor)
                 }
                 None => None,
             };
             let Some((data, copy, taken)) = piece else {
                 flush(&mut current, &mut last);
-                current = Some((pool.acquire(ctx, StagingKind::Upload)?, 0, Vec::new()));
+                current = Some((
+                    pool.acquire(ctx, StagingKind::Upload)?,
+                    0,
+                    Vec::new(),
+                    Vec::new(),
+                ));
                 continue;
             };
-            let (staging, cursor, copies) = current.as_mut().expect("acquired above");
-            let dst = staging.mapped.at(*cursor);
-            let src = &item.data[done as usize..(done + data) as usize];
-            // SAFETY: [cursor, cursor + copy) lies inside the staging buffer (next_piece keeps
-            // within `room`), no GPU work uses this buffer (acquired after its last use), and
-            // the host slice does not alias mapped memory.
-            unsafe {
-                parallel_copy_to(dst, src);
-                // Zero the word padding so no stale staging bytes land in the array's tail word.
-                std::ptr::write_bytes(
-                    dst.add(data as usize),
-                    0,
-                    (data.next_multiple_of(COPY_ALIGNMENT) - data) as usize,
-                );
-            }
+            let (_, cursor, fills, copies) = current.as_mut().expect("acquired above");
+            fills.push(Fill {
+                offset: *cursor,
+                src: &item.data[done as usize..(done + data) as usize],
+            });
             push_copy(
                 copies,
                 Copy {

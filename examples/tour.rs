@@ -1,0 +1,153 @@
+//! The main demo: what gpu-arena does with this machine's GPU, step by step.
+//!
+//! ```text
+//! cargo run --release --example tour
+//! ```
+//! Shows the adapter, the memory plan and why, JAX-style preallocation at the first
+//! allocation, XLA's memory statistics, explicit and batched transfers, and the transfer guard.
+//! `GPU_ARENA_*` variables (and JAX's `XLA_PYTHON_CLIENT_*`) apply.
+
+use gpu_arena::{ArenaConfig, Context, TransferGuard, TransferGuardLevel};
+use std::time::Instant;
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn main() -> anyhow::Result<()> {
+    let config = ArenaConfig::from_env()?;
+    let t = Instant::now();
+    let ctx = match Context::new(config.clone()) {
+        Ok(ctx) => ctx,
+        Err(e) => {
+            eprintln!("gpu-arena could not open a GPU: {e}");
+            std::process::exit(1);
+        }
+    };
+    let info = ctx.adapter_info();
+    println!("== adapter");
+    println!(
+        "{} ({:?}, {:?}, driver {} {}) opened in {:.1} ms",
+        info.name,
+        info.backend,
+        info.device_type,
+        info.driver,
+        info.driver_info,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+
+    println!(
+        "\n== memory plan (memory from {})",
+        if ctx.is_vulkan() {
+            "gpu-allocator on wgpu's VkDevice"
+        } else {
+            "plain wgpu buffers"
+        }
+    );
+    let plan = ctx.memory_plan();
+    let table = ctx.device_description();
+    for (i, heap) in table.memory.heaps.iter().enumerate() {
+        println!("  heap {i}: {:>10}  {}", gib(heap.size), heap.flags);
+    }
+    for (i, ty) in table.memory.types.iter().enumerate() {
+        println!("  type {i}: heap {}  {}", ty.heap, ty.flags);
+    }
+    println!(
+        "  uma={} bar={:?} arena type {} (heap {}), upload type {}, readback type {}",
+        plan.uma, plan.bar, plan.arena_type, plan.arena_heap, plan.upload_type, plan.readback_type
+    );
+    for reason in &plan.reasons {
+        println!("  - {reason}");
+    }
+
+    println!("\n== preallocation (like JAX: at the first allocation)");
+    println!(
+        "  config: preallocate={} fraction={} allocator={:?}; largest array {}",
+        config.preallocate,
+        config.mem_fraction,
+        config.allocator,
+        gib(ctx.max_array_bytes())
+    );
+    let before = ctx.memory_stats();
+    println!(
+        "  before: pool_bytes={:?} regions={}",
+        before.pool_bytes, before.num_regions
+    );
+    let t = Instant::now();
+    let x = ctx.device_put(&(0..1024).map(|i| i as f32).collect::<Vec<_>>(), &[32, 32])?;
+    let first = t.elapsed();
+    let after = ctx.memory_stats();
+    println!(
+        "  first allocation took {:.2} ms (reservation {:.2} ms): pool_bytes={} ({}) in {} regions, bytes_limit={:?}",
+        first.as_secs_f64() * 1e3,
+        ctx.reserve_duration().unwrap_or_default().as_secs_f64() * 1e3,
+        after.pool_bytes.unwrap_or(0),
+        gib(after.pool_bytes.unwrap_or(0)),
+        after.num_regions,
+        after.bytes_limit
+    );
+
+    println!("\n== transfers");
+    let back = ctx.device_get(&x)?;
+    println!(
+        "  device_put/device_get of {:?} f32: round trip ok = {}",
+        x.shape(),
+        back[1023] == 1023.0
+    );
+    let small: Vec<Vec<u32>> = (0..10_000u32).map(|i| vec![i; 1024]).collect();
+    let t = Instant::now();
+    let mut batch = ctx.upload_batch();
+    let pending: Vec<_> = small
+        .iter()
+        .map(|v| batch.put(v, &[v.len()]))
+        .collect::<Result<_, _>>()?;
+    let mut done = batch.finish()?;
+    let arrays: Vec<_> = pending
+        .into_iter()
+        .map(|p| done.take(p))
+        .collect::<Result<_, _>>()?;
+    ctx.synchronize()?;
+    println!(
+        "  batch of {} arrays of 4 KiB: {:.2} µs/array",
+        arrays.len(),
+        t.elapsed().as_secs_f64() * 1e6 / arrays.len() as f64
+    );
+    let refs: Vec<_> = arrays.iter().collect();
+    let t = Instant::now();
+    let all = ctx.device_get_many(&refs)?;
+    println!(
+        "  device_get_many of the same: {:.2} µs/array, intact = {}",
+        t.elapsed().as_secs_f64() * 1e6 / all.len() as f64,
+        all.iter().zip(&small).all(|(a, b)| a == b)
+    );
+    println!(
+        "  transfer stats: {}",
+        serde_json::to_string(&ctx.transfer_stats())?
+    );
+
+    println!("\n== transfer guard (as jax.transfer_guard)");
+    {
+        let _guard = TransferGuard::scoped(TransferGuardLevel::Disallow);
+        match x.to_vec() {
+            Ok(_) => println!("  implicit transfer passed?!"),
+            Err(e) => println!("  implicit x.to_vec() under disallow: {e}"),
+        }
+        println!(
+            "  explicit device_get under disallow: {} values",
+            ctx.device_get(&x)?.len()
+        );
+    }
+
+    println!("\n== memory stats (XLA's keys)");
+    let stats = ctx.memory_stats();
+    println!("{}", serde_json::to_string_pretty(&stats)?);
+    drop(arrays);
+    drop(x);
+    ctx.synchronize()?;
+    println!(
+        "\nafter dropping everything: bytes_in_use={} (memory stays reserved: pool_bytes={:?})",
+        ctx.memory_stats().bytes_in_use,
+        ctx.memory_stats().pool_bytes
+    );
+    Ok(())
+}

@@ -1,0 +1,98 @@
+// Copies a box of whole units from `src` to `dst`: rows of `row_len` units, repeated along up to
+// eight outer dimensions. The host prepends `alias Unit = vec4<u32>;` (every offset, stride and
+// row length a multiple of 16 bytes) or `alias Unit = u32;` (multiples of 4): one kernel, two
+// pipelines. Units are whole words, so no two invocations ever write the same word.
+//
+// Each invocation moves PER_INVOCATION units, a workgroup apart so that the workgroup's accesses
+// stay contiguous, with all loads issued before the stores (several loads in flight per
+// invocation is what a copy needs to reach the bandwidth of the memory). Workgroups are numbered
+// linearly over a 1-D, 2-D or 3-D grid (past 65535 workgroups per dimension) from `first_item`,
+// so the host can also split a copy into several dispatches; there is no loop, which is what
+// software rasterisers (lavapipe) run fastest.
+//
+// Both bindings are read_write even though `src` is only read: arrays share region buffers and
+// wgpu tracks usage per buffer, so a read-only binding beside a read_write binding of the same
+// buffer would be a usage conflict.
+
+struct Params {
+    // Outer dimension counts, innermost first (unused: 1), four per vector.
+    counts: array<vec4<u32>, 2>,
+    src_strides: array<vec4<u32>, 2>,
+    dst_strides: array<vec4<u32>, 2>,
+    src_base: u32,
+    dst_base: u32,
+    row_len: u32,
+    row_items: u32,
+    items: u32,
+    outer_rank: u32,
+    // Unused here (the byte kernel's dense rows).
+    dense_rank: u32,
+    // The first item of this dispatch.
+    first_item: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> src: array<Unit>;
+@group(0) @binding(2) var<storage, read_write> dst: array<Unit>;
+
+const WORKGROUP: u32 = 256u;
+// The fast path below is written out for four.
+const PER_INVOCATION: u32 = 4u;
+
+// Source and destination unit of the first unit of row `row`.
+fn row_start(row: u32) -> vec2<u32> {
+    var rest = row;
+    var at = vec2<u32>(p.src_base, p.dst_base);
+    for (var k = 0u; k < p.outer_rank; k++) {
+        let count = p.counts[k / 4u][k % 4u];
+        let index = rest % count;
+        rest = rest / count;
+        at += index * vec2<u32>(p.src_strides[k / 4u][k % 4u], p.dst_strides[k / 4u][k % 4u]);
+    }
+    return at;
+}
+
+// True for the pipeline of boxes that are one contiguous row (after merging dimensions): the
+// compiler then drops the row arithmetic altogether.
+override CONTIGUOUS: bool = false;
+
+fn unit_at(item: u32) -> vec2<u32> {
+    if (CONTIGUOUS) {
+        return vec2<u32>(p.src_base, p.dst_base) + item;
+    }
+    let row = item / p.row_len;
+    return row_start(row) + (item - row * p.row_len);
+}
+
+@compute @workgroup_size(WORKGROUP)
+fn main(
+    @builtin(workgroup_id) group: vec3<u32>,
+    @builtin(num_workgroups) groups: vec3<u32>,
+    @builtin(local_invocation_index) lane: u32,
+) {
+    let linear = group.x + groups.x * (group.y + groups.y * group.z);
+    let base = p.first_item + linear * WORKGROUP * PER_INVOCATION + lane;
+    if (base + (PER_INVOCATION - 1u) * WORKGROUP < p.items) {
+        // Every item of this invocation is in range: all loads, then all stores.
+        let at0 = unit_at(base);
+        let at1 = unit_at(base + WORKGROUP);
+        let at2 = unit_at(base + 2u * WORKGROUP);
+        let at3 = unit_at(base + 3u * WORKGROUP);
+        let v0 = src[at0.x];
+        let v1 = src[at1.x];
+        let v2 = src[at2.x];
+        let v3 = src[at3.x];
+        dst[at0.y] = v0;
+        dst[at1.y] = v1;
+        dst[at2.y] = v2;
+        dst[at3.y] = v3;
+    } else {
+        for (var k = 0u; k < PER_INVOCATION; k++) {
+            let item = base + k * WORKGROUP;
+            if (item < p.items) {
+                let at = unit_at(item);
+                dst[at.y] = src[at.x];
+            }
+        }
+    }
+}

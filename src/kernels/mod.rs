@@ -1,0 +1,78 @@
+//! Kernels over arena arrays: `dynamic_update_slice` (in place when donated),
+//! `dynamic_update_slice_copy`, `dynamic_slice`, `fill` and `copy`, and the cache of their
+//! compiled pipelines.
+//!
+//! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
+//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
+//! - `pipelines`: shader modules and pipelines compiled once per context, the driver cache on
+//!   disk (`GPU_ARENA_CACHE_DIR`).
+//! - `launch`: parameters, bind groups, grids, the submission.
+//! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
+//! - one file per op.
+//!
+//! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate.
+#![deny(unsafe_code)]
+
+mod copy;
+mod fill;
+mod geometry;
+mod host;
+mod launch;
+mod pipelines;
+mod slice;
+mod slicing;
+mod update_slice;
+
+pub use pipelines::{KernelCacheStats, CACHE_DIR_ENV};
+
+pub(crate) use pipelines::KernelCache;
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+
+/// The smallest binding [`Context::limit_kernel_resources`] accepts: a piece of 256 bytes plus
+/// the slack of rounding its binding out to the 256-byte offset alignment and to 16 bytes.
+const MIN_TEST_BINDING_BYTES: u64 = 1024;
+
+impl Context {
+    /// How this context's kernels were compiled: pipelines compiled, cache hits, compile times,
+    /// the driver pipeline-cache file (`GPU_ARENA_CACHE_DIR`).
+    pub fn kernel_cache_stats(&self) -> KernelCacheStats {
+        self.inner.kernels.lock().stats()
+    }
+
+    /// Makes kernels act as if bindings held at most `max_binding_bytes` and grids had at most
+    /// `max_workgroups_per_dimension` workgroups per dimension, so that tests on small arrays
+    /// take the paths that large arrays take on a real GPU (chunked bindings, 2-D/3-D grids and
+    /// dispatches split past the grid's size). Not for production use.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a binding under 1024 bytes or zero workgroups.
+    #[doc(hidden)]
+    pub fn limit_kernel_resources(
+        &self,
+        max_binding_bytes: u64,
+        max_workgroups_per_dimension: u32,
+    ) -> Result<()> {
+        if max_binding_bytes < MIN_TEST_BINDING_BYTES || max_workgroups_per_dimension == 0 {
+            return Err(Error::InvalidArgument {
+                operation: "limit_kernel_resources",
+                reason: format!(
+                    "bindings of at least {MIN_TEST_BINDING_BYTES} bytes and one workgroup are needed"
+                ),
+            });
+        }
+        self.inner.kernels.lock().limits_override = Some((
+            max_binding_bytes.min(self.inner.limits.max_storage_buffer_binding_size),
+            max_workgroups_per_dimension
+                .min(self.inner.limits.max_compute_workgroups_per_dimension),
+        ));
+        Ok(())
+    }
+
+    /// Runs the WGSL kernels even on CPU adapters, where ops otherwise copy on the host
+    /// (faster there), so that tests on lavapipe exercise the kernels. Not for production use.
+    #[doc(hidden)]
+    pub fn force_device_kernels(&self, force: bool) {
+        self.inner.kernels.lock().force_device_kernels = force;
+    }
+}

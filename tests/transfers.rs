@@ -1,0 +1,330 @@
+//! Host<->device transfers on both paths: zero-copy (lavapipe is UMA) and the staging path
+//! that discrete GPUs take (forced with `zero_copy: false`).
+
+mod common;
+
+use common::{assert_no_validation_errors, context_with, test_config, Rng};
+use gpu_arena::{
+    ArenaConfig, Context, Error, TransferDirection, TransferGuard, TransferGuardLevel,
+    TransferGuardLevels,
+};
+
+/// Both transfer paths, the second with a small staging pool so chunking is exercised.
+fn both_paths() -> Vec<(&'static str, Context)> {
+    vec![
+        ("zero-copy", context_with(test_config())),
+        (
+            "staging",
+            context_with(ArenaConfig {
+                zero_copy: false,
+                staging_bytes: 1 << 20,
+                ..test_config()
+            }),
+        ),
+    ]
+}
+
+fn round_trip<T: bytemuck::Pod + PartialEq + std::fmt::Debug>(ctx: &Context, data: &[T]) {
+    let a = ctx.device_put(data, &[data.len()]).unwrap();
+    assert_eq!(a.len(), data.len());
+    let back = ctx.device_get(&a).unwrap();
+    assert!(
+        back == data,
+        "round trip of {} x {}",
+        data.len(),
+        std::any::type_name::<T>()
+    );
+}
+
+#[test]
+fn every_element_size_round_trips_at_odd_and_zero_lengths() {
+    for (_, ctx) in both_paths() {
+        let mut rng = Rng(7);
+        for len in [0usize, 1, 3, 5, 255, 257, 1023, 4099] {
+            let bytes = rng.bytes(len * 8);
+            round_trip::<u8>(&ctx, &bytes[..len]);
+            let halves: Vec<u16> = (0..len).map(|i| i as u16 ^ 0xA5A5).collect();
+            round_trip::<u16>(&ctx, &halves);
+            let words: Vec<f32> = (0..len).map(|i| i as f32 * 0.5 - 3.0).collect();
+            round_trip::<f32>(&ctx, &words);
+            let longs: Vec<u64> = (0..len).map(|_| rng.next_u64()).collect();
+            round_trip::<u64>(&ctx, &longs);
+        }
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn arrays_larger_than_the_staging_pool_go_through_in_pieces() {
+    for (path, ctx) in both_paths() {
+        let mut rng = Rng(11);
+        let data = rng.bytes((5 << 20) + 3); // 5 MiB + 3 bytes through a 1 MiB pool
+        let a = ctx.device_put(&data, &[data.len()]).unwrap();
+        assert!(ctx.device_get(&a).unwrap() == data, "{path}");
+        let (up, down) = ctx.staging_buffers_created();
+        assert!(
+            up <= 3 && down <= 3,
+            "{path}: the pool stays bounded ({up}, {down})"
+        );
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_batch_of_100000_small_uploads_arrives_intact() {
+    for (path, ctx) in both_paths() {
+        let n = 100_000usize;
+        let data: Vec<[u32; 4]> = (0..n as u32)
+            .map(|i| [i, !i, i.wrapping_mul(2_654_435_761), 7])
+            .collect();
+        let mut batch = ctx.upload_batch();
+        let pending: Vec<_> = data
+            .iter()
+            .map(|d| batch.put(&d[..], &[4]).unwrap())
+            .collect();
+        assert_eq!(batch.len(), n);
+        let mut done = batch.finish().unwrap();
+        let arrays: Vec<_> = pending.into_iter().map(|p| done.take(p).unwrap()).collect();
+        let refs: Vec<_> = arrays.iter().collect();
+        let back = ctx.device_get_many(&refs).unwrap();
+        let bad = back
+            .iter()
+            .zip(&data)
+            .filter(|(b, d)| b[..] != d[..])
+            .count();
+        assert_eq!(
+            bad, 0,
+            "{path}: {bad} of {n} arrays corrupted (the first ones are the usual victims)"
+        );
+        let stats = ctx.transfer_stats();
+        assert_eq!(stats.host_to_device.explicit.count, n as u64);
+        assert_eq!(stats.host_to_device.explicit.bytes, (n * 16) as u64);
+        assert_eq!(stats.device_to_host.explicit.count, n as u64);
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn batches_of_mixed_types_and_sizes_round_trip() {
+    for (path, ctx) in both_paths() {
+        let mut rng = Rng(3);
+        let sizes: Vec<usize> = (0..3000).map(|_| rng.below(3000) as usize).collect();
+        let floats: Vec<Vec<f32>> = sizes
+            .iter()
+            .map(|&s| (0..s).map(|i| i as f32).collect())
+            .collect();
+        let bytes: Vec<Vec<u8>> = sizes.iter().map(|&s| rng.bytes(s % 37)).collect();
+        let mut batch = ctx.upload_batch();
+        let pf: Vec<_> = floats
+            .iter()
+            .map(|f| batch.put(f, &[f.len()]).unwrap())
+            .collect();
+        let pb: Vec<_> = bytes
+            .iter()
+            .map(|b| batch.put(b, &[b.len()]).unwrap())
+            .collect();
+        let mut done = batch.finish().unwrap();
+        let af: Vec<_> = pf.into_iter().map(|p| done.take(p).unwrap()).collect();
+        let ab: Vec<_> = pb.into_iter().map(|p| done.take(p).unwrap()).collect();
+        assert_eq!(done.remaining(), 0);
+        for (a, f) in af.iter().zip(&floats) {
+            assert!(ctx.device_get(a).unwrap() == *f, "{path}");
+        }
+        let refs: Vec<_> = ab.iter().collect();
+        assert!(ctx.device_get_many(&refs).unwrap() == bytes, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn pending_arrays_are_only_redeemed_from_their_own_finished_batch() {
+    let ctx = context_with(test_config());
+    let mut first = ctx.upload_batch();
+    let x = first.put(&[1u32, 2, 3][..], &[3]).unwrap();
+    let mut second = ctx.upload_batch();
+    let y = second.put(&[4u32][..], &[1]).unwrap();
+    let mut done_second = second.finish().unwrap();
+    let msg = done_second.take(x).unwrap_err().to_string();
+    assert!(msg.contains("another upload batch"), "{msg}");
+    assert_eq!(
+        ctx.device_get(&done_second.take(y).unwrap()).unwrap(),
+        vec![4]
+    );
+    // The first batch was never finished: its memory goes back when it is dropped.
+    drop(first);
+    drop(done_second);
+    assert_eq!(ctx.memory_stats().bytes_in_use, 0);
+}
+
+#[test]
+fn disallow_refuses_implicit_transfers_and_moves_nothing() {
+    for (path, ctx) in both_paths() {
+        let a = ctx.device_put(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+        let before_stats = ctx.transfer_stats();
+        let before_mem = ctx.memory_stats();
+        {
+            let _guard = TransferGuard::scoped(TransferGuardLevel::Disallow);
+            let err = a.to_vec().unwrap_err();
+            assert!(
+                matches!(
+                    err,
+                    Error::TransferGuard {
+                        direction: TransferDirection::DeviceToHost,
+                        ..
+                    }
+                ),
+                "{path}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with("Disallowed device-to-host transfer: 12 bytes"),
+                "{msg}"
+            );
+            assert!(!(a == vec![1.0, 2.0, 3.0]), "a refused comparison is false");
+            assert!(
+                a.to_string().contains("Disallowed"),
+                "Display shows the refusal"
+            );
+            // Explicit transfers still pass under `disallow`.
+            assert_eq!(ctx.device_get(&a).unwrap(), vec![1.0, 2.0, 3.0]);
+        }
+        let after = ctx.transfer_stats();
+        assert_eq!(
+            after.device_to_host.implicit, before_stats.device_to_host.implicit,
+            "{path}: nothing implicit moved"
+        );
+        assert_eq!(
+            after.device_to_host.explicit.count,
+            before_stats.device_to_host.explicit.count + 1
+        );
+        assert_eq!(ctx.memory_stats().bytes_in_use, before_mem.bytes_in_use);
+        // Outside the scope implicit transfers work again and are counted as implicit.
+        assert_eq!(a.to_vec().unwrap(), vec![1.0, 2.0, 3.0]);
+        assert!(a == vec![1.0, 2.0, 3.0]);
+        assert_eq!(ctx.transfer_stats().device_to_host.implicit.count, 2);
+    }
+}
+
+#[test]
+fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
+    let ctx = context_with(test_config());
+    let _guard = TransferGuard::scoped_direction(
+        TransferDirection::HostToDevice,
+        TransferGuardLevel::DisallowExplicit,
+    );
+    let err = ctx.device_put(&[0u8; 100], &[100]).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("Disallowed host-to-device transfer: 100 bytes by device_put (explicit)"),
+        "{err}"
+    );
+    assert_eq!(ctx.memory_stats().num_allocs, 0, "nothing was allocated");
+    let mut batch = ctx.upload_batch();
+    assert!(batch.put(&[1u8][..], &[1]).is_err());
+    // Other directions are unaffected.
+    drop(_guard);
+    let a = ctx.device_put(&[5u8], &[1]).unwrap();
+    let _d2h = TransferGuard::scoped_direction(
+        TransferDirection::HostToDevice,
+        TransferGuardLevel::DisallowExplicit,
+    );
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![5]);
+}
+
+#[test]
+fn log_levels_pass_transfers() {
+    let ctx = context_with(test_config());
+    let a = ctx.device_put(&[9u16; 10], &[10]).unwrap();
+    for level in [
+        TransferGuardLevel::Log,
+        TransferGuardLevel::LogExplicit,
+        TransferGuardLevel::Allow,
+    ] {
+        let _g = TransferGuard::scoped(level);
+        assert_eq!(a.to_vec().unwrap(), vec![9u16; 10]);
+        assert_eq!(ctx.device_get(&a).unwrap(), vec![9u16; 10]);
+    }
+}
+
+#[test]
+fn the_environment_sets_the_contexts_default_levels() {
+    let levels = TransferGuardLevels::from_lookup(|name| {
+        (name == "JAX_TRANSFER_GUARD_DEVICE_TO_HOST").then(|| "disallow".to_string())
+    })
+    .unwrap();
+    let ctx = context_with(ArenaConfig {
+        transfer_guard: levels,
+        ..test_config()
+    });
+    assert_eq!(
+        ctx.transfer_guard_defaults().device_to_host,
+        TransferGuardLevel::Disallow
+    );
+    let a = ctx.device_put(&[1i32, 2], &[2]).unwrap();
+    assert!(a.to_vec().is_err());
+    assert!(ctx.device_get(&a).is_ok());
+    let _allow = TransferGuard::scoped(TransferGuardLevel::Allow);
+    assert!(
+        a.to_vec().is_ok(),
+        "a scoped guard overrides the environment"
+    );
+}
+
+#[test]
+fn shapes_must_match_the_data() {
+    let ctx = context_with(test_config());
+    let msg = ctx.device_put(&[1u32; 6], &[4, 2]).unwrap_err().to_string();
+    assert!(msg.contains("8 elements") && msg.contains("6"), "{msg}");
+    let a = ctx.device_put(&[1u32; 6], &[2, 3]).unwrap();
+    assert_eq!(a.shape(), &[2, 3]);
+    let empty = ctx.device_put::<f64>(&[], &[0, 5]).unwrap();
+    assert!(empty.is_empty());
+    assert!(ctx.device_get(&empty).unwrap().is_empty());
+}
+
+#[test]
+fn uma_puts_write_the_arena_directly_without_staging() {
+    let ctx = context_with(test_config());
+    if !ctx.memory_plan().arena_host_visible {
+        return; // only meaningful on UMA devices such as lavapipe
+    }
+    let data = vec![3u32; 1 << 16];
+    let a = ctx.device_put(&data, &[data.len()]).unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), data);
+    assert_eq!(
+        ctx.staging_buffers_created(),
+        (0, 0),
+        "zero-copy made no staging buffer"
+    );
+}
+
+#[test]
+fn the_plain_wgpu_backend_round_trips_and_batches() {
+    common::init_logging();
+    // GL over Mesa: the path for machines without Vulkan. Skip where no GL adapter exists.
+    let Ok(ctx) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) else {
+        eprintln!("no GL adapter here; skipping");
+        return;
+    };
+    assert!(!ctx.is_vulkan());
+    let data: Vec<u16> = (0..1001).collect();
+    let a = ctx.device_put(&data, &[1001]).unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), data);
+    let rows: Vec<Vec<u8>> = (0..500u32)
+        .map(|i| vec![i as u8; (i % 13) as usize])
+        .collect();
+    let mut batch = ctx.upload_batch();
+    let pending: Vec<_> = rows
+        .iter()
+        .map(|r| batch.put(r, &[r.len()]).unwrap())
+        .collect();
+    let mut done = batch.finish().unwrap();
+    let arrays: Vec<_> = pending.into_iter().map(|p| done.take(p).unwrap()).collect();
+    let refs: Vec<_> = arrays.iter().collect();
+    assert_eq!(ctx.device_get_many(&refs).unwrap(), rows);
+    let z = ctx.zeros::<u64>(&[77]).unwrap();
+    assert_eq!(ctx.device_get(&z).unwrap(), vec![0u64; 77]);
+}
