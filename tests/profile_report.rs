@@ -361,7 +361,10 @@ fn write_memory_profile_writes_snapshot_report_and_trace() {
     });
     let files = untraced.write_memory_profile(&dir, "untraced").unwrap();
     assert_eq!(files.trace, None);
-    assert!(files.report.exists() && files.snapshot.exists());
+    let html = std::fs::read_to_string(&files.report).unwrap();
+    assert!(region_rectangles(&html).is_empty(), "nothing reserved yet");
+    assert!(html.contains("No regions yet"));
+    assert!(files.snapshot.exists());
     let _ = std::fs::remove_dir_all(dir);
 }
 
