@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The GPU check, run on a machine with a real GPU from binaries built by .ci/devbin.sh:
+# heaps and plan, preallocation latency, the tests on a discrete (staging) path, and the
+# transfer and dynamic_update_slice benchmarks. Writes everything under $OUT (or ./gpu-check).
+set -u
+OUT="${OUT:-gpu-check}"; mkdir -p "$OUT"
+if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan.so.1; then
+  for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+fi
+export XDG_RUNTIME_DIR=/tmp
+B=.devbin
+run() { local name=$1; shift; echo "== $name"; timeout "${T:-120}" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $?"; tail -n "${TAIL:-40}" "$OUT/$name.txt"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.txt" 2>&1 || true
+vulkaninfo --summary > "$OUT/vulkaninfo.txt" 2>&1 || true
+grep -E "deviceName|driverVersion|apiVersion" "$OUT/vulkaninfo.txt" | head
+TAIL=5 run memplan $B/memplan
+TAIL=60 run tour $B/tour
+for t in $B/tests/*; do TAIL=3 T=300 run "test-$(basename "$t")" "$t" --test-threads=2; done
+TAIL=12 run bench_transfers $B/bench_transfers
+TAIL=20 run bench_update $B/bench_update --json
+GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=20 run bench_update_cached $B/bench_update
