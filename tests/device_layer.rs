@@ -339,3 +339,28 @@ fn the_live_plan_is_sane() {
         assert!(plan.arena_host_visible);
     }
 }
+
+#[test]
+fn contexts_and_arrays_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<gpu_arena::Context>();
+    assert_send_sync::<gpu_arena::DeviceArray<f32>>();
+    let ctx = context();
+    let handles: Vec<_> = (0..4u32)
+        .map(|t| {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || {
+                for i in 0..200u32 {
+                    let data = vec![t * 1000 + i; 64 + i as usize];
+                    let a = ctx.device_put(&data, &[data.len()]).unwrap();
+                    assert_eq!(ctx.device_get(&a).unwrap(), data);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(ctx.memory_stats().bytes_in_use, 0);
+    assert_no_validation_errors();
+}
