@@ -4,10 +4,7 @@ use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, MappedPtr, Regions};
 use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice};
 use crate::error::{Error, Result};
-use crate::memplan::{
-    plan_memory, DeviceDescription, DeviceKind, HeapFlags, MemoryHeap, MemoryPlan,
-    MemoryProperties, MemoryType, MemoryTypeFlags,
-};
+use crate::memplan::{plan_memory, DeviceDescription, MemoryPlan, MemoryTypeFlags};
 use crate::submission::{SubmissionId, Submissions};
 use crate::transfer::staging::StagingPool;
 use crate::transfer::{TransferCounters, TransferGuardLevels};
@@ -95,8 +92,7 @@ impl Context {
             log::error!("gpu-arena: uncaptured wgpu error: {text}");
         }));
 
-        let description = backend::describe_adapter(&adapter)
-            .unwrap_or_else(|| synthetic_description(&adapter_info, &config));
+        let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
         let plan = plan_memory(&description)?;
         let regions = Regions::new(device.clone(), plan.arena_candidates.clone())?;
         let mut max_region_bytes = limits.max_buffer_size;
@@ -517,41 +513,4 @@ fn choose_adapter(config: &ArenaConfig) -> Result<wgpu::Adapter> {
         }
     };
     Ok(adapters.swap_remove(index))
-}
-
-/// A memory table for backends that cannot report one: one device-local heap of the configured
-/// size and one host-visible type for staging.
-fn synthetic_description(info: &wgpu::AdapterInfo, config: &ArenaConfig) -> DeviceDescription {
-    DeviceDescription {
-        name: info.name.clone(),
-        vendor_id: info.vendor,
-        device_kind: match info.device_type {
-            wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
-            wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
-            wgpu::DeviceType::Cpu => DeviceKind::Cpu,
-            wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
-            wgpu::DeviceType::Other => DeviceKind::Other,
-        },
-        memory: MemoryProperties {
-            heaps: vec![MemoryHeap {
-                size: config.fallback_device_memory_bytes,
-                flags: HeapFlags::DEVICE_LOCAL,
-            }],
-            types: vec![
-                // wgpu cannot map storage buffers on these backends, so even on UMA the arena
-                // is not host-visible to us: transfers go through staging.
-                MemoryType {
-                    heap: 0,
-                    flags: MemoryTypeFlags::DEVICE_LOCAL,
-                },
-                MemoryType {
-                    heap: 0,
-                    flags: MemoryTypeFlags(
-                        MemoryTypeFlags::HOST_VISIBLE.0 | MemoryTypeFlags::HOST_COHERENT.0,
-                    ),
-                },
-            ],
-        },
-        heap_budgets: None,
-    }
 }

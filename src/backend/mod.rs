@@ -5,7 +5,28 @@
 mod plain;
 mod vulkan;
 
-pub(crate) use vulkan::describe_adapter;
+use crate::memplan::{DeviceDescription, DeviceKind};
+
+/// The memory table of an adapter: Vulkan's own, or a synthetic one of `fallback_heap_bytes`
+/// on backends that cannot report memory.
+pub(crate) fn describe_adapter(
+    adapter: &wgpu::Adapter,
+    fallback_heap_bytes: u64,
+) -> DeviceDescription {
+    vulkan::describe_vulkan_adapter(adapter)
+        .unwrap_or_else(|| plain::synthetic_description(&adapter.get_info(), fallback_heap_bytes))
+}
+
+/// wgpu's device type in the memory policy's terms.
+pub(crate) fn device_kind(device_type: wgpu::DeviceType) -> DeviceKind {
+    match device_type {
+        wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
+        wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
+        wgpu::DeviceType::Cpu => DeviceKind::Cpu,
+        wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
+        wgpu::DeviceType::Other => DeviceKind::Other,
+    }
+}
 
 use crate::arena::{RegionId, RegionSource};
 use crate::error::Result;

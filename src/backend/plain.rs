@@ -1,6 +1,9 @@
 //! Plain wgpu buffers, for backends where gpu-allocator cannot reach the device (GL, Metal, DX12).
 
 use super::DeviceBuffer;
+use crate::memplan::{
+    DeviceDescription, HeapFlags, MemoryHeap, MemoryProperties, MemoryType, MemoryTypeFlags,
+};
 
 /// What a buffer is for; it decides the wgpu usages of a plain buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,5 +41,36 @@ pub(crate) fn create_buffer(
         buffer,
         mapped: None,
         memory_type: None,
+    }
+}
+
+/// A memory table for backends that cannot report one: one device-local heap of `heap_bytes`
+/// and one host-visible type for staging. wgpu cannot map storage buffers there, so even on
+/// UMA the arena is not host-visible to us: transfers go through wgpu's own staging.
+pub(crate) fn synthetic_description(
+    info: &wgpu::AdapterInfo,
+    heap_bytes: u64,
+) -> DeviceDescription {
+    DeviceDescription {
+        name: info.name.clone(),
+        vendor_id: info.vendor,
+        device_kind: super::device_kind(info.device_type),
+        memory: MemoryProperties {
+            heaps: vec![MemoryHeap {
+                size: heap_bytes,
+                flags: HeapFlags::DEVICE_LOCAL,
+            }],
+            types: vec![
+                MemoryType {
+                    heap: 0,
+                    flags: MemoryTypeFlags::DEVICE_LOCAL,
+                },
+                MemoryType {
+                    heap: 0,
+                    flags: MemoryTypeFlags::HOST_VISIBLE | MemoryTypeFlags::HOST_COHERENT,
+                },
+            ],
+        },
+        heap_budgets: None,
     }
 }

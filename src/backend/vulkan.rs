@@ -10,7 +10,7 @@
 use super::{DeviceBuffer, MappedPtr};
 use crate::error::{Error, Result};
 use crate::memplan::{
-    DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
+    DeviceDescription, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
     MemoryTypeFlags,
 };
 use ash::vk;
@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 type VulkanApi = wgpu::hal::api::Vulkan;
 
 /// What one Vulkan device's memory looks like: the table the memory plan is made from.
-pub(crate) fn describe_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescription> {
+pub(crate) fn describe_vulkan_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescription> {
     // SAFETY: the hal adapter is only read (instance function pointers and the physical-device
     // handle) while the guard is alive; nothing is destroyed or mutated.
     let hal_adapter = unsafe { adapter.as_hal::<VulkanApi>() }?;
@@ -42,13 +42,7 @@ pub(crate) fn describe_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescript
     Some(DeviceDescription {
         name: info.name.clone(),
         vendor_id: info.vendor,
-        device_kind: match info.device_type {
-            wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
-            wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
-            wgpu::DeviceType::Cpu => DeviceKind::Cpu,
-            wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
-            wgpu::DeviceType::Other => DeviceKind::Other,
-        },
+        device_kind: super::device_kind(info.device_type),
         memory,
         heap_budgets,
     })
