@@ -250,7 +250,11 @@ impl Arena {
                 };
                 match grown {
                     // Offset 0 of a new region satisfies any alignment.
-                    Ok(region) => (self.region(region).first_chunk, 0),
+                    Ok(region) => {
+                        let first = self.region(region).first_chunk;
+                        self.bins.remove(&self.chunks.hot, first);
+                        (first, 0)
+                    }
                     Err(cause) => return Err(self.out_of_memory(size, rounded, cause, label)),
                 }
             }
@@ -277,31 +281,32 @@ impl Arena {
     ) -> Result<(), ArenaError> {
         let slot = id.slot();
         let chunk = match self.chunks.get(slot) {
-            Some(c) if c.slot == Slot::InUse && c.generation == id.generation() => *c,
+            Some(c) if c.slot() == Slot::InUse && c.generation() == id.generation() => *c,
             _ => return Err(ArenaError::UnknownAllocation(id)),
         };
         self.counters.bytes_in_use -= chunk.size;
         let pending = match frontier {
             Some(frontier) if !self.pending.is_complete(frontier) => {
-                self.chunks.hot[slot as usize].slot = Slot::PendingFree;
+                self.chunks.hot[slot as usize].set_slot(Slot::PendingFree);
                 self.chunks.info[slot as usize].frontier = frontier;
                 self.pending.push(frontier, slot, chunk.size);
                 true
             }
             _ => false,
         };
-        let region = self.region(chunk.region);
-        let (region_id, offset) = (region.id, chunk.address - region.base_address);
         let (bytes_in_use, bytes_reserved) =
             (self.counters.bytes_in_use, self.counters.bytes_reserved);
-        self.events.emit(|| ArenaEvent::Free {
-            id,
-            region: region_id,
-            offset,
-            size: chunk.size,
-            pending,
-            bytes_in_use,
-            bytes_reserved,
+        self.events.emit(|| {
+            let region = self.region(chunk.region);
+            ArenaEvent::Free {
+                id,
+                region: region.id,
+                offset: chunk.address - region.base_address,
+                size: chunk.size,
+                pending,
+                bytes_in_use,
+                bytes_reserved,
+            }
         });
         if !pending {
             self.make_free(slot, source);
@@ -314,7 +319,7 @@ impl Arena {
     pub fn advance_frontier(&mut self, completed: u64, source: &mut dyn RegionSource) {
         self.pending.complete(completed);
         while let Some(slot) = self.pending.pop_ready() {
-            debug_assert_eq!(self.chunks.hot[slot as usize].slot, Slot::PendingFree);
+            debug_assert_eq!(self.chunks.hot[slot as usize].slot(), Slot::PendingFree);
             self.pending.released(self.chunks.hot[slot as usize].size);
             self.make_free(slot, source);
         }
@@ -336,7 +341,7 @@ impl Arena {
                 continue;
             };
             let first = &self.chunks.hot[region.first_chunk as usize];
-            if !region.is_base && first.slot == Slot::Free && first.size == region.size {
+            if !region.is_base && first.slot() == Slot::Free && first.size == region.size {
                 released += region.size;
                 self.release_region(index, source);
             }
@@ -376,7 +381,7 @@ impl Arena {
     /// The live allocation `id`, or `None` if it was freed or never existed.
     pub fn allocation(&self, id: AllocationId) -> Option<Allocation> {
         let chunk = self.chunks.get(id.slot())?;
-        if chunk.slot != Slot::InUse || chunk.generation != id.generation() {
+        if chunk.slot() != Slot::InUse || chunk.generation() != id.generation() {
             return None;
         }
         let region = self.region(chunk.region);
@@ -422,7 +427,7 @@ impl Arena {
             .chunks
             .hot
             .iter()
-            .filter(|c| c.slot == Slot::InUse)
+            .filter(|c| c.slot() == Slot::InUse)
             .map(|c| c.size)
             .max()
             .unwrap_or(0);
@@ -440,7 +445,7 @@ impl Arena {
                 while slot != NIL {
                     let chunk = &self.chunks.hot[slot as usize];
                     let info = &self.chunks.info[slot as usize];
-                    let state = match chunk.slot {
+                    let state = match chunk.slot() {
                         Slot::InUse => ChunkState::InUse,
                         Slot::PendingFree => ChunkState::PendingFree,
                         Slot::Free | Slot::Vacant => ChunkState::Free,
@@ -450,12 +455,8 @@ impl Arena {
                         offset: chunk.address - region.base_address,
                         size: chunk.size,
                         state,
-                        allocation: held.then(|| AllocationId::new(slot, chunk.generation)),
-                        label: if held {
-                            info.label.as_deref().map(String::from)
-                        } else {
-                            None
-                        },
+                        allocation: held.then(|| AllocationId::new(slot, chunk.generation())),
+                        label: self.chunks.label(slot).filter(|_| held).map(String::from),
                         requested: if held { info.requested } else { 0 },
                         sequence: if held { info.sequence } else { 0 },
                         frontier: (state == ChunkState::PendingFree).then_some(info.frontier),
@@ -490,7 +491,7 @@ impl Arena {
     }
 
     fn largest_free_block(&self) -> u64 {
-        match self.bins.largest(&self.chunks.hot) {
+        match self.bins.largest() {
             NIL => 0,
             slot => self.chunks.hot[slot as usize].size,
         }
@@ -500,14 +501,23 @@ impl Arena {
         self.counters.bytes_reserved - self.counters.bytes_in_use - self.pending.bytes()
     }
 
-    /// The best-fit free chunk for `rounded` bytes at alignment `align`, and the gap before
-    /// the aligned offset inside it.
-    fn find_fit(&self, rounded: u64, align: u64) -> Option<(u32, u64)> {
-        let chunks = &self.chunks.hot;
-        let mut candidate = self.bins.best_fit(chunks, rounded);
+    /// Takes the best-fit free chunk for `rounded` bytes at alignment `align` out of the bins;
+    /// returns it with the gap before the aligned offset inside it.
+    fn find_fit(&mut self, rounded: u64, align: u64) -> Option<(u32, u64)> {
         if align == ALLOCATION_ALIGNMENT {
-            return (candidate != NIL).then_some((candidate, 0));
+            let found = self.bins.take_best_fit(rounded);
+            return (found != NIL).then_some((found, 0));
         }
+        let (slot, padding) = self.find_aligned_fit(rounded, align)?;
+        self.bins.remove(&self.chunks.hot, slot);
+        Some((slot, padding))
+    }
+
+    /// The best-fit free chunk for `rounded` bytes at an alignment above 256 bytes, and the
+    /// gap before the aligned offset inside it.
+    fn find_aligned_fit(&self, rounded: u64, align: u64) -> Option<(u32, u64)> {
+        let chunks = &self.chunks.hot;
+        let mut candidate = self.bins.best_fit(rounded);
         // Larger alignments: walk chunks in best-fit order until one fits with its gap. Any
         // chunk of at least `rounded + align - 256` bytes fits, which bounds the walk to the
         // chunks whose sizes fall in that window.
@@ -520,13 +530,14 @@ impl Arena {
                     return Some((candidate, padding));
                 }
             }
-            candidate = self.bins.next_after(chunks, chunk.size, chunk.address);
+            candidate = self.bins.next_after(chunk.size, chunk.address);
         }
         None
     }
 
-    /// Turns free chunk `slot` into an allocation of `rounded` bytes starting `padding` bytes
-    /// in, keeping the gap before and the remainder after as free chunks.
+    /// Turns free chunk `slot`, already out of the bins, into an allocation of `rounded` bytes
+    /// starting `padding` bytes in, keeping the gap before and the remainder after as free
+    /// chunks.
     fn carve(
         &mut self,
         slot: u32,
@@ -535,14 +546,13 @@ impl Arena {
         requested: u64,
         label: Option<&str>,
     ) -> Allocation {
-        self.bins.remove(&mut self.chunks.hot, slot);
         let mut slot = slot;
         if padding > 0 {
             let chunk = self.chunks.hot[slot as usize];
             let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
             self.chunks.link_after(slot, upper);
             self.chunks.hot[slot as usize].size = padding;
-            self.bins.insert(&mut self.chunks.hot, slot);
+            self.bins.insert(&self.chunks.hot, slot);
             slot = upper;
         }
         let chunk = self.chunks.hot[slot as usize];
@@ -553,7 +563,7 @@ impl Arena {
             let rest = self.new_chunk(chunk.address + rounded, chunk.size - rounded, chunk.region);
             self.chunks.link_after(slot, rest);
             self.chunks.hot[slot as usize].size = rounded;
-            self.bins.insert(&mut self.chunks.hot, rest);
+            self.bins.insert(&self.chunks.hot, rest);
         }
         let c = &mut self.counters;
         c.num_allocs += 1;
@@ -563,13 +573,14 @@ impl Arena {
         let sequence = c.num_allocs;
 
         let hot = &mut self.chunks.hot[slot as usize];
-        hot.slot = Slot::InUse;
-        hot.generation = hot.generation.wrapping_add(1);
-        let id = AllocationId::new(slot, hot.generation);
+        hot.set_slot(Slot::InUse);
+        let id = AllocationId::new(slot, hot.bump_generation());
         let info = &mut self.chunks.info[slot as usize];
         info.requested = requested;
         info.sequence = sequence;
-        info.label = label.map(Box::from);
+        if let Some(label) = label {
+            self.chunks.set_label(slot, label);
+        }
 
         let region = self.region(chunk.region);
         let allocation = Allocation {
@@ -605,27 +616,26 @@ impl Arena {
     /// Makes chunk `slot` (in use or pending) free, merging it with free neighbours. In
     /// platform mode its region goes back to the source.
     fn make_free(&mut self, slot: u32, source: &mut dyn RegionSource) {
-        let hot = &mut self.chunks.hot;
-        hot[slot as usize].slot = Slot::Free;
-        self.chunks.info[slot as usize].label = None;
+        self.chunks.hot[slot as usize].set_slot(Slot::Free);
+        self.chunks.clear_label(slot);
         let mut slot = slot;
         let next = self.chunks.hot[slot as usize].next;
-        if next != NIL && self.chunks.hot[next as usize].slot == Slot::Free {
-            self.bins.remove(&mut self.chunks.hot, next);
+        if next != NIL && self.chunks.hot[next as usize].slot() == Slot::Free {
+            self.bins.remove(&self.chunks.hot, next);
             self.chunks.hot[slot as usize].size += self.chunks.hot[next as usize].size;
             self.chunks.unlink(next);
             self.chunks.remove(next);
         }
         // The lower chunk absorbs the upper one, so a region's first chunk never goes away.
         let prev = self.chunks.hot[slot as usize].prev;
-        if prev != NIL && self.chunks.hot[prev as usize].slot == Slot::Free {
-            self.bins.remove(&mut self.chunks.hot, prev);
+        if prev != NIL && self.chunks.hot[prev as usize].slot() == Slot::Free {
+            self.bins.remove(&self.chunks.hot, prev);
             self.chunks.hot[prev as usize].size += self.chunks.hot[slot as usize].size;
             self.chunks.unlink(slot);
             self.chunks.remove(slot);
             slot = prev;
         }
-        self.bins.insert(&mut self.chunks.hot, slot);
+        self.bins.insert(&self.chunks.hot, slot);
         if self.options.mode == ArenaMode::Platform {
             let region = self.chunks.hot[slot as usize].region;
             self.release_region(region, source);
@@ -731,7 +741,7 @@ impl Arena {
             first_chunk,
             is_base,
         });
-        self.bins.insert(&mut self.chunks.hot, first_chunk);
+        self.bins.insert(&self.chunks.hot, first_chunk);
         let c = &mut self.counters;
         c.bytes_reserved += size;
         c.peak_bytes_reserved = c.peak_bytes_reserved.max(c.bytes_reserved);
@@ -751,7 +761,7 @@ impl Arena {
         let Some(region) = self.regions[index as usize].take() else {
             return;
         };
-        self.bins.remove(&mut self.chunks.hot, region.first_chunk);
+        self.bins.remove(&self.chunks.hot, region.first_chunk);
         self.chunks.remove(region.first_chunk);
         self.vacant_regions.push(index);
         let c = &mut self.counters;

@@ -5,11 +5,11 @@
 //! (exact classes); above that, every power of two is cut into [`SUB_BINS`] equal classes, so a
 //! bin spans at most 1/32 of its sizes. A bit per bin says whether it holds a chunk, and a bit per
 //! power of two says whether any of its bins does, so the next non-empty class is two
-//! `trailing_zeros`. Within a bin, chunks sit in a treap ordered by `(size, address)`.
+//! `trailing_zeros`. Within a bin, chunks sit in a B+tree ordered by `(size, address)`.
 
 use super::allocation::ALLOCATION_ALIGNMENT;
+use super::btree::{key, Forest};
 use super::chunk::{Chunk, NIL};
-use super::tree;
 
 /// log2 of the classes each power of two is split into. 32 classes keep the spread of sizes in a
 /// bin at about 3% (TLSF uses 16 or 32).
@@ -41,8 +41,10 @@ pub(crate) struct Bins {
     top_bits: u64,
     /// Bit `s` of `sub_bits[t]` set: bin `t * SUB_BINS + s` is non-empty.
     sub_bits: [u32; TOP_BINS],
-    /// Root of each bin's treap, or `NIL`.
+    /// Root of each bin's tree, or `NIL`.
     roots: Box<[u32]>,
+    /// The nodes of all the trees.
+    forest: Forest,
 }
 
 impl Bins {
@@ -51,6 +53,7 @@ impl Bins {
             top_bits: 0,
             sub_bits: [0; TOP_BINS],
             roots: vec![NIL; BIN_COUNT].into_boxed_slice(),
+            forest: Forest::new(),
         }
     }
 
@@ -59,30 +62,30 @@ impl Bins {
         self.top_bits = 0;
         self.sub_bits = [0; TOP_BINS];
         self.roots.fill(NIL);
+        self.forest.clear();
     }
 
     /// Indexes free chunk `slot`.
     #[inline]
-    pub fn insert(&mut self, chunks: &mut [Chunk], slot: u32) {
-        let bin = bin_of(chunks[slot as usize].size / ALLOCATION_ALIGNMENT);
-        tree::insert(&mut self.roots[bin], chunks, slot);
+    pub fn insert(&mut self, chunks: &[Chunk], slot: u32) {
+        let chunk = &chunks[slot as usize];
+        let bin = bin_of(chunk.size / ALLOCATION_ALIGNMENT);
+        self.forest
+            .insert(&mut self.roots[bin], key(chunk.size, chunk.address), slot);
         self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
         self.top_bits |= 1 << (bin / SUB_BINS);
     }
 
     /// Un-indexes free chunk `slot` (its size and address must be what they were at insert).
     #[inline]
-    pub fn remove(&mut self, chunks: &mut [Chunk], slot: u32) {
-        let bin = bin_of(chunks[slot as usize].size / ALLOCATION_ALIGNMENT);
-        let removed = tree::remove(&mut self.roots[bin], chunks, slot);
+    pub fn remove(&mut self, chunks: &[Chunk], slot: u32) {
+        let chunk = &chunks[slot as usize];
+        let bin = bin_of(chunk.size / ALLOCATION_ALIGNMENT);
+        let removed = self
+            .forest
+            .remove(&mut self.roots[bin], key(chunk.size, chunk.address));
         debug_assert!(removed, "free chunk {slot} missing from bin {bin}");
-        if self.roots[bin] == NIL {
-            let top = bin / SUB_BINS;
-            self.sub_bits[top] &= !(1 << (bin % SUB_BINS));
-            if self.sub_bits[top] == 0 {
-                self.top_bits &= !(1 << top);
-            }
-        }
+        self.note_if_empty(bin);
     }
 
     /// The first non-empty bin at or above `bin`, if any.
@@ -111,51 +114,76 @@ impl Bins {
     /// Exact best fit: the free chunk with the smallest `(size, address)` among those of at
     /// least `size` bytes, or `NIL`.
     #[inline]
-    pub fn best_fit(&self, chunks: &[Chunk], size: u64) -> u32 {
-        self.first_from(chunks, (size, 0))
-    }
-
-    /// The free chunk with the smallest key at or above `bound`, or `NIL`.
-    #[inline]
-    fn first_from(&self, chunks: &[Chunk], bound: (u64, u64)) -> u32 {
-        let bin = bin_of(bound.0 / ALLOCATION_ALIGNMENT);
-        let root = self.roots[bin];
-        if root != NIL {
-            // The bin of the size itself may hold chunks both below and above it.
-            let found = tree::lower_bound(root, chunks, bound);
-            if found != NIL {
-                return found;
-            }
+    pub fn best_fit(&self, size: u64) -> u32 {
+        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
+        // The bin of the size itself may hold chunks both below and above it.
+        let found = self.forest.lower_bound(self.roots[bin], key(size, 0));
+        if found != NIL {
+            return found;
         }
         // Every chunk in a higher bin is large enough; the smallest key there wins.
         match self.nonempty_from(bin + 1) {
-            Some(bin) => tree::first(self.roots[bin], chunks),
+            Some(bin) => self.forest.first(self.roots[bin]),
             None => NIL,
+        }
+    }
+
+    /// Like [`best_fit`](Bins::best_fit), but also takes the chunk out of the index, in one
+    /// descent.
+    #[inline]
+    pub fn take_best_fit(&mut self, size: u64) -> u32 {
+        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
+        let found = self
+            .forest
+            .take_lower_bound(&mut self.roots[bin], key(size, 0));
+        if found != NIL {
+            self.note_if_empty(bin);
+            return found;
+        }
+        match self.nonempty_from(bin + 1) {
+            Some(bin) => {
+                let found = self.forest.take_lower_bound(&mut self.roots[bin], 0);
+                self.note_if_empty(bin);
+                found
+            }
+            None => NIL,
+        }
+    }
+
+    /// Clears the bitmap bits of `bin` if it has become empty.
+    #[inline]
+    fn note_if_empty(&mut self, bin: usize) {
+        if self.roots[bin] == NIL {
+            let top = bin / SUB_BINS;
+            self.sub_bits[top] &= !(1 << (bin % SUB_BINS));
+            if self.sub_bits[top] == 0 {
+                self.top_bits &= !(1 << top);
+            }
         }
     }
 
     /// The free chunk just after `(size, address)` in best-fit order, or `NIL`. Used to walk
     /// candidates when an alignment larger than 256 bytes rules some out.
-    pub fn next_after(&self, chunks: &[Chunk], size: u64, address: u64) -> u32 {
+    pub fn next_after(&self, size: u64, address: u64) -> u32 {
         let bin = bin_of(size / ALLOCATION_ALIGNMENT);
-        let found = tree::upper_bound(self.roots[bin], chunks, (size, address));
+        let found = self.forest.upper_bound(self.roots[bin], key(size, address));
         if found != NIL {
             return found;
         }
         match self.nonempty_from(bin + 1) {
-            Some(bin) => tree::first(self.roots[bin], chunks),
+            Some(bin) => self.forest.first(self.roots[bin]),
             None => NIL,
         }
     }
 
     /// The largest free chunk, or `NIL` when nothing is free.
-    pub fn largest(&self, chunks: &[Chunk]) -> u32 {
+    pub fn largest(&self) -> u32 {
         if self.top_bits == 0 {
             return NIL;
         }
         let top = 63 - self.top_bits.leading_zeros() as usize;
         let sub = 31 - self.sub_bits[top].leading_zeros() as usize;
-        tree::last(self.roots[top * SUB_BINS + sub], chunks)
+        self.forest.last(self.roots[top * SUB_BINS + sub])
     }
 }
 

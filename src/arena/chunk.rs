@@ -6,20 +6,31 @@ pub(crate) const NIL: u32 = u32::MAX;
 
 /// What a slab slot holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum Slot {
     /// Unused slot, linked into the vacant list through `next`.
-    Vacant,
+    Vacant = 0,
     /// A free chunk, indexed in the bins.
-    Free,
+    Free = 1,
     /// A live allocation.
-    InUse,
+    InUse = 2,
     /// Freed by the caller, waiting for a queue frontier.
-    PendingFree,
+    PendingFree = 3,
 }
 
-/// The fields touched on every allocation and free, kept small so more of them share a cache
-/// line.
+/// Bits of `Chunk::meta` holding the `Slot`.
+const SLOT_MASK: u32 = 0b11;
+/// Bit of `Chunk::meta` set when the chunk's `ChunkInfo` holds a label.
+const LABELLED_BIT: u32 = 0b100;
+/// `Chunk::meta` keeps the generation above this many low bits (24 bits of generation: a
+/// stale id is recognised unless its slot was reused 16 million times since).
+const GENERATION_SHIFT: u32 = 8;
+
+/// The fields touched on every allocation and free, packed into 32 bytes: freeing a chunk reads
+/// it and both its neighbours, and those reads are cache misses, so the slab's footprint sets
+/// the speed.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(32))]
 pub(crate) struct Chunk {
     /// Start of the chunk in the arena's private address space: its region's `base_address`
     /// plus its offset. Ordering by `(size, address)` is the best-fit order with the
@@ -31,26 +42,62 @@ pub(crate) struct Chunk {
     pub prev: u32,
     /// The chunk just above in the same region, or `NIL`; for a vacant slot, the next vacant.
     pub next: u32,
-    /// Free-tree child with smaller keys (only meaningful while free).
-    pub left: u32,
-    /// Free-tree child with larger keys (only meaningful while free).
-    pub right: u32,
-    /// Treap priority of this slot, fixed when the slot is created.
-    pub priority: u32,
     /// Index of the region in the arena's region table.
     pub region: u32,
-    /// Bumped each time the slot becomes an allocation, so stale ids are recognised.
-    pub generation: u32,
-    /// What the slot holds.
-    pub slot: Slot,
+    /// Slot state, the labelled flag and the generation, packed.
+    meta: u32,
 }
 
-/// Fields only read when an allocation is made, freed or inspected.
+impl Chunk {
+    /// What the slot holds.
+    #[inline]
+    pub fn slot(&self) -> Slot {
+        match self.meta & SLOT_MASK {
+            0 => Slot::Vacant,
+            1 => Slot::Free,
+            2 => Slot::InUse,
+            _ => Slot::PendingFree,
+        }
+    }
+
+    #[inline]
+    pub fn set_slot(&mut self, slot: Slot) {
+        self.meta = (self.meta & !SLOT_MASK) | slot as u32;
+    }
+
+    /// The slot's `ChunkInfo` holds a label that must be dropped when the chunk is freed.
+    /// Unlabelled chunks never touch `ChunkInfo` on free.
+    #[inline]
+    pub fn labelled(&self) -> bool {
+        self.meta & LABELLED_BIT != 0
+    }
+
+    #[inline]
+    fn set_labelled(&mut self, labelled: bool) {
+        self.meta = (self.meta & !LABELLED_BIT) | if labelled { LABELLED_BIT } else { 0 };
+    }
+
+    /// Bumped each time the slot becomes an allocation, so stale ids are recognised.
+    #[inline]
+    pub fn generation(&self) -> u32 {
+        self.meta >> GENERATION_SHIFT
+    }
+
+    /// Advances the generation (wrapping within its 24 bits) and returns the new one.
+    #[inline]
+    pub fn bump_generation(&mut self) -> u32 {
+        let low = self.meta & ((1 << GENERATION_SHIFT) - 1);
+        self.meta = low | (self.generation().wrapping_add(1) << GENERATION_SHIFT);
+        self.generation()
+    }
+}
+
+/// Fields not needed to allocate or free, kept apart so the hot slab stays small.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkInfo {
-    /// Bytes the caller asked for.
+    /// For an allocation: the bytes the caller asked for.
     pub requested: u64,
-    /// `num_allocs` after this allocation was made.
+    /// For an allocation: `num_allocs` after it was made.
     pub sequence: u64,
     /// For a pending free, the queue position to wait for.
     pub frontier: u64,
@@ -69,17 +116,6 @@ pub(crate) struct Chunks {
     vacant: u32,
     /// Slots that are not vacant.
     live: usize,
-}
-
-/// Spreads slot numbers into treap priorities that look random with respect to chunk keys
-/// (the 32-bit finaliser of MurmurHash3).
-fn priority_of(slot: u32) -> u32 {
-    let mut h = slot ^ 0x9E37_79B9;
-    h ^= h >> 16;
-    h = h.wrapping_mul(0x85EB_CA6B);
-    h ^= h >> 13;
-    h = h.wrapping_mul(0xC2B2_AE35);
-    h ^ (h >> 16)
 }
 
 impl Chunks {
@@ -105,12 +141,8 @@ impl Chunks {
                 size: 0,
                 prev: NIL,
                 next: NIL,
-                left: NIL,
-                right: NIL,
-                priority: priority_of(slot),
                 region: 0,
-                generation: 0,
-                slot: Slot::Vacant,
+                meta: Slot::Vacant as u32,
             });
             self.info.push(ChunkInfo::default());
             slot
@@ -120,10 +152,8 @@ impl Chunks {
         chunk.size = size;
         chunk.prev = NIL;
         chunk.next = NIL;
-        chunk.left = NIL;
-        chunk.right = NIL;
         chunk.region = region;
-        chunk.slot = Slot::Free;
+        chunk.set_slot(Slot::Free);
         self.live += 1;
         Some(slot)
     }
@@ -131,12 +161,31 @@ impl Chunks {
     /// Returns a slot to the vacant list. Its generation survives, so ids handed out from it
     /// stay recognisably stale.
     pub fn remove(&mut self, slot: u32) {
+        self.clear_label(slot);
         let chunk = &mut self.hot[slot as usize];
-        chunk.slot = Slot::Vacant;
+        chunk.set_slot(Slot::Vacant);
         chunk.next = self.vacant;
         self.vacant = slot;
-        self.info[slot as usize].label = None;
         self.live -= 1;
+    }
+
+    /// Drops the label of `slot`, touching the cold table only if there is one.
+    #[inline]
+    pub fn clear_label(&mut self, slot: u32) {
+        let chunk = &mut self.hot[slot as usize];
+        if chunk.labelled() {
+            chunk.set_labelled(false);
+            self.info[slot as usize].label = None;
+        }
+    }
+
+    /// The label of `slot`, if it has one.
+    pub fn label(&self, slot: u32) -> Option<&str> {
+        if self.hot[slot as usize].labelled() {
+            self.info[slot as usize].label.as_deref()
+        } else {
+            None
+        }
     }
 
     /// Makes every slot vacant, keeping generations and capacity.
@@ -144,7 +193,8 @@ impl Chunks {
         self.vacant = NIL;
         for slot in (0..self.hot.len()).rev() {
             let chunk = &mut self.hot[slot];
-            chunk.slot = Slot::Vacant;
+            chunk.set_slot(Slot::Vacant);
+            chunk.set_labelled(false);
             chunk.next = self.vacant;
             self.vacant = slot as u32;
             self.info[slot].label = None;
@@ -179,6 +229,12 @@ impl Chunks {
         if next != NIL {
             self.hot[next as usize].prev = prev;
         }
+    }
+
+    /// Stores `label` for `slot` (a heap copy; only labelled allocations pay for it).
+    pub fn set_label(&mut self, slot: u32, label: &str) {
+        self.hot[slot as usize].set_labelled(true);
+        self.info[slot as usize].label = Some(Box::from(label));
     }
 
     /// The state of `slot`, or `None` if the slab never had it.
