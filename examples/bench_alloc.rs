@@ -30,6 +30,16 @@ pub const OFFSET_ALLOCATOR_UNIT: u64 = 256;
 /// Replays per allocator and trace; the median is reported.
 pub const REPEATS: usize = 7;
 
+/// Replays per allocator and trace: [`REPEATS`], or `BENCH_ALLOC_REPEATS` from the
+/// environment (1 under a simulator such as cachegrind).
+pub fn repeats() -> usize {
+    std::env::var("BENCH_ALLOC_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(REPEATS)
+        .max(1)
+}
+
 /// Fixed seed of every trace, so runs are comparable.
 pub const SEED: u64 = 0x5EED_A110C;
 
@@ -372,6 +382,26 @@ impl Subject for RangeAlloc {
     }
 }
 
+/// A bump pointer that never reuses memory: not a contender, but replaying through it measures
+/// the replay loop itself (`--allocator bump`), to subtract when profiling.
+pub struct Bump(u64);
+
+impl Subject for Bump {
+    type Handle = ();
+    const NAME: &'static str = "bump";
+
+    fn new(_space: u64, _slots: usize) -> Self {
+        Bump(0)
+    }
+
+    fn alloc(&mut self, size: u64) -> Option<(Self::Handle, u64)> {
+        self.0 += size;
+        Some(((), self.0 - size))
+    }
+
+    fn free(&mut self, _handle: Self::Handle) {}
+}
+
 /// Replays `trace` on a fresh `S`: the elapsed nanoseconds and the high-water mark, or the
 /// index of the operation that failed.
 pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
@@ -422,13 +452,13 @@ fn replay_once<S: Subject>(trace: &Trace) -> Result<(f64, u64), String> {
     Ok((ns as f64 / trace.pairs as f64, high_water))
 }
 
-/// Replays `trace` [`REPEATS`] times on each allocator, taking turns so that a burst of load
+/// Replays `trace` [`repeats`] times on each allocator, taking turns so that a burst of load
 /// on the machine hits all of them alike, and summarises each (gpu-arena, offset-allocator,
 /// range-alloc).
 pub fn measure_all(trace: &Trace) -> Result<[Measurement; 3], String> {
     let mut times = [const { Vec::new() }; 3];
     let mut high_water = [0u64; 3];
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         for (i, run) in [
             replay_once::<GpuArena> as fn(&Trace) -> Result<(f64, u64), String>,
             replay_once::<OffsetAllocator>,
@@ -454,11 +484,11 @@ pub fn measure_all(trace: &Trace) -> Result<[Measurement; 3], String> {
     }))
 }
 
-/// Replays `trace` [`REPEATS`] times on `S` alone and summarises.
+/// Replays `trace` [`repeats`] times on `S` alone and summarises.
 pub fn measure<S: Subject>(trace: &Trace) -> Result<Measurement, String> {
-    let mut times = Vec::with_capacity(REPEATS);
+    let mut times = Vec::with_capacity(repeats());
     let mut high_water = 0;
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         let (ns, hw) = replay_once::<S>(trace)?;
         times.push(ns);
         high_water = hw;
@@ -476,18 +506,26 @@ pub fn measure<S: Subject>(trace: &Trace) -> Result<Measurement, String> {
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
     let json = args.iter().any(|a| a == "--json");
+    let option = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
     // `--trace NAME` limits the run to one trace (handy under a profiler).
-    let only = args
-        .iter()
-        .position(|a| a == "--trace")
-        .and_then(|i| args.get(i + 1));
+    let only = option("--trace");
     for trace in traces() {
-        if only.is_some_and(|name| name != trace.name) {
+        if only.as_ref().is_some_and(|name| name != trace.name) {
             continue;
         }
-        // `--arena-only` skips the peers (for profiling the arena alone).
-        if args.iter().any(|a| a == "--arena-only") {
-            let row = measure::<GpuArena>(&trace)?;
+        // `--allocator NAME` replays on one allocator only (for profiling it alone).
+        if let Some(name) = option("--allocator") {
+            let row = match name.as_str() {
+                "offset-allocator" => measure::<OffsetAllocator>(&trace)?,
+                "range-alloc" => measure::<RangeAlloc>(&trace)?,
+                "bump" => measure::<Bump>(&trace)?,
+                _ => measure::<GpuArena>(&trace)?,
+            };
             println!(
                 "{} {}: {:.1} ns/op",
                 row.trace, row.allocator, row.ns_per_op

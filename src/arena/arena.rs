@@ -6,7 +6,7 @@ use std::fmt;
 use super::allocation::{
     align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
 };
-use super::bins::Bins;
+use super::bins::{Bins, ADDRESS_SPACE_BYTES, MAX_CHUNK_BYTES};
 use super::chunk::{Chunks, Slot, NIL};
 use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
@@ -36,7 +36,7 @@ impl Budget {
         Budget {
             reserve: round_down(options.reserve_bytes).min(limit),
             limit,
-            max_region: round_down(options.max_region_bytes),
+            max_region: round_down(options.max_region_bytes).min(MAX_CHUNK_BYTES),
             initial_growth: rounded_size(options.initial_growth_region_bytes)
                 .unwrap_or(round_down(u64::MAX)),
         }
@@ -230,7 +230,9 @@ impl Arena {
             a if a.is_power_of_two() => a.max(ALLOCATION_ALIGNMENT),
             a => return Err(ArenaError::InvalidAlignment(a)),
         };
-        self.reserve(source)?;
+        if !self.reserved {
+            self.reserve(source)?;
+        }
         let Some(rounded) = rounded_size(size) else {
             return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
         };
@@ -724,8 +726,14 @@ impl Arena {
         is_base: bool,
         source: &mut dyn RegionSource,
     ) -> Result<u32, String> {
+        let Some(base_address) = self.address_range_for(size) else {
+            return Err(format!(
+                "the arena's private address space of {} is taken by the regions it holds",
+                Bytes(ADDRESS_SPACE_BYTES)
+            ));
+        };
         let id = source.create_region(size)?;
-        let base_address = self.take_address_range(size);
+        self.next_address = base_address + size;
         let index = match self.vacant_regions.pop() {
             Some(index) => index,
             None => {
@@ -777,18 +785,22 @@ impl Arena {
         });
     }
 
-    /// Places a new region of `size` bytes in the private address space after all others.
+    /// Where a new region of `size` bytes would start in the private address space: after all
+    /// others. `None` if the live regions leave no room (256 TiB of them).
     ///
-    /// Addresses only grow, so after some 16 EiB of regions created over the arena's life the
-    /// space would overflow; then the live regions are packed down from 0 in their order,
-    /// which keeps every key's relative order and so every tree valid.
-    fn take_address_range(&mut self, size: u64) -> u64 {
-        if self.next_address.checked_add(size).is_none() {
+    /// Addresses only grow, so after 256 TiB of regions created over the arena's life the
+    /// space runs out; then the live regions are packed down from 0 in their order, which keeps
+    /// every key's relative order and so every tree valid.
+    fn address_range_for(&mut self, size: u64) -> Option<u64> {
+        let fits = |start: u64| {
+            start
+                .checked_add(size)
+                .is_some_and(|end| end <= ADDRESS_SPACE_BYTES)
+        };
+        if !fits(self.next_address) {
             self.compact_addresses();
         }
-        let start = self.next_address;
-        self.next_address = start.saturating_add(size);
-        start
+        fits(self.next_address).then_some(self.next_address)
     }
 
     fn compact_addresses(&mut self) {

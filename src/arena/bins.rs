@@ -5,10 +5,12 @@
 //! (exact classes); above that, every power of two is cut into [`SUB_BINS`] equal classes, so a
 //! bin spans at most 1/32 of its sizes. A bit per bin says whether it holds a chunk, and a bit per
 //! power of two says whether any of its bins does, so the next non-empty class is two
-//! `trailing_zeros`. Within a bin, chunks sit in a B+tree ordered by `(size, address)`.
+//! `trailing_zeros`. Within a bin, chunks sit in a B+tree keyed by [`key`]: the size above the
+//! bin's floor in the high bits and the address in the low bits, so key order is best-fit order
+//! with the lowest-address tie-break, in one `u64`.
 
 use super::allocation::ALLOCATION_ALIGNMENT;
-use super::btree::{key, Forest};
+use super::btree::{Forest, Key, Tree};
 use super::chunk::{Chunk, NIL};
 
 /// log2 of the classes each power of two is split into. 32 classes keep the spread of sizes in a
@@ -16,11 +18,23 @@ use super::chunk::{Chunk, NIL};
 const SUB_BIN_BITS: u32 = 5;
 /// Classes per power of two.
 const SUB_BINS: usize = 1 << SUB_BIN_BITS;
-/// Powers of two tracked: one bit each in a `u64`, more than the 2^56 granules a `u64` byte
-/// count can reach.
+/// Powers of two tracked: one bit each in a `u64`, more than chunk sizes can reach.
 const TOP_BINS: usize = 64;
 /// All bins.
 const BIN_COUNT: usize = TOP_BINS * SUB_BINS;
+
+/// Bits of a key holding the chunk's address in granules. The arena's private address space
+/// is therefore `2^40` granules (256 TiB), which it keeps regions within (see
+/// [`ADDRESS_SPACE_BYTES`]).
+const ADDRESS_BITS: u32 = 40;
+
+/// Size of the arena's private address space, where regions are laid out in creation order.
+pub(crate) const ADDRESS_SPACE_BYTES: u64 = ALLOCATION_ALIGNMENT << ADDRESS_BITS;
+
+/// The largest chunk (and so region) the bins can index: the size above a bin's floor must fit
+/// the 24 key bits above the address, and a bin spans 1/32 of its floor, so granule counts stay
+/// below 2^30 (256 GiB). Far above any device's largest buffer.
+pub(crate) const MAX_CHUNK_BYTES: u64 = ((1 << 30) - 1) * ALLOCATION_ALIGNMENT;
 
 /// The bin holding free chunks of `granules` granules.
 #[inline]
@@ -34,6 +48,23 @@ fn bin_of(granules: u64) -> usize {
     top * SUB_BINS + sub
 }
 
+/// The smallest granule count in `bin`.
+#[inline]
+fn bin_floor(bin: usize) -> u64 {
+    let (top, sub) = (bin / SUB_BINS, bin % SUB_BINS);
+    if top <= 1 {
+        return bin as u64;
+    }
+    ((SUB_BINS + sub) as u64) << (top - 1)
+}
+
+/// The key of a chunk of `granules` granules at byte `address` in `bin`: order by size, then
+/// by address.
+#[inline]
+fn key(bin: usize, granules: u64, address: u64) -> Key {
+    ((granules - bin_floor(bin)) << ADDRESS_BITS) | (address / ALLOCATION_ALIGNMENT)
+}
+
 /// Free chunks, indexed by size class.
 #[derive(Debug)]
 pub(crate) struct Bins {
@@ -41,8 +72,8 @@ pub(crate) struct Bins {
     top_bits: u64,
     /// Bit `s` of `sub_bits[t]` set: bin `t * SUB_BINS + s` is non-empty.
     sub_bits: [u32; TOP_BINS],
-    /// Root of each bin's tree, or `NIL`.
-    roots: Box<[u32]>,
+    /// Each bin's tree.
+    roots: Box<[Tree]>,
     /// The nodes of all the trees.
     forest: Forest,
 }
@@ -52,7 +83,7 @@ impl Bins {
         Bins {
             top_bits: 0,
             sub_bits: [0; TOP_BINS],
-            roots: vec![NIL; BIN_COUNT].into_boxed_slice(),
+            roots: vec![Tree::EMPTY; BIN_COUNT].into_boxed_slice(),
             forest: Forest::new(),
         }
     }
@@ -61,7 +92,7 @@ impl Bins {
     pub fn clear(&mut self) {
         self.top_bits = 0;
         self.sub_bits = [0; TOP_BINS];
-        self.roots.fill(NIL);
+        self.roots.fill(Tree::EMPTY);
         self.forest.clear();
     }
 
@@ -69,9 +100,13 @@ impl Bins {
     #[inline]
     pub fn insert(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let bin = bin_of(chunk.size / ALLOCATION_ALIGNMENT);
-        self.forest
-            .insert(&mut self.roots[bin], key(chunk.size, chunk.address), slot);
+        let granules = chunk.size / ALLOCATION_ALIGNMENT;
+        let bin = bin_of(granules);
+        self.forest.insert(
+            &mut self.roots[bin],
+            key(bin, granules, chunk.address),
+            slot,
+        );
         self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
         self.top_bits |= 1 << (bin / SUB_BINS);
     }
@@ -80,10 +115,11 @@ impl Bins {
     #[inline]
     pub fn remove(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let bin = bin_of(chunk.size / ALLOCATION_ALIGNMENT);
+        let granules = chunk.size / ALLOCATION_ALIGNMENT;
+        let bin = bin_of(granules);
         let removed = self
             .forest
-            .remove(&mut self.roots[bin], key(chunk.size, chunk.address));
+            .remove(&mut self.roots[bin], key(bin, granules, chunk.address));
         debug_assert!(removed, "free chunk {slot} missing from bin {bin}");
         self.note_if_empty(bin);
     }
@@ -115,9 +151,12 @@ impl Bins {
     /// least `size` bytes, or `NIL`.
     #[inline]
     pub fn best_fit(&self, size: u64) -> u32 {
-        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
+        let granules = size / ALLOCATION_ALIGNMENT;
+        let bin = bin_of(granules);
         // The bin of the size itself may hold chunks both below and above it.
-        let found = self.forest.lower_bound(self.roots[bin], key(size, 0));
+        let found = self
+            .forest
+            .lower_bound(self.roots[bin], key(bin, granules, 0));
         if found != NIL {
             return found;
         }
@@ -132,10 +171,11 @@ impl Bins {
     /// descent.
     #[inline]
     pub fn take_best_fit(&mut self, size: u64) -> u32 {
-        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
+        let granules = size / ALLOCATION_ALIGNMENT;
+        let bin = bin_of(granules);
         let found = self
             .forest
-            .take_lower_bound(&mut self.roots[bin], key(size, 0));
+            .take_lower_bound(&mut self.roots[bin], key(bin, granules, 0));
         if found != NIL {
             self.note_if_empty(bin);
             return found;
@@ -153,7 +193,7 @@ impl Bins {
     /// Clears the bitmap bits of `bin` if it has become empty.
     #[inline]
     fn note_if_empty(&mut self, bin: usize) {
-        if self.roots[bin] == NIL {
+        if self.roots[bin].is_empty() {
             let top = bin / SUB_BINS;
             self.sub_bits[top] &= !(1 << (bin % SUB_BINS));
             if self.sub_bits[top] == 0 {
@@ -165,8 +205,11 @@ impl Bins {
     /// The free chunk just after `(size, address)` in best-fit order, or `NIL`. Used to walk
     /// candidates when an alignment larger than 256 bytes rules some out.
     pub fn next_after(&self, size: u64, address: u64) -> u32 {
-        let bin = bin_of(size / ALLOCATION_ALIGNMENT);
-        let found = self.forest.upper_bound(self.roots[bin], key(size, address));
+        let granules = size / ALLOCATION_ALIGNMENT;
+        let bin = bin_of(granules);
+        let found = self
+            .forest
+            .upper_bound(self.roots[bin], key(bin, granules, address));
         if found != NIL {
             return found;
         }
@@ -190,6 +233,21 @@ impl Bins {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_order_chunks_by_size_then_address_within_a_bin() {
+        let largest = MAX_CHUNK_BYTES / ALLOCATION_ALIGNMENT;
+        let top_address = ADDRESS_SPACE_BYTES - ALLOCATION_ALIGNMENT;
+        for granules in (1..1u64 << 20).step_by(89).chain([largest - 1, largest]) {
+            let bin = bin_of(granules);
+            assert!(bin_floor(bin) <= granules && bin_of(bin_floor(bin)) == bin);
+            // Same size: the lower address comes first; larger size in the same bin: after.
+            assert!(key(bin, granules, 0) < key(bin, granules, top_address));
+            if bin_of(granules + 1) == bin {
+                assert!(key(bin, granules, top_address) < key(bin, granules + 1, 0));
+            }
+        }
+    }
 
     #[test]
     fn bins_grow_with_size_and_small_sizes_have_exact_bins() {

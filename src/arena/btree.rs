@@ -1,5 +1,6 @@
-//! The free-chunk tree: a B+tree of `(size, address)` keys with chunk slots as values, one per
-//! size-class bin, all drawing nodes from one pool.
+//! The free-chunk tree: a B+tree of `u64` keys with chunk slots as values, one per size-class
+//! bin, all drawing nodes from one pool. The bins encode `(size, address)` into the key so that
+//! key order is best-fit order (see `bins.rs`).
 //!
 //! Why a B+tree: exact best fit with the lowest-address tie-break needs, within a bin, "the
 //! smallest key at or above a bound", and a bin of same-size chunks can hold thousands of them.
@@ -8,19 +9,20 @@
 //! chunks. Nodes come from a pool and go back to it, so once the pool has grown to its working
 //! size, inserting and removing allocate nothing.
 //!
-//! Leaves keep their keys unsorted: a search scans all of a leaf's keys anyway, so order buys
-//! nothing there, while unsorted leaves insert by appending and remove by swapping in the last
-//! key, with no shifting. Internal nodes stay sorted; they change only when nodes split or
-//! merge.
+//! Leaves keep their keys in descending order, so the smallest key of a leaf (what best fit
+//! takes) is its last entry and taking it shifts nothing. Internal nodes keep theirs in
+//! ascending order. Searches within a node are branchless binary searches. Splits and merges
+//! are rare, so only they record the path from the root (by descending a second time).
 //!
 //! Invariants, for every internal node: `keys[i]` is at most the smallest key under child `i`,
 //! and every key under child `i` is below `keys[i + 1]`. Keys of internal nodes may be lower
-//! than the subtree's current minimum after removals; that keeps both invariants.
+//! than the subtree's current minimum after removals; that keeps both invariants. Every node but
+//! the root holds at least [`MIN_FILL`] keys.
 
 /// "No node" / "no value".
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Keys per node: 16 keys of 16 bytes are four cache lines, scanned linearly.
+/// Keys per node: 16 keys of 8 bytes are two cache lines.
 const CAPACITY: usize = 16;
 /// A non-root node with fewer keys than this is merged with or refilled from a sibling.
 const MIN_FILL: usize = CAPACITY / 4;
@@ -28,70 +30,111 @@ const MIN_FILL: usize = CAPACITY / 4;
 /// fewer than 17 levels.
 const MAX_DEPTH: usize = 24;
 
-/// A free chunk's key: size in the high half, address in the low half, so plain `u128` order is
-/// best-fit order with the lowest-address tie-break.
-#[inline]
-pub(crate) fn key(size: u64, address: u64) -> u128 {
-    (u128::from(size) << 64) | u128::from(address)
-}
+/// The order of free chunks within a bin (see `bins::key`).
+pub(crate) type Key = u64;
 
+/// A node, laid out header first and aligned to a cache line, so a node with few keys (most
+/// bins hold few chunks) spans as few lines as possible.
 #[derive(Clone, Debug)]
+#[repr(C, align(64))]
 struct Node {
-    keys: [u128; CAPACITY],
-    /// Leaf: chunk slots. Internal: child nodes.
-    values: [u32; CAPACITY],
     len: usize,
     leaf: bool,
     /// Leaf: the next leaf in key order, or `NIL`.
     next: u32,
+    keys: [Key; CAPACITY],
+    /// Leaf: chunk slots. Internal: child nodes.
+    values: [u32; CAPACITY],
+}
+
+/// How many of the first `len` keys satisfy `pred`, where those that do come first
+/// (a partition point). A binary search with a fixed number of steps and no data-dependent
+/// branch: every step is a compare and a conditional move, so it never mispredicts.
+#[inline(always)]
+fn partition(keys: &[Key; CAPACITY], len: usize, pred: impl Fn(Key) -> bool) -> usize {
+    let mut base = 0;
+    // Steps of 8, 4, 2, 1 find the count among the first 15 keys...
+    let mut step = CAPACITY / 2;
+    while step > 0 {
+        let probe = base + step;
+        let take = (probe <= len) & pred(keys[probe - 1]);
+        base = if take { probe } else { base };
+        step /= 2;
+    }
+    // ...and one more compare settles the 16th.
+    base + usize::from((base < len) & pred(keys[base.min(CAPACITY - 1)]))
 }
 
 impl Node {
-    /// Leaf: the index of the smallest key at or above `bound` (`strict`: above).
-    #[inline]
-    fn smallest_from(&self, bound: u128, strict: bool) -> Option<usize> {
-        let mut best: Option<(u128, usize)> = None;
-        for (i, &k) in self.keys[..self.len].iter().enumerate() {
-            let fits = if strict { k > bound } else { k >= bound };
-            if fits && best.is_none_or(|(b, _)| k < b) {
-                best = Some((k, i));
-            }
-        }
-        best.map(|(_, i)| i)
-    }
-
-    /// Leaf: the index of the largest key.
-    fn largest(&self) -> usize {
-        (0..self.len).max_by_key(|&i| self.keys[i]).unwrap_or(0)
-    }
-
-    /// Leaf: removes entry `i` by moving the last entry into its place.
-    #[inline]
-    fn swap_remove(&mut self, i: usize) {
-        self.len -= 1;
-        self.keys[i] = self.keys[self.len];
-        self.values[i] = self.values[self.len];
-    }
-
-    /// Leaf: puts the entries in key order (before a split or a redistribution).
-    fn sort(&mut self) {
-        let mut entries = [(0u128, 0u32); CAPACITY];
-        for (i, entry) in entries[..self.len].iter_mut().enumerate() {
-            *entry = (self.keys[i], self.values[i]);
-        }
-        entries[..self.len].sort_unstable_by_key(|&(k, _)| k);
-        for (i, &(k, v)) in entries[..self.len].iter().enumerate() {
-            self.keys[i] = k;
-            self.values[i] = v;
-        }
-    }
-
     /// Internal: the child whose range holds `k`: the last `i` with `keys[i] <= k`, or 0
     /// when `k` is below them all.
     #[inline]
-    fn child_for(&self, k: u128) -> usize {
-        let at_or_below = self.keys[..self.len].iter().filter(|&&x| x <= k).count();
-        at_or_below.saturating_sub(1)
+    fn child_for(&self, k: Key) -> usize {
+        partition(&self.keys, self.len, |x| x <= k).saturating_sub(1)
+    }
+
+    /// Leaf: how many keys are at or above `bound` (`strict`: above); they come first.
+    #[inline]
+    fn count_from(&self, bound: Key, strict: bool) -> usize {
+        if strict {
+            partition(&self.keys, self.len, |x| x > bound)
+        } else {
+            partition(&self.keys, self.len, |x| x >= bound)
+        }
+    }
+
+    /// Inserts an entry at `i`, shifting the later ones up. The node has room.
+    #[inline]
+    fn insert_at(&mut self, i: usize, k: Key, value: u32) {
+        if i < self.len {
+            self.keys.copy_within(i..self.len, i + 1);
+            self.values.copy_within(i..self.len, i + 1);
+        }
+        self.keys[i] = k;
+        self.values[i] = value;
+        self.len += 1;
+    }
+
+    /// Removes entry `i`, shifting the later ones down.
+    #[inline]
+    fn remove_at(&mut self, i: usize) {
+        if i + 1 < self.len {
+            self.keys.copy_within(i + 1..self.len, i);
+            self.values.copy_within(i + 1..self.len, i);
+        }
+        self.len -= 1;
+    }
+
+    /// Leaf: the value of the smallest key.
+    #[inline]
+    fn min_value(&self) -> u32 {
+        self.values[self.len - 1]
+    }
+}
+
+/// One tree of the forest: its root and its leftmost leaf (both `NIL` when empty).
+///
+/// The leftmost leaf holds the smallest keys, which is where best fit takes from. It only
+/// changes when the tree is created or emptied: a split keeps the smaller half in place and a
+/// merge folds a right neighbour into its left one, so remembering it makes taking the
+/// minimum O(1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tree {
+    root: u32,
+    first_leaf: u32,
+}
+
+impl Tree {
+    /// A tree with no keys.
+    pub const EMPTY: Tree = Tree {
+        root: NIL,
+        first_leaf: NIL,
+    };
+
+    /// True when the tree holds no key.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.root == NIL
     }
 }
 
@@ -143,79 +186,100 @@ impl Forest {
             .expect("two distinct pool nodes")
     }
 
-    /// Walks from `root` (not `NIL`) to the leaf whose range holds `k`, recording the path.
+    /// The leaf of the tree at `root` (not `NIL`) whose range holds `k`.
     #[inline]
-    fn descend(&self, root: u32, k: u128, path: &mut Path) -> u32 {
+    fn leaf_for(&self, root: u32, k: Key) -> u32 {
+        let mut n = root;
+        loop {
+            let node = &self.nodes[n as usize];
+            if node.leaf {
+                return n;
+            }
+            n = node.values[node.child_for(k)];
+        }
+    }
+
+    /// Like `leaf_for`, recording the path (for the rare splits and merges).
+    fn path_to(&self, root: u32, k: Key) -> (Path, u32) {
+        let mut path = Path {
+            steps: [(0, 0); MAX_DEPTH],
+            depth: 0,
+        };
         let mut n = root;
         while !self.nodes[n as usize].leaf {
-            let node = &self.nodes[n as usize];
-            let i = node.child_for(k);
+            let i = self.nodes[n as usize].child_for(k);
             path.steps[path.depth] = (n, i);
             path.depth += 1;
-            n = node.values[i];
+            n = self.nodes[n as usize].values[i];
         }
-        n
+        (path, n)
     }
 
     /// Adds `k -> value` to the tree at `root`. Keys are unique (addresses are).
-    pub fn insert(&mut self, root: &mut u32, k: u128, value: u32) {
-        if *root == NIL {
+    pub fn insert(&mut self, tree: &mut Tree, k: Key, value: u32) {
+        if tree.root == NIL {
             let leaf = self.new_node(true);
             let node = &mut self.nodes[leaf as usize];
             node.keys[0] = k;
             node.values[0] = value;
             node.len = 1;
-            *root = leaf;
+            *tree = Tree {
+                root: leaf,
+                first_leaf: leaf,
+            };
             return;
         }
-        let mut path = Path {
-            steps: [(0, 0); MAX_DEPTH],
-            depth: 0,
-        };
-        let leaf = self.descend(*root, k, &mut path);
-        // A key below everything lowers the first separator on its way down.
-        for &(n, i) in &path.steps[..path.depth] {
+        let mut n = tree.root;
+        loop {
             let node = &mut self.nodes[n as usize];
+            if node.leaf {
+                break;
+            }
+            let i = node.child_for(k);
+            // A key below everything lowers the first separator on its way down.
             if k < node.keys[i] {
                 node.keys[i] = k;
             }
+            n = node.values[i];
         }
-        let node = &mut self.nodes[leaf as usize];
+        let node = &mut self.nodes[n as usize];
         if node.len < CAPACITY {
-            node.keys[node.len] = k;
-            node.values[node.len] = value;
-            node.len += 1;
+            let i = node.count_from(k, true);
+            node.insert_at(i, k, value);
             return;
         }
-        // Split the full leaf around its median, then add the key to its half.
-        node.sort();
+        self.insert_splitting(&mut tree.root, k, value);
+    }
+
+    /// Insert into a full leaf: split it, and its ancestors as far as needed.
+    fn insert_splitting(&mut self, root: &mut u32, k: Key, value: u32) {
+        let (mut path, leaf) = self.path_to(*root, k);
+        // The right node takes the larger half: the first half of the descending leaf.
         let right = self.new_node(true);
         let half = CAPACITY / 2;
         let [l, r] = self.two_nodes(leaf, right);
-        r.keys[..CAPACITY - half].copy_from_slice(&l.keys[half..]);
-        r.values[..CAPACITY - half].copy_from_slice(&l.values[half..]);
-        r.len = CAPACITY - half;
-        l.len = half;
+        r.keys[..half].copy_from_slice(&l.keys[..half]);
+        r.values[..half].copy_from_slice(&l.values[..half]);
+        r.len = half;
+        l.keys.copy_within(half.., 0);
+        l.values.copy_within(half.., 0);
+        l.len = CAPACITY - half;
         r.next = l.next;
         l.next = right;
-        let separator = r.keys[0];
-        let target = if k < separator { l } else { r };
-        target.keys[target.len] = k;
-        target.values[target.len] = value;
-        target.len += 1;
+        let separator = r.keys[half - 1];
+        // The smallest key of the left half once `k` is in (for a new root).
+        let low = l.keys[l.len - 1].min(k);
+        let target = if k > separator { r } else { l };
+        let i = target.count_from(k, true);
+        target.insert_at(i, k, value);
+
         let mut split = Some((separator, right));
         while let Some((separator, right)) = split {
             if path.depth == 0 {
                 // The root split: grow the tree by one level.
                 let old_root = *root;
                 let low = if self.nodes[old_root as usize].leaf {
-                    k.min(
-                        self.nodes[old_root as usize].keys[..half]
-                            .iter()
-                            .copied()
-                            .min()
-                            .unwrap_or(k),
-                    )
+                    low
                 } else {
                     self.nodes[old_root as usize].keys[0]
                 };
@@ -241,100 +305,113 @@ impl Forest {
         &mut self,
         n: u32,
         position: usize,
-        k: u128,
+        k: Key,
         child: u32,
-    ) -> Option<(u128, u32)> {
-        if self.nodes[n as usize].len == CAPACITY {
-            let right = self.new_node(false);
-            let half = CAPACITY / 2;
-            let [l, r] = self.two_nodes(n, right);
-            r.keys[..CAPACITY - half].copy_from_slice(&l.keys[half..]);
-            r.values[..CAPACITY - half].copy_from_slice(&l.values[half..]);
-            r.len = CAPACITY - half;
-            l.len = half;
-            let (target, position) = if position <= half {
-                (l, position)
-            } else {
-                (r, position - half)
-            };
-            insert_sorted(target, position, k, child);
-            return Some((self.nodes[right as usize].keys[0], right));
+    ) -> Option<(Key, u32)> {
+        if self.nodes[n as usize].len < CAPACITY {
+            self.nodes[n as usize].insert_at(position, k, child);
+            return None;
         }
-        insert_sorted(&mut self.nodes[n as usize], position, k, child);
-        None
+        let right = self.new_node(false);
+        let half = CAPACITY / 2;
+        let [l, r] = self.two_nodes(n, right);
+        r.keys[..CAPACITY - half].copy_from_slice(&l.keys[half..]);
+        r.values[..CAPACITY - half].copy_from_slice(&l.values[half..]);
+        r.len = CAPACITY - half;
+        l.len = half;
+        if position <= half {
+            l.insert_at(position, k, child);
+        } else {
+            r.insert_at(position - half, k, child);
+        }
+        Some((r.keys[0], right))
     }
 
     /// Removes key `k` from the tree at `root`. Returns false (changing nothing) if absent.
-    pub fn remove(&mut self, root: &mut u32, k: u128) -> bool {
-        if *root == NIL {
+    pub fn remove(&mut self, tree: &mut Tree, k: Key) -> bool {
+        if tree.root == NIL {
             return false;
         }
-        let mut path = Path {
-            steps: [(0, 0); MAX_DEPTH],
-            depth: 0,
-        };
-        let leaf = self.descend(*root, k, &mut path);
-        let node = &self.nodes[leaf as usize];
-        let Some(i) = node.keys[..node.len].iter().position(|&x| x == k) else {
+        let leaf = self.leaf_for(tree.root, k);
+        let node = &mut self.nodes[leaf as usize];
+        let i = node.count_from(k, true);
+        if i >= node.len || node.keys[i] != k {
             return false;
-        };
-        self.remove_entry(root, path, leaf, i);
+        }
+        node.remove_at(i);
+        self.after_removal(tree, leaf, k);
         true
     }
 
     /// Removes and returns the value of the smallest key at or above `bound`, or `NIL`.
     #[inline]
-    pub fn take_lower_bound(&mut self, root: &mut u32, bound: u128) -> u32 {
-        if *root == NIL {
+    pub fn take_lower_bound(&mut self, tree: &mut Tree, bound: Key) -> u32 {
+        if tree.root == NIL {
             return NIL;
         }
-        let mut path = Path {
-            steps: [(0, 0); MAX_DEPTH],
-            depth: 0,
-        };
-        let leaf = self.descend(*root, bound, &mut path);
-        let node = &self.nodes[leaf as usize];
-        if let Some(i) = node.smallest_from(bound, false) {
-            let value = node.values[i];
-            self.remove_entry(root, path, leaf, i);
+        // Usually the smallest key of all is at or above the bound (always in an exact-size
+        // bin or a bin above the request's): take it from the leftmost leaf without a search.
+        let first = &mut self.nodes[tree.first_leaf as usize];
+        let k = first.keys[first.len - 1];
+        if k >= bound {
+            let value = first.min_value();
+            first.len -= 1;
+            let leaf = tree.first_leaf;
+            self.after_removal(tree, leaf, k);
             return value;
         }
-        // Every key in this leaf is below the bound; the answer opens the next leaf.
+        let leaf = self.leaf_for(tree.root, bound);
+        let node = &mut self.nodes[leaf as usize];
+        let count = node.count_from(bound, false);
+        if count > 0 {
+            let i = count - 1;
+            let (k, value) = (node.keys[i], node.values[i]);
+            node.remove_at(i);
+            self.after_removal(tree, leaf, k);
+            return value;
+        }
+        // Every key in this leaf is below the bound; the answer is the next leaf's smallest.
         let next = node.next;
         if next == NIL {
             return NIL;
         }
-        let next_node = &self.nodes[next as usize];
-        let i = next_node.smallest_from(0, false).unwrap_or(0);
-        let (k, value) = (next_node.keys[i], next_node.values[i]);
-        self.remove(root, k);
+        let next = &self.nodes[next as usize];
+        let (k, value) = (next.keys[next.len - 1], next.min_value());
+        self.remove(tree, k);
         value
     }
 
-    /// Removes entry `i` of `leaf` (reached through `path`) and restores the fill invariants.
-    fn remove_entry(&mut self, root: &mut u32, mut path: Path, leaf: u32, i: usize) {
-        let node = &mut self.nodes[leaf as usize];
-        node.swap_remove(i);
-        // Refill underfull nodes from the bottom up.
-        let mut child_len = node.len;
+    /// Restores the invariants after removing `k` from `leaf`: refills or merges underfull
+    /// nodes and shrinks the root.
+    #[inline]
+    fn after_removal(&mut self, tree: &mut Tree, leaf: u32, k: Key) {
+        let len = self.nodes[leaf as usize].len;
+        if leaf == tree.root {
+            if len == 0 {
+                self.vacant.push(leaf);
+                *tree = Tree::EMPTY;
+            }
+            return;
+        }
+        if len < MIN_FILL {
+            self.refill(&mut tree.root, k);
+        }
+    }
+
+    /// The leaf holding `k`'s range is underfull: rebalance from the bottom up, then let an
+    /// internal root with a single child hand over to it.
+    fn refill(&mut self, root: &mut u32, k: Key) {
+        let (mut path, leaf) = self.path_to(*root, k);
+        let mut child_len = self.nodes[leaf as usize].len;
         while path.depth > 0 && child_len < MIN_FILL {
             path.depth -= 1;
             let (parent, i) = path.steps[path.depth];
             self.rebalance(parent, i);
             child_len = self.nodes[parent as usize].len;
         }
-        // Shrink the root: an internal root with one child hands over to it; an empty leaf
-        // root empties the tree.
         loop {
             let node = &self.nodes[*root as usize];
-            if node.leaf {
-                if node.len == 0 {
-                    self.vacant.push(*root);
-                    *root = NIL;
-                }
-                return;
-            }
-            if node.len > 1 {
+            if node.leaf || node.len > 1 {
                 return;
             }
             let only_child = node.values[0];
@@ -348,7 +425,7 @@ impl Forest {
     fn rebalance(&mut self, parent: u32, i: usize) {
         let p = &self.nodes[parent as usize];
         if p.len < 2 {
-            return; // Only the root can have a single child; `remove_entry` collapses it.
+            return; // Only the root can have a single child; `refill` collapses it.
         }
         let (left_index, right_index) = if i + 1 < p.len {
             (i, i + 1)
@@ -358,113 +435,100 @@ impl Forest {
         let (left, right) = (p.values[left_index], p.values[right_index]);
         let [l, r] = self.two_nodes(left, right);
         let total = l.len + r.len;
+        // In key order the right node's keys come after the left's. Leaves list keys in
+        // descending order, so there the combined sequence is right then left.
+        let (first, second) = if l.leaf { (&*r, &*l) } else { (&*l, &*r) };
+        let mut keys = [0 as Key; 2 * CAPACITY];
+        let mut values = [NIL; 2 * CAPACITY];
+        keys[..first.len].copy_from_slice(&first.keys[..first.len]);
+        keys[first.len..total].copy_from_slice(&second.keys[..second.len]);
+        values[..first.len].copy_from_slice(&first.values[..first.len]);
+        values[first.len..total].copy_from_slice(&second.values[..second.len]);
         if total <= CAPACITY {
-            l.keys[l.len..total].copy_from_slice(&r.keys[..r.len]);
-            l.values[l.len..total].copy_from_slice(&r.values[..r.len]);
+            // Merge into the left node; the right one goes back to the pool.
+            l.keys[..total].copy_from_slice(&keys[..total]);
+            l.values[..total].copy_from_slice(&values[..total]);
             l.len = total;
             if l.leaf {
                 l.next = r.next;
             }
             self.vacant.push(right);
-            let p = &mut self.nodes[parent as usize];
-            p.keys.copy_within(right_index + 1..p.len, right_index);
-            p.values.copy_within(right_index + 1..p.len, right_index);
-            p.len -= 1;
+            self.nodes[parent as usize].remove_at(right_index);
             return;
         }
-        if l.leaf {
-            l.sort();
-            r.sort();
-        }
-        let target_left = total / 2;
-        if l.len < target_left {
-            // Move the first keys of the right node to the end of the left one.
-            let moved = target_left - l.len;
-            l.keys[l.len..target_left].copy_from_slice(&r.keys[..moved]);
-            l.values[l.len..target_left].copy_from_slice(&r.values[..moved]);
-            r.keys.copy_within(moved..r.len, 0);
-            r.values.copy_within(moved..r.len, 0);
-            l.len = target_left;
-            r.len -= moved;
+        // Share evenly: the left node takes the smaller half.
+        let left_len = total / 2;
+        let right_len = total - left_len;
+        let separator = if l.leaf {
+            r.keys[..right_len].copy_from_slice(&keys[..right_len]);
+            r.values[..right_len].copy_from_slice(&values[..right_len]);
+            l.keys[..left_len].copy_from_slice(&keys[right_len..total]);
+            l.values[..left_len].copy_from_slice(&values[right_len..total]);
+            keys[right_len - 1]
         } else {
-            // Move the last keys of the left node to the front of the right one.
-            let moved = l.len - target_left;
-            r.keys.copy_within(0..r.len, moved);
-            r.values.copy_within(0..r.len, moved);
-            r.keys[..moved].copy_from_slice(&l.keys[target_left..l.len]);
-            r.values[..moved].copy_from_slice(&l.values[target_left..l.len]);
-            l.len = target_left;
-            r.len += moved;
-        }
-        let separator = r.keys[0];
+            l.keys[..left_len].copy_from_slice(&keys[..left_len]);
+            l.values[..left_len].copy_from_slice(&values[..left_len]);
+            r.keys[..right_len].copy_from_slice(&keys[left_len..total]);
+            r.values[..right_len].copy_from_slice(&values[left_len..total]);
+            keys[left_len]
+        };
+        l.len = left_len;
+        r.len = right_len;
         self.nodes[parent as usize].keys[right_index] = separator;
     }
 
     /// The value of the smallest key at or above `bound` (`strict`: above), or `NIL`.
     #[inline]
-    fn search(&self, root: u32, bound: u128, strict: bool) -> u32 {
-        if root == NIL {
+    fn search(&self, tree: Tree, bound: Key, strict: bool) -> u32 {
+        if tree.root == NIL {
             return NIL;
         }
-        let mut n = root;
-        while !self.nodes[n as usize].leaf {
-            let node = &self.nodes[n as usize];
-            n = node.values[node.child_for(bound)];
-        }
-        let leaf = &self.nodes[n as usize];
-        if let Some(i) = leaf.smallest_from(bound, strict) {
-            return leaf.values[i];
+        let leaf = &self.nodes[self.leaf_for(tree.root, bound) as usize];
+        let count = leaf.count_from(bound, strict);
+        if count > 0 {
+            return leaf.values[count - 1];
         }
         // Every key in this leaf is below the bound; the next leaf starts above it.
         match leaf.next {
             NIL => NIL,
-            next => {
-                let next = &self.nodes[next as usize];
-                next.values[next.smallest_from(0, false).unwrap_or(0)]
-            }
+            next => self.nodes[next as usize].min_value(),
         }
     }
 
     /// The value of the smallest key at or above `bound`, or `NIL`.
     #[inline]
-    pub fn lower_bound(&self, root: u32, bound: u128) -> u32 {
-        self.search(root, bound, false)
+    pub fn lower_bound(&self, tree: Tree, bound: Key) -> u32 {
+        self.search(tree, bound, false)
     }
 
     /// The value of the smallest key strictly above `bound`, or `NIL`.
-    pub fn upper_bound(&self, root: u32, bound: u128) -> u32 {
-        self.search(root, bound, true)
+    pub fn upper_bound(&self, tree: Tree, bound: Key) -> u32 {
+        self.search(tree, bound, true)
     }
 
     /// The value of the smallest key, or `NIL` for an empty tree.
     #[inline]
-    pub fn first(&self, root: u32) -> u32 {
-        self.search(root, 0, false)
+    pub fn first(&self, tree: Tree) -> u32 {
+        if tree.root == NIL {
+            return NIL;
+        }
+        self.nodes[tree.first_leaf as usize].min_value()
     }
 
     /// The value of the largest key, or `NIL` for an empty tree.
-    pub fn last(&self, root: u32) -> u32 {
-        if root == NIL {
+    pub fn last(&self, tree: Tree) -> u32 {
+        if tree.root == NIL {
             return NIL;
         }
-        let mut n = root;
+        let mut n = tree.root;
         loop {
             let node = &self.nodes[n as usize];
             if node.leaf {
-                return node.values[node.largest()];
+                return node.values[0];
             }
             n = node.values[node.len - 1];
         }
     }
-}
-
-/// Inserts an entry at `position` of a sorted internal node with room for it.
-fn insert_sorted(node: &mut Node, position: usize, k: u128, child: u32) {
-    node.keys.copy_within(position..node.len, position + 1);
-    node.values.copy_within(position..node.len, position + 1);
-    node.keys[position] = k;
-    node.values[position] = child;
-    node.len += 1;
 }
 
 #[cfg(test)]
@@ -483,17 +547,17 @@ mod tests {
     #[test]
     fn tree_answers_like_a_btreemap_under_random_inserts_and_removes() {
         let mut forest = Forest::new();
-        let mut roots = [NIL; 3];
+        let mut roots = [Tree::EMPTY; 3];
         let mut models = [BTreeMap::new(), BTreeMap::new(), BTreeMap::new()];
         let mut state = 0x1234_5678_9ABC_DEF1u64;
         for step in 0..60_000u32 {
             let t = (next(&mut state) % 3) as usize;
             // Few distinct keys so removals hit and trees shrink back to nothing.
             let spread = [40, 400, 4000][t];
-            let k = u128::from(next(&mut state) % spread) << 60 | u128::from(step % 7);
+            let k = (next(&mut state) % spread) << 8 | u64::from(step % 7);
             let coin = next(&mut state) % 4;
             if coin == 3 {
-                let bound = u128::from(next(&mut state) % spread) << 60;
+                let bound = (next(&mut state) % spread) << 8;
                 let want = models[t].range(bound..).next().map(|(&k, &v)| (k, v));
                 let got = forest.take_lower_bound(&mut roots[t], bound);
                 assert_eq!(Some(got).filter(|&v| v != NIL), want.map(|(_, v)| v));
@@ -507,8 +571,8 @@ mod tests {
                 let present = models[t].remove(&k).is_some();
                 assert_eq!(forest.remove(&mut roots[t], k), present);
             }
-            let bound = u128::from(next(&mut state) % spread) << 60;
-            let want = |r: std::ops::RangeFrom<u128>| models[t].range(r).next().map(|(_, &v)| v);
+            let bound = (next(&mut state) % spread) << 8;
+            let want = |r: std::ops::RangeFrom<Key>| models[t].range(r).next().map(|(_, &v)| v);
             assert_eq!(
                 Some(forest.lower_bound(roots[t], bound)).filter(|&v| v != NIL),
                 want(bound..)
@@ -526,7 +590,7 @@ mod tests {
             for k in models[t].keys().copied().collect::<Vec<_>>() {
                 assert!(forest.remove(&mut roots[t], k));
             }
-            assert_eq!(roots[t], NIL);
+            assert!(roots[t].is_empty());
         }
         assert_eq!(
             forest.vacant.len(),
