@@ -92,6 +92,8 @@ pub struct Arena {
     budget: Budget,
     /// `reserve()` has run (and `release_all()` has not run since).
     reserved: bool,
+    /// BFC mode and reserved: `allocate` may take its fast path straight from the bins.
+    serves_from_bins: bool,
     chunks: Chunks,
     bins: Bins,
     /// Region table; chunks refer to regions by index. `None` marks a vacant entry.
@@ -139,6 +141,7 @@ impl Arena {
             options,
             budget,
             reserved: false,
+            serves_from_bins: false,
             chunks: Chunks::new(),
             bins: Bins::new(),
             regions: Vec::new(),
@@ -204,6 +207,7 @@ impl Arena {
             }
         }
         self.reserved = true;
+        self.serves_from_bins = self.options.mode == ArenaMode::Bfc;
         Ok(())
     }
 
@@ -218,7 +222,32 @@ impl Arena {
     /// [`ArenaError::OutOfMemory`] when no free chunk fits and no region can be added (the
     /// report says why and what to change); [`ArenaError::RegionSource`] when the first call
     /// reserves the base and the source refuses.
+    #[inline]
     pub fn allocate(
+        &mut self,
+        size: u64,
+        align: u64,
+        label: Option<&str>,
+        source: &mut dyn RegionSource,
+    ) -> Result<Allocation, ArenaError> {
+        // The common case, kept small: a default-aligned request that a free chunk serves.
+        if self.serves_from_bins && (align == 0 || align == ALLOCATION_ALIGNMENT) {
+            if let Some(rounded) = rounded_size(size) {
+                if self.chunks.has_room(MAX_NEW_CHUNKS_PER_ALLOCATION) {
+                    let slot = self.bins.take_best_fit(rounded);
+                    if slot != NIL {
+                        return Ok(self.carve(slot, rounded, size, label));
+                    }
+                }
+            }
+        }
+        self.allocate_slow(size, align, label, source)
+    }
+
+    /// Everything `allocate` does beyond the common case: alignment checks, reserving,
+    /// aligned fits, growth, platform regions and out-of-memory reports.
+    #[inline(never)]
+    fn allocate_slow(
         &mut self,
         size: u64,
         align: u64,
@@ -261,7 +290,12 @@ impl Arena {
                 }
             }
         };
-        Ok(self.carve(slot, padding, rounded, size, label))
+        let slot = if padding > 0 {
+            self.split_off_gap(slot, padding)
+        } else {
+            slot
+        };
+        Ok(self.carve(slot, rounded, size, label))
     }
 
     /// Frees an allocation.
@@ -275,6 +309,7 @@ impl Arena {
     /// # Errors
     /// [`ArenaError::UnknownAllocation`] for an id already freed (double free), forgotten by
     /// [`release_all`](Arena::release_all), or not from this arena.
+    #[inline]
     pub fn free(
         &mut self,
         id: AllocationId,
@@ -282,23 +317,38 @@ impl Arena {
         source: &mut dyn RegionSource,
     ) -> Result<(), ArenaError> {
         let slot = id.slot();
-        let chunk = match self.chunks.get(slot) {
-            Some(c) if c.slot() == Slot::InUse && c.generation() == id.generation() => *c,
+        let size = match self.chunks.get(slot) {
+            Some(chunk) if chunk.holds(id.generation()) => chunk.size,
             _ => return Err(ArenaError::UnknownAllocation(id)),
         };
-        self.counters.bytes_in_use -= chunk.size;
-        let pending = match frontier {
-            Some(frontier) if !self.pending.is_complete(frontier) => {
-                self.chunks.hot[slot as usize].set_slot(Slot::PendingFree);
-                self.chunks.info[slot as usize].frontier = frontier;
-                self.pending.push(frontier, slot, chunk.size);
-                true
+        self.counters.bytes_in_use -= size;
+        if let Some(frontier) = frontier {
+            if !self.pending.is_complete(frontier) {
+                self.park(id, frontier);
+                return Ok(());
             }
-            _ => false,
-        };
-        let (bytes_in_use, bytes_reserved) =
-            (self.counters.bytes_in_use, self.counters.bytes_reserved);
+        }
+        self.emit_free(id, false);
+        self.make_free(slot, source);
+        Ok(())
+    }
+
+    /// Keeps freed chunk `id` out of circulation until `frontier` completes.
+    #[inline(never)]
+    fn park(&mut self, id: AllocationId, frontier: u64) {
+        let slot = id.slot();
+        self.chunks.hot[slot as usize].set_slot(Slot::PendingFree);
+        self.chunks.info[slot as usize].frontier = frontier;
+        self.pending
+            .push(frontier, slot, self.chunks.hot[slot as usize].size);
+        self.emit_free(id, true);
+    }
+
+    /// Reports a free to the event sink, if there is one.
+    #[inline]
+    fn emit_free(&self, id: AllocationId, pending: bool) {
         self.events.emit(|| {
+            let chunk = &self.chunks.hot[id.slot() as usize];
             let region = self.region(chunk.region);
             ArenaEvent::Free {
                 id,
@@ -306,14 +356,10 @@ impl Arena {
                 offset: chunk.address - region.base_address,
                 size: chunk.size,
                 pending,
-                bytes_in_use,
-                bytes_reserved,
+                bytes_in_use: self.counters.bytes_in_use,
+                bytes_reserved: self.counters.bytes_reserved,
             }
         });
-        if !pending {
-            self.make_free(slot, source);
-        }
-        Ok(())
     }
 
     /// Reports that queued GPU work up to position `completed` is done: every pending chunk
@@ -378,6 +424,7 @@ impl Arena {
         self.counters.num_regions = 0;
         self.growth_region_bytes = self.budget.initial_growth;
         self.reserved = false;
+        self.serves_from_bins = false;
     }
 
     /// The live allocation `id`, or `None` if it was freed or never existed.
@@ -537,26 +584,27 @@ impl Arena {
         None
     }
 
+    /// Free chunk `slot` is out of the bins and an aligned allocation starts `padding` bytes
+    /// into it: keep the gap as a free chunk and return the chunk after it.
+    fn split_off_gap(&mut self, slot: u32, padding: u64) -> u32 {
+        let chunk = self.chunks.hot[slot as usize];
+        let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
+        self.chunks.link_after(slot, upper);
+        self.chunks.hot[slot as usize].size = padding;
+        self.bins.insert(&self.chunks.hot, slot);
+        upper
+    }
+
     /// Turns free chunk `slot`, already out of the bins, into an allocation of `rounded` bytes
-    /// starting `padding` bytes in, keeping the gap before and the remainder after as free
-    /// chunks.
+    /// at its start, keeping the remainder after it as a free chunk.
+    #[inline]
     fn carve(
         &mut self,
         slot: u32,
-        padding: u64,
         rounded: u64,
         requested: u64,
         label: Option<&str>,
     ) -> Allocation {
-        let mut slot = slot;
-        if padding > 0 {
-            let chunk = self.chunks.hot[slot as usize];
-            let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
-            self.chunks.link_after(slot, upper);
-            self.chunks.hot[slot as usize].size = padding;
-            self.bins.insert(&self.chunks.hot, slot);
-            slot = upper;
-        }
         let chunk = self.chunks.hot[slot as usize];
         // Every remainder is a whole number of granules, so it is always worth keeping as a
         // free chunk (XLA keeps small tails inside the allocation; splitting keeps
@@ -583,29 +631,42 @@ impl Arena {
         if let Some(label) = label {
             self.chunks.set_label(slot, label);
         }
-
+        self.emit_alloc(id, slot, rounded, requested, label);
         let region = self.region(chunk.region);
-        let allocation = Allocation {
+        Allocation {
             id,
             region: region.id,
             offset: chunk.address - region.base_address,
             size: rounded,
             requested,
-        };
-        let (bytes_in_use, bytes_reserved) =
-            (self.counters.bytes_in_use, self.counters.bytes_reserved);
-        self.events.emit(|| ArenaEvent::Alloc {
-            id,
-            region: allocation.region,
-            offset: allocation.offset,
-            size: rounded,
-            requested,
-            label,
-            sequence,
-            bytes_in_use,
-            bytes_reserved,
+        }
+    }
+
+    /// Reports an allocation to the event sink, if there is one.
+    #[inline]
+    fn emit_alloc(
+        &self,
+        id: AllocationId,
+        slot: u32,
+        rounded: u64,
+        requested: u64,
+        label: Option<&str>,
+    ) {
+        self.events.emit(|| {
+            let chunk = &self.chunks.hot[slot as usize];
+            let region = self.region(chunk.region);
+            ArenaEvent::Alloc {
+                id,
+                region: region.id,
+                offset: chunk.address - region.base_address,
+                size: rounded,
+                requested,
+                label,
+                sequence: self.counters.num_allocs,
+                bytes_in_use: self.counters.bytes_in_use,
+                bytes_reserved: self.counters.bytes_reserved,
+            }
         });
-        allocation
     }
 
     /// A slab slot for a new free chunk. `allocate` checked for room up front.
@@ -617,24 +678,21 @@ impl Arena {
 
     /// Makes chunk `slot` (in use or pending) free, merging it with free neighbours. In
     /// platform mode its region goes back to the source.
+    #[inline]
     fn make_free(&mut self, slot: u32, source: &mut dyn RegionSource) {
-        self.chunks.hot[slot as usize].set_slot(Slot::Free);
         self.chunks.clear_label(slot);
+        let chunk = &mut self.chunks.hot[slot as usize];
+        chunk.set_slot(Slot::Free);
+        let (prev, next) = (chunk.prev, chunk.next);
         let mut slot = slot;
-        let next = self.chunks.hot[slot as usize].next;
-        if next != NIL && self.chunks.hot[next as usize].slot() == Slot::Free {
+        if next != NIL && self.chunks.hot[next as usize].is_free() {
             self.bins.remove(&self.chunks.hot, next);
-            self.chunks.hot[slot as usize].size += self.chunks.hot[next as usize].size;
-            self.chunks.unlink(next);
-            self.chunks.remove(next);
+            self.chunks.absorb_next(slot);
         }
         // The lower chunk absorbs the upper one, so a region's first chunk never goes away.
-        let prev = self.chunks.hot[slot as usize].prev;
-        if prev != NIL && self.chunks.hot[prev as usize].slot() == Slot::Free {
+        if prev != NIL && self.chunks.hot[prev as usize].is_free() {
             self.bins.remove(&self.chunks.hot, prev);
-            self.chunks.hot[prev as usize].size += self.chunks.hot[slot as usize].size;
-            self.chunks.unlink(slot);
-            self.chunks.remove(slot);
+            self.chunks.absorb_next(prev);
             slot = prev;
         }
         self.bins.insert(&self.chunks.hot, slot);

@@ -36,33 +36,25 @@ pub(crate) const ADDRESS_SPACE_BYTES: u64 = ALLOCATION_ALIGNMENT << ADDRESS_BITS
 /// below 2^30 (256 GiB). Far above any device's largest buffer.
 pub(crate) const MAX_CHUNK_BYTES: u64 = ((1 << 30) - 1) * ALLOCATION_ALIGNMENT;
 
-/// The bin holding free chunks of `granules` granules.
+/// The bin of a chunk of `granules` granules, and the granules it has above the bin's floor
+/// (its size's part of the key). Branch-free: sizes arrive in no predictable order.
 #[inline]
-fn bin_of(granules: u64) -> usize {
-    if granules < SUB_BINS as u64 {
-        return granules as usize;
-    }
-    let log2 = 63 - granules.leading_zeros();
-    let top = (log2 - SUB_BIN_BITS + 1) as usize;
-    let sub = (granules >> (log2 - SUB_BIN_BITS)) as usize & (SUB_BINS - 1);
-    top * SUB_BINS + sub
+fn locate(granules: u64) -> (usize, u64) {
+    // Below 32 granules every count is its own bin (the `| 31` makes them all look like
+    // the top of power-of-two group 0). Above, the SUB_BIN_BITS bits after the leading one
+    // pick the class, and the bits below them are the size above the floor.
+    let log2 = 63 - (granules | (SUB_BINS as u64 - 1)).leading_zeros();
+    let shift = log2.max(SUB_BIN_BITS) - SUB_BIN_BITS;
+    let top = (log2 + 1 - SUB_BIN_BITS) as usize;
+    let sub = (granules >> shift) as usize & (SUB_BINS - 1);
+    (top * SUB_BINS + sub, granules & ((1 << shift) - 1))
 }
 
-/// The smallest granule count in `bin`.
+/// The key of a chunk of `granules` granules at byte `address`: order by size, then by
+/// address, within one bin.
 #[inline]
-fn bin_floor(bin: usize) -> u64 {
-    let (top, sub) = (bin / SUB_BINS, bin % SUB_BINS);
-    if top <= 1 {
-        return bin as u64;
-    }
-    ((SUB_BINS + sub) as u64) << (top - 1)
-}
-
-/// The key of a chunk of `granules` granules at byte `address` in `bin`: order by size, then
-/// by address.
-#[inline]
-fn key(bin: usize, granules: u64, address: u64) -> Key {
-    ((granules - bin_floor(bin)) << ADDRESS_BITS) | (address / ALLOCATION_ALIGNMENT)
+fn key(above_floor: u64, address: u64) -> Key {
+    (above_floor << ADDRESS_BITS) | (address / ALLOCATION_ALIGNMENT)
 }
 
 /// Free chunks, indexed by size class.
@@ -100,13 +92,9 @@ impl Bins {
     #[inline]
     pub fn insert(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let granules = chunk.size / ALLOCATION_ALIGNMENT;
-        let bin = bin_of(granules);
-        self.forest.insert(
-            &mut self.roots[bin],
-            key(bin, granules, chunk.address),
-            slot,
-        );
+        let (bin, above_floor) = locate(chunk.size / ALLOCATION_ALIGNMENT);
+        self.forest
+            .insert(&mut self.roots[bin], key(above_floor, chunk.address), slot);
         self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
         self.top_bits |= 1 << (bin / SUB_BINS);
     }
@@ -115,11 +103,10 @@ impl Bins {
     #[inline]
     pub fn remove(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let granules = chunk.size / ALLOCATION_ALIGNMENT;
-        let bin = bin_of(granules);
+        let (bin, above_floor) = locate(chunk.size / ALLOCATION_ALIGNMENT);
         let removed = self
             .forest
-            .remove(&mut self.roots[bin], key(bin, granules, chunk.address));
+            .remove(&mut self.roots[bin], key(above_floor, chunk.address));
         debug_assert!(removed, "free chunk {slot} missing from bin {bin}");
         self.note_if_empty(bin);
     }
@@ -151,12 +138,11 @@ impl Bins {
     /// least `size` bytes, or `NIL`.
     #[inline]
     pub fn best_fit(&self, size: u64) -> u32 {
-        let granules = size / ALLOCATION_ALIGNMENT;
-        let bin = bin_of(granules);
+        let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
         // The bin of the size itself may hold chunks both below and above it.
         let found = self
             .forest
-            .lower_bound(self.roots[bin], key(bin, granules, 0));
+            .lower_bound(self.roots[bin], key(above_floor, 0));
         if found != NIL {
             return found;
         }
@@ -171,11 +157,10 @@ impl Bins {
     /// descent.
     #[inline]
     pub fn take_best_fit(&mut self, size: u64) -> u32 {
-        let granules = size / ALLOCATION_ALIGNMENT;
-        let bin = bin_of(granules);
+        let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
         let found = self
             .forest
-            .take_lower_bound(&mut self.roots[bin], key(bin, granules, 0));
+            .take_lower_bound(&mut self.roots[bin], key(above_floor, 0));
         if found != NIL {
             self.note_if_empty(bin);
             return found;
@@ -205,11 +190,10 @@ impl Bins {
     /// The free chunk just after `(size, address)` in best-fit order, or `NIL`. Used to walk
     /// candidates when an alignment larger than 256 bytes rules some out.
     pub fn next_after(&self, size: u64, address: u64) -> u32 {
-        let granules = size / ALLOCATION_ALIGNMENT;
-        let bin = bin_of(granules);
+        let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
         let found = self
             .forest
-            .upper_bound(self.roots[bin], key(bin, granules, address));
+            .upper_bound(self.roots[bin], key(above_floor, address));
         if found != NIL {
             return found;
         }
@@ -234,17 +218,38 @@ impl Bins {
 mod tests {
     use super::*;
 
+    /// The bin computation spelled out with branches, to check the branch-free one.
+    fn bin_of(granules: u64) -> usize {
+        if granules < SUB_BINS as u64 {
+            return granules as usize;
+        }
+        let log2 = 63 - granules.leading_zeros();
+        let top = (log2 - SUB_BIN_BITS + 1) as usize;
+        let sub = (granules >> (log2 - SUB_BIN_BITS)) as usize & (SUB_BINS - 1);
+        top * SUB_BINS + sub
+    }
+
     #[test]
     fn keys_order_chunks_by_size_then_address_within_a_bin() {
         let largest = MAX_CHUNK_BYTES / ALLOCATION_ALIGNMENT;
         let top_address = ADDRESS_SPACE_BYTES - ALLOCATION_ALIGNMENT;
         for granules in (1..1u64 << 20).step_by(89).chain([largest - 1, largest]) {
-            let bin = bin_of(granules);
-            assert!(bin_floor(bin) <= granules && bin_of(bin_floor(bin)) == bin);
+            let (bin, above) = locate(granules);
+            assert_eq!(bin, bin_of(granules));
+            assert_eq!(
+                locate(granules - above),
+                (bin, 0),
+                "the floor is in the same bin"
+            );
+            assert!(
+                above < 1 << (64 - ADDRESS_BITS),
+                "the size part fits its key bits"
+            );
             // Same size: the lower address comes first; larger size in the same bin: after.
-            assert!(key(bin, granules, 0) < key(bin, granules, top_address));
-            if bin_of(granules + 1) == bin {
-                assert!(key(bin, granules, top_address) < key(bin, granules + 1, 0));
+            assert!(key(above, 0) < key(above, top_address));
+            let (next_bin, next_above) = locate(granules + 1);
+            if next_bin == bin {
+                assert!(key(above, top_address) < key(next_above, 0));
             }
         }
     }
@@ -252,11 +257,11 @@ mod tests {
     #[test]
     fn bins_grow_with_size_and_small_sizes_have_exact_bins() {
         for granules in 1..64 {
-            assert_eq!(bin_of(granules), granules as usize);
+            assert_eq!(locate(granules), (granules as usize, 0));
         }
         let mut previous = 0;
         for granules in (1..1u64 << 20).step_by(97).chain([u64::MAX / 256]) {
-            let bin = bin_of(granules);
+            let (bin, _) = locate(granules);
             assert!(bin >= previous && bin < BIN_COUNT);
             previous = bin;
         }

@@ -60,6 +60,18 @@ impl Chunk {
         }
     }
 
+    /// True for a free chunk (one compare, no decoding).
+    #[inline]
+    pub fn is_free(&self) -> bool {
+        self.meta & SLOT_MASK == Slot::Free as u32
+    }
+
+    /// True when this is the live allocation handed out with `generation`.
+    #[inline]
+    pub fn holds(&self, generation: u32) -> bool {
+        self.meta & !LABELLED_BIT == (generation << GENERATION_SHIFT) | Slot::InUse as u32
+    }
+
     #[inline]
     pub fn set_slot(&mut self, slot: Slot) {
         self.meta = (self.meta & !SLOT_MASK) | slot as u32;
@@ -220,15 +232,21 @@ impl Chunks {
         self.hot[after as usize].next = new;
     }
 
-    /// Takes chunk `slot` out of its region's address order.
-    pub fn unlink(&mut self, slot: u32) {
-        let Chunk { prev, next, .. } = self.hot[slot as usize];
-        if prev != NIL {
-            self.hot[prev as usize].next = next;
+    /// Chunk `slot` absorbs the free chunk just above it, whose slot becomes vacant. The
+    /// absorbed chunk must already be out of the bins.
+    #[inline]
+    pub fn absorb_next(&mut self, slot: u32) {
+        let next = self.hot[slot as usize].next;
+        let Chunk {
+            size, next: after, ..
+        } = self.hot[next as usize];
+        let chunk = &mut self.hot[slot as usize];
+        chunk.size += size;
+        chunk.next = after;
+        if after != NIL {
+            self.hot[after as usize].prev = slot;
         }
-        if next != NIL {
-            self.hot[next as usize].prev = prev;
-        }
+        self.remove(next);
     }
 
     /// Stores `label` for `slot` (a heap copy; only labelled allocations pay for it).
