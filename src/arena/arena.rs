@@ -7,7 +7,7 @@ use super::allocation::{
     align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
 };
 use super::bins::{Bins, ADDRESS_SPACE_BYTES, MAX_CHUNK_BYTES};
-use super::chunk::{Chunks, Slot, NIL};
+use super::chunk::{Chunks, Slot, Stamp, NIL};
 use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
 use super::frontier::PendingFrees;
@@ -439,7 +439,7 @@ impl Arena {
             region: region.id,
             offset: chunk.address - region.base_address,
             size: chunk.size,
-            requested: self.chunks.info[id.slot() as usize].requested,
+            requested: self.chunks.stamps[id.slot() as usize].requested(chunk.size),
         })
     }
 
@@ -494,6 +494,7 @@ impl Arena {
                 while slot != NIL {
                     let chunk = &self.chunks.hot[slot as usize];
                     let info = &self.chunks.info[slot as usize];
+                    let stamp = self.chunks.stamps[slot as usize];
                     let state = match chunk.slot() {
                         Slot::InUse => ChunkState::InUse,
                         Slot::PendingFree => ChunkState::PendingFree,
@@ -506,8 +507,8 @@ impl Arena {
                         state,
                         allocation: held.then(|| AllocationId::new(slot, chunk.generation())),
                         label: self.chunks.label(slot).filter(|_| held).map(String::from),
-                        requested: if held { info.requested } else { 0 },
-                        sequence: if held { info.sequence } else { 0 },
+                        requested: if held { stamp.requested(chunk.size) } else { 0 },
+                        sequence: if held { stamp.sequence() } else { 0 },
                         frontier: (state == ChunkState::PendingFree).then_some(info.frontier),
                     });
                     slot = chunk.next;
@@ -625,9 +626,7 @@ impl Arena {
         let hot = &mut self.chunks.hot[slot as usize];
         hot.set_slot(Slot::InUse);
         let id = AllocationId::new(slot, hot.bump_generation());
-        let info = &mut self.chunks.info[slot as usize];
-        info.requested = requested;
-        info.sequence = sequence;
+        self.chunks.stamps[slot as usize] = Stamp::new(sequence, rounded, requested);
         if let Some(label) = label {
             self.chunks.set_label(slot, label);
         }

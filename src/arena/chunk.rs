@@ -104,13 +104,35 @@ impl Chunk {
     }
 }
 
-/// Fields not needed to allocate or free, kept apart so the hot slab stays small.
+/// Bits of a stamp holding the rounding slack (`size - requested`, at most 256).
+const SLACK_BITS: u32 = 16;
+
+/// What an allocation records besides its chunk, packed into 8 bytes so that making an
+/// allocation writes one small word outside the hot slab: the allocation's sequence number
+/// (`num_allocs` after it, modulo 2^48) above the rounding slack.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Stamp(u64);
+
+impl Stamp {
+    /// Sequence numbers wrap after 2^48 allocations (nine years at one per microsecond).
+    pub fn new(sequence: u64, size: u64, requested: u64) -> Stamp {
+        Stamp((sequence << SLACK_BITS) | (size - requested))
+    }
+
+    /// The allocation's sequence number.
+    pub fn sequence(self) -> u64 {
+        self.0 >> SLACK_BITS
+    }
+
+    /// The bytes asked for by an allocation whose chunk has `size` bytes.
+    pub fn requested(self, size: u64) -> u64 {
+        size - (self.0 & ((1 << SLACK_BITS) - 1))
+    }
+}
+
+/// Fields only touched for labelled allocations and pending frees.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChunkInfo {
-    /// For an allocation: the bytes the caller asked for.
-    pub requested: u64,
-    /// For an allocation: `num_allocs` after it was made.
-    pub sequence: u64,
     /// For a pending free, the queue position to wait for.
     pub frontier: u64,
     /// The caller's label; `None` costs no heap allocation.
@@ -124,6 +146,8 @@ pub(crate) struct Chunks {
     pub hot: Vec<Chunk>,
     /// Cold fields, indexed by slot.
     pub info: Vec<ChunkInfo>,
+    /// What each allocation records, indexed by slot.
+    pub stamps: Vec<Stamp>,
     /// First vacant slot, or `NIL`.
     vacant: u32,
     /// Slots that are not vacant.
@@ -135,6 +159,7 @@ impl Chunks {
         Chunks {
             hot: Vec::new(),
             info: Vec::new(),
+            stamps: Vec::new(),
             vacant: NIL,
             live: 0,
         }
@@ -157,6 +182,7 @@ impl Chunks {
                 meta: Slot::Vacant as u32,
             });
             self.info.push(ChunkInfo::default());
+            self.stamps.push(Stamp::default());
             slot
         };
         let chunk = &mut self.hot[slot as usize];
