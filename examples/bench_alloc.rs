@@ -279,8 +279,9 @@ pub fn traces() -> Vec<Trace> {
 
 /// What the replay needs from an allocator.
 pub trait Subject {
-    /// What `free` needs back.
-    type Handle: Clone;
+    /// What `free` needs back. The replay keeps one per slot, without an `Option` around it,
+    /// so every allocator's handle costs its own size and no more.
+    type Handle: Default;
     /// Name in reports.
     const NAME: &'static str;
     /// An allocator over `space` bytes that will see at most `slots` live allocations.
@@ -301,6 +302,15 @@ impl RegionSource for OneRegion {
     fn release_region(&mut self, _region: RegionId) {}
 }
 
+/// gpu-arena's allocation id, with 0 (never a valid id) as the empty default.
+pub struct ArenaId(gpu_arena::arena::AllocationId);
+
+impl Default for ArenaId {
+    fn default() -> Self {
+        ArenaId(gpu_arena::arena::AllocationId(0))
+    }
+}
+
 /// gpu-arena, preallocated over one region of the whole space.
 pub struct GpuArena {
     arena: Arena,
@@ -308,7 +318,9 @@ pub struct GpuArena {
 }
 
 impl Subject for GpuArena {
-    type Handle = gpu_arena::arena::AllocationId;
+    // `AllocationId` has no spare bit pattern, so `Option` would double it; the id is never 0
+    // (generations start at 1), so 0 stands for an empty slot.
+    type Handle = ArenaId;
     const NAME: &'static str = "gpu-arena";
 
     fn new(space: u64, _slots: usize) -> Self {
@@ -323,12 +335,12 @@ impl Subject for GpuArena {
 
     fn alloc(&mut self, size: u64) -> Option<(Self::Handle, u64)> {
         let a = self.arena.allocate(size, 0, None, &mut self.source).ok()?;
-        Some((a.id, a.offset))
+        Some((ArenaId(a.id), a.offset))
     }
 
     fn free(&mut self, handle: Self::Handle) {
         self.arena
-            .free(handle, None, &mut self.source)
+            .free(handle.0, None, &mut self.source)
             .expect("trace frees live allocations");
     }
 }
@@ -336,8 +348,12 @@ impl Subject for GpuArena {
 /// The `offset-allocator` crate in 256-byte units.
 pub struct OffsetAllocator(offset_allocator::Allocator);
 
+/// offset-allocator's allocation; `Option` costs nothing here (it has a spare bit pattern).
+#[derive(Default)]
+pub struct OffsetHandle(Option<offset_allocator::Allocation>);
+
 impl Subject for OffsetAllocator {
-    type Handle = offset_allocator::Allocation;
+    type Handle = OffsetHandle;
     const NAME: &'static str = "offset-allocator";
 
     fn new(space: u64, slots: usize) -> Self {
@@ -352,11 +368,16 @@ impl Subject for OffsetAllocator {
     fn alloc(&mut self, size: u64) -> Option<(Self::Handle, u64)> {
         let units = u32::try_from(size / OFFSET_ALLOCATOR_UNIT).ok()?;
         let a = self.0.allocate(units)?;
-        Some((a, u64::from(a.offset) * OFFSET_ALLOCATOR_UNIT))
+        Some((
+            OffsetHandle(Some(a)),
+            u64::from(a.offset) * OFFSET_ALLOCATOR_UNIT,
+        ))
     }
 
     fn free(&mut self, handle: Self::Handle) {
-        self.0.free(handle);
+        if let Some(a) = handle.0 {
+            self.0.free(a);
+        }
     }
 }
 
@@ -406,7 +427,7 @@ impl Subject for Bump {
 /// index of the operation that failed.
 pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
     let mut subject = S::new(SPACE_BYTES, trace.slots);
-    let mut handles: Vec<Option<S::Handle>> = vec![None; trace.slots];
+    let mut handles: Vec<S::Handle> = (0..trace.slots).map(|_| S::Handle::default()).collect();
     let mut high_water = 0u64;
     let start = Instant::now();
     for (index, op) in trace.ops.iter().enumerate() {
@@ -414,12 +435,9 @@ pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
             Op::Alloc { slot, size } => {
                 let (handle, offset) = subject.alloc(size).ok_or(index)?;
                 high_water = high_water.max(offset + size);
-                handles[slot as usize] = Some(handle);
+                handles[slot as usize] = handle;
             }
-            Op::Free { slot } => {
-                let handle = handles[slot as usize].take().ok_or(index)?;
-                subject.free(handle);
-            }
+            Op::Free { slot } => subject.free(std::mem::take(&mut handles[slot as usize])),
         }
     }
     let elapsed = start.elapsed().as_nanos();

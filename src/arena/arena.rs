@@ -7,7 +7,7 @@ use super::allocation::{
     align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
 };
 use super::bins::{Bins, ADDRESS_SPACE_BYTES, MAX_CHUNK_BYTES};
-use super::chunk::{Chunks, Slot, Stamp, NIL};
+use super::chunk::{Chunks, Slot, NIL};
 use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
 use super::frontier::PendingFrees;
@@ -318,7 +318,7 @@ impl Arena {
     ) -> Result<(), ArenaError> {
         let slot = id.slot();
         let size = match self.chunks.get(slot) {
-            Some(chunk) if chunk.holds(id.generation()) => chunk.size,
+            Some(chunk) if chunk.holds(id.stamp()) => chunk.size(),
             _ => return Err(ArenaError::UnknownAllocation(id)),
         };
         self.counters.bytes_in_use -= size;
@@ -340,7 +340,7 @@ impl Arena {
         self.chunks.hot[slot as usize].set_slot(Slot::PendingFree);
         self.chunks.info[slot as usize].frontier = frontier;
         self.pending
-            .push(frontier, slot, self.chunks.hot[slot as usize].size);
+            .push(frontier, slot, self.chunks.hot[slot as usize].size());
         self.emit_free(id, true);
     }
 
@@ -354,7 +354,7 @@ impl Arena {
                 id,
                 region: region.id,
                 offset: chunk.address - region.base_address,
-                size: chunk.size,
+                size: chunk.size(),
                 pending,
                 bytes_in_use: self.counters.bytes_in_use,
                 bytes_reserved: self.counters.bytes_reserved,
@@ -368,7 +368,7 @@ impl Arena {
         self.pending.complete(completed);
         while let Some(slot) = self.pending.pop_ready() {
             debug_assert_eq!(self.chunks.hot[slot as usize].slot(), Slot::PendingFree);
-            self.pending.released(self.chunks.hot[slot as usize].size);
+            self.pending.released(self.chunks.hot[slot as usize].size());
             self.make_free(slot, source);
         }
     }
@@ -389,7 +389,7 @@ impl Arena {
                 continue;
             };
             let first = &self.chunks.hot[region.first_chunk as usize];
-            if !region.is_base && first.slot() == Slot::Free && first.size == region.size {
+            if !region.is_base && first.slot() == Slot::Free && first.size() == region.size {
                 released += region.size;
                 self.release_region(index, source);
             }
@@ -430,7 +430,7 @@ impl Arena {
     /// The live allocation `id`, or `None` if it was freed or never existed.
     pub fn allocation(&self, id: AllocationId) -> Option<Allocation> {
         let chunk = self.chunks.get(id.slot())?;
-        if chunk.slot() != Slot::InUse || chunk.generation() != id.generation() {
+        if !chunk.holds(id.stamp()) {
             return None;
         }
         let region = self.region(chunk.region);
@@ -438,8 +438,8 @@ impl Arena {
             id,
             region: region.id,
             offset: chunk.address - region.base_address,
-            size: chunk.size,
-            requested: self.chunks.stamps[id.slot() as usize].requested(chunk.size),
+            size: chunk.size(),
+            requested: chunk.requested(),
         })
     }
 
@@ -477,7 +477,7 @@ impl Arena {
             .hot
             .iter()
             .filter(|c| c.slot() == Slot::InUse)
-            .map(|c| c.size)
+            .map(|c| c.size())
             .max()
             .unwrap_or(0);
     }
@@ -494,7 +494,6 @@ impl Arena {
                 while slot != NIL {
                     let chunk = &self.chunks.hot[slot as usize];
                     let info = &self.chunks.info[slot as usize];
-                    let stamp = self.chunks.stamps[slot as usize];
                     let state = match chunk.slot() {
                         Slot::InUse => ChunkState::InUse,
                         Slot::PendingFree => ChunkState::PendingFree,
@@ -503,12 +502,16 @@ impl Arena {
                     let held = state != ChunkState::Free;
                     chunks.push(ChunkSnapshot {
                         offset: chunk.address - region.base_address,
-                        size: chunk.size,
+                        size: chunk.size(),
                         state,
-                        allocation: held.then(|| AllocationId::new(slot, chunk.generation())),
+                        allocation: held.then(|| AllocationId::new(slot, chunk.stamp())),
                         label: self.chunks.label(slot).filter(|_| held).map(String::from),
-                        requested: if held { stamp.requested(chunk.size) } else { 0 },
-                        sequence: if held { stamp.sequence() } else { 0 },
+                        requested: if held { chunk.requested() } else { 0 },
+                        sequence: if held {
+                            chunk.sequence(self.counters.num_allocs)
+                        } else {
+                            0
+                        },
                         frontier: (state == ChunkState::PendingFree).then_some(info.frontier),
                     });
                     slot = chunk.next;
@@ -543,7 +546,7 @@ impl Arena {
     fn largest_free_block(&self) -> u64 {
         match self.bins.largest() {
             NIL => 0,
-            slot => self.chunks.hot[slot as usize].size,
+            slot => self.chunks.hot[slot as usize].size(),
         }
     }
 
@@ -576,11 +579,11 @@ impl Arena {
             let offset = chunk.address - self.region(chunk.region).base_address;
             if let Some(aligned) = align_up(offset, align) {
                 let padding = aligned - offset;
-                if padding <= chunk.size - rounded {
+                if padding <= chunk.size() - rounded {
                     return Some((candidate, padding));
                 }
             }
-            candidate = self.bins.next_after(chunk.size, chunk.address);
+            candidate = self.bins.next_after(chunk.size(), chunk.address);
         }
         None
     }
@@ -589,9 +592,13 @@ impl Arena {
     /// into it: keep the gap as a free chunk and return the chunk after it.
     fn split_off_gap(&mut self, slot: u32, padding: u64) -> u32 {
         let chunk = self.chunks.hot[slot as usize];
-        let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
+        let upper = self.new_chunk(
+            chunk.address + padding,
+            chunk.size() - padding,
+            chunk.region,
+        );
         self.chunks.link_after(slot, upper);
-        self.chunks.hot[slot as usize].size = padding;
+        self.chunks.hot[slot as usize].set_size(padding);
         self.bins.insert(&self.chunks.hot, slot);
         upper
     }
@@ -610,10 +617,14 @@ impl Arena {
         // Every remainder is a whole number of granules, so it is always worth keeping as a
         // free chunk (XLA keeps small tails inside the allocation; splitting keeps
         // `bytes_in_use` exact and the memory usable).
-        if chunk.size > rounded {
-            let rest = self.new_chunk(chunk.address + rounded, chunk.size - rounded, chunk.region);
+        if chunk.size() > rounded {
+            let rest = self.new_chunk(
+                chunk.address + rounded,
+                chunk.size() - rounded,
+                chunk.region,
+            );
             self.chunks.link_after(slot, rest);
-            self.chunks.hot[slot as usize].size = rounded;
+            self.chunks.hot[slot as usize].set_size(rounded);
             self.bins.insert(&self.chunks.hot, rest);
         }
         let c = &mut self.counters;
@@ -623,10 +634,8 @@ impl Arena {
         c.largest_alloc_size = c.largest_alloc_size.max(rounded);
         let sequence = c.num_allocs;
 
-        let hot = &mut self.chunks.hot[slot as usize];
-        hot.set_slot(Slot::InUse);
-        let id = AllocationId::new(slot, hot.bump_generation());
-        self.chunks.stamps[slot as usize] = Stamp::new(sequence, rounded, requested);
+        let stamp = self.chunks.hot[slot as usize].hand_out(sequence, requested);
+        let id = AllocationId::new(slot, stamp);
         if let Some(label) = label {
             self.chunks.set_label(slot, label);
         }

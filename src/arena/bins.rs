@@ -92,7 +92,7 @@ impl Bins {
     #[inline]
     pub fn insert(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let (bin, above_floor) = locate(chunk.size / ALLOCATION_ALIGNMENT);
+        let (bin, above_floor) = locate(chunk.granules());
         self.forest
             .insert(&mut self.roots[bin], key(above_floor, chunk.address), slot);
         self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
@@ -103,7 +103,7 @@ impl Bins {
     #[inline]
     pub fn remove(&mut self, chunks: &[Chunk], slot: u32) {
         let chunk = &chunks[slot as usize];
-        let (bin, above_floor) = locate(chunk.size / ALLOCATION_ALIGNMENT);
+        let (bin, above_floor) = locate(chunk.granules());
         let removed = self
             .forest
             .remove(&mut self.roots[bin], key(above_floor, chunk.address));

@@ -1,6 +1,8 @@
 //! Chunks: the pieces a region is cut into, kept in a slab of plain structs linked by index so
 //! that allocating and freeing do no heap allocation once the slab has grown to its working size.
 
+use super::allocation::ALLOCATION_ALIGNMENT;
+
 /// "No chunk": the end of a neighbour list or an empty tree link.
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -20,35 +22,57 @@ pub(crate) enum Slot {
 
 /// Bits of `Chunk::meta` holding the `Slot`.
 const SLOT_MASK: u32 = 0b11;
-/// Bit of `Chunk::meta` set when the chunk's `ChunkInfo` holds a label.
+/// Bit of `Chunk::meta` set when the slot's `ChunkInfo` holds a label.
 const LABELLED_BIT: u32 = 0b100;
-/// `Chunk::meta` keeps the generation above this many low bits (24 bits of generation: a
-/// stale id is recognised unless its slot was reused 16 million times since).
-const GENERATION_SHIFT: u32 = 8;
+/// `Chunk::meta` keeps the rounding slack (`size - requested`, 0 to 256) above this bit.
+const SLACK_SHIFT: u32 = 8;
 
 /// The fields touched on every allocation and free, packed into 32 bytes: freeing a chunk reads
 /// it and both its neighbours, and those reads are cache misses, so the slab's footprint sets
-/// the speed.
+/// the speed. Everything an allocation records lives here too, so making one writes nowhere
+/// else (labels aside).
 #[derive(Clone, Copy, Debug)]
-#[repr(align(32))]
+#[repr(C, align(32))]
 pub(crate) struct Chunk {
     /// Start of the chunk in the arena's private address space: its region's `base_address`
     /// plus its offset. Ordering by `(size, address)` is the best-fit order with the
     /// lowest-address tie-break across all regions.
     pub address: u64,
-    /// Bytes, a multiple of 256.
-    pub size: u64,
+    /// Size in 256-byte granules (chunks are below 2^30 granules; see `bins::MAX_CHUNK_BYTES`).
+    granules: u32,
     /// The chunk just below in the same region, or `NIL`.
     pub prev: u32,
     /// The chunk just above in the same region, or `NIL`; for a vacant slot, the next vacant.
     pub next: u32,
     /// Index of the region in the arena's region table.
     pub region: u32,
-    /// Slot state, the labelled flag and the generation, packed.
+    /// Slot state, the labelled flag and the rounding slack, packed.
     meta: u32,
+    /// For an allocation: its sequence number modulo 2^32. Sequence numbers are unique, so
+    /// this also tells a live allocation from an earlier one in the same slot: it is the
+    /// generation half of the `AllocationId`.
+    stamp: u32,
 }
 
 impl Chunk {
+    /// Bytes, a multiple of 256.
+    #[inline]
+    pub fn size(&self) -> u64 {
+        u64::from(self.granules) * ALLOCATION_ALIGNMENT
+    }
+
+    /// Size in granules.
+    #[inline]
+    pub fn granules(&self) -> u64 {
+        u64::from(self.granules)
+    }
+
+    /// Sets the size (a multiple of 256 below 2^38 bytes).
+    #[inline]
+    pub fn set_size(&mut self, bytes: u64) {
+        self.granules = (bytes / ALLOCATION_ALIGNMENT) as u32;
+    }
+
     /// What the slot holds.
     #[inline]
     pub fn slot(&self) -> Slot {
@@ -66,10 +90,10 @@ impl Chunk {
         self.meta & SLOT_MASK == Slot::Free as u32
     }
 
-    /// True when this is the live allocation handed out with `generation`.
+    /// True when this is the live allocation whose id carries `stamp`.
     #[inline]
-    pub fn holds(&self, generation: u32) -> bool {
-        self.meta & !LABELLED_BIT == (generation << GENERATION_SHIFT) | Slot::InUse as u32
+    pub fn holds(&self, stamp: u32) -> bool {
+        (self.meta & SLOT_MASK == Slot::InUse as u32) & (self.stamp == stamp)
     }
 
     #[inline]
@@ -89,44 +113,33 @@ impl Chunk {
         self.meta = (self.meta & !LABELLED_BIT) | if labelled { LABELLED_BIT } else { 0 };
     }
 
-    /// Bumped each time the slot becomes an allocation, so stale ids are recognised.
+    /// Makes this free chunk the allocation with sequence number `sequence` of `requested`
+    /// bytes (at most 256 below its size). Returns the stamp for its id.
     #[inline]
-    pub fn generation(&self) -> u32 {
-        self.meta >> GENERATION_SHIFT
+    pub fn hand_out(&mut self, sequence: u64, requested: u64) -> u32 {
+        let slack = (self.size() - requested) as u32;
+        self.meta = (slack << SLACK_SHIFT) | Slot::InUse as u32;
+        self.stamp = sequence as u32;
+        self.stamp
     }
 
-    /// Advances the generation (wrapping within its 24 bits) and returns the new one.
+    /// For an allocation: the bytes asked for.
     #[inline]
-    pub fn bump_generation(&mut self) -> u32 {
-        let low = self.meta & ((1 << GENERATION_SHIFT) - 1);
-        self.meta = low | (self.generation().wrapping_add(1) << GENERATION_SHIFT);
-        self.generation()
-    }
-}
-
-/// Bits of a stamp holding the rounding slack (`size - requested`, at most 256).
-const SLACK_BITS: u32 = 16;
-
-/// What an allocation records besides its chunk, packed into 8 bytes so that making an
-/// allocation writes one small word outside the hot slab: the allocation's sequence number
-/// (`num_allocs` after it, modulo 2^48) above the rounding slack.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Stamp(u64);
-
-impl Stamp {
-    /// Sequence numbers wrap after 2^48 allocations (nine years at one per microsecond).
-    pub fn new(sequence: u64, size: u64, requested: u64) -> Stamp {
-        Stamp((sequence << SLACK_BITS) | (size - requested))
+    pub fn requested(&self) -> u64 {
+        self.size() - u64::from(self.meta >> SLACK_SHIFT)
     }
 
-    /// The allocation's sequence number.
-    pub fn sequence(self) -> u64 {
-        self.0 >> SLACK_BITS
+    /// For an allocation: its sequence number, given `latest`, the most recent one handed
+    /// out. Exact unless the allocation is 2^32 allocations old.
+    #[inline]
+    pub fn sequence(&self, latest: u64) -> u64 {
+        latest - (latest.wrapping_sub(u64::from(self.stamp)) & u64::from(u32::MAX))
     }
 
-    /// The bytes asked for by an allocation whose chunk has `size` bytes.
-    pub fn requested(self, size: u64) -> u64 {
-        size - (self.0 & ((1 << SLACK_BITS) - 1))
+    /// The stamp of this allocation's id.
+    #[inline]
+    pub fn stamp(&self) -> u32 {
+        self.stamp
     }
 }
 
@@ -146,8 +159,6 @@ pub(crate) struct Chunks {
     pub hot: Vec<Chunk>,
     /// Cold fields, indexed by slot.
     pub info: Vec<ChunkInfo>,
-    /// What each allocation records, indexed by slot.
-    pub stamps: Vec<Stamp>,
     /// First vacant slot, or `NIL`.
     vacant: u32,
     /// Slots that are not vacant.
@@ -159,7 +170,6 @@ impl Chunks {
         Chunks {
             hot: Vec::new(),
             info: Vec::new(),
-            stamps: Vec::new(),
             vacant: NIL,
             live: 0,
         }
@@ -175,29 +185,28 @@ impl Chunks {
             let slot = u32::try_from(self.hot.len()).ok().filter(|&s| s != NIL)?;
             self.hot.push(Chunk {
                 address: 0,
-                size: 0,
+                granules: 0,
                 prev: NIL,
                 next: NIL,
                 region: 0,
                 meta: Slot::Vacant as u32,
+                stamp: 0,
             });
             self.info.push(ChunkInfo::default());
-            self.stamps.push(Stamp::default());
             slot
         };
         let chunk = &mut self.hot[slot as usize];
         chunk.address = address;
-        chunk.size = size;
+        chunk.set_size(size);
         chunk.prev = NIL;
         chunk.next = NIL;
         chunk.region = region;
-        chunk.set_slot(Slot::Free);
+        chunk.meta = Slot::Free as u32;
         self.live += 1;
         Some(slot)
     }
 
-    /// Returns a slot to the vacant list. Its generation survives, so ids handed out from it
-    /// stay recognisably stale.
+    /// Returns a slot to the vacant list.
     pub fn remove(&mut self, slot: u32) {
         self.clear_label(slot);
         let chunk = &mut self.hot[slot as usize];
@@ -226,13 +235,19 @@ impl Chunks {
         }
     }
 
-    /// Makes every slot vacant, keeping generations and capacity.
+    /// Stores `label` for `slot` (a heap copy; only labelled allocations pay for it).
+    pub fn set_label(&mut self, slot: u32, label: &str) {
+        self.hot[slot as usize].set_labelled(true);
+        self.info[slot as usize].label = Some(Box::from(label));
+    }
+
+    /// Makes every slot vacant, keeping capacity. Stamps survive, so ids handed out before
+    /// stay recognisably stale.
     pub fn clear(&mut self) {
         self.vacant = NIL;
         for slot in (0..self.hot.len()).rev() {
             let chunk = &mut self.hot[slot];
-            chunk.set_slot(Slot::Vacant);
-            chunk.set_labelled(false);
+            chunk.meta = Slot::Vacant as u32;
             chunk.next = self.vacant;
             self.vacant = slot as u32;
             self.info[slot].label = None;
@@ -241,7 +256,7 @@ impl Chunks {
     }
 
     /// True when `count` more chunks fit in the slab. Slots are `u32` (with `NIL` reserved),
-    /// so the slab holds at most 2^32 − 1 chunks: some 190 GiB of bookkeeping, far beyond any
+    /// so the slab holds at most 2^32 − 1 chunks: some 128 GiB of bookkeeping, far beyond any
     /// real workload, but the arena reports out of memory rather than overflow.
     pub fn has_room(&self, count: usize) -> bool {
         self.live + count <= NIL as usize
@@ -263,25 +278,18 @@ impl Chunks {
     #[inline]
     pub fn absorb_next(&mut self, slot: u32) {
         let next = self.hot[slot as usize].next;
-        let Chunk {
-            size, next: after, ..
-        } = self.hot[next as usize];
+        let absorbed = self.hot[next as usize];
         let chunk = &mut self.hot[slot as usize];
-        chunk.size += size;
-        chunk.next = after;
-        if after != NIL {
-            self.hot[after as usize].prev = slot;
+        chunk.granules += absorbed.granules;
+        chunk.next = absorbed.next;
+        if absorbed.next != NIL {
+            self.hot[absorbed.next as usize].prev = slot;
         }
         self.remove(next);
     }
 
-    /// Stores `label` for `slot` (a heap copy; only labelled allocations pay for it).
-    pub fn set_label(&mut self, slot: u32, label: &str) {
-        self.hot[slot as usize].set_labelled(true);
-        self.info[slot as usize].label = Some(Box::from(label));
-    }
-
-    /// The state of `slot`, or `None` if the slab never had it.
+    /// The chunk in `slot`, or `None` if the slab never had it.
+    #[inline]
     pub fn get(&self, slot: u32) -> Option<&Chunk> {
         self.hot.get(slot as usize)
     }
