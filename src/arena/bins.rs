@@ -158,12 +158,15 @@ impl Bins {
     #[inline]
     pub fn take_best_fit(&mut self, size: u64) -> u32 {
         let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
-        let found = self
-            .forest
-            .take_lower_bound(&mut self.roots[bin], key(above_floor, 0));
-        if found != NIL {
-            self.note_if_empty(bin);
-            return found;
+        // The bitmap says whether the request's own bin is empty without touching its tree.
+        if self.sub_bits[bin / SUB_BINS] & (1 << (bin % SUB_BINS)) != 0 {
+            let found = self
+                .forest
+                .take_lower_bound(&mut self.roots[bin], key(above_floor, 0));
+            if found != NIL {
+                self.note_if_empty(bin);
+                return found;
+            }
         }
         match self.nonempty_from(bin + 1) {
             Some(bin) => {

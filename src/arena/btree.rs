@@ -115,16 +115,24 @@ impl Node {
     }
 }
 
+/// `Tree::root` of a tree holding a single key, kept in the handle itself.
+const SINGLE: u32 = NIL - 1;
+
 /// One tree of the forest: its root and its leftmost leaf (both `NIL` when empty).
 ///
 /// The leftmost leaf holds the smallest keys, which is where best fit takes from. It only
 /// changes when the tree is created or emptied: a split keeps the smaller half in place and a
 /// merge folds a right neighbour into its left one, so remembering it makes taking the
 /// minimum O(1).
+///
+/// Many bins hold a single chunk, so a tree of one key needs no node: `root` is [`SINGLE`],
+/// the key sits in `single` and its value in `first_leaf`. Touching such a bin touches only
+/// its handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Tree {
     root: u32,
     first_leaf: u32,
+    single: Key,
 }
 
 impl Tree {
@@ -132,7 +140,17 @@ impl Tree {
     pub const EMPTY: Tree = Tree {
         root: NIL,
         first_leaf: NIL,
+        single: 0,
     };
+
+    /// A tree of one key.
+    fn single(k: Key, value: u32) -> Tree {
+        Tree {
+            root: SINGLE,
+            first_leaf: value,
+            single: k,
+        }
+    }
 
     /// True when the tree holds no key.
     #[inline]
@@ -166,6 +184,10 @@ impl Forest {
     }
 
     fn new_node(&mut self, leaf: bool) -> u32 {
+        debug_assert!(
+            self.nodes.len() < SINGLE as usize,
+            "node indices stay below SINGLE"
+        );
         if let Some(index) = self.vacant.pop() {
             let node = &mut self.nodes[index as usize];
             node.len = 0;
@@ -221,14 +243,28 @@ impl Forest {
     /// Adds `k -> value` to the tree at `root`. Keys are unique (addresses are).
     pub fn insert(&mut self, tree: &mut Tree, k: Key, value: u32) {
         if tree.root == NIL {
+            *tree = Tree::single(k, value);
+            return;
+        }
+        if tree.root == SINGLE {
+            // The second key: now the tree needs a leaf (keys in descending order).
             let leaf = self.new_node(true);
             let node = &mut self.nodes[leaf as usize];
-            node.keys[0] = k;
-            node.values[0] = value;
-            node.len = 1;
+            let (other, other_value) = (tree.single, tree.first_leaf);
+            let ((hi, hi_value), (lo, lo_value)) = if k > other {
+                ((k, value), (other, other_value))
+            } else {
+                ((other, other_value), (k, value))
+            };
+            node.keys[0] = hi;
+            node.values[0] = hi_value;
+            node.keys[1] = lo;
+            node.values[1] = lo_value;
+            node.len = 2;
             *tree = Tree {
                 root: leaf,
                 first_leaf: leaf,
+                single: 0,
             };
             return;
         }
@@ -335,6 +371,13 @@ impl Forest {
         if tree.root == NIL {
             return false;
         }
+        if tree.root == SINGLE {
+            if tree.single != k {
+                return false;
+            }
+            *tree = Tree::EMPTY;
+            return true;
+        }
         let leaf = self.leaf_for(tree.root, k);
         let node = &mut self.nodes[leaf as usize];
         let i = node.count_from(k, true);
@@ -351,6 +394,14 @@ impl Forest {
     pub fn take_lower_bound(&mut self, tree: &mut Tree, bound: Key) -> u32 {
         if tree.root == NIL {
             return NIL;
+        }
+        if tree.root == SINGLE {
+            if tree.single < bound {
+                return NIL;
+            }
+            let value = tree.first_leaf;
+            *tree = Tree::EMPTY;
+            return value;
         }
         // Usually the smallest key of all is at or above the bound (always in an exact-size
         // bin or a bin above the request's): take it from the leftmost leaf without a search.
@@ -388,11 +439,17 @@ impl Forest {
     /// nodes and shrinks the root.
     #[inline]
     fn after_removal(&mut self, tree: &mut Tree, leaf: u32, k: Key) {
-        let len = self.nodes[leaf as usize].len;
+        let node = &self.nodes[leaf as usize];
+        let len = node.len;
         if leaf == tree.root {
-            if len == 0 {
+            // A root leaf down to one key hands it to the handle.
+            if len <= 1 {
+                *tree = if len == 1 {
+                    Tree::single(node.keys[0], node.values[0])
+                } else {
+                    Tree::EMPTY
+                };
                 self.vacant.push(leaf);
-                *tree = Tree::EMPTY;
             }
             return;
         }
@@ -486,6 +543,14 @@ impl Forest {
         if tree.root == NIL {
             return NIL;
         }
+        if tree.root == SINGLE {
+            let fits = if strict {
+                tree.single > bound
+            } else {
+                tree.single >= bound
+            };
+            return if fits { tree.first_leaf } else { NIL };
+        }
         let leaf = &self.nodes[self.leaf_for(tree.root, bound) as usize];
         let count = leaf.count_from(bound, strict);
         if count > 0 {
@@ -515,6 +580,9 @@ impl Forest {
         if tree.root == NIL {
             return NIL;
         }
+        if tree.root == SINGLE {
+            return tree.first_leaf;
+        }
         self.nodes[tree.first_leaf as usize].min_value()
     }
 
@@ -522,6 +590,9 @@ impl Forest {
     pub fn last(&self, tree: Tree) -> u32 {
         if tree.root == NIL {
             return NIL;
+        }
+        if tree.root == SINGLE {
+            return tree.first_leaf;
         }
         let mut n = tree.root;
         loop {
