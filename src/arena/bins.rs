@@ -142,13 +142,13 @@ impl Bins {
         // The bin of the size itself may hold chunks both below and above it.
         let found = self
             .forest
-            .lower_bound(self.roots[bin], key(above_floor, 0));
+            .lower_bound(&self.roots[bin], key(above_floor, 0));
         if found != NIL {
             return found;
         }
         // Every chunk in a higher bin is large enough; the smallest key there wins.
         match self.nonempty_from(bin + 1) {
-            Some(bin) => self.forest.first(self.roots[bin]),
+            Some(bin) => self.forest.first(&self.roots[bin]),
             None => NIL,
         }
     }
@@ -196,12 +196,12 @@ impl Bins {
         let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
         let found = self
             .forest
-            .upper_bound(self.roots[bin], key(above_floor, address));
+            .upper_bound(&self.roots[bin], key(above_floor, address));
         if found != NIL {
             return found;
         }
         match self.nonempty_from(bin + 1) {
-            Some(bin) => self.forest.first(self.roots[bin]),
+            Some(bin) => self.forest.first(&self.roots[bin]),
             None => NIL,
         }
     }
@@ -213,7 +213,7 @@ impl Bins {
         }
         let top = 63 - self.top_bits.leading_zeros() as usize;
         let sub = 31 - self.sub_bits[top].leading_zeros() as usize;
-        self.forest.last(self.roots[top * SUB_BINS + sub])
+        self.forest.last(&self.roots[top * SUB_BINS + sub])
     }
 }
 

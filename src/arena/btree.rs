@@ -115,47 +115,93 @@ impl Node {
     }
 }
 
-/// `Tree::root` of a tree holding a single key, kept in the handle itself.
-const SINGLE: u32 = NIL - 1;
+/// Keys a tree keeps in its handle before it needs pool nodes. Most bins hold a few chunks;
+/// with four inline, such a bin costs one cache line (its handle) per operation.
+const INLINE: usize = 4;
+/// A tree in nodes whose root leaf shrinks to this many keys moves back into its handle (below
+/// `INLINE`, so a bin hovering at the boundary does not flip on every operation).
+const DEMOTE_AT: usize = INLINE / 2;
+/// `Tree::inline` of a tree that lives in pool nodes.
+const IN_NODES: u32 = u32::MAX;
 
-/// One tree of the forest: its root and its leftmost leaf (both `NIL` when empty).
+/// One tree of the forest, one cache line: up to [`INLINE`] keys held in the handle itself
+/// (descending, like a leaf), or the root and leftmost leaf of a tree of pool nodes.
 ///
 /// The leftmost leaf holds the smallest keys, which is where best fit takes from. It only
 /// changes when the tree is created or emptied: a split keeps the smaller half in place and a
 /// merge folds a right neighbour into its left one, so remembering it makes taking the
 /// minimum O(1).
-///
-/// Many bins hold a single chunk, so a tree of one key needs no node: `root` is [`SINGLE`],
-/// the key sits in `single` and its value in `first_leaf`. Touching such a bin touches only
-/// its handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(64))]
 pub(crate) struct Tree {
+    /// Keys held inline, or [`IN_NODES`].
+    inline: u32,
     root: u32,
     first_leaf: u32,
-    single: Key,
+    values: [u32; INLINE],
+    keys: [Key; INLINE],
 }
 
 impl Tree {
     /// A tree with no keys.
     pub const EMPTY: Tree = Tree {
+        inline: 0,
         root: NIL,
         first_leaf: NIL,
-        single: 0,
+        values: [NIL; INLINE],
+        keys: [0; INLINE],
     };
-
-    /// A tree of one key.
-    fn single(k: Key, value: u32) -> Tree {
-        Tree {
-            root: SINGLE,
-            first_leaf: value,
-            single: k,
-        }
-    }
 
     /// True when the tree holds no key.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.root == NIL
+        self.inline == 0
+    }
+
+    /// True when the keys live in pool nodes rather than in the handle.
+    #[inline]
+    fn in_nodes(&self) -> bool {
+        self.inline == IN_NODES
+    }
+
+    /// Inline: how many keys are at or above `bound` (`strict`: above); they come first.
+    #[inline]
+    fn count_from(&self, bound: Key, strict: bool) -> usize {
+        let mut count = 0;
+        for (i, &k) in self.keys.iter().enumerate() {
+            let fits = if strict { k > bound } else { k >= bound };
+            count += usize::from((i < self.inline as usize) & fits);
+        }
+        count
+    }
+
+    /// Inline: inserts at `i` (there is room).
+    #[inline]
+    fn insert_at(&mut self, i: usize, k: Key, value: u32) {
+        // Four entries: a fixed, branch-free shift beats a `memmove` call.
+        let (keys, values) = (self.keys, self.values);
+        for j in 1..INLINE {
+            let shifted = j > i;
+            self.keys[j] = if shifted { keys[j - 1] } else { keys[j] };
+            self.values[j] = if shifted { values[j - 1] } else { values[j] };
+        }
+        self.keys[i] = k;
+        self.values[i] = value;
+        self.inline += 1;
+    }
+
+    /// Inline: removes entry `i` and returns its value.
+    #[inline]
+    fn remove_at(&mut self, i: usize) -> u32 {
+        let value = self.values[i];
+        let (keys, values) = (self.keys, self.values);
+        for j in 0..INLINE - 1 {
+            let shifted = j >= i;
+            self.keys[j] = if shifted { keys[j + 1] } else { keys[j] };
+            self.values[j] = if shifted { values[j + 1] } else { values[j] };
+        }
+        self.inline -= 1;
+        value
     }
 }
 
@@ -184,10 +230,6 @@ impl Forest {
     }
 
     fn new_node(&mut self, leaf: bool) -> u32 {
-        debug_assert!(
-            self.nodes.len() < SINGLE as usize,
-            "node indices stay below SINGLE"
-        );
         if let Some(index) = self.vacant.pop() {
             let node = &mut self.nodes[index as usize];
             node.len = 0;
@@ -242,29 +284,26 @@ impl Forest {
 
     /// Adds `k -> value` to the tree at `root`. Keys are unique (addresses are).
     pub fn insert(&mut self, tree: &mut Tree, k: Key, value: u32) {
-        if tree.root == NIL {
-            *tree = Tree::single(k, value);
-            return;
-        }
-        if tree.root == SINGLE {
-            // The second key: now the tree needs a leaf (keys in descending order).
+        if !tree.in_nodes() {
+            let len = tree.inline as usize;
+            if len < INLINE {
+                let i = tree.count_from(k, true);
+                tree.insert_at(i, k, value);
+                return;
+            }
+            // One key too many for the handle: move them all into a leaf.
             let leaf = self.new_node(true);
             let node = &mut self.nodes[leaf as usize];
-            let (other, other_value) = (tree.single, tree.first_leaf);
-            let ((hi, hi_value), (lo, lo_value)) = if k > other {
-                ((k, value), (other, other_value))
-            } else {
-                ((other, other_value), (k, value))
-            };
-            node.keys[0] = hi;
-            node.values[0] = hi_value;
-            node.keys[1] = lo;
-            node.values[1] = lo_value;
-            node.len = 2;
+            node.keys[..INLINE].copy_from_slice(&tree.keys);
+            node.values[..INLINE].copy_from_slice(&tree.values);
+            node.len = INLINE;
+            let i = node.count_from(k, true);
+            node.insert_at(i, k, value);
             *tree = Tree {
+                inline: IN_NODES,
                 root: leaf,
                 first_leaf: leaf,
-                single: 0,
+                ..Tree::EMPTY
             };
             return;
         }
@@ -368,14 +407,12 @@ impl Forest {
 
     /// Removes key `k` from the tree at `root`. Returns false (changing nothing) if absent.
     pub fn remove(&mut self, tree: &mut Tree, k: Key) -> bool {
-        if tree.root == NIL {
-            return false;
-        }
-        if tree.root == SINGLE {
-            if tree.single != k {
+        if !tree.in_nodes() {
+            let i = tree.count_from(k, true);
+            if i >= tree.inline as usize || tree.keys[i] != k {
                 return false;
             }
-            *tree = Tree::EMPTY;
+            tree.remove_at(i);
             return true;
         }
         let leaf = self.leaf_for(tree.root, k);
@@ -392,16 +429,12 @@ impl Forest {
     /// Removes and returns the value of the smallest key at or above `bound`, or `NIL`.
     #[inline]
     pub fn take_lower_bound(&mut self, tree: &mut Tree, bound: Key) -> u32 {
-        if tree.root == NIL {
-            return NIL;
-        }
-        if tree.root == SINGLE {
-            if tree.single < bound {
+        if !tree.in_nodes() {
+            let count = tree.count_from(bound, false);
+            if count == 0 {
                 return NIL;
             }
-            let value = tree.first_leaf;
-            *tree = Tree::EMPTY;
-            return value;
+            return tree.remove_at(count - 1);
         }
         // Usually the smallest key of all is at or above the bound (always in an exact-size
         // bin or a bin above the request's): take it from the leftmost leaf without a search.
@@ -442,13 +475,13 @@ impl Forest {
         let node = &self.nodes[leaf as usize];
         let len = node.len;
         if leaf == tree.root {
-            // A root leaf down to one key hands it to the handle.
-            if len <= 1 {
-                *tree = if len == 1 {
-                    Tree::single(node.keys[0], node.values[0])
-                } else {
-                    Tree::EMPTY
-                };
+            // A root leaf down to a few keys moves them back into the handle.
+            if len <= DEMOTE_AT {
+                let mut inline = Tree::EMPTY;
+                inline.keys[..len].copy_from_slice(&node.keys[..len]);
+                inline.values[..len].copy_from_slice(&node.values[..len]);
+                inline.inline = len as u32;
+                *tree = inline;
                 self.vacant.push(leaf);
             }
             return;
@@ -539,17 +572,12 @@ impl Forest {
 
     /// The value of the smallest key at or above `bound` (`strict`: above), or `NIL`.
     #[inline]
-    fn search(&self, tree: Tree, bound: Key, strict: bool) -> u32 {
-        if tree.root == NIL {
-            return NIL;
-        }
-        if tree.root == SINGLE {
-            let fits = if strict {
-                tree.single > bound
-            } else {
-                tree.single >= bound
+    fn search(&self, tree: &Tree, bound: Key, strict: bool) -> u32 {
+        if !tree.in_nodes() {
+            return match tree.count_from(bound, strict) {
+                0 => NIL,
+                count => tree.values[count - 1],
             };
-            return if fits { tree.first_leaf } else { NIL };
         }
         let leaf = &self.nodes[self.leaf_for(tree.root, bound) as usize];
         let count = leaf.count_from(bound, strict);
@@ -565,34 +593,34 @@ impl Forest {
 
     /// The value of the smallest key at or above `bound`, or `NIL`.
     #[inline]
-    pub fn lower_bound(&self, tree: Tree, bound: Key) -> u32 {
+    pub fn lower_bound(&self, tree: &Tree, bound: Key) -> u32 {
         self.search(tree, bound, false)
     }
 
     /// The value of the smallest key strictly above `bound`, or `NIL`.
-    pub fn upper_bound(&self, tree: Tree, bound: Key) -> u32 {
+    pub fn upper_bound(&self, tree: &Tree, bound: Key) -> u32 {
         self.search(tree, bound, true)
     }
 
     /// The value of the smallest key, or `NIL` for an empty tree.
     #[inline]
-    pub fn first(&self, tree: Tree) -> u32 {
-        if tree.root == NIL {
-            return NIL;
-        }
-        if tree.root == SINGLE {
-            return tree.first_leaf;
+    pub fn first(&self, tree: &Tree) -> u32 {
+        if !tree.in_nodes() {
+            return match tree.inline {
+                0 => NIL,
+                len => tree.values[len as usize - 1],
+            };
         }
         self.nodes[tree.first_leaf as usize].min_value()
     }
 
     /// The value of the largest key, or `NIL` for an empty tree.
-    pub fn last(&self, tree: Tree) -> u32 {
-        if tree.root == NIL {
-            return NIL;
-        }
-        if tree.root == SINGLE {
-            return tree.first_leaf;
+    pub fn last(&self, tree: &Tree) -> u32 {
+        if !tree.in_nodes() {
+            return match tree.inline {
+                0 => NIL,
+                _ => tree.values[0],
+            };
         }
         let mut n = tree.root;
         loop {
@@ -648,17 +676,17 @@ mod tests {
             let bound = (next(&mut state) % spread) << 8;
             let want = |r: std::ops::RangeFrom<Key>| models[t].range(r).next().map(|(_, &v)| v);
             assert_eq!(
-                Some(forest.lower_bound(roots[t], bound)).filter(|&v| v != NIL),
+                Some(forest.lower_bound(&roots[t], bound)).filter(|&v| v != NIL),
                 want(bound..)
             );
             assert_eq!(
-                Some(forest.upper_bound(roots[t], bound)).filter(|&v| v != NIL),
+                Some(forest.upper_bound(&roots[t], bound)).filter(|&v| v != NIL),
                 want(bound + 1..)
             );
             let first = models[t].values().next().copied();
             let last = models[t].values().next_back().copied();
-            assert_eq!(Some(forest.first(roots[t])).filter(|&v| v != NIL), first);
-            assert_eq!(Some(forest.last(roots[t])).filter(|&v| v != NIL), last);
+            assert_eq!(Some(forest.first(&roots[t])).filter(|&v| v != NIL), first);
+            assert_eq!(Some(forest.last(&roots[t])).filter(|&v| v != NIL), last);
         }
         for t in 0..3 {
             for k in models[t].keys().copied().collect::<Vec<_>>() {
