@@ -48,6 +48,13 @@ struct Node {
     keys: [Key; CAPACITY],
 }
 
+/// `a` if `condition` else `b`, by masking, so the compiler cannot turn it into a branch.
+#[inline(always)]
+fn pick(condition: bool, a: u64, b: u64) -> u64 {
+    let mask = u64::from(condition).wrapping_neg();
+    (a & mask) | (b & !mask)
+}
+
 /// Keys compared together in each round of [`partition`].
 const GROUP: usize = 4;
 
@@ -178,12 +185,12 @@ impl Tree {
     /// Inline: inserts at `i` (there is room).
     #[inline]
     fn insert_at(&mut self, i: usize, k: Key, value: u32) {
-        // Four entries: a fixed, branch-free shift beats a `memmove` call.
+        // Four entries: a fixed shift with masks (no branch, no `memmove` call).
         let (keys, values) = (self.keys, self.values);
         for j in 1..INLINE {
             let shifted = j > i;
-            self.keys[j] = if shifted { keys[j - 1] } else { keys[j] };
-            self.values[j] = if shifted { values[j - 1] } else { values[j] };
+            self.keys[j] = pick(shifted, keys[j - 1], keys[j]);
+            self.values[j] = pick(shifted, values[j - 1].into(), values[j].into()) as u32;
         }
         self.keys[i] = k;
         self.values[i] = value;
@@ -197,8 +204,8 @@ impl Tree {
         let (keys, values) = (self.keys, self.values);
         for j in 0..INLINE - 1 {
             let shifted = j >= i;
-            self.keys[j] = if shifted { keys[j + 1] } else { keys[j] };
-            self.values[j] = if shifted { values[j + 1] } else { values[j] };
+            self.keys[j] = pick(shifted, keys[j + 1], keys[j]);
+            self.values[j] = pick(shifted, values[j + 1].into(), values[j].into()) as u32;
         }
         self.inline -= 1;
         value
