@@ -423,13 +423,11 @@ impl Subject for Bump {
     fn free(&mut self, _handle: Self::Handle) {}
 }
 
-/// Replays `trace` on a fresh `S`: the elapsed nanoseconds and the high-water mark, or the
-/// index of the operation that failed.
-pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
-    let mut subject = S::new(SPACE_BYTES, trace.slots);
+/// Replays `trace` on `subject`: the high-water mark, or the index of the operation that
+/// failed. Untimed, for harnesses that time it themselves (criterion).
+pub fn run<S: Subject>(subject: &mut S, trace: &Trace) -> Result<u64, usize> {
     let mut handles: Vec<S::Handle> = (0..trace.slots).map(|_| S::Handle::default()).collect();
     let mut high_water = 0u64;
-    let start = Instant::now();
     for (index, op) in trace.ops.iter().enumerate() {
         match *op {
             Op::Alloc { slot, size } => {
@@ -440,6 +438,15 @@ pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
             Op::Free { slot } => subject.free(std::mem::take(&mut handles[slot as usize])),
         }
     }
+    Ok(high_water)
+}
+
+/// Replays `trace` on a fresh `S`: the elapsed nanoseconds and the high-water mark, or the
+/// index of the operation that failed.
+pub fn replay<S: Subject>(trace: &Trace) -> Result<(u128, u64), usize> {
+    let mut subject = S::new(SPACE_BYTES, trace.slots);
+    let start = Instant::now();
+    let high_water = run(&mut subject, trace)?;
     let elapsed = start.elapsed().as_nanos();
     std::hint::black_box(&subject);
     Ok((elapsed, high_water))
