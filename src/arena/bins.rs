@@ -181,13 +181,11 @@ impl Bins {
     /// Clears the bitmap bits of `bin` if it has become empty.
     #[inline]
     fn note_if_empty(&mut self, bin: usize) {
-        if self.roots[bin].is_empty() {
-            let top = bin / SUB_BINS;
-            self.sub_bits[top] &= !(1 << (bin % SUB_BINS));
-            if self.sub_bits[top] == 0 {
-                self.top_bits &= !(1 << top);
-            }
-        }
+        // Branch-free: whether a bin just emptied is as unpredictable as the workload.
+        let top = bin / SUB_BINS;
+        let emptied = u32::from(self.roots[bin].is_empty());
+        self.sub_bits[top] &= !(emptied << (bin % SUB_BINS));
+        self.top_bits &= !(u64::from(self.sub_bits[top] == 0) << top);
     }
 
     /// The free chunk just after `(size, address)` in best-fit order, or `NIL`. Used to walk
