@@ -537,6 +537,7 @@ impl Arena {
 
     // ----- internals -----
 
+    #[inline]
     fn region(&self, index: u32) -> &Region {
         self.regions[index as usize]
             .as_ref()
@@ -678,6 +679,7 @@ impl Arena {
     }
 
     /// A slab slot for a new free chunk. `allocate` checked for room up front.
+    #[inline]
     fn new_chunk(&mut self, address: u64, size: u64, region: u32) -> u32 {
         self.chunks
             .insert(address, size, region)

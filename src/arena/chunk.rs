@@ -176,6 +176,7 @@ impl Chunks {
     }
 
     /// Takes a slot for a new free chunk and returns it. `None` once 2^32 − 1 chunks exist.
+    #[inline]
     pub fn insert(&mut self, address: u64, size: u64, region: u32) -> Option<u32> {
         let slot = if self.vacant != NIL {
             let slot = self.vacant;
@@ -207,6 +208,7 @@ impl Chunks {
     }
 
     /// Returns a slot to the vacant list.
+    #[inline]
     pub fn remove(&mut self, slot: u32) {
         self.clear_label(slot);
         let chunk = &mut self.hot[slot as usize];
@@ -263,6 +265,7 @@ impl Chunks {
     }
 
     /// Puts chunk `new` right after chunk `after` in its region's address order.
+    #[inline]
     pub fn link_after(&mut self, after: u32, new: u32) {
         let next = self.hot[after as usize].next;
         self.hot[new as usize].prev = after;
