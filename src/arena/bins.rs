@@ -47,7 +47,8 @@ fn locate(granules: u64) -> (usize, u64) {
     let shift = log2.max(SUB_BIN_BITS) - SUB_BIN_BITS;
     let top = (log2 + 1 - SUB_BIN_BITS) as usize;
     let sub = (granules >> shift) as usize & (SUB_BINS - 1);
-    (top * SUB_BINS + sub, granules & ((1 << shift) - 1))
+    // Every u64 lands below BIN_COUNT; the mask tells the compiler so (no bounds checks).
+    ((top * SUB_BINS + sub) & (BIN_COUNT - 1), granules & ((1 << shift) - 1))
 }
 
 /// The key of a chunk of `granules` granules at byte `address`: order by size, then by
@@ -65,7 +66,7 @@ pub(crate) struct Bins {
     /// Bit `s` of `sub_bits[t]` set: bin `t * SUB_BINS + s` is non-empty.
     sub_bits: [u32; TOP_BINS],
     /// Each bin's tree.
-    roots: Box<[Tree]>,
+    roots: Box<[Tree; BIN_COUNT]>,
     /// The nodes of all the trees.
     forest: Forest,
 }
@@ -75,7 +76,10 @@ impl Bins {
         Bins {
             top_bits: 0,
             sub_bits: [0; TOP_BINS],
-            roots: vec![Tree::EMPTY; BIN_COUNT].into_boxed_slice(),
+            roots: vec![Tree::EMPTY; BIN_COUNT]
+                .into_boxed_slice()
+                .try_into()
+                .expect("BIN_COUNT trees"),
             forest: Forest::new(),
         }
     }
@@ -95,7 +99,7 @@ impl Bins {
         let (bin, above_floor) = locate(chunk.granules());
         self.forest
             .insert(&mut self.roots[bin], key(above_floor, chunk.address), slot);
-        self.sub_bits[bin / SUB_BINS] |= 1 << (bin % SUB_BINS);
+        self.sub_bits[bin / SUB_BINS % TOP_BINS] |= 1 << (bin % SUB_BINS);
         self.top_bits |= 1 << (bin / SUB_BINS);
     }
 
@@ -159,7 +163,7 @@ impl Bins {
     pub fn take_best_fit(&mut self, size: u64) -> u32 {
         let (bin, above_floor) = locate(size / ALLOCATION_ALIGNMENT);
         // The bitmap says whether the request's own bin is empty without touching its tree.
-        if self.sub_bits[bin / SUB_BINS] & (1 << (bin % SUB_BINS)) != 0 {
+        if self.sub_bits[bin / SUB_BINS % TOP_BINS] & (1 << (bin % SUB_BINS)) != 0 {
             let found = self
                 .forest
                 .take_lower_bound(&mut self.roots[bin], key(above_floor, 0));
