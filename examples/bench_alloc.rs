@@ -527,6 +527,38 @@ pub fn measure<S: Subject>(trace: &Trace) -> Result<Measurement, String> {
     })
 }
 
+/// Live chunks at which `--scale` measures.
+pub const SCALE_LIVE: [usize; 4] = [1_000, 10_000, 100_000, 1_000_000];
+/// Timed free+alloc pairs per scale point.
+pub const SCALE_PAIRS: usize = 200_000;
+
+/// Steady state at `live` live allocations of log-uniform sizes from 256 B to 64 KiB (so a
+/// million fit the address space): the median ns per free+alloc pair on `S`. Building up the
+/// live set is not timed.
+pub fn scale_point<S: Subject>(live: usize) -> f64 {
+    let mut rng = SplitMix64::new(SEED);
+    let size = |rng: &mut SplitMix64| granule_size((8.0 + 8.0 * rng.next_f64()).exp2());
+    let mut times = Vec::new();
+    for _ in 0..repeats().min(3) {
+        let mut subject = S::new(SPACE_BYTES, live);
+        let mut handles: Vec<S::Handle> = (0..live)
+            .map(|_| subject.alloc(size(&mut rng)).expect("fits").0)
+            .collect();
+        let victims: Vec<(usize, u64)> = (0..SCALE_PAIRS)
+            .map(|_| (rng.below(live as u64) as usize, size(&mut rng)))
+            .collect();
+        let start = Instant::now();
+        for &(victim, bytes) in &victims {
+            subject.free(std::mem::take(&mut handles[victim]));
+            handles[victim] = subject.alloc(bytes).expect("fits").0;
+        }
+        times.push(start.elapsed().as_nanos() as f64 / SCALE_PAIRS as f64);
+        std::hint::black_box(&subject);
+    }
+    times.sort_by(f64::total_cmp);
+    times[times.len() / 2]
+}
+
 #[allow(dead_code)]
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
@@ -537,6 +569,22 @@ fn main() -> Result<(), String> {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    // `--scale` checks that the cost per operation holds as live chunks grow to a million.
+    if args.iter().any(|a| a == "--scale") {
+        println!(
+            "{:>10} {:>12} {:>18} {:>8}",
+            "live", "gpu-arena", "offset-allocator", "ratio"
+        );
+        for live in SCALE_LIVE {
+            let arena = scale_point::<GpuArena>(live);
+            let peer = scale_point::<OffsetAllocator>(live);
+            println!(
+                "{live:>10} {arena:>9.1} ns {peer:>15.1} ns {:>7.2}x",
+                arena / peer
+            );
+        }
+        return Ok(());
+    }
     // `--trace NAME` limits the run to one trace (handy under a profiler).
     let only = option("--trace");
     for trace in traces() {

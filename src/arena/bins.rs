@@ -48,7 +48,10 @@ fn locate(granules: u64) -> (usize, u64) {
     let top = (log2 + 1 - SUB_BIN_BITS) as usize;
     let sub = (granules >> shift) as usize & (SUB_BINS - 1);
     // Every u64 lands below BIN_COUNT; the mask tells the compiler so (no bounds checks).
-    ((top * SUB_BINS + sub) & (BIN_COUNT - 1), granules & ((1 << shift) - 1))
+    (
+        (top * SUB_BINS + sub) & (BIN_COUNT - 1),
+        granules & ((1 << shift) - 1),
+    )
 }
 
 /// The key of a chunk of `granules` granules at byte `address`: order by size, then by
