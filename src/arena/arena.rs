@@ -62,8 +62,10 @@ struct Counters {
 /// region takes the [`RegionSource`] that provides them. Allocation picks the smallest free
 /// chunk that fits (lowest address on ties, regions ordered by creation), splits off the rest,
 /// and a free merges with both free neighbours. Both cost O(log n) in the free chunks of one
-/// size class and allocate nothing on the heap once the chunk table has grown to its working
-/// size (a label is the exception: it is copied into a `Box<str>`).
+/// size class (O(1) when a class holds a few) and allocate nothing on the heap once the chunk
+/// table has grown to its working size (a label is the exception: it is copied into a
+/// `Box<str>`). A request aligned beyond 256 bytes may examine several candidates, in best-fit
+/// order, before one fits with its alignment gap.
 ///
 /// `Arena` is `Send + Sync`; the device layer keeps it in a `Mutex` with its source.
 ///

@@ -5,9 +5,9 @@
 //! (exact classes); above that, every power of two is cut into [`SUB_BINS`] equal classes, so a
 //! bin spans at most 1/32 of its sizes. A bit per bin says whether it holds a chunk, and a bit per
 //! power of two says whether any of its bins does, so the next non-empty class is two
-//! `trailing_zeros`. Within a bin, chunks sit in a B+tree keyed by [`key`]: the size above the
-//! bin's floor in the high bits and the address in the low bits, so key order is best-fit order
-//! with the lowest-address tie-break, in one `u64`.
+//! `trailing_zeros`. Within a bin, chunks sit in an ordered set (`btree.rs`) keyed by [`key`]:
+//! the size above the bin's floor in the high bits and the address in the low bits, so key
+//! order is best-fit order with the lowest-address tie-break, in one `u64`.
 
 use super::allocation::ALLOCATION_ALIGNMENT;
 use super::btree::{Forest, Key, Tree};

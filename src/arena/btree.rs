@@ -1,18 +1,24 @@
-//! The free-chunk tree: a B+tree of `u64` keys with chunk slots as values, one per size-class
-//! bin, all drawing nodes from one pool. The bins encode `(size, address)` into the key so that
-//! key order is best-fit order (see `bins.rs`).
+//! The free-chunk tree: an ordered set of `u64` keys with chunk slots as values, one per
+//! size-class bin. The bins encode `(size, address)` into the key so that key order is best-fit
+//! order (see `bins.rs`).
 //!
-//! Why a B+tree: exact best fit with the lowest-address tie-break needs, within a bin, "the
-//! smallest key at or above a bound", and a bin of same-size chunks can hold thousands of them.
-//! A binary tree over the chunks themselves costs a cache miss per level; here a node holds up
-//! to [`CAPACITY`] keys side by side, so a descent touches a handful of nodes and never the
-//! chunks. Nodes come from a pool and go back to it, so once the pool has grown to its working
-//! size, inserting and removing allocate nothing.
+//! Exact best fit with the lowest-address tie-break needs, within a bin, "the smallest key at
+//! or above a bound". How the set is stored follows how bins are used:
 //!
-//! Leaves keep their keys in descending order, so the smallest key of a leaf (what best fit
-//! takes) is its last entry and taking it shifts nothing. Internal nodes keep theirs in
-//! ascending order. Searches within a node are branchless binary searches. Splits and merges
-//! are rare, so only they record the path from the root (by descending a second time).
+//! * Most bins hold a few chunks. A tree of up to [`INLINE`] keys lives in its handle, one
+//!   cache line, so touching such a bin costs one line and no pointer chase.
+//! * A bin of same-size chunks can hold thousands. Beyond `INLINE` keys the tree is a B+tree
+//!   whose nodes hold up to [`CAPACITY`] keys side by side, drawn from one pool shared by all
+//!   bins: a descent touches a handful of nodes and never the chunks, and once the pool has grown
+//!   to its working size, inserting and removing allocate nothing. (A binary tree threaded
+//!   through the chunks was the first design; it cost a cache miss per level.)
+//!
+//! Leaves (and inline handles) keep their keys in descending order, so the smallest key (what
+//! best fit takes) is the last entry and taking it shifts nothing; the handle also remembers the
+//! leftmost leaf, so that take is O(1). Internal nodes keep keys in ascending order. Searches
+//! within a node compare in two rounds of independent compares with no data-dependent branch.
+//! Splits and merges are rare, so only they record the path from the root (by descending a
+//! second time).
 //!
 //! Invariants, for every internal node: `keys[i]` is at most the smallest key under child `i`,
 //! and every key under child `i` is below `keys[i + 1]`. Keys of internal nodes may be lower
@@ -22,8 +28,8 @@
 /// "No node" / "no value".
 pub(crate) const NIL: u32 = u32::MAX;
 
-/// Keys per node: 16 keys of 8 bytes are two cache lines. (8 keys per node was tried: bins with
-/// few chunks touch no fewer lines, and large bins grow deeper.)
+/// Keys per node: 16 keys of 8 bytes are two cache lines. (8 and 64 were measured: 8 makes
+/// large bins deeper, 64 makes every insert shift more.)
 const CAPACITY: usize = 16;
 /// A non-root node with fewer keys than this is merged with or refilled from a sibling.
 const MIN_FILL: usize = CAPACITY / 4;
@@ -34,8 +40,7 @@ const MAX_DEPTH: usize = 24;
 /// The order of free chunks within a bin (see `bins::key`).
 pub(crate) type Key = u64;
 
-/// A node, laid out header first and aligned to a cache line, so a node with few keys (most
-/// bins hold few chunks) spans as few lines as possible.
+/// A node of a tree too large for its handle, aligned to a cache line.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct Node {
