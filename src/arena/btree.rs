@@ -137,7 +137,8 @@ const DEMOTE_AT: usize = INLINE / 2;
 const IN_NODES: u32 = u32::MAX;
 
 /// One tree of the forest, one cache line: up to [`INLINE`] keys held in the handle itself
-/// (descending, like a leaf), or the root and leftmost leaf of a tree of pool nodes.
+/// (descending, like a leaf; unused slots hold 0), or the root and leftmost leaf of a tree of
+/// pool nodes.
 ///
 /// The leftmost leaf holds the smallest keys, which is where best fit takes from. It only
 /// changes when the tree is created or emptied: a split keeps the smaller half in place and a
@@ -177,14 +178,18 @@ impl Tree {
     }
 
     /// Inline: how many keys are at or above `bound` (`strict`: above); they come first.
+    ///
+    /// Unused slots hold 0, which never counts in a strict compare, so no slot needs masking;
+    /// "at or above `b`" is "above `b − 1`", and every key is at or above 0.
     #[inline]
     fn count_from(&self, bound: Key, strict: bool) -> usize {
+        let above = if strict { bound } else { bound.wrapping_sub(1) };
         let mut count = 0;
-        for (i, &k) in self.keys.iter().enumerate() {
-            let fits = if strict { k > bound } else { k >= bound };
-            count += usize::from((i < self.inline as usize) & fits);
+        for &k in &self.keys {
+            count += usize::from(k > above);
         }
-        count
+        // With a bound of 0, `above` wrapped to the maximum and nothing counted: all count.
+        count + usize::from(!strict & (bound == 0)) * self.inline as usize
     }
 
     /// Inline: inserts at `i` (there is room).
@@ -212,6 +217,8 @@ impl Tree {
             self.keys[j] = pick(shifted, keys[j + 1], keys[j]);
             self.values[j] = pick(shifted, values[j + 1].into(), values[j].into()) as u32;
         }
+        // At most INLINE − 1 keys remain: the last slot is unused, so it holds the sentinel.
+        self.keys[INLINE - 1] = 0;
         self.inline -= 1;
         value
     }
