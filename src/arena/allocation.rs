@@ -14,16 +14,17 @@ pub const ALLOCATION_ALIGNMENT: u64 = 256;
 
 /// Names one allocation for its whole life.
 ///
-/// The low 32 bits are the chunk's slot in the arena's chunk table and the high 32 bits its
-/// generation, so [`Arena::free`](super::Arena::free) finds the chunk in O(1) and recognises an id
-/// that was already freed (a double free) or that belongs to a chunk reused since.
+/// The low 32 bits are the chunk's slot in the arena's chunk table and the high 32 bits the
+/// allocation's sequence number modulo 2^32 (its stamp), so [`Arena::free`](super::Arena::free)
+/// finds the chunk in O(1) and recognises an id that was already freed (a double free) or that
+/// belongs to a chunk reused since. Ids are never 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AllocationId(pub u64);
 
 impl AllocationId {
-    /// Packs a chunk slot and the generation it had when it was handed out.
-    pub(crate) fn new(slot: u32, generation: u32) -> AllocationId {
-        AllocationId((u64::from(generation) << 32) | u64::from(slot))
+    /// Packs a chunk slot and the stamp of the allocation in it.
+    pub(crate) fn new(slot: u32, stamp: u32) -> AllocationId {
+        AllocationId((u64::from(stamp) << 32) | u64::from(slot))
     }
 
     /// The chunk slot this id points at.
@@ -31,8 +32,8 @@ impl AllocationId {
         self.0 as u32
     }
 
-    /// The generation the slot had when this id was handed out.
-    pub(crate) fn generation(self) -> u32 {
+    /// The stamp of the allocation this id names.
+    pub(crate) fn stamp(self) -> u32 {
         (self.0 >> 32) as u32
     }
 }
@@ -86,8 +87,8 @@ mod tests {
     }
 
     #[test]
-    fn an_id_gives_back_its_slot_and_generation() {
+    fn an_id_gives_back_its_slot_and_stamp() {
         let id = AllocationId::new(7, 3);
-        assert_eq!((id.slot(), id.generation()), (7, 3));
+        assert_eq!((id.slot(), id.stamp()), (7, 3));
     }
 }

@@ -6,7 +6,7 @@ use std::fmt;
 use super::allocation::{
     align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
 };
-use super::bins::Bins;
+use super::bins::{Bins, ADDRESS_SPACE_BYTES, MAX_CHUNK_BYTES};
 use super::chunk::{Chunks, Slot, NIL};
 use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
@@ -36,7 +36,7 @@ impl Budget {
         Budget {
             reserve: round_down(options.reserve_bytes).min(limit),
             limit,
-            max_region: round_down(options.max_region_bytes),
+            max_region: round_down(options.max_region_bytes).min(MAX_CHUNK_BYTES),
             initial_growth: rounded_size(options.initial_growth_region_bytes)
                 .unwrap_or(round_down(u64::MAX)),
         }
@@ -62,8 +62,10 @@ struct Counters {
 /// region takes the [`RegionSource`] that provides them. Allocation picks the smallest free
 /// chunk that fits (lowest address on ties, regions ordered by creation), splits off the rest,
 /// and a free merges with both free neighbours. Both cost O(log n) in the free chunks of one
-/// size class and allocate nothing on the heap once the chunk table has grown to its working
-/// size (a label is the exception: it is copied into a `Box<str>`).
+/// size class (O(1) when a class holds a few) and allocate nothing on the heap once the chunk
+/// table has grown to its working size (a label is the exception: it is copied into a
+/// `Box<str>`). A request aligned beyond 256 bytes may examine several candidates, in best-fit
+/// order, before one fits with its alignment gap.
 ///
 /// `Arena` is `Send + Sync`; the device layer keeps it in a `Mutex` with its source.
 ///
@@ -92,6 +94,8 @@ pub struct Arena {
     budget: Budget,
     /// `reserve()` has run (and `release_all()` has not run since).
     reserved: bool,
+    /// BFC mode and reserved: `allocate` may take its fast path straight from the bins.
+    serves_from_bins: bool,
     chunks: Chunks,
     bins: Bins,
     /// Region table; chunks refer to regions by index. `None` marks a vacant entry.
@@ -139,6 +143,7 @@ impl Arena {
             options,
             budget,
             reserved: false,
+            serves_from_bins: false,
             chunks: Chunks::new(),
             bins: Bins::new(),
             regions: Vec::new(),
@@ -204,6 +209,7 @@ impl Arena {
             }
         }
         self.reserved = true;
+        self.serves_from_bins = self.options.mode == ArenaMode::Bfc;
         Ok(())
     }
 
@@ -218,7 +224,32 @@ impl Arena {
     /// [`ArenaError::OutOfMemory`] when no free chunk fits and no region can be added (the
     /// report says why and what to change); [`ArenaError::RegionSource`] when the first call
     /// reserves the base and the source refuses.
+    #[inline]
     pub fn allocate(
+        &mut self,
+        size: u64,
+        align: u64,
+        label: Option<&str>,
+        source: &mut dyn RegionSource,
+    ) -> Result<Allocation, ArenaError> {
+        // The common case, kept small: a default-aligned request that a free chunk serves.
+        if self.serves_from_bins && (align == 0 || align == ALLOCATION_ALIGNMENT) {
+            if let Some(rounded) = rounded_size(size) {
+                if self.chunks.has_room(MAX_NEW_CHUNKS_PER_ALLOCATION) {
+                    let slot = self.bins.take_best_fit(rounded);
+                    if slot != NIL {
+                        return Ok(self.carve(slot, rounded, size, label));
+                    }
+                }
+            }
+        }
+        self.allocate_slow(size, align, label, source)
+    }
+
+    /// Everything `allocate` does beyond the common case: alignment checks, reserving,
+    /// aligned fits, growth, platform regions and out-of-memory reports.
+    #[inline(never)]
+    fn allocate_slow(
         &mut self,
         size: u64,
         align: u64,
@@ -230,7 +261,9 @@ impl Arena {
             a if a.is_power_of_two() => a.max(ALLOCATION_ALIGNMENT),
             a => return Err(ArenaError::InvalidAlignment(a)),
         };
-        self.reserve(source)?;
+        if !self.reserved {
+            self.reserve(source)?;
+        }
         let Some(rounded) = rounded_size(size) else {
             return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
         };
@@ -250,12 +283,21 @@ impl Arena {
                 };
                 match grown {
                     // Offset 0 of a new region satisfies any alignment.
-                    Ok(region) => (self.region(region).first_chunk, 0),
+                    Ok(region) => {
+                        let first = self.region(region).first_chunk;
+                        self.bins.remove(&self.chunks.hot, first);
+                        (first, 0)
+                    }
                     Err(cause) => return Err(self.out_of_memory(size, rounded, cause, label)),
                 }
             }
         };
-        Ok(self.carve(slot, padding, rounded, size, label))
+        let slot = if padding > 0 {
+            self.split_off_gap(slot, padding)
+        } else {
+            slot
+        };
+        Ok(self.carve(slot, rounded, size, label))
     }
 
     /// Frees an allocation.
@@ -269,6 +311,7 @@ impl Arena {
     /// # Errors
     /// [`ArenaError::UnknownAllocation`] for an id already freed (double free), forgotten by
     /// [`release_all`](Arena::release_all), or not from this arena.
+    #[inline]
     pub fn free(
         &mut self,
         id: AllocationId,
@@ -276,37 +319,49 @@ impl Arena {
         source: &mut dyn RegionSource,
     ) -> Result<(), ArenaError> {
         let slot = id.slot();
-        let chunk = match self.chunks.get(slot) {
-            Some(c) if c.slot == Slot::InUse && c.generation == id.generation() => *c,
+        let size = match self.chunks.get(slot) {
+            Some(chunk) if chunk.holds(id.stamp()) => chunk.size(),
             _ => return Err(ArenaError::UnknownAllocation(id)),
         };
-        self.counters.bytes_in_use -= chunk.size;
-        let pending = match frontier {
-            Some(frontier) if !self.pending.is_complete(frontier) => {
-                self.chunks.hot[slot as usize].slot = Slot::PendingFree;
-                self.chunks.info[slot as usize].frontier = frontier;
-                self.pending.push(frontier, slot, chunk.size);
-                true
+        self.counters.bytes_in_use -= size;
+        if let Some(frontier) = frontier {
+            if !self.pending.is_complete(frontier) {
+                self.park(id, frontier);
+                return Ok(());
             }
-            _ => false,
-        };
-        let region = self.region(chunk.region);
-        let (region_id, offset) = (region.id, chunk.address - region.base_address);
-        let (bytes_in_use, bytes_reserved) =
-            (self.counters.bytes_in_use, self.counters.bytes_reserved);
-        self.events.emit(|| ArenaEvent::Free {
-            id,
-            region: region_id,
-            offset,
-            size: chunk.size,
-            pending,
-            bytes_in_use,
-            bytes_reserved,
-        });
-        if !pending {
-            self.make_free(slot, source);
         }
+        self.emit_free(id, false);
+        self.make_free(slot, source);
         Ok(())
+    }
+
+    /// Keeps freed chunk `id` out of circulation until `frontier` completes.
+    #[inline(never)]
+    fn park(&mut self, id: AllocationId, frontier: u64) {
+        let slot = id.slot();
+        self.chunks.hot[slot as usize].set_slot(Slot::PendingFree);
+        self.chunks.info[slot as usize].frontier = frontier;
+        self.pending
+            .push(frontier, slot, self.chunks.hot[slot as usize].size());
+        self.emit_free(id, true);
+    }
+
+    /// Reports a free to the event sink, if there is one.
+    #[inline]
+    fn emit_free(&self, id: AllocationId, pending: bool) {
+        self.events.emit(|| {
+            let chunk = &self.chunks.hot[id.slot() as usize];
+            let region = self.region(chunk.region);
+            ArenaEvent::Free {
+                id,
+                region: region.id,
+                offset: chunk.address - region.base_address,
+                size: chunk.size(),
+                pending,
+                bytes_in_use: self.counters.bytes_in_use,
+                bytes_reserved: self.counters.bytes_reserved,
+            }
+        });
     }
 
     /// Reports that queued GPU work up to position `completed` is done: every pending chunk
@@ -314,8 +369,8 @@ impl Arena {
     pub fn advance_frontier(&mut self, completed: u64, source: &mut dyn RegionSource) {
         self.pending.complete(completed);
         while let Some(slot) = self.pending.pop_ready() {
-            debug_assert_eq!(self.chunks.hot[slot as usize].slot, Slot::PendingFree);
-            self.pending.released(self.chunks.hot[slot as usize].size);
+            debug_assert_eq!(self.chunks.hot[slot as usize].slot(), Slot::PendingFree);
+            self.pending.released(self.chunks.hot[slot as usize].size());
             self.make_free(slot, source);
         }
     }
@@ -336,7 +391,7 @@ impl Arena {
                 continue;
             };
             let first = &self.chunks.hot[region.first_chunk as usize];
-            if !region.is_base && first.slot == Slot::Free && first.size == region.size {
+            if !region.is_base && first.slot() == Slot::Free && first.size() == region.size {
                 released += region.size;
                 self.release_region(index, source);
             }
@@ -371,12 +426,13 @@ impl Arena {
         self.counters.num_regions = 0;
         self.growth_region_bytes = self.budget.initial_growth;
         self.reserved = false;
+        self.serves_from_bins = false;
     }
 
     /// The live allocation `id`, or `None` if it was freed or never existed.
     pub fn allocation(&self, id: AllocationId) -> Option<Allocation> {
         let chunk = self.chunks.get(id.slot())?;
-        if chunk.slot != Slot::InUse || chunk.generation != id.generation() {
+        if !chunk.holds(id.stamp()) {
             return None;
         }
         let region = self.region(chunk.region);
@@ -384,21 +440,20 @@ impl Arena {
             id,
             region: region.id,
             offset: chunk.address - region.base_address,
-            size: chunk.size,
-            requested: self.chunks.info[id.slot() as usize].requested,
+            size: chunk.size(),
+            requested: chunk.requested(),
         })
     }
 
     /// Renames a live allocation (for snapshots and OOM reports). Errors if `id` is not live.
     pub fn set_label(&mut self, id: AllocationId, label: Option<&str>) -> Result<(), ArenaError> {
-        let live = self
-            .chunks
-            .get(id.slot())
-            .is_some_and(|c| c.slot == Slot::InUse && c.generation == id.generation());
-        if !live {
+        if self.allocation(id).is_none() {
             return Err(ArenaError::UnknownAllocation(id));
         }
-        self.chunks.info[id.slot() as usize].label = label.map(Box::from);
+        match label {
+            Some(label) => self.chunks.set_label(id.slot(), label),
+            None => self.chunks.clear_label(id.slot()),
+        }
         Ok(())
     }
 
@@ -435,8 +490,8 @@ impl Arena {
             .chunks
             .hot
             .iter()
-            .filter(|c| c.slot == Slot::InUse)
-            .map(|c| c.size)
+            .filter(|c| c.slot() == Slot::InUse)
+            .map(|c| c.size())
             .max()
             .unwrap_or(0);
     }
@@ -453,7 +508,7 @@ impl Arena {
                 while slot != NIL {
                     let chunk = &self.chunks.hot[slot as usize];
                     let info = &self.chunks.info[slot as usize];
-                    let state = match chunk.slot {
+                    let state = match chunk.slot() {
                         Slot::InUse => ChunkState::InUse,
                         Slot::PendingFree => ChunkState::PendingFree,
                         Slot::Free | Slot::Vacant => ChunkState::Free,
@@ -461,16 +516,16 @@ impl Arena {
                     let held = state != ChunkState::Free;
                     chunks.push(ChunkSnapshot {
                         offset: chunk.address - region.base_address,
-                        size: chunk.size,
+                        size: chunk.size(),
                         state,
-                        allocation: held.then(|| AllocationId::new(slot, chunk.generation)),
-                        label: if held {
-                            info.label.as_deref().map(String::from)
+                        allocation: held.then(|| AllocationId::new(slot, chunk.stamp())),
+                        label: self.chunks.label(slot).filter(|_| held).map(String::from),
+                        requested: if held { chunk.requested() } else { 0 },
+                        sequence: if held {
+                            chunk.sequence(self.counters.num_allocs)
                         } else {
-                            None
+                            0
                         },
-                        requested: if held { info.requested } else { 0 },
-                        sequence: if held { info.sequence } else { 0 },
                         frontier: (state == ChunkState::PendingFree).then_some(info.frontier),
                     });
                     slot = chunk.next;
@@ -496,6 +551,7 @@ impl Arena {
 
     // ----- internals -----
 
+    #[inline]
     fn region(&self, index: u32) -> &Region {
         self.regions[index as usize]
             .as_ref()
@@ -503,9 +559,9 @@ impl Arena {
     }
 
     fn largest_free_block(&self) -> u64 {
-        match self.bins.largest(&self.chunks.hot) {
+        match self.bins.largest() {
             NIL => 0,
-            slot => self.chunks.hot[slot as usize].size,
+            slot => self.chunks.hot[slot as usize].size(),
         }
     }
 
@@ -513,14 +569,23 @@ impl Arena {
         self.counters.bytes_reserved - self.counters.bytes_in_use - self.pending.bytes()
     }
 
-    /// The best-fit free chunk for `rounded` bytes at alignment `align`, and the gap before
-    /// the aligned offset inside it.
-    fn find_fit(&self, rounded: u64, align: u64) -> Option<(u32, u64)> {
-        let chunks = &self.chunks.hot;
-        let mut candidate = self.bins.best_fit(chunks, rounded);
+    /// Takes the best-fit free chunk for `rounded` bytes at alignment `align` out of the bins;
+    /// returns it with the gap before the aligned offset inside it.
+    fn find_fit(&mut self, rounded: u64, align: u64) -> Option<(u32, u64)> {
         if align == ALLOCATION_ALIGNMENT {
-            return (candidate != NIL).then_some((candidate, 0));
+            let found = self.bins.take_best_fit(rounded);
+            return (found != NIL).then_some((found, 0));
         }
+        let (slot, padding) = self.find_aligned_fit(rounded, align)?;
+        self.bins.remove(&self.chunks.hot, slot);
+        Some((slot, padding))
+    }
+
+    /// The best-fit free chunk for `rounded` bytes at an alignment above 256 bytes, and the
+    /// gap before the aligned offset inside it.
+    fn find_aligned_fit(&self, rounded: u64, align: u64) -> Option<(u32, u64)> {
+        let chunks = &self.chunks.hot;
+        let mut candidate = self.bins.best_fit(rounded);
         // Larger alignments: walk chunks in best-fit order until one fits with its gap. Any
         // chunk of at least `rounded + align - 256` bytes fits, which bounds the walk to the
         // chunks whose sizes fall in that window.
@@ -529,44 +594,53 @@ impl Arena {
             let offset = chunk.address - self.region(chunk.region).base_address;
             if let Some(aligned) = align_up(offset, align) {
                 let padding = aligned - offset;
-                if padding <= chunk.size - rounded {
+                if padding <= chunk.size() - rounded {
                     return Some((candidate, padding));
                 }
             }
-            candidate = self.bins.next_after(chunks, chunk.size, chunk.address);
+            candidate = self.bins.next_after(chunk.size(), chunk.address);
         }
         None
     }
 
-    /// Turns free chunk `slot` into an allocation of `rounded` bytes starting `padding` bytes
-    /// in, keeping the gap before and the remainder after as free chunks.
+    /// Free chunk `slot` is out of the bins and an aligned allocation starts `padding` bytes
+    /// into it: keep the gap as a free chunk and return the chunk after it.
+    fn split_off_gap(&mut self, slot: u32, padding: u64) -> u32 {
+        let chunk = self.chunks.hot[slot as usize];
+        let upper = self.new_chunk(
+            chunk.address + padding,
+            chunk.size() - padding,
+            chunk.region,
+        );
+        self.chunks.link_after(slot, upper);
+        self.chunks.hot[slot as usize].set_size(padding);
+        self.bins.insert(&self.chunks.hot, slot);
+        upper
+    }
+
+    /// Turns free chunk `slot`, already out of the bins, into an allocation of `rounded` bytes
+    /// at its start, keeping the remainder after it as a free chunk.
+    #[inline]
     fn carve(
         &mut self,
         slot: u32,
-        padding: u64,
         rounded: u64,
         requested: u64,
         label: Option<&str>,
     ) -> Allocation {
-        self.bins.remove(&mut self.chunks.hot, slot);
-        let mut slot = slot;
-        if padding > 0 {
-            let chunk = self.chunks.hot[slot as usize];
-            let upper = self.new_chunk(chunk.address + padding, chunk.size - padding, chunk.region);
-            self.chunks.link_after(slot, upper);
-            self.chunks.hot[slot as usize].size = padding;
-            self.bins.insert(&mut self.chunks.hot, slot);
-            slot = upper;
-        }
         let chunk = self.chunks.hot[slot as usize];
         // Every remainder is a whole number of granules, so it is always worth keeping as a
         // free chunk (XLA keeps small tails inside the allocation; splitting keeps
         // `bytes_in_use` exact and the memory usable).
-        if chunk.size > rounded {
-            let rest = self.new_chunk(chunk.address + rounded, chunk.size - rounded, chunk.region);
+        if chunk.size() > rounded {
+            let rest = self.new_chunk(
+                chunk.address + rounded,
+                chunk.size() - rounded,
+                chunk.region,
+            );
             self.chunks.link_after(slot, rest);
-            self.chunks.hot[slot as usize].size = rounded;
-            self.bins.insert(&mut self.chunks.hot, rest);
+            self.chunks.hot[slot as usize].set_size(rounded);
+            self.bins.insert(&self.chunks.hot, rest);
         }
         let c = &mut self.counters;
         c.num_allocs += 1;
@@ -575,40 +649,51 @@ impl Arena {
         c.largest_alloc_size = c.largest_alloc_size.max(rounded);
         let sequence = c.num_allocs;
 
-        let hot = &mut self.chunks.hot[slot as usize];
-        hot.slot = Slot::InUse;
-        hot.generation = hot.generation.wrapping_add(1);
-        let id = AllocationId::new(slot, hot.generation);
-        let info = &mut self.chunks.info[slot as usize];
-        info.requested = requested;
-        info.sequence = sequence;
-        info.label = label.map(Box::from);
-
+        let stamp = self.chunks.hot[slot as usize].hand_out(sequence, requested);
+        let id = AllocationId::new(slot, stamp);
+        if let Some(label) = label {
+            self.chunks.set_label(slot, label);
+        }
+        self.emit_alloc(id, slot, rounded, requested, label);
         let region = self.region(chunk.region);
-        let allocation = Allocation {
+        Allocation {
             id,
             region: region.id,
             offset: chunk.address - region.base_address,
             size: rounded,
             requested,
-        };
-        let (bytes_in_use, bytes_reserved) =
-            (self.counters.bytes_in_use, self.counters.bytes_reserved);
-        self.events.emit(|| ArenaEvent::Alloc {
-            id,
-            region: allocation.region,
-            offset: allocation.offset,
-            size: rounded,
-            requested,
-            label,
-            sequence,
-            bytes_in_use,
-            bytes_reserved,
+        }
+    }
+
+    /// Reports an allocation to the event sink, if there is one.
+    #[inline]
+    fn emit_alloc(
+        &self,
+        id: AllocationId,
+        slot: u32,
+        rounded: u64,
+        requested: u64,
+        label: Option<&str>,
+    ) {
+        self.events.emit(|| {
+            let chunk = &self.chunks.hot[slot as usize];
+            let region = self.region(chunk.region);
+            ArenaEvent::Alloc {
+                id,
+                region: region.id,
+                offset: chunk.address - region.base_address,
+                size: rounded,
+                requested,
+                label,
+                sequence: self.counters.num_allocs,
+                bytes_in_use: self.counters.bytes_in_use,
+                bytes_reserved: self.counters.bytes_reserved,
+            }
         });
-        allocation
     }
 
     /// A slab slot for a new free chunk. `allocate` checked for room up front.
+    #[inline]
     fn new_chunk(&mut self, address: u64, size: u64, region: u32) -> u32 {
         self.chunks
             .insert(address, size, region)
@@ -617,28 +702,24 @@ impl Arena {
 
     /// Makes chunk `slot` (in use or pending) free, merging it with free neighbours. In
     /// platform mode its region goes back to the source.
+    #[inline]
     fn make_free(&mut self, slot: u32, source: &mut dyn RegionSource) {
-        let hot = &mut self.chunks.hot;
-        hot[slot as usize].slot = Slot::Free;
-        self.chunks.info[slot as usize].label = None;
+        self.chunks.clear_label(slot);
+        let chunk = &mut self.chunks.hot[slot as usize];
+        chunk.set_slot(Slot::Free);
+        let (prev, next) = (chunk.prev, chunk.next);
         let mut slot = slot;
-        let next = self.chunks.hot[slot as usize].next;
-        if next != NIL && self.chunks.hot[next as usize].slot == Slot::Free {
-            self.bins.remove(&mut self.chunks.hot, next);
-            self.chunks.hot[slot as usize].size += self.chunks.hot[next as usize].size;
-            self.chunks.unlink(next);
-            self.chunks.remove(next);
+        if next != NIL && self.chunks.hot[next as usize].is_free() {
+            self.bins.remove(&self.chunks.hot, next);
+            self.chunks.absorb_next(slot);
         }
         // The lower chunk absorbs the upper one, so a region's first chunk never goes away.
-        let prev = self.chunks.hot[slot as usize].prev;
-        if prev != NIL && self.chunks.hot[prev as usize].slot == Slot::Free {
-            self.bins.remove(&mut self.chunks.hot, prev);
-            self.chunks.hot[prev as usize].size += self.chunks.hot[slot as usize].size;
-            self.chunks.unlink(slot);
-            self.chunks.remove(slot);
+        if prev != NIL && self.chunks.hot[prev as usize].is_free() {
+            self.bins.remove(&self.chunks.hot, prev);
+            self.chunks.absorb_next(prev);
             slot = prev;
         }
-        self.bins.insert(&mut self.chunks.hot, slot);
+        self.bins.insert(&self.chunks.hot, slot);
         if self.options.mode == ArenaMode::Platform {
             let region = self.chunks.hot[slot as usize].region;
             self.release_region(region, source);
@@ -727,8 +808,14 @@ impl Arena {
         is_base: bool,
         source: &mut dyn RegionSource,
     ) -> Result<u32, String> {
+        let Some(base_address) = self.address_range_for(size) else {
+            return Err(format!(
+                "the arena's private address space of {} is taken by the regions it holds",
+                Bytes(ADDRESS_SPACE_BYTES)
+            ));
+        };
         let id = source.create_region(size)?;
-        let base_address = self.take_address_range(size);
+        self.next_address = base_address + size;
         let index = match self.vacant_regions.pop() {
             Some(index) => index,
             None => {
@@ -744,7 +831,7 @@ impl Arena {
             first_chunk,
             is_base,
         });
-        self.bins.insert(&mut self.chunks.hot, first_chunk);
+        self.bins.insert(&self.chunks.hot, first_chunk);
         let c = &mut self.counters;
         c.bytes_reserved += size;
         c.peak_bytes_reserved = c.peak_bytes_reserved.max(c.bytes_reserved);
@@ -764,7 +851,7 @@ impl Arena {
         let Some(region) = self.regions[index as usize].take() else {
             return;
         };
-        self.bins.remove(&mut self.chunks.hot, region.first_chunk);
+        self.bins.remove(&self.chunks.hot, region.first_chunk);
         self.chunks.remove(region.first_chunk);
         self.vacant_regions.push(index);
         let c = &mut self.counters;
@@ -780,18 +867,22 @@ impl Arena {
         });
     }
 
-    /// Places a new region of `size` bytes in the private address space after all others.
+    /// Where a new region of `size` bytes would start in the private address space: after all
+    /// others. `None` if the live regions leave no room (256 TiB of them).
     ///
-    /// Addresses only grow, so after some 16 EiB of regions created over the arena's life the
-    /// space would overflow; then the live regions are packed down from 0 in their order,
-    /// which keeps every key's relative order and so every tree valid.
-    fn take_address_range(&mut self, size: u64) -> u64 {
-        if self.next_address.checked_add(size).is_none() {
+    /// Addresses only grow, so after 256 TiB of regions created over the arena's life the
+    /// space runs out; then the live regions are packed down from 0 in their order, which keeps
+    /// every key's relative order and so every tree valid.
+    fn address_range_for(&mut self, size: u64) -> Option<u64> {
+        let fits = |start: u64| {
+            start
+                .checked_add(size)
+                .is_some_and(|end| end <= ADDRESS_SPACE_BYTES)
+        };
+        if !fits(self.next_address) {
             self.compact_addresses();
         }
-        let start = self.next_address;
-        self.next_address = start.saturating_add(size);
-        start
+        fits(self.next_address).then_some(self.next_address)
     }
 
     fn compact_addresses(&mut self) {

@@ -12,7 +12,7 @@
 //! is an [`ArenaError`] whose [`OutOfMemory`] report says why and what to change.
 //!
 //! Files, one concept each: `allocation` (ids and rounding), `region` (regions and
-//! their source), `options`, `chunk` (the chunk slab), `tree` and `bins` (the free-chunk
+//! their source), `options`, `chunk` (the chunk slab), `btree` and `bins` (the free-chunk
 //! index), `frontier` (pending frees), `arena` (the allocator itself), `stats`, `snapshot`,
 //! `events`, `oom` and `error`.
 #![deny(unsafe_code)]
@@ -21,6 +21,7 @@ mod allocation;
 #[allow(clippy::module_inception)]
 mod arena;
 mod bins;
+mod btree;
 mod chunk;
 mod error;
 mod events;
@@ -30,7 +31,6 @@ mod options;
 mod region;
 mod snapshot;
 mod stats;
-mod tree;
 
 pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;

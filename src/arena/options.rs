@@ -63,7 +63,8 @@ pub struct ArenaOptions {
     /// Default [`DEFAULT_LIMIT_BYTES`] (no cap but the device's).
     pub limit_bytes: u64,
     /// The largest region the source may be asked for (the device's maximum buffer size).
-    /// No single allocation can be larger. Default [`DEFAULT_MAX_REGION_BYTES`].
+    /// No single allocation can be larger. Default [`DEFAULT_MAX_REGION_BYTES`]; values above
+    /// 256 GiB (far beyond any device's largest buffer) count as 256 GiB.
     pub max_region_bytes: u64,
     /// Size of the first region grown on demand; each later growth doubles it (XLA).
     /// Default [`DEFAULT_INITIAL_GROWTH_REGION_BYTES`].

@@ -33,8 +33,8 @@ pub struct ChunkSnapshot {
     pub label: Option<String>,
     /// Bytes the caller asked for; 0 when free.
     pub requested: u64,
-    /// The allocation's sequence number (the value of `num_allocs` when it was made, from 1);
-    /// 0 when free.
+    /// The allocation's sequence number (the value of `num_allocs` just after it was made,
+    /// so from 1; modulo 2^48); 0 when free.
     pub sequence: u64,
     /// For a pending free: the queue position after which the chunk is reusable.
     #[serde(default)]

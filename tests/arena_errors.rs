@@ -1,0 +1,336 @@
+//! Every error path of the arena, and what its message says.
+
+use gpu_arena::arena::{
+    AllocationId, Arena, ArenaError, ArenaMode, ArenaOptions, OomCause, RegionId, RegionSource,
+};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// A device with `cap` bytes; refuses beyond that with `reason`.
+struct Device {
+    next: u64,
+    used: u64,
+    cap: u64,
+    reason: &'static str,
+    live: Vec<(RegionId, u64)>,
+}
+
+impl Device {
+    fn with_cap(cap: u64) -> Device {
+        Device {
+            next: 0,
+            used: 0,
+            cap,
+            reason: "out of device memory",
+            live: Vec::new(),
+        }
+    }
+
+    fn unlimited() -> Device {
+        Device::with_cap(u64::MAX)
+    }
+}
+
+impl RegionSource for Device {
+    fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+        if self.used + size > self.cap {
+            return Err(self.reason.to_string());
+        }
+        self.used += size;
+        self.next += 1;
+        self.live.push((RegionId(self.next), size));
+        Ok(RegionId(self.next))
+    }
+
+    fn release_region(&mut self, region: RegionId) {
+        let index = self
+            .live
+            .iter()
+            .position(|(id, _)| *id == region)
+            .expect("known region");
+        self.used -= self.live.swap_remove(index).1;
+    }
+}
+
+fn oom(error: ArenaError) -> Box<gpu_arena::arena::OutOfMemory> {
+    match error {
+        ArenaError::OutOfMemory(oom) => oom,
+        other => panic!("expected out of memory, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_alignment_that_is_not_a_power_of_two_is_refused_by_value() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let error = arena.allocate(100, 3 * 256, None, &mut device).unwrap_err();
+    assert_eq!(error, ArenaError::InvalidAlignment(768));
+    assert!(error.to_string().contains("power of two"), "{error}");
+}
+
+#[test]
+fn freeing_twice_reports_an_unknown_allocation() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let a = arena.allocate(1000, 0, None, &mut device).unwrap();
+    arena.free(a.id, None, &mut device).unwrap();
+    let error = arena.free(a.id, None, &mut device).unwrap_err();
+    assert_eq!(error, ArenaError::UnknownAllocation(a.id));
+    assert!(error.to_string().contains("double free"), "{error}");
+}
+
+#[test]
+fn an_id_from_nowhere_is_an_unknown_allocation() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    for id in [
+        AllocationId(0),
+        AllocationId(u64::MAX),
+        AllocationId(12345 << 32 | 7),
+    ] {
+        assert_eq!(
+            arena.free(id, None, &mut device),
+            Err(ArenaError::UnknownAllocation(id))
+        );
+        assert_eq!(arena.allocation(id), None);
+    }
+}
+
+#[test]
+fn an_id_stays_unknown_after_its_slot_is_reused() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let first = arena.allocate(256, 0, None, &mut device).unwrap();
+    arena.free(first.id, None, &mut device).unwrap();
+    let second = arena.allocate(256, 0, None, &mut device).unwrap();
+    assert_eq!(second.offset, first.offset, "the same chunk comes back");
+    assert_ne!(second.id, first.id);
+    assert_eq!(
+        arena.free(first.id, None, &mut device),
+        Err(ArenaError::UnknownAllocation(first.id))
+    );
+    assert!(arena.allocation(second.id).is_some());
+}
+
+#[test]
+fn freeing_a_pending_free_again_is_a_double_free() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let a = arena.allocate(1000, 0, None, &mut device).unwrap();
+    arena.free(a.id, Some(7), &mut device).unwrap();
+    assert_eq!(
+        arena.free(a.id, Some(7), &mut device),
+        Err(ArenaError::UnknownAllocation(a.id))
+    );
+}
+
+#[test]
+fn fragmentation_is_named_when_free_memory_would_fit_but_no_block_does() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let quarters: Vec<_> = (0..4)
+        .map(|_| arena.allocate(256 * KIB, 0, None, &mut device).unwrap())
+        .collect();
+    arena.free(quarters[0].id, None, &mut device).unwrap();
+    arena.free(quarters[2].id, None, &mut device).unwrap();
+
+    let error = arena
+        .allocate(512 * KIB, 0, Some("activations"), &mut device)
+        .unwrap_err();
+    let report = oom(error.clone());
+    assert_eq!(report.cause, OomCause::Fragmentation);
+    assert_eq!(
+        (report.total_free, report.largest_free_block),
+        (512 * KIB, 256 * KIB)
+    );
+    assert_eq!(report.fragmentation, 0.5);
+    let message = error.to_string();
+    for expected in [
+        "out of memory",
+        "512.00 KiB",
+        "\"activations\"",
+        "memory is fragmented",
+        "largest free block is only 256.00 KiB",
+        "fragmentation 0.50",
+        "it is preallocated",
+        "GPU_ARENA_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "GPU_ARENA_PREALLOCATE=false",
+    ] {
+        assert!(
+            message.contains(expected),
+            "missing {expected:?} in:\n{message}"
+        );
+    }
+}
+
+#[test]
+fn reaching_the_limit_says_so_and_suggests_a_larger_memory_fraction() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(4 * MIB));
+    arena.allocate(3 * MIB, 0, None, &mut device).unwrap();
+    let error = arena.allocate(2 * MIB, 0, None, &mut device).unwrap_err();
+    let report = oom(error.clone());
+    assert_eq!(report.cause, OomCause::LimitReached);
+    assert_eq!(report.mode, ArenaMode::Bfc);
+    let message = error.to_string();
+    for expected in [
+        "limit is reached",
+        "a limit of 4.00 MiB",
+        "3.00 MiB in use",
+        "raise the memory fraction GPU_ARENA_MEM_FRACTION",
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    ] {
+        assert!(
+            message.contains(expected),
+            "missing {expected:?} in:\n{message}"
+        );
+    }
+}
+
+#[test]
+fn a_request_larger_than_any_region_names_the_largest_region() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: 64 * MIB,
+        ..ArenaOptions::growing(1 << 40)
+    });
+    let error = arena.allocate(100 * MIB, 0, None, &mut device).unwrap_err();
+    assert_eq!(oom(error.clone()).cause, OomCause::LargerThanAnyRegion);
+    let message = error.to_string();
+    assert!(message.contains("larger than any region"), "{message}");
+    assert!(message.contains("64.00 MiB"), "{message}");
+    assert!(message.contains("split the data"), "{message}");
+}
+
+#[test]
+fn a_refusing_device_is_reported_with_its_reason_and_the_preallocation_remedy() {
+    let mut device = Device::with_cap(3 * MIB);
+    device.reason = "vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
+    let error = arena.allocate(2 * MIB, 0, None, &mut device).unwrap_err();
+    let report = oom(error.clone());
+    assert!(matches!(&report.cause, OomCause::SourceExhausted(r) if r.contains("VK_ERROR")));
+    let message = error.to_string();
+    assert!(message.contains("the device refused"), "{message}");
+    assert!(
+        message.contains("VK_ERROR_OUT_OF_DEVICE_MEMORY"),
+        "{message}"
+    );
+    assert!(message.contains("GPU_ARENA_PREALLOCATE=false"), "{message}");
+}
+
+#[test]
+fn pending_frees_are_counted_and_the_report_says_to_wait_for_the_queue() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let a = arena.allocate(MIB, 0, None, &mut device).unwrap();
+    arena.free(a.id, Some(3), &mut device).unwrap();
+    let error = arena.allocate(512 * KIB, 0, None, &mut device).unwrap_err();
+    let report = oom(error.clone());
+    assert_eq!(report.pending_free_bytes, MIB);
+    assert_eq!(report.cause, OomCause::LimitReached);
+    let message = error.to_string();
+    assert!(message.contains("1.00 MiB pending free"), "{message}");
+    assert!(message.contains("waiting for the queue"), "{message}");
+}
+
+#[test]
+fn sizes_too_large_to_round_are_out_of_memory_not_a_panic() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let report = oom(arena.allocate(u64::MAX, 0, None, &mut device).unwrap_err());
+    assert_eq!(report.cause, OomCause::LargerThanAnyRegion);
+    assert_eq!(report.requested, u64::MAX);
+    let mut growing = Arena::new(ArenaOptions::growing(u64::MAX));
+    assert!(growing
+        .allocate(u64::MAX - 10, 0, None, &mut device)
+        .is_err());
+}
+
+#[test]
+fn extreme_alignments_are_served_or_refused_without_panicking() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(1 << 30));
+    arena.allocate(300, 0, None, &mut device).unwrap();
+    for log2 in [9, 20, 40, 63] {
+        match arena.allocate(1000, 1 << log2, None, &mut device) {
+            Ok(a) => assert_eq!(a.offset % (1 << log2), 0),
+            Err(ArenaError::OutOfMemory(_)) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
+    let mut device = Device::with_cap(3 * MIB);
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: MIB,
+        ..ArenaOptions::preallocated(8 * MIB)
+    });
+    let error = arena.reserve(&mut device).unwrap_err();
+    assert!(matches!(&error, ArenaError::RegionSource(m) if m.contains("out of device memory")));
+    let message = error.to_string();
+    assert!(message.contains("could not reserve 8.00 MiB"), "{message}");
+    assert!(message.contains("GPU_ARENA_PREALLOCATE=false"), "{message}");
+    assert!(!arena.is_reserved());
+    assert!(
+        device.live.is_empty(),
+        "regions created before the refusal are given back"
+    );
+    assert_eq!(arena.stats().bytes_reserved, 0);
+    // The first allocation tries the reservation again and reports the same error.
+    assert!(matches!(
+        arena.allocate(1, 0, None, &mut device),
+        Err(ArenaError::RegionSource(_))
+    ));
+}
+
+#[test]
+fn options_that_allow_no_region_are_refused_when_reserving() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: 0,
+        ..ArenaOptions::preallocated(MIB)
+    });
+    let error = arena.reserve(&mut device).unwrap_err();
+    assert!(error.to_string().contains("max_region_bytes"), "{error}");
+}
+
+#[test]
+fn platform_mode_reports_the_limit_and_oversized_requests() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: 4 * MIB,
+        ..ArenaOptions::platform(6 * MIB)
+    });
+    arena.allocate(3 * MIB, 0, None, &mut device).unwrap();
+    let full = oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err());
+    assert_eq!(
+        (&full.cause, full.mode),
+        (&OomCause::LimitReached, ArenaMode::Platform)
+    );
+    assert!(full.to_string().contains("platform"), "{full}");
+    let huge = oom(arena.allocate(5 * MIB, 0, None, &mut device).unwrap_err());
+    assert_eq!(huge.cause, OomCause::LargerThanAnyRegion);
+}
+
+#[test]
+fn release_all_forgets_live_allocations() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let a = arena.allocate(1000, 0, None, &mut device).unwrap();
+    arena.release_all(&mut device);
+    assert!(device.live.is_empty());
+    assert_eq!(
+        arena.free(a.id, None, &mut device),
+        Err(ArenaError::UnknownAllocation(a.id))
+    );
+    assert!(arena.allocation(a.id).is_none());
+    // And the arena works again afterwards.
+    let b = arena.allocate(1000, 0, None, &mut device).unwrap();
+    assert_ne!(a.id, b.id);
+}
