@@ -12,12 +12,17 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 /// Records of `W` words. Writers must not overlap (the arena calls its sink under `&mut`);
 /// readers may run at any time.
 pub(crate) struct WordRing<const W: usize> {
-    words: Box<[AtomicU64]>,
+    records: Box<[Record<W>]>,
     /// Records the ring holds: a power of two, so a record's slot is its index masked.
     slots: u64,
     /// Records written so far (the index of the next one).
     head: AtomicU64,
 }
+
+/// One record's words, aligned to a cache line so that a record of eight words never
+/// straddles two lines (the writer then touches one line per record).
+#[repr(C, align(64))]
+struct Record<const W: usize>([AtomicU64; W]);
 
 impl<const W: usize> WordRing<W> {
     /// A ring holding at least the newest `capacity` records (0 holds nothing). It has
@@ -30,7 +35,9 @@ impl<const W: usize> WordRing<W> {
             (capacity + 1).next_power_of_two() as u64
         };
         WordRing {
-            words: (0..slots as usize * W).map(|_| AtomicU64::new(0)).collect(),
+            records: (0..slots)
+                .map(|_| Record(std::array::from_fn(|_| AtomicU64::new(0))))
+                .collect(),
             slots,
             head: AtomicU64::new(0),
         }
@@ -52,8 +59,8 @@ impl<const W: usize> WordRing<W> {
         // Readers that see any word of this record must also see `head` at `index` or later,
         // so they know the slot is being overwritten.
         fence(Ordering::Release);
-        let base = (index & (self.slots - 1)) as usize * W;
-        for (cell, word) in self.words[base..base + W].iter().zip(record) {
+        let slot = &self.records[(index & (self.slots - 1)) as usize];
+        for (cell, word) in slot.0.iter().zip(record) {
             cell.store(word, Ordering::Relaxed);
         }
         self.head.store(index + 1, Ordering::Release);
@@ -66,9 +73,9 @@ impl<const W: usize> WordRing<W> {
         let start = from.max(end.saturating_sub(self.slots));
         let mut records = Vec::with_capacity((end - start.min(end)) as usize);
         for index in start..end {
-            let base = (index & (self.slots - 1)) as usize * W;
+            let slot = &self.records[(index & (self.slots - 1)) as usize];
             let mut record = [0u64; W];
-            for (word, cell) in record.iter_mut().zip(&self.words[base..base + W]) {
+            for (word, cell) in record.iter_mut().zip(&slot.0) {
                 *word = cell.load(Ordering::Relaxed);
             }
             records.push((index, record));

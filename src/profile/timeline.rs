@@ -158,8 +158,9 @@ pub struct MemoryTimeline {
 }
 
 /// Words of one arena event in the lock-free ring: time, bytes in use, bytes reserved, a tag
-/// word (kind, pending flag, label index) and five fields.
-const ARENA_WORDS: usize = 9;
+/// word (kind, pending flag, rounding slack, label index) and four fields. Eight words are one
+/// 64-byte cache line, so recording an event touches exactly one line of the ring.
+const ARENA_WORDS: usize = 8;
 /// Kinds of arena records (low byte of the tag word).
 const TAG_ALLOC: u64 = 0;
 const TAG_FREE: u64 = 1;
@@ -167,6 +168,9 @@ const TAG_RESERVE: u64 = 2;
 const TAG_RELEASE: u64 = 3;
 /// Tag bit of a pending free.
 const PENDING_BIT: u64 = 1 << 8;
+/// Where an allocation's rounding slack (size − requested) sits in the tag word, and its width.
+const SLACK_SHIFT: u32 = 9;
+const SLACK_MASK: u64 = (1 << 23) - 1;
 /// Where the label index sits in the tag word.
 const LABEL_SHIFT: u32 = 32;
 
@@ -402,9 +406,10 @@ impl Timeline {
                 ..
             } => {
                 let label = label.map_or(NO_LABEL, |l| lock(&self.labels).intern(l));
+                let slack = (size - requested.min(size)).min(SLACK_MASK);
                 (
-                    TAG_ALLOC | (u64::from(label) << LABEL_SHIFT),
-                    [region.0, id.0, offset, size, requested],
+                    TAG_ALLOC | (slack << SLACK_SHIFT) | (u64::from(label) << LABEL_SHIFT),
+                    [region.0, id.0, offset, size],
                     bytes_in_use,
                     bytes_reserved,
                 )
@@ -419,7 +424,7 @@ impl Timeline {
                 bytes_reserved,
             } => (
                 TAG_FREE | if pending { PENDING_BIT } else { 0 },
-                [region.0, id.0, offset, size, 0],
+                [region.0, id.0, offset, size],
                 bytes_in_use,
                 bytes_reserved,
             ),
@@ -430,7 +435,7 @@ impl Timeline {
                 bytes_reserved,
             } => (
                 TAG_RESERVE,
-                [region.0, size, 0, 0, 0],
+                [region.0, size, 0, 0],
                 bytes_in_use,
                 bytes_reserved,
             ),
@@ -441,14 +446,14 @@ impl Timeline {
                 bytes_reserved,
             } => (
                 TAG_RELEASE,
-                [region.0, size, 0, 0, 0],
+                [region.0, size, 0, 0],
                 bytes_in_use,
                 bytes_reserved,
             ),
         };
-        let [a, b, c, d, e] = fields;
+        let [a, b, c, d] = fields;
         self.arena
-            .push([time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d, e]);
+            .push([time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d]);
     }
 
     /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
@@ -553,14 +558,14 @@ impl Timeline {
 
         let mut dropped = (written.max(cleared) - cleared - arena.len() as u64) + context_dropped;
         let mut events: Vec<TimelineEvent> = Vec::with_capacity(arena.len() + context.len());
-        for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d, e]) in arena {
+        for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d]) in arena {
             let kind = match tag & 0xff {
                 TAG_ALLOC => TimelineEventKind::Alloc {
                     allocation: AllocationId(b),
                     region: RegionId(a),
                     offset: c,
                     size: d,
-                    requested: e,
+                    requested: d - ((tag >> SLACK_SHIFT) & SLACK_MASK),
                     label: label((tag >> LABEL_SHIFT) as u32),
                 },
                 TAG_FREE => TimelineEventKind::Free {
