@@ -36,7 +36,7 @@ pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;
 pub use error::ArenaError;
 pub use events::{ArenaEvent, EventSink};
-pub use oom::{OomCause, OutOfMemory};
+pub use oom::{Bytes, OomCause, OutOfMemory};
 pub use options::{
     ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
     DEFAULT_MAX_REGION_BYTES,

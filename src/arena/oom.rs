@@ -184,8 +184,10 @@ impl fmt::Display for OutOfMemory {
     }
 }
 
-/// Formats a byte count for people: `1.50 GiB`, `256 B`.
-pub(crate) struct Bytes(pub u64);
+/// A byte count for people: `256 B`, `1.50 KiB`, `3.00 GiB` (binary units, as `nvidia-smi`
+/// and XLA's OOM messages print them). Used by OOM messages and the memory report alike.
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes(pub u64);
 
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -3,26 +3,7 @@
 
 use std::fmt;
 
-/// A byte count for people: `256 B`, `1.50 KiB`, `3.00 GiB` (binary units, as `nvidia-smi`
-/// and XLA's OOM messages print them).
-#[derive(Clone, Copy, Debug)]
-pub struct Bytes(pub u64);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-        if self.0 < 1024 {
-            return write!(f, "{} B", self.0);
-        }
-        let mut value = self.0 as f64 / 1024.0;
-        let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        write!(f, "{value:.2} {}", UNITS[unit])
-    }
-}
+pub use crate::arena::Bytes;
 
 /// Text escaped for HTML and SVG content and attribute values (the five XML entities, so the
 /// page is also well-formed XML).
