@@ -65,10 +65,10 @@ impl HostArrays {
             // completed; the box lies inside both arrays (checked by the op), and two distinct
             // arrays never overlap.
             unsafe {
-                std::ptr::copy_nonoverlapping(
-                    src.add(s as usize),
+                // One long row (a contiguous update) is split over threads like a transfer.
+                crate::transfer::staging::parallel_copy_to(
                     dst.add(d as usize),
-                    copy.row_bytes as usize,
+                    std::slice::from_raw_parts(src.add(s as usize), copy.row_bytes as usize),
                 )
             };
         }
