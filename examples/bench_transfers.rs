@@ -56,17 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
     Ok(args)
 }
 
-fn median(mut samples: Vec<Duration>) -> f64 {
-    samples.sort();
-    samples[samples.len() / 2].as_secs_f64()
-}
-
-fn wait(device: &wgpu::Device) {
-    device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .expect("device lost while waiting");
-}
-
+/// One measured row of the report.
 struct Row {
     case: &'static str,
     method: &'static str,
@@ -75,12 +65,72 @@ struct Row {
     figure: (&'static str, f64),
 }
 
+/// Times bodies side by side and keeps the rows.
+struct Bench {
+    iters: usize,
+    rows: Vec<Row>,
+}
+
+/// The figure a row reports, from its median seconds.
+#[derive(Clone, Copy)]
+enum Figure {
+    /// Microseconds per array, for this many arrays.
+    PerArray(usize),
+    /// GB/s, for this many bytes.
+    Bandwidth(usize),
+}
+
+impl Bench {
+    /// Runs `body` `iters` times (iteration index given), timing each run, and records the
+    /// median. `body` must leave the GPU idle (synchronize) before it returns.
+    fn run(
+        &mut self,
+        case: &'static str,
+        method: &'static str,
+        figure: Figure,
+        mut body: impl FnMut(usize) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut samples: Vec<Duration> = Vec::with_capacity(self.iters);
+        for i in 0..self.iters {
+            let start = Instant::now();
+            body(i)?;
+            samples.push(start.elapsed());
+        }
+        samples.sort();
+        let seconds = samples[samples.len() / 2].as_secs_f64();
+        self.push(case, method, figure, seconds);
+        Ok(())
+    }
+
+    fn push(&mut self, case: &'static str, method: &'static str, figure: Figure, seconds: f64) {
+        let figure = match figure {
+            Figure::PerArray(n) => ("us_per_array", seconds * 1e6 / n as f64),
+            Figure::Bandwidth(bytes) => ("gbps", bytes as f64 / seconds / 1e9),
+        };
+        self.rows.push(Row {
+            case,
+            method,
+            seconds,
+            figure,
+        });
+    }
+}
+
+fn wait(device: &wgpu::Device) {
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .expect("device lost while waiting");
+}
+
 fn main() -> anyhow::Result<()> {
     let args = parse_args()?;
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let device = ctx.device().clone();
     let queue = ctx.queue().clone();
-    let mut rows = Vec::new();
+    let mut bench = Bench {
+        iters: args.iters,
+        rows: Vec::new(),
+    };
     if !args.json {
         println!(
             "adapter: {} ({:?}); arena memory from {}",
@@ -99,11 +149,9 @@ fn main() -> anyhow::Result<()> {
     let host: Vec<Vec<u8>> = (0..n)
         .map(|i| (0..ARRAY_BYTES).map(|j| (i * 31 + j) as u8).collect())
         .collect();
-    let per_array = |d: f64| d * 1e6 / n as f64;
+    let per_array = Figure::PerArray(n);
 
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
+    bench.run("small_uploads", "gpu-arena", per_array, |i| {
         let mut batch = ctx.upload_batch();
         let pending: Vec<_> = host
             .iter()
@@ -115,20 +163,13 @@ fn main() -> anyhow::Result<()> {
             .map(|p| done.take(p))
             .collect::<Result<_, _>>()?;
         ctx.synchronize()?;
-        samples.push(start.elapsed());
-        // Check the data once, outside the timing.
-        if samples.len() == 1 {
+        if i == 0 {
+            // Checked once; the readback is part of this one sample only.
             let last = ctx.device_get(arrays.last().expect("at least one array"))?;
             anyhow::ensure!(last == host[n - 1], "gpu-arena batch corrupted data");
         }
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "small_uploads",
-        method: "gpu-arena",
-        seconds: s,
-        figure: ("us_per_array", per_array(s)),
-    });
+        Ok(())
+    })?;
 
     let target = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("bench target"),
@@ -138,26 +179,21 @@ fn main() -> anyhow::Result<()> {
             | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
-        for (i, h) in host.iter().enumerate() {
-            queue.write_buffer(&target, (i * ARRAY_BYTES) as u64, h);
-        }
-        queue.submit([]);
-        wait(&device);
-        samples.push(start.elapsed());
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "small_uploads",
-        method: "write_buffer_one_submit",
-        seconds: s,
-        figure: ("us_per_array", per_array(s)),
-    });
+    bench.run(
+        "small_uploads",
+        "write_buffer_one_submit",
+        per_array,
+        |_| {
+            for (i, h) in host.iter().enumerate() {
+                queue.write_buffer(&target, (i * ARRAY_BYTES) as u64, h);
+            }
+            queue.submit([]);
+            wait(&device);
+            Ok(())
+        },
+    )?;
 
-    let mut samples = Vec::new();
-    // Per-array submit+wait is slow; one pass is representative.
+    // Per-array submit+wait is slow: one pass over at most 2,000 arrays, scaled to `n`.
     let each = n.min(2000);
     let start = Instant::now();
     for (i, h) in host.iter().take(each).enumerate() {
@@ -165,19 +201,16 @@ fn main() -> anyhow::Result<()> {
         queue.submit([]);
         wait(&device);
     }
-    samples.push(start.elapsed() * (n as u32) / (each as u32));
-    let s = median(samples);
-    rows.push(Row {
-        case: "small_uploads",
-        method: "write_buffer_submit_wait_each",
-        seconds: s,
-        figure: ("us_per_array", per_array(s)),
-    });
+    let scaled = start.elapsed().as_secs_f64() * n as f64 / each as f64;
+    bench.push(
+        "small_uploads",
+        "write_buffer_submit_wait_each",
+        per_array,
+        scaled,
+    );
 
     let mut belt = wgpu::util::StagingBelt::new(device.clone(), 4 << 20);
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
+    bench.run("small_uploads", "staging_belt", per_array, |_| {
         let mut encoder = device.create_command_encoder(&Default::default());
         for (i, h) in host.iter().enumerate() {
             let mut view = belt.write_buffer(
@@ -192,61 +225,33 @@ fn main() -> anyhow::Result<()> {
         queue.submit([encoder.finish()]);
         belt.recall();
         wait(&device);
-        samples.push(start.elapsed());
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "small_uploads",
-        method: "staging_belt",
-        seconds: s,
-        figure: ("us_per_array", per_array(s)),
-    });
+        Ok(())
+    })?;
     drop(target);
 
     // ---- large transfers -------------------------------------------------------------------
     let bytes = (args.size_mib << 20).min(ctx.max_array_bytes() as usize);
     let big: Vec<u8> = (0..bytes).map(|i| (i * 7 + (i >> 12)) as u8).collect();
-    let gbps = |s: f64| bytes as f64 / s / 1e9;
+    let bandwidth = Figure::Bandwidth(bytes);
 
-    let mut samples = Vec::new();
     let mut array = None;
-    for _ in 0..args.iters {
-        drop(array.take());
+    bench.run("large_upload", "gpu-arena", bandwidth, |_| {
+        drop(array.take()); // the previous iteration's array: its memory is reused
+        array = Some(ctx.device_put(&big, &[bytes])?);
         ctx.synchronize()?;
-        let start = Instant::now();
-        let a = ctx.device_put(&big, &[bytes])?;
-        ctx.synchronize()?;
-        samples.push(start.elapsed());
-        array = Some(a);
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "large_upload",
-        method: "gpu-arena",
-        seconds: s,
-        figure: ("gbps", gbps(s)),
-    });
+        Ok(())
+    })?;
     let array = array.expect("iters >= 1");
-
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
+    bench.run("large_readback", "gpu-arena", bandwidth, |_| {
         let back = ctx.device_get(&array)?;
-        samples.push(start.elapsed());
         anyhow::ensure!(
             back.len() == bytes
                 && back[bytes - 1] == big[bytes - 1]
                 && back[bytes / 3] == big[bytes / 3],
             "gpu-arena readback corrupted data"
         );
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "large_readback",
-        method: "gpu-arena",
-        seconds: s,
-        figure: ("gbps", gbps(s)),
-    });
+        Ok(())
+    })?;
     drop(array);
 
     let raw = device.create_buffer(&wgpu::BufferDescriptor {
@@ -257,21 +262,12 @@ fn main() -> anyhow::Result<()> {
             | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
+    bench.run("large_upload", "raw_write_buffer", bandwidth, |_| {
         queue.write_buffer(&raw, 0, &big);
         queue.submit([]);
         wait(&device);
-        samples.push(start.elapsed());
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "large_upload",
-        method: "raw_write_buffer",
-        seconds: s,
-        figure: ("gbps", gbps(s)),
-    });
+        Ok(())
+    })?;
 
     let readback = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("bench readback"),
@@ -279,9 +275,7 @@ fn main() -> anyhow::Result<()> {
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let mut samples = Vec::new();
-    for _ in 0..args.iters {
-        let start = Instant::now();
+    bench.run("large_readback", "raw_map_read", bandwidth, |_| {
         let mut encoder = device.create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&raw, 0, &readback, 0, bytes as u64);
         queue.submit([encoder.finish()]);
@@ -293,19 +287,13 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .to_vec();
         readback.unmap();
-        samples.push(start.elapsed());
         anyhow::ensure!(
             host_copy[bytes - 1] == big[bytes - 1],
             "raw readback corrupted data"
         );
-    }
-    let s = median(samples);
-    rows.push(Row {
-        case: "large_readback",
-        method: "raw_map_read",
-        seconds: s,
-        figure: ("gbps", gbps(s)),
-    });
+        Ok(())
+    })?;
+    let rows = bench.rows;
 
     // ---- report ----------------------------------------------------------------------------
     if args.json {
