@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the release binaries a GPU check needs and copies them, stripped, into .devbin/
 # (git-ignored), for the `device` tool to carry to a machine with a real GPU (no toolchain there).
-#   bash .ci/devbin.sh && then run: bash .ci/gpu-check.sh   (with carry [".devbin", ".gl"])
+#   bash .ci/devbin.sh, then with the device tool: run `bash .ci/gpu-check.sh` carrying
+#   [".devbin", ".gl"] (.gl: the loader debs of the device README's recipe, plus vulkan-tools
+#   and libwayland-client0). The binaries travel compressed to stay under the 64 MiB limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --examples --tests
@@ -10,8 +12,12 @@ for ex in tour memplan bench_transfers bench_update memory_report; do
   [ -f "target/release/examples/$ex" ] && cp "target/release/examples/$ex" .devbin/
 done
 for t in device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits; do
-  bin=$(ls -t target/release/deps/${t}-* 2>/dev/null | grep -v '\.d$' | head -1 || true)
-  [ -n "$bin" ] && cp "$bin" ".devbin/tests/$t"
+  # The newest test executable of that name (cargo leaves older hashes and .d files beside it).
+  for bin in $(ls -t target/release/deps/"${t}"-* 2>/dev/null); do
+    case "$bin" in *.d) ;; *) cp "$bin" ".devbin/tests/$t"; break ;; esac
+  done
 done
 strip .devbin/* .devbin/tests/* 2>/dev/null || true
+tar -C .devbin -czf /tmp/gpu-arena-bins.tar.gz . && rm -rf .devbin && mkdir .devbin
+mv /tmp/gpu-arena-bins.tar.gz .devbin/bins.tar.gz
 du -sh .devbin

@@ -9,6 +9,7 @@ if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan.so.1; then
 fi
 export XDG_RUNTIME_DIR=/tmp
 B=.devbin
+[ -f $B/bins.tar.gz ] && tar -C $B -xzf $B/bins.tar.gz
 run() { local name=$1; shift; echo "== $name"; timeout "${T:-120}" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $?"; tail -n "${TAIL:-40}" "$OUT/$name.txt"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.txt" 2>&1 || true
 vulkaninfo --summary > "$OUT/vulkaninfo.txt" 2>&1 || true
