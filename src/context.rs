@@ -11,6 +11,12 @@ use crate::transfer::{TransferCounters, TransferGuardLevels};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
+/// reclaimed by polling the device once they add up to this much, rather than on every
+/// allocation: a poll costs more than an allocation, and smaller amounts are reclaimed anyway
+/// when an allocation would otherwise fail.
+const RETIRE_PENDING_BYTES: u64 = 64 << 20;
+
 /// A GPU opened for compute, with gpu-arena managing its memory.
 ///
 /// Opening a context is cheap: like JAX, the arena reserves its memory at the **first
@@ -296,7 +302,9 @@ impl ContextInner {
         info: crate::profile::ArrayInfo,
     ) -> Result<(Allocation, wgpu::Buffer, Option<MappedPtr>)> {
         let mut memory = self.lock_memory();
-        if memory.arena.pending_free_bytes() > 0 {
+        // Learning which submissions completed costs a device poll; do it once pending frees
+        // are worth reclaiming (or below, when the allocation would fail without them).
+        if memory.arena.pending_free_bytes() >= RETIRE_PENDING_BYTES {
             drop(memory);
             self.retire_completed();
             memory = self.lock_memory();
