@@ -180,7 +180,7 @@ const LABEL_SHIFT: u32 = 32;
 /// double the arena's cost in tight loops; the context keeps stamps exact by calling
 /// [`Timeline::refresh_clock`] each time it takes the arena's lock, so the first event under
 /// the lock reads the clock.
-pub const CLOCK_STRIDE: u64 = 32;
+pub const CLOCK_STRIDE: u64 = 128;
 
 /// An interned label index meaning "no label".
 const NO_LABEL: u32 = u32::MAX;
