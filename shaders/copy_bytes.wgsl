@@ -9,57 +9,8 @@
 // the box it is, if any. Dense rows are at least 3 bytes apart, so they never share a word, and
 // every destination word that holds bytes of the box has exactly one owner in the dispatch.
 //
-// Both bindings are read_write: see copy_rows.wgsl.
-
-struct Params {
-    // Outer dimension counts and byte strides, innermost first (unused: 1 and 0).
-    counts: array<vec4<u32>, 2>,
-    src_strides: array<vec4<u32>, 2>,
-    dst_strides: array<vec4<u32>, 2>,
-    // Byte offsets of the box in the bindings.
-    src_base: u32,
-    dst_base: u32,
-    // Bytes per row.
-    row_len: u32,
-    // Destination words per dense row, at most (extent + 6) / 4.
-    row_items: u32,
-    items: u32,
-    outer_rank: u32,
-    // The innermost outer dimensions that belong to one dense row.
-    dense_rank: u32,
-    // The first item of this dispatch.
-    first_item: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> src: array<u32>;
-@group(0) @binding(2) var<storage, read_write> dst: array<u32>;
-
-const WORKGROUP: u32 = 256u;
-
-fn count(k: u32) -> u32 {
-    return p.counts[k / 4u][k % 4u];
-}
-
-fn src_stride(k: u32) -> u32 {
-    return p.src_strides[k / 4u][k % 4u];
-}
-
-fn dst_stride(k: u32) -> u32 {
-    return p.dst_strides[k / 4u][k % 4u];
-}
-
-// Source and destination byte of the first byte of dense row `row`.
-fn row_start(row: u32) -> vec2<u32> {
-    var rest = row;
-    var at = vec2<u32>(p.src_base, p.dst_base);
-    for (var k = p.dense_rank; k < p.outer_rank; k++) {
-        let index = rest % count(k);
-        rest = rest / count(k);
-        at += index * vec2<u32>(src_stride(k), dst_stride(k));
-    }
-    return at;
-}
+// The host prepends grid.wgsl and box_copy.wgsl (with `alias Unit = u32;`): the parameters,
+// the bindings and `row_start` come from there.
 
 fn src_byte(at: u32) -> u32 {
     return (src[at / 4u] >> ((at % 4u) * 8u)) & 0xffu;
@@ -107,8 +58,7 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lane: u32,
 ) {
-    let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let item = p.first_item + linear * WORKGROUP + lane;
+    let item = p.first_item + linear_workgroup(group, groups) * WORKGROUP + lane;
     if (item < p.items) {
         copy_word(item);
     }

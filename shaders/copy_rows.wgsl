@@ -10,47 +10,11 @@
 // so the host can also split a copy into several dispatches; there is no loop, which is what
 // software rasterisers (lavapipe) run fastest.
 //
-// Both bindings are read_write even though `src` is only read: arrays share region buffers and
-// wgpu tracks usage per buffer, so a read-only binding beside a read_write binding of the same
-// buffer would be a usage conflict.
+// The host prepends grid.wgsl and box_copy.wgsl: the parameters, the bindings and
+// `row_start` come from there.
 
-struct Params {
-    // Outer dimension counts, innermost first (unused: 1), four per vector.
-    counts: array<vec4<u32>, 2>,
-    src_strides: array<vec4<u32>, 2>,
-    dst_strides: array<vec4<u32>, 2>,
-    src_base: u32,
-    dst_base: u32,
-    row_len: u32,
-    row_items: u32,
-    items: u32,
-    outer_rank: u32,
-    // Unused here (the byte kernel's dense rows).
-    dense_rank: u32,
-    // The first item of this dispatch.
-    first_item: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> src: array<Unit>;
-@group(0) @binding(2) var<storage, read_write> dst: array<Unit>;
-
-const WORKGROUP: u32 = 256u;
 // The fast path below is written out for four.
 const PER_INVOCATION: u32 = 4u;
-
-// Source and destination unit of the first unit of row `row`.
-fn row_start(row: u32) -> vec2<u32> {
-    var rest = row;
-    var at = vec2<u32>(p.src_base, p.dst_base);
-    for (var k = 0u; k < p.outer_rank; k++) {
-        let count = p.counts[k / 4u][k % 4u];
-        let index = rest % count;
-        rest = rest / count;
-        at += index * vec2<u32>(p.src_strides[k / 4u][k % 4u], p.dst_strides[k / 4u][k % 4u]);
-    }
-    return at;
-}
 
 // True for the pipeline of boxes that are one contiguous row (after merging dimensions): the
 // compiler then drops the row arithmetic altogether.
@@ -70,8 +34,7 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lane: u32,
 ) {
-    let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let base = p.first_item + linear * WORKGROUP * PER_INVOCATION + lane;
+    let base = p.first_item + linear_workgroup(group, groups) * WORKGROUP * PER_INVOCATION + lane;
     if (base + (PER_INVOCATION - 1u) * WORKGROUP < p.items) {
         // Every item of this invocation is in range: all loads, then all stores.
         let at0 = unit_at(base);

@@ -1,6 +1,6 @@
 // Fills `items` vec4<u32>s from `base` with a 16-byte pattern (the value repeated). The host
 // rounds the array's length up to 16 bytes; the arena rounds allocations to 256, so the bytes
-// past the array's end are its own padding.
+// past the array's end are its own padding. The host prepends grid.wgsl.
 
 struct Params {
     pattern: vec4<u32>,
@@ -14,7 +14,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
 
-const WORKGROUP: u32 = 256u;
 const PER_INVOCATION: u32 = 4u;
 
 @compute @workgroup_size(WORKGROUP)
@@ -23,8 +22,7 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lane: u32,
 ) {
-    let linear = group.x + groups.x * (group.y + groups.y * group.z);
-    let base = p.first_item + linear * WORKGROUP * PER_INVOCATION + lane;
+    let base = p.first_item + linear_workgroup(group, groups) * WORKGROUP * PER_INVOCATION + lane;
     for (var k = 0u; k < PER_INVOCATION; k++) {
         let item = base + k * WORKGROUP;
         if (item < p.items) {

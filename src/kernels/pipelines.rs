@@ -14,6 +14,10 @@ pub const CACHE_DIR_ENV: &str = "GPU_ARENA_CACHE_DIR";
 const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
 const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");
 const FILL_WGSL: &str = include_str!("../../shaders/fill.wgsl");
+/// Prepended to every kernel: the workgroup size and linear workgroup numbering.
+const GRID_WGSL: &str = include_str!("../../shaders/grid.wgsl");
+/// Prepended to both box-copy kernels: parameters, bindings, row starts.
+const BOX_COPY_WGSL: &str = include_str!("../../shaders/box_copy.wgsl");
 
 /// One kernel variant: one shader module and one pipeline each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,10 +57,16 @@ impl Kernel {
     /// The module's source; variants of one kernel that differ only in constants share it.
     fn source(self) -> String {
         match self {
-            Kernel::CopyRowsVec4 { .. } => format!("alias Unit = vec4<u32>;\n{COPY_ROWS_WGSL}"),
-            Kernel::CopyRowsWord { .. } => format!("alias Unit = u32;\n{COPY_ROWS_WGSL}"),
-            Kernel::CopyBytes => COPY_BYTES_WGSL.to_owned(),
-            Kernel::Fill => FILL_WGSL.to_owned(),
+            Kernel::CopyRowsVec4 { .. } => {
+                format!("alias Unit = vec4<u32>;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
+            }
+            Kernel::CopyRowsWord { .. } => {
+                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
+            }
+            Kernel::CopyBytes => {
+                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_BYTES_WGSL}")
+            }
+            Kernel::Fill => format!("{GRID_WGSL}{FILL_WGSL}"),
         }
     }
 }
