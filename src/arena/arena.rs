@@ -606,15 +606,19 @@ impl Arena {
     /// Free chunk `slot` is out of the bins and an aligned allocation starts `padding` bytes
     /// into it: keep the gap as a free chunk and return the chunk after it.
     fn split_off_gap(&mut self, slot: u32, padding: u64) -> u32 {
-        let chunk = self.chunks.hot[slot as usize];
-        let upper = self.new_chunk(
-            chunk.address + padding,
-            chunk.size() - padding,
-            chunk.region,
-        );
-        self.chunks.link_after(slot, upper);
-        self.chunks.hot[slot as usize].set_size(padding);
+        let upper = self.split(slot, padding);
         self.bins.insert(&self.chunks.hot, slot);
+        upper
+    }
+
+    /// Cuts chunk `slot` at `at` bytes: `slot` keeps the first `at`, a new chunk linked after
+    /// it takes the rest, and is returned. Neither half is put in the bins here.
+    #[inline]
+    fn split(&mut self, slot: u32, at: u64) -> u32 {
+        let chunk = self.chunks.hot[slot as usize];
+        let upper = self.new_chunk(chunk.address + at, chunk.size() - at, chunk.region);
+        self.chunks.link_after(slot, upper);
+        self.chunks.hot[slot as usize].set_size(at);
         upper
     }
 
@@ -633,13 +637,7 @@ impl Arena {
         // free chunk (XLA keeps small tails inside the allocation; splitting keeps
         // `bytes_in_use` exact and the memory usable).
         if chunk.size() > rounded {
-            let rest = self.new_chunk(
-                chunk.address + rounded,
-                chunk.size() - rounded,
-                chunk.region,
-            );
-            self.chunks.link_after(slot, rest);
-            self.chunks.hot[slot as usize].set_size(rounded);
+            let rest = self.split(slot, rounded);
             self.bins.insert(&self.chunks.hot, rest);
         }
         let c = &mut self.counters;
