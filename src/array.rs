@@ -1,7 +1,7 @@
 //! `DeviceArray<T>`: a typed, shaped range of arena memory.
 
 use crate::arena::Allocation;
-use crate::backend::MappedPtr;
+use crate::backend::{MappedMemory, MappedRange};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -42,7 +42,7 @@ pub(crate) struct ArrayStorage {
     pub(crate) allocation: Allocation,
     pub(crate) buffer: wgpu::Buffer,
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
-    pub(crate) mapped: Option<MappedPtr>,
+    pub(crate) mapped: Option<MappedMemory>,
     pub(crate) last_use: AtomicU64,
 }
 
@@ -55,9 +55,10 @@ impl ArrayStorage {
         self.last_use.fetch_max(id.0, Ordering::AcqRel);
     }
 
-    /// The host address of the allocation's first byte, when zero-copy access is allowed.
-    pub(crate) fn host_ptr(&self) -> Option<*mut u8> {
-        self.mapped.map(|m| m.at(self.allocation.offset))
+    /// The allocation's bytes in host memory, when zero-copy access is allowed.
+    pub(crate) fn host_range(&self) -> Option<MappedRange> {
+        self.mapped
+            .map(|m| m.range(self.allocation.offset, self.allocation.size))
     }
 }
 
@@ -258,10 +259,9 @@ impl Context {
         if bytes == 0 {
             return Ok(array);
         }
-        if let Some(ptr) = array.storage.host_ptr() {
+        if let Some(range) = array.storage.host_range() {
             // UMA: the memory is ours alone (the arena hands out only retired chunks).
-            // SAFETY: the allocation lies inside the mapped region and nothing else uses it.
-            unsafe { std::ptr::write_bytes(ptr, 0, bytes as usize) };
+            range.zero();
         } else {
             let mut encoder =
                 self.inner

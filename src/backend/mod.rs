@@ -1,9 +1,16 @@
 //! Where regions come from: gpu-allocator memory on Vulkan, plain wgpu buffers elsewhere.
 //!
-//! Backends are thin: they create and release buffers. All of the crate's `unsafe` lives here.
+//! Backends are thin: they create and release buffers, and give host access to mapped memory
+//! (`mapped`). All of the crate's `unsafe` lives here; the crate root denies it elsewhere.
+#![allow(unsafe_code)]
 
+mod mapped;
+mod pipeline_cache;
 mod plain;
 mod vulkan;
+
+pub(crate) use mapped::{copy_threads, MappedMemory, MappedRange};
+pub(crate) use pipeline_cache::create_pipeline_cache;
 
 use crate::memplan::{DeviceDescription, DeviceKind};
 
@@ -31,35 +38,11 @@ pub(crate) fn device_kind(device_type: wgpu::DeviceType) -> DeviceKind {
 use crate::arena::{RegionId, RegionSource};
 use crate::error::Result;
 use std::collections::HashMap;
-use std::ptr::NonNull;
-
-/// A host pointer to persistently mapped device memory (UMA, BAR or staging memory).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct MappedPtr(NonNull<u8>);
-
-// SAFETY: the pointer names memory owned by a buffer that outlives every use of the pointer
-// (regions are released only when no allocation in them is live); access is synchronised by
-// the context (one writer per allocation, GPU work waited for before host access).
-unsafe impl Send for MappedPtr {}
-// SAFETY: as above; the pointer itself is immutable.
-unsafe impl Sync for MappedPtr {}
-
-impl MappedPtr {
-    pub(crate) fn new(ptr: NonNull<u8>) -> Self {
-        Self(ptr)
-    }
-
-    /// The address `offset` bytes into the mapping.
-    pub(crate) fn at(self, offset: u64) -> *mut u8 {
-        // SAFETY (for callers): offsets come from arena allocations inside this region.
-        self.0.as_ptr().wrapping_add(offset as usize)
-    }
-}
 
 /// A buffer made by a backend, with its mapping when the memory is host-visible.
 pub(crate) struct DeviceBuffer {
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) mapped: Option<MappedPtr>,
+    pub(crate) mapped: Option<MappedMemory>,
     /// The Vulkan memory type behind it (None on non-Vulkan backends).
     pub(crate) memory_type: Option<u32>,
 }

@@ -7,7 +7,7 @@
 //! the buffer (every submission that touched it has completed), and that callback frees the
 //! memory and destroys the `VkBuffer`: the clean-up order that is known to pass validation.
 
-use super::{DeviceBuffer, MappedPtr};
+use super::{DeviceBuffer, MappedMemory};
 use crate::error::{Error, Result};
 use crate::memplan::{
     DeviceDescription, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
@@ -202,7 +202,9 @@ impl VulkanMemory {
             unsafe { self.device.destroy_buffer(raw, None) };
             return Err(backend_error("vkBindBufferMemory", e.to_string()));
         }
-        let mapped = allocation.mapped_ptr().map(|p| MappedPtr::new(p.cast()));
+        let mapped = allocation
+            .mapped_ptr()
+            .map(|p| MappedMemory::new(p.cast(), size));
         let release = BufferRelease {
             device: self.device.clone(),
             allocator: Arc::clone(&self.allocator),

@@ -6,19 +6,19 @@
 //! array is mapped, the ops wait for the GPU work that uses their arrays and copy with `memcpy`,
 //! threaded like the transfers: what JAX's CPU backend does for these ops. GPUs, and CPU
 //! adapters without zero-copy, run the WGSL kernels.
-#![allow(unsafe_code)]
 
 use super::geometry::BoxCopy;
 use super::pipelines::KernelState;
 use crate::array::DeviceArray;
+use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
 
-/// The host addresses of the arrays of one op, when it should run on the host.
-pub(crate) struct HostArrays(Vec<*mut u8>);
+/// The mapped bytes of the arrays of one op, when it should run on the host.
+pub(crate) struct HostArrays(Vec<MappedRange>);
 
 impl ContextInner {
-    /// The arrays' mapped addresses when this op should copy on the host (a CPU adapter, every
+    /// The arrays' mapped bytes when this op should copy on the host (a CPU adapter, every
     /// array mapped, device kernels not forced), after waiting for the GPU work that uses them.
     pub(crate) fn host_path<T: bytemuck::Pod>(
         &self,
@@ -28,9 +28,9 @@ impl ContextInner {
         if kernels.force_device_kernels || self.adapter_info.device_type != wgpu::DeviceType::Cpu {
             return Ok(None);
         }
-        let Some(pointers) = arrays
+        let Some(ranges) = arrays
             .iter()
-            .map(|a| a.storage.host_ptr())
+            .map(|a| a.storage.host_range())
             .collect::<Option<Vec<_>>>()
         else {
             return Ok(None);
@@ -38,7 +38,7 @@ impl ContextInner {
         for array in arrays {
             self.wait_for(array.last_use())?;
         }
-        Ok(Some(HostArrays(pointers)))
+        Ok(Some(HostArrays(ranges)))
     }
 }
 
@@ -50,7 +50,10 @@ impl HostArrays {
             return;
         }
         let copy = copy.normalized();
-        let (src, dst) = (self.0[src] as *const u8, self.0[dst]);
+        // `host_path` waited for the GPU work on both arrays; the box lies inside both (checked
+        // by the op, and again by the ranges).
+        let (src, dst) = (self.0[src], self.0[dst]);
+        let row_bytes = copy.row_bytes as usize;
         let rows: u64 = copy.outer.iter().map(|d| d.count).product();
         for row in 0..rows {
             let (mut s, mut d) = (copy.src_offset, copy.dst_offset);
@@ -61,16 +64,9 @@ impl HostArrays {
                 s += index * dim.src_stride;
                 d += index * dim.dst_stride;
             }
-            // SAFETY: `host_path` gave mapped addresses of live arrays whose GPU work has
-            // completed; the box lies inside both arrays (checked by the op), and two distinct
-            // arrays never overlap.
-            unsafe {
-                // One long row (a contiguous update) is split over threads like a transfer.
-                crate::transfer::staging::parallel_copy_to(
-                    dst.add(d as usize),
-                    std::slice::from_raw_parts(src.add(s as usize), copy.row_bytes as usize),
-                )
-            };
+            // One long row (a contiguous update) is split over threads like a transfer.
+            src.sub(s as usize, row_bytes)
+                .copy_to(dst.sub(d as usize, row_bytes));
         }
     }
 
@@ -78,13 +74,10 @@ impl HostArrays {
     /// rounds allocations to 256 bytes, so the rounding stays in the array's own padding).
     pub(crate) fn fill(&self, dst: usize, bytes: u64, pattern: [u32; 4]) {
         let pattern: [u8; 16] = bytemuck::cast(pattern);
-        // SAFETY: the array is mapped, idle on the GPU, and its allocation holds at least this
-        // many bytes (rounded to 256).
-        let out = unsafe {
-            std::slice::from_raw_parts_mut(self.0[dst], bytes.next_multiple_of(16) as usize)
-        };
-        for chunk in out.chunks_exact_mut(16) {
-            chunk.copy_from_slice(&pattern);
-        }
+        // The array is idle on the GPU (`host_path` waited) and its allocation holds at least
+        // this many bytes (rounded to 256).
+        self.0[dst]
+            .sub(0, bytes.next_multiple_of(16) as usize)
+            .fill(pattern);
     }
 }

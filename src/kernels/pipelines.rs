@@ -234,18 +234,12 @@ impl KernelState {
         let data = std::fs::read(&file).ok();
         self.stats.disk_cache_loaded_bytes = data.as_ref().map_or(0, |d| d.len() as u64);
         self.stats.disk_cache_file = Some(file);
-        // SAFETY: the data is either absent or what `PipelineCache::get_data` wrote for an
-        // adapter with this cache key; wgpu checks its own header (adapter, driver, version)
-        // and with `fallback: true` starts an empty cache when the data does not match.
-        #[allow(unsafe_code)]
-        let cache = unsafe {
-            device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
-                label: Some("gpu-arena kernels"),
-                data: data.as_deref(),
-                fallback: true,
-            })
-        };
-        Some(cache)
+        // The file holds what `persist` wrote for an adapter with this cache key, if anything.
+        Some(crate::backend::create_pipeline_cache(
+            device,
+            "gpu-arena kernels",
+            data.as_deref(),
+        ))
     }
 
     /// Writes the driver cache to its file (atomically: a temporary file, then a rename), so

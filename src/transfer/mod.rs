@@ -145,12 +145,10 @@ impl Context {
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
-            if let Some(ptr) = array.storage.host_ptr() {
+            if let Some(range) = array.storage.host_range() {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(array.storage.last_use())?;
-                // SAFETY: the allocation is mapped and holds at least `out.len()` bytes; the
-                // GPU no longer writes it (waited above).
-                unsafe { staging::parallel_copy_from(out, ptr) };
+                range.read(out);
             } else if !out.is_empty() {
                 staged.push(ReadbackItem {
                     out,
@@ -183,12 +181,10 @@ impl Context {
 /// Writes `bytes` straight into the array's mapped memory when zero-copy applies.
 /// The array is fresh from the arena, so no GPU work uses its memory.
 fn write_zero_copy(storage: &ArrayStorage, bytes: &[u8]) -> bool {
-    let Some(ptr) = storage.host_ptr() else {
+    let Some(range) = storage.host_range() else {
         return false;
     };
-    // SAFETY: the allocation is mapped, at least `bytes.len()` long, and unused by the GPU
-    // (the arena hands out only chunks whose last GPU use has completed).
-    unsafe { staging::parallel_copy_to(ptr, bytes) };
+    range.write(bytes);
     true
 }
 

@@ -6,7 +6,7 @@
 //! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
 //! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
 
-use crate::backend::{DeviceBuffer, MappedPtr, Purpose};
+use crate::backend::{copy_threads, DeviceBuffer, MappedMemory, Purpose};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -15,11 +15,6 @@ use std::sync::Mutex;
 /// Buffers per direction: one being filled or drained by the CPU, one being copied by the GPU,
 /// one spare so neither waits for the other.
 pub(crate) const STAGING_BUFFERS: usize = 3;
-/// Copies below this size run on the calling thread; above it, several threads share the
-/// memcpy (one thread writes mapped memory at ~8-9 GB/s; the H200 host can do much more).
-const PARALLEL_COPY_MIN_BYTES: usize = 4 << 20;
-/// The most threads one memcpy uses.
-const PARALLEL_COPY_MAX_THREADS: usize = 8;
 /// WGSL words and `copy_buffer_to_buffer` sizes are multiples of 4 bytes.
 pub(crate) const COPY_ALIGNMENT: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
 
@@ -33,7 +28,7 @@ pub(crate) enum StagingKind {
 /// One host-visible staging buffer and the submission that last used it.
 pub(crate) struct StagingBuffer {
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) mapped: MappedPtr,
+    pub(crate) mapped: MappedMemory,
     pub(crate) size: u64,
     pub(crate) busy_until: SubmissionId,
 }
@@ -130,76 +125,6 @@ fn create_staging(ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer
     })
 }
 
-/// Copies `src` to `dst`, splitting big copies across threads.
-///
-/// # Safety
-/// `dst` must be valid for `src.len()` bytes of writes and not overlap `src`.
-pub(crate) unsafe fn parallel_copy_to(dst: *mut u8, src: &[u8]) {
-    let threads = copy_threads(src.len());
-    if threads <= 1 {
-        // SAFETY: guaranteed by the caller.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
-        return;
-    }
-    let part = src.len().div_ceil(threads);
-    let dst = dst as usize;
-    std::thread::scope(|scope| {
-        for (i, piece) in src.chunks(part).enumerate() {
-            scope.spawn(move || {
-                // SAFETY: each thread writes its own disjoint piece of the caller's range.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        piece.as_ptr(),
-                        (dst as *mut u8).add(i * part),
-                        piece.len(),
-                    )
-                };
-            });
-        }
-    });
-}
-
-/// Copies `src.len()` bytes from `src` (mapped memory) into `dst`, threaded like
-/// [`parallel_copy_to`].
-///
-/// # Safety
-/// `src` must be valid for `dst.len()` bytes of reads and not overlap `dst`.
-pub(crate) unsafe fn parallel_copy_from(dst: &mut [u8], src: *const u8) {
-    let threads = copy_threads(dst.len());
-    if threads <= 1 {
-        // SAFETY: guaranteed by the caller.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
-        return;
-    }
-    let part = dst.len().div_ceil(threads);
-    let src = src as usize;
-    std::thread::scope(|scope| {
-        for (i, piece) in dst.chunks_mut(part).enumerate() {
-            scope.spawn(move || {
-                // SAFETY: each thread reads its own disjoint piece of the caller's range.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        (src as *const u8).add(i * part),
-                        piece.as_mut_ptr(),
-                        piece.len(),
-                    )
-                };
-            });
-        }
-    });
-}
-
-fn copy_threads(bytes: usize) -> usize {
-    if bytes < PARALLEL_COPY_MIN_BYTES {
-        return 1;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores
-        .min(PARALLEL_COPY_MAX_THREADS)
-        .min(bytes / (PARALLEL_COPY_MIN_BYTES / 4))
-        .max(1)
-}
-
 /// One array's part in an upload: its bytes and where they go.
 pub(crate) struct UploadItem<'a> {
     pub(crate) data: &'a [u8],
@@ -262,18 +187,18 @@ struct Fill<'a> {
 
 /// Writes every fill into the mapped staging buffer, spreading big batches over threads
 /// (each thread takes a run of fills of about equal bytes; a huge fill is split itself).
-fn fill_staging(mapped: MappedPtr, fills: &[Fill<'_>]) {
+fn fill_staging(mapped: MappedMemory, fills: &[Fill<'_>]) {
     let write = |fill: &Fill<'_>| {
-        let dst = mapped.at(fill.offset);
-        let pad = fill.src.len().next_multiple_of(COPY_ALIGNMENT as usize) - fill.src.len();
-        // SAFETY: every fill lies inside the staging buffer (planned against its size), fills
-        // do not overlap each other, no GPU work uses the buffer (acquired after its last use),
-        // and host slices do not alias mapped memory.
-        unsafe {
-            parallel_copy_to(dst, fill.src);
-            // Zero the word padding so no stale staging bytes land in the array's tail word.
-            std::ptr::write_bytes(dst.add(fill.src.len()), 0, pad);
-        }
+        // Fills lie inside the staging buffer (planned against its size) and do not overlap;
+        // no GPU work uses the buffer (acquired after its last use).
+        let len = fill.src.len();
+        let dst = mapped.range(
+            fill.offset,
+            len.next_multiple_of(COPY_ALIGNMENT as usize) as u64,
+        );
+        dst.write(fill.src);
+        // Zero the word padding so no stale staging bytes land in the array's tail word.
+        dst.sub(len, dst.len() - len).zero();
     };
     let total: usize = fills.iter().map(|f| f.src.len()).sum();
     let threads = copy_threads(total);
@@ -435,9 +360,9 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
         ctx.wait_for(done.staging.busy_until)?;
         for &(item, item_offset, staging_offset, bytes) in &done.pieces {
             let out = &mut items[item].out[item_offset as usize..(item_offset + bytes) as usize];
-            // SAFETY: the copy into [staging_offset, +bytes) has completed (waited above) and
-            // no other work uses this staging buffer until it is released below.
-            unsafe { parallel_copy_from(out, done.staging.mapped.at(staging_offset)) };
+            // The copy into [staging_offset, +bytes) has completed (waited above) and no other
+            // work uses this staging buffer until it is released below.
+            done.staging.mapped.range(staging_offset, bytes).read(out);
         }
         pool.release(StagingKind::Readback, done.staging);
     }

@@ -1,0 +1,308 @@
+//! Host access to persistently mapped device memory (UMA arenas, BAR and staging buffers).
+//!
+//! This is where every host read and write of mapped memory happens, so that the raw-pointer
+//! code of the crate stays in the backend. A [`MappedMemory`] is a whole mapping (a pointer and
+//! its length); [`MappedMemory::range`] cuts a checked [`MappedRange`] out of it for one array
+//! or one staging slot, and the range's methods copy in and out with slices, never past its end.
+//!
+//! What the types cannot check is who else uses the bytes: the GPU, or another array. That is
+//! the arena's and the context's job, and the reason these methods are safe to call anyway: the
+//! arena never hands out overlapping ranges, a range is only written while its array is fresh
+//! or after the context has waited for the GPU work that uses it, and host slices never alias
+//! mapped memory (the crate never lends mapped memory out as a slice).
+//!
+//! Large copies are split across threads: one thread writes mapped memory at about 8-9 GB/s,
+//! and the hosts of big GPUs can do several times that.
+
+use std::ptr::NonNull;
+
+/// Copies below this size run on the calling thread; above it, several threads share the
+/// memcpy (one thread writes mapped memory at ~8-9 GB/s; the H200 host can do much more).
+const PARALLEL_COPY_MIN_BYTES: usize = 4 << 20;
+/// The most threads one memcpy uses.
+const PARALLEL_COPY_MAX_THREADS: usize = 8;
+
+/// How many threads a copy of `bytes` should use: one below [`PARALLEL_COPY_MIN_BYTES`], then
+/// one per quarter of that, up to the cores and [`PARALLEL_COPY_MAX_THREADS`].
+pub(crate) fn copy_threads(bytes: usize) -> usize {
+    if bytes < PARALLEL_COPY_MIN_BYTES {
+        return 1;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores
+        .min(PARALLEL_COPY_MAX_THREADS)
+        .min(bytes / (PARALLEL_COPY_MIN_BYTES / 4))
+        .max(1)
+}
+
+/// A whole persistent mapping of a device buffer: where it starts in host memory and how long
+/// it is.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MappedMemory {
+    base: NonNull<u8>,
+    len: u64,
+}
+
+// SAFETY: the pointer names memory owned by a buffer that outlives every use of it (regions
+// are released only when no allocation in them is live, staging buffers live in the context),
+// and who touches which bytes is arranged by the arena and the context (see the module docs).
+unsafe impl Send for MappedMemory {}
+// SAFETY: as above; the value itself is immutable.
+unsafe impl Sync for MappedMemory {}
+
+impl MappedMemory {
+    /// The mapping of `len` bytes at `base`, as the memory allocator reported it.
+    pub(crate) fn new(base: NonNull<u8>, len: u64) -> Self {
+        Self { base, len }
+    }
+
+    /// Bytes `[offset, offset + len)` of the mapping.
+    ///
+    /// # Panics
+    /// If the range does not lie inside the mapping: ranges come from arena allocations and
+    /// staging plans, never from user input, so that would be a bug in the crate.
+    pub(crate) fn range(self, offset: u64, len: u64) -> MappedRange {
+        let end = offset.checked_add(len);
+        assert!(
+            end.is_some_and(|end| end <= self.len),
+            "mapped range {offset}+{len} outside a mapping of {} bytes",
+            self.len
+        );
+        // SAFETY: in bounds (checked above), so the offset stays inside one allocation.
+        let ptr = unsafe { self.base.add(offset as usize) };
+        MappedRange {
+            ptr,
+            len: len as usize,
+        }
+    }
+}
+
+/// A checked byte range of mapped memory: one array's allocation or one piece of a staging
+/// buffer.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MappedRange {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: see `MappedMemory`.
+unsafe impl Send for MappedRange {}
+// SAFETY: see `MappedMemory`.
+unsafe impl Sync for MappedRange {}
+
+impl MappedRange {
+    /// Bytes in the range.
+    pub(crate) fn len(self) -> usize {
+        self.len
+    }
+
+    /// Bytes `[offset, offset + len)` of this range.
+    ///
+    /// # Panics
+    /// If they do not lie inside it (a bug in the caller's geometry, never user input).
+    pub(crate) fn sub(self, offset: usize, len: usize) -> MappedRange {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "mapped sub-range {offset}+{len} outside a range of {} bytes",
+            self.len
+        );
+        MappedRange {
+            // SAFETY: in bounds (checked above).
+            ptr: unsafe { self.ptr.add(offset) },
+            len,
+        }
+    }
+
+    /// Writes `src` at the start of the range, on several threads when it is large.
+    ///
+    /// # Panics
+    /// If `src` is longer than the range.
+    pub(crate) fn write(self, src: &[u8]) {
+        let to = self.sub(0, src.len()).ptr.as_ptr() as usize;
+        split_copy(src.len(), |at, part| {
+            // SAFETY: `[at, at + part)` lies inside both `src` and this range (checked above);
+            // host slices never alias mapped memory, and each thread gets its own piece.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr().add(at), (to as *mut u8).add(at), part)
+            }
+        });
+    }
+
+    /// Reads the start of the range into `dst`, on several threads when it is large.
+    ///
+    /// # Panics
+    /// If `dst` is longer than the range.
+    pub(crate) fn read(self, dst: &mut [u8]) {
+        let from = self.sub(0, dst.len()).ptr.as_ptr() as usize;
+        let out = dst.as_mut_ptr() as usize;
+        split_copy(dst.len(), |at, part| {
+            // SAFETY: `[at, at + part)` lies inside both (checked above); `dst` is borrowed
+            // mutably for the whole call and each thread writes its own piece of it.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (from as *const u8).add(at),
+                    (out as *mut u8).add(at),
+                    part,
+                )
+            }
+        });
+    }
+
+    /// Copies this range into `dst`, a range of the same length (another array's bytes).
+    ///
+    /// # Panics
+    /// If the lengths differ.
+    pub(crate) fn copy_to(self, dst: MappedRange) {
+        assert_eq!(
+            self.len, dst.len,
+            "mapped copy between ranges of unequal length"
+        );
+        let (from, to) = (self.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
+        if from.abs_diff(to) < self.len {
+            // Overlapping ranges (one array onto itself) need memmove, on one thread.
+            // SAFETY: both ranges are valid for `len` bytes; `copy` allows overlap.
+            unsafe { std::ptr::copy(self.ptr.as_ptr(), dst.ptr.as_ptr(), self.len) };
+            return;
+        }
+        split_copy(self.len, |at, part| {
+            // SAFETY: both ranges are valid for `len` bytes and do not overlap (checked
+            // above); each thread copies its own piece.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (from as *const u8).add(at),
+                    (to as *mut u8).add(at),
+                    part,
+                )
+            }
+        });
+    }
+
+    /// Sets every byte of the range to zero.
+    pub(crate) fn zero(self) {
+        // SAFETY: the range is valid for `len` bytes of writes.
+        unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), 0, self.len) };
+    }
+
+    /// Fills the range with copies of `pattern`.
+    ///
+    /// # Panics
+    /// If the length is not a multiple of 16 bytes.
+    pub(crate) fn fill(self, pattern: [u8; 16]) {
+        assert_eq!(
+            self.len % 16,
+            0,
+            "pattern fill of a range not a multiple of 16"
+        );
+        for at in (0..self.len).step_by(16) {
+            // SAFETY: `[at, at + 16)` lies inside the range; unaligned writes are allowed.
+            unsafe {
+                self.ptr
+                    .as_ptr()
+                    .add(at)
+                    .cast::<[u8; 16]>()
+                    .write_unaligned(pattern)
+            };
+        }
+    }
+}
+
+/// Runs `copy(at, bytes)` over `[0, len)`: in one call for small copies, or in equal pieces
+/// on [`copy_threads`] threads.
+fn split_copy(len: usize, copy: impl Fn(usize, usize) + Sync) {
+    let threads = copy_threads(len);
+    if threads <= 1 {
+        copy(0, len);
+        return;
+    }
+    let part = len.div_ceil(threads);
+    let copy = &copy;
+    std::thread::scope(|scope| {
+        for at in (0..len).step_by(part) {
+            scope.spawn(move || copy(at, part.min(len - at)));
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A mapping over a plain host buffer, standing in for device memory.
+    fn mapping(buffer: &mut [u8]) -> MappedMemory {
+        MappedMemory::new(
+            NonNull::new(buffer.as_mut_ptr()).unwrap(),
+            buffer.len() as u64,
+        )
+    }
+
+    #[test]
+    fn writes_and_reads_land_at_the_range_offset() {
+        let mut buffer = vec![0u8; 1024];
+        let memory = mapping(&mut buffer);
+        let range = memory.range(100, 50);
+        range.write(&[7; 20]);
+        range.sub(20, 4).write(&[9; 4]);
+        let mut back = [0u8; 24];
+        range.read(&mut back);
+        assert_eq!(&back[..20], &[7; 20]);
+        assert_eq!(&back[20..], &[9; 4]);
+        assert!(buffer[..100].iter().all(|&b| b == 0));
+        assert_eq!(buffer[100], 7);
+        assert!(buffer[124..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn large_copies_split_across_threads_arrive_whole() {
+        let len = PARALLEL_COPY_MIN_BYTES * 2 + 13;
+        let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+        let mut buffer = vec![0u8; 2 * len];
+        let memory = mapping(&mut buffer);
+        let (a, b) = (
+            memory.range(0, len as u64),
+            memory.range(len as u64, len as u64),
+        );
+        a.write(&src);
+        a.copy_to(b);
+        let mut out = vec![0u8; len];
+        b.read(&mut out);
+        assert!(out == src, "copied bytes differ");
+    }
+
+    #[test]
+    fn overlapping_copies_behave_like_memmove() {
+        let mut buffer: Vec<u8> = (0..64).collect();
+        let memory = mapping(&mut buffer);
+        memory.range(0, 32).copy_to(memory.range(8, 32));
+        let expected: Vec<u8> = (0..8).chain(0..32).chain(40..64).collect();
+        assert_eq!(buffer, expected);
+    }
+
+    #[test]
+    fn pattern_fills_and_zeroing_cover_exactly_the_range() {
+        let mut buffer = vec![1u8; 96];
+        let memory = mapping(&mut buffer);
+        let pattern: [u8; 16] = std::array::from_fn(|i| i as u8 + 10);
+        memory.range(16, 32).fill(pattern);
+        memory.range(64, 16).zero();
+        assert!(buffer[..16].iter().all(|&b| b == 1));
+        assert_eq!(&buffer[16..32], &pattern);
+        assert_eq!(&buffer[32..48], &pattern);
+        assert!(buffer[48..64].iter().all(|&b| b == 1));
+        assert!(buffer[64..80].iter().all(|&b| b == 0));
+        assert!(buffer[80..].iter().all(|&b| b == 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a mapping")]
+    fn a_range_past_the_mapping_is_refused() {
+        let mut buffer = vec![0u8; 64];
+        mapping(&mut buffer).range(32, 33);
+    }
+
+    #[test]
+    #[should_panic(expected = "outside a range")]
+    fn a_write_longer_than_its_range_is_refused() {
+        let mut buffer = vec![0u8; 64];
+        mapping(&mut buffer).range(0, 16).write(&[0; 17]);
+    }
+}
