@@ -1,7 +1,7 @@
 //! `DeviceArray<T>`: a typed, shaped range of arena memory.
 
 use crate::arena::Allocation;
-use crate::backend::{MappedMemory, MappedRange};
+use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -42,7 +42,7 @@ pub(crate) struct ArrayStorage {
     pub(crate) allocation: Allocation,
     pub(crate) buffer: wgpu::Buffer,
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
-    pub(crate) mapped: Option<MappedMemory>,
+    pub(crate) mapped: Option<MappedRange>,
     pub(crate) last_use: AtomicU64,
 }
 
@@ -58,7 +58,7 @@ impl ArrayStorage {
     /// The allocation's bytes in host memory, when zero-copy access is allowed.
     pub(crate) fn host_range(&self) -> Option<MappedRange> {
         self.mapped
-            .map(|m| m.range(self.allocation.offset, self.allocation.size))
+            .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
 }
 

@@ -1,7 +1,7 @@
 //! `Context`: one GPU, its queue, its memory plan and the arena that hands out its memory.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
-use crate::backend::{self, MappedMemory, Regions};
+use crate::backend::{self, MappedRange, Regions};
 use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice};
 use crate::error::{Error, Result};
 use crate::memplan::{plan_memory, DeviceDescription, MemoryPlan, MemoryTypeFlags};
@@ -300,7 +300,7 @@ impl ContextInner {
         bytes: u64,
         label: Option<&str>,
         info: crate::profile::ArrayInfo,
-    ) -> Result<(Allocation, wgpu::Buffer, Option<MappedMemory>)> {
+    ) -> Result<(Allocation, wgpu::Buffer, Option<MappedRange>)> {
         let mut memory = self.lock_memory();
         // Learning which submissions completed costs a device poll; do it once pending frees
         // are worth reclaiming (or below, when the allocation would fail without them).

@@ -1,9 +1,10 @@
 //! Host access to persistently mapped device memory (UMA arenas, BAR and staging buffers).
 //!
 //! This is where every host read and write of mapped memory happens, so that the raw-pointer
-//! code of the crate stays in the backend. A [`MappedMemory`] is a whole mapping (a pointer and
-//! its length); [`MappedMemory::range`] cuts a checked [`MappedRange`] out of it for one array
-//! or one staging slot, and the range's methods copy in and out with slices, never past its end.
+//! code of the crate stays in the backend. A [`MappedRange`] starts as a whole mapping (a
+//! pointer and its length); [`MappedRange::sub`] cuts the checked range of one array or one
+//! staging slot out of it, and the range's methods copy in and out with slices, never past its
+//! end.
 //!
 //! What the types cannot check is who else uses the bytes: the GPU, or another array. That is
 //! the arena's and the context's job, and the reason these methods are safe to call anyway: the
@@ -35,81 +36,45 @@ pub(crate) fn copy_threads(bytes: usize) -> usize {
         .max(1)
 }
 
-/// A whole persistent mapping of a device buffer: where it starts in host memory and how long
-/// it is.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct MappedMemory {
-    base: NonNull<u8>,
-    len: u64,
-}
-
-// SAFETY: the pointer names memory owned by a buffer that outlives every use of it (regions
-// are released only when no allocation in them is live, staging buffers live in the context),
-// and who touches which bytes is arranged by the arena and the context (see the module docs).
-unsafe impl Send for MappedMemory {}
-// SAFETY: as above; the value itself is immutable.
-unsafe impl Sync for MappedMemory {}
-
-impl MappedMemory {
-    /// The mapping of `len` bytes at `base`, as the memory allocator reported it.
-    pub(crate) fn new(base: NonNull<u8>, len: u64) -> Self {
-        Self { base, len }
-    }
-
-    /// Bytes `[offset, offset + len)` of the mapping.
-    ///
-    /// # Panics
-    /// If the range does not lie inside the mapping: ranges come from arena allocations and
-    /// staging plans, never from user input, so that would be a bug in the crate.
-    pub(crate) fn range(self, offset: u64, len: u64) -> MappedRange {
-        let end = offset.checked_add(len);
-        assert!(
-            end.is_some_and(|end| end <= self.len),
-            "mapped range {offset}+{len} outside a mapping of {} bytes",
-            self.len
-        );
-        // SAFETY: in bounds (checked above), so the offset stays inside one allocation.
-        let ptr = unsafe { self.base.add(offset as usize) };
-        MappedRange {
-            ptr,
-            len: len as usize,
-        }
-    }
-}
-
-/// A checked byte range of mapped memory: one array's allocation or one piece of a staging
-/// buffer.
+/// A checked byte range of persistently mapped device memory: a whole mapping (as the memory
+/// allocator reported it), one array's allocation in it, or one piece of a staging buffer.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MappedRange {
     ptr: NonNull<u8>,
     len: usize,
 }
 
-// SAFETY: see `MappedMemory`.
+// SAFETY: the pointer names memory owned by a buffer that outlives every use of it (regions
+// are released only when no allocation in them is live, staging buffers live in the context),
+// and who touches which bytes is arranged by the arena and the context (see the module docs).
 unsafe impl Send for MappedRange {}
-// SAFETY: see `MappedMemory`.
+// SAFETY: as above; the value itself is immutable.
 unsafe impl Sync for MappedRange {}
 
 impl MappedRange {
-    /// Bytes in the range.
-    pub(crate) fn len(self) -> usize {
-        self.len
+    /// The whole mapping of `len` bytes at `ptr`.
+    pub(crate) fn new(ptr: NonNull<u8>, len: u64) -> Self {
+        let len = usize::try_from(len).expect("a host mapping fits the host's address space");
+        Self { ptr, len }
     }
 
     /// Bytes `[offset, offset + len)` of this range.
     ///
     /// # Panics
-    /// If they do not lie inside it (a bug in the caller's geometry, never user input).
-    pub(crate) fn sub(self, offset: usize, len: usize) -> MappedRange {
+    /// If they do not lie inside it: ranges come from arena allocations, staging plans and
+    /// kernel geometry, never from user input, so that would be a bug in the crate.
+    pub(crate) fn sub(self, offset: u64, len: u64) -> MappedRange {
         assert!(
-            offset.checked_add(len).is_some_and(|end| end <= self.len),
-            "mapped sub-range {offset}+{len} outside a range of {} bytes",
+            offset
+                .checked_add(len)
+                .is_some_and(|end| end <= self.len as u64),
+            "mapped range {offset}+{len} outside a range of {} bytes",
             self.len
         );
         MappedRange {
-            // SAFETY: in bounds (checked above).
-            ptr: unsafe { self.ptr.add(offset) },
-            len,
+            // SAFETY: in bounds (checked above), so the offset stays inside one allocation.
+            ptr: unsafe { self.ptr.add(offset as usize) },
+            len: len as usize,
         }
     }
 
@@ -118,7 +83,7 @@ impl MappedRange {
     /// # Panics
     /// If `src` is longer than the range.
     pub(crate) fn write(self, src: &[u8]) {
-        let to = self.sub(0, src.len()).ptr.as_ptr() as usize;
+        let to = self.sub(0, src.len() as u64).ptr.as_ptr() as usize;
         split_copy(src.len(), |at, part| {
             // SAFETY: `[at, at + part)` lies inside both `src` and this range (checked above);
             // host slices never alias mapped memory, and each thread gets its own piece.
@@ -133,7 +98,7 @@ impl MappedRange {
     /// # Panics
     /// If `dst` is longer than the range.
     pub(crate) fn read(self, dst: &mut [u8]) {
-        let from = self.sub(0, dst.len()).ptr.as_ptr() as usize;
+        let from = self.sub(0, dst.len() as u64).ptr.as_ptr() as usize;
         let out = dst.as_mut_ptr() as usize;
         split_copy(dst.len(), |at, part| {
             // SAFETY: `[at, at + part)` lies inside both (checked above); `dst` is borrowed
@@ -228,8 +193,8 @@ mod tests {
     use super::*;
 
     /// A mapping over a plain host buffer, standing in for device memory.
-    fn mapping(buffer: &mut [u8]) -> MappedMemory {
-        MappedMemory::new(
+    fn mapping(buffer: &mut [u8]) -> MappedRange {
+        MappedRange::new(
             NonNull::new(buffer.as_mut_ptr()).unwrap(),
             buffer.len() as u64,
         )
@@ -239,7 +204,7 @@ mod tests {
     fn writes_and_reads_land_at_the_range_offset() {
         let mut buffer = vec![0u8; 1024];
         let memory = mapping(&mut buffer);
-        let range = memory.range(100, 50);
+        let range = memory.sub(100, 50);
         range.write(&[7; 20]);
         range.sub(20, 4).write(&[9; 4]);
         let mut back = [0u8; 24];
@@ -258,8 +223,8 @@ mod tests {
         let mut buffer = vec![0u8; 2 * len];
         let memory = mapping(&mut buffer);
         let (a, b) = (
-            memory.range(0, len as u64),
-            memory.range(len as u64, len as u64),
+            memory.sub(0, len as u64),
+            memory.sub(len as u64, len as u64),
         );
         a.write(&src);
         a.copy_to(b);
@@ -272,7 +237,7 @@ mod tests {
     fn overlapping_copies_behave_like_memmove() {
         let mut buffer: Vec<u8> = (0..64).collect();
         let memory = mapping(&mut buffer);
-        memory.range(0, 32).copy_to(memory.range(8, 32));
+        memory.sub(0, 32).copy_to(memory.sub(8, 32));
         let expected: Vec<u8> = (0..8).chain(0..32).chain(40..64).collect();
         assert_eq!(buffer, expected);
     }
@@ -282,8 +247,8 @@ mod tests {
         let mut buffer = vec![1u8; 96];
         let memory = mapping(&mut buffer);
         let pattern: [u8; 16] = std::array::from_fn(|i| i as u8 + 10);
-        memory.range(16, 32).fill(pattern);
-        memory.range(64, 16).zero();
+        memory.sub(16, 32).fill(pattern);
+        memory.sub(64, 16).zero();
         assert!(buffer[..16].iter().all(|&b| b == 1));
         assert_eq!(&buffer[16..32], &pattern);
         assert_eq!(&buffer[32..48], &pattern);
@@ -293,16 +258,16 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "outside a mapping")]
+    #[should_panic(expected = "outside a range of 64 bytes")]
     fn a_range_past_the_mapping_is_refused() {
         let mut buffer = vec![0u8; 64];
-        mapping(&mut buffer).range(32, 33);
+        mapping(&mut buffer).sub(32, 33);
     }
 
     #[test]
-    #[should_panic(expected = "outside a range")]
+    #[should_panic(expected = "outside a range of 16 bytes")]
     fn a_write_longer_than_its_range_is_refused() {
         let mut buffer = vec![0u8; 64];
-        mapping(&mut buffer).range(0, 16).write(&[0; 17]);
+        mapping(&mut buffer).sub(0, 16).write(&[0; 17]);
     }
 }

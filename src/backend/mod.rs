@@ -9,7 +9,7 @@ mod pipeline_cache;
 mod plain;
 mod vulkan;
 
-pub(crate) use mapped::{copy_threads, MappedMemory, MappedRange};
+pub(crate) use mapped::{copy_threads, MappedRange};
 pub(crate) use pipeline_cache::create_pipeline_cache;
 
 use crate::memplan::{DeviceDescription, DeviceKind};
@@ -42,7 +42,7 @@ use std::collections::HashMap;
 /// A buffer made by a backend, with its mapping when the memory is host-visible.
 pub(crate) struct DeviceBuffer {
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) mapped: Option<MappedMemory>,
+    pub(crate) mapped: Option<MappedRange>,
     /// The Vulkan memory type behind it (None on non-Vulkan backends).
     pub(crate) memory_type: Option<u32>,
 }

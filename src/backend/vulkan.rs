@@ -7,7 +7,7 @@
 //! the buffer (every submission that touched it has completed), and that callback frees the
 //! memory and destroys the `VkBuffer`: the clean-up order that is known to pass validation.
 
-use super::{DeviceBuffer, MappedMemory};
+use super::{DeviceBuffer, MappedRange};
 use crate::error::{Error, Result};
 use crate::memplan::{
     DeviceDescription, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
@@ -204,7 +204,7 @@ impl VulkanMemory {
         }
         let mapped = allocation
             .mapped_ptr()
-            .map(|p| MappedMemory::new(p.cast(), size));
+            .map(|p| MappedRange::new(p.cast(), size));
         let release = BufferRelease {
             device: self.device.clone(),
             allocator: Arc::clone(&self.allocator),

@@ -53,7 +53,7 @@ impl HostArrays {
         // `host_path` waited for the GPU work on both arrays; the box lies inside both (checked
         // by the op, and again by the ranges).
         let (src, dst) = (self.0[src], self.0[dst]);
-        let row_bytes = copy.row_bytes as usize;
+        let row_bytes = copy.row_bytes;
         let rows: u64 = copy.outer.iter().map(|d| d.count).product();
         for row in 0..rows {
             let (mut s, mut d) = (copy.src_offset, copy.dst_offset);
@@ -65,8 +65,7 @@ impl HostArrays {
                 d += index * dim.dst_stride;
             }
             // One long row (a contiguous update) is split over threads like a transfer.
-            src.sub(s as usize, row_bytes)
-                .copy_to(dst.sub(d as usize, row_bytes));
+            src.sub(s, row_bytes).copy_to(dst.sub(d, row_bytes));
         }
     }
 
@@ -76,8 +75,6 @@ impl HostArrays {
         let pattern: [u8; 16] = bytemuck::cast(pattern);
         // The array is idle on the GPU (`host_path` waited) and its allocation holds at least
         // this many bytes (rounded to 256).
-        self.0[dst]
-            .sub(0, bytes.next_multiple_of(16) as usize)
-            .fill(pattern);
+        self.0[dst].sub(0, bytes.next_multiple_of(16)).fill(pattern);
     }
 }

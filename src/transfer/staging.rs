@@ -6,7 +6,7 @@
 //! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
 //! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
 
-use crate::backend::{copy_threads, DeviceBuffer, MappedMemory, Purpose};
+use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -28,7 +28,7 @@ pub(crate) enum StagingKind {
 /// One host-visible staging buffer and the submission that last used it.
 pub(crate) struct StagingBuffer {
     pub(crate) buffer: wgpu::Buffer,
-    pub(crate) mapped: MappedMemory,
+    pub(crate) mapped: MappedRange,
     pub(crate) size: u64,
     pub(crate) busy_until: SubmissionId,
 }
@@ -187,18 +187,16 @@ struct Fill<'a> {
 
 /// Writes every fill into the mapped staging buffer, spreading big batches over threads
 /// (each thread takes a run of fills of about equal bytes; a huge fill is split itself).
-fn fill_staging(mapped: MappedMemory, fills: &[Fill<'_>]) {
+fn fill_staging(mapped: MappedRange, fills: &[Fill<'_>]) {
     let write = |fill: &Fill<'_>| {
         // Fills lie inside the staging buffer (planned against its size) and do not overlap;
         // no GPU work uses the buffer (acquired after its last use).
-        let len = fill.src.len();
-        let dst = mapped.range(
-            fill.offset,
-            len.next_multiple_of(COPY_ALIGNMENT as usize) as u64,
-        );
+        let len = fill.src.len() as u64;
+        let padded = len.next_multiple_of(COPY_ALIGNMENT);
+        let dst = mapped.sub(fill.offset, padded);
         dst.write(fill.src);
         // Zero the word padding so no stale staging bytes land in the array's tail word.
-        dst.sub(len, dst.len() - len).zero();
+        dst.sub(len, padded - len).zero();
     };
     let total: usize = fills.iter().map(|f| f.src.len()).sum();
     let threads = copy_threads(total);
@@ -362,7 +360,7 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
             let out = &mut items[item].out[item_offset as usize..(item_offset + bytes) as usize];
             // The copy into [staging_offset, +bytes) has completed (waited above) and no other
             // work uses this staging buffer until it is released below.
-            done.staging.mapped.range(staging_offset, bytes).read(out);
+            done.staging.mapped.sub(staging_offset, bytes).read(out);
         }
         pool.release(StagingKind::Readback, done.staging);
     }
