@@ -251,9 +251,13 @@ impl Context {
         id
     }
 
-    /// Blocks until all submitted GPU work has finished.
+    /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
+    /// dropped while that work was in flight reusable (it leaves `memory_stats` and snapshots
+    /// at once rather than at a later allocation).
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.wait_idle()
+        self.inner.wait_idle()?;
+        self.inner.retire_completed();
+        Ok(())
     }
 }
 

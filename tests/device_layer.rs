@@ -364,3 +364,23 @@ fn contexts_and_arrays_can_be_shared_between_threads() {
     assert_eq!(ctx.memory_stats().bytes_in_use, 0);
     assert_no_validation_errors();
 }
+
+#[test]
+fn synchronize_makes_the_memory_of_dropped_arrays_reusable_at_once() {
+    // Staged uploads leave a copy submission as the array's last use, so dropping the array
+    // right away parks its memory until that submission is known to have completed.
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        ..test_config()
+    });
+    let data = vec![7u32; 1 << 18];
+    let array = ctx.device_put(&data, &[1 << 18]).unwrap();
+    let in_use = ctx.memory_stats().bytes_in_use;
+    drop(array);
+    let parked = ctx.memory_stats_with_transfers().pending_free_bytes;
+    ctx.synchronize().unwrap();
+    let after = ctx.memory_stats_with_transfers();
+    assert_eq!(after.pending_free_bytes, 0, "parked before: {parked}");
+    assert_eq!(after.arena.bytes_in_use, in_use - (1 << 20));
+    assert_no_validation_errors();
+}
