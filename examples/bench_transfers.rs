@@ -157,11 +157,7 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(|h| batch.put(h, &[ARRAY_BYTES]))
             .collect::<Result<_, _>>()?;
-        let mut done = batch.finish()?;
-        let arrays: Vec<_> = pending
-            .into_iter()
-            .map(|p| done.take(p))
-            .collect::<Result<_, _>>()?;
+        let arrays = batch.finish()?.take_all(pending)?;
         ctx.synchronize()?;
         if i == 0 {
             // Checked once; the readback is part of this one sample only.

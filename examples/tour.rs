@@ -101,11 +101,7 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .map(|v| batch.put(v, &[v.len()]))
         .collect::<Result<_, _>>()?;
-    let mut done = batch.finish()?;
-    let arrays: Vec<_> = pending
-        .into_iter()
-        .map(|p| done.take(p))
-        .collect::<Result<_, _>>()?;
+    let arrays = batch.finish()?.take_all(pending)?;
     ctx.synchronize()?;
     println!(
         "  batch of {} arrays of 4 KiB: {:.2} µs/array",

@@ -124,8 +124,8 @@ fn batches_of_mixed_types_and_sizes_round_trip() {
             .map(|b| batch.put(b, &[b.len()]).unwrap())
             .collect();
         let mut done = batch.finish().unwrap();
-        let af: Vec<_> = pf.into_iter().map(|p| done.take(p).unwrap()).collect();
-        let ab: Vec<_> = pb.into_iter().map(|p| done.take(p).unwrap()).collect();
+        let af = done.take_all(pf).unwrap();
+        let ab = done.take_all(pb).unwrap();
         assert_eq!(done.remaining(), 0);
         for (a, f) in af.iter().zip(&floats) {
             assert!(ctx.device_get(a).unwrap() == *f, "{path}");
@@ -150,8 +150,21 @@ fn pending_arrays_are_only_redeemed_from_their_own_finished_batch() {
         ctx.device_get(&done_second.take(y).unwrap()).unwrap(),
         vec![4]
     );
+    // Redeeming many at once stops at the foreign ticket and says why.
+    let z = first.put(&[5u32][..], &[1]).unwrap();
+    let mut third = ctx.upload_batch();
+    let w = third.put(&[6u32][..], &[1]).unwrap();
+    let mut done_third = third.finish().unwrap();
+    let msg = done_third.take_all([w, z]).unwrap_err().to_string();
+    assert!(msg.contains("another upload batch"), "{msg}");
+    assert_eq!(
+        done_third.remaining(),
+        0,
+        "the own ticket before it was redeemed"
+    );
     // The first batch was never finished: its memory goes back when it is dropped.
     drop(first);
+    drop(done_third);
     drop(done_second);
     assert_eq!(ctx.memory_stats().bytes_in_use, 0);
 }

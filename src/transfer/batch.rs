@@ -183,6 +183,28 @@ impl FinishedUpload {
         })
     }
 
+    /// The arrays of many tickets of one element type, in the order given: what
+    /// [`take`](Self::take) does for each, stopping at the first error (the arrays redeemed
+    /// before it are dropped with the error, so their memory goes back to the arena).
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// # let rows = vec![vec![0u32; 1024]; 100];
+    /// let mut batch = ctx.upload_batch();
+    /// let pending = rows
+    ///     .iter()
+    ///     .map(|row| batch.put(row, &[row.len()]))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let arrays = batch.finish()?.take_all(pending)?;
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn take_all<T: bytemuck::Pod>(
+        &mut self,
+        pending: impl IntoIterator<Item = PendingArray<T>>,
+    ) -> Result<Vec<DeviceArray<T>>> {
+        pending.into_iter().map(|p| self.take(p)).collect()
+    }
+
     /// Number of arrays not yet taken.
     pub fn remaining(&self) -> usize {
         self.entries.iter().filter(|e| e.is_some()).count()
