@@ -12,198 +12,31 @@
 //! cargo run --release --example bench_timeline -- --json   # one JSON object per trace
 //! ```
 //!
-//! Traces (fixed seed), the shapes of the arena's own benchmark: `random` — log-uniform sizes
-//! from 256 B to 64 MiB over 4096 slots, about half live; `training` — a 48-layer training
-//! step (weights live, activations kept for backward, short-lived temporaries); `small` —
-//! 1 KiB allocations over 65 536 slots. The timeline
+//! Traces: exactly those of the arena's own benchmark (`bench_alloc.rs`, included): `random`
+//! — log-uniform sizes from 256 B to 64 MiB over 4096 slots, about half live; `training` — a
+//! 48-layer training step (weights live, activations kept for backward, short-lived
+//! temporaries); `small` — 1 KiB allocations over 65 536 slots. The timeline
 //! ring holds [`RING_EVENTS`] events, far fewer than a trace makes, so the measurement includes
 //! the steady state of a full ring that drops its oldest events.
 
-use gpu_arena::arena::{AllocationId, Arena, ArenaOptions, RegionId, RegionSource};
+use gpu_arena::arena::{AllocationId, Arena, ArenaOptions};
 use gpu_arena::profile::Timeline;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// One region this large: no trace comes near it, so the arena never grows.
-const SPACE_BYTES: u64 = 64 << 30;
+// The traces, and the single region they run in, are the arena benchmark's own.
+#[path = "bench_alloc.rs"]
+#[allow(dead_code)]
+mod bench_alloc;
+
+use bench_alloc::{traces, OneRegion, Op, Trace, SPACE_BYTES};
+
 /// Replays per configuration; the median is reported. Off and on alternate, so drifts in the
 /// machine's speed hit both alike.
 const REPEATS: usize = 9;
 /// Ring size of the timeline under test (the default capacity is larger; a smaller ring fills
 /// sooner, so the steady state of dropping events is what gets measured).
 const RING_EVENTS: usize = (1 << 16) - 1;
-/// Fixed seed, so runs are comparable.
-const SEED: u64 = 0x5EED_A110C;
-
-/// splitmix64 (Steele, Lea and Flood 2014).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
-/// A size rounded to the arena's 256-byte granule.
-fn granule(bytes: f64) -> u64 {
-    ((bytes / 256.0).round() as u64).max(1) * 256
-}
-
-#[derive(Clone, Copy)]
-enum Op {
-    Alloc { slot: u32, size: u64 },
-    Free { slot: u32 },
-}
-
-struct Trace {
-    name: &'static str,
-    ops: Vec<Op>,
-    slots: usize,
-    pairs: usize,
-}
-
-/// Hands out slots for a scripted trace, reusing freed ones.
-#[derive(Default)]
-struct Builder {
-    ops: Vec<Op>,
-    next: u32,
-    free: Vec<u32>,
-}
-
-impl Builder {
-    fn alloc(&mut self, size: u64) -> u32 {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.next += 1;
-            self.next - 1
-        });
-        self.ops.push(Op::Alloc { slot, size });
-        slot
-    }
-
-    fn free(&mut self, slot: u32) {
-        self.ops.push(Op::Free { slot });
-        self.free.push(slot);
-    }
-
-    fn finish(self, name: &'static str) -> Trace {
-        let pairs = self
-            .ops
-            .iter()
-            .filter(|o| matches!(o, Op::Alloc { .. }))
-            .count();
-        Trace {
-            name,
-            slots: self.next as usize,
-            pairs,
-            ops: self.ops,
-        }
-    }
-}
-
-/// Random alloc/free over `slots` slots (about half live), sizes from `size`.
-fn churn(name: &'static str, slots: usize, pairs: usize, size: impl Fn(&mut Rng) -> u64) -> Trace {
-    let mut rng = Rng(SEED);
-    let mut b = Builder::default();
-    let mut live: Vec<Option<u32>> = vec![None; slots];
-    let mut allocs = 0;
-    while allocs < pairs {
-        let i = rng.below(slots as u64) as usize;
-        match live[i].take() {
-            Some(slot) => b.free(slot),
-            None => {
-                let bytes = size(&mut rng);
-                live[i] = Some(b.alloc(bytes));
-                allocs += 1;
-            }
-        }
-    }
-    for slot in live.into_iter().flatten() {
-        b.free(slot);
-    }
-    b.finish(name)
-}
-
-/// Log-uniform sizes from 256 B to 64 MiB over 4096 slots.
-fn random_trace() -> Trace {
-    churn("random", 4096, 200_000, |rng| {
-        granule((8.0 + 18.0 * rng.unit()).exp2())
-    })
-}
-
-/// Many 1 KiB allocations over 65 536 slots: the cheapest operations, so the timeline's
-/// share is largest here.
-fn small_trace() -> Trace {
-    churn("small", 65_536, 400_000, |_| 1024)
-}
-
-fn training_trace() -> Trace {
-    const LAYERS: usize = 48;
-    const STEPS: usize = 100;
-    const MIB: f64 = (1 << 20) as f64;
-    let mut rng = Rng(SEED);
-    let weights: Vec<u64> = (0..LAYERS)
-        .map(|_| granule(MIB * [0.25, 1.0, 2.0, 4.0, 9.0][rng.below(5) as usize]))
-        .collect();
-    let act_mib: Vec<f64> = (0..LAYERS)
-        .map(|_| [4.0, 8.0, 12.0, 24.0, 48.0][rng.below(5) as usize])
-        .collect();
-    let mut b = Builder::default();
-    let weight_slots: Vec<u32> = weights.iter().map(|&w| b.alloc(w)).collect();
-    for _ in 0..STEPS {
-        let scale = 0.6 + 0.4 * rng.unit();
-        let act: Vec<u64> = act_mib.iter().map(|&a| granule(a * MIB * scale)).collect();
-        let mut kept = Vec::new();
-        for &a in &act {
-            let workspace = b.alloc(granule(a as f64 * (0.5 + rng.unit())));
-            kept.push(b.alloc(a));
-            let scratch = b.alloc(granule(a as f64 * 0.25));
-            b.free(scratch);
-            b.free(workspace);
-        }
-        let mut grad = b.alloc(act[LAYERS - 1]);
-        let mut grads = Vec::new();
-        for layer in (0..LAYERS).rev() {
-            let scratch = b.alloc(granule(act[layer] as f64 * 0.5));
-            grads.push(b.alloc(weights[layer]));
-            let grad_in = b.alloc(act[layer.saturating_sub(1)]);
-            b.free(scratch);
-            b.free(grad);
-            b.free(kept[layer]);
-            grad = grad_in;
-        }
-        b.free(grad);
-        for (layer, g) in grads.into_iter().rev().enumerate() {
-            let update = b.alloc(weights[layer]);
-            b.free(update);
-            b.free(g);
-        }
-    }
-    for slot in weight_slots {
-        b.free(slot);
-    }
-    b.finish("training")
-}
-
-struct OneRegion;
-
-impl RegionSource for OneRegion {
-    fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
-        Ok(RegionId(0))
-    }
-    fn release_region(&mut self, _region: RegionId) {}
-}
 
 /// Nanoseconds per alloc+free pair for one replay of `trace`, with the timeline's sink when
 /// `timeline` is given.
@@ -300,7 +133,7 @@ fn main() {
             "trace", "pairs", "off ns/pair", "on ns/pair", "on/off"
         );
     }
-    for trace in [random_trace(), training_trace(), small_trace()] {
+    for trace in traces() {
         let timeline = Arc::new(Timeline::new(RING_EVENTS));
         // One warm-up of each, then alternate.
         replay(&trace, None);
