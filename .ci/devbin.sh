@@ -2,10 +2,20 @@
 # Builds the release binaries a GPU check needs and copies them, stripped, into .devbin/
 # (git-ignored), for the `device` tool to carry to a machine with a real GPU (no toolchain there).
 #   bash .ci/devbin.sh, then with the device tool: run `bash .ci/gpu-check.sh` carrying
-#   [".devbin", ".gl"] (.gl: the loader debs of the device README's recipe, plus vulkan-tools
-#   and libwayland-client0). The binaries travel compressed to stay under the 64 MiB limit.
+#   [".devbin", ".gl"] (.gl: the loader debs, fetched below when missing). The binaries travel
+#   compressed to stay under the 64 MiB limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The Vulkan loader (and vulkaninfo) for the GPU machine, which has the NVIDIA driver but no
+# loader: amd64 .debs fetched here once (the device README's recipe), unpacked there by
+# gpu-check.sh.
+if ! ls .gl/*.deb >/dev/null 2>&1; then
+  mkdir -p .gl /tmp/amd64/partial
+  o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+  apt-get "${o[@]}" update -qq
+  (cd .gl && apt-get "${o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
+    libgles2 vulkan-tools libwayland-client0)
+fi
 cargo build --release --examples --tests
 rm -rf .devbin && mkdir -p .devbin/tests
 for ex in tour memplan bench_transfers bench_update memory_report; do

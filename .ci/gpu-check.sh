@@ -13,6 +13,12 @@ B=.devbin
 run() { local name=$1; shift; echo "== $name"; timeout "${T:-120}" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $?"; tail -n "${TAIL:-40}" "$OUT/$name.txt"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.txt" 2>&1 || true
 vulkaninfo --summary > "$OUT/vulkaninfo.txt" 2>&1 || true
+if ! grep -q "NVIDIA" "$OUT/vulkaninfo.txt"; then
+  # The device README's fallback when the loader does not find the NVIDIA ICD by itself.
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  vulkaninfo --summary > "$OUT/vulkaninfo.txt" 2>&1 || true
+fi
 grep -E "deviceName|driverVersion|apiVersion" "$OUT/vulkaninfo.txt" | head
 TAIL=5 run memplan $B/memplan
 TAIL=60 run tour $B/tour
