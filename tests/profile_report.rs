@@ -5,7 +5,7 @@
 mod common;
 
 use common::{assert_no_validation_errors, context_with, test_config};
-use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions};
 use gpu_arena::profile::{MemorySnapshot, OOM_DUMP_STEM};
 use gpu_arena::report::{self, MAP_WIDTH_PX};
 use gpu_arena::{ArenaConfig, Error, MemFraction};
@@ -167,21 +167,11 @@ fn the_report_is_well_formed_and_draws_one_rectangle_per_chunk() {
     assert_no_validation_errors();
 }
 
-/// Regions of 4 GiB, as an H200 arena has 27 of, handed out without any GPU.
-struct HugeRegions(u64);
-
-impl RegionSource for HugeRegions {
-    fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
-        self.0 += 1;
-        Ok(RegionId(self.0))
-    }
-    fn release_region(&mut self, _region: RegionId) {}
-}
-
 #[test]
 fn tiny_chunks_of_huge_regions_merge_into_marks_that_still_count_every_chunk() {
     const REGION: u64 = 4 << 30;
-    let mut source = HugeRegions(0);
+    // Regions of 4 GiB (the options' cap), as an H200 arena has 27 of, without any GPU.
+    let mut source = VirtualRegions::default();
     let mut arena = Arena::new(ArenaOptions {
         max_region_bytes: REGION,
         ..ArenaOptions::preallocated(27 * REGION)

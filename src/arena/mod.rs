@@ -32,6 +32,7 @@ mod region;
 mod snapshot;
 mod stats;
 
+pub(crate) use allocation::rounded_size;
 pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;
 pub use error::ArenaError;
@@ -41,6 +42,6 @@ pub use options::{
     ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
     DEFAULT_MAX_REGION_BYTES,
 };
-pub use region::{RegionId, RegionSource};
+pub use region::{RegionId, RegionSource, VirtualRegions};
 pub use snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
 pub use stats::MemoryStats;

@@ -40,6 +40,34 @@ pub trait RegionSource {
     fn release_region(&mut self, region: RegionId);
 }
 
+/// A [`RegionSource`] with no memory behind it: it numbers regions 1, 2, 3, … and never
+/// refuses. For using the arena as a pure planner or simulator (replaying an allocation
+/// pattern, sizing a pool, tests), where only offsets and sizes matter; the arena's options
+/// still set every limit.
+///
+/// ```
+/// use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions};
+///
+/// let mut arena = Arena::new(ArenaOptions::growing(1 << 30));
+/// let a = arena.allocate(1000, 0, None, &mut VirtualRegions::default())?;
+/// assert_eq!(a.size, 1024);
+/// # Ok::<(), gpu_arena::arena::ArenaError>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct VirtualRegions {
+    /// Regions created so far (the id of the latest).
+    created: u64,
+}
+
+impl RegionSource for VirtualRegions {
+    fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
+        self.created += 1;
+        Ok(RegionId(self.created))
+    }
+
+    fn release_region(&mut self, _region: RegionId) {}
+}
+
 /// The arena's record of one region it holds.
 #[derive(Clone, Debug)]
 pub(crate) struct Region {
