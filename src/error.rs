@@ -2,6 +2,7 @@
 
 use crate::arena::{ArenaError, OutOfMemory};
 use crate::memplan::MemPlanError;
+use crate::remat::RematError;
 use crate::transfer::TransferDirection;
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
@@ -65,6 +66,9 @@ pub enum Error {
     /// The memory-type policy could not make a plan for this device.
     #[error(transparent)]
     MemPlan(#[from] MemPlanError),
+    /// A checkpointing chain or plan was refused (see [`RematError`]).
+    #[error(transparent)]
+    Remat(#[from] RematError),
     /// The Vulkan driver or gpu-allocator failed.
     #[error("GPU memory backend failed during {during}: {reason}")]
     Backend {

@@ -11,6 +11,7 @@ pub mod error;
 pub mod kernels;
 pub mod memplan;
 pub mod profile;
+pub mod remat;
 mod submission;
 pub mod transfer;
 

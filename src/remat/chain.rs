@@ -1,0 +1,110 @@
+//! A chain of layers: what each activation weighs and what recomputing it costs.
+
+use serde::Serialize;
+
+use super::error::RematError;
+use super::planner;
+use super::policy::CheckpointPolicy;
+use super::schedule::Schedule;
+use crate::arena::ALLOCATION_ALIGNMENT;
+
+/// One layer of a [`Chain`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Layer {
+    /// Bytes of the layer's output activation, and so of the gradient that flows back into it.
+    pub activation_bytes: u64,
+    /// What running the layer forward once costs, in any unit (FLOPs, microseconds, 1 per
+    /// layer): the planner minimises the sum over the layers it recomputes.
+    pub forward_cost: f64,
+}
+
+impl Layer {
+    /// A layer whose output has `activation_bytes` bytes and costs `forward_cost` to compute.
+    pub fn new(activation_bytes: u64, forward_cost: f64) -> Layer {
+        Layer {
+            activation_bytes,
+            forward_cost,
+        }
+    }
+}
+
+/// A chain of layers, each reading the previous one's activation (see the
+/// [module docs](super) for the model). Made by [`Chain::new`], which checks it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Chain {
+    input_bytes: u64,
+    layers: Vec<Layer>,
+}
+
+impl Chain {
+    /// A chain whose input has `input_bytes` bytes, followed by `layers` in order.
+    ///
+    /// # Errors
+    /// [`RematError::NoLayers`] for an empty chain, [`RematError::InvalidCost`] for a cost
+    /// that is negative or not finite, and [`RematError::TooLarge`] when the activations and
+    /// gradients together could not be counted in 64 bits.
+    pub fn new(input_bytes: u64, layers: Vec<Layer>) -> Result<Chain, RematError> {
+        if layers.is_empty() {
+            return Err(RematError::NoLayers);
+        }
+        if let Some((index, layer)) = layers
+            .iter()
+            .enumerate()
+            .find(|(_, l)| !(l.forward_cost.is_finite() && l.forward_cost >= 0.0))
+        {
+            return Err(RematError::InvalidCost {
+                layer: index + 1,
+                cost: layer.forward_cost,
+            });
+        }
+        // Every buffer at once, rounded, twice over (activations and gradients): if that
+        // fits, no sum the schedule takes can overflow.
+        let total = std::iter::once(input_bytes)
+            .chain(layers.iter().map(|l| l.activation_bytes))
+            .try_fold(0u64, |sum, bytes| {
+                let rounded = bytes
+                    .max(1)
+                    .checked_next_multiple_of(ALLOCATION_ALIGNMENT)?;
+                sum.checked_add(rounded.checked_mul(2)?)
+            });
+        if total.is_none() {
+            return Err(RematError::TooLarge);
+        }
+        Ok(Chain {
+            input_bytes,
+            layers,
+        })
+    }
+
+    /// Bytes of the chain's input (activation 0).
+    pub fn input_bytes(&self) -> u64 {
+        self.input_bytes
+    }
+
+    /// The layers, in order (layer `i` of the schedule is `layers()[i - 1]`).
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// How many layers the chain has (at least one).
+    pub fn layer_count(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Bytes of activation `i`: the input for 0, layer `i`'s output otherwise.
+    pub(crate) fn activation_bytes(&self, i: usize) -> u64 {
+        match i {
+            0 => self.input_bytes,
+            i => self.layers[i - 1].activation_bytes,
+        }
+    }
+
+    /// Plans the forward and backward passes under `policy`.
+    ///
+    /// # Errors
+    /// [`RematError::ZeroInterval`] for `EveryNth(0)`; [`RematError::BudgetTooSmall`] when no
+    /// plan the planner considers fits the budget (the error gives the smallest peak found).
+    pub fn plan(&self, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
+        planner::plan(self, policy)
+    }
+}

@@ -1,0 +1,52 @@
+//! Gradient checkpointing (rematerialization) for a chain of layers, planned against the
+//! arena's own accounting: which activations the forward pass keeps, which the backward pass
+//! recomputes, and the exact peak of bytes in use that costs.
+//!
+//! Training keeps every layer's activation from the forward pass for the backward pass, so
+//! activation memory grows with depth. `jax.checkpoint` trades compute for memory: activations
+//! it does not save are recomputed from the nearest saved one when the backward pass needs them.
+//! gpu-arena has no tracer, so the trade is made explicit: a [`Chain`] lists the layers (the
+//! bytes of each activation and what recomputing it costs), a [`CheckpointPolicy`] says how to
+//! choose, and [`Chain::plan`] returns a [`Schedule`]: the steps in order (forward, recompute,
+//! backward, free), the activations it keeps, the recomputation it costs and its peak bytes in
+//! use, counted as the arena counts them (each buffer rounded up to 256 bytes). The caller runs
+//! the steps with its own kernels; [`Schedule::replay`] runs them through an
+//! [`Arena`](crate::arena::Arena) to confirm the peak and to see what the allocator reserves.
+//!
+//! The model: activation 0 is the chain's input (the caller's, live throughout); layer `i`
+//! (1 to n) reads activation `i − 1` and writes activation `i`. Its backward step reads the
+//! gradient of activation `i` and activation `i − 1`, and writes the gradient of activation
+//! `i − 1` (of the same size; none for the input). Parameters and their gradients are the
+//! caller's and do not change with the plan, so they are left out.
+//!
+//! ```
+//! use gpu_arena::remat::{Chain, CheckpointPolicy, Layer};
+//!
+//! // 64 layers of 16 MiB activations, each as costly to recompute as the others.
+//! let chain = Chain::new(16 << 20, vec![Layer::new(16 << 20, 1.0); 64])?;
+//! let all = chain.plan(CheckpointPolicy::SaveAll)?;
+//! let sqrt = chain.plan(CheckpointPolicy::Sqrt)?;
+//! assert_eq!(all.recompute_cost(), 0.0);
+//! assert!(sqrt.peak_bytes() < all.peak_bytes() / 3);
+//! // The least recomputation that fits in 400 MiB.
+//! let fit = chain.plan(CheckpointPolicy::Budget(400 << 20))?;
+//! assert!(fit.peak_bytes() <= 400 << 20);
+//! # Ok::<(), gpu_arena::remat::RematError>(())
+//! ```
+//!
+//! Files, one concept each: `chain` (the layers), `policy`, `schedule` (steps and their
+//! memory), `planner` (choosing what to keep), `replay` (through an arena) and `error`.
+#![deny(unsafe_code)]
+
+mod chain;
+mod error;
+mod planner;
+mod policy;
+mod replay;
+mod schedule;
+
+pub use chain::{Chain, Layer};
+pub use error::RematError;
+pub use policy::CheckpointPolicy;
+pub use replay::ReplayReport;
+pub use schedule::{Buffer, Schedule, Step};

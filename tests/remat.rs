@@ -1,0 +1,318 @@
+//! Gradient checkpointing plans: every schedule only touches live buffers and frees all it
+//! makes, its predicted peak is what the arena measures (and what a real context measures with
+//! device arrays), and the policies trade memory for recomputation as they promise.
+
+mod common;
+
+use std::collections::HashSet;
+
+use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions, ALLOCATION_ALIGNMENT};
+use gpu_arena::remat::{Buffer, Chain, CheckpointPolicy, Layer, RematError, Schedule, Step};
+use proptest::prelude::*;
+
+/// A growing arena with room for any test chain.
+fn arena() -> (Arena, VirtualRegions) {
+    (
+        Arena::new(ArenaOptions::growing(1 << 40)),
+        VirtualRegions::default(),
+    )
+}
+
+/// What the arena takes for `bytes`, spelled out independently of the library.
+fn rounded(bytes: u64) -> u64 {
+    bytes.max(1).next_multiple_of(ALLOCATION_ALIGNMENT)
+}
+
+/// Walks `schedule` with its own live set, checking that every step reads live buffers and
+/// allocates fresh ones, that the backward pass visits every layer once from the top, that
+/// only activations it did not keep are recomputed, and that only the input is left. Returns
+/// the peak of rounded live bytes.
+fn check(chain: &Chain, schedule: &Schedule) -> u64 {
+    use Buffer::{Activation, Gradient};
+    let n = chain.layer_count();
+    let bytes = |b: Buffer| match b {
+        Activation(0) | Gradient(0) => chain.input_bytes(),
+        Activation(i) | Gradient(i) => chain.layers()[i - 1].activation_bytes,
+    };
+    let kept: HashSet<usize> = schedule.checkpoints().iter().copied().collect();
+    let mut live = HashSet::from([Activation(0)]);
+    let (mut bytes_live, mut peak) = (rounded(bytes(Activation(0))), 0);
+    let (mut forward, mut backward, mut recomputed) = (vec![], vec![], vec![]);
+    let mut add = |live: &mut HashSet<Buffer>, b: Buffer, bytes_live: &mut u64| {
+        assert!(live.insert(b), "{b:?} allocated while live");
+        *bytes_live += rounded(bytes(b));
+        peak = peak.max(*bytes_live);
+    };
+    for step in schedule.steps() {
+        match *step {
+            Step::Forward { layer } | Step::Recompute { layer } => {
+                assert!(
+                    live.contains(&Activation(layer - 1)),
+                    "{step:?} without its input"
+                );
+                add(&mut live, Activation(layer), &mut bytes_live);
+                if matches!(step, Step::Forward { .. }) {
+                    assert!(backward.is_empty(), "forward after backward began");
+                    forward.push(layer);
+                } else {
+                    recomputed.push(layer);
+                }
+            }
+            Step::LossGradient { layer } => {
+                assert_eq!(layer, n);
+                assert!(live.contains(&Activation(n)));
+                add(&mut live, Gradient(n), &mut bytes_live);
+            }
+            Step::Backward { layer } => {
+                assert!(
+                    live.contains(&Gradient(layer)),
+                    "{step:?} without its gradient"
+                );
+                assert!(
+                    live.contains(&Activation(layer - 1)),
+                    "{step:?} without its input"
+                );
+                if layer > 1 {
+                    add(&mut live, Gradient(layer - 1), &mut bytes_live);
+                }
+                backward.push(layer);
+            }
+            Step::Free(buffer) => {
+                assert_ne!(buffer, Activation(0), "the input is the caller's");
+                assert!(live.remove(&buffer), "{buffer:?} freed while not live");
+                bytes_live -= rounded(bytes(buffer));
+            }
+        }
+    }
+    assert_eq!(
+        live,
+        HashSet::from([Activation(0)]),
+        "only the input is left"
+    );
+    assert_eq!(forward, (1..=n).collect::<Vec<_>>());
+    assert_eq!(backward, (1..=n).rev().collect::<Vec<_>>());
+    recomputed.sort_unstable();
+    let not_kept: Vec<usize> = (1..n).filter(|i| !kept.contains(i)).collect();
+    assert_eq!(
+        recomputed, not_kept,
+        "exactly the activations not kept are recomputed"
+    );
+    let cost: f64 = not_kept
+        .iter()
+        .map(|&i| chain.layers()[i - 1].forward_cost)
+        .sum();
+    assert!((schedule.recompute_cost() - cost).abs() <= 1e-9 * cost.max(1.0));
+    peak
+}
+
+/// Chains of 1 to 40 layers with activations from 0 bytes to 64 KiB and costs up to 10.
+fn chains() -> impl Strategy<Value = Chain> {
+    (
+        0..65_536u64,
+        prop::collection::vec((0..65_536u64, 0.0..10.0f64), 1..40),
+    )
+        .prop_map(|(input, layers)| {
+            let layers = layers.into_iter().map(|(b, c)| Layer::new(b, c)).collect();
+            Chain::new(input, layers).expect("valid chain")
+        })
+}
+
+fn policies(n: usize) -> Vec<CheckpointPolicy> {
+    let mut policies = vec![CheckpointPolicy::SaveAll, CheckpointPolicy::Sqrt];
+    policies.extend((1..=n + 1).map(CheckpointPolicy::EveryNth));
+    policies
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn every_plan_touches_only_live_buffers_and_its_peak_is_what_the_arena_measures(
+        chain in chains()
+    ) {
+        let (mut arena, mut regions) = arena();
+        for policy in policies(chain.layer_count()) {
+            let schedule = chain.plan(policy).unwrap();
+            let peak = check(&chain, &schedule);
+            prop_assert_eq!(schedule.peak_bytes(), peak, "{:?}", policy);
+            let report = schedule.replay(&mut arena, &mut regions).unwrap();
+            prop_assert_eq!(report.peak_bytes_in_use, peak, "{:?}", policy);
+            prop_assert!(report.peak_bytes_reserved >= peak);
+            prop_assert_eq!(arena.stats().bytes_in_use, 0, "the replay frees what it made");
+        }
+    }
+
+    #[test]
+    fn a_budget_plan_fits_and_recomputes_no_more_than_any_simple_policy_that_fits(
+        chain in chains(), fractions in prop::collection::vec(0.0..1.2f64, 4)
+    ) {
+        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        let simple: Vec<Schedule> = policies(chain.layer_count())
+            .into_iter()
+            .map(|p| chain.plan(p).unwrap())
+            .collect();
+        for fraction in fractions {
+            let budget = (all.peak_bytes() as f64 * fraction) as u64;
+            match chain.plan(CheckpointPolicy::Budget(budget)) {
+                Ok(schedule) => {
+                    check(&chain, &schedule);
+                    prop_assert!(schedule.peak_bytes() <= budget);
+                    for other in simple.iter().filter(|s| s.peak_bytes() <= budget) {
+                        prop_assert!(schedule.recompute_cost() <= other.recompute_cost());
+                    }
+                }
+                Err(RematError::BudgetTooSmall { smallest_peak, .. }) => {
+                    prop_assert!(smallest_peak > budget);
+                    for other in &simple {
+                        prop_assert!(other.peak_bytes() > budget, "a simple policy fits");
+                    }
+                    // The smallest peak it names is itself a budget that fits.
+                    let fits = chain.plan(CheckpointPolicy::Budget(smallest_peak)).unwrap();
+                    prop_assert!(fits.peak_bytes() <= smallest_peak);
+                }
+                Err(other) => prop_assert!(false, "unexpected error {}", other),
+            }
+        }
+        // Enough for keeping everything recomputes nothing.
+        let roomy = chain.plan(CheckpointPolicy::Budget(all.peak_bytes())).unwrap();
+        prop_assert_eq!(roomy.recompute_cost(), 0.0);
+    }
+}
+
+#[test]
+fn sqrt_checkpointing_of_a_uniform_chain_needs_memory_of_order_root_n() {
+    const MIB: u64 = 1 << 20;
+    let n = 100;
+    let chain = Chain::new(MIB, vec![Layer::new(MIB, 1.0); n]).unwrap();
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let sqrt = chain.plan(CheckpointPolicy::Sqrt).unwrap();
+    // Keeping everything: the input, 100 activations and a gradient or two.
+    assert!(all.peak_bytes() >= (n as u64 + 1) * MIB);
+    // √n: 9 checkpoints kept, one 10-layer segment recomputed at a time, gradients.
+    assert_eq!(sqrt.checkpoints().len(), 9);
+    assert!(sqrt.peak_bytes() <= 24 * MIB, "{}", sqrt.peak_bytes());
+    // Every activation but the checkpoints and the last is computed twice.
+    assert_eq!(sqrt.recompute_cost(), (n - 1 - 9) as f64);
+    assert!((sqrt.recompute_fraction() - 0.9).abs() < 1e-12);
+    assert_eq!(all.recompute_fraction(), 0.0);
+}
+
+#[test]
+fn invalid_chains_and_policies_are_refused_with_a_message_that_says_what_to_do() {
+    let no_layers = Chain::new(1024, vec![]).unwrap_err();
+    assert_eq!(no_layers, RematError::NoLayers);
+    assert!(no_layers.to_string().contains("at least one layer"));
+
+    let nan = Chain::new(1024, vec![Layer::new(1, 1.0), Layer::new(1, f64::NAN)]).unwrap_err();
+    assert!(matches!(nan, RematError::InvalidCost { layer: 2, .. }));
+    assert!(nan.to_string().contains("layer 2"), "{nan}");
+    assert!(nan.to_string().contains("finite and at least 0"), "{nan}");
+    let negative = Chain::new(0, vec![Layer::new(1, -1.0)]).unwrap_err();
+    assert!(matches!(negative, RematError::InvalidCost { layer: 1, .. }));
+
+    let huge = Chain::new(u64::MAX / 2, vec![Layer::new(u64::MAX / 2, 1.0)]).unwrap_err();
+    assert_eq!(huge, RematError::TooLarge);
+    assert!(huge.to_string().contains("2^64"));
+
+    let chain = Chain::new(1024, vec![Layer::new(1 << 20, 1.0); 8]).unwrap();
+    let zero = chain.plan(CheckpointPolicy::EveryNth(0)).unwrap_err();
+    assert_eq!(zero, RematError::ZeroInterval);
+    assert!(zero.to_string().contains("EveryNth(1)"), "{zero}");
+
+    let tight = chain.plan(CheckpointPolicy::Budget(1 << 20)).unwrap_err();
+    let RematError::BudgetTooSmall { smallest_peak, .. } = tight else {
+        panic!("expected BudgetTooSmall, got {tight:?}");
+    };
+    let message = tight.to_string();
+    assert!(message.contains("1.00 MiB"), "{message}");
+    assert!(message.contains(&smallest_peak.to_string()), "{message}");
+    assert!(message.contains("Raise the budget"), "{message}");
+    // The library error wraps it and keeps the message.
+    let wrapped = gpu_arena::Error::from(tight.clone());
+    assert_eq!(wrapped.to_string(), message);
+}
+
+#[test]
+fn a_replay_that_runs_out_of_memory_reports_it_and_leaves_the_arena_as_it_was() {
+    let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 16]).unwrap();
+    let schedule = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let mut regions = VirtualRegions::default();
+    let mut arena = Arena::new(ArenaOptions::preallocated(12 << 20));
+    let before = arena
+        .allocate(4096, 0, Some("theirs"), &mut regions)
+        .unwrap();
+    let error = schedule.replay(&mut arena, &mut regions).unwrap_err();
+    assert!(error.as_out_of_memory().is_some(), "{error}");
+    let stats = arena.stats();
+    assert_eq!(
+        stats.bytes_in_use, before.size,
+        "only the caller's allocation is left"
+    );
+    // The same arena fits a plan that fits its budget.
+    let fits = chain.plan(CheckpointPolicy::Budget(10 << 20)).unwrap();
+    let report = fits.replay(&mut arena, &mut regions).unwrap();
+    assert_eq!(report.peak_bytes_in_use, fits.peak_bytes());
+}
+
+/// Runs `schedule` with real device arrays: each forward (or recomputed) layer fills its
+/// activation with its layer number, each backward step checks its input holds the right
+/// layer's values and fills the incoming gradient. Returns the context's peak bytes in use
+/// during the run.
+fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> u64 {
+    use std::collections::HashMap;
+    let elements = |b: Buffer| (schedule.bytes(b) / 4) as usize;
+    let input = ctx
+        .fill::<u32>(&[elements(Buffer::Activation(0))], 0)
+        .unwrap();
+    ctx.synchronize().unwrap();
+    ctx.reset_peak_stats();
+    let mut live: HashMap<Buffer, gpu_arena::DeviceArray<u32>> = HashMap::new();
+    for step in schedule.steps() {
+        match *step {
+            Step::Backward { layer } if layer > 1 => {
+                // Spot-check that recomputation rebuilt the input this layer reads.
+                let read = &live[&Buffer::Activation(layer - 1)];
+                assert_eq!(read.to_vec().unwrap()[0], (layer - 1) as u32, "{step:?}");
+            }
+            Step::Free(buffer) => drop(live.remove(&buffer).expect("freed buffer is live")),
+            _ => {}
+        }
+        if let Some(buffer) = step.allocates() {
+            let value = match buffer {
+                Buffer::Activation(i) => i as u32,
+                Buffer::Gradient(i) => 1000 + i as u32,
+            };
+            live.insert(buffer, ctx.fill::<u32>(&[elements(buffer)], value).unwrap());
+        }
+    }
+    assert!(live.is_empty());
+    drop(input);
+    ctx.memory_stats().peak_bytes_in_use
+}
+
+#[test]
+fn a_plan_run_with_device_arrays_peaks_exactly_where_it_predicted() {
+    let ctx = common::context();
+    let sizes = [
+        256 << 10,
+        64 << 10,
+        512 << 10,
+        128 << 10,
+        256 << 10,
+        1 << 20,
+        64 << 10,
+        320 << 10,
+    ];
+    let layers = sizes.iter().map(|&b| Layer::new(b, 1.0)).collect();
+    let chain = Chain::new(128 << 10, layers).unwrap();
+    for policy in [
+        CheckpointPolicy::SaveAll,
+        CheckpointPolicy::Sqrt,
+        CheckpointPolicy::EveryNth(3),
+    ] {
+        let schedule = chain.plan(policy).unwrap();
+        let peak = run_on_device(&ctx, &schedule);
+        assert_eq!(peak, schedule.peak_bytes(), "{policy:?}");
+    }
+    common::assert_no_validation_errors();
+}
