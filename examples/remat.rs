@@ -39,6 +39,10 @@ fn describe(name: &str, schedule: &Schedule) {
     // that the next, differently sized buffers cannot all use. Find how much, to 1 MiB.
     let peak = schedule.peak_bytes();
     let (mut low, mut high) = (peak, 2 * peak);
+    assert!(
+        fits_in(schedule, high),
+        "twice its peak holds any plan here"
+    );
     while high - low > MIB {
         let mid = (low + high) / 2;
         if fits_in(schedule, mid) {
