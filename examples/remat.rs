@@ -64,7 +64,8 @@ fn describe(name: &str, schedule: &Schedule) {
 /// Runs `schedule` with device arrays (a fill stands in for each layer's kernel) and returns
 /// the context's peak bytes in use.
 fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> gpu_arena::Result<u64> {
-    let input = ctx.zeros::<u8>(&[schedule.bytes(Buffer::Activation(0)) as usize])?;
+    let bytes = |buffer| schedule.bytes(buffer).expect("a buffer of the chain") as usize;
+    let input = ctx.zeros::<u8>(&[bytes(Buffer::Activation(0))])?;
     ctx.synchronize()?;
     ctx.reset_peak_stats();
     let mut live = HashMap::new();
@@ -73,7 +74,7 @@ fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> gpu_arena::Re
             live.remove(buffer);
         }
         if let Some(buffer) = step.allocates() {
-            let array = ctx.fill::<u8>(&[schedule.bytes(buffer) as usize], 1)?;
+            let array = ctx.fill::<u8>(&[bytes(buffer)], 1)?;
             live.insert(buffer, array);
         }
     }

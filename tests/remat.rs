@@ -195,6 +195,12 @@ fn sqrt_checkpointing_of_a_uniform_chain_needs_memory_of_order_root_n() {
     assert_eq!(sqrt.recompute_cost(), (n - 1 - 9) as f64);
     assert!((sqrt.recompute_fraction() - 0.9).abs() < 1e-12);
     assert_eq!(all.recompute_fraction(), 0.0);
+    assert_eq!(sqrt.bytes(Buffer::Gradient(n)), Some(MIB));
+    assert_eq!(
+        sqrt.bytes(Buffer::Activation(n + 1)),
+        None,
+        "no layer beyond the last"
+    );
 }
 
 #[test]
@@ -260,7 +266,7 @@ fn a_replay_that_runs_out_of_memory_reports_it_and_leaves_the_arena_as_it_was() 
 /// during the run.
 fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> u64 {
     use std::collections::HashMap;
-    let elements = |b: Buffer| (schedule.bytes(b) / 4) as usize;
+    let elements = |b: Buffer| (schedule.bytes(b).unwrap() / 4) as usize;
     let input = ctx
         .fill::<u32>(&[elements(Buffer::Activation(0))], 0)
         .unwrap();

@@ -49,7 +49,7 @@ impl Schedule {
         for (allocates, frees) in std::iter::once(input).chain(actions) {
             if let Some(buffer) = allocates {
                 let label = format!("{buffer:?}");
-                match arena.allocate(self.bytes(buffer), 0, Some(&label), source) {
+                match arena.allocate(self.bytes_of_step_buffer(buffer), 0, Some(&label), source) {
                     Ok(allocation) => live.insert(buffer, allocation.id),
                     Err(error) => {
                         outcome = Err(error);

@@ -157,16 +157,23 @@ impl Schedule {
         }
     }
 
-    /// The bytes of `buffer` as the caller asked for them (not rounded).
-    pub fn bytes(&self, buffer: Buffer) -> u64 {
+    /// The bytes of `buffer` as the chain gave them (not rounded), or `None` for a buffer
+    /// beyond the chain's last layer.
+    pub fn bytes(&self, buffer: Buffer) -> Option<u64> {
         match buffer {
-            Buffer::Activation(i) | Buffer::Gradient(i) => self.activation_bytes[i],
+            Buffer::Activation(i) | Buffer::Gradient(i) => self.activation_bytes.get(i).copied(),
         }
+    }
+
+    /// [`bytes`](Schedule::bytes) of a buffer the schedule's own steps name.
+    pub(crate) fn bytes_of_step_buffer(&self, buffer: Buffer) -> u64 {
+        self.bytes(buffer)
+            .expect("steps only name buffers of the chain")
     }
 
     /// Bytes in use (rounded) after each step, starting with the input alone.
     fn live_bytes(&self) -> impl Iterator<Item = u64> + '_ {
-        let rounded = |buffer| rounded_size(self.bytes(buffer)).unwrap_or(u64::MAX);
+        let rounded = |buffer| rounded_size(self.bytes_of_step_buffer(buffer)).unwrap_or(u64::MAX);
         let input = rounded(Buffer::Activation(0));
         std::iter::once(input).chain(self.steps.iter().scan(input, move |live, step| {
             if let Some(buffer) = step.allocates() {
