@@ -6,7 +6,7 @@ use super::error::RematError;
 use super::planner;
 use super::policy::CheckpointPolicy;
 use super::schedule::Schedule;
-use crate::arena::ALLOCATION_ALIGNMENT;
+use crate::arena::rounded_size;
 
 /// One layer of a [`Chain`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -62,10 +62,7 @@ impl Chain {
         let total = std::iter::once(input_bytes)
             .chain(layers.iter().map(|l| l.activation_bytes))
             .try_fold(0u64, |sum, bytes| {
-                let rounded = bytes
-                    .max(1)
-                    .checked_next_multiple_of(ALLOCATION_ALIGNMENT)?;
-                sum.checked_add(rounded.checked_mul(2)?)
+                sum.checked_add(rounded_size(bytes)?.checked_mul(2)?)
             });
         if total.is_none() {
             return Err(RematError::TooLarge);
@@ -99,6 +96,12 @@ impl Chain {
         }
     }
 
+    /// Bytes of activation `i` as the arena takes them (rounded up to 256). `new` checked
+    /// that every rounded size, and their sum, fits in a `u64`.
+    pub(crate) fn rounded_activation_bytes(&self, i: usize) -> u64 {
+        rounded(self.activation_bytes(i))
+    }
+
     /// Plans the forward and backward passes under `policy`.
     ///
     /// # Errors
@@ -107,4 +110,10 @@ impl Chain {
     pub fn plan(&self, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
         planner::plan(self, policy)
     }
+}
+
+/// `bytes` rounded as the arena rounds them, for sizes a [`Chain`] has accepted (so the
+/// rounding cannot overflow).
+pub(crate) fn rounded(bytes: u64) -> u64 {
+    rounded_size(bytes).unwrap_or(u64::MAX)
 }

@@ -4,7 +4,6 @@ use super::chain::Chain;
 use super::error::RematError;
 use super::policy::CheckpointPolicy;
 use super::schedule::Schedule;
-use crate::arena::rounded_size;
 
 /// Up to this many layers, a budget search tries every number of segments and every interval;
 /// above, a spread of them (every count up to this, then steps of 2%), so planning stays
@@ -40,8 +39,7 @@ fn keep_all(n: usize) -> Vec<bool> {
 fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
     let n = chain.layer_count();
     let segments = segments.clamp(1, n) as u128;
-    // `Chain::new` checked that every rounded size, and their sum, fits.
-    let bytes_of = |i| u128::from(rounded_size(chain.activation_bytes(i)).unwrap_or(u64::MAX));
+    let bytes_of = |i| u128::from(chain.rounded_activation_bytes(i));
     // Only activations 1 to n − 1 can be checkpoints (the input and the last are kept anyway).
     let total: u128 = (1..n).map(bytes_of).sum();
     let mut keep = vec![false; n];

@@ -2,8 +2,7 @@
 
 use serde::Serialize;
 
-use super::chain::Chain;
-use crate::arena::rounded_size;
+use super::chain::{rounded, Chain};
 
 /// A buffer the schedule allocates and frees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -173,14 +172,14 @@ impl Schedule {
 
     /// Bytes in use (rounded) after each step, starting with the input alone.
     fn live_bytes(&self) -> impl Iterator<Item = u64> + '_ {
-        let rounded = |buffer| rounded_size(self.bytes_of_step_buffer(buffer)).unwrap_or(u64::MAX);
-        let input = rounded(Buffer::Activation(0));
+        let taken = |buffer| rounded(self.bytes_of_step_buffer(buffer));
+        let input = taken(Buffer::Activation(0));
         std::iter::once(input).chain(self.steps.iter().scan(input, move |live, step| {
             if let Some(buffer) = step.allocates() {
-                *live += rounded(buffer);
+                *live += taken(buffer);
             }
             if let Step::Free(buffer) = *step {
-                *live -= rounded(buffer);
+                *live -= taken(buffer);
             }
             Some(*live)
         }))
