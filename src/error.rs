@@ -113,6 +113,15 @@ pub enum Error {
         /// "implicit" or "explicit".
         explicitness: &'static str,
     },
+    /// Host memory for something whose size the caller chose (a readback's output, a timeline's
+    /// ring) could not be allocated; nothing was changed.
+    #[error("could not allocate {bytes} bytes of host memory for {purpose}; ask for less (fewer or smaller arrays, a smaller capacity) or free host memory")]
+    HostAllocation {
+        /// What the memory was for.
+        purpose: String,
+        /// How many bytes were asked for (`u64::MAX` when the size itself overflows).
+        bytes: u64,
+    },
     /// Arrays from two different contexts were mixed in one operation.
     #[error("{operation} got arrays from two different contexts; arrays can only be used with the context that made them")]
     ForeignArray {

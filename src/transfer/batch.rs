@@ -70,6 +70,7 @@ impl<'data> UploadBatch<'data> {
         shape: &[usize],
     ) -> Result<PendingArray<T>> {
         crate::array::check_shape(shape, Some(data.len()), "UploadBatch::put")?;
+        crate::array::check_span(shape, std::mem::size_of::<T>(), "UploadBatch::put")?;
         let bytes: &'data [u8] = bytemuck::cast_slice(data);
         self.ctx.inner.guard(
             TransferDirection::HostToDevice,
