@@ -69,12 +69,16 @@ impl Context {
     /// Opens the best GPU (discrete > integrated > CPU; Vulkan first, other wgpu backends where
     /// no Vulkan adapter exists). Blocks while the device opens.
     ///
-    /// Errors: no adapter (the message says what to install), the chosen adapter refused a
-    /// device, or the memory plan could not be made.
+    /// Errors: a configuration value [`ArenaConfig::validate`] refuses (checked before any
+    /// device call), a staging size above the device's `max_buffer_size`, no adapter (the
+    /// message says what to install), the chosen adapter refused a device, or the memory plan
+    /// could not be made.
     pub fn new(config: ArenaConfig) -> Result<Self> {
+        config.validate()?;
         let adapter = choose_adapter(&config)?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
+        crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         let required_features = adapter.features() & wgpu::Features::PIPELINE_CACHE;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
@@ -107,7 +111,7 @@ impl Context {
         }
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
-        let timeline = crate::profile::attach_timeline(&config, &mut arena);
+        let timeline = crate::profile::attach_timeline(&config, &mut arena)?;
         Ok(Self {
             inner: Arc::new(ContextInner {
                 device,

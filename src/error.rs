@@ -1,9 +1,9 @@
 //! The crate's one error type. Every variant's message says what went wrong and what to do.
 
 use crate::arena::{ArenaError, OutOfMemory};
+use crate::config::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::remat::RematError;
-use crate::transfer::TransferDirection;
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
 /// shapes, out-of-memory, guard violations and missing adapters all arrive here.
