@@ -16,7 +16,7 @@ mod submission;
 pub mod transfer;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
-pub use array::{DeviceArray, GpuUse, MAX_RANK};
+pub use array::{DeviceArray, GpuUse, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
 pub use context::Context;
 pub use error::{Error, Result};
