@@ -46,7 +46,10 @@ impl MemFraction {
             // The range's dash is the one that leaves a number on each side ("1e-1-0.5").
             let split = text
                 .match_indices('-')
-                .map(|(at, _)| (&text[..at], &text[at + 1..]))
+                .map(|(at, dash)| {
+                    let (base, rest) = text.split_at(at);
+                    (base, &rest[dash.len()..])
+                })
                 .find(|(base, cap)| number(base).is_ok() && number(cap).is_ok());
             match split {
                 Some((base, cap)) => Self {

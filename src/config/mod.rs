@@ -28,6 +28,9 @@
 //! grammar), `transfer_guard.rs` (the guard's directions and levels, as data), `env.rs`
 //! (reading the variables), `validate.rs` (the rules and their bounds).
 
+// Configuration handles user numbers: no arithmetic here may wrap or panic.
+#![deny(clippy::arithmetic_side_effects)]
+
 mod env;
 mod mem_fraction;
 mod transfer_guard;
