@@ -371,6 +371,22 @@ fn check_equal(ctx: &Context, slot: &Slot, what: &str) -> Result<(), TestCaseErr
     Ok(())
 }
 
+/// Checks a new or updated array against the model and keeps it, at `at` or at the end.
+fn keep(
+    ctx: &Context,
+    slots: &mut Vec<Slot>,
+    at: Option<usize>,
+    slot: Slot,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    check_equal(ctx, &slot, what)?;
+    match at {
+        Some(i) => slots.insert(i, slot),
+        None => slots.push(slot),
+    }
+    Ok(())
+}
+
 fn pick(slots: &[Slot], index: &Index) -> Option<usize> {
     (!slots.is_empty()).then(|| index.index(slots.len()))
 }
@@ -402,13 +418,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let result = ctx.device_put(&data, &dims);
                 outcome(&result, expect, &what)?;
                 if let Ok(array) = result {
-                    let slot = Slot {
-                        array,
-                        shape: dims,
-                        data,
-                    };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.push(slot);
+                    keep(
+                        ctx,
+                        &mut slots,
+                        None,
+                        Slot {
+                            array,
+                            shape: dims,
+                            data,
+                        },
+                        &what,
+                    )?;
                 }
             }
             Op::Get { slot, implicit } => {
@@ -486,9 +506,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .take(ticket)
                         .map_err(|e| TestCaseError::fail(format!("{what}: take: {e}")))?;
                     let (shape, data) = data[k].clone();
-                    let slot = Slot { array, shape, data };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.push(slot);
+                    keep(ctx, &mut slots, None, Slot { array, shape, data }, &what)?;
                 }
             }
             Op::UpdateSlice {
@@ -558,13 +576,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     outcome(&result, expect, &what)?;
                     // On error the donated operand is gone (it is dropped with the error).
                     if let Ok(array) = result {
-                        let slot = Slot {
-                            array,
-                            shape: op_shape,
-                            data: model,
-                        };
-                        check_equal(ctx, &slot, &what)?;
-                        slots.insert(i, slot);
+                        keep(
+                            ctx,
+                            &mut slots,
+                            Some(i),
+                            Slot {
+                                array,
+                                shape: op_shape,
+                                data: model,
+                            },
+                            &what,
+                        )?;
                     }
                 } else {
                     let result = match (&update, &host) {
@@ -583,13 +605,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     // The operand is untouched.
                     check_equal(ctx, &slots[i], &what)?;
                     if let Ok(array) = result {
-                        let slot = Slot {
-                            array,
-                            shape: op_shape,
-                            data: model,
-                        };
-                        check_equal(ctx, &slot, &what)?;
-                        slots.push(slot);
+                        keep(
+                            ctx,
+                            &mut slots,
+                            None,
+                            Slot {
+                                array,
+                                shape: op_shape,
+                                data: model,
+                            },
+                            &what,
+                        )?;
                     }
                 }
             }
@@ -618,13 +644,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .iter()
                         .map(|index| slots[i].data[offset(&so, index, &at)])
                         .collect();
-                    let slot = Slot {
-                        array,
-                        shape: sizes,
-                        data,
-                    };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.push(slot);
+                    keep(
+                        ctx,
+                        &mut slots,
+                        None,
+                        Slot {
+                            array,
+                            shape: sizes,
+                            data,
+                        },
+                        &what,
+                    )?;
                 }
             }
             Op::Fill { shape, value } => {
@@ -641,13 +671,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 outcome(&result, expect, &what)?;
                 if let Ok(array) = result {
                     let n = elements(&dims).unwrap_or(0);
-                    let slot = Slot {
-                        array,
-                        shape: dims,
-                        data: vec![value.unwrap_or(0); n],
-                    };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.push(slot);
+                    keep(
+                        ctx,
+                        &mut slots,
+                        None,
+                        Slot {
+                            array,
+                            shape: dims,
+                            data: vec![value.unwrap_or(0); n],
+                        },
+                        &what,
+                    )?;
                 }
             }
             Op::FillInPlace { slot, value } => {
@@ -658,13 +692,17 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let result = ctx.fill_in_place(array, value);
                 outcome(&result, Expect::Ok, &what)?;
                 if let Ok(array) = result {
-                    let slot = Slot {
-                        array,
-                        shape,
-                        data: vec![value; data.len()],
-                    };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.insert(i, slot);
+                    keep(
+                        ctx,
+                        &mut slots,
+                        Some(i),
+                        Slot {
+                            array,
+                            shape,
+                            data: vec![value; data.len()],
+                        },
+                        &what,
+                    )?;
                 }
             }
             Op::Copy { slot } => {
@@ -674,13 +712,8 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let result = ctx.copy(&slots[i].array);
                 outcome(&result, guards.expect(d2d, true), &what)?;
                 if let Ok(array) = result {
-                    let slot = Slot {
-                        array,
-                        shape: slots[i].shape.clone(),
-                        data: slots[i].data.clone(),
-                    };
-                    check_equal(ctx, &slot, &what)?;
-                    slots.push(slot);
+                    let (shape, data) = (slots[i].shape.clone(), slots[i].data.clone());
+                    keep(ctx, &mut slots, None, Slot { array, shape, data }, &what)?;
                 }
             }
             Op::Guard { direction, level } => {
