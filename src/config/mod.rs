@@ -19,10 +19,11 @@
 //! Our names win over the aliases; two aliases that disagree are an error, as in JAX. Every
 //! value is checked by one set of rules ([`ArenaConfig::validate`], which
 //! [`Context::new`](crate::Context::new) calls before it touches a device), whether it was set
-//! in code or read from a variable, and a value a rule refuses is an [`Error::Config`] that
-//! names the field or the variable and what it accepts. Variables must hold UTF-8 text that is
-//! not blank (unset a variable to get its default); `*_MB` variables take whole MiB, and a
-//! number whose bytes would not fit in 64 bits is refused with the largest accepted one.
+//! in code or read from a variable, and a value a rule refuses is an
+//! [`Error::Config`](crate::Error::Config) that names the field or the variable and what it
+//! accepts. Variables must hold UTF-8 text that is not blank (unset a variable to get its
+//! default); `*_MB` variables take whole MiB, and a number whose bytes would not fit in 64 bits
+//! is refused with the largest accepted one.
 //!
 //! Files: `mod.rs` (the knobs and their defaults), `mem_fraction.rs` (XLA's fraction
 //! grammar), `transfer_guard.rs` (the guard's directions and levels, as data), `env.rs`
