@@ -11,6 +11,7 @@
 
 mod batch;
 mod guard;
+mod recorded_upload;
 pub(crate) mod staging;
 mod stats;
 
@@ -131,7 +132,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_same_context(&self.inner, operation)?;
+            a.check_ready(&self.inner, operation)?;
         }
         let started = std::time::Instant::now();
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
