@@ -387,6 +387,24 @@ impl ContextInner {
         }
     }
 
+    /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
+    /// is an [`Error::Device`] saying what was being `done`, and nothing is submitted.
+    pub(crate) fn submit_encoder(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        done: &str,
+    ) -> Result<SubmissionId> {
+        let scopes = crate::kernels::ErrorScopes::push(&self.device);
+        let commands = encoder.finish();
+        if let Err(reason) = scopes.pop() {
+            return Err(Error::Device {
+                during: done.to_string(),
+                reason,
+            });
+        }
+        Ok(self.submit([commands]))
+    }
+
     pub(crate) fn submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,

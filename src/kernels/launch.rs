@@ -344,7 +344,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         let allocation = &arg.storage.allocation;
         let offset = allocation.offset + arg.offset;
         let alignment = u64::from(limits.min_storage_buffer_offset_alignment);
-        if offset % alignment != 0 {
+        if !offset.is_multiple_of(alignment) {
             return fail(format!(
                 "the view starts at byte {offset} of its buffer, which is not a multiple of this device's min_storage_buffer_offset_alignment ({alignment}): bind a view whose rows are a multiple of {alignment} bytes, or copy the part out with dynamic_slice"
             ));

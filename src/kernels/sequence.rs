@@ -383,7 +383,13 @@ impl ContextInner {
             during: "encoding a gpu-arena sequence".into(),
             reason,
         })?;
+        // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
+        let scopes = ErrorScopes::push(&self.device);
         let id = self.submit([commands]);
+        scopes.pop().map_err(|reason| Error::Device {
+            during: "submitting a gpu-arena sequence".into(),
+            reason,
+        })?;
         for step in steps {
             if let Step::Dispatch { kernel, .. } = step {
                 self.record(crate::profile::Record::Dispatch {

@@ -254,7 +254,7 @@ impl ContextInner {
             encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
             at += size;
         }
-        self.submit([encoder.finish()]);
+        self.submit_encoder(encoder, "copying arrays for readback")?;
         let slice = target.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
