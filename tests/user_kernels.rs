@@ -695,3 +695,77 @@ fn donated_operands_survive_every_error_with_their_contents() {
     drop(a);
     assert_no_validation_errors();
 }
+
+#[test]
+fn immediate_parameters_work_where_the_device_has_them_and_say_what_to_do_where_not() {
+    let ctx = context();
+    let source = r#"
+        var<immediate> add: u32;
+        @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+        @compute @workgroup_size(64)
+        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+            if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + add; }
+        }"#;
+    let has = ctx.device().features().contains(wgpu::Features::IMMEDIATES);
+    match ctx.kernel(source, "main") {
+        Ok(k) => {
+            assert!(has, "compiled without Features::IMMEDIATES");
+            let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
+            ctx.launch(&k)
+                .params(&41u32)
+                .arg_mut(&mut a)
+                .grid_for(100)
+                .run()
+                .unwrap();
+            assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+            let err = ctx
+                .launch(&k)
+                .params(&[1u32, 2])
+                .arg_mut(&mut a)
+                .grid_for(100)
+                .run()
+                .unwrap_err();
+            assert!(err.to_string().contains("8 bytes given"), "{err}");
+        }
+        Err(err) => {
+            assert!(!has, "{err}");
+            assert!(err.to_string().contains("var<uniform>"), "{err}");
+        }
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn kernels_sequences_and_donated_errors_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<gpu_arena::Kernel>();
+    send_sync::<gpu_arena::Donated<f32>>();
+    send::<gpu_arena::Sequence>();
+    let ctx = context();
+    let k = ctx.kernel(ADD, "main").unwrap();
+    let handles: Vec<_> = (0..4u32)
+        .map(|i| {
+            let (ctx, k) = (ctx.clone(), k.clone());
+            std::thread::spawn(move || {
+                let mut a = ctx.zeros::<u32>(&[1000]).unwrap();
+                let mut s = ctx.sequence();
+                for _ in 0..=i {
+                    s.launch(&k)
+                        .params(&(i + 1))
+                        .arg_mut(&mut a)
+                        .grid_for(1000)
+                        .run()
+                        .unwrap();
+                }
+                s.submit().unwrap();
+                ctx.device_get(&a).unwrap()
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(h.join().unwrap(), vec![(i + 1) * (i + 1); 1000]);
+    }
+    assert_no_validation_errors();
+}
