@@ -17,7 +17,10 @@ pub mod transfer;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, GpuUse, MAX_RANK};
-pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
+pub use backend::{HostSyncCounts, VulkanLimits};
+pub use config::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+};
 pub use context::Context;
 pub use error::{Error, Result};
 pub use kernels::KernelCacheStats;
