@@ -66,7 +66,7 @@ pub(crate) fn atom_range(offset: u64, len: u64, atom: u64, memory_size: u64) -> 
     // at the memory's end instead (VUID-VkMappedMemoryRange-size-01390).
     let rounded_end = match end % atom {
         0 => end,
-        rest => end.checked_add(atom - rest).unwrap_or(u64::MAX),
+        rest => end.saturating_add(atom - rest),
     };
     Some((start, rounded_end.min(memory_size) - start))
 }
