@@ -384,7 +384,10 @@ fn large_transfers(ctx: &Context, sizes: &Sizes) -> Result<[Figure; 2]> {
             .map_err(|e| anyhow::anyhow!("{e}"))?
             .to_vec();
         readback.unmap();
-        ensure!(i > 0 || host == big, "the map_async readback corrupted data");
+        ensure!(
+            i > 0 || host == big,
+            "the map_async readback corrupted data"
+        );
         Ok(())
     })?;
     let readback = figure(

@@ -836,6 +836,14 @@ mod tests {
         }
     }
 
+    /// The plan's reason for the choice that starts with `prefix` (`"upload:"`, ...).
+    fn reason<'a>(plan: &'a MemoryPlan, prefix: &str) -> &'a str {
+        plan.reasons
+            .iter()
+            .find(|r| r.starts_with(prefix))
+            .unwrap_or_else(|| panic!("a reason starts with {prefix}: {:#?}", plan.reasons))
+    }
+
     fn error_of(device: &DeviceDescription) -> String {
         plan_memory(device)
             .expect_err("planning should fail")
@@ -916,21 +924,13 @@ mod tests {
         assert_eq!((plan.upload_type, plan.readback_type), (1, 1));
         assert!(!plan.upload_coherent && !plan.readback_coherent);
         for prefix in ["upload:", "readback:"] {
-            let reason = plan.reasons.iter().find(|r| r.starts_with(prefix)).unwrap();
+            let reason = reason(&plan, prefix);
             assert!(reason.contains("not HOST_COHERENT"), "{reason}");
             assert!(reason.contains("nonCoherentAtomSize"), "{reason}");
         }
-        let upload = plan
-            .reasons
-            .iter()
-            .find(|r| r.starts_with("upload:"))
-            .unwrap();
+        let upload = reason(&plan, "upload:");
         assert!(upload.contains("vkFlushMappedMemoryRanges"), "{upload}");
-        let readback = plan
-            .reasons
-            .iter()
-            .find(|r| r.starts_with("readback:"))
-            .unwrap();
+        let readback = reason(&plan, "readback:");
         assert!(
             readback.contains("vkInvalidateMappedMemoryRanges"),
             "{readback}"
@@ -958,11 +958,7 @@ mod tests {
         let plan = plan_memory(&uma).unwrap();
         assert_eq!(plan.readback_candidates, [2, 1]);
         assert!(!plan.readback_coherent);
-        let reason = plan
-            .reasons
-            .iter()
-            .find(|r| r.starts_with("readback:"))
-            .unwrap();
+        let reason = reason(&plan, "readback:");
         assert!(
             reason.contains("host-cached, so CPU reads are fast"),
             "{reason}"
@@ -980,11 +976,7 @@ mod tests {
         let plan = plan_memory(&uma).unwrap();
         assert_eq!(plan.upload_candidates, [1, 2]);
         assert!(plan.upload_coherent);
-        let reason = plan
-            .reasons
-            .iter()
-            .find(|r| r.starts_with("upload:"))
-            .unwrap();
+        let reason = reason(&plan, "upload:");
         assert!(!reason.contains("HOST_COHERENT, so"), "{reason}");
         // The arena stays coherent and write-combined: what the GPU reads fastest on UMA.
         assert_eq!(plan.arena_type, 1);
@@ -999,11 +991,7 @@ mod tests {
         uma.device_kind = DeviceKind::Integrated;
         let plan = plan_memory(&uma).unwrap();
         assert!(plan.arena_host_visible);
-        let reason = plan
-            .reasons
-            .iter()
-            .find(|r| r.starts_with("arena:"))
-            .unwrap();
+        let reason = reason(&plan, "arena:");
         assert!(reason.contains("not HOST_COHERENT"), "{reason}");
         assert!(reason.contains("vkFlushMappedMemoryRanges"), "{reason}");
     }
