@@ -310,7 +310,9 @@ impl VulkanMemory {
             unsafe { self.device.destroy_buffer(raw, None) };
             return Err(backend_error("vkBindBufferMemory", e.to_string()));
         }
-        let coherent = self.coherent_types & (1 << memory_type) != 0;
+        let coherent = 1u32
+            .checked_shl(memory_type)
+            .is_some_and(|bit| self.coherent_types & bit != 0);
         let mapped = allocation.mapped_ptr().map(|p| {
             let range = MappedRange::new(p.cast(), size);
             if coherent {
