@@ -19,6 +19,14 @@ use std::time::{Duration, Instant};
 /// when an allocation would otherwise fail.
 const RETIRE_PENDING_BYTES: u64 = 64 << 20;
 
+/// Source of context numbers (see `ContextInner::id`).
+static NEXT_CONTEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A context as messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
+pub(crate) fn describe_context(ctx: &ContextInner) -> String {
+    format!("context {} ({})", ctx.id, ctx.adapter_info.name)
+}
+
 /// A GPU opened for compute, with gpu-arena managing its memory.
 ///
 /// Opening a context is cheap: like JAX, the arena reserves its memory at the **first
@@ -47,6 +55,8 @@ pub(crate) struct MemoryState {
 }
 
 pub(crate) struct ContextInner {
+    /// This context's number in the process (1, 2, ...), for messages that name two contexts.
+    pub(crate) id: u64,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
@@ -79,7 +89,10 @@ impl Context {
         let adapter = choose_adapter(&config)?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
-        let required_features = adapter.features() & wgpu::Features::PIPELINE_CACHE;
+        // The pipeline cache persists compiled kernels; immediates let kernels take their
+        // parameters as push constants.
+        let required_features =
+            adapter.features() & (wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
             required_features,
@@ -93,13 +106,10 @@ impl Context {
         // wgpu's default handler panics; a library must not. Errors we can act on are caught
         // with error scopes where they happen; anything else is logged.
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
-            let mut text = error.to_string();
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            log::error!("gpu-arena: uncaptured wgpu error: {text}");
+            log::error!(
+                "gpu-arena: uncaptured wgpu error: {}",
+                crate::kernels::describe_wgpu_error(&error)
+            );
         }));
 
         let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
@@ -117,6 +127,7 @@ impl Context {
         let timeline = crate::profile::attach_timeline(&config, &mut arena);
         Ok(Self {
             inner: Arc::new(ContextInner {
+                id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 device,
                 queue,
                 adapter_info,
@@ -167,13 +178,14 @@ impl Context {
         &self.inner.config
     }
 
-    /// The wgpu device, for users who write their own kernels over arena memory
-    /// (bind arrays with [`crate::DeviceArray::binding`] and submit with [`Context::submit`]).
+    /// The wgpu device. Run your own kernels with [`Context::kernel`] and [`Context::launch`];
+    /// command buffers built by hand go through [`Context::raw_submit`].
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
 
-    /// The wgpu queue. Prefer [`Context::submit`], which tracks which arrays the work uses.
+    /// The wgpu queue. Submitting here bypasses gpu-arena's tracking of which arrays GPU work
+    /// uses: prefer [`Context::launch`], [`Context::sequence`] or [`Context::raw_submit`].
     pub fn queue(&self) -> &wgpu::Queue {
         &self.inner.queue
     }
@@ -257,33 +269,36 @@ impl Context {
         arena.release_free_regions(regions)
     }
 
-    /// Submits command buffers that use arena arrays, and records that they use them, so that
-    /// their memory is not handed out again before this work has finished.
-    pub fn submit(
+    /// **Escape hatch** for command buffers built by hand over [`crate::DeviceArray::raw_binding`]s:
+    /// submits them and records that they use the arrays in `uses`, so that their memory is not
+    /// handed out again before this work has finished. Prefer [`Context::launch`] and
+    /// [`Context::sequence`], which bind, check and track every array themselves.
+    ///
+    /// **An array the work touches but `uses` leaves out is not protected**: dropped while the
+    /// GPU still reads or writes it, its memory goes to the next allocation at once, and both
+    /// see each other's data (silent corruption; no validation layer notices).
+    ///
+    /// Errors: [`Error::Device`] when wgpu refuses the submission (for instance a command
+    /// buffer that failed validation while it was encoded).
+    pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         uses: &[&dyn crate::array::GpuUse],
-    ) -> SubmissionId {
-        self.submit_named("submit", command_buffers, uses)
-    }
-
-    /// [`Context::submit`] that names the work on the timeline (the crate's own kernels).
-    pub(crate) fn submit_named(
-        &self,
-        name: &'static str,
-        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-        uses: &[&dyn crate::array::GpuUse],
-    ) -> SubmissionId {
+    ) -> Result<SubmissionId> {
+        let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
         let id = self.inner.submit(command_buffers);
-        let dispatch = crate::profile::Record::Dispatch {
-            name,
+        scopes.pop().map_err(|reason| Error::Device {
+            during: "submitting command buffers (raw_submit)".into(),
+            reason,
+        })?;
+        self.inner.record(crate::profile::Record::Dispatch {
+            name: "raw_submit",
             submission: id,
-        };
-        self.inner.record(dispatch);
+        });
         for array in uses {
             array.record_use(id);
         }
-        id
+        Ok(id)
     }
 
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
@@ -411,6 +426,24 @@ impl ContextInner {
             let MemoryState { arena, regions, .. } = &mut *memory;
             arena.advance_frontier(completed, regions);
         }
+    }
+
+    /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
+    /// is an [`Error::Device`] saying what was being `done`, and nothing is submitted.
+    pub(crate) fn submit_encoder(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        done: &str,
+    ) -> Result<SubmissionId> {
+        let scopes = crate::kernels::ErrorScopes::push(&self.device);
+        let commands = encoder.finish();
+        if let Err(reason) = scopes.pop() {
+            return Err(Error::Device {
+                during: done.to_string(),
+                reason,
+            });
+        }
+        Ok(self.submit([commands]))
     }
 
     pub(crate) fn submit(

@@ -202,3 +202,38 @@ fn coherent_memory_needs_no_flush_or_invalidate_without_the_switch() {
     assert_eq!(ctx.host_sync_counts(), HostSyncCounts::default());
     assert_no_validation_errors();
 }
+
+/// Adds `p` to every element of `a`.
+const ADD: &str = r#"
+@group(0) @binding(0) var<uniform> p: u32;
+@group(0) @binding(1) var<storage, read_write> a: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + p; }
+}
+"#;
+
+#[test]
+fn a_sequence_of_recorded_puts_and_user_kernels_reads_back_intact_through_invalidates() {
+    let ctx = forced(true);
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let base: Vec<u32> = (0..1111).collect();
+    let mut s = ctx.sequence();
+    let mut a = s.put(&base, &[1111]).unwrap();
+    s.launch(&add)
+        .params(&5u32)
+        .arg_mut(&mut a)
+        .grid_for(1111)
+        .run()
+        .unwrap();
+    s.submit().unwrap();
+    let before = ctx.host_sync_counts();
+    let back = ctx.device_get(&a).unwrap();
+    assert_eq!(back, base.iter().map(|v| v + 5).collect::<Vec<_>>());
+    let (_, invalidates) = since(before, ctx.host_sync_counts());
+    assert!(
+        invalidates >= 1,
+        "the GPU's writes are invalidated before the read"
+    );
+    assert_no_validation_errors();
+}

@@ -469,7 +469,7 @@ fn update_in_place(ctx: &Context, sizes: &Sizes, bytes: usize) -> Result<Figure>
             operand.byte_offset(),
             bytes as u64,
         );
-        ctx.submit([encoder.finish()], &[&operand]);
+        ctx.raw_submit([encoder.finish()], &[&operand])?;
         ctx.synchronize()?;
         Ok(())
     })?;

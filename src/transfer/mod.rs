@@ -13,6 +13,7 @@
 
 mod batch;
 mod guard;
+mod recorded_upload;
 pub(crate) mod staging;
 mod stats;
 
@@ -133,7 +134,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_same_context(&self.inner, operation)?;
+            a.check_ready(&self.inner, operation)?;
         }
         let started = std::time::Instant::now();
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
@@ -259,7 +260,7 @@ impl ContextInner {
             encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
             at += size;
         }
-        self.submit([encoder.finish()]);
+        self.submit_encoder(encoder, "copying arrays for readback")?;
         let slice = target.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
