@@ -75,7 +75,10 @@ mod view;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, GpuUse, MAX_RANK};
-pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
+pub use backend::{HostSyncCounts, VulkanLimits};
+pub use config::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+};
 pub use context::Context;
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
