@@ -15,9 +15,14 @@
 //!
 //! The model: activation 0 is the chain's input (the caller's, live throughout); layer `i`
 //! (1 to n) reads activation `i − 1` and writes activation `i`. Its backward step reads the
-//! gradient of activation `i` and activation `i − 1`, and writes the gradient of activation
-//! `i − 1` (of the same size; none for the input). Parameters and their gradients are the
+//! gradient of activation `i` and, as the layer's [`BackwardReads`] says, activation `i − 1`
+//! (its input: linear layers), activation `i` (its output: ReLU, softmax) or both, and writes
+//! the gradient of activation `i − 1` (of the same size; none for the input). Every buffer is
+//! freed right after the last step that reads it. Parameters and their gradients are the
 //! caller's and do not change with the plan, so they are left out.
+//!
+//! [`Schedule::run`](crate::backprop) runs a schedule on a context with the caller's kernels
+//! (see [`crate::backprop`]).
 //!
 //! ```
 //! use gpu_arena::remat::{Chain, CheckpointPolicy, Layer};
@@ -45,7 +50,7 @@ mod policy;
 mod replay;
 mod schedule;
 
-pub use chain::{Chain, Layer};
+pub use chain::{BackwardReads, Chain, Layer};
 pub use error::RematError;
 pub use policy::CheckpointPolicy;
 pub use replay::ReplayReport;
