@@ -61,6 +61,7 @@
 pub mod arena;
 mod array;
 mod backend;
+pub mod backprop;
 pub mod config;
 mod context;
 mod donated;
