@@ -3,7 +3,10 @@
 /// Which activations the forward pass keeps for the backward pass. Kept activations are the
 /// checkpoints; the backward pass recomputes the others from the checkpoint below them, one
 /// segment at a time. The last activation is always kept (the loss needs it), and so is the
-/// input (it is the caller's).
+/// input (it is the caller's). An activation that no backward step reads and no recomputation
+/// starts from is freed during the forward pass even where a policy names it (a linear
+/// layer's output under a ReLU, see [`BackwardReads`](crate::remat::BackwardReads)), and
+/// only activations a backward step reads are recomputed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CheckpointPolicy {
     /// Keep every activation: no recomputation and the most memory, what training does without
