@@ -101,12 +101,18 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
     if let Fit::Arena(_) = fit {
         check_regions_hold_activations(chain)?;
     }
+    // With every layer costing something, a plan that recomputes nothing has the same steps
+    // as keeping everything: when that fits, nothing ranks higher, and the search is skipped.
+    let n = chain.layer_count();
+    let all = Schedule::build(chain, &keep_all(n));
+    if chain.layers().iter().all(|l| l.forward_cost > 0.0) && fit.holds(&all) {
+        return Ok(all);
+    }
     let mut candidates = candidates(chain);
     candidates.sort_by(by_rank);
     let Some(mut schedule) = candidates.iter().find(|s| fit.holds(s)).cloned() else {
         return Err(smallest_budget(fit, &candidates));
     };
-    let n = chain.layer_count();
     if n <= GREEDY_LAYER_LIMIT {
         let mut keep = vec![false; n];
         for &i in schedule.checkpoints() {
