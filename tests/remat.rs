@@ -464,6 +464,39 @@ fn a_peak_only_plan_can_overflow_an_arena_of_its_budget_where_the_budget_plan_fi
 }
 
 #[test]
+fn budgets_beyond_one_region_plan_against_regions_of_at_most_four_gib() {
+    const GIB: u64 = 1 << 30;
+    // Two 3 GiB buffers never share a 4 GiB region, so the arena needs far more than the peak.
+    let chain = Chain::new(GIB, vec![Layer::new(3 * GIB, 1.0); 6]).unwrap();
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    assert!(!replays_in(&all, all.peak_bytes()));
+    let budget = all.peak_bytes();
+    let error = chain
+        .plan(CheckpointPolicy::Budget(budget / 2))
+        .unwrap_err();
+    let RematError::BudgetTooSmall {
+        smallest_budget, ..
+    } = error
+    else {
+        panic!("expected BudgetTooSmall, got {error:?}");
+    };
+    let fits = chain
+        .plan(CheckpointPolicy::Budget(smallest_budget))
+        .unwrap();
+    assert!(replays_in(&fits, smallest_budget));
+    assert!(chain
+        .plan(CheckpointPolicy::Budget(
+            smallest_budget - ALLOCATION_ALIGNMENT
+        ))
+        .is_err());
+    let roomy = chain.plan(CheckpointPolicy::Budget(budget)).unwrap();
+    assert!(replays_in(&roomy, budget));
+    // Budgets far past any plan are answered without reserving their size.
+    let huge = chain.plan(CheckpointPolicy::Budget(u64::MAX)).unwrap();
+    assert_eq!(huge.recompute_cost(), 0.0);
+}
+
+#[test]
 fn a_replay_that_runs_out_of_memory_reports_it_and_leaves_the_arena_as_it_was() {
     let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 16]).unwrap();
     let schedule = chain.plan(CheckpointPolicy::SaveAll).unwrap();
