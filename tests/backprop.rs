@@ -70,6 +70,27 @@ impl Probe {
     }
 }
 
+impl Probe {
+    /// Layer `layer` forward, recorded as `call`: the output is a mix of the input's value
+    /// and the layer number.
+    fn run_forward(
+        &mut self,
+        call: Call,
+        ctx: &Context,
+        layer: usize,
+        input: &DeviceArray<u32>,
+        output: DeviceArray<u32>,
+    ) -> Result<DeviceArray<u32>, Error> {
+        let misstep = self.enter(call)?;
+        let _temporary = temporary(ctx, misstep);
+        if misstep == Some(Misstep::ReturnAnother) {
+            return ctx.alloc(output.shape());
+        }
+        let filled = ctx.fill_in_place(output, mix(&[value(ctx, input), layer as u32]))?;
+        Ok(filled)
+    }
+}
+
 /// A deterministic mix of `values` (splitmix-like), distinct for any change in one of them.
 fn mix(values: &[u32]) -> u32 {
     values.iter().fold(0x2545_f491u32, |h, &v| {
@@ -106,13 +127,7 @@ impl ChainModel for Probe {
         input: &DeviceArray<u32>,
         output: DeviceArray<u32>,
     ) -> Result<DeviceArray<u32>, Error> {
-        let misstep = self.enter(Call::Forward(layer))?;
-        let _temporary = temporary(ctx, misstep);
-        if misstep == Some(Misstep::ReturnAnother) {
-            return ctx.alloc(output.shape());
-        }
-        let filled = ctx.fill_in_place(output, mix(&[value(ctx, input), layer as u32]))?;
-        Ok(filled)
+        self.run_forward(Call::Forward(layer), ctx, layer, input, output)
     }
 
     fn recompute(
@@ -123,10 +138,7 @@ impl ChainModel for Probe {
         output: DeviceArray<u32>,
     ) -> Result<DeviceArray<u32>, Error> {
         // The same values as forward (so recomputation is exact), recorded apart.
-        let misstep = self.enter(Call::Recompute(layer))?;
-        let _temporary = temporary(ctx, misstep);
-        let filled = ctx.fill_in_place(output, mix(&[value(ctx, input), layer as u32]))?;
-        Ok(filled)
+        self.run_forward(Call::Recompute(layer), ctx, layer, input, output)
     }
 
     fn loss_gradient(
@@ -272,6 +284,18 @@ fn reference_gradients(chain: &Chain) -> Vec<Option<u32>> {
     gradients
 }
 
+/// A context, the [`chain`], its input and its plan under `policy`.
+fn setup(
+    mixed_reads: bool,
+    policy: CheckpointPolicy,
+) -> (Context, Chain, DeviceArray<u32>, Schedule) {
+    let ctx = common::context();
+    let chain = chain(mixed_reads);
+    let input = input(&ctx, &chain);
+    let schedule = plan(&chain, policy);
+    (ctx, chain, input, schedule)
+}
+
 /// The calls the schedule's steps make, in order.
 fn expected_calls(schedule: &Schedule) -> Vec<Call> {
     schedule
@@ -331,10 +355,7 @@ fn every_policy_peaks_at_its_plan_to_the_byte_and_gives_the_same_gradients() {
 
 #[test]
 fn the_callers_arrays_are_reported_apart_from_the_schedules_peak() {
-    let ctx = common::context();
-    let chain = chain(true);
-    let input = input(&ctx, &chain);
-    let schedule = plan(&chain, CheckpointPolicy::Sqrt);
+    let (ctx, chain, input, schedule) = setup(true, CheckpointPolicy::Sqrt);
     // Parameters live across the run: counted as resident, added to the peak exactly.
     let parameters = [
         ctx.zeros::<f32>(&[1000]).unwrap(),
@@ -376,10 +397,7 @@ fn the_callers_arrays_are_reported_apart_from_the_schedules_peak() {
 
 #[test]
 fn a_failing_step_stops_the_run_and_frees_what_it_allocated() {
-    let ctx = common::context();
-    let chain = chain(true);
-    let input = input(&ctx, &chain);
-    let schedule = plan(&chain, CheckpointPolicy::EveryNth(3));
+    let (ctx, chain, input, schedule) = setup(true, CheckpointPolicy::EveryNth(3));
     let recomputed = schedule
         .steps()
         .iter()
@@ -421,10 +439,7 @@ fn a_failing_step_stops_the_run_and_frees_what_it_allocated() {
 
 #[test]
 fn a_step_that_returns_another_array_is_refused_with_a_message_that_says_what_to_return() {
-    let ctx = common::context();
-    let chain = chain(false);
-    let input = input(&ctx, &chain);
-    let schedule = plan(&chain, CheckpointPolicy::SaveAll);
+    let (ctx, chain, input, schedule) = setup(false, CheckpointPolicy::SaveAll);
     let before = ctx.memory_stats().bytes_in_use;
     for (at, expected) in [
         (

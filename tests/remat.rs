@@ -186,6 +186,16 @@ fn replays_in(schedule: &Schedule, bytes: u64) -> bool {
         .is_ok()
 }
 
+/// The plan that keeps everything, and the plans of every simple policy.
+fn simple_plans(chain: &Chain) -> (Schedule, Vec<Schedule>) {
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let simple = policies(chain.layer_count())
+        .into_iter()
+        .map(|p| chain.plan(p).unwrap())
+        .collect();
+    (all, simple)
+}
+
 fn policies(n: usize) -> Vec<CheckpointPolicy> {
     let mut policies = vec![CheckpointPolicy::SaveAll, CheckpointPolicy::Sqrt];
     policies.extend((1..=n + 1).map(CheckpointPolicy::EveryNth));
@@ -215,11 +225,7 @@ proptest! {
     fn a_budget_plan_replays_in_an_arena_of_the_budget_and_recomputes_no_more_than_a_simple_policy_that_does(
         chain in chains(), fractions in prop::collection::vec(0.0..1.3f64, 3)
     ) {
-        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
-        let simple: Vec<Schedule> = policies(chain.layer_count())
-            .into_iter()
-            .map(|p| chain.plan(p).unwrap())
-            .collect();
+        let (all, simple) = simple_plans(&chain);
         for fraction in fractions {
             let budget = (all.peak_bytes() as f64 * fraction) as u64;
             match chain.plan(CheckpointPolicy::Budget(budget)) {
@@ -267,11 +273,7 @@ proptest! {
     fn a_peak_budget_plan_peaks_within_it_and_recomputes_no_more_than_a_simple_policy_that_does(
         chain in chains(), fractions in prop::collection::vec(0.0..1.2f64, 4)
     ) {
-        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
-        let simple: Vec<Schedule> = policies(chain.layer_count())
-            .into_iter()
-            .map(|p| chain.plan(p).unwrap())
-            .collect();
+        let (all, simple) = simple_plans(&chain);
         for fraction in fractions {
             let budget = (all.peak_bytes() as f64 * fraction) as u64;
             match chain.plan(CheckpointPolicy::PeakBudget(budget)) {
