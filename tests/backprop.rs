@@ -602,3 +602,150 @@ fn an_input_or_chain_that_does_not_fit_the_model_is_refused_before_anything_runs
     assert_eq!(ctx.memory_stats().bytes_in_use, before);
     common::assert_no_validation_errors();
 }
+
+/// `y = relu(x + bias)` per layer, run with the user-kernel API; the loss is `sum(y)`. Each
+/// backward step records its bias gradient, summed on the host from what it was given.
+struct BiasRelu {
+    forward: gpu_arena::Kernel,
+    backward: gpu_arena::Kernel,
+    biases: Vec<f32>,
+    bias_gradients: Vec<Option<f32>>,
+}
+
+const BIAS_RELU_FORWARD: &str = "
+    @group(0) @binding(0) var<uniform> bias: f32;
+    @group(0) @binding(1) var<storage, read> x: array<f32>;
+    @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+    @compute @workgroup_size(64)
+    fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+        if (i.x < arrayLength(&y)) { y[i.x] = max(x[i.x] + bias, 0.0); }
+    }";
+
+const RELU_BACKWARD: &str = "
+    @group(0) @binding(0) var<storage, read> y: array<f32>;
+    @group(0) @binding(1) var<storage, read> dy: array<f32>;
+    @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+    @compute @workgroup_size(64)
+    fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+        if (i.x < arrayLength(&dx)) { dx[i.x] = select(0.0, dy[i.x], y[i.x] > 0.0); }
+    }";
+
+/// The bias gradient of a ReLU layer: the sum of `dy` where `y > 0`, in index order.
+fn bias_gradient(y: &[f32], dy: &[f32]) -> f32 {
+    y.iter()
+        .zip(dy)
+        .filter(|(y, _)| **y > 0.0)
+        .fold(0.0, |sum, (_, dy)| sum + dy)
+}
+
+impl ChainModel for BiasRelu {
+    type Element = f32;
+    type Error = Error;
+
+    fn forward(
+        &mut self,
+        ctx: &Context,
+        layer: usize,
+        input: &DeviceArray<f32>,
+        mut output: DeviceArray<f32>,
+    ) -> Result<DeviceArray<f32>, Error> {
+        let n = output.len() as u64;
+        ctx.launch(&self.forward)
+            .params(&self.biases[layer - 1])
+            .arg(input)
+            .arg_mut(&mut output)
+            .grid_for(n)
+            .run()?;
+        Ok(output)
+    }
+
+    fn loss_gradient(
+        &mut self,
+        ctx: &Context,
+        _output: &DeviceArray<f32>,
+        gradient: DeviceArray<f32>,
+    ) -> Result<DeviceArray<f32>, Error> {
+        let gradient = ctx.fill_in_place(gradient, 1.0)?;
+        Ok(gradient)
+    }
+
+    fn backward(
+        &mut self,
+        ctx: &Context,
+        layer: usize,
+        arrays: BackwardArrays<'_, f32>,
+    ) -> Result<Option<DeviceArray<f32>>, Error> {
+        let output = arrays.output.expect("a ReLU's backward reads its output");
+        assert!(arrays.input.is_none(), "nor its input");
+        let y = ctx.device_get(output)?;
+        let dy = ctx.device_get(arrays.output_gradient)?;
+        self.bias_gradients[layer] = Some(bias_gradient(&y, &dy));
+        let Some(mut gradient) = arrays.input_gradient else {
+            return Ok(None);
+        };
+        let n = gradient.len() as u64;
+        ctx.launch(&self.backward)
+            .arg(output)
+            .arg(arrays.output_gradient)
+            .arg_mut(&mut gradient)
+            .grid_for(n)
+            .run()?;
+        Ok(Some(gradient))
+    }
+}
+
+#[test]
+fn user_kernels_give_the_hosts_gradients_bit_for_bit_under_every_policy() {
+    const ELEMENTS: usize = 1024;
+    const LAYERS: usize = 12;
+    let ctx = common::context();
+    let biases: Vec<f32> = (0..LAYERS).map(|l| (l % 5) as f32 * 0.2 - 0.3).collect();
+    let xs: Vec<f32> = (0..ELEMENTS)
+        .map(|i| (i % 7) as f32 * 0.25 - 0.75)
+        .collect();
+    // The host's forward and backward passes, everything kept.
+    let mut activations = vec![xs.clone()];
+    for bias in &biases {
+        let last = activations.last().unwrap();
+        activations.push(last.iter().map(|x| (x + bias).max(0.0)).collect());
+    }
+    let mut expected = vec![None; LAYERS + 1];
+    let mut dy = vec![1.0f32; ELEMENTS];
+    for layer in (1..=LAYERS).rev() {
+        let y = &activations[layer];
+        expected[layer] = Some(bias_gradient(y, &dy));
+        dy = y
+            .iter()
+            .zip(&dy)
+            .map(|(y, d)| if *y > 0.0 { *d } else { 0.0 })
+            .collect();
+    }
+
+    let relu = Layer::new(4 * ELEMENTS as u64, 1.0).with_backward_reads(BackwardReads::Output);
+    let chain = Chain::new(4 * ELEMENTS as u64, vec![relu; LAYERS]).unwrap();
+    let input = ctx.device_put(&xs, &[ELEMENTS]).unwrap();
+    ctx.synchronize().unwrap();
+    let mut model = BiasRelu {
+        forward: ctx.kernel(BIAS_RELU_FORWARD, "main").unwrap(),
+        backward: ctx.kernel(RELU_BACKWARD, "main").unwrap(),
+        biases,
+        bias_gradients: vec![],
+    };
+    for policy in policies(&chain) {
+        let schedule = plan(&chain, policy);
+        model.bias_gradients = vec![None; LAYERS + 1];
+        let report = schedule.run(&ctx, &mut model, &input).unwrap();
+        assert_eq!(
+            report.peak_bytes_in_use,
+            schedule.peak_bytes(),
+            "{policy:?}"
+        );
+        let bits = |g: &[Option<f32>]| g.iter().map(|g| g.map(f32::to_bits)).collect::<Vec<_>>();
+        assert_eq!(bits(&model.bias_gradients), bits(&expected), "{policy:?}");
+    }
+    assert!(
+        expected.iter().flatten().any(|&g| g > 0.0),
+        "some gradient flows"
+    );
+    common::assert_no_validation_errors();
+}

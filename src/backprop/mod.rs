@@ -15,14 +15,36 @@
 //!
 //! ```no_run
 //! use gpu_arena::backprop::{BackwardArrays, ChainModel};
-//! use gpu_arena::remat::{Chain, CheckpointPolicy, Layer};
-//! use gpu_arena::{Context, DeviceArray};
+//! use gpu_arena::remat::{BackwardReads, Chain, CheckpointPolicy, Layer};
+//! use gpu_arena::{Context, DeviceArray, Kernel};
 //!
-//! /// Layer `i` adds `i` to every element; the loss gradient and the backward steps fill
-//! /// their output with constants (a stand-in for real kernels).
-//! struct AddLayerNumber;
+//! /// Every layer is `y = relu(x + bias)` with one scalar bias per layer; the loss is
+//! /// `sum(y)`, so its gradient is 1 everywhere.
+//! struct BiasRelu {
+//!     forward: Kernel,
+//!     backward: Kernel,
+//!     biases: Vec<f32>,
+//! }
 //!
-//! impl ChainModel for AddLayerNumber {
+//! const FORWARD: &str = "
+//!     @group(0) @binding(0) var<uniform> bias: f32;
+//!     @group(0) @binding(1) var<storage, read> x: array<f32>;
+//!     @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+//!     @compute @workgroup_size(64)
+//!     fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+//!         if (i.x < arrayLength(&y)) { y[i.x] = max(x[i.x] + bias, 0.0); }
+//!     }";
+//! // ReLU's backward reads its output: dx = dy where y > 0.
+//! const BACKWARD: &str = "
+//!     @group(0) @binding(0) var<storage, read> y: array<f32>;
+//!     @group(0) @binding(1) var<storage, read> dy: array<f32>;
+//!     @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+//!     @compute @workgroup_size(64)
+//!     fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+//!         if (i.x < arrayLength(&dx)) { dx[i.x] = select(0.0, dy[i.x], y[i.x] > 0.0); }
+//!     }";
+//!
+//! impl ChainModel for BiasRelu {
 //!     type Element = f32;
 //!     type Error = gpu_arena::Error;
 //!
@@ -31,11 +53,15 @@
 //!         ctx: &Context,
 //!         layer: usize,
 //!         input: &DeviceArray<f32>,
-//!         output: DeviceArray<f32>,
+//!         mut output: DeviceArray<f32>,
 //!     ) -> gpu_arena::Result<DeviceArray<f32>> {
-//!         let values: Vec<f32> = ctx.device_get(input)?.iter().map(|x| x + layer as f32).collect();
-//!         let shape = [values.len()];
-//!         let output = ctx.dynamic_update_slice(output, (&values[..], &shape[..]), &[0])?;
+//!         let n = output.len() as u64;
+//!         ctx.launch(&self.forward)
+//!             .params(&self.biases[layer - 1])
+//!             .arg(input)
+//!             .arg_mut(&mut output)
+//!             .grid_for(n)
+//!             .run()?;
 //!         Ok(output)
 //!     }
 //!
@@ -55,21 +81,34 @@
 //!         _layer: usize,
 //!         arrays: BackwardArrays<'_, f32>,
 //!     ) -> gpu_arena::Result<Option<DeviceArray<f32>>> {
-//!         // d(x + i)/dx = 1: the gradient passes through (layer 1 has none to write).
-//!         let Some(gradient) = arrays.input_gradient else {
-//!             return Ok(None);
+//!         // (A real model would accumulate d(bias) here too.)
+//!         let Some(mut gradient) = arrays.input_gradient else {
+//!             return Ok(None); // layer 1: the input needs no gradient
 //!         };
-//!         let gradient = ctx.fill_in_place(gradient, 1.0)?;
+//!         let output = arrays.output.expect("the layers read their output");
+//!         let n = gradient.len() as u64;
+//!         ctx.launch(&self.backward)
+//!             .arg(output)
+//!             .arg(arrays.output_gradient)
+//!             .arg_mut(&mut gradient)
+//!             .grid_for(n)
+//!             .run()?;
 //!         Ok(Some(gradient))
 //!     }
 //! }
 //!
 //! let ctx = Context::from_env()?;
-//! let chain = Chain::new(4096, vec![Layer::new(4096, 1.0); 16])?;
+//! let mut model = BiasRelu {
+//!     forward: ctx.kernel(FORWARD, "main")?,
+//!     backward: ctx.kernel(BACKWARD, "main")?,
+//!     biases: (0..16).map(|i| 0.1 * i as f32).collect(),
+//! };
+//! let relu = Layer::new(4096, 1.0).with_backward_reads(BackwardReads::Output);
+//! let chain = Chain::new(4096, vec![relu; 16])?;
 //! let schedule = chain.plan(CheckpointPolicy::Sqrt)?;
-//! let input = ctx.zeros::<f32>(&[1024])?;
-//! let report = schedule.run(&ctx, &mut AddLayerNumber, &input)?;
-//! assert_eq!(report.schedule_peak_bytes, schedule.peak_bytes());
+//! let input = ctx.fill::<f32>(&[1024], 0.5)?;
+//! let report = schedule.run(&ctx, &mut model, &input)?;
+//! assert_eq!(report.peak_bytes_in_use, schedule.peak_bytes()); // nothing else is allocated
 //! # Ok::<(), gpu_arena::Error>(())
 //! ```
 //!

@@ -11,8 +11,9 @@ use crate::context::Context;
 /// implementation's own state (`&mut self`).
 ///
 /// **Outputs are donated.** A method gets the array it must write **by value**, uninitialised
-/// (as [`Context::alloc`] leaves it), and returns **that same array**: write it with a kernel
-/// bound to it, or pass it on to a donating operation
+/// (as [`Context::alloc`] leaves it), and returns **that same array**: write it with your
+/// kernel (`ctx.launch(&kernel).arg(input).arg_mut(&mut output)…run()?; Ok(output)`, see the
+/// [module example](super)), or pass it on to a donating operation
 /// ([`Context::fill_in_place`], [`Context::dynamic_update_slice`]) and return what that gives
 /// back. Returning another array is an [`Error::InvalidArgument`](crate::Error) (the driver
 /// must know which buffers are live to hold the schedule's peak); an error from the method
