@@ -184,15 +184,13 @@ impl<T: bytemuck::Pod> Run<'_, T> {
                 let output = self.allocate(Buffer::Activation(layer))?;
                 let given = output.allocation_id();
                 let input = self.get(Buffer::Activation(layer - 1))?;
-                let output = match step {
-                    Step::Forward { .. } => model.forward(ctx, layer, input, output)?,
-                    _ => model.recompute(ctx, layer, input, output)?,
+                let (output, method) = match step {
+                    Step::Recompute { .. } => {
+                        (model.recompute(ctx, layer, input, output)?, "recompute")
+                    }
+                    _ => (model.forward(ctx, layer, input, output)?, "forward"),
                 };
-                let what = match step {
-                    Step::Forward { .. } => "forward",
-                    _ => "recompute",
-                };
-                self.keep(Buffer::Activation(layer), output, given, what, layer)?;
+                self.keep(Buffer::Activation(layer), output, given, method, layer)?;
             }
             Step::LossGradient { layer } => {
                 let gradient = self.allocate(Buffer::Gradient(layer))?;
