@@ -25,7 +25,7 @@
 //! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient
-//!   checkpointing that fits a memory budget.
+//!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
 //! - Errors: one [`Error`] enum; the library does not panic on user input.
 //!
 //! ```no_run
@@ -61,6 +61,7 @@
 pub mod arena;
 mod array;
 mod backend;
+pub mod backprop;
 pub mod config;
 mod context;
 mod donated;
