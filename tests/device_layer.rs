@@ -215,7 +215,7 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
         .device()
         .create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("slow copy"),
-            source: wgpu::ShaderSource::Wgsl(common::SLOW_COPY_WGSL.into()),
+            source: wgpu::ShaderSource::Wgsl(common::slow_copy_wgsl("read_write").into()),
         });
     let pipeline = ctx
         .device()

@@ -547,10 +547,10 @@ fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
 fn an_argument_dropped_while_its_kernel_runs_is_not_reused_until_it_completes() {
     let ctx = context();
     const N: usize = 1 << 16;
-    let slow = ctx.kernel(common::SLOW_COPY_WGSL, "main").unwrap();
+    let slow = ctx.kernel(&common::slow_copy_wgsl("read"), "main").unwrap();
     let data: Vec<u32> = (0..N as u32).collect();
     for sequenced in [false, true] {
-        let mut x = ctx.device_put(&data, &[N]).unwrap();
+        let x = ctx.device_put(&data, &[N]).unwrap();
         let mut y = ctx.zeros::<u32>(&[N]).unwrap();
         let mut sink = ctx.zeros::<u32>(&[N]).unwrap();
         let place = (x.buffer().clone(), x.byte_offset());

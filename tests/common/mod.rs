@@ -104,8 +104,14 @@ impl Rng {
 
 /// A kernel that copies `src` to `dst` slowly (a long loop per element, its result in `sink`),
 /// so the copy is still running when the host reuses memory: the frontier tests' workload.
-pub const SLOW_COPY_WGSL: &str = r#"
-@group(0) @binding(0) var<storage, read_write> src: array<u32>;
+/// `src_access` is `read` or `read_write` (raw wgpu pipelines need `read_write`: see
+/// `DeviceArray::raw_binding`).
+pub fn slow_copy_wgsl(src_access: &str) -> String {
+    SLOW_COPY_WGSL.replace("SRC_ACCESS", src_access)
+}
+
+const SLOW_COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, SRC_ACCESS> src: array<u32>;
 @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
 @group(0) @binding(2) var<storage, read_write> sink: array<u32>;
 @compute @workgroup_size(64)
