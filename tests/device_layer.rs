@@ -215,23 +215,7 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
         .device()
         .create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("slow copy"),
-            source: wgpu::ShaderSource::Wgsl(
-                r#"
-            @group(0) @binding(0) var<storage, read_write> src: array<u32>;
-            @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-            @group(0) @binding(2) var<storage, read_write> sink: array<u32>;
-            @compute @workgroup_size(64)
-            fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-                let i = id.x;
-                if (i >= arrayLength(&dst)) { return; }
-                // Burn time so the copy is still running when the host reuses memory.
-                var acc = src[i];
-                for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
-                dst[i] = src[i];
-                sink[i] = acc;
-            }"#
-                .into(),
-            ),
+            source: wgpu::ShaderSource::Wgsl(common::slow_copy_wgsl("read_write").into()),
         });
     let pipeline = ctx
         .device()
@@ -253,15 +237,15 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
         entries: &[
             wgpu::BindGroupEntry {
                 binding: 0,
-                resource: wgpu::BindingResource::Buffer(x.binding()),
+                resource: wgpu::BindingResource::Buffer(x.raw_binding()),
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: wgpu::BindingResource::Buffer(y.binding()),
+                resource: wgpu::BindingResource::Buffer(y.raw_binding()),
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: wgpu::BindingResource::Buffer(sink.binding()),
+                resource: wgpu::BindingResource::Buffer(sink.raw_binding()),
             },
         ],
     });
@@ -274,7 +258,8 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
     }
     drop(bind);
     let x_offset = (x.buffer().clone(), x.byte_offset());
-    ctx.submit([encoder.finish()], &[&x, &y, &sink]);
+    ctx.raw_submit([encoder.finish()], &[&x, &y, &sink])
+        .unwrap();
     drop(x);
     // Same size as X: best fit would pick X's chunk if it were free now.
     let z = ctx.device_put(&vec![0xDEAD_BEEFu32; N], &[N]).unwrap();

@@ -227,8 +227,12 @@ enum Expect {
 }
 
 /// Checks a result's kind against the expectation.
-fn outcome<T>(result: &Result<T, Error>, expect: Expect, what: &str) -> Result<(), TestCaseError> {
-    match (result, expect) {
+fn outcome<T, E: std::borrow::Borrow<Error>>(
+    result: &Result<T, E>,
+    expect: Expect,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    match (result.as_ref().map_err(|e| e.borrow()), expect) {
         (Ok(_), Expect::Ok) => Ok(()),
         (Err(Error::Shape { .. } | Error::InvalidArgument { .. }), Expect::Invalid) => Ok(()),
         (Err(Error::TransferGuard { .. }), Expect::Refused) => Ok(()),
@@ -561,6 +565,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
                 if donate {
                     let slot = slots.remove(i);
+                    let before = slot.data.clone();
                     let result = match (&update, &host) {
                         (UpdateGen::Device(j), _) => {
                             // `i` was removed: the update's index shifts past it.
@@ -573,21 +578,19 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         }
                         _ => unreachable!(),
                     };
-                    outcome(&result, expect, &what)?;
-                    // On error the donated operand is gone (it is dropped with the error).
-                    if let Ok(array) = result {
-                        keep(
-                            ctx,
-                            &mut slots,
-                            Some(i),
-                            Slot {
-                                array,
-                                shape: op_shape,
-                                data: model,
-                            },
-                            &what,
-                        )?;
-                    }
+                    let result = result.map_err(|donated| (donated.error, donated.array));
+                    outcome(&result.as_ref().map_err(|(e, _)| e), expect, &what)?;
+                    // On error the donated operand comes back intact.
+                    let (array, data) = match result {
+                        Ok(array) => (array, model),
+                        Err((_, array)) => (array, before),
+                    };
+                    let slot = Slot {
+                        array,
+                        shape: op_shape,
+                        data,
+                    };
+                    keep(ctx, &mut slots, Some(i), slot, &what)?;
                 } else {
                     let result = match (&update, &host) {
                         (UpdateGen::Device(j), _) => {
@@ -689,7 +692,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     continue;
                 };
                 let Slot { array, shape, data } = slots.remove(i);
-                let result = ctx.fill_in_place(array, value);
+                let result = ctx.fill_in_place(array, value).map_err(|d| d.error);
                 outcome(&result, Expect::Ok, &what)?;
                 if let Ok(array) = result {
                     keep(

@@ -9,8 +9,8 @@ use super::validate::{
     timeline_expected, ByteKnob, FALLBACK_MEMORY, MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, STAGING,
 };
 use super::{
-    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction, TransferDirection,
-    TransferGuardLevel, TransferGuardLevels, DEFAULT_TIMELINE_CAPACITY,
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+    TransferDirection, TransferGuardLevel, TransferGuardLevels, DEFAULT_TIMELINE_CAPACITY,
 };
 use crate::error::{Error, Result};
 use std::ffi::OsString;
@@ -87,6 +87,23 @@ impl ArenaConfig {
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_ZERO_COPY"])? {
             config.zero_copy = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_BAR_WRITES"])? {
+            config.bar_writes = match value.trim().to_ascii_lowercase().as_str() {
+                "auto" => BarWrites::Auto,
+                "on" | "true" | "1" | "yes" => BarWrites::On,
+                "off" | "false" | "0" | "no" => BarWrites::Off,
+                _ => {
+                    return Err(Error::Config {
+                        variable: var,
+                        value,
+                        expected: "auto, on or off".into(),
+                    })
+                }
+            };
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
+            config.force_non_coherent = parse_bool(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&[STAGING.variable])? {
             config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
@@ -404,6 +421,49 @@ mod tests {
         assert_eq!(config.mem_fraction.limit, 0.6);
         let config = config_from(&[("GPU_ARENA_ADAPTER", "1")]).unwrap();
         assert_eq!(config.adapter, Some(AdapterSelector::Index(1)));
+    }
+
+    #[test]
+    fn bar_writes_read_auto_on_and_off_and_auto_means_off_for_now() {
+        assert_eq!(config_from(&[]).unwrap().bar_writes, BarWrites::Auto);
+        assert!(!BarWrites::Auto.enabled());
+        for (value, want) in [
+            ("auto", BarWrites::Auto),
+            ("ON", BarWrites::On),
+            ("true", BarWrites::On),
+            (" off ", BarWrites::Off),
+            ("0", BarWrites::Off),
+        ] {
+            let config = config_from(&[("GPU_ARENA_BAR_WRITES", value)]).unwrap();
+            assert_eq!(config.bar_writes, want, "{value}");
+        }
+        assert!(BarWrites::On.enabled() && !BarWrites::Off.enabled());
+        assert_eq!(BarWrites::On.to_string(), "on");
+    }
+
+    #[test]
+    fn a_bad_bar_writes_value_names_the_variable_and_the_choices() {
+        let msg = config_from(&[("GPU_ARENA_BAR_WRITES", "always")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
+        );
+    }
+
+    #[test]
+    fn forcing_non_coherent_memory_is_off_unless_asked_for() {
+        assert!(!config_from(&[]).unwrap().force_non_coherent);
+        let config = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "1")]).unwrap();
+        assert!(config.force_non_coherent);
+        let msg = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "sometimes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_FORCE_NONCOHERENT") && msg.contains("true/false"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! next to the reason for each.
 
 use super::mem_fraction::FRACTION_GRAMMAR;
-use super::{AdapterSelector, ArenaConfig};
+use super::{AdapterSelector, ArenaConfig, BarWrites};
 use crate::error::{Error, Result};
 
 /// Bytes in one MiB, the unit of the `*_MB` variables.
@@ -153,6 +153,18 @@ impl ArenaConfig {
                     "an adapter index, or a part of an adapter's name that is not blank (a blank name would match every adapter; use None for the best one)".into(),
                 ));
             }
+        }
+        if self.bar_writes == BarWrites::On && !self.zero_copy {
+            // Two settings that contradict each other, from code or the environment alike:
+            // named by the variables, with the fields in the text.
+            return Err(Error::Config {
+                variable: "GPU_ARENA_BAR_WRITES".into(),
+                value: self.bar_writes.to_string(),
+                expected: "auto or off: direct writes (ArenaConfig::bar_writes) map the arena, \
+                           which GPU_ARENA_ZERO_COPY=off (ArenaConfig::zero_copy) forbids; turn \
+                           one of them off"
+                    .into(),
+            });
         }
         STAGING.check_field(self.staging_bytes)?;
         FALLBACK_MEMORY.check_field(self.fallback_device_memory_bytes)?;
@@ -309,6 +321,14 @@ mod tests {
                     ..Default::default()
                 },
                 "ArenaConfig::dump_on_oom",
+            ),
+            (
+                ArenaConfig {
+                    bar_writes: BarWrites::On,
+                    zero_copy: false,
+                    ..Default::default()
+                },
+                "GPU_ARENA_ZERO_COPY=off",
             ),
         ];
         for (config, needle) in cases {

@@ -32,7 +32,7 @@ pub struct UploadBatch<'data> {
 }
 
 struct BatchEntry<'data> {
-    storage: ArrayStorage,
+    storage: std::sync::Arc<ArrayStorage>,
     shape: Vec<usize>,
     /// The bytes still to upload (empty when written zero-copy at `put`).
     data: &'data [u8],
@@ -50,7 +50,7 @@ pub struct PendingArray<T> {
 /// Arrays not taken are freed when this is dropped.
 pub struct FinishedUpload {
     batch: u64,
-    entries: Vec<Option<(ArrayStorage, Vec<usize>)>>,
+    entries: Vec<Option<(std::sync::Arc<ArrayStorage>, Vec<usize>)>>,
 }
 
 impl<'data> UploadBatch<'data> {
@@ -69,8 +69,12 @@ impl<'data> UploadBatch<'data> {
         data: &'data [T],
         shape: &[usize],
     ) -> Result<PendingArray<T>> {
-        crate::array::check_shape(shape, Some(data.len()), "UploadBatch::put")?;
-        crate::array::check_span(shape, std::mem::size_of::<T>(), "UploadBatch::put")?;
+        crate::array::check_shape(
+            shape,
+            Some(data.len()),
+            std::mem::size_of::<T>(),
+            "UploadBatch::put",
+        )?;
         let bytes: &'data [u8] = bytemuck::cast_slice(data);
         self.ctx.inner.guard(
             TransferDirection::HostToDevice,

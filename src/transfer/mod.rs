@@ -2,15 +2,18 @@
 //! the transfer guard and transfer statistics.
 //!
 //! Three paths, chosen per array:
-//! - **zero-copy** when the array's memory is host-visible and coherent (UMA: APUs, integrated
-//!   GPUs, lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after
-//!   waiting for GPU work that still uses the array;
+//! - **zero-copy** when the array's memory is host-visible (UMA: APUs, integrated GPUs,
+//!   lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after waiting
+//!   for GPU work that still uses the array, flushed or invalidated when the memory is not
+//!   coherent. On a discrete GPU with direct BAR writes on (`GPU_ARENA_BAR_WRITES`) uploads
+//!   take this path too, but readbacks never do: reading VRAM through the BAR is slow;
 //! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
 
 mod batch;
 mod guard;
+mod recorded_upload;
 pub(crate) mod staging;
 mod stats;
 
@@ -23,7 +26,7 @@ pub use stats::{DirectionStats, TransferCounter, TransferStats};
 pub(crate) use guard::check as check_guard;
 pub(crate) use stats::TransferCounters;
 
-use crate::array::{check_shape, check_span, ArrayStorage, DeviceArray};
+use crate::array::{check_shape, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -91,8 +94,7 @@ impl Context {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        check_shape(shape, Some(data.len()), operation)?;
-        check_span(shape, std::mem::size_of::<T>(), operation)?;
+        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.inner.guard(
@@ -134,7 +136,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_same_context(&self.inner, operation)?;
+            a.check_ready(&self.inner, operation)?;
         }
         let started = std::time::Instant::now();
         // The same array may be named many times: the sum is the caller's to choose.
@@ -151,7 +153,11 @@ impl Context {
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
-            if let Some(range) = array.storage.host_range() {
+            let direct = array
+                .storage
+                .host_range()
+                .filter(|_| self.inner.host_reads_arena());
+            if let Some(range) = direct {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(array.storage.last_use())?;
                 range.read(out);
@@ -281,7 +287,7 @@ impl ContextInner {
             encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
             at += size;
         }
-        self.submit([encoder.finish()]);
+        self.submit_encoder(encoder, "copying arrays for readback")?;
         let slice = target.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
@@ -418,27 +424,38 @@ impl<T: bytemuck::Pod> std::ops::Deref for ResolvedOperand<'_, T> {
     }
 }
 
+impl<'a, T: bytemuck::Pod> Operand<'a, T> {
+    /// Makes the operand usable on the device: a device array of `ctx` as it is, host data
+    /// through `upload(data, shape)` (an implicit, guarded transfer made by the caller: at once
+    /// for single ops, within the sequence for recorded ones).
+    pub(crate) fn resolve_with(
+        self,
+        ctx: &std::sync::Arc<ContextInner>,
+        operation: &'static str,
+        upload: impl FnOnce(&'a [T], &[usize]) -> Result<DeviceArray<T>>,
+    ) -> Result<ResolvedOperand<'a, T>> {
+        match self {
+            Operand::Device(a) => {
+                a.check_same_context(ctx, operation)?;
+                Ok(ResolvedOperand::Borrowed(a))
+            }
+            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(upload(data, shape)?)),
+            Operand::HostVector(data) => {
+                Ok(ResolvedOperand::Uploaded(upload(data, &[data.len()])?))
+            }
+        }
+    }
+}
+
 impl Context {
-    /// Makes an operand usable on the device: host data is uploaded (implicitly, guarded).
+    /// Makes an operand usable on the device: host data is uploaded now (implicitly, guarded).
     pub(crate) fn resolve<'a, T: bytemuck::Pod>(
         &self,
         operand: Operand<'a, T>,
         operation: &'static str,
     ) -> Result<ResolvedOperand<'a, T>> {
-        match operand {
-            Operand::Device(a) => {
-                a.check_same_context(&self.inner, operation)?;
-                Ok(ResolvedOperand::Borrowed(a))
-            }
-            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
-                self.put(data, shape, false, operation)?,
-            )),
-            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put(
-                data,
-                &[data.len()],
-                false,
-                operation,
-            )?)),
-        }
+        operand.resolve_with(&self.inner, operation, |data, shape| {
+            self.put(data, shape, false, operation)
+        })
     }
 }
