@@ -63,12 +63,14 @@ mod array;
 mod backend;
 pub mod config;
 mod context;
+mod devices;
 mod donated;
 pub mod error;
 pub mod kernels;
 pub mod memplan;
 pub mod profile;
 pub mod remat;
+mod sharding;
 mod submission;
 pub mod transfer;
 mod view;
@@ -77,6 +79,7 @@ pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, GpuUse, MAX_RANK};
 pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
 pub use context::Context;
+pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
@@ -86,6 +89,7 @@ pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
 };
+pub use sharding::{gather, shard, shard_rows};
 pub use submission::SubmissionId;
 pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,
