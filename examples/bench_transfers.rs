@@ -1,7 +1,7 @@
 //! Transfer benchmark: gpu-arena against wgpu's own ways of moving data, side by side in one run.
 //!
 //! ```text
-//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N]
+//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
 //! ```
 //! Cases (each the median of `--iters` synchronized runs):
 //! 1. `small_uploads`: `--arrays` (10,000) uploads of 4 KiB arrays: a gpu-arena batch vs
@@ -12,6 +12,11 @@
 //! 2. `large_upload` / `large_readback`: one array of `--size-mib` (1024) MiB: `device_put` /
 //!    `device_get` vs `queue.write_buffer` (`raw_write_buffer`) / copy to a `MAP_READ` buffer and
 //!    `map_async` (`raw_map_read`).
+//! 3. `device_to_device`: one array of `--d2d-mib` (256) MiB from one context to a second one
+//!    (on one GPU, a second device on the same adapter): `device_put_from`, pipelined through
+//!    both staging pools or one `memcpy` between mappings on UMA, vs `device_get` then
+//!    `device_put` through a host `Vec` (`via_host_vec`). The gpu-arena row carries the ratio
+//!    (`speedup_over_via_host_vec`).
 //!
 //! With `--json`, one JSON object per line: `case`, `method`, `seconds`, and `us_per_array` or
 //! `gbps`. Without it, a table with ratios against gpu-arena.
@@ -27,6 +32,7 @@ struct Args {
     size_mib: usize,
     arrays: usize,
     iters: usize,
+    d2d_mib: usize,
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -35,6 +41,7 @@ fn parse_args() -> anyhow::Result<Args> {
         size_mib: 1024,
         arrays: 10_000,
         iters: 5,
+        d2d_mib: 256,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -49,6 +56,7 @@ fn parse_args() -> anyhow::Result<Args> {
             "--size-mib" => args.size_mib = value("--size-mib")?,
             "--arrays" => args.arrays = value("--arrays")?,
             "--iters" => args.iters = value("--iters")?.max(1),
+            "--d2d-mib" => args.d2d_mib = value("--d2d-mib")?,
             "--bench" => {} // passed by `cargo bench`
             other => anyhow::bail!("unknown argument {other}"),
         }
@@ -289,13 +297,52 @@ fn main() -> anyhow::Result<()> {
         );
         Ok(())
     })?;
+    drop((raw, readback, big));
+
+    // ---- device to device ------------------------------------------------------------------
+    let other = Context::new(ArenaConfig::from_env()?)?;
+    let d2d_bytes =
+        (args.d2d_mib << 20).min(ctx.max_array_bytes().min(other.max_array_bytes()) as usize);
+    let d2d_data: Vec<u8> = (0..d2d_bytes).map(|i| (i * 13 + (i >> 10)) as u8).collect();
+    let source = ctx.device_put(&d2d_data, &[d2d_bytes])?;
+    ctx.synchronize()?;
+    let d2d_bandwidth = Figure::Bandwidth(d2d_bytes);
+    let mut copied = None;
+    for method in ["gpu-arena", "via_host_vec"] {
+        bench.run("device_to_device", method, d2d_bandwidth, |_| {
+            drop(copied.take()); // the previous iteration's copy: its memory is reused
+            copied = Some(if method == "gpu-arena" {
+                other.device_put_from(&source)?
+            } else {
+                other.device_put(&ctx.device_get(&source)?, &[d2d_bytes])?
+            });
+            other.synchronize()?;
+            Ok(())
+        })?;
+        let last = copied.as_ref().expect("iters >= 1");
+        anyhow::ensure!(
+            other.device_get(last)? == d2d_data,
+            "{method}: the device-to-device copy differs"
+        );
+    }
     let rows = bench.rows;
+    let d2d_speedup = {
+        let seconds = |method: &str| {
+            rows.iter()
+                .find(|r| r.case == "device_to_device" && r.method == method)
+                .map_or(f64::NAN, |r| r.seconds)
+        };
+        seconds("via_host_vec") / seconds("gpu-arena")
+    };
 
     // ---- report ----------------------------------------------------------------------------
     if args.json {
         for r in &rows {
             let mut o = json!({"case": r.case, "method": r.method, "seconds": r.seconds});
             o[r.figure.0] = r.figure.1.into();
+            if r.case == "device_to_device" && r.method == "gpu-arena" {
+                o["speedup_over_via_host_vec"] = d2d_speedup.into();
+            }
             println!("{o}");
         }
         return Ok(());
@@ -329,6 +376,10 @@ fn main() -> anyhow::Result<()> {
         bytes >> 20,
         n,
         args.iters
+    );
+    println!(
+        "device_to_device ({} MiB): gpu-arena {d2d_speedup:.2}x faster than via_host_vec",
+        d2d_bytes >> 20
     );
     Ok(())
 }

@@ -135,7 +135,7 @@ impl Context {
             );
         }));
 
-        let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
+        let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
         let plan = plan_memory(&description)?;
         let regions = Regions::new(device.clone(), plan.arena_candidates.clone())?;
         let mut max_region_bytes = limits.max_buffer_size;

@@ -22,6 +22,10 @@
 //!   comes back in [`Donated`] if the op fails), [`Context::dynamic_slice`],
 //!   [`Context::fill_in_place`], [`Context::copy`].
 //! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission.
+//! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
+//!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
+//!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and
+//!   [`shard`] / [`gather`] split a host array across devices and bring it back.
 //! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient

@@ -133,7 +133,7 @@ fn a_staging_size_of_zero_or_beyond_the_device_is_refused_at_open() {
             staging_bytes,
             ..test_config()
         };
-        let err = Context::on_device(&list[0], config.clone()).err().unwrap();
+        let err = Context::on_device(&list[0], config.clone()).unwrap_err();
         let msg = err.to_string();
         assert!(matches!(err, Error::Config { .. }), "{msg}");
         assert!(
@@ -557,7 +557,7 @@ fn every_operation_refuses_arrays_of_another_context_naming_both_devices() {
     );
     // Gathering a shard where another device's belongs.
     assert_foreign(
-        gather(&[a.clone()], std::slice::from_ref(&theirs)),
+        gather(std::slice::from_ref(&a), std::slice::from_ref(&theirs)),
         "gather",
     );
     // Nothing was used on either side.
