@@ -491,6 +491,14 @@ fn every_operation_refuses_arrays_of_another_context_naming_both_devices() {
         .dynamic_update_slice(b.zeros::<f32>(&[2, 4]).unwrap(), &ours, &[0, 0])
         .unwrap_err();
     assert_foreign::<()>(Err(donated.error), "dynamic_update_slice");
+    assert_foreign(
+        a.dynamic_update_slice_copy(&theirs, &ours, &[0, 0]),
+        "dynamic_update_slice_copy",
+    );
+    assert_foreign(
+        a.dynamic_update_slice_copy(&ours, &theirs, &[0, 0]),
+        "dynamic_update_slice_copy",
+    );
     let donated = a
         .fill_in_place(b.zeros::<f32>(&[4]).unwrap(), 1.0)
         .unwrap_err();
@@ -540,6 +548,18 @@ fn every_operation_refuses_arrays_of_another_context_naming_both_devices() {
     let mut s = a.sequence();
     assert_foreign(s.copy(&theirs), "copy");
     assert_foreign(s.dynamic_slice(&theirs, &[0, 0], &[1, 4]), "dynamic_slice");
+    let donated = s
+        .dynamic_update_slice(b.zeros::<f32>(&[2, 4]).unwrap(), &ours, &[0, 0])
+        .unwrap_err();
+    assert_foreign::<()>(Err(donated.error), "dynamic_update_slice");
+    let donated = s
+        .dynamic_update_slice(a.zeros::<f32>(&[2, 4]).unwrap(), &theirs, &[0, 0])
+        .unwrap_err();
+    assert_foreign::<()>(Err(donated.error), "dynamic_update_slice");
+    assert_foreign(
+        s.dynamic_update_slice_copy(&ours, &theirs, &[0, 0]),
+        "dynamic_update_slice_copy",
+    );
     assert_foreign(
         s.launch(&k)
             .arg(&ours)
