@@ -29,7 +29,7 @@
 //! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient
-//!   checkpointing that fits a memory budget.
+//!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
 //! - Errors: one [`Error`] enum; the library does not panic on user input.
 //!
 //! ```no_run
@@ -65,6 +65,7 @@
 pub mod arena;
 mod array;
 mod backend;
+pub mod backprop;
 pub mod config;
 mod context;
 mod devices;
@@ -81,7 +82,10 @@ mod view;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, GpuUse, MAX_RANK};
-pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
+pub use backend::{HostSyncCounts, VulkanLimits};
+pub use config::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+};
 pub use context::Context;
 pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};

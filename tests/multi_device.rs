@@ -238,6 +238,43 @@ fn arrays_move_between_devices_both_ways_at_odd_sizes_on_every_path() {
 }
 
 #[test]
+fn transfers_between_devices_flush_and_invalidate_non_coherent_memory() {
+    init_logging();
+    let forced = |zero_copy: bool| {
+        context_with(ArenaConfig {
+            force_non_coherent: true,
+            zero_copy,
+            staging_bytes: ODD_STAGING_BYTES,
+            ..test_config()
+        })
+    };
+    let pairs = [
+        (
+            "non-coherent staged -> staged",
+            forced(false),
+            forced(false),
+        ),
+        ("non-coherent mapped -> staged", forced(true), forced(false)),
+        ("non-coherent staged -> mapped", forced(false), forced(true)),
+        ("non-coherent mapped -> mapped", forced(true), forced(true)),
+    ];
+    let mut rng = Rng(29);
+    for (label, a, b) in &pairs {
+        for len in [1usize, 63, 65, 4099, 3 * ODD_STAGING_BYTES as usize + 7] {
+            let data = rng.bytes(len);
+            let x = a.device_put(&data, &[len]).unwrap();
+            let (a_before, b_before) = (a.host_sync_counts(), b.host_sync_counts());
+            let y = b.device_put_from(&x).unwrap();
+            let (a_after, b_after) = (a.host_sync_counts(), b.host_sync_counts());
+            assert!(a_after.invalidates > a_before.invalidates, "{label}: {len}");
+            assert!(b_after.flushes > b_before.flushes, "{label}: {len}");
+            assert!(b.device_get(&y).unwrap() == data, "{label}: {len} bytes");
+        }
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
 fn a_copy_to_another_device_sees_the_source_devices_finished_work() {
     init_logging();
     const DOUBLE: &str = "@group(0) @binding(0) var<storage, read_write> a: array<u32>;

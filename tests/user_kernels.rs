@@ -547,24 +547,7 @@ fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
 fn an_argument_dropped_while_its_kernel_runs_is_not_reused_until_it_completes() {
     let ctx = context();
     const N: usize = 1 << 16;
-    let slow = ctx
-        .kernel(
-            r#"
-            @group(0) @binding(0) var<storage, read> src: array<u32>;
-            @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-            @group(0) @binding(2) var<storage, read_write> sink: array<u32>;
-            @compute @workgroup_size(64)
-            fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-                let i = id.x;
-                if (i >= arrayLength(&dst)) { return; }
-                var acc = src[i];
-                for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
-                dst[i] = src[i];
-                sink[i] = acc;
-            }"#,
-            "main",
-        )
-        .unwrap();
+    let slow = ctx.kernel(&common::slow_copy_wgsl("read"), "main").unwrap();
     let data: Vec<u32> = (0..N as u32).collect();
     for sequenced in [false, true] {
         let x = ctx.device_put(&data, &[N]).unwrap();
@@ -693,5 +676,79 @@ fn donated_operands_survive_every_error_with_their_contents() {
     );
     assert_eq!(donated.array.len(), (limit as usize) * 3 / 4);
     drop(a);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn immediate_parameters_work_where_the_device_has_them_and_say_what_to_do_where_not() {
+    let ctx = context();
+    let source = r#"
+        var<immediate> add: u32;
+        @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+        @compute @workgroup_size(64)
+        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+            if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + add; }
+        }"#;
+    let has = ctx.device().features().contains(wgpu::Features::IMMEDIATES);
+    match ctx.kernel(source, "main") {
+        Ok(k) => {
+            assert!(has, "compiled without Features::IMMEDIATES");
+            let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
+            ctx.launch(&k)
+                .params(&41u32)
+                .arg_mut(&mut a)
+                .grid_for(100)
+                .run()
+                .unwrap();
+            assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+            let err = ctx
+                .launch(&k)
+                .params(&[1u32, 2])
+                .arg_mut(&mut a)
+                .grid_for(100)
+                .run()
+                .unwrap_err();
+            assert!(err.to_string().contains("8 bytes given"), "{err}");
+        }
+        Err(err) => {
+            assert!(!has, "{err}");
+            assert!(err.to_string().contains("var<uniform>"), "{err}");
+        }
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn kernels_sequences_and_donated_errors_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<gpu_arena::Kernel>();
+    send_sync::<gpu_arena::Donated<f32>>();
+    send::<gpu_arena::Sequence>();
+    let ctx = context();
+    let k = ctx.kernel(ADD, "main").unwrap();
+    let handles: Vec<_> = (0..4u32)
+        .map(|i| {
+            let (ctx, k) = (ctx.clone(), k.clone());
+            std::thread::spawn(move || {
+                let mut a = ctx.zeros::<u32>(&[1000]).unwrap();
+                let mut s = ctx.sequence();
+                for _ in 0..=i {
+                    s.launch(&k)
+                        .params(&(i + 1))
+                        .arg_mut(&mut a)
+                        .grid_for(1000)
+                        .run()
+                        .unwrap();
+                }
+                s.submit().unwrap();
+                ctx.device_get(&a).unwrap()
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(h.join().unwrap(), vec![(i + 1) * (i + 1); 1000]);
+    }
     assert_no_validation_errors();
 }

@@ -114,7 +114,7 @@ pub enum TimelineEventKind {
     },
     /// GPU work was submitted.
     Dispatch {
-        /// The operation (`"submit"` for [`Context::submit`](crate::Context::submit)).
+        /// The operation (`"raw_submit"` for [`Context::raw_submit`](crate::Context::raw_submit), a kernel's name for launches).
         name: String,
         /// Its queue position.
         submission: u64,

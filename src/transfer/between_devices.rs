@@ -77,8 +77,8 @@ impl Context {
         }
         let copy = self.alloc_bytes::<T>(array.shape(), bytes, None)?;
         if bytes > 0 {
-            let from = End::of(&source, array);
-            let to = End::of(&self.inner, &copy);
+            let from = End::of(&source, array, true);
+            let to = End::of(&self.inner, &copy, false);
             let (read, written) = transfer(&from, &to, bytes);
             array.storage.record_use(read.last);
             copy.storage.record_use(written.last);
@@ -128,8 +128,19 @@ enum Access {
 }
 
 impl<'a> End<'a> {
-    fn of<T: bytemuck::Pod>(ctx: &'a ContextInner, array: &'a DeviceArray<T>) -> Self {
-        let access = match array.storage.host_range() {
+    /// The source or destination (`reading`) of a transfer. A mapped source is read in place
+    /// only where the host reads the arena fast (UMA); VRAM behind a BAR is read through
+    /// staging, as readbacks are.
+    fn of<T: bytemuck::Pod>(
+        ctx: &'a ContextInner,
+        array: &'a DeviceArray<T>,
+        reading: bool,
+    ) -> Self {
+        let mapped = array
+            .storage
+            .host_range()
+            .filter(|_| !reading || ctx.host_reads_arena());
+        let access = match mapped {
             Some(range) => Access::Mapped(range),
             None if ctx.lock_memory().regions.is_vulkan() => Access::Staged,
             None => Access::Wgpu,
@@ -297,8 +308,8 @@ fn finish_read(from: &End<'_>, chunk: &Chunk) -> Result<()> {
 
 /// Copies a chunk's bytes into mapped memory of the same length.
 fn copy_into(chunk: &Chunk, dst: MappedRange) {
-    // Staging and mapped arrays are coherent memory (the memory plan and the zero-copy rule
-    // ask for it), and the chunk's copy into staging has completed (`finish_read`).
+    // The chunk's copy into staging has completed (`finish_read`); the ranges invalidate
+    // before they read and flush after they write where the memory is not coherent.
     match &chunk.bytes {
         ChunkBytes::Mapped(range) => range.copy_to(dst),
         ChunkBytes::Staged(staging) => staging.mapped.sub(0, chunk.len).copy_to(dst),

@@ -2,9 +2,11 @@
 //! the transfer guard and transfer statistics.
 //!
 //! Three paths, chosen per array:
-//! - **zero-copy** when the array's memory is host-visible and coherent (UMA: APUs, integrated
-//!   GPUs, lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after
-//!   waiting for GPU work that still uses the array;
+//! - **zero-copy** when the array's memory is host-visible (UMA: APUs, integrated GPUs,
+//!   lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after waiting
+//!   for GPU work that still uses the array, flushed or invalidated when the memory is not
+//!   coherent. On a discrete GPU with direct BAR writes on (`GPU_ARENA_BAR_WRITES`) uploads
+//!   take this path too, but readbacks never do: reading VRAM through the BAR is slow;
 //! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
@@ -151,7 +153,11 @@ impl Context {
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
-            if let Some(range) = array.storage.host_range() {
+            let direct = array
+                .storage
+                .host_range()
+                .filter(|_| self.inner.host_reads_arena());
+            if let Some(range) = direct {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(array.storage.last_use())?;
                 range.read(out);
@@ -396,27 +402,38 @@ impl<T: bytemuck::Pod> std::ops::Deref for ResolvedOperand<'_, T> {
     }
 }
 
+impl<'a, T: bytemuck::Pod> Operand<'a, T> {
+    /// Makes the operand usable on the device: a device array of `ctx` as it is, host data
+    /// through `upload(data, shape)` (an implicit, guarded transfer made by the caller: at once
+    /// for single ops, within the sequence for recorded ones).
+    pub(crate) fn resolve_with(
+        self,
+        ctx: &std::sync::Arc<ContextInner>,
+        operation: &'static str,
+        upload: impl FnOnce(&'a [T], &[usize]) -> Result<DeviceArray<T>>,
+    ) -> Result<ResolvedOperand<'a, T>> {
+        match self {
+            Operand::Device(a) => {
+                a.check_same_context(ctx, operation)?;
+                Ok(ResolvedOperand::Borrowed(a))
+            }
+            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(upload(data, shape)?)),
+            Operand::HostVector(data) => {
+                Ok(ResolvedOperand::Uploaded(upload(data, &[data.len()])?))
+            }
+        }
+    }
+}
+
 impl Context {
-    /// Makes an operand usable on the device: host data is uploaded (implicitly, guarded).
+    /// Makes an operand usable on the device: host data is uploaded now (implicitly, guarded).
     pub(crate) fn resolve<'a, T: bytemuck::Pod>(
         &self,
         operand: Operand<'a, T>,
         operation: &'static str,
     ) -> Result<ResolvedOperand<'a, T>> {
-        match operand {
-            Operand::Device(a) => {
-                a.check_same_context(&self.inner, operation)?;
-                Ok(ResolvedOperand::Borrowed(a))
-            }
-            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
-                self.put(data, shape, false, operation)?,
-            )),
-            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put(
-                data,
-                &[data.len()],
-                false,
-                operation,
-            )?)),
-        }
+        operand.resolve_with(&self.inner, operation, |data, shape| {
+            self.put(data, shape, false, operation)
+        })
     }
 }
