@@ -4,8 +4,9 @@
 //!
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `slicing`: XLA's index semantics (rank checks, clamped starts).
-//! - `pipelines`: shader modules and pipelines compiled once per context, the driver cache on
-//!   disk (`GPU_ARENA_CACHE_DIR`).
+//! - `pipelines`: shader modules and pipelines compiled once per context.
+//! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
+//!   file costs speed, never the kernels.
 //! - `launch`: parameters, bind groups, grids, the submission.
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
 //! - one file per op.
@@ -14,6 +15,7 @@
 #![deny(unsafe_code)]
 
 mod copy;
+mod disk_cache;
 mod fill;
 mod geometry;
 mod host;
@@ -23,7 +25,8 @@ mod slice;
 mod slicing;
 mod update_slice;
 
-pub use pipelines::{KernelCacheStats, CACHE_DIR_ENV};
+pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
+pub use pipelines::KernelCacheStats;
 
 pub(crate) use pipelines::KernelCache;
 
