@@ -11,6 +11,15 @@ use std::collections::HashMap;
 use gpu_arena::arena::{Arena, ArenaOptions, Bytes, VirtualRegions};
 use gpu_arena::remat::{Buffer, Chain, CheckpointPolicy, Layer, Schedule, Step};
 
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: remat
+
+Gradient checkpointing for a 48-layer network: each policy's peak memory, extra compute and
+the arena it needs; then, when a GPU is there, one plan run with real device arrays.
+  -h, --help  this text";
+
 const MIB: u64 = 1 << 20;
 
 /// 48 layers whose activations cycle through 4 to 48 MiB (attention, MLP and norm outputs of
@@ -84,6 +93,7 @@ fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> gpu_arena::Re
 }
 
 fn main() -> anyhow::Result<()> {
+    flags::no_options(USAGE);
     let chain = network(1);
     let all = chain.plan(CheckpointPolicy::SaveAll)?;
     println!(
