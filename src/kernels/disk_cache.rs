@@ -422,7 +422,28 @@ mod tests {
         let reason = write_cache_file(&dir.join("plain/sub/cache.bin"), b"data")
             .err()
             .unwrap();
-        assert!(!reason.is_empty());
+        assert!(reason.contains("os error"), "{reason}");
+        assert_eq!(
+            std::fs::read(dir.join("plain")).unwrap(),
+            b"not a directory"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failed_rename_leaves_no_temporary_file_behind() {
+        let dir = temporary_dir("rename");
+        std::fs::create_dir_all(dir.join("cache.bin/inside")).unwrap();
+        let reason = write_cache_file(&dir.join("cache.bin"), b"data")
+            .err()
+            .unwrap();
+        assert!(reason.contains("os error"), "{reason}");
+        let entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, ["cache.bin"]);
+        assert!(dir.join("cache.bin/inside").is_dir());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
