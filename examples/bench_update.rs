@@ -253,7 +253,8 @@ fn bench_case(
     let seconds = time(ctx, options.iters, || {
         let mut encoder = ctx.device().create_command_encoder(&Default::default());
         encoder.copy_buffer_to_buffer(&source, 0, current.buffer(), dst_offset, update_bytes);
-        ctx.submit([encoder.finish()], &[current]);
+        ctx.raw_submit([encoder.finish()], &[current])
+            .expect("submit");
         Ok(())
     })?;
     row("raw_copy_buffer", seconds);
@@ -307,7 +308,8 @@ fn bench_case(
                 pass.dispatch_workgroups(*x, *y, 1);
             }
         }
-        ctx.submit([encoder.finish()], &[current, &update]);
+        ctx.raw_submit([encoder.finish()], &[current, &update])
+            .expect("submit");
         Ok(())
     })?;
     row("raw_copy_kernel", seconds);

@@ -1,15 +1,16 @@
 //! Gradient checkpointing for a 48-layer network: what each policy keeps, its peak memory and
 //! its extra compute, and the arena it needs (found by replaying the plan through arenas of
-//! different sizes); then, when a GPU is there, one plan run with real device arrays.
+//! different sizes), for budgets on the peak alone and on the arena; then, when a GPU is
+//! there, one plan run with real device arrays through `Schedule::run`.
 //!
 //! ```text
 //! cargo run --release --example remat
 //! ```
 
-use std::collections::HashMap;
-
 use gpu_arena::arena::{Arena, ArenaOptions, Bytes, VirtualRegions};
-use gpu_arena::remat::{Buffer, Chain, CheckpointPolicy, Layer, Schedule, Step};
+use gpu_arena::backprop::{BackwardArrays, ChainModel};
+use gpu_arena::remat::{Chain, CheckpointPolicy, Layer, Schedule};
+use gpu_arena::DeviceArray;
 
 #[path = "flags/mod.rs"]
 mod flags;
@@ -43,7 +44,7 @@ fn fits_in(schedule: &Schedule, bytes: u64) -> bool {
         .is_ok()
 }
 
-fn describe(name: &str, schedule: &Schedule) {
+fn describe(name: &str, schedule: &Schedule, note: &str) {
     // Best fit places the plan in a little more than its peak: freed activations leave holes
     // that the next, differently sized buffers cannot all use. Find how much, to 1 MiB.
     let peak = schedule.peak_bytes();
@@ -61,7 +62,7 @@ fn describe(name: &str, schedule: &Schedule) {
         }
     }
     println!(
-        "  {name:<12} {:>3} kept  peak {:>11}  recompute {:>5.1}%  arena needed {:>11} (+{:.1}%)",
+        "  {name:<10} {:>3} kept  peak {:>11}  recompute {:>5.1}%  arena needed {:>11} (+{:.1}%){note}",
         schedule.checkpoints().len(),
         Bytes(peak).to_string(),
         100.0 * schedule.recompute_fraction(),
@@ -70,26 +71,46 @@ fn describe(name: &str, schedule: &Schedule) {
     );
 }
 
-/// Runs `schedule` with device arrays (a fill stands in for each layer's kernel) and returns
-/// the context's peak bytes in use.
-fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> gpu_arena::Result<u64> {
-    let bytes = |buffer| schedule.bytes(buffer).expect("a buffer of the chain") as usize;
-    let input = ctx.zeros::<u8>(&[bytes(Buffer::Activation(0))])?;
-    ctx.synchronize()?;
-    ctx.reset_peak_stats();
-    let mut live = HashMap::new();
-    for step in schedule.steps() {
-        if let Step::Free(buffer) = step {
-            live.remove(buffer);
-        }
-        if let Some(buffer) = step.allocates() {
-            let array = ctx.fill::<u8>(&[bytes(buffer)], 1)?;
-            live.insert(buffer, array);
-        }
+/// A stand-in for a network's kernels: every step fills the array it writes.
+struct Fills;
+
+impl ChainModel for Fills {
+    type Element = u8;
+    type Error = gpu_arena::Error;
+
+    fn forward(
+        &mut self,
+        ctx: &gpu_arena::Context,
+        _layer: usize,
+        _input: &DeviceArray<u8>,
+        output: DeviceArray<u8>,
+    ) -> gpu_arena::Result<DeviceArray<u8>> {
+        let output = ctx.fill_in_place(output, 1)?;
+        Ok(output)
     }
-    ctx.synchronize()?;
-    drop(input);
-    Ok(ctx.memory_stats().peak_bytes_in_use)
+
+    fn loss_gradient(
+        &mut self,
+        ctx: &gpu_arena::Context,
+        _output: &DeviceArray<u8>,
+        gradient: DeviceArray<u8>,
+    ) -> gpu_arena::Result<DeviceArray<u8>> {
+        let gradient = ctx.fill_in_place(gradient, 2)?;
+        Ok(gradient)
+    }
+
+    fn backward(
+        &mut self,
+        ctx: &gpu_arena::Context,
+        _layer: usize,
+        arrays: BackwardArrays<'_, u8>,
+    ) -> gpu_arena::Result<Option<DeviceArray<u8>>> {
+        let Some(gradient) = arrays.input_gradient else {
+            return Ok(None);
+        };
+        let gradient = ctx.fill_in_place(gradient, 3)?;
+        Ok(Some(gradient))
+    }
 }
 
 fn main() -> anyhow::Result<()> {
@@ -101,14 +122,27 @@ fn main() -> anyhow::Result<()> {
         chain.layer_count(),
         Bytes(chain.layers().iter().map(|l| l.activation_bytes).sum())
     );
-    describe("save all", &all);
-    describe("every 4th", &chain.plan(CheckpointPolicy::EveryNth(4))?);
-    describe("sqrt", &chain.plan(CheckpointPolicy::Sqrt)?);
+    describe("save all", &all, "");
+    describe("every 4th", &chain.plan(CheckpointPolicy::EveryNth(4))?, "");
+    describe("sqrt", &chain.plan(CheckpointPolicy::Sqrt)?, "");
+    // A budget on the peak alone can pick a plan that does not fit in an arena of that size
+    // (freed activations leave holes); a budget on the arena replays each candidate in one.
     for percent in [75, 50, 35, 25] {
         let budget = all.peak_bytes() / 100 * percent;
-        match chain.plan(CheckpointPolicy::Budget(budget)) {
-            Ok(schedule) => describe(&format!("budget {percent}%"), &schedule),
-            Err(error) => println!("  budget {percent}%: {error}"),
+        for (name, policy) in [
+            ("peak", CheckpointPolicy::PeakBudget(budget)),
+            ("arena", CheckpointPolicy::Budget(budget)),
+        ] {
+            match chain.plan(policy) {
+                Ok(schedule) => {
+                    let fits = match fits_in(&schedule, budget) {
+                        true => "  fits the budget's arena",
+                        false => "  OVERFLOWS the budget's arena",
+                    };
+                    describe(&format!("{name} {percent}%"), &schedule, fits);
+                }
+                Err(error) => println!("  {name} {percent}%: {error}"),
+            }
         }
     }
 
@@ -122,7 +156,9 @@ fn main() -> anyhow::Result<()> {
     };
     let small = network(32);
     let schedule = small.plan(CheckpointPolicy::Sqrt)?;
-    let peak = run_on_device(&ctx, &schedule)?;
+    let input = ctx.zeros::<u8>(&[small.input_bytes() as usize])?;
+    let report = schedule.run(&ctx, &mut Fills, &input)?;
+    let peak = report.peak_bytes_in_use;
     println!(
         "  {}: context peak {} = planned {}: {}",
         ctx.adapter_info().name,

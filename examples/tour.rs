@@ -5,7 +5,9 @@
 //! ```
 //! Shows the adapter, the memory plan and why, JAX-style preallocation at the first
 //! allocation, XLA's memory statistics, explicit and batched transfers, and the transfer guard.
-//! `GPU_ARENA_*` variables (and JAX's `XLA_PYTHON_CLIENT_*`) apply.
+//! `GPU_ARENA_*` variables (and JAX's `XLA_PYTHON_CLIENT_*`) apply. gpu-arena reports what it
+//! cannot return as an error (a failed free, an uncaptured device error) through the `log`
+//! crate: the tour prints warnings and errors (`RUST_LOG` changes the level).
 
 use gpu_arena::{ArenaConfig, Context, TransferGuard, TransferGuardLevel};
 use std::time::Instant;
@@ -26,6 +28,7 @@ fn gib(bytes: u64) -> String {
 
 fn main() -> anyhow::Result<()> {
     flags::no_options(USAGE);
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = ArenaConfig::from_env()?;
     let t = Instant::now();
     let ctx = match Context::new(config.clone()) {
@@ -144,6 +147,37 @@ fn main() -> anyhow::Result<()> {
             ctx.device_get(&x)?.len()
         );
     }
+
+    println!("\n== your own kernel, and a sequence (many ops, one submission)");
+    let scale = ctx.kernel(
+        "@group(0) @binding(0) var<uniform> factor: f32;
+         @group(0) @binding(1) var<storage, read_write> a: array<f32>;
+         @compute @workgroup_size(64)
+         fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+             if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] * factor; }
+         }",
+        "main",
+    )?;
+    let mut s = ctx.sequence();
+    let mut v = s.put(&[1.0f32, 2.0, 3.0, 4.0], &[4])?;
+    s.launch(&scale)
+        .params(&10.0f32)
+        .arg_mut(&mut v)
+        .grid_for(4)
+        .run()?;
+    let v = s.dynamic_update_slice(v, &[0.5f32][..], &[0])?;
+    let steps = s.len();
+    s.submit()?;
+    println!(
+        "  {steps} steps in one submission: {:?} (kernel bindings: {:?})",
+        ctx.device_get(&v)?,
+        scale
+            .signature()
+            .storage
+            .iter()
+            .map(|b| &b.name)
+            .collect::<Vec<_>>()
+    );
 
     println!("\n== memory stats (XLA's keys)");
     let stats = ctx.memory_stats();

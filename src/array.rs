@@ -6,7 +6,7 @@ use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The highest rank an array may have (XLA's kernels go further; six covers real workloads and
@@ -14,7 +14,8 @@ use std::sync::Arc;
 pub const MAX_RANK: usize = 6;
 
 /// Something GPU work can use: records the submission that last used it, so that its memory is
-/// not handed out again before that work completes.
+/// not handed out again before that work completes. Only [`Context::raw_submit`] needs it: every
+/// other way to run GPU work records its arrays itself.
 pub trait GpuUse {
     /// Notes that submission `id` uses this memory.
     fn record_use(&self, id: SubmissionId);
@@ -29,7 +30,9 @@ pub trait GpuUse {
 /// Contents of [`Context::alloc`] arrays are unspecified (earlier data of this process may
 /// remain); use [`Context::zeros`] for zeroed memory.
 pub struct DeviceArray<T: bytemuck::Pod> {
-    pub(crate) storage: ArrayStorage,
+    /// Shared with the [`crate::Sequence`]s that recorded work on the array, so its memory
+    /// stays the array's until that work is submitted (and, through `last_use`, completed).
+    pub(crate) storage: Arc<ArrayStorage>,
     pub(crate) shape: Vec<usize>,
     pub(crate) _element: PhantomData<T>,
 }
@@ -44,9 +47,28 @@ pub(crate) struct ArrayStorage {
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
     pub(crate) mapped: Option<MappedRange>,
     pub(crate) last_use: AtomicU64,
+    /// How many recorded but unsubmitted [`crate::Sequence`]s use the array: host access and
+    /// single ops are refused meanwhile, since they would run before that recorded work.
+    pub(crate) unsubmitted: AtomicU32,
 }
 
 impl ArrayStorage {
+    pub(crate) fn new(
+        ctx: Arc<ContextInner>,
+        allocation: Allocation,
+        buffer: wgpu::Buffer,
+        mapped: Option<MappedRange>,
+    ) -> Self {
+        Self {
+            ctx,
+            allocation,
+            buffer,
+            mapped,
+            last_use: AtomicU64::new(0),
+            unsubmitted: AtomicU32::new(0),
+        }
+    }
+
     pub(crate) fn last_use(&self) -> SubmissionId {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
@@ -109,18 +131,22 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self.storage.allocation.id
     }
 
-    /// A binding of exactly the array's range, for users' own kernels:
+    /// **Escape hatch**: a wgpu binding of the array's range, for command buffers built by
+    /// hand and submitted with [`Context::raw_submit`]. Prefer [`Context::kernel`] and
+    /// [`Context::launch`], which bind, check and track arrays for you.
     ///
     /// ```ignore
-    /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.binding()) }
+    /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.raw_binding()) }
     /// ```
-    /// Submit the work with [`Context::submit`] naming the array, so that its memory is kept
-    /// until the work completes. The binding covers the data rounded up to 4 bytes (WGSL's word).
+    /// Name the array in `raw_submit`'s `uses`: **an array left out there can be dropped while
+    /// the GPU still reads or writes it, and its memory handed to the next allocation: silent
+    /// corruption**. The binding covers the data rounded up to 4 bytes (WGSL's word).
     ///
-    /// Declare every arena binding `var<storage, read_write>`, inputs too: arrays share region
+    /// Declare such bindings `var<storage, read_write>`, inputs too: arrays share region
     /// buffers, and wgpu tracks usage per buffer, so a `read` binding next to a `read_write`
-    /// binding of another array in the same region is a usage conflict within one dispatch.
-    pub fn binding(&self) -> wgpu::BufferBinding<'_> {
+    /// binding of another array in the same region is a usage conflict within one dispatch
+    /// (kernels made with [`Context::kernel`] are rewritten so that `read` works).
+    pub fn raw_binding(&self) -> wgpu::BufferBinding<'_> {
         wgpu::BufferBinding {
             buffer: &self.storage.buffer,
             offset: self.storage.allocation.offset,
@@ -153,17 +179,67 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self
     }
 
-    /// Errors unless `other` belongs to the same context.
+    /// Errors unless the array belongs to the context `ctx`.
     pub(crate) fn check_same_context(
         &self,
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
-        if Arc::ptr_eq(&self.storage.ctx, ctx) {
-            Ok(())
-        } else {
-            Err(Error::ForeignArray { operation })
+        check_context(&self.storage, ctx, operation)
+    }
+
+    /// Errors unless the array belongs to `ctx` and no unsubmitted [`crate::Sequence`] uses it:
+    /// what host access and single ops need (they would run before the recorded work).
+    pub(crate) fn check_ready(
+        &self,
+        ctx: &Arc<ContextInner>,
+        operation: &'static str,
+    ) -> Result<()> {
+        self.check_same_context(ctx, operation)?;
+        if self.storage.unsubmitted.load(Ordering::Acquire) > 0 {
+            return Err(Error::InvalidArgument {
+                operation,
+                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
+            });
         }
+        Ok(())
+    }
+
+    /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
+    /// The array is taken by value and given back in the error when the shapes disagree.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let a = ctx.zeros::<f32>(&[6])?;
+    /// let a = a.reshape(&[2, 3])?;
+    /// assert_eq!(a.shape(), [2, 3]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn reshape(self, shape: &[usize]) -> std::result::Result<Self, crate::Donated<T>> {
+        match check_shape(shape, Some(self.len()), "reshape") {
+            Ok(_) => Ok(Self {
+                shape: shape.to_vec(),
+                ..self
+            }),
+            Err(error) => Err(crate::Donated { error, array: self }),
+        }
+    }
+}
+
+/// Errors unless `storage` belongs to the context `ctx`, naming both devices.
+pub(crate) fn check_context(
+    storage: &ArrayStorage,
+    ctx: &Arc<ContextInner>,
+    operation: &'static str,
+) -> Result<()> {
+    if Arc::ptr_eq(&storage.ctx, ctx) {
+        Ok(())
+    } else {
+        Err(Error::ForeignArray {
+            operation,
+            array_device: crate::context::describe_context(&storage.ctx),
+            context_device: crate::context::describe_context(ctx),
+        })
     }
 }
 
@@ -240,13 +316,12 @@ impl Context {
         })
         .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
-            storage: ArrayStorage {
-                ctx: Arc::clone(&self.inner),
+            storage: Arc::new(ArrayStorage::new(
+                Arc::clone(&self.inner),
                 allocation,
                 buffer,
                 mapped,
-                last_use: AtomicU64::new(0),
-            },
+            )),
             shape: shape.to_vec(),
             _element: PhantomData,
         })
@@ -262,20 +337,16 @@ impl Context {
         if let Some(range) = array.storage.host_range() {
             // UMA: the memory is ours alone (the arena hands out only retired chunks).
             range.zero();
-        } else {
-            let mut encoder =
-                self.inner
-                    .device
-                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                        label: Some("gpu-arena zeros"),
-                    });
-            encoder.clear_buffer(
-                &array.storage.buffer,
-                array.storage.allocation.offset,
-                Some(bytes),
-            );
-            self.submit_named("zeros", [encoder.finish()], &[&array]);
+            return Ok(array);
         }
+        let mut sequence = self.sequence();
+        sequence.touch_array(&array, "zeros")?;
+        sequence.steps.push(crate::kernels::Step::Clear {
+            buffer: array.storage.buffer.clone(),
+            offset: array.storage.allocation.offset,
+            size: bytes,
+        });
+        sequence.submit()?;
         Ok(array)
     }
 }

@@ -9,12 +9,14 @@
 //! | [`ArenaConfig::adapter`] | best adapter | `GPU_ARENA_ADAPTER` | |
 //! | [`ArenaConfig::backend`] | Vulkan, then others | `GPU_ARENA_BACKEND` | |
 //! | [`ArenaConfig::zero_copy`] | `true` | `GPU_ARENA_ZERO_COPY` | |
+//! | [`ArenaConfig::bar_writes`] | `auto` (off for now) | `GPU_ARENA_BAR_WRITES` | |
 //! | [`ArenaConfig::staging_bytes`] | 64 MiB | `GPU_ARENA_STAGING_MB` | |
 //! | [`ArenaConfig::validation`] | `false` | `GPU_ARENA_VALIDATION` | |
 //! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |
 //! | [`ArenaConfig::transfer_guard`] | allow | `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE\|_DEVICE_TO_HOST\|_DEVICE_TO_DEVICE]` | `JAX_TRANSFER_GUARD[...]` |
 //! | [`ArenaConfig::timeline_capacity`] | 0 (off) | `GPU_ARENA_TIMELINE` | |
 //! | [`ArenaConfig::dump_on_oom`] | none | `GPU_ARENA_DUMP_ON_OOM` | |
+//! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | `GPU_ARENA_FORCE_NONCOHERENT` | |
 //!
 //! Our names win over the aliases; two aliases that disagree are an error, as in JAX.
 
@@ -157,6 +159,52 @@ impl BackendChoice {
     }
 }
 
+/// Whether uploads write straight into device memory through a full Resizable BAR, as
+/// `GPU_ARENA_BAR_WRITES` (`auto`, `on`, `off`).
+///
+/// With it on, the arena lives in the device-local host-visible memory type
+/// ([`MemoryPlan::bar_type`](crate::memplan::MemoryPlan::bar_type)) and an upload is one
+/// memcpy into the array's memory: no staging copy, no submission. Readbacks still go through
+/// cached staging memory, never through the BAR (the CPU reads it a word at a time over PCIe).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BarWrites {
+    /// Let gpu-arena decide (the default). For now that means **off** everywhere: whether a
+    /// memcpy through the BAR beats staging and the copy engine has not been measured on a real
+    /// GPU yet (`cargo run --release --example device_report` measures both on yours).
+    #[default]
+    Auto,
+    /// Direct writes wherever the memory plan reports a full BAR on a discrete GPU
+    /// ([`MemoryPlan::bar_write_candidates`](crate::memplan::MemoryPlan::bar_write_candidates));
+    /// opening a context on a device with a small BAR or none is an error. On UMA devices (and
+    /// lavapipe) it changes nothing: the arena is host-visible already and uploads are a
+    /// memcpy anyway. Needs [`ArenaConfig::zero_copy`].
+    On,
+    /// Uploads to device-local memory always go through staging.
+    Off,
+}
+
+impl BarWrites {
+    /// Whether this setting turns direct writes on, `auto` resolved by the current rule
+    /// (off until measured).
+    pub fn enabled(self) -> bool {
+        match self {
+            Self::On => true,
+            Self::Auto | Self::Off => false,
+        }
+    }
+}
+
+impl std::fmt::Display for BarWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
+}
+
 /// Everything that decides how gpu-arena takes and hands out device memory.
 ///
 /// `ArenaConfig::default()` is JAX's default: a BFC arena that reserves 75% of device memory
@@ -178,8 +226,12 @@ pub struct ArenaConfig {
     /// Which wgpu backend to use (default [`BackendChoice::Auto`]).
     pub backend: BackendChoice,
     /// Use zero-copy transfers when the arena's memory is host-visible (UMA). Default `true`;
-    /// `false` forces the staging path that discrete GPUs take.
+    /// `false` forces the staging path that discrete GPUs take. Non-coherent memory is fine:
+    /// host writes are flushed and host reads invalidated.
     pub zero_copy: bool,
+    /// Direct writes into device memory on a full Resizable BAR (default [`BarWrites::Auto`],
+    /// which is off until measured on real GPUs); `GPU_ARENA_BAR_WRITES`.
+    pub bar_writes: BarWrites,
     /// Size of the reusable staging pool in bytes (default 64 MiB).
     pub staging_bytes: u64,
     /// Turn on wgpu's validation (the Khronos layer on Vulkan, when installed). Default `false`.
@@ -196,6 +248,12 @@ pub struct ArenaConfig {
     /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
     /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>`.
     pub dump_on_oom: Option<std::path::PathBuf>,
+    /// Testing: treat every host-visible memory type as if it were not HOST_COHERENT, so every
+    /// host access to mapped memory runs `vkFlushMappedMemoryRanges` /
+    /// `vkInvalidateMappedMemoryRanges` (legal, and a no-op, on coherent memory). This runs
+    /// the paths of Intel non-LLC, ARM and Apple GPUs on lavapipe under the validation layer.
+    /// Default `false`; `GPU_ARENA_FORCE_NONCOHERENT`.
+    pub force_non_coherent: bool,
 }
 
 impl Default for ArenaConfig {
@@ -208,12 +266,14 @@ impl Default for ArenaConfig {
             adapter: None,
             backend: BackendChoice::Auto,
             zero_copy: true,
+            bar_writes: BarWrites::Auto,
             staging_bytes: DEFAULT_STAGING_BYTES,
             validation: false,
             fallback_device_memory_bytes: DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES,
             transfer_guard: TransferGuardLevels::default(),
             timeline_capacity: 0,
             dump_on_oom: None,
+            force_non_coherent: false,
         }
     }
 }
@@ -292,6 +352,23 @@ impl ArenaConfig {
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_ZERO_COPY"])? {
             config.zero_copy = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_BAR_WRITES"])? {
+            config.bar_writes = match value.trim().to_ascii_lowercase().as_str() {
+                "auto" | "" => BarWrites::Auto,
+                "on" | "true" | "1" | "yes" => BarWrites::On,
+                "off" | "false" | "0" | "no" => BarWrites::Off,
+                _ => {
+                    return Err(Error::Config {
+                        variable: var,
+                        value,
+                        expected: "auto, on or off".into(),
+                    })
+                }
+            };
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
+            config.force_non_coherent = parse_bool(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_STAGING_MB"])? {
             config.staging_bytes = parse_mib(&var, &value)?;
@@ -539,6 +616,49 @@ mod tests {
         assert_eq!(config.mem_fraction.limit, 0.6);
         let config = config_from(&[("GPU_ARENA_ADAPTER", "1")]).unwrap();
         assert_eq!(config.adapter, Some(AdapterSelector::Index(1)));
+    }
+
+    #[test]
+    fn bar_writes_read_auto_on_and_off_and_auto_means_off_for_now() {
+        assert_eq!(config_from(&[]).unwrap().bar_writes, BarWrites::Auto);
+        assert!(!BarWrites::Auto.enabled());
+        for (value, want) in [
+            ("auto", BarWrites::Auto),
+            ("ON", BarWrites::On),
+            ("true", BarWrites::On),
+            (" off ", BarWrites::Off),
+            ("0", BarWrites::Off),
+        ] {
+            let config = config_from(&[("GPU_ARENA_BAR_WRITES", value)]).unwrap();
+            assert_eq!(config.bar_writes, want, "{value}");
+        }
+        assert!(BarWrites::On.enabled() && !BarWrites::Off.enabled());
+        assert_eq!(BarWrites::On.to_string(), "on");
+    }
+
+    #[test]
+    fn a_bad_bar_writes_value_names_the_variable_and_the_choices() {
+        let msg = config_from(&[("GPU_ARENA_BAR_WRITES", "always")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
+        );
+    }
+
+    #[test]
+    fn forcing_non_coherent_memory_is_off_unless_asked_for() {
+        assert!(!config_from(&[]).unwrap().force_non_coherent);
+        let config = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "1")]).unwrap();
+        assert!(config.force_non_coherent);
+        let msg = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "sometimes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_FORCE_NONCOHERENT") && msg.contains("true/false"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -2,9 +2,11 @@
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, MappedRange, Regions};
-use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice};
+use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites};
 use crate::error::{Error, Result};
-use crate::memplan::{plan_memory, DeviceDescription, MemoryPlan, MemoryTypeFlags};
+use crate::memplan::{
+    plan_memory, BarClass, DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags,
+};
 use crate::submission::{SubmissionId, Submissions};
 use crate::transfer::staging::StagingPool;
 use crate::transfer::{TransferCounters, TransferGuardLevels};
@@ -16,6 +18,14 @@ use std::time::{Duration, Instant};
 /// allocation: a poll costs more than an allocation, and smaller amounts are reclaimed anyway
 /// when an allocation would otherwise fail.
 const RETIRE_PENDING_BYTES: u64 = 64 << 20;
+
+/// Source of context numbers (see `ContextInner::id`).
+static NEXT_CONTEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A context as messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
+pub(crate) fn describe_context(ctx: &ContextInner) -> String {
+    format!("context {} ({})", ctx.id, ctx.adapter_info.name)
+}
 
 /// A GPU opened for compute, with gpu-arena managing its memory.
 ///
@@ -45,6 +55,8 @@ pub(crate) struct MemoryState {
 }
 
 pub(crate) struct ContextInner {
+    /// This context's number in the process (1, 2, ...), for messages that name two contexts.
+    pub(crate) id: u64,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
@@ -63,6 +75,8 @@ pub(crate) struct ContextInner {
     pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
     /// Compiled kernels and their parameter buffer.
     pub(crate) kernels: crate::kernels::KernelCache,
+    /// Whether the arena asks for the BAR type first, so uploads write device memory directly.
+    pub(crate) bar_writes: bool,
 }
 
 impl Context {
@@ -75,7 +89,10 @@ impl Context {
         let adapter = choose_adapter(&config)?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
-        let required_features = adapter.features() & wgpu::Features::PIPELINE_CACHE;
+        // The pipeline cache persists compiled kernels; immediates let kernels take their
+        // parameters as push constants.
+        let required_features =
+            adapter.features() & (wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
             required_features,
@@ -89,18 +106,18 @@ impl Context {
         // wgpu's default handler panics; a library must not. Errors we can act on are caught
         // with error scopes where they happen; anything else is logged.
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
-            let mut text = error.to_string();
-            let mut source = std::error::Error::source(&error);
-            while let Some(cause) = source {
-                text.push_str(&format!(": {cause}"));
-                source = cause.source();
-            }
-            log::error!("gpu-arena: uncaptured wgpu error: {text}");
+            log::error!(
+                "gpu-arena: uncaptured wgpu error: {}",
+                crate::kernels::describe_wgpu_error(&error)
+            );
         }));
 
         let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
         let plan = plan_memory(&description)?;
-        let regions = Regions::new(device.clone(), plan.arena_candidates.clone())?;
+        let bar_candidates = bar_write_candidates(&config, &plan)?;
+        let bar_writes = bar_candidates.is_some();
+        let arena_types = bar_candidates.unwrap_or_else(|| plan.arena_candidates.clone());
+        let regions = Regions::new(device.clone(), arena_types, config.force_non_coherent)?;
         let mut max_region_bytes = limits.max_buffer_size;
         if let Some(cap) = config.max_region_bytes {
             max_region_bytes = max_region_bytes.min(cap);
@@ -110,6 +127,7 @@ impl Context {
         let timeline = crate::profile::attach_timeline(&config, &mut arena);
         Ok(Self {
             inner: Arc::new(ContextInner {
+                id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 device,
                 queue,
                 adapter_info,
@@ -130,6 +148,7 @@ impl Context {
                 guard_defaults: config.transfer_guard,
                 timeline,
                 kernels: crate::kernels::KernelCache::from_env(),
+                bar_writes,
             }),
         })
     }
@@ -159,13 +178,14 @@ impl Context {
         &self.inner.config
     }
 
-    /// The wgpu device, for users who write their own kernels over arena memory
-    /// (bind arrays with [`crate::DeviceArray::binding`] and submit with [`Context::submit`]).
+    /// The wgpu device. Run your own kernels with [`Context::kernel`] and [`Context::launch`];
+    /// command buffers built by hand go through [`Context::raw_submit`].
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
 
-    /// The wgpu queue. Prefer [`Context::submit`], which tracks which arrays the work uses.
+    /// The wgpu queue. Submitting here bypasses gpu-arena's tracking of which arrays GPU work
+    /// uses: prefer [`Context::launch`], [`Context::sequence`] or [`Context::raw_submit`].
     pub fn queue(&self) -> &wgpu::Queue {
         &self.inner.queue
     }
@@ -184,6 +204,33 @@ impl Context {
     /// True when regions are gpu-allocator memory on Vulkan under our memory plan.
     pub fn is_vulkan(&self) -> bool {
         self.inner.lock_memory().regions.is_vulkan()
+    }
+
+    /// True when the arena asks for the device-local host-visible type first so that uploads
+    /// are a memcpy into device memory ([`BarWrites`]): `on` on a device with a full BAR.
+    pub fn bar_writes(&self) -> bool {
+        self.inner.bar_writes
+    }
+
+    /// How many flushes and invalidates of mapped memory this context has asked the driver
+    /// for: none on coherent memory; one per host access to non-coherent memory (Intel non-LLC,
+    /// ARM, Apple's managed memory), or everywhere with
+    /// [`ArenaConfig::force_non_coherent`](crate::ArenaConfig::force_non_coherent).
+    pub fn host_sync_counts(&self) -> crate::backend::HostSyncCounts {
+        self.inner.lock_memory().regions.host_sync_counts()
+    }
+
+    /// The Vulkan limits wgpu's [`wgpu::Limits`] leave out (`nonCoherentAtomSize`,
+    /// `maxMemoryAllocationSize`, ...); `None` on other backends.
+    pub fn vulkan_limits(&self) -> Option<crate::backend::VulkanLimits> {
+        crate::backend::vulkan_limits(&self.inner.device)
+    }
+
+    /// Each heap's budget and this process's usage now, from `VK_EXT_memory_budget`, in heap
+    /// order; `None` when the device lacks the extension or is not Vulkan. The budget is what
+    /// the driver will really give (other processes and the desktop take their share).
+    pub fn heap_budgets(&self) -> Option<Vec<HeapBudget>> {
+        crate::backend::heap_budgets(&self.inner.device)
     }
 
     /// Reserves the arena's memory now rather than at the first allocation. Idempotent.
@@ -222,33 +269,36 @@ impl Context {
         arena.release_free_regions(regions)
     }
 
-    /// Submits command buffers that use arena arrays, and records that they use them, so that
-    /// their memory is not handed out again before this work has finished.
-    pub fn submit(
+    /// **Escape hatch** for command buffers built by hand over [`crate::DeviceArray::raw_binding`]s:
+    /// submits them and records that they use the arrays in `uses`, so that their memory is not
+    /// handed out again before this work has finished. Prefer [`Context::launch`] and
+    /// [`Context::sequence`], which bind, check and track every array themselves.
+    ///
+    /// **An array the work touches but `uses` leaves out is not protected**: dropped while the
+    /// GPU still reads or writes it, its memory goes to the next allocation at once, and both
+    /// see each other's data (silent corruption; no validation layer notices).
+    ///
+    /// Errors: [`Error::Device`] when wgpu refuses the submission (for instance a command
+    /// buffer that failed validation while it was encoded).
+    pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         uses: &[&dyn crate::array::GpuUse],
-    ) -> SubmissionId {
-        self.submit_named("submit", command_buffers, uses)
-    }
-
-    /// [`Context::submit`] that names the work on the timeline (the crate's own kernels).
-    pub(crate) fn submit_named(
-        &self,
-        name: &'static str,
-        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-        uses: &[&dyn crate::array::GpuUse],
-    ) -> SubmissionId {
+    ) -> Result<SubmissionId> {
+        let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
         let id = self.inner.submit(command_buffers);
-        let dispatch = crate::profile::Record::Dispatch {
-            name,
+        scopes.pop().map_err(|reason| Error::Device {
+            during: "submitting command buffers (raw_submit)".into(),
+            reason,
+        })?;
+        self.inner.record(crate::profile::Record::Dispatch {
+            name: "raw_submit",
             submission: id,
-        };
-        self.inner.record(dispatch);
+        });
         for array in uses {
             array.record_use(id);
         }
-        id
+        Ok(id)
     }
 
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
@@ -263,14 +313,20 @@ impl Context {
 
 impl ContextInner {
     /// Zero-copy host access to arena memory is allowed when configured and the memory type is
-    /// host-visible and coherent (no flushes needed).
+    /// host-visible, coherent or not: on non-coherent memory the mapped range flushes after
+    /// host writes and invalidates before host reads.
     pub(crate) fn zero_copy_allowed(&self, memory_type: Option<u32>) -> bool {
-        let wanted =
-            MemoryTypeFlags(MemoryTypeFlags::HOST_VISIBLE.0 | MemoryTypeFlags::HOST_COHERENT.0);
         self.config.zero_copy
             && memory_type
                 .and_then(|t| self.description.memory.types.get(t as usize))
-                .is_some_and(|t| t.flags.contains(wanted))
+                .is_some_and(|t| t.flags.contains(MemoryTypeFlags::HOST_VISIBLE))
+    }
+
+    /// Whether host reads of mapped arena memory are fast enough to read arrays directly: on
+    /// UMA the arena is host memory. On a discrete GPU a mapped arena is VRAM behind the BAR,
+    /// which the CPU reads a word at a time over PCIe, so readbacks take cached staging.
+    pub(crate) fn host_reads_arena(&self) -> bool {
+        self.plan.uma
     }
 
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
@@ -372,6 +428,24 @@ impl ContextInner {
         }
     }
 
+    /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
+    /// is an [`Error::Device`] saying what was being `done`, and nothing is submitted.
+    pub(crate) fn submit_encoder(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        done: &str,
+    ) -> Result<SubmissionId> {
+        let scopes = crate::kernels::ErrorScopes::push(&self.device);
+        let commands = encoder.finish();
+        if let Err(reason) = scopes.pop() {
+            return Err(Error::Device {
+                during: done.to_string(),
+                reason,
+            });
+        }
+        Ok(self.submit([commands]))
+    }
+
     pub(crate) fn submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
@@ -406,6 +480,51 @@ impl Drop for ContextInner {
         let MemoryState { arena, regions, .. } = memory;
         arena.release_all(regions);
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+    }
+}
+
+/// The arena's memory types when direct BAR writes are on ([`BarWrites`]); `None` when they are
+/// off, or `on` changes nothing (UMA: the arena is host-visible already).
+///
+/// # Errors
+/// [`Error::Config`] naming `GPU_ARENA_BAR_WRITES` when it is `on` but zero-copy is off, or the
+/// device has no full BAR on a discrete GPU.
+pub(crate) fn bar_write_candidates(
+    config: &ArenaConfig,
+    plan: &MemoryPlan,
+) -> Result<Option<Vec<u32>>> {
+    if !config.bar_writes.enabled() {
+        return Ok(None);
+    }
+    let refuse = |why: String| Error::Config {
+        variable: "GPU_ARENA_BAR_WRITES".into(),
+        value: BarWrites::On.to_string(),
+        expected: format!("auto or off: {why}"),
+    };
+    if !config.zero_copy {
+        return Err(refuse(
+            "direct writes map the arena, which GPU_ARENA_ZERO_COPY=off (ArenaConfig::zero_copy) \
+             forbids; turn one of them off"
+                .into(),
+        ));
+    }
+    if plan.uma {
+        return Ok(None);
+    }
+    match plan.bar_write_candidates() {
+        Some(candidates) => Ok(Some(candidates)),
+        None => {
+            let bar = match plan.bar {
+                BarClass::Small => "only a small BAR window of its VRAM is host-visible",
+                BarClass::None => "none of its VRAM is host-visible",
+                BarClass::Full => "its host-visible VRAM is not on the heap the arena uses",
+            };
+            Err(refuse(format!(
+                "{} has no full Resizable BAR ({bar}); enable Resizable BAR (Smart Access \
+                 Memory) in the firmware, or leave direct writes off",
+                plan.device
+            )))
+        }
     }
 }
 
@@ -525,4 +644,79 @@ fn choose_adapter(config: &ArenaConfig) -> Result<wgpu::Adapter> {
         }
     };
     Ok(adapters.swap_remove(index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memplan::DeviceDescription;
+
+    fn plan_of(file: &str) -> MemoryPlan {
+        let path = format!("{}/tests/data/memprops/{file}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(path).unwrap();
+        plan_memory(&DeviceDescription::from_json(&text).unwrap()).unwrap()
+    }
+
+    fn config(bar_writes: BarWrites, zero_copy: bool) -> ArenaConfig {
+        ArenaConfig {
+            bar_writes,
+            zero_copy,
+            ..ArenaConfig::default()
+        }
+    }
+
+    #[test]
+    fn bar_writes_on_a_full_bar_gpu_put_the_bar_type_first() {
+        let h200 = plan_of("nvidia-h200-linux-580.json");
+        let on = bar_write_candidates(&config(BarWrites::On, true), &h200).unwrap();
+        assert_eq!(on, Some(vec![4, 1]));
+        for off in [BarWrites::Auto, BarWrites::Off] {
+            assert_eq!(
+                bar_write_candidates(&config(off, true), &h200).unwrap(),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn bar_writes_on_a_small_bar_gpu_are_refused_with_the_reason() {
+        let small = plan_of("nvidia-rtx3090-linux-smallbar.json");
+        let message = bar_write_candidates(&config(BarWrites::On, true), &small)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.starts_with("GPU_ARENA_BAR_WRITES=\"on\" is not valid"),
+            "{message}"
+        );
+        assert!(message.contains("no full Resizable BAR"), "{message}");
+        assert!(message.contains("small BAR window"), "{message}");
+        assert!(message.contains(&small.device), "{message}");
+        // auto never refuses.
+        assert_eq!(
+            bar_write_candidates(&config(BarWrites::Auto, true), &small).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn bar_writes_on_uma_change_nothing() {
+        for file in ["llvmpipe-mesa26.json", "apple-m1-moltenvk.json"] {
+            let uma = plan_of(file);
+            assert_eq!(
+                bar_write_candidates(&config(BarWrites::On, true), &uma).unwrap(),
+                None,
+                "{file}"
+            );
+        }
+    }
+
+    #[test]
+    fn bar_writes_on_with_zero_copy_off_is_refused_naming_both_settings() {
+        let h200 = plan_of("nvidia-h200-linux-580.json");
+        let message = bar_write_candidates(&config(BarWrites::On, false), &h200)
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("GPU_ARENA_BAR_WRITES"), "{message}");
+        assert!(message.contains("GPU_ARENA_ZERO_COPY=off"), "{message}");
+    }
 }

@@ -113,11 +113,34 @@ pub enum Error {
         /// "implicit" or "explicit".
         explicitness: &'static str,
     },
-    /// Arrays from two different contexts were mixed in one operation.
-    #[error("{operation} got arrays from two different contexts; arrays can only be used with the context that made them")]
+    /// Arrays (or a kernel) from two different contexts were mixed in one operation.
+    #[error("{operation} got an array of {array_device}, but runs on {context_device}; arrays and kernels can only be used with the context that made them (move data between devices with an explicit transfer)")]
     ForeignArray {
         /// The operation that was called.
         operation: &'static str,
+        /// The context the array (or kernel) belongs to: its number and adapter.
+        array_device: String,
+        /// The context the operation runs on.
+        context_device: String,
+    },
+    /// A kernel's source did not compile: it does not parse or validate, has no such entry
+    /// point, binds what gpu-arena cannot fill, or the device refused it.
+    #[error("kernel {kernel} did not compile: {message}")]
+    KernelCompile {
+        /// The kernel's name (label or entry point).
+        kernel: String,
+        /// The compiler's message, pointing at the source line where it can.
+        message: String,
+    },
+    /// A launch's arguments do not match what the kernel binds; nothing was submitted.
+    #[error("launch of kernel {kernel}: {binding} {reason}")]
+    KernelArgument {
+        /// The kernel's name.
+        kernel: String,
+        /// The binding (or the parameter block, or the grid) at fault.
+        binding: String,
+        /// What is wrong and what to do.
+        reason: String,
     },
 }
 

@@ -1,12 +1,70 @@
-#![doc = include_str!("../README.md")]
+//! # gpu-arena
+//!
+//! The memory discipline that JAX/XLA gives its users on CUDA, for portable GPU compute on
+//! wgpu and Vulkan (NVIDIA, AMD, Intel, Apple, software Vulkan): a best-fit-with-coalescing
+//! arena that reserves 75% of device memory at the first allocation, memory types chosen by a
+//! vendor-aware policy, explicit transfers watched by a transfer guard, in-place updates of
+//! donated arrays, your own kernels launched over arena arrays, and memory you can see
+//! (statistics, snapshots, a timeline, an HTML report, out-of-memory errors that say why).
+//!
+//! ## A tour of the API
+//!
+//! - [`Context`] opens a GPU (cheap; memory is reserved at the first allocation), configured by
+//!   [`ArenaConfig`] (in code, or from `GPU_ARENA_*` / `XLA_PYTHON_CLIENT_*` variables with
+//!   [`ArenaConfig::from_env`]).
+//! - [`DeviceArray<T>`] is a typed, shaped range of arena memory: [`Context::device_put`],
+//!   [`Context::zeros`], [`Context::fill`], [`Context::alloc`]; back with
+//!   [`Context::device_get`]. Many uploads at once: [`Context::upload_batch`].
+//! - Your kernels: [`Context::kernel`] compiles WGSL (or SPIR-V via [`Context::kernel_with`])
+//!   once per context; [`Context::launch`] runs it over arrays and [views](ArrayView), checked
+//!   against the kernel's reflected [`KernelSignature`], every array recorded as used.
+//! - The library's ops: [`Context::dynamic_update_slice`] (in place on a donated array, which
+//!   comes back in [`Donated`] if the op fails), [`Context::dynamic_slice`],
+//!   [`Context::fill_in_place`], [`Context::copy`].
+//! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission.
+//! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
+//! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
+//!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient
+//!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
+//! - Errors: one [`Error`] enum; the library does not panic on user input.
+//!
+//! ```no_run
+//! use gpu_arena::{ArenaConfig, Context};
+//!
+//! let ctx = Context::new(ArenaConfig::from_env()?)?;
+//! let double = ctx.kernel(
+//!     "@group(0) @binding(0) var<storage, read> x: array<f32>;
+//!      @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+//!      @compute @workgroup_size(64)
+//!      fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+//!          if (i.x < arrayLength(&y)) { y[i.x] = 2.0 * x[i.x]; }
+//!      }",
+//!     "main",
+//! )?;
+//! let x = ctx.device_put(&[1.0f32, 2.0, 3.0], &[3])?; // reserves the arena
+//! let mut y = ctx.zeros::<f32>(&[3])?;
+//! ctx.launch(&double).arg(&x).arg_mut(&mut y).grid_for(3).run()?;
+//! assert_eq!(ctx.device_get(&y)?, [2.0, 4.0, 6.0]);
+//!
+//! // A KV cache updated in place: the cache is donated (moved in) and given back.
+//! let cache = ctx.zeros::<f32>(&[16, 3])?;
+//! let cache = ctx.dynamic_update_slice(cache, &y.reshape(&[1, 3])?, &[5, 0])?;
+//! println!("{:?}", ctx.memory_stats());
+//! # Ok::<(), gpu_arena::Error>(())
+//! ```
+//!
+//! The README (on the repository and crates.io) has the set-up commands, the configuration
+//! table, the memory policy and the benchmarks.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod arena;
 mod array;
 mod backend;
+pub mod backprop;
 pub mod config;
 mod context;
+mod donated;
 pub mod error;
 pub mod kernels;
 pub mod memplan;
@@ -14,13 +72,20 @@ pub mod profile;
 pub mod remat;
 mod submission;
 pub mod transfer;
+mod view;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, GpuUse, MAX_RANK};
-pub use config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, MemFraction};
+pub use backend::{HostSyncCounts, VulkanLimits};
+pub use config::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+};
 pub use context::Context;
+pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
-pub use kernels::KernelCacheStats;
+pub use kernels::{
+    Kernel, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, Launch, Sequence,
+};
 pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
@@ -30,3 +95,9 @@ pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,
     TransferGuardLevels, TransferStats, UploadBatch,
 };
+pub use view::{ArrayView, ArrayViewMut, KernelArg, KernelArgMut};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

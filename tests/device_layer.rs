@@ -253,15 +253,15 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
         entries: &[
             wgpu::BindGroupEntry {
                 binding: 0,
-                resource: wgpu::BindingResource::Buffer(x.binding()),
+                resource: wgpu::BindingResource::Buffer(x.raw_binding()),
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: wgpu::BindingResource::Buffer(y.binding()),
+                resource: wgpu::BindingResource::Buffer(y.raw_binding()),
             },
             wgpu::BindGroupEntry {
                 binding: 2,
-                resource: wgpu::BindingResource::Buffer(sink.binding()),
+                resource: wgpu::BindingResource::Buffer(sink.raw_binding()),
             },
         ],
     });
@@ -274,7 +274,8 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
     }
     drop(bind);
     let x_offset = (x.buffer().clone(), x.byte_offset());
-    ctx.submit([encoder.finish()], &[&x, &y, &sink]);
+    ctx.raw_submit([encoder.finish()], &[&x, &y, &sink])
+        .unwrap();
     drop(x);
     // Same size as X: best fit would pick X's chunk if it were free now.
     let z = ctx.device_put(&vec![0xDEAD_BEEFu32; N], &[N]).unwrap();

@@ -289,16 +289,23 @@ fn wrong_rank_too_large_update_and_short_start_are_errors_not_panics() {
     assert!(err.to_string().contains("larger than the operand"), "{err}");
 
     let small = ctx.zeros::<f32>(&[2, 2]).unwrap();
-    let err = ctx.dynamic_update_slice(operand, &small, &[1]).unwrap_err();
+    let donated = ctx.dynamic_update_slice(operand, &small, &[1]).unwrap_err();
+    let err = &donated.error;
     assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
     assert!(err.to_string().contains("one per dimension"), "{err}");
+    assert_eq!(
+        donated.array.shape(),
+        [4, 4],
+        "the donated operand comes back"
+    );
 
     let other = kernel_context();
     let foreign = other.zeros::<f32>(&[2, 2]).unwrap();
     let operand = ctx.zeros::<f32>(&[4, 4]).unwrap();
     let err = ctx
         .dynamic_update_slice(operand, &foreign, &[0, 0])
-        .unwrap_err();
+        .unwrap_err()
+        .error;
     assert!(matches!(err, Error::ForeignArray { .. }), "{err}");
     assert_no_validation_errors();
 }

@@ -35,7 +35,7 @@ fn each_kernel_variant_is_compiled_once_per_context() {
         .kernel_cache_stats()
         .compiles
         .iter()
-        .map(|c| c.0)
+        .map(|c| c.0.clone())
         .collect();
     assert_eq!(
         names,

@@ -63,6 +63,11 @@ fn heap_size(device: &DeviceDescription, heap: u32) -> u64 {
     device.memory.heaps[heap as usize].size
 }
 
+/// VMA's cost of a type: preferred flags missing plus not-preferred flags present.
+fn vma_cost(flags: F, preferred: F, not_preferred: F) -> u32 {
+    (preferred.0 & !flags.0).count_ones() + (not_preferred.0 & flags.0).count_ones()
+}
+
 /// A model of the filter, written apart from the library's: the flags wgpu-hal knows, minus
 /// LAZILY_ALLOCATED, on a heap that exists and is not empty.
 fn usable(memory: &MemoryProperties, ty: usize) -> bool {
@@ -162,8 +167,13 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
         );
     }
 
-    // Staging needs host access; coherent whenever the table has a coherent type.
-    let coherent_exists = !usable_with(memory, F::HOST_VISIBLE | F::HOST_COHERENT).is_empty();
+    // Staging needs host access, off a small BAR window whenever anything else is host-visible.
+    let mut eligible = usable_with(memory, F::HOST_VISIBLE);
+    if let (BarClass::Small, Some(window)) = (plan.bar, plan.bar_heap) {
+        if eligible.iter().any(|&t| heap_of(device, t) != window) {
+            eligible.retain(|&t| heap_of(device, t) != window);
+        }
+    }
     for (what, ty, coherent) in [
         ("upload", plan.upload_type, plan.upload_coherent),
         ("readback", plan.readback_type, plan.readback_coherent),
@@ -172,12 +182,35 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
             flags(device, ty).contains(F::HOST_VISIBLE),
             "{what} is host-visible"
         );
+        assert!(eligible.contains(&ty), "{what} type {ty} is eligible");
         assert_eq!(coherent, flags(device, ty).contains(F::HOST_COHERENT));
-        assert_eq!(
-            coherent, coherent_exists,
-            "{what} is coherent when it can be"
-        );
     }
+    // Upload: coherent first (no flush per write), then write-combined host memory.
+    let upload_key = |t: u32| {
+        let f = flags(device, t);
+        (
+            !f.contains(F::HOST_COHERENT),
+            vma_cost(f, F::empty(), F::DEVICE_LOCAL | F::HOST_CACHED),
+        )
+    };
+    assert_eq!(
+        Some(upload_key(plan.upload_type)),
+        eligible.iter().map(|&t| upload_key(t)).min(),
+        "upload is coherent when it can be, then write-combined"
+    );
+    // Readback: VMA's cost (cached preferred, device-local not), coherent or not; then coherent.
+    let readback_key = |t: u32| {
+        let f = flags(device, t);
+        (
+            vma_cost(f, F::HOST_CACHED, F::DEVICE_LOCAL),
+            !f.contains(F::HOST_COHERENT),
+        )
+    };
+    assert_eq!(
+        Some(readback_key(plan.readback_type)),
+        eligible.iter().map(|&t| readback_key(t)).min(),
+        "readback is cached when it can be, coherent or not"
+    );
 
     // The arena and its heap.
     assert_eq!(plan.arena_heap, heap_of(device, plan.arena_type));
@@ -224,7 +257,7 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
     }
     if plan.bar == BarClass::Small {
         let window = plan.bar_heap.unwrap();
-        let off_window = usable_with(memory, F::HOST_VISIBLE | F::HOST_COHERENT)
+        let off_window = usable_with(memory, F::HOST_VISIBLE)
             .iter()
             .any(|&t| heap_of(device, t) != window);
         if off_window {
@@ -642,13 +675,106 @@ fn upload_is_write_combined_and_readback_cached_wherever_the_table_allows() {
             wc_exists,
             "{name}"
         );
-        let cached_exists =
-            !usable_with(memory, F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED).is_empty();
+        let cached_exists = !usable_with(memory, F::HOST_VISIBLE | F::HOST_CACHED).is_empty();
         assert_eq!(
             flags(&device, plan.readback_type).contains(F::HOST_CACHED),
             cached_exists,
             "{name}"
         );
+    }
+}
+
+/// A table of the data folder by file name.
+fn table(file: &str) -> DeviceDescription {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/memprops")
+        .join(file);
+    DeviceDescription::from_json(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_apple_m1_reads_back_through_cached_memory_and_ranks_its_non_coherent_cached_type_next() {
+    let device = table("apple-m1-moltenvk.json");
+    assert_eq!(
+        flags(&device, 2),
+        F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_CACHED,
+        "type 2 is cached and not coherent"
+    );
+    let plan = plan_memory(&device).unwrap();
+    check_invariants(&device, &plan);
+    assert!(
+        flags(&device, plan.readback_type).contains(F::HOST_CACHED),
+        "cached readback"
+    );
+    // Types 1 and 2 are both cached; type 1 is coherent too, so it wins the tie and type 2,
+    // which the old policy refused, follows as the next candidate.
+    assert_eq!(plan.readback_candidates, [1, 2]);
+    assert!(plan.readback_coherent);
+    assert!(plan.upload_candidates.contains(&2));
+}
+
+#[test]
+fn an_m1_whose_coherent_type_is_uncached_reads_back_through_the_non_coherent_cached_type() {
+    // MoltenVK's shared memory as an uncached driver would report it, and ARM Mali's layout:
+    // the only cached type is not coherent. The old policy read back through uncached memory.
+    let mut device = table("apple-m1-moltenvk.json");
+    device.memory.types[1].flags = F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT;
+    let plan = plan_memory(&device).unwrap();
+    check_invariants(&device, &plan);
+    assert_eq!(plan.readback_type, 2);
+    assert!(!plan.readback_coherent);
+    let reason = plan
+        .reasons
+        .iter()
+        .find(|r| r.starts_with("readback:"))
+        .unwrap();
+    assert!(reason.contains("host-cached"), "{reason}");
+    assert!(reason.contains("not HOST_COHERENT"), "{reason}");
+    assert!(
+        reason.contains("vkInvalidateMappedMemoryRanges"),
+        "{reason}"
+    );
+    // Uploads and the arena stay on the coherent write-combined type.
+    assert_eq!((plan.upload_type, plan.arena_type), (1, 1));
+    assert!(plan.upload_coherent);
+}
+
+#[test]
+fn full_bar_discrete_tables_offer_direct_writes_in_their_bar_type() {
+    let full = class("discrete full BAR", |_, device, plan| {
+        device.device_kind == DeviceKind::Discrete && plan.bar == BarClass::Full
+    });
+    for (name, device, plan) in &full {
+        let candidates = plan
+            .bar_write_candidates()
+            .unwrap_or_else(|| panic!("{name}: full BAR offers direct writes"));
+        assert_eq!(candidates[0], plan.bar_type.unwrap(), "{name}");
+        assert_eq!(heap_of(device, candidates[0]), plan.arena_heap, "{name}");
+        assert!(
+            flags(device, candidates[0]).contains(F::DEVICE_LOCAL | F::HOST_VISIBLE),
+            "{name}"
+        );
+        // The plain VRAM type follows, so a region the BAR type cannot hold still works.
+        assert_eq!(candidates[1], plan.arena_type, "{name}");
+        let mut sorted = candidates.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), candidates.len(), "{name}: no duplicates");
+    }
+    let h200 = plan_memory(&table("nvidia-h200-linux-580.json")).unwrap();
+    assert_eq!(h200.bar_write_candidates(), Some(vec![4, 1]));
+    let rebar = plan_memory(&table("nvidia-rtx4060-linux-rebar.json")).unwrap();
+    assert_eq!(rebar.bar_write_candidates(), Some(vec![4, 1]));
+    let sam = plan_memory(&table("amd-rx6700xt-amdgpupro-rebar.json")).unwrap();
+    assert_eq!(sam.bar_write_candidates().unwrap()[0], 2);
+}
+
+#[test]
+fn small_bar_uma_and_software_tables_offer_no_direct_writes() {
+    for (name, _, plan) in tables() {
+        if plan.uma || plan.bar != BarClass::Full {
+            assert_eq!(plan.bar_write_candidates(), None, "{name}");
+        }
     }
 }
 

@@ -189,3 +189,31 @@ fn stats_with_transfers_keep_xla_keys_and_count_each_direction() {
         assert!(json.get(key).is_some(), "{key} missing from {json}");
     }
 }
+
+#[test]
+fn the_snapshot_lists_every_heap_of_the_device_with_its_budget_when_the_driver_reports_one() {
+    let ctx = small_regions();
+    let snapshot = ctx.memory_snapshot();
+    let table = &ctx.device_description().memory;
+    assert_eq!(snapshot.heaps.len(), table.heaps.len());
+    for (heap, described) in snapshot.heaps.iter().zip(&table.heaps) {
+        assert_eq!(heap.size, described.size);
+        assert_eq!(
+            heap.device_local,
+            described
+                .flags
+                .contains(gpu_arena::memplan::HeapFlags::DEVICE_LOCAL)
+        );
+    }
+    // VK_EXT_memory_budget decides whether budgets are there (lavapipe 22 has none).
+    let reported = ctx
+        .vulkan_limits()
+        .is_some_and(|limits| limits.memory_budget);
+    assert_eq!(ctx.heap_budgets().is_some(), reported);
+    for heap in &snapshot.heaps {
+        assert_eq!(heap.budget.is_some(), reported);
+        assert_eq!(heap.usage.is_some(), reported);
+    }
+    let back = MemorySnapshot::from_json(&snapshot.to_json()).unwrap();
+    assert_eq!(back.heaps, snapshot.heaps);
+}

@@ -14,7 +14,14 @@
 //!
 //! Large copies are split across threads: one thread writes mapped memory at about 8-9 GB/s,
 //! and the hosts of big GPUs can do several times that.
+//!
+//! On memory that is not HOST_COHERENT (or under `ArenaConfig::force_non_coherent`) a range
+//! carries a [`HostSync`], and every method keeps the memory in step by itself: methods that
+//! read invalidate their bytes first, methods that write flush them afterwards (see
+//! `host_sync`). Every path through mapped memory (staging, zero-copy puts and gets, host-path
+//! kernels, zeroing) gets this without asking for it.
 
+use super::host_sync::HostSync;
 use std::ptr::NonNull;
 
 /// Copies below this size run on the calling thread; above it, several threads share the
@@ -42,20 +49,63 @@ pub(crate) fn copy_threads(bytes: usize) -> usize {
 pub(crate) struct MappedRange {
     ptr: NonNull<u8>,
     len: usize,
+    /// Flush and invalidate for non-coherent memory; `None` on coherent memory.
+    sync: Option<HostSync>,
+    /// Where `ptr` lies in the `VkDeviceMemory` that `sync` names (unused without it).
+    memory_offset: u64,
 }
 
 // SAFETY: the pointer names memory owned by a buffer that outlives every use of it (regions
 // are released only when no allocation in them is live, staging buffers live in the context),
 // and who touches which bytes is arranged by the arena and the context (see the module docs).
+// The `HostSync` holds plain handles and entry points, and a pointer to atomic counters that
+// live as long as the memory.
 unsafe impl Send for MappedRange {}
 // SAFETY: as above; the value itself is immutable.
 unsafe impl Sync for MappedRange {}
 
 impl MappedRange {
-    /// The whole mapping of `len` bytes at `ptr`.
+    /// The whole mapping of `len` bytes at `ptr`, of coherent memory.
     pub(crate) fn new(ptr: NonNull<u8>, len: u64) -> Self {
         let len = usize::try_from(len).expect("a host mapping fits the host's address space");
-        Self { ptr, len }
+        Self {
+            ptr,
+            len,
+            sync: None,
+            memory_offset: 0,
+        }
+    }
+
+    /// The same mapping of non-coherent memory: `ptr` is byte `memory_offset` of the memory
+    /// that `sync` flushes and invalidates.
+    pub(crate) fn non_coherent(self, sync: HostSync, memory_offset: u64) -> Self {
+        Self {
+            sync: Some(sync),
+            memory_offset,
+            ..self
+        }
+    }
+
+    /// Whether host access here flushes and invalidates (the memory is not coherent).
+    #[cfg(test)]
+    pub(crate) fn is_non_coherent(&self) -> bool {
+        self.sync.is_some()
+    }
+
+    /// Makes the host's writes to the first `len` bytes visible to the device (non-coherent
+    /// memory only).
+    fn flush(&self, len: usize) {
+        if let Some(sync) = &self.sync {
+            sync.flush(self.memory_offset, len as u64);
+        }
+    }
+
+    /// Makes the device's writes to the first `len` bytes visible to the host (non-coherent
+    /// memory only).
+    fn invalidate(&self, len: usize) {
+        if let Some(sync) = &self.sync {
+            sync.invalidate(self.memory_offset, len as u64);
+        }
     }
 
     /// Bytes `[offset, offset + len)` of this range.
@@ -75,10 +125,13 @@ impl MappedRange {
             // SAFETY: in bounds (checked above), so the offset stays inside one allocation.
             ptr: unsafe { self.ptr.add(offset as usize) },
             len: len as usize,
+            sync: self.sync,
+            memory_offset: self.memory_offset + offset,
         }
     }
 
-    /// Writes `src` at the start of the range, on several threads when it is large.
+    /// Writes `src` at the start of the range, on several threads when it is large, then
+    /// flushes it.
     ///
     /// # Panics
     /// If `src` is longer than the range.
@@ -91,14 +144,17 @@ impl MappedRange {
                 std::ptr::copy_nonoverlapping(src.as_ptr().add(at), (to as *mut u8).add(at), part)
             }
         });
+        self.flush(src.len());
     }
 
-    /// Reads the start of the range into `dst`, on several threads when it is large.
+    /// Invalidates the start of the range, then reads it into `dst`, on several threads when
+    /// it is large.
     ///
     /// # Panics
     /// If `dst` is longer than the range.
     pub(crate) fn read(self, dst: &mut [u8]) {
         let from = self.sub(0, dst.len() as u64).ptr.as_ptr() as usize;
+        self.invalidate(dst.len());
         let out = dst.as_mut_ptr() as usize;
         split_copy(dst.len(), |at, part| {
             // SAFETY: `[at, at + part)` lies inside both (checked above); `dst` is borrowed
@@ -113,7 +169,8 @@ impl MappedRange {
         });
     }
 
-    /// Copies this range into `dst`, a range of the same length (another array's bytes).
+    /// Copies this range into `dst`, a range of the same length (another array's bytes):
+    /// invalidates this range first and flushes `dst` afterwards.
     ///
     /// # Panics
     /// If the lengths differ.
@@ -122,11 +179,13 @@ impl MappedRange {
             self.len, dst.len,
             "mapped copy between ranges of unequal length"
         );
+        self.invalidate(self.len);
         let (from, to) = (self.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
         if from.abs_diff(to) < self.len {
             // Overlapping ranges (one array onto itself) need memmove, on one thread.
             // SAFETY: both ranges are valid for `len` bytes; `copy` allows overlap.
             unsafe { std::ptr::copy(self.ptr.as_ptr(), dst.ptr.as_ptr(), self.len) };
+            dst.flush(dst.len);
             return;
         }
         split_copy(self.len, |at, part| {
@@ -140,15 +199,17 @@ impl MappedRange {
                 )
             }
         });
+        dst.flush(dst.len);
     }
 
-    /// Sets every byte of the range to zero.
+    /// Sets every byte of the range to zero, then flushes it.
     pub(crate) fn zero(self) {
         // SAFETY: the range is valid for `len` bytes of writes.
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), 0, self.len) };
+        self.flush(self.len);
     }
 
-    /// Fills the range with copies of `pattern`.
+    /// Fills the range with copies of `pattern`, then flushes it.
     ///
     /// # Panics
     /// If the length is not a multiple of 16 bytes.
@@ -168,6 +229,7 @@ impl MappedRange {
                     .write_unaligned(pattern)
             };
         }
+        self.flush(self.len);
     }
 }
 
@@ -190,6 +252,7 @@ fn split_copy(len: usize, copy: impl Fn(usize, usize) + Sync) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::host_sync::tests as host_sync;
     use super::*;
 
     /// A mapping over a plain host buffer, standing in for device memory.
@@ -255,6 +318,53 @@ mod tests {
         assert!(buffer[48..64].iter().all(|&b| b == 1));
         assert!(buffer[64..80].iter().all(|&b| b == 0));
         assert!(buffer[80..].iter().all(|&b| b == 1));
+    }
+
+    #[test]
+    fn coherent_ranges_make_no_driver_calls() {
+        let _serial = host_sync::SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = host_sync::recording(0, 64);
+        let mut buffer = vec![0u8; 256];
+        let memory = mapping(&mut buffer);
+        assert!(!memory.is_non_coherent());
+        memory.sub(3, 10).write(&[1; 10]);
+        memory.sub(3, 10).read(&mut [0; 10]);
+        assert_eq!(host_sync::recorded(), []);
+    }
+
+    #[test]
+    fn every_write_flushes_and_every_read_invalidates_its_bytes_at_their_place_in_the_memory() {
+        let _serial = host_sync::SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buffer = vec![0u8; 1000];
+        // The mapping starts at byte 1024 of a memory of 2024 bytes; atoms of 64.
+        let sync = host_sync::recording(2024, 64);
+        let memory = mapping(&mut buffer).non_coherent(sync, 1024);
+        assert!(memory.is_non_coherent());
+        let range = memory.sub(100, 300);
+        assert!(range.is_non_coherent(), "sub-ranges keep the sync");
+        range.write(&[7; 5]); // bytes 1124..1129 of the memory
+        let mut back = [0u8; 5];
+        range.read(&mut back);
+        assert_eq!(back, [7; 5]);
+        range.sub(0, 16).zero(); // 1124..1140
+        range.sub(16, 32).fill([3; 16]); // 1140..1172
+        memory.sub(0, 8).copy_to(memory.sub(992, 8)); // read 1024..1032, write 2016..2024
+        memory.sub(0, 16).copy_to(memory.sub(8, 16)); // overlapping: memmove
+        assert_eq!(
+            host_sync::recorded(),
+            [
+                ("flush", 1088, 64),
+                ("invalidate", 1088, 64),
+                ("flush", 1088, 64),
+                ("flush", 1088, 128),
+                ("invalidate", 1024, 64),
+                ("flush", 1984, 40),
+                ("invalidate", 1024, 64),
+                ("flush", 1024, 64),
+            ]
+        );
+        assert_eq!(&buffer[100..105], &[0; 5], "zeroed after the write");
+        assert_eq!(&buffer[116..148], &[3; 32]);
     }
 
     #[test]

@@ -1,16 +1,26 @@
 //! Where regions come from: gpu-allocator memory on Vulkan, plain wgpu buffers elsewhere.
 //!
 //! Backends are thin: they create and release buffers, and give host access to mapped memory
-//! (`mapped`). All of the crate's `unsafe` lives here; the crate root denies it elsewhere.
+//! (`mapped`), flushed and invalidated where it is not coherent (`host_sync`). All of the
+//! crate's `unsafe` lives here; the crate root denies it elsewhere.
+//!
+//! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
+//! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
+//! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
+//! `pipeline_cache.rs` (the driver's pipeline cache).
 #![allow(unsafe_code)]
 
+mod host_sync;
 mod mapped;
 mod pipeline_cache;
 mod plain;
 mod vulkan;
 
+pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 pub(crate) use pipeline_cache::create_pipeline_cache;
+pub use vulkan::VulkanLimits;
+pub(crate) use vulkan::{heap_budgets, vulkan_limits};
 
 use crate::memplan::{DeviceDescription, DeviceKind};
 
@@ -66,8 +76,14 @@ pub(crate) struct Regions {
 }
 
 impl Regions {
-    pub(crate) fn new(device: wgpu::Device, arena_types: Vec<u32>) -> Result<Self> {
-        let backend = match vulkan::VulkanMemory::new(&device)? {
+    /// Regions of `device` in `arena_types` (best first); `force_non_coherent` makes every
+    /// mapping flush and invalidate as if it were not coherent.
+    pub(crate) fn new(
+        device: wgpu::Device,
+        arena_types: Vec<u32>,
+        force_non_coherent: bool,
+    ) -> Result<Self> {
+        let backend = match vulkan::VulkanMemory::new(&device, force_non_coherent)? {
             Some(vk) => MemoryBackend::Vulkan(Box::new(vk)),
             None => MemoryBackend::Plain,
         };
@@ -101,6 +117,14 @@ impl Regions {
         match &self.backend {
             MemoryBackend::Vulkan(vk) => vk.create_buffer(&self.device, size, candidates, label),
             MemoryBackend::Plain => Ok(plain::create_buffer(&self.device, size, purpose, label)),
+        }
+    }
+
+    /// Flushes and invalidates of non-coherent mappings so far (zero on other backends).
+    pub(crate) fn host_sync_counts(&self) -> HostSyncCounts {
+        match &self.backend {
+            MemoryBackend::Vulkan(vk) => vk.host_sync_counts(),
+            MemoryBackend::Plain => HostSyncCounts::default(),
         }
     }
 

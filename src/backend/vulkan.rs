@@ -7,6 +7,7 @@
 //! the buffer (every submission that touched it has completed), and that callback frees the
 //! memory and destroys the `VkBuffer`: the clean-up order that is known to pass validation.
 
+use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
 use super::{DeviceBuffer, MappedRange};
 use crate::error::{Error, Result};
 use crate::memplan::{
@@ -77,12 +78,7 @@ fn query_budgets(
     if shared.instance_api_version() < vk::API_VERSION_1_1 {
         return None;
     }
-    // SAFETY: enumerating extension properties of a valid physical device.
-    let extensions = unsafe { instance.enumerate_device_extension_properties(physical) }.ok()?;
-    let has_budget = extensions
-        .iter()
-        .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME));
-    if !has_budget {
+    if !has_memory_budget(instance, physical) {
         return None;
     }
     let mut budget = vk::PhysicalDeviceMemoryBudgetPropertiesEXT::default();
@@ -100,20 +96,129 @@ fn query_budgets(
     )
 }
 
+/// The Vulkan limits and versions that matter for memory, which wgpu's `Limits` leave out.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct VulkanLimits {
+    /// `nonCoherentAtomSize`: flushes and invalidates of non-coherent memory cover whole
+    /// multiples of this many bytes.
+    pub non_coherent_atom_size: u64,
+    /// `maxMemoryAllocationSize`: the largest single `VkDeviceMemory`, so the largest arena
+    /// region; `None` on Vulkan 1.0 devices, which do not report it.
+    pub max_memory_allocation_size: Option<u64>,
+    /// `minMemoryMapAlignment`: the alignment of mapped pointers.
+    pub min_memory_map_alignment: u64,
+    /// The device's Vulkan version, `major.minor.patch`.
+    pub api_version: String,
+    /// The driver's version number as the driver encodes it (vendor-specific layout).
+    pub driver_version: u32,
+    /// Whether the device offers `VK_EXT_memory_budget` (per-heap budget and usage).
+    pub memory_budget: bool,
+}
+
+/// The Vulkan limits of the device behind `device`; `None` when it is not Vulkan.
+pub(crate) fn vulkan_limits(device: &wgpu::Device) -> Option<VulkanLimits> {
+    // SAFETY: the hal device is only read (instance function pointers and the physical-device
+    // handle) while the guard is alive; nothing is destroyed or mutated.
+    let hal_device = unsafe { device.as_hal::<VulkanApi>() }?;
+    let instance = hal_device.shared_instance().raw_instance();
+    let physical = hal_device.raw_physical_device();
+    // SAFETY: `physical` was enumerated from `instance`, which outlives these calls.
+    let properties = unsafe { instance.get_physical_device_properties(physical) };
+    let version = properties.api_version;
+    let vulkan_1_1 = hal_device.shared_instance().instance_api_version() >= vk::API_VERSION_1_1
+        && version >= vk::API_VERSION_1_1;
+    let max_memory_allocation_size = vulkan_1_1.then(|| {
+        let mut maintenance3 = vk::PhysicalDeviceMaintenance3Properties::default();
+        let mut properties2 = vk::PhysicalDeviceProperties2::default().push_next(&mut maintenance3);
+        // SAFETY: instance and device are Vulkan 1.1+ (checked above), where the maintenance3
+        // properties are core.
+        unsafe { instance.get_physical_device_properties2(physical, &mut properties2) };
+        maintenance3.max_memory_allocation_size
+    });
+    Some(VulkanLimits {
+        non_coherent_atom_size: properties.limits.non_coherent_atom_size,
+        max_memory_allocation_size,
+        min_memory_map_alignment: properties.limits.min_memory_map_alignment as u64,
+        api_version: format!(
+            "{}.{}.{}",
+            vk::api_version_major(version),
+            vk::api_version_minor(version),
+            vk::api_version_patch(version)
+        ),
+        driver_version: properties.driver_version,
+        memory_budget: has_memory_budget(instance, physical),
+    })
+}
+
+/// Per-heap budget and usage now, from `VK_EXT_memory_budget`; `None` when the device is not
+/// Vulkan or lacks the extension.
+pub(crate) fn heap_budgets(device: &wgpu::Device) -> Option<Vec<HeapBudget>> {
+    // SAFETY: as in `vulkan_limits`: read-only use of the hal device while the guard lives.
+    let hal_device = unsafe { device.as_hal::<VulkanApi>() }?;
+    let shared = hal_device.shared_instance();
+    let instance = shared.raw_instance();
+    let physical = hal_device.raw_physical_device();
+    // SAFETY: `physical` was enumerated from `instance`, which outlives this call.
+    let heap_count = unsafe { instance.get_physical_device_memory_properties(physical) }
+        .memory_heap_count as usize;
+    query_budgets(instance, physical, shared, heap_count)
+}
+
+fn has_memory_budget(instance: &ash::Instance, physical: vk::PhysicalDevice) -> bool {
+    // SAFETY: enumerating extension properties of a valid physical device.
+    let Ok(extensions) = (unsafe { instance.enumerate_device_extension_properties(physical) })
+    else {
+        return false;
+    };
+    extensions
+        .iter()
+        .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME))
+}
+
 /// gpu-allocator on wgpu's device, shared with the drop callbacks of the buffers it backs.
 pub(crate) struct VulkanMemory {
     device: ash::Device,
     allocator: Arc<Mutex<Allocator>>,
+    /// Bit `i` set when memory type `i` is HOST_COHERENT (and coherence is not overridden).
+    coherent_types: u32,
+    /// The device's `nonCoherentAtomSize`.
+    atom: u64,
+    /// Flushes and invalidates of every mapping made here.
+    sync_counters: Arc<SyncCounters>,
 }
 
 impl VulkanMemory {
     /// Builds gpu-allocator on the device wgpu opened; `None` when the device is not Vulkan.
-    pub(crate) fn new(device: &wgpu::Device) -> Result<Option<Self>> {
+    ///
+    /// With `force_non_coherent`, every mapping flushes and invalidates as if its memory were
+    /// not HOST_COHERENT (`ArenaConfig::force_non_coherent`).
+    pub(crate) fn new(device: &wgpu::Device, force_non_coherent: bool) -> Result<Option<Self>> {
         // SAFETY: we clone the instance/device function tables and handles; wgpu keeps them
         // alive for as long as the `wgpu::Device`, which the context keeps alive longer than
         // every buffer made here (their callbacks run before the device is destroyed).
         let Some(hal_device) = (unsafe { device.as_hal::<VulkanApi>() }) else {
             return Ok(None);
+        };
+        let instance = hal_device.shared_instance().raw_instance();
+        let physical = hal_device.raw_physical_device();
+        // SAFETY: `physical` was enumerated from `instance`, which outlives these calls.
+        let (properties, memory) = unsafe {
+            (
+                instance.get_physical_device_properties(physical),
+                instance.get_physical_device_memory_properties(physical),
+            )
+        };
+        let coherent_types = if force_non_coherent {
+            0
+        } else {
+            memory.memory_types[..memory.memory_type_count as usize]
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| {
+                    t.property_flags
+                        .contains(vk::MemoryPropertyFlags::HOST_COHERENT)
+                })
+                .fold(0u32, |bits, (i, _)| bits | (1 << i))
         };
         let allocator = Allocator::new(&AllocatorCreateDesc {
             instance: hal_device.shared_instance().raw_instance().clone(),
@@ -130,6 +235,9 @@ impl VulkanMemory {
         Ok(Some(Self {
             device: hal_device.raw_device().clone(),
             allocator: Arc::new(Mutex::new(allocator)),
+            coherent_types,
+            atom: properties.limits.non_coherent_atom_size,
+            sync_counters: Arc::default(),
         }))
     }
 
@@ -202,14 +310,36 @@ impl VulkanMemory {
             unsafe { self.device.destroy_buffer(raw, None) };
             return Err(backend_error("vkBindBufferMemory", e.to_string()));
         }
-        let mapped = allocation
-            .mapped_ptr()
-            .map(|p| MappedRange::new(p.cast(), size));
+        let coherent = 1u32
+            .checked_shl(memory_type)
+            .is_some_and(|bit| self.coherent_types & bit != 0);
+        let mapped = allocation.mapped_ptr().map(|p| {
+            let range = MappedRange::new(p.cast(), size);
+            if coherent {
+                return range;
+            }
+            // Every allocation here is a dedicated block, so the allocation is the whole
+            // `VkDeviceMemory` (gpu-allocator allocates `requirements.size` and maps it whole).
+            let memory_size = allocation.offset() + allocation.size();
+            // SAFETY: the handle is only stored for flushes and invalidates, which happen while
+            // the buffer lives; the memory is freed only by `BufferRelease`, after wgpu has
+            // dropped the buffer and no range of it is used any more.
+            let memory = unsafe { allocation.memory() };
+            let sync = HostSync::new(
+                &self.device,
+                memory,
+                memory_size,
+                self.atom,
+                &self.sync_counters,
+            );
+            range.non_coherent(sync, allocation.offset())
+        });
         let release = BufferRelease {
             device: self.device.clone(),
             allocator: Arc::clone(&self.allocator),
             raw,
             allocation,
+            _sync_counters: Arc::clone(&self.sync_counters),
         };
         // SAFETY: `raw` stays valid until the callback destroys it, which wgpu runs only when
         // it has dropped its own buffer object (after all GPU work on it). wgpu never maps it.
@@ -240,6 +370,11 @@ impl VulkanMemory {
         })
     }
 
+    /// Flushes and invalidates so far, over every mapping made here.
+    pub(crate) fn host_sync_counts(&self) -> HostSyncCounts {
+        self.sync_counters.snapshot()
+    }
+
     /// gpu-allocator's own view: (live allocations, bytes allocated).
     pub(crate) fn allocator_report(&self) -> (usize, u64) {
         let allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
@@ -254,6 +389,8 @@ struct BufferRelease {
     allocator: Arc<Mutex<Allocator>>,
     raw: vk::Buffer,
     allocation: Allocation,
+    /// Kept alive as long as the memory: mappings of it count into these (see `HostSync`).
+    _sync_counters: Arc<SyncCounters>,
 }
 
 impl BufferRelease {

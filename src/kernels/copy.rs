@@ -1,9 +1,9 @@
 //! `copy`: an explicit device-to-device transfer into a new array.
 
-use super::geometry::BoxCopy;
-use super::launch::copy_dispatches;
+use super::sequence::Sequence;
+use super::update_slice::whole_array;
 use crate::array::DeviceArray;
-use crate::context::Context;
+use crate::context::{Context, ContextInner};
 use crate::error::Result;
 use crate::transfer::TransferDirection;
 
@@ -24,36 +24,62 @@ impl Context {
     /// ```
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "copy";
-        array.check_same_context(&self.inner, OPERATION)?;
+        array.check_ready(&self.inner, OPERATION)?;
+        if self
+            .inner
+            .host_path_possible(&self.inner.kernels.lock(), &[array])
+        {
+            let started = std::time::Instant::now();
+            self.inner.guard(
+                TransferDirection::DeviceToDevice,
+                array.size_in_bytes(),
+                OPERATION,
+                true,
+            )?;
+            let result = self.alloc::<T>(array.shape())?;
+            let kernels = self.inner.kernels.lock();
+            if let Some(host) = self.inner.host_path(&kernels, &[array, &result])? {
+                drop(kernels);
+                host.copy(0, 1, &whole_array(array));
+                self.inner.count_device_copy(array.size_in_bytes(), started);
+                return Ok(result);
+            }
+        }
+        let mut sequence = self.sequence();
+        let result = sequence.copy(array)?;
+        sequence.submit()?;
+        Ok(result)
+    }
+}
+
+impl Sequence {
+    /// [`Context::copy`], recorded (guarded and counted when recorded).
+    pub fn copy<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
+        const OPERATION: &str = "copy";
+        array.check_same_context(&self.ctx.inner, OPERATION)?;
         let bytes = array.size_in_bytes();
         let started = std::time::Instant::now();
-        self.inner
+        self.ctx
+            .inner
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
-        let result = self.alloc::<T>(array.shape())?;
-        // Rounded up to 16 bytes: the arena rounds allocations to 256, so the padding copied is
-        // each array's own.
-        let whole = BoxCopy::contiguous(bytes.next_multiple_of(16), 0, 0);
-        let mut kernels = self.inner.kernels.lock();
-        if let Some(host) = self.inner.host_path(&kernels, &[array, &result])? {
-            drop(kernels);
-            host.copy(0, 1, &whole);
-        } else {
-            let limits = self.inner.plan_limits(&kernels);
-            let mut dispatches = Vec::new();
-            copy_dispatches(array, &result, &whole, &limits, &mut dispatches);
-            self.inner
-                .launch(&mut kernels, &dispatches, &[array, &result])?;
-        }
-        self.inner
-            .transfer_counters
+        let result = self.ctx.alloc::<T>(array.shape())?;
+        self.record_copies(&[(array, &result, whole_array(array))], OPERATION)?;
+        self.ctx.inner.count_device_copy(bytes, started);
+        Ok(result)
+    }
+}
+
+impl ContextInner {
+    /// Counts an explicit device-to-device copy in the statistics and on the timeline.
+    fn count_device_copy(&self, bytes: u64, started: std::time::Instant) {
+        self.transfer_counters
             .record(TransferDirection::DeviceToDevice, true, 1, bytes);
-        self.inner.record(crate::profile::Record::Transfer {
+        self.record(crate::profile::Record::Transfer {
             direction: TransferDirection::DeviceToDevice,
             explicit: true,
             arrays: 1,
             bytes,
             started,
         });
-        Ok(result)
     }
 }

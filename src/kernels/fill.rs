@@ -1,10 +1,12 @@
 //! `fill` and `fill_in_place`: every element set to one value.
 
+use super::builtin::{Binding, Dispatch, Params};
 use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
-use super::launch::{Binding, Dispatch, Params};
-use super::pipelines::Kernel;
+use super::pipelines::Builtin;
+use super::sequence::Sequence;
 use crate::array::DeviceArray;
 use crate::context::Context;
+use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, Result};
 
 /// The fill kernel writes 16-byte patterns, so the element size must divide 16.
@@ -25,47 +27,98 @@ impl Context {
     pub fn fill<T: bytemuck::Pod>(&self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
         let array = self.alloc::<T>(shape)?;
-        self.fill_pattern(array, pattern)
+        self.fill_pattern(array, pattern).map_err(Error::from)
     }
 
     /// Sets every element of the donated `array` to `value`, in place (no allocation), and
     /// returns it.
     ///
-    /// Errors: as [`Context::fill`]; on error the donated array is dropped.
+    /// Errors: as [`Context::fill`], and [`Error::ForeignArray`]; **on error the donated array
+    /// comes back intact** in [`Donated::array`].
     pub fn fill_in_place<T: bytemuck::Pod>(
         &self,
         array: DeviceArray<T>,
         value: T,
-    ) -> Result<DeviceArray<T>> {
-        array.check_same_context(&self.inner, "fill_in_place")?;
-        let pattern = pattern_of(value, "fill_in_place")?;
-        self.fill_pattern(array, pattern)
+    ) -> DonatedResult<T> {
+        let checked = array
+            .check_ready(&self.inner, "fill_in_place")
+            .and_then(|()| pattern_of(value, "fill_in_place"));
+        match checked {
+            Ok(pattern) => self.fill_pattern(array, pattern),
+            Err(error) => Err(Donated { error, array }),
+        }
     }
 
     fn fill_pattern<T: bytemuck::Pod>(
         &self,
         array: DeviceArray<T>,
         pattern: [u32; 4],
-    ) -> Result<DeviceArray<T>> {
-        let mut kernels = self.inner.kernels.lock();
-        if let Some(host) = self.inner.host_path(&kernels, &[&array])? {
-            drop(kernels);
-            host.fill(0, array.size_in_bytes(), pattern);
-            return Ok(array);
+    ) -> DonatedResult<T> {
+        let kernels = self.inner.kernels.lock();
+        match self.inner.host_path(&kernels, &[&array]) {
+            Ok(Some(host)) => {
+                drop(kernels);
+                host.fill(0, array.size_in_bytes(), pattern);
+                return Ok(array);
+            }
+            Ok(None) => {}
+            Err(error) => return Err(Donated { error, array }),
         }
-        let limits = self.inner.plan_limits(&kernels);
+        drop(kernels);
+        let mut sequence = self.sequence();
+        let array = sequence.fill_pattern(array, pattern, "fill")?;
+        match sequence.submit() {
+            Ok(_) => Ok(array),
+            Err(error) => Err(Donated { error, array }),
+        }
+    }
+}
+
+impl Sequence {
+    /// [`Context::fill`], recorded.
+    pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
+        let pattern = pattern_of(value, "fill")?;
+        let array = self.ctx.alloc::<T>(shape)?;
+        self.fill_pattern(array, pattern, "fill")
+            .map_err(Error::from)
+    }
+
+    /// [`Context::fill_in_place`], recorded (the array comes back in the error on failure).
+    pub fn fill_in_place<T: bytemuck::Pod>(
+        &mut self,
+        array: DeviceArray<T>,
+        value: T,
+    ) -> DonatedResult<T> {
+        match pattern_of(value, "fill_in_place") {
+            Ok(pattern) => self.fill_pattern(array, pattern, "fill_in_place"),
+            Err(error) => Err(Donated { error, array }),
+        }
+    }
+
+    fn fill_pattern<T: bytemuck::Pod>(
+        &mut self,
+        array: DeviceArray<T>,
+        pattern: [u32; 4],
+        operation: &'static str,
+    ) -> DonatedResult<T> {
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        let mut kernels = inner.kernels.lock();
+        let limits = inner.plan_limits(&kernels);
         let dispatches: Vec<Dispatch<'_>> = plan_fill(array.size_in_bytes(), pattern, &limits)
             .into_iter()
             .map(|d| Dispatch {
-                kernel: Kernel::Fill,
+                kernel: Builtin::Fill,
                 bindings: vec![Binding::of(&array, d.dst)],
                 params: Params::Fill(d.params),
                 per_group: WORKGROUP * PER_INVOCATION,
             })
             .collect();
-        self.inner.launch(&mut kernels, &dispatches, &[&array])?;
+        let recorded = self.record_builtin(&mut kernels, &dispatches, operation);
         drop(dispatches);
-        Ok(array)
+        match recorded {
+            Ok(()) => Ok(array),
+            Err(error) => Err(Donated { error, array }),
+        }
     }
 }
 

@@ -18,6 +18,18 @@ use crate::error::Result;
 pub(crate) struct HostArrays(Vec<MappedRange>);
 
 impl ContextInner {
+    /// Whether an op on `arrays` would take the host path (no waiting, no side effects): ops
+    /// use this to upload host operands at once, rather than within a sequence, before copying.
+    pub(crate) fn host_path_possible<T: bytemuck::Pod>(
+        &self,
+        kernels: &KernelState,
+        arrays: &[&DeviceArray<T>],
+    ) -> bool {
+        !kernels.force_device_kernels
+            && self.adapter_info.device_type == wgpu::DeviceType::Cpu
+            && arrays.iter().all(|a| a.storage.host_range().is_some())
+    }
+
     /// The arrays' mapped bytes when this op should copy on the host (a CPU adapter, every
     /// array mapped, device kernels not forced), after waiting for the GPU work that uses them.
     pub(crate) fn host_path<T: bytemuck::Pod>(

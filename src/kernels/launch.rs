@@ -1,278 +1,392 @@
-//! Launching kernels over arena arrays: parameters into a reused uniform buffer, one bind group
-//! per dispatch, one compute pass, one submission that records every array it touches.
+//! `Launch`: a user's kernel run over arena arrays. The builder takes the arrays themselves, so
+//! every array a kernel touches is recorded as used by its submission (its memory cannot be
+//! handed out again before the work completes), and checks every argument against the
+//! kernel's reflected signature before anything is recorded.
 
-use super::geometry::{
-    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits, MAX_ITEMS,
-    PER_INVOCATION, WORKGROUP,
-};
-use super::pipelines::{Kernel, KernelState};
-use crate::array::{DeviceArray, GpuUse};
-use crate::context::ContextInner;
+use super::reflect::StorageBinding;
+use super::sequence::{BoundRange, Sequence, Step};
+use super::user_kernel::Kernel;
+use crate::array::ArrayStorage;
+use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::submission::SubmissionId;
+use crate::view::{KernelArg, KernelArgMut};
+use std::marker::PhantomData;
+use std::sync::Arc;
 
-/// Bytes per parameter slot in the uniform buffer: WebGPU's largest
-/// `min_uniform_buffer_offset_alignment` (256), and more than any kernel's parameters need.
-const PARAM_SLOT_BYTES: u64 = 256;
-
-/// Most dispatches per submission; more are submitted in batches. Bounds the uniform buffer at
-/// 1 MiB however many pieces a huge or awkward copy needs.
-const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
-
-/// An array's buffer and a byte range of it, relative to the array's first byte.
-pub(crate) struct Binding<'a> {
-    pub(crate) buffer: &'a wgpu::Buffer,
-    /// The array's offset in the buffer.
-    pub(crate) array_offset: u64,
-    pub(crate) range: BindRange,
+/// A kernel launch being described: arguments in binding order, the parameter block, the grid.
+/// Made by [`Context::launch`] (run as its own submission) or [`Sequence::launch`] (recorded
+/// into the sequence); nothing happens until [`Launch::run`].
+///
+/// The arguments' borrows last as long as the builder, so the compiler refuses an array passed
+/// both as an input and as a writable output of one launch.
+///
+/// ```no_run
+/// # let ctx = gpu_arena::Context::new(Default::default())?;
+/// #[repr(C)]
+/// #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+/// struct Params { n: u32, a: f32 }
+/// let saxpy = ctx.kernel(
+///     "struct Params { n: u32, a: f32 }
+///      @group(0) @binding(0) var<uniform> p: Params;
+///      @group(0) @binding(1) var<storage, read> x: array<f32>;
+///      @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+///      @compute @workgroup_size(64)
+///      fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+///          if (i.x < p.n) { y[i.x] = p.a * x[i.x] + y[i.x]; }
+///      }",
+///     "main",
+/// )?;
+/// let x = ctx.device_put(&[1.0f32; 1000], &[1000])?;
+/// let mut y = ctx.device_put(&[2.0f32; 1000], &[1000])?;
+/// ctx.launch(&saxpy)
+///     .arg(&x)
+///     .arg_mut(&mut y)
+///     .params(&Params { n: 1000, a: 3.0 })
+///     .grid_for(1000)
+///     .run()?;
+/// assert_eq!(ctx.device_get(&y)?, [5.0; 1000]);
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+#[must_use = "a launch does nothing until .run()"]
+pub struct Launch<'s, 'a> {
+    target: Target<'s>,
+    kernel: Kernel,
+    args: Vec<Arg>,
+    params: Option<Vec<u8>>,
+    grid: Option<[u32; 3]>,
+    /// The first mistake made while describing the launch, reported by `run`.
+    error: Option<Error>,
+    _borrows: PhantomData<&'a ()>,
 }
 
-impl<'a> Binding<'a> {
-    pub(crate) fn of<T: bytemuck::Pod>(array: &'a DeviceArray<T>, range: BindRange) -> Self {
-        Binding {
-            buffer: array.buffer(),
-            array_offset: array.byte_offset(),
-            range,
-        }
+enum Target<'s> {
+    Own(Sequence),
+    Recording(&'s mut Sequence),
+}
+
+/// An argument as given: which memory, which range, which element type, writable or not.
+struct Arg {
+    storage: Arc<ArrayStorage>,
+    offset: u64,
+    bytes: u64,
+    element_size: usize,
+    element_type: &'static str,
+    writable: bool,
+}
+
+impl Context {
+    /// Describes a launch of `kernel` run as a submission of its own (see [`Launch`]; to put
+    /// many launches and ops in one submission, use [`Context::sequence`]).
+    pub fn launch<'a>(&self, kernel: &Kernel) -> Launch<'static, 'a> {
+        Launch::new(Target::Own(self.sequence()), kernel)
     }
 }
 
-/// A kernel's parameters (binding 0).
-#[derive(Clone, Copy)]
-pub(crate) enum Params {
-    Copy(CopyParams),
-    Fill(FillParams),
-}
-
-impl Params {
-    fn items(&self) -> u64 {
-        u64::from(match self {
-            Params::Copy(p) => p.items,
-            Params::Fill(p) => p.items,
-        })
-    }
-
-    /// The parameters' bytes for a dispatch that starts at item `first_item`.
-    fn bytes_from(&self, first_item: u64) -> Vec<u8> {
-        match *self {
-            Params::Copy(mut p) => {
-                p.first_item = first_item as u32;
-                bytemuck::bytes_of(&p).to_vec()
-            }
-            Params::Fill(mut p) => {
-                p.first_item = first_item as u32;
-                bytemuck::bytes_of(&p).to_vec()
-            }
-        }
+impl Sequence {
+    /// Describes a launch of `kernel` recorded into this sequence (see [`Launch`]).
+    pub fn launch<'s, 'a>(&'s mut self, kernel: &Kernel) -> Launch<'s, 'a> {
+        Launch::new(Target::Recording(self), kernel)
     }
 }
 
-/// One dispatch: a kernel, its storage bindings (binding 1, 2, ...), its parameters (binding 0),
-/// and how many items one workgroup takes.
-pub(crate) struct Dispatch<'a> {
-    pub(crate) kernel: Kernel,
-    pub(crate) bindings: Vec<Binding<'a>>,
-    pub(crate) params: Params,
-    pub(crate) per_group: u64,
-}
-
-/// A dispatch as recorded: one grid and the parameters of its items.
-struct Recorded<'d, 'a> {
-    dispatch: &'d Dispatch<'a>,
-    params: Vec<u8>,
-    grid: [u32; 3],
-}
-
-impl ContextInner {
-    /// The most workgroups per grid dimension kernels may launch (the device's limit, or the
-    /// test override).
-    pub(crate) fn max_workgroups_per_dimension(&self, kernels: &KernelState) -> u64 {
-        kernels.limits_override.map_or(
-            u64::from(self.limits.max_compute_workgroups_per_dimension),
-            |(_, groups)| u64::from(groups),
-        )
+impl<'s, 'a> Launch<'s, 'a> {
+    fn new(target: Target<'s>, kernel: &Kernel) -> Self {
+        Self {
+            target,
+            kernel: kernel.clone(),
+            args: Vec::new(),
+            params: None,
+            grid: None,
+            error: None,
+            _borrows: PhantomData,
+        }
     }
 
-    /// Runs `dispatches` in order (each sees the previous one's writes: wgpu puts a barrier
-    /// between dispatches that use a buffer read_write) and records the submission on every
-    /// array in `uses`. Returns the last submission (none when there is nothing to do).
-    pub(crate) fn launch(
-        &self,
-        kernels: &mut KernelState,
-        dispatches: &[Dispatch<'_>],
-        uses: &[&dyn GpuUse],
-    ) -> Result<Option<SubmissionId>> {
-        // Grids past max³ workgroups (never at 65535 per dimension, but at the test limits)
-        // become several dispatches, each from its own first item.
-        let max = self.max_workgroups_per_dimension(kernels);
-        let mut recorded = Vec::with_capacity(dispatches.len());
-        for d in dispatches {
-            let items = d.params.items();
-            let per_dispatch = max.pow(3).min(MAX_ITEMS) * d.per_group;
-            let mut first = 0;
-            loop {
-                let groups = (items - first).min(per_dispatch).div_ceil(d.per_group);
-                let grid = grid(groups, max).expect("at most max³ workgroups");
-                recorded.push(Recorded {
-                    dispatch: d,
-                    params: d.params.bytes_from(first),
-                    grid,
-                });
-                first += per_dispatch;
-                if first >= items {
-                    break;
-                }
-            }
-        }
-        let mut last = None;
-        for batch in recorded.chunks(MAX_DISPATCHES_PER_SUBMIT) {
-            last = Some(self.launch_batch(kernels, batch, uses)?);
-        }
-        Ok(last)
+    /// The next storage argument (binding order), read by the kernel.
+    pub fn arg<A: KernelArg + ?Sized>(mut self, array: &'a A) -> Self {
+        self.push_arg(array, false);
+        self
     }
 
-    fn launch_batch(
-        &self,
-        kernels: &mut KernelState,
-        dispatches: &[Recorded<'_, '_>],
-        uses: &[&dyn GpuUse],
-    ) -> Result<SubmissionId> {
-        let slot = PARAM_SLOT_BYTES.max(u64::from(self.limits.min_uniform_buffer_offset_alignment));
-        let needed = dispatches.len() as u64;
-        let grow = kernels
-            .params
-            .as_ref()
-            .is_none_or(|(_, slots)| *slots < needed);
-        if grow {
-            let slots = needed.next_power_of_two().max(16);
-            let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gpu-arena kernel parameters"),
-                size: slots * slot,
-                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            kernels.params = Some((buffer, slots));
-        }
-        let params = kernels
-            .params
-            .as_ref()
-            .map(|(b, _)| b.clone())
-            .expect("made above");
-        let mut bytes = vec![0u8; (needed * slot) as usize];
-        for (i, d) in dispatches.iter().enumerate() {
-            let at = i * slot as usize;
-            bytes[at..at + d.params.len()].copy_from_slice(&d.params);
-        }
-        // The write lands before this submission's commands and after every earlier
-        // submission's (queue order), so reusing the slots of earlier launches is safe. The
-        // kernel lock, held by our caller until after the submit, keeps other threads' launches
-        // from writing the slots in between.
-        self.queue.write_buffer(&params, 0, &bytes);
-
-        let pipelines = dispatches
-            .iter()
-            .map(|d| kernels.pipeline(&self.device, &self.adapter_info, d.dispatch.kernel))
-            .collect::<Result<Vec<_>>>()?;
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("gpu-arena kernels"),
-            });
-        {
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some("gpu-arena kernels"),
-                timestamp_writes: None,
-            });
-            for (i, (d, compiled)) in dispatches.iter().zip(&pipelines).enumerate() {
-                let mut entries = vec![wgpu::BindGroupEntry {
-                    binding: 0,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &params,
-                        offset: i as u64 * slot,
-                        size: wgpu::BufferSize::new(d.params.len() as u64),
-                    }),
-                }];
-                for (b, binding) in d.dispatch.bindings.iter().enumerate() {
-                    entries.push(wgpu::BindGroupEntry {
-                        binding: b as u32 + 1,
-                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                            buffer: binding.buffer,
-                            offset: binding.array_offset + binding.range.offset,
-                            size: wgpu::BufferSize::new(binding.range.size),
-                        }),
-                    });
-                }
-                let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: Some(d.dispatch.kernel.name()),
-                    layout: &compiled.layout,
-                    entries: &entries,
-                });
-                let [x, y, z] = d.grid;
-                pass.set_pipeline(&compiled.pipeline);
-                pass.set_bind_group(0, &group, &[]);
-                pass.dispatch_workgroups(x, y, z);
-            }
-        }
-        let commands = encoder.finish();
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(Error::Device {
-                during: "encoding gpu-arena kernels".into(),
-                reason: error.to_string(),
-            });
-        }
-        let id = self.submit([commands]);
-        for d in dispatches {
-            let name = d.dispatch.kernel.name();
-            self.record(crate::profile::Record::Dispatch {
-                name,
-                submission: id,
-            });
-        }
-        for array in uses {
-            array.record_use(id);
-        }
-        Ok(id)
+    /// The next storage argument (binding order), written by the kernel: required for bindings
+    /// the kernel declares `read_write`.
+    pub fn arg_mut<A: KernelArgMut + ?Sized>(mut self, array: &'a mut A) -> Self {
+        self.push_arg(&*array, true);
+        self
     }
-}
 
-/// The dispatches of one box copy from `src` to `dst`, appended to `out`.
-pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
-    src: &'a DeviceArray<T>,
-    dst: &'a DeviceArray<T>,
-    copy: &BoxCopy,
-    limits: &PlanLimits,
-    out: &mut Vec<Dispatch<'a>>,
-) {
-    for d in plan_copy(copy, limits) {
-        let contiguous = d.params.outer_rank == 0;
-        let (kernel, per_invocation) = match d.unit {
-            CopyUnit::Vec4 => (Kernel::CopyRowsVec4 { contiguous }, PER_INVOCATION),
-            CopyUnit::Word => (Kernel::CopyRowsWord { contiguous }, PER_INVOCATION),
-            CopyUnit::Byte => (Kernel::CopyBytes, 1),
-        };
-        out.push(Dispatch {
-            kernel,
-            bindings: vec![Binding::of(src, d.src), Binding::of(dst, d.dst)],
-            params: Params::Copy(d.params),
-            per_group: WORKGROUP * per_invocation,
+    fn push_arg<A: KernelArg + ?Sized>(&mut self, array: &A, writable: bool) {
+        let r = array.arg_ref();
+        self.args.push(Arg {
+            storage: Arc::clone(r.storage),
+            offset: r.offset,
+            bytes: r.bytes,
+            element_size: r.element_size,
+            element_type: r.element_type,
+            writable,
         });
     }
-}
 
-impl ContextInner {
-    /// What one binding and one dispatch may take on this device (or under the test override).
-    pub(crate) fn plan_limits(&self, kernels: &KernelState) -> PlanLimits {
-        let max_binding_bytes = kernels
-            .limits_override
-            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b);
-        PlanLimits {
-            max_binding_bytes,
-            // At least 16 so that vec4 indexing of a binding is exact. WebGPU caps this limit at
-            // 256, the arena's alignment, so a rounded-down offset stays inside the array.
-            binding_alignment: u64::from(self.limits.min_storage_buffer_offset_alignment)
-                .clamp(16, crate::arena::ALLOCATION_ALIGNMENT),
-            max_items: MAX_ITEMS,
+    /// The kernel's parameter block (its `var<uniform>` or `var<immediate>`): a `Pod` value of
+    /// exactly the block's size as WGSL lays it out (mind WGSL's alignment: a `vec3<f32>`
+    /// takes 16 bytes).
+    pub fn params<P: bytemuck::Pod>(mut self, params: &P) -> Self {
+        self.params = Some(bytemuck::bytes_of(params).to_vec());
+        self
+    }
+
+    /// The number of workgroups in x, y and z (each at most the device's
+    /// `max_compute_workgroups_per_dimension`; a zero runs nothing).
+    pub fn grid(mut self, workgroups: [u32; 3]) -> Self {
+        self.grid = Some(workgroups);
+        self
+    }
+
+    /// A 1-D grid covering `n` items: `ceil(n / workgroup_size.x)` workgroups in x. Kernels
+    /// index with `global_invocation_id.x` and check it against `n` (the last workgroup may run
+    /// past it).
+    ///
+    /// Errors at [`Launch::run`] when `n` needs more workgroups than one dimension allows (on
+    /// most GPUs 65535): then use [`Launch::grid_linear`].
+    pub fn grid_for(mut self, n: u64) -> Self {
+        let (groups, max) = self.groups_for(n);
+        if groups > max {
+            let [wx, ..] = self.kernel.workgroup_size();
+            self.set_error(self.argument_error(
+                "the grid",
+                format!(
+                    "{n} items need {groups} workgroups of {wx}, more than the {max} one grid dimension allows: use .grid_linear(n) and index with gid.x + gid.y * num_workgroups.x * {wx}"
+                ),
+            ));
+        } else {
+            self.grid = Some([groups as u32, 1, 1]);
+        }
+        self
+    }
+
+    /// A grid covering `n` items of any count: 1-D while it fits, else spread over x and y
+    /// (`[max, ceil(groups / max), 1]`). Kernels must then index linearly:
+    /// `let i = gid.x + gid.y * num_workgroups.x * WORKGROUP_SIZE_X;` and check `i < n`.
+    pub fn grid_linear(mut self, n: u64) -> Self {
+        let (groups, max) = self.groups_for(n);
+        let rows = groups.div_ceil(max.max(1));
+        if rows > max {
+            self.set_error(self.argument_error(
+                "the grid",
+                format!("{n} items need {groups} workgroups, more than {max}² in two dimensions"),
+            ));
+        } else if groups <= max {
+            self.grid = Some([groups as u32, 1, 1]);
+        } else {
+            self.grid = Some([max as u32, rows as u32, 1]);
+        }
+        self
+    }
+
+    fn groups_for(&self, n: u64) -> (u64, u64) {
+        let [wx, ..] = self.kernel.workgroup_size();
+        let max = u64::from(self.kernel.ctx.limits.max_compute_workgroups_per_dimension);
+        (n.div_ceil(u64::from(wx.max(1))), max)
+    }
+
+    fn set_error(&mut self, error: Error) {
+        self.error.get_or_insert(error);
+    }
+
+    fn argument_error(&self, binding: &str, reason: String) -> Error {
+        Error::KernelArgument {
+            kernel: self.kernel.name().to_string(),
+            binding: binding.to_string(),
+            reason,
         }
     }
+
+    /// Checks the launch against the kernel's signature and records it: into the sequence it
+    /// was made from, or (for [`Context::launch`]) as a submission of its own.
+    ///
+    /// Errors, before anything is recorded or submitted: [`Error::KernelArgument`] naming the
+    /// binding for a missing or extra argument, an element size that differs from the WGSL
+    /// element type, a read-only argument for a `read_write` binding, an array smaller than a
+    /// fixed-size binding or larger than `max_storage_buffer_binding_size`, a view whose offset
+    /// misses `min_storage_buffer_offset_alignment`, a missing or wrongly sized parameter block,
+    /// a missing or too large grid; [`Error::ForeignArray`] for an array or kernel of another
+    /// context; [`Error::Device`] when the device refuses the work.
+    pub fn run(mut self) -> Result<()> {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        let step = self.check()?;
+        let kernel = self.kernel.clone();
+        let sequence = match &mut self.target {
+            Target::Own(s) => s,
+            Target::Recording(s) => &mut **s,
+        };
+        if !Arc::ptr_eq(&kernel.ctx, &sequence.ctx.inner) {
+            return Err(Error::ForeignArray {
+                operation: "launch (the kernel)",
+                array_device: crate::context::describe_context(&kernel.ctx),
+                context_device: crate::context::describe_context(&sequence.ctx.inner),
+            });
+        }
+        for arg in &self.args {
+            sequence.touch(&arg.storage, "launch")?;
+        }
+        if let Some(step) = step {
+            sequence.push_dispatch(step);
+        }
+        if let Target::Own(sequence) = self.target {
+            sequence.submit()?;
+        }
+        Ok(())
+    }
+
+    /// The dispatch step, or `None` for an empty grid.
+    fn check(&self) -> Result<Option<Step>> {
+        let signature = self.kernel.signature();
+        let limits = &self.kernel.ctx.limits;
+        if self.args.len() != signature.storage.len() {
+            let expected: Vec<String> = signature.storage.iter().map(describe).collect();
+            return Err(self.argument_error(
+                "arguments",
+                format!(
+                    "{} arrays given, the kernel binds {}: {}",
+                    self.args.len(),
+                    signature.storage.len(),
+                    expected.join(", ")
+                ),
+            ));
+        }
+        let mut ranges = Vec::with_capacity(self.args.len());
+        for (binding, arg) in signature.storage.iter().zip(&self.args) {
+            ranges.push(self.bind(binding, arg, limits)?);
+        }
+        match (&signature.params, &self.params) {
+            (Some(block), Some(p)) if p.len() as u64 != block.size => {
+                return Err(self.argument_error(
+                    &format!("parameter block `{}: {}`", block.name, block.type_name),
+                    format!(
+                        "{} bytes given; WGSL lays `{}` out in {} bytes: match its fields, alignment and padding in a #[repr(C)] struct",
+                        p.len(),
+                        block.type_name,
+                        block.size
+                    ),
+                ))
+            }
+            (Some(block), None) => {
+                return Err(self.argument_error(
+                    &format!("parameter block `{}: {}`", block.name, block.type_name),
+                    format!("not given: pass {} bytes with .params(&value)", block.size),
+                ))
+            }
+            (None, Some(p)) => {
+                return Err(self.argument_error(
+                    "parameters",
+                    format!(
+                        "{} bytes given, but the kernel reads no var<uniform> or var<immediate> block",
+                        p.len()
+                    ),
+                ))
+            }
+            _ => {}
+        }
+        let Some(grid) = self.grid else {
+            return Err(self.argument_error(
+                "the grid",
+                "not set: call .grid([x, y, z]) or .grid_for(n)".into(),
+            ));
+        };
+        let max = limits.max_compute_workgroups_per_dimension;
+        if grid.iter().any(|&g| g > max) {
+            return Err(self.argument_error(
+                "the grid",
+                format!("{grid:?} workgroups exceed the device's {max} per dimension"),
+            ));
+        }
+        if grid.contains(&0) {
+            return Ok(None);
+        }
+        Ok(Some(Step::Dispatch {
+            kernel: Arc::clone(&self.kernel.compiled),
+            ranges,
+            params: self.params.clone(),
+            grid,
+        }))
+    }
+
+    /// The bound byte range of one argument, after every check of it against its binding.
+    fn bind(
+        &self,
+        binding: &StorageBinding,
+        arg: &Arg,
+        limits: &wgpu::Limits,
+    ) -> Result<BoundRange> {
+        let name = describe(binding);
+        let fail = |reason: String| Err(self.argument_error(&name, reason));
+        if binding.writable && !arg.writable {
+            return fail("is declared read_write: pass the array with .arg_mut(&mut array)".into());
+        }
+        if binding.is_array && arg.element_size as u64 != binding.element_stride {
+            return fail(format!(
+                "elements of {} are {} bytes apart in WGSL, but the argument holds {} ({} bytes): use a DeviceArray of a {}-byte element type",
+                binding.element_type,
+                binding.element_stride,
+                arg.element_type,
+                arg.element_size,
+                binding.element_stride
+            ));
+        }
+        if (binding.fixed_len.is_some() || !binding.is_array) && arg.bytes < binding.min_bytes {
+            return fail(format!(
+                "the argument has {} bytes; the binding's type needs {}",
+                arg.bytes, binding.min_bytes
+            ));
+        }
+        let allocation = &arg.storage.allocation;
+        let offset = allocation.offset + arg.offset;
+        let alignment = u64::from(limits.min_storage_buffer_offset_alignment);
+        if !offset.is_multiple_of(alignment) {
+            return fail(format!(
+                "the view starts at byte {offset} of its buffer, which is not a multiple of this device's min_storage_buffer_offset_alignment ({alignment}): bind a view whose rows are a multiple of {alignment} bytes, or copy the part out with dynamic_slice"
+            ));
+        }
+        // WGSL sees whole words, and WebGPU binds no empty range: round up to 4 bytes and to
+        // one element, within the array's own allocation (rounded to 256 bytes by the arena).
+        let size = arg.bytes.next_multiple_of(4).max(binding.min_bytes);
+        if arg.offset + size > allocation.size {
+            return fail(format!(
+                "the argument has {} bytes; the binding needs at least {}",
+                arg.bytes, binding.min_bytes
+            ));
+        }
+        let max = limits.max_storage_buffer_binding_size;
+        if size > max {
+            return fail(format!(
+                "{size} bytes exceed this device's max_storage_buffer_binding_size ({max}): launch over views of at most that size"
+            ));
+        }
+        Ok(BoundRange {
+            binding: binding.binding,
+            buffer: arg.storage.buffer.clone(),
+            offset,
+            size,
+        })
+    }
+}
+
+/// A binding as errors name it: `@binding(2) y: array<f32> (read_write)`.
+fn describe(binding: &StorageBinding) -> String {
+    let access = if binding.writable {
+        "read_write"
+    } else {
+        "read"
+    };
+    let ty = match (binding.is_array, binding.fixed_len) {
+        (true, Some(n)) => format!("array<{}, {n}>", binding.element_type),
+        (true, None) => format!("array<{}>", binding.element_type),
+        (false, _) => binding.element_type.clone(),
+    };
+    format!(
+        "@binding({}) {}: {ty} ({access})",
+        binding.binding, binding.name
+    )
 }

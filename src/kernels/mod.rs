@@ -1,32 +1,52 @@
-//! Kernels over arena arrays: `dynamic_update_slice` (in place when donated),
-//! `dynamic_update_slice_copy`, `dynamic_slice`, `fill` and `copy`, and the cache of their
-//! compiled pipelines.
+//! Compute over arena arrays: users' own kernels ([`Kernel`], [`Launch`]), sequences of many
+//! launches and ops in one submission ([`Sequence`]), the library's ops (`dynamic_update_slice`
+//! in place when donated, `dynamic_update_slice_copy`, `dynamic_slice`, `fill`, `copy`), and
+//! the cache of compiled pipelines. Every piece of GPU work, the library's and the user's, goes
+//! through one path: compiled by `pipelines`, checked against `reflect`'s signature, recorded
+//! as `sequence` steps, submitted inside error scopes, its arrays recorded as used.
 //!
-//! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
-//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
-//! - `pipelines`: shader modules and pipelines compiled once per context.
+//! - `reflect`: what a kernel binds, read from its naga IR (pure).
+//! - `pipelines`: compilation once per context and variant.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
 //!   file costs speed, never the kernels.
-//! - `launch`: parameters, bind groups, grids, the submission.
+//! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
+//! - `launch`: [`Launch`], the checked launch of a user's kernel.
+//! - `sequence`: [`Sequence`] and the one submission path.
+//! - `error_scopes`: wgpu errors as `Result`s.
+//! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
+//! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
+//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
-//! - one file per op.
+//! - one file per op: `update_slice`, `slice`, `fill`, `copy`.
 //!
-//! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate.
+//! The library's kernels themselves are `shaders/*.wgsl`, one per file, built into the crate.
 #![deny(unsafe_code)]
 
+mod builtin;
 mod copy;
 mod disk_cache;
+mod error_scopes;
 mod fill;
 mod geometry;
 mod host;
 mod launch;
 mod pipelines;
+mod reflect;
+mod sequence;
 mod slice;
 mod slicing;
 mod update_slice;
+mod user_kernel;
 
 pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
-pub use pipelines::KernelCacheStats;
+pub use launch::Launch;
+pub use pipelines::{KernelCacheStats, KernelSource};
+pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
+pub use sequence::Sequence;
+pub use user_kernel::{Kernel, KernelDesc};
+
+pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};
+pub(crate) use sequence::Step;
 
 pub(crate) use pipelines::KernelCache;
 

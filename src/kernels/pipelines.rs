@@ -4,11 +4,15 @@
 //! compiles faster.
 
 use super::disk_cache::{DiskCache, DiskCacheLoad};
+use super::error_scopes::ErrorScopes;
+use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind};
+use super::user_kernel::KernelDesc;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+use wgpu::naga;
 
 const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
 const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");
@@ -18,9 +22,10 @@ const GRID_WGSL: &str = include_str!("../../shaders/grid.wgsl");
 /// Prepended to both box-copy kernels: parameters, bindings, row starts.
 const BOX_COPY_WGSL: &str = include_str!("../../shaders/box_copy.wgsl");
 
-/// One kernel variant: one shader module and one pipeline each.
+/// One of the library's own kernel variants: one pipeline each, compiled through the same path
+/// as users' kernels ([`KernelState::compile`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Kernel {
+pub(crate) enum Builtin {
     /// `copy_rows.wgsl` over `vec4<u32>` units, for one contiguous row (`CONTIGUOUS`) or rows.
     CopyRowsVec4 { contiguous: bool },
     /// `copy_rows.wgsl` over `u32` words, likewise.
@@ -31,24 +36,24 @@ pub(crate) enum Kernel {
     Fill,
 }
 
-impl Kernel {
+impl Builtin {
     /// The variant's name in statistics and labels.
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Kernel::CopyRowsVec4 { contiguous: true } => "copy_rows<vec4<u32>>(contiguous)",
-            Kernel::CopyRowsVec4 { contiguous: false } => "copy_rows<vec4<u32>>",
-            Kernel::CopyRowsWord { contiguous: true } => "copy_rows<u32>(contiguous)",
-            Kernel::CopyRowsWord { contiguous: false } => "copy_rows<u32>",
-            Kernel::CopyBytes => "copy_bytes",
-            Kernel::Fill => "fill",
+            Builtin::CopyRowsVec4 { contiguous: true } => "copy_rows<vec4<u32>>(contiguous)",
+            Builtin::CopyRowsVec4 { contiguous: false } => "copy_rows<vec4<u32>>",
+            Builtin::CopyRowsWord { contiguous: true } => "copy_rows<u32>(contiguous)",
+            Builtin::CopyRowsWord { contiguous: false } => "copy_rows<u32>",
+            Builtin::CopyBytes => "copy_bytes",
+            Builtin::Fill => "fill",
         }
     }
 
     /// Pipeline-overridable constants of the variant.
     fn constants(self) -> &'static [(&'static str, f64)] {
         match self {
-            Kernel::CopyRowsVec4 { contiguous: true }
-            | Kernel::CopyRowsWord { contiguous: true } => &[("CONTIGUOUS", 1.0)],
+            Builtin::CopyRowsVec4 { contiguous: true }
+            | Builtin::CopyRowsWord { contiguous: true } => &[("CONTIGUOUS", 1.0)],
             _ => &[],
         }
     }
@@ -56,31 +61,42 @@ impl Kernel {
     /// The module's source; variants of one kernel that differ only in constants share it.
     fn source(self) -> String {
         match self {
-            Kernel::CopyRowsVec4 { .. } => {
+            Builtin::CopyRowsVec4 { .. } => {
                 format!("alias Unit = vec4<u32>;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
             }
-            Kernel::CopyRowsWord { .. } => {
+            Builtin::CopyRowsWord { .. } => {
                 format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
             }
-            Kernel::CopyBytes => {
+            Builtin::CopyBytes => {
                 format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_BYTES_WGSL}")
             }
-            Kernel::Fill => format!("{GRID_WGSL}{FILL_WGSL}"),
+            Builtin::Fill => format!("{GRID_WGSL}{FILL_WGSL}"),
         }
     }
+}
+
+/// A kernel's source: WGSL text or SPIR-V words (wgpu's `spirv` feature is on).
+#[derive(Clone, Copy, Debug)]
+pub enum KernelSource<'a> {
+    /// WGSL source text.
+    Wgsl(&'a str),
+    /// A SPIR-V module as 32-bit words.
+    SpirV(&'a [u32]),
 }
 
 /// How this context's kernels were compiled: what a first call pays and a later one does not.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct KernelCacheStats {
-    /// Pipelines compiled so far (each kernel variant at most once per context).
+    /// Pipelines compiled so far (each kernel variant, and each user kernel per source, entry
+    /// point and constants, at most once per context).
     pub pipelines_compiled: u64,
-    /// Kernel launches that found their pipeline already compiled.
+    /// Look-ups that found their pipeline already compiled (one per library op dispatch kind,
+    /// one per repeated [`crate::Context::kernel`] call).
     pub pipeline_hits: u64,
-    /// Wall time of every compilation together (shader module and pipeline).
+    /// Wall time of every compilation together (reflection, shader module and pipeline).
     pub compile_time: Duration,
-    /// Each compilation in order: the kernel variant and how long it took.
-    pub compiles: Vec<(&'static str, Duration)>,
+    /// Each compilation in order: the kernel's name and how long it took.
+    pub compiles: Vec<(String, Duration)>,
     /// The driver pipeline-cache file, when `GPU_ARENA_CACHE_DIR` is set and the device has
     /// `Features::PIPELINE_CACHE` (Vulkan).
     pub disk_cache_file: Option<PathBuf>,
@@ -97,10 +113,31 @@ pub struct KernelCacheStats {
     pub disk_cache_write_error: Option<String>,
 }
 
-/// A compiled kernel variant.
+/// A compiled kernel: its pipeline, the layout its bind groups follow, and what it binds.
 pub(crate) struct Compiled {
+    /// The name in statistics, errors and the timeline.
+    pub(crate) name: String,
     pub(crate) pipeline: wgpu::ComputePipeline,
     pub(crate) layout: wgpu::BindGroupLayout,
+    pub(crate) signature: KernelSignature,
+}
+
+/// What identifies a compiled kernel in the cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum CacheKey {
+    Builtin(Builtin),
+    User {
+        source: UserSource,
+        entry_point: String,
+        /// Names and the bits of their values (f64 is not `Eq`).
+        constants: Vec<(String, u64)>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum UserSource {
+    Wgsl(String),
+    SpirV(Vec<u32>),
 }
 
 /// The kernels of one context. Lives in `ContextInner`; its lock also serialises writing the
@@ -111,9 +148,7 @@ pub(crate) struct KernelCache {
 
 /// Everything behind the kernel lock.
 pub(crate) struct KernelState {
-    pipelines: HashMap<Kernel, Arc<Compiled>>,
-    /// Shader modules by source, shared by the variants that differ only in constants.
-    modules: HashMap<String, wgpu::ShaderModule>,
+    pipelines: HashMap<CacheKey, Arc<Compiled>>,
     disk_cache: DiskCache,
     stats: KernelCacheStats,
     /// The uniform buffer kernel parameters are written to, one 256-byte slot per dispatch
@@ -131,7 +166,6 @@ impl KernelCache {
         Self {
             state: Mutex::new(KernelState {
                 pipelines: HashMap::new(),
-                modules: HashMap::new(),
                 disk_cache: DiskCache::from_env(),
                 stats: KernelCacheStats::default(),
                 params: None,
@@ -152,60 +186,208 @@ impl KernelState {
         self.stats.clone()
     }
 
-    /// The compiled pipeline of `kernel`, compiling it at the first use.
-    pub(crate) fn pipeline(
+    /// The compiled pipeline of one of the library's kernels, compiling it at the first use.
+    pub(crate) fn builtin(
         &mut self,
         device: &wgpu::Device,
         adapter: &wgpu::AdapterInfo,
-        kernel: Kernel,
+        kernel: Builtin,
     ) -> Result<Arc<Compiled>> {
-        if let Some(compiled) = self.pipelines.get(&kernel) {
+        let key = CacheKey::Builtin(kernel);
+        if let Some(compiled) = self.pipelines.get(&key) {
             self.stats.pipeline_hits += 1;
             return Ok(Arc::clone(compiled));
         }
+        let source = kernel.source();
+        let module = parse(KernelSource::Wgsl(&source), kernel.name())?;
+        let compiled = self.compile(
+            device,
+            adapter,
+            kernel.name(),
+            (module, Some(&source)),
+            "main",
+            kernel.constants(),
+        )?;
+        self.pipelines.insert(key, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    /// A user's kernel, compiled at the first request for this source, entry point and
+    /// constants, and found in the cache after.
+    pub(crate) fn user(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        desc: &KernelDesc<'_>,
+    ) -> Result<Arc<Compiled>> {
+        let key = CacheKey::User {
+            source: match desc.source {
+                KernelSource::Wgsl(text) => UserSource::Wgsl(text.to_string()),
+                KernelSource::SpirV(words) => UserSource::SpirV(words.to_vec()),
+            },
+            entry_point: desc.entry_point.to_string(),
+            constants: desc
+                .constants
+                .iter()
+                .map(|&(name, value)| (name.to_string(), value.to_bits()))
+                .collect(),
+        };
+        if let Some(compiled) = self.pipelines.get(&key) {
+            self.stats.pipeline_hits += 1;
+            return Ok(Arc::clone(compiled));
+        }
+        let name = desc.label.unwrap_or(desc.entry_point);
+        let module = parse(desc.source, name)?;
+        let text = match desc.source {
+            KernelSource::Wgsl(text) => Some(text),
+            KernelSource::SpirV(_) => None,
+        };
+        let compiled = self.compile(
+            device,
+            adapter,
+            name,
+            (module, text),
+            desc.entry_point,
+            desc.constants,
+        )?;
+        self.pipelines.insert(key, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    /// The one compilation path, for the library's kernels and users' alike: reflect the
+    /// module (bindings, parameters, workgroup size; storage made `read_write`), lay out its
+    /// bind group from that, and make the pipeline inside wgpu error scopes, so a module the
+    /// device refuses is an `Err` with wgpu's message.
+    fn compile(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        name: &str,
+        (module, text): (naga::Module, Option<&str>),
+        entry_point: &str,
+        constants: &[(&str, f64)],
+    ) -> Result<Arc<Compiled>> {
         let started = Instant::now();
+        let failed = |message: String| Error::KernelCompile {
+            kernel: name.to_string(),
+            message,
+        };
+        let (module, signature) =
+            reflect_kernel(module, entry_point, constants, text).map_err(|e| failed(e.0))?;
+        if let Some(ParamsBlock {
+            kind: ParamsKind::Immediate,
+            size,
+            ..
+        }) = &signature.params
+        {
+            let limit = device.limits().max_immediate_size;
+            if !device.features().contains(wgpu::Features::IMMEDIATES) || *size > u64::from(limit) {
+                return Err(failed(format!(
+                    "the kernel reads {size} bytes of immediate data (var<immediate>); this device allows {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead",
+                    if device.features().contains(wgpu::Features::IMMEDIATES) { "on" } else { "off" }
+                )));
+            }
+        }
         let cache = self
             .disk_cache
             .driver_cache(device, adapter, &mut self.stats);
-        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let source = kernel.source();
-        let module = match self.modules.get(&source) {
-            Some(module) => module.clone(),
-            None => {
-                let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-                    label: Some(kernel.name()),
-                    source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
-                });
-                self.modules.insert(source, module.clone());
-                module
-            }
-        };
+        let scopes = ErrorScopes::push(device);
+        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some(name),
+            entries: &layout_entries(&signature),
+        });
+        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some(name),
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: match &signature.params {
+                Some(ParamsBlock {
+                    kind: ParamsKind::Immediate,
+                    size,
+                    ..
+                }) => (*size).next_multiple_of(4) as u32,
+                _ => 0,
+            },
+        });
+        let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(name),
+            source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(module)),
+        });
         let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(kernel.name()),
-            layout: None,
-            module: &module,
-            entry_point: Some("main"),
+            label: Some(name),
+            layout: Some(&pipeline_layout),
+            module: &shader,
+            entry_point: Some(entry_point),
             compilation_options: wgpu::PipelineCompilationOptions {
-                constants: kernel.constants(),
-                // No kernel here uses workgroup memory.
-                zero_initialize_workgroup_memory: false,
+                // Overrides were applied during reflection.
+                constants: &[],
+                zero_initialize_workgroup_memory: true,
             },
             cache: cache.as_ref(),
         });
-        if let Some(error) = pollster::block_on(scope.pop()) {
-            return Err(Error::Device {
-                during: format!("compiling kernel {}", kernel.name()),
-                reason: error.to_string(),
-            });
-        }
-        let layout = pipeline.get_bind_group_layout(0);
-        let compiled = Arc::new(Compiled { pipeline, layout });
-        self.pipelines.insert(kernel, Arc::clone(&compiled));
+        scopes
+            .pop()
+            .map_err(|reason| failed(format!("the device refused the kernel: {reason}")))?;
+        let compiled = Arc::new(Compiled {
+            name: name.to_string(),
+            pipeline,
+            layout,
+            signature,
+        });
         let took = started.elapsed();
         self.stats.pipelines_compiled += 1;
         self.stats.compile_time += took;
-        self.stats.compiles.push((kernel.name(), took));
+        self.stats.compiles.push((name.to_string(), took));
         self.disk_cache.persist(&mut self.stats);
         Ok(compiled)
     }
+}
+
+/// Parses a kernel's source into naga IR; a syntax error is [`Error::KernelCompile`] with the
+/// compiler's message, pointing at the line.
+fn parse(source: KernelSource<'_>, name: &str) -> Result<naga::Module> {
+    let failed = |message: String| Error::KernelCompile {
+        kernel: name.to_string(),
+        message,
+    };
+    match source {
+        KernelSource::Wgsl(text) => {
+            naga::front::wgsl::parse_str(text).map_err(|e| failed(e.emit_to_string(text)))
+        }
+        KernelSource::SpirV(words) => {
+            naga::front::spv::parse_u8_slice(bytemuck::cast_slice(words), &Default::default())
+                .map_err(|e| failed(format!("SPIR-V: {e}")))
+        }
+    }
+}
+
+/// The bind group layout of a kernel: every storage array `read_write` (see `reflect.rs`), the
+/// parameter block as a uniform, all visible to the compute stage.
+fn layout_entries(signature: &KernelSignature) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let storage = signature
+        .storage
+        .iter()
+        .map(|b| wgpu::BindGroupLayoutEntry {
+            binding: b.binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        });
+    let uniform = signature.params.iter().filter_map(|p| match p.kind {
+        ParamsKind::Uniform { binding } => Some(wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: wgpu::BufferSize::new(p.size),
+            },
+            count: None,
+        }),
+        ParamsKind::Immediate => None,
+    });
+    storage.chain(uniform).collect()
 }

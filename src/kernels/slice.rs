@@ -1,7 +1,7 @@
 //! `dynamic_slice`: XLA's `DynamicSlice`, a box of an array copied into a new one.
 
 use super::geometry::BoxCopy;
-use super::launch::copy_dispatches;
+use super::sequence::Sequence;
 use super::slicing::clamp_start;
 use crate::array::DeviceArray;
 use crate::context::Context;
@@ -29,29 +29,60 @@ impl Context {
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_slice";
-        operand.check_same_context(&self.inner, OPERATION)?;
+        operand.check_ready(&self.inner, OPERATION)?;
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
-        let result = self.alloc::<T>(sizes)?;
-        let to_u64 = |s: &[usize]| s.iter().map(|&d| d as u64).collect::<Vec<_>>();
-        let box_sizes = to_u64(sizes);
-        let zero = vec![0; sizes.len()];
-        let copy = BoxCopy::between(
-            std::mem::size_of::<T>() as u64,
-            &box_sizes,
-            (&to_u64(operand.shape()), &start),
-            (&box_sizes, &zero),
-        );
-        let mut kernels = self.inner.kernels.lock();
-        if let Some(host) = self.inner.host_path(&kernels, &[operand, &result])? {
-            drop(kernels);
-            host.copy(0, 1, &copy);
-            return Ok(result);
+        if self
+            .inner
+            .host_path_possible(&self.inner.kernels.lock(), &[operand])
+        {
+            let result = self.alloc::<T>(sizes)?;
+            let kernels = self.inner.kernels.lock();
+            if let Some(host) = self.inner.host_path(&kernels, &[operand, &result])? {
+                drop(kernels);
+                host.copy(0, 1, &slice_box::<T>(operand, &start, sizes));
+                return Ok(result);
+            }
         }
-        let limits = self.inner.plan_limits(&kernels);
-        let mut dispatches = Vec::new();
-        copy_dispatches(operand, &result, &copy, &limits, &mut dispatches);
-        self.inner
-            .launch(&mut kernels, &dispatches, &[operand, &result])?;
+        let mut sequence = self.sequence();
+        let starts: Vec<i64> = start.iter().map(|&s| s as i64).collect();
+        let result = sequence.dynamic_slice(operand, &starts, sizes)?;
+        sequence.submit()?;
         Ok(result)
     }
+}
+
+impl Sequence {
+    /// [`Context::dynamic_slice`], recorded: the new array exists at once and holds the slice
+    /// once the sequence has run.
+    pub fn dynamic_slice<T: bytemuck::Pod>(
+        &mut self,
+        operand: &DeviceArray<T>,
+        start: &[i64],
+        sizes: &[usize],
+    ) -> Result<DeviceArray<T>> {
+        const OPERATION: &str = "dynamic_slice";
+        operand.check_same_context(&self.ctx.inner, OPERATION)?;
+        let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
+        let result = self.ctx.alloc::<T>(sizes)?;
+        let copy = slice_box::<T>(operand, &start, sizes);
+        self.record_copies(&[(operand, &result, copy)], OPERATION)?;
+        Ok(result)
+    }
+}
+
+/// `operand[start .. start + sizes]` into a new array of shape `sizes`.
+fn slice_box<T: bytemuck::Pod>(
+    operand: &DeviceArray<T>,
+    start: &[u64],
+    sizes: &[usize],
+) -> BoxCopy {
+    let to_u64 = |s: &[usize]| s.iter().map(|&d| d as u64).collect::<Vec<_>>();
+    let box_sizes = to_u64(sizes);
+    let zero = vec![0; sizes.len()];
+    BoxCopy::between(
+        std::mem::size_of::<T>() as u64,
+        &box_sizes,
+        (&to_u64(operand.shape()), start),
+        (&box_sizes, &zero),
+    )
 }

@@ -1,10 +1,11 @@
 //! `dynamic_update_slice`: XLA's `DynamicUpdateSlice`, in place when the operand is donated.
 
 use super::geometry::BoxCopy;
-use super::launch::copy_dispatches;
+use super::sequence::Sequence;
 use super::slicing::clamp_start;
 use crate::array::DeviceArray;
 use crate::context::Context;
+use crate::donated::{Donated, DonatedResult};
 use crate::error::Result;
 use crate::transfer::Operand;
 
@@ -28,9 +29,10 @@ impl Context {
     ///
     /// Errors: [`crate::Error::Shape`] for a rank mismatch or a too-large update,
     /// [`crate::Error::InvalidArgument`] when `start` does not have one index per dimension,
-    /// [`crate::Error::ForeignArray`] for an array of another context, and the guard's refusal
-    /// of a host update. On error the donated operand is dropped (its memory returns to the
-    /// arena), as a donated buffer is consumed in JAX.
+    /// [`crate::Error::ForeignArray`] for an array of another context, the guard's refusal
+    /// of a host update, out-of-memory for a host update's upload, a device error. **On error
+    /// the donated operand comes back intact** in [`Donated::array`] (`?` turns the error into
+    /// [`crate::Error`] and drops it): a mistake does not cost a KV cache.
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
@@ -44,25 +46,70 @@ impl Context {
         operand: DeviceArray<T>,
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
-    ) -> Result<DeviceArray<T>> {
+    ) -> DonatedResult<T> {
         const OPERATION: &str = "dynamic_update_slice";
-        operand.check_same_context(&self.inner, OPERATION)?;
         let update = update.into();
-        let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
-        let update = self.resolve(update, OPERATION)?;
-        let copy = update_box::<T>(&operand, &update, &start);
-        let mut kernels = self.inner.kernels.lock();
-        if let Some(host) = self.inner.host_path(&kernels, &[&update, &operand])? {
-            drop(kernels);
-            host.copy(0, 1, &copy);
-            return Ok(operand);
+        let checked = operand
+            .check_ready(&self.inner, OPERATION)
+            .and_then(|()| check_operand_ready(&update, &self.inner, OPERATION))
+            .and_then(|()| clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION));
+        let start = match checked {
+            Ok(start) => start,
+            Err(error) => {
+                return Err(Donated {
+                    error,
+                    array: operand,
+                })
+            }
+        };
+        if self
+            .inner
+            .host_path_possible(&self.inner.kernels.lock(), &[&operand])
+        {
+            // CPU adapter, mapped memory: upload a host update at once, then memcpy.
+            return match self.update_on_host(&operand, update, &start) {
+                Ok(()) => Ok(operand),
+                Err(error) => Err(Donated {
+                    error,
+                    array: operand,
+                }),
+            };
         }
-        let limits = self.inner.plan_limits(&kernels);
-        let mut dispatches = Vec::new();
-        copy_dispatches(&update, &operand, &copy, &limits, &mut dispatches);
-        self.inner
-            .launch(&mut kernels, &dispatches, &[&operand, &*update])?;
-        Ok(operand)
+        let mut sequence = self.sequence();
+        let operand = sequence.dynamic_update_slice(operand, update, &start_i64(&start))?;
+        match sequence.submit() {
+            Ok(_) => Ok(operand),
+            Err(error) => Err(Donated {
+                error,
+                array: operand,
+            }),
+        }
+    }
+
+    /// The host path of [`Context::dynamic_update_slice`] (see `host.rs`).
+    fn update_on_host<T: bytemuck::Pod>(
+        &self,
+        operand: &DeviceArray<T>,
+        update: Operand<'_, T>,
+        start: &[u64],
+    ) -> Result<()> {
+        let update = self.resolve(update, "dynamic_update_slice")?;
+        let copy = update_box::<T>(operand, &update, start);
+        let kernels = self.inner.kernels.lock();
+        match self.inner.host_path(&kernels, &[&update, operand])? {
+            Some(host) => {
+                drop(kernels);
+                host.copy(0, 1, &copy);
+                Ok(())
+            }
+            None => {
+                // The update is not mapped after all: run the kernel.
+                drop(kernels);
+                let mut sequence = self.sequence();
+                sequence.record_copies(&[(&update, operand, copy)], "dynamic_update_slice")?;
+                sequence.submit().map(drop)
+            }
+        }
     }
 
     /// [`Context::dynamic_update_slice`] out of place: a new array holding `operand` with
@@ -77,32 +124,123 @@ impl Context {
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_update_slice_copy";
-        operand.check_same_context(&self.inner, OPERATION)?;
+        operand.check_ready(&self.inner, OPERATION)?;
+        let update = update.into();
+        check_operand_ready(&update, &self.inner, OPERATION)?;
+        let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
+        if self
+            .inner
+            .host_path_possible(&self.inner.kernels.lock(), &[operand])
+        {
+            let update = self.resolve(update, OPERATION)?;
+            let result = self.alloc::<T>(operand.shape())?;
+            let kernels = self.inner.kernels.lock();
+            let copy = update_box::<T>(operand, &update, &start);
+            if let Some(host) = self
+                .inner
+                .host_path(&kernels, &[operand, &update, &result])?
+            {
+                drop(kernels);
+                host.copy(0, 2, &whole_array(operand));
+                host.copy(1, 2, &copy);
+                return Ok(result);
+            }
+            drop(kernels);
+            let mut sequence = self.sequence();
+            sequence.record_copies(
+                &[
+                    (operand, &result, whole_array(operand)),
+                    (&update, &result, copy),
+                ],
+                OPERATION,
+            )?;
+            sequence.submit()?;
+            return Ok(result);
+        }
+        let mut sequence = self.sequence();
+        let result = sequence.dynamic_update_slice_copy(operand, update, &start_i64(&start))?;
+        sequence.submit()?;
+        Ok(result)
+    }
+}
+
+impl Sequence {
+    /// [`Context::dynamic_update_slice`], recorded: the donated `operand` is given back at once
+    /// (same memory) and holds the update once the sequence has run. A host `update` is
+    /// uploaded within the sequence.
+    ///
+    /// Errors: as [`Context::dynamic_update_slice`] (the operand comes back in the error).
+    pub fn dynamic_update_slice<'u, T: bytemuck::Pod>(
+        &mut self,
+        operand: DeviceArray<T>,
+        update: impl Into<Operand<'u, T>>,
+        start: &[i64],
+    ) -> DonatedResult<T> {
+        const OPERATION: &str = "dynamic_update_slice";
+        let update = update.into();
+        let recorded = operand
+            .check_same_context(&self.ctx.inner, OPERATION)
+            .and_then(|()| clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION))
+            .and_then(|start| {
+                let update = self.resolve(update, OPERATION)?;
+                let copy = update_box::<T>(&operand, &update, &start);
+                self.record_copies(&[(&update, &operand, copy)], OPERATION)
+            });
+        match recorded {
+            Ok(()) => Ok(operand),
+            Err(error) => Err(Donated {
+                error,
+                array: operand,
+            }),
+        }
+    }
+
+    /// [`Context::dynamic_update_slice_copy`], recorded.
+    pub fn dynamic_update_slice_copy<'u, T: bytemuck::Pod>(
+        &mut self,
+        operand: &DeviceArray<T>,
+        update: impl Into<Operand<'u, T>>,
+        start: &[i64],
+    ) -> Result<DeviceArray<T>> {
+        const OPERATION: &str = "dynamic_update_slice_copy";
+        operand.check_same_context(&self.ctx.inner, OPERATION)?;
         let update = update.into();
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
         let update = self.resolve(update, OPERATION)?;
-        let result = self.alloc::<T>(operand.shape())?;
+        let result = self.ctx.alloc::<T>(operand.shape())?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
-        let whole = BoxCopy::contiguous(operand.size_in_bytes().next_multiple_of(16), 0, 0);
         let copy = update_box::<T>(operand, &update, &start);
-        let mut kernels = self.inner.kernels.lock();
-        if let Some(host) = self
-            .inner
-            .host_path(&kernels, &[operand, &update, &result])?
-        {
-            drop(kernels);
-            host.copy(0, 2, &whole);
-            host.copy(1, 2, &copy);
-            return Ok(result);
-        }
-        let limits = self.inner.plan_limits(&kernels);
-        let mut dispatches = Vec::new();
-        copy_dispatches(operand, &result, &whole, &limits, &mut dispatches);
-        copy_dispatches(&update, &result, &copy, &limits, &mut dispatches);
-        self.inner
-            .launch(&mut kernels, &dispatches, &[operand, &*update, &result])?;
+        self.record_copies(
+            &[
+                (operand, &result, whole_array(operand)),
+                (&update, &result, copy),
+            ],
+            OPERATION,
+        )?;
         Ok(result)
+    }
+}
+
+/// Start indices already clamped, back as XLA's signed indices (clamping again is a no-op).
+fn start_i64(start: &[u64]) -> Vec<i64> {
+    start.iter().map(|&s| s as i64).collect()
+}
+
+/// Every byte of `array`, rounded up to 16 (within its own 256-byte-rounded allocation).
+pub(crate) fn whole_array<T: bytemuck::Pod>(array: &DeviceArray<T>) -> BoxCopy {
+    BoxCopy::contiguous(array.size_in_bytes().next_multiple_of(16), 0, 0)
+}
+
+/// A device update must be usable now (same context, no unsubmitted sequence on it).
+fn check_operand_ready<T: bytemuck::Pod>(
+    update: &Operand<'_, T>,
+    ctx: &std::sync::Arc<crate::context::ContextInner>,
+    operation: &'static str,
+) -> Result<()> {
+    match update {
+        Operand::Device(a) => a.check_ready(ctx, operation),
+        _ => Ok(()),
     }
 }
 

@@ -90,17 +90,19 @@ pub struct MemoryPlan {
     pub upload_type: u32,
     /// Types for upload staging, best first.
     pub upload_candidates: Vec<u32>,
-    /// Whether [`upload_type`](Self::upload_type) is HOST_COHERENT. Always true for tables
-    /// that follow the Vulkan spec (it guarantees a HOST_VISIBLE|HOST_COHERENT type); when
-    /// false, host writes need `vkFlushMappedMemoryRanges`.
+    /// Whether [`upload_type`](Self::upload_type) is HOST_COHERENT. True for every table that
+    /// follows the Vulkan spec (it guarantees a HOST_VISIBLE|HOST_COHERENT type, and uploads
+    /// rank coherent types first); when false, every host write into upload staging is
+    /// followed by `vkFlushMappedMemoryRanges`.
     pub upload_coherent: bool,
     /// The memory type for readback staging buffers (device writes, host reads).
     pub readback_type: u32,
     /// Types for readback staging, best first.
     pub readback_candidates: Vec<u32>,
-    /// Whether [`readback_type`](Self::readback_type) is HOST_COHERENT (see
-    /// [`upload_coherent`](Self::upload_coherent)); when false, host reads need
-    /// `vkInvalidateMappedMemoryRanges`.
+    /// Whether [`readback_type`](Self::readback_type) is HOST_COHERENT. False where the best
+    /// host-cached type is not coherent (Intel non-LLC iGPUs, ARM Mali and Adreno, Apple's
+    /// managed memory through MoltenVK): readback prefers cached memory even then, as VMA does,
+    /// and every host read of readback staging is preceded by `vkInvalidateMappedMemoryRanges`.
     pub readback_coherent: bool,
     /// The heap the preallocation is sized from: always the arena's heap.
     pub prealloc_heap: u32,
@@ -163,6 +165,34 @@ impl MemoryPlan {
     /// The mask of [`readback_candidates`](Self::readback_candidates).
     pub fn readback_type_bits(&self) -> u32 {
         Self::type_mask(&self.readback_candidates)
+    }
+
+    /// The arena's candidates for direct writes into device memory (`GPU_ARENA_BAR_WRITES`):
+    /// the [`bar_type`](Self::bar_type) first, then the usual
+    /// [`arena_candidates`](Self::arena_candidates), so a region the BAR type cannot hold still
+    /// falls back to plain VRAM.
+    ///
+    /// `None` unless this is a discrete device with a full BAR on the arena's heap (Resizable
+    /// BAR, or a data-centre GPU such as the H200): on a small BAR the window cannot hold the
+    /// arena, and on UMA the arena is host-visible already.
+    ///
+    /// ```
+    /// use gpu_arena::memplan::{plan_memory, DeviceDescription};
+    /// let text = std::fs::read_to_string("tests/data/memprops/nvidia-h200-linux-580.json")?;
+    /// let plan = plan_memory(&DeviceDescription::from_json(&text)?)?;
+    /// assert_eq!(plan.bar_write_candidates(), Some(vec![4, 1]));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn bar_write_candidates(&self) -> Option<Vec<u32>> {
+        let bar_type = self.bar_type?;
+        let full_bar_on_arena_heap =
+            self.bar == BarClass::Full && self.bar_heap == Some(self.arena_heap);
+        if self.uma || !full_bar_on_arena_heap {
+            return None;
+        }
+        let mut candidates = vec![bar_type];
+        candidates.extend(self.arena_candidates.iter().filter(|&&t| t != bar_type));
+        Some(candidates)
     }
 }
 
@@ -464,9 +494,11 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
                     not_preferred: F::HOST_CACHED | F::DEVICE_LOCAL,
                 };
                 let arena = heap_first(memory, host_memory.rank(memory), host);
+                let note =
+                    non_coherent_note(memory.types[arena.ty as usize].flags, ARENA_HOST_ACCESS);
                 reasons.push(format!(
                     "arena: type {} on host heap {host} ({}): the device-local heap {heap} is \
-                     only a {} carve-out of the same DRAM, which the GPU reads as fast",
+                     only a {} carve-out of the same DRAM, which the GPU reads as fast{note}",
                     arena.ty,
                     fmt_bytes(heap_size(memory, host)),
                     fmt_bytes(size),
@@ -476,6 +508,7 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
         }
         let arena = heap_first(memory, ranked, heap);
         let flags = memory.types[arena.ty as usize].flags;
+        let note = non_coherent_note(flags, ARENA_HOST_ACCESS);
         let what = match (uma, flags.contains(F::HOST_VISIBLE)) {
             (false, false) => "plain VRAM (device-local, not host-visible)".to_string(),
             (false, true) => format!("{flags}: no plain device-local type on this heap"),
@@ -483,7 +516,7 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
             (true, false) => format!("{flags}: UMA, but no host-visible type on this heap"),
         };
         reasons.push(format!(
-            "arena: type {} on heap {heap} ({}), the largest device-local heap: {what}",
+            "arena: type {} on heap {heap} ({}), the largest device-local heap: {what}{note}",
             arena.ty,
             fmt_bytes(size)
         ));
@@ -500,9 +533,10 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
     // plan_memory checked that a usable host-visible type exists, so `ranked` is not empty.
     let heap = largest_heap(memory, &ranked).unwrap_or(0);
     let arena = heap_first(memory, ranked, heap);
+    let note = non_coherent_note(memory.types[arena.ty as usize].flags, ARENA_HOST_ACCESS);
     reasons.push(format!(
         "arena: type {} on heap {heap} ({}): no usable device-local type, so the arena lives in \
-         host memory",
+         host memory{note}",
         arena.ty,
         fmt_bytes(heap_size(memory, heap))
     ));
@@ -538,17 +572,21 @@ fn choose_upload(
     bar: &Bar,
     reasons: &mut Vec<String>,
 ) -> (u32, Vec<u32>) {
-    // Host memory, write-combined: uncached is faster to write, and keeping staging off
-    // device-local heaps leaves a small BAR window alone and does not eat into the arena's
-    // heap on full BAR.
-    let ranked = rank_coherent(
-        memory,
-        MemoryRequest {
-            required: F::HOST_VISIBLE | F::HOST_COHERENT,
-            preferred: F::empty(),
-            not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
-        },
-    );
+    // Coherent first: a non-coherent type costs a flush (a driver call) after every write,
+    // and the Vulkan spec guarantees a coherent host-visible type. Then host memory,
+    // write-combined: uncached is faster to write, and keeping staging off device-local heaps
+    // leaves a small BAR window alone and does not eat into the arena's heap on full BAR.
+    let coherent = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::HOST_COHERENT,
+        not_preferred: F::empty(),
+    };
+    let write_combined_host = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::empty(),
+        not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
+    };
+    let ranked = coherent.rank_then(memory, &write_combined_host);
     let ranked = without_window(memory, ranked, bar);
     // plan_memory checked that a usable host-visible type exists.
     let ty = ranked.first().copied().unwrap_or(0);
@@ -569,8 +607,12 @@ fn choose_upload(
     } else {
         "write-combined"
     };
+    let note = non_coherent_note(
+        flags,
+        "every write into upload staging is followed by vkFlushMappedMemoryRanges",
+    );
     reasons.push(format!(
-        "upload: type {ty} ({flags}) on heap {heap}, {cached}: {context}"
+        "upload: type {ty} ({flags}) on heap {heap}, {cached}: {context}{note}"
     ));
     (ty, ranked)
 }
@@ -580,16 +622,20 @@ fn choose_readback(
     bar: &Bar,
     reasons: &mut Vec<String>,
 ) -> (u32, Vec<u32>) {
-    // Host-cached: the CPU reads it at memory speed, where uncached or BAR memory is read a
-    // word at a time.
-    let ranked = rank_coherent(
-        memory,
-        MemoryRequest {
-            required: F::HOST_VISIBLE | F::HOST_COHERENT,
-            preferred: F::HOST_CACHED,
-            not_preferred: F::DEVICE_LOCAL,
-        },
-    );
+    // Host-cached, coherent or not (VMA's GPU_TO_CPU ranking): the CPU reads cached memory at
+    // memory speed, where uncached or BAR memory is read a word at a time, an order of
+    // magnitude slower; an invalidate before each read costs one driver call. Among equally
+    // good types, coherent ones first.
+    let cached = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::HOST_CACHED,
+        not_preferred: F::DEVICE_LOCAL,
+    };
+    let coherent = MemoryRequest {
+        preferred: F::HOST_COHERENT,
+        ..MemoryRequest::ANY
+    };
+    let ranked = cached.rank_then(memory, &coherent);
     let ranked = without_window(memory, ranked, bar);
     let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
@@ -599,25 +645,31 @@ fn choose_readback(
     } else {
         "no host-cached type: CPU reads are uncached and slow"
     };
+    let note = non_coherent_note(
+        flags,
+        "every read of readback staging first runs vkInvalidateMappedMemoryRanges",
+    );
     reasons.push(format!(
-        "readback: type {ty} ({flags}) on heap {heap}, {why}"
+        "readback: type {ty} ({flags}) on heap {heap}, {why}{note}"
     ));
     (ty, ranked)
 }
 
-/// Ranks by `request`; when no usable type is HOST_COHERENT (the Vulkan spec guarantees one,
-/// so only odd tables), drops that requirement: the transfer layer then flushes or invalidates.
-fn rank_coherent(memory: &MemoryProperties, request: MemoryRequest) -> Vec<u32> {
-    let ranked = request.rank(memory);
-    if !ranked.is_empty() {
-        return ranked;
+/// What host access to a non-coherent arena costs (zero-copy puts and gets, direct writes).
+const ARENA_HOST_ACCESS: &str =
+    "host writes into the arena are followed by vkFlushMappedMemoryRanges and host reads \
+     preceded by vkInvalidateMappedMemoryRanges";
+
+/// For a host-visible type without HOST_COHERENT, what host access costs there (`access` says
+/// which driver call runs when); empty for coherent or unmappable types.
+fn non_coherent_note(flags: F, access: &str) -> String {
+    if !flags.contains(F::HOST_VISIBLE) || flags.contains(F::HOST_COHERENT) {
+        return String::new();
     }
-    let relaxed = MemoryRequest {
-        required: F(request.required.0 & !F::HOST_COHERENT.0),
-        preferred: request.preferred | F::HOST_COHERENT,
-        ..request
-    };
-    relaxed.rank(memory)
+    format!(
+        "; not HOST_COHERENT, so {access} over the range rounded out to nonCoherentAtomSize \
+         (one driver call per access)"
+    )
 }
 
 /// `candidates` without the types on a small BAR window, unless nothing else is left.
@@ -784,6 +836,14 @@ mod tests {
         }
     }
 
+    /// The plan's reason for the choice that starts with `prefix` (`"upload:"`, ...).
+    fn reason<'a>(plan: &'a MemoryPlan, prefix: &str) -> &'a str {
+        plan.reasons
+            .iter()
+            .find(|r| r.starts_with(prefix))
+            .unwrap_or_else(|| panic!("a reason starts with {prefix}: {:#?}", plan.reasons))
+    }
+
     fn error_of(device: &DeviceDescription) -> String {
         plan_memory(device)
             .expect_err("planning should fail")
@@ -863,6 +923,119 @@ mod tests {
         .unwrap();
         assert_eq!((plan.upload_type, plan.readback_type), (1, 1));
         assert!(!plan.upload_coherent && !plan.readback_coherent);
+        for prefix in ["upload:", "readback:"] {
+            let reason = reason(&plan, prefix);
+            assert!(reason.contains("not HOST_COHERENT"), "{reason}");
+            assert!(reason.contains("nonCoherentAtomSize"), "{reason}");
+        }
+        let upload = reason(&plan, "upload:");
+        assert!(upload.contains("vkFlushMappedMemoryRanges"), "{upload}");
+        let readback = reason(&plan, "readback:");
+        assert!(
+            readback.contains("vkInvalidateMappedMemoryRanges"),
+            "{readback}"
+        );
+    }
+
+    /// Host memory as Intel non-LLC iGPUs and ARM Mali report it: one coherent write-combined
+    /// type and one cached type that is not coherent.
+    const GEMINI_LAKE_LIKE: [(u32, F); 3] = [
+        (0, F::DEVICE_LOCAL),
+        (
+            0,
+            F(F::DEVICE_LOCAL.0 | F::HOST_VISIBLE.0 | F::HOST_COHERENT.0),
+        ),
+        (
+            0,
+            F(F::DEVICE_LOCAL.0 | F::HOST_VISIBLE.0 | F::HOST_CACHED.0),
+        ),
+    ];
+
+    #[test]
+    fn readback_takes_a_cached_type_even_when_it_is_not_coherent() {
+        let mut uma = device(&[VRAM], &GEMINI_LAKE_LIKE);
+        uma.device_kind = DeviceKind::Integrated;
+        let plan = plan_memory(&uma).unwrap();
+        assert_eq!(plan.readback_candidates, [2, 1]);
+        assert!(!plan.readback_coherent);
+        let reason = reason(&plan, "readback:");
+        assert!(
+            reason.contains("host-cached, so CPU reads are fast"),
+            "{reason}"
+        );
+        assert!(
+            reason.contains("vkInvalidateMappedMemoryRanges"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn upload_takes_the_coherent_write_combined_type_before_a_cached_non_coherent_one() {
+        let mut uma = device(&[VRAM], &GEMINI_LAKE_LIKE);
+        uma.device_kind = DeviceKind::Integrated;
+        let plan = plan_memory(&uma).unwrap();
+        assert_eq!(plan.upload_candidates, [1, 2]);
+        assert!(plan.upload_coherent);
+        let reason = reason(&plan, "upload:");
+        assert!(!reason.contains("HOST_COHERENT, so"), "{reason}");
+        // The arena stays coherent and write-combined: what the GPU reads fastest on UMA.
+        assert_eq!(plan.arena_type, 1);
+    }
+
+    #[test]
+    fn a_non_coherent_uma_arena_says_what_host_access_costs() {
+        let mut uma = device(
+            &[VRAM],
+            &[(0, F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_CACHED)],
+        );
+        uma.device_kind = DeviceKind::Integrated;
+        let plan = plan_memory(&uma).unwrap();
+        assert!(plan.arena_host_visible);
+        let reason = reason(&plan, "arena:");
+        assert!(reason.contains("not HOST_COHERENT"), "{reason}");
+        assert!(reason.contains("vkFlushMappedMemoryRanges"), "{reason}");
+    }
+
+    #[test]
+    fn coherent_types_carry_no_non_coherent_note() {
+        let plan = plan_memory(&device(&[VRAM, HOST], &[(0, F::DEVICE_LOCAL), STAGING])).unwrap();
+        assert!(
+            plan.reasons
+                .iter()
+                .all(|r| !r.contains("not HOST_COHERENT")),
+            "{:#?}",
+            plan.reasons
+        );
+    }
+
+    #[test]
+    fn bar_write_candidates_exist_only_for_a_full_bar_on_the_arena_heap_of_a_discrete_gpu() {
+        let bar = F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT;
+        // Resizable BAR: the host-visible type sits on the VRAM heap.
+        let rebar = plan_memory(&device(
+            &[VRAM, HOST],
+            &[(0, F::DEVICE_LOCAL), STAGING, (0, bar)],
+        ))
+        .unwrap();
+        assert_eq!(rebar.bar, BarClass::Full);
+        assert_eq!(rebar.bar_write_candidates(), Some(vec![2, 0]));
+        // A 256 MiB window beside the VRAM.
+        let small = plan_memory(&device(
+            &[VRAM, HOST, (256 << 20, HeapFlags::DEVICE_LOCAL)],
+            &[(0, F::DEVICE_LOCAL), STAGING, (2, bar)],
+        ))
+        .unwrap();
+        assert_eq!(small.bar, BarClass::Small);
+        assert_eq!(small.bar_write_candidates(), None);
+        // No BAR at all.
+        let none = plan_memory(&device(&[VRAM, HOST], &[(0, F::DEVICE_LOCAL), STAGING])).unwrap();
+        assert_eq!(none.bar_write_candidates(), None);
+        // UMA: the arena is host-visible already.
+        let mut uma = device(&[VRAM], &[(0, bar)]);
+        uma.device_kind = DeviceKind::Integrated;
+        let uma = plan_memory(&uma).unwrap();
+        assert_eq!((uma.uma, uma.bar), (true, BarClass::Full));
+        assert_eq!(uma.bar_write_candidates(), None);
     }
 
     #[test]

@@ -128,18 +128,55 @@ impl MemoryRequest {
     /// The usable types (see [`usable_type_mask`]) that have every required flag, cheapest
     /// first, equal costs by lowest index.
     pub fn rank(&self, memory: &MemoryProperties) -> Vec<u32> {
+        self.rank_then(memory, &MemoryRequest::ANY)
+    }
+
+    /// Like [`rank`](Self::rank), with equal costs ordered by `tie_break`'s cost before the
+    /// index. Types must have the required flags of both requests.
+    ///
+    /// VMA breaks ties by index alone; the policy uses this where two types are equally good
+    /// for a purpose but one costs a driver call per access (a non-coherent type needs
+    /// `vkFlushMappedMemoryRanges` / `vkInvalidateMappedMemoryRanges`).
+    ///
+    /// ```
+    /// use gpu_arena::memplan::{MemoryRequest, MemoryTypeFlags as F};
+    /// # use gpu_arena::memplan::{HeapFlags, MemoryHeap, MemoryProperties, MemoryType};
+    /// # let memory = MemoryProperties {
+    /// #     heaps: vec![MemoryHeap { size: 1 << 30, flags: HeapFlags::DEVICE_LOCAL }],
+    /// #     types: [F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_CACHED,
+    /// #             F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED]
+    /// #         .into_iter().map(|flags| MemoryType { heap: 0, flags }).collect(),
+    /// # };
+    /// // Type 0 is cached but not coherent, type 1 cached and coherent.
+    /// let readback = MemoryRequest {
+    ///     required: F::HOST_VISIBLE,
+    ///     preferred: F::HOST_CACHED,
+    ///     not_preferred: F::empty(),
+    /// };
+    /// let coherent = MemoryRequest { preferred: F::HOST_COHERENT, ..MemoryRequest::ANY };
+    /// assert_eq!(readback.rank(&memory), [0, 1]);
+    /// assert_eq!(readback.rank_then(&memory, &coherent), [1, 0]);
+    /// ```
+    pub fn rank_then(&self, memory: &MemoryProperties, tie_break: &MemoryRequest) -> Vec<u32> {
         let usable = usable_type_mask(memory);
-        let mut ranked: Vec<(u32, u32)> = memory
+        let mut ranked: Vec<(u32, u32, u32)> = memory
             .types
             .iter()
             .enumerate()
             .take(MAX_MEMORY_TYPES)
             .filter(|&(i, _)| usable & (1 << i) != 0)
-            .filter_map(|(i, ty)| Some((self.cost(ty.flags)?, i as u32)))
+            .filter_map(|(i, ty)| Some((self.cost(ty.flags)?, tie_break.cost(ty.flags)?, i as u32)))
             .collect();
         ranked.sort_unstable();
-        ranked.into_iter().map(|(_, i)| i).collect()
+        ranked.into_iter().map(|(_, _, i)| i).collect()
     }
+
+    /// A request every type meets at cost 0: no required, preferred or unwanted flags.
+    pub const ANY: MemoryRequest = MemoryRequest {
+        required: F::empty(),
+        preferred: F::empty(),
+        not_preferred: F::empty(),
+    };
 }
 
 #[cfg(test)]

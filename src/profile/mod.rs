@@ -3,8 +3,8 @@
 //! - [`Context::memory_stats_with_transfers`](crate::Context::memory_stats_with_transfers):
 //!   XLA's statistics plus pending frees and transfers ([`ContextMemoryStats`]);
 //! - [`Context::memory_snapshot`](crate::Context::memory_snapshot): every region and chunk with
-//!   label, element type, shape and age, the stats and the memory plan ([`MemorySnapshot`],
-//!   serde JSON);
+//!   label, element type, shape and age, the stats, the memory plan and each heap's budget
+//!   ([`MemorySnapshot`], serde JSON);
 //! - [`label_scope`]: name every array allocated while a guard lives;
 //! - the [`Timeline`] (`GPU_ARENA_TIMELINE=on`): allocations, frees, region changes, transfers
 //!   and dispatches with timestamps in a bounded ring, exported as a Chrome trace / Perfetto
@@ -35,7 +35,7 @@ pub use dump::{ProfileFiles, OOM_DUMP_STEM};
 pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
 pub use snapshot::{
-    MemorySnapshot, SnapshotChunk, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
+    MemorySnapshot, SnapshotChunk, SnapshotHeap, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
 };
 pub use stats::ContextMemoryStats;
 pub(crate) use timeline::{attach as attach_timeline, Record};

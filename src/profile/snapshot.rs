@@ -81,6 +81,43 @@ impl SnapshotRegion {
     }
 }
 
+/// One memory heap of the device, with what the driver says this process may use of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotHeap {
+    /// The heap's index in the device's memory table.
+    pub index: u32,
+    /// The heap's size in bytes, as the driver reports it.
+    pub size: u64,
+    /// Whether the heap is device-local (VRAM on a discrete GPU).
+    pub device_local: bool,
+    /// Bytes of the heap this process may use now (`VK_EXT_memory_budget`): less than `size`
+    /// when other processes or the desktop hold some. `None` when the device does not report it.
+    pub budget: Option<u64>,
+    /// Bytes of the heap this process uses now (arena, staging, wgpu's own), same source.
+    pub usage: Option<u64>,
+}
+
+/// The heaps of `memory` with the budget and usage of `budgets` (heap order), when given and
+/// of the right length.
+pub(crate) fn snapshot_heaps(
+    memory: &crate::memplan::MemoryProperties,
+    budgets: Option<&[crate::memplan::HeapBudget]>,
+) -> Vec<SnapshotHeap> {
+    let budgets = budgets.filter(|b| b.len() == memory.heaps.len());
+    memory
+        .heaps
+        .iter()
+        .enumerate()
+        .map(|(i, heap)| SnapshotHeap {
+            index: i as u32,
+            size: heap.size,
+            device_local: heap.flags.contains(crate::memplan::HeapFlags::DEVICE_LOCAL),
+            budget: budgets.map(|b| b[i].budget),
+            usage: budgets.map(|b| b[i].usage),
+        })
+        .collect()
+}
+
 /// The settings that shape the arena, as the context was opened with them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotSettings {
@@ -124,6 +161,10 @@ pub struct MemorySnapshot {
     pub stats: ContextMemoryStats,
     /// Which memory types back the arena and staging, and why; `None` for a bare arena.
     pub plan: Option<MemoryPlan>,
+    /// The device's heaps with their budget and usage at the same instant; empty for a bare
+    /// arena and in snapshots written before gpu-arena recorded heaps.
+    #[serde(default)]
+    pub heaps: Vec<SnapshotHeap>,
     /// Regions in creation order.
     pub regions: Vec<SnapshotRegion>,
     /// The out-of-memory report this snapshot was taken for, when it was.
@@ -189,6 +230,7 @@ impl MemorySnapshot {
                 transfers: Default::default(),
             },
             plan: None,
+            heaps: Vec::new(),
             regions,
             out_of_memory: None,
         }
@@ -273,6 +315,87 @@ impl ContextInner {
         });
         snapshot.stats.transfers = self.transfer_counters.snapshot();
         snapshot.plan = Some(self.plan.clone());
+        let budgets = crate::backend::heap_budgets(&self.device);
+        snapshot.heaps = snapshot_heaps(&self.description.memory, budgets.as_deref());
         snapshot
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memplan::{HeapBudget, HeapFlags, MemoryHeap, MemoryProperties};
+
+    fn two_heaps() -> MemoryProperties {
+        MemoryProperties {
+            heaps: vec![
+                MemoryHeap {
+                    size: 8 << 30,
+                    flags: HeapFlags::DEVICE_LOCAL,
+                },
+                MemoryHeap {
+                    size: 16 << 30,
+                    flags: HeapFlags::empty(),
+                },
+            ],
+            types: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn heaps_carry_their_budget_and_usage_when_the_device_reports_them() {
+        let budgets = [
+            HeapBudget {
+                budget: 7 << 30,
+                usage: 1 << 20,
+            },
+            HeapBudget {
+                budget: 12 << 30,
+                usage: 0,
+            },
+        ];
+        let heaps = snapshot_heaps(&two_heaps(), Some(&budgets));
+        assert_eq!(heaps.len(), 2);
+        assert_eq!((heaps[0].index, heaps[0].size), (0, 8 << 30));
+        assert!(heaps[0].device_local && !heaps[1].device_local);
+        assert_eq!(
+            (heaps[0].budget, heaps[0].usage),
+            (Some(7 << 30), Some(1 << 20))
+        );
+        assert_eq!(heaps[1].budget, Some(12 << 30));
+    }
+
+    #[test]
+    fn heaps_without_a_budget_or_with_a_mismatched_one_show_none() {
+        for budgets in [
+            None,
+            Some(
+                &[HeapBudget {
+                    budget: 1,
+                    usage: 0,
+                }][..],
+            ),
+        ] {
+            let heaps = snapshot_heaps(&two_heaps(), budgets);
+            assert_eq!(heaps.len(), 2);
+            assert!(heaps
+                .iter()
+                .all(|h| h.budget.is_none() && h.usage.is_none()));
+        }
+    }
+
+    #[test]
+    fn a_snapshot_written_before_heaps_were_recorded_still_reads() {
+        let mut snapshot =
+            MemorySnapshot::from_arena(crate::arena::Arena::new(Default::default()).snapshot(), 0);
+        snapshot.heaps = snapshot_heaps(&two_heaps(), None);
+        let mut value: serde_json::Value = serde_json::from_str(&snapshot.to_json()).unwrap();
+        value.as_object_mut().unwrap().remove("heaps");
+        let old = MemorySnapshot::from_json(&value.to_string()).unwrap();
+        assert!(old.heaps.is_empty());
+        assert_eq!(old.regions, snapshot.regions);
+        // And the new field reads back as written.
+        let back = MemorySnapshot::from_json(&snapshot.to_json()).unwrap();
+        assert_eq!(back, snapshot);
     }
 }

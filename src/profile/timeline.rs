@@ -114,7 +114,7 @@ pub enum TimelineEventKind {
     },
     /// GPU work was submitted.
     Dispatch {
-        /// The operation (`"submit"` for [`Context::submit`](crate::Context::submit)).
+        /// The operation (`"raw_submit"` for [`Context::raw_submit`](crate::Context::raw_submit), a kernel's name for launches).
         name: String,
         /// Its queue position.
         submission: u64,
@@ -134,7 +134,7 @@ pub(crate) enum Record<'a> {
     },
     /// A submission of GPU work.
     Dispatch {
-        name: &'static str,
+        name: &'a str,
         submission: SubmissionId,
     },
     /// A label given to a live allocation.
@@ -205,7 +205,8 @@ enum ContextKind {
         duration_ns: u64,
     },
     Dispatch {
-        name: &'static str,
+        /// Interned like labels (kernels of users have names made at run time).
+        name: u32,
         submission: u64,
     },
     Label {
@@ -481,7 +482,7 @@ impl Timeline {
             Record::Dispatch { name, submission } => (
                 self.ns_since_origin(now),
                 ContextKind::Dispatch {
-                    name,
+                    name: lock(&self.labels).intern(name),
                     submission: submission.0,
                 },
             ),
@@ -607,7 +608,7 @@ impl Timeline {
                     duration_ns,
                 },
                 ContextKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
-                    name: name.to_string(),
+                    name: label(name).unwrap_or_default(),
                     submission,
                 },
                 ContextKind::Label {

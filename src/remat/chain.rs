@@ -8,6 +8,38 @@ use super::policy::CheckpointPolicy;
 use super::schedule::Schedule;
 use crate::arena::rounded_size;
 
+/// What a layer's backward step reads besides the gradient of its output: its input, its
+/// output, or both. It decides how long the activations must live, so it changes the plan and
+/// its peak.
+///
+/// A linear layer needs its input (the weight gradient is `grad_out · inputᵀ`); ReLU, GELU
+/// written in terms of its output, sigmoid, tanh and softmax need their output (ReLU's mask is
+/// `output > 0`, softmax's Jacobian is built from the output); a fused `matmul + bias +
+/// activation` layer needs both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum BackwardReads {
+    /// Backward reads activation `i − 1` (the layer's input). The default, what
+    /// [`Layer::new`] makes.
+    #[default]
+    Input,
+    /// Backward reads activation `i` (the layer's output) and not its input.
+    Output,
+    /// Backward reads both.
+    InputAndOutput,
+}
+
+impl BackwardReads {
+    /// Whether the backward step reads the layer's input.
+    pub fn input(self) -> bool {
+        matches!(self, BackwardReads::Input | BackwardReads::InputAndOutput)
+    }
+
+    /// Whether the backward step reads the layer's output.
+    pub fn output(self) -> bool {
+        matches!(self, BackwardReads::Output | BackwardReads::InputAndOutput)
+    }
+}
+
 /// One layer of a [`Chain`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Layer {
@@ -16,14 +48,35 @@ pub struct Layer {
     /// What running the layer forward once costs, in any unit (FLOPs, microseconds, 1 per
     /// layer): the planner minimises the sum over the layers it recomputes.
     pub forward_cost: f64,
+    /// Which activations the layer's backward step reads (default
+    /// [`BackwardReads::Input`]).
+    pub backward_reads: BackwardReads,
 }
 
 impl Layer {
-    /// A layer whose output has `activation_bytes` bytes and costs `forward_cost` to compute.
+    /// A layer whose output has `activation_bytes` bytes and costs `forward_cost` to compute,
+    /// and whose backward step reads its input (as a linear layer's does); see
+    /// [`with_backward_reads`](Layer::with_backward_reads) for the others.
     pub fn new(activation_bytes: u64, forward_cost: f64) -> Layer {
         Layer {
             activation_bytes,
             forward_cost,
+            backward_reads: BackwardReads::Input,
+        }
+    }
+
+    /// The same layer with a backward step that reads `reads`.
+    ///
+    /// ```
+    /// use gpu_arena::remat::{BackwardReads, Layer};
+    ///
+    /// let relu = Layer::new(4 << 20, 1.0).with_backward_reads(BackwardReads::Output);
+    /// assert!(relu.backward_reads.output() && !relu.backward_reads.input());
+    /// ```
+    pub fn with_backward_reads(self, reads: BackwardReads) -> Layer {
+        Layer {
+            backward_reads: reads,
+            ..self
         }
     }
 }

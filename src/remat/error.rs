@@ -27,18 +27,42 @@ pub enum RematError {
     ZeroInterval,
     /// No plan fits the budget.
     #[error(
-        "no checkpointing of this chain fits in {} ({budget} bytes): the smallest peak found is \
-         {} ({smallest_peak} bytes, keeping {checkpoints} activations). Raise the budget to at \
-         least that, or split the layers with the largest activations",
+        "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget that \
+         holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
+         activations whose peak is {smallest_peak} bytes). Raise the budget to at least that, \
+         or split the layers with the largest activations",
         Bytes(*.budget),
-        Bytes(*.smallest_peak)
+        Bytes(*.smallest_budget)
     )]
     BudgetTooSmall {
         /// The budget asked for.
         budget: u64,
-        /// The smallest peak of any plan tried.
+        /// The smallest budget the same policy accepts: planning again with it succeeds. For
+        /// [`Budget`](super::CheckpointPolicy::Budget), the smallest arena found that holds
+        /// one of the plans the search tries (256 bytes less holds none of them); for
+        /// [`PeakBudget`](super::CheckpointPolicy::PeakBudget), their smallest peak.
+        smallest_budget: u64,
+        /// The peak bytes in use of that plan.
         smallest_peak: u64,
         /// How many activations that plan keeps.
         checkpoints: usize,
+    },
+    /// An activation (and so its gradient) is larger than any region of an arena, so no
+    /// arena budget can hold it.
+    #[error(
+        "activation {activation} has {} ({bytes} bytes), more than the largest region of an \
+         arena ({}): no arena of any budget can hold it. Split the layer into smaller \
+         activations, or plan with CheckpointPolicy::PeakBudget for an allocator without \
+         regions",
+        Bytes(*.bytes),
+        Bytes(*.max_region_bytes)
+    )]
+    ActivationTooLarge {
+        /// The activation, 0 for the input.
+        activation: usize,
+        /// Its bytes.
+        bytes: u64,
+        /// The largest region an arena of any budget asks for.
+        max_region_bytes: u64,
     },
 }

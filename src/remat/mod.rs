@@ -10,17 +10,21 @@
 //! choose, and [`Chain::plan`] returns a [`Schedule`]: the steps in order (forward, recompute,
 //! backward, free), the activations it keeps, the recomputation it costs and its peak bytes in
 //! use, counted as the arena counts them (each buffer rounded up to 256 bytes). The caller runs
-//! the steps with its own kernels; [`Schedule::replay`] runs them through an
-//! [`Arena`](crate::arena::Arena) to confirm the peak and to see what the allocator reserves.
+//! the steps with its own kernels, by hand or through [`Schedule::run`] (in
+//! [`crate::backprop`]; this module itself is pure CPU); [`Schedule::replay`] runs them
+//! through an [`Arena`](crate::arena::Arena) to confirm the peak and to see what the
+//! allocator reserves.
 //!
 //! The model: activation 0 is the chain's input (the caller's, live throughout); layer `i`
 //! (1 to n) reads activation `i − 1` and writes activation `i`. Its backward step reads the
-//! gradient of activation `i` and activation `i − 1`, and writes the gradient of activation
-//! `i − 1` (of the same size; none for the input). Parameters and their gradients are the
+//! gradient of activation `i` and, as the layer's [`BackwardReads`] says, activation `i − 1`
+//! (its input: linear layers), activation `i` (its output: ReLU, softmax) or both, and writes
+//! the gradient of activation `i − 1` (of the same size; none for the input). Every buffer is
+//! freed right after the last step that reads it. Parameters and their gradients are the
 //! caller's and do not change with the plan, so they are left out.
 //!
 //! ```
-//! use gpu_arena::remat::{Chain, CheckpointPolicy, Layer};
+//! use gpu_arena::remat::{BackwardReads, Chain, CheckpointPolicy, Layer};
 //!
 //! // 64 layers of 16 MiB activations, each as costly to recompute as the others.
 //! let chain = Chain::new(16 << 20, vec![Layer::new(16 << 20, 1.0); 64])?;
@@ -28,9 +32,13 @@
 //! let sqrt = chain.plan(CheckpointPolicy::Sqrt)?;
 //! assert_eq!(all.recompute_cost(), 0.0);
 //! assert!(sqrt.peak_bytes() < all.peak_bytes() / 3);
-//! // The least recomputation that fits in 400 MiB.
+//! // The least recomputation that runs in an arena of 400 MiB.
 //! let fit = chain.plan(CheckpointPolicy::Budget(400 << 20))?;
 //! assert!(fit.peak_bytes() <= 400 << 20);
+//! // A ReLU's backward reads its output rather than its input.
+//! let relu = Layer::new(16 << 20, 1.0).with_backward_reads(BackwardReads::Output);
+//! let pairs = Chain::new(16 << 20, [Layer::new(16 << 20, 1.0), relu].repeat(32))?;
+//! assert!(pairs.plan(CheckpointPolicy::SaveAll)?.peak_bytes() < all.peak_bytes() * 3 / 4);
 //! # Ok::<(), gpu_arena::remat::RematError>(())
 //! ```
 //!
@@ -45,7 +53,7 @@ mod policy;
 mod replay;
 mod schedule;
 
-pub use chain::{Chain, Layer};
+pub use chain::{BackwardReads, Chain, Layer};
 pub use error::RematError;
 pub use policy::CheckpointPolicy;
 pub use replay::ReplayReport;

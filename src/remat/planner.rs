@@ -1,9 +1,13 @@
 //! Choosing which activations the forward pass keeps.
 
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
 use super::chain::Chain;
 use super::error::RematError;
 use super::policy::CheckpointPolicy;
-use super::schedule::Schedule;
+use super::schedule::{Schedule, Step};
+use crate::arena::{ArenaOptions, ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
 /// Up to this many layers, a budget search tries every number of segments and every interval;
 /// above, a spread of them (every count up to this, then steps of 2%), so planning stays
@@ -22,9 +26,37 @@ pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, 
         CheckpointPolicy::EveryNth(0) => return Err(RematError::ZeroInterval),
         CheckpointPolicy::EveryNth(every) => every_nth(n, every),
         CheckpointPolicy::Sqrt => balanced(chain, (n as f64).sqrt().round() as usize),
-        CheckpointPolicy::Budget(budget) => return within_budget(chain, budget),
+        CheckpointPolicy::Budget(budget) => return within_budget(chain, Fit::Arena(budget)),
+        CheckpointPolicy::PeakBudget(budget) => return within_budget(chain, Fit::Peak(budget)),
     };
     Ok(Schedule::build(chain, &keep))
+}
+
+/// What fitting a budget means.
+#[derive(Clone, Copy, Debug)]
+enum Fit {
+    /// The plan replays in an arena preallocating this many bytes.
+    Arena(u64),
+    /// The plan's peak is at most this many bytes.
+    Peak(u64),
+}
+
+impl Fit {
+    fn budget(self) -> u64 {
+        match self {
+            Fit::Arena(budget) | Fit::Peak(budget) => budget,
+        }
+    }
+
+    /// Whether `schedule` fits. The peak is checked first: it is exact and cheap, and no
+    /// arena holds more than its size.
+    fn holds(self, schedule: &Schedule) -> bool {
+        schedule.peak_bytes() <= self.budget()
+            && match self {
+                Fit::Arena(budget) => schedule.fits_in_arena(budget),
+                Fit::Peak(_) => true,
+            }
+    }
 }
 
 /// Keep flags (indexed by activation) that keep every activation.
@@ -57,49 +89,49 @@ fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
     keep
 }
 
+/// How a budget search ranks plans that fit: least recomputation first, then lowest peak.
+fn by_rank(a: &Schedule, b: &Schedule) -> Ordering {
+    (a.recompute_cost().total_cmp(&b.recompute_cost())).then(a.peak_bytes().cmp(&b.peak_bytes()))
+}
+
 /// Of keeping everything, every n-th and the balanced plans, the one with the least
-/// recomputation (then the lowest peak) whose peak fits `budget`; then, most costly layer
-/// first, every activation it recomputes is kept instead where the peak still fits.
-fn within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
-    let n = chain.layer_count();
-    let candidates = std::iter::once(keep_all(n))
-        .chain(search_counts(n).map(|every| every_nth(n, every)))
-        .chain(search_counts(n).map(|segments| balanced(chain, segments)));
-    let mut best: Option<(Schedule, Vec<bool>)> = None;
-    let mut smallest: Option<Schedule> = None;
-    for keep in candidates {
-        let schedule = Schedule::build(chain, &keep);
-        let order = |s: &Schedule| (s.recompute_cost(), s.peak_bytes());
-        if schedule.peak_bytes() <= budget {
-            if best
-                .as_ref()
-                .is_none_or(|(b, _)| order(&schedule) < order(b))
-            {
-                best = Some((schedule, keep));
-            }
-        } else if smallest
-            .as_ref()
-            .is_none_or(|s| schedule.peak_bytes() < s.peak_bytes())
-        {
-            smallest = Some(schedule);
-        }
+/// recomputation (then the lowest peak) that fits; then, most costly layer first, every
+/// activation it recomputes is kept instead where the plan still fits and recomputes less.
+fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
+    if let Fit::Arena(_) = fit {
+        check_regions_hold_activations(chain)?;
     }
-    let Some((mut schedule, mut keep)) = best else {
-        let smallest = smallest.expect("a plan that does not fit was recorded");
-        return Err(RematError::BudgetTooSmall {
-            budget,
-            smallest_peak: smallest.peak_bytes(),
-            checkpoints: smallest.checkpoints().len(),
-        });
+    // With every layer costing something, a plan that recomputes nothing has the same steps
+    // as keeping everything: when that fits, nothing ranks higher, and the search is skipped.
+    let n = chain.layer_count();
+    let all = Schedule::build(chain, &keep_all(n));
+    if chain.layers().iter().all(|l| l.forward_cost > 0.0) && fit.holds(&all) {
+        return Ok(all);
+    }
+    let mut candidates = candidates(chain);
+    candidates.sort_by(by_rank);
+    let Some(mut schedule) = candidates.iter().find(|s| fit.holds(s)).cloned() else {
+        return Err(smallest_budget(fit, &candidates));
     };
     if n <= GREEDY_LAYER_LIMIT {
-        let mut recomputed: Vec<usize> = (1..n).filter(|&i| !keep[i]).collect();
+        let mut keep = vec![false; n];
+        for &i in schedule.checkpoints() {
+            keep[i] = true;
+        }
+        let mut recomputed: Vec<usize> = schedule
+            .steps()
+            .iter()
+            .filter_map(|step| match *step {
+                Step::Recompute { layer } => Some(layer),
+                _ => None,
+            })
+            .collect();
         let cost = |i: usize| chain.layers()[i - 1].forward_cost;
         recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
         for i in recomputed {
             keep[i] = true;
             let more = Schedule::build(chain, &keep);
-            if more.peak_bytes() <= budget && more.recompute_cost() <= schedule.recompute_cost() {
+            if by_rank(&more, &schedule).is_lt() && fit.holds(&more) {
                 schedule = more;
             } else {
                 keep[i] = false;
@@ -107,6 +139,104 @@ fn within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
         }
     }
     Ok(schedule)
+}
+
+/// The plans a budget search starts from (each once): keeping everything, every n-th
+/// activation and the balanced cuts, for the counts [`search_counts`] gives.
+fn candidates(chain: &Chain) -> Vec<Schedule> {
+    let n = chain.layer_count();
+    let keeps = std::iter::once(keep_all(n))
+        .chain(search_counts(n).map(|every| every_nth(n, every)))
+        .chain(search_counts(n).map(|segments| balanced(chain, segments)));
+    let mut seen = HashSet::new();
+    keeps
+        .map(|keep| Schedule::build(chain, &keep))
+        .filter(|schedule| seen.insert(schedule.checkpoints().to_vec()))
+        .collect()
+}
+
+/// Refuses an arena budget for a chain with an activation larger than any arena region.
+fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
+    let max_region_bytes = ArenaOptions::default().max_region_bytes;
+    let too_large =
+        (0..=chain.layer_count()).find(|&i| chain.rounded_activation_bytes(i) > max_region_bytes);
+    match too_large {
+        Some(activation) => Err(RematError::ActivationTooLarge {
+            activation,
+            bytes: chain.activation_bytes(activation),
+            max_region_bytes,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The error for a budget no candidate fits, naming the smallest budget that one does.
+fn smallest_budget(fit: Fit, candidates: &[Schedule]) -> RematError {
+    let found = match fit {
+        Fit::Peak(_) => candidates
+            .iter()
+            .min_by_key(|s| s.peak_bytes())
+            .map(|s| (s.peak_bytes(), s)),
+        Fit::Arena(_) => smallest_arena(candidates),
+    };
+    match found {
+        Some((smallest_budget, schedule)) => RematError::BudgetTooSmall {
+            budget: fit.budget(),
+            smallest_budget,
+            smallest_peak: schedule.peak_bytes(),
+            checkpoints: schedule.checkpoints().len(),
+        },
+        // Only when no arena short of 2^63 bytes holds any plan.
+        None => RematError::TooLarge,
+    }
+}
+
+/// The smallest arena (a multiple of 256 bytes) that holds one of `candidates`, with that
+/// candidate: no candidate fits in 256 bytes less. `None` when none fits below
+/// [`DEFAULT_LIMIT_BYTES`].
+fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
+    let mut by_peak: Vec<&Schedule> = candidates.iter().collect();
+    by_peak.sort_by_key(|s| s.peak_bytes());
+    let first = *by_peak.first()?;
+    // Arena sizes double from the bytes the plan ever allocates: in one region that always
+    // fits (each buffer fits past the highest one placed so far); with several regions, more
+    // does (once there are more regions than buffers live at once, one is empty).
+    let mut bound = first.allocated_bytes();
+    while !first.fits_in_arena(bound) {
+        bound = bound.checked_mul(2).filter(|&b| b <= DEFAULT_LIMIT_BYTES)?;
+    }
+    let mut best = (smallest_fitting_arena(first, bound), first);
+    // Another candidate may fit below the best so far; the sizes a plan fits in need not be
+    // one interval, so look again until none fits 256 bytes lower.
+    loop {
+        let below = best.0.saturating_sub(ALLOCATION_ALIGNMENT);
+        let Some(&better) = by_peak
+            .iter()
+            .take_while(|s| s.peak_bytes() <= below)
+            .find(|s| s.fits_in_arena(below))
+        else {
+            return Some(best);
+        };
+        best = (smallest_fitting_arena(better, below), better);
+    }
+}
+
+/// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found
+/// by bisection from the plan's peak, below which no arena can hold it.
+fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
+    let (mut low, mut high) = (
+        schedule.peak_bytes().saturating_sub(ALLOCATION_ALIGNMENT),
+        fits,
+    );
+    while high - low > ALLOCATION_ALIGNMENT {
+        let mid = low + (high - low) / 2 / ALLOCATION_ALIGNMENT * ALLOCATION_ALIGNMENT;
+        if schedule.fits_in_arena(mid) {
+            high = mid;
+        } else {
+            low = mid;
+        }
+    }
+    high
 }
 
 /// Keep flags that keep the output of every `every`-th layer.

@@ -3,7 +3,10 @@
 /// Which activations the forward pass keeps for the backward pass. Kept activations are the
 /// checkpoints; the backward pass recomputes the others from the checkpoint below them, one
 /// segment at a time. The last activation is always kept (the loss needs it), and so is the
-/// input (it is the caller's).
+/// input (it is the caller's). An activation that no backward step reads and no recomputation
+/// starts from is freed during the forward pass even where a policy names it (a linear
+/// layer's output under a ReLU, see [`BackwardReads`](crate::remat::BackwardReads)), and
+/// only activations a backward step reads are recomputed.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CheckpointPolicy {
     /// Keep every activation: no recomputation and the most memory, what training does without
@@ -15,11 +18,27 @@ pub enum CheckpointPolicy {
     /// than n for one extra forward pass (Chen et al. 2016, "Training Deep Nets with Sublinear
     /// Memory Cost").
     Sqrt,
-    /// As little recomputation as the planner finds with peak bytes in use at or below this
-    /// many bytes. It tries keeping everything, every n-th activation for each n, and the √n
+    /// As little recomputation as the planner finds for a plan that runs in an arena of this
+    /// many bytes: one made by [`ArenaOptions::preallocated`](crate::arena::ArenaOptions)
+    /// with this budget (best fit with coalescing, regions of at most
+    /// [`DEFAULT_MAX_REGION_BYTES`](crate::arena::DEFAULT_MAX_REGION_BYTES)). Each candidate
+    /// is checked by [replaying](crate::remat::Schedule::replay) it through such an arena, so
+    /// the holes freed activations leave count: a plan's peak alone can be a few percent below
+    /// the arena it needs. The arena holds the plan alone (subtract what else lives in yours)
+    /// and reuses freed memory at once (on a device, memory freed while GPU work still reads
+    /// it waits for that work; the context waits for it before it reports out of memory).
+    ///
+    /// The search tries keeping everything, every n-th activation for each n, and the √n
     /// style cut into each number of segments of even bytes; takes the cheapest that fits;
-    /// then keeps each activation that plan recomputes, most costly first, wherever the peak
-    /// still fits. A search, not an optimum over all subsets (Griewank's Revolve finds that
-    /// for multi-level schedules); the peak it reports is exact.
+    /// then keeps each activation that plan recomputes, most costly first, wherever the plan
+    /// still fits and recomputes less. A search, not an optimum over all subsets (Griewank's
+    /// Revolve finds that for multi-level schedules); the peak it reports is exact. When no
+    /// candidate fits, [`RematError::BudgetTooSmall`](crate::remat::RematError) names the
+    /// smallest budget that one does fit.
     Budget(u64),
+    /// As [`Budget`](Self::Budget), but "fits" only asks that the plan's
+    /// [peak](crate::remat::Schedule::peak_bytes) be at most this many bytes, not where the
+    /// buffers go: for allocators that give each buffer its own memory (the arena's platform
+    /// mode), or for a bound to compare with. Faster to plan (no replay).
+    PeakBudget(u64),
 }

@@ -1,11 +1,9 @@
 //! Running a schedule's allocations and frees through an arena.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::schedule::{Buffer, Schedule, Step};
-use crate::arena::{AllocationId, Arena, ArenaError, RegionSource};
+use crate::arena::{AllocationId, Arena, ArenaError, ArenaOptions, RegionSource, VirtualRegions};
 
 /// What [`Schedule::replay`] measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -33,12 +31,44 @@ impl Schedule {
         arena: &mut Arena,
         source: &mut dyn RegionSource,
     ) -> Result<ReplayReport, ArenaError> {
+        self.replay_labelled(arena, source, true)
+    }
+
+    /// Whether the schedule replays without running out of memory in an arena that
+    /// preallocates `bytes` ([`ArenaOptions::preallocated`]): what
+    /// [`CheckpointPolicy::Budget`](super::CheckpointPolicy::Budget) means by fitting.
+    pub(crate) fn fits_in_arena(&self, bytes: u64) -> bool {
+        // Sizes that hold the plan for certain are answered without building the arena (one
+        // of 2^63 bytes would reserve 2^31 regions): an arena of one region holds the plan when
+        // it is as large as all the plan's allocations together (each buffer fits past the
+        // highest one placed so far); one with more full regions than buffers are ever live at
+        // once always has an empty region, and every buffer fits in one (the planner checks).
+        let region = ArenaOptions::preallocated(bytes).max_region_bytes;
+        let one_region_fits = self.allocated_bytes() <= bytes && bytes <= region;
+        let live = u64::try_from(self.most_live_buffers()).unwrap_or(u64::MAX);
+        let empty_region_left = bytes / region > live;
+        if one_region_fits || empty_region_left {
+            return true;
+        }
+        let mut arena = Arena::new(ArenaOptions::preallocated(bytes));
+        self.replay_labelled(&mut arena, &mut VirtualRegions::default(), false)
+            .is_ok()
+    }
+
+    /// [`replay`](Schedule::replay), naming each allocation after its buffer when `labels` is
+    /// set (planning leaves the names out: formatting them costs more than the allocation).
+    fn replay_labelled(
+        &self,
+        arena: &mut Arena,
+        source: &mut dyn RegionSource,
+        labels: bool,
+    ) -> Result<ReplayReport, ArenaError> {
         let before = arena.stats();
         let mut report = ReplayReport {
             peak_bytes_in_use: 0,
             peak_bytes_reserved: before.bytes_reserved,
         };
-        let mut live: HashMap<Buffer, AllocationId> = HashMap::new();
+        let mut live: Vec<Option<AllocationId>> = vec![None; self.slot_count()];
         // Each step as what it allocates and what it frees, after the input's allocation.
         let input = (Some(Buffer::Activation(0)), None);
         let actions = self.steps().iter().map(|step| match *step {
@@ -48,9 +78,10 @@ impl Schedule {
         let mut outcome = Ok(());
         for (allocates, frees) in std::iter::once(input).chain(actions) {
             if let Some(buffer) = allocates {
-                let label = format!("{buffer:?}");
-                match arena.allocate(self.bytes_of_step_buffer(buffer), 0, Some(&label), source) {
-                    Ok(allocation) => live.insert(buffer, allocation.id),
+                let label = labels.then(|| format!("{buffer:?}"));
+                let bytes = self.bytes_of_step_buffer(buffer);
+                match arena.allocate(bytes, 0, label.as_deref(), source) {
+                    Ok(allocation) => live[self.slot(buffer)] = Some(allocation.id),
                     Err(error) => {
                         outcome = Err(error);
                         break;
@@ -63,12 +94,12 @@ impl Schedule {
                 report.peak_bytes_reserved = report.peak_bytes_reserved.max(stats.bytes_reserved);
             }
             if let Some(buffer) = frees {
-                if let Some(id) = live.remove(&buffer) {
+                if let Some(id) = live[self.slot(buffer)].take() {
                     arena.free(id, None, source)?;
                 }
             }
         }
-        for (_, id) in live.drain() {
+        for id in live.into_iter().flatten() {
             arena.free(id, None, source)?;
         }
         outcome.map(|()| report)

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::chain::{rounded, Chain};
+use super::chain::{rounded, BackwardReads, Chain};
 
 /// A buffer the schedule allocates and frees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -23,7 +23,8 @@ pub enum Step {
         layer: usize,
     },
     /// Run layer `layer` forward again during the backward pass, because its activation was
-    /// not kept: reads activation `layer − 1`, allocates activation `layer`.
+    /// not kept and a backward step (or the next recomputation) needs it: reads activation
+    /// `layer − 1`, allocates activation `layer`.
     Recompute {
         /// The layer, from 1.
         layer: usize,
@@ -34,9 +35,10 @@ pub enum Step {
         /// The last layer.
         layer: usize,
     },
-    /// Run layer `layer` backward: reads the gradient of activation `layer` and activation
-    /// `layer − 1`, allocates the gradient of activation `layer − 1` (except for layer 1: the
-    /// input needs no gradient).
+    /// Run layer `layer` backward: reads the gradient of activation `layer` and, as the layer's
+    /// [`BackwardReads`] says, activation `layer − 1` (its input), activation `layer` (its
+    /// output) or both; allocates the gradient of activation `layer − 1` (except for layer 1:
+    /// the input needs no gradient).
     Backward {
         /// The layer, from 1.
         layer: usize,
@@ -65,49 +67,23 @@ pub struct Schedule {
     checkpoints: Vec<usize>,
     /// Activation bytes, 0 (the input) to n.
     activation_bytes: Vec<u64>,
+    /// What each layer's backward step reads, layer 1 first.
+    backward_reads: Vec<BackwardReads>,
     peak_bytes: u64,
     recompute_cost: f64,
     forward_cost: f64,
 }
 
 impl Schedule {
-    /// The schedule that keeps activation `i` (1 ≤ i < n) where `keep[i]` is set; the input
-    /// and the last activation are always kept.
+    /// The schedule that keeps activation `i` (1 ≤ i < n) where `keep[i]` is set and the
+    /// backward pass can use it; the input and the last activation are always kept.
     pub(crate) fn build(chain: &Chain, keep: &[bool]) -> Schedule {
         let n = chain.layer_count();
-        let mut steps = Vec::with_capacity(4 * n + 2);
-        // Forward: a layer's input goes as soon as the layer has run, unless it is kept (the
-        // chain's input always is).
-        for layer in 1..=n {
-            steps.push(Step::Forward { layer });
-            if layer > 1 && !keep[layer - 1] {
-                steps.push(Step::Free(Buffer::Activation(layer - 1)));
-            }
-        }
-        steps.push(Step::LossGradient { layer: n });
-        steps.push(Step::Free(Buffer::Activation(n)));
-        // Backward, one segment at a time from the top: recompute the segment's activations
-        // from the checkpoint at its bottom, then run its layers backward, freeing as it goes.
-        let checkpoints: Vec<usize> = (1..n).filter(|&i| keep[i]).collect();
-        let mut top = n;
-        for &bottom in checkpoints.iter().rev().chain(&[0]) {
-            // Between two checkpoints, nothing is kept.
-            for layer in bottom + 1..top {
-                steps.push(Step::Recompute { layer });
-            }
-            for layer in (bottom + 1..=top).rev() {
-                steps.push(Step::Backward { layer });
-                steps.push(Step::Free(Buffer::Gradient(layer)));
-                if layer > 1 {
-                    steps.push(Step::Free(Buffer::Activation(layer - 1)));
-                }
-            }
-            top = bottom;
-        }
         let mut schedule = Schedule {
-            steps,
-            checkpoints,
+            steps: Vec::new(),
+            checkpoints: Vec::new(),
             activation_bytes: (0..=n).map(|i| chain.activation_bytes(i)).collect(),
+            backward_reads: chain.layers().iter().map(|l| l.backward_reads).collect(),
             peak_bytes: 0,
             recompute_cost: 0.0,
             // Folds from +0.0: `sum` starts at −0.0, which prints as "-0.0" for no cost.
@@ -116,12 +92,152 @@ impl Schedule {
                 .iter()
                 .fold(0.0, |sum, l| sum + l.forward_cost),
         };
+        let compute = schedule.compute_steps(keep);
+        schedule.steps = schedule.with_frees(&compute);
+        schedule.checkpoints = schedule.kept_through_forward();
         schedule.recompute_cost = schedule.steps.iter().fold(0.0, |sum, step| match *step {
             Step::Recompute { layer } => sum + chain.layers()[layer - 1].forward_cost,
             _ => sum,
         });
         schedule.peak_bytes = schedule.live_bytes().max().unwrap_or(0);
         schedule
+    }
+
+    /// The steps that compute (no frees) for keep flags `keep`: every layer forward, the loss
+    /// gradient, then the backward pass one segment at a time from the top. Each segment lies
+    /// between two kept activations; its layers are recomputed from the one at its bottom up
+    /// to the highest activation of the segment that a backward step reads, then run backward.
+    fn compute_steps(&self, keep: &[bool]) -> Vec<Step> {
+        let n = self.layer_count();
+        let mut steps = Vec::with_capacity(3 * n + 1);
+        steps.extend((1..=n).map(|layer| Step::Forward { layer }));
+        steps.push(Step::LossGradient { layer: n });
+        let bottoms = (1..n).rev().filter(|&i| keep[i]).chain(std::iter::once(0));
+        let mut top = n;
+        for bottom in bottoms {
+            let highest_read = (bottom + 1..top)
+                .rev()
+                .find(|&i| self.backward_reads_activation(i));
+            if let Some(highest) = highest_read {
+                steps.extend((bottom + 1..=highest).map(|layer| Step::Recompute { layer }));
+            }
+            steps.extend(
+                (bottom + 1..=top)
+                    .rev()
+                    .map(|layer| Step::Backward { layer }),
+            );
+            top = bottom;
+        }
+        steps
+    }
+
+    /// Whether some backward step reads activation `i` (1 ≤ i ≤ n): layer `i` reading its
+    /// output, or layer `i + 1` its input.
+    fn backward_reads_activation(&self, i: usize) -> bool {
+        self.backward_reads[i - 1].output()
+            || self
+                .backward_reads
+                .get(i)
+                .is_some_and(|reads| reads.input())
+    }
+
+    /// `compute` with a free after the last read of each buffer the steps allocate (a buffer
+    /// read by nothing is freed right after the step that makes it), so every buffer lives
+    /// exactly as long as the plan needs it. The input is the caller's and never freed.
+    fn with_frees(&self, compute: &[Step]) -> Vec<Step> {
+        let slot = |buffer| self.slot(buffer);
+        // Walking backwards: whether a later step reads what the buffer holds now. The steps
+        // are collected backwards too (each step after its frees), then turned around.
+        let mut read_later = vec![false; self.slot_count()];
+        let mut reversed = Vec::with_capacity(2 * compute.len());
+        let (mut reads, mut frees) = (Vec::with_capacity(3), Vec::with_capacity(4));
+        for step in compute.iter().rev() {
+            frees.clear();
+            if let Some(buffer) = step.allocates() {
+                if !std::mem::replace(&mut read_later[slot(buffer)], false) {
+                    frees.push(buffer);
+                }
+            }
+            reads.clear();
+            self.push_reads(*step, &mut reads);
+            for &buffer in &reads {
+                if buffer != Buffer::Activation(0)
+                    && !std::mem::replace(&mut read_later[slot(buffer)], true)
+                {
+                    frees.push(buffer);
+                }
+            }
+            reversed.extend(frees.iter().rev().map(|&buffer| Step::Free(buffer)));
+            reversed.push(*step);
+        }
+        reversed.reverse();
+        reversed
+    }
+
+    /// The activations 1 to n − 1 still held when the forward pass ends: the checkpoints.
+    fn kept_through_forward(&self) -> Vec<usize> {
+        let n = self.layer_count();
+        let mut live = vec![false; n + 1];
+        for step in &self.steps {
+            match *step {
+                Step::Forward { layer } => live[layer] = true,
+                Step::Free(Buffer::Activation(i)) => live[i] = false,
+                Step::LossGradient { .. } => break,
+                _ => {}
+            }
+        }
+        (1..n).filter(|&i| live[i]).collect()
+    }
+
+    /// Appends the buffers `step` reads to `reads`: for a backward step the gradient first,
+    /// then its input and output as its layer reads them.
+    pub(crate) fn push_reads(&self, step: Step, reads: &mut Vec<Buffer>) {
+        match step {
+            Step::Forward { layer } | Step::Recompute { layer } => {
+                reads.push(Buffer::Activation(layer - 1));
+            }
+            Step::LossGradient { layer } => reads.push(Buffer::Activation(layer)),
+            Step::Backward { layer } => {
+                let what = self.backward_reads[layer - 1];
+                reads.push(Buffer::Gradient(layer));
+                if what.input() {
+                    reads.push(Buffer::Activation(layer - 1));
+                }
+                if what.output() {
+                    reads.push(Buffer::Activation(layer));
+                }
+            }
+            Step::Free(_) => {}
+        }
+    }
+
+    /// An index for each buffer of the chain, below [`slot_count`](Schedule::slot_count):
+    /// activation `i` at `i`, the gradient of activation `i` at `n + 1 + i`.
+    pub(crate) fn slot(&self, buffer: Buffer) -> usize {
+        match buffer {
+            Buffer::Activation(i) => i,
+            Buffer::Gradient(i) => self.layer_count() + 1 + i,
+        }
+    }
+
+    /// How many buffer slots the chain has: an activation and a gradient for the input and
+    /// each layer.
+    pub(crate) fn slot_count(&self) -> usize {
+        2 * (self.layer_count() + 1)
+    }
+
+    /// How many layers the chain has.
+    pub fn layer_count(&self) -> usize {
+        self.backward_reads.len()
+    }
+
+    /// What layer `layer` (from 1) reads in its backward step, or `None` for a layer outside
+    /// the chain.
+    pub fn backward_reads(&self, layer: usize) -> Option<BackwardReads> {
+        layer
+            .checked_sub(1)
+            .and_then(|i| self.backward_reads.get(i))
+            .copied()
     }
 
     /// The steps, in the order to run them.
@@ -168,6 +284,35 @@ impl Schedule {
     pub(crate) fn bytes_of_step_buffer(&self, buffer: Buffer) -> u64 {
         self.bytes(buffer)
             .expect("steps only name buffers of the chain")
+    }
+
+    /// The bytes of every allocation the plan makes, the input's included, each rounded as the
+    /// arena rounds it: an arena of this size in one region holds the plan.
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        let taken = |buffer| rounded(self.bytes_of_step_buffer(buffer));
+        // Saturating: recomputation can allocate an activation twice, beyond what `Chain::new`
+        // checked; a sum past u64::MAX is as good as infinite here.
+        self.steps
+            .iter()
+            .filter_map(Step::allocates)
+            .map(taken)
+            .fold(taken(Buffer::Activation(0)), u64::saturating_add)
+    }
+
+    /// The most buffers the plan holds at once, the input included.
+    pub(crate) fn most_live_buffers(&self) -> usize {
+        let mut live = 1usize;
+        let mut most = live;
+        for step in &self.steps {
+            if step.allocates().is_some() {
+                live += 1;
+                most = most.max(live);
+            }
+            if let Step::Free(_) = step {
+                live -= 1;
+            }
+        }
+        most
     }
 
     /// Bytes in use (rounded) after each step, starting with the input alone.

@@ -32,7 +32,7 @@ pub struct UploadBatch<'data> {
 }
 
 struct BatchEntry<'data> {
-    storage: ArrayStorage,
+    storage: std::sync::Arc<ArrayStorage>,
     shape: Vec<usize>,
     /// The bytes still to upload (empty when written zero-copy at `put`).
     data: &'data [u8],
@@ -50,7 +50,7 @@ pub struct PendingArray<T> {
 /// Arrays not taken are freed when this is dropped.
 pub struct FinishedUpload {
     batch: u64,
-    entries: Vec<Option<(ArrayStorage, Vec<usize>)>>,
+    entries: Vec<Option<(std::sync::Arc<ArrayStorage>, Vec<usize>)>>,
 }
 
 impl<'data> UploadBatch<'data> {

@@ -2,15 +2,18 @@
 //! the transfer guard and transfer statistics.
 //!
 //! Three paths, chosen per array:
-//! - **zero-copy** when the array's memory is host-visible and coherent (UMA: APUs, integrated
-//!   GPUs, lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after
-//!   waiting for GPU work that still uses the array;
+//! - **zero-copy** when the array's memory is host-visible (UMA: APUs, integrated GPUs,
+//!   lavapipe) and `zero_copy` is on: a memcpy into or out of the mapped arena, after waiting
+//!   for GPU work that still uses the array, flushed or invalidated when the memory is not
+//!   coherent. On a discrete GPU with direct BAR writes on (`GPU_ARENA_BAR_WRITES`) uploads
+//!   take this path too, but readbacks never do: reading VRAM through the BAR is slow;
 //! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
 
 mod batch;
 mod guard;
+mod recorded_upload;
 pub(crate) mod staging;
 mod stats;
 
@@ -131,7 +134,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_same_context(&self.inner, operation)?;
+            a.check_ready(&self.inner, operation)?;
         }
         let started = std::time::Instant::now();
         let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
@@ -145,7 +148,11 @@ impl Context {
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
-            if let Some(range) = array.storage.host_range() {
+            let direct = array
+                .storage
+                .host_range()
+                .filter(|_| self.inner.host_reads_arena());
+            if let Some(range) = direct {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(array.storage.last_use())?;
                 range.read(out);
@@ -253,7 +260,7 @@ impl ContextInner {
             encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
             at += size;
         }
-        self.submit([encoder.finish()]);
+        self.submit_encoder(encoder, "copying arrays for readback")?;
         let slice = target.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {

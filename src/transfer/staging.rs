@@ -231,7 +231,8 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
     // The staging buffer being planned: its fills and the copies out of it.
     let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)> = None;
     let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)>,
-                 last: &mut SubmissionId| {
+                 last: &mut SubmissionId|
+     -> Result<()> {
         if let Some((mut staging, _, fills, copies)) = current.take() {
             if !copies.is_empty() {
                 fill_staging(staging.mapped, &fills);
@@ -245,11 +246,17 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
                         c.len,
                     );
                 }
-                *last = ctx.submit([encoder.finish()]);
-                staging.busy_until = *last;
+                let submitted = ctx.submit_encoder(encoder, "copying uploads out of staging");
+                if let Ok(id) = submitted {
+                    *last = id;
+                    staging.busy_until = id;
+                }
+                pool.release(StagingKind::Upload, staging);
+                return submitted.map(drop);
             }
             pool.release(StagingKind::Upload, staging);
         }
+        Ok(())
     };
     for item in items {
         let data_len = item.data.len() as u64;
@@ -262,7 +269,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
                 None => None,
             };
             let Some((data, copy, taken)) = piece else {
-                flush(&mut current, &mut last);
+                flush(&mut current, &mut last)?;
                 current = Some((
                     pool.acquire(ctx, StagingKind::Upload)?,
                     0,
@@ -289,7 +296,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
             done += data;
         }
     }
-    flush(&mut current, &mut last);
+    flush(&mut current, &mut last)?;
     Ok(last)
 }
 
@@ -349,7 +356,8 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
                     c.len,
                 );
             }
-            staging.busy_until = ctx.submit([encoder.finish()]);
+            staging.busy_until =
+                ctx.submit_encoder(encoder, "copying arrays to readback staging")?;
             in_flight.push_back(InFlight { staging, pieces });
         }
         let Some(done) = in_flight.pop_front() else {

@@ -535,6 +535,26 @@ fn plan_section(page: &mut String, snapshot: &MemorySnapshot) {
     for (key, value) in rows {
         let _ = write!(page, "<tr><th>{key}</th><td>{}</td></tr>", Escape(&value));
     }
+    for heap in &snapshot.heaps {
+        let budget = match (heap.budget, heap.usage) {
+            (Some(budget), Some(usage)) => {
+                format!("budget {}, {} in use", Bytes(budget), Bytes(usage))
+            }
+            _ => "no budget reported".to_string(),
+        };
+        let kind = if heap.device_local {
+            "device-local"
+        } else {
+            "host"
+        };
+        let _ = write!(
+            page,
+            "<tr><th>heap {}</th><td>{} {kind}, {}</td></tr>",
+            heap.index,
+            Bytes(heap.size),
+            Escape(&budget)
+        );
+    }
     page.push_str(r#"</table><ol class="reasons">"#);
     for reason in &plan.reasons {
         let _ = write!(page, "<li>{}</li>", Escape(reason));

@@ -1,0 +1,71 @@
+//! The shortest correct user kernel through gpu-arena: `y = a * x + y` in WGSL, launched over
+//! arena arrays, checked against the CPU.
+//!
+//! `cargo run --release --example saxpy -- [--n N]`
+
+use gpu_arena::{ArenaConfig, Context};
+
+const SAXPY: &str = r#"
+struct Params { n: u32, a: f32 }
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < p.n) { y[id.x] = p.a * x[id.x] + y[id.x]; }
+}
+"#;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Params {
+    n: u32,
+    a: f32,
+}
+
+fn main() -> anyhow::Result<()> {
+    let mut n: u32 = 1 << 20;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--n" => {
+                n = args
+                    .next()
+                    .ok_or_else(|| anyhow::anyhow!("--n needs a value"))?
+                    .parse()?
+            }
+            "--help" | "-h" => {
+                println!("saxpy [--n N]: y = a*x + y over N floats (default 1048576), checked on the CPU");
+                return Ok(());
+            }
+            other => anyhow::bail!("unknown argument {other:?} (try --help)"),
+        }
+    }
+    let ctx = Context::new(ArenaConfig::from_env()?)?;
+    let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
+    let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+
+    let saxpy = ctx.kernel(SAXPY, "main")?; // compiled once per context
+    let x = ctx.device_put(&xs, &[n as usize])?;
+    let mut y = ctx.device_put(&ys, &[n as usize])?;
+    let started = std::time::Instant::now();
+    ctx.launch(&saxpy)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params(&Params { n, a: 2.0 })
+        .grid_for(n.into())
+        .run()?;
+    let result = ctx.device_get(&y)?; // waits for the kernel
+    let took = started.elapsed();
+
+    let wrong = (0..n as usize)
+        .filter(|&i| result[i] != 2.0 * xs[i] + ys[i])
+        .count();
+    println!(
+        "saxpy over {n} floats on {}: {:.2} ms (launch + readback), {wrong} wrong",
+        ctx.adapter_info().name,
+        took.as_secs_f64() * 1e3
+    );
+    anyhow::ensure!(wrong == 0, "{wrong} results differ from the CPU");
+    Ok(())
+}

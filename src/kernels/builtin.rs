@@ -1,0 +1,187 @@
+//! The library's own kernels as sequence steps: which kernel variant, which byte ranges of
+//! which arrays, which parameters, and grids cut to the device's limits.
+
+use super::geometry::{
+    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits, MAX_ITEMS,
+    PER_INVOCATION, WORKGROUP,
+};
+use super::pipelines::{Builtin, KernelState};
+use super::sequence::{BoundRange, Sequence, Step};
+use crate::array::{ArrayStorage, DeviceArray};
+use crate::context::ContextInner;
+use crate::error::Result;
+
+/// An array and a byte range of it, relative to the array's first byte.
+pub(crate) struct Binding<'a> {
+    pub(crate) storage: &'a std::sync::Arc<ArrayStorage>,
+    pub(crate) range: BindRange,
+}
+
+impl<'a> Binding<'a> {
+    pub(crate) fn of<T: bytemuck::Pod>(array: &'a DeviceArray<T>, range: BindRange) -> Self {
+        Binding {
+            storage: &array.storage,
+            range,
+        }
+    }
+}
+
+/// A kernel's parameters (binding 0).
+#[derive(Clone, Copy)]
+pub(crate) enum Params {
+    Copy(CopyParams),
+    Fill(FillParams),
+}
+
+impl Params {
+    fn items(&self) -> u64 {
+        u64::from(match self {
+            Params::Copy(p) => p.items,
+            Params::Fill(p) => p.items,
+        })
+    }
+
+    /// The parameters' bytes for a dispatch that starts at item `first_item`.
+    fn bytes_from(&self, first_item: u64) -> Vec<u8> {
+        match *self {
+            Params::Copy(mut p) => {
+                p.first_item = first_item as u32;
+                bytemuck::bytes_of(&p).to_vec()
+            }
+            Params::Fill(mut p) => {
+                p.first_item = first_item as u32;
+                bytemuck::bytes_of(&p).to_vec()
+            }
+        }
+    }
+}
+
+/// One dispatch: a kernel, its storage bindings (binding 1, 2, ...), its parameters (binding 0),
+/// and how many items one workgroup takes.
+pub(crate) struct Dispatch<'a> {
+    pub(crate) kernel: Builtin,
+    pub(crate) bindings: Vec<Binding<'a>>,
+    pub(crate) params: Params,
+    pub(crate) per_group: u64,
+}
+
+impl ContextInner {
+    /// The most workgroups per grid dimension kernels may launch (the device's limit, or the
+    /// test override).
+    pub(crate) fn max_workgroups_per_dimension(&self, kernels: &KernelState) -> u64 {
+        kernels.limits_override.map_or(
+            u64::from(self.limits.max_compute_workgroups_per_dimension),
+            |(_, groups)| u64::from(groups),
+        )
+    }
+}
+
+impl Sequence {
+    /// Records the library's `dispatches` in order (each sees the previous one's writes: wgpu
+    /// puts a barrier between dispatches that use a buffer read_write). Grids past max³
+    /// workgroups (never at 65535 per dimension, but at the test limits) become several
+    /// dispatches, each from its own first item.
+    pub(crate) fn record_builtin(
+        &mut self,
+        kernels: &mut KernelState,
+        dispatches: &[Dispatch<'_>],
+        operation: &'static str,
+    ) -> Result<()> {
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        let max = inner.max_workgroups_per_dimension(kernels);
+        for d in dispatches {
+            for b in &d.bindings {
+                self.touch(b.storage, operation)?;
+            }
+            let compiled = kernels.builtin(&inner.device, &inner.adapter_info, d.kernel)?;
+            let items = d.params.items();
+            let per_dispatch = max.pow(3).min(MAX_ITEMS) * d.per_group;
+            let mut first = 0;
+            loop {
+                let groups = (items - first).min(per_dispatch).div_ceil(d.per_group);
+                let grid = grid(groups, max).expect("at most max³ workgroups");
+                let ranges = d
+                    .bindings
+                    .iter()
+                    .enumerate()
+                    .map(|(b, binding)| BoundRange {
+                        binding: b as u32 + 1,
+                        buffer: binding.storage.buffer.clone(),
+                        offset: binding.storage.allocation.offset + binding.range.offset,
+                        size: binding.range.size,
+                    })
+                    .collect();
+                self.push_dispatch(Step::Dispatch {
+                    kernel: std::sync::Arc::clone(&compiled),
+                    ranges,
+                    params: Some(d.params.bytes_from(first)),
+                    grid,
+                });
+                first += per_dispatch;
+                if first >= items {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The dispatches of one box copy from `src` to `dst`, appended to `out`.
+pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
+    src: &'a DeviceArray<T>,
+    dst: &'a DeviceArray<T>,
+    copy: &BoxCopy,
+    limits: &PlanLimits,
+    out: &mut Vec<Dispatch<'a>>,
+) {
+    for d in plan_copy(copy, limits) {
+        let contiguous = d.params.outer_rank == 0;
+        let (kernel, per_invocation) = match d.unit {
+            CopyUnit::Vec4 => (Builtin::CopyRowsVec4 { contiguous }, PER_INVOCATION),
+            CopyUnit::Word => (Builtin::CopyRowsWord { contiguous }, PER_INVOCATION),
+            CopyUnit::Byte => (Builtin::CopyBytes, 1),
+        };
+        out.push(Dispatch {
+            kernel,
+            bindings: vec![Binding::of(src, d.src), Binding::of(dst, d.dst)],
+            params: Params::Copy(d.params),
+            per_group: WORKGROUP * per_invocation,
+        });
+    }
+}
+
+impl Sequence {
+    /// Records box copies between arrays (`(src, dst, box)` each, in order) as copy kernels.
+    pub(crate) fn record_copies<T: bytemuck::Pod>(
+        &mut self,
+        copies: &[(&DeviceArray<T>, &DeviceArray<T>, BoxCopy)],
+        operation: &'static str,
+    ) -> Result<()> {
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        let mut kernels = inner.kernels.lock();
+        let limits = inner.plan_limits(&kernels);
+        let mut dispatches = Vec::new();
+        for (src, dst, copy) in copies {
+            copy_dispatches(src, dst, copy, &limits, &mut dispatches);
+        }
+        self.record_builtin(&mut kernels, &dispatches, operation)
+    }
+}
+
+impl ContextInner {
+    /// What one binding and one dispatch may take on this device (or under the test override).
+    pub(crate) fn plan_limits(&self, kernels: &KernelState) -> PlanLimits {
+        let max_binding_bytes = kernels
+            .limits_override
+            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b);
+        PlanLimits {
+            max_binding_bytes,
+            // At least 16 so that vec4 indexing of a binding is exact. WebGPU caps this limit at
+            // 256, the arena's alignment, so a rounded-down offset stays inside the array.
+            binding_alignment: u64::from(self.limits.min_storage_buffer_offset_alignment)
+                .clamp(16, crate::arena::ALLOCATION_ALIGNMENT),
+            max_items: MAX_ITEMS,
+        }
+    }
+}

@@ -1,0 +1,44 @@
+//! wgpu errors as `Result`s: validation, out-of-memory and internal errors raised while a
+//! pipeline is made or commands are encoded are caught in error scopes and returned to the
+//! caller, instead of reaching the device's uncaptured-error handler (which only logs).
+
+/// The three error scopes of one piece of work, innermost last.
+pub(crate) struct ErrorScopes {
+    scopes: [wgpu::ErrorScopeGuard; 3],
+}
+
+impl ErrorScopes {
+    /// Opens the scopes on this thread (wgpu's error scopes are per thread).
+    pub(crate) fn push(device: &wgpu::Device) -> Self {
+        Self {
+            scopes: [
+                device.push_error_scope(wgpu::ErrorFilter::Internal),
+                device.push_error_scope(wgpu::ErrorFilter::OutOfMemory),
+                device.push_error_scope(wgpu::ErrorFilter::Validation),
+            ],
+        }
+    }
+
+    /// Closes the scopes; the first error caught, with its causes, as text.
+    pub(crate) fn pop(self) -> Result<(), String> {
+        let mut first = None;
+        // Innermost first, as wgpu requires.
+        for scope in self.scopes.into_iter().rev() {
+            if let Some(error) = pollster::block_on(scope.pop()) {
+                first.get_or_insert_with(|| describe_wgpu_error(&error));
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+/// A wgpu error with its chain of causes.
+pub(crate) fn describe_wgpu_error(error: &wgpu::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,490 @@
+//! What a compute kernel needs from its caller, read from its module (naga IR): the storage
+//! arrays it binds (element type and size, access), its one parameter block (a uniform or
+//! immediate data) and its workgroup size. Pure: no device is involved, so every rule here is
+//! tested on source text alone.
+//!
+//! The reflection also rewrites every storage binding to `read_write` (see
+//! [`reflect_kernel`]): arena arrays share region buffers, and wgpu tracks usage per buffer, so
+//! a `read` binding next to a `read_write` binding of another array in the same region would be
+//! a usage conflict within one dispatch. What the kernel itself declared is kept in
+//! [`StorageBinding::writable`], and the launch checks arguments against that.
+
+use wgpu::naga;
+
+/// The one bind group gpu-arena binds: WebGPU allows four, and one keeps launches cheap.
+pub const KERNEL_BIND_GROUP: u32 = 0;
+
+/// One storage array a kernel binds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageBinding {
+    /// `@binding(n)` in group 0.
+    pub binding: u32,
+    /// The variable's name in the source (empty for SPIR-V without names).
+    pub name: String,
+    /// The element type, as WGSL writes it (`f32`, `vec4<u32>`, a struct's name).
+    pub element_type: String,
+    /// Bytes from one element to the next (WGSL's array stride; the type's size for a binding
+    /// that is not an array).
+    pub element_stride: u64,
+    /// Bytes the binding needs at least: one element for a runtime-sized array, the whole type
+    /// otherwise.
+    pub min_bytes: u64,
+    /// True when the binding is an array (`array<E>` or `array<E, N>`): arguments must then
+    /// hold elements of the WGSL element's size. False for a single value or struct.
+    pub is_array: bool,
+    /// The array's length when the type fixes it (`array<f32, 64>`), `None` when runtime-sized
+    /// or not an array.
+    pub fixed_len: Option<u64>,
+    /// True when the kernel declared the binding `read_write` (so the launch wants a writable
+    /// argument); false for `read`.
+    pub writable: bool,
+}
+
+/// Where a kernel's parameter block comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParamsKind {
+    /// `var<uniform>` at `@binding(n)` of group 0.
+    Uniform {
+        /// The binding number.
+        binding: u32,
+    },
+    /// `var<immediate>` (push constants), set per dispatch; needs `Features::IMMEDIATES`.
+    Immediate,
+}
+
+/// A kernel's parameter block: the one uniform or immediate variable it reads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamsBlock {
+    /// Uniform buffer or immediate data.
+    pub kind: ParamsKind,
+    /// The variable's name in the source.
+    pub name: String,
+    /// The type's name or WGSL spelling.
+    pub type_name: String,
+    /// The block's size in bytes as WGSL lays it out (what `.params()` must pass exactly).
+    pub size: u64,
+}
+
+/// Everything a launch checks its arguments against.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelSignature {
+    /// The entry point.
+    pub entry_point: String,
+    /// `@workgroup_size(x, y, z)` after override constants were applied.
+    pub workgroup_size: [u32; 3],
+    /// Storage arrays, in binding order: the order of the launch's arguments.
+    pub storage: Vec<StorageBinding>,
+    /// The parameter block, if the kernel reads one.
+    pub params: Option<ParamsBlock>,
+}
+
+/// Why a module cannot be a gpu-arena kernel. The launch layer wraps this into
+/// [`crate::Error::KernelCompile`] with the kernel's label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReflectError(pub String);
+
+/// Validates `module`, applies the override `constants`, finds the compute entry point
+/// `entry_point` and reads its signature. Returns the module to compile: overrides resolved,
+/// and every storage binding made `read_write` (see the module docs).
+///
+/// Only the globals the entry point uses count (as in wgpu's derived layouts). Refused, each
+/// with a message that says what to change: a missing or non-compute entry point, bindings in a
+/// group other than 0, textures and samplers, more than one parameter block, and overrides
+/// that are unknown or not given a value.
+pub fn reflect_kernel(
+    module: naga::Module,
+    entry_point: &str,
+    constants: &[(&str, f64)],
+    source_for_messages: Option<&str>,
+) -> Result<(naga::Module, KernelSignature), ReflectError> {
+    let info = validate(&module, source_for_messages)?;
+    let index = module
+        .entry_points
+        .iter()
+        .position(|e| e.name == entry_point && e.stage == naga::ShaderStage::Compute)
+        .ok_or_else(|| {
+            let computes: Vec<&str> = module
+                .entry_points
+                .iter()
+                .filter(|e| e.stage == naga::ShaderStage::Compute)
+                .map(|e| e.name.as_str())
+                .collect();
+            ReflectError(format!(
+                "no @compute entry point named {entry_point:?}; the module's compute entry points are {computes:?}"
+            ))
+        })?;
+    let mut map = naga::back::PipelineConstants::default();
+    for &(name, value) in constants {
+        if !value.is_finite() {
+            return Err(ReflectError(format!(
+                "override constant {name} = {value} is not a finite number"
+            )));
+        }
+        let known = module.overrides.iter().any(|(_, o)| {
+            o.name.as_deref() == Some(name)
+                || o.id.map(|id| id.to_string()).as_deref() == Some(name)
+        });
+        if !known {
+            let names: Vec<String> = module
+                .overrides
+                .iter()
+                .filter_map(|(_, o)| o.name.clone())
+                .collect();
+            return Err(ReflectError(format!(
+                "the module has no override constant {name:?}; its overrides are {names:?}"
+            )));
+        }
+        map.insert(name.to_string(), value);
+    }
+    let (module, info) = if module.overrides.is_empty() {
+        (module, info)
+    } else {
+        let (resolved, info) = naga::back::pipeline_constants::process_overrides(
+            &module,
+            &info,
+            Some((naga::ShaderStage::Compute, entry_point)),
+            &map,
+        )
+        .map_err(|e| ReflectError(format!("applying override constants: {e}")))?;
+        (resolved.into_owned(), info.into_owned())
+    };
+    // `process_overrides` may keep only the chosen entry point: look it up again.
+    let index = module
+        .entry_points
+        .iter()
+        .position(|e| e.name == entry_point && e.stage == naga::ShaderStage::Compute)
+        .unwrap_or(index);
+    let signature = signature_of(&module, &info, index)?;
+    Ok((writable_storage(module), signature))
+}
+
+/// naga's validation with every capability: what the device cannot do, wgpu refuses when the
+/// pipeline is made (inside an error scope), with its own message.
+fn validate(
+    module: &naga::Module,
+    source: Option<&str>,
+) -> Result<naga::valid::ModuleInfo, ReflectError> {
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(module)
+    .map_err(|e| {
+        ReflectError(match source {
+            Some(source) => e.emit_to_string(source),
+            None => format!("{e:?}"),
+        })
+    })
+}
+
+fn signature_of(
+    module: &naga::Module,
+    info: &naga::valid::ModuleInfo,
+    index: usize,
+) -> Result<KernelSignature, ReflectError> {
+    let entry = &module.entry_points[index];
+    let uses = info.get_entry_point(index);
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| ReflectError(format!("laying out the module's types: {e}")))?;
+    let mut storage = Vec::new();
+    let mut params: Option<ParamsBlock> = None;
+    for (handle, global) in module.global_variables.iter() {
+        if uses[handle].is_empty() {
+            continue;
+        }
+        let name = global.name.clone().unwrap_or_default();
+        let type_name = type_name(module, global.ty);
+        let size = u64::from(layouter[global.ty].size);
+        let binding = match (&global.space, &global.binding) {
+            (naga::AddressSpace::Immediate, _) => {
+                set_params(
+                    &mut params,
+                    ParamsBlock {
+                        kind: ParamsKind::Immediate,
+                        name,
+                        type_name,
+                        size,
+                    },
+                )?;
+                continue;
+            }
+            (naga::AddressSpace::Handle, _) => {
+                return Err(ReflectError(format!(
+                    "`{name}` is a texture or sampler; gpu-arena kernels bind storage arrays and one parameter block"
+                )))
+            }
+            (_, Some(binding)) => binding,
+            (_, None) => continue,
+        };
+        if binding.group != KERNEL_BIND_GROUP {
+            return Err(ReflectError(format!(
+                "`{name}` is in @group({}); gpu-arena binds @group({KERNEL_BIND_GROUP}) only: move it there",
+                binding.group
+            )));
+        }
+        match global.space {
+            naga::AddressSpace::Uniform => set_params(
+                &mut params,
+                ParamsBlock {
+                    kind: ParamsKind::Uniform {
+                        binding: binding.binding,
+                    },
+                    name,
+                    type_name,
+                    size,
+                },
+            )?,
+            naga::AddressSpace::Storage { access } => {
+                let (element_type, element_stride, min_bytes, fixed_len, is_array) =
+                    match module.types[global.ty].inner {
+                        naga::TypeInner::Array { base, size, stride } => {
+                            let fixed = match size {
+                                naga::ArraySize::Constant(n) => Some(u64::from(n.get())),
+                                _ => None,
+                            };
+                            let stride = u64::from(stride);
+                            let min = fixed.map_or(stride, |n| n * stride);
+                            (type_name_of(module, base), stride, min, fixed, true)
+                        }
+                        _ => (type_name.clone(), size.max(1), size, None, false),
+                    };
+                storage.push(StorageBinding {
+                    binding: binding.binding,
+                    name,
+                    element_type,
+                    element_stride,
+                    min_bytes,
+                    is_array,
+                    fixed_len,
+                    writable: access.contains(naga::StorageAccess::STORE),
+                });
+            }
+            _ => {}
+        }
+    }
+    storage.sort_by_key(|b| b.binding);
+    Ok(KernelSignature {
+        entry_point: entry.name.clone(),
+        workgroup_size: entry.workgroup_size,
+        storage,
+        params,
+    })
+}
+
+fn set_params(slot: &mut Option<ParamsBlock>, block: ParamsBlock) -> Result<(), ReflectError> {
+    if let Some(first) = slot {
+        return Err(ReflectError(format!(
+            "the kernel reads two parameter blocks (`{}` and `{}`); gpu-arena passes one: put the parameters in one struct",
+            first.name, block.name
+        )));
+    }
+    *slot = Some(block);
+    Ok(())
+}
+
+/// Every storage variable made `read_write` (see the module docs).
+fn writable_storage(mut module: naga::Module) -> naga::Module {
+    for (_, global) in module.global_variables.iter_mut() {
+        if let naga::AddressSpace::Storage { access } = &mut global.space {
+            *access |= naga::StorageAccess::LOAD | naga::StorageAccess::STORE;
+        }
+    }
+    module
+}
+
+fn type_name(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
+    type_name_of(module, ty)
+}
+
+/// A type as WGSL spells it, for messages: scalars, vectors, matrices, atomics, arrays, and
+/// named types by name.
+fn type_name_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
+    let t = &module.types[ty];
+    if let Some(name) = &t.name {
+        return name.clone();
+    }
+    let scalar = |s: naga::Scalar| {
+        let kind = match s.kind {
+            naga::ScalarKind::Sint => "i",
+            naga::ScalarKind::Uint => "u",
+            naga::ScalarKind::Float => "f",
+            naga::ScalarKind::Bool => return "bool".to_string(),
+            _ => "abstract",
+        };
+        format!("{kind}{}", u32::from(s.width) * 8)
+    };
+    match t.inner {
+        naga::TypeInner::Scalar(s) => scalar(s),
+        naga::TypeInner::Vector { size, scalar: s } => format!("vec{}<{}>", size as u8, scalar(s)),
+        naga::TypeInner::Matrix {
+            columns,
+            rows,
+            scalar: s,
+        } => format!("mat{}x{}<{}>", columns as u8, rows as u8, scalar(s)),
+        naga::TypeInner::Atomic(s) => format!("atomic<{}>", scalar(s)),
+        naga::TypeInner::Array { base, size, .. } => match size {
+            naga::ArraySize::Constant(n) => format!("array<{}, {n}>", type_name_of(module, base)),
+            _ => format!("array<{}>", type_name_of(module, base)),
+        },
+        _ => "struct".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reflect(source: &str, constants: &[(&str, f64)]) -> Result<KernelSignature, ReflectError> {
+        let module = naga::front::wgsl::parse_str(source).expect("test sources parse");
+        reflect_kernel(module, "main", constants, Some(source)).map(|(_, s)| s)
+    }
+
+    const SAXPY: &str = r#"
+        struct Params { n: u32, a: f32 }
+        @group(0) @binding(0) var<uniform> p: Params;
+        @group(0) @binding(2) var<storage, read_write> y: array<f32>;
+        @group(0) @binding(1) var<storage, read> x: array<f32>;
+        @compute @workgroup_size(64)
+        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+            if (id.x < p.n) { y[id.x] = p.a * x[id.x] + y[id.x]; }
+        }"#;
+
+    #[test]
+    fn saxpy_reflects_bindings_in_order_with_access_params_and_workgroup() {
+        let s = reflect(SAXPY, &[]).unwrap();
+        assert_eq!(s.workgroup_size, [64, 1, 1]);
+        let names: Vec<_> = s
+            .storage
+            .iter()
+            .map(|b| (b.binding, b.name.as_str()))
+            .collect();
+        assert_eq!(names, [(1, "x"), (2, "y")]);
+        assert!(!s.storage[0].writable && s.storage[1].writable);
+        assert_eq!(s.storage[0].element_type, "f32");
+        assert_eq!(s.storage[0].element_stride, 4);
+        assert_eq!(s.storage[0].min_bytes, 4);
+        let p = s.params.unwrap();
+        assert_eq!(
+            (p.kind, p.size, p.type_name.as_str()),
+            (ParamsKind::Uniform { binding: 0 }, 8, "Params")
+        );
+    }
+
+    #[test]
+    fn read_bindings_are_rewritten_read_write_in_the_compiled_module() {
+        let module = naga::front::wgsl::parse_str(SAXPY).unwrap();
+        let (module, _) = reflect_kernel(module, "main", &[], None).unwrap();
+        for (_, g) in module.global_variables.iter() {
+            if let naga::AddressSpace::Storage { access } = g.space {
+                assert!(access.contains(naga::StorageAccess::LOAD | naga::StorageAccess::STORE));
+            }
+        }
+    }
+
+    #[test]
+    fn unused_bindings_do_not_count_and_vec_strides_are_reported() {
+        let s = reflect(
+            r#"
+            @group(0) @binding(0) var<storage, read_write> used: array<vec3<f32>>;
+            @group(0) @binding(1) var<storage, read_write> unused: array<u32>;
+            @group(0) @binding(2) var<storage, read> fixed: array<u32, 8>;
+            @compute @workgroup_size(8, 4, 2)
+            fn main() { used[0] = vec3<f32>(f32(fixed[1])); }"#,
+            &[],
+        )
+        .unwrap();
+        assert_eq!(s.workgroup_size, [8, 4, 2]);
+        assert_eq!(s.storage.len(), 2);
+        assert_eq!(
+            (
+                s.storage[0].element_type.as_str(),
+                s.storage[0].element_stride
+            ),
+            ("vec3<f32>", 16)
+        );
+        assert_eq!(
+            (s.storage[1].fixed_len, s.storage[1].min_bytes),
+            (Some(8), 32)
+        );
+        assert!(s.params.is_none());
+    }
+
+    #[test]
+    fn override_constants_set_the_workgroup_size_and_unknown_ones_are_refused() {
+        let source = r#"
+            override WG: u32 = 32;
+            @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(WG)
+            fn main(@builtin(global_invocation_id) id: vec3<u32>) { a[id.x] = id.x; }"#;
+        assert_eq!(reflect(source, &[]).unwrap().workgroup_size, [32, 1, 1]);
+        assert_eq!(
+            reflect(source, &[("WG", 128.0)]).unwrap().workgroup_size,
+            [128, 1, 1]
+        );
+        let err = reflect(source, &[("NOPE", 1.0)]).unwrap_err();
+        assert!(err.0.contains("NOPE") && err.0.contains("WG"), "{}", err.0);
+        let err = reflect(source, &[("WG", f64::NAN)]).unwrap_err();
+        assert!(err.0.contains("finite"), "{}", err.0);
+    }
+
+    #[test]
+    fn missing_entry_point_names_the_ones_there_are() {
+        let err = reflect_kernel(
+            naga::front::wgsl::parse_str(SAXPY).unwrap(),
+            "mian",
+            &[],
+            None,
+        )
+        .unwrap_err();
+        assert!(
+            err.0.contains("\"mian\"") && err.0.contains("\"main\""),
+            "{}",
+            err.0
+        );
+    }
+
+    #[test]
+    fn other_groups_textures_and_two_parameter_blocks_are_refused_with_advice() {
+        let err = reflect(
+            r#"@group(1) @binding(0) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(1) fn main() { a[0] = 1u; }"#,
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            err.0.contains("@group(1)") && err.0.contains("move it"),
+            "{}",
+            err.0
+        );
+        let err = reflect(
+            r#"@group(0) @binding(0) var<uniform> p: u32;
+            @group(0) @binding(1) var<uniform> q: u32;
+            @group(0) @binding(2) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(1) fn main() { a[0] = p + q; }"#,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.0.contains("one struct"), "{}", err.0);
+        let err = reflect(
+            r#"@group(0) @binding(0) var t: texture_2d<f32>;
+            @group(0) @binding(1) var<storage, read_write> a: array<f32>;
+            @compute @workgroup_size(1) fn main() { a[0] = textureLoad(t, vec2<i32>(0), 0).x; }"#,
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.0.contains("texture"), "{}", err.0);
+    }
+
+    #[test]
+    fn invalid_modules_report_naga_s_message_with_the_source_line() {
+        let source = "@compute @workgroup_size(1) fn main() { let x: u32 = 1.5; }";
+        let module = naga::front::wgsl::parse_str(source);
+        // Either the parser or the validator refuses it; both carry a message.
+        if let Ok(module) = module {
+            let err = reflect_kernel(module, "main", &[], Some(source)).unwrap_err();
+            assert!(!err.0.is_empty());
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! `Kernel`: a user's compute shader, compiled once per context and per override-constant set,
+//! and reflected so that every launch can be checked against what the shader binds.
+
+use super::pipelines::{Compiled, KernelSource};
+use super::reflect::KernelSignature;
+use crate::context::{Context, ContextInner};
+use crate::error::Result;
+use std::sync::Arc;
+
+/// What [`Context::kernel_with`] compiles: a source, its entry point, override constants.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelDesc<'a> {
+    /// The shader: WGSL text or SPIR-V words.
+    pub source: KernelSource<'a>,
+    /// The `@compute` function to run.
+    pub entry_point: &'a str,
+    /// Values for the module's `override` constants, by name (each set compiles once).
+    pub constants: &'a [(&'a str, f64)],
+    /// The name in errors, statistics and the timeline (default: the entry point).
+    pub label: Option<&'a str>,
+}
+
+impl<'a> KernelDesc<'a> {
+    /// A WGSL kernel with no constants.
+    pub fn wgsl(source: &'a str, entry_point: &'a str) -> Self {
+        Self {
+            source: KernelSource::Wgsl(source),
+            entry_point,
+            constants: &[],
+            label: None,
+        }
+    }
+
+    /// A SPIR-V kernel with no constants.
+    pub fn spirv(words: &'a [u32], entry_point: &'a str) -> Self {
+        Self {
+            source: KernelSource::SpirV(words),
+            entry_point,
+            constants: &[],
+            label: None,
+        }
+    }
+
+    /// The same kernel with these override constants.
+    pub fn constants(self, constants: &'a [(&'a str, f64)]) -> Self {
+        Self { constants, ..self }
+    }
+
+    /// The same kernel under this name.
+    pub fn label(self, label: &'a str) -> Self {
+        Self {
+            label: Some(label),
+            ..self
+        }
+    }
+}
+
+/// A compiled compute kernel of one context, ready to launch over arena arrays with
+/// [`Context::launch`] or [`crate::Sequence::launch`].
+///
+/// Cloning is cheap. Asking the context for the same source, entry point and constants again
+/// returns the compiled kernel from the context's cache (and with `GPU_ARENA_CACHE_DIR` the
+/// driver's compiled code persists across processes).
+///
+/// Write ordinary WGSL: storage arrays at `@group(0) @binding(n)` (`read` inputs are fine: the
+/// module is rewritten so that arrays sharing an arena buffer can be bound together) and at
+/// most one parameter block, a `var<uniform>` struct (or `var<immediate>` where the device has
+/// `Features::IMMEDIATES`). Launch arguments are the storage arrays in binding order.
+#[derive(Clone)]
+pub struct Kernel {
+    pub(crate) compiled: Arc<Compiled>,
+    pub(crate) ctx: Arc<ContextInner>,
+}
+
+impl Kernel {
+    /// The kernel's name (its label, or its entry point).
+    pub fn name(&self) -> &str {
+        &self.compiled.name
+    }
+
+    /// What the kernel binds, as reflected from its module: storage arrays in argument order,
+    /// the parameter block, the workgroup size.
+    pub fn signature(&self) -> &KernelSignature {
+        &self.compiled.signature
+    }
+
+    /// `@workgroup_size(x, y, z)`, after override constants.
+    pub fn workgroup_size(&self) -> [u32; 3] {
+        self.compiled.signature.workgroup_size
+    }
+}
+
+impl std::fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kernel")
+            .field("name", &self.compiled.name)
+            .field("signature", &self.compiled.signature)
+            .finish()
+    }
+}
+
+impl Context {
+    /// Compiles a WGSL compute kernel (once per context: a second call with the same source
+    /// and entry point returns the cached one).
+    ///
+    /// Errors: [`crate::Error::KernelCompile`] with the compiler's message (pointing at the
+    /// line) for WGSL that does not parse or validate, a missing entry point, or bindings
+    /// gpu-arena cannot fill (textures, another bind group, two parameter blocks).
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let double = ctx.kernel(
+    ///     "@group(0) @binding(0) var<storage, read> x: array<f32>;
+    ///      @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+    ///      @compute @workgroup_size(64)
+    ///      fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    ///          if (i.x < arrayLength(&y)) { y[i.x] = 2.0 * x[i.x]; }
+    ///      }",
+    ///     "main",
+    /// )?;
+    /// assert_eq!(double.signature().storage.len(), 2);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn kernel(&self, wgsl: &str, entry_point: &str) -> Result<Kernel> {
+        self.kernel_with(KernelDesc::wgsl(wgsl, entry_point))
+    }
+
+    /// [`Context::kernel`] for any source (WGSL or SPIR-V), override constants and a label.
+    ///
+    /// Errors: as [`Context::kernel`]; also unknown or non-finite override constants.
+    pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
+        let inner = &self.inner;
+        let compiled = inner
+            .kernels
+            .lock()
+            .user(&inner.device, &inner.adapter_info, &desc)?;
+        Ok(Kernel {
+            compiled,
+            ctx: Arc::clone(inner),
+        })
+    }
+}

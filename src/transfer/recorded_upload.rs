@@ -1,0 +1,134 @@
+//! Uploads recorded in a [`Sequence`]: the data is copied out of the caller's slice at once
+//! (into the array itself on UMA, into a staging buffer the sequence holds on Vulkan, into
+//! wgpu's staging elsewhere), and the staging-to-array copy runs as a step of the sequence, so
+//! a decode step's new rows go out in the same submission as the kernels that read them.
+
+use super::staging::{StagingKind, UploadItem, COPY_ALIGNMENT};
+use super::{Operand, ResolvedOperand, TransferDirection};
+use crate::array::{check_shape, DeviceArray};
+use crate::error::Result;
+use crate::kernels::{Sequence, Step};
+
+impl Sequence {
+    /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when
+    /// the sequence runs (before any later step). An explicit host-to-device transfer, checked
+    /// by the guard now.
+    ///
+    /// Errors: as [`crate::Context::device_put`].
+    pub fn put<T: bytemuck::Pod>(&mut self, data: &[T], shape: &[usize]) -> Result<DeviceArray<T>> {
+        self.put_guarded(data, shape, true, "Sequence::put")
+    }
+
+    /// Makes an operand usable by a later step: host data is uploaded within the sequence (an
+    /// implicit transfer, guarded).
+    pub(crate) fn resolve<'a, T: bytemuck::Pod>(
+        &mut self,
+        operand: Operand<'a, T>,
+        operation: &'static str,
+    ) -> Result<ResolvedOperand<'a, T>> {
+        match operand {
+            Operand::Device(a) => {
+                a.check_same_context(&self.ctx.inner, operation)?;
+                Ok(ResolvedOperand::Borrowed(a))
+            }
+            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
+                self.put_guarded(data, shape, false, operation)?,
+            )),
+            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put_guarded(
+                data,
+                &[data.len()],
+                false,
+                operation,
+            )?)),
+        }
+    }
+
+    fn put_guarded<T: bytemuck::Pod>(
+        &mut self,
+        data: &[T],
+        shape: &[usize],
+        explicit: bool,
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
+        check_shape(shape, Some(data.len()), operation)?;
+        let started = std::time::Instant::now();
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        inner.guard(
+            TransferDirection::HostToDevice,
+            bytes.len() as u64,
+            operation,
+            explicit,
+        )?;
+        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        self.touch_array(&array, operation)?;
+        self.record_upload(&array, bytes)?;
+        inner.transfer_counters.record(
+            TransferDirection::HostToDevice,
+            explicit,
+            1,
+            bytes.len() as u64,
+        );
+        inner.record(crate::profile::Record::Transfer {
+            direction: TransferDirection::HostToDevice,
+            explicit,
+            arrays: 1,
+            bytes: bytes.len() as u64,
+            started,
+        });
+        Ok(array)
+    }
+
+    /// Writes `bytes` into the fresh `array` (no GPU work uses it yet, so writing now is safe).
+    fn record_upload<T: bytemuck::Pod>(
+        &mut self,
+        array: &DeviceArray<T>,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let storage = &array.storage;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        if let Some(range) = storage.host_range() {
+            range.write(bytes);
+            return Ok(());
+        }
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        let padded = (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT);
+        if !inner.lock_memory().regions.is_vulkan() || padded > inner.config.staging_bytes {
+            // wgpu's own staging (non-Vulkan backends), or more than a staging buffer holds:
+            // a submission of its own now, which queue order puts before this sequence's.
+            let id = inner.upload(&[UploadItem {
+                data: bytes,
+                buffer: &storage.buffer,
+                offset: storage.allocation.offset,
+                span: storage.allocation.size,
+            }])?;
+            storage.record_use(id);
+            return Ok(());
+        }
+        let room = |(staging, cursor): &(super::staging::StagingBuffer, u64)| {
+            staging.size - cursor >= padded
+        };
+        if !self.staging.last().is_some_and(room) {
+            let staging = inner.staging.acquire(&inner, StagingKind::Upload)?;
+            self.staging.push((staging, 0));
+        }
+        let (staging, cursor) = self.staging.last_mut().expect("acquired above");
+        let target = staging.mapped.sub(*cursor, padded);
+        target.write(bytes);
+        target
+            .sub(bytes.len() as u64, padded - bytes.len() as u64)
+            .zero();
+        let step = Step::Copy {
+            src: staging.buffer.clone(),
+            src_offset: *cursor,
+            dst: storage.buffer.clone(),
+            dst_offset: storage.allocation.offset,
+            size: padded,
+        };
+        *cursor += padded;
+        self.steps.push(step);
+        Ok(())
+    }
+}

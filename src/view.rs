@@ -1,0 +1,249 @@
+//! Views: part of an array, or the array under another shape, without a copy. A view borrows
+//! its array (so the array outlives it and cannot be donated meanwhile) and binds directly as a
+//! kernel argument: the work is recorded as a use of the array's memory.
+//!
+//! Also here: [`KernelArg`] / [`KernelArgMut`], what a launch accepts as an argument.
+
+use crate::array::{check_shape, ArrayStorage, DeviceArray};
+use crate::error::{Error, Result};
+use std::sync::Arc;
+
+/// A read-only view of an array: a leading-axis sub-array ([`DeviceArray::view`]) or the whole
+/// array under another shape ([`DeviceArray::reshaped`]).
+///
+/// ```no_run
+/// # let ctx = gpu_arena::Context::new(Default::default())?;
+/// let cache = ctx.zeros::<f32>(&[4, 128, 64])?; // [layers, max_seq, dim]
+/// let layer2 = cache.view(&[2])?;                 // [128, 64], no copy
+/// let row = cache.view(&[2, 17])?;                // [64]
+/// assert_eq!(row.shape(), [64]);
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+pub struct ArrayView<'a, T: bytemuck::Pod> {
+    array: &'a DeviceArray<T>,
+    /// Bytes from the array's first byte.
+    offset: u64,
+    shape: Vec<usize>,
+}
+
+/// A writable view ([`DeviceArray::view_mut`]): passes to [`crate::Launch::arg_mut`].
+pub struct ArrayViewMut<'a, T: bytemuck::Pod> {
+    array: &'a mut DeviceArray<T>,
+    offset: u64,
+    shape: Vec<usize>,
+}
+
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// The sub-array at the leading indices `index`: `a.view(&[l, t])` of an array of shape
+    /// `[L, S, D]` is the row `a[l, t, :]` of shape `[D]`; an empty `index` is the whole array.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for more indices than the rank or an index past its
+    /// dimension.
+    pub fn view(&self, index: &[usize]) -> Result<ArrayView<'_, T>> {
+        let (offset, shape) = sub_array::<T>(&self.shape, 0, index, "DeviceArray::view")?;
+        Ok(ArrayView {
+            array: self,
+            offset,
+            shape,
+        })
+    }
+
+    /// [`DeviceArray::view`], writable.
+    pub fn view_mut(&mut self, index: &[usize]) -> Result<ArrayViewMut<'_, T>> {
+        let (offset, shape) = sub_array::<T>(&self.shape, 0, index, "DeviceArray::view_mut")?;
+        Ok(ArrayViewMut {
+            array: self,
+            offset,
+            shape,
+        })
+    }
+
+    /// The whole array seen under another shape with as many elements (no copy; see
+    /// [`DeviceArray::reshape`] to change the array's own shape).
+    ///
+    /// Errors: [`Error::Shape`] when the element counts differ or the rank is above 6.
+    pub fn reshaped(&self, shape: &[usize]) -> Result<ArrayView<'_, T>> {
+        check_shape(shape, Some(self.len()), "DeviceArray::reshaped")?;
+        Ok(ArrayView {
+            array: self,
+            offset: 0,
+            shape: shape.to_vec(),
+        })
+    }
+}
+
+macro_rules! view_accessors {
+    ($view:ident) => {
+        impl<'a, T: bytemuck::Pod> $view<'a, T> {
+            /// The view's shape.
+            pub fn shape(&self) -> &[usize] {
+                &self.shape
+            }
+
+            /// Number of elements.
+            pub fn len(&self) -> usize {
+                self.shape.iter().product()
+            }
+
+            /// True when the view has no elements.
+            pub fn is_empty(&self) -> bool {
+                self.len() == 0
+            }
+
+            /// Size of the viewed data in bytes.
+            pub fn size_in_bytes(&self) -> u64 {
+                self.len() as u64 * std::mem::size_of::<T>() as u64
+            }
+
+            /// The view's byte offset inside the array's buffer (the array's offset plus the
+            /// view's). A kernel binds it directly when this is a multiple of the device's
+            /// `min_storage_buffer_offset_alignment`.
+            pub fn byte_offset(&self) -> u64 {
+                self.array.byte_offset() + self.offset
+            }
+        }
+    };
+}
+view_accessors!(ArrayView);
+view_accessors!(ArrayViewMut);
+
+impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
+    /// A sub-view at further leading indices (see [`DeviceArray::view`]).
+    pub fn view(&self, index: &[usize]) -> Result<ArrayView<'a, T>> {
+        let (offset, shape) = sub_array::<T>(&self.shape, self.offset, index, "ArrayView::view")?;
+        Ok(ArrayView {
+            array: self.array,
+            offset,
+            shape,
+        })
+    }
+
+    /// The same elements under another shape with as many elements.
+    pub fn reshape(self, shape: &[usize]) -> Result<ArrayView<'a, T>> {
+        check_shape(shape, Some(self.len()), "ArrayView::reshape")?;
+        Ok(ArrayView {
+            shape: shape.to_vec(),
+            ..self
+        })
+    }
+}
+
+impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
+    /// The same elements under another shape with as many elements.
+    pub fn reshape(self, shape: &[usize]) -> Result<ArrayViewMut<'a, T>> {
+        check_shape(shape, Some(self.len()), "ArrayViewMut::reshape")?;
+        Ok(ArrayViewMut {
+            shape: shape.to_vec(),
+            ..self
+        })
+    }
+}
+
+/// The byte offset (from the array's start) and shape of the sub-array at leading `index` of a
+/// view of `shape` starting at `base` bytes.
+fn sub_array<T>(
+    shape: &[usize],
+    base: u64,
+    index: &[usize],
+    operation: &'static str,
+) -> Result<(u64, Vec<usize>)> {
+    if index.len() > shape.len() {
+        return Err(Error::InvalidArgument {
+            operation,
+            reason: format!(
+                "{} indices given for shape {shape:?} of rank {}; give at most one per dimension",
+                index.len(),
+                shape.len()
+            ),
+        });
+    }
+    if let Some(d) = (0..index.len()).find(|&d| index[d] >= shape[d]) {
+        return Err(Error::InvalidArgument {
+            operation,
+            reason: format!(
+                "index {} is out of range for dimension {d} of shape {shape:?} (size {})",
+                index[d], shape[d]
+            ),
+        });
+    }
+    // The shape's element count fits in usize (the array exists), so these products do too.
+    let rest = &shape[index.len()..];
+    let row: u64 = rest.iter().map(|&d| d as u64).product();
+    let mut element = 0u64;
+    let mut stride = row;
+    for d in (0..index.len()).rev() {
+        element += index[d] as u64 * stride;
+        stride *= shape[d] as u64;
+    }
+    Ok((
+        base + element * std::mem::size_of::<T>() as u64,
+        rest.to_vec(),
+    ))
+}
+
+/// An array or view as a kernel argument.
+#[doc(hidden)]
+pub struct ArgRef<'a> {
+    pub(crate) storage: &'a Arc<ArrayStorage>,
+    /// Bytes from the allocation's start.
+    pub(crate) offset: u64,
+    pub(crate) bytes: u64,
+    pub(crate) element_size: usize,
+    pub(crate) element_type: &'static str,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// What [`crate::Launch::arg`] takes: a [`DeviceArray`], an [`ArrayView`] or an
+/// [`ArrayViewMut`] (read by the kernel).
+pub trait KernelArg: sealed::Sealed {
+    #[doc(hidden)]
+    fn arg_ref(&self) -> ArgRef<'_>;
+}
+
+/// What [`crate::Launch::arg_mut`] takes: a [`DeviceArray`] or an [`ArrayViewMut`] (written by
+/// the kernel).
+pub trait KernelArgMut: KernelArg {}
+
+impl<T: bytemuck::Pod> sealed::Sealed for DeviceArray<T> {}
+impl<T: bytemuck::Pod> KernelArg for DeviceArray<T> {
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef {
+            storage: &self.storage,
+            offset: 0,
+            bytes: self.size_in_bytes(),
+            element_size: std::mem::size_of::<T>(),
+            element_type: std::any::type_name::<T>(),
+        }
+    }
+}
+impl<T: bytemuck::Pod> KernelArgMut for DeviceArray<T> {}
+
+impl<T: bytemuck::Pod> sealed::Sealed for ArrayView<'_, T> {}
+impl<T: bytemuck::Pod> KernelArg for ArrayView<'_, T> {
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef {
+            storage: &self.array.storage,
+            offset: self.offset,
+            bytes: self.size_in_bytes(),
+            element_size: std::mem::size_of::<T>(),
+            element_type: std::any::type_name::<T>(),
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> sealed::Sealed for ArrayViewMut<'_, T> {}
+impl<T: bytemuck::Pod> KernelArg for ArrayViewMut<'_, T> {
+    fn arg_ref(&self) -> ArgRef<'_> {
+        ArgRef {
+            storage: &self.array.storage,
+            offset: self.offset,
+            bytes: self.size_in_bytes(),
+            element_size: std::mem::size_of::<T>(),
+            element_type: std::any::type_name::<T>(),
+        }
+    }
+}
+impl<T: bytemuck::Pod> KernelArgMut for ArrayViewMut<'_, T> {}
