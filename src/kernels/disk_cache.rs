@@ -13,6 +13,7 @@
 //! a bad disk, a truncated copy) away from both. The directory is trusted like any other file
 //! the user points the crate at: the checksum catches accidents, not forgery.
 
+use super::error_scopes::{wgpu_error_causes, ErrorScopes};
 use super::KernelCacheStats;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -128,10 +129,10 @@ impl DiskCache {
             Ok(Some(data)) => data,
             Err(reason) => return discard(device, &file, reason, stats),
         };
-        let (cache, error) = capture_errors(device, || {
-            crate::backend::create_pipeline_cache(device, CACHE_LABEL, Some(data.driver_data()))
-        });
-        if let Some(error) = error {
+        let scopes = ErrorScopes::push(device);
+        let cache =
+            crate::backend::create_pipeline_cache(device, CACHE_LABEL, Some(data.driver_data()));
+        if let Some(error) = scopes.pop_error() {
             // wgpu refuses some headers even with `fallback` (data for another device): the
             // handle it gave back is invalid and would fail every pipeline compiled with it.
             drop(cache);
@@ -190,10 +191,9 @@ fn discard(
 
 /// An empty driver cache, or none if even that fails (the kernels then compile without one).
 fn create_empty(device: &wgpu::Device) -> Option<wgpu::PipelineCache> {
-    let (cache, error) = capture_errors(device, || {
-        crate::backend::create_pipeline_cache(device, CACHE_LABEL, None)
-    });
-    match error {
+    let scopes = ErrorScopes::push(device);
+    let cache = crate::backend::create_pipeline_cache(device, CACHE_LABEL, None);
+    match scopes.pop_error() {
         None => Some(cache),
         Some(error) => {
             log::warn!(
@@ -205,36 +205,12 @@ fn create_empty(device: &wgpu::Device) -> Option<wgpu::PipelineCache> {
     }
 }
 
-/// Runs `create` with every kind of wgpu error captured, so that none reaches the context's
-/// uncaptured-error log; returns what it made and the first error, if any.
-fn capture_errors<T>(
-    device: &wgpu::Device,
-    create: impl FnOnce() -> T,
-) -> (T, Option<wgpu::Error>) {
-    let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let out_of_memory = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
-    let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
-    let made = create();
-    // Scopes pop innermost first.
-    let internal = pollster::block_on(internal.pop());
-    let out_of_memory = pollster::block_on(out_of_memory.pop());
-    let validation = pollster::block_on(validation.pop());
-    (made, validation.or(out_of_memory).or(internal))
-}
-
 /// wgpu's error in one line: its causes (its own text starts with a generic "Validation
 /// Error" heading, which says nothing about the file).
 fn describe(error: &wgpu::Error) -> String {
-    let mut causes = Vec::new();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        causes.push(cause.to_string());
-        source = cause.source();
-    }
-    if causes.is_empty() {
-        error.to_string()
-    } else {
-        format!("wgpu refused it: {}", causes.join(": "))
+    match wgpu_error_causes(error).strip_prefix(": ") {
+        Some(causes) => format!("wgpu refused it: {causes}"),
+        None => error.to_string(),
     }
 }
 
