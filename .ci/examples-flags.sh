@@ -21,8 +21,9 @@ expect() {
 }
 
 checked=0
-for source in examples/*.rs; do
+for source in examples/*.rs examples/*/main.rs; do
   ex=$(basename "$source" .rs)
+  [ "$ex" = main ] && ex=$(basename "$(dirname "$source")")
   expect 0 "usage: $ex" "$bin/$ex" --help
   expect 0 "usage: $ex" "$bin/$ex" -h
   expect 2 "invalid option '--no-such-flag'" "$bin/$ex" --no-such-flag
@@ -39,6 +40,10 @@ expect 2 "missing argument for option '--out'" "$bin/memory_report" --out
 expect 2 'unexpected argument "out/"' "$bin/memory_report" out/
 expect 2 'unexpected argument "b.json"' "$bin/memplan" a.json b.json
 expect 2 'unexpected argument "extra"' "$bin/tour" extra
+expect 2 '--launches must be at least 1' "$bin/bench_launch" --launches 0
+expect 2 '--dim must be between 1 and' "$bin/decode" --dim 99999999
+expect 2 'invalid value "-1" for --n' "$bin/saxpy" --n -1
+expect 2 "missing argument for option '--save'" "$bin/device_report" --save
 
 if [ "$failures" -gt 0 ]; then
   echo "examples' flags: $failures check(s) failed" >&2

@@ -609,11 +609,11 @@ fn options() -> Options {
                     ];
                     options.allocator = Some(flags::one_of(parser, "allocator", &names)?);
                 }
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(options)
+        Ok(Some(options))
     })
 }
 

@@ -46,11 +46,11 @@ fn json_flag() -> bool {
         while let Some(arg) = parser.next()? {
             match arg {
                 Long("json") => json = true,
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(json)
+        Ok(Some(json))
     })
 }
 

@@ -64,11 +64,11 @@ fn parse_args() -> Args {
                 Long("iters") => args.iters = flags::at_least_one(parser, "iters")?,
                 // Passed by `cargo bench` to every target it runs.
                 Long("bench") => {}
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(args)
+        Ok(Some(args))
     })
 }
 

@@ -106,11 +106,11 @@ fn options() -> Options {
                     options.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
                 }
                 Long("iters") => options.iters = flags::at_least_one(parser, "iters")?,
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(options)
+        Ok(Some(options))
     })
 }
 

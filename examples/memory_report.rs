@@ -98,11 +98,11 @@ fn out_dir() -> PathBuf {
                         return Err("--out needs a directory".into());
                     }
                 }
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(out)
+        Ok(Some(out))
     })
 }
 

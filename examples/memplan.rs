@@ -35,11 +35,11 @@ fn table_path() -> Option<PathBuf> {
         while let Some(arg) = parser.next()? {
             match arg {
                 Value(value) if path.is_none() => path = Some(PathBuf::from(value)),
-                Short('h') | Long("help") => flags::help(USAGE),
+                Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
-        Ok(path)
+        Ok(Some(path))
     })
 }
 

@@ -4,7 +4,8 @@
 //!
 //! Each example includes this file (`#[path = "flags/mod.rs"] mod flags;`; cargo does not take
 //! a folder without `main.rs` for an example) and reads its own flags in a loop over
-//! `parser.next()`, matching `lexopt::prelude::{Long, Short, Value}`.
+//! `parser.next()`, matching `lexopt::prelude::{Long, Short, Value}`, returning `Ok(None)` for
+//! `-h`/`--help` (so that the reading can be tested with `Parser::from_args`).
 #![allow(dead_code)] // each example uses some of these
 
 use lexopt::{Error, Parser, ValueExt};
@@ -16,12 +17,19 @@ use std::str::FromStr;
 /// clap: 1 is for a run that failed, 2 for a command that was wrong).
 pub const USAGE_ERROR: i32 = 2;
 
-/// Reads the process's arguments with `read`, which returns the example's options (and calls
-/// [`help`] for `-h`/`--help`); on an error prints it with `usage` and exits with
-/// [`USAGE_ERROR`].
-pub fn parse_or_exit<T>(usage: &str, read: impl FnOnce(&mut Parser) -> Result<T, Error>) -> T {
+/// Reads the process's arguments with `read`, which returns the example's options, or `None`
+/// for `-h`/`--help`: then prints `usage` and exits 0. On an error prints it with `usage` and
+/// exits with [`USAGE_ERROR`].
+pub fn parse_or_exit<T>(
+    usage: &str,
+    read: impl FnOnce(&mut Parser) -> Result<Option<T>, Error>,
+) -> T {
     match read(&mut Parser::from_env()) {
-        Ok(options) => options,
+        Ok(Some(options)) => options,
+        Ok(None) => {
+            println!("{usage}");
+            std::process::exit(0);
+        }
         Err(error) => {
             eprintln!("error: {error}\n\n{usage}");
             std::process::exit(USAGE_ERROR);
@@ -29,22 +37,12 @@ pub fn parse_or_exit<T>(usage: &str, read: impl FnOnce(&mut Parser) -> Result<T,
     }
 }
 
-/// Prints `usage` and exits successfully: the answer to `-h` and `--help`.
-pub fn help(usage: &str) -> ! {
-    println!("{usage}");
-    std::process::exit(0);
-}
-
 /// For an example without options: accepts `--help` and nothing else.
 pub fn no_options(usage: &str) {
-    parse_or_exit(usage, |parser| {
-        if let Some(arg) = parser.next()? {
-            match arg {
-                lexopt::Arg::Short('h') | lexopt::Arg::Long("help") => help(usage),
-                _ => return Err(arg.unexpected()),
-            }
-        }
-        Ok(())
+    parse_or_exit(usage, |parser| match parser.next()? {
+        None => Ok(Some(())),
+        Some(lexopt::Arg::Short('h') | lexopt::Arg::Long("help")) => Ok(None),
+        Some(arg) => Err(arg.unexpected()),
     })
 }
 
