@@ -119,3 +119,27 @@ impl Rng {
         (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+/// A kernel that copies `src` to `dst` slowly (a long loop per element, its result in `sink`),
+/// so the copy is still running when the host reuses memory: the frontier tests' workload.
+/// `src_access` is `read` or `read_write` (raw wgpu pipelines need `read_write`: see
+/// `DeviceArray::raw_binding`).
+pub fn slow_copy_wgsl(src_access: &str) -> String {
+    SLOW_COPY_WGSL.replace("SRC_ACCESS", src_access)
+}
+
+const SLOW_COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, SRC_ACCESS> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read_write> sink: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if (i >= arrayLength(&dst)) { return; }
+    // Burn time so the copy is still running when the host reuses memory.
+    var acc = src[i];
+    for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
+    dst[i] = src[i];
+    sink[i] = acc;
+}
+"#;
