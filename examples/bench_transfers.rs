@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+//! cargo run --release --example bench_transfers -- --help
 //! ```
 //! Cases (each the median of `--iters` synchronized runs):
 //! 1. `small_uploads`: `--arrays` (10,000) uploads of 4 KiB arrays: a gpu-arena batch vs
@@ -22,10 +23,27 @@
 //! `gbps`. Without it, a table with ratios against gpu-arena.
 
 use gpu_arena::{ArenaConfig, Context};
+use lexopt::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 const ARRAY_BYTES: usize = 4096;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+/// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
+const MAX_SIZE_MIB: usize = 1 << 20;
+
+const USAGE: &str = "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+
+gpu-arena's transfers against wgpu's own ways of moving data, side by side.
+  --json          one JSON object per case and method instead of a table
+  --size-mib N    the large upload and readback, in MiB (default 1024)
+  --arrays N      how many 4 KiB arrays the small-uploads case uploads (default 10000)
+  --iters N       synchronized runs per case; the median is reported (default 5)
+  --d2d-mib N     the array copied between two contexts, in MiB (default 256)
+  -h, --help      this text";
 
 struct Args {
     json: bool,
@@ -35,33 +53,34 @@ struct Args {
     d2d_mib: usize,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args {
-        json: false,
-        size_mib: 1024,
-        arrays: 10_000,
-        iters: 5,
-        d2d_mib: 256,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| -> anyhow::Result<usize> {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))?
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+fn parse_args() -> Args {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut args = Args {
+            json: false,
+            size_mib: 1024,
+            arrays: 10_000,
+            iters: 5,
+            d2d_mib: 256,
         };
-        match a.as_str() {
-            "--json" => args.json = true,
-            "--size-mib" => args.size_mib = value("--size-mib")?,
-            "--arrays" => args.arrays = value("--arrays")?,
-            "--iters" => args.iters = value("--iters")?.max(1),
-            "--d2d-mib" => args.d2d_mib = value("--d2d-mib")?,
-            "--bench" => {} // passed by `cargo bench`
-            other => anyhow::bail!("unknown argument {other}"),
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => args.json = true,
+                Long("size-mib") => {
+                    args.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
+                }
+                Long("arrays") => args.arrays = flags::at_least_one(parser, "arrays")?,
+                Long("iters") => args.iters = flags::at_least_one(parser, "iters")?,
+                Long("d2d-mib") => {
+                    args.d2d_mib = flags::in_range(parser, "d2d-mib", 1..=MAX_SIZE_MIB)?
+                }
+                // Passed by `cargo bench` to every target it runs.
+                Long("bench") => {}
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
         }
-    }
-    Ok(args)
+        Ok(Some(args))
+    })
 }
 
 /// One measured row of the report.
@@ -131,7 +150,7 @@ fn wait(device: &wgpu::Device) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let args = parse_args();
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let device = ctx.device().clone();
     let queue = ctx.queue().clone();
