@@ -66,7 +66,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
         with_var(variable, OsString::from_vec(b"0.5\xff".to_vec()), || {
             let error = ArenaConfig::from_env().unwrap_err();
             assert_config_error(error, variable, "not UTF-8");
-            let error = Context::from_env().err().expect("refused");
+            let error = Context::from_env().expect_err("refused");
             assert_config_error(error, variable, "not UTF-8");
         });
     }
@@ -96,7 +96,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
     });
     // Issue 12, defect 6: a timeline capacity that made Context::new abort.
     with_var("GPU_ARENA_TIMELINE", "68719476736", || {
-        let error = Context::from_env().err().expect("refused");
+        let error = Context::from_env().expect_err("refused");
         assert_config_error(error, "GPU_ARENA_TIMELINE", "16777215");
     });
 }

@@ -196,8 +196,7 @@ fn unknown_adapter_lists_the_ones_that_exist() {
         )),
         ..test_config()
     })
-    .err()
-    .expect("no adapter has that name");
+    .expect_err("no adapter has that name");
     let msg = err.to_string();
     assert!(
         msg.contains("no-such-gpu-xyz") && msg.contains("0: "),

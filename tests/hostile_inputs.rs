@@ -131,7 +131,7 @@ fn zero_staging_bytes_are_refused_before_any_buffer_is_made() {
             zero_copy: false,
             ..test_config()
         });
-        let error = result.err().expect("refused");
+        let error = result.expect_err("refused");
         let msg = error.to_string();
         assert!(matches!(error, Error::Config { .. }), "{msg}");
         assert!(msg.contains("ArenaConfig::staging_bytes"), "{msg}");
@@ -170,7 +170,7 @@ fn configuration_is_checked_before_any_device_call() {
             ..ArenaConfig::default()
         },
     ] {
-        let error = Context::new(config).err().expect("refused");
+        let error = Context::new(config).expect_err("refused");
         assert!(matches!(error, Error::Config { .. }), "{error}");
     }
 }
@@ -184,8 +184,7 @@ fn a_timeline_larger_than_the_bound_is_an_error_not_an_abort() {
         timeline_capacity: 68_719_476_736,
         ..test_config()
     })
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     let msg = error.to_string();
     assert!(msg.contains("ArenaConfig::timeline_capacity"), "{msg}");
     assert!(msg.contains("16777215"), "{msg}");

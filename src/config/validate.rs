@@ -41,6 +41,8 @@ pub(crate) struct ByteKnob {
     pub(crate) min: u64,
     /// Most bytes accepted.
     pub(crate) max: u64,
+    /// A further bound the device sets, for messages ("" for none).
+    pub(crate) device_bound: &'static str,
 }
 
 /// [`ArenaConfig::max_region_bytes`].
@@ -49,6 +51,7 @@ pub(crate) const MAX_REGION: ByteKnob = ByteKnob {
     variable: "GPU_ARENA_MAX_REGION_MB",
     min: MIN_REGION_BYTES,
     max: u64::MAX,
+    device_bound: "",
 };
 
 /// [`ArenaConfig::staging_bytes`].
@@ -57,6 +60,7 @@ pub(crate) const STAGING: ByteKnob = ByteKnob {
     variable: "GPU_ARENA_STAGING_MB",
     min: MIN_STAGING_BYTES,
     max: MAX_STAGING_BYTES,
+    device_bound: ", and at most the device's max_buffer_size",
 };
 
 /// [`ArenaConfig::fallback_device_memory_bytes`].
@@ -65,6 +69,7 @@ pub(crate) const FALLBACK_MEMORY: ByteKnob = ByteKnob {
     variable: "GPU_ARENA_DEVICE_MEMORY_MB",
     min: MIN_FALLBACK_DEVICE_MEMORY_BYTES,
     max: u64::MAX,
+    device_bound: "",
 };
 
 impl ByteKnob {
@@ -82,7 +87,10 @@ impl ByteKnob {
     /// What the variable accepts, for its errors.
     pub(crate) fn expected_mib(&self) -> String {
         let (min, max) = self.mib_range();
-        format!("a whole number of MiB from {min} to {max} (the largest accepted value)")
+        format!(
+            "a whole number of MiB from {min} to {max} (the largest accepted value){}",
+            self.device_bound
+        )
     }
 
     /// Errors unless the field's `bytes` are in range.
@@ -94,9 +102,10 @@ impl ByteKnob {
             self.field,
             bytes.to_string(),
             format!(
-                "a size from {} to {} bytes (env {}: {})",
+                "a size from {} to {} bytes{} (env {}: {})",
                 self.min,
                 self.max,
+                self.device_bound,
                 self.variable,
                 self.expected_mib()
             ),

@@ -10,8 +10,13 @@
 //! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
+//!
+//! Files: `staging.rs` (the pool and copy engine), `batch.rs` (upload batches),
+//! `recorded_upload.rs` (uploads inside a sequence), `between_devices.rs` (arrays from one
+//! context to another), `guard.rs`, `stats.rs`.
 
 mod batch;
+mod between_devices;
 mod guard;
 mod recorded_upload;
 pub(crate) mod staging;

@@ -4,9 +4,11 @@
 
 use gpu_arena::{ArenaConfig, Context};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
+/// Every warning and error logged in this test binary, for tests that read their messages.
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static LOGGER: CountingLogger = CountingLogger;
 static INIT: Once = Once::new();
 
@@ -29,6 +31,10 @@ impl log::Log for CountingLogger {
         if validation {
             VALIDATION_ERRORS.fetch_add(1, Ordering::SeqCst);
         }
+        MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.clone());
         eprintln!("[{}] {}: {}", record.level(), record.target(), message);
     }
 
@@ -75,6 +81,18 @@ pub fn assert_no_validation_errors() {
         n, 0,
         "{n} Vulkan validation error(s) were logged (see stderr)"
     );
+}
+
+/// The warnings and errors logged in this test binary so far that contain `text` (tests run
+/// in parallel: pass something only your test logs, such as its own file name).
+pub fn logged_messages_containing(text: &str) -> Vec<String> {
+    MESSAGES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| m.contains(text))
+        .cloned()
+        .collect()
 }
 
 /// A deterministic pseudo-random generator (splitmix64) so tests need no rand crate.
