@@ -35,7 +35,8 @@ mod flags;
 /// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
 const MAX_SIZE_MIB: usize = 1 << 20;
 
-const USAGE: &str = "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+const USAGE: &str =
+    "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
 
 gpu-arena's transfers against wgpu's own ways of moving data, side by side.
   --json          one JSON object per case and method instead of a table
