@@ -10,6 +10,7 @@
 //! own with its own arena; with several, they go round the adapters of `gpu_arena::devices`.
 
 use gpu_arena::{devices, gather, shard, ArenaConfig, Context, DeviceArray};
+use lexopt::prelude::*;
 use std::time::Instant;
 
 const MATVEC_RELU: &str = r#"
@@ -37,6 +38,18 @@ struct Params {
     cols: u32,
 }
 
+const USAGE: &str = "usage: multi_device [--contexts N] [--rows R] [--cols C] [--mib M]
+
+A data-parallel step over several devices, checked against the CPU, and a timed device-to-device copy.
+  --contexts N   contexts to open, round the device list (default 2)
+  --rows R       rows of the sharded batch (default 100003)
+  --cols C       columns of the batch and length of the weights (default 64)
+  --mib M        MiB copied between the first two contexts; 0 skips it (default 64)
+  -h, --help     this text";
+
+/// Largest value a size flag takes (keeps the size arithmetic far from overflow).
+const MAX_FLAG_VALUE: usize = 1 << 30;
+
 struct Args {
     contexts: usize,
     rows: usize,
@@ -44,40 +57,33 @@ struct Args {
     mib: usize,
 }
 
-fn parse_args() -> anyhow::Result<Option<Args>> {
-    let mut args = Args {
-        contexts: 2,
-        rows: 100_003,
-        cols: 64,
-        mib: 64,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| -> anyhow::Result<usize> {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))?
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+#[path = "flags/mod.rs"]
+mod flags;
+
+fn parse_args() -> Args {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut args = Args {
+            contexts: 2,
+            rows: 100_003,
+            cols: 64,
+            mib: 64,
         };
-        match arg.as_str() {
-            "--contexts" => args.contexts = value("--contexts")?.max(1),
-            "--rows" => args.rows = value("--rows")?,
-            "--cols" => args.cols = value("--cols")?.max(1),
-            "--mib" => args.mib = value("--mib")?,
-            "--help" | "-h" => {
-                println!("multi_device [--contexts N (2)] [--rows R (100003)] [--cols C (64)] [--mib M (64)]");
-                return Ok(None);
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("contexts") => args.contexts = flags::in_range(parser, "contexts", 1..=64)?,
+                Long("rows") => args.rows = flags::in_range(parser, "rows", 1..=MAX_FLAG_VALUE)?,
+                Long("cols") => args.cols = flags::in_range(parser, "cols", 1..=MAX_FLAG_VALUE)?,
+                Long("mib") => args.mib = flags::in_range(parser, "mib", 0..=MAX_FLAG_VALUE)?,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
             }
-            other => anyhow::bail!("unknown argument {other:?} (try --help)"),
         }
-    }
-    Ok(Some(args))
+        Ok(Some(args))
+    })
 }
 
 fn main() -> anyhow::Result<()> {
-    let Some(args) = parse_args()? else {
-        return Ok(());
-    };
+    let args = parse_args();
     let config = ArenaConfig::from_env()?;
     let list = devices(&config)?;
     println!("devices:");
