@@ -208,14 +208,6 @@ fn op() -> impl Strategy<Value = Op> {
 
 // ----- the model -----
 
-const LEVELS: [TransferGuardLevel; 5] = [
-    TransferGuardLevel::Allow,
-    TransferGuardLevel::Log,
-    TransferGuardLevel::Disallow,
-    TransferGuardLevel::LogExplicit,
-    TransferGuardLevel::DisallowExplicit,
-];
-
 /// What a call must do.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Expect {
@@ -282,6 +274,12 @@ struct Slot {
     array: DeviceArray<Elem>,
     shape: Vec<usize>,
     data: Vec<Elem>,
+}
+
+impl Slot {
+    fn new(array: DeviceArray<Elem>, shape: Vec<usize>, data: Vec<Elem>) -> Slot {
+        Slot { array, shape, data }
+    }
 }
 
 fn elements(shape: &[usize]) -> Option<usize> {
@@ -391,6 +389,18 @@ fn keep(
     Ok(())
 }
 
+/// The operand an op picks, its shape, and the start indices for its rank.
+fn operand_and_start(
+    slots: &[Slot],
+    operand: &Index,
+    start: &StartGen,
+) -> Option<(usize, Vec<usize>, Vec<i64>)> {
+    let i = pick(slots, operand)?;
+    let shape = slots[i].shape.clone();
+    let start = start.for_rank(shape.len());
+    Some((i, shape, start))
+}
+
 fn pick(slots: &[Slot], index: &Index) -> Option<usize> {
     (!slots.is_empty()).then(|| index.index(slots.len()))
 }
@@ -422,17 +432,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let result = ctx.device_put(&data, &dims);
                 outcome(&result, expect, &what)?;
                 if let Ok(array) = result {
-                    keep(
-                        ctx,
-                        &mut slots,
-                        None,
-                        Slot {
-                            array,
-                            shape: dims,
-                            data,
-                        },
-                        &what,
-                    )?;
+                    keep(ctx, &mut slots, None, Slot::new(array, dims, data), &what)?;
                 }
             }
             Op::Get { slot, implicit } => {
@@ -510,7 +510,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .take(ticket)
                         .map_err(|e| TestCaseError::fail(format!("{what}: take: {e}")))?;
                     let (shape, data) = data[k].clone();
-                    keep(ctx, &mut slots, None, Slot { array, shape, data }, &what)?;
+                    keep(ctx, &mut slots, None, Slot::new(array, shape, data), &what)?;
                 }
             }
             Op::UpdateSlice {
@@ -519,11 +519,9 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 start,
                 donate,
             } => {
-                let Some(i) = pick(&slots, &operand) else {
+                let Some((i, op_shape, start)) = operand_and_start(&slots, &operand, &start) else {
                     continue;
                 };
-                let op_shape = slots[i].shape.clone();
-                let start = start.for_rank(op_shape.len());
                 // The update's shape and data, and whether it is host data.
                 let (up_shape, up_data, host) = match &update {
                     UpdateGen::Device(j) => {
@@ -585,11 +583,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         Ok(array) => (array, model),
                         Err((_, array)) => (array, before),
                     };
-                    let slot = Slot {
-                        array,
-                        shape: op_shape,
-                        data,
-                    };
+                    let slot = Slot::new(array, op_shape, data);
                     keep(ctx, &mut slots, Some(i), slot, &what)?;
                 } else {
                     let result = match (&update, &host) {
@@ -612,11 +606,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                             ctx,
                             &mut slots,
                             None,
-                            Slot {
-                                array,
-                                shape: op_shape,
-                                data: model,
-                            },
+                            Slot::new(array, op_shape, model),
                             &what,
                         )?;
                     }
@@ -627,11 +617,9 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 start,
                 sizes,
             } => {
-                let Some(i) = pick(&slots, &operand) else {
+                let Some((i, op_shape, start)) = operand_and_start(&slots, &operand, &start) else {
                     continue;
                 };
-                let op_shape = slots[i].shape.clone();
-                let start = start.for_rank(op_shape.len());
                 let sizes = sizes.for_operand(&op_shape);
                 let valid = box_ok(&op_shape, &sizes, &start);
                 let result = ctx.dynamic_slice(&slots[i].array, &start, &sizes);
@@ -647,17 +635,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         .iter()
                         .map(|index| slots[i].data[offset(&so, index, &at)])
                         .collect();
-                    keep(
-                        ctx,
-                        &mut slots,
-                        None,
-                        Slot {
-                            array,
-                            shape: sizes,
-                            data,
-                        },
-                        &what,
-                    )?;
+                    keep(ctx, &mut slots, None, Slot::new(array, sizes, data), &what)?;
                 }
             }
             Op::Fill { shape, value } => {
@@ -678,11 +656,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         ctx,
                         &mut slots,
                         None,
-                        Slot {
-                            array,
-                            shape: dims,
-                            data: vec![value.unwrap_or(0); n],
-                        },
+                        Slot::new(array, dims, vec![value.unwrap_or(0); n]),
                         &what,
                     )?;
                 }
@@ -699,11 +673,7 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         ctx,
                         &mut slots,
                         Some(i),
-                        Slot {
-                            array,
-                            shape,
-                            data: vec![value; data.len()],
-                        },
+                        Slot::new(array, shape, vec![value; data.len()]),
                         &what,
                     )?;
                 }
@@ -716,12 +686,12 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 outcome(&result, guards.expect(d2d, true), &what)?;
                 if let Ok(array) = result {
                     let (shape, data) = (slots[i].shape.clone(), slots[i].data.clone());
-                    keep(ctx, &mut slots, None, Slot { array, shape, data }, &what)?;
+                    keep(ctx, &mut slots, None, Slot::new(array, shape, data), &what)?;
                 }
             }
             Op::Guard { direction, level } => {
                 let direction = direction.map(|d| TransferDirection::ALL[d]);
-                let level = LEVELS[level];
+                let level = TransferGuardLevel::ALL[level];
                 let guard = match direction {
                     Some(d) => TransferGuard::scoped_direction(d, level),
                     None => TransferGuard::scoped(level),

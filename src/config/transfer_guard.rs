@@ -70,6 +70,15 @@ pub enum TransferGuardLevel {
 }
 
 impl TransferGuardLevel {
+    /// All five levels, from the most permissive to the strictest.
+    pub const ALL: [TransferGuardLevel; 5] = [
+        TransferGuardLevel::Allow,
+        TransferGuardLevel::Log,
+        TransferGuardLevel::Disallow,
+        TransferGuardLevel::LogExplicit,
+        TransferGuardLevel::DisallowExplicit,
+    ];
+
     /// The spellings [`TransferGuardLevel::parse`] accepts, for error messages.
     pub const SPELLINGS: &'static str =
         "one of allow, log, disallow, log_explicit, disallow_explicit";

@@ -288,14 +288,6 @@ mod tests {
             Drop(usize),
         }
 
-        const LEVELS: [TransferGuardLevel; 5] = [
-            TransferGuardLevel::Allow,
-            TransferGuardLevel::Log,
-            TransferGuardLevel::Disallow,
-            TransferGuardLevel::LogExplicit,
-            TransferGuardLevel::DisallowExplicit,
-        ];
-
         fn op() -> impl Strategy<Value = Op> {
             prop_oneof![
                 (proptest::option::of(0..3usize), 0..5usize).prop_map(|(d, l)| Op::Push(d, l)),
@@ -313,7 +305,7 @@ mod tests {
                 ops in proptest::collection::vec(op(), 0..40),
                 default in 0..5usize,
             ) {
-                let defaults = TransferGuardLevels::all(LEVELS[default]);
+                let defaults = TransferGuardLevels::all(TransferGuardLevel::ALL[default]);
                 // Guards alive, oldest first, next to the model's (direction, level).
                 let mut live: Vec<(TransferGuard, Option<TransferDirection>, TransferGuardLevel)> =
                     Vec::new();
@@ -321,7 +313,7 @@ mod tests {
                     match op {
                         Op::Push(direction, level) => {
                             let direction = direction.map(|d| TransferDirection::ALL[d]);
-                            let level = LEVELS[level];
+                            let level = TransferGuardLevel::ALL[level];
                             let guard = match direction {
                                 Some(d) => TransferGuard::scoped_direction(d, level),
                                 None => TransferGuard::scoped(level),
