@@ -6,7 +6,7 @@ use gpu_arena::{ArenaConfig, Context, Error};
 use std::ffi::OsString;
 
 /// Every variable the configuration reads, ours and JAX's.
-const EVERY_VARIABLE: [&str; 24] = [
+const EVERY_VARIABLE: [&str; 26] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
@@ -18,6 +18,8 @@ const EVERY_VARIABLE: [&str; 24] = [
     "GPU_ARENA_ADAPTER",
     "GPU_ARENA_BACKEND",
     "GPU_ARENA_ZERO_COPY",
+    "GPU_ARENA_BAR_WRITES",
+    "GPU_ARENA_FORCE_NONCOHERENT",
     "GPU_ARENA_STAGING_MB",
     "GPU_ARENA_VALIDATION",
     "GPU_ARENA_DEVICE_MEMORY_MB",
