@@ -105,6 +105,8 @@ impl Context {
     /// Opens a device on `adapter` under `config`, already validated (the adapter fields of
     /// `config` are not read: the adapter is chosen).
     pub(crate) fn open(adapter: &wgpu::Adapter, config: ArenaConfig) -> Result<Self> {
+        // Before any device call: a bad GPU_ARENA_CACHE_DIR is the caller's to fix.
+        let kernels = crate::kernels::KernelCache::from_env()?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
@@ -166,7 +168,7 @@ impl Context {
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
                 timeline,
-                kernels: crate::kernels::KernelCache::from_env(),
+                kernels,
                 bar_writes,
             }),
         })
