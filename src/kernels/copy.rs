@@ -3,7 +3,7 @@
 use super::sequence::Sequence;
 use super::update_slice::whole_array;
 use crate::array::DeviceArray;
-use crate::context::{Context, ContextInner};
+use crate::context::Context;
 use crate::error::Result;
 use crate::transfer::TransferDirection;
 
@@ -41,7 +41,13 @@ impl Context {
             if let Some(host) = self.inner.host_path(&kernels, &[array, &result])? {
                 drop(kernels);
                 host.copy(0, 1, &whole_array(array));
-                self.inner.count_device_copy(array.size_in_bytes(), started);
+                self.inner.count_transfer(
+                    TransferDirection::DeviceToDevice,
+                    true,
+                    1,
+                    array.size_in_bytes(),
+                    started,
+                );
                 return Ok(result);
             }
         }
@@ -64,22 +70,9 @@ impl Sequence {
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
         let result = self.ctx.alloc::<T>(array.shape())?;
         self.record_copies(&[(array, &result, whole_array(array))], OPERATION)?;
-        self.ctx.inner.count_device_copy(bytes, started);
+        self.ctx
+            .inner
+            .count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
         Ok(result)
-    }
-}
-
-impl ContextInner {
-    /// Counts an explicit device-to-device copy in the statistics and on the timeline.
-    pub(crate) fn count_device_copy(&self, bytes: u64, started: std::time::Instant) {
-        self.transfer_counters
-            .record(TransferDirection::DeviceToDevice, true, 1, bytes);
-        self.record(crate::profile::Record::Transfer {
-            direction: TransferDirection::DeviceToDevice,
-            explicit: true,
-            arrays: 1,
-            bytes,
-            started,
-        });
     }
 }

@@ -84,8 +84,9 @@ impl Context {
             copy.storage.record_use(written.last);
             read.result.and(written.result)?;
         }
-        source.count_device_copy(bytes, started);
-        self.inner.count_device_copy(bytes, started);
+        source.count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
+        self.inner
+            .count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
         Ok(copy)
     }
 }

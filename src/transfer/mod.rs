@@ -118,19 +118,13 @@ impl Context {
             }])?;
             array.storage.record_use(id);
         }
-        self.inner.transfer_counters.record(
+        self.inner.count_transfer(
             TransferDirection::HostToDevice,
             explicit,
             1,
             bytes.len() as u64,
-        );
-        self.inner.record(crate::profile::Record::Transfer {
-            direction: TransferDirection::HostToDevice,
-            explicit,
-            arrays: 1,
-            bytes: bytes.len() as u64,
             started,
-        });
+        );
         Ok(array)
     }
 
@@ -178,19 +172,13 @@ impl Context {
         if !staged.is_empty() {
             self.inner.readback(&mut staged)?;
         }
-        self.inner.transfer_counters.record(
+        self.inner.count_transfer(
             TransferDirection::DeviceToHost,
             explicit,
             arrays.len() as u64,
             total,
-        );
-        self.inner.record(crate::profile::Record::Transfer {
-            direction: TransferDirection::DeviceToHost,
-            explicit,
-            arrays: arrays.len() as u64,
-            bytes: total,
             started,
-        });
+        );
         Ok(outputs)
     }
 }
@@ -228,6 +216,27 @@ fn write_zero_copy(storage: &ArrayStorage, bytes: &[u8]) -> bool {
 }
 
 impl ContextInner {
+    /// Counts a transfer of `arrays` arrays and `bytes` bytes that began at `started`, in the
+    /// transfer statistics and on the timeline.
+    pub(crate) fn count_transfer(
+        &self,
+        direction: TransferDirection,
+        explicit: bool,
+        arrays: u64,
+        bytes: u64,
+        started: std::time::Instant,
+    ) {
+        self.transfer_counters
+            .record(direction, explicit, arrays, bytes);
+        self.record(crate::profile::Record::Transfer {
+            direction,
+            explicit,
+            arrays,
+            bytes,
+            started,
+        });
+    }
+
     /// Checks the guard for one transfer (see [`TransferGuard`]).
     pub(crate) fn guard(
         &self,

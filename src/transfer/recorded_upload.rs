@@ -52,19 +52,13 @@ impl Sequence {
         let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
         self.touch_array(&array, operation)?;
         self.record_upload(&array, bytes)?;
-        inner.transfer_counters.record(
+        inner.count_transfer(
             TransferDirection::HostToDevice,
             explicit,
             1,
             bytes.len() as u64,
-        );
-        inner.record(crate::profile::Record::Transfer {
-            direction: TransferDirection::HostToDevice,
-            explicit,
-            arrays: 1,
-            bytes: bytes.len() as u64,
             started,
-        });
+        );
         Ok(array)
     }
 
