@@ -18,10 +18,12 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
 fi
 cargo build --release --examples --tests
 rm -rf .devbin && mkdir -p .devbin/tests
-for ex in tour memplan bench_transfers bench_update memory_report; do
+for ex in tour memplan bench_transfers bench_update memory_report bench_launch decode saxpy \
+  device_report multi_device train; do
   [ -f "target/release/examples/$ex" ] && cp "target/release/examples/$ex" .devbin/
 done
-for t in device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits; do
+for t in device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits \
+  user_kernels noncoherent multi_device backprop train; do
   # The newest test executable of that name (cargo leaves older hashes and .d files beside it).
   for bin in $(ls -t target/release/deps/"${t}"-* 2>/dev/null); do
     case "$bin" in *.d) ;; *) cp "$bin" ".devbin/tests/$t"; break ;; esac

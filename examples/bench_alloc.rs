@@ -5,6 +5,7 @@
 //! ```text
 //! cargo run --release --example bench_alloc            # table with ratios vs offset-allocator
 //! cargo run --release --example bench_alloc -- --json  # one JSON object per line
+//! cargo run --release --example bench_alloc -- --help  # every flag
 //! ```
 //!
 //! For each trace and allocator it reports the median nanoseconds per alloc+free pair and the
@@ -17,6 +18,22 @@ use std::ops::Range;
 use std::time::Instant;
 
 use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+use lexopt::prelude::*;
+
+// Public so that `bench_timeline`, which includes this file, reads its flags with it too.
+#[path = "flags/mod.rs"]
+pub mod flags;
+
+const USAGE: &str = "usage: bench_alloc [--json] [--trace NAME] [--allocator NAME] [--scale]
+
+Replays allocation traces through gpu-arena's arena, offset-allocator and range-alloc.
+  --json              one JSON object per trace and allocator instead of a table
+  --trace NAME        only this trace: random, training or small
+  --allocator NAME    only this allocator (for a profiler): gpu-arena, offset-allocator,
+                      range-alloc or bump (the replay loop alone)
+  --scale             the cost per operation as live chunks grow to a million, instead
+  -h, --help          this text
+BENCH_ALLOC_REPEATS=N sets the replays per allocator and trace (default 7).";
 
 /// The address space every allocator gets: one region (or range) this large, far above the
 /// peak of any trace, so no allocator ever runs out.
@@ -272,9 +289,14 @@ impl TraceBuilder {
     }
 }
 
+/// The names of [`traces`], in report order.
+pub const TRACE_NAMES: [&str; 3] = ["random", "training", "small"];
+
 /// The three traces, in report order.
 pub fn traces() -> Vec<Trace> {
-    vec![random_trace(), training_trace(), small_trace()]
+    let traces = vec![random_trace(), training_trace(), small_trace()];
+    debug_assert!(traces.iter().map(|t| t.name).eq(TRACE_NAMES));
+    traces
 }
 
 /// What the replay needs from an allocator.
@@ -559,18 +581,48 @@ pub fn scale_point<S: Subject>(live: usize) -> f64 {
     times[times.len() / 2]
 }
 
+/// What the command line asks for.
+#[derive(Default)]
+struct Options {
+    json: bool,
+    scale: bool,
+    trace: Option<&'static str>,
+    allocator: Option<&'static str>,
+}
+
+fn options() -> Options {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut options = Options::default();
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => options.json = true,
+                Long("scale") => options.scale = true,
+                Long("trace") => {
+                    options.trace = Some(flags::one_of(parser, "trace", &TRACE_NAMES)?)
+                }
+                Long("allocator") => {
+                    let names = [
+                        GpuArena::NAME,
+                        OffsetAllocator::NAME,
+                        RangeAlloc::NAME,
+                        Bump::NAME,
+                    ];
+                    options.allocator = Some(flags::one_of(parser, "allocator", &names)?);
+                }
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(options))
+    })
+}
+
 #[allow(dead_code)]
 fn main() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().collect();
-    let json = args.iter().any(|a| a == "--json");
-    let option = |flag: &str| {
-        args.iter()
-            .position(|a| a == flag)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let options = options();
+    let json = options.json;
     // `--scale` checks that the cost per operation holds as live chunks grow to a million.
-    if args.iter().any(|a| a == "--scale") {
+    if options.scale {
         println!(
             "{:>10} {:>12} {:>18} {:>8}",
             "live", "gpu-arena", "offset-allocator", "ratio"
@@ -586,17 +638,16 @@ fn main() -> Result<(), String> {
         return Ok(());
     }
     // `--trace NAME` limits the run to one trace (handy under a profiler).
-    let only = option("--trace");
     for trace in traces() {
-        if only.as_ref().is_some_and(|name| name != trace.name) {
+        if options.trace.is_some_and(|name| name != trace.name) {
             continue;
         }
         // `--allocator NAME` replays on one allocator only (for profiling it alone).
-        if let Some(name) = option("--allocator") {
-            let row = match name.as_str() {
-                "offset-allocator" => measure::<OffsetAllocator>(&trace)?,
-                "range-alloc" => measure::<RangeAlloc>(&trace)?,
-                "bump" => measure::<Bump>(&trace)?,
+        if let Some(name) = options.allocator {
+            let row = match name {
+                OffsetAllocator::NAME => measure::<OffsetAllocator>(&trace)?,
+                RangeAlloc::NAME => measure::<RangeAlloc>(&trace)?,
+                Bump::NAME => measure::<Bump>(&trace)?,
                 _ => measure::<GpuArena>(&trace)?,
             };
             println!(

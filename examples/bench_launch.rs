@@ -9,7 +9,35 @@
 //! `cargo run --release --example bench_launch -- [--json] [--launches N]`
 
 use gpu_arena::{ArenaConfig, Context};
+use lexopt::prelude::*;
 use std::time::Instant;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: bench_launch [--json] [--launches N]
+
+The CPU cost of a launch through gpu-arena against the same dispatch in raw wgpu, and 100 small
+ops as 100 submissions against one Sequence.
+  --json          one JSON object per case instead of a table
+  --launches N    timed launches per case (default 200)
+  -h, --help      this text";
+
+/// `--json` and `--launches`.
+fn options() -> (bool, usize) {
+    flags::parse_or_exit(USAGE, |parser| {
+        let (mut json, mut launches) = (false, 200);
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => json = true,
+                Long("launches") => launches = flags::at_least_one(parser, "launches")?,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some((json, launches)))
+    })
+}
 
 const ADD: &str = r#"
 @group(0) @binding(0) var<uniform> p: u32;
@@ -42,27 +70,7 @@ fn median_us(
 }
 
 fn main() -> anyhow::Result<()> {
-    let (mut json, mut launches) = (false, 200usize);
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--json" => json = true,
-            "--launches" => {
-                let v = args
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!("--launches needs a number"))?;
-                launches = v
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("--launches {v:?} is not a number"))?;
-                anyhow::ensure!(launches > 0, "--launches must be positive");
-            }
-            "--help" | "-h" => {
-                println!("bench_launch [--json] [--launches N (200)]");
-                return Ok(());
-            }
-            other => anyhow::bail!("unknown argument {other:?} (try --help)"),
-        }
-    }
+    let (json, launches) = options();
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let kernel = ctx.kernel(ADD, "main")?;
     let mut a = ctx.zeros::<u32>(&[N])?;

@@ -10,6 +10,7 @@
 //! ```text
 //! cargo run --release --example bench_timeline
 //! cargo run --release --example bench_timeline -- --json   # one JSON object per trace
+//! cargo run --release --example bench_timeline -- --help
 //! ```
 //!
 //! Traces: exactly those of the arena's own benchmark (`bench_alloc.rs`, included): `random`
@@ -21,6 +22,7 @@
 
 use gpu_arena::arena::{AllocationId, Arena, ArenaOptions};
 use gpu_arena::profile::Timeline;
+use lexopt::prelude::*;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -28,6 +30,29 @@ use std::time::Instant;
 #[path = "bench_alloc.rs"]
 #[allow(dead_code)]
 mod bench_alloc;
+// The command-line helper, through the arena benchmark's inclusion of it (one copy).
+use bench_alloc::flags;
+
+const USAGE: &str = "usage: bench_timeline [--json]
+
+The arena's cost per alloc+free pair with the memory timeline off and on, side by side.
+  --json      one JSON object per trace instead of a table
+  -h, --help  this text";
+
+/// Whether `--json` was given (the only flag).
+fn json_flag() -> bool {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut json = false;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => json = true,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(json))
+    })
+}
 
 use bench_alloc::{traces, OneRegion, Op, Trace, SPACE_BYTES};
 
@@ -126,7 +151,7 @@ fn context_bench(json: bool) {
 }
 
 fn main() {
-    let json = std::env::args().any(|a| a == "--json");
+    let json = json_flag();
     if !json {
         println!(
             "{:<9} {:>8} {:>16} {:>15} {:>8}",

@@ -1,7 +1,8 @@
 //! Transfer benchmark: gpu-arena against wgpu's own ways of moving data, side by side in one run.
 //!
 //! ```text
-//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N]
+//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+//! cargo run --release --example bench_transfers -- --help
 //! ```
 //! Cases (each the median of `--iters` synchronized runs):
 //! 1. `small_uploads`: `--arrays` (10,000) uploads of 4 KiB arrays: a gpu-arena batch vs
@@ -12,48 +13,75 @@
 //! 2. `large_upload` / `large_readback`: one array of `--size-mib` (1024) MiB: `device_put` /
 //!    `device_get` vs `queue.write_buffer` (`raw_write_buffer`) / copy to a `MAP_READ` buffer and
 //!    `map_async` (`raw_map_read`).
+//! 3. `device_to_device`: one array of `--d2d-mib` (256) MiB from one context to a second one
+//!    (on one GPU, a second device on the same adapter): `device_put_from`, pipelined through
+//!    both staging pools or one `memcpy` between mappings on UMA, vs `device_get` then
+//!    `device_put` through a host `Vec` (`via_host_vec`). The gpu-arena row carries the ratio
+//!    (`speedup_over_via_host_vec`).
 //!
 //! With `--json`, one JSON object per line: `case`, `method`, `seconds`, and `us_per_array` or
 //! `gbps`. Without it, a table with ratios against gpu-arena.
 
 use gpu_arena::{ArenaConfig, Context};
+use lexopt::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
 
 const ARRAY_BYTES: usize = 4096;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+/// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
+const MAX_SIZE_MIB: usize = 1 << 20;
+
+const USAGE: &str =
+    "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+
+gpu-arena's transfers against wgpu's own ways of moving data, side by side.
+  --json          one JSON object per case and method instead of a table
+  --size-mib N    the large upload and readback, in MiB (default 1024)
+  --arrays N      how many 4 KiB arrays the small-uploads case uploads (default 10000)
+  --iters N       synchronized runs per case; the median is reported (default 5)
+  --d2d-mib N     the array copied between two contexts, in MiB (default 256)
+  -h, --help      this text";
 
 struct Args {
     json: bool,
     size_mib: usize,
     arrays: usize,
     iters: usize,
+    d2d_mib: usize,
 }
 
-fn parse_args() -> anyhow::Result<Args> {
-    let mut args = Args {
-        json: false,
-        size_mib: 1024,
-        arrays: 10_000,
-        iters: 5,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| -> anyhow::Result<usize> {
-            it.next()
-                .ok_or_else(|| anyhow::anyhow!("{name} needs a value"))?
-                .parse()
-                .map_err(|e| anyhow::anyhow!("{name}: {e}"))
+fn parse_args() -> Args {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut args = Args {
+            json: false,
+            size_mib: 1024,
+            arrays: 10_000,
+            iters: 5,
+            d2d_mib: 256,
         };
-        match a.as_str() {
-            "--json" => args.json = true,
-            "--size-mib" => args.size_mib = value("--size-mib")?,
-            "--arrays" => args.arrays = value("--arrays")?,
-            "--iters" => args.iters = value("--iters")?.max(1),
-            "--bench" => {} // passed by `cargo bench`
-            other => anyhow::bail!("unknown argument {other}"),
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => args.json = true,
+                Long("size-mib") => {
+                    args.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
+                }
+                Long("arrays") => args.arrays = flags::at_least_one(parser, "arrays")?,
+                Long("iters") => args.iters = flags::at_least_one(parser, "iters")?,
+                Long("d2d-mib") => {
+                    args.d2d_mib = flags::in_range(parser, "d2d-mib", 1..=MAX_SIZE_MIB)?
+                }
+                // Passed by `cargo bench` to every target it runs.
+                Long("bench") => {}
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
         }
-    }
-    Ok(args)
+        Ok(Some(args))
+    })
 }
 
 /// One measured row of the report.
@@ -123,7 +151,7 @@ fn wait(device: &wgpu::Device) {
 }
 
 fn main() -> anyhow::Result<()> {
-    let args = parse_args()?;
+    let args = parse_args();
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let device = ctx.device().clone();
     let queue = ctx.queue().clone();
@@ -289,13 +317,52 @@ fn main() -> anyhow::Result<()> {
         );
         Ok(())
     })?;
+    drop((raw, readback, big));
+
+    // ---- device to device ------------------------------------------------------------------
+    let other = Context::new(ArenaConfig::from_env()?)?;
+    let d2d_bytes =
+        (args.d2d_mib << 20).min(ctx.max_array_bytes().min(other.max_array_bytes()) as usize);
+    let d2d_data: Vec<u8> = (0..d2d_bytes).map(|i| (i * 13 + (i >> 10)) as u8).collect();
+    let source = ctx.device_put(&d2d_data, &[d2d_bytes])?;
+    ctx.synchronize()?;
+    let d2d_bandwidth = Figure::Bandwidth(d2d_bytes);
+    let mut copied = None;
+    for method in ["gpu-arena", "via_host_vec"] {
+        bench.run("device_to_device", method, d2d_bandwidth, |_| {
+            drop(copied.take()); // the previous iteration's copy: its memory is reused
+            copied = Some(if method == "gpu-arena" {
+                other.device_put_from(&source)?
+            } else {
+                other.device_put(&ctx.device_get(&source)?, &[d2d_bytes])?
+            });
+            other.synchronize()?;
+            Ok(())
+        })?;
+        let last = copied.as_ref().expect("iters >= 1");
+        anyhow::ensure!(
+            other.device_get(last)? == d2d_data,
+            "{method}: the device-to-device copy differs"
+        );
+    }
     let rows = bench.rows;
+    let d2d_speedup = {
+        let seconds = |method: &str| {
+            rows.iter()
+                .find(|r| r.case == "device_to_device" && r.method == method)
+                .map_or(f64::NAN, |r| r.seconds)
+        };
+        seconds("via_host_vec") / seconds("gpu-arena")
+    };
 
     // ---- report ----------------------------------------------------------------------------
     if args.json {
         for r in &rows {
             let mut o = json!({"case": r.case, "method": r.method, "seconds": r.seconds});
             o[r.figure.0] = r.figure.1.into();
+            if r.case == "device_to_device" && r.method == "gpu-arena" {
+                o["speedup_over_via_host_vec"] = d2d_speedup.into();
+            }
             println!("{o}");
         }
         return Ok(());
@@ -329,6 +396,10 @@ fn main() -> anyhow::Result<()> {
         bytes >> 20,
         n,
         args.iters
+    );
+    println!(
+        "device_to_device ({} MiB): gpu-arena {d2d_speedup:.2}x faster than via_host_vec",
+        d2d_bytes >> 20
     );
     Ok(())
 }

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --release --example bench_update -- [--json] [--size-mib 1024] [--iters 20]
+//! cargo run --release --example bench_update -- --help
 //! ```
 //! An operand of `--size-mib` MiB (default 1024, shrunk and said so if it cannot be allocated)
 //! takes updates of 1 MiB, 16 MiB and 256 MiB (capped at the operand), each timed four ways:
@@ -22,8 +23,9 @@
 //! On a CPU adapter (lavapipe) the ops copy on the host, which is faster there;
 //! `--device-kernels` runs the WGSL kernels instead, and the pipeline timings always do.
 
-use anyhow::{bail, Context as _, Result};
+use anyhow::{Context as _, Result};
 use gpu_arena::{Context, DeviceArray};
+use lexopt::prelude::*;
 use std::time::{Duration, Instant};
 
 /// Bytes per MiB.
@@ -45,10 +47,25 @@ const DEFAULT_SIZE_MIB: u64 = 1024;
 /// The default number of timed calls per method and case.
 const DEFAULT_ITERS: usize = 20;
 
+/// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
+const MAX_SIZE_MIB: u64 = 1 << 20;
+
 /// Smallest operand worth benchmarking when shrinking after an allocation failure.
 const MIN_SIZE_MIB: u64 = 16;
 
-const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels]";
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels]
+
+Donated dynamic_update_slice against its peers, side by side.
+  --json            one JSON object per case and method instead of a table
+  --size-mib N      the operand, in MiB (default 1024; shrunk, and said so, if it cannot be
+                    allocated)
+  --iters N         synchronized calls per method and case; the median is reported (default 20)
+  --device-kernels  run the WGSL kernels on a CPU adapter too (where ops copy on the host)
+  -h, --help        this text
+GPU_ARENA_CACHE_DIR=DIR keeps the driver's pipeline cache there for the next run.";
 
 /// The peer copy kernel: one `vec4<u32>` per invocation, what a first copy kernel looks like.
 const NAIVE_COPY_WGSL: &str = r#"
@@ -73,36 +90,28 @@ struct Options {
     iters: usize,
 }
 
-fn options() -> Result<Options> {
-    let mut options = Options {
-        json: false,
-        device_kernels: false,
-        size_mib: DEFAULT_SIZE_MIB,
-        iters: DEFAULT_ITERS,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut number = |name: &str| -> Result<u64> {
-            let value = args
-                .next()
-                .with_context(|| format!("{name} needs a value"))?;
-            value
-                .parse()
-                .with_context(|| format!("{name} {value:?} is not a number"))
+fn options() -> Options {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut options = Options {
+            json: false,
+            device_kernels: false,
+            size_mib: DEFAULT_SIZE_MIB,
+            iters: DEFAULT_ITERS,
         };
-        match arg.as_str() {
-            "--json" => options.json = true,
-            "--device-kernels" => options.device_kernels = true,
-            "--size-mib" => options.size_mib = number("--size-mib")?.max(1),
-            "--iters" => options.iters = number("--iters")?.max(1) as usize,
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => options.json = true,
+                Long("device-kernels") => options.device_kernels = true,
+                Long("size-mib") => {
+                    options.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
+                }
+                Long("iters") => options.iters = flags::at_least_one(parser, "iters")?,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
             }
-            other => bail!("unknown argument {other:?}\n{USAGE}"),
         }
-    }
-    Ok(options)
+        Ok(Some(options))
+    })
 }
 
 /// One measured line.
@@ -329,7 +338,7 @@ fn pipeline_timing(ctx: &Context, operand: &mut Option<DeviceArray<u32>>) -> Res
 
 fn main() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let options = options()?;
+    let options = options();
     let ctx = Context::from_env().context("opening the GPU")?;
     let (operand, size_mib) = allocate_operand(&ctx, options.size_mib)?;
     let mut operand = Some(operand);
@@ -339,9 +348,10 @@ fn main() -> Result<()> {
     let stats = ctx.kernel_cache_stats();
     let disk = match &stats.disk_cache_file {
         Some(file) => format!(
-            "{} ({} bytes loaded)",
+            "{} ({} bytes loaded: {:?})",
             file.display(),
-            stats.disk_cache_loaded_bytes
+            stats.disk_cache_loaded_bytes,
+            stats.disk_cache_load
         ),
         None => "off (set GPU_ARENA_CACHE_DIR)".into(),
     };
@@ -354,6 +364,7 @@ fn main() -> Result<()> {
                     "gbps": MIB as f64 / seconds / 1e9, "update_bytes": MIB,
                     "compile_seconds": stats.compile_time.as_secs_f64(),
                     "disk_cache_loaded_bytes": stats.disk_cache_loaded_bytes,
+                    "disk_cache_load": format!("{:?}", stats.disk_cache_load),
                     "adapter": info.name,
                 })
             );

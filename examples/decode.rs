@@ -10,6 +10,7 @@
 //! `cargo run --release --example decode -- [--steps N] [--layers L] [--dim D] [--json]`
 
 use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel, TransferGuard, TransferGuardLevel};
+use lexopt::prelude::*;
 use std::time::Instant;
 
 /// Scores of the query against rows `0..rows` of one layer's `[max_seq, dim]` cache view.
@@ -149,32 +150,59 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, sequenced: bool) -> anyhow::R
     Ok((busy / steps as f64 * 1e6, flat.unwrap_or(0)))
 }
 
-fn main() -> anyhow::Result<()> {
-    let (mut steps, mut layers, mut dim, mut json) = (64usize, 4usize, 256usize, false);
-    let mut args = std::env::args().skip(1);
-    let value = |name: &str, args: &mut dyn Iterator<Item = String>| -> anyhow::Result<usize> {
-        let v = args
-            .next()
-            .ok_or_else(|| anyhow::anyhow!("{name} needs a number"))?;
-        let n: usize = v
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{name} {v:?} is not a number"))?;
-        anyhow::ensure!(n > 0, "{name} must be positive");
-        Ok(n)
-    };
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--steps" => steps = value("--steps", &mut args)?,
-            "--layers" => layers = value("--layers", &mut args)?,
-            "--dim" => dim = value("--dim", &mut args)?,
-            "--json" => json = true,
-            "--help" | "-h" => {
-                println!("decode [--steps N (64)] [--layers L (4)] [--dim D (256)] [--json]");
-                return Ok(());
+#[path = "flags/mod.rs"]
+mod flags;
+
+/// The largest `--steps`, `--layers` and `--dim`: far past a demo, far from overflowing sizes.
+const MAX_FLAG_VALUE: usize = 1 << 16;
+
+const USAGE: &str = "usage: decode [--steps N] [--layers L] [--dim D] [--json]
+  --steps N    decode steps (default 64)
+  --layers L   layers, each with its own KV cache (default 4)
+  --dim D      model width (default 256)
+  --json       one JSON object instead of text
+  -h, --help   this text";
+
+/// What the command line asks for.
+struct Options {
+    steps: usize,
+    layers: usize,
+    dim: usize,
+    json: bool,
+}
+
+fn options() -> Options {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut options = Options {
+            steps: 64,
+            layers: 4,
+            dim: 256,
+            json: false,
+        };
+        let range = 1..=MAX_FLAG_VALUE;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("steps") => options.steps = flags::in_range(parser, "steps", range.clone())?,
+                Long("layers") => {
+                    options.layers = flags::in_range(parser, "layers", range.clone())?
+                }
+                Long("dim") => options.dim = flags::in_range(parser, "dim", range.clone())?,
+                Long("json") => options.json = true,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
             }
-            other => anyhow::bail!("unknown argument {other:?} (try --help)"),
         }
-    }
+        Ok(Some(options))
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let Options {
+        steps,
+        layers,
+        dim,
+        json,
+    } = options();
     // Rows of the scores array start on 256-byte boundaries, so each layer's row binds as a view.
     let shape = Shape {
         layers,

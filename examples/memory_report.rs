@@ -1,8 +1,8 @@
 //! Runs a small LLM-serving workload that fragments the arena, then writes the memory report.
 //!
 //! ```text
-//! cargo run --release --example memory_report            # writes target/memory_report/
-//! cargo run --release --example memory_report -- out/    # or into out/
+//! cargo run --release --example memory_report                # writes target/memory_report/
+//! cargo run --release --example memory_report -- --out out/  # or into out/
 //! ```
 //!
 //! The workload: a 20-layer model's weights are loaded once; then requests of random prompt
@@ -19,6 +19,7 @@
 use anyhow::Result;
 use gpu_arena::profile::{label_scope, DEFAULT_TIMELINE_CAPACITY};
 use gpu_arena::{ArenaConfig, Context, DeviceArray, Error, MemFraction};
+use lexopt::prelude::*;
 use std::path::PathBuf;
 
 const MIB: u64 = 1 << 20;
@@ -72,10 +73,41 @@ struct Request {
     ends: usize,
 }
 
+#[path = "flags/mod.rs"]
+mod flags;
+
+/// Where the report goes without `--out`.
+const DEFAULT_OUT: &str = "target/memory_report";
+
+const USAGE: &str = "usage: memory_report [--out DIR]
+
+Runs a small LLM-serving workload that fragments the arena, then writes the memory report.
+  --out DIR   where to write memory_report.{html,json,trace.json} and the out-of-memory dump
+              (default target/memory_report; created if missing)
+  -h, --help  this text";
+
+/// The directory of `--out`.
+fn out_dir() -> PathBuf {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut out = PathBuf::from(DEFAULT_OUT);
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("out") => {
+                    out = parser.value()?.into();
+                    if out.as_os_str().is_empty() {
+                        return Err("--out needs a directory".into());
+                    }
+                }
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(out))
+    })
+}
+
 fn main() -> Result<()> {
-    let out: PathBuf = std::env::args()
-        .nth(1)
-        .map_or_else(|| "target/memory_report".into(), PathBuf::from);
+    let out = out_dir();
     let ctx = open_context(&out)?;
     println!(
         "{} ({:?}): arena of {} MiB reserved, growing to {} MiB, regions of {} MiB",

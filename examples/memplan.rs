@@ -2,36 +2,51 @@
 //!
 //! ```text
 //! cargo run --example memplan -- tests/data/memprops/nvidia-h200-linux-580.json
+//! cargo run --example memplan            # the live adapter's plan
 //! ```
 //! The table is `VkPhysicalDeviceMemoryProperties` in the memprops JSON schema
 //! (`tests/data/memprops/*.json`). The object holds every field of `MemoryPlan` plus
 //! `prealloc_fraction` and `prealloc_bytes` (for JAX's default fraction, 0.75).
 
-use std::process::ExitCode;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use gpu_arena::memplan::{plan_memory, DeviceDescription, MemoryPlan};
+use lexopt::prelude::*;
 
 /// JAX's default `XLA_PYTHON_CLIENT_MEM_FRACTION`.
 const DEFAULT_FRACTION: f64 = 0.75;
 
-const USAGE: &str = "usage: memplan [memory-table.json]\n\
-    with no argument: the plan of the live adapter (GPU_ARENA_* variables apply)\n\
-    prints gpu-arena's memory plan for a VkPhysicalDeviceMemoryProperties table in the\n\
-    memprops JSON schema (see tests/data/memprops/) as one JSON object";
+#[path = "flags/mod.rs"]
+mod flags;
 
-fn main() -> Result<ExitCode> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.as_slice() {
-        [flag] if flag == "-h" || flag == "--help" => {
-            println!("{USAGE}");
-            Ok(ExitCode::SUCCESS)
+const USAGE: &str = "usage: memplan [MEMORY-TABLE.json]
+
+Prints gpu-arena's memory plan for a VkPhysicalDeviceMemoryProperties table in the memprops
+JSON schema (see tests/data/memprops/) as one JSON object.
+  MEMORY-TABLE.json  the table; without it, the plan of the live adapter (GPU_ARENA_*
+                     variables apply)
+  -h, --help         this text";
+
+/// The table's path, if one was given.
+fn table_path() -> Option<PathBuf> {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut path = None;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Value(value) if path.is_none() => path = Some(PathBuf::from(value)),
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
         }
-        [path] => {
-            print_plan(&plan_for_file(path)?)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        [] => {
+        Ok(Some(path))
+    })
+}
+
+fn main() -> Result<()> {
+    match table_path() {
+        Some(path) => print_plan(&plan_for_file(&path)?),
+        None => {
             // The live adapter: open it (cheap: nothing is reserved) and print its plan with
             // the table it was made from.
             let ctx = gpu_arena::Context::from_env()?;
@@ -41,20 +56,17 @@ fn main() -> Result<ExitCode> {
             object["table"] = serde_json::from_str(&ctx.device_description().to_json())?;
             object["max_region_bytes"] = ctx.max_array_bytes().into();
             println!("{}", serde_json::to_string_pretty(&object)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        _ => {
-            eprintln!("{USAGE}");
-            Ok(ExitCode::from(2))
+            Ok(())
         }
     }
 }
 
 /// Reads a memprops JSON table and plans memory for it.
-fn plan_for_file(path: &str) -> Result<MemoryPlan> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-    let device = DeviceDescription::from_json(&text).with_context(|| format!("reading {path}"))?;
-    plan_memory(&device).with_context(|| format!("planning memory for {path}"))
+fn plan_for_file(path: &Path) -> Result<MemoryPlan> {
+    let name = path.display();
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {name}"))?;
+    let device = DeviceDescription::from_json(&text).with_context(|| format!("reading {name}"))?;
+    plan_memory(&device).with_context(|| format!("planning memory for {name}"))
 }
 
 /// Prints the plan as one JSON object, with the default preallocation added.

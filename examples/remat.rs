@@ -12,6 +12,15 @@ use gpu_arena::backprop::{BackwardArrays, ChainModel};
 use gpu_arena::remat::{Chain, CheckpointPolicy, Layer, Schedule};
 use gpu_arena::DeviceArray;
 
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: remat
+
+Gradient checkpointing for a 48-layer network: each policy's peak memory, extra compute and
+the arena it needs; then, when a GPU is there, one plan run with real device arrays.
+  -h, --help  this text";
+
 const MIB: u64 = 1 << 20;
 
 /// 48 layers whose activations cycle through 4 to 48 MiB (attention, MLP and norm outputs of
@@ -105,6 +114,7 @@ impl ChainModel for Fills {
 }
 
 fn main() -> anyhow::Result<()> {
+    flags::no_options(USAGE);
     let chain = network(1);
     let all = chain.plan(CheckpointPolicy::SaveAll)?;
     println!(

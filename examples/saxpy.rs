@@ -4,6 +4,31 @@
 //! `cargo run --release --example saxpy -- [--n N]`
 
 use gpu_arena::{ArenaConfig, Context};
+use lexopt::prelude::*;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: saxpy [--n N]
+
+y = a*x + y over N floats on the GPU, checked on the CPU.
+  --n N       how many floats (default 1048576)
+  -h, --help  this text";
+
+/// `--n`.
+fn element_count() -> u32 {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut n = 1 << 20;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("n") => n = flags::at_least_one(parser, "n")?,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(n))
+    })
+}
 
 const SAXPY: &str = r#"
 struct Params { n: u32, a: f32 }
@@ -24,23 +49,7 @@ struct Params {
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut n: u32 = 1 << 20;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--n" => {
-                n = args
-                    .next()
-                    .ok_or_else(|| anyhow::anyhow!("--n needs a value"))?
-                    .parse()?
-            }
-            "--help" | "-h" => {
-                println!("saxpy [--n N]: y = a*x + y over N floats (default 1048576), checked on the CPU");
-                return Ok(());
-            }
-            other => anyhow::bail!("unknown argument {other:?} (try --help)"),
-        }
-    }
+    let n = element_count();
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let xs: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();

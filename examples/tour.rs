@@ -12,11 +12,22 @@
 use gpu_arena::{ArenaConfig, Context, TransferGuard, TransferGuardLevel};
 use std::time::Instant;
 
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: tour
+
+What gpu-arena does with this machine's GPU, step by step: the adapter, the memory plan,
+preallocation, memory statistics, transfers and the transfer guard.
+  -h, --help  this text
+GPU_ARENA_* variables (and JAX's XLA_PYTHON_CLIENT_*) apply.";
+
 fn gib(bytes: u64) -> String {
     format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 fn main() -> anyhow::Result<()> {
+    flags::no_options(USAGE);
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let config = ArenaConfig::from_env()?;
     let t = Instant::now();

@@ -19,6 +19,12 @@ pub const MAX_RANK: usize = 6;
 pub trait GpuUse {
     /// Notes that submission `id` uses this memory.
     fn record_use(&self, id: SubmissionId);
+
+    /// The context whose memory this is, when known: [`Context::raw_submit`] refuses memory
+    /// of another context with [`Error::ForeignArray`]. The default, `None`, is not checked.
+    fn owning_context(&self) -> Option<Context> {
+        None
+    }
 }
 
 /// An array in device memory, allocated from the context's arena.
@@ -246,6 +252,10 @@ pub(crate) fn check_context(
 impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
     fn record_use(&self, id: SubmissionId) {
         self.storage.record_use(id);
+    }
+
+    fn owning_context(&self) -> Option<Context> {
+        Some(self.context())
     }
 }
 

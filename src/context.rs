@@ -2,7 +2,7 @@
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, MappedRange, Regions};
-use crate::config::{AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites};
+use crate::config::{AllocatorKind, ArenaConfig, BarWrites};
 use crate::error::{Error, Result};
 use crate::memplan::{
     plan_memory, BarClass, DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags,
@@ -41,6 +41,13 @@ pub(crate) fn describe_context(ctx: &ContextInner) -> String {
 #[derive(Clone)]
 pub struct Context {
     pub(crate) inner: Arc<ContextInner>,
+}
+
+impl std::fmt::Debug for Context {
+    /// The context as error messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe_context(&self.inner))
+    }
 }
 
 /// The arena and the buffers behind its regions, under one lock: every allocation and free
@@ -85,10 +92,30 @@ impl Context {
     ///
     /// Errors: no adapter (the message says what to install), the chosen adapter refused a
     /// device, or the memory plan could not be made.
+    ///
+    /// The list it chooses from, and contexts on the other adapters: [`crate::devices`],
+    /// [`Context::on_device`], [`Context::open_all`].
     pub fn new(config: ArenaConfig) -> Result<Self> {
-        let adapter = choose_adapter(&config)?;
+        Self::open(&crate::devices::choose_adapter(&config)?, config)
+    }
+
+    /// Opens a device on `adapter` under `config` (the adapter fields of `config` are not
+    /// read: the adapter is chosen).
+    pub(crate) fn open(adapter: &wgpu::Adapter, config: ArenaConfig) -> Result<Self> {
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
+        // Staging buffers are this size; zero would make no progress, and more than one
+        // buffer may hold cannot be made.
+        if config.staging_bytes == 0 || config.staging_bytes > limits.max_buffer_size {
+            return Err(Error::Config {
+                variable: "staging_bytes (GPU_ARENA_STAGING_MB)".into(),
+                value: config.staging_bytes.to_string(),
+                expected: format!(
+                    "a size in bytes from 1 to the device's max_buffer_size ({})",
+                    limits.max_buffer_size
+                ),
+            });
+        }
         // The pipeline cache persists compiled kernels; immediates let kernels take their
         // parameters as push constants.
         let required_features =
@@ -112,7 +139,7 @@ impl Context {
             );
         }));
 
-        let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
+        let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
         let plan = plan_memory(&description)?;
         let bar_candidates = bar_write_candidates(&config, &plan)?;
         let bar_writes = bar_candidates.is_some();
@@ -278,13 +305,25 @@ impl Context {
     /// GPU still reads or writes it, its memory goes to the next allocation at once, and both
     /// see each other's data (silent corruption; no validation layer notices).
     ///
-    /// Errors: [`Error::Device`] when wgpu refuses the submission (for instance a command
+    /// Errors: [`Error::ForeignArray`] for an array of another context in `uses` (nothing is
+    /// submitted); [`Error::Device`] when wgpu refuses the submission (for instance a command
     /// buffer that failed validation while it was encoded).
     pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         uses: &[&dyn crate::array::GpuUse],
     ) -> Result<SubmissionId> {
+        for array in uses {
+            if let Some(owner) = array.owning_context() {
+                if !Arc::ptr_eq(&owner.inner, &self.inner) {
+                    return Err(Error::ForeignArray {
+                        operation: "raw_submit",
+                        array_device: describe_context(&owner.inner),
+                        context_device: describe_context(&self.inner),
+                    });
+                }
+            }
+        }
         let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
         let id = self.inner.submit(command_buffers);
         scopes.pop().map_err(|reason| Error::Device {
@@ -463,10 +502,25 @@ impl ContextInner {
         Ok(())
     }
 
-    /// Waits until submission `id` (and everything before it) has completed.
+    /// Waits until submission `id` (and everything before it) has completed: for that
+    /// submission alone when it is recent (later ones keep running), else for the whole queue.
     pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
         if id.0 <= self.submissions.completed() {
             return Ok(());
+        }
+        if let Some(index) = self.submissions.wgpu_index(id) {
+            self.device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                })
+                .map_err(|e| Error::Device {
+                    during: "waiting for submitted work".into(),
+                    reason: e.to_string(),
+                })?;
+            if id.0 <= self.submissions.completed() {
+                return Ok(());
+            }
         }
         self.wait_idle()
     }
@@ -553,99 +607,6 @@ pub(crate) fn arena_options(
         ..ArenaOptions::default()
     }
 }
-
-fn device_rank(device_type: wgpu::DeviceType) -> u8 {
-    match device_type {
-        wgpu::DeviceType::DiscreteGpu => 0,
-        wgpu::DeviceType::IntegratedGpu => 1,
-        wgpu::DeviceType::VirtualGpu => 2,
-        wgpu::DeviceType::Cpu => 3,
-        wgpu::DeviceType::Other => 4,
-    }
-}
-
-/// Picks the adapter: the config's selector if any, else Vulkan first and discrete >
-/// integrated > virtual > CPU.
-fn choose_adapter(config: &ArenaConfig) -> Result<wgpu::Adapter> {
-    let enumerate = |backends: wgpu::Backends| {
-        let mut flags = wgpu::InstanceFlags::empty();
-        if config.validation {
-            flags |= wgpu::InstanceFlags::VALIDATION;
-        }
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-            backends,
-            flags,
-            ..wgpu::InstanceDescriptor::new_without_display_handle()
-        });
-        pollster::block_on(instance.enumerate_adapters(backends))
-    };
-    // Auto: Vulkan adapters only, unless there are none (our memory policy applies to Vulkan,
-    // and leaving GL alone avoids its driver probing where Vulkan works).
-    let mut adapters = match config.backend {
-        BackendChoice::Auto => {
-            let vulkan = enumerate(wgpu::Backends::VULKAN);
-            if vulkan.is_empty() {
-                enumerate(wgpu::Backends::all())
-            } else {
-                vulkan
-            }
-        }
-        choice => enumerate(choice.backends()),
-    };
-    // Vulkan before other backends (our memory policy applies there), then by device class.
-    adapters.sort_by_key(|a| {
-        let info = a.get_info();
-        (
-            info.backend != wgpu::Backend::Vulkan,
-            device_rank(info.device_type),
-        )
-    });
-    if adapters.is_empty() {
-        return Err(Error::NoAdapter {
-            tried: format!("{:?}", config.backend.backends()),
-            hint: match config.backend {
-                BackendChoice::Auto | BackendChoice::Vulkan => "Install a Vulkan driver: on Debian/Ubuntu `apt-get install mesa-vulkan-drivers libvulkan1` gives software Vulkan (lavapipe); for GL, libegl1 and libgl1-mesa-dri. Or set GPU_ARENA_BACKEND to another backend.".into(),
-                _ => "Set GPU_ARENA_BACKEND=auto to try every backend, or install that backend's driver.".into(),
-            },
-        });
-    }
-    let describe = |adapters: &[wgpu::Adapter]| {
-        adapters
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let info = a.get_info();
-                format!(
-                    "{i}: {} ({:?}, {:?})",
-                    info.name, info.backend, info.device_type
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    let index = match &config.adapter {
-        None => 0,
-        Some(AdapterSelector::Index(i)) if *i < adapters.len() => *i,
-        Some(AdapterSelector::NameContains(name)) => {
-            let wanted = name.to_lowercase();
-            adapters
-                .iter()
-                .position(|a| a.get_info().name.to_lowercase().contains(&wanted))
-                .ok_or_else(|| Error::AdapterNotFound {
-                    selector: format!("name containing {name:?}"),
-                    available: describe(&adapters),
-                })?
-        }
-        Some(AdapterSelector::Index(i)) => {
-            return Err(Error::AdapterNotFound {
-                selector: format!("index {i}"),
-                available: describe(&adapters),
-            })
-        }
-    };
-    Ok(adapters.swap_remove(index))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,10 @@
 //!   comes back in [`Donated`] if the op fails), [`Context::dynamic_slice`],
 //!   [`Context::fill_in_place`], [`Context::copy`].
 //! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission.
+//! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
+//!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
+//!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and
+//!   [`shard`] / [`gather`] split a host array across devices and bring it back.
 //! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient
@@ -64,12 +68,14 @@ mod backend;
 pub mod backprop;
 pub mod config;
 mod context;
+mod devices;
 mod donated;
 pub mod error;
 pub mod kernels;
 pub mod memplan;
 pub mod profile;
 pub mod remat;
+mod sharding;
 mod submission;
 pub mod transfer;
 mod view;
@@ -81,6 +87,7 @@ pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
 };
 pub use context::Context;
+pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
@@ -90,6 +97,7 @@ pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
 };
+pub use sharding::{gather, shard, shard_rows};
 pub use submission::SubmissionId;
 pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,

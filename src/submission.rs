@@ -3,8 +3,14 @@
 //! Arrays record the submission that last used them; when an array is dropped its memory is
 //! handed out again only after that submission completes (XLA's "safe frontier").
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// How many recent submissions keep their wgpu index, so that waiting for one of them waits
+/// for it alone rather than for the whole queue (pipelined transfers wait for the oldest of
+/// two or three submissions in flight while the newer ones keep running).
+const RECENT_SUBMISSIONS: usize = 16;
 
 /// The position of one submission on the context's queue (1, 2, 3, ...; 0 means "none").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -16,6 +22,8 @@ pub(crate) struct Submissions {
     /// Held across `queue.submit` so ids are in queue order.
     last_submitted: Mutex<u64>,
     completed: Arc<AtomicU64>,
+    /// The wgpu indices of the last [`RECENT_SUBMISSIONS`] submissions, oldest first.
+    recent: Mutex<VecDeque<(u64, wgpu::SubmissionIndex)>>,
 }
 
 impl Submissions {
@@ -32,12 +40,28 @@ impl Submissions {
             .unwrap_or_else(|p| p.into_inner());
         *last += 1;
         let id = *last;
-        queue.submit(command_buffers);
+        let index = queue.submit(command_buffers);
+        {
+            let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+            if recent.len() == RECENT_SUBMISSIONS {
+                recent.pop_front();
+            }
+            recent.push_back((id, index));
+        }
         let completed = Arc::clone(&self.completed);
         queue.on_submitted_work_done(move || {
             completed.fetch_max(id, Ordering::AcqRel);
         });
         SubmissionId(id)
+    }
+
+    /// wgpu's index of submission `id`, while it is among the recent ones.
+    pub(crate) fn wgpu_index(&self, id: SubmissionId) -> Option<wgpu::SubmissionIndex> {
+        let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent
+            .iter()
+            .find(|(recent_id, _)| *recent_id == id.0)
+            .map(|(_, index)| index.clone())
     }
 
     /// The highest submission known to have completed.

@@ -221,29 +221,22 @@ impl<T: bytemuck::Pod> KernelArg for DeviceArray<T> {
 }
 impl<T: bytemuck::Pod> KernelArgMut for DeviceArray<T> {}
 
-impl<T: bytemuck::Pod> sealed::Sealed for ArrayView<'_, T> {}
-impl<T: bytemuck::Pod> KernelArg for ArrayView<'_, T> {
-    fn arg_ref(&self) -> ArgRef<'_> {
-        ArgRef {
-            storage: &self.array.storage,
-            offset: self.offset,
-            bytes: self.size_in_bytes(),
-            element_size: std::mem::size_of::<T>(),
-            element_type: std::any::type_name::<T>(),
+macro_rules! view_arg {
+    ($view:ident) => {
+        impl<T: bytemuck::Pod> sealed::Sealed for $view<'_, T> {}
+        impl<T: bytemuck::Pod> KernelArg for $view<'_, T> {
+            fn arg_ref(&self) -> ArgRef<'_> {
+                ArgRef {
+                    storage: &self.array.storage,
+                    offset: self.offset,
+                    bytes: self.size_in_bytes(),
+                    element_size: std::mem::size_of::<T>(),
+                    element_type: std::any::type_name::<T>(),
+                }
+            }
         }
-    }
+    };
 }
-
-impl<T: bytemuck::Pod> sealed::Sealed for ArrayViewMut<'_, T> {}
-impl<T: bytemuck::Pod> KernelArg for ArrayViewMut<'_, T> {
-    fn arg_ref(&self) -> ArgRef<'_> {
-        ArgRef {
-            storage: &self.array.storage,
-            offset: self.offset,
-            bytes: self.size_in_bytes(),
-            element_size: std::mem::size_of::<T>(),
-            element_type: std::any::type_name::<T>(),
-        }
-    }
-}
+view_arg!(ArrayView);
+view_arg!(ArrayViewMut);
 impl<T: bytemuck::Pod> KernelArgMut for ArrayViewMut<'_, T> {}

@@ -44,7 +44,7 @@ fn bar_writes_on_with_zero_copy_off_is_refused_and_names_both_variables() {
         validation: true,
         ..test_config()
     });
-    let message = refused.err().expect("a contradiction").to_string();
+    let message = refused.expect_err("a contradiction").to_string();
     assert!(
         message.starts_with("GPU_ARENA_BAR_WRITES=\"on\" is not valid"),
         "{message}"

@@ -196,8 +196,7 @@ fn unknown_adapter_lists_the_ones_that_exist() {
         )),
         ..test_config()
     })
-    .err()
-    .expect("no adapter has that name");
+    .expect_err("no adapter has that name");
     let msg = err.to_string();
     assert!(
         msg.contains("no-such-gpu-xyz") && msg.contains("0: "),
@@ -215,23 +214,7 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
         .device()
         .create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("slow copy"),
-            source: wgpu::ShaderSource::Wgsl(
-                r#"
-            @group(0) @binding(0) var<storage, read_write> src: array<u32>;
-            @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-            @group(0) @binding(2) var<storage, read_write> sink: array<u32>;
-            @compute @workgroup_size(64)
-            fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-                let i = id.x;
-                if (i >= arrayLength(&dst)) { return; }
-                // Burn time so the copy is still running when the host reuses memory.
-                var acc = src[i];
-                for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
-                dst[i] = src[i];
-                sink[i] = acc;
-            }"#
-                .into(),
-            ),
+            source: wgpu::ShaderSource::Wgsl(common::slow_copy_wgsl("read_write").into()),
         });
     let pipeline = ctx
         .device()

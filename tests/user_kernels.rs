@@ -547,24 +547,7 @@ fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
 fn an_argument_dropped_while_its_kernel_runs_is_not_reused_until_it_completes() {
     let ctx = context();
     const N: usize = 1 << 16;
-    let slow = ctx
-        .kernel(
-            r#"
-            @group(0) @binding(0) var<storage, read> src: array<u32>;
-            @group(0) @binding(1) var<storage, read_write> dst: array<u32>;
-            @group(0) @binding(2) var<storage, read_write> sink: array<u32>;
-            @compute @workgroup_size(64)
-            fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-                let i = id.x;
-                if (i >= arrayLength(&dst)) { return; }
-                var acc = src[i];
-                for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
-                dst[i] = src[i];
-                sink[i] = acc;
-            }"#,
-            "main",
-        )
-        .unwrap();
+    let slow = ctx.kernel(&common::slow_copy_wgsl("read"), "main").unwrap();
     let data: Vec<u32> = (0..N as u32).collect();
     for sequenced in [false, true] {
         let x = ctx.device_put(&data, &[N]).unwrap();

@@ -23,6 +23,8 @@
 //! `--json` prints one JSON document with all of it instead of the tables. The `GPU_ARENA_*`
 //! variables apply (`GPU_ARENA_MEM_FRACTION`, `GPU_ARENA_BAR_WRITES`, ...).
 
+#[path = "../flags/mod.rs"]
+mod flags;
 mod measure;
 mod table;
 
@@ -32,6 +34,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result};
 use gpu_arena::config::{AdapterSelector, ArenaConfig, BarWrites};
 use gpu_arena::{Context, Error};
+use lexopt::prelude::*;
 use measure::{human_bytes, Figure, Sizes};
 use serde_json::json;
 
@@ -56,22 +59,21 @@ struct Options {
 }
 
 /// Reads the flags; `Ok(None)` when `--help` was asked for. Errors name the bad argument.
-fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+fn parse_args(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Error> {
     let mut options = Options::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--json" => options.json = true,
-            "--quick" => options.quick = true,
-            "--save" => {
-                let dir = args.next().ok_or("--save needs a directory")?;
-                options.save = Some(PathBuf::from(dir));
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Long("json") => options.json = true,
+            Long("quick") => options.quick = true,
+            Long("save") => {
+                let dir = PathBuf::from(parser.value()?);
+                if dir.as_os_str().is_empty() {
+                    return Err("--save needs a directory".into());
+                }
+                options.save = Some(dir);
             }
-            other => match other.strip_prefix("--save=") {
-                Some(dir) if !dir.is_empty() => options.save = Some(PathBuf::from(dir)),
-                _ => return Err(format!("unknown argument {other:?}")),
-            },
+            _ => return Err(arg.unexpected()),
         }
     }
     Ok(Some(options))
@@ -80,17 +82,7 @@ fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>,
 fn main() -> ExitCode {
     // wgpu's warnings and validation errors go to stderr, never into the `--json` document.
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let options = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(options)) => options,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("device_report: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = flags::parse_or_exit(USAGE, parse_args);
     match run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -430,7 +422,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
-        parse_args(args.iter().map(|a| a.to_string()))
+        parse_args(&mut lexopt::Parser::from_args(args.iter().copied())).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -455,11 +447,19 @@ mod tests {
 
     #[test]
     fn unknown_flags_and_a_missing_directory_are_errors() {
+        assert_eq!(parse(&["--fast"]).unwrap_err(), "invalid option '--fast'");
         assert_eq!(
-            parse(&["--fast"]).unwrap_err(),
-            "unknown argument \"--fast\""
+            parse(&["--save"]).unwrap_err(),
+            "missing argument for option '--save'"
         );
-        assert_eq!(parse(&["--save"]).unwrap_err(), "--save needs a directory");
-        assert!(parse(&["--save="]).is_err());
+        assert_eq!(parse(&["--save="]).unwrap_err(), "--save needs a directory");
+        assert_eq!(
+            parse(&["--json=yes"]).unwrap_err(),
+            "unexpected argument for option '--json': \"yes\""
+        );
+        assert_eq!(
+            parse(&["stray"]).unwrap_err(),
+            "unexpected argument \"stray\""
+        );
     }
 }

@@ -14,6 +14,8 @@
 //! bytes), the whole loss curve is too, and training cut the loss to under half.
 
 mod data;
+#[path = "../flags/mod.rs"]
+mod flags;
 mod mlp;
 
 use std::process::ExitCode;
@@ -23,6 +25,7 @@ use anyhow::{ensure, Context as _, Result};
 use gpu_arena::arena::Bytes;
 use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule};
 use gpu_arena::{ArenaConfig, Context, DeviceArray};
+use lexopt::prelude::*;
 use mlp::{Mlp, MlpKernels, MlpShape};
 use serde_json::json;
 
@@ -48,33 +51,15 @@ struct Options {
 }
 
 /// Reads the flags; `Ok(None)` when `--help` was asked for. Errors name the bad argument.
-fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Option<Options>, String> {
+fn parse_args(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Error> {
     let mut options = Options::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value)),
-            _ => (arg.clone(), None),
-        };
-        match (flag.as_str(), inline) {
-            ("-h" | "--help", None) => return Ok(None),
-            ("--large", None) => options.large = true,
-            ("--json", None) => options.json = true,
-            ("--steps", value) => {
-                let value = match value {
-                    Some(value) => value.to_string(),
-                    None => args.next().ok_or("--steps needs a number")?,
-                };
-                let steps = value
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|steps| (1..=MAX_STEPS).contains(steps))
-                    .ok_or_else(|| {
-                        format!("--steps {value:?} is not a number of steps from 1 to {MAX_STEPS}")
-                    })?;
-                options.steps = Some(steps);
-            }
-            _ => return Err(format!("unknown argument {arg:?}")),
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Long("large") => options.large = true,
+            Long("json") => options.json = true,
+            Long("steps") => options.steps = Some(flags::in_range(parser, "steps", 1..=MAX_STEPS)?),
+            _ => return Err(arg.unexpected()),
         }
     }
     Ok(Some(options))
@@ -141,17 +126,7 @@ const _: () = assert!(CI.shape.linear_layers >= 8 && LARGE.shape.linear_layers >
 fn main() -> ExitCode {
     // wgpu's warnings and validation errors go to stderr (CI looks for the latter).
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
-    let options = match parse_args(std::env::args().skip(1)) {
-        Ok(Some(options)) => options,
-        Ok(None) => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("train: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let options = flags::parse_or_exit(USAGE, parse_args);
     match run(&options) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -447,7 +422,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
-        parse_args(args.iter().map(|a| a.to_string()))
+        parse_args(&mut lexopt::Parser::from_args(args.iter().copied())).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -463,23 +438,31 @@ mod tests {
         assert_eq!(parse(&["--steps=12"]).unwrap().unwrap().steps, Some(12));
         assert_eq!(parse(&[]).unwrap(), Some(Options::default()));
         assert_eq!(parse(&["--help"]).unwrap(), None);
-        assert_eq!(parse(&["-h", "--bogus"]).unwrap(), None);
+        assert_eq!(parse(&["-h"]).unwrap(), None);
     }
 
     #[test]
     fn unknown_flags_and_bad_step_counts_are_refused_with_the_reason() {
-        assert_eq!(
-            parse(&["--fast"]).unwrap_err(),
-            "unknown argument \"--fast\""
-        );
+        assert_eq!(parse(&["--fast"]).unwrap_err(), "invalid option '--fast'");
         assert_eq!(
             parse(&["--json=1"]).unwrap_err(),
-            "unknown argument \"--json=1\""
+            "unexpected argument for option '--json': \"1\""
         );
-        assert_eq!(parse(&["--steps"]).unwrap_err(), "--steps needs a number");
-        for bad in ["0", "-3", "many", "", "1000001"] {
+        assert_eq!(
+            parse(&["--steps"]).unwrap_err(),
+            "missing argument for option '--steps'"
+        );
+        assert_eq!(
+            parse(&["extra"]).unwrap_err(),
+            "unexpected argument \"extra\""
+        );
+        for bad in ["0", "1000001"] {
             let message = parse(&["--steps", bad]).unwrap_err();
-            assert!(message.contains("from 1 to 1000000"), "{message}");
+            assert_eq!(message, "--steps must be between 1 and 1000000");
+        }
+        for bad in ["-3", "many", ""] {
+            let message = parse(&["--steps", bad]).unwrap_err();
+            assert!(message.starts_with("invalid value"), "{message}");
         }
     }
 

@@ -10,9 +10,12 @@ pub(crate) fn create_pipeline_cache(
     label: &str,
     data: Option<&[u8]>,
 ) -> wgpu::PipelineCache {
-    // SAFETY: the caller passes nothing or bytes that `get_data` wrote for an adapter with the
-    // same `pipeline_cache_key`; wgpu checks its own header (magic, adapter, driver, version,
-    // size) and, with `fallback: true`, starts an empty cache when anything does not match.
+    // SAFETY: the caller (`kernels/disk_cache.rs`) passes nothing, or bytes whose checksum
+    // shows them to be exactly what `get_data` wrote on an earlier run, so the driver data
+    // behind wgpu's header is intact. wgpu checks its header (magic, ABI, backend, adapter,
+    // driver version, size): an outdated or truncated one gives an empty cache (`fallback`),
+    // one for another device a validation error, which the caller captures in an error scope
+    // before anything uses the cache. The driver checks its own header as Vulkan requires.
     unsafe {
         device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
             label: Some(label),

@@ -71,7 +71,7 @@ impl Sequence {
 
 impl ContextInner {
     /// Counts an explicit device-to-device copy in the statistics and on the timeline.
-    fn count_device_copy(&self, bytes: u64, started: std::time::Instant) {
+    pub(crate) fn count_device_copy(&self, bytes: u64, started: std::time::Instant) {
         self.transfer_counters
             .record(TransferDirection::DeviceToDevice, true, 1, bytes);
         self.record(crate::profile::Record::Transfer {

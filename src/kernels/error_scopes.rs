@@ -21,20 +21,32 @@ impl ErrorScopes {
 
     /// Closes the scopes; the first error caught, with its causes, as text.
     pub(crate) fn pop(self) -> Result<(), String> {
+        self.pop_error()
+            .map_or(Ok(()), |error| Err(describe_wgpu_error(&error)))
+    }
+
+    /// Closes the scopes; the first error caught, for callers that word it themselves.
+    pub(crate) fn pop_error(self) -> Option<wgpu::Error> {
         let mut first = None;
         // Innermost first, as wgpu requires.
         for scope in self.scopes.into_iter().rev() {
             if let Some(error) = pollster::block_on(scope.pop()) {
-                first.get_or_insert_with(|| describe_wgpu_error(&error));
+                first.get_or_insert(error);
             }
         }
-        first.map_or(Ok(()), Err)
+        first
     }
 }
 
 /// A wgpu error with its chain of causes.
 pub(crate) fn describe_wgpu_error(error: &wgpu::Error) -> String {
-    let mut text = error.to_string();
+    format!("{error}{}", wgpu_error_causes(error))
+}
+
+/// The causes of a wgpu error on one line, each after ": " (empty without any): for a warning
+/// that says what went wrong without wgpu's multi-line "Validation Error" heading.
+pub(crate) fn wgpu_error_causes(error: &wgpu::Error) -> String {
+    let mut text = String::new();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         text.push_str(&format!(": {cause}"));

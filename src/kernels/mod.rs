@@ -6,8 +6,9 @@
 //! as `sequence` steps, submitted inside error scopes, its arrays recorded as used.
 //!
 //! - `reflect`: what a kernel binds, read from its naga IR (pure).
-//! - `pipelines`: compilation once per context and variant, the driver cache on disk
-//!   (`GPU_ARENA_CACHE_DIR`).
+//! - `pipelines`: compilation once per context and variant.
+//! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
+//!   file costs speed, never the kernels.
 //! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
 //! - `launch`: [`Launch`], the checked launch of a user's kernel.
 //! - `sequence`: [`Sequence`] and the one submission path.
@@ -23,6 +24,7 @@
 
 mod builtin;
 mod copy;
+mod disk_cache;
 mod error_scopes;
 mod fill;
 mod geometry;
@@ -36,8 +38,9 @@ mod slicing;
 mod update_slice;
 mod user_kernel;
 
+pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
 pub use launch::Launch;
-pub use pipelines::{KernelCacheStats, KernelSource, CACHE_DIR_ENV};
+pub use pipelines::{KernelCacheStats, KernelSource};
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use sequence::Sequence;
 pub use user_kernel::{Kernel, KernelDesc};

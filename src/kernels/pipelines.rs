@@ -1,7 +1,9 @@
 //! Compiled kernels, once per context ("jit"): shader modules and compute pipelines are made at
 //! the first use of each kernel variant and kept; on Vulkan a driver pipeline cache persists
-//! the compiled code to `GPU_ARENA_CACHE_DIR`, so a second process compiles faster.
+//! the compiled code to `GPU_ARENA_CACHE_DIR` (see `disk_cache.rs`), so a second process
+//! compiles faster.
 
+use super::disk_cache::{DiskCache, DiskCacheLoad};
 use super::error_scopes::ErrorScopes;
 use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind};
 use super::user_kernel::KernelDesc;
@@ -11,9 +13,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use wgpu::naga;
-
-/// Where the driver pipeline cache is kept across processes (unset: not persisted).
-pub const CACHE_DIR_ENV: &str = "GPU_ARENA_CACHE_DIR";
 
 const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
 const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");
@@ -101,9 +100,17 @@ pub struct KernelCacheStats {
     /// The driver pipeline-cache file, when `GPU_ARENA_CACHE_DIR` is set and the device has
     /// `Features::PIPELINE_CACHE` (Vulkan).
     pub disk_cache_file: Option<PathBuf>,
-    /// Bytes of pipeline-cache data read from that file at the first compilation (0 when the
-    /// file did not exist yet).
+    /// Bytes of that file whose data seeded the driver cache at the first compilation (0 when
+    /// there was no file or its data was discarded).
     pub disk_cache_loaded_bytes: u64,
+    /// Whether the file's data was used, missing or discarded (and why), decided at the first
+    /// compilation; [`DiskCacheLoad::Off`] without a cache file.
+    pub disk_cache_load: DiskCacheLoad,
+    /// Bytes of the file as last written (after each compilation; 0 before the first write).
+    pub disk_cache_written_bytes: u64,
+    /// Why the last write of the file failed (a directory in its place, a read-only or
+    /// impossible path); `None` once a write succeeds. Kernels work either way.
+    pub disk_cache_write_error: Option<String>,
 }
 
 /// A compiled kernel: its pipeline, the layout its bind groups follow, and what it binds.
@@ -133,12 +140,6 @@ enum UserSource {
     SpirV(Vec<u32>),
 }
 
-/// The driver pipeline cache, opened at the first compilation.
-enum DriverCache {
-    NotOpened,
-    Opened(Option<wgpu::PipelineCache>),
-}
-
 /// The kernels of one context. Lives in `ContextInner`; its lock also serialises writing the
 /// kernel parameters and submitting the work that reads them (see `launch.rs`).
 pub(crate) struct KernelCache {
@@ -148,8 +149,7 @@ pub(crate) struct KernelCache {
 /// Everything behind the kernel lock.
 pub(crate) struct KernelState {
     pipelines: HashMap<CacheKey, Arc<Compiled>>,
-    driver_cache: DriverCache,
-    cache_dir: Option<PathBuf>,
+    disk_cache: DiskCache,
     stats: KernelCacheStats,
     /// The uniform buffer kernel parameters are written to, one 256-byte slot per dispatch
     /// (grown on demand, reused by every launch).
@@ -163,14 +163,10 @@ pub(crate) struct KernelState {
 impl KernelCache {
     /// An empty cache; the persistent directory comes from `GPU_ARENA_CACHE_DIR`.
     pub(crate) fn from_env() -> Self {
-        let cache_dir = std::env::var_os(CACHE_DIR_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
         Self {
             state: Mutex::new(KernelState {
                 pipelines: HashMap::new(),
-                driver_cache: DriverCache::NotOpened,
-                cache_dir,
+                disk_cache: DiskCache::from_env(),
                 stats: KernelCacheStats::default(),
                 params: None,
                 limits_override: None,
@@ -292,13 +288,9 @@ impl KernelState {
                 )));
             }
         }
-        if let DriverCache::NotOpened = self.driver_cache {
-            self.driver_cache = DriverCache::Opened(self.open_driver_cache(device, adapter));
-        }
-        let cache = match &self.driver_cache {
-            DriverCache::Opened(cache) => cache.clone(),
-            DriverCache::NotOpened => None,
-        };
+        let cache = self
+            .disk_cache
+            .driver_cache(device, adapter, &mut self.stats);
         let scopes = ErrorScopes::push(device);
         let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some(name),
@@ -345,55 +337,8 @@ impl KernelState {
         self.stats.pipelines_compiled += 1;
         self.stats.compile_time += took;
         self.stats.compiles.push((name.to_string(), took));
-        if let Some(cache) = &cache {
-            self.persist(cache);
-        }
+        self.disk_cache.persist(&mut self.stats);
         Ok(compiled)
-    }
-
-    /// Opens the driver's pipeline cache, seeded from disk when `GPU_ARENA_CACHE_DIR` is set.
-    fn open_driver_cache(
-        &mut self,
-        device: &wgpu::Device,
-        adapter: &wgpu::AdapterInfo,
-    ) -> Option<wgpu::PipelineCache> {
-        if !device.features().contains(wgpu::Features::PIPELINE_CACHE) {
-            return None;
-        }
-        let dir = self.cache_dir.as_ref()?;
-        let key = wgpu::util::pipeline_cache_key(adapter)?;
-        let file = dir.join(format!("{key}.bin"));
-        let data = std::fs::read(&file).ok();
-        self.stats.disk_cache_loaded_bytes = data.as_ref().map_or(0, |d| d.len() as u64);
-        self.stats.disk_cache_file = Some(file);
-        // The file holds what `persist` wrote for an adapter with this cache key, if anything.
-        Some(crate::backend::create_pipeline_cache(
-            device,
-            "gpu-arena kernels",
-            data.as_deref(),
-        ))
-    }
-
-    /// Writes the driver cache to its file (atomically: a temporary file, then a rename), so
-    /// the next process finds every pipeline compiled so far. Failures only cost speed.
-    fn persist(&self, cache: &wgpu::PipelineCache) {
-        let (Some(file), Some(data)) = (&self.stats.disk_cache_file, cache.get_data()) else {
-            return;
-        };
-        let written = file
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| {
-                let temporary = file.with_extension(format!("{}.tmp", std::process::id()));
-                std::fs::write(&temporary, &data)?;
-                std::fs::rename(&temporary, file)
-            });
-        if let Err(e) = written {
-            log::warn!(
-                "gpu-arena: could not write the pipeline cache {}: {e}",
-                file.display()
-            );
-        }
     }
 }
 

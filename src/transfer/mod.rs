@@ -10,8 +10,13 @@
 //! - **staging** on Vulkan otherwise: gpu-allocator host-visible buffers of the plan's
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
+//!
+//! Files: `staging.rs` (the pool and copy engine), `batch.rs` (upload batches),
+//! `recorded_upload.rs` (uploads inside a sequence), `between_devices.rs` (arrays from one
+//! context to another), `guard.rs`, `stats.rs`.
 
 mod batch;
+mod between_devices;
 mod guard;
 mod recorded_upload;
 pub(crate) mod staging;
@@ -397,27 +402,38 @@ impl<T: bytemuck::Pod> std::ops::Deref for ResolvedOperand<'_, T> {
     }
 }
 
+impl<'a, T: bytemuck::Pod> Operand<'a, T> {
+    /// Makes the operand usable on the device: a device array of `ctx` as it is, host data
+    /// through `upload(data, shape)` (an implicit, guarded transfer made by the caller: at once
+    /// for single ops, within the sequence for recorded ones).
+    pub(crate) fn resolve_with(
+        self,
+        ctx: &std::sync::Arc<ContextInner>,
+        operation: &'static str,
+        upload: impl FnOnce(&'a [T], &[usize]) -> Result<DeviceArray<T>>,
+    ) -> Result<ResolvedOperand<'a, T>> {
+        match self {
+            Operand::Device(a) => {
+                a.check_same_context(ctx, operation)?;
+                Ok(ResolvedOperand::Borrowed(a))
+            }
+            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(upload(data, shape)?)),
+            Operand::HostVector(data) => {
+                Ok(ResolvedOperand::Uploaded(upload(data, &[data.len()])?))
+            }
+        }
+    }
+}
+
 impl Context {
-    /// Makes an operand usable on the device: host data is uploaded (implicitly, guarded).
+    /// Makes an operand usable on the device: host data is uploaded now (implicitly, guarded).
     pub(crate) fn resolve<'a, T: bytemuck::Pod>(
         &self,
         operand: Operand<'a, T>,
         operation: &'static str,
     ) -> Result<ResolvedOperand<'a, T>> {
-        match operand {
-            Operand::Device(a) => {
-                a.check_same_context(&self.inner, operation)?;
-                Ok(ResolvedOperand::Borrowed(a))
-            }
-            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
-                self.put(data, shape, false, operation)?,
-            )),
-            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put(
-                data,
-                &[data.len()],
-                false,
-                operation,
-            )?)),
-        }
+        operand.resolve_with(&self.inner, operation, |data, shape| {
+            self.put(data, shape, false, operation)
+        })
     }
 }

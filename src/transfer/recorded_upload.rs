@@ -26,21 +26,10 @@ impl Sequence {
         operand: Operand<'a, T>,
         operation: &'static str,
     ) -> Result<ResolvedOperand<'a, T>> {
-        match operand {
-            Operand::Device(a) => {
-                a.check_same_context(&self.ctx.inner, operation)?;
-                Ok(ResolvedOperand::Borrowed(a))
-            }
-            Operand::Host(data, shape) => Ok(ResolvedOperand::Uploaded(
-                self.put_guarded(data, shape, false, operation)?,
-            )),
-            Operand::HostVector(data) => Ok(ResolvedOperand::Uploaded(self.put_guarded(
-                data,
-                &[data.len()],
-                false,
-                operation,
-            )?)),
-        }
+        let ctx = std::sync::Arc::clone(&self.ctx.inner);
+        operand.resolve_with(&ctx, operation, |data, shape| {
+            self.put_guarded(data, shape, false, operation)
+        })
     }
 
     fn put_guarded<T: bytemuck::Pod>(

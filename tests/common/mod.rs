@@ -4,9 +4,11 @@
 
 use gpu_arena::{ArenaConfig, Context};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::{Mutex, Once};
 
 static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
+/// Every warning and error logged in this test binary, for tests that read their messages.
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static LOGGER: CountingLogger = CountingLogger;
 static INIT: Once = Once::new();
 
@@ -29,6 +31,10 @@ impl log::Log for CountingLogger {
         if validation {
             VALIDATION_ERRORS.fetch_add(1, Ordering::SeqCst);
         }
+        MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.clone());
         eprintln!("[{}] {}: {}", record.level(), record.target(), message);
     }
 
@@ -77,6 +83,18 @@ pub fn assert_no_validation_errors() {
     );
 }
 
+/// The warnings and errors logged in this test binary so far that contain `text` (tests run
+/// in parallel: pass something only your test logs, such as its own file name).
+pub fn logged_messages_containing(text: &str) -> Vec<String> {
+    MESSAGES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| m.contains(text))
+        .cloned()
+        .collect()
+}
+
 /// A deterministic pseudo-random generator (splitmix64) so tests need no rand crate.
 pub struct Rng(pub u64);
 
@@ -101,3 +119,27 @@ impl Rng {
         (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+/// A kernel that copies `src` to `dst` slowly (a long loop per element, its result in `sink`),
+/// so the copy is still running when the host reuses memory: the frontier tests' workload.
+/// `src_access` is `read` or `read_write` (raw wgpu pipelines need `read_write`: see
+/// `DeviceArray::raw_binding`).
+pub fn slow_copy_wgsl(src_access: &str) -> String {
+    SLOW_COPY_WGSL.replace("SRC_ACCESS", src_access)
+}
+
+const SLOW_COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, SRC_ACCESS> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read_write> sink: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if (i >= arrayLength(&dst)) { return; }
+    // Burn time so the copy is still running when the host reuses memory.
+    var acc = src[i];
+    for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
+    dst[i] = src[i];
+    sink[i] = acc;
+}
+"#;

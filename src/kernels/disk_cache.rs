@@ -1,0 +1,433 @@
+//! The driver pipeline cache on disk: with `GPU_ARENA_CACHE_DIR` set, the Vulkan driver's
+//! compiled pipelines are saved to a file after each compilation and seed the next process's
+//! cache, so its first kernel launches skip most of the compiling.
+//!
+//! A damaged, foreign or unreadable file costs speed, never the kernels: whatever is wrong with
+//! it, the driver cache starts empty, a warning names the file and the reason,
+//! [`KernelCacheStats::disk_cache_load`] says so, and the next compilation overwrites the file.
+//!
+//! The file is the bytes of `wgpu::PipelineCache::get_data` (wgpu's 64-byte header, then the
+//! driver's data) followed by a [`TRAILER_BYTES`]-byte trailer of our own: an FNV-1a checksum
+//! of those bytes and [`TRAILER_MAGIC`]. wgpu checks its header but trusts the driver's data
+//! behind it, and a driver may trust it too; the checksum keeps a damaged body (a torn write,
+//! a bad disk, a truncated copy) away from both. The directory is trusted like any other file
+//! the user points the crate at: the checksum catches accidents, not forgery.
+
+use super::error_scopes::{wgpu_error_causes, ErrorScopes};
+use super::KernelCacheStats;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where the driver pipeline cache is kept across processes (unset or empty: not persisted).
+pub const CACHE_DIR_ENV: &str = "GPU_ARENA_CACHE_DIR";
+
+/// The label of the driver cache (it appears in wgpu's messages).
+const CACHE_LABEL: &str = "gpu-arena kernels";
+
+/// Marks the end of a file this crate wrote (changes with the trailer's layout).
+const TRAILER_MAGIC: [u8; 8] = *b"gpuarena";
+
+/// The trailer: the checksum (`u64`, little-endian), then [`TRAILER_MAGIC`].
+const TRAILER_BYTES: usize = 16;
+
+/// The largest cache file read or written. The crate's own kernels make kilobytes of driver
+/// data and large user-kernel sets a few MiB; a file far beyond that is damage, and reading
+/// it whole would cost memory for nothing.
+const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// FNV-1a 64-bit parameters (the offset basis and prime of the published algorithm).
+const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// Numbers temporary files, so that two contexts of one process never write the same one.
+static TEMPORARY_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// What became of the pipeline-cache file when the driver cache was opened (at a context's
+/// first kernel compilation).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DiskCacheLoad {
+    /// No file is involved: `GPU_ARENA_CACHE_DIR` is unset or empty, the device has no pipeline
+    /// cache (`wgpu::Features::PIPELINE_CACHE`: Vulkan only), or nothing has compiled yet.
+    #[default]
+    Off,
+    /// There was no file yet: the cache started empty and the first compilation writes one.
+    NoFile,
+    /// The file's data seeded the driver cache. (wgpu and the driver may still skip data that
+    /// an older driver wrote; that costs one compilation per kernel, nothing else.)
+    Used,
+    /// The file could not be used: the cache started empty, a warning was logged, and the
+    /// next compilation overwrites the file where it can be written.
+    Discarded {
+        /// Why, in words: empty, too short or without this crate's trailer, a checksum that does
+        /// not match, not a regular file, unreadable, or wgpu's own reason (data written for
+        /// another device).
+        reason: String,
+    },
+}
+
+/// The driver cache of one context and its file: opened at the first compilation, written
+/// after each. Lives behind the kernel lock.
+pub(crate) struct DiskCache {
+    /// `GPU_ARENA_CACHE_DIR` when the context opened.
+    dir: Option<PathBuf>,
+    /// `None` until the first compilation, then the cache (if the device has one).
+    opened: Option<Option<wgpu::PipelineCache>>,
+    /// Whether a failed write was already logged (one warning per context, not per kernel).
+    write_failure_logged: bool,
+}
+
+impl DiskCache {
+    /// Not opened yet; the directory comes from `GPU_ARENA_CACHE_DIR`.
+    pub(crate) fn from_env() -> Self {
+        let dir = std::env::var_os(CACHE_DIR_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Self {
+            dir,
+            opened: None,
+            write_failure_logged: false,
+        }
+    }
+
+    /// The driver cache to compile pipelines with, opened at the first call: seeded from the
+    /// file when `GPU_ARENA_CACHE_DIR` is set and its data is usable, empty otherwise. `None`
+    /// when the device has no pipeline cache. Records what happened in `stats`.
+    pub(crate) fn driver_cache(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        stats: &mut KernelCacheStats,
+    ) -> Option<wgpu::PipelineCache> {
+        if self.opened.is_none() {
+            self.opened = Some(self.open(device, adapter, stats));
+        }
+        self.opened.clone().flatten()
+    }
+
+    fn open(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        stats: &mut KernelCacheStats,
+    ) -> Option<wgpu::PipelineCache> {
+        if !device.features().contains(wgpu::Features::PIPELINE_CACHE) {
+            return None;
+        }
+        let file = match (&self.dir, wgpu::util::pipeline_cache_key(adapter)) {
+            (Some(dir), Some(key)) => dir.join(format!("{key}.bin")),
+            // Nothing to persist; within a process each pipeline compiles once anyway.
+            _ => return None,
+        };
+        stats.disk_cache_file = Some(file.clone());
+        let data = match read_cache_file(&file) {
+            Ok(None) => {
+                stats.disk_cache_load = DiskCacheLoad::NoFile;
+                return create_empty(device);
+            }
+            Ok(Some(data)) => data,
+            Err(reason) => return discard(device, &file, reason, stats),
+        };
+        let scopes = ErrorScopes::push(device);
+        let cache =
+            crate::backend::create_pipeline_cache(device, CACHE_LABEL, Some(data.driver_data()));
+        if let Some(error) = scopes.pop_error() {
+            // wgpu refuses some headers even with `fallback` (data for another device): the
+            // handle it gave back is invalid and would fail every pipeline compiled with it.
+            drop(cache);
+            return discard(device, &file, describe(&error), stats);
+        }
+        stats.disk_cache_load = DiskCacheLoad::Used;
+        stats.disk_cache_loaded_bytes = data.file_bytes;
+        Some(cache)
+    }
+
+    /// Writes the driver cache to its file after a compilation (atomically: a temporary file,
+    /// then a rename), so the next process finds every pipeline compiled so far. A failure only
+    /// costs speed: it is logged once per context and kept in `stats`.
+    pub(crate) fn persist(&mut self, stats: &mut KernelCacheStats) {
+        let (Some(Some(cache)), Some(file)) = (&self.opened, &stats.disk_cache_file) else {
+            return;
+        };
+        let Some(data) = cache.get_data() else {
+            return;
+        };
+        match write_cache_file(file, &data) {
+            Ok(written) => {
+                stats.disk_cache_written_bytes = written;
+                stats.disk_cache_write_error = None;
+            }
+            Err(reason) => {
+                if !self.write_failure_logged {
+                    log::warn!(
+                        "gpu-arena: could not write the pipeline cache {}: {reason} (kernels \
+                         still work; the next process compiles them again)",
+                        file.display()
+                    );
+                    self.write_failure_logged = true;
+                }
+                stats.disk_cache_write_error = Some(reason);
+            }
+        }
+    }
+}
+
+/// Logs why the file's data is not used, records it, and starts an empty cache instead.
+fn discard(
+    device: &wgpu::Device,
+    file: &Path,
+    reason: String,
+    stats: &mut KernelCacheStats,
+) -> Option<wgpu::PipelineCache> {
+    log::warn!(
+        "gpu-arena: ignoring the pipeline cache {}: {reason} (kernels compile without it; the \
+         file is rewritten after the next compilation)",
+        file.display()
+    );
+    stats.disk_cache_load = DiskCacheLoad::Discarded { reason };
+    create_empty(device)
+}
+
+/// An empty driver cache, or none if even that fails (the kernels then compile without one).
+fn create_empty(device: &wgpu::Device) -> Option<wgpu::PipelineCache> {
+    let scopes = ErrorScopes::push(device);
+    let cache = crate::backend::create_pipeline_cache(device, CACHE_LABEL, None);
+    match scopes.pop_error() {
+        None => Some(cache),
+        Some(error) => {
+            log::warn!(
+                "gpu-arena: no driver pipeline cache ({}); kernels compile without one",
+                describe(&error)
+            );
+            None
+        }
+    }
+}
+
+/// wgpu's error in one line: its causes (its own text starts with a generic "Validation
+/// Error" heading, which says nothing about the file).
+fn describe(error: &wgpu::Error) -> String {
+    match wgpu_error_causes(error).strip_prefix(": ") {
+        Some(causes) => format!("wgpu refused it: {causes}"),
+        None => error.to_string(),
+    }
+}
+
+/// A cache file's contents whose trailer checked out.
+struct CacheFileData {
+    bytes: Vec<u8>,
+    file_bytes: u64,
+}
+
+impl CacheFileData {
+    /// What `get_data` returned when the file was written (the file without its trailer).
+    fn driver_data(&self) -> &[u8] {
+        &self.bytes[..self.bytes.len() - TRAILER_BYTES]
+    }
+}
+
+/// The file's data if it is there and intact; `Ok(None)` when there is no file; otherwise
+/// why it cannot be used.
+fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
+    let metadata = match std::fs::metadata(file) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("could not read it: {e}")),
+    };
+    if metadata.is_dir() {
+        return Err("it is a directory, not a file".into());
+    }
+    // A FIFO or device would block or never end.
+    if !metadata.is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(too_large(metadata.len()));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("could not read it: {e}"))?;
+    let file_bytes = bytes.len() as u64;
+    // It may have grown since `metadata`.
+    if file_bytes > MAX_FILE_BYTES {
+        return Err(too_large(file_bytes));
+    }
+    if bytes.is_empty() {
+        return Err("it is empty".into());
+    }
+    let Some(body_bytes) = bytes.len().checked_sub(TRAILER_BYTES) else {
+        return Err(format!(
+            "it holds {file_bytes} bytes, too few for a gpu-arena pipeline cache (truncated)"
+        ));
+    };
+    let (body, trailer) = bytes.split_at(body_bytes);
+    let (stored, magic) = trailer.split_at(TRAILER_BYTES - TRAILER_MAGIC.len());
+    if magic != TRAILER_MAGIC {
+        return Err(
+            "it does not end with gpu-arena's trailer (truncated, or written by another \
+             program or an older gpu-arena)"
+                .into(),
+        );
+    }
+    let stored = u64::from_le_bytes(stored.try_into().expect("8 checksum bytes"));
+    let computed = checksum(body);
+    if stored != computed {
+        return Err(format!(
+            "its checksum does not match its data (stored {stored:#018x}, computed \
+             {computed:#018x}): the file is damaged"
+        ));
+    }
+    Ok(Some(CacheFileData { bytes, file_bytes }))
+}
+
+/// Why a file of `bytes` is not read.
+fn too_large(bytes: u64) -> String {
+    format!(
+        "it holds {bytes} bytes, more than the {MAX_FILE_BYTES} bytes of any pipeline cache \
+         this crate writes"
+    )
+}
+
+/// Writes `data` and its trailer to `file` through a temporary file and a rename, so that a
+/// reader never sees half a file; returns the bytes written or why not.
+fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, String> {
+    if data.len() as u64 + TRAILER_BYTES as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "the driver's data ({} bytes) is larger than the {MAX_FILE_BYTES} bytes a cache file \
+             may hold",
+            data.len()
+        ));
+    }
+    let mut contents = Vec::with_capacity(data.len() + TRAILER_BYTES);
+    contents.extend_from_slice(data);
+    contents.extend_from_slice(&checksum(data).to_le_bytes());
+    contents.extend_from_slice(&TRAILER_MAGIC);
+    if let Some(parent) = file.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    }
+    let temporary = file.with_extension(format!(
+        "{}-{}.tmp",
+        std::process::id(),
+        TEMPORARY_FILES.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written =
+        std::fs::write(&temporary, &contents).and_then(|()| std::fs::rename(&temporary, file));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(e.to_string());
+    }
+    Ok(contents.len() as u64)
+}
+
+/// FNV-1a, 64 bits: enough to tell a damaged file from an intact one, and small enough to
+/// write here rather than depend on a crate.
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(FNV_OFFSET_BASIS, |hash, &byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temporary_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "gpu-arena-disk-cache-unit-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn a_written_file_reads_back_as_the_driver_data() {
+        let dir = temporary_dir("roundtrip");
+        let file = dir.join("cache.bin");
+        let data = b"WGPUPLCH and the driver's bytes".to_vec();
+        let written = write_cache_file(&file, &data).unwrap();
+        assert_eq!(written, (data.len() + TRAILER_BYTES) as u64);
+        let read = read_cache_file(&file).unwrap().expect("the file");
+        assert_eq!(read.driver_data(), data);
+        assert_eq!(read.file_bytes, written);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn every_flipped_byte_of_a_written_file_is_refused() {
+        let dir = temporary_dir("flips");
+        let file = dir.join("cache.bin");
+        write_cache_file(&file, &[7u8; 40]).unwrap();
+        let good = std::fs::read(&file).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x5a;
+            std::fs::write(&file, &bad).unwrap();
+            let reason = read_cache_file(&file).err().expect("refused");
+            assert!(
+                reason.contains("checksum") || reason.contains("trailer"),
+                "byte {i}: {reason}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_missing_file_is_no_file_and_odd_paths_say_why() {
+        let dir = temporary_dir("odd");
+        assert!(read_cache_file(&dir.join("none.bin")).unwrap().is_none());
+        std::fs::create_dir_all(dir.join("a-directory.bin")).unwrap();
+        let reason = read_cache_file(&dir.join("a-directory.bin")).err().unwrap();
+        assert!(reason.contains("directory"), "{reason}");
+        std::fs::write(dir.join("empty.bin"), b"").unwrap();
+        let reason = read_cache_file(&dir.join("empty.bin")).err().unwrap();
+        assert!(reason.contains("empty"), "{reason}");
+        std::fs::write(dir.join("short.bin"), b"gpuarena").unwrap();
+        let reason = read_cache_file(&dir.join("short.bin")).err().unwrap();
+        assert!(reason.contains("too few"), "{reason}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_write_under_a_regular_file_fails_with_the_reason() {
+        let dir = temporary_dir("unwritable");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("plain"), b"not a directory").unwrap();
+        let reason = write_cache_file(&dir.join("plain/sub/cache.bin"), b"data")
+            .err()
+            .unwrap();
+        assert!(reason.contains("os error"), "{reason}");
+        assert_eq!(
+            std::fs::read(dir.join("plain")).unwrap(),
+            b"not a directory"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_failed_rename_leaves_no_temporary_file_behind() {
+        let dir = temporary_dir("rename");
+        std::fs::create_dir_all(dir.join("cache.bin/inside")).unwrap();
+        let reason = write_cache_file(&dir.join("cache.bin"), b"data")
+            .err()
+            .unwrap();
+        assert!(reason.contains("os error"), "{reason}");
+        let entries: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(entries, ["cache.bin"]);
+        assert!(dir.join("cache.bin/inside").is_dir());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_checksum_is_fnv1a_64() {
+        // Published test vectors of FNV-1a 64.
+        assert_eq!(checksum(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(checksum(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(checksum(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}

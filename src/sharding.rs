@@ -1,0 +1,160 @@
+//! Data parallelism across devices, at its simplest: a host array split along its leading
+//! axis, one shard per context ([`shard`]), and shards gathered back in order ([`gather`]).
+//! The split follows [`shard_rows`] (`numpy.array_split`'s rule).
+
+use crate::array::{check_shape, DeviceArray};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use std::ops::Range;
+use std::sync::Arc;
+
+/// The rows of a leading axis of `rows` that each of `shards` shards takes, in order: as even
+/// as can be, the first `rows % shards` shards one row longer (`numpy.array_split`). Shards get
+/// no rows when there are fewer rows than shards. No shards for `shards == 0`.
+///
+/// ```
+/// assert_eq!(gpu_arena::shard_rows(10, 3), [0..4, 4..7, 7..10]);
+/// assert_eq!(gpu_arena::shard_rows(1, 2), [0..1, 1..1]);
+/// ```
+pub fn shard_rows(rows: usize, shards: usize) -> Vec<Range<usize>> {
+    if shards == 0 {
+        return Vec::new();
+    }
+    let (base, longer) = (rows / shards, rows % shards);
+    let mut start = 0;
+    (0..shards)
+        .map(|i| {
+            let len = base + usize::from(i < longer);
+            let range = start..start + len;
+            start += len;
+            range
+        })
+        .collect()
+}
+
+/// Splits `data` of `shape` along its leading axis across `contexts` (rows as
+/// [`shard_rows`]): shard `i` is a new array on `contexts[i]`, of shape `[rows_i, shape[1..]]`,
+/// uploaded with one [`crate::UploadBatch`] per device (explicit host-to-device transfers).
+/// Uploads to one device do not wait for the others'. A context may appear more than once (one
+/// device holding several shards).
+///
+/// Errors: no contexts, a shape that does not hold `data` or has rank 0
+/// ([`Error::Shape`]), the guard's refusal or out-of-memory on any device (shards already
+/// uploaded are freed).
+///
+/// ```no_run
+/// # use gpu_arena::{ArenaConfig, Context};
+/// let devices = Context::open_all(ArenaConfig::from_env()?)?;
+/// let x: Vec<f32> = (0..4096).map(|i| i as f32).collect();
+/// let shards = gpu_arena::shard(&devices, &x, &[1024, 4])?;
+/// let (back, shape) = gpu_arena::gather(&devices, &shards)?;
+/// assert_eq!((back, shape), (x, vec![1024, 4]));
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+pub fn shard<T: bytemuck::Pod>(
+    contexts: &[Context],
+    data: &[T],
+    shape: &[usize],
+) -> Result<Vec<DeviceArray<T>>> {
+    const OPERATION: &str = "shard";
+    check_shape(shape, Some(data.len()), OPERATION)?;
+    let Some((&rows, row_shape)) = shape.split_first() else {
+        return Err(Error::Shape {
+            operation: OPERATION,
+            reason: "a rank-0 array has no leading axis to split; give it shape [1]".into(),
+        });
+    };
+    if contexts.is_empty() {
+        return Err(no_contexts(OPERATION));
+    }
+    // `check_shape` proved the element count fits, so the row length does too.
+    let row_len: usize = row_shape.iter().product();
+    contexts
+        .iter()
+        .zip(shard_rows(rows, contexts.len()))
+        .map(|(ctx, range)| {
+            let mut shard_shape = shape.to_vec();
+            shard_shape[0] = range.len();
+            let rows = &data[range.start * row_len..range.end * row_len];
+            let mut batch = ctx.upload_batch();
+            let pending = batch.put(rows, &shard_shape)?;
+            batch.finish()?.take(pending)
+        })
+        .collect()
+}
+
+/// Copies `shards` back to the host as one array along the leading axis, in order: shard `i`
+/// must belong to `contexts[i]`. One [`Context::device_get_many`] per distinct device (each an
+/// explicit device-to-host transfer per shard). Returns the data and its shape
+/// (`[sum of rows, shape[1..]]`).
+///
+/// Errors: as many contexts as shards are needed, and at least one
+/// ([`Error::InvalidArgument`]); [`Error::ForeignArray`] naming both devices for a shard of
+/// another context than its place says; [`Error::Shape`] for a rank-0 shard or shards whose
+/// trailing dimensions differ; the guard's refusal, a device's failure.
+pub fn gather<T: bytemuck::Pod>(
+    contexts: &[Context],
+    shards: &[DeviceArray<T>],
+) -> Result<(Vec<T>, Vec<usize>)> {
+    const OPERATION: &str = "gather";
+    if contexts.len() != shards.len() {
+        return Err(Error::InvalidArgument {
+            operation: OPERATION,
+            reason: format!(
+                "{} contexts for {} shards: give the context of each shard, in the shards' order",
+                contexts.len(),
+                shards.len()
+            ),
+        });
+    }
+    let Some(first) = shards.first() else {
+        return Err(no_contexts(OPERATION));
+    };
+    let row_shape = first.shape().get(1..).unwrap_or_default();
+    let mut rows = 0usize;
+    for (i, (ctx, shard)) in contexts.iter().zip(shards).enumerate() {
+        shard.check_ready(&ctx.inner, OPERATION)?;
+        match shard.shape().split_first() {
+            Some((&shard_rows, rest)) if rest == row_shape => {
+                rows += shard_rows;
+            }
+            _ => {
+                return Err(Error::Shape {
+                    operation: OPERATION,
+                    reason: format!(
+                        "shard {i} has shape {:?} but shard 0 has {:?}: shards must have rank 1 \
+                         or more and the same dimensions after the leading one",
+                        shard.shape(),
+                        first.shape()
+                    ),
+                })
+            }
+        }
+    }
+    // One readback per device, then the pieces in the shards' order.
+    let mut pieces: Vec<Option<Vec<T>>> = (0..shards.len()).map(|_| None).collect();
+    for (i, ctx) in contexts.iter().enumerate() {
+        if pieces[i].is_some() {
+            continue;
+        }
+        let mine: Vec<usize> = (i..shards.len())
+            .filter(|&j| Arc::ptr_eq(&contexts[j].inner, &ctx.inner))
+            .collect();
+        let arrays: Vec<&DeviceArray<T>> = mine.iter().map(|&j| &shards[j]).collect();
+        for (j, values) in mine.into_iter().zip(ctx.device_get_many(&arrays)?) {
+            pieces[j] = Some(values);
+        }
+    }
+    let mut shape = first.shape().to_vec();
+    shape[0] = rows;
+    Ok((pieces.into_iter().flatten().flatten().collect(), shape))
+}
+
+fn no_contexts(operation: &'static str) -> Error {
+    Error::InvalidArgument {
+        operation,
+        reason:
+            "no contexts given: pass at least one (see gpu_arena::devices and Context::open_all)"
+                .into(),
+    }
+}
