@@ -347,17 +347,17 @@ fn a_network_the_kernels_cannot_index_is_refused_before_anything_is_allocated() 
         (MlpShape { width: 0, ..SHAPE }, "the hidden width is 0"),
         (
             MlpShape {
-                width: 1 << 16,
+                width: 2049,
                 ..SHAPE
             },
-            "more elements than the kernels' u32 indices count",
+            "more than the kernels' 1-D grids reach",
         ),
         (
             MlpShape {
                 batch: usize::MAX,
                 ..SHAPE
             },
-            "more elements than the kernels' u32 indices count",
+            "more than the kernels' 1-D grids reach",
         ),
     ] {
         let error = match Mlp::new(&ctx, shape, kernels.clone(), 1) {

@@ -18,6 +18,10 @@ use crate::data::Rng;
 /// Bytes of an `f32`, the element of every array here.
 const F32_BYTES: u64 = std::mem::size_of::<f32>() as u64;
 
+/// Most elements an array may have: the kernels run one invocation per element on a 1-D grid
+/// of workgroups of 64, and WebGPU guarantees 65,535 workgroups in a dimension.
+const MAX_ELEMENTS: usize = 65_535 * 64;
+
 /// Most linear layers [`MlpShape::check`] accepts: far more than a demonstration needs, and
 /// every count of chain layers stays small.
 const MAX_LINEAR_LAYERS: usize = 4096;
@@ -56,8 +60,8 @@ enum ChainLayer {
 }
 
 impl MlpShape {
-    /// Checks that every size is positive and that every array's element count fits the
-    /// kernels' `u32` indices.
+    /// Checks that every size is positive and that no array has more elements than the
+    /// kernels' 1-D grids reach ([`MAX_ELEMENTS`]; so every index also fits their `u32`s).
     pub fn check(&self) -> std::result::Result<(), String> {
         let sizes = [
             ("the batch", self.batch),
@@ -78,10 +82,11 @@ impl MlpShape {
             ));
         }
         let widest = self.inputs.max(self.width).max(self.outputs);
-        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|n| u32::try_from(n).is_ok());
+        let fits = |a: usize, b: usize| a.checked_mul(b).is_some_and(|n| n <= MAX_ELEMENTS);
         if !(fits(self.batch, widest) && fits(widest, widest)) {
             return Err(format!(
-                "{self:?} has arrays of more elements than the kernels' u32 indices count"
+                "{self:?} has arrays of more than {MAX_ELEMENTS} elements, more than the \
+                 kernels' 1-D grids reach"
             ));
         }
         Ok(())
@@ -140,7 +145,7 @@ impl MlpShape {
 
     fn dims(&self, m: usize) -> Dims {
         let (inputs, outputs) = self.linear_dims(m);
-        // `check` bounded every size by u32.
+        // `check` bounded every size by MAX_ELEMENTS, far below u32::MAX.
         Dims {
             batch: self.batch as u32,
             inputs: inputs as u32,
