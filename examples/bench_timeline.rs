@@ -159,7 +159,7 @@ fn main() {
         );
     }
     for trace in traces() {
-        let timeline = Arc::new(Timeline::new(RING_EVENTS));
+        let timeline = Arc::new(Timeline::new(RING_EVENTS).expect("a ring within the bound"));
         // One warm-up of each, then alternate.
         replay(&trace, None);
         replay(&trace, Some(&timeline));

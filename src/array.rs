@@ -222,7 +222,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     pub fn reshape(self, shape: &[usize]) -> std::result::Result<Self, crate::Donated<T>> {
-        match check_shape(shape, Some(self.len()), "reshape") {
+        match check_shape(shape, Some(self.len()), std::mem::size_of::<T>(), "reshape") {
             Ok(_) => Ok(Self {
                 shape: shape.to_vec(),
                 ..self
@@ -270,10 +270,13 @@ impl<T: bytemuck::Pod> std::fmt::Debug for DeviceArray<T> {
     }
 }
 
-/// Checks a shape: rank at most [`MAX_RANK`], and (when given) that it holds `len` elements.
+/// Checks a shape for elements of `elem_bytes`: rank at most [`MAX_RANK`], an element count
+/// that fits `usize`, a span of at most [`MAX_ARRAY_SPAN_BYTES`] ([`check_span`]), and (when
+/// given) that it holds `len` elements. Every shape an array or a view takes passes here.
 pub(crate) fn check_shape(
     shape: &[usize],
     len: Option<usize>,
+    elem_bytes: usize,
     operation: &'static str,
 ) -> Result<usize> {
     if shape.len() > MAX_RANK {
@@ -297,14 +300,51 @@ pub(crate) fn check_shape(
             });
         }
     }
+    check_span(shape, elem_bytes, operation)?;
     Ok(elements)
+}
+
+/// The most bytes an array's index space may span, counting zero-size dimensions as one:
+/// 2^63 − 1. XLA's dimensions and byte offsets are `i64`, and no device addresses more, so a
+/// shape beyond it (even one holding no elements, as `[0, usize::MAX]`) cannot be a real
+/// array; refusing it when an array is made keeps every stride and offset of every op on it
+/// (all below this span) free of overflow.
+pub const MAX_ARRAY_SPAN_BYTES: u64 = i64::MAX as u64;
+
+/// Errors unless `shape`, with zero-size dimensions counted as one, spans at most
+/// [`MAX_ARRAY_SPAN_BYTES`] for elements of `elem_bytes` (zero-sized elements counted as one
+/// byte).
+pub(crate) fn check_span(
+    shape: &[usize],
+    elem_bytes: usize,
+    operation: &'static str,
+) -> Result<()> {
+    let span = shape
+        .iter()
+        .try_fold(elem_bytes.max(1) as u64, |acc, &d| {
+            acc.checked_mul(d.max(1) as u64)
+        })
+        .filter(|&span| span <= MAX_ARRAY_SPAN_BYTES);
+    match span {
+        Some(_) => Ok(()),
+        None => Err(Error::Shape {
+            operation,
+            reason: format!(
+                "shape {shape:?} of {elem_bytes}-byte elements spans more than {MAX_ARRAY_SPAN_BYTES} bytes (counting zero-size dimensions as 1), more than any device addresses; XLA's dimensions are i64"
+            ),
+        }),
+    }
 }
 
 impl Context {
     /// Allocates an array without initialising it (contents unspecified: earlier data of this
     /// process may remain). Use [`Context::zeros`] when the contents matter.
+    ///
+    /// Errors: [`Error::Shape`] for a rank above [`MAX_RANK`] or a shape whose index space
+    /// spans more than [`MAX_ARRAY_SPAN_BYTES`] (zero-size dimensions counted as one, so
+    /// `[0, usize::MAX]` is refused too); out-of-memory.
     pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
-        let elements = check_shape(shape, None, "alloc")?;
+        let elements = check_shape(shape, None, std::mem::size_of::<T>(), "alloc")?;
         let bytes = (elements as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or_else(|| Error::Shape {
@@ -320,6 +360,8 @@ impl Context {
         bytes: u64,
         label: Option<&str>,
     ) -> Result<DeviceArray<T>> {
+        // Every array is made here, so no array has a shape ops could overflow on.
+        check_span(shape, std::mem::size_of::<T>(), "alloc")?;
         let info = crate::profile::ArrayInfo::new::<T>(shape);
         let (allocation, buffer, mapped) = crate::profile::with_scoped_label(label, |label| {
             self.inner.allocate(bytes, label, info)

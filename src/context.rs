@@ -90,32 +90,26 @@ impl Context {
     /// Opens the best GPU (discrete > integrated > CPU; Vulkan first, other wgpu backends where
     /// no Vulkan adapter exists). Blocks while the device opens.
     ///
-    /// Errors: no adapter (the message says what to install), the chosen adapter refused a
-    /// device, or the memory plan could not be made.
+    /// Errors: a configuration value [`ArenaConfig::validate`] refuses (checked before any
+    /// device call), no adapter (the message says what to install), the chosen adapter refused
+    /// a device, a staging size above the device's `max_buffer_size`, or the memory plan could
+    /// not be made.
     ///
     /// The list it chooses from, and contexts on the other adapters: [`crate::devices`],
     /// [`Context::on_device`], [`Context::open_all`].
     pub fn new(config: ArenaConfig) -> Result<Self> {
+        config.validate()?;
         Self::open(&crate::devices::choose_adapter(&config)?, config)
     }
 
-    /// Opens a device on `adapter` under `config` (the adapter fields of `config` are not
-    /// read: the adapter is chosen).
+    /// Opens a device on `adapter` under `config`, already validated (the adapter fields of
+    /// `config` are not read: the adapter is chosen).
     pub(crate) fn open(adapter: &wgpu::Adapter, config: ArenaConfig) -> Result<Self> {
+        // Before any device call: a bad GPU_ARENA_CACHE_DIR is the caller's to fix.
+        let kernels = crate::kernels::KernelCache::from_env()?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
-        // Staging buffers are this size; zero would make no progress, and more than one
-        // buffer may hold cannot be made.
-        if config.staging_bytes == 0 || config.staging_bytes > limits.max_buffer_size {
-            return Err(Error::Config {
-                variable: "staging_bytes (GPU_ARENA_STAGING_MB)".into(),
-                value: config.staging_bytes.to_string(),
-                expected: format!(
-                    "a size in bytes from 1 to the device's max_buffer_size ({})",
-                    limits.max_buffer_size
-                ),
-            });
-        }
+        crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         // The pipeline cache persists compiled kernels; immediates let kernels take their
         // parameters as push constants.
         let required_features =
@@ -151,7 +145,7 @@ impl Context {
         }
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
-        let timeline = crate::profile::attach_timeline(&config, &mut arena);
+        let timeline = crate::profile::attach_timeline(&config, &mut arena)?;
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -174,7 +168,7 @@ impl Context {
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
                 timeline,
-                kernels: crate::kernels::KernelCache::from_env(),
+                kernels,
                 bar_writes,
             }),
         })
@@ -541,8 +535,9 @@ impl Drop for ContextInner {
 /// off, or `on` changes nothing (UMA: the arena is host-visible already).
 ///
 /// # Errors
-/// [`Error::Config`] naming `GPU_ARENA_BAR_WRITES` when it is `on` but zero-copy is off, or the
-/// device has no full BAR on a discrete GPU.
+/// [`Error::Config`] naming `GPU_ARENA_BAR_WRITES` when it is `on` and the device has no full
+/// BAR on a discrete GPU (`on` with zero-copy off is refused earlier, by
+/// [`ArenaConfig::validate`]).
 pub(crate) fn bar_write_candidates(
     config: &ArenaConfig,
     plan: &MemoryPlan,
@@ -555,13 +550,7 @@ pub(crate) fn bar_write_candidates(
         value: BarWrites::On.to_string(),
         expected: format!("auto or off: {why}"),
     };
-    if !config.zero_copy {
-        return Err(refuse(
-            "direct writes map the arena, which GPU_ARENA_ZERO_COPY=off (ArenaConfig::zero_copy) \
-             forbids; turn one of them off"
-                .into(),
-        ));
-    }
+    // `on` with zero-copy off is refused by `ArenaConfig::validate`, before any device call.
     if plan.uma {
         return Ok(None);
     }
@@ -673,8 +662,8 @@ mod tests {
 
     #[test]
     fn bar_writes_on_with_zero_copy_off_is_refused_naming_both_settings() {
-        let h200 = plan_of("nvidia-h200-linux-580.json");
-        let message = bar_write_candidates(&config(BarWrites::On, false), &h200)
+        let message = config(BarWrites::On, false)
+            .validate()
             .unwrap_err()
             .to_string();
         assert!(message.contains("GPU_ARENA_BAR_WRITES"), "{message}");

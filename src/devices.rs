@@ -126,10 +126,12 @@ impl std::fmt::Display for DeviceInfo {
 /// from the list); `config.fallback_device_memory_bytes` sizes the synthetic memory table of
 /// non-Vulkan adapters.
 ///
-/// Errors: [`Error::NoAdapter`] when there is none (the message says what to install), and
+/// Errors: a configuration value [`ArenaConfig::validate`] refuses (before any device call),
+/// [`Error::NoAdapter`] when there is none (the message says what to install), and
 /// [`Error::AdapterNotFound`] when `config.adapter` (`GPU_ARENA_ADAPTER`) matches none of them,
 /// as [`Context::new`] would.
 pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
+    config.validate()?;
     let adapters = enumerate_adapters(config)?;
     let default = select_adapter(config, &adapters)?;
     Ok(adapters
@@ -161,8 +163,9 @@ impl Context {
     /// it was on in the configuration given to [`devices`] (it is a setting of the wgpu
     /// instance that enumerated the adapter).
     ///
-    /// Errors: as [`Context::new`] once the adapter is chosen ([`Error::RequestDevice`],
-    /// [`Error::MemPlan`], an invalid `staging_bytes`).
+    /// Errors: as [`Context::new`] once the adapter is chosen ([`ArenaConfig::validate`]'s
+    /// refusals, [`Error::RequestDevice`], [`Error::MemPlan`], a `staging_bytes` above the
+    /// device's `max_buffer_size`).
     ///
     /// ```no_run
     /// use gpu_arena::{devices, ArenaConfig, Context};
@@ -175,6 +178,7 @@ impl Context {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     pub fn on_device(device: &DeviceInfo, config: ArenaConfig) -> Result<Self> {
+        config.validate()?;
         Self::open(&device.adapter, config)
     }
 

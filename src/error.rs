@@ -1,9 +1,9 @@
 //! The crate's one error type. Every variant's message says what went wrong and what to do.
 
 use crate::arena::{ArenaError, OutOfMemory};
+use crate::config::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::remat::RematError;
-use crate::transfer::TransferDirection;
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
 /// shapes, out-of-memory, guard violations and missing adapters all arrive here.
@@ -112,6 +112,15 @@ pub enum Error {
         operation: &'static str,
         /// "implicit" or "explicit".
         explicitness: &'static str,
+    },
+    /// Host memory for something whose size the caller chose (a readback's output, a timeline's
+    /// ring) could not be allocated; nothing was changed.
+    #[error("could not allocate {bytes} bytes of host memory for {purpose}; ask for less (fewer or smaller arrays, a smaller capacity) or free host memory")]
+    HostAllocation {
+        /// What the memory was for.
+        purpose: String,
+        /// How many bytes were asked for (`u64::MAX` when the size itself overflows).
+        bytes: u64,
     },
     /// Arrays (or a kernel) from two different contexts were mixed in one operation.
     #[error("{operation} got an array of {array_device}, but runs on {context_device}; arrays and kernels can only be used with the context that made them (move data between devices with an explicit transfer)")]

@@ -81,7 +81,7 @@ pub mod transfer;
 mod view;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
-pub use array::{DeviceArray, GpuUse, MAX_RANK};
+pub use array::{DeviceArray, GpuUse, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,

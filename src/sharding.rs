@@ -57,7 +57,7 @@ pub fn shard<T: bytemuck::Pod>(
     shape: &[usize],
 ) -> Result<Vec<DeviceArray<T>>> {
     const OPERATION: &str = "shard";
-    check_shape(shape, Some(data.len()), OPERATION)?;
+    check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), OPERATION)?;
     let Some((&rows, row_shape)) = shape.split_first() else {
         return Err(Error::Shape {
             operation: OPERATION,

@@ -63,7 +63,12 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     ///
     /// Errors: [`Error::Shape`] when the element counts differ or the rank is above 6.
     pub fn reshaped(&self, shape: &[usize]) -> Result<ArrayView<'_, T>> {
-        check_shape(shape, Some(self.len()), "DeviceArray::reshaped")?;
+        check_shape(
+            shape,
+            Some(self.len()),
+            std::mem::size_of::<T>(),
+            "DeviceArray::reshaped",
+        )?;
         Ok(ArrayView {
             array: self,
             offset: 0,
@@ -120,7 +125,12 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
 
     /// The same elements under another shape with as many elements.
     pub fn reshape(self, shape: &[usize]) -> Result<ArrayView<'a, T>> {
-        check_shape(shape, Some(self.len()), "ArrayView::reshape")?;
+        check_shape(
+            shape,
+            Some(self.len()),
+            std::mem::size_of::<T>(),
+            "ArrayView::reshape",
+        )?;
         Ok(ArrayView {
             shape: shape.to_vec(),
             ..self
@@ -131,7 +141,12 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
 impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
     /// The same elements under another shape with as many elements.
     pub fn reshape(self, shape: &[usize]) -> Result<ArrayViewMut<'a, T>> {
-        check_shape(shape, Some(self.len()), "ArrayViewMut::reshape")?;
+        check_shape(
+            shape,
+            Some(self.len()),
+            std::mem::size_of::<T>(),
+            "ArrayViewMut::reshape",
+        )?;
         Ok(ArrayViewMut {
             shape: shape.to_vec(),
             ..self

@@ -2,6 +2,7 @@
 
 use gpu_arena::arena::{
     AllocationId, Arena, ArenaError, ArenaMode, ArenaOptions, OomCause, RegionId, RegionSource,
+    MAX_RESERVED_REGIONS,
 };
 
 const KIB: u64 = 1024;
@@ -298,6 +299,30 @@ fn options_that_allow_no_region_are_refused_when_reserving() {
     });
     let error = arena.reserve(&mut device).unwrap_err();
     assert!(error.to_string().contains("max_region_bytes"), "{error}");
+}
+
+#[test]
+fn a_reserve_split_into_more_regions_than_the_bound_is_refused_not_looped_over() {
+    // 2^62 bytes in 256-byte regions: 2^54 regions, which made `reserve` allocate host memory
+    // until the process aborted.
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: 256,
+        ..ArenaOptions::preallocated(1 << 62)
+    });
+    let error = arena.reserve(&mut device).unwrap_err();
+    let msg = error.to_string();
+    assert!(matches!(error, ArenaError::RegionSource(_)), "{msg}");
+    assert!(msg.contains(&MAX_RESERVED_REGIONS.to_string()), "{msg}");
+    assert!(msg.contains("max_region_bytes"), "{msg}");
+    assert!(device.live.is_empty(), "nothing was created");
+    // Exactly the bound is fine.
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: 256,
+        ..ArenaOptions::preallocated(256 * MAX_RESERVED_REGIONS)
+    });
+    arena.reserve(&mut device).unwrap();
+    assert_eq!(device.live.len() as u64, MAX_RESERVED_REGIONS);
 }
 
 #[test]

@@ -407,3 +407,17 @@ fn a_fifo_where_the_cache_file_should_be_does_not_block() {
     // Reading it would wait for a writer forever; the rename then replaces it with a file.
     the_next_contexts_discard_then_use_the_file(&file, "not a regular file");
 }
+
+#[test]
+fn a_blank_cache_dir_is_an_error_naming_the_variable() {
+    let _dir = CacheDir::new("blank");
+    for blank in ["", "  "] {
+        std::env::set_var(CACHE_DIR_ENV, blank);
+        let err = gpu_arena::Context::new(common::test_config()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(CACHE_DIR_ENV) && text.contains("unset"),
+            "{text}"
+        );
+    }
+}

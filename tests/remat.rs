@@ -238,7 +238,10 @@ proptest! {
                     }
                 }
                 Err(RematError::BudgetTooSmall { smallest_budget, smallest_peak, .. }) => {
-                    prop_assert!(smallest_budget > budget);
+                    // Arena fit is not monotone in the arena's size (best fit chooses among holes
+                    // by size, and the last hole grows with the arena), so the smallest budget
+                    // found may lie below the one refused; it is never the refused one.
+                    prop_assert!(smallest_budget != budget);
                     prop_assert!(smallest_peak <= smallest_budget);
                     for other in &simple {
                         prop_assert!(!replays_in(other, budget), "a simple policy fits");
@@ -395,7 +398,7 @@ fn invalid_chains_and_policies_are_refused_with_a_message_that_says_what_to_do()
         message.contains(&format!("keeping {checkpoints} activations")),
         "{message}"
     );
-    assert!(message.contains("Raise the budget"), "{message}");
+    assert!(message.contains("Plan with that budget"), "{message}");
     // The library error wraps it and keeps the message.
     let wrapped = gpu_arena::Error::from(tight.clone());
     assert_eq!(wrapped.to_string(), message);

@@ -245,6 +245,27 @@ fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
 }
 
 #[test]
+fn dropping_a_stale_guard_leaves_a_newer_disallowing_guard_in_force() {
+    // Issue 12, defect 3: g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2. Dropping g2
+    // cut the stack back to its depth, and `device_get` then passed while g4 was alive.
+    let ctx = context_with(test_config());
+    let a = ctx.device_put(&[3u8, 4], &[2]).unwrap();
+    let g1 = TransferGuard::scoped(TransferGuardLevel::Log);
+    let g2 = TransferGuard::scoped(TransferGuardLevel::Allow);
+    drop(g1);
+    let g3 = TransferGuard::scoped(TransferGuardLevel::Allow);
+    let g4 = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+    drop(g2);
+    let err = ctx.device_get(&a).unwrap_err();
+    assert!(matches!(err, Error::TransferGuard { .. }), "{err}");
+    assert!(ctx.copy(&a).is_err());
+    drop(g4);
+    assert_eq!(ctx.device_get(&a).unwrap(), [3, 4], "g3 allows");
+    drop(g3);
+    assert_eq!(ctx.device_get(&a).unwrap(), [3, 4]);
+}
+
+#[test]
 fn log_levels_pass_transfers() {
     let ctx = context_with(test_config());
     let a = ctx.device_put(&[9u16; 10], &[10]).unwrap();

@@ -12,7 +12,7 @@ use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
 use super::frontier::PendingFrees;
 use super::oom::{Bytes, OomCause, OutOfMemory};
-use super::options::{ArenaMode, ArenaOptions};
+use super::options::{ArenaMode, ArenaOptions, MAX_RESERVED_REGIONS};
 use super::region::{Region, RegionSource};
 use super::snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
 use super::stats::{fragmentation, MemoryStats};
@@ -172,8 +172,8 @@ impl Arena {
     ///
     /// # Errors
     /// [`ArenaError::RegionSource`] when the source refuses a base region (the regions created
-    /// so far are given back, so a later call starts over) or when `max_region_bytes` is below
-    /// 256 bytes.
+    /// so far are given back, so a later call starts over), when `max_region_bytes` is below
+    /// 256 bytes, or when the reserve would take more than [`MAX_RESERVED_REGIONS`] regions.
     pub fn reserve(&mut self, source: &mut dyn RegionSource) -> Result<(), ArenaError> {
         if self.reserved {
             return Ok(());
@@ -184,6 +184,17 @@ impl Arena {
                     "max_region_bytes is {}, below the {ALLOCATION_ALIGNMENT}-byte minimum, so \
                      no region can be created",
                     self.options.max_region_bytes
+                )));
+            }
+            let regions = self.budget.reserve.div_ceil(self.budget.max_region);
+            if regions > MAX_RESERVED_REGIONS {
+                return Err(ArenaError::RegionSource(format!(
+                    "reserving {} in regions of at most {} would take {regions} regions, more \
+                     than the {MAX_RESERVED_REGIONS} a reservation may have; raise \
+                     max_region_bytes (GPU_ARENA_MAX_REGION_MB) or lower the reserve \
+                     (GPU_ARENA_MEM_FRACTION)",
+                    Bytes(self.budget.reserve),
+                    Bytes(self.budget.max_region)
                 )));
             }
             let mut remaining = self.budget.reserve;

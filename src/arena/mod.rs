@@ -40,7 +40,7 @@ pub use events::{ArenaEvent, EventSink};
 pub use oom::{Bytes, OomCause, OutOfMemory};
 pub use options::{
     ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
-    DEFAULT_MAX_REGION_BYTES,
+    DEFAULT_MAX_REGION_BYTES, MAX_RESERVED_REGIONS,
 };
 pub use region::{RegionId, RegionSource, VirtualRegions};
 pub use snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};

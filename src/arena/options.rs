@@ -10,6 +10,13 @@ pub const DEFAULT_INITIAL_GROWTH_REGION_BYTES: u64 = 2 << 20;
 /// their device's real limit.
 pub const DEFAULT_MAX_REGION_BYTES: u64 = 1 << 32;
 
+/// The most regions a reservation is split into (`reserve_bytes / max_region_bytes`, rounded
+/// up): 2^16, past any split made on purpose (an H200's 106 GB in 2 MiB regions is 50 000) and
+/// small enough that the arena's records of them stay a few MiB. A tiny `max_region_bytes` under
+/// a large reserve would otherwise make [`Arena::reserve`](super::Arena::reserve) loop and
+/// allocate host memory without bound; it is refused instead.
+pub const MAX_RESERVED_REGIONS: u64 = 1 << 16;
+
 /// The default cap on bytes held in regions: effectively unlimited, leaving the source (the
 /// device) to say when memory runs out. Half of `u64::MAX` so sums of sizes cannot overflow.
 pub const DEFAULT_LIMIT_BYTES: u64 = u64::MAX / 2;

@@ -95,7 +95,7 @@ impl Sequence {
             }
             let compiled = kernels.builtin(&inner.device, &inner.adapter_info, d.kernel)?;
             let items = d.params.items();
-            let per_dispatch = max.pow(3).min(MAX_ITEMS) * d.per_group;
+            let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * d.per_group;
             let mut first = 0;
             loop {
                 let groups = (items - first).min(per_dispatch).div_ceil(d.per_group);

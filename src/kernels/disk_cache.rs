@@ -15,6 +15,7 @@
 
 use super::error_scopes::{wgpu_error_causes, ErrorScopes};
 use super::KernelCacheStats;
+use crate::error::{Error, Result};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,16 +80,29 @@ pub(crate) struct DiskCache {
 }
 
 impl DiskCache {
-    /// Not opened yet; the directory comes from `GPU_ARENA_CACHE_DIR`.
-    pub(crate) fn from_env() -> Self {
-        let dir = std::env::var_os(CACHE_DIR_ENV)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from);
-        Self {
+    /// Not opened yet; the directory comes from `GPU_ARENA_CACHE_DIR` (unset: no disk cache).
+    ///
+    /// Errors: [`Error::Config`] for a blank value (unset the variable to turn the cache off);
+    /// any other path is accepted, UTF-8 or not (a path the process cannot use only costs
+    /// speed, and is reported in [`KernelCacheStats`]).
+    pub(crate) fn from_env() -> Result<Self> {
+        let dir = match std::env::var_os(CACHE_DIR_ENV) {
+            None => None,
+            Some(value) if value.to_string_lossy().trim().is_empty() => {
+                return Err(Error::Config {
+                    variable: CACHE_DIR_ENV.into(),
+                    value: value.to_string_lossy().into_owned(),
+                    expected: "a directory path (unset the variable for no pipeline cache on disk)"
+                        .into(),
+                })
+            }
+            Some(value) => Some(PathBuf::from(value)),
+        };
+        Ok(Self {
             dir,
             opened: None,
             write_failure_logged: false,
-        }
+        })
     }
 
     /// The driver cache to compile pipelines with, opened at the first call: seeded from the

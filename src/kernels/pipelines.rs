@@ -162,17 +162,19 @@ pub(crate) struct KernelState {
 
 impl KernelCache {
     /// An empty cache; the persistent directory comes from `GPU_ARENA_CACHE_DIR`.
-    pub(crate) fn from_env() -> Self {
-        Self {
+    ///
+    /// Errors: a blank `GPU_ARENA_CACHE_DIR` ([`Error::Config`]).
+    pub(crate) fn from_env() -> Result<Self> {
+        Ok(Self {
             state: Mutex::new(KernelState {
                 pipelines: HashMap::new(),
-                disk_cache: DiskCache::from_env(),
+                disk_cache: DiskCache::from_env()?,
                 stats: KernelCacheStats::default(),
                 params: None,
                 limits_override: None,
                 force_device_kernels: false,
             }),
-        }
+        })
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, KernelState> {

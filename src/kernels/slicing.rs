@@ -1,6 +1,11 @@
 //! XLA's index semantics for `DynamicSlice` and `DynamicUpdateSlice`: shapes are checked, start
 //! indices are clamped so the slice lies inside the operand. Out-of-range starts are not errors,
 //! exactly as in XLA (`jax.lax.dynamic_update_slice` clamps too).
+//!
+//! Pure arithmetic on user input, so no operation here may wrap or panic: the clamp is done in
+//! `u64` on a range that is never inverted, whatever the dimensions (above `i64::MAX`, zero)
+//! and starts (`i64::MIN`, `i64::MAX`).
+#![deny(clippy::arithmetic_side_effects)]
 
 use crate::error::{Error, Result};
 
@@ -8,7 +13,7 @@ use crate::error::{Error, Result};
 /// `[0, operand[d] - sizes[d]]` per dimension.
 ///
 /// Errors: a slice of another rank, or larger than the operand in some dimension
-/// ([`Error::Shape`]); a start of the wrong length ([`Error::InvalidArgument`]).
+/// ([`Error::Shape`]); a start of the wrong length ([`Error::InvalidArgument`]). Never panics.
 pub(crate) fn clamp_start(
     operand: &[usize],
     sizes: &[usize],
@@ -44,12 +49,24 @@ pub(crate) fn clamp_start(
             ),
         });
     }
-    Ok((0..operand.len())
-        .map(|d| start[d].clamp(0, (operand[d] - sizes[d]) as i64) as u64)
+    Ok(operand
+        .iter()
+        .zip(sizes)
+        .zip(start)
+        .map(|((&dim, &size), &start)| clamp_index(start, dim, size))
         .collect())
 }
 
+/// XLA's clamp of one start index into `[0, dim - size]` (`size <= dim`), in `u64` so that a
+/// dimension above `i64::MAX` cannot invert the range (`Ord::clamp` panics on `min > max`).
+fn clamp_index(start: i64, dim: usize, size: usize) -> u64 {
+    let last_start = (dim as u64).saturating_sub(size as u64);
+    // A negative start clamps to 0; `unsigned_abs` is not needed: any negative is below 0.
+    u64::try_from(start).map_or(0, |start| start.min(last_start))
+}
+
 #[cfg(test)]
+#[allow(clippy::arithmetic_side_effects)] // the model's i128 arithmetic cannot overflow
 mod tests {
     use super::*;
 
@@ -68,6 +85,96 @@ mod tests {
             vec![10]
         );
         assert_eq!(clamp_start(&[], &[], &[], "t").unwrap(), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn a_dimension_above_i64_max_clamps_without_panicking() {
+        // Issue 12, defect 1: operand [0, usize::MAX], slice [0, 1], start [0, 5] used to panic
+        // with "min > max" in `Ord::clamp`.
+        assert_eq!(
+            clamp_start(&[0, usize::MAX], &[0, 1], &[0, 5], "t").unwrap(),
+            vec![0, 5]
+        );
+        let huge = usize::MAX as u64;
+        assert_eq!(
+            clamp_start(&[usize::MAX], &[0], &[i64::MAX], "t").unwrap(),
+            vec![i64::MAX as u64]
+        );
+        assert_eq!(
+            clamp_start(&[usize::MAX], &[1], &[i64::MIN], "t").unwrap(),
+            vec![0]
+        );
+        assert_eq!(
+            clamp_start(&[usize::MAX, 3], &[usize::MAX, 3], &[i64::MAX, -1], "t").unwrap(),
+            vec![0, 0]
+        );
+        assert!(huge > i64::MAX as u64);
+    }
+
+    #[test]
+    fn zero_size_operands_and_extreme_starts_clamp_to_the_only_start() {
+        for start in [i64::MIN, -1, 0, 1, i64::MAX] {
+            assert_eq!(clamp_start(&[0], &[0], &[start], "t").unwrap(), vec![0]);
+            assert_eq!(
+                clamp_start(&[0, 7], &[0, 7], &[start, start], "t").unwrap(),
+                vec![0, 0]
+            );
+            assert_eq!(
+                clamp_start(&[5], &[2], &[start], "t").unwrap(),
+                vec![start.clamp(0, 3) as u64]
+            );
+        }
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Dimensions from tiny to past `i64::MAX`, sizes no larger, starts anywhere in `i64`.
+        fn case() -> impl Strategy<Value = (Vec<(usize, usize)>, Vec<i64>)> {
+            let dim = prop_oneof![
+                0..8usize,
+                Just(usize::MAX),
+                (i64::MAX as usize)..=usize::MAX
+            ];
+            let start = prop_oneof![any::<i64>(), Just(i64::MIN), Just(i64::MAX), -4..12i64];
+            proptest::collection::vec(
+                (dim, any::<prop::sample::Index>(), start),
+                0..=crate::MAX_RANK,
+            )
+            .prop_map(|dims| {
+                let sizes = dims
+                    .iter()
+                    .map(|(d, i, _)| {
+                        (
+                            *d,
+                            if *d == 0 {
+                                0
+                            } else {
+                                i.index(d.saturating_add(1).max(1))
+                            },
+                        )
+                    })
+                    .collect();
+                let starts = dims.iter().map(|(_, _, s)| *s).collect();
+                (sizes, starts)
+            })
+        }
+
+        proptest! {
+            /// Against the rule in i128 arithmetic, which nothing here can overflow.
+            #[test]
+            fn clamped_starts_follow_xla_for_every_dimension_and_start((dims, start) in case()) {
+                let operand: Vec<usize> = dims.iter().map(|d| d.0).collect();
+                let sizes: Vec<usize> = dims.iter().map(|d| d.1).collect();
+                let clamped = clamp_start(&operand, &sizes, &start, "t").unwrap();
+                for d in 0..operand.len() {
+                    let hi = operand[d] as i128 - sizes[d] as i128;
+                    let expected = (start[d] as i128).clamp(0, hi);
+                    prop_assert_eq!(clamped[d] as i128, expected);
+                }
+            }
+        }
     }
 
     #[test]

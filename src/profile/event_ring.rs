@@ -7,6 +7,7 @@
 //! The timeline keeps arena events here because the arena calls its event sink on every
 //! allocation and free: a lock there would cost as much as the allocation itself.
 
+use std::collections::TryReserveError;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 /// Records of `W` words. Writers must not overlap (the arena calls its sink under `&mut`);
@@ -28,19 +29,36 @@ impl<const W: usize> WordRing<W> {
     /// A ring holding at least the newest `capacity` records (0 holds nothing). It has
     /// `capacity + 1` slots rounded up to a power of two: the slot the writer may be filling
     /// is never read.
-    pub fn new(capacity: usize) -> Self {
+    ///
+    /// Errors (rather than aborting) when the slots' memory cannot be had: `None` when their
+    /// count does not fit in `usize`, else the allocator's refusal; the caller bounds
+    /// `capacity` and names it.
+    pub fn new(capacity: usize) -> Result<Self, Option<TryReserveError>> {
         let slots = if capacity == 0 {
             0
         } else {
-            (capacity + 1).next_power_of_two() as u64
+            capacity
+                .checked_add(1)
+                .and_then(usize::checked_next_power_of_two)
+                .ok_or(None)?
         };
-        WordRing {
-            records: (0..slots)
-                .map(|_| Record(std::array::from_fn(|_| AtomicU64::new(0))))
-                .collect(),
-            slots,
+        let mut records = Vec::new();
+        records.try_reserve_exact(slots).map_err(Some)?;
+        records.extend((0..slots).map(|_| Record(std::array::from_fn(|_| AtomicU64::new(0)))));
+        Ok(WordRing {
+            records: records.into_boxed_slice(),
+            slots: slots as u64,
             head: AtomicU64::new(0),
-        }
+        })
+    }
+
+    /// Bytes of the slots of a ring of `capacity` records (for error messages), saturating.
+    pub fn bytes_for(capacity: usize) -> u64 {
+        let slots = capacity
+            .checked_add(1)
+            .and_then(usize::checked_next_power_of_two)
+            .map_or(u64::MAX, |s| s as u64);
+        slots.saturating_mul(std::mem::size_of::<Record<W>>() as u64)
     }
 
     /// Records written since the ring was made.
@@ -67,11 +85,14 @@ impl<const W: usize> WordRing<W> {
     }
 
     /// The records with index `from` or later that are still intact, oldest first, with their
-    /// indices.
-    pub fn read_from(&self, from: u64) -> Vec<(u64, [u64; W])> {
+    /// indices, and `end`: the count of records written when the read began. Every record
+    /// returned has an index in `from..end`, so `end - from` (when `end >= from`) minus the
+    /// records returned is exactly the number of records of `from..end` that were overwritten,
+    /// whatever the writer does meanwhile.
+    pub fn read_from(&self, from: u64) -> RingRead<W> {
         let end = self.head.load(Ordering::Acquire);
         let start = from.max(end.saturating_sub(self.slots));
-        let mut records = Vec::with_capacity((end - start.min(end)) as usize);
+        let mut records = Vec::with_capacity(end.saturating_sub(start) as usize);
         for index in start..end {
             let slot = &self.records[(index & (self.slots - 1)) as usize];
             let mut record = [0u64; W];
@@ -84,9 +105,19 @@ impl<const W: usize> WordRing<W> {
         // The writer may have moved on while we copied: record `index` shares its slot with
         // `index + slots`, which is written (or being written) once `head` reaches it.
         let now = self.head.load(Ordering::Relaxed);
-        records.retain(|(index, _)| index + self.slots > now);
-        records
+        // `index + slots > now` without the sum (indices count records; they cannot near
+        // 2^64, but the comparison need not rely on that).
+        records.retain(|(index, _)| now - index < self.slots);
+        RingRead { records, end }
     }
+}
+
+/// What [`WordRing::read_from`] saw.
+pub(crate) struct RingRead<const W: usize> {
+    /// The intact records, oldest first, with their indices.
+    pub records: Vec<(u64, [u64; W])>,
+    /// Records written when the read began: every index returned is below it.
+    pub end: u64,
 }
 
 #[cfg(test)]
@@ -96,29 +127,29 @@ mod tests {
 
     #[test]
     fn the_ring_keeps_the_newest_records() {
-        let ring = WordRing::<2>::new(3); // 4 slots, one of them the writer's
+        let ring = WordRing::<2>::new(3).unwrap(); // 4 slots, one of them the writer's
         for i in 0..10 {
             ring.push([i, i * 10]);
         }
-        let records = ring.read_from(0);
+        let records = ring.read_from(0).records;
         let indices: Vec<u64> = records.iter().map(|r| r.0).collect();
         assert_eq!(indices, [7, 8, 9]);
         assert_eq!(records[0].1, [7, 70]);
-        assert_eq!(ring.read_from(8).len(), 2);
+        assert_eq!(ring.read_from(8).records.len(), 2);
         assert_eq!(ring.written(), 10);
     }
 
     #[test]
     fn an_empty_ring_counts_but_keeps_nothing() {
-        let ring = WordRing::<1>::new(0);
+        let ring = WordRing::<1>::new(0).unwrap();
         ring.push([1]);
-        assert!(ring.read_from(0).is_empty());
+        assert!(ring.read_from(0).records.is_empty());
         assert_eq!(ring.written(), 1);
     }
 
     #[test]
     fn readers_racing_the_writer_never_see_a_torn_record() {
-        let ring = Arc::new(WordRing::<4>::new(64));
+        let ring = Arc::new(WordRing::<4>::new(64).unwrap());
         let writer = {
             let ring = Arc::clone(&ring);
             std::thread::spawn(move || {
@@ -129,11 +160,58 @@ mod tests {
         };
         let mut checked = 0;
         while !writer.is_finished() || checked == 0 {
-            for (index, record) in ring.read_from(0) {
+            for (index, record) in ring.read_from(0).records {
                 assert_eq!(record, [index; 4], "torn record at {index}");
                 checked += 1;
             }
         }
         writer.join().unwrap();
+    }
+
+    #[test]
+    fn reads_racing_the_writer_account_for_every_record_below_their_end() {
+        // Several readers at once, each read checked against what it must contain: records in
+        // `from..end`, in order, intact, and `end` at least what was written before the read.
+        let ring = Arc::new(WordRing::<2>::new(15).unwrap());
+        let writing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let readers: Vec<_> = (0..3u64)
+            .map(|r| {
+                let (ring, writing) = (Arc::clone(&ring), Arc::clone(&writing));
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    while writing.load(Ordering::Acquire) || reads == 0 {
+                        let before = ring.written();
+                        let from = before.saturating_sub(r * 7);
+                        let read = ring.read_from(from);
+                        assert!(read.end >= before, "end {} < {before}", read.end);
+                        assert!(read.records.len() as u64 <= read.end.saturating_sub(from));
+                        let mut last = None;
+                        for (index, record) in &read.records {
+                            assert!((from..read.end).contains(index), "{index} outside");
+                            assert!(last < Some(*index), "out of order at {index}");
+                            assert_eq!(*record, [*index, !*index], "torn record");
+                            last = Some(*index);
+                        }
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for i in 0..300_000u64 {
+            ring.push([i, !i]);
+        }
+        writing.store(false, Ordering::Release);
+        for reader in readers {
+            assert!(reader.join().unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn a_ring_too_large_to_address_is_an_error_not_an_abort() {
+        assert!(matches!(WordRing::<8>::new(usize::MAX), Err(None)));
+        assert!(WordRing::<8>::new(usize::MAX / 2).is_err());
+        assert_eq!(WordRing::<8>::bytes_for(3), 4 * 64);
+        assert_eq!(WordRing::<8>::bytes_for(usize::MAX), u64::MAX);
     }
 }

@@ -8,17 +8,31 @@ use std::marker::PhantomData;
 /// arrays `model/layer3`, as JAX's `named_scope` does.
 pub const SCOPE_SEPARATOR: &str = "/";
 
+/// The scopes open on one thread.
+#[derive(Default)]
+struct Scopes {
+    /// Open scopes, oldest first: each guard's number and name.
+    open: Vec<(u64, String)>,
+    /// Their names joined by [`SCOPE_SEPARATOR`] ("" when none): read at every allocation, so
+    /// kept ready rather than joined each time.
+    joined: String,
+    /// The number of the next scope.
+    next_id: u64,
+}
+
 thread_local! {
-    /// The joined label of the scopes open on this thread ("" when none), and the length of
-    /// the joined label before each scope was opened, so closing one truncates it.
-    static SCOPES: RefCell<(String, Vec<usize>)> = const { RefCell::new((String::new(), Vec::new())) };
+    static SCOPES: RefCell<Scopes> = RefCell::new(Scopes::default());
 }
 
 /// Keeps a label scope open; dropping it closes the scope. Made by [`label_scope`].
 ///
+/// Scopes may be closed in any order: dropping one removes exactly its own name, and the names
+/// of the scopes still open stay in force, oldest outermost.
+///
 /// The guard is neither `Send` nor `Sync`: the scope belongs to the thread that opened it.
 #[must_use = "the scope closes when the guard is dropped; bind it with `let _scope = ...`"]
 pub struct LabelScope {
+    id: u64,
     _not_send: PhantomData<*const ()>,
 }
 
@@ -38,15 +52,21 @@ pub struct LabelScope {
 /// # Ok::<(), gpu_arena::Error>(())
 /// ```
 pub fn label_scope(name: &str) -> LabelScope {
-    SCOPES.with(|scopes| {
-        let (joined, starts) = &mut *scopes.borrow_mut();
-        starts.push(joined.len());
-        if !joined.is_empty() {
-            joined.push_str(SCOPE_SEPARATOR);
+    let id = SCOPES.with(|scopes| {
+        let scopes = &mut *scopes.borrow_mut();
+        // A u64 count of scopes opened on one thread cannot wrap in practice; wrapping would
+        // still number the scopes open at once apart.
+        let id = scopes.next_id;
+        scopes.next_id = id.wrapping_add(1);
+        if !scopes.open.is_empty() {
+            scopes.joined.push_str(SCOPE_SEPARATOR);
         }
-        joined.push_str(name);
+        scopes.joined.push_str(name);
+        scopes.open.push((id, name.to_string()));
+        id
     });
     LabelScope {
+        id,
         _not_send: PhantomData,
     }
 }
@@ -54,19 +74,34 @@ pub fn label_scope(name: &str) -> LabelScope {
 /// The label of the scopes open on this thread, if any.
 pub fn current_label_scope() -> Option<String> {
     SCOPES.with(|scopes| {
-        let (joined, starts) = &*scopes.borrow();
-        (!starts.is_empty()).then(|| joined.clone())
+        let scopes = scopes.borrow();
+        (!scopes.open.is_empty()).then(|| scopes.joined.clone())
     })
 }
 
 impl Drop for LabelScope {
     fn drop(&mut self) {
-        SCOPES.with(|scopes| {
-            let (joined, starts) = &mut *scopes.borrow_mut();
-            // Guards drop in reverse order of creation unless moved around; either way the
-            // newest scope closes, which is what a caller dropping "a" guard can expect.
-            if let Some(start) = starts.pop() {
-                joined.truncate(start);
+        // `try_with`: a guard kept in another thread-local may drop after this thread's scopes
+        // are gone, when there is nothing left to close.
+        let _ = SCOPES.try_with(|scopes| {
+            let scopes = &mut *scopes.borrow_mut();
+            let Some(at) = scopes.open.iter().rposition(|(id, _)| *id == self.id) else {
+                return;
+            };
+            scopes.open.remove(at);
+            // Closing the newest scope (the usual case) cuts the joined label back; any other
+            // is rejoined from the scopes still open.
+            if at == scopes.open.len() {
+                let kept = scopes.open.iter().map(|(_, n)| n.len()).sum::<usize>();
+                let separators = scopes.open.len().saturating_sub(1) * SCOPE_SEPARATOR.len();
+                scopes.joined.truncate(kept + separators);
+            } else {
+                scopes.joined = scopes
+                    .open
+                    .iter()
+                    .map(|(_, n)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(SCOPE_SEPARATOR);
             }
         });
     }
@@ -80,8 +115,7 @@ pub(crate) fn with_scoped_label<R>(explicit: Option<&str>, f: impl FnOnce(Option
     }
     SCOPES.with(|scopes| {
         let scopes = scopes.borrow();
-        let (joined, starts) = &*scopes;
-        f((!starts.is_empty()).then_some(joined.as_str()))
+        f((!scopes.open.is_empty()).then_some(scopes.joined.as_str()))
     })
 }
 
@@ -103,5 +137,49 @@ mod tests {
         drop(outer);
         assert_eq!(current_label_scope(), None);
         with_scoped_label(None, |l| assert_eq!(l, None));
+    }
+
+    #[test]
+    fn closing_an_outer_scope_first_leaves_the_inner_one_in_force() {
+        let outer = label_scope("model");
+        let inner = label_scope("layer3");
+        drop(outer);
+        assert_eq!(current_label_scope().as_deref(), Some("layer3"));
+        let newer = label_scope("attn");
+        assert_eq!(current_label_scope().as_deref(), Some("layer3/attn"));
+        drop(inner);
+        assert_eq!(current_label_scope().as_deref(), Some("attn"));
+        drop(newer);
+        assert_eq!(current_label_scope(), None);
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The label in force is always the open scopes' names, oldest first, whatever
+            /// order scopes are opened and closed in.
+            #[test]
+            fn scopes_closed_in_any_order_leave_exactly_the_open_ones_in_force(
+                ops in proptest::collection::vec((any::<bool>(), any::<prop::sample::Index>(), "[a-z]{0,3}"), 0..40),
+            ) {
+                let mut open: Vec<(LabelScope, String)> = Vec::new();
+                for (close, which, name) in ops {
+                    if close && !open.is_empty() {
+                        drop(open.remove(which.index(open.len())));
+                    } else {
+                        open.push((label_scope(&name), name));
+                    }
+                    let expected = (!open.is_empty()).then(|| {
+                        open.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(SCOPE_SEPARATOR)
+                    });
+                    prop_assert_eq!(current_label_scope(), expected.clone());
+                    with_scoped_label(None, |l| assert_eq!(l, expected.as_deref()));
+                }
+                drop(open);
+                prop_assert_eq!(current_label_scope(), None);
+            }
+        }
     }
 }

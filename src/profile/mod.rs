@@ -41,5 +41,5 @@ pub use stats::ContextMemoryStats;
 pub(crate) use timeline::{attach as attach_timeline, Record};
 pub use timeline::{
     MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
-    DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_LABELS,
+    DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_CAPACITY, MAX_TIMELINE_LABELS,
 };

@@ -73,11 +73,12 @@ impl SnapshotRegion {
     }
 
     fn bytes_in(&self, state: ChunkState) -> u64 {
+        // Saturating: a snapshot read from JSON may hold any sizes.
         self.chunks
             .iter()
             .filter(|c| c.state == state)
             .map(|c| c.size)
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 }
 

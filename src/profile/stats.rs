@@ -41,8 +41,8 @@ impl ContextMemoryStats {
         let t = &self.transfers;
         [t.host_to_device, t.device_to_host, t.device_to_device]
             .iter()
-            .map(|d| d.explicit.bytes + d.implicit.bytes)
-            .sum()
+            .map(|d| d.explicit.bytes.saturating_add(d.implicit.bytes))
+            .fold(0, u64::saturating_add)
     }
 }
 

@@ -9,18 +9,16 @@
 
 use super::event_ring::WordRing;
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
+use crate::config::TransferDirection;
+use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
-use crate::transfer::TransferDirection;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// Events kept when the timeline is turned on without a size (`GPU_ARENA_TIMELINE=on`): the
-/// arena ring then has exactly 2^18 slots of 72 bytes (one is the writer's), 18 MiB of host
-/// memory, enough for minutes of a training loop's allocations.
-pub const DEFAULT_TIMELINE_CAPACITY: usize = (1 << 18) - 1;
+pub use crate::config::{DEFAULT_TIMELINE_CAPACITY, MAX_TIMELINE_CAPACITY};
 
 /// Distinct labels the timeline interns; later new labels are recorded as
 /// [`LABEL_TABLE_FULL`]. Bounds the host memory a program that makes up a label per array
@@ -265,7 +263,7 @@ impl Labels {
 /// #     fn create_region(&mut self, _: u64) -> Result<RegionId, String> { Ok(RegionId(0)) }
 /// #     fn release_region(&mut self, _: RegionId) {}
 /// # }
-/// let timeline = std::sync::Arc::new(Timeline::new(1024));
+/// let timeline = std::sync::Arc::new(Timeline::new(1024)?);
 /// let mut arena = Arena::new(ArenaOptions::preallocated(1 << 20));
 /// arena.set_event_sink(timeline.event_sink());
 /// timeline.refresh_clock(); // the next event reads the clock
@@ -273,7 +271,7 @@ impl Labels {
 /// arena.free(a.id, None, &mut Heap)?;
 /// // A region reserve, the allocation and the free.
 /// assert_eq!(timeline.snapshot().events.len(), 3);
-/// # Ok::<(), gpu_arena::arena::ArenaError>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Timeline {
     origin: Instant,
@@ -316,19 +314,34 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Timeline {
     /// A timeline keeping the newest `capacity` events; time 0 is now. The arena ring's memory
-    /// (`capacity + 1` rounded up to a power of two, 72 bytes each) is allocated here, once.
-    pub fn new(capacity: usize) -> Timeline {
-        Timeline {
+    /// (`capacity + 1` rounded up to a power of two, 64 bytes each) is allocated here, once.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a capacity above [`MAX_TIMELINE_CAPACITY`], and
+    /// [`Error::HostAllocation`] when the host cannot give the ring's memory.
+    pub fn new(capacity: usize) -> Result<Timeline> {
+        if capacity > MAX_TIMELINE_CAPACITY {
+            return Err(Error::InvalidArgument {
+                operation: "Timeline::new",
+                reason: format!(
+                    "a capacity of {capacity} events is above the largest, {MAX_TIMELINE_CAPACITY}"
+                ),
+            });
+        }
+        let arena = WordRing::new(capacity).map_err(|_| Error::HostAllocation {
+            purpose: format!("a memory timeline of {capacity} events"),
+            bytes: WordRing::<ARENA_WORDS>::bytes_for(capacity),
+        })?;
+        Ok(Timeline {
             origin: Instant::now(),
             capacity,
-            arena: WordRing::new(capacity),
+            arena,
             arena_cleared: AtomicU64::new(0),
             sink_taken: AtomicBool::new(false),
             context: Mutex::new(ContextRing::default()),
             labels: Mutex::new(Labels::default()),
             latest_ns: AtomicU64::new(0),
             stale: AtomicBool::new(true),
-        }
+        })
     }
 
     /// The number of events kept.
@@ -498,6 +511,7 @@ impl Timeline {
         let [bytes_in_use, bytes_reserved] = self
             .arena
             .read_from(self.arena.written().saturating_sub(1))
+            .records
             .last()
             .map_or([0, 0], |(_, r)| [r[1], r[2]]);
         let event = ContextEvent {
@@ -520,8 +534,11 @@ impl Timeline {
 
     /// Number of events held now (at most the capacity).
     pub fn len(&self) -> usize {
-        let arena = (self.arena.written() - self.arena_cleared.load(Ordering::Acquire))
-            .min(self.capacity as u64) as usize;
+        // `cleared` first: it only ever takes values `written` had, so `written` read after it
+        // is at least as large (a `clear` racing this call cannot make the difference wrap).
+        let cleared = self.arena_cleared.load(Ordering::Acquire);
+        let arena =
+            (self.arena.written().saturating_sub(cleared)).min(self.capacity as u64) as usize;
         (arena + lock(&self.context).events.len()).min(self.capacity)
     }
 
@@ -545,8 +562,10 @@ impl Timeline {
     /// the same stamp keep their order).
     pub fn snapshot(&self) -> MemoryTimeline {
         let cleared = self.arena_cleared.load(Ordering::Acquire);
-        let written = self.arena.written();
-        let arena = self.arena.read_from(cleared);
+        // One read of the ring: its `end` and its records agree however far the writer gets
+        // meanwhile (reading the count separately let a racing writer make `dropped` wrap).
+        let read = self.arena.read_from(cleared);
+        let arena = read.records;
         let (context, context_dropped) = {
             let ring = lock(&self.context);
             (
@@ -557,7 +576,13 @@ impl Timeline {
         let names = lock(&self.labels).names.clone();
         let label = |index: u32| names.get(index as usize).map(|l| l.to_string());
 
-        let mut dropped = (written.max(cleared) - cleared - arena.len() as u64) + context_dropped;
+        // Records `cleared..end` the ring no longer holds; `read_from` returns only records of
+        // that range, so this cannot go below zero (saturating all the same).
+        let arena_dropped = read
+            .end
+            .saturating_sub(cleared)
+            .saturating_sub(arena.len() as u64);
+        let mut dropped = arena_dropped.saturating_add(context_dropped);
         let mut events: Vec<TimelineEvent> = Vec::with_capacity(arena.len() + context.len());
         for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d]) in arena {
             let kind = match tag & 0xff {
@@ -630,7 +655,7 @@ impl Timeline {
         if events.len() > self.capacity {
             let excess = events.len() - self.capacity;
             events.drain(..excess);
-            dropped += excess as u64;
+            dropped = dropped.saturating_add(excess as u64);
         }
         MemoryTimeline {
             events,
@@ -642,16 +667,18 @@ impl Timeline {
 
 /// The context's timeline: `None` when `config.timeline_capacity` is 0 (nothing is installed
 /// and the hooks cost a branch), else a new ring wired to `arena` as its event sink.
+///
+/// Errors: as [`Timeline::new`] (the configuration's bound is the same).
 pub(crate) fn attach(
     config: &crate::config::ArenaConfig,
     arena: &mut crate::arena::Arena,
-) -> Option<Arc<Timeline>> {
+) -> Result<Option<Arc<Timeline>>> {
     if config.timeline_capacity == 0 {
-        return None;
+        return Ok(None);
     }
-    let timeline = Arc::new(Timeline::new(config.timeline_capacity));
+    let timeline = Arc::new(Timeline::new(config.timeline_capacity)?);
     arena.set_event_sink(timeline.event_sink());
-    Some(timeline)
+    Ok(Some(timeline))
 }
 
 impl crate::context::Context {
@@ -688,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_keeps_the_newest_events_and_counts_the_rest() {
-        let timeline = Timeline::new(3);
+        let timeline = Timeline::new(3).unwrap();
         for id in 1..=5 {
             timeline.record_arena(&alloc(id, None));
         }
@@ -707,7 +734,7 @@ mod tests {
 
     #[test]
     fn labels_are_interned_and_given_back_as_text() {
-        let timeline = Timeline::new(8);
+        let timeline = Timeline::new(8).unwrap();
         timeline.record_arena(&alloc(1, Some("kv")));
         timeline.record_arena(&alloc(2, Some("kv")));
         timeline.record_arena(&alloc(3, None));
@@ -726,7 +753,7 @@ mod tests {
 
     #[test]
     fn transfers_carry_the_latest_counters_and_their_start_time() {
-        let timeline = Timeline::new(8);
+        let timeline = Timeline::new(8).unwrap();
         let started = Instant::now();
         timeline.record_arena(&alloc(2, None));
         timeline.record(Record::Transfer {
@@ -747,7 +774,7 @@ mod tests {
 
     #[test]
     fn a_zero_capacity_ring_holds_nothing() {
-        let timeline = Timeline::new(0);
+        let timeline = Timeline::new(0).unwrap();
         timeline.record_arena(&alloc(1, None));
         assert!(timeline.is_empty());
         assert_eq!(timeline.snapshot().dropped, 1);

@@ -27,10 +27,11 @@ pub enum RematError {
     ZeroInterval,
     /// No plan fits the budget.
     #[error(
-        "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget that \
-         holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
-         activations whose peak is {smallest_peak} bytes). Raise the budget to at least that, \
-         or split the layers with the largest activations",
+        "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget found \
+         that holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
+         activations whose peak is {smallest_peak} bytes). Plan with that budget, or split the \
+         layers with the largest activations (best fit places buffers differently in arenas \
+         of different sizes, so that budget can even be below this one)",
         Bytes(*.budget),
         Bytes(*.smallest_budget)
     )]
@@ -39,7 +40,10 @@ pub enum RematError {
         budget: u64,
         /// The smallest budget the same policy accepts: planning again with it succeeds. For
         /// [`Budget`](super::CheckpointPolicy::Budget), the smallest arena found that holds
-        /// one of the plans the search tries (256 bytes less holds none of them); for
+        /// one of the plans the search tries (256 bytes less holds none of them). Best fit
+        /// places buffers by the sizes of the holes, and the last hole's size depends on the
+        /// arena's, so which sizes hold a plan is not one interval: this can be *below* the
+        /// budget asked for (which then held none of the plans). For
         /// [`PeakBudget`](super::CheckpointPolicy::PeakBudget), their smallest peak.
         smallest_budget: u64,
         /// The peak bytes in use of that plan.

@@ -69,7 +69,12 @@ impl<'data> UploadBatch<'data> {
         data: &'data [T],
         shape: &[usize],
     ) -> Result<PendingArray<T>> {
-        crate::array::check_shape(shape, Some(data.len()), "UploadBatch::put")?;
+        crate::array::check_shape(
+            shape,
+            Some(data.len()),
+            std::mem::size_of::<T>(),
+            "UploadBatch::put",
+        )?;
         let bytes: &'data [u8] = bytemuck::cast_slice(data);
         self.ctx.inner.guard(
             TransferDirection::HostToDevice,

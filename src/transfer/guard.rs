@@ -3,191 +3,60 @@
 //! Levels apply to *implicit* transfers (host data where a device array is expected,
 //! `DeviceArray::to_vec`, `Display`, comparisons with host values); the `_explicit` levels apply
 //! to explicit ones (`device_put`, `device_get`, batches, `copy`) too. The level in force is the
-//! innermost [`TransferGuard::scoped`] on this thread, else the context's (from the environment:
-//! `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE|_DEVICE_TO_HOST|_DEVICE_TO_DEVICE]`, with
-//! `JAX_TRANSFER_GUARD[...]` accepted as aliases).
+//! newest live [`TransferGuard`] on this thread for that direction, else the context's (from
+//! the environment: `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE|_DEVICE_TO_HOST|_DEVICE_TO_DEVICE]`,
+//! with `JAX_TRANSFER_GUARD[...]` accepted as aliases).
+//!
+//! The levels themselves are configuration data ([`crate::config::TransferGuardLevels`]); this
+//! file holds what acts on them: the scoped overrides and the check each transfer makes.
 
+use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 use crate::error::{Error, Result};
-use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 
-/// Which way data moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TransferDirection {
-    /// Host memory to device memory (uploads).
-    HostToDevice,
-    /// Device memory to host memory (readbacks).
-    DeviceToHost,
-    /// One device array to another.
-    DeviceToDevice,
-}
-
-impl TransferDirection {
-    /// All three directions, in a fixed order.
-    pub const ALL: [TransferDirection; 3] = [
-        TransferDirection::HostToDevice,
-        TransferDirection::DeviceToHost,
-        TransferDirection::DeviceToDevice,
-    ];
-
-    pub(crate) fn index(self) -> usize {
-        self as usize
-    }
-
-    fn env_suffix(self) -> &'static str {
-        match self {
-            Self::HostToDevice => "HOST_TO_DEVICE",
-            Self::DeviceToHost => "DEVICE_TO_HOST",
-            Self::DeviceToDevice => "DEVICE_TO_DEVICE",
-        }
-    }
-}
-
-impl std::fmt::Display for TransferDirection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::HostToDevice => "host-to-device",
-            Self::DeviceToHost => "device-to-host",
-            Self::DeviceToDevice => "device-to-device",
-        })
-    }
-}
-
-/// What the guard does with a transfer (JAX's levels).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum TransferGuardLevel {
-    /// Everything passes silently (the default).
-    #[default]
-    Allow,
-    /// Implicit transfers pass with a `log::warn!`.
-    Log,
-    /// Implicit transfers fail; explicit ones pass.
-    Disallow,
-    /// Every transfer passes with a `log::warn!`.
-    LogExplicit,
-    /// Every transfer fails.
-    DisallowExplicit,
-}
-
-impl TransferGuardLevel {
-    /// Parses `allow`, `log`, `disallow`, `log_explicit`, `disallow_explicit`.
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text.trim().to_ascii_lowercase().as_str() {
-            "allow" => Self::Allow,
-            "log" => Self::Log,
-            "disallow" => Self::Disallow,
-            "log_explicit" => Self::LogExplicit,
-            "disallow_explicit" => Self::DisallowExplicit,
-            _ => return None,
-        })
-    }
-
-    fn verdict(self, explicit: bool) -> Verdict {
-        match (self, explicit) {
-            (Self::Allow, _) => Verdict::Pass,
-            (Self::Log, false) | (Self::LogExplicit, _) => Verdict::Log,
-            (Self::Log, true) | (Self::Disallow, true) => Verdict::Pass,
-            (Self::Disallow, false) | (Self::DisallowExplicit, _) => Verdict::Refuse,
-        }
-    }
-}
-
+/// What the guard does with one transfer.
 enum Verdict {
     Pass,
     Log,
     Refuse,
 }
 
-/// The guard level of each direction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct TransferGuardLevels {
-    /// Host to device.
-    pub host_to_device: TransferGuardLevel,
-    /// Device to host.
-    pub device_to_host: TransferGuardLevel,
-    /// Device to device.
-    pub device_to_device: TransferGuardLevel,
+/// JAX's table: the plain levels watch implicit transfers, the `_explicit` ones every transfer.
+fn verdict(level: TransferGuardLevel, explicit: bool) -> Verdict {
+    use TransferGuardLevel::*;
+    match (level, explicit) {
+        (Allow, _) => Verdict::Pass,
+        (Log, false) | (LogExplicit, _) => Verdict::Log,
+        (Log, true) | (Disallow, true) => Verdict::Pass,
+        (Disallow, false) | (DisallowExplicit, _) => Verdict::Refuse,
+    }
 }
 
-impl TransferGuardLevels {
-    /// The same level for every direction.
-    pub fn all(level: TransferGuardLevel) -> Self {
-        Self {
-            host_to_device: level,
-            device_to_host: level,
-            device_to_device: level,
-        }
-    }
+/// One live scoped override.
+struct Scoped {
+    /// The guard's own number on this thread, so that dropping it removes exactly its entry.
+    id: u64,
+    /// The direction it sets, or `None` for all.
+    direction: Option<TransferDirection>,
+    level: TransferGuardLevel,
+}
 
-    /// The level for one direction.
-    pub fn get(&self, direction: TransferDirection) -> TransferGuardLevel {
-        match direction {
-            TransferDirection::HostToDevice => self.host_to_device,
-            TransferDirection::DeviceToHost => self.device_to_host,
-            TransferDirection::DeviceToDevice => self.device_to_device,
-        }
-    }
-
-    fn set(&mut self, direction: TransferDirection, level: TransferGuardLevel) {
-        match direction {
-            TransferDirection::HostToDevice => self.host_to_device = level,
-            TransferDirection::DeviceToHost => self.device_to_host = level,
-            TransferDirection::DeviceToDevice => self.device_to_device = level,
-        }
-    }
-
-    /// Levels from the process environment (see the module docs); unset means `allow`.
-    pub fn from_env() -> Result<Self> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Like [`TransferGuardLevels::from_env`] through a lookup function. The per-direction
-    /// variables override the all-directions one; ours win over JAX's.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let read = |names: [String; 2]| -> Result<Option<TransferGuardLevel>> {
-            for name in names {
-                if let Some(value) = lookup(&name) {
-                    return TransferGuardLevel::parse(&value).map(Some).ok_or_else(|| {
-                        Error::Config {
-                            variable: name,
-                            value,
-                            expected:
-                                "one of allow, log, disallow, log_explicit, disallow_explicit"
-                                    .into(),
-                        }
-                    });
-                }
-            }
-            Ok(None)
-        };
-        let base = read([
-            "GPU_ARENA_TRANSFER_GUARD".into(),
-            "JAX_TRANSFER_GUARD".into(),
-        ])?
-        .unwrap_or_default();
-        let mut levels = Self::all(base);
-        for direction in TransferDirection::ALL {
-            let suffix = direction.env_suffix();
-            if let Some(level) = read([
-                format!("GPU_ARENA_TRANSFER_GUARD_{suffix}"),
-                format!("JAX_TRANSFER_GUARD_{suffix}"),
-            ])? {
-                levels.set(direction, level);
-            }
-        }
-        Ok(levels)
-    }
+/// This thread's live overrides, oldest first, and the number of the next guard.
+#[derive(Default)]
+struct ScopedStack {
+    live: Vec<Scoped>,
+    next_id: u64,
 }
 
 thread_local! {
-    /// Scoped overrides of this thread, innermost last: (direction or all, level).
-    static SCOPED: RefCell<Vec<(Option<TransferDirection>, TransferGuardLevel)>> =
-        const { RefCell::new(Vec::new()) };
+    static SCOPED: RefCell<ScopedStack> = RefCell::new(ScopedStack::default());
 }
 
-/// A scoped guard level on the current thread, restored when dropped (nestable).
+/// A scoped guard level on the current thread, in force until dropped (nestable).
+///
+/// The newest live guard wins for the directions it sets. Guards may be dropped in any order:
+/// dropping one removes exactly its own level, and the newest of the guards still alive is in
+/// force again (not the level that was in force when the dropped one was made).
 ///
 /// ```no_run
 /// use gpu_arena::{TransferGuard, TransferGuardLevel};
@@ -196,7 +65,7 @@ thread_local! {
 /// ```
 #[must_use = "the guard level holds only while the returned value lives"]
 pub struct TransferGuard {
-    depth: usize,
+    id: u64,
     // Not Send: the override belongs to the thread that made it.
     _not_send: std::marker::PhantomData<*const ()>,
 }
@@ -213,13 +82,21 @@ impl TransferGuard {
     }
 
     fn push(direction: Option<TransferDirection>, level: TransferGuardLevel) -> Self {
-        let depth = SCOPED.with(|s| {
+        let id = SCOPED.with(|s| {
             let mut s = s.borrow_mut();
-            s.push((direction, level));
-            s.len()
+            // A u64 counter of guards made on one thread cannot wrap in practice; wrapping
+            // would still give distinct ids to any set of guards alive at once.
+            let id = s.next_id;
+            s.next_id = s.next_id.wrapping_add(1);
+            s.live.push(Scoped {
+                id,
+                direction,
+                level,
+            });
+            id
         });
         Self {
-            depth,
+            id,
             _not_send: std::marker::PhantomData,
         }
     }
@@ -227,9 +104,14 @@ impl TransferGuard {
 
 impl Drop for TransferGuard {
     fn drop(&mut self) {
-        // Guards drop in reverse order in normal code; if one outlives an inner one we still
-        // cut back to the level that was in force when it was made.
-        SCOPED.with(|s| s.borrow_mut().truncate(self.depth - 1));
+        // `try_with`: a guard kept in another thread-local may drop after this thread's stack
+        // is gone, when there is nothing left to restore.
+        let _ = SCOPED.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if let Some(at) = s.live.iter().rposition(|g| g.id == self.id) {
+                s.live.remove(at);
+            }
+        });
     }
 }
 
@@ -238,14 +120,18 @@ pub(crate) fn effective_level(
     defaults: &TransferGuardLevels,
     direction: TransferDirection,
 ) -> TransferGuardLevel {
-    SCOPED.with(|s| {
+    let scoped = SCOPED.try_with(|s| {
         s.borrow()
+            .live
             .iter()
             .rev()
-            .find(|(d, _)| d.is_none_or(|d| d == direction))
-            .map(|&(_, level)| level)
-            .unwrap_or_else(|| defaults.get(direction))
-    })
+            .find(|g| g.direction.is_none_or(|d| d == direction))
+            .map(|g| g.level)
+    });
+    scoped
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| defaults.get(direction))
 }
 
 /// Checks one transfer against the guard: `Ok` to go ahead (after logging when asked), or the
@@ -258,7 +144,7 @@ pub(crate) fn check(
     explicit: bool,
 ) -> Result<()> {
     let explicitness = if explicit { "explicit" } else { "implicit" };
-    match effective_level(defaults, direction).verdict(explicit) {
+    match verdict(effective_level(defaults, direction), explicit) {
         Verdict::Pass => Ok(()),
         Verdict::Log => {
             log::warn!("{direction} transfer: {bytes} bytes by {operation} ({explicitness})");
@@ -276,15 +162,6 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn levels_from(pairs: &[(&str, &str)]) -> Result<TransferGuardLevels> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        TransferGuardLevels::from_lookup(|n| map.get(n).cloned())
-    }
 
     #[test]
     fn each_level_treats_implicit_and_explicit_as_jax_does() {
@@ -378,34 +255,91 @@ mod tests {
     }
 
     #[test]
-    fn env_reads_all_directions_then_per_direction_with_jax_aliases() {
-        let levels = levels_from(&[
-            ("JAX_TRANSFER_GUARD", "disallow"),
-            ("GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_HOST", "log_explicit"),
-            ("JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE", "allow"),
-        ])
-        .unwrap();
-        assert_eq!(levels.host_to_device, TransferGuardLevel::Disallow);
-        assert_eq!(levels.device_to_host, TransferGuardLevel::LogExplicit);
-        assert_eq!(levels.device_to_device, TransferGuardLevel::Allow);
-        let ours = levels_from(&[
-            ("GPU_ARENA_TRANSFER_GUARD", "log"),
-            ("JAX_TRANSFER_GUARD", "disallow"),
-        ])
-        .unwrap();
-        assert_eq!(ours, TransferGuardLevels::all(TransferGuardLevel::Log));
-        assert_eq!(levels_from(&[]).unwrap(), TransferGuardLevels::default());
+    fn dropping_a_stale_guard_leaves_a_newer_live_guard_in_force() {
+        // The sequence of issue 12: g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2.
+        let defaults = TransferGuardLevels::default();
+        let d2h = TransferDirection::DeviceToHost;
+        let g1 = TransferGuard::scoped(TransferGuardLevel::Log);
+        let g2 = TransferGuard::scoped(TransferGuardLevel::Allow);
+        drop(g1);
+        let g3 = TransferGuard::scoped(TransferGuardLevel::Log);
+        let g4 = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+        drop(g2);
+        assert_eq!(
+            effective_level(&defaults, d2h),
+            TransferGuardLevel::DisallowExplicit
+        );
+        assert!(check(&defaults, d2h, 4, "device_get", true).is_err());
+        drop(g4);
+        assert_eq!(effective_level(&defaults, d2h), TransferGuardLevel::Log);
+        drop(g3);
+        assert_eq!(effective_level(&defaults, d2h), TransferGuardLevel::Allow);
     }
 
-    #[test]
-    fn bad_guard_value_names_variable_and_levels() {
-        let msg = levels_from(&[("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE", "never")])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.contains("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE"),
-            "{msg}"
-        );
-        assert!(msg.contains("disallow_explicit"), "{msg}");
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Clone, Debug)]
+        enum Op {
+            /// A new guard for one direction (index into ALL) or all of them.
+            Push(Option<usize>, usize),
+            /// Drop the live guard at this position (modulo the number alive).
+            Drop(usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (proptest::option::of(0..3usize), 0..5usize).prop_map(|(d, l)| Op::Push(d, l)),
+                any::<usize>().prop_map(Op::Drop),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// The level in force is always the newest live guard for the direction (else the
+            /// context's default), whatever order guards are made and dropped in.
+            #[test]
+            fn guards_dropped_in_any_order_leave_exactly_the_live_ones_in_force(
+                ops in proptest::collection::vec(op(), 0..40),
+                default in 0..5usize,
+            ) {
+                let defaults = TransferGuardLevels::all(TransferGuardLevel::ALL[default]);
+                // Guards alive, oldest first, next to the model's (direction, level).
+                let mut live: Vec<(TransferGuard, Option<TransferDirection>, TransferGuardLevel)> =
+                    Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Push(direction, level) => {
+                            let direction = direction.map(|d| TransferDirection::ALL[d]);
+                            let level = TransferGuardLevel::ALL[level];
+                            let guard = match direction {
+                                Some(d) => TransferGuard::scoped_direction(d, level),
+                                None => TransferGuard::scoped(level),
+                            };
+                            live.push((guard, direction, level));
+                        }
+                        Op::Drop(at) if !live.is_empty() => {
+                            let at = at % live.len();
+                            drop(live.remove(at));
+                        }
+                        Op::Drop(_) => {}
+                    }
+                    for direction in TransferDirection::ALL {
+                        let expected = live
+                            .iter()
+                            .rev()
+                            .find(|(_, d, _)| d.is_none_or(|d| d == direction))
+                            .map_or(defaults.get(direction), |&(_, _, level)| level);
+                        prop_assert_eq!(effective_level(&defaults, direction), expected);
+                    }
+                }
+                drop(live);
+                for direction in TransferDirection::ALL {
+                    prop_assert_eq!(effective_level(&defaults, direction), defaults.get(direction));
+                }
+            }
+        }
     }
 }

@@ -23,7 +23,9 @@ pub(crate) mod staging;
 mod stats;
 
 pub use batch::{FinishedUpload, PendingArray, UploadBatch};
-pub use guard::{TransferDirection, TransferGuard, TransferGuardLevel, TransferGuardLevels};
+pub use guard::TransferGuard;
+// The guard's levels are configuration (`crate::config`); re-exported where they were first.
+pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use guard::check as check_guard;
@@ -97,7 +99,7 @@ impl Context {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        check_shape(shape, Some(data.len()), operation)?;
+        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.inner.guard(
@@ -142,14 +144,17 @@ impl Context {
             a.check_ready(&self.inner, operation)?;
         }
         let started = std::time::Instant::now();
-        let total: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
+        // The same array may be named many times: the sum is the caller's to choose.
+        let total = arrays
+            .iter()
+            .try_fold(0u64, |sum, a| sum.checked_add(a.size_in_bytes()))
+            .ok_or_else(|| Error::HostAllocation {
+                purpose: format!("{operation} of {} arrays", arrays.len()),
+                bytes: u64::MAX,
+            })?;
         self.inner
             .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
-        // calloc-backed: large outputs are not written twice (the copy threads fault the pages in).
-        let mut outputs: Vec<Vec<T>> = arrays
-            .iter()
-            .map(|a| bytemuck::zeroed_vec(a.len()))
-            .collect();
+        let mut outputs = host_outputs(arrays, total, operation)?;
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
@@ -188,6 +193,28 @@ impl Context {
         });
         Ok(outputs)
     }
+}
+
+/// Zeroed host vectors for a readback of `arrays` (`total` bytes in all), allocated fallibly:
+/// the caller chose their sizes, so running out of host memory is an error, not an abort.
+/// calloc-backed, so large outputs are not written twice (the copy threads fault the pages in).
+fn host_outputs<T: bytemuck::Pod>(
+    arrays: &[&DeviceArray<T>],
+    total: u64,
+    operation: &'static str,
+) -> Result<Vec<Vec<T>>> {
+    let refuse = || Error::HostAllocation {
+        purpose: format!("the result of {operation}"),
+        bytes: total,
+    };
+    let mut outputs = Vec::new();
+    outputs
+        .try_reserve_exact(arrays.len())
+        .map_err(|_| refuse())?;
+    for array in arrays {
+        outputs.push(bytemuck::allocation::try_zeroed_vec(array.len()).map_err(|()| refuse())?);
+    }
+    Ok(outputs)
 }
 
 /// Writes `bytes` straight into the array's mapped memory when zero-copy applies.

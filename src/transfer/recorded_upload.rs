@@ -39,7 +39,7 @@ impl Sequence {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        check_shape(shape, Some(data.len()), operation)?;
+        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let inner = std::sync::Arc::clone(&self.ctx.inner);

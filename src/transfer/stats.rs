@@ -73,3 +73,73 @@ impl TransferCounters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    fn flatten(stats: &TransferStats) -> [u64; 12] {
+        let mut out = [0; 12];
+        let directions = [
+            stats.host_to_device,
+            stats.device_to_host,
+            stats.device_to_device,
+        ];
+        for (d, s) in directions.iter().enumerate() {
+            for (k, c) in [s.explicit, s.implicit].iter().enumerate() {
+                out[d * 4 + k * 2] = c.count;
+                out[d * 4 + k * 2 + 1] = c.bytes;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn readers_racing_writers_see_every_counter_only_grow_and_the_totals_exact() {
+        const WRITERS: u64 = 2;
+        const RECORDS: u64 = 50_000;
+        let counters = Arc::new(TransferCounters::default());
+        let writing = Arc::new(AtomicBool::new(true));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (counters, writing) = (Arc::clone(&counters), Arc::clone(&writing));
+                std::thread::spawn(move || {
+                    let mut last = [0u64; 12];
+                    while writing.load(Ordering::Acquire) {
+                        let now = flatten(&counters.snapshot());
+                        for (field, (&was, &is)) in last.iter().zip(&now).enumerate() {
+                            assert!(is >= was, "field {field} went from {was} to {is}");
+                            assert!(is <= WRITERS * RECORDS * 8, "field {field} = {is}");
+                        }
+                        last = now;
+                    }
+                })
+            })
+            .collect();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let counters = Arc::clone(&counters);
+                std::thread::spawn(move || {
+                    for i in 0..RECORDS {
+                        let direction = TransferDirection::ALL[((i + w) % 3) as usize];
+                        counters.record(direction, i % 2 == 0, 1, 8);
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        writing.store(false, Ordering::Release);
+        for reader in readers {
+            reader.join().unwrap();
+        }
+        let totals = flatten(&counters.snapshot());
+        let count: u64 = totals.iter().step_by(2).sum();
+        let bytes: u64 = totals.iter().skip(1).step_by(2).sum();
+        assert_eq!(count, WRITERS * RECORDS);
+        assert_eq!(bytes, 8 * WRITERS * RECORDS);
+    }
+}

@@ -29,16 +29,16 @@ pub fn curves(
     out_of_memory: bool,
 ) -> Option<String> {
     let events = &timeline.events;
-    let first = events.first()?;
-    let t0 = first.time_ns;
+    // A timeline is in time order, but one built or edited by hand may not be: take the
+    // extremes, and keep every difference below in range whatever the stamps.
+    let t0 = events.iter().map(|e| e.time_ns).min()?;
     let t1 = events
-        .last()
+        .iter()
         .map(|e| e.time_ns)
-        .into_iter()
         .chain(snapshot_ns)
         .max()
         .unwrap_or(t0)
-        .max(t0 + 1);
+        .max(t0.saturating_add(1));
     let peak = events
         .iter()
         .map(|e| e.bytes_reserved.max(e.bytes_in_use))
@@ -47,7 +47,8 @@ pub fn curves(
     // The limit is drawn when it is near the curves; a limit far above would flatten them.
     let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
     let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
-    let x = |t: u64| LEFT_PX + (t - t0) as f64 / (t1 - t0) as f64 * PLOT_WIDTH_PX;
+    let span = t1.saturating_sub(t0).max(1) as f64;
+    let x = |t: u64| LEFT_PX + t.saturating_sub(t0) as f64 / span * PLOT_WIDTH_PX;
     let y = |bytes: u64| TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes as f64 / y_max);
     let width = LEFT_PX + PLOT_WIDTH_PX + 20.0;
     let height = TOP_PX + PLOT_HEIGHT_PX + BOTTOM_PX;
@@ -73,7 +74,9 @@ pub fn curves(
     // Time axis.
     let axis_y = TOP_PX + PLOT_HEIGHT_PX;
     for i in 0..=TICKS {
-        let t = t0 + (t1 - t0) * u64::from(i) / u64::from(TICKS);
+        // In u128: the span times the tick index may exceed 64 bits.
+        let offset = u128::from(t1 - t0) * u128::from(i) / u128::from(TICKS);
+        let t = t0.saturating_add(u64::try_from(offset).unwrap_or(u64::MAX));
         let xx = x(t);
         let anchor = match i {
             0 => "start",
@@ -163,7 +166,7 @@ pub fn curves(
         } = &e.kind
         {
             let xx = x(e.time_ns);
-            let w = (x(e.time_ns + d).min(LEFT_PX + PLOT_WIDTH_PX) - xx).max(1.0);
+            let w = (x(e.time_ns.saturating_add(*d)).min(LEFT_PX + PLOT_WIDTH_PX) - xx).max(1.0);
             let colour = if *explicit { "#59a14f" } else { "#e15759" };
             let _ = write!(
                 svg,

@@ -27,6 +27,12 @@ impl fmt::Display for Escape<'_> {
     }
 }
 
+/// The sum of byte counts, saturating: a snapshot read from JSON may hold any numbers, and the
+/// report draws it rather than panic on a sum past 2^64 − 1.
+pub fn total(bytes: impl IntoIterator<Item = u64>) -> u64 {
+    bytes.into_iter().fold(0, u64::saturating_add)
+}
+
 /// `n` as a percentage of `of` with one decimal (0 when `of` is 0).
 pub fn percent(n: u64, of: u64) -> f64 {
     if of == 0 {

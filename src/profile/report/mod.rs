@@ -27,7 +27,7 @@ use super::timeline::MemoryTimeline;
 use crate::arena::ChunkState;
 use crate::transfer::{DirectionStats, TransferStats};
 use colours::{LabelColours, FREE_FILL, PENDING_SWATCH, UNLABELLED_FILL};
-use format::{duration_ns, percent, Bytes, Escape};
+use format::{duration_ns, percent, total, Bytes, Escape};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::Path;
@@ -181,7 +181,7 @@ fn cards(page: &mut String, snapshot: &MemorySnapshot) {
         .chunks()
         .filter(|(_, c)| c.state == ChunkState::InUse)
         .count();
-    let total_free: u64 = snapshot.regions.iter().map(|r| r.bytes_free()).sum();
+    let total_free = total(snapshot.regions.iter().map(|r| r.bytes_free()));
     let cards: [(&str, String, bool); 12] = [
         ("bytes in use", Bytes(s.bytes_in_use).to_string(), false),
         (
@@ -245,8 +245,8 @@ fn label_totals(snapshot: &MemorySnapshot) -> Vec<LabelTotal> {
     for (_, chunk) in snapshot.chunks() {
         if let (ChunkState::InUse, Some(label)) = (chunk.state, &chunk.label) {
             let entry = totals.entry(label).or_default();
-            entry.0 += 1;
-            entry.1 += chunk.size;
+            entry.0 += 1; // one per chunk: cannot pass usize::MAX
+            entry.1 = entry.1.saturating_add(chunk.size);
         }
     }
     let mut totals: Vec<LabelTotal> = totals
@@ -403,14 +403,16 @@ fn labels_section(
             page,
             colours::OTHER_LABEL_FILL,
             &format!("{} more labels", rest.len()),
-            rest.iter().map(|l| l.count).sum(),
-            rest.iter().map(|l| l.bytes).sum(),
+            total(rest.iter().map(|l| l.count)),
+            total(rest.iter().map(|l| l.bytes)),
         );
     }
     let (count, bytes) = snapshot
         .chunks()
         .filter(|(_, c)| c.state == ChunkState::InUse && c.label.is_none())
-        .fold((0, 0), |(n, b), (_, c)| (n + 1, b + c.size));
+        .fold((0u64, 0u64), |(n, b), (_, c)| {
+            (n.saturating_add(1), b.saturating_add(c.size))
+        });
     if count > 0 {
         row(page, UNLABELLED_FILL, "(unlabelled)", count, bytes);
     }
@@ -424,7 +426,7 @@ fn fragmentation(page: &mut String, snapshot: &MemorySnapshot) {
         .filter(|(_, c)| c.state == ChunkState::Free)
         .map(|(_, c)| c.size)
         .collect();
-    let total_free: u64 = free.iter().sum();
+    let total_free = total(free.iter().copied());
     let _ = write!(
         page,
         r#"<section id="fragmentation"><h2>Fragmentation</h2><p class="note">Fragmentation = 1 − largest free block / free bytes = 1 − {} / {} = <b>{:.3}</b>: 0 means all free memory is one block; near 1, it is scattered in pieces too small for large arrays. {} free chunks.</p><div class="two"><table><tr><th class="n">region</th><th class="n">size</th><th class="n">in use</th><th class="n">free</th><th class="n">largest free</th><th class="n">free chunks</th><th class="n">fragmentation</th></tr>"#,
@@ -461,8 +463,8 @@ fn fragmentation(page: &mut String, snapshot: &MemorySnapshot) {
     for &size in &free {
         // 256 B = class 0; each class is four times the one before.
         let class = ((size.max(256).ilog2() - 8) / 2).min(FREE_SIZE_CLASSES - 1) as usize;
-        classes[class].0 += 1;
-        classes[class].1 += size;
+        classes[class].0 = classes[class].0.saturating_add(1);
+        classes[class].1 = classes[class].1.saturating_add(size);
     }
     for (class, &(count, bytes)) in classes.iter().enumerate() {
         if count == 0 {
@@ -472,7 +474,7 @@ fn fragmentation(page: &mut String, snapshot: &MemorySnapshot) {
         let range = if class as u32 == FREE_SIZE_CLASSES - 1 {
             format!("{} and more", Bytes(low))
         } else {
-            format!("{} – {}", Bytes(low), Bytes(low * 4))
+            format!("{} – {}", Bytes(low), Bytes(low.saturating_mul(4)))
         };
         let _ = write!(
             page,

@@ -19,7 +19,7 @@
 //! has more than about two rectangles per pixel of width.
 
 use super::colours::{LabelColours, FREE_FILL, PENDING_FILL, PENDING_PATTERN};
-use super::format::{percent, Bytes, Escape};
+use super::format::{percent, total, Bytes, Escape};
 use crate::arena::ChunkState;
 use crate::profile::snapshot::{MemorySnapshot, SnapshotChunk, SnapshotRegion};
 use std::fmt::Write;
@@ -141,7 +141,7 @@ fn draw(
     colours: &LabelColours,
 ) {
     let first = &mark.chunks[0];
-    let bytes: u64 = mark.chunks.iter().map(|c| c.size).sum();
+    let bytes = total(mark.chunks.iter().map(|c| c.size));
     let x = first.offset as f64 * scale;
     let width = (bytes as f64 * scale)
         .max(MIN_CHUNK_PX)
@@ -171,20 +171,20 @@ fn draw(
         first.offset,
     );
     if merged {
-        let in_use: u64 = mark
-            .chunks
-            .iter()
-            .filter(|c| c.state == ChunkState::InUse)
-            .map(|c| c.size)
-            .sum();
+        let in_use = total(
+            mark.chunks
+                .iter()
+                .filter(|c| c.state == ChunkState::InUse)
+                .map(|c| c.size),
+        );
         let _ = write!(
             svg,
             "{} chunks below a pixel, merged: {} in use, {} free or pending · offsets {}–{} of region {}",
             mark.chunks.len(),
             Bytes(in_use),
-            Bytes(bytes - in_use),
+            Bytes(bytes.saturating_sub(in_use)),
             first.offset,
-            first.offset + bytes,
+            first.offset.saturating_add(bytes),
             region.id.0
         );
     } else {
@@ -199,11 +199,12 @@ fn dominant_chunk(chunks: &[SnapshotChunk]) -> &SnapshotChunk {
     let mut best = &chunks[0];
     let mut best_bytes = 0;
     for candidate in chunks {
-        let bytes: u64 = chunks
-            .iter()
-            .filter(|c| key(c) == key(candidate))
-            .map(|c| c.size)
-            .sum();
+        let bytes = total(
+            chunks
+                .iter()
+                .filter(|c| key(c) == key(candidate))
+                .map(|c| c.size),
+        );
         if bytes > best_bytes {
             best = candidate;
             best_bytes = bytes;

@@ -1,0 +1,597 @@
+//! Reading the configuration from the environment (or any lookup): the variables of the table
+//! in the module docs, each parsed and then checked by the rules of `validate.rs`.
+//!
+//! Every variable is read as an `OsString`, so a value that is not UTF-8 is an error naming
+//! the variable rather than a variable that looks unset; a blank value is refused too (unset
+//! the variable to get the default).
+
+use super::validate::{
+    timeline_expected, ByteKnob, FALLBACK_MEMORY, MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, STAGING,
+};
+use super::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+    TransferDirection, TransferGuardLevel, TransferGuardLevels, DEFAULT_TIMELINE_CAPACITY,
+};
+use crate::error::{Error, Result};
+use std::ffi::OsString;
+
+impl ArenaConfig {
+    /// The defaults overridden by the process environment (see the module docs for the names).
+    ///
+    /// A bad value is an error that names the variable and what it accepts: text that is not
+    /// UTF-8, a blank value, a word or number out of range (`*_MB` sizes whose bytes overflow
+    /// 64 bits included).
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Like [`ArenaConfig::from_env`], with variables looked up through `lookup` (for tests and
+    /// for programs that keep their settings elsewhere). `lookup` returns `None` for a variable
+    /// that is unset, else its value (`String`, `&str` or `OsString`).
+    pub fn from_lookup<V: Into<OsString>>(lookup: impl Fn(&str) -> Option<V>) -> Result<Self> {
+        let lookup = |name: &str| lookup(name).map(Into::into);
+        let env = EnvReader { lookup: &lookup };
+        let mut config = Self::default();
+        if let Some((var, value)) =
+            env.first(&["GPU_ARENA_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"])?
+        {
+            config.preallocate = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&[
+            "GPU_ARENA_MEM_FRACTION",
+            "XLA_CLIENT_MEM_FRACTION",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        ])? {
+            config.mem_fraction = MemFraction::parse(&value).map_err(|why| Error::Config {
+                variable: var.clone(),
+                value: value.clone(),
+                expected: format!("{}: {why}", super::mem_fraction::FRACTION_GRAMMAR),
+            })?;
+        }
+        if let Some((var, value)) =
+            env.first(&["GPU_ARENA_ALLOCATOR", "XLA_PYTHON_CLIENT_ALLOCATOR"])?
+        {
+            config.allocator = match value.trim().to_ascii_lowercase().as_str() {
+                "bfc" | "default" => AllocatorKind::Bfc,
+                "platform" => AllocatorKind::Platform,
+                _ => {
+                    return Err(Error::Config {
+                        variable: var,
+                        value,
+                        expected: "\"bfc\" or \"platform\"".into(),
+                    })
+                }
+            };
+        }
+        if let Some((var, value)) = env.first(&[MAX_REGION.variable])? {
+            config.max_region_bytes = Some(parse_mib(&MAX_REGION, &var, &value)?);
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_ADAPTER"])? {
+            config.adapter = Some(parse_adapter(&var, &value)?);
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_BACKEND"])? {
+            config.backend = match value.trim().to_ascii_lowercase().as_str() {
+                "auto" => BackendChoice::Auto,
+                "vulkan" | "vk" => BackendChoice::Vulkan,
+                "gl" | "gles" | "opengl" => BackendChoice::Gl,
+                "metal" => BackendChoice::Metal,
+                "dx12" | "d3d12" => BackendChoice::Dx12,
+                _ => {
+                    return Err(Error::Config {
+                        variable: var,
+                        value,
+                        expected: "one of auto, vulkan, gl, metal, dx12".into(),
+                    })
+                }
+            };
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_ZERO_COPY"])? {
+            config.zero_copy = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_BAR_WRITES"])? {
+            config.bar_writes = match value.trim().to_ascii_lowercase().as_str() {
+                "auto" => BarWrites::Auto,
+                "on" | "true" | "1" | "yes" => BarWrites::On,
+                "off" | "false" | "0" | "no" => BarWrites::Off,
+                _ => {
+                    return Err(Error::Config {
+                        variable: var,
+                        value,
+                        expected: "auto, on or off".into(),
+                    })
+                }
+            };
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
+            config.force_non_coherent = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&[STAGING.variable])? {
+            config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_VALIDATION"])? {
+            config.validation = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&[FALLBACK_MEMORY.variable])? {
+            config.fallback_device_memory_bytes = parse_mib(&FALLBACK_MEMORY, &var, &value)?;
+        }
+        config.transfer_guard = TransferGuardLevels::read(&env)?;
+        if let Some((var, value)) = env.first(&["GPU_ARENA_TIMELINE"])? {
+            config.timeline_capacity = parse_timeline(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
+            if value.trim().is_empty() {
+                return Err(Error::Config {
+                    variable: var,
+                    value,
+                    expected: "a directory path (unset the variable for no dump)".into(),
+                });
+            }
+            config.dump_on_oom = Some(value.trim().into());
+        }
+        // Each value was checked above under its variable's name; this is the same set of
+        // rules `Context::new` applies, so nothing read here can be refused there.
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+impl TransferGuardLevels {
+    /// Levels from the process environment (see the module docs); unset means `allow`.
+    ///
+    /// Errors: a value that is not one of the levels (or not UTF-8), naming the variable.
+    pub fn from_env() -> Result<Self> {
+        Self::from_lookup(|name| std::env::var_os(name))
+    }
+
+    /// Like [`TransferGuardLevels::from_env`] through a lookup function. The per-direction
+    /// variables override the all-directions one; ours win over JAX's.
+    pub fn from_lookup<V: Into<OsString>>(lookup: impl Fn(&str) -> Option<V>) -> Result<Self> {
+        let lookup = |name: &str| lookup(name).map(Into::into);
+        Self::read(&EnvReader { lookup: &lookup })
+    }
+
+    fn read(env: &EnvReader<'_>) -> Result<Self> {
+        let level = |names: [&str; 2]| -> Result<Option<TransferGuardLevel>> {
+            let Some((variable, value)) = env.first(&names)? else {
+                return Ok(None);
+            };
+            match TransferGuardLevel::parse(&value) {
+                Some(level) => Ok(Some(level)),
+                None => Err(Error::Config {
+                    variable,
+                    value,
+                    expected: TransferGuardLevel::SPELLINGS.into(),
+                }),
+            }
+        };
+        let base = level(["GPU_ARENA_TRANSFER_GUARD", "JAX_TRANSFER_GUARD"])?.unwrap_or_default();
+        let mut levels = Self::all(base);
+        for direction in TransferDirection::ALL {
+            let suffix = direction.env_suffix();
+            let ours = format!("GPU_ARENA_TRANSFER_GUARD_{suffix}");
+            let jax = format!("JAX_TRANSFER_GUARD_{suffix}");
+            if let Some(level) = level([&ours, &jax])? {
+                levels.set(direction, level);
+            }
+        }
+        Ok(levels)
+    }
+}
+
+/// Reads one setting that may be spelled several ways: our name first, then JAX's aliases.
+struct EnvReader<'a> {
+    lookup: &'a dyn Fn(&str) -> Option<OsString>,
+}
+
+impl EnvReader<'_> {
+    /// The value of `name` as text: `None` when unset, an error naming it when not UTF-8.
+    fn get(&self, name: &str) -> Result<Option<String>> {
+        match (self.lookup)(name) {
+            None => Ok(None),
+            Some(value) => value
+                .into_string()
+                .map(Some)
+                .map_err(|value| Error::Config {
+                    variable: name.into(),
+                    value: value.to_string_lossy().into_owned(),
+                    expected:
+                        "UTF-8 text (the value holds bytes that are not UTF-8, shown as \u{fffd})"
+                            .into(),
+                }),
+        }
+    }
+
+    /// The first name in `names` that is set (ours win); aliases after the first name must agree
+    /// with each other when ours is unset. Every name that is set must be UTF-8, even one that
+    /// another overrides.
+    fn first(&self, names: &[&str]) -> Result<Option<(String, String)>> {
+        let mut values = Vec::with_capacity(names.len());
+        for &name in names {
+            values.push((name, self.get(name)?));
+        }
+        let mut values = values
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value?)));
+        let Some((first, first_value)) = values.next() else {
+            return Ok(None);
+        };
+        let ours_is_set = names.first() == Some(&first);
+        if !ours_is_set {
+            for (alias, value) in values {
+                if value.trim() != first_value.trim() {
+                    return Err(Error::ConflictingEnv {
+                        first: format!("{first}={first_value}"),
+                        second: format!("{alias}={value}"),
+                    });
+                }
+            }
+        }
+        Ok(Some((first.to_string(), first_value)))
+    }
+}
+
+/// JAX's reading of booleans: `false`, `False`, `0` (and `no`, `off`) mean off.
+fn parse_bool(var: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err(Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "true/false (also 1/0, yes/no, on/off)".into(),
+        }),
+    }
+}
+
+/// `on`/`true`/`yes`/`1` mean the default capacity (a one-event ring would be useless, so 1
+/// reads as JAX's "true"); `off`/`false`/`no`/`0` mean off; any other number is a capacity up
+/// to [`MAX_TIMELINE_CAPACITY`].
+fn parse_timeline(var: &str, value: &str) -> Result<usize> {
+    let capacity = match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Some(DEFAULT_TIMELINE_CAPACITY),
+        "off" | "false" | "no" | "0" => Some(0),
+        number => number
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MAX_TIMELINE_CAPACITY),
+    };
+    capacity.ok_or_else(|| Error::Config {
+        variable: var.into(),
+        value: value.into(),
+        expected: timeline_expected(),
+    })
+}
+
+/// A whole number of MiB, converted to bytes without wrapping and checked against the knob's
+/// bounds; the error gives the range, the largest accepted value included.
+fn parse_mib(knob: &ByteKnob, var: &str, value: &str) -> Result<u64> {
+    value
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .and_then(|mib| mib.checked_mul(MIB))
+        .filter(|&bytes| bytes > 0 && knob.accepts(bytes))
+        .ok_or_else(|| Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: knob.expected_mib(),
+        })
+}
+
+/// An index (digits only) or a part of a name (anything else that is not blank).
+fn parse_adapter(var: &str, value: &str) -> Result<AdapterSelector> {
+    let text = value.trim();
+    let refuse = || Error::Config {
+        variable: var.into(),
+        value: value.into(),
+        expected: format!(
+            "an adapter index from 0 to {} or a part of an adapter's name (not blank)",
+            usize::MAX
+        ),
+    };
+    if text.is_empty() {
+        return Err(refuse());
+    }
+    if text.bytes().all(|b| b.is_ascii_digit()) {
+        return text
+            .parse()
+            .map(AdapterSelector::Index)
+            .map_err(|_| refuse());
+    }
+    Ok(AdapterSelector::NameContains(text.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn config_from(pairs: &[(&str, &str)]) -> Result<ArenaConfig> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ArenaConfig::from_lookup(|name| map.get(name).cloned())
+    }
+
+    #[test]
+    fn empty_environment_gives_jax_defaults() {
+        let config = config_from(&[]).unwrap();
+        assert_eq!(config, ArenaConfig::default());
+        assert!(config.preallocate);
+        assert_eq!(config.mem_fraction, MemFraction::fixed(0.75));
+        assert_eq!(config.allocator, AllocatorKind::Bfc);
+    }
+
+    #[test]
+    fn jax_false_spellings_turn_preallocation_off() {
+        for spelling in ["false", "False", "0"] {
+            let config = config_from(&[("XLA_PYTHON_CLIENT_PREALLOCATE", spelling)]).unwrap();
+            assert!(!config.preallocate, "{spelling}");
+        }
+    }
+
+    #[test]
+    fn our_names_win_over_jax_aliases() {
+        let config = config_from(&[
+            ("GPU_ARENA_MEM_FRACTION", "0.5"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9"),
+        ])
+        .unwrap();
+        assert_eq!(config.mem_fraction, MemFraction::fixed(0.5));
+    }
+
+    #[test]
+    fn disagreeing_aliases_are_an_error_naming_both() {
+        let err = config_from(&[
+            ("XLA_CLIENT_MEM_FRACTION", "0.5"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.9"),
+        ])
+        .unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("XLA_CLIENT_MEM_FRACTION=0.5"), "{msg}");
+        assert!(msg.contains("XLA_PYTHON_CLIENT_MEM_FRACTION=0.9"), "{msg}");
+        // Agreeing aliases are fine.
+        let ok = config_from(&[
+            ("XLA_CLIENT_MEM_FRACTION", "0.5"),
+            ("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.5"),
+        ])
+        .unwrap();
+        assert_eq!(ok.mem_fraction, MemFraction::fixed(0.5));
+    }
+
+    #[test]
+    fn bad_values_name_the_variable_and_accepted_values() {
+        let msg = config_from(&[("GPU_ARENA_ALLOCATOR", "cuda_async")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_ALLOCATOR") && msg.contains("platform"),
+            "{msg}"
+        );
+        let msg = config_from(&[("GPU_ARENA_PREALLOCATE", "maybe")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_PREALLOCATE") && msg.contains("true/false"),
+            "{msg}"
+        );
+        let msg = config_from(&[("XLA_PYTHON_CLIENT_MEM_FRACTION", "2")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("XLA_PYTHON_CLIENT_MEM_FRACTION") && msg.contains("0.75+"),
+            "{msg}"
+        );
+        let msg = config_from(&[("GPU_ARENA_BACKEND", "cuda")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("vulkan"), "{msg}");
+        let msg = config_from(&[("GPU_ARENA_STAGING_MB", "-3")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("GPU_ARENA_STAGING_MB"), "{msg}");
+    }
+
+    #[test]
+    fn every_knob_is_read_from_its_variable() {
+        let config = config_from(&[
+            ("GPU_ARENA_ALLOCATOR", "platform"),
+            ("GPU_ARENA_MAX_REGION_MB", "64"),
+            ("GPU_ARENA_ADAPTER", "llvmpipe"),
+            ("GPU_ARENA_BACKEND", "vulkan"),
+            ("GPU_ARENA_ZERO_COPY", "off"),
+            ("GPU_ARENA_STAGING_MB", "8"),
+            ("GPU_ARENA_VALIDATION", "1"),
+            ("GPU_ARENA_DEVICE_MEMORY_MB", "512"),
+            ("GPU_ARENA_MEM_FRACTION", "0.5-0.6"),
+        ])
+        .unwrap();
+        assert_eq!(config.allocator, AllocatorKind::Platform);
+        assert_eq!(config.max_region_bytes, Some(64 << 20));
+        assert_eq!(
+            config.adapter,
+            Some(AdapterSelector::NameContains("llvmpipe".into()))
+        );
+        assert_eq!(config.backend, BackendChoice::Vulkan);
+        assert!(!config.zero_copy);
+        assert_eq!(config.staging_bytes, 8 << 20);
+        assert!(config.validation);
+        assert_eq!(config.fallback_device_memory_bytes, 512 << 20);
+        assert_eq!(config.mem_fraction.limit, 0.6);
+        let config = config_from(&[("GPU_ARENA_ADAPTER", "1")]).unwrap();
+        assert_eq!(config.adapter, Some(AdapterSelector::Index(1)));
+    }
+
+    #[test]
+    fn bar_writes_read_auto_on_and_off_and_auto_means_off_for_now() {
+        assert_eq!(config_from(&[]).unwrap().bar_writes, BarWrites::Auto);
+        assert!(!BarWrites::Auto.enabled());
+        for (value, want) in [
+            ("auto", BarWrites::Auto),
+            ("ON", BarWrites::On),
+            ("true", BarWrites::On),
+            (" off ", BarWrites::Off),
+            ("0", BarWrites::Off),
+        ] {
+            let config = config_from(&[("GPU_ARENA_BAR_WRITES", value)]).unwrap();
+            assert_eq!(config.bar_writes, want, "{value}");
+        }
+        assert!(BarWrites::On.enabled() && !BarWrites::Off.enabled());
+        assert_eq!(BarWrites::On.to_string(), "on");
+    }
+
+    #[test]
+    fn a_bad_bar_writes_value_names_the_variable_and_the_choices() {
+        let msg = config_from(&[("GPU_ARENA_BAR_WRITES", "always")])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            msg,
+            "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
+        );
+    }
+
+    #[test]
+    fn forcing_non_coherent_memory_is_off_unless_asked_for() {
+        assert!(!config_from(&[]).unwrap().force_non_coherent);
+        let config = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "1")]).unwrap();
+        assert!(config.force_non_coherent);
+        let msg = config_from(&[("GPU_ARENA_FORCE_NONCOHERENT", "sometimes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_FORCE_NONCOHERENT") && msg.contains("true/false"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn timeline_and_oom_dump_are_off_unless_asked_for() {
+        let config = config_from(&[]).unwrap();
+        assert_eq!(config.timeline_capacity, 0);
+        assert_eq!(config.dump_on_oom, None);
+        let config = config_from(&[
+            ("GPU_ARENA_TIMELINE", "on"),
+            ("GPU_ARENA_DUMP_ON_OOM", "/tmp/oom"),
+        ])
+        .unwrap();
+        assert_eq!(config.timeline_capacity, DEFAULT_TIMELINE_CAPACITY);
+        assert_eq!(config.dump_on_oom, Some("/tmp/oom".into()));
+        let config = config_from(&[("GPU_ARENA_TIMELINE", "5000")]).unwrap();
+        assert_eq!(config.timeline_capacity, 5000);
+        let config = config_from(&[("GPU_ARENA_TIMELINE", "off")]).unwrap();
+        assert_eq!(config.timeline_capacity, 0);
+        let msg = config_from(&[("GPU_ARENA_TIMELINE", "lots")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_TIMELINE") && msg.contains("number of events"),
+            "{msg}"
+        );
+    }
+
+    // Every variable with a value that is not UTF-8, or blank: tests/config_env.rs, through
+    // the real process environment.
+
+    #[cfg(unix)]
+    #[test]
+    fn an_alias_that_is_not_utf8_is_an_error_even_where_our_variable_wins() {
+        use std::os::unix::ffi::OsStringExt;
+        let error = ArenaConfig::from_lookup(|name| match name {
+            "GPU_ARENA_MEM_FRACTION" => Some(OsString::from("0.5")),
+            "XLA_PYTHON_CLIENT_MEM_FRACTION" => Some(OsString::from_vec(vec![0xc3])),
+            _ => None,
+        })
+        .unwrap_err();
+        let msg = error.to_string();
+        assert!(msg.starts_with("XLA_PYTHON_CLIENT_MEM_FRACTION"), "{msg}");
+        assert!(msg.contains("not UTF-8"), "{msg}");
+    }
+
+    #[test]
+    fn mib_values_whose_bytes_overflow_are_refused_with_the_largest_accepted_value() {
+        let largest = u64::MAX >> 20;
+        for value in [
+            "17592186044416",       // 2^44: 2^64 bytes, which wrapped to 0
+            "18446744073709551615", // u64::MAX, which wrapped
+            "18446744073709551616", // not even a u64
+        ] {
+            for variable in ["GPU_ARENA_MAX_REGION_MB", "GPU_ARENA_DEVICE_MEMORY_MB"] {
+                let msg = config_from(&[(variable, value)]).unwrap_err().to_string();
+                assert!(msg.starts_with(variable), "{msg}");
+                assert!(msg.contains(&format!("to {largest}")), "{msg}");
+            }
+        }
+        let config = config_from(&[("GPU_ARENA_MAX_REGION_MB", &largest.to_string())]).unwrap();
+        assert_eq!(config.max_region_bytes, Some(largest << 20));
+        // Staging has a lower bound of its own, and says so.
+        let msg = config_from(&[("GPU_ARENA_STAGING_MB", "4097")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("from 1 to 4096"), "{msg}");
+        assert_eq!(
+            config_from(&[("GPU_ARENA_STAGING_MB", "4096")])
+                .unwrap()
+                .staging_bytes,
+            4 << 30
+        );
+        let msg = config_from(&[("GPU_ARENA_STAGING_MB", "0")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("GPU_ARENA_STAGING_MB"), "{msg}");
+    }
+
+    #[test]
+    fn a_timeline_larger_than_the_bound_is_refused_stating_the_bound() {
+        for value in ["68719476736", "16777216", "18446744073709551616", "-1"] {
+            let msg = config_from(&[("GPU_ARENA_TIMELINE", value)])
+                .unwrap_err()
+                .to_string();
+            assert!(msg.starts_with("GPU_ARENA_TIMELINE"), "{msg}");
+            assert!(msg.contains("16777215"), "{msg}");
+        }
+        let config = config_from(&[("GPU_ARENA_TIMELINE", "16777215")]).unwrap();
+        assert_eq!(config.timeline_capacity, MAX_TIMELINE_CAPACITY);
+    }
+
+    #[test]
+    fn an_adapter_index_too_large_for_usize_is_refused_not_taken_as_a_name() {
+        let msg = config_from(&[("GPU_ARENA_ADAPTER", "99999999999999999999999")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.starts_with("GPU_ARENA_ADAPTER"), "{msg}");
+    }
+
+    #[test]
+    fn guard_env_reads_all_directions_then_per_direction_with_jax_aliases() {
+        let levels = |pairs: &[(&str, &str)]| {
+            let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+            TransferGuardLevels::from_lookup(|n| map.get(n).copied())
+        };
+        let read = levels(&[
+            ("JAX_TRANSFER_GUARD", "disallow"),
+            ("GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_HOST", "log_explicit"),
+            ("JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE", "allow"),
+        ])
+        .unwrap();
+        assert_eq!(read.host_to_device, TransferGuardLevel::Disallow);
+        assert_eq!(read.device_to_host, TransferGuardLevel::LogExplicit);
+        assert_eq!(read.device_to_device, TransferGuardLevel::Allow);
+        let ours = levels(&[
+            ("GPU_ARENA_TRANSFER_GUARD", "log"),
+            ("JAX_TRANSFER_GUARD", "disallow"),
+        ])
+        .unwrap();
+        assert_eq!(ours, TransferGuardLevels::all(TransferGuardLevel::Log));
+        assert_eq!(levels(&[]).unwrap(), TransferGuardLevels::default());
+        let msg = levels(&[("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE", "never")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE"),
+            "{msg}"
+        );
+        assert!(msg.contains("disallow_explicit"), "{msg}");
+    }
+}

@@ -1,0 +1,188 @@
+//! `MemFraction`: the share of device memory the arena may hold, in XLA's grammar.
+
+use serde::{Deserialize, Serialize};
+
+/// What a fraction accepts, for error messages.
+pub(crate) const FRACTION_GRAMMAR: &str =
+    "a fraction in (0, 1] as \"0.75\", \"0.75+\" or \"0.75-0.85\" (reserve, then limit)";
+
+/// The share of device memory the arena may hold, in XLA's grammar.
+///
+/// `"0.75"` reserves 75% and never grows; `"0.75+"` reserves 75% and may grow to 100%;
+/// `"0.75-0.85"` reserves 75% and may grow to 85%. Both fractions lie in `(0, 1]` and the
+/// limit is not below the reserve ([`MemFraction::check`]; a context refuses anything else).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemFraction {
+    /// Fraction reserved up front (with preallocation on).
+    pub reserve: f64,
+    /// Fraction the arena may grow to; equal to `reserve` for a fixed fraction.
+    pub limit: f64,
+}
+
+impl MemFraction {
+    /// A fixed fraction: reserve and limit are the same.
+    pub fn fixed(fraction: f64) -> Self {
+        Self {
+            reserve: fraction,
+            limit: fraction,
+        }
+    }
+
+    /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); numbers may use
+    /// exponents (`"5e-1"`).
+    ///
+    /// Errors name the grammar; fractions must lie in `(0, 1]` and the limit must not be below
+    /// the reserve.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let text = text.trim();
+        let fraction = if let Ok(v) = text.parse::<f64>() {
+            Self::fixed(v)
+        } else if let Some(base) = text.strip_suffix('+') {
+            Self {
+                reserve: number(base)?,
+                limit: 1.0,
+            }
+        } else {
+            // The range's dash is the one that leaves a number on each side ("1e-1-0.5").
+            let split = text
+                .match_indices('-')
+                .map(|(at, dash)| {
+                    let (base, rest) = text.split_at(at);
+                    (base, &rest[dash.len()..])
+                })
+                .find(|(base, cap)| number(base).is_ok() && number(cap).is_ok());
+            match split {
+                Some((base, cap)) => Self {
+                    reserve: number(base)?,
+                    limit: number(cap)?,
+                },
+                None => return Err(format!("'{text}' is not a number, \"x+\" or \"x-y\"")),
+            }
+        };
+        fraction.check()?;
+        Ok(fraction)
+    }
+
+    /// Checks the rules a context relies on: both fractions are numbers in `(0, 1]` (not NaN,
+    /// not infinite) and the limit is not below the reserve. The error says which rule failed.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        for (what, v) in [("reserve", self.reserve), ("limit", self.limit)] {
+            if !(v > 0.0 && v <= 1.0) {
+                return Err(format!("the {what} {v} is not in (0, 1]"));
+            }
+        }
+        if self.limit < self.reserve {
+            return Err(format!(
+                "the limit {} is below the reserve {}",
+                self.limit, self.reserve
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One fraction of the grammar.
+fn number(text: &str) -> std::result::Result<f64, String> {
+    text.trim()
+        .parse::<f64>()
+        .map_err(|_| format!("'{}' is not a number", text.trim()))
+}
+
+impl Default for MemFraction {
+    fn default() -> Self {
+        Self::fixed(super::DEFAULT_MEM_FRACTION)
+    }
+}
+
+impl std::fmt::Display for MemFraction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.limit == self.reserve {
+            write!(f, "{}", self.reserve)
+        } else if self.limit == 1.0 {
+            write!(f, "{}+", self.reserve)
+        } else {
+            write!(f, "{}-{}", self.reserve, self.limit)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fraction_grammar_covers_fixed_plus_and_range() {
+        assert_eq!(
+            MemFraction::parse("0.75").unwrap(),
+            MemFraction::fixed(0.75)
+        );
+        assert_eq!(
+            MemFraction::parse("0.5+").unwrap(),
+            MemFraction {
+                reserve: 0.5,
+                limit: 1.0
+            }
+        );
+        assert_eq!(
+            MemFraction::parse("0.75-0.85").unwrap(),
+            MemFraction {
+                reserve: 0.75,
+                limit: 0.85
+            }
+        );
+        assert!(MemFraction::parse("0.9-0.8").unwrap_err().contains("below"));
+        assert!(MemFraction::parse("1.5").unwrap_err().contains("(0, 1]"));
+        assert!(MemFraction::parse("abc")
+            .unwrap_err()
+            .contains("not a number"));
+        assert_eq!(
+            MemFraction::parse("0.75-0.85").unwrap().to_string(),
+            "0.75-0.85"
+        );
+        assert_eq!(MemFraction::parse("0.6+").unwrap().to_string(), "0.6+");
+    }
+
+    #[test]
+    fn exponents_with_a_minus_sign_parse_as_numbers_not_ranges() {
+        assert_eq!(MemFraction::parse("5e-1").unwrap(), MemFraction::fixed(0.5));
+        assert_eq!(
+            MemFraction::parse("1e-1-5e-1").unwrap(),
+            MemFraction {
+                reserve: 0.1,
+                limit: 0.5
+            }
+        );
+        assert_eq!(
+            MemFraction::parse("2.5e-1+").unwrap(),
+            MemFraction {
+                reserve: 0.25,
+                limit: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn nan_infinite_zero_and_negative_fractions_are_refused() {
+        for text in [
+            "nan", "NaN", "inf", "-inf", "0", "-0.5", "0.5-nan", "nan+", "",
+        ] {
+            assert!(MemFraction::parse(text).is_err(), "{text:?}");
+        }
+        for fraction in [
+            MemFraction::fixed(f64::NAN),
+            MemFraction::fixed(f64::INFINITY),
+            MemFraction::fixed(0.0),
+            MemFraction {
+                reserve: 0.5,
+                limit: f64::NAN,
+            },
+            MemFraction {
+                reserve: f64::NEG_INFINITY,
+                limit: 0.5,
+            },
+        ] {
+            let why = fraction.check().unwrap_err();
+            assert!(why.contains("not in (0, 1]"), "{fraction:?}: {why}");
+        }
+    }
+}

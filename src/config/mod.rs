@@ -1,0 +1,239 @@
+//! Configuration: JAX's memory knobs under our own names, read from code or the environment.
+//!
+//! | field | default | accepted | env var (ours) | JAX alias |
+//! |---|---|---|---|---|
+//! | [`ArenaConfig::preallocate`] | `true` | | `GPU_ARENA_PREALLOCATE` | `XLA_PYTHON_CLIENT_PREALLOCATE` |
+//! | [`ArenaConfig::mem_fraction`] | `0.75` | (0, 1], limit ≥ reserve | `GPU_ARENA_MEM_FRACTION` | `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_MEM_FRACTION` |
+//! | [`ArenaConfig::allocator`] | `bfc` | | `GPU_ARENA_ALLOCATOR` | `XLA_PYTHON_CLIENT_ALLOCATOR` |
+//! | [`ArenaConfig::max_region_bytes`] | device limit | ≥ 256 bytes | `GPU_ARENA_MAX_REGION_MB` | |
+//! | [`ArenaConfig::adapter`] | best adapter | a name part is not blank | `GPU_ARENA_ADAPTER` | |
+//! | [`ArenaConfig::backend`] | Vulkan, then others | | `GPU_ARENA_BACKEND` | |
+//! | [`ArenaConfig::zero_copy`] | `true` | | `GPU_ARENA_ZERO_COPY` | |
+//! | [`ArenaConfig::bar_writes`] | `auto` (off for now) | `on` needs `zero_copy` | `GPU_ARENA_BAR_WRITES` | |
+//! | [`ArenaConfig::staging_bytes`] | 64 MiB | 4 KiB to 4 GiB, and the device's `max_buffer_size` | `GPU_ARENA_STAGING_MB` | |
+//! | [`ArenaConfig::validation`] | `false` | | `GPU_ARENA_VALIDATION` | |
+//! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | ≥ 1 MiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |
+//! | [`ArenaConfig::transfer_guard`] | allow | | `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE\|_DEVICE_TO_HOST\|_DEVICE_TO_DEVICE]` | `JAX_TRANSFER_GUARD[...]` |
+//! | [`ArenaConfig::timeline_capacity`] | 0 (off) | at most [`MAX_TIMELINE_CAPACITY`] | `GPU_ARENA_TIMELINE` | |
+//! | [`ArenaConfig::dump_on_oom`] | none | a path that is not blank | `GPU_ARENA_DUMP_ON_OOM` | |
+//! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
+//!
+//! Our names win over the aliases; two aliases that disagree are an error, as in JAX. Every
+//! value is checked by one set of rules ([`ArenaConfig::validate`], which
+//! [`Context::new`](crate::Context::new) calls before it touches a device), whether it was set
+//! in code or read from a variable, and a value a rule refuses is an
+//! [`Error::Config`](crate::Error::Config) that names the field or the variable and what it
+//! accepts. Variables must hold UTF-8 text that is not blank (unset a variable to get its
+//! default); `*_MB` variables take whole MiB, and a number whose bytes would not fit in 64 bits
+//! is refused with the largest accepted one.
+//!
+//! Files: `mod.rs` (the knobs and their defaults), `mem_fraction.rs` (XLA's fraction
+//! grammar), `transfer_guard.rs` (the guard's directions and levels, as data), `env.rs`
+//! (reading the variables), `validate.rs` (the rules and their bounds).
+
+// Configuration handles user numbers: no arithmetic here may wrap or panic.
+#![deny(clippy::arithmetic_side_effects)]
+
+mod env;
+mod mem_fraction;
+mod transfer_guard;
+mod validate;
+
+pub use mem_fraction::MemFraction;
+pub use transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
+pub use validate::{
+    MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES, MIN_REGION_BYTES,
+    MIN_STAGING_BYTES,
+};
+
+pub(crate) use validate::check_staging_fits_device;
+
+use serde::{Deserialize, Serialize};
+
+/// JAX's default memory fraction: preallocate 75% of device memory.
+pub const DEFAULT_MEM_FRACTION: f64 = 0.75;
+/// Default size of the reusable staging pool for transfers (64 MiB: big enough to keep the copy
+/// engine busy, small next to any GPU's memory).
+pub const DEFAULT_STAGING_BYTES: u64 = 64 << 20;
+/// Device memory assumed on wgpu backends that cannot report it (GL, Metal, DX12).
+pub const DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES: u64 = 1 << 30;
+/// Events kept when the timeline is turned on without a size (`GPU_ARENA_TIMELINE=on`): the
+/// arena ring then has exactly 2^18 slots of 64 bytes (one is the writer's), 16 MiB of host
+/// memory, enough for minutes of a training loop's allocations.
+pub const DEFAULT_TIMELINE_CAPACITY: usize = (1 << 18) - 1;
+
+/// How the arena gets memory, as `XLA_PYTHON_CLIENT_ALLOCATOR`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllocatorKind {
+    /// Best-fit with coalescing over large regions (the default; fast, caches memory).
+    Bfc,
+    /// Every allocation goes straight to gpu-allocator and back on free: minimal footprint,
+    /// slow. For debugging and for measuring what a program really needs.
+    Platform,
+}
+
+/// Which adapter to open, as `GPU_ARENA_ADAPTER`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdapterSelector {
+    /// The n-th adapter in wgpu's enumeration order.
+    Index(usize),
+    /// The first adapter whose name contains this text, ignoring case.
+    NameContains(String),
+}
+
+/// Which wgpu backend to use, as `GPU_ARENA_BACKEND`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// Vulkan if any Vulkan adapter exists, otherwise any other backend (the default).
+    Auto,
+    /// Vulkan only: memory comes from gpu-allocator under the vendor-aware policy.
+    Vulkan,
+    /// OpenGL / GLES (through Mesa on machines without a Vulkan driver).
+    Gl,
+    /// Metal (macOS).
+    Metal,
+    /// Direct3D 12 (Windows).
+    Dx12,
+}
+
+impl BackendChoice {
+    /// The wgpu backends this choice enables.
+    pub fn backends(self) -> wgpu::Backends {
+        match self {
+            Self::Auto => wgpu::Backends::all(),
+            Self::Vulkan => wgpu::Backends::VULKAN,
+            Self::Gl => wgpu::Backends::GL,
+            Self::Metal => wgpu::Backends::METAL,
+            Self::Dx12 => wgpu::Backends::DX12,
+        }
+    }
+}
+
+/// Whether uploads write straight into device memory through a full Resizable BAR, as
+/// `GPU_ARENA_BAR_WRITES` (`auto`, `on`, `off`).
+///
+/// With it on, the arena lives in the device-local host-visible memory type
+/// ([`MemoryPlan::bar_type`](crate::memplan::MemoryPlan::bar_type)) and an upload is one
+/// memcpy into the array's memory: no staging copy, no submission. Readbacks still go through
+/// cached staging memory, never through the BAR (the CPU reads it a word at a time over PCIe).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BarWrites {
+    /// Let gpu-arena decide (the default). For now that means **off** everywhere: whether a
+    /// memcpy through the BAR beats staging and the copy engine has not been measured on a real
+    /// GPU yet (`cargo run --release --example device_report` measures both on yours).
+    #[default]
+    Auto,
+    /// Direct writes wherever the memory plan reports a full BAR on a discrete GPU
+    /// ([`MemoryPlan::bar_write_candidates`](crate::memplan::MemoryPlan::bar_write_candidates));
+    /// opening a context on a device with a small BAR or none is an error. On UMA devices (and
+    /// lavapipe) it changes nothing: the arena is host-visible already and uploads are a
+    /// memcpy anyway. Needs [`ArenaConfig::zero_copy`].
+    On,
+    /// Uploads to device-local memory always go through staging.
+    Off,
+}
+
+impl BarWrites {
+    /// Whether this setting turns direct writes on, `auto` resolved by the current rule
+    /// (off until measured).
+    pub fn enabled(self) -> bool {
+        match self {
+            Self::On => true,
+            Self::Auto | Self::Off => false,
+        }
+    }
+}
+
+impl std::fmt::Display for BarWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::On => "on",
+            Self::Off => "off",
+        })
+    }
+}
+
+/// Everything that decides how gpu-arena takes and hands out device memory.
+///
+/// `ArenaConfig::default()` is JAX's default: a BFC arena that reserves 75% of device memory
+/// at the first allocation. [`ArenaConfig::from_env`] reads the table in the module docs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArenaConfig {
+    /// Reserve `mem_fraction.reserve` of device memory at the first allocation (default `true`).
+    /// Off: the arena starts empty and grows region by region up to `mem_fraction.limit`.
+    pub preallocate: bool,
+    /// Share of the device-local heap to reserve / grow to (default `0.75`); both fractions in
+    /// `(0, 1]`, the limit not below the reserve.
+    pub mem_fraction: MemFraction,
+    /// BFC arena or platform pass-through (default [`AllocatorKind::Bfc`]).
+    pub allocator: AllocatorKind,
+    /// Upper bound on one region's size in bytes, at least [`MIN_REGION_BYTES`] (it is rounded
+    /// down to 256); `None` uses the device's own limits (`max_buffer_size`,
+    /// `maxMemoryAllocationSize`).
+    pub max_region_bytes: Option<u64>,
+    /// Which adapter to open; `None` picks discrete > integrated > CPU. A name to look for
+    /// must not be blank (it would match every adapter).
+    pub adapter: Option<AdapterSelector>,
+    /// Which wgpu backend to use (default [`BackendChoice::Auto`]).
+    pub backend: BackendChoice,
+    /// Use zero-copy transfers when the arena's memory is host-visible (UMA). Default `true`;
+    /// `false` forces the staging path that discrete GPUs take. Non-coherent memory is fine:
+    /// host writes are flushed and host reads invalidated.
+    pub zero_copy: bool,
+    /// Direct writes into device memory on a full Resizable BAR (default [`BarWrites::Auto`],
+    /// which is off until measured on real GPUs); `GPU_ARENA_BAR_WRITES`. `On` needs
+    /// `zero_copy`.
+    pub bar_writes: BarWrites,
+    /// Size of each buffer of the reusable staging pool in bytes (default 64 MiB), from
+    /// [`MIN_STAGING_BYTES`] to [`MAX_STAGING_BYTES`] and at most the device's
+    /// `max_buffer_size`.
+    pub staging_bytes: u64,
+    /// Turn on wgpu's validation (the Khronos layer on Vulkan, when installed). Default `false`.
+    pub validation: bool,
+    /// Device memory assumed where the backend cannot report it (non-Vulkan), default 1 GiB,
+    /// at least [`MIN_FALLBACK_DEVICE_MEMORY_BYTES`].
+    pub fallback_device_memory_bytes: u64,
+    /// Transfer-guard levels per direction (default: allow everything), from
+    /// `GPU_ARENA_TRANSFER_GUARD*` / `JAX_TRANSFER_GUARD*`; scoped guards override them.
+    pub transfer_guard: TransferGuardLevels,
+    /// Events the memory timeline keeps (a ring: the newest win). Default 0: off, costing
+    /// nothing. At most [`MAX_TIMELINE_CAPACITY`]. `GPU_ARENA_TIMELINE` takes a count, or `on`
+    /// for [`DEFAULT_TIMELINE_CAPACITY`].
+    pub timeline_capacity: usize,
+    /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
+    /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>`. A path
+    /// that is empty or blank is refused.
+    pub dump_on_oom: Option<std::path::PathBuf>,
+    /// Testing: treat every host-visible memory type as if it were not HOST_COHERENT, so every
+    /// host access to mapped memory runs `vkFlushMappedMemoryRanges` /
+    /// `vkInvalidateMappedMemoryRanges` (legal, and a no-op, on coherent memory). This runs
+    /// the paths of Intel non-LLC, ARM and Apple GPUs on lavapipe under the validation layer.
+    /// Default `false`; `GPU_ARENA_FORCE_NONCOHERENT`.
+    pub force_non_coherent: bool,
+}
+
+impl Default for ArenaConfig {
+    fn default() -> Self {
+        Self {
+            preallocate: true,
+            mem_fraction: MemFraction::default(),
+            allocator: AllocatorKind::Bfc,
+            max_region_bytes: None,
+            adapter: None,
+            backend: BackendChoice::Auto,
+            zero_copy: true,
+            bar_writes: BarWrites::Auto,
+            staging_bytes: DEFAULT_STAGING_BYTES,
+            validation: false,
+            fallback_device_memory_bytes: DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES,
+            transfer_guard: TransferGuardLevels::default(),
+            timeline_capacity: 0,
+            dump_on_oom: None,
+            force_non_coherent: false,
+        }
+    }
+}

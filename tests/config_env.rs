@@ -1,0 +1,104 @@
+//! The configuration read from the real process environment (no GPU needed: every value here
+//! is refused before a device is asked for). One test in this binary, because it changes the
+//! process's variables.
+
+use gpu_arena::{ArenaConfig, Context, Error};
+use std::ffi::OsString;
+
+/// Every variable the configuration reads, ours and JAX's.
+const EVERY_VARIABLE: [&str; 26] = [
+    "GPU_ARENA_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "GPU_ARENA_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "GPU_ARENA_ALLOCATOR",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "GPU_ARENA_MAX_REGION_MB",
+    "GPU_ARENA_ADAPTER",
+    "GPU_ARENA_BACKEND",
+    "GPU_ARENA_ZERO_COPY",
+    "GPU_ARENA_BAR_WRITES",
+    "GPU_ARENA_FORCE_NONCOHERENT",
+    "GPU_ARENA_STAGING_MB",
+    "GPU_ARENA_VALIDATION",
+    "GPU_ARENA_DEVICE_MEMORY_MB",
+    "GPU_ARENA_TRANSFER_GUARD",
+    "JAX_TRANSFER_GUARD",
+    "GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE",
+    "JAX_TRANSFER_GUARD_HOST_TO_DEVICE",
+    "GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_HOST",
+    "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
+    "GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_DEVICE",
+    "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
+    "GPU_ARENA_TIMELINE",
+    "GPU_ARENA_DUMP_ON_OOM",
+];
+
+/// Sets `name` to `value` for the duration of `check`, then restores what was there.
+fn with_var(name: &str, value: impl Into<OsString>, check: impl FnOnce()) {
+    let before = std::env::var_os(name);
+    std::env::set_var(name, value.into());
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check));
+    match before {
+        Some(v) => std::env::set_var(name, v),
+        None => std::env::remove_var(name),
+    }
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+fn assert_config_error(error: Error, variable: &str, needle: &str) {
+    let msg = error.to_string();
+    assert!(matches!(error, Error::Config { .. }), "{variable}: {msg}");
+    assert!(msg.starts_with(variable), "{variable}: {msg}");
+    assert!(msg.contains(needle), "{variable}: {msg}");
+}
+
+#[test]
+fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
+    // The variables the test runner sets (GPU_ARENA_VALIDATION=1 in CI) are valid.
+    ArenaConfig::from_env().unwrap();
+
+    // Issue 12, defect 4: a value that is not UTF-8 read as unset.
+    #[cfg(unix)]
+    for variable in EVERY_VARIABLE {
+        use std::os::unix::ffi::OsStringExt;
+        with_var(variable, OsString::from_vec(b"0.5\xff".to_vec()), || {
+            let error = ArenaConfig::from_env().unwrap_err();
+            assert_config_error(error, variable, "not UTF-8");
+            let error = Context::from_env().expect_err("refused");
+            assert_config_error(error, variable, "not UTF-8");
+        });
+    }
+    // Blank values are not defaults in disguise.
+    for variable in EVERY_VARIABLE {
+        with_var(variable, "", || {
+            let error = ArenaConfig::from_env().unwrap_err();
+            assert_config_error(error, variable, "");
+        });
+    }
+    // Issue 12, defect 5: `*_MB` values whose bytes overflow wrapped silently.
+    for variable in [
+        "GPU_ARENA_MAX_REGION_MB",
+        "GPU_ARENA_DEVICE_MEMORY_MB",
+        "GPU_ARENA_STAGING_MB",
+    ] {
+        for value in ["17592186044416", "18446744073709551615"] {
+            with_var(variable, value, || {
+                let error = ArenaConfig::from_env().unwrap_err();
+                assert_config_error(error, variable, "(the largest accepted value)");
+            });
+        }
+    }
+    with_var("GPU_ARENA_MAX_REGION_MB", "17592186044416", || {
+        let msg = ArenaConfig::from_env().unwrap_err().to_string();
+        assert!(msg.contains("from 1 to 17592186044415"), "{msg}");
+    });
+    // Issue 12, defect 6: a timeline capacity that made Context::new abort.
+    with_var("GPU_ARENA_TIMELINE", "68719476736", || {
+        let error = Context::from_env().expect_err("refused");
+        assert_config_error(error, "GPU_ARENA_TIMELINE", "16777215");
+    });
+}
