@@ -44,6 +44,7 @@ expect 2 '--launches must be at least 1' "$bin/bench_launch" --launches 0
 expect 2 '--dim must be between 1 and' "$bin/decode" --dim 99999999
 expect 2 'invalid value "-1" for --n' "$bin/saxpy" --n -1
 expect 2 "missing argument for option '--save'" "$bin/device_report" --save
+expect 2 '--steps must be between 1 and' "$bin/train" --steps 0
 
 if [ "$failures" -gt 0 ]; then
   echo "examples' flags: $failures check(s) failed" >&2

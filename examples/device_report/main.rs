@@ -422,7 +422,7 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Option<Options>, String> {
-        parse_args(&mut lexopt::Parser::from_args(args.iter().copied())).map_err(|e| e.to_string())
+        flags::parse_strings(parse_args, args)
     }
 
     #[test]

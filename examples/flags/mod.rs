@@ -37,6 +37,15 @@ pub fn parse_or_exit<T>(
     }
 }
 
+/// Runs `read` over `args` (without the program's name) as over a command line, its error as
+/// text: for an example's unit tests of its flags.
+pub fn parse_strings<T>(
+    read: impl FnOnce(&mut Parser) -> Result<Option<T>, Error>,
+    args: &[&str],
+) -> Result<Option<T>, String> {
+    read(&mut Parser::from_args(args.iter().copied())).map_err(|e| e.to_string())
+}
+
 /// For an example without options: accepts `--help` and nothing else.
 pub fn no_options(usage: &str) {
     parse_or_exit(usage, |parser| match parser.next()? {

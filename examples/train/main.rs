@@ -1,0 +1,548 @@
+//! Training through gpu-arena under each gradient-checkpointing policy: an MLP of ReLU layers,
+//! written as WGSL kernels launched over arena arrays, learns a synthetic regression with SGD,
+//! once per policy (keep everything, every n-th, √n, a budget), each step run by
+//! `Schedule::run`.
+//!
+//! ```text
+//! cargo run --release --example train -- [--large] [--steps N] [--json]
+//! ```
+//! For each policy it prints the context's measured peak (`RunReport`), the bytes resident
+//! before the step (parameters, gradients, data) and the plan's peak, the recomputation, the
+//! time per step and the loss. It exits with an error unless, for every policy, every step's
+//! peak is the resident bytes plus the plan's peak to the byte, the first step's parameter
+//! gradients are bit-identical to those of keeping everything (read back and compared as
+//! bytes), the whole loss curve is too, and training cut the loss to under half.
+
+mod data;
+#[path = "../flags/mod.rs"]
+mod flags;
+mod mlp;
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context as _, Result};
+use gpu_arena::arena::Bytes;
+use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule};
+use gpu_arena::{ArenaConfig, Context, DeviceArray};
+use lexopt::prelude::*;
+use mlp::{Mlp, MlpKernels, MlpShape};
+use serde_json::json;
+
+const USAGE: &str = "\
+usage: train [--large] [--steps N] [--json]
+
+Trains an MLP (8 linear layers of 64 ReLU units, batch 32) on a synthetic regression with SGD
+under each checkpointing policy (save all, every 3rd, sqrt, a budget), every step run through
+gpu-arena's Schedule::run with WGSL kernels, and checks that each step's peak is the plan's,
+that the gradients are bit-identical across policies and that the loss falls.
+
+  --large      a real GPU's sizes: 16 layers of 1024 units, batch 512
+  --steps N    SGD steps per policy (default 200; 300 with --large)
+  --json       one JSON row per policy instead of the table
+  -h, --help   this text";
+
+/// What the command line asked for.
+#[derive(Debug, Default, PartialEq)]
+struct Options {
+    large: bool,
+    steps: Option<usize>,
+    json: bool,
+}
+
+/// Reads the flags; `Ok(None)` when `--help` was asked for. Errors name the bad argument.
+fn parse_args(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Error> {
+    let mut options = Options::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Short('h') | Long("help") => return Ok(None),
+            Long("large") => options.large = true,
+            Long("json") => options.json = true,
+            Long("steps") => options.steps = Some(flags::in_range(parser, "steps", 1..=MAX_STEPS)?),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    Ok(Some(options))
+}
+
+/// Most steps `--steps` accepts: the losses live in one device array indexed by `u32`, and a
+/// million steps is already hours on a real GPU.
+const MAX_STEPS: usize = 1_000_000;
+
+/// The seed of the data set and of the initial weights: every policy trains the same network
+/// on the same data.
+const DATA_SEED: u64 = 0x5eed_da7a;
+const PARAMETER_SEED: u64 = 0x5eed_0fae;
+
+/// `EveryNth`'s interval. The chain alternates linear and ReLU layers, so every 3rd keeps
+/// linear and ReLU outputs by turns; at these sizes every 4th keeps what √n keeps.
+const EVERY: usize = 3;
+
+/// The loss must end below this fraction of where it started (a clear margin: training that
+/// stalls or diverges fails).
+const LOSS_RATIO_REQUIRED: f32 = 0.5;
+
+/// Sizes of a run.
+#[derive(Clone, Copy, Debug)]
+struct Config {
+    shape: MlpShape,
+    /// Minibatches in the data set, visited in turn.
+    batches: usize,
+    steps: usize,
+    learning_rate: f32,
+}
+
+/// Small enough for lavapipe in CI.
+const CI: Config = Config {
+    shape: MlpShape {
+        batch: 32,
+        inputs: 16,
+        width: 64,
+        outputs: 4,
+        linear_layers: 8,
+    },
+    batches: 16,
+    steps: 200,
+    learning_rate: 0.05,
+};
+
+/// A real GPU's sizes.
+const LARGE: Config = Config {
+    shape: MlpShape {
+        batch: 512,
+        inputs: 64,
+        width: 1024,
+        outputs: 16,
+        linear_layers: 16,
+    },
+    batches: 16,
+    steps: 300,
+    learning_rate: 0.02,
+};
+
+/// The issue's floor: at least 8 linear layers, at either size.
+const _: () = assert!(CI.shape.linear_layers >= 8 && LARGE.shape.linear_layers >= 8);
+
+fn main() -> ExitCode {
+    // wgpu's warnings and validation errors go to stderr (CI looks for the latter).
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let options = flags::parse_or_exit(USAGE, parse_args);
+    match run(&options) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("train: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// What training under one policy measured.
+struct PolicyRun {
+    name: String,
+    schedule: Schedule,
+    /// The highest `peak_bytes_in_use` of any step's `RunReport`.
+    peak_bytes_in_use: u64,
+    /// Bytes in use before each step besides the input: parameters, gradients, data, losses.
+    resident_bytes: u64,
+    time_per_step: Duration,
+    /// The loss of every step's minibatch, before that step's update.
+    losses: Vec<f32>,
+    /// The parameter gradients of the first step, per array.
+    first_gradients: Vec<Vec<f32>>,
+}
+
+impl PolicyRun {
+    fn initial_loss(&self) -> f32 {
+        self.losses[0]
+    }
+
+    /// The mean loss of the last pass over the data set (or of every step, when fewer).
+    fn final_loss(&self, batches: usize) -> f32 {
+        let last = &self.losses[self.losses.len().saturating_sub(batches)..];
+        last.iter().sum::<f32>() / last.len() as f32
+    }
+}
+
+fn run(options: &Options) -> Result<()> {
+    let mut config = if options.large { LARGE } else { CI };
+    config.steps = options.steps.unwrap_or(config.steps);
+    let shape = config.shape;
+    shape.check().map_err(anyhow::Error::msg)?;
+    let ctx = Context::new(ArenaConfig::from_env()?)?;
+    let kernels = MlpKernels::new(&ctx)?;
+    let dataset = data::regression_set(
+        DATA_SEED,
+        config.batches,
+        shape.batch,
+        shape.inputs,
+        shape.outputs,
+    )
+    .iter()
+    .map(|batch| {
+        Ok((
+            ctx.device_put(&batch.inputs, &[shape.batch, shape.inputs])?,
+            ctx.device_put(&batch.targets, &[shape.batch, shape.outputs])?,
+        ))
+    })
+    .collect::<gpu_arena::Result<Vec<_>>>()?;
+
+    let chain = shape.chain()?;
+    let runs = policies(&chain)?
+        .into_iter()
+        .map(|(name, schedule)| {
+            train(&ctx, &config, &kernels, &dataset, name, schedule)
+                .with_context(|| "training failed")
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    if options.json {
+        for run in &runs {
+            println!("{}", row(&ctx, &config, run));
+        }
+    } else {
+        print_table(&ctx, &config, &runs);
+    }
+    check(&config, &runs)
+}
+
+/// The policies compared, named, with their plans: keep everything, every n-th, √n, and a
+/// budget halfway between √n's peak and keeping everything (or the smallest that fits, if
+/// that is less than any plan needs).
+fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
+    let all = chain.plan(CheckpointPolicy::SaveAll)?;
+    let sqrt = chain.plan(CheckpointPolicy::Sqrt)?;
+    let halfway = (all.peak_bytes() + sqrt.peak_bytes()) / 2;
+    let budget = match chain.plan(CheckpointPolicy::Budget(halfway)) {
+        Err(RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) => smallest_budget,
+        other => other.map(|_| halfway)?,
+    };
+    Ok(vec![
+        ("save all".into(), all),
+        (
+            format!("every nth ({EVERY})"),
+            chain.plan(CheckpointPolicy::EveryNth(EVERY))?,
+        ),
+        ("sqrt".into(), sqrt),
+        (
+            format!("budget {}", Bytes(budget)),
+            chain.plan(CheckpointPolicy::Budget(budget))?,
+        ),
+    ])
+}
+
+/// Trains a new network from the same start for `config.steps` SGD steps under `schedule`.
+fn train(
+    ctx: &Context,
+    config: &Config,
+    kernels: &MlpKernels,
+    dataset: &[(DeviceArray<f32>, DeviceArray<f32>)],
+    name: String,
+    schedule: Schedule,
+) -> Result<PolicyRun> {
+    let mut mlp = Mlp::new(ctx, config.shape, kernels.clone(), PARAMETER_SEED)?;
+    let mut losses = ctx.zeros::<f32>(&[config.steps])?;
+    ctx.synchronize()?;
+    let mut peak_bytes_in_use = 0;
+    let mut resident_bytes = 0;
+    let mut first_gradients = Vec::new();
+    let mut reading_back = Duration::ZERO;
+    let started = Instant::now();
+    for step in 0..config.steps {
+        let (inputs, targets) = &dataset[step % dataset.len()];
+        // `MAX_STEPS` fits a u32.
+        let mut model = mlp.step(targets, &mut losses, step as u32);
+        let report = schedule.run(ctx, &mut model, inputs)?;
+        ensure!(
+            report.peak_bytes_in_use == report.resident_bytes + schedule.peak_bytes(),
+            "{name}, step {step}: the context's peak is {} bytes, not the {} resident plus the \
+             plan's {}",
+            report.peak_bytes_in_use,
+            report.resident_bytes,
+            schedule.peak_bytes()
+        );
+        peak_bytes_in_use = peak_bytes_in_use.max(report.peak_bytes_in_use);
+        resident_bytes = report.resident_bytes;
+        if step == 0 {
+            let reading = Instant::now();
+            first_gradients = mlp.parameter_gradients(ctx)?;
+            reading_back = reading.elapsed();
+        }
+        mlp.sgd(ctx, config.learning_rate)?;
+    }
+    ctx.synchronize()?;
+    let time_per_step = (started.elapsed() - reading_back) / config.steps as u32;
+    Ok(PolicyRun {
+        name,
+        schedule,
+        peak_bytes_in_use,
+        resident_bytes,
+        time_per_step,
+        losses: ctx.device_get(&losses)?,
+        first_gradients,
+    })
+}
+
+fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun]) {
+    let shape = &config.shape;
+    println!(
+        "train on {}: {} linear layers ({} -> {} x{} -> {}) with ReLU, batch {}, {} SGD steps \
+         (lr {}) over {} samples",
+        ctx.adapter_info().name,
+        shape.linear_layers,
+        shape.inputs,
+        shape.width,
+        shape.linear_layers - 1,
+        shape.outputs,
+        shape.batch,
+        config.steps,
+        config.learning_rate,
+        config.batches * shape.batch
+    );
+    println!(
+        "{:<18} {:>5} {:>10} {:>15} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "policy",
+        "kept",
+        "recompute",
+        "peak (context)",
+        "resident",
+        "plan peak",
+        "time/step",
+        "loss 0",
+        "loss end"
+    );
+    for run in runs {
+        println!(
+            "{:<18} {:>5} {:>9.1}% {:>15} {:>10} {:>10} {:>8.2}ms {:>9.5} {:>9.5}",
+            run.name,
+            run.schedule.checkpoints().len(),
+            100.0 * run.schedule.recompute_fraction(),
+            run.peak_bytes_in_use,
+            run.resident_bytes,
+            run.schedule.peak_bytes(),
+            run.time_per_step.as_secs_f64() * 1e3,
+            run.initial_loss(),
+            run.final_loss(config.batches)
+        );
+    }
+    println!(
+        "peaks in bytes; kept: activations checkpointed besides the input and the output; \
+         recompute: forward FLOPs run again, of one forward pass; loss end: mean over the last \
+         pass over the data"
+    );
+}
+
+fn row(ctx: &Context, config: &Config, run: &PolicyRun) -> serde_json::Value {
+    let shape = &config.shape;
+    json!({
+        "case": "train",
+        "adapter": ctx.adapter_info().name,
+        "policy": run.name,
+        "kept": run.schedule.checkpoints().len(),
+        "recompute_fraction": run.schedule.recompute_fraction(),
+        "peak_bytes_in_use": run.peak_bytes_in_use,
+        "resident_bytes": run.resident_bytes,
+        "plan_peak_bytes": run.schedule.peak_bytes(),
+        "us_per_step": run.time_per_step.as_secs_f64() * 1e6,
+        "initial_loss": run.initial_loss(),
+        "final_loss": run.final_loss(config.batches),
+        "steps": config.steps,
+        "batch": shape.batch,
+        "width": shape.width,
+        "linear_layers": shape.linear_layers,
+    })
+}
+
+/// The example's claims: the first step's gradients and every loss are the same bits under
+/// every policy, and the loss fell by a clear margin. (Each step's peak was checked as it
+/// ran.)
+fn check(config: &Config, runs: &[PolicyRun]) -> Result<()> {
+    let (first, rest) = runs.split_first().context("no policy ran")?;
+    let bytes = |arrays: &[Vec<f32>]| -> Vec<u8> {
+        arrays
+            .iter()
+            .flat_map(|a| bytemuck::cast_slice::<f32, u8>(a).to_vec())
+            .collect()
+    };
+    let reference = bytes(&first.first_gradients);
+    ensure!(
+        first.first_gradients.iter().flatten().any(|&g| g != 0.0),
+        "the first step's gradients are all zero: nothing was learned from"
+    );
+    for run in rest {
+        let differing = first
+            .first_gradients
+            .iter()
+            .zip(&run.first_gradients)
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count()
+            })
+            .sum::<usize>();
+        ensure!(
+            bytes(&run.first_gradients) == reference,
+            "{}: {differing} first-step gradients differ from {}'s in their bits",
+            run.name,
+            first.name
+        );
+        let same_losses = run
+            .losses
+            .iter()
+            .zip(&first.losses)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        ensure!(
+            same_losses,
+            "{}: the loss curve differs from {}'s",
+            run.name,
+            first.name
+        );
+    }
+    let (initial, last) = (first.initial_loss(), first.final_loss(config.batches));
+    ensure!(
+        last.is_finite() && last < LOSS_RATIO_REQUIRED * initial,
+        "the loss went from {initial} to {last}, not below {LOSS_RATIO_REQUIRED} of where it \
+         started ({} steps)",
+        config.steps
+    );
+    eprintln!(
+        "checked: each step's peak = resident + plan peak; first-step gradients ({} bytes) and \
+         all {} losses bit-identical under {} policies; loss {initial:.5} -> {last:.5}",
+        reference.len(),
+        first.losses.len(),
+        runs.len()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Option<Options>, String> {
+        flags::parse_strings(parse_args, args)
+    }
+
+    #[test]
+    fn flags_parse_in_any_order_and_with_equals() {
+        assert_eq!(
+            parse(&["--json", "--steps", "7", "--large"]).unwrap(),
+            Some(Options {
+                large: true,
+                steps: Some(7),
+                json: true
+            })
+        );
+        assert_eq!(parse(&["--steps=12"]).unwrap().unwrap().steps, Some(12));
+        assert_eq!(parse(&[]).unwrap(), Some(Options::default()));
+        assert_eq!(parse(&["--help"]).unwrap(), None);
+        assert_eq!(parse(&["-h"]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_missing_or_bad_step_count_is_refused_with_the_reason() {
+        // Unknown flags and stray arguments: lexopt's messages, checked for every example
+        // by .ci/examples-flags.sh.
+        assert_eq!(
+            parse(&["--steps"]).unwrap_err(),
+            "missing argument for option '--steps'"
+        );
+        for bad in ["0", "1000001"] {
+            let message = parse(&["--steps", bad]).unwrap_err();
+            assert_eq!(message, "--steps must be between 1 and 1000000");
+        }
+        for bad in ["-3", "many", ""] {
+            let message = parse(&["--steps", bad]).unwrap_err();
+            assert!(message.starts_with("invalid value"), "{message}");
+        }
+    }
+
+    /// A run under `policy` of the CI network with the given gradients and losses.
+    fn run_with(policy: CheckpointPolicy, gradients: Vec<Vec<f32>>, losses: Vec<f32>) -> PolicyRun {
+        PolicyRun {
+            name: format!("{policy:?}"),
+            schedule: CI.shape.chain().unwrap().plan(policy).unwrap(),
+            peak_bytes_in_use: 0,
+            resident_bytes: 0,
+            time_per_step: Duration::ZERO,
+            losses,
+            first_gradients: gradients,
+        }
+    }
+
+    fn runs(second_gradients: Vec<Vec<f32>>, second_losses: Vec<f32>) -> Vec<PolicyRun> {
+        vec![
+            run_with(
+                CheckpointPolicy::SaveAll,
+                vec![vec![0.25, -1.0], vec![3.0]],
+                good_losses(),
+            ),
+            run_with(CheckpointPolicy::Sqrt, second_gradients, second_losses),
+        ]
+    }
+
+    fn good_losses() -> Vec<f32> {
+        vec![2.0; CI.batches].into_iter().chain([0.5; 16]).collect()
+    }
+
+    #[test]
+    fn check_accepts_runs_with_the_same_bits_whose_loss_fell() {
+        let runs = runs(vec![vec![0.25, -1.0], vec![3.0]], good_losses());
+        check(&CI, &runs).unwrap();
+    }
+
+    #[test]
+    fn check_refuses_gradients_one_bit_apart_and_says_how_many_differ() {
+        let off_by_one_bit = f32::from_bits(3.0f32.to_bits() + 1);
+        let runs = runs(vec![vec![0.25, -1.0], vec![off_by_one_bit]], good_losses());
+        let message = check(&CI, &runs).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "Sqrt: 1 first-step gradients differ from SaveAll's in their bits"
+        );
+        // -0.0 equals 0.0 as a number but not as bits.
+        let mut runs = runs;
+        runs[0].first_gradients = vec![vec![0.0, 1.0]];
+        runs[1].first_gradients = vec![vec![-0.0, 1.0]];
+        assert!(check(&CI, &runs).is_err());
+    }
+
+    #[test]
+    fn check_refuses_a_loss_curve_that_differs_and_a_loss_that_did_not_fall() {
+        let mut losses = good_losses();
+        losses[20] = 0.4;
+        let differing = runs(vec![vec![0.25, -1.0], vec![3.0]], losses);
+        let message = check(&CI, &differing).unwrap_err().to_string();
+        assert_eq!(message, "Sqrt: the loss curve differs from SaveAll's");
+
+        for end in [1.5, f32::NAN, f32::INFINITY] {
+            let losses: Vec<f32> = vec![2.0; CI.batches].into_iter().chain([end; 16]).collect();
+            let mut runs = runs(vec![vec![0.25, -1.0], vec![3.0]], losses.clone());
+            runs[0].losses = losses;
+            let message = check(&CI, &runs).unwrap_err().to_string();
+            assert!(message.starts_with("the loss went from 2 to"), "{message}");
+            assert!(
+                message.contains("not below 0.5 of where it started (200 steps)"),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn check_refuses_gradients_that_are_all_zero() {
+        let zeros = vec![vec![0.0, 0.0], vec![0.0]];
+        let mut runs = runs(zeros.clone(), good_losses());
+        runs[0].first_gradients = zeros;
+        let message = check(&CI, &runs).unwrap_err().to_string();
+        assert!(message.contains("gradients are all zero"), "{message}");
+    }
+
+    #[test]
+    fn both_networks_fit_the_kernels_and_the_default_chain_has_fifteen_layers() {
+        CI.shape.check().unwrap();
+        LARGE.shape.check().unwrap();
+        assert_eq!(CI.shape.chain().unwrap().layer_count(), 15);
+    }
+}
