@@ -57,6 +57,22 @@
 //! # Ok::<(), gpu_arena::Error>(())
 //! ```
 //!
+//! ## Modules
+//!
+//! - [`arena`]: the BFC allocator itself (offsets and sizes only, no GPU types).
+//! - [`memplan`]: the vendor-aware memory-type policy, a pure function of a memory table.
+//! - [`config`]: [`ArenaConfig`], its validation and the `GPU_ARENA_*` / JAX variables.
+//! - `backend` (private): where regions come from (gpu-allocator on Vulkan, plain wgpu
+//!   buffers), mapped memory, flush and invalidate: all of the crate's `unsafe`.
+//! - `context`, `devices` (private): [`Context`], adapters, [`devices()`].
+//! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].
+//! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
+//! - [`kernels`]: [`Kernel`], [`Launch`], [`Sequence`] and the library's ops.
+//! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
+//! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
+//! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
+//! - [`error`]: [`Error`] and [`Result`].
+//!
 //! The README (on the repository and crates.io) has the set-up commands, the configuration
 //! table, the memory policy and the benchmarks.
 #![warn(missing_docs)]
