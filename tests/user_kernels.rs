@@ -752,3 +752,65 @@ fn kernels_sequences_and_donated_errors_cross_threads() {
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn hostile_grids_empty_arrays_and_empty_sequences_are_errors_or_no_ops_never_panics() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut a = ctx.device_put(&[1u32; 8], &[8]).unwrap();
+    for n in [u64::MAX, u64::MAX / 2, 1 << 40] {
+        let err = ctx
+            .launch(&add)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_for(n)
+            .run()
+            .unwrap_err();
+        assert!(matches!(err, Error::KernelArgument { .. }), "{err}");
+        let err = ctx
+            .launch(&add)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_linear(n)
+            .run()
+            .unwrap_err();
+        assert!(err.to_string().contains("two dimensions"), "{err}");
+    }
+    // A zero grid and an empty array run nothing and succeed.
+    ctx.launch(&add)
+        .params(&1u32)
+        .arg_mut(&mut a)
+        .grid_for(0)
+        .run()
+        .unwrap();
+    let mut empty = ctx.zeros::<u32>(&[0]).unwrap();
+    ctx.launch(&add)
+        .params(&1u32)
+        .arg_mut(&mut empty)
+        .grid_for(0)
+        .run()
+        .unwrap();
+    let mut empty2 = ctx.zeros::<u32>(&[4, 0]).unwrap();
+    let mut row = empty2.view_mut(&[3]).unwrap();
+    assert_eq!(row.len(), 0);
+    ctx.launch(&add)
+        .params(&1u32)
+        .arg_mut(&mut row)
+        .grid([1, 1, 1])
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), [1; 8], "nothing ran on a");
+    // Empty sequences, and zero-size ops inside one.
+    ctx.sequence().submit().unwrap();
+    let mut s = ctx.sequence();
+    let z = s.put::<f32>(&[], &[0, 3]).unwrap();
+    let z = s
+        .dynamic_update_slice(z, (&[][..], &[0usize, 3][..]), &[i64::MIN, i64::MAX])
+        .unwrap();
+    let sliced = s.dynamic_slice(&z, &[i64::MAX, i64::MIN], &[0, 2]).unwrap();
+    let filled = s.fill::<u8>(&[0], 7).unwrap();
+    s.submit().unwrap();
+    assert!(ctx.device_get(&sliced).unwrap().is_empty());
+    assert!(ctx.device_get(&filled).unwrap().is_empty());
+    assert_no_validation_errors();
+}
