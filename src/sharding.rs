@@ -116,7 +116,12 @@ pub fn gather<T: bytemuck::Pod>(
         shard.check_ready(&ctx.inner, OPERATION)?;
         match shard.shape().split_first() {
             Some((&shard_rows, rest)) if rest == row_shape => {
-                rows += shard_rows;
+                // Zero-size shards can each claim up to 2^63 rows: the sum is checked.
+                rows = rows.checked_add(shard_rows).ok_or_else(|| Error::Shape {
+                    operation: OPERATION,
+                    reason: "the shards' leading dimensions add up to more than usize::MAX rows"
+                        .into(),
+                })?;
             }
             _ => {
                 return Err(Error::Shape {

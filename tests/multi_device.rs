@@ -486,6 +486,12 @@ fn sharding_refuses_bad_shapes_context_lists_and_foreign_shards() {
     assert!(message(gather(&contexts, &odd).unwrap_err()).contains("shard 1 has shape [1, 3]"));
     let scalar = vec![a.device_put(&[1u32], &[]).unwrap()];
     assert!(message(gather(&contexts[..1], &scalar).unwrap_err()).contains("rank 1 or more"));
+    // Zero-size shards whose leading dimensions add up past usize::MAX: an error, no overflow.
+    let huge: Vec<DeviceArray<u8>> = (0..4)
+        .map(|_| a.zeros::<u8>(&[1 << 62, 0]).unwrap())
+        .collect();
+    let four = [a.clone(), a.clone(), a.clone(), a.clone()];
+    assert!(message(gather(&four, &huge).unwrap_err()).contains("more than usize::MAX rows"));
     assert_eq!(
         a.transfer_stats().device_to_host.explicit.count,
         0,
