@@ -151,9 +151,10 @@ pub(crate) struct KernelState {
     pipelines: HashMap<CacheKey, Arc<Compiled>>,
     disk_cache: DiskCache,
     stats: KernelCacheStats,
-    /// The uniform buffer kernel parameters are written to, one 256-byte slot per dispatch
-    /// (grown on demand, reused by every launch).
-    pub(crate) params: Option<(wgpu::Buffer, u64)>,
+    /// The uniform buffer parameter blocks are written to, one slot per dispatch aligned to
+    /// `min_uniform_buffer_offset_alignment`, and its size in bytes (grown on demand, reused by
+    /// every submission; see `sequence.rs`).
+    pub(crate) params: super::sequence::ParamsBuffer,
     /// Test-only limits replacing the device's (see `Context::limit_kernel_resources`).
     pub(crate) limits_override: Option<(u64, u32)>,
     /// Run WGSL kernels even where ops would copy on the host (see `host.rs`).
