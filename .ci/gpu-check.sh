@@ -9,7 +9,11 @@ if [ -d .gl ] && ! ldconfig -p | grep -q libvulkan.so.1; then
 fi
 export XDG_RUNTIME_DIR=/tmp
 B=.devbin
-[ -f $B/bins.tar.gz ] && tar -C $B -xzf $B/bins.tar.gz
+if [ -f $B/bins.tar.xz ]; then
+  # tar's xz, or Python's lzma where the machine has no xz binary.
+  tar -C $B -xJf $B/bins.tar.xz 2>/dev/null ||
+    python3 -c "import tarfile; tarfile.open('$B/bins.tar.xz').extractall('$B')"
+fi
 run() { local name=$1; shift; echo "== $name"; timeout "${T:-120}" "$@" > "$OUT/$name.txt" 2>&1; echo "rc $?"; tail -n "${TAIL:-40}" "$OUT/$name.txt"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$OUT/nvidia-smi.txt" 2>&1 || true
 vulkaninfo --summary > "$OUT/vulkaninfo.txt" 2>&1 || true
