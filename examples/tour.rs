@@ -183,6 +183,7 @@ fn main() -> anyhow::Result<()> {
     let stats = ctx.memory_stats();
     println!("{}", serde_json::to_string_pretty(&stats)?);
     drop(arrays);
+    drop(v);
     drop(x);
     ctx.synchronize()?;
     println!(
