@@ -260,20 +260,7 @@ fn memory_used_by_inflight_work_is_not_reused_until_it_completes() {
     ctx.raw_submit([encoder.finish()], &[&x, &y, &sink])
         .unwrap();
     drop(x);
-    // Same size as X: best fit would pick X's chunk if it were free now.
-    let z = ctx.device_put(&vec![0xDEAD_BEEFu32; N], &[N]).unwrap();
-    let reused_at_once = z.buffer() == &x_offset.0 && z.byte_offset() == x_offset.1;
-    let result = ctx.device_get(&y).unwrap();
-    let wrong = result.iter().zip(&data).filter(|(a, b)| a != b).count();
-    assert_eq!(
-        wrong, 0,
-        "{wrong} elements differ from X's data (reused at once: {reused_at_once})"
-    );
-    assert!(ctx
-        .device_get(&z)
-        .unwrap()
-        .iter()
-        .all(|&v| v == 0xDEAD_BEEF));
+    common::assert_dropped_source_was_not_reused(&ctx, x_offset, &y, &data, "raw_submit");
     assert_no_validation_errors();
 }
 

@@ -29,6 +29,7 @@ const ODD_STAGING_BYTES: u64 = 64 * 1024 + 2;
 fn odd_lengths() -> Vec<usize> {
     let staging = ODD_STAGING_BYTES as usize;
     vec![
+        0,
         1,
         3,
         5,
@@ -451,6 +452,21 @@ fn sharding_round_trips_across_devices() {
         gather(&contexts[..1], &one).unwrap(),
         (data.clone(), vec![60])
     );
+    assert_no_validation_errors();
+}
+
+#[test]
+fn zero_size_arrays_of_any_shape_move_between_devices_keeping_their_shape() {
+    let a = common::context();
+    let b = common::context();
+    for shape in [vec![0usize], vec![4, 0, 3], vec![1 << 62, 0]] {
+        let x = a.alloc::<u8>(&shape).unwrap();
+        let on_b = b.device_put_from(&x).unwrap();
+        assert_eq!(on_b.shape(), shape.as_slice());
+        assert!(b.device_get(&on_b).unwrap().is_empty());
+        let back = on_b.copy_to(&a).unwrap();
+        assert_eq!(back.shape(), shape.as_slice());
+    }
     assert_no_validation_errors();
 }
 

@@ -575,19 +575,13 @@ fn an_argument_dropped_while_its_kernel_runs_is_not_reused_until_it_completes() 
                 .unwrap();
             drop(x);
         }
-        let z = ctx.device_put(&vec![0xDEAD_BEEFu32; N], &[N]).unwrap();
-        let reused_at_once = z.buffer() == &place.0 && z.byte_offset() == place.1;
-        let result = ctx.device_get(&y).unwrap();
-        let wrong = result.iter().zip(&data).filter(|(a, b)| a != b).count();
-        assert_eq!(
-            wrong, 0,
-            "sequenced {sequenced}: {wrong} wrong (reused at once: {reused_at_once})"
+        common::assert_dropped_source_was_not_reused(
+            &ctx,
+            place,
+            &y,
+            &data,
+            &format!("sequenced {sequenced}"),
         );
-        assert!(ctx
-            .device_get(&z)
-            .unwrap()
-            .iter()
-            .all(|&v| v == 0xDEAD_BEEF));
     }
     assert_no_validation_errors();
 }

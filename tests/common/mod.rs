@@ -143,3 +143,33 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
     sink[i] = acc;
 }
 "#;
+
+/// The frontier check after a slow copy of `data` into `y` was submitted and its source, which
+/// lived at `source` (buffer and offset), was dropped: a new array of the same size is written
+/// at once (best fit would take the source's chunk if it were free), and `y` must still end up
+/// holding `data`, the new array its own bytes.
+pub fn assert_dropped_source_was_not_reused(
+    ctx: &Context,
+    source: (wgpu::Buffer, u64),
+    y: &gpu_arena::DeviceArray<u32>,
+    data: &[u32],
+    case: &str,
+) {
+    let z = ctx
+        .device_put(&vec![0xDEAD_BEEFu32; data.len()], &[data.len()])
+        .unwrap();
+    let reused_at_once = z.buffer() == &source.0 && z.byte_offset() == source.1;
+    let result = ctx.device_get(y).unwrap();
+    let wrong = result.iter().zip(data).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        wrong, 0,
+        "{case}: {wrong} elements differ from the source's data (reused at once: {reused_at_once})"
+    );
+    assert!(
+        ctx.device_get(&z)
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0xDEAD_BEEF),
+        "{case}"
+    );
+}
