@@ -423,6 +423,29 @@ mod tests {
     }
 
     #[test]
+    fn a_peak_budget_search_over_20000_layers_builds_one_schedule_not_one_per_candidate() {
+        // Before: about 2,300 schedules of 20,000 layers held at once (4.8 GB, ~30 s).
+        let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 20_000]).unwrap();
+        let all = Schedule::build(&chain, &keep_all(20_000));
+        let budget = all.peak_bytes() - 256;
+        drop(all);
+        crate::remat::schedule::BUILDS.with(|builds| builds.set(0));
+        let plan = within_budget(&chain, Fit::Peak(budget)).unwrap();
+        assert_eq!(
+            crate::remat::schedule::BUILDS.with(|builds| builds.get()),
+            1
+        );
+        assert!(plan.peak_bytes() <= budget);
+        assert!(plan.recompute_cost() > 0.0);
+        // An arena budget builds only what it replays: here the save-all plan does not fit
+        // and the first candidate that fits its peak replays in the arena.
+        crate::remat::schedule::BUILDS.with(|builds| builds.set(0));
+        let arena_plan = within_budget(&chain, Fit::Arena(budget)).unwrap();
+        assert!(crate::remat::schedule::BUILDS.with(|builds| builds.get()) <= 3);
+        assert!(arena_plan.peak_bytes() <= budget);
+    }
+
+    #[test]
     fn a_peak_budget_just_below_save_all_on_3000_layers_plans_as_the_full_search_did() {
         // Past the greedy step's limit and the exhaustive counts: the sparse search.
         let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 3000]).unwrap();
