@@ -35,7 +35,7 @@ done
 # Bad values, missing values and stray arguments, one of each kind.
 expect 2 'invalid value "abc" for --size-mib' "$bin/bench_update" --size-mib abc
 expect 2 '--size-mib must be between 1 and' "$bin/bench_update" --size-mib 99999999999
-expect 2 '--iters must be at least 1' "$bin/bench_transfers" --iters 0
+expect 2 '--iters must be between 1 and 1000' "$bin/bench_transfers" --iters 0
 expect 2 "unexpected argument for option '--json'" "$bin/bench_timeline" --json=yes
 expect 2 'invalid value "nope" for --trace' "$bin/bench_alloc" --trace nope
 expect 2 'invalid value "nope" for --allocator' "$bin/bench_alloc" --allocator nope
@@ -43,7 +43,7 @@ expect 2 "missing argument for option '--out'" "$bin/memory_report" --out
 expect 2 'unexpected argument "out/"' "$bin/memory_report" out/
 expect 2 'unexpected argument "b.json"' "$bin/memplan" a.json b.json
 expect 2 'unexpected argument "extra"' "$bin/tour" extra
-expect 2 '--launches must be at least 1' "$bin/bench_launch" --launches 0
+expect 2 '--launches must be between 1 and 10000' "$bin/bench_launch" --launches 0
 expect 2 '--dim must be between 1 and' "$bin/decode" --dim 99999999
 expect 2 'invalid value "-1" for --n' "$bin/saxpy" --n -1
 expect 2 "missing argument for option '--save'" "$bin/device_report" --save
