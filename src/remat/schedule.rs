@@ -74,10 +74,10 @@ pub struct Schedule {
     forward_cost: f64,
 }
 
-/// How many schedules [`Schedule::build`] has made on this thread: lets the planner's tests
-/// check that a search holds schedules in bounded number, whatever the chain's length.
 #[cfg(test)]
 thread_local! {
+    /// How many schedules [`Schedule::build`] has made on this thread: lets the planner's
+    /// tests check that a search holds schedules in bounded number, whatever the chain's length.
     pub(crate) static BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
