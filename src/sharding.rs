@@ -56,6 +56,12 @@ impl ShardRows {
         let start = index * base + index.min(longer);
         Some(start..start + base + usize::from(index < longer))
     }
+
+    /// Whether no shards are left to iterate (what `ExactSizeIterator::is_empty`, unstable,
+    /// would say).
+    pub fn is_empty(&self) -> bool {
+        self.next == self.end
+    }
 }
 
 impl Iterator for ShardRows {
@@ -108,6 +114,12 @@ impl PartialEq<[Range<usize>]> for ShardRows {
 impl<const N: usize> PartialEq<[Range<usize>; N]> for ShardRows {
     fn eq(&self, other: &[Range<usize>; N]) -> bool {
         *self == other[..]
+    }
+}
+
+impl PartialEq<&[Range<usize>]> for ShardRows {
+    fn eq(&self, other: &&[Range<usize>]) -> bool {
+        *self == **other
     }
 }
 

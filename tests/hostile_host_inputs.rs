@@ -27,6 +27,9 @@ fn shard_rows_answers_any_count_of_shards_without_allocating_or_panicking() {
     assert_eq!(many.next(), Some(3..3));
     assert_eq!(many.next(), None);
     assert_eq!(many.len(), 0);
+    assert!(many.is_empty());
+    assert!(shard_rows(5, 0).is_empty() && !shard_rows(0, 1).is_empty());
+    assert_eq!(shard_rows(4, 2), &[0..2, 2..4][..]);
     // The largest counts of rows split exactly, the first shards one row longer.
     let rows = shard_rows(usize::MAX, 2);
     assert_eq!(
