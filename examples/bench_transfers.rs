@@ -22,7 +22,7 @@
 //! With `--json`, one JSON object per line: `case`, `method`, `seconds`, and `us_per_array` or
 //! `gbps`. Without it, a table with ratios against gpu-arena.
 
-use gpu_arena::{ArenaConfig, Context};
+use gpu_arena::{wgpu, ArenaConfig, Context};
 use lexopt::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

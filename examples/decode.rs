@@ -9,7 +9,9 @@
 //!
 //! `cargo run --release --example decode -- [--steps N] [--layers L] [--dim D] [--json]`
 
-use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel, TransferGuard, TransferGuardLevel};
+use gpu_arena::{
+    bytemuck, ArenaConfig, Context, DeviceArray, Kernel, TransferGuard, TransferGuardLevel,
+};
 use lexopt::prelude::*;
 use std::time::Instant;
 
@@ -34,6 +36,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[bytemuck(crate = "gpu_arena::bytemuck")]
 struct Params {
     rows: u32,
     dim: u32,

@@ -121,6 +121,25 @@ pub use transfer::{
 };
 pub use view::{ArrayView, ArrayViewMut, KernelArg, KernelArgMut};
 
+/// The `bytemuck` this crate is built with, so a dependent needs gpu-arena alone: element
+/// types and parameter blocks are `Pod`. Its derives work through this path with bytemuck's
+/// `crate` attribute:
+///
+/// ```
+/// #[repr(C)]
+/// #[derive(Clone, Copy, gpu_arena::bytemuck::Pod, gpu_arena::bytemuck::Zeroable)]
+/// #[bytemuck(crate = "gpu_arena::bytemuck")]
+/// struct Params { n: u32, a: f32 }
+///
+/// let bytes = gpu_arena::bytemuck::bytes_of(&Params { n: 3, a: 2.0 });
+/// assert_eq!(bytes.len(), 8);
+/// ```
+pub use bytemuck;
+/// The `wgpu` this crate is built with (its exact version), for [`Context::adapter_info`],
+/// [`Context::limits`] and the escape hatch ([`DeviceArray::raw_binding`],
+/// [`Context::raw_submit`]) without a second, mismatched `wgpu` in the dependency tree.
+pub use wgpu;
+
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

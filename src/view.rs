@@ -138,6 +138,35 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     }
 }
 
+impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
+    /// The viewed array and the view's byte offset from the array's first byte.
+    pub(crate) fn parts(&self) -> (&'a DeviceArray<T>, u64) {
+        (self.array, self.offset)
+    }
+}
+
+/// The whole array as a view (what [`crate::Context::device_get_into`] reads from).
+impl<'a, T: bytemuck::Pod> From<&'a DeviceArray<T>> for ArrayView<'a, T> {
+    fn from(array: &'a DeviceArray<T>) -> Self {
+        ArrayView {
+            array,
+            offset: 0,
+            shape: array.shape().to_vec(),
+        }
+    }
+}
+
+/// A copy of the view (views are cheap: an array reference, an offset and a shape).
+impl<'a, T: bytemuck::Pod> From<&ArrayView<'a, T>> for ArrayView<'a, T> {
+    fn from(view: &ArrayView<'a, T>) -> Self {
+        ArrayView {
+            array: view.array,
+            offset: view.offset,
+            shape: view.shape.clone(),
+        }
+    }
+}
+
 impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
     /// The same elements under another shape with as many elements.
     pub fn reshape(self, shape: &[usize]) -> Result<ArrayViewMut<'a, T>> {

@@ -38,9 +38,41 @@ impl ErrorScopes {
     }
 }
 
-/// A wgpu error with its chain of causes.
+/// A wgpu error on one line, each cause once: wgpu's own text already spells out its chain of
+/// causes over several lines ("Validation Error\n\nCaused by:\n  ..."), and the same causes
+/// come again through `source()`, so this keeps the heading (its first line) and then each
+/// cause of the chain, skipping one whose text is already there.
 pub(crate) fn describe_wgpu_error(error: &wgpu::Error) -> String {
-    format!("{error}{}", wgpu_error_causes(error))
+    let full = error.to_string();
+    let mut text = full
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default()
+        .to_string();
+    let mut source = std::error::Error::source(error);
+    if source.is_none() {
+        // No chain to rebuild: wgpu's text is all there is, folded onto one line.
+        return one_line(&full);
+    }
+    while let Some(cause) = source {
+        let cause_text = one_line(&cause.to_string());
+        if !cause_text.is_empty() && !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` with its lines trimmed and joined by spaces.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The causes of a wgpu error on one line, each after ": " (empty without any): for a warning
