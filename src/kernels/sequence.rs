@@ -144,6 +144,36 @@ impl Sequence {
         self.touch(&array.storage, operation)
     }
 
+    /// The host path for an op recorded now, when running it at once is the same as running
+    /// it in order (see `host.rs`): a CPU adapter with every array mapped, no step recorded so
+    /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
+    /// the op costs no step, so a sequence never costs a submission where the same ops one by
+    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do.
+    pub(crate) fn host_path_now<T: bytemuck::Pod>(
+        &self,
+        arrays: &[&DeviceArray<T>],
+    ) -> Result<Option<super::host::HostArrays>> {
+        // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
+        const MAX_STEPS_SCANNED: usize = 256;
+        let inner = &self.ctx.inner;
+        let kernels = inner.kernels.lock();
+        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
+            return Ok(None);
+        }
+        let free = arrays.iter().all(|a| {
+            let ours = u32::from(
+                self.touched_set
+                    .contains(&(Arc::as_ptr(&a.storage) as usize)),
+            );
+            a.storage.unsubmitted.load(Ordering::Acquire) as u64 == u64::from(ours)
+                && !self.steps.iter().any(|step| step_touches(step, &a.storage))
+        });
+        if !free {
+            return Ok(None);
+        }
+        inner.host_path(&kernels, arrays)
+    }
+
     pub(crate) fn push_dispatch(&mut self, step: Step) {
         if matches!(step, Step::Dispatch { .. }) {
             self.dispatches += 1;
@@ -198,6 +228,34 @@ impl Sequence {
             staging.busy_until = staging.busy_until.max(last);
             self.ctx.inner.staging.release(StagingKind::Upload, staging);
         }
+    }
+}
+
+/// Whether `step` reads or writes any byte of `storage`'s allocation.
+fn step_touches(step: &Step, storage: &ArrayStorage) -> bool {
+    let (start, end) = (
+        storage.allocation.offset,
+        storage.allocation.offset + storage.allocation.size,
+    );
+    let overlaps = |buffer: &wgpu::Buffer, offset: u64, size: u64| {
+        *buffer == storage.buffer && offset < end && offset + size > start
+    };
+    match step {
+        Step::Dispatch { ranges, .. } => {
+            ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
+        }
+        Step::Copy {
+            src,
+            src_offset,
+            dst,
+            dst_offset,
+            size,
+        } => overlaps(src, *src_offset, *size) || overlaps(dst, *dst_offset, *size),
+        Step::Clear {
+            buffer,
+            offset,
+            size,
+        } => overlaps(buffer, *offset, *size),
     }
 }
 
