@@ -455,7 +455,9 @@ fn a_sequence_runs_its_steps_in_order_and_equals_the_op_by_op_result() {
                 .grid_for(64)
                 .run()
                 .unwrap();
-            assert!(s.len() >= 8);
+            // Eight steps, or seven where the first update ran at once on the host (a CPU
+            // adapter with a mapped arena: no recorded step touched its arrays yet).
+            assert!(s.len() >= 7, "{} steps", s.len());
             s.submit().unwrap();
             ctx.device_get(&d).unwrap()
         } else {
