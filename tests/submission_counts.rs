@@ -1,6 +1,7 @@
 //! A `Sequence` never costs more submissions than the ops it holds would one by one, on every
 //! path: zero-copy (lavapipe is a CPU adapter with mapped arena memory, where single ops copy on
-//! the host and submit nothing), staging (`zero_copy: false`), and device kernels forced.
+//! the host and submit nothing), staging (`zero_copy: false`), device kernels forced, and
+//! wgpu's own `write_buffer` uploads (the GL backend, where there is one).
 //! Submissions are counted by the ids gpu-arena hands out: an empty `raw_submit` before and
 //! after the work.
 
@@ -40,7 +41,7 @@ fn submissions<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
 fn paths() -> Vec<(&'static str, Context)> {
     let kernels = context_with(test_config());
     kernels.force_device_kernels(true);
-    vec![
+    let mut paths = vec![
         ("zero-copy", context_with(test_config())),
         (
             "staging",
@@ -50,7 +51,15 @@ fn paths() -> Vec<(&'static str, Context)> {
             }),
         ),
         ("device kernels", kernels),
-    ]
+    ];
+    // wgpu's own staging (`queue.write_buffer`), where a GL adapter exists.
+    if let Ok(gl) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) {
+        paths.push(("plain wgpu", gl));
+    }
+    paths
 }
 
 /// One decode step over `layers` layers, recorded (`sequenced`) or op by op.
@@ -264,4 +273,21 @@ fn two_threads_record_updates_into_one_array_through_sequences() {
         }
     });
     assert_no_validation_errors();
+}
+
+#[test]
+fn recorded_uploads_alone_cost_at_most_the_submissions_of_device_put() {
+    for (path, ctx) in paths() {
+        let data: Vec<u32> = (0..1000).collect();
+        let (alone, a) = submissions(&ctx, || ctx.device_put(&data, &[1000]).unwrap());
+        let (recorded, b) = submissions(&ctx, || {
+            let mut s = ctx.sequence();
+            let b = s.put(&data, &[1000]).unwrap();
+            s.submit().unwrap();
+            b
+        });
+        assert!(recorded <= alone, "{path}: {recorded} > {alone}");
+        assert_eq!(ctx.device_get(&a).unwrap(), data, "{path}");
+        assert_eq!(ctx.device_get(&b).unwrap(), data, "{path}");
+    }
 }

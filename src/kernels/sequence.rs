@@ -88,6 +88,9 @@ pub struct Sequence {
     pub(crate) staging: Vec<(StagingBuffer, u64)>,
     /// Names of the timeline's dispatch records (one per dispatch).
     dispatches: usize,
+    /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
+    /// even without a step, so that they land.
+    pub(crate) queued_writes: bool,
 }
 
 impl Context {
@@ -100,6 +103,7 @@ impl Context {
             touched_set: HashSet::new(),
             staging: Vec::new(),
             dispatches: 0,
+            queued_writes: false,
         }
     }
 }
@@ -192,6 +196,10 @@ impl Sequence {
         let steps = std::mem::take(&mut self.steps);
         let mut last = SubmissionId(0);
         let result = (|| {
+            if steps.is_empty() && std::mem::take(&mut self.queued_writes) {
+                // Only queued uploads: one (empty) submission carries them.
+                last = inner.submit([]);
+            }
             let mut kernels = inner.kernels.lock();
             let mut rest = &steps[..];
             while !rest.is_empty() {

@@ -382,6 +382,14 @@ impl ContextInner {
         if self.lock_memory().regions.is_vulkan() {
             return staging::upload(self, items);
         }
+        self.queue_writes(items);
+        Ok(self.submit([]))
+    }
+
+    /// `queue.write_buffer` for each item (wgpu's own staging): the bytes land at the start of
+    /// the queue's next submission, before its command buffers. [`ContextInner::upload`]
+    /// submits at once; a sequence lets its own submission carry them.
+    pub(crate) fn queue_writes(&self, items: &[UploadItem<'_>]) {
         // Arrays that are neighbours in the arena go out as one write (one wgpu staging copy).
         let mut run: Vec<u8> = Vec::new();
         let mut run_start: Option<(&wgpu::Buffer, u64)> = None;
@@ -405,7 +413,6 @@ impl ContextInner {
             run.resize(run.len() + (item.span as usize - item.data.len()), 0);
         }
         flush(&mut run, run_start);
-        Ok(self.submit([]))
     }
 
     /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
