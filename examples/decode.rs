@@ -4,7 +4,7 @@
 //! against every row so far), all under `TransferGuard` `disallow` (only explicit transfers).
 //!
 //! Run twice, side by side: one submission per op, then one `Sequence` (one submission) per
-//! step. Checks the scores against a CPU reference, that `bytes_in_use` stays flat across
+//! step, three times each in alternation (the median run of each is reported). Checks the scores against a CPU reference, that `bytes_in_use` stays flat across
 //! steps (the cache is reused in place; temporaries come and go) and that the sequence makes
 //! no more submissions per step than the ops one by one, and prints µs and submissions per
 //! step.
@@ -186,6 +186,15 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, sequenced: bool) -> anyhow::R
     })
 }
 
+/// Runs of each way; the median is reported.
+const ROUNDS: usize = 3;
+
+/// The round with the median time per step (its submissions and `bytes_in_use` with it).
+fn median_round(mut rounds: Vec<Measured>) -> Measured {
+    rounds.sort_by(|a, b| a.us_per_step.total_cmp(&b.us_per_step));
+    rounds.swap_remove(rounds.len() / 2)
+}
+
 #[path = "flags/mod.rs"]
 mod flags;
 
@@ -248,8 +257,15 @@ fn main() -> anyhow::Result<()> {
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     // Every transfer in the loop is explicit; an implicit one would be an error.
     let _guard = TransferGuard::scoped(TransferGuardLevel::Disallow);
-    let per_op = run(&ctx, &shape, steps, false)?;
-    let per_sequence = run(&ctx, &shape, steps, true)?;
+    // Both ways in alternation, ROUNDS times each, and the median round of each: a shared
+    // machine's load drifts over a run, and alternating spreads it over both ways alike.
+    let mut rounds: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        for sequenced in [round % 2 == 1, round % 2 == 0] {
+            rounds[usize::from(sequenced)].push(run(&ctx, &shape, steps, sequenced)?);
+        }
+    }
+    let [per_op, per_sequence] = rounds.map(median_round);
     anyhow::ensure!(
         per_sequence.submissions_per_step <= per_op.submissions_per_step.max(1),
         "a sequence made {} submissions per step where its ops one by one made {}",
