@@ -183,6 +183,13 @@ fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() 
         let c = s.dynamic_update_slice(cache, &row, &[3, 0]).unwrap();
         let filled = s.fill(&[3], 7u32).unwrap();
         let c = s.fill_in_place(c, 9.0).unwrap();
+        // Pending until submit on every path, the host's included: what runs here runs on a GPU.
+        for err in [
+            ctx.device_get(&c).unwrap_err(),
+            ctx.device_get(&filled).unwrap_err(),
+        ] {
+            assert!(err.to_string().contains("call submit()"), "{err}");
+        }
         s.submit().unwrap();
         (c, filled)
     });

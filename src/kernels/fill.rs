@@ -101,7 +101,7 @@ impl Sequence {
         pattern: [u32; 4],
         operation: &'static str,
     ) -> DonatedResult<T> {
-        match self.host_path_now(&[&array]) {
+        match self.host_path_now(&[&array], operation) {
             Ok(Some(host)) => {
                 host.fill(0, array.size_in_bytes(), pattern);
                 return Ok(array);

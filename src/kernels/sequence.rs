@@ -152,14 +152,17 @@ impl Sequence {
     /// it in order (see `host.rs`): a CPU adapter with every array mapped, no step recorded so
     /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
     /// the op costs no step, so a sequence never costs a submission where the same ops one by
-    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do.
+    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do. The arrays
+    /// are touched all the same: pending until `submit` as on every other path, so code that
+    /// runs on a CPU adapter runs on a GPU too.
     pub(crate) fn host_path_now<T: bytemuck::Pod>(
-        &self,
+        &mut self,
         arrays: &[&DeviceArray<T>],
+        operation: &'static str,
     ) -> Result<Option<super::host::HostArrays>> {
         // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
         const MAX_STEPS_SCANNED: usize = 256;
-        let inner = &self.ctx.inner;
+        let inner = Arc::clone(&self.ctx.inner);
         let kernels = inner.kernels.lock();
         if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
             return Ok(None);
@@ -175,7 +178,13 @@ impl Sequence {
         if !free {
             return Ok(None);
         }
-        inner.host_path(&kernels, arrays)
+        let host = inner.host_path(&kernels, arrays)?;
+        if host.is_some() {
+            for array in arrays {
+                self.touch_array(array, operation)?;
+            }
+        }
+        Ok(host)
     }
 
     pub(crate) fn push_dispatch(&mut self, step: Step) {
