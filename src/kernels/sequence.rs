@@ -65,6 +65,14 @@ pub(crate) enum Step {
 /// (that would run before the recorded work): such calls return an error saying so. Dropping a
 /// sequence without submitting discards its steps (arrays it made then hold unspecified data).
 ///
+/// **Submissions**: `submit` makes one (one per 4096 dispatches), none for a sequence with no
+/// steps, and a sequence never costs more submissions than its ops one by one: recorded
+/// uploads ride in it (zero-copy writes and wgpu's queued writes need none of their own; only
+/// an upload larger than a staging buffer goes out on its own, as `device_put` would), and on
+/// a CPU adapter with a mapped arena (lavapipe), where single updates and fills are host copies
+/// that submit nothing, a recorded one whose arrays no earlier step touches is a host copy too.
+/// Its arrays are pending until `submit` on every path alike.
+///
 /// ```no_run
 /// # let ctx = gpu_arena::Context::new(Default::default())?;
 /// let k = ctx.kernel("@group(0) @binding(0) var<storage, read_write> a: array<f32>;
