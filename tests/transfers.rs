@@ -524,3 +524,19 @@ fn two_threads_read_one_array_into_their_own_buffers() {
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn device_get_into_refuses_an_array_of_another_context() {
+    let ours = context_with(test_config());
+    let theirs = context_with(test_config());
+    let a = theirs.device_put(&[1u8; 16], &[16]).unwrap();
+    let mut out = [0u8; 16];
+    let err = ours.device_get_into(&a, &mut out).unwrap_err();
+    assert!(matches!(err, Error::ForeignArray { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("device_get_into got an array of context"),
+        "{err}"
+    );
+    assert_eq!(out, [0; 16]);
+}
