@@ -130,10 +130,10 @@ impl Context {
     /// Errors: as [`Context::kernel`]; also unknown or non-finite override constants.
     pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
         let inner = &self.inner;
-        let compiled = inner
-            .kernels
-            .lock()
-            .user(&inner.device, &inner.adapter_info, &desc)?;
+        let compiled =
+            inner
+                .kernels
+                .user(&inner.device, &inner.adapter_info, &inner.limits, &desc)?;
         Ok(Kernel {
             compiled,
             ctx: Arc::clone(inner),
