@@ -248,7 +248,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     ///
     /// Errors (the array given back intact in [`crate::Donated`]): [`Error::InvalidArgument`]
     /// when `U` and `T` differ in size.
-    pub fn bitcast<U: bytemuck::Pod>(self) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
+    pub fn bitcast<U: bytemuck::Pod>(
+        self,
+    ) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
         match crate::view::check_bitcast::<T, U>("DeviceArray::bitcast") {
             Ok(()) => Ok(DeviceArray {
                 storage: self.storage,

@@ -353,8 +353,7 @@ impl<'s, 'a> Launch<'s, 'a> {
                 binding.element_stride
             ));
         }
-        if let (Some(wgsl), Some(rust)) = (&binding.element_scalar, rust_scalar(arg.element_type))
-        {
+        if let (Some(wgsl), Some(rust)) = (&binding.element_scalar, rust_scalar(arg.element_type)) {
             if wgsl != rust {
                 return fail(format!(
                     "the kernel reads {} made of {wgsl}, but the argument holds {} made of {rust}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",

@@ -24,9 +24,24 @@ pub(crate) fn check_device_limits(
     };
     let [x, y, z] = signature.workgroup_size;
     for (axis, size, limit, name) in [
-        ("x", x, limits.max_compute_workgroup_size_x, "max_compute_workgroup_size_x"),
-        ("y", y, limits.max_compute_workgroup_size_y, "max_compute_workgroup_size_y"),
-        ("z", z, limits.max_compute_workgroup_size_z, "max_compute_workgroup_size_z"),
+        (
+            "x",
+            x,
+            limits.max_compute_workgroup_size_x,
+            "max_compute_workgroup_size_x",
+        ),
+        (
+            "y",
+            y,
+            limits.max_compute_workgroup_size_y,
+            "max_compute_workgroup_size_y",
+        ),
+        (
+            "z",
+            z,
+            limits.max_compute_workgroup_size_z,
+            "max_compute_workgroup_size_z",
+        ),
     ] {
         if size > limit {
             return over(
@@ -77,12 +92,15 @@ pub(crate) fn check_device_limits(
         );
     }
     let limit = limits.max_bindings_per_bind_group;
-    let numbers = signature.storage.iter().map(|b| b.binding).chain(
-        signature.params.iter().filter_map(|p| match p.kind {
-            ParamsKind::Uniform { binding } => Some(binding),
-            ParamsKind::Immediate => None,
-        }),
-    );
+    let numbers =
+        signature
+            .storage
+            .iter()
+            .map(|b| b.binding)
+            .chain(signature.params.iter().filter_map(|p| match p.kind {
+                ParamsKind::Uniform { binding } => Some(binding),
+                ParamsKind::Immediate => None,
+            }));
     if let Some(number) = numbers.max().filter(|&n| n >= limit) {
         return over(
             format!("@binding({number})"),

@@ -47,8 +47,8 @@ pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
 pub use launch::Launch;
 pub use pipelines::{KernelCacheStats, KernelSource};
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
-pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
 pub use sequence::Sequence;
+pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
 pub use user_kernel::{Kernel, KernelDesc};
 
 pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};

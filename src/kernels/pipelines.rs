@@ -280,15 +280,11 @@ impl KernelState {
         let started = Instant::now();
         let source = kernel.source();
         // The library's own sources are small and shallow: parsed on the caller's thread.
-        let reflected = parse_and_reflect(
-            KernelSource::Wgsl(&source),
-            "main",
-            kernel.constants(),
-        )
-        .map_err(|message| Error::KernelCompile {
-            kernel: kernel.name().to_string(),
-            message,
-        })?;
+        let reflected = parse_and_reflect(KernelSource::Wgsl(&source), "main", kernel.constants())
+            .map_err(|message| Error::KernelCompile {
+                kernel: kernel.name().to_string(),
+                message,
+            })?;
         let limits = device.limits();
         let compiled = self.compile(device, adapter, &limits, kernel.name(), reflected, started)?;
         self.pipelines.insert(key, Arc::clone(&compiled));

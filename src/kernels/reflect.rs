@@ -227,7 +227,11 @@ fn check_override_value(
     value: f64,
     scalar: Option<naga::Scalar>,
 ) -> Result<(), ReflectError> {
-    let fail = |why: String| Err(ReflectError(format!("override constant {name} = {value}: {why}")));
+    let fail = |why: String| {
+        Err(ReflectError(format!(
+            "override constant {name} = {value}: {why}"
+        )))
+    };
     if !value.is_finite() {
         return fail("not a finite number".into());
     }
@@ -419,7 +423,8 @@ fn runtime_array_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Opti
         } => Some((0, u64::from(*stride))),
         naga::TypeInner::Struct { members, .. } => {
             let last = members.last()?;
-            runtime_array_of(module, last.ty).map(|(offset, stride)| (u64::from(last.offset) + offset, stride))
+            runtime_array_of(module, last.ty)
+                .map(|(offset, stride)| (u64::from(last.offset) + offset, stride))
         }
         _ => None,
     }
