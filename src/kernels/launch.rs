@@ -355,10 +355,17 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if let (Some(wgsl), Some(rust)) = (&binding.element_scalar, rust_scalar(arg.element_type)) {
             if wgsl != rust {
+                let made_of = |ty: &str, scalar: &str| {
+                    if ty == scalar {
+                        ty.to_string()
+                    } else {
+                        format!("{ty} (made of {scalar})")
+                    }
+                };
                 return fail(format!(
-                    "the kernel reads {} made of {wgsl}, but the argument holds {} made of {rust}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",
-                    binding.element_type,
-                    arg.element_type,
+                    "the kernel reads {} elements, but the argument holds {}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",
+                    made_of(&binding.element_type, wgsl),
+                    made_of(arg.element_type, rust),
                     arg.element_type.replace(rust, wgsl)
                 ));
             }
