@@ -57,7 +57,7 @@ fn main() -> anyhow::Result<()> {
     let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
 
     let saxpy = ctx.kernel(SAXPY, "main")?; // compiled once per context
-    // Data that arrives as raw bits (a file, a network buffer): u32 words.
+                                            // Data that arrives as raw bits (a file, a network buffer): u32 words.
     let x_bits: Vec<u32> = xs.iter().map(|x| x.to_bits()).collect();
     let x = ctx.device_put(&x_bits, &[n as usize])?;
     let mut y = ctx.device_put(&ys, &[n as usize])?;

@@ -91,6 +91,7 @@ pub struct KernelSignature {
 }
 
 /// A module ready to compile: what [`reflect_kernel`] returns.
+#[derive(Debug)]
 pub struct ReflectedKernel {
     /// The module with overrides applied and storage made `read_write`.
     pub module: naga::Module,
@@ -587,6 +588,62 @@ mod tests {
         assert!(err.0.contains("NOPE") && err.0.contains("WG"), "{}", err.0);
         let err = reflect(source, &[("WG", f64::NAN)]).unwrap_err();
         assert!(err.0.contains("finite"), "{}", err.0);
+    }
+
+    #[test]
+    fn workgroup_memory_element_scalars_and_runtime_arrays_are_reflected() {
+        let s = reflect(
+            r#"
+            struct R { head: vec4<f32>, data: array<vec2<u32>> }
+            var<workgroup> tile: array<f32, 3>;
+            var<workgroup> flag: u32;
+            var<workgroup> unused: array<f32, 1000>;
+            @group(0) @binding(0) var<storage, read_write> r: R;
+            @group(0) @binding(1) var<storage, read_write> m: array<mat4x4<f32>>;
+            @group(0) @binding(2) var<storage, read_write> a: array<atomic<i32>, 4>;
+            @compute @workgroup_size(1)
+            fn main() {
+                tile[0] = 1.0; flag = 1u;
+                r.data[0] = vec2<u32>(arrayLength(&r.data));
+                m[0][0].x = tile[0];
+                atomicAdd(&a[0], i32(flag));
+            }"#,
+            &[],
+        )
+        .unwrap();
+        // 12 bytes and 4 bytes, each rounded up to 16; the unused variable does not count.
+        assert_eq!(s.workgroup_memory_bytes, 32);
+        let scalars: Vec<_> = s
+            .storage
+            .iter()
+            .map(|b| b.element_scalar.as_deref())
+            .collect();
+        assert_eq!(scalars, [None, Some("f32"), Some("i32")]);
+        assert_eq!(s.storage[0].runtime_array, Some((16, 8)));
+        assert_eq!(s.storage[1].runtime_array, Some((0, 64)));
+        assert_eq!(s.storage[2].runtime_array, None);
+    }
+
+    #[test]
+    fn constants_resolve_by_name_or_id_to_one_sorted_key() {
+        let source = r#"
+            @id(7) override SCALE: f32 = 1.0;
+            override B: u32 = 0u;
+            @group(0) @binding(0) var<storage, read_write> a: array<f32>;
+            @compute @workgroup_size(1)
+            fn main() { a[0] = SCALE + f32(B); }"#;
+        let resolve = |constants: &[(&str, f64)]| {
+            let module = naga::front::wgsl::parse_str(source).unwrap();
+            reflect_kernel(module, "main", constants, None).map(|r| r.constants)
+        };
+        let expected = vec![("7".to_string(), 2.0), ("B".to_string(), 3.0)];
+        assert_eq!(resolve(&[("B", 3.0), ("SCALE", 2.0)]).unwrap(), expected);
+        assert_eq!(resolve(&[("7", 2.0), ("B", 3.0)]).unwrap(), expected);
+        assert!(resolve(&[("7", 2.0), ("SCALE", 2.0)])
+            .unwrap_err()
+            .0
+            .contains("twice"));
+        assert!(resolve(&[("B", 0.5)]).unwrap_err().0.contains("whole"));
     }
 
     #[test]
