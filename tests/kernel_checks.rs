@@ -177,7 +177,7 @@ fn a_uniform_block_above_max_uniform_buffer_binding_size_is_refused_at_kernel() 
              @compute @workgroup_size(1) fn main() {{ a[0] = p.v[0].x; }}"
         )
     };
-    let err = compile_error(&ctx, &source(u64::from(limit) / 16 + 1));
+    let err = compile_error(&ctx, &source(limit / 16 + 1));
     assert_names_limit(&err, "max_uniform_buffer_binding_size", limit);
     if ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
         let limit = ctx.limits().max_immediate_size;

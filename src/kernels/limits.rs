@@ -74,7 +74,8 @@ pub(crate) fn check_device_limits(
             "use smaller workgroup arrays (or tile the work)",
         );
     }
-    if KERNEL_BIND_GROUP >= limits.max_bind_groups {
+    // The bind group's index plus one groups must be allowed.
+    if limits.max_bind_groups < KERNEL_BIND_GROUP + 1 {
         return over(
             format!("@group({KERNEL_BIND_GROUP})"),
             "max_bind_groups",
@@ -132,7 +133,7 @@ pub(crate) fn check_device_limits(
                     "pass the parameters in a storage array",
                 );
             }
-            let limit = u64::from(limits.max_uniform_buffer_binding_size);
+            let limit = limits.max_uniform_buffer_binding_size;
             if params.size > limit {
                 return over(
                     format!(
