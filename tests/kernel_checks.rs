@@ -322,6 +322,12 @@ fn deeply_nested_wgsl_is_refused_without_aborting_the_process() {
                 "const C = 0u{}; @compute @workgroup_size(1) fn main() {{ }}",
                 " + 1u".repeat(n)
             ),
+            format!(
+                "@compute @workgroup_size(1) fn main() {{ var x = 0u; x = {}x{}; }}",
+                "min(1u, ".repeat(n),
+                ")".repeat(n)
+            ),
+            format!("alias T = {}u32{};", "array<".repeat(n), ", 1>".repeat(n)),
         ] {
             let err = compile_error(&ctx, &source);
             assert!(
@@ -330,6 +336,15 @@ fn deeply_nested_wgsl_is_refused_without_aborting_the_process() {
                 "{err:.300}"
             );
         }
+    }
+    // Nested blocks stop at naga's own bound (127 braces), without a crash either.
+    for n in [20_000usize, 200_000] {
+        let blocks = format!(
+            "@compute @workgroup_size(1) fn main() {{ {}{} }}",
+            "{".repeat(n),
+            "}".repeat(n)
+        );
+        compile_error(&ctx, &blocks);
     }
     let huge = format!(
         "@compute @workgroup_size(1) fn main() {{ }}{}",

@@ -366,7 +366,12 @@ impl<'s, 'a> Launch<'s, 'a> {
                     "the kernel reads {} elements, but the argument holds {}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",
                     made_of(&binding.element_type, wgsl),
                     made_of(arg.element_type, rust),
-                    arg.element_type.replace(rust, wgsl)
+                    if wgsl == "f16" {
+                        // Rust has no stable f16: name the usual 2-byte float type.
+                        "half::f16".to_string()
+                    } else {
+                        arg.element_type.replace(rust, wgsl)
+                    }
                 ));
             }
         }
