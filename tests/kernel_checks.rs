@@ -65,6 +65,21 @@ fn a_view_bound_to_a_struct_with_a_runtime_array_never_writes_into_the_next_row(
         vec![7u8; 34 * 9],
         "nothing ran"
     );
+    // The case as reported: row 32 of a [34, 9] array, refused (for its size, or for its
+    // offset where the device's storage alignment is above 32 bytes); row 33 stays as it was.
+    let mut row = rows.view_mut(&[32]).unwrap();
+    let err = ctx
+        .launch(&k)
+        .arg_mut(&mut row)
+        .grid([1, 1, 1])
+        .run()
+        .unwrap_err();
+    assert!(matches!(err, Error::KernelArgument { .. }), "{err}");
+    assert_eq!(
+        ctx.device_get(&rows).unwrap(),
+        vec![7u8; 34 * 9],
+        "nothing ran"
+    );
     // A 4-byte view is smaller than the struct's 8 bytes: refused too.
     let mut words = ctx.device_put(&[7u32; 8], &[8, 1]).unwrap();
     let mut one = words.view_mut(&[0]).unwrap();
@@ -144,6 +159,24 @@ fn workgroup_memory_above_max_compute_workgroup_storage_size_is_refused_at_kerne
         let rounded = (words * 4).next_multiple_of(16);
         assert!(err.contains(&format!("{rounded} bytes")), "{err}");
     }
+    // A size set by an override constant is counted after the override is applied.
+    let err = ctx
+        .kernel_with(
+            KernelDesc::wgsl(
+                "override N: u32 = 4;
+                 var<workgroup> w: array<u32, N>;
+                 @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+                 @compute @workgroup_size(1) fn main() { w[0] = 1u; a[0] = w[0]; }",
+                "main",
+            )
+            .constants(&[("N", f64::from(limit / 4 + 1))]),
+        )
+        .unwrap_err();
+    assert_names_limit(
+        &err.to_string(),
+        "max_compute_workgroup_storage_size",
+        limit,
+    );
     // Two variables that fit alone and not together; an unused one does not count.
     let half = limit / 8 + 1;
     let err = compile_error(
