@@ -79,6 +79,22 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
+    /// [`DeviceArray::check_ready`] for the memory itself (what a view holds).
+    pub(crate) fn check_ready(
+        &self,
+        ctx: &Arc<ContextInner>,
+        operation: &'static str,
+    ) -> Result<()> {
+        check_context(self, ctx, operation)?;
+        if self.unsubmitted.load(Ordering::Acquire) > 0 {
+            return Err(Error::InvalidArgument {
+                operation,
+                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn record_use(&self, id: SubmissionId) {
         self.last_use.fetch_max(id.0, Ordering::AcqRel);
     }
@@ -216,14 +232,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
-        self.check_same_context(ctx, operation)?;
-        if self.storage.unsubmitted.load(Ordering::Acquire) > 0 {
-            return Err(Error::InvalidArgument {
-                operation,
-                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
-            });
-        }
-        Ok(())
+        self.storage.check_ready(ctx, operation)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.

@@ -174,9 +174,9 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
 }
 
 impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
-    /// The viewed array and the view's byte offset from the array's first byte.
-    pub(crate) fn parts(&self) -> (&'a DeviceArray<T>, u64) {
-        (self.array, self.offset)
+    /// The viewed array's memory and the view's byte offset from the array's first byte.
+    pub(crate) fn parts(&self) -> (&'a Arc<ArrayStorage>, u64) {
+        (self.storage, self.offset)
     }
 }
 
@@ -184,20 +184,24 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
 impl<'a, T: bytemuck::Pod> From<&'a DeviceArray<T>> for ArrayView<'a, T> {
     fn from(array: &'a DeviceArray<T>) -> Self {
         ArrayView {
-            array,
+            storage: &array.storage,
             offset: 0,
             shape: array.shape().to_vec(),
+            whole: true,
+            _array: PhantomData,
         }
     }
 }
 
-/// A copy of the view (views are cheap: an array reference, an offset and a shape).
+/// A copy of the view (views are cheap: a reference, an offset and a shape).
 impl<'a, T: bytemuck::Pod> From<&ArrayView<'a, T>> for ArrayView<'a, T> {
     fn from(view: &ArrayView<'a, T>) -> Self {
         ArrayView {
-            array: view.array,
+            storage: view.storage,
             offset: view.offset,
             shape: view.shape.clone(),
+            whole: view.whole,
+            _array: PhantomData,
         }
     }
 }

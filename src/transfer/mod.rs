@@ -227,8 +227,8 @@ impl Context {
         explicit: bool,
         operation: &'static str,
     ) -> Result<()> {
-        let (array, view_offset) = source.parts();
-        array.check_ready(&self.inner, operation)?;
+        let (storage, view_offset) = source.parts();
+        storage.check_ready(&self.inner, operation)?;
         if out.len() != source.len() {
             return Err(Error::Shape {
                 operation,
@@ -246,16 +246,15 @@ impl Context {
         self.inner
             .guard(TransferDirection::DeviceToHost, bytes, operation, explicit)?;
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-        let direct = array
-            .storage
+        let direct = storage
             .host_range()
             .filter(|_| self.inner.host_reads_arena());
         if let Some(range) = direct {
             // UMA: wait for GPU work that may still write the array, then copy from the mapping.
-            self.inner.wait_for(array.storage.last_use())?;
+            self.inner.wait_for(storage.last_use())?;
             range.sub(view_offset, bytes).read(out);
         } else if !out.is_empty() {
-            read_staged(&self.inner, array, view_offset, out)?;
+            read_staged(&self.inner, storage, view_offset, out)?;
         }
         self.inner
             .count_transfer(TransferDirection::DeviceToHost, explicit, 1, bytes, started);
@@ -263,28 +262,20 @@ impl Context {
     }
 }
 
-/// Reads `out.len()` bytes of `array` from `view_offset` through [`ContextInner::readback`].
+/// Reads `out.len()` bytes of an array from `view_offset` through [`ContextInner::readback`].
 /// Buffer copies start on [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts
 /// between two words is read from the word before it into a small host buffer (its own bytes
 /// plus at most 3), then copied into `out`.
-fn read_staged<T: bytemuck::Pod>(
+fn read_staged(
     inner: &ContextInner,
-    array: &DeviceArray<T>,
+    storage: &ArrayStorage,
     view_offset: u64,
     out: &mut [u8],
 ) -> Result<()> {
-    let storage = &array.storage;
-    let whole = view_offset == 0 && out.len() as u64 == array.size_in_bytes();
     let skip = view_offset % COPY_ALIGNMENT;
     let start = view_offset - skip;
-    // The copy rounds the bytes up to a word: the arena's 256-byte allocations hold that word.
-    let span = |len: u64| {
-        if whole {
-            storage.allocation.size
-        } else {
-            len.next_multiple_of(COPY_ALIGNMENT)
-        }
-    };
+    // The copy rounds the bytes up to a word, which the arena's 256-byte allocations hold.
+    let span = |len: u64| len.next_multiple_of(COPY_ALIGNMENT);
     if skip == 0 {
         return inner.readback(&mut [ReadbackItem {
             span: span(out.len() as u64),
