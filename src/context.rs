@@ -493,7 +493,9 @@ impl ContextInner {
         let scopes = crate::kernels::ErrorScopes::push(&self.device);
         let commands = encoder.finish();
         let id = self.submit([commands]);
-        scopes.pop().map_err(|reason| self.device_error(done, reason))?;
+        scopes
+            .pop()
+            .map_err(|reason| self.device_error(done, reason))?;
         Ok(id)
     }
 

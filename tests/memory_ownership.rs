@@ -21,7 +21,12 @@ const DONE: &str = "memory-ownership scenario finished";
 /// without a Vulkan validation error.
 fn run_in_child(scenario: &str) {
     let output = Command::new(std::env::current_exe().unwrap())
-        .args(["child_scenario", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "child_scenario",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(SCENARIO_VAR, scenario)
         .output()
         .expect("re-running the test binary");
@@ -85,7 +90,10 @@ fn pattern(n: usize, seed: u32) -> Vec<u32> {
 /// A read after an early destroy: the array's own data, or a typed error about the device.
 fn assert_data_or_device_error(result: gpu_arena::Result<Vec<u32>>, want: &[u32], what: &str) {
     match result {
-        Ok(got) => assert!(got == want, "{what}: read back bytes that are not the array's"),
+        Ok(got) => assert!(
+            got == want,
+            "{what}: read back bytes that are not the array's"
+        ),
         Err(e @ (Error::Device { .. } | Error::DeviceLost { .. })) => {
             let message = e.to_string();
             assert!(!message.is_empty());
@@ -149,7 +157,8 @@ fn device_destroy(ctx: Context) {
     }
     let lost = ctx.device_get(&a).unwrap_err();
     assert!(
-        lost.to_string().contains("lost or was destroyed") && lost.to_string().contains("open a new Context"),
+        lost.to_string().contains("lost or was destroyed")
+            && lost.to_string().contains("open a new Context"),
         "{lost}"
     );
     drop((a, b));
