@@ -330,6 +330,39 @@ mod tests {
     }
 
     #[test]
+    fn ranges_keep_their_memory_owner_alive_until_the_last_one_is_dropped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        struct Owner(Arc<AtomicBool>);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let freed = Arc::new(AtomicBool::new(false));
+        let mut buffer = vec![0u8; 64];
+        // SAFETY: `buffer` outlives the ranges, and no reference into it is held meanwhile.
+        let whole = unsafe {
+            MappedRange::new(
+                NonNull::new(buffer.as_mut_ptr()).unwrap(),
+                64,
+                Arc::new(Owner(Arc::clone(&freed))),
+            )
+        };
+        let piece = whole.sub(8, 8);
+        let copy = piece.clone();
+        drop(whole);
+        drop(piece);
+        assert!(
+            !freed.load(Ordering::SeqCst),
+            "a range of it is still alive"
+        );
+        copy.write(&[1; 8]);
+        drop(copy);
+        assert!(freed.load(Ordering::SeqCst), "the last range frees it");
+        assert_eq!(&buffer[8..16], &[1; 8]);
+    }
+
+    #[test]
     fn large_copies_split_across_threads_arrive_whole() {
         let len = PARALLEL_COPY_MIN_BYTES * 2 + 13;
         let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
