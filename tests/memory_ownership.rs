@@ -153,6 +153,23 @@ fn device_destroy(ctx: Context) {
         assert_data_or_device_error(ctx.device_get(&a), &da, "get after destroy");
         assert_data_or_device_error(ctx.device_get(&b), &db, "get of b after destroy");
         let _ = put_then_check(&ctx, &pattern(n, 10 + round), "put after destroy");
+        // Ops: kernels and host-path copies alike refuse or give the right bytes.
+        match ctx.dynamic_slice(&b, &[10], &[100]) {
+            Ok(sliced) => {
+                assert_data_or_device_error(ctx.device_get(&sliced), &db[10..110], "slice")
+            }
+            Err(e) => assert!(
+                matches!(e, Error::Device { .. } | Error::DeviceLost { .. }),
+                "slice after destroy: {e}"
+            ),
+        }
+        match ctx.fill(&[64], 9u32) {
+            Ok(filled) => assert_data_or_device_error(ctx.device_get(&filled), &[9; 64], "fill"),
+            Err(e) => assert!(
+                matches!(e, Error::Device { .. } | Error::DeviceLost { .. }),
+                "fill after destroy: {e}"
+            ),
+        }
         assert_sentinels_intact(&sentinels);
     }
     let lost = ctx.device_get(&a).unwrap_err();
@@ -179,6 +196,12 @@ fn buffer_destroy(ctx: Context) {
     ctx.synchronize().unwrap();
     arrays[1].buffer().destroy();
     ctx.synchronize().unwrap();
+    if !ctx.config().zero_copy {
+        // Through staging, the GPU copy out of the destroyed buffer is refused, and said so.
+        let refused = ctx.device_get(&arrays[0]).unwrap_err();
+        assert!(matches!(refused, Error::Device { .. }), "{refused}");
+        assert!(refused.to_string().contains("destroyed"), "{refused}");
+    }
     let sentinels = sentinels();
     for round in 0..3 {
         for (i, (array, want)) in arrays.iter().zip(&data).enumerate() {

@@ -463,3 +463,62 @@ impl BufferRelease {
         drop(self.memory);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context on the test machine's Vulkan device (lavapipe in CI); `None` without one.
+    fn vulkan_context() -> Option<crate::Context> {
+        let ctx = crate::Context::new(crate::ArenaConfig {
+            backend: crate::BackendChoice::Vulkan,
+            ..Default::default()
+        })
+        .ok()?;
+        ctx.is_vulkan().then_some(ctx)
+    }
+
+    #[test]
+    fn memory_is_freed_through_a_poisoned_allocator_lock_when_its_last_holder_goes() {
+        let Some(ctx) = vulkan_context() else {
+            eprintln!("no Vulkan adapter: skipped");
+            return;
+        };
+        let device = &ctx.inner.device;
+        let memory = VulkanMemory::new(device, false).unwrap().unwrap();
+        let buffer = memory
+            .create_buffer(
+                device,
+                4096,
+                &ctx.inner.plan.upload_candidates,
+                "poison test",
+            )
+            .unwrap();
+        assert_eq!(memory.allocator_report().0, 1);
+        // A panic while another thread holds the allocator's lock poisons it.
+        let allocator = Arc::clone(&memory.allocator);
+        let _ = std::thread::spawn(move || {
+            let _held = allocator.lock();
+            panic!("poisoning the allocator lock on purpose");
+        })
+        .join();
+        assert!(memory.allocator.is_poisoned());
+        let DeviceBuffer { buffer, mapped, .. } = buffer;
+        let mapped = mapped.expect("upload staging memory is mapped");
+        buffer.destroy();
+        drop(buffer);
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        assert_eq!(
+            memory.allocator_report().0,
+            1,
+            "a mapping still holds the memory after wgpu destroyed its buffer"
+        );
+        mapped.write(&[7; 16]);
+        drop(mapped);
+        assert_eq!(
+            memory.allocator_report(),
+            (0, 0),
+            "the last holder freed it"
+        );
+    }
+}
