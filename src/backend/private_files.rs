@@ -243,17 +243,23 @@ pub(crate) fn write_named_file(path: &Path, contents: &[u8]) -> io::Result<()> {
     let mut file = options.open(path).map_err(|e| {
         if is_link_refusal(&e, path) {
             refusal(path, "is a symbolic link, which is never written through")
+        } else if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+            // A FIFO without a reader fails the non-blocking open (`ENXIO`).
+            refusal(path, NOT_REGULAR)
         } else {
             e
         }
     })?;
     if !file.metadata()?.is_file() {
-        return Err(refusal(path, "is not a regular file (a FIFO, socket or device)"));
+        return Err(refusal(path, NOT_REGULAR));
     }
     // Truncated only now that it is known to be a regular file of the caller's.
     file.set_len(0)?;
     file.write_all(contents)
 }
+
+/// Why a FIFO, socket or device at a caller's path is not written.
+const NOT_REGULAR: &str = "is not a regular file (a FIFO, socket or device)";
 
 /// An error saying why `path` is not written.
 fn refusal(path: &Path, why: &str) -> io::Error {
@@ -392,7 +398,8 @@ mod tests {
             let reason = read_private_file(&dir.join("fifo"), 100).unwrap_err();
             assert!(reason.contains("not a regular file"), "{reason}");
             let err = write_named_file(&dir.join("fifo"), b"x").unwrap_err();
-            assert!(err.to_string().contains("fifo"), "{err}");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
+            assert!(err.to_string().contains("not a regular file"), "{err}");
         }
         std::fs::write(dir.join("big"), [0u8; 101]).unwrap();
         let reason = read_private_file(&dir.join("big"), 100).unwrap_err();
