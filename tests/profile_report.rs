@@ -530,7 +530,9 @@ fn a_dump_dir_others_can_write_gets_no_dump_and_the_error_says_why() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no dump");
     let warnings = common::logged_messages_containing("mode 0777");
     assert!(
-        warnings.iter().any(|w| w.contains(&dir.display().to_string())),
+        warnings
+            .iter()
+            .any(|w| w.contains(&dir.display().to_string())),
         "{warnings:?}"
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -577,7 +579,12 @@ fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched
     let dir = scratch_dir("profile-links");
     let target = dir.join("precious");
     std::fs::write(&target, b"the user's data").unwrap();
-    for name in ["planted.json", "planted.html", "planted.trace.json", "page.html"] {
+    for name in [
+        "planted.json",
+        "planted.html",
+        "planted.trace.json",
+        "page.html",
+    ] {
         std::os::unix::fs::symlink(&target, dir.join(name)).unwrap();
     }
     let ctx = context_with(ArenaConfig {
@@ -601,7 +608,11 @@ fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched
     assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
     // New files are the user's alone; an existing regular file is replaced.
     let files = ctx.write_memory_profile(&dir, "fresh").unwrap();
-    for file in [&files.snapshot, &files.report, files.trace.as_ref().unwrap()] {
+    for file in [
+        &files.snapshot,
+        &files.report,
+        files.trace.as_ref().unwrap(),
+    ] {
         let mode = std::fs::metadata(file).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}: {mode:o}", file.display());
     }

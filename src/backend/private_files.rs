@@ -338,7 +338,10 @@ mod tests {
         write_named_file(&nested.join("y"), b"y").unwrap();
         drop(create_new_private_file(&nested.join("z")).unwrap());
         for f in ["x", "y", "z"] {
-            let mode = std::fs::metadata(nested.join(f)).unwrap().permissions().mode();
+            let mode = std::fs::metadata(nested.join(f))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600, "{f}: {mode:o}");
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -373,10 +376,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::chown(&dir, Some(4242), None).unwrap();
         let reason = private_dir(&dir).unwrap_err();
-        assert!(
-            reason.contains("another user (uid 4242"),
-            "{reason}"
-        );
+        assert!(reason.contains("another user (uid 4242"), "{reason}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

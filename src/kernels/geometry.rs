@@ -867,7 +867,9 @@ mod tests {
             assert!(d.dst.size <= MAX_ADDRESSABLE_BINDING_BYTES, "{d:?}");
         }
         // The same in every unit, and over more rows and dimensions.
-        let cases: &[(u64, &[u64], &[u64], &[u64])] = &[
+        // (element bytes, source shape, box sizes, box start).
+        type Case<'a> = (u64, &'a [u64], &'a [u64], &'a [u64]);
+        let cases: &[Case] = &[
             (4, &[3, 1_250_000_000], &[3, 4], &[0, 8]),
             (16, &[2, 2, 312_500_000], &[2, 2, 1], &[0, 0, 5]),
             (2, &[4, 3, 1_000_000_000], &[3, 2, 5], &[1, 1, 7]),

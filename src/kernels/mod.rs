@@ -8,7 +8,8 @@
 //! - `reflect`: what a kernel binds, read from its naga IR (pure).
 //! - `pipelines`: compilation once per context and variant.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
-//!   file costs speed, never the kernels.
+//!   file costs speed, never the kernels, and nothing another user could have written is used
+//!   (a private directory; no link followed, no FIFO waited on).
 //! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
 //! - `launch`: [`Launch`], the checked launch of a user's kernel.
 //! - `sequence`: [`Sequence`] and the one submission path.

@@ -54,10 +54,7 @@ pub fn write_html(
     timeline: Option<&MemoryTimeline>,
     path: impl AsRef<Path>,
 ) -> std::io::Result<()> {
-    crate::backend::write_named_file(
-        path.as_ref(),
-        render_html(snapshot, timeline).as_bytes(),
-    )
+    crate::backend::write_named_file(path.as_ref(), render_html(snapshot, timeline).as_bytes())
 }
 
 /// The report as one HTML string. `timeline` gives the curves; without it (the timeline is off
