@@ -623,3 +623,53 @@ fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched
         .contains("<html"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[cfg(unix)]
+#[test]
+fn two_threads_running_out_of_memory_at_once_write_two_private_dumps() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("oom-threads");
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.05),
+        dump_on_oom: Some(dir.clone()),
+        ..test_config()
+    });
+    let limit = ctx.memory_plan().prealloc_bytes(0.05);
+    let messages: Vec<String> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    ctx.alloc::<u8>(&[limit as usize + 1])
+                        .unwrap_err()
+                        .to_string()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for msg in &messages {
+        assert!(
+            msg.contains("memory profile written (GPU_ARENA_DUMP_ON_OOM)"),
+            "{msg}"
+        );
+    }
+    let written: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(written.len(), 4, "two dumps of two files: {written:?}");
+    for path in &written {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}: {mode:o}", path.display());
+        assert!(
+            messages
+                .iter()
+                .filter(|m| m.contains(&path.display().to_string()))
+                .count()
+                == 1,
+            "each file is named by one error: {}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

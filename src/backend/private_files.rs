@@ -78,6 +78,10 @@ fn effective_uid() -> u32 {
 /// that the directory is fit to hold the crate's files: a directory, owned by the effective
 /// user, that neither the group nor others may write.
 ///
+/// Only the directory itself is judged, as Mesa judges its cache directory: whoever may
+/// rename entries in a parent could swap the whole directory, so the parents are the user's
+/// choice as much as the path is (ssh goes further and checks every parent).
+///
 /// Errors: why not, in words that name what to change (another user's directory, a mode that
 /// lets others write, not a directory, or the file system's error).
 pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
@@ -183,12 +187,10 @@ fn too_large(bytes: u64, max_bytes: u64) -> String {
 /// under `O_NOFOLLOW`; checked on the path afterwards, since other causes share the code).
 fn is_link_refusal(error: &io::Error, path: &Path) -> bool {
     #[cfg(unix)]
-    if error.raw_os_error() != Some(libc::ELOOP) {
-        return false;
-    }
+    let may_be_a_link = error.raw_os_error() == Some(libc::ELOOP);
     #[cfg(not(unix))]
-    let _ = error;
-    std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
+    let may_be_a_link = error.kind() != io::ErrorKind::NotFound;
+    may_be_a_link && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink())
 }
 
 /// Replaces `path` with a file holding `contents`, atomically: the bytes go to a new file of an
@@ -202,8 +204,10 @@ pub(crate) fn replace_private_file(path: &Path, contents: &[u8]) -> io::Result<(
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{}.tmp", unguessable_name()));
     let temporary = path.with_file_name(name);
+    // No fsync: callers' files carry their own checksum, and a file a crash cut short only
+    // costs what it saved (the pipeline cache recompiles).
     let written = create_new_private_file(&temporary)
-        .and_then(|mut file| file.write_all(contents).and_then(|()| file.sync_all()))
+        .and_then(|mut file| file.write_all(contents))
         .and_then(|()| std::fs::rename(&temporary, path));
     if written.is_err() {
         let _ = std::fs::remove_file(&temporary);

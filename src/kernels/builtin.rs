@@ -2,8 +2,8 @@
 //! which arrays, which parameters, and grids cut to the device's limits.
 
 use super::geometry::{
-    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits, MAX_ITEMS,
-    PER_INVOCATION, WORKGROUP,
+    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits,
+    MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
 use super::pipelines::{Builtin, KernelState};
 use super::sequence::{BoundRange, Sequence, Step};
@@ -187,9 +187,12 @@ impl Sequence {
 impl ContextInner {
     /// What one binding and one dispatch may take on this device (or under the test override).
     pub(crate) fn plan_limits(&self, kernels: &KernelState) -> PlanLimits {
+        // Clamped to what the kernels' u32 offsets and strides address: some backends allow
+        // bindings past 4 GiB (wgpu's Metal backend reports `max_buffer_size`).
         let max_binding_bytes = kernels
             .limits_override
-            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b);
+            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b)
+            .min(MAX_ADDRESSABLE_BINDING_BYTES);
         PlanLimits {
             max_binding_bytes,
             // At least 16 so that vec4 indexing of a binding is exact. WebGPU caps this limit at
