@@ -307,6 +307,12 @@ mod tests {
     }
 
     #[test]
+    fn a_test_process_runs_with_its_own_identity() {
+        // Not setuid: the environment's directories are honoured.
+        assert!(!runs_with_borrowed_identity());
+    }
+
+    #[test]
     fn unguessable_names_differ_and_are_32_hex_digits() {
         let a = unguessable_name();
         let b = unguessable_name();

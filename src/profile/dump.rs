@@ -157,12 +157,10 @@ impl ContextInner {
             DUMPS.fetch_add(1, Ordering::Relaxed),
             unguessable_name()
         );
-        let written = private_dir(dir)
-            .map_err(|reason| format!("the directory is refused: {reason}"))
-            .and_then(|()| {
-                self.write_profile_files(dir, &stem, snapshot, Files::New)
-                    .map_err(|e| e.to_string())
-            });
+        let written = private_dir(dir).and_then(|()| {
+            self.write_profile_files(dir, &stem, snapshot, Files::New)
+                .map_err(|e| e.to_string())
+        });
         let written = match written {
             Ok(files) => format!("\n  memory profile written (GPU_ARENA_DUMP_ON_OOM): {files}."),
             Err(reason) => {
