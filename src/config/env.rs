@@ -126,15 +126,7 @@ impl ArenaConfig {
                     expected: "a directory path (unset the variable for no dump)".into(),
                 });
             }
-            if crate::backend::runs_with_borrowed_identity() {
-                // Whoever set the variable is not who this process writes as.
-                log::warn!(
-                    "gpu-arena: ignoring {var}={value}: the process runs setuid or setgid (no \
-                     memory profile is written on out-of-memory)"
-                );
-            } else {
-                config.dump_on_oom = Some(value.trim().into());
-            }
+            config.dump_on_oom = Some(value.trim().into());
         }
         // Each value was checked above under its variable's name; this is the same set of
         // rules `Context::new` applies, so nothing read here can be refused there.

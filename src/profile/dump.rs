@@ -9,7 +9,8 @@
 //!   plant links at the next dump's names);
 //! - each dump file is created new (never through anything already there, a link included),
 //!   readable by the user alone (0600), under a name that ends in an unguessable part;
-//! - a setuid or setgid process ignores `GPU_ARENA_DUMP_ON_OOM` (`config/env.rs`).
+//! - a setuid or setgid process writes no dump (whoever set `GPU_ARENA_DUMP_ON_OOM` is not who
+//!   the process writes as; the error says so).
 //!
 //! Files written on demand ([`Context::write_memory_profile`]) go where the caller says: an
 //! existing regular file is replaced, a new one is created with mode 0600, and a symbolic link
@@ -17,7 +18,10 @@
 
 use super::report;
 use super::snapshot::MemorySnapshot;
-use crate::backend::{create_new_private_file, private_dir, unguessable_name, write_named_file};
+use crate::backend::{
+    create_new_private_file, private_dir, runs_with_borrowed_identity, unguessable_name,
+    write_named_file,
+};
 use crate::context::{Context, ContextInner};
 use crate::error::Error;
 use std::io::Write;
@@ -157,7 +161,12 @@ impl ContextInner {
             DUMPS.fetch_add(1, Ordering::Relaxed),
             unguessable_name()
         );
-        let written = private_dir(dir).and_then(|()| {
+        let written = if runs_with_borrowed_identity() {
+            Err("the process runs setuid or setgid, and such a process writes no dump".into())
+        } else {
+            private_dir(dir)
+        };
+        let written = written.and_then(|()| {
             self.write_profile_files(dir, &stem, snapshot, Files::New)
                 .map_err(|e| e.to_string())
         });
