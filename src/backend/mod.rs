@@ -2,12 +2,15 @@
 //!
 //! Backends are thin: they create and release buffers, and give host access to mapped memory
 //! (`mapped`), flushed and invalidated where it is not coherent (`host_sync`). All of the
-//! crate's `unsafe` lives here; the crate root denies it elsewhere.
+//! crate's `unsafe` lives here; the crate root denies it elsewhere. The operating system's
+//! side of the files the crate writes (owners, modes, links) lives here too, below both of its
+//! users (the pipeline cache on disk and the memory-profile dumps).
 //!
 //! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
 //! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
 //! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
-//! `pipeline_cache.rs` (the driver's pipeline cache).
+//! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
+//! written without following planted links or trusting other users).
 //!
 //! # Who owns each object, and when it dies
 //! wgpu hands out its device and buffers to safe code (`Context::device`,
@@ -37,11 +40,16 @@ mod host_sync;
 mod mapped;
 mod pipeline_cache;
 mod plain;
+mod private_files;
 mod vulkan;
 
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 pub(crate) use pipeline_cache::create_pipeline_cache;
+pub(crate) use private_files::{
+    create_new_private_file, private_dir, read_private_file, replace_private_file,
+    runs_with_borrowed_identity, unguessable_name, write_named_file,
+};
 pub use vulkan::VulkanLimits;
 pub(crate) use vulkan::{heap_budgets, vulkan_limits};
 
