@@ -63,7 +63,9 @@ pub(crate) enum Step {
 /// touches is kept until the sequence is submitted and its work has completed, even if it is
 /// dropped before. Until `submit`, those arrays cannot be read back or used by a single op
 /// (that would run before the recorded work): such calls return an error saying so. Dropping a
-/// sequence without submitting discards its steps (arrays it made then hold unspecified data).
+/// sequence without submitting discards its steps (arrays it made then hold unspecified data;
+/// what ran when it was recorded, a zero-copy upload or a host copy on a CPU adapter (below),
+/// stays done: arrays a dropped sequence updated hold unspecified data too).
 ///
 /// **Submissions**: `submit` makes one (one per 4096 dispatches), none for a sequence with no
 /// steps, and a sequence never costs more submissions than its ops one by one: recorded
