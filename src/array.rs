@@ -79,6 +79,22 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
+    /// [`DeviceArray::check_ready`] for the memory itself (what a view holds).
+    pub(crate) fn check_ready(
+        &self,
+        ctx: &Arc<ContextInner>,
+        operation: &'static str,
+    ) -> Result<()> {
+        check_context(self, ctx, operation)?;
+        if self.unsubmitted.load(Ordering::Acquire) > 0 {
+            return Err(Error::InvalidArgument {
+                operation,
+                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
+            });
+        }
+        Ok(())
+    }
+
     pub(crate) fn record_use(&self, id: SubmissionId) {
         self.last_use.fetch_max(id.0, Ordering::AcqRel);
     }
@@ -86,6 +102,7 @@ impl ArrayStorage {
     /// The allocation's bytes in host memory, when zero-copy access is allowed.
     pub(crate) fn host_range(&self) -> Option<MappedRange> {
         self.mapped
+            .as_ref()
             .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
 }
@@ -117,12 +134,27 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         (self.len() * std::mem::size_of::<T>()) as u64
     }
 
-    /// The wgpu buffer of the region that holds the array.
+    /// **Escape hatch**: the wgpu buffer of the region that holds the array (shared with the
+    /// region's other arrays), at [`DeviceArray::byte_offset`]. Prefer [`Context::launch`],
+    /// [`Context::sequence`] and the ops, which bind, check and track arrays for you.
+    ///
+    /// Work that reaches this buffer outside gpu-arena is not tracked. The caller must:
+    /// - submit it with [`Context::raw_submit`], naming the array in `uses` (or keep the array
+    ///   alive and call [`Context::synchronize`] before dropping it): otherwise the array can
+    ///   be dropped while the GPU still uses it and its memory handed to the next allocation,
+    ///   and both see each other's data (silent corruption, which no validation layer sees);
+    /// - stay within `[byte_offset(), byte_offset() + allocated_bytes())`: the rest of the
+    ///   buffer is other arrays;
+    /// - not call it while the array is recorded in a [`crate::Sequence`] not yet submitted.
+    ///
+    /// Comparing buffers and offsets (is this the same memory?) is always fine.
     pub fn buffer(&self) -> &wgpu::Buffer {
         &self.storage.buffer
     }
 
-    /// The array's byte offset inside [`DeviceArray::buffer`] (a multiple of 256).
+    /// The array's byte offset inside [`DeviceArray::buffer`] (a multiple of 256): with
+    /// [`DeviceArray::allocated_bytes`], where the array lies in the region. Reading it is
+    /// harmless; using it to reach the memory is the escape hatch of [`DeviceArray::buffer`].
     pub fn byte_offset(&self) -> u64 {
         self.storage.allocation.offset
     }
@@ -201,14 +233,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
-        self.check_same_context(ctx, operation)?;
-        if self.storage.unsubmitted.load(Ordering::Acquire) > 0 {
-            return Err(Error::InvalidArgument {
-                operation,
-                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
-            });
-        }
-        Ok(())
+        self.storage.check_ready(ctx, operation)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
@@ -226,6 +251,36 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
             Ok(_) => Ok(Self {
                 shape: shape.to_vec(),
                 ..self
+            }),
+            Err(error) => Err(crate::Donated { error, array: self }),
+        }
+    }
+}
+
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// The same memory seen as elements of type `U` of the same size (no copy, the same shape
+    /// and tracking): deliberate reinterpretation, as `f32::from_bits` for every element. A
+    /// launch refuses an array whose element kind differs from the kernel's (`u32` for
+    /// `array<f32>`); bitcast it when reading its bits so is what you mean.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let bits = ctx.device_put(&[1.0f32.to_bits(); 4], &[4])?;
+    /// let floats = bits.bitcast::<f32>()?;
+    /// assert_eq!(ctx.device_get(&floats)?, [1.0; 4]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    ///
+    /// Errors (the array given back intact in [`crate::Donated`]): [`Error::InvalidArgument`]
+    /// when `U` and `T` differ in size.
+    pub fn bitcast<U: bytemuck::Pod>(
+        self,
+    ) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
+        match crate::view::check_bitcast::<T, U>("DeviceArray::bitcast") {
+            Ok(()) => Ok(DeviceArray {
+                storage: self.storage,
+                shape: self.shape,
+                _element: PhantomData,
             }),
             Err(error) => Err(crate::Donated { error, array: self }),
         }
