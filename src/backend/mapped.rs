@@ -202,6 +202,34 @@ impl MappedRange {
         dst.flush(dst.len);
     }
 
+    /// Lends the range to `f` as a byte slice, invalidated first, for a reader that cannot
+    /// take a copy without losing what it is for: MPI reading an array's mapping straight
+    /// into the network (`distributed`). The slice lives only for the call, so it cannot
+    /// outlast the memory, and mapped memory is never lent out beyond it.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn with_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        self.invalidate(self.len);
+        // SAFETY: the range is valid for `len` bytes (a checked sub-range of a live mapping,
+        // see `sub`); the caller holds the array it belongs to and has waited for the GPU
+        // work that writes it (module docs), and the slice does not outlive this call.
+        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
+        f(bytes)
+    }
+
+    /// Lends the range to `f` as a mutable byte slice, invalidated before and flushed after,
+    /// for a writer that fills it in place (MPI receiving straight into an array's mapping).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn with_bytes_mut<R>(self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        self.invalidate(self.len);
+        // SAFETY: as in `with_bytes`; besides, the caller owns (or borrows mutably) the array
+        // whose bytes these are, so nothing else reads or writes them during the call, and
+        // host slices never alias mapped memory.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
+        let result = f(bytes);
+        self.flush(self.len);
+        result
+    }
+
     /// Sets every byte of the range to zero, then flushes it.
     pub(crate) fn zero(self) {
         // SAFETY: the range is valid for `len` bytes of writes.
