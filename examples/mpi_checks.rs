@@ -9,9 +9,30 @@
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
 use gpu_arena::{Context, DeviceArray, Error, TransferGuard, TransferGuardLevel};
+use lexopt::prelude::*;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: mpi_checks SCENARIO
+
+The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
+collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
+mismatch-send, guard, pending, threads, abort, killed.
+  -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
-    let scenario = std::env::args().nth(1).unwrap_or_default();
+    let scenario = flags::parse_or_exit(USAGE, |parser| {
+        let mut scenario = None;
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Value(value) if scenario.is_none() => scenario = Some(value.string()?),
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(scenario.unwrap_or_default()))
+    });
     let universe = distributed::init()?;
     let world = universe.world();
     let ctx = abort_on_error(&world, Context::from_env());
@@ -169,7 +190,8 @@ fn collectives(group: &Collectives) -> anyhow::Result<()> {
     check_type::<i64>(group, 2, 3)?;
     check_type::<u64>(group, 3, 3)?;
     // Several pipeline chunks and a partial last one.
-    let big = distributed::PIPELINE_CHUNK_BYTES as usize / 4 * 5 / 2 + 13;
+    let chunk = distributed::PIPELINE_CHUNK_BYTES as usize / 4;
+    let big = chunk * 5 / 2 / group.size() + 13;
     check_type::<f32>(group, 1, big)?;
     check_type::<u64>(group, 1, big / 3)?;
     // Empty arrays take part like any other.

@@ -17,7 +17,7 @@ use std::sync::Arc;
 /// tens of KiB, and its bandwidth curve is flat past a few MiB), small enough that reading
 /// chunk k+1 and writing chunk k-1 overlap MPI's work on chunk k, and that a collective's host
 /// buffers stay at a few of these whatever the array's size.
-pub const PIPELINE_CHUNK_BYTES: u64 = 4 << 20;
+pub const PIPELINE_CHUNK_BYTES: u64 = 16 << 20;
 
 /// The most elements one MPI call may carry: MPI counts are C `int`s.
 const MPI_MAX_COUNT: usize = i32::MAX as usize;
