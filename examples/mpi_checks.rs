@@ -4,7 +4,7 @@
 //!
 //! Scenarios: `collectives` (every collective, every element type, against a host reference),
 //! `mismatch-shape`, `mismatch-type`, `mismatch-op`, `mismatch-root`, `mismatch-kind`,
-//! `mismatch-send`, `guard`, `pending`, `threads`, `abort`, `killed`.
+//! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`.
 
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
@@ -18,7 +18,7 @@ const USAGE: &str = "usage: mpi_checks SCENARIO
 
 The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
 collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
-mismatch-send, guard, pending, threads, abort, killed.
+mismatch-send, guard, refusals, pending, threads, abort, killed.
   -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
@@ -43,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         "mismatch-shape" | "mismatch-type" | "mismatch-op" | "mismatch-root" | "mismatch-kind"
         | "mismatch-send" => mismatch(&group, &scenario),
         "guard" => guard(&group),
+        "refusals" => refusals(&group),
         "pending" => pending(&group),
         "threads" => threads(&group),
         "abort" => abort(&group),
@@ -346,6 +347,62 @@ fn guard(group: &Collectives) -> anyhow::Result<()> {
         }
         (other, _) => bail!("unexpected error {other}"),
     }
+    Ok(())
+}
+
+/// Arguments every rank gets wrong alike: each rank refuses with its own error (printed as
+/// `REFUSED rank R <what>: <message>`), and the ranks stay in step.
+fn refusals(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let data = host::<i32>(rank, 6);
+    let report = |what: &str, error: Error| println!("REFUSED rank {rank} {what}: {error}");
+    match distributed::init() {
+        Err(error @ Error::Collective { .. }) => report("init", error),
+        other => bail!("a second init gave {:?}", other.map(|_| ())),
+    }
+    let a = ctx.device_put(&data, &[6])?;
+    let a = match group.broadcast(a, ranks + 4) {
+        Err(donated) => {
+            report("root", donated.error);
+            donated.array
+        }
+        Ok(_) => bail!("a broadcast from a rank that does not exist ran"),
+    };
+    ensure!(
+        ctx.device_get(&a)? == data,
+        "the refused broadcast changed the array"
+    );
+    let scattered = ctx.device_put(&host::<i32>(rank, ranks * 2 + 1), &[ranks * 2 + 1])?;
+    match group.reduce_scatter(&scattered, ReduceOp::Sum) {
+        Err(error) => report("reduce_scatter", error),
+        Ok(_) => bail!("a reduce_scatter of an indivisible shape ran"),
+    }
+    let scalar = ctx.device_put(&[1i32], &[])?;
+    match group.reduce_scatter(&scalar, ReduceOp::Sum) {
+        Err(error) => report("reduce_scatter of a scalar", error),
+        Ok(_) => bail!("a reduce_scatter of a scalar ran"),
+    }
+    let rank6 = ctx.device_put(&[1i32], &[1, 1, 1, 1, 1, 1])?;
+    match group.all_gather(&rank6) {
+        Err(error) => report("all_gather", error),
+        Ok(_) => bail!("an all_gather past the maximum rank ran"),
+    }
+    match group.send(&a, rank) {
+        Err(error) => report("send", error),
+        Ok(()) => bail!("a send to this rank itself ran"),
+    }
+    match group.recv(a, ranks + 1) {
+        Err(donated) => report("recv", donated.error),
+        Ok(_) => bail!("a recv from a rank that does not exist ran"),
+    }
+    // Still in step.
+    let b = ctx.device_put(&data, &[6])?;
+    let b = group.all_reduce(b, ReduceOp::Min)?;
+    ensure!(
+        ctx.device_get(&b)? == reference::<i32>(ranks, 6, ReduceOp::Min),
+        "min differs"
+    );
     Ok(())
 }
 

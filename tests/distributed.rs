@@ -271,3 +271,37 @@ fn a_rank_that_dies_ends_the_whole_job_with_a_failure_status() {
         job.output
     );
 }
+
+#[test]
+fn arguments_every_rank_gets_wrong_are_refused_on_every_rank_with_their_reason() {
+    let output = passes(2, &[], "refusals", &[]);
+    for rank in 0..2 {
+        for (what, says) in [
+            ("init", "MPI is already initialized in this process"),
+            ("root", "root 6 is not a rank of this group of 2 ranks"),
+            (
+                "reduce_scatter",
+                "shape [5] cannot be split into 2 blocks along its first dimension",
+            ),
+            (
+                "reduce_scatter of a scalar",
+                "shape [] cannot be split into 2 blocks",
+            ),
+            ("all_gather", "above the maximum rank of 6"),
+            (
+                "send",
+                &format!(
+                    "rank {rank} is not another rank of this group (this is rank {rank} of 2)"
+                ),
+            ),
+            ("recv", "rank 3 is not another rank of this group"),
+        ] {
+            let l = line(&output, "REFUSED", rank);
+            let l = output
+                .lines()
+                .find(|l| l.starts_with(&format!("REFUSED rank {rank} {what}:")))
+                .unwrap_or_else(|| panic!("no refusal of {what} on rank {rank}:\n{output}\n{l}"));
+            assert!(l.contains(says), "{l:?} does not say {says:?}");
+        }
+    }
+}
