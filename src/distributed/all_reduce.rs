@@ -1,7 +1,7 @@
 //! `all_reduce` and `all_reduce_mean`: every rank ends with the reduction of every rank's
 //! array, in place, pipelined (see the module docs).
 
-use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
+use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::error::Result;
@@ -67,10 +67,11 @@ impl Collectives {
             .check_local(&array, OPERATION, Some(bytes), Some(bytes))
             .and_then(|()| {
                 // Three chunk buffers: two that MPI and the device take turns on, one result.
+                let bytes = chunk * std::mem::size_of::<T>();
                 let buffers = [
-                    host_buffer::<T>(chunk, OPERATION)?,
-                    host_buffer::<T>(chunk, OPERATION)?,
-                    host_buffer::<T>(chunk, OPERATION)?,
+                    self.scratch.take(bytes, OPERATION)?,
+                    self.scratch.take(bytes, OPERATION)?,
+                    self.scratch.take(bytes, OPERATION)?,
                 ];
                 Ok(buffers)
             });
@@ -88,7 +89,12 @@ impl Collectives {
                 array,
             });
         };
-        match self.run_all_reduce(&array, op, chunk, buffers, &finish) {
+        let mut buffers = buffers;
+        let ran = self.run_all_reduce(&array, op, chunk, &mut buffers, &finish);
+        for buffer in buffers {
+            self.scratch.give_back(buffer);
+        }
+        match ran {
             Ok(()) => {
                 self.count(bytes, bytes, started);
                 Ok(array)
@@ -102,11 +108,14 @@ impl Collectives {
         array: &DeviceArray<T>,
         op: ReduceOp,
         chunk: usize,
-        buffers: [Vec<T>; 3],
+        buffers: &mut [Vec<u64>; 3],
         finish: &impl Fn(T) -> T,
     ) -> Result<()> {
         let io = ArrayIo::new(&self.ctx.inner, array)?;
-        let [mut first, mut second, mut result] = buffers;
+        let [first, second, result] = buffers;
+        let first: &mut [T] = elements_of(first, chunk);
+        let second: &mut [T] = elements_of(second, chunk);
+        let result: &mut [T] = elements_of(result, chunk);
         let used = if io.is_zero_copy() { 2 } else { 3 };
         self.note_host_bytes(used * chunk * std::mem::size_of::<T>());
         let op = op.system();
@@ -117,9 +126,9 @@ impl Collectives {
             let mut pending: Option<(usize, usize)> = None;
             for (k, &(start, len)) in pieces.iter().enumerate() {
                 let (current, previous) = if k % 2 == 0 {
-                    (&mut first, &second)
+                    (&mut *first, &*second)
                 } else {
-                    (&mut second, &first)
+                    (&mut *second, &*first)
                 };
                 let written = io
                     .with_slice(start, len, |src| {
@@ -145,9 +154,9 @@ impl Collectives {
             }
             if let Some((at, n)) = pending {
                 let last = if pieces.len() % 2 == 1 {
-                    &first
+                    &*first
                 } else {
-                    &second
+                    &*second
                 };
                 io.write(at, &last[..n])?;
             }
@@ -160,9 +169,9 @@ impl Collectives {
         }
         for (k, &(start, len)) in pieces.iter().enumerate() {
             let (current, next) = if k % 2 == 0 {
-                (&first, &mut second)
+                (&*first, &mut *second)
             } else {
-                (&second, &mut first)
+                (&*second, &mut *first)
             };
             let read = mpi::request::scope(|scope| {
                 let request = self.comm.immediate_all_reduce_into(

@@ -40,6 +40,48 @@ pub(crate) fn host_buffer<T: bytemuck::Pod>(len: usize, operation: &'static str)
     })
 }
 
+/// Host buffers kept between collectives (as MPI programs keep theirs): a large all-reduce
+/// would otherwise fault in and zero fresh pages for every call. At most
+/// [`SCRATCH_BUFFERS`] buffers of at most one chunk each are kept.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    free: std::sync::Mutex<Vec<Vec<u64>>>,
+}
+
+/// Buffers [`Scratch`] keeps: the three an all-reduce uses.
+const SCRATCH_BUFFERS: usize = 3;
+
+impl Scratch {
+    /// A buffer of at least `bytes` bytes (8-aligned, contents unspecified), reused when one
+    /// is free, else allocated fallibly.
+    pub(crate) fn take(&self, bytes: usize, operation: &'static str) -> Result<Vec<u64>> {
+        let words = bytes.div_ceil(8);
+        let reused = {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            free.iter()
+                .position(|b| b.len() >= words)
+                .map(|i| free.swap_remove(i))
+        };
+        match reused {
+            Some(buffer) => Ok(buffer),
+            None => host_buffer::<u64>(words, operation),
+        }
+    }
+
+    /// Keeps `buffer` for the next collective, if fewer than [`SCRATCH_BUFFERS`] are kept.
+    pub(crate) fn give_back(&self, buffer: Vec<u64>) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < SCRATCH_BUFFERS {
+            free.push(buffer);
+        }
+    }
+}
+
+/// The first `len` elements of `T` in a scratch buffer (8-aligned, so any element type fits).
+pub(crate) fn elements_of<T: bytemuck::Pod>(buffer: &mut [u64], len: usize) -> &mut [T] {
+    &mut bytemuck::cast_slice_mut::<u64, T>(buffer)[..len]
+}
+
 /// One array's elements as a collective reaches them.
 pub(crate) struct ArrayIo<'a, T> {
     ctx: &'a Arc<ContextInner>,

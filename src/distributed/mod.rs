@@ -114,6 +114,8 @@ pub struct Collectives {
     comm: SimpleCommunicator,
     /// The most host-buffer bytes one collective has used.
     host_bytes_peak: AtomicU64,
+    /// All-reduce's chunk buffers, kept between calls.
+    scratch: array_io::Scratch,
 }
 
 impl Collectives {
@@ -124,6 +126,7 @@ impl Collectives {
             ctx: ctx.clone(),
             comm: comm.duplicate(),
             host_bytes_peak: AtomicU64::new(0),
+            scratch: Default::default(),
         }
     }
 
@@ -144,7 +147,9 @@ impl Collectives {
 
     /// The most bytes of host buffers one collective has used so far: at most three
     /// [`PIPELINE_CHUNK_BYTES`] chunks (all_gather and reduce_scatter: a chunk split across
-    /// ranks, plus one), whatever the arrays' sizes. The staging pool's own buffers
+    /// ranks, plus one), whatever the arrays' sizes. All-reduce keeps its three between calls
+    /// (freed with the `Collectives`), as MPI programs keep their buffers, rather than fault
+    /// in fresh pages every step. The staging pool's own buffers
     /// ([`crate::ArenaConfig::staging_bytes`] each) are not counted here.
     pub fn host_bytes_peak(&self) -> u64 {
         self.host_bytes_peak.load(Ordering::Relaxed)
