@@ -28,7 +28,7 @@
 //! part, e.g. its transfer guard said no). A difference makes every rank return
 //! [`Error::Collective`] naming it; a rank that refused returns its own error and the others
 //! [`Error::Collective`] naming that rank. Nothing moved, so a donated array comes back
-//! intact in [`Donated`].
+//! intact in [`Donated`](crate::Donated).
 //!
 //! **Collectives are explicit transfers**: each is checked by the transfer guard (the
 //! device-to-host direction for what it reads, host-to-device for what it writes) and counted
