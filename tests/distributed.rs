@@ -15,20 +15,39 @@ const JOB_DEADLINE: Duration = Duration::from_secs(240);
 /// The bound for a failing rank to take the whole job down.
 const FAILURE_DEADLINE: Duration = Duration::from_secs(30);
 
-/// `target/<profile>/examples/mpi_checks`, next to this test's `deps/` directory.
+/// `target/<profile>/examples/mpi_checks`, next to this test's `deps/` directory, built (or
+/// brought up to date) once per test run: `cargo test --test distributed` builds only this
+/// file, and a rank program left from an older build would test old code.
 fn rank_program() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>");
-    let program = profile.join("examples").join("mpi_checks");
-    assert!(
-        program.exists(),
-        "{} is missing: build it with `cargo build --release --features mpi --example mpi_checks`",
-        program.display()
-    );
-    program
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .ok_or("the test binary is not in target/<profile>/deps")?;
+            let target_dir = profile_dir.parent().ok_or("no target directory")?;
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "--features", "mpi", "--example", "mpi_checks"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let out = build.output().map_err(|e| format!("running cargo: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "building the rank program failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Ok(profile_dir.join("examples").join("mpi_checks"))
+        })
+        .clone()
+        .unwrap_or_else(|error| panic!("{error}"))
 }
 
 struct Job {
