@@ -156,7 +156,7 @@ impl Sequence {
     /// submits nothing and returns `SubmissionId(0)`.
     ///
     /// Errors: [`Error::Device`] with wgpu's message when the device refuses the work (nothing
-    /// of the refused piece runs).
+    /// of the refused piece runs); [`Error::DeviceLost`] once the device is lost or destroyed.
     pub fn submit(mut self) -> Result<SubmissionId> {
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
@@ -232,6 +232,8 @@ impl ContextInner {
     /// caller holds the kernel lock, which keeps other threads from writing the parameter
     /// slots between this write and this submit.
     fn submit_steps(&self, params: &mut ParamsBuffer, steps: &[Step]) -> Result<SubmissionId> {
+        // Nothing of a lost device is touched, the parameter buffer included.
+        self.check_device("submitting recorded GPU work")?;
         let align = u64::from(self.limits.min_uniform_buffer_offset_alignment).max(4);
         // Slots: each uniform parameter block at an aligned offset of one buffer.
         let mut offsets = Vec::with_capacity(steps.len());
