@@ -21,7 +21,8 @@
 //!   is fresh from the arena or donated (no other handle), or a staging buffer it has acquired
 //!   (no GPU work uses it); it reads after waiting for the GPU work that writes the bytes; and
 //!   host slices never alias mapped memory (the crate never lends mapped memory out as a slice
-//!   or reference, only copies through raw pointers). Memory the GPU writes while a stale
+//!   or reference, only copies through raw pointers; MPI, under the `mpi` feature, gets a
+//!   pointer and a count too, see `mpi_buffer.rs`). Memory the GPU writes while a stale
 //!   range reads it (a user's `raw_submit` left an array out of `uses`) gives wrong bytes, as
 //!   shared memory with another process does, never a pointer outside live memory.
 //!
@@ -246,32 +247,23 @@ impl MappedRange {
         dst.flush(dst.len);
     }
 
-    /// Lends the range to `f` as a byte slice, invalidated first, for a reader that cannot
-    /// take a copy without losing what it is for: MPI reading an array's mapping straight
-    /// into the network (`distributed`). The slice lives only for the call, so it cannot
-    /// outlast the memory, and mapped memory is never lent out beyond it.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn with_bytes<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
-        self.invalidate(self.len);
-        // SAFETY: the range is valid for `len` bytes (a checked sub-range of a live mapping,
-        // see `sub`); the caller holds the array it belongs to and has waited for the GPU
-        // work that writes it (module docs), and the slice does not outlive this call.
-        let bytes = unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) };
-        f(bytes)
+    /// The range's first byte and length, for MPI buffers over it (`mpi_buffer.rs`), which
+    /// hand MPI a pointer and a count as C code does: no Rust reference into the mapping.
+    #[cfg(feature = "mpi")]
+    pub(super) fn raw_parts(&self) -> (*mut u8, usize) {
+        (self.ptr.as_ptr(), self.len)
     }
 
-    /// Lends the range to `f` as a mutable byte slice, invalidated before and flushed after,
-    /// for a writer that fills it in place (MPI receiving straight into an array's mapping).
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    pub(crate) fn with_bytes_mut<R>(self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    /// Makes the device's writes to the whole range visible to the host (before MPI reads it).
+    #[cfg(feature = "mpi")]
+    pub(super) fn invalidate_all(&self) {
         self.invalidate(self.len);
-        // SAFETY: as in `with_bytes`; besides, the caller owns (or borrows mutably) the array
-        // whose bytes these are, so nothing else reads or writes them during the call, and
-        // host slices never alias mapped memory.
-        let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) };
-        let result = f(bytes);
+    }
+
+    /// Makes the host's writes to the whole range visible to the device (after MPI wrote it).
+    #[cfg(feature = "mpi")]
+    pub(super) fn flush_all(&self) {
         self.flush(self.len);
-        result
     }
 
     /// Sets every byte of the range to zero, then flushes it.

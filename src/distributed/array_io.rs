@@ -4,7 +4,7 @@
 //! uses whatever the array's size.
 
 use crate::array::ArrayStorage;
-use crate::backend::MappedRange;
+use crate::backend::{MappedElements, MappedRange};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::transfer::staging::{ReadbackItem, UploadItem};
@@ -127,7 +127,7 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
         }
         let (offset, len) = Self::byte_range(first, out.len());
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
-        if let Some(mapped) = self.mapped {
+        if let Some(mapped) = &self.mapped {
             mapped.sub(offset, len).read(bytes);
             return Ok(());
         }
@@ -147,7 +147,7 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
         }
         let (offset, len) = Self::byte_range(first, data.len());
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        if let Some(mapped) = self.mapped {
+        if let Some(mapped) = &self.mapped {
             mapped.sub(offset, len).write(bytes);
             return Ok(());
         }
@@ -161,30 +161,36 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
         Ok(())
     }
 
-    /// Lends elements `[first, first + len)` of the mapping to `f` (zero-copy only).
+    /// Gives `f` elements `[first, first + len)` of the mapping as an MPI buffer to read
+    /// (zero-copy only; `None` otherwise).
     pub(crate) fn with_slice<R>(
         &self,
         first: usize,
         len: usize,
-        f: impl FnOnce(&[T]) -> R,
-    ) -> Option<R> {
+        f: impl FnOnce(&MappedElements<T>) -> R,
+    ) -> Option<R>
+    where
+        T: mpi::datatype::Equivalence,
+    {
         let (offset, bytes) = Self::byte_range(first, len);
-        let mapped = self.mapped?.sub(offset, bytes);
-        // Array offsets are multiples of 256 in a page-aligned mapping, and element offsets
-        // multiples of the element's size, so the cast cannot fail on alignment.
-        mapped.with_bytes(|b| bytemuck::try_cast_slice(b).ok().map(f))
+        let elements = MappedElements::<T>::new(self.mapped.as_ref()?.sub(offset, bytes))?;
+        Some(elements.read_with(f))
     }
 
-    /// Lends elements `[first, first + len)` of the mapping to `f` mutably (zero-copy only).
+    /// Gives `f` elements `[first, first + len)` of the mapping as an MPI buffer to write
+    /// (zero-copy only; `None` otherwise).
     pub(crate) fn with_slice_mut<R>(
         &self,
         first: usize,
         len: usize,
-        f: impl FnOnce(&mut [T]) -> R,
-    ) -> Option<R> {
+        f: impl FnOnce(&mut MappedElements<T>) -> R,
+    ) -> Option<R>
+    where
+        T: mpi::datatype::Equivalence,
+    {
         let (offset, bytes) = Self::byte_range(first, len);
-        let mapped = self.mapped?.sub(offset, bytes);
-        mapped.with_bytes_mut(|b| bytemuck::try_cast_slice_mut(b).ok().map(f))
+        let mut elements = MappedElements::<T>::new(self.mapped.as_ref()?.sub(offset, bytes))?;
+        Some(elements.write_with(f))
     }
 }
 
