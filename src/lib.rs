@@ -96,6 +96,8 @@
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
 //! - [`kernels`]: [`Kernel`], [`Launch`], [`Sequence`] and the library's ops.
 //! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
+//! - `distributed` (cargo feature `mpi`): collectives over arrays across MPI ranks
+//!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator.
 //! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
 //! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
 //! - [`error`]: [`Error`] and [`Result`].
@@ -112,6 +114,8 @@ pub mod backprop;
 pub mod config;
 mod context;
 mod devices;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 mod donated;
 pub mod error;
 pub mod kernels;
