@@ -448,7 +448,7 @@ impl Context {
         }
         let mut sequence = self.sequence();
         sequence.touch_array(&array, "zeros")?;
-        sequence.steps.push(crate::kernels::Step::Clear {
+        sequence.steps.push(crate::compute::Step::Clear {
             buffer: array.storage.buffer.clone(),
             offset: array.storage.allocation.offset,
             size: bytes,

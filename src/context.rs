@@ -81,7 +81,7 @@ pub(crate) struct ContextInner {
     /// The event timeline; `None` (the default) records nothing.
     pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
     /// Compiled kernels and their parameter buffer.
-    pub(crate) kernels: crate::kernels::KernelCache,
+    pub(crate) kernels: crate::pipelines::KernelCache,
     /// Whether the arena asks for the BAR type first, so uploads write device memory directly.
     pub(crate) bar_writes: bool,
     /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
@@ -109,7 +109,7 @@ impl Context {
     /// `config` are not read: the adapter is chosen).
     pub(crate) fn open(adapter: &wgpu::Adapter, config: ArenaConfig) -> Result<Self> {
         // Before any device call: a bad GPU_ARENA_CACHE_DIR is the caller's to fix.
-        let kernels = crate::kernels::KernelCache::from_env()?;
+        let kernels = crate::pipelines::KernelCache::from_env()?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
@@ -132,7 +132,7 @@ impl Context {
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
             log::error!(
                 "gpu-arena: uncaptured wgpu error: {}",
-                crate::kernels::describe_wgpu_error(&error)
+                crate::pipelines::describe_wgpu_error(&error)
             );
         }));
 
@@ -351,7 +351,7 @@ impl Context {
         }
         let during = "submitting command buffers (raw_submit)";
         self.inner.check_device(during)?;
-        let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
+        let scopes = crate::pipelines::ErrorScopes::push(&self.inner.device);
         let id = self.inner.submit(command_buffers);
         scopes
             .pop()
@@ -505,7 +505,7 @@ impl ContextInner {
     ) -> Result<SubmissionId> {
         self.check_device(done)?;
         // One scope for both: its first error is the one to report.
-        let scopes = crate::kernels::ErrorScopes::push(&self.device);
+        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         let commands = encoder.finish();
         let id = self.submit([commands]);
         scopes

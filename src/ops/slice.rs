@@ -1,9 +1,9 @@
 //! `dynamic_slice`: XLA's `DynamicSlice`, a box of an array copied into a new one.
 
 use super::geometry::BoxCopy;
-use super::sequence::Sequence;
 use super::slicing::clamp_start;
 use crate::array::DeviceArray;
+use crate::compute::Sequence;
 use crate::context::Context;
 use crate::error::Result;
 

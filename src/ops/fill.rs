@@ -2,12 +2,12 @@
 
 use super::builtin::{planning_error, Binding, Dispatch, Params};
 use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
-use super::pipelines::Builtin;
-use super::sequence::Sequence;
 use crate::array::DeviceArray;
+use crate::compute::Sequence;
 use crate::context::Context;
 use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, Result};
+use crate::pipelines::Builtin;
 
 /// The fill kernel writes 16-byte patterns, so the element size must divide 16.
 const PATTERN_BYTES: usize = 16;

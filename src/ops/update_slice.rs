@@ -1,9 +1,9 @@
 //! `dynamic_update_slice`: XLA's `DynamicUpdateSlice`, in place when the operand is donated.
 
 use super::geometry::BoxCopy;
-use super::sequence::Sequence;
 use super::slicing::clamp_start;
 use crate::array::DeviceArray;
+use crate::compute::Sequence;
 use crate::context::Context;
 use crate::donated::{Donated, DonatedResult};
 use crate::error::Result;

@@ -1,10 +1,10 @@
 //! `Kernel`: a user's compute shader, compiled once per context and per override-constant set,
 //! and reflected so that every launch can be checked against what the shader binds.
 
-use super::pipelines::{Compiled, KernelSource};
-use super::reflect::KernelSignature;
 use crate::context::{Context, ContextInner};
 use crate::error::Result;
+use crate::pipelines::KernelSignature;
+use crate::pipelines::{Compiled, KernelSource};
 use std::sync::Arc;
 
 /// What [`Context::kernel_with`] compiles: a source, its entry point, override constants.

@@ -8,7 +8,7 @@ use super::error_scopes::ErrorScopes;
 use super::limits::check_device_limits;
 use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, ReflectedKernel};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
-use super::user_kernel::KernelDesc;
+use crate::compute::KernelDesc;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -160,7 +160,7 @@ pub(crate) struct KernelState {
     /// The uniform buffer parameter blocks are written to, one slot per dispatch aligned to
     /// `min_uniform_buffer_offset_alignment`, and its size in bytes (grown on demand, reused by
     /// every submission; see `sequence.rs`).
-    pub(crate) params: super::sequence::ParamsBuffer,
+    pub(crate) params: crate::compute::ParamsBuffer,
     /// Test-only limits replacing the device's (see `Context::limit_kernel_resources`).
     pub(crate) limits_override: Option<(u64, u32)>,
     /// Run WGSL kernels even where ops would copy on the host (see `host.rs`).

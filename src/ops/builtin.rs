@@ -5,11 +5,11 @@ use super::geometry::{
     grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits,
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
-use super::pipelines::{Builtin, KernelState};
-use super::sequence::{BoundRange, Sequence, Step};
 use crate::array::{ArrayStorage, DeviceArray};
+use crate::compute::{BoundRange, Sequence, Step};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
+use crate::pipelines::{Builtin, KernelState};
 
 /// An array and a byte range of it, relative to the array's first byte.
 pub(crate) struct Binding<'a> {

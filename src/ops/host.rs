@@ -8,11 +8,11 @@
 //! adapters without zero-copy, run the WGSL kernels.
 
 use super::geometry::BoxCopy;
-use super::pipelines::KernelState;
 use crate::array::DeviceArray;
 use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
+use crate::pipelines::KernelState;
 
 /// The mapped bytes of the arrays of one op, when it should run on the host.
 pub(crate) struct HostArrays(Vec<MappedRange>);

@@ -5,12 +5,12 @@
 //! nothing is submitted), submits, and records the submission on every array a step touched,
 //! so no array's memory is handed out again before the work completes.
 
-use super::error_scopes::ErrorScopes;
-use super::pipelines::Compiled;
-use super::reflect::ParamsKind;
 use crate::array::{check_context, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
+use crate::pipelines::Compiled;
+use crate::pipelines::ErrorScopes;
+use crate::pipelines::ParamsKind;
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
 use std::collections::HashSet;
@@ -169,7 +169,7 @@ impl Sequence {
         &mut self,
         arrays: &[&DeviceArray<T>],
         operation: &'static str,
-    ) -> Result<Option<super::host::HostArrays>> {
+    ) -> Result<Option<crate::ops::HostArrays>> {
         // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
         const MAX_STEPS_SCANNED: usize = 256;
         let inner = Arc::clone(&self.ctx.inner);
@@ -429,7 +429,7 @@ impl ContextInner {
                         pass.set_pipeline(&kernel.pipeline);
                         pass.set_bind_group(0, &group, &[]);
                         if let (
-                            Some(super::reflect::ParamsBlock {
+                            Some(crate::pipelines::ParamsBlock {
                                 kind: ParamsKind::Immediate,
                                 ..
                             }),

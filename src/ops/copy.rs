@@ -1,8 +1,8 @@
 //! `copy`: an explicit device-to-device transfer into a new array.
 
-use super::sequence::Sequence;
 use super::update_slice::whole_array;
 use crate::array::DeviceArray;
+use crate::compute::Sequence;
 use crate::context::Context;
 use crate::error::Result;
 use crate::transfer::TransferDirection;

@@ -3,12 +3,12 @@
 //! handed out again before the work completes), and checks every argument against the
 //! kernel's reflected signature before anything is recorded.
 
-use super::reflect::StorageBinding;
 use super::sequence::{BoundRange, Sequence, Step};
 use super::user_kernel::Kernel;
 use crate::array::ArrayStorage;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::pipelines::StorageBinding;
 use crate::view::{KernelArg, KernelArgMut};
 use std::marker::PhantomData;
 use std::sync::Arc;

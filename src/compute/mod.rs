@@ -1,0 +1,29 @@
+//! What users call to run their own kernels over arena arrays: [`Kernel`] (compiled once per
+//! context and reflected), [`Launch`] (every argument checked against the kernel's signature
+//! before anything is recorded) and [`Sequence`] (launches, uploads and the library's ops
+//! recorded, then submitted as one submission). `Sequence::submit` is the one way any work
+//! reaches the queue: the library's ops (`ops/`) record their steps in a sequence too.
+//!
+//! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
+//! - `launch`: [`Launch`], the checked launch of a user's kernel.
+//! - `sequence`: [`Sequence`] and the one submission path.
+//! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
+//!
+//! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
+//! module, shared with the library's ops); the recorded steps are `step.rs`.
+//!
+//! **May import**: `pipelines`, `step`, `context`, `array`, `view`, `transfer`, `submission`,
+//! `profile`, `error`, `backend`; never `ops` (the library's ops are built on this module, not
+//! under it) nor the `kernels` facade. `tests/module_flow.rs` checks this.
+#![deny(unsafe_code)]
+
+mod kernel_settings;
+mod launch;
+mod sequence;
+mod user_kernel;
+
+pub use launch::Launch;
+pub use sequence::Sequence;
+pub use user_kernel::{Kernel, KernelDesc};
+
+pub(crate) use sequence::{BoundRange, ParamsBuffer, Step};

@@ -1,0 +1,30 @@
+//! The library's own ops over arrays, each recorded as steps of a [`Sequence`](crate::Sequence)
+//! and compiled through the same path as users' kernels: `dynamic_update_slice` (in place when
+//! the operand is donated), `dynamic_update_slice_copy`, `dynamic_slice`, `fill`,
+//! `fill_in_place` and `copy`, as methods of [`Context`](crate::Context) and of `Sequence`.
+//!
+//! - one file per op: `update_slice`, `slice`, `fill`, `copy`.
+//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
+//! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
+//! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
+//! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
+//!
+//! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate; their
+//! variants are `pipelines::Builtin`.
+//!
+//! **May import**: `compute` (to record into a `Sequence`), `pipelines`, `step`, `context`,
+//! `array`, `donated`, `transfer`, `error`, `arena`, `backend`; nothing imports it but the
+//! crate root: an op is a leaf, never a floor for another module. `tests/module_flow.rs`
+//! checks this.
+#![deny(unsafe_code)]
+
+mod builtin;
+mod copy;
+mod fill;
+mod geometry;
+mod host;
+mod slice;
+mod slicing;
+mod update_slice;
+
+pub(crate) use host::HostArrays;

@@ -1,0 +1,39 @@
+//! Pipeline plumbing: how a kernel's source becomes a compute pipeline, once per context, and
+//! how wgpu's errors become `Result`s. The library's ops (`ops/`) and users' kernels
+//! (`compute/`) compile through this one path, so a guarantee proven for one holds for the
+//! other; [`Context`](crate::Context) owns the cache ([`KernelCache`]) and uses the error
+//! scopes, so this module sits below `context.rs` as well.
+//!
+//! - `cache`: [`KernelCache`], the compiled pipelines of one context (keyed by source, entry
+//!   point and constants, or by the library's [`Builtin`] variant), the one compilation path,
+//!   [`KernelSource`] and [`KernelCacheStats`].
+//! - `source_bounds`: what sources the compiler accepts, and its own thread, so that no source
+//!   aborts or panics the caller.
+//! - `reflect`: what a kernel binds, read from its naga IR (pure). Compilation reflects every
+//!   module, the library's too, and lays out its bind group from the result, so reflection
+//!   lives here rather than with the users' API that shows its [`KernelSignature`].
+//! - `limits`: every device limit a kernel's module can exceed, checked as it is compiled.
+//! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
+//!   file costs speed, never the kernels, and nothing another user could have written is used
+//!   (a private directory; no link followed, no FIFO waited on).
+//! - `error_scopes`: wgpu errors as `Result`s.
+//!
+//! **May import**: `error`, `backend`, `arena` (constants) and wgpu/naga; never what is above
+//! it (`context`, `array`, `transfer`, `step`, `compute`, `ops`, `kernels`): it knows sources,
+//! devices and pipelines, not arrays or contexts. `tests/module_flow.rs` checks this.
+#![deny(unsafe_code)]
+
+mod cache;
+mod disk_cache;
+mod error_scopes;
+mod limits;
+mod reflect;
+mod source_bounds;
+
+pub use cache::{KernelCacheStats, KernelSource};
+pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
+pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
+pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
+
+pub(crate) use cache::{Builtin, Compiled, KernelCache, KernelState};
+pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};
