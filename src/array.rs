@@ -1,8 +1,14 @@
 //! `DeviceArray<T>`: a typed, shaped range of arena memory.
+//!
+//! An array must know its context (its memory goes back to that context's arena when it is
+//! dropped, and every op checks that its arrays belong to the context it runs on), so this file
+//! imports `context.rs`; the context never names an array (see `context.rs`). It may also
+//! import `arena`, `backend`, `submission`, `profile` and `step` (`Context::zeros` records a
+//! clear); never a view, a transfer, users' compute or an op, which are built on arrays.
 
 use crate::arena::Allocation;
 use crate::backend::MappedRange;
-use crate::context::{Context, ContextInner};
+use crate::context::{Context, ContextInner, GpuUse};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
 use std::marker::PhantomData;
@@ -12,20 +18,6 @@ use std::sync::Arc;
 /// The highest rank an array may have (XLA's kernels go further; six covers real workloads and
 /// keeps kernel parameters fixed-size).
 pub const MAX_RANK: usize = 6;
-
-/// Something GPU work can use: records the submission that last used it, so that its memory is
-/// not handed out again before that work completes. Only [`Context::raw_submit`] needs it: every
-/// other way to run GPU work records its arrays itself.
-pub trait GpuUse {
-    /// Notes that submission `id` uses this memory.
-    fn record_use(&self, id: SubmissionId);
-
-    /// The context whose memory this is, when known: [`Context::raw_submit`] refuses memory
-    /// of another context with [`Error::ForeignArray`]. The default, `None`, is not checked.
-    fn owning_context(&self) -> Option<Context> {
-        None
-    }
-}
 
 /// An array in device memory, allocated from the context's arena.
 ///
@@ -276,7 +268,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     pub fn bitcast<U: bytemuck::Pod>(
         self,
     ) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
-        match crate::view::check_bitcast::<T, U>("DeviceArray::bitcast") {
+        match check_bitcast::<T, U>("DeviceArray::bitcast") {
             Ok(()) => Ok(DeviceArray {
                 storage: self.storage,
                 shape: self.shape,
@@ -448,7 +440,7 @@ impl Context {
         }
         let mut sequence = self.sequence();
         sequence.touch_array(&array, "zeros")?;
-        sequence.steps.push(crate::compute::Step::Clear {
+        sequence.steps.push(crate::step::Step::Clear {
             buffer: array.storage.buffer.clone(),
             offset: array.storage.allocation.offset,
             size: bytes,
@@ -456,4 +448,21 @@ impl Context {
         sequence.submit()?;
         Ok(array)
     }
+}
+
+/// Errors unless `T` and `U` have the same size (what a bitcast without a copy needs: the
+/// shape, and so every offset and the byte count, stay the same).
+pub(crate) fn check_bitcast<T, U>(operation: &'static str) -> Result<()> {
+    let (from, to) = (std::mem::size_of::<T>(), std::mem::size_of::<U>());
+    if from == to {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        operation,
+        reason: format!(
+            "{} is {from} bytes and {} is {to}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)",
+            std::any::type_name::<T>(),
+            std::any::type_name::<U>()
+        ),
+    })
 }

@@ -1,15 +1,27 @@
 //! `Context`: one GPU, its queue, its memory plan and the arena that hands out its memory.
+//!
+//! **May import** what is below it: `arena`, `backend`, `config`, `memplan`, `devices` (which
+//! adapter to open), `submission`, `pipelines` (the context owns its compile cache and submits
+//! inside error scopes), `profile`'s records, and `transfer`'s staging pool and counters. Never
+//! an array, a view, a sequence or an op: they know their context, not the reverse
+//! (`tests/module_flow.rs` checks this). [`GpuUse`], the contract of
+//! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
+//!
+//! One cycle remains, and it is the honest shape: the context owns its staging pool
+//! (`transfer/staging.rs`), and staging a transfer runs on that context's device, queue,
+//! memory plan and submission tracking, so the two files know each other.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, MappedRange, Regions};
-use crate::config::{AllocatorKind, ArenaConfig, BarWrites};
+use crate::config::{AllocatorKind, ArenaConfig, BarWrites, TransferGuardLevels};
+use crate::devices::{devices, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::memplan::{
     plan_memory, BarClass, DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags,
 };
 use crate::submission::{SubmissionId, Submissions};
 use crate::transfer::staging::StagingPool;
-use crate::transfer::{TransferCounters, TransferGuardLevels};
+use crate::transfer::stats::TransferCounters;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -25,6 +37,20 @@ static NEXT_CONTEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// A context as messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
 pub(crate) fn describe_context(ctx: &ContextInner) -> String {
     format!("context {} ({})", ctx.id, ctx.adapter_info.name)
+}
+
+/// Something GPU work can use: records the submission that last used it, so that its memory is
+/// not handed out again before that work completes. Only [`Context::raw_submit`] needs it: every
+/// other way to run GPU work records its arrays itself.
+pub trait GpuUse {
+    /// Notes that submission `id` uses this memory.
+    fn record_use(&self, id: SubmissionId);
+
+    /// The context whose memory this is, when known: [`Context::raw_submit`] refuses memory
+    /// of another context with [`Error::ForeignArray`]. The default, `None`, is not checked.
+    fn owning_context(&self) -> Option<Context> {
+        None
+    }
 }
 
 /// A GPU opened for compute, with gpu-arena managing its memory.
@@ -336,7 +362,7 @@ impl Context {
     pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-        uses: &[&dyn crate::array::GpuUse],
+        uses: &[&dyn GpuUse],
     ) -> Result<SubmissionId> {
         for array in uses {
             if let Some(owner) = array.owning_context() {
@@ -373,6 +399,50 @@ impl Context {
         self.inner.wait_idle()?;
         self.inner.retire_completed();
         Ok(())
+    }
+}
+
+/// Contexts on the adapters [`devices`] lists (see `devices.rs`).
+impl Context {
+    /// Opens a context on `device` (one entry of [`devices`]), with its own arena, memory
+    /// plan, staging pool and statistics. Like [`Context::new`] it reserves nothing until the
+    /// first allocation, and then only on this device. Several contexts may be opened on one
+    /// adapter (each is a device of its own).
+    ///
+    /// `config` sets everything but the choice of adapter: `config.adapter` and
+    /// `config.backend` are ignored here (the device is given), and validation is on when
+    /// it was on in the configuration given to [`devices`] (it is a setting of the wgpu
+    /// instance that enumerated the adapter).
+    ///
+    /// Errors: as [`Context::new`] once the adapter is chosen ([`ArenaConfig::validate`]'s
+    /// refusals, [`Error::RequestDevice`], [`Error::MemPlan`], a `staging_bytes` above the
+    /// device's `max_buffer_size`).
+    ///
+    /// ```no_run
+    /// use gpu_arena::{devices, ArenaConfig, Context};
+    /// let config = ArenaConfig::from_env()?;
+    /// let list = devices(&config)?;
+    /// let a = Context::on_device(&list[0], config.clone())?;
+    /// let b = Context::on_device(&list[0], config)?; // a second device on the same adapter
+    /// let x = a.device_put(&[1.0f32, 2.0], &[2])?;
+    /// let y = b.device_put_from(&x)?; // device to device
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn on_device(device: &DeviceInfo, config: ArenaConfig) -> Result<Self> {
+        config.validate()?;
+        Self::open(&device.adapter, config)
+    }
+
+    /// Opens one context on every adapter [`devices`] lists, in its order. Each has its own
+    /// arena, and memory is reserved on each only at its own first allocation.
+    ///
+    /// Errors: as [`devices`], and the first adapter that fails to open (contexts opened
+    /// before it are closed again).
+    pub fn open_all(config: ArenaConfig) -> Result<Vec<Self>> {
+        devices(&config)?
+            .iter()
+            .map(|device| Self::on_device(device, config.clone()))
+            .collect()
     }
 }
 

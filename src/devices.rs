@@ -1,21 +1,24 @@
 //! The devices of this process: every adapter gpu-arena can open, listed the way
-//! [`Context::new`] chooses among them, and contexts opened on any or all of them.
+//! [`Context::new`](crate::Context::new) chooses among them, and contexts opened on any or all of them.
 //!
-//! [`devices`] enumerates adapters once (the same enumeration [`Context::new`] uses, so indices
+//! [`devices`] enumerates adapters once (the same enumeration [`Context::new`](crate::Context::new) uses, so indices
 //! here are the indices `GPU_ARENA_ADAPTER` takes), describes each one's memory without opening
-//! a device, and marks the one [`Context::new`] would open. [`Context::on_device`] opens a
-//! context on one of them, [`Context::open_all`] on every one: each context has its own arena,
+//! a device, and marks the one [`Context::new`](crate::Context::new) would open. [`Context::on_device`](crate::Context::on_device) opens a
+//! context on one of them, [`Context::open_all`](crate::Context::open_all) on every one: each context has its own arena,
 //! memory plan, staging pool and statistics, and opening one reserves nothing on the others.
+//!
+//! Below `context.rs`: this file lists and chooses adapters and imports nothing above it;
+//! `Context::on_device` and `Context::open_all` are written with the other constructors in
+//! `context.rs`.
 
 use crate::backend;
 use crate::config::{AdapterSelector, ArenaConfig, BackendChoice};
-use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memplan::{plan_memory, DeviceDescription, MemPlanError, MemoryPlan, Vendor};
 
 /// One adapter gpu-arena can open: what it is and how its memory would be planned.
 ///
-/// Made by [`devices`]; open it with [`Context::on_device`].
+/// Made by [`devices`]; open it with [`Context::on_device`](crate::Context::on_device).
 ///
 /// ```no_run
 /// let config = gpu_arena::ArenaConfig::from_env()?;
@@ -27,7 +30,7 @@ use crate::memplan::{plan_memory, DeviceDescription, MemPlanError, MemoryPlan, V
 #[derive(Debug)]
 pub struct DeviceInfo {
     index: usize,
-    adapter: wgpu::Adapter,
+    pub(crate) adapter: wgpu::Adapter,
     info: wgpu::AdapterInfo,
     description: DeviceDescription,
     plan: std::result::Result<MemoryPlan, MemPlanError>,
@@ -80,7 +83,7 @@ impl DeviceInfo {
         self.plan.as_ref()
     }
 
-    /// True for the adapter [`Context::new`] opens with the same configuration (the first in
+    /// True for the adapter [`Context::new`](crate::Context::new) opens with the same configuration (the first in
     /// the list, or the one `GPU_ARENA_ADAPTER` selects).
     pub fn is_default(&self) -> bool {
         self.is_default
@@ -117,7 +120,7 @@ impl std::fmt::Display for DeviceInfo {
     }
 }
 
-/// Every adapter gpu-arena can open with `config`, in the order [`Context::new`] chooses from
+/// Every adapter gpu-arena can open with `config`, in the order [`Context::new`](crate::Context::new) chooses from
 /// (Vulkan before other backends, then discrete > integrated > virtual > CPU; with
 /// [`BackendChoice::Auto`], other backends only where no Vulkan adapter exists), with the
 /// default one marked. Opens no device and reserves no memory.
@@ -129,7 +132,7 @@ impl std::fmt::Display for DeviceInfo {
 /// Errors: a configuration value [`ArenaConfig::validate`] refuses (before any device call),
 /// [`Error::NoAdapter`] when there is none (the message says what to install), and
 /// [`Error::AdapterNotFound`] when `config.adapter` (`GPU_ARENA_ADAPTER`) matches none of them,
-/// as [`Context::new`] would.
+/// as [`Context::new`](crate::Context::new) would.
 pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
     config.validate()?;
     let adapters = enumerate_adapters(config)?;
@@ -150,49 +153,6 @@ pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
             }
         })
         .collect())
-}
-
-impl Context {
-    /// Opens a context on `device` (one entry of [`devices`]), with its own arena, memory
-    /// plan, staging pool and statistics. Like [`Context::new`] it reserves nothing until the
-    /// first allocation, and then only on this device. Several contexts may be opened on one
-    /// adapter (each is a device of its own).
-    ///
-    /// `config` sets everything but the choice of adapter: `config.adapter` and
-    /// `config.backend` are ignored here (the device is given), and validation is on when
-    /// it was on in the configuration given to [`devices`] (it is a setting of the wgpu
-    /// instance that enumerated the adapter).
-    ///
-    /// Errors: as [`Context::new`] once the adapter is chosen ([`ArenaConfig::validate`]'s
-    /// refusals, [`Error::RequestDevice`], [`Error::MemPlan`], a `staging_bytes` above the
-    /// device's `max_buffer_size`).
-    ///
-    /// ```no_run
-    /// use gpu_arena::{devices, ArenaConfig, Context};
-    /// let config = ArenaConfig::from_env()?;
-    /// let list = devices(&config)?;
-    /// let a = Context::on_device(&list[0], config.clone())?;
-    /// let b = Context::on_device(&list[0], config)?; // a second device on the same adapter
-    /// let x = a.device_put(&[1.0f32, 2.0], &[2])?;
-    /// let y = b.device_put_from(&x)?; // device to device
-    /// # Ok::<(), gpu_arena::Error>(())
-    /// ```
-    pub fn on_device(device: &DeviceInfo, config: ArenaConfig) -> Result<Self> {
-        config.validate()?;
-        Self::open(&device.adapter, config)
-    }
-
-    /// Opens one context on every adapter [`devices`] lists, in its order. Each has its own
-    /// arena, and memory is reserved on each only at its own first allocation.
-    ///
-    /// Errors: as [`devices`], and the first adapter that fails to open (contexts opened
-    /// before it are closed again).
-    pub fn open_all(config: ArenaConfig) -> Result<Vec<Self>> {
-        devices(&config)?
-            .iter()
-            .map(|device| Self::on_device(device, config.clone()))
-            .collect()
-    }
 }
 
 /// The default adapter for `config`: the config's selector if any, else the first of

@@ -10,9 +10,9 @@
 //! root); the rooms behind it stay private, so the next change of layout changes no user's
 //! code. This module only re-exports and is imported by nothing inside the crate.
 
-pub use crate::compute::{Kernel, KernelDesc, Launch, Sequence};
+pub use crate::compute::{Kernel, Launch, Sequence};
 pub use crate::pipelines::{
-    DiskCacheLoad, KernelCacheStats, KernelSignature, KernelSource, ParamsBlock, ParamsKind,
-    StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH,
-    MAX_WGSL_SOURCE_BYTES,
+    DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, ParamsBlock,
+    ParamsKind, StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS,
+    MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
 };

@@ -91,10 +91,17 @@
 //! - [`config`]: [`ArenaConfig`], its validation and the `GPU_ARENA_*` / JAX variables.
 //! - `backend` (private): where regions come from (gpu-allocator on Vulkan, plain wgpu
 //!   buffers), mapped memory, flush and invalidate: all of the crate's `unsafe`.
-//! - `context`, `devices` (private): [`Context`], adapters, [`devices()`].
+//! - `context`, `devices` (private): [`Context`], [`GpuUse`], adapters, [`devices()`].
 //! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
-//! - [`kernels`]: [`Kernel`], [`Launch`], [`Sequence`] and the library's ops.
+//! - [`kernels`]: the public names of compute ([`Kernel`], [`Launch`], [`Sequence`],
+//!   [`KernelSignature`], the compile cache's statistics); a facade over three private rooms:
+//! - `compute` (private): what users call to run kernels: `Kernel`, `Launch`, `Sequence`.
+//! - `ops` (private): the library's ops over arrays ([`Context::dynamic_update_slice`],
+//!   [`Context::dynamic_slice`], [`Context::fill_in_place`], [`Context::copy`]) and their WGSL.
+//! - `pipelines` (private): compilation, reflection, limits, the pipeline and disk caches and
+//!   error scopes, below `compute`, `ops` and `context`.
+//! - `step`, `submission` (private): a recorded step of a sequence; submission numbers.
 //! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
 //! - `distributed` (cargo feature `mpi`): collectives over arrays across MPI ranks
 //!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator.
@@ -126,17 +133,18 @@ mod pipelines;
 pub mod profile;
 pub mod remat;
 mod sharding;
+mod step;
 mod submission;
 pub mod transfer;
 mod view;
 
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
-pub use array::{DeviceArray, GpuUse, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
+pub use array::{DeviceArray, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
 };
-pub use context::Context;
+pub use context::{Context, GpuUse};
 pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};

@@ -4,7 +4,7 @@
 //!
 //! Also here: [`KernelArg`] / [`KernelArgMut`], what a launch accepts as an argument.
 
-use crate::array::{check_shape, ArrayStorage, DeviceArray};
+use crate::array::{check_bitcast, check_shape, ArrayStorage, DeviceArray};
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -234,23 +234,6 @@ impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
             ..self
         })
     }
-}
-
-/// Errors unless `T` and `U` have the same size (what a bitcast without a copy needs: the
-/// shape, and so every offset and the byte count, stay the same).
-pub(crate) fn check_bitcast<T, U>(operation: &'static str) -> Result<()> {
-    let (from, to) = (std::mem::size_of::<T>(), std::mem::size_of::<U>());
-    if from == to {
-        return Ok(());
-    }
-    Err(Error::InvalidArgument {
-        operation,
-        reason: format!(
-            "{} is {from} bytes and {} is {to}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)",
-            std::any::type_name::<T>(),
-            std::any::type_name::<U>()
-        ),
-    })
 }
 
 /// The byte offset (from the array's start) and shape of the sub-array at leading `index` of a

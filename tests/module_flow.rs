@@ -1,8 +1,13 @@
-//! Data flows one way (issue 18): configuration is data below what it configures, the
-//! algorithm modules know nothing of the GPU, and the backend knows nothing above it. This
-//! test reads the sources and fails when a file of one of those modules names a module it
-//! must not (`use crate::...`, `crate::...` paths in code, `super::` paths that climb to the
-//! crate root), so an import against the flow cannot come back unnoticed.
+//! Data flows one way (issues 18 and 26): configuration is data below what it configures, the
+//! algorithm modules know nothing of the GPU, and the backend knows nothing above it. Compute
+//! has rooms of its own, in floors (issue 26): `pipelines/` (compile, caches, error scopes) at
+//! the bottom, below `context.rs`; `step.rs` (a recorded step) on it; `context.rs` above both,
+//! never naming an array, a sequence or an op; `compute/` (what users call) above the context;
+//! `ops/` (the library's ops) on top, named by nothing but the crate root; `kernels.rs`, the
+//! public facade, named by nothing inside the crate. This test reads the sources and fails when
+//! a file of one of those modules names a module it must not (`use crate::...`, `crate::...`
+//! paths in code, `super::` paths that climb to the crate root), so an import against the
+//! flow cannot come back unnoticed.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +28,55 @@ const DEVICE_USERS: &[&str] = &[
     "array",
     "submission",
     "profile",
+    "compute",
+    "ops",
+    "pipelines",
+    "step",
+    "view",
+    "donated",
+    "devices",
+    "sharding",
+    "backprop",
+    "distributed",
 ];
+
+/// What is above the pipeline plumbing: everything that holds an array or a context, records
+/// or submits work.
+const ABOVE_PIPELINES: &[&str] = &[
+    "context",
+    "array",
+    "view",
+    "donated",
+    "devices",
+    "transfer",
+    "submission",
+    "step",
+    "compute",
+    "ops",
+    "kernels",
+    "profile",
+    "sharding",
+    "backprop",
+    "distributed",
+    "remat",
+];
+
+/// What is above `context.rs`: arrays (which know their context), users' compute, the
+/// library's ops, the public facade, and what is built on them.
+const ABOVE_CONTEXT: &[&str] = &[
+    "array",
+    "view",
+    "donated",
+    "compute",
+    "ops",
+    "kernels",
+    "sharding",
+    "backprop",
+    "distributed",
+];
+
+/// The library's ops and the public facade: named by the crate root alone.
+const TOP: &[&str] = &["ops", "kernels", "sharding", "backprop", "distributed"];
 
 /// What the pure modules must not name besides [`DEVICE_USERS`]: the backend, configuration and
 /// the crate-wide error (they have their own).
@@ -54,6 +107,56 @@ const RULES: &[Rule] = &[
         dir: "backend",
         forbidden: &[DEVICE_USERS, &["config", "remat"]],
         why: "the backend is where regions come from: it imports nothing above it",
+    },
+    Rule {
+        dir: "pipelines",
+        forbidden: &[ABOVE_PIPELINES, &["config"]],
+        why: "pipeline plumbing is below compute/, ops/ and context.rs: it knows sources, devices and pipelines, never arrays or contexts",
+    },
+    Rule {
+        dir: "step",
+        forbidden: &[ABOVE_PIPELINES],
+        why: "a recorded step knows buffers, byte ranges and its compiled kernel, nothing above",
+    },
+    Rule {
+        dir: "submission",
+        forbidden: &[ABOVE_PIPELINES],
+        why: "submission numbers are below everything that submits",
+    },
+    Rule {
+        dir: "devices",
+        forbidden: &[ABOVE_PIPELINES],
+        why: "listing and choosing adapters is below the context that opens one",
+    },
+    Rule {
+        dir: "context",
+        forbidden: &[ABOVE_CONTEXT],
+        why: "the only arrows into context.rs come from above it: arrays, compute and ops know their context, not the reverse",
+    },
+    Rule {
+        dir: "array",
+        forbidden: &[&["view", "donated", "compute", "ops", "kernels", "transfer"]],
+        why: "an array knows its context and its memory, not the views, ops or transfers over it",
+    },
+    Rule {
+        dir: "transfer",
+        forbidden: &[TOP],
+        why: "transfers are below the library's ops and the kernels facade",
+    },
+    Rule {
+        dir: "compute",
+        forbidden: &[TOP],
+        why: "users' compute is below the library's ops (which record into a Sequence) and behind the kernels facade",
+    },
+    Rule {
+        dir: "ops",
+        forbidden: &[&["kernels", "sharding", "backprop", "distributed"]],
+        why: "the library's ops are a leaf: built on compute/ and pipelines/, behind the kernels facade",
+    },
+    Rule {
+        dir: "profile",
+        forbidden: &[TOP, &["compute"]],
+        why: "profiling reads contexts and arrays, not compute or ops",
     },
 ];
 
@@ -304,6 +407,34 @@ fn no_module_names_a_module_against_the_flow() {
     assert!(
         found.is_empty(),
         "imports against the flow:\n{}",
+        found.join("\n")
+    );
+}
+
+/// Every file of the crate but `lib.rs` (and the ops' own files, for `ops`): none may name the
+/// library's ops or the public `kernels` facade, which only re-exports.
+#[test]
+fn only_the_crate_root_names_the_ops_and_the_kernels_facade() {
+    let mut found = Vec::new();
+    for file in rust_files(&src()) {
+        let path = module_path(&file);
+        if path.is_empty() {
+            continue; // lib.rs
+        }
+        let source = std::fs::read_to_string(&file).expect("a readable source file");
+        for module in named_modules(&code_only(&source), &path) {
+            let own = path.first() == Some(&module);
+            if (module == "ops" || module == "kernels") && !own {
+                found.push(format!(
+                    "{} names crate::{module} (only the crate root names the ops and the kernels facade)",
+                    file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "imports of the top:\n{}",
         found.join("\n")
     );
 }

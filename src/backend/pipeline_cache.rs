@@ -10,7 +10,7 @@ pub(crate) fn create_pipeline_cache(
     label: &str,
     data: Option<&[u8]>,
 ) -> wgpu::PipelineCache {
-    // SAFETY: the caller (`kernels/disk_cache.rs`) passes nothing, or bytes whose checksum
+    // SAFETY: the caller (`pipelines/disk_cache.rs`) passes nothing, or bytes whose checksum
     // shows them to be exactly what `get_data` wrote on an earlier run, read from a file only
     // this user could have written (`private_files.rs`: a regular file, not a link, owned by
     // the effective user and not writable by group or others, in a directory of the user's

@@ -3,12 +3,13 @@
 //! handed out again before the work completes), and checks every argument against the
 //! kernel's reflected signature before anything is recorded.
 
-use super::sequence::{BoundRange, Sequence, Step};
+use super::sequence::Sequence;
 use super::user_kernel::Kernel;
 use crate::array::ArrayStorage;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::StorageBinding;
+use crate::step::{BoundRange, Step};
 use crate::view::{KernelArg, KernelArgMut};
 use std::marker::PhantomData;
 use std::sync::Arc;

@@ -4,7 +4,8 @@
 //! recorded, then submitted as one submission). `Sequence::submit` is the one way any work
 //! reaches the queue: the library's ops (`ops/`) record their steps in a sequence too.
 //!
-//! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
+//! - `user_kernel`: [`Kernel`], `Context::kernel` and `Context::kernel_with` (its
+//!   [`KernelDesc`](crate::kernels::KernelDesc) is `pipelines/source.rs`: what the cache compiles).
 //! - `launch`: [`Launch`], the checked launch of a user's kernel.
 //! - `sequence`: [`Sequence`] and the one submission path.
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
@@ -24,6 +25,4 @@ mod user_kernel;
 
 pub use launch::Launch;
 pub use sequence::Sequence;
-pub use user_kernel::{Kernel, KernelDesc};
-
-pub(crate) use sequence::{BoundRange, ParamsBuffer, Step};
+pub use user_kernel::Kernel;

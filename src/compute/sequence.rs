@@ -8,9 +8,9 @@
 use crate::array::{check_context, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
-use crate::pipelines::Compiled;
 use crate::pipelines::ErrorScopes;
-use crate::pipelines::ParamsKind;
+use crate::pipelines::{ParamsBuffer, ParamsKind};
+use crate::step::Step;
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
 use std::collections::HashSet;
@@ -21,38 +21,6 @@ use std::sync::Arc;
 /// pieces of this many (in order). Bounds the parameter buffer at 4096 slots (1 MiB at 256-byte
 /// slots) however long a sequence grows.
 const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
-
-/// A byte range of an array's buffer that a dispatch binds.
-pub(crate) struct BoundRange {
-    pub(crate) binding: u32,
-    pub(crate) buffer: wgpu::Buffer,
-    /// Offset in the buffer (the array's offset plus the range's).
-    pub(crate) offset: u64,
-    pub(crate) size: u64,
-}
-
-/// One recorded step.
-pub(crate) enum Step {
-    Dispatch {
-        kernel: Arc<Compiled>,
-        ranges: Vec<BoundRange>,
-        /// The parameter block's bytes (exactly the kernel's block size).
-        params: Option<Vec<u8>>,
-        grid: [u32; 3],
-    },
-    Copy {
-        src: wgpu::Buffer,
-        src_offset: u64,
-        dst: wgpu::Buffer,
-        dst_offset: u64,
-        size: u64,
-    },
-    Clear {
-        buffer: wgpu::Buffer,
-        offset: u64,
-        size: u64,
-    },
-}
 
 /// GPU work recorded now and submitted together by [`Sequence::submit`]: kernel launches
 /// ([`Sequence::launch`]), the library's ops (`dynamic_update_slice`, `dynamic_slice`, `fill`,
@@ -158,43 +126,19 @@ impl Sequence {
         self.touch(&array.storage, operation)
     }
 
-    /// The host path for an op recorded now, when running it at once is the same as running
-    /// it in order (see `host.rs`): a CPU adapter with every array mapped, no step recorded so
-    /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
-    /// the op costs no step, so a sequence never costs a submission where the same ops one by
-    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do. The arrays
-    /// are touched all the same: pending until `submit` as on every other path, so code that
-    /// runs on a CPU adapter runs on a GPU too.
-    pub(crate) fn host_path_now<T: bytemuck::Pod>(
-        &mut self,
-        arrays: &[&DeviceArray<T>],
-        operation: &'static str,
-    ) -> Result<Option<crate::ops::HostArrays>> {
-        // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
-        const MAX_STEPS_SCANNED: usize = 256;
-        let inner = Arc::clone(&self.ctx.inner);
-        let kernels = inner.kernels.lock();
-        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
-            return Ok(None);
-        }
-        let free = arrays.iter().all(|a| {
-            let ours = u32::from(
-                self.touched_set
-                    .contains(&(Arc::as_ptr(&a.storage) as usize)),
-            );
-            a.storage.unsubmitted.load(Ordering::Acquire) as u64 == u64::from(ours)
-                && !self.steps.iter().any(|step| step_touches(step, &a.storage))
-        });
-        if !free {
-            return Ok(None);
-        }
-        let host = inner.host_path(&kernels, arrays)?;
-        if host.is_some() {
-            for array in arrays {
-                self.touch_array(array, operation)?;
-            }
-        }
-        Ok(host)
+    /// Whether an op on `storage` may run now instead of in order after the recorded steps
+    /// (the host path of `ops/host.rs`): no step recorded so far reads or writes it, and no
+    /// other unsubmitted sequence uses it.
+    pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>) -> bool {
+        let ours = u32::from(self.touched_set.contains(&(Arc::as_ptr(storage) as usize)));
+        storage.unsubmitted.load(Ordering::Acquire) as u64 == u64::from(ours)
+            && !self.steps.iter().any(|step| {
+                step.touches(
+                    &storage.buffer,
+                    storage.allocation.offset,
+                    storage.allocation.size,
+                )
+            })
     }
 
     pub(crate) fn push_dispatch(&mut self, step: Step) {
@@ -258,34 +202,6 @@ impl Sequence {
     }
 }
 
-/// Whether `step` reads or writes any byte of `storage`'s allocation.
-fn step_touches(step: &Step, storage: &ArrayStorage) -> bool {
-    let (start, end) = (
-        storage.allocation.offset,
-        storage.allocation.offset + storage.allocation.size,
-    );
-    let overlaps = |buffer: &wgpu::Buffer, offset: u64, size: u64| {
-        *buffer == storage.buffer && offset < end && offset + size > start
-    };
-    match step {
-        Step::Dispatch { ranges, .. } => {
-            ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
-        }
-        Step::Copy {
-            src,
-            src_offset,
-            dst,
-            dst_offset,
-            size,
-        } => overlaps(src, *src_offset, *size) || overlaps(dst, *dst_offset, *size),
-        Step::Clear {
-            buffer,
-            offset,
-            size,
-        } => overlaps(buffer, *offset, *size),
-    }
-}
-
 impl Drop for Sequence {
     fn drop(&mut self) {
         if !self.steps.is_empty() {
@@ -307,10 +223,6 @@ impl std::fmt::Debug for Sequence {
             .finish()
     }
 }
-
-/// The parameter buffer: one slot per dispatch of a submission, grown on demand and reused
-/// (its writes are queue-ordered after every earlier submission's reads).
-pub(crate) type ParamsBuffer = Option<(wgpu::Buffer, u64)>;
 
 impl ContextInner {
     /// Encodes and submits `steps` (at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches). The

@@ -6,10 +6,11 @@ use super::geometry::{
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
 use crate::array::{ArrayStorage, DeviceArray};
-use crate::compute::{BoundRange, Sequence, Step};
+use crate::compute::Sequence;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::pipelines::{Builtin, KernelState};
+use crate::step::{BoundRange, Step};
 
 /// An array and a byte range of it, relative to the array's first byte.
 pub(crate) struct Binding<'a> {

@@ -10,9 +10,11 @@
 use super::geometry::BoxCopy;
 use crate::array::DeviceArray;
 use crate::backend::MappedRange;
+use crate::compute::Sequence;
 use crate::context::ContextInner;
 use crate::error::Result;
 use crate::pipelines::KernelState;
+use std::sync::Arc;
 
 /// The mapped bytes of the arrays of one op, when it should run on the host.
 pub(crate) struct HostArrays(Vec<MappedRange>);
@@ -51,6 +53,40 @@ impl ContextInner {
             self.wait_for(array.last_use())?;
         }
         Ok(Some(HostArrays(ranges)))
+    }
+}
+
+impl Sequence {
+    /// The host path for an op recorded now, when running it at once is the same as running
+    /// it in order (see this module): a CPU adapter with every array mapped, no step recorded so
+    /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
+    /// the op costs no step, so a sequence never costs a submission where the same ops one by
+    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do. The arrays
+    /// are touched all the same: pending until `submit` as on every other path, so code that
+    /// runs on a CPU adapter runs on a GPU too.
+    pub(crate) fn host_path_now<T: bytemuck::Pod>(
+        &mut self,
+        arrays: &[&DeviceArray<T>],
+        operation: &'static str,
+    ) -> Result<Option<HostArrays>> {
+        // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
+        const MAX_STEPS_SCANNED: usize = 256;
+        let inner = Arc::clone(&self.ctx.inner);
+        let kernels = inner.kernels.lock();
+        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
+            return Ok(None);
+        }
+        let free = arrays.iter().all(|a| self.may_run_now(&a.storage));
+        if !free {
+            return Ok(None);
+        }
+        let host = inner.host_path(&kernels, arrays)?;
+        if host.is_some() {
+            for array in arrays {
+                self.touch_array(array, operation)?;
+            }
+        }
+        Ok(host)
     }
 }
 

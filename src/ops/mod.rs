@@ -26,5 +26,3 @@ mod host;
 mod slice;
 mod slicing;
 mod update_slice;
-
-pub(crate) use host::HostArrays;

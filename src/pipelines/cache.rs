@@ -5,86 +5,17 @@
 
 use super::disk_cache::{DiskCache, DiskCacheLoad};
 use super::error_scopes::ErrorScopes;
+use super::library_kernels::Builtin;
 use super::limits::check_device_limits;
 use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, ReflectedKernel};
+use super::source::{KernelDesc, KernelSource};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
-use crate::compute::KernelDesc;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use wgpu::naga;
-
-const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
-const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");
-const FILL_WGSL: &str = include_str!("../../shaders/fill.wgsl");
-/// Prepended to every kernel: the workgroup size and linear workgroup numbering.
-const GRID_WGSL: &str = include_str!("../../shaders/grid.wgsl");
-/// Prepended to both box-copy kernels: parameters, bindings, row starts.
-const BOX_COPY_WGSL: &str = include_str!("../../shaders/box_copy.wgsl");
-
-/// One of the library's own kernel variants: one pipeline each, compiled through the same path
-/// as users' kernels ([`KernelState::compile`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum Builtin {
-    /// `copy_rows.wgsl` over `vec4<u32>` units, for one contiguous row (`CONTIGUOUS`) or rows.
-    CopyRowsVec4 { contiguous: bool },
-    /// `copy_rows.wgsl` over `u32` words, likewise.
-    CopyRowsWord { contiguous: bool },
-    /// `copy_bytes.wgsl`.
-    CopyBytes,
-    /// `fill.wgsl`.
-    Fill,
-}
-
-impl Builtin {
-    /// The variant's name in statistics and labels.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Builtin::CopyRowsVec4 { contiguous: true } => "copy_rows<vec4<u32>>(contiguous)",
-            Builtin::CopyRowsVec4 { contiguous: false } => "copy_rows<vec4<u32>>",
-            Builtin::CopyRowsWord { contiguous: true } => "copy_rows<u32>(contiguous)",
-            Builtin::CopyRowsWord { contiguous: false } => "copy_rows<u32>",
-            Builtin::CopyBytes => "copy_bytes",
-            Builtin::Fill => "fill",
-        }
-    }
-
-    /// Pipeline-overridable constants of the variant.
-    fn constants(self) -> &'static [(&'static str, f64)] {
-        match self {
-            Builtin::CopyRowsVec4 { contiguous: true }
-            | Builtin::CopyRowsWord { contiguous: true } => &[("CONTIGUOUS", 1.0)],
-            _ => &[],
-        }
-    }
-
-    /// The module's source; variants of one kernel that differ only in constants share it.
-    fn source(self) -> String {
-        match self {
-            Builtin::CopyRowsVec4 { .. } => {
-                format!("alias Unit = vec4<u32>;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
-            }
-            Builtin::CopyRowsWord { .. } => {
-                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
-            }
-            Builtin::CopyBytes => {
-                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_BYTES_WGSL}")
-            }
-            Builtin::Fill => format!("{GRID_WGSL}{FILL_WGSL}"),
-        }
-    }
-}
-
-/// A kernel's source: WGSL text or SPIR-V words (wgpu's `spirv` feature is on).
-#[derive(Clone, Copy, Debug)]
-pub enum KernelSource<'a> {
-    /// WGSL source text.
-    Wgsl(&'a str),
-    /// A SPIR-V module as 32-bit words.
-    SpirV(&'a [u32]),
-}
 
 /// How this context's kernels were compiled: what a first call pays and a later one does not.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -147,7 +78,7 @@ enum UserSource {
 }
 
 /// The kernels of one context. Lives in `ContextInner`; its lock also serialises writing the
-/// kernel parameters and submitting the work that reads them (see `launch.rs`).
+/// kernel parameters and submitting the work that reads them (see `compute/launch.rs`).
 pub(crate) struct KernelCache {
     state: Mutex<KernelState>,
 }
@@ -159,13 +90,17 @@ pub(crate) struct KernelState {
     stats: KernelCacheStats,
     /// The uniform buffer parameter blocks are written to, one slot per dispatch aligned to
     /// `min_uniform_buffer_offset_alignment`, and its size in bytes (grown on demand, reused by
-    /// every submission; see `sequence.rs`).
-    pub(crate) params: crate::compute::ParamsBuffer,
+    /// every submission; see `compute/sequence.rs`).
+    pub(crate) params: ParamsBuffer,
     /// Test-only limits replacing the device's (see `Context::limit_kernel_resources`).
     pub(crate) limits_override: Option<(u64, u32)>,
-    /// Run WGSL kernels even where ops would copy on the host (see `host.rs`).
+    /// Run WGSL kernels even where ops would copy on the host (see `ops/host.rs`).
     pub(crate) force_device_kernels: bool,
 }
+
+/// The parameter buffer: one slot per dispatch of a submission, grown on demand and reused
+/// (its writes are queue-ordered after every earlier submission's reads).
+pub(crate) type ParamsBuffer = Option<(wgpu::Buffer, u64)>;
 
 impl KernelCache {
     /// An empty cache; the persistent directory comes from `GPU_ARENA_CACHE_DIR`.

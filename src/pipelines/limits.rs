@@ -6,7 +6,7 @@
 //!
 //! What the launch checks instead (it depends on the arguments): binding sizes against
 //! `max_storage_buffer_binding_size`, offsets against `min_storage_buffer_offset_alignment`,
-//! the grid against `max_compute_workgroups_per_dimension` (see `launch.rs`).
+//! the grid against `max_compute_workgroups_per_dimension` (see `compute/launch.rs`).
 
 use super::reflect::{KernelSignature, ParamsKind, KERNEL_BIND_GROUP};
 

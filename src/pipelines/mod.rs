@@ -4,9 +4,11 @@
 //! other; [`Context`](crate::Context) owns the cache ([`KernelCache`]) and uses the error
 //! scopes, so this module sits below `context.rs` as well.
 //!
+//! - `source`: what is compiled: [`KernelSource`] (WGSL or SPIR-V) and [`KernelDesc`].
+//! - `library_kernels`: the library's own kernels (`shaders/*.wgsl`) as [`Builtin`] variants.
 //! - `cache`: [`KernelCache`], the compiled pipelines of one context (keyed by source, entry
-//!   point and constants, or by the library's [`Builtin`] variant), the one compilation path,
-//!   [`KernelSource`] and [`KernelCacheStats`].
+//!   point and constants, or by [`Builtin`] variant), the one compilation path, and
+//!   [`KernelCacheStats`].
 //! - `source_bounds`: what sources the compiler accepts, and its own thread, so that no source
 //!   aborts or panics the caller.
 //! - `reflect`: what a kernel binds, read from its naga IR (pure). Compilation reflects every
@@ -26,14 +28,18 @@
 mod cache;
 mod disk_cache;
 mod error_scopes;
+mod library_kernels;
 mod limits;
 mod reflect;
+mod source;
 mod source_bounds;
 
-pub use cache::{KernelCacheStats, KernelSource};
+pub use cache::KernelCacheStats;
 pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
+pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
 
-pub(crate) use cache::{Builtin, Compiled, KernelCache, KernelState};
+pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
 pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};
+pub(crate) use library_kernels::Builtin;

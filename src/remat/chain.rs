@@ -3,9 +3,6 @@
 use serde::Serialize;
 
 use super::error::RematError;
-use super::planner;
-use super::policy::CheckpointPolicy;
-use super::schedule::Schedule;
 use crate::arena::rounded_size;
 
 /// What a layer's backward step reads besides the gradient of its output: its input, its
@@ -153,15 +150,6 @@ impl Chain {
     /// that every rounded size, and their sum, fits in a `u64`.
     pub(crate) fn rounded_activation_bytes(&self, i: usize) -> u64 {
         rounded(self.activation_bytes(i))
-    }
-
-    /// Plans the forward and backward passes under `policy`.
-    ///
-    /// # Errors
-    /// [`RematError::ZeroInterval`] for `EveryNth(0)`; [`RematError::BudgetTooSmall`] when no
-    /// plan the planner considers fits the budget (the error gives the smallest peak found).
-    pub fn plan(&self, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
-        planner::plan(self, policy)
     }
 }
 

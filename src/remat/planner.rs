@@ -10,6 +10,19 @@ use super::policy::CheckpointPolicy;
 use super::schedule::{Schedule, Step};
 use crate::arena::{ArenaOptions, ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
+/// The planner as a method of the chain it plans (written here so that `chain.rs`, which the
+/// planner builds on, does not import it back).
+impl Chain {
+    /// Plans the forward and backward passes under `policy`.
+    ///
+    /// # Errors
+    /// [`RematError::ZeroInterval`] for `EveryNth(0)`; [`RematError::BudgetTooSmall`] when no
+    /// plan the planner considers fits the budget (the error gives the smallest peak found).
+    pub fn plan(&self, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
+        plan(self, policy)
+    }
+}
+
 /// Up to this many layers, a budget search tries every number of segments and every interval;
 /// above, a spread of them (every count up to this, then steps of 2%), so planning stays
 /// within milliseconds.

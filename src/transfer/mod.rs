@@ -20,7 +20,7 @@ mod between_devices;
 mod guard;
 mod recorded_upload;
 pub(crate) mod staging;
-mod stats;
+pub(crate) mod stats;
 
 pub use batch::{FinishedUpload, PendingArray, UploadBatch};
 pub use guard::TransferGuard;
@@ -29,7 +29,6 @@ pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLeve
 pub use stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use guard::check as check_guard;
-pub(crate) use stats::TransferCounters;
 
 use crate::array::{check_shape, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};

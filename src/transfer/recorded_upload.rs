@@ -6,8 +6,9 @@
 use super::staging::{StagingKind, UploadItem, COPY_ALIGNMENT};
 use super::{Operand, ResolvedOperand, TransferDirection};
 use crate::array::{check_shape, DeviceArray};
-use crate::compute::{Sequence, Step};
+use crate::compute::Sequence;
 use crate::error::Result;
+use crate::step::Step;
 
 impl Sequence {
     /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when

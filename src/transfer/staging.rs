@@ -5,6 +5,10 @@
 //! arrays that are neighbours in the arena (a batch allocated in order mostly is) become one copy
 //! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
 //! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
+//!
+//! The pool is part of its context (`ContextInner::staging`) and its transfers use that
+//! context's device, queue, memory plan and submissions: this file and `context.rs` import each
+//! other, the one cycle the crate keeps on purpose (see `context.rs`).
 
 use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
 use crate::context::ContextInner;

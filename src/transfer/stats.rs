@@ -1,6 +1,6 @@
 //! Transfer statistics: what a program moves, per direction, explicit and implicit apart.
 
-use super::TransferDirection;
+use crate::config::TransferDirection;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -1,0 +1,72 @@
+//! `Step`: one piece of recorded GPU work (a dispatch, a copy or a clear), as a
+//! [`Sequence`](crate::Sequence) holds it until `submit` encodes it. Users' launches
+//! (`compute/launch.rs`), the library's ops (`ops/builtin.rs`), recorded uploads
+//! (`transfer/recorded_upload.rs`) and `Context::zeros` (`array.rs`) all make steps, and
+//! `compute/sequence.rs` submits them: so the step lives on the floor below all of them,
+//! beside `submission.rs`, which numbers what is submitted.
+//!
+//! **May import**: `pipelines` (a dispatch holds its compiled kernel) and wgpu; nothing above
+//! (`context`, `array`, `compute`, `ops`, `transfer`). A step knows buffers and byte ranges, not
+//! arrays. `tests/module_flow.rs` checks this.
+
+use crate::pipelines::Compiled;
+use std::sync::Arc;
+
+/// A byte range of an array's buffer that a dispatch binds.
+pub(crate) struct BoundRange {
+    pub(crate) binding: u32,
+    pub(crate) buffer: wgpu::Buffer,
+    /// Offset in the buffer (the array's offset plus the range's).
+    pub(crate) offset: u64,
+    pub(crate) size: u64,
+}
+
+/// One recorded step.
+pub(crate) enum Step {
+    Dispatch {
+        kernel: Arc<Compiled>,
+        ranges: Vec<BoundRange>,
+        /// The parameter block's bytes (exactly the kernel's block size).
+        params: Option<Vec<u8>>,
+        grid: [u32; 3],
+    },
+    Copy {
+        src: wgpu::Buffer,
+        src_offset: u64,
+        dst: wgpu::Buffer,
+        dst_offset: u64,
+        size: u64,
+    },
+    Clear {
+        buffer: wgpu::Buffer,
+        offset: u64,
+        size: u64,
+    },
+}
+
+impl Step {
+    /// Whether the step reads or writes any byte of `buffer` in `offset..offset + size`.
+    pub(crate) fn touches(&self, buffer: &wgpu::Buffer, offset: u64, size: u64) -> bool {
+        let (start, end) = (offset, offset + size);
+        let overlaps = |b: &wgpu::Buffer, offset: u64, size: u64| {
+            b == buffer && offset < end && offset + size > start
+        };
+        match self {
+            Step::Dispatch { ranges, .. } => {
+                ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
+            }
+            Step::Copy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                size,
+            } => overlaps(src, *src_offset, *size) || overlaps(dst, *dst_offset, *size),
+            Step::Clear {
+                buffer,
+                offset,
+                size,
+            } => overlaps(buffer, *offset, *size),
+        }
+    }
+}
