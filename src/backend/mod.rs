@@ -48,7 +48,7 @@ mod vulkan;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]
-pub(crate) use mpi_buffer::MappedElements;
+pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElements};
 pub(crate) use pipeline_cache::create_pipeline_cache;
 pub(crate) use private_files::{
     create_new_private_file, private_dir, read_private_file, replace_private_file,

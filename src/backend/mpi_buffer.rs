@@ -88,3 +88,111 @@ unsafe impl<T: Equivalence> AsDatatype for MappedElements<T> {
 unsafe impl<T: Equivalence> Buffer for MappedElements<T> {}
 // SAFETY: as for `Buffer`.
 unsafe impl<T: Equivalence> BufferMut for MappedElements<T> {}
+
+/// MPI's `MPI_IN_PLACE`, the send-buffer sentinel that makes a reduction read its input from
+/// the receive buffer and overwrite it there. rsmpi does not export it, and its value is not
+/// part of MPI's ABI: `(void*)1` in Open MPI, `(void*)-1` in MPICH and the libraries built
+/// on it (Intel MPI, MVAPICH, Cray MPICH). So it is chosen from the library's own version
+/// string (`MPI_Get_library_version`), once per process, and `None` for any other library:
+/// callers then reduce through a separate host buffer, as rsmpi does. Every rank of a job
+/// runs the same library, so every rank makes the same choice.
+pub(crate) fn in_place_sentinel() -> Option<isize> {
+    static SENTINEL: std::sync::OnceLock<Option<isize>> = std::sync::OnceLock::new();
+    *SENTINEL.get_or_init(|| {
+        mpi::environment::library_version()
+            .ok()
+            .and_then(|version| sentinel_for(&version))
+    })
+}
+
+/// The `MPI_IN_PLACE` value of the library whose `MPI_Get_library_version` is `version`.
+fn sentinel_for(version: &str) -> Option<isize> {
+    let version = version.trim_start();
+    if version.starts_with("Open MPI") {
+        Some(1)
+    } else if ["MPICH", "Intel(R) MPI", "MVAPICH", "Cray MPICH"]
+        .iter()
+        .any(|name| version.starts_with(name))
+    {
+        Some(-1)
+    } else {
+        None
+    }
+}
+
+/// An `MPI_Iallreduce` in flight; dropping it waits for it (`MPI_Wait`), so the buffer it
+/// writes is never given back while MPI still writes it, even when the caller unwinds.
+struct InFlight(mpi::ffi::MPI_Request);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // SAFETY: the request came from a successful `MPI_Iallreduce` (MPI's default error
+        // handler ends the job on failure, so there is no other outcome) and is waited on
+        // exactly once, here; `MPI_STATUS_IGNORE` is a valid status argument.
+        unsafe {
+            mpi::ffi::MPI_Wait(&mut self.0, mpi::ffi::RSMPI_STATUS_IGNORE);
+        }
+    }
+}
+
+/// Reduces `buffer` with `op` across the ranks of `comm`, in place (`MPI_Iallreduce` with
+/// `MPI_IN_PLACE`), running `during` while MPI works and returning what it returns once MPI
+/// is done; `None` (and nothing runs) when the MPI library's `MPI_IN_PLACE` is unknown (see
+/// [`in_place_sentinel`]). Every rank of `comm` must call it with the same count, datatype
+/// and operation, in the same order as its other collectives on `comm`, as with any MPI
+/// collective (it matches the immediate all-reduces rsmpi starts on other ranks).
+pub(crate) fn all_reduce_in_place<B, R>(
+    comm: &mpi::topology::SimpleCommunicator,
+    buffer: &mut B,
+    op: mpi::collective::SystemOperation,
+    during: impl FnOnce() -> R,
+) -> Option<R>
+where
+    B: BufferMut + ?Sized,
+{
+    use mpi::raw::AsRaw;
+    let sentinel = in_place_sentinel()?;
+    let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
+    // SAFETY: `sentinel` is this library's `MPI_IN_PLACE` (the version string named it), which
+    // MPI compares against and never dereferences. `buffer` gives a pointer valid for `count`
+    // elements of its datatype (the `BufferMut` contract) and stays mutably borrowed until the
+    // request completes: `InFlight` below waits for it before this function returns or
+    // unwinds, and `during` cannot reach `buffer`. The communicator and operation handles are
+    // live (borrowed / predefined). MPI writes `request` before returning; on failure the
+    // default handler (`MPI_ERRORS_ARE_FATAL`) ends the job, so no return goes unchecked.
+    let in_flight = unsafe {
+        mpi::ffi::MPI_Iallreduce(
+            sentinel as *const c_void,
+            buffer.pointer_mut(),
+            buffer.count(),
+            buffer.as_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+            request.as_mut_ptr(),
+        );
+        InFlight(request.assume_init())
+    };
+    let result = during();
+    drop(in_flight);
+    Some(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sentinel_for;
+
+    #[test]
+    fn the_in_place_sentinel_follows_the_library_and_is_none_for_unknown_ones() {
+        assert_eq!(
+            sentinel_for("Open MPI v4.1.4, package: Debian OpenMPI"),
+            Some(1)
+        );
+        assert_eq!(sentinel_for("MPICH Version:\t4.0.2\n"), Some(-1));
+        assert_eq!(sentinel_for("Intel(R) MPI Library 2021.6"), Some(-1));
+        assert_eq!(sentinel_for("MVAPICH2 Version 2.3.7"), Some(-1));
+        assert_eq!(sentinel_for("Cray MPICH version 8.1"), Some(-1));
+        for unknown in ["", "Spectrum MPI", "MS-MPI 10.1", "open mpi", "Some MPICH fork"] {
+            assert_eq!(sentinel_for(unknown), None, "{unknown:?}");
+        }
+    }
+}
