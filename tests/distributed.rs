@@ -187,12 +187,7 @@ fn all_reduce_goes_in_place_on_open_mpi_on_both_paths_and_matches_the_host_refer
         return;
     }
     for zero_copy in ["1", "0"] {
-        let output = passes(
-            2,
-            &[],
-            "collectives",
-            &[("GPU_ARENA_ZERO_COPY", zero_copy)],
-        );
+        let output = passes(2, &[], "collectives", &[("GPU_ARENA_ZERO_COPY", zero_copy)]);
         for rank in 0..2 {
             let start = format!("rank {rank}: ");
             let l = output

@@ -10,7 +10,9 @@
 //! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
 //! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
 //! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
-//! written without following planted links or trusting other users).
+//! written without following planted links or trusting other users), `mpi_buffer.rs` (feature
+//! `mpi`: mapped memory as MPI buffers, and the in-place all-reduce through `mpi::ffi` with
+//! the library's `MPI_IN_PLACE`).
 //!
 //! # Who owns each object, and when it dies
 //! wgpu hands out its device and buffers to safe code (`Context::device`,

@@ -2,6 +2,10 @@
 //! an array's mapping and writes into it directly, through the pointer and count these
 //! buffers give it, as C code would: no Rust reference into the mapping is made, so the
 //! argument of `mapped.rs` (who may touch mapped bytes, and how) holds unchanged.
+//!
+//! Also the one MPI call rsmpi cannot make: an all-reduce in place (`MPI_IN_PLACE`, which
+//! rsmpi does not export), so that MPI reduces a chunk where it lies instead of into a second
+//! buffer that must then be copied back; see [`all_reduce_in_place`].
 
 use super::MappedRange;
 use mpi::datatype::{AsDatatype, Buffer, BufferMut, Collection, Equivalence, Pointer, PointerMut};
@@ -120,61 +124,37 @@ fn sentinel_for(version: &str) -> Option<isize> {
     }
 }
 
-/// An `MPI_Iallreduce` in flight; dropping it waits for it (`MPI_Wait`), so the buffer it
-/// writes is never given back while MPI still writes it, even when the caller unwinds.
-struct InFlight(mpi::ffi::MPI_Request);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        // SAFETY: the request came from a successful `MPI_Iallreduce` (MPI's default error
-        // handler ends the job on failure, so there is no other outcome) and is waited on
-        // exactly once, here; `MPI_STATUS_IGNORE` is a valid status argument.
-        unsafe {
-            mpi::ffi::MPI_Wait(&mut self.0, mpi::ffi::RSMPI_STATUS_IGNORE);
-        }
-    }
-}
-
-/// Reduces `buffer` with `op` across the ranks of `comm`, in place (`MPI_Iallreduce` with
-/// `MPI_IN_PLACE`), running `during` while MPI works and returning what it returns once MPI
-/// is done; `None` (and nothing runs) when the MPI library's `MPI_IN_PLACE` is unknown (see
-/// [`in_place_sentinel`]). Every rank of `comm` must call it with the same count, datatype
-/// and operation, in the same order as its other collectives on `comm`, as with any MPI
-/// collective (it matches the immediate all-reduces rsmpi starts on other ranks).
-pub(crate) fn all_reduce_in_place<B, R>(
+/// Reduces `buffer` with `op` across the ranks of `comm`, in place, with the blocking
+/// `MPI_Allreduce` (Open MPI runs it with its tuned algorithms, where the immediate form goes
+/// through a slower generic schedule); `None` (and nothing runs) when the library's
+/// `MPI_IN_PLACE` is unknown. Every rank of `comm` must make the same call (blocking and
+/// immediate collectives do not match each other).
+pub(crate) fn all_reduce_in_place<B>(
     comm: &mpi::topology::SimpleCommunicator,
     buffer: &mut B,
     op: mpi::collective::SystemOperation,
-    during: impl FnOnce() -> R,
-) -> Option<R>
+) -> Option<()>
 where
     B: BufferMut + ?Sized,
 {
     use mpi::raw::AsRaw;
     let sentinel = in_place_sentinel()?;
-    let mut request = std::mem::MaybeUninit::<mpi::ffi::MPI_Request>::uninit();
     // SAFETY: `sentinel` is this library's `MPI_IN_PLACE` (the version string named it), which
     // MPI compares against and never dereferences. `buffer` gives a pointer valid for `count`
-    // elements of its datatype (the `BufferMut` contract) and stays mutably borrowed until the
-    // request completes: `InFlight` below waits for it before this function returns or
-    // unwinds, and `during` cannot reach `buffer`. The communicator and operation handles are
-    // live (borrowed / predefined). MPI writes `request` before returning; on failure the
-    // default handler (`MPI_ERRORS_ARE_FATAL`) ends the job, so no return goes unchecked.
-    let in_flight = unsafe {
-        mpi::ffi::MPI_Iallreduce(
+    // elements of its datatype (the `BufferMut` contract), mutably borrowed for the call,
+    // which returns only when MPI is done with it. The communicator and operation handles
+    // are live (borrowed / predefined); on failure MPI's default handler ends the job.
+    unsafe {
+        mpi::ffi::MPI_Allreduce(
             sentinel as *const c_void,
             buffer.pointer_mut(),
             buffer.count(),
             buffer.as_datatype().as_raw(),
             op.as_raw(),
             comm.as_raw(),
-            request.as_mut_ptr(),
         );
-        InFlight(request.assume_init())
-    };
-    let result = during();
-    drop(in_flight);
-    Some(result)
+    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -191,7 +171,13 @@ mod tests {
         assert_eq!(sentinel_for("Intel(R) MPI Library 2021.6"), Some(-1));
         assert_eq!(sentinel_for("MVAPICH2 Version 2.3.7"), Some(-1));
         assert_eq!(sentinel_for("Cray MPICH version 8.1"), Some(-1));
-        for unknown in ["", "Spectrum MPI", "MS-MPI 10.1", "open mpi", "Some MPICH fork"] {
+        for unknown in [
+            "",
+            "Spectrum MPI",
+            "MS-MPI 10.1",
+            "open mpi",
+            "Some MPICH fork",
+        ] {
             assert_eq!(sentinel_for(unknown), None, "{unknown:?}");
         }
     }

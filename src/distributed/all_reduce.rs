@@ -1,5 +1,13 @@
 //! `all_reduce` and `all_reduce_mean`: every rank ends with the reduction of every rank's
-//! array, in place, pipelined (see the module docs).
+//! array, in place on the donated array (see the module docs).
+//!
+//! Where the MPI library's `MPI_IN_PLACE` is known (Open MPI, MPICH and its derivatives:
+//! [`Collectives::reduces_in_place`]) each chunk is reduced in place by a blocking
+//! `MPI_Allreduce`: on zero-copy arenas on the array's own mapping (no host copy at all), else
+//! on one host chunk between the staging copies. Elsewhere rsmpi's immediate all-reduce
+//! reduces each chunk into a second buffer, pipelined with the copies back. Every rank of a
+//! job runs the same library, so every rank makes the same calls whichever path its own
+//! arena takes.
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
@@ -130,7 +138,8 @@ impl Collectives {
         let in_place = self.reduces_in_place();
         let used = match (in_place, io.is_zero_copy()) {
             (true, true) => usize::from(kind == Kind::AllReduceMean),
-            (true, false) | (false, true) => 2,
+            (true, false) => 1,
+            (false, true) => 2,
             (false, false) => 3,
         };
         self.note_host_bytes(used * chunk * std::mem::size_of::<T>());
@@ -141,7 +150,7 @@ impl Collectives {
             // for the mean's division.
             for &(start, len) in &pieces {
                 io.with_slice_mut(start, len, |elements| {
-                    all_reduce_in_place(&self.comm, elements, op, || ())
+                    all_reduce_in_place(&self.comm, elements, op)
                 })
                 .ok_or_else(|| misaligned_mapping(OPERATION))?
                 .ok_or_else(in_place_unknown)?;
@@ -154,28 +163,17 @@ impl Collectives {
             return Ok(());
         }
         if in_place {
-            // Staged, in place on the host chunk: chunk k+1 comes off the device into one
-            // buffer while MPI reduces chunk k in the other; chunk k then goes back through
-            // the staging pool (which copies it before `write` returns).
-            if let Some(&(start, len)) = pieces.first() {
+            // Staged, in place on one host chunk: off the device, reduced where it lies, back
+            // through the staging pool (which copies it before `write` returns). The blocking
+            // MPI_Allreduce leaves nothing to overlap the read with, but it is the call the
+            // zero-copy ranks make (blocking and immediate collectives do not match), and it
+            // runs Open MPI's tuned algorithms, well ahead of the immediate form's.
+            for &(start, len) in &pieces {
                 io.read(start, &mut first[..len])?;
-            }
-            for (k, &(start, len)) in pieces.iter().enumerate() {
-                let (current, next) = if k % 2 == 0 {
-                    (&mut *first, &mut *second)
-                } else {
-                    (&mut *second, &mut *first)
-                };
-                let read = all_reduce_in_place(&self.comm, &mut current[..len], op, || {
-                    match pieces.get(k + 1) {
-                        Some(&(at, n)) => io.read(at, &mut next[..n]),
-                        None => Ok(()),
-                    }
-                })
-                .ok_or_else(in_place_unknown)?;
-                read?;
-                current[..len].iter_mut().for_each(|v| *v = finish(*v));
-                io.write(start, &current[..len])?;
+                all_reduce_in_place(&self.comm, &mut first[..len], op)
+                    .ok_or_else(in_place_unknown)?;
+                first[..len].iter_mut().for_each(|v| *v = finish(*v));
+                io.write(start, &first[..len])?;
             }
             return Ok(());
         }
