@@ -144,7 +144,7 @@ pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
 };
-pub use sharding::{gather, shard, shard_rows};
+pub use sharding::{gather, shard, shard_rows, ShardRows};
 pub use submission::SubmissionId;
 pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,
