@@ -17,7 +17,9 @@ pub const MAX_RANK: usize = 6;
 /// not handed out again before that work completes. Only [`Context::raw_submit`] needs it: every
 /// other way to run GPU work records its arrays itself.
 pub trait GpuUse {
-    /// Notes that submission `id` uses this memory.
+    /// Notes that submission `id` uses this memory. Called just before the work is handed to
+    /// the queue, while the context keeps its submission order: an implementation should
+    /// only note the id (submitting work on the same context from here would deadlock).
     fn record_use(&self, id: SubmissionId);
 
     /// The context whose memory this is, when known: [`Context::raw_submit`] refuses memory
@@ -53,9 +55,13 @@ pub(crate) struct ArrayStorage {
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
     pub(crate) mapped: Option<MappedRange>,
     pub(crate) last_use: AtomicU64,
-    /// How many recorded but unsubmitted [`crate::Sequence`]s use the array: host access and
-    /// single ops are refused meanwhile, since they would run before that recorded work.
-    pub(crate) unsubmitted: AtomicU32,
+    /// How many user [`crate::Sequence`]s have recorded work on the array and not submitted
+    /// it: every single op and host access is refused meanwhile, since it would run before
+    /// that work (the recording model: [`crate::kernels`]). The library's own one-op
+    /// submissions never raise it.
+    pub(crate) pending: AtomicU32,
+    /// The number of the user sequence that last made the array pending, for the error.
+    pub(crate) pending_in: AtomicU64,
 }
 
 impl ArrayStorage {
@@ -71,7 +77,8 @@ impl ArrayStorage {
             buffer,
             mapped,
             last_use: AtomicU64::new(0),
-            unsubmitted: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+            pending_in: AtomicU64::new(0),
         }
     }
 
@@ -194,21 +201,15 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         check_context(&self.storage, ctx, operation)
     }
 
-    /// Errors unless the array belongs to `ctx` and no unsubmitted [`crate::Sequence`] uses it:
-    /// what host access and single ops need (they would run before the recorded work).
+    /// Errors unless the array belongs to `ctx` and is not pending in a user recorder: what
+    /// every single op and host access checks first (the recording model: [`crate::kernels`]).
     pub(crate) fn check_ready(
         &self,
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
         self.check_same_context(ctx, operation)?;
-        if self.storage.unsubmitted.load(Ordering::Acquire) > 0 {
-            return Err(Error::InvalidArgument {
-                operation,
-                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
-            });
-        }
-        Ok(())
+        check_not_pending(&self.storage, operation)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
@@ -247,6 +248,21 @@ pub(crate) fn check_context(
             context_device: crate::context::describe_context(ctx),
         })
     }
+}
+
+/// Errors when `storage` is pending in a user [`crate::Sequence`]: work recorded there and not
+/// yet submitted, which a single op would overtake. The error names the sequence.
+pub(crate) fn check_not_pending(storage: &ArrayStorage, operation: &'static str) -> Result<()> {
+    if storage.pending.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let sequence = storage.pending_in.load(Ordering::Acquire);
+    Err(Error::InvalidArgument {
+        operation,
+        reason: format!(
+            "the array is pending in Sequence #{sequence} (made by Context::sequence), which has recorded work on it and not been submitted; {operation} would run before that work: call submit() on that Sequence first, or record {operation} in it"
+        ),
+    })
 }
 
 impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
@@ -391,7 +407,7 @@ impl Context {
             range.zero();
             return Ok(array);
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         sequence.touch_array(&array, "zeros")?;
         sequence.steps.push(crate::kernels::Step::Clear {
             buffer: array.storage.buffer.clone(),

@@ -319,7 +319,13 @@ impl Context {
             }
         }
         let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
-        let id = self.inner.submit(command_buffers);
+        // The uses are recorded before the queue gets the work, as sequences do: another
+        // thread's host read of one of these arrays then waits for it.
+        let id = self.inner.submit_with(command_buffers, |id| {
+            for array in uses {
+                array.record_use(id);
+            }
+        });
         scopes.pop().map_err(|reason| Error::Device {
             during: "submitting command buffers (raw_submit)".into(),
             reason,
@@ -328,9 +334,6 @@ impl Context {
             name: "raw_submit",
             submission: id,
         });
-        for array in uses {
-            array.record_use(id);
-        }
         Ok(id)
     }
 
@@ -483,7 +486,25 @@ impl ContextInner {
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
     ) -> SubmissionId {
-        self.submissions.submit(&self.queue, command_buffers)
+        self.submit_with(command_buffers, |_| {})
+    }
+
+    /// Submits `command_buffers`, running `before` with the submission's id just before the
+    /// queue gets them (arrays record their use there). On Vulkan a last command buffer makes
+    /// the work's writes visible to host reads ([`backend::host_read_barrier`]): the arena's
+    /// memory is read in place and its staging buffers are read by the host, and a fence wait
+    /// alone does not make device writes visible to the host.
+    pub(crate) fn submit_with(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
+        let barrier = backend::host_read_barrier(&self.device);
+        self.submissions.submit(
+            &self.queue,
+            command_buffers.into_iter().chain(barrier),
+            before,
+        )
     }
 
     pub(crate) fn wait_idle(&self) -> Result<()> {

@@ -28,11 +28,15 @@ pub(crate) struct Submissions {
 
 impl Submissions {
     /// Submits and returns the new submission's id; its completion is recorded by a callback
-    /// that wgpu runs during a later `device.poll`.
+    /// that wgpu runs during a later `device.poll`. `before` runs with the id just before the
+    /// work is handed to the queue (under the lock that keeps ids in queue order): arrays
+    /// record the use there, so that no host read or reuse of their memory can slip in between
+    /// the submission and its record. It must not submit work itself.
     pub(crate) fn submit(
         &self,
         queue: &wgpu::Queue,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
         let mut last = self
             .last_submitted
@@ -40,6 +44,7 @@ impl Submissions {
             .unwrap_or_else(|p| p.into_inner());
         *last += 1;
         let id = *last;
+        before(SubmissionId(id));
         let index = queue.submit(command_buffers);
         {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());

@@ -7,15 +7,18 @@
 //! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
 //! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
 //! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
+//! `host_barrier.rs` (the memory dependency that makes GPU writes visible to host reads),
 //! `pipeline_cache.rs` (the driver's pipeline cache).
 #![allow(unsafe_code)]
 
+mod host_barrier;
 mod host_sync;
 mod mapped;
 mod pipeline_cache;
 mod plain;
 mod vulkan;
 
+pub(crate) use host_barrier::host_read_barrier;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 pub(crate) use pipeline_cache::create_pipeline_cache;
