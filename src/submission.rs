@@ -60,8 +60,16 @@ impl Submissions {
         SubmissionId(id)
     }
 
-    /// wgpu's index of submission `id`, while it is among the recent ones.
+    /// wgpu's index of submission `id`, while it is among the recent ones. A submission whose
+    /// arrays already carry its id may still be on its way to the queue (uses are recorded just
+    /// before): this first waits for the submission in progress, if any, to be handed over,
+    /// so that waiting for `id` afterwards waits for its work.
     pub(crate) fn wgpu_index(&self, id: SubmissionId) -> Option<wgpu::SubmissionIndex> {
+        drop(
+            self.last_submitted
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         recent
             .iter()
