@@ -27,6 +27,16 @@ pub trait GpuUse {
     fn owning_context(&self) -> Option<Context> {
         None
     }
+
+    /// Errors when work submitted now must not use this memory yet: for a [`DeviceArray`],
+    /// when it is pending in an unsubmitted [`crate::Sequence`] (the work would run before
+    /// what the sequence recorded; see the recording model in [`crate::kernels`]).
+    /// [`Context::raw_submit`] checks every use with it before submitting anything. The
+    /// default accepts.
+    fn check_ready(&self, operation: &'static str) -> Result<()> {
+        let _ = operation;
+        Ok(())
+    }
 }
 
 /// An array in device memory, allocated from the context's arena.
@@ -272,6 +282,10 @@ impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
 
     fn owning_context(&self) -> Option<Context> {
         Some(self.context())
+    }
+
+    fn check_ready(&self, operation: &'static str) -> Result<()> {
+        check_not_pending(&self.storage, operation)
     }
 }
 

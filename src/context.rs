@@ -299,9 +299,12 @@ impl Context {
     /// GPU still reads or writes it, its memory goes to the next allocation at once, and both
     /// see each other's data (silent corruption; no validation layer notices).
     ///
-    /// Errors: [`Error::ForeignArray`] for an array of another context in `uses` (nothing is
-    /// submitted); [`Error::Device`] when wgpu refuses the submission (for instance a command
-    /// buffer that failed validation while it was encoded).
+    /// Errors: [`Error::ForeignArray`] for an array of another context in `uses`,
+    /// [`Error::InvalidArgument`] for an array pending in an unsubmitted [`crate::Sequence`]
+    /// (submit it first; both checked for every use before anything is submitted);
+    /// [`Error::Device`] when wgpu refuses the submission (for instance a command buffer that
+    /// failed validation while it was encoded). The uses are recorded before the queue gets the
+    /// work, so another thread's read of one of these arrays waits for it.
     pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
@@ -317,6 +320,7 @@ impl Context {
                     });
                 }
             }
+            array.check_ready("raw_submit")?;
         }
         let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
         // The uses are recorded before the queue gets the work, as sequences do: another

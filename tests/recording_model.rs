@@ -184,6 +184,26 @@ fn a_donated_array_pending_in_a_sequence_comes_back_from_a_refused_single_op() {
 }
 
 #[test]
+fn raw_submit_refuses_an_array_pending_in_a_sequence_and_submits_nothing() {
+    let ctx = context();
+    let done = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    let pending = s.put(&[2u32; 64], &[64]).unwrap();
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.clear_buffer(done.buffer(), done.byte_offset(), Some(256));
+    let before = done.last_use();
+    let refused = ctx
+        .raw_submit([encoder.finish()], &[&done, &pending])
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "raw_submit");
+    assert_eq!(done.last_use(), before, "nothing recorded");
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&done).unwrap(), [1; 64], "nothing submitted");
+    assert_eq!(ctx.device_get(&pending).unwrap(), [2; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
 fn dropping_an_unsubmitted_sequence_releases_its_arrays() {
     let ctx = context();
     let x = ctx.device_put(&[1u32; 16], &[16]).unwrap();
