@@ -1,5 +1,7 @@
 //! The shortest correct user kernel through gpu-arena: `y = a * x + y` in WGSL, launched over
-//! arena arrays, checked against the CPU.
+//! arena arrays, checked against the CPU. It also shows the newcomer's mistake the launch
+//! catches: `x` uploaded as the bits of the floats (`u32`) and bound to `array<f32>` is
+//! refused, naming both types, until the array is reinterpreted on purpose with `bitcast`.
 //!
 //! `cargo run --release --example saxpy -- [--n N]`
 
@@ -55,8 +57,22 @@ fn main() -> anyhow::Result<()> {
     let ys: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
 
     let saxpy = ctx.kernel(SAXPY, "main")?; // compiled once per context
-    let x = ctx.device_put(&xs, &[n as usize])?;
+                                            // Data that arrives as raw bits (a file, a network buffer): u32 words.
+    let x_bits: Vec<u32> = xs.iter().map(|x| x.to_bits()).collect();
+    let x = ctx.device_put(&x_bits, &[n as usize])?;
     let mut y = ctx.device_put(&ys, &[n as usize])?;
+    // Bound as they are, u32 elements for `array<f32>` are refused before anything runs.
+    let refused = ctx
+        .launch(&saxpy)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params(&Params { n, a: 2.0 })
+        .grid_for(n.into())
+        .run()
+        .expect_err("a u32 array bound to array<f32> is refused");
+    println!("refused as expected: {refused}");
+    // Reinterpreting the bits is explicit, free (no copy) and keeps the array's tracking.
+    let x = x.bitcast::<f32>()?;
     let started = std::time::Instant::now();
     ctx.launch(&saxpy)
         .arg(&x)

@@ -243,6 +243,36 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     }
 }
 
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// The same memory seen as elements of type `U` of the same size (no copy, the same shape
+    /// and tracking): deliberate reinterpretation, as `f32::from_bits` for every element. A
+    /// launch refuses an array whose element kind differs from the kernel's (`u32` for
+    /// `array<f32>`); bitcast it when reading its bits so is what you mean.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let bits = ctx.device_put(&[1.0f32.to_bits(); 4], &[4])?;
+    /// let floats = bits.bitcast::<f32>()?;
+    /// assert_eq!(ctx.device_get(&floats)?, [1.0; 4]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    ///
+    /// Errors (the array given back intact in [`crate::Donated`]): [`Error::InvalidArgument`]
+    /// when `U` and `T` differ in size.
+    pub fn bitcast<U: bytemuck::Pod>(
+        self,
+    ) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
+        match crate::view::check_bitcast::<T, U>("DeviceArray::bitcast") {
+            Ok(()) => Ok(DeviceArray {
+                storage: self.storage,
+                shape: self.shape,
+                _element: PhantomData,
+            }),
+            Err(error) => Err(crate::Donated { error, array: self }),
+        }
+    }
+}
+
 /// Errors unless `storage` belongs to the context `ctx`, naming both devices.
 pub(crate) fn check_context(
     storage: &ArrayStorage,

@@ -6,6 +6,7 @@
 
 use crate::array::{check_shape, ArrayStorage, DeviceArray};
 use crate::error::{Error, Result};
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A read-only view of an array: a leading-axis sub-array ([`DeviceArray::view`]) or the whole
@@ -20,17 +21,25 @@ use std::sync::Arc;
 /// # Ok::<(), gpu_arena::Error>(())
 /// ```
 pub struct ArrayView<'a, T: bytemuck::Pod> {
-    array: &'a DeviceArray<T>,
+    /// The viewed array's memory (the view borrows the array, see `_array`).
+    storage: &'a Arc<ArrayStorage>,
     /// Bytes from the array's first byte.
     offset: u64,
     shape: Vec<usize>,
+    /// True when the view covers the whole array (a launch may then round its binding up
+    /// inside the array's allocation; a view is bound exactly).
+    whole: bool,
+    _array: PhantomData<&'a DeviceArray<T>>,
 }
 
 /// A writable view ([`DeviceArray::view_mut`]): passes to [`crate::Launch::arg_mut`].
 pub struct ArrayViewMut<'a, T: bytemuck::Pod> {
-    array: &'a mut DeviceArray<T>,
+    /// Reborrowed from the exclusive borrow of the array, which lasts as long as the view.
+    storage: &'a Arc<ArrayStorage>,
     offset: u64,
     shape: Vec<usize>,
+    whole: bool,
+    _array: PhantomData<&'a mut DeviceArray<T>>,
 }
 
 impl<T: bytemuck::Pod> DeviceArray<T> {
@@ -42,19 +51,24 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     pub fn view(&self, index: &[usize]) -> Result<ArrayView<'_, T>> {
         let (offset, shape) = sub_array::<T>(&self.shape, 0, index, "DeviceArray::view")?;
         Ok(ArrayView {
-            array: self,
+            storage: &self.storage,
             offset,
             shape,
+            whole: index.is_empty(),
+            _array: PhantomData,
         })
     }
 
     /// [`DeviceArray::view`], writable.
     pub fn view_mut(&mut self, index: &[usize]) -> Result<ArrayViewMut<'_, T>> {
         let (offset, shape) = sub_array::<T>(&self.shape, 0, index, "DeviceArray::view_mut")?;
+        let array: &mut DeviceArray<T> = self;
         Ok(ArrayViewMut {
-            array: self,
+            storage: &array.storage,
             offset,
             shape,
+            whole: index.is_empty(),
+            _array: PhantomData,
         })
     }
 
@@ -70,9 +84,11 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
             "DeviceArray::reshaped",
         )?;
         Ok(ArrayView {
-            array: self,
+            storage: &self.storage,
             offset: 0,
             shape: shape.to_vec(),
+            whole: true,
+            _array: PhantomData,
         })
     }
 }
@@ -104,7 +120,7 @@ macro_rules! view_accessors {
             /// view's). A kernel binds it directly when this is a multiple of the device's
             /// `min_storage_buffer_offset_alignment`.
             pub fn byte_offset(&self) -> u64 {
-                self.array.byte_offset() + self.offset
+                self.storage.allocation.offset + self.offset
             }
         }
     };
@@ -117,9 +133,28 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     pub fn view(&self, index: &[usize]) -> Result<ArrayView<'a, T>> {
         let (offset, shape) = sub_array::<T>(&self.shape, self.offset, index, "ArrayView::view")?;
         Ok(ArrayView {
-            array: self.array,
+            storage: self.storage,
             offset,
             shape,
+            whole: self.whole && index.is_empty(),
+            _array: PhantomData,
+        })
+    }
+
+    /// The same bytes seen as elements of type `U`, of the same size (no copy): deliberate
+    /// reinterpretation, as `f32::to_bits` for every element, to bind a `u32` view to a kernel
+    /// reading `array<f32>` on purpose (a launch refuses it otherwise). Shape and tracking
+    /// stay those of the view.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `U` and `T` differ in size.
+    pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayView<'a, U>> {
+        check_bitcast::<T, U>("ArrayView::bitcast")?;
+        Ok(ArrayView {
+            storage: self.storage,
+            offset: self.offset,
+            shape: self.shape,
+            whole: self.whole,
+            _array: PhantomData,
         })
     }
 
@@ -139,6 +174,20 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
 }
 
 impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
+    /// [`ArrayView::bitcast`], writable: the kernel's writes land in the array's bytes.
+    ///
+    /// Errors: [`Error::InvalidArgument`] when `U` and `T` differ in size.
+    pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayViewMut<'a, U>> {
+        check_bitcast::<T, U>("ArrayViewMut::bitcast")?;
+        Ok(ArrayViewMut {
+            storage: self.storage,
+            offset: self.offset,
+            shape: self.shape,
+            whole: self.whole,
+            _array: PhantomData,
+        })
+    }
+
     /// The same elements under another shape with as many elements.
     pub fn reshape(self, shape: &[usize]) -> Result<ArrayViewMut<'a, T>> {
         check_shape(
@@ -152,6 +201,23 @@ impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
             ..self
         })
     }
+}
+
+/// Errors unless `T` and `U` have the same size (what a bitcast without a copy needs: the
+/// shape, and so every offset and the byte count, stay the same).
+pub(crate) fn check_bitcast<T, U>(operation: &'static str) -> Result<()> {
+    let (from, to) = (std::mem::size_of::<T>(), std::mem::size_of::<U>());
+    if from == to {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        operation,
+        reason: format!(
+            "{} is {from} bytes and {} is {to}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)",
+            std::any::type_name::<T>(),
+            std::any::type_name::<U>()
+        ),
+    })
 }
 
 /// The byte offset (from the array's start) and shape of the sub-array at leading `index` of a
@@ -205,6 +271,8 @@ pub struct ArgRef<'a> {
     pub(crate) bytes: u64,
     pub(crate) element_size: usize,
     pub(crate) element_type: &'static str,
+    /// The whole array rather than a part of it (see [`crate::Launch`]'s binding rules).
+    pub(crate) whole: bool,
 }
 
 mod sealed {
@@ -231,6 +299,7 @@ impl<T: bytemuck::Pod> KernelArg for DeviceArray<T> {
             bytes: self.size_in_bytes(),
             element_size: std::mem::size_of::<T>(),
             element_type: std::any::type_name::<T>(),
+            whole: true,
         }
     }
 }
@@ -242,11 +311,12 @@ macro_rules! view_arg {
         impl<T: bytemuck::Pod> KernelArg for $view<'_, T> {
             fn arg_ref(&self) -> ArgRef<'_> {
                 ArgRef {
-                    storage: &self.array.storage,
+                    storage: self.storage,
                     offset: self.offset,
                     bytes: self.size_in_bytes(),
                     element_size: std::mem::size_of::<T>(),
                     element_type: std::any::type_name::<T>(),
+                    whole: self.whole,
                 }
             }
         }

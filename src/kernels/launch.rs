@@ -71,6 +71,8 @@ struct Arg {
     bytes: u64,
     element_size: usize,
     element_type: &'static str,
+    /// The whole array (not a view): its binding may be rounded up inside its own allocation.
+    whole: bool,
     writable: bool,
 }
 
@@ -123,6 +125,7 @@ impl<'s, 'a> Launch<'s, 'a> {
             bytes: r.bytes,
             element_size: r.element_size,
             element_type: r.element_type,
+            whole: r.whole,
             writable,
         });
     }
@@ -155,7 +158,7 @@ impl<'s, 'a> Launch<'s, 'a> {
             self.set_error(self.argument_error(
                 "the grid",
                 format!(
-                    "{n} items need {groups} workgroups of {wx}, more than the {max} one grid dimension allows: use .grid_linear(n) and index with gid.x + gid.y * num_workgroups.x * {wx}"
+                    "{n} items need {groups} workgroups of {wx}, more than this device's max_compute_workgroups_per_dimension ({max}): use .grid_linear(n) and index with gid.x + gid.y * num_workgroups.x * {wx}"
                 ),
             ));
         } else {
@@ -173,7 +176,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if rows > max {
             self.set_error(self.argument_error(
                 "the grid",
-                format!("{n} items need {groups} workgroups, more than {max}² in two dimensions"),
+                format!("{n} items need {groups} workgroups, more than {max}² in two dimensions (this device's max_compute_workgroups_per_dimension is {max})"),
             ));
         } else if groups <= max {
             self.grid = Some([groups as u32, 1, 1]);
@@ -206,14 +209,18 @@ impl<'s, 'a> Launch<'s, 'a> {
     ///
     /// Errors, before anything is recorded or submitted: [`Error::KernelArgument`] naming the
     /// binding for a missing or extra argument, an element size that differs from the WGSL
-    /// element type, a read-only argument for a `read_write` binding, an array smaller than a
-    /// fixed-size binding or larger than `max_storage_buffer_binding_size`, a view whose offset
-    /// misses `min_storage_buffer_offset_alignment`, a missing or wrongly sized parameter block,
-    /// a missing or too large grid; [`Error::ForeignArray`] for an array or kernel of another
-    /// context; [`Error::InvalidArgument`], for a launch of [`Context::launch`], over an array
-    /// pending in an unsubmitted [`Sequence`] (it would run before that sequence's work: submit
-    /// it first); [`Error::Device`] when the device refuses the work. A refused launch records
-    /// nothing and marks no array.
+    /// element type, Rust scalars of another kind than WGSL's (`u32` for `array<f32>`: see
+    /// [`crate::DeviceArray::bitcast`]), a read-only argument for a `read_write` binding, an
+    /// array smaller than a fixed-size binding or larger than `max_storage_buffer_binding_size`,
+    /// a view whose offset misses `min_storage_buffer_offset_alignment` or whose size a binding
+    /// cannot hold exactly (a binding never reaches past its view: sizes not a multiple of 4,
+    /// below the binding's type, not whole elements of a runtime-sized array, or empty in a
+    /// launch that runs), a missing or wrongly sized parameter block, a missing grid or one
+    /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
+    /// kernel of another context; [`Error::InvalidArgument`], for a launch of
+    /// [`Context::launch`], over an array pending in an unsubmitted [`Sequence`] (it would run
+    /// before that sequence's work: submit it first); [`Error::Device`] when the device refuses
+    /// the work. A refused launch records nothing and marks no array.
     pub fn run(mut self) -> Result<()> {
         if let Some(error) = self.error.take() {
             return Err(error);
@@ -260,9 +267,12 @@ impl<'s, 'a> Launch<'s, 'a> {
                 ),
             ));
         }
+        // A launch with an empty grid runs nothing, so it binds nothing: an empty view is
+        // accepted there (and only there, as no binding can hold it exactly).
+        let runs = self.grid.is_some_and(|g| !g.contains(&0));
         let mut ranges = Vec::with_capacity(self.args.len());
         for (binding, arg) in signature.storage.iter().zip(&self.args) {
-            ranges.push(self.bind(binding, arg, limits)?);
+            ranges.push(self.bind(binding, arg, limits, runs)?);
         }
         match (&signature.params, &self.params) {
             (Some(block), Some(p)) if p.len() as u64 != block.size => {
@@ -303,7 +313,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if grid.iter().any(|&g| g > max) {
             return Err(self.argument_error(
                 "the grid",
-                format!("{grid:?} workgroups exceed the device's {max} per dimension"),
+                format!("{grid:?} workgroups exceed this device's max_compute_workgroups_per_dimension ({max})"),
             ));
         }
         if grid.contains(&0) {
@@ -318,11 +328,19 @@ impl<'s, 'a> Launch<'s, 'a> {
     }
 
     /// The bound byte range of one argument, after every check of it against its binding.
+    ///
+    /// A view is bound exactly: its binding never reaches a byte outside the view (the next
+    /// row of a KV cache), so a view whose size cannot be bound exactly is refused with the
+    /// reason (not a multiple of 4 bytes, smaller than the binding's type, not a whole number
+    /// of a runtime-sized array's elements, empty in a launch that runs). A whole array is
+    /// rounded up to 4 bytes and to the binding's type inside its own allocation (the arena
+    /// rounds allocations to 256 bytes), so the rounding never reaches another array.
     fn bind(
         &self,
         binding: &StorageBinding,
         arg: &Arg,
         limits: &wgpu::Limits,
+        runs: bool,
     ) -> Result<BoundRange> {
         let name = describe(binding);
         let fail = |reason: String| Err(self.argument_error(&name, reason));
@@ -339,6 +357,28 @@ impl<'s, 'a> Launch<'s, 'a> {
                 binding.element_stride
             ));
         }
+        if let (Some(wgsl), Some(rust)) = (&binding.element_scalar, rust_scalar(arg.element_type)) {
+            if wgsl != rust {
+                let made_of = |ty: &str, scalar: &str| {
+                    if ty == scalar {
+                        ty.to_string()
+                    } else {
+                        format!("{ty} (made of {scalar})")
+                    }
+                };
+                return fail(format!(
+                    "the kernel reads {} elements, but the argument holds {}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",
+                    made_of(&binding.element_type, wgsl),
+                    made_of(arg.element_type, rust),
+                    if wgsl == "f16" {
+                        // Rust has no stable f16: name the usual 2-byte float type.
+                        "half::f16".to_string()
+                    } else {
+                        arg.element_type.replace(rust, wgsl)
+                    }
+                ));
+            }
+        }
         if (binding.fixed_len.is_some() || !binding.is_array) && arg.bytes < binding.min_bytes {
             return fail(format!(
                 "the argument has {} bytes; the binding's type needs {}",
@@ -353,15 +393,20 @@ impl<'s, 'a> Launch<'s, 'a> {
                 "the view starts at byte {offset} of its buffer, which is not a multiple of this device's min_storage_buffer_offset_alignment ({alignment}): bind a view whose rows are a multiple of {alignment} bytes, or copy the part out with dynamic_slice"
             ));
         }
-        // WGSL sees whole words, and WebGPU binds no empty range: round up to 4 bytes and to
-        // one element, within the array's own allocation (rounded to 256 bytes by the arena).
-        let size = arg.bytes.next_multiple_of(4).max(binding.min_bytes);
-        if arg.offset + size > allocation.size {
-            return fail(format!(
-                "the argument has {} bytes; the binding needs at least {}",
-                arg.bytes, binding.min_bytes
-            ));
-        }
+        let size = if arg.whole {
+            // WGSL sees whole words, and WebGPU binds no empty range: round up to 4 bytes and
+            // to one element, within the array's own allocation.
+            let size = arg.bytes.next_multiple_of(4).max(binding.min_bytes);
+            if arg.offset + size > allocation.size {
+                return fail(format!(
+                    "the argument has {} bytes; the binding needs at least {}",
+                    arg.bytes, binding.min_bytes
+                ));
+            }
+            size
+        } else {
+            self.exact_view_size(binding, arg, runs)?
+        };
         let max = limits.max_storage_buffer_binding_size;
         if size > max {
             return fail(format!(
@@ -375,6 +420,59 @@ impl<'s, 'a> Launch<'s, 'a> {
             size,
         })
     }
+
+    /// A view's bytes, when a binding can hold exactly them (see [`Launch::bind`]).
+    fn exact_view_size(&self, binding: &StorageBinding, arg: &Arg, runs: bool) -> Result<u64> {
+        let fail = |reason: String| Err(self.argument_error(&describe(binding), reason));
+        let bytes = arg.bytes;
+        if bytes == 0 {
+            if runs {
+                return fail(
+                    "the view is empty, and a binding holds at least 4 bytes, which would lie outside the view: skip the launch (or give it an empty grid) for an empty view".into(),
+                );
+            }
+            // Nothing runs; the range is never bound.
+            return Ok(0);
+        }
+        if !bytes.is_multiple_of(4) {
+            return fail(format!(
+                "the view has {bytes} bytes, not a multiple of 4: a binding holds whole 4-byte words, so it would reach {} bytes past the view (into the next row); bind views of a multiple of 4 bytes, or the whole array",
+                bytes.next_multiple_of(4) - bytes
+            ));
+        }
+        if bytes < binding.min_bytes {
+            return fail(format!(
+                "the view has {bytes} bytes; the binding's type needs {}, which would reach past the view",
+                binding.min_bytes
+            ));
+        }
+        if let Some((head, stride)) = binding.runtime_array {
+            if stride > 0 && !(bytes - head).is_multiple_of(stride) {
+                return fail(format!(
+                    "the view has {bytes} bytes: after the {head}-byte head, {} bytes are not a whole number of {stride}-byte elements of the runtime-sized array (arrayLength would drop {} bytes): bind a view of {head} + n × {stride} bytes",
+                    bytes - head,
+                    (bytes - head) % stride
+                ));
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// The Rust scalar an argument's element type is made of (`f32` for `f32` and `[f32; 4]`), for
+/// the primitive types WGSL has; `None` for other types (users' structs), which are checked by
+/// size alone.
+fn rust_scalar(type_name: &str) -> Option<&str> {
+    let mut ty = type_name;
+    // Fixed arrays, `[[f32; 4]; 4]`, are made of their innermost element.
+    while let Some(inner) = ty.strip_prefix('[').and_then(|t| t.strip_suffix(']')) {
+        ty = inner.rsplit_once(';').map(|(element, _)| element.trim())?;
+    }
+    matches!(
+        ty,
+        "f16" | "f32" | "f64" | "i8" | "u8" | "i16" | "u16" | "i32" | "u32" | "i64" | "u64"
+    )
+    .then_some(ty)
 }
 
 /// A binding as errors name it: `@binding(2) y: array<f32> (read_write)`.

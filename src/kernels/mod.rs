@@ -7,6 +7,9 @@
 //!
 //! - `reflect`: what a kernel binds, read from its naga IR (pure).
 //! - `pipelines`: compilation once per context and variant.
+//! - `source_bounds`: what sources the compiler accepts, and its own thread, so that no source
+//!   aborts or panics the caller.
+//! - `limits`: every device limit a kernel's module can exceed, checked at `kernel()`.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
 //!   file costs speed, never the kernels.
 //! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
@@ -69,11 +72,13 @@ mod fill;
 mod geometry;
 mod host;
 mod launch;
+mod limits;
 mod pipelines;
 mod reflect;
 mod sequence;
 mod slice;
 mod slicing;
+mod source_bounds;
 mod update_slice;
 mod user_kernel;
 
@@ -82,6 +87,7 @@ pub use launch::Launch;
 pub use pipelines::{KernelCacheStats, KernelSource};
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use sequence::Sequence;
+pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
 pub use user_kernel::{Kernel, KernelDesc};
 
 pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};

@@ -5,7 +5,9 @@
 
 use super::disk_cache::{DiskCache, DiskCacheLoad};
 use super::error_scopes::ErrorScopes;
-use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind};
+use super::limits::check_device_limits;
+use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, ReflectedKernel};
+use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
 use super::user_kernel::KernelDesc;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
@@ -126,10 +128,14 @@ pub(crate) struct Compiled {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum CacheKey {
     Builtin(Builtin),
+    /// A user's kernel. Two keys lead to one compiled kernel: the constants as asked for
+    /// (sorted by the name or id given), found without parsing, and as applied (sorted by
+    /// naga's key for each override, see [`ReflectedKernel::constants`]), so that a set given
+    /// in another order, or by id instead of name, finds the kernel compiled first.
     User {
         source: UserSource,
         entry_point: String,
-        /// Names and the bits of their values (f64 is not `Eq`).
+        /// Names and the bits of their values (f64 is not `Eq`), sorted by name.
         constants: Vec<(String, u64)>,
     },
 }
@@ -182,6 +188,76 @@ impl KernelCache {
         // A panic while compiling leaves at worst a missing pipeline, compiled again next time.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// A user's kernel, compiled at the first request for this source, entry point and set of
+    /// constants (in any order, by name or id), and found in the cache after. The source is
+    /// parsed and reflected without the kernel lock held, on a thread of its own (see
+    /// `source_bounds.rs`), so a hostile source neither blocks other threads' launches nor
+    /// poisons the lock. A kernel found in the cache keeps the label of its first compile.
+    pub(crate) fn user(
+        &self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        desc: &KernelDesc<'_>,
+    ) -> Result<Arc<Compiled>> {
+        let name = desc.label.unwrap_or(desc.entry_point);
+        let source = match desc.source {
+            KernelSource::Wgsl(text) => UserSource::Wgsl(text.to_string()),
+            KernelSource::SpirV(words) => UserSource::SpirV(words.to_vec()),
+        };
+        let mut asked: Vec<(String, u64)> = desc
+            .constants
+            .iter()
+            .map(|&(name, value)| (name.to_string(), normalized_bits(value)))
+            .collect();
+        asked.sort();
+        let asked = CacheKey::User {
+            source,
+            entry_point: desc.entry_point.to_string(),
+            constants: asked,
+        };
+        if let Some(compiled) = self.lock().hit(&asked) {
+            return Ok(compiled);
+        }
+        let started = Instant::now();
+        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name)?;
+        let CacheKey::User {
+            source,
+            entry_point,
+            ..
+        } = &asked
+        else {
+            unreachable!("built as a user key above")
+        };
+        let applied = CacheKey::User {
+            source: source.clone(),
+            entry_point: entry_point.clone(),
+            constants: reflected
+                .constants
+                .iter()
+                .map(|(key, value)| (key.clone(), normalized_bits(*value)))
+                .collect(),
+        };
+        let mut state = self.lock();
+        if let Some(compiled) = state.hit(&applied) {
+            state.pipelines.insert(asked, Arc::clone(&compiled));
+            return Ok(compiled);
+        }
+        let compiled = state.compile(device, adapter, limits, name, reflected, started)?;
+        state.pipelines.insert(asked, Arc::clone(&compiled));
+        state.pipelines.insert(applied, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+}
+
+/// An override value's bits for a cache key, with -0.0 as 0.0 (they set the same value).
+fn normalized_bits(value: f64) -> u64 {
+    if value == 0.0 {
+        0
+    } else {
+        value.to_bits()
+    }
 }
 
 impl KernelState {
@@ -201,96 +277,55 @@ impl KernelState {
             self.stats.pipeline_hits += 1;
             return Ok(Arc::clone(compiled));
         }
+        let started = Instant::now();
         let source = kernel.source();
-        let module = parse(KernelSource::Wgsl(&source), kernel.name())?;
-        let compiled = self.compile(
-            device,
-            adapter,
-            kernel.name(),
-            (module, Some(&source)),
-            "main",
-            kernel.constants(),
-        )?;
+        // The library's own sources are small and shallow: parsed on the caller's thread.
+        let reflected = parse_and_reflect(KernelSource::Wgsl(&source), "main", kernel.constants())
+            .map_err(|message| Error::KernelCompile {
+                kernel: kernel.name().to_string(),
+                message,
+            })?;
+        let limits = device.limits();
+        let compiled = self.compile(device, adapter, &limits, kernel.name(), reflected, started)?;
         self.pipelines.insert(key, Arc::clone(&compiled));
         Ok(compiled)
     }
 
-    /// A user's kernel, compiled at the first request for this source, entry point and
-    /// constants, and found in the cache after.
-    pub(crate) fn user(
-        &mut self,
-        device: &wgpu::Device,
-        adapter: &wgpu::AdapterInfo,
-        desc: &KernelDesc<'_>,
-    ) -> Result<Arc<Compiled>> {
-        let key = CacheKey::User {
-            source: match desc.source {
-                KernelSource::Wgsl(text) => UserSource::Wgsl(text.to_string()),
-                KernelSource::SpirV(words) => UserSource::SpirV(words.to_vec()),
-            },
-            entry_point: desc.entry_point.to_string(),
-            constants: desc
-                .constants
-                .iter()
-                .map(|&(name, value)| (name.to_string(), value.to_bits()))
-                .collect(),
-        };
-        if let Some(compiled) = self.pipelines.get(&key) {
-            self.stats.pipeline_hits += 1;
-            return Ok(Arc::clone(compiled));
-        }
-        let name = desc.label.unwrap_or(desc.entry_point);
-        let module = parse(desc.source, name)?;
-        let text = match desc.source {
-            KernelSource::Wgsl(text) => Some(text),
-            KernelSource::SpirV(_) => None,
-        };
-        let compiled = self.compile(
-            device,
-            adapter,
-            name,
-            (module, text),
-            desc.entry_point,
-            desc.constants,
-        )?;
-        self.pipelines.insert(key, Arc::clone(&compiled));
-        Ok(compiled)
+    /// The kernel under `key` if compiled, counted as a hit.
+    fn hit(&mut self, key: &CacheKey) -> Option<Arc<Compiled>> {
+        let compiled = Arc::clone(self.pipelines.get(key)?);
+        self.stats.pipeline_hits += 1;
+        Some(compiled)
     }
 
-    /// The one compilation path, for the library's kernels and users' alike: reflect the
-    /// module (bindings, parameters, workgroup size; storage made `read_write`), lay out its
-    /// bind group from that, and make the pipeline inside wgpu error scopes, so a module the
-    /// device refuses is an `Err` with wgpu's message.
+    /// The one compilation path, for the library's kernels and users' alike: check the
+    /// reflected module (bindings, parameters, workgroup size and memory; storage made
+    /// `read_write`) against the device's limits, lay out its bind group from that, and make
+    /// the pipeline inside wgpu error scopes, so a module the device refuses is an `Err` with
+    /// wgpu's message.
     fn compile(
         &mut self,
         device: &wgpu::Device,
         adapter: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
         name: &str,
-        (module, text): (naga::Module, Option<&str>),
-        entry_point: &str,
-        constants: &[(&str, f64)],
+        reflected: ReflectedKernel,
+        started: Instant,
     ) -> Result<Arc<Compiled>> {
-        let started = Instant::now();
         let failed = |message: String| Error::KernelCompile {
             kernel: name.to_string(),
             message,
         };
-        let (module, signature) =
-            reflect_kernel(module, entry_point, constants, text).map_err(|e| failed(e.0))?;
-        if let Some(ParamsBlock {
-            kind: ParamsKind::Immediate,
-            size,
-            ..
-        }) = &signature.params
-        {
-            let limit = device.limits().max_immediate_size;
-            if !device.features().contains(wgpu::Features::IMMEDIATES) || *size > u64::from(limit) {
-                return Err(failed(format!(
-                    "the kernel reads {size} bytes of immediate data (var<immediate>); this device allows {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead",
-                    if device.features().contains(wgpu::Features::IMMEDIATES) { "on" } else { "off" }
-                )));
-            }
-        }
+        let ReflectedKernel {
+            module, signature, ..
+        } = reflected;
+        let entry_point = signature.entry_point.clone();
+        check_device_limits(
+            &signature,
+            limits,
+            device.features().contains(wgpu::Features::IMMEDIATES),
+        )
+        .map_err(failed)?;
         let cache = self
             .disk_cache
             .driver_cache(device, adapter, &mut self.stats);
@@ -319,7 +354,7 @@ impl KernelState {
             label: Some(name),
             layout: Some(&pipeline_layout),
             module: &shader,
-            entry_point: Some(entry_point),
+            entry_point: Some(&entry_point),
             compilation_options: wgpu::PipelineCompilationOptions {
                 // Overrides were applied during reflection.
                 constants: &[],
@@ -345,22 +380,71 @@ impl KernelState {
     }
 }
 
-/// Parses a kernel's source into naga IR; a syntax error is [`Error::KernelCompile`] with the
-/// compiler's message, pointing at the line.
-fn parse(source: KernelSource<'_>, name: &str) -> Result<naga::Module> {
+/// Parses, validates and reflects a user's source on a thread with [`COMPILER_STACK_BYTES`] of
+/// stack, after refusing WGSL beyond the bounds of `source_bounds.rs` and SPIR-V beyond
+/// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. Every failure is
+/// [`Error::KernelCompile`] naming `name`.
+fn prepare(
+    source: KernelSource<'_>,
+    entry_point: &str,
+    constants: &[(&str, f64)],
+    name: &str,
+) -> Result<ReflectedKernel> {
     let failed = |message: String| Error::KernelCompile {
         kernel: name.to_string(),
         message,
     };
     match source {
-        KernelSource::Wgsl(text) => {
-            naga::front::wgsl::parse_str(text).map_err(|e| failed(e.emit_to_string(text)))
+        KernelSource::Wgsl(text) => check_wgsl_bounds(text).map_err(failed)?,
+        KernelSource::SpirV(words) if words.len() > MAX_SPIRV_WORDS => {
+            return Err(failed(format!(
+                "the SPIR-V module has {} words, more than the {MAX_SPIRV_WORDS} gpu-arena compiles",
+                words.len()
+            )))
         }
-        KernelSource::SpirV(words) => {
-            naga::front::spv::parse_u8_slice(bytemuck::cast_slice(words), &Default::default())
-                .map_err(|e| failed(format!("SPIR-V: {e}")))
-        }
+        KernelSource::SpirV(_) => {}
     }
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("gpu-arena-compile".into())
+            .stack_size(COMPILER_STACK_BYTES)
+            .spawn_scoped(scope, || parse_and_reflect(source, entry_point, constants))
+            .map_err(|e| failed(format!("could not start the compiler's thread: {e}")))?;
+        match worker.join() {
+            Ok(reflected) => reflected.map_err(failed),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                Err(failed(format!(
+                    "the shader compiler (naga) failed on this module ({what}); it is refused: check that it is valid (spirv-val, naga's CLI)"
+                )))
+            }
+        }
+    })
+}
+
+/// Parses a kernel's source into naga IR and reflects it; a syntax error is the compiler's
+/// message, pointing at the line.
+fn parse_and_reflect(
+    source: KernelSource<'_>,
+    entry_point: &str,
+    constants: &[(&str, f64)],
+) -> std::result::Result<ReflectedKernel, String> {
+    let (module, text) = match source {
+        KernelSource::Wgsl(text) => (
+            naga::front::wgsl::parse_str(text).map_err(|e| e.emit_to_string(text))?,
+            Some(text),
+        ),
+        KernelSource::SpirV(words) => (
+            naga::front::spv::parse_u8_slice(bytemuck::cast_slice(words), &Default::default())
+                .map_err(|e| format!("SPIR-V: {e}"))?,
+            None,
+        ),
+    };
+    reflect_kernel(module, entry_point, constants, text).map_err(|e| e.0)
 }
 
 /// The bind group layout of a kernel: every storage array `read_write` (see `reflect.rs`), the

@@ -38,6 +38,15 @@ pub struct StorageBinding {
     /// True when the kernel declared the binding `read_write` (so the launch wants a writable
     /// argument); false for `read`.
     pub writable: bool,
+    /// The scalar the element is made of, as WGSL writes it (`f32` for `f32`, `vec4<f32>`,
+    /// `mat4x4<f32>`, `array<f32, 4>` and `atomic<f32>` alike); `None` for structs. A launch
+    /// refuses an argument of Rust scalars of another kind (`u32` for `f32`), see
+    /// [`crate::DeviceArray::bitcast`].
+    pub element_scalar: Option<String>,
+    /// For a runtime-sized array (`array<E>`, or a struct whose last member is one): the byte
+    /// offset of the array in the binding and its element stride, so `arrayLength` is
+    /// `(bound bytes - offset) / stride`. A view must hold a whole number of elements.
+    pub runtime_array: Option<(u64, u64)>,
 }
 
 /// Where a kernel's parameter block comes from.
@@ -76,6 +85,22 @@ pub struct KernelSignature {
     pub storage: Vec<StorageBinding>,
     /// The parameter block, if the kernel reads one.
     pub params: Option<ParamsBlock>,
+    /// Bytes of `var<workgroup>` memory the entry point uses, each variable rounded up to 16
+    /// bytes as WebGPU counts them (compared with `max_compute_workgroup_storage_size`).
+    pub workgroup_memory_bytes: u64,
+}
+
+/// A module ready to compile: what [`reflect_kernel`] returns.
+#[derive(Debug)]
+pub struct ReflectedKernel {
+    /// The module with overrides applied and storage made `read_write`.
+    pub module: naga::Module,
+    /// What the kernel binds.
+    pub signature: KernelSignature,
+    /// The override constants as applied, one per override, each under the key naga looks it
+    /// up by (its `@id` when it has one, else its name), sorted: the same set given in any
+    /// order, by name or by id, gives the same list (the compile cache's key).
+    pub constants: Vec<(String, f64)>,
 }
 
 /// Why a module cannot be a gpu-arena kernel. The launch layer wraps this into
@@ -96,7 +121,7 @@ pub fn reflect_kernel(
     entry_point: &str,
     constants: &[(&str, f64)],
     source_for_messages: Option<&str>,
-) -> Result<(naga::Module, KernelSignature), ReflectError> {
+) -> Result<ReflectedKernel, ReflectError> {
     let info = validate(&module, source_for_messages)?;
     let index = module
         .entry_points
@@ -113,32 +138,11 @@ pub fn reflect_kernel(
                 "no @compute entry point named {entry_point:?}; the module's compute entry points are {computes:?}"
             ))
         })?;
-    let mut map = naga::back::PipelineConstants::default();
-    for &(name, value) in constants {
-        if !value.is_finite() {
-            return Err(ReflectError(format!(
-                "override constant {name} = {value} is not a finite number"
-            )));
-        }
-        let known = module.overrides.iter().any(|(_, o)| {
-            o.name.as_deref() == Some(name)
-                || o.id.map(|id| id.to_string()).as_deref() == Some(name)
-        });
-        if !known {
-            let names: Vec<String> = module
-                .overrides
-                .iter()
-                .filter_map(|(_, o)| o.name.clone())
-                .collect();
-            return Err(ReflectError(format!(
-                "the module has no override constant {name:?}; its overrides are {names:?}"
-            )));
-        }
-        map.insert(name.to_string(), value);
-    }
+    let resolved = resolve_constants(&module, constants)?;
     let (module, info) = if module.overrides.is_empty() {
         (module, info)
     } else {
+        let map: naga::back::PipelineConstants = resolved.iter().cloned().collect();
         let (resolved, info) = naga::back::pipeline_constants::process_overrides(
             &module,
             &info,
@@ -155,7 +159,115 @@ pub fn reflect_kernel(
         .position(|e| e.name == entry_point && e.stage == naga::ShaderStage::Compute)
         .unwrap_or(index);
     let signature = signature_of(&module, &info, index)?;
-    Ok((writable_storage(module), signature))
+    Ok(ReflectedKernel {
+        module: writable_storage(module),
+        signature,
+        constants: resolved,
+    })
+}
+
+/// The override constants given, each resolved to its override (by name, or by `@id` written
+/// in decimal, `"7"`) and checked against its type; returned under naga's key for it, sorted.
+///
+/// Refused, with the override named: an unknown name or id, the same override given twice
+/// (also once by name and once by id), NaN or infinity, a fraction or a value out of range for
+/// an integer override, a value out of range for `f32`/`f16`, a bool other than 0 or 1.
+fn resolve_constants(
+    module: &naga::Module,
+    constants: &[(&str, f64)],
+) -> Result<Vec<(String, f64)>, ReflectError> {
+    let mut resolved: Vec<(String, f64, &str)> = Vec::with_capacity(constants.len());
+    for &(given, value) in constants {
+        let found = module.overrides.iter().find(|(_, o)| {
+            o.name.as_deref() == Some(given) || o.id.is_some_and(|id| id.to_string() == given)
+        });
+        let Some((_, o)) = found else {
+            let known: Vec<String> = module
+                .overrides
+                .iter()
+                .map(|(_, o)| match (&o.name, o.id) {
+                    (Some(name), Some(id)) => format!("{name} (@id({id}))"),
+                    (Some(name), None) => name.clone(),
+                    (None, Some(id)) => format!("@id({id})"),
+                    (None, None) => "?".into(),
+                })
+                .collect();
+            return Err(ReflectError(format!(
+                "the module has no override constant {given:?}; its overrides are [{}] (give a name, or an @id as a decimal string such as \"7\")",
+                known.join(", ")
+            )));
+        };
+        let key = match (o.id, &o.name) {
+            (Some(id), _) => id.to_string(),
+            (None, Some(name)) => name.clone(),
+            (None, None) => given.to_string(),
+        };
+        if let Some((_, _, first)) = resolved.iter().find(|(k, _, _)| *k == key) {
+            return Err(ReflectError(format!(
+                "override constant {given:?} is given twice (also as {first:?}): give each override once"
+            )));
+        }
+        let scalar = match module.types[o.ty].inner {
+            naga::TypeInner::Scalar(scalar) => Some(scalar),
+            _ => None,
+        };
+        check_override_value(given, value, scalar)?;
+        // 0.0 and -0.0 set the same value: one cache key.
+        let value = if value == 0.0 { 0.0 } else { value };
+        resolved.push((key, value, given));
+    }
+    let mut resolved: Vec<(String, f64)> = resolved.into_iter().map(|(k, v, _)| (k, v)).collect();
+    resolved.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(resolved)
+}
+
+/// Errors unless `value` is exactly representable as the override's type (WebGPU converts
+/// with truncation and clamping rules that would silently change what the user wrote).
+fn check_override_value(
+    name: &str,
+    value: f64,
+    scalar: Option<naga::Scalar>,
+) -> Result<(), ReflectError> {
+    let fail = |why: String| {
+        Err(ReflectError(format!(
+            "override constant {name} = {value}: {why}"
+        )))
+    };
+    if !value.is_finite() {
+        return fail("not a finite number".into());
+    }
+    let Some(scalar) = scalar else {
+        return Ok(());
+    };
+    let integer_range = match (scalar.kind, scalar.width) {
+        (naga::ScalarKind::Sint, 4) => Some((f64::from(i32::MIN), f64::from(i32::MAX))),
+        (naga::ScalarKind::Uint, 4) => Some((0.0, f64::from(u32::MAX))),
+        (naga::ScalarKind::Sint, 2) => Some((f64::from(i16::MIN), f64::from(i16::MAX))),
+        (naga::ScalarKind::Uint, 2) => Some((0.0, f64::from(u16::MAX))),
+        (naga::ScalarKind::Sint, 8) => Some((-(2f64.powi(63)), 2f64.powi(63) - 1024.0)),
+        (naga::ScalarKind::Uint, 8) => Some((0.0, 2f64.powi(64) - 2048.0)),
+        (naga::ScalarKind::Bool, _) => Some((0.0, 1.0)),
+        _ => None,
+    };
+    let ty = type_name_of_scalar(scalar);
+    if let Some((low, high)) = integer_range {
+        if value.fract() != 0.0 {
+            return fail(format!("{ty} takes whole numbers"));
+        }
+        if value < low || value > high {
+            return fail(format!("out of the range of {ty} ({low} to {high})"));
+        }
+        return Ok(());
+    }
+    let max = match (scalar.kind, scalar.width) {
+        (naga::ScalarKind::Float, 2) => 65504.0,
+        (naga::ScalarKind::Float, 4) => f64::from(f32::MAX),
+        _ => f64::MAX,
+    };
+    if value.abs() > max {
+        return fail(format!("out of the range of {ty} (±{max})"));
+    }
+    Ok(())
 }
 
 /// naga's validation with every capability: what the device cannot do, wgpu refuses when the
@@ -190,6 +302,7 @@ fn signature_of(
         .map_err(|e| ReflectError(format!("laying out the module's types: {e}")))?;
     let mut storage = Vec::new();
     let mut params: Option<ParamsBlock> = None;
+    let mut workgroup_memory_bytes = 0u64;
     for (handle, global) in module.global_variables.iter() {
         if uses[handle].is_empty() {
             continue;
@@ -197,6 +310,10 @@ fn signature_of(
         let name = global.name.clone().unwrap_or_default();
         let type_name = type_name(module, global.ty);
         let size = u64::from(layouter[global.ty].size);
+        if global.space == naga::AddressSpace::WorkGroup {
+            workgroup_memory_bytes += size.next_multiple_of(WORKGROUP_VARIABLE_ROUNDING);
+            continue;
+        }
         let binding = match (&global.space, &global.binding) {
             (naga::AddressSpace::Immediate, _) => {
                 set_params(
@@ -237,7 +354,7 @@ fn signature_of(
                 },
             )?,
             naga::AddressSpace::Storage { access } => {
-                let (element_type, element_stride, min_bytes, fixed_len, is_array) =
+                let (element_type, element_stride, min_bytes, fixed_len, is_array, scalar) =
                     match module.types[global.ty].inner {
                         naga::TypeInner::Array { base, size, stride } => {
                             let fixed = match size {
@@ -246,9 +363,13 @@ fn signature_of(
                             };
                             let stride = u64::from(stride);
                             let min = fixed.map_or(stride, |n| n * stride);
-                            (type_name_of(module, base), stride, min, fixed, true)
+                            let scalar = scalar_of(module, base);
+                            (type_name_of(module, base), stride, min, fixed, true, scalar)
                         }
-                        _ => (type_name.clone(), size.max(1), size, None, false),
+                        _ => {
+                            let scalar = scalar_of(module, global.ty);
+                            (type_name.clone(), size.max(1), size, None, false, scalar)
+                        }
                     };
                 storage.push(StorageBinding {
                     binding: binding.binding,
@@ -259,6 +380,8 @@ fn signature_of(
                     is_array,
                     fixed_len,
                     writable: access.contains(naga::StorageAccess::STORE),
+                    element_scalar: scalar.map(type_name_of_scalar),
+                    runtime_array: runtime_array_of(module, global.ty),
                 });
             }
             _ => {}
@@ -270,7 +393,42 @@ fn signature_of(
         workgroup_size: entry.workgroup_size,
         storage,
         params,
+        workgroup_memory_bytes,
     })
+}
+
+/// WebGPU counts each workgroup variable's size rounded up to 16 bytes against
+/// `max_compute_workgroup_storage_size` (the spec's "workgroup storage size").
+const WORKGROUP_VARIABLE_ROUNDING: u64 = 16;
+
+/// The scalar a type is made of: itself, a vector's, a matrix's, an atomic's, an array's
+/// element's; `None` for structs and everything else.
+fn scalar_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Option<naga::Scalar> {
+    match module.types[ty].inner {
+        naga::TypeInner::Scalar(s)
+        | naga::TypeInner::Vector { scalar: s, .. }
+        | naga::TypeInner::Matrix { scalar: s, .. }
+        | naga::TypeInner::Atomic(s) => Some(s),
+        naga::TypeInner::Array { base, .. } => scalar_of(module, base),
+        _ => None,
+    }
+}
+
+/// `(offset, stride)` of a runtime-sized array: the type itself, or a struct's last member.
+fn runtime_array_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Option<(u64, u64)> {
+    match &module.types[ty].inner {
+        naga::TypeInner::Array {
+            size: naga::ArraySize::Dynamic,
+            stride,
+            ..
+        } => Some((0, u64::from(*stride))),
+        naga::TypeInner::Struct { members, .. } => {
+            let last = members.last()?;
+            runtime_array_of(module, last.ty)
+                .map(|(offset, stride)| (u64::from(last.offset) + offset, stride))
+        }
+        _ => None,
+    }
 }
 
 fn set_params(slot: &mut Option<ParamsBlock>, block: ParamsBlock) -> Result<(), ReflectError> {
@@ -298,6 +456,18 @@ fn type_name(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
     type_name_of(module, ty)
 }
 
+/// A scalar as WGSL spells it: `f32`, `u32`, `i32`, `f16`, `bool`.
+fn type_name_of_scalar(s: naga::Scalar) -> String {
+    let kind = match s.kind {
+        naga::ScalarKind::Sint => "i",
+        naga::ScalarKind::Uint => "u",
+        naga::ScalarKind::Float => "f",
+        naga::ScalarKind::Bool => return "bool".to_string(),
+        _ => "abstract",
+    };
+    format!("{kind}{}", u32::from(s.width) * 8)
+}
+
 /// A type as WGSL spells it, for messages: scalars, vectors, matrices, atomics, arrays, and
 /// named types by name.
 fn type_name_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
@@ -305,16 +475,7 @@ fn type_name_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
     if let Some(name) = &t.name {
         return name.clone();
     }
-    let scalar = |s: naga::Scalar| {
-        let kind = match s.kind {
-            naga::ScalarKind::Sint => "i",
-            naga::ScalarKind::Uint => "u",
-            naga::ScalarKind::Float => "f",
-            naga::ScalarKind::Bool => return "bool".to_string(),
-            _ => "abstract",
-        };
-        format!("{kind}{}", u32::from(s.width) * 8)
-    };
+    let scalar = type_name_of_scalar;
     match t.inner {
         naga::TypeInner::Scalar(s) => scalar(s),
         naga::TypeInner::Vector { size, scalar: s } => format!("vec{}<{}>", size as u8, scalar(s)),
@@ -338,7 +499,7 @@ mod tests {
 
     fn reflect(source: &str, constants: &[(&str, f64)]) -> Result<KernelSignature, ReflectError> {
         let module = naga::front::wgsl::parse_str(source).expect("test sources parse");
-        reflect_kernel(module, "main", constants, Some(source)).map(|(_, s)| s)
+        reflect_kernel(module, "main", constants, Some(source)).map(|r| r.signature)
     }
 
     const SAXPY: &str = r#"
@@ -375,7 +536,7 @@ mod tests {
     #[test]
     fn read_bindings_are_rewritten_read_write_in_the_compiled_module() {
         let module = naga::front::wgsl::parse_str(SAXPY).unwrap();
-        let (module, _) = reflect_kernel(module, "main", &[], None).unwrap();
+        let module = reflect_kernel(module, "main", &[], None).unwrap().module;
         for (_, g) in module.global_variables.iter() {
             if let naga::AddressSpace::Storage { access } = g.space {
                 assert!(access.contains(naga::StorageAccess::LOAD | naga::StorageAccess::STORE));
@@ -427,6 +588,62 @@ mod tests {
         assert!(err.0.contains("NOPE") && err.0.contains("WG"), "{}", err.0);
         let err = reflect(source, &[("WG", f64::NAN)]).unwrap_err();
         assert!(err.0.contains("finite"), "{}", err.0);
+    }
+
+    #[test]
+    fn workgroup_memory_element_scalars_and_runtime_arrays_are_reflected() {
+        let s = reflect(
+            r#"
+            struct R { head: vec4<f32>, data: array<vec2<u32>> }
+            var<workgroup> tile: array<f32, 3>;
+            var<workgroup> flag: u32;
+            var<workgroup> unused: array<f32, 1000>;
+            @group(0) @binding(0) var<storage, read_write> r: R;
+            @group(0) @binding(1) var<storage, read_write> m: array<mat4x4<f32>>;
+            @group(0) @binding(2) var<storage, read_write> a: array<atomic<i32>, 4>;
+            @compute @workgroup_size(1)
+            fn main() {
+                tile[0] = 1.0; flag = 1u;
+                r.data[0] = vec2<u32>(arrayLength(&r.data));
+                m[0][0].x = tile[0];
+                atomicAdd(&a[0], i32(flag));
+            }"#,
+            &[],
+        )
+        .unwrap();
+        // 12 bytes and 4 bytes, each rounded up to 16; the unused variable does not count.
+        assert_eq!(s.workgroup_memory_bytes, 32);
+        let scalars: Vec<_> = s
+            .storage
+            .iter()
+            .map(|b| b.element_scalar.as_deref())
+            .collect();
+        assert_eq!(scalars, [None, Some("f32"), Some("i32")]);
+        assert_eq!(s.storage[0].runtime_array, Some((16, 8)));
+        assert_eq!(s.storage[1].runtime_array, Some((0, 64)));
+        assert_eq!(s.storage[2].runtime_array, None);
+    }
+
+    #[test]
+    fn constants_resolve_by_name_or_id_to_one_sorted_key() {
+        let source = r#"
+            @id(7) override SCALE: f32 = 1.0;
+            override B: u32 = 0u;
+            @group(0) @binding(0) var<storage, read_write> a: array<f32>;
+            @compute @workgroup_size(1)
+            fn main() { a[0] = SCALE + f32(B); }"#;
+        let resolve = |constants: &[(&str, f64)]| {
+            let module = naga::front::wgsl::parse_str(source).unwrap();
+            reflect_kernel(module, "main", constants, None).map(|r| r.constants)
+        };
+        let expected = vec![("7".to_string(), 2.0), ("B".to_string(), 3.0)];
+        assert_eq!(resolve(&[("B", 3.0), ("SCALE", 2.0)]).unwrap(), expected);
+        assert_eq!(resolve(&[("7", 2.0), ("B", 3.0)]).unwrap(), expected);
+        assert!(resolve(&[("7", 2.0), ("SCALE", 2.0)])
+            .unwrap_err()
+            .0
+            .contains("twice"));
+        assert!(resolve(&[("B", 0.5)]).unwrap_err().0.contains("whole"));
     }
 
     #[test]

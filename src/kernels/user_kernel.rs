@@ -14,9 +14,14 @@ pub struct KernelDesc<'a> {
     pub source: KernelSource<'a>,
     /// The `@compute` function to run.
     pub entry_point: &'a str,
-    /// Values for the module's `override` constants, by name (each set compiles once).
+    /// Values for the module's `override` constants, each by its name or by its `@id` written
+    /// in decimal (`"7"`). Each set compiles once, whatever the order or the spelling. Values
+    /// must be exact for the override's type: finite, whole numbers within range for integers
+    /// (`u32`: 0 to 4294967295), 0 or 1 for `bool`, within `f32`'s range for `f32`.
     pub constants: &'a [(&'a str, f64)],
-    /// The name in errors, statistics and the timeline (default: the entry point).
+    /// The name in errors, statistics and the timeline (default: the entry point). A kernel
+    /// is compiled once per source, entry point and constants: asked for again under another
+    /// label, the context returns the kernel it compiled first, **with the first label**.
     pub label: Option<&'a str>,
 }
 
@@ -105,7 +110,20 @@ impl Context {
     ///
     /// Errors: [`crate::Error::KernelCompile`] with the compiler's message (pointing at the
     /// line) for WGSL that does not parse or validate, a missing entry point, or bindings
-    /// gpu-arena cannot fill (textures, another bind group, two parameter blocks).
+    /// gpu-arena cannot fill (textures, another bind group, two parameter blocks); naming the
+    /// limit and its value, for a kernel the device cannot run: `@workgroup_size` above
+    /// `max_compute_workgroup_size_x/y/z` or `max_compute_invocations_per_workgroup`,
+    /// `var<workgroup>` memory above `max_compute_workgroup_storage_size`, more storage arrays
+    /// than `max_storage_buffers_per_shader_stage`, a binding number from
+    /// `max_bindings_per_bind_group`, a fixed-size array above
+    /// `max_storage_buffer_binding_size`, a `var<uniform>` block above
+    /// `max_uniform_buffer_binding_size`, immediates above `max_immediate_size`; and for
+    /// sources beyond what gpu-arena compiles: more than
+    /// [`MAX_WGSL_SOURCE_BYTES`](crate::kernels::MAX_WGSL_SOURCE_BYTES) of text, expressions
+    /// nested deeper than
+    /// [`MAX_WGSL_EXPRESSION_DEPTH`](crate::kernels::MAX_WGSL_EXPRESSION_DEPTH). The source is
+    /// parsed on a thread of its own with a large stack, so no source aborts the process, and
+    /// a panic of the compiler on a hostile module comes back as this error.
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -127,13 +145,17 @@ impl Context {
 
     /// [`Context::kernel`] for any source (WGSL or SPIR-V), override constants and a label.
     ///
-    /// Errors: as [`Context::kernel`]; also unknown or non-finite override constants.
+    /// Errors: as [`Context::kernel`]; also SPIR-V that does not parse (the front end's panics
+    /// on damaged modules are caught) or is above
+    /// [`MAX_SPIRV_WORDS`](crate::kernels::MAX_SPIRV_WORDS), and override constants that are
+    /// unknown, given twice (by name and by id too), or not exact for their type (see
+    /// [`KernelDesc::constants`]).
     pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
         let inner = &self.inner;
-        let compiled = inner
-            .kernels
-            .lock()
-            .user(&inner.device, &inner.adapter_info, &desc)?;
+        let compiled =
+            inner
+                .kernels
+                .user(&inner.device, &inner.adapter_info, &inner.limits, &desc)?;
         Ok(Kernel {
             compiled,
             ctx: Arc::clone(inner),
