@@ -209,7 +209,7 @@ fn bench_case(
     let rows_total = operand.as_ref().expect("operand").shape()[0];
     let update_rows = ((update_mib * MIB) as usize / (ROW * 4)).min(rows_total);
     let update_bytes = (update_rows * ROW * 4) as u64;
-    let update = ctx.device_put(
+    let mut update = ctx.device_put(
         &(0..update_rows * ROW).map(|i| i as u32).collect::<Vec<_>>(),
         &[update_rows, ROW],
     )?;
@@ -233,15 +233,21 @@ fn bench_case(
     })?;
     row("in_place", seconds);
 
-    let current = operand.as_ref().expect("operand");
     let seconds = time(ctx, options.iters, || {
+        let current = operand.as_ref().expect("operand");
         let result = ctx.dynamic_update_slice_copy(current, &update, &start)?;
         drop(result);
         Ok(())
     })?;
     row("out_of_place", seconds);
 
-    let dst_offset = current.byte_offset() + (start_row * ROW * 4) as u64;
+    // The raw peers write the same rows, at a place taken from the operand's own binding.
+    let (dst_buffer, dst_offset) = raw_write_range(
+        operand.as_mut().expect("operand"),
+        (start_row * ROW * 4) as u64,
+        update_bytes,
+    )?;
+    let current = operand.as_ref().expect("operand");
     // `copy_buffer_to_buffer` may not copy within one buffer, and arena arrays share region
     // buffers, so this peer copies from a buffer of its own.
     let source = ctx.device().create_buffer(&wgpu::BufferDescriptor {
@@ -252,7 +258,7 @@ fn bench_case(
     });
     let seconds = time(ctx, options.iters, || {
         let mut encoder = ctx.device().create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(&source, 0, current.buffer(), dst_offset, update_bytes);
+        encoder.copy_buffer_to_buffer(&source, 0, &dst_buffer, dst_offset, update_bytes);
         ctx.raw_submit([encoder.finish()], &[current])
             .expect("submit");
         Ok(())
@@ -262,6 +268,8 @@ fn bench_case(
     // One dispatch per binding-sized chunk (lavapipe binds at most 128 MiB), one vec4 per
     // invocation, a 2-D grid past the workgroup limit.
     let chunk = ctx.limits().max_storage_buffer_binding_size / 256 * 256;
+    // The kernel's source binding comes from the update's own binding, like its target's.
+    let (update_buffer, update_offset) = raw_write_range(&mut update, 0, update_bytes)?;
     let max = u64::from(ctx.limits().max_compute_workgroups_per_dimension);
     let mut dispatches = Vec::new();
     let mut at = 0;
@@ -274,15 +282,15 @@ fn bench_case(
                 wgpu::BindGroupEntry {
                     binding: 0,
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: update.buffer(),
-                        offset: update.byte_offset() + at,
+                        buffer: &update_buffer,
+                        offset: update_offset + at,
                         size: wgpu::BufferSize::new(len),
                     }),
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: current.buffer(),
+                        buffer: &dst_buffer,
                         offset: dst_offset + at,
                         size: wgpu::BufferSize::new(len),
                     }),
@@ -314,6 +322,25 @@ fn bench_case(
     })?;
     row("raw_copy_kernel", seconds);
     Ok(rows)
+}
+
+/// Where raw GPU work may write bytes `[start, start + len)` of `array`: its region buffer and
+/// the byte offset there, derived from [`DeviceArray::raw_binding`] and checked against the
+/// array's own range, never computed by hand (arrays share region buffers, so an offset off by
+/// one row writes into a neighbour, silently). The array is borrowed mutably, as a write
+/// needs; submit the work with `Context::raw_submit` naming the array in `uses`.
+fn raw_write_range<T: bytemuck::Pod>(
+    array: &mut DeviceArray<T>,
+    start: u64,
+    len: u64,
+) -> Result<(wgpu::Buffer, u64)> {
+    let binding = array.raw_binding();
+    let size = binding.size.map_or(0, |s| s.get());
+    anyhow::ensure!(
+        start.checked_add(len).is_some_and(|end| end <= size),
+        "bytes {start}+{len} lie outside the array's {size} bytes"
+    );
+    Ok((binding.buffer.clone(), binding.offset + start))
 }
 
 /// First call (compiles the kernel) against a cached call, on a 1 MiB update, with the WGSL

@@ -103,6 +103,7 @@ impl ArrayStorage {
     /// The allocation's bytes in host memory, when zero-copy access is allowed.
     pub(crate) fn host_range(&self) -> Option<MappedRange> {
         self.mapped
+            .as_ref()
             .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
 }

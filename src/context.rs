@@ -84,6 +84,9 @@ pub(crate) struct ContextInner {
     pub(crate) kernels: crate::kernels::KernelCache,
     /// Whether the arena asks for the BAR type first, so uploads write device memory directly.
     pub(crate) bar_writes: bool,
+    /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
+    /// seen by a later poll); set by wgpu's device-lost callback.
+    pub(crate) device_lost: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Context {
@@ -133,6 +136,18 @@ impl Context {
             );
         }));
 
+        // Every later call checks this before touching the device (see `check_device`). The
+        // callback holds only the flag, not the context, so it keeps nothing else alive.
+        let device_lost = Arc::new(std::sync::OnceLock::new());
+        let lost = Arc::clone(&device_lost);
+        device.set_device_lost_callback(move |reason, message| {
+            let reason = match message.is_empty() {
+                true => format!("{reason:?}"),
+                false => format!("{reason:?}: {message}"),
+            };
+            let _ = lost.set(reason);
+        });
+
         let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
         let plan = plan_memory(&description)?;
         let bar_candidates = bar_write_candidates(&config, &plan)?;
@@ -170,6 +185,7 @@ impl Context {
                 timeline,
                 kernels,
                 bar_writes,
+                device_lost,
             }),
         })
     }
@@ -322,6 +338,8 @@ impl Context {
             }
             array.check_ready("raw_submit")?;
         }
+        let during = "submitting command buffers (raw_submit)";
+        self.inner.check_device(during)?;
         let scopes = crate::kernels::ErrorScopes::push(&self.inner.device);
         // The uses are recorded before the queue gets the work, as sequences do: another
         // thread's host read of one of these arrays then waits for it.
@@ -330,10 +348,9 @@ impl Context {
                 array.record_use(id);
             }
         });
-        scopes.pop().map_err(|reason| Error::Device {
-            during: "submitting command buffers (raw_submit)".into(),
-            reason,
-        })?;
+        scopes
+            .pop()
+            .map_err(|reason| self.inner.device_error(during, reason))?;
         self.inner.record(crate::profile::Record::Dispatch {
             name: "raw_submit",
             submission: id,
@@ -434,6 +451,7 @@ impl ContextInner {
             .expect("the arena only hands out ranges of regions the backend holds");
         let mapped = region
             .mapped
+            .clone()
             .filter(|_| self.zero_copy_allowed(region.memory_type));
         Ok((allocation, region.buffer.clone(), mapped))
     }
@@ -469,21 +487,46 @@ impl ContextInner {
     }
 
     /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
-    /// is an [`Error::Device`] saying what was being `done`, and nothing is submitted.
+    /// (when it is encoded or when it is submitted, for instance a buffer destroyed meanwhile)
+    /// is an [`Error::Device`] saying what was being `done`, and nothing runs (wgpu refuses a
+    /// command buffer that failed to finish); a lost device is an [`Error::DeviceLost`].
     pub(crate) fn submit_encoder(
         &self,
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
+        self.check_device(done)?;
+        // One scope for both: its first error is the one to report.
         let scopes = crate::kernels::ErrorScopes::push(&self.device);
         let commands = encoder.finish();
-        if let Err(reason) = scopes.pop() {
-            return Err(Error::Device {
-                during: done.to_string(),
-                reason,
-            });
+        let id = self.submit([commands]);
+        scopes
+            .pop()
+            .map_err(|reason| self.device_error(done, reason))?;
+        Ok(id)
+    }
+
+    /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every
+    /// call that would use the device, or read what the device wrote, checks first.
+    pub(crate) fn check_device(&self, during: &str) -> Result<()> {
+        match self.device_lost.get() {
+            Some(reason) => Err(Error::DeviceLost {
+                during: during.to_string(),
+                reason: reason.clone(),
+            }),
+            None => Ok(()),
         }
-        Ok(self.submit([commands]))
+    }
+
+    /// The error for wgpu's `reason` while `during`: [`Error::DeviceLost`] when the device is
+    /// lost, else [`Error::Device`].
+    pub(crate) fn device_error(&self, during: &str, reason: String) -> Error {
+        self.check_device(during)
+            .err()
+            .unwrap_or_else(|| Error::Device {
+                during: during.to_string(),
+                reason,
+            })
     }
 
     pub(crate) fn submit(
@@ -511,21 +554,26 @@ impl ContextInner {
         )
     }
 
+    /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or
+    /// destroyed (the wait's poll is what learns of a `Device::destroy`), so that nothing reads
+    /// what the GPU did not write.
     pub(crate) fn wait_idle(&self) -> Result<()> {
+        let during = "waiting for submitted work";
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Device {
-                during: "waiting for submitted work".into(),
-                reason: e.to_string(),
-            })?;
-        Ok(())
+            .map_err(|e| self.device_error(during, e.to_string()))?;
+        self.check_device(during)
     }
 
     /// Waits until submission `id` (and everything before it) has completed: for that
     /// submission alone when it is recent (later ones keep running), else for the whole queue.
+    ///
+    /// Errors: [`Error::DeviceLost`] when the device is lost or destroyed, even when the work
+    /// had completed before: the caller is about to read what the device wrote.
     pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
+        let during = "waiting for submitted work";
         if id.0 <= self.submissions.completed() {
-            return Ok(());
+            return self.check_device(during);
         }
         if let Some(index) = self.submissions.wgpu_index(id) {
             self.device
@@ -533,12 +581,9 @@ impl ContextInner {
                     submission_index: Some(index),
                     timeout: None,
                 })
-                .map_err(|e| Error::Device {
-                    during: "waiting for submitted work".into(),
-                    reason: e.to_string(),
-                })?;
+                .map_err(|e| self.device_error(during, e.to_string()))?;
             if id.0 <= self.submissions.completed() {
-                return Ok(());
+                return self.check_device(during);
             }
         }
         self.wait_idle()

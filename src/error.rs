@@ -85,6 +85,16 @@ pub enum Error {
         /// wgpu's reason.
         reason: String,
     },
+    /// The context's device is lost (driver reset, GPU removed) or was destroyed with
+    /// `wgpu::Device::destroy`: no later call can reach the device, so each one refuses with
+    /// this error. The memory of the context's arrays stays allocated until they are dropped.
+    #[error("the GPU device of this context is lost or was destroyed ({reason}), so {during} cannot run; drop this context and its arrays and open a new Context")]
+    DeviceLost {
+        /// What was being done.
+        during: String,
+        /// wgpu's reason for the loss.
+        reason: String,
+    },
     /// A shape does not match the data or the operation.
     #[error("shape error in {operation}: {reason}")]
     Shape {

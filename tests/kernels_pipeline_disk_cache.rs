@@ -353,29 +353,130 @@ fn an_unwritable_cache_dir_leaves_the_kernels_working() {
     std::fs::write(&plain, b"not a directory").unwrap();
     std::env::set_var(CACHE_DIR_ENV, plain.join("cache"));
     for _process in 0..2 {
-        let ctx = kernel_context();
-        if !has_pipeline_cache(&ctx) {
-            return;
-        }
-        kernels_compute_correctly(&ctx);
-        let stats = ctx.kernel_cache_stats();
-        let file = stats.disk_cache_file.clone().expect("a cache file");
-        assert!(file.starts_with(&plain), "{}", file.display());
-        assert!(
-            matches!(stats.disk_cache_load, DiskCacheLoad::Discarded { .. }),
-            "{stats:?}"
-        );
-        let error = stats.disk_cache_write_error.expect("the write failed");
-        let warnings = logged_messages_containing(&file.display().to_string());
-        assert!(
-            warnings
-                .iter()
-                .any(|w| w.contains("could not write") && w.contains(&error)),
-            "{warnings:?}"
-        );
+        let reason = the_cache_dir_is_refused_and_kernels_compile(&plain.join("cache"));
+        assert!(reason.contains("could not create it"), "{reason}");
     }
     assert_eq!(std::fs::read(&plain).unwrap(), b"not a directory");
     assert_nothing_uncaptured();
+}
+
+/// A context refuses the cache directory `dir` with a warning that names it and says why, and
+/// compiles and runs its kernels without a cache on disk; the reason.
+fn the_cache_dir_is_refused_and_kernels_compile(dir: &Path) -> String {
+    let ctx = kernel_context();
+    kernels_compute_correctly(&ctx);
+    let stats = ctx.kernel_cache_stats();
+    if !ctx
+        .device()
+        .features()
+        .contains(wgpu::Features::PIPELINE_CACHE)
+    {
+        return String::new();
+    }
+    let DiskCacheLoad::DirectoryRefused { reason } = stats.disk_cache_load else {
+        panic!("the directory should be refused: {stats:?}");
+    };
+    assert_eq!(stats.disk_cache_file, None, "nothing is read or written");
+    assert_eq!(stats.disk_cache_written_bytes, 0);
+    let warnings = logged_messages_containing(&dir.display().to_string());
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("not using the pipeline cache directory") && w.contains(&reason)),
+        "a warning names the directory and the reason: {warnings:?}"
+    );
+    reason
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_dir_others_can_write_is_refused_and_kernels_still_compile() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = CacheDir::new("open-mode");
+    std::fs::create_dir_all(&dir.path).unwrap();
+    for mode in [0o777, 0o1777, 0o775] {
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(mode)).unwrap();
+        let reason = the_cache_dir_is_refused_and_kernels_compile(&dir.path);
+        if reason.is_empty() {
+            return;
+        }
+        assert!(
+            reason.contains(&format!("mode {mode:04o}")) && reason.contains("chmod 700"),
+            "{reason}"
+        );
+        let entries = std::fs::read_dir(&dir.path).unwrap().count();
+        assert_eq!(entries, 0, "nothing written into it");
+    }
+    assert_nothing_uncaptured();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_dir_of_another_user_is_refused_and_kernels_still_compile() {
+    let dir = CacheDir::new("foreign");
+    std::fs::create_dir_all(&dir.path).unwrap();
+    // Only root can give a directory away.
+    if std::os::unix::fs::chown(&dir.path, Some(4242), None).is_err() {
+        eprintln!("not root; nothing to check");
+        return;
+    }
+    let reason = the_cache_dir_is_refused_and_kernels_compile(&dir.path);
+    if reason.is_empty() {
+        return;
+    }
+    assert!(reason.contains("another user (uid 4242"), "{reason}");
+    assert_eq!(std::fs::read_dir(&dir.path).unwrap().count(), 0);
+    assert_nothing_uncaptured();
+}
+
+#[cfg(unix)]
+#[test]
+fn the_cache_dir_is_created_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = CacheDir::new("created");
+    let Some((file, _)) = a_valid_cache_file() else {
+        return;
+    };
+    let mode = std::fs::metadata(&dir.path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_link_planted_at_the_cache_file_is_replaced_and_its_target_untouched() {
+    let dir = CacheDir::new("planted-link");
+    let Some((file, _)) = a_valid_cache_file() else {
+        return;
+    };
+    let target = dir.path.join("precious");
+    std::fs::write(&target, b"the user's data").unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&target, &file).unwrap();
+    // Links at the names the temporary file once had (`<key>.<pid>-<n>.tmp`) too.
+    for n in 0..32 {
+        let name = file.with_extension(format!("{}-{n}.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&target, name).unwrap();
+    }
+    the_next_contexts_discard_then_use_the_file(&file, "symbolic link");
+    assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
+    assert!(!std::fs::symlink_metadata(&file)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_cache_file_others_can_write_is_discarded_and_rewritten() {
+    use std::os::unix::fs::PermissionsExt;
+    let _dir = CacheDir::new("open-file");
+    let Some((file, _)) = a_valid_cache_file() else {
+        return;
+    };
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    the_next_contexts_discard_then_use_the_file(&file, "mode 0666");
 }
 
 #[test]

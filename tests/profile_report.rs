@@ -447,3 +447,229 @@ fn a_dump_that_cannot_be_written_says_why_in_the_error() {
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Runs out of memory on a context that dumps to `dir`; the error's text.
+fn out_of_memory_dumping_to(dir: &Path) -> String {
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.05),
+        dump_on_oom: Some(dir.to_path_buf()),
+        ..test_config()
+    });
+    let limit = ctx.memory_plan().prealloc_bytes(0.05);
+    let err = ctx.alloc::<u8>(&[limit as usize + 1]).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    err.to_string()
+}
+
+#[cfg(unix)]
+#[test]
+fn links_planted_at_the_next_dump_names_are_never_written_through() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("oom-links");
+    let target = dir.join("precious");
+    std::fs::write(&target, b"the user's data").unwrap();
+    // The names dumps once had, `gpu-arena-oom-<unix ms>-<pid>-<n>`, for the next moments.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    let mut planted = 0;
+    for millis in now..now + 400 {
+        for n in 0..4 {
+            for extension in ["json", "html"] {
+                let name = format!(
+                    "{OOM_DUMP_STEM}-{millis}-{}-{n}.{extension}",
+                    std::process::id()
+                );
+                std::os::unix::fs::symlink(&target, dir.join(name)).unwrap();
+                planted += 1;
+            }
+        }
+    }
+    let msg = out_of_memory_dumping_to(&dir);
+    assert!(
+        msg.contains("memory profile written (GPU_ARENA_DUMP_ON_OOM)"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
+    let mut links = 0;
+    let mut dumps = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_symlink() {
+            links += 1;
+        } else if entry.path() != target {
+            dumps.push(entry.path());
+        }
+    }
+    assert_eq!(links, planted, "the planted links are left as they were");
+    assert_eq!(dumps.len(), 2, "{dumps:?}");
+    for dump in &dumps {
+        assert!(msg.contains(&dump.display().to_string()), "{msg}");
+        let mode = std::fs::metadata(dump).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}: {mode:o}", dump.display());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dump_dir_others_can_write_gets_no_dump_and_the_error_says_why() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("oom-open-dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let msg = out_of_memory_dumping_to(&dir);
+    assert!(msg.starts_with("out of memory"), "{msg}");
+    assert!(
+        msg.contains("GPU_ARENA_DUMP_ON_OOM could not write the memory profile to")
+            && msg.contains(&dir.display().to_string())
+            && msg.contains("mode 0777")
+            && msg.contains("chmod 700"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no dump");
+    let warnings = common::logged_messages_containing("mode 0777");
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains(&dir.display().to_string())),
+        "{warnings:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_dump_dir_of_another_user_gets_no_dump_and_the_error_says_why() {
+    let dir = scratch_dir("oom-foreign-dir");
+    // Only root can give a directory away.
+    if std::os::unix::fs::chown(&dir, Some(4242), None).is_err() {
+        eprintln!("not root; nothing to check");
+        return;
+    }
+    let msg = out_of_memory_dumping_to(&dir);
+    assert!(
+        msg.contains("GPU_ARENA_DUMP_ON_OOM could not write the memory profile to")
+            && msg.contains("another user (uid 4242"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "no dump");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn out_of_memory_creates_a_private_dump_dir() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("oom-new-dir").join("dumps");
+    let msg = out_of_memory_dumping_to(&dir);
+    assert!(
+        msg.contains("memory profile written (GPU_ARENA_DUMP_ON_OOM)"),
+        "{msg}"
+    );
+    let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+    assert_eq!(mode & 0o077, 0, "{mode:o}");
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+#[cfg(unix)]
+#[test]
+fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("profile-links");
+    let target = dir.join("precious");
+    std::fs::write(&target, b"the user's data").unwrap();
+    for name in [
+        "planted.json",
+        "planted.html",
+        "planted.trace.json",
+        "page.html",
+    ] {
+        std::os::unix::fs::symlink(&target, dir.join(name)).unwrap();
+    }
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.02),
+        timeline_capacity: 64,
+        ..test_config()
+    });
+    let err = ctx.write_memory_profile(&dir, "planted").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let snapshot = ctx.memory_snapshot();
+    let timeline = ctx.memory_timeline();
+    let err = report::write_html(&snapshot, timeline.as_ref(), dir.join("page.html")).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    let err = timeline
+        .as_ref()
+        .unwrap()
+        .write_chrome_trace(dir.join("planted.trace.json"), "test")
+        .unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
+    // New files are the user's alone; an existing regular file is replaced.
+    let files = ctx.write_memory_profile(&dir, "fresh").unwrap();
+    for file in [
+        &files.snapshot,
+        &files.report,
+        files.trace.as_ref().unwrap(),
+    ] {
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}: {mode:o}", file.display());
+    }
+    std::fs::write(&files.report, b"old").unwrap();
+    ctx.write_memory_profile(&dir, "fresh").unwrap();
+    assert!(std::fs::read_to_string(&files.report)
+        .unwrap()
+        .contains("<html"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[cfg(unix)]
+#[test]
+fn two_threads_running_out_of_memory_at_once_write_two_private_dumps() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch_dir("oom-threads");
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.05),
+        dump_on_oom: Some(dir.clone()),
+        ..test_config()
+    });
+    let limit = ctx.memory_plan().prealloc_bytes(0.05);
+    let messages: Vec<String> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    ctx.alloc::<u8>(&[limit as usize + 1])
+                        .unwrap_err()
+                        .to_string()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for msg in &messages {
+        assert!(
+            msg.contains("memory profile written (GPU_ARENA_DUMP_ON_OOM)"),
+            "{msg}"
+        );
+    }
+    let written: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(written.len(), 4, "two dumps of two files: {written:?}");
+    for path in &written {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}: {mode:o}", path.display());
+        assert!(
+            messages
+                .iter()
+                .filter(|m| m.contains(&path.display().to_string()))
+                .count()
+                == 1,
+            "each file is named by one error: {}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

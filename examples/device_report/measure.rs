@@ -447,11 +447,13 @@ fn update_in_place(ctx: &Context, sizes: &Sizes, bytes: usize) -> Result<Figure>
         ctx.synchronize()?;
         Ok(())
     })?;
-    let operand = operand.context("the operand")?;
+    let mut operand = operand.context("the operand")?;
     ensure!(
         ctx.device_get(&operand)? == values,
         "dynamic_update_slice corrupted data"
     );
+    // Where the peer writes: the operand's own binding, checked, not a hand-made offset.
+    let (dst_buffer, dst_offset) = raw_write_range(&mut operand, 0, bytes as u64)?;
     // `copy_buffer_to_buffer` may not copy within one buffer, and arena arrays share region
     // buffers, so the peer copies from a buffer of its own.
     let source = raw_buffer(
@@ -462,13 +464,7 @@ fn update_in_place(ctx: &Context, sizes: &Sizes, bytes: usize) -> Result<Figure>
     );
     let peer = median(sizes.iters, |_| {
         let mut encoder = ctx.device().create_command_encoder(&Default::default());
-        encoder.copy_buffer_to_buffer(
-            &source,
-            0,
-            operand.buffer(),
-            operand.byte_offset(),
-            bytes as u64,
-        );
+        encoder.copy_buffer_to_buffer(&source, 0, &dst_buffer, dst_offset, bytes as u64);
         ctx.raw_submit([encoder.finish()], &[&operand])?;
         ctx.synchronize()?;
         Ok(())
@@ -482,6 +478,25 @@ fn update_in_place(ctx: &Context, sizes: &Sizes, bytes: usize) -> Result<Figure>
         ("Context::dynamic_update_slice, donated", ours),
         ("encoder.copy_buffer_to_buffer", peer),
     ))
+}
+
+/// Where raw GPU work may write bytes `[start, start + len)` of `array`: its region buffer and
+/// the byte offset there, derived from [`DeviceArray::raw_binding`] and checked against the
+/// array's own range, never computed by hand (arrays share region buffers, so an offset off by
+/// one row writes into a neighbour, silently). The array is borrowed mutably, as a write
+/// needs; submit the work with `Context::raw_submit` naming the array in `uses`.
+fn raw_write_range<T: bytemuck::Pod>(
+    array: &mut DeviceArray<T>,
+    start: u64,
+    len: u64,
+) -> Result<(wgpu::Buffer, u64)> {
+    let binding = array.raw_binding();
+    let size = binding.size.map_or(0, |s| s.get());
+    ensure!(
+        start.checked_add(len).is_some_and(|end| end <= size),
+        "bytes {start}+{len} lie outside the array's {size} bytes"
+    );
+    Ok((binding.buffer.clone(), binding.offset + start))
 }
 
 /// Bytes for people: "256 MiB", "1.50 GiB".

@@ -16,8 +16,8 @@
 //! once, so an invalidate never discards a write that was not flushed yet.
 
 use ash::vk;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 /// How many flushes and invalidates a context's mapped memory has asked the driver for: zero
 /// on coherent memory, one per host access on non-coherent memory (or with
@@ -72,8 +72,9 @@ pub(crate) fn atom_range(offset: u64, len: u64, atom: u64, memory_size: u64) -> 
 }
 
 /// What flushing and invalidating one `VkDeviceMemory` needs: the device's entry points and
-/// handles, copied so that a mapped range stays a plain `Copy` value.
-#[derive(Clone, Copy)]
+/// handles. It does not keep them alive: it lives inside a `MappedRange`, whose owner keeps
+/// the memory allocated and the device open (see `mapped` and `vulkan`).
+#[derive(Clone)]
 pub(crate) struct HostSync {
     device: vk::Device,
     flush: vk::PFN_vkFlushMappedMemoryRanges,
@@ -81,9 +82,8 @@ pub(crate) struct HostSync {
     memory: vk::DeviceMemory,
     memory_size: u64,
     atom: u64,
-    /// The context's counters. Whoever makes a `HostSync` keeps them alive for as long as the
-    /// memory it names (the buffer's release holds an `Arc` of them).
-    counters: NonNull<SyncCounters>,
+    /// The context's counters.
+    counters: Arc<SyncCounters>,
 }
 
 impl std::fmt::Debug for HostSync {
@@ -107,14 +107,14 @@ enum Direction {
 
 impl HostSync {
     /// Flush and invalidate for `memory` (`memory_size` bytes, mapped whole) on `device`, with
-    /// the device's `nonCoherentAtomSize`, counted in `counters`, which the caller keeps alive
-    /// as long as the memory.
+    /// the device's `nonCoherentAtomSize`, counted in `counters`. The caller puts it only in
+    /// ranges whose owner keeps `memory` allocated and mapped and `device` open.
     pub(crate) fn new(
         device: &ash::Device,
         memory: vk::DeviceMemory,
         memory_size: u64,
         atom: u64,
-        counters: &SyncCounters,
+        counters: &Arc<SyncCounters>,
     ) -> Self {
         let fns = device.fp_v1_0();
         Self {
@@ -124,7 +124,7 @@ impl HostSync {
             memory,
             memory_size,
             atom,
-            counters: NonNull::from(counters),
+            counters: Arc::clone(counters),
         }
     }
 
@@ -147,18 +147,18 @@ impl HostSync {
             .memory(self.memory)
             .offset(offset)
             .size(size);
-        // SAFETY: the counters outlive the memory this value names (see `counters`), and
-        // this value is used only while that memory is mapped.
-        let counters = unsafe { self.counters.as_ref() };
+        let counters = &self.counters;
         let (call, count) = match direction {
             Direction::Flush => (self.flush, &counters.flushes),
             Direction::Invalidate => (self.invalidate, &counters.invalidates),
         };
         count.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the entry point and handles come from the live device that allocated and
-        // mapped `memory` (whole, with offset 0), which outlives every buffer made on it; the
-        // range lies inside the memory and is atom-aligned (`atom_range`); the pointer names
-        // one range on this stack frame.
+        // SAFETY: the entry point and handles come from the device that allocated and mapped
+        // `memory` (whole, with offset 0); this value lives only inside mapped ranges, whose
+        // owner keeps that memory allocated and mapped and the device open (it may be lost or
+        // destroyed by wgpu, which leaves the `VkDevice` and mapped memory valid to flush);
+        // the range lies inside the memory and is atom-aligned (`atom_range`); the pointer
+        // names one range on this stack frame.
         let result = unsafe { call(self.device, 1, &range) };
         // These calls fail only when the driver runs out of host or device memory. The copy
         // methods that call them run on copy threads and return nothing, so say it loudly.
@@ -209,11 +209,9 @@ pub(crate) mod tests {
         vk::Result::SUCCESS
     }
 
-    /// Counters of the recording `HostSync`s: static, so they outlive every test.
-    static COUNTERS: SyncCounters = SyncCounters {
-        flushes: AtomicU64::new(0),
-        invalidates: AtomicU64::new(0),
-    };
+    /// Counters of the recording `HostSync`s, shared by every test.
+    static COUNTERS: std::sync::LazyLock<Arc<SyncCounters>> =
+        std::sync::LazyLock::new(Arc::default);
 
     /// A `HostSync` whose entry points record their ranges instead of calling a driver.
     pub(crate) fn recording(memory_size: u64, atom: u64) -> HostSync {
@@ -225,7 +223,7 @@ pub(crate) mod tests {
             memory: vk::DeviceMemory::null(),
             memory_size,
             atom,
-            counters: NonNull::from(&COUNTERS),
+            counters: Arc::clone(&COUNTERS),
         }
     }
 

@@ -2,15 +2,28 @@
 //!
 //! This is where every host read and write of mapped memory happens, so that the raw-pointer
 //! code of the crate stays in the backend. A [`MappedRange`] starts as a whole mapping (a
-//! pointer and its length); [`MappedRange::sub`] cuts the checked range of one array or one
-//! staging slot out of it, and the range's methods copy in and out with slices, never past its
-//! end.
+//! pointer, its length and the owner of the memory); [`MappedRange::sub`] cuts the checked range
+//! of one array or one staging slot out of it, and the range's methods copy in and out with
+//! slices, never past its end.
 //!
-//! What the types cannot check is who else uses the bytes: the GPU, or another array. That is
-//! the arena's and the context's job, and the reason these methods are safe to call anyway: the
-//! arena never hands out overlapping ranges, a range is only written while its array is fresh
-//! or after the context has waited for the GPU work that uses it, and host slices never alias
-//! mapped memory (the crate never lends mapped memory out as a slice).
+//! # Why these methods are safe to call
+//! Three things must hold for a host access through a raw pointer into device memory:
+//! - **The memory is alive and mapped.** Every range holds its memory's owner (for Vulkan the
+//!   gpu-allocator allocation, see `vulkan.rs`), which frees the memory only when the last
+//!   holder is gone: the region, every array and staging buffer that maps it, and wgpu's
+//!   buffer. wgpu can destroy its `VkBuffer` early (`Buffer::destroy`, `Device::destroy`, a
+//!   lost device: all reachable from safe code), but not the memory, so a range never points
+//!   at freed memory. This is held by construction.
+//! - **The bytes lie inside the mapping.** Checked by [`MappedRange::sub`] and by each method
+//!   against its slice; held by construction.
+//! - **Nobody else uses the bytes meanwhile.** That is the arena's and the context's job: the
+//!   arena never hands out overlapping ranges; the crate writes a range only while its array
+//!   is fresh from the arena or donated (no other handle), or a staging buffer it has acquired
+//!   (no GPU work uses it); it reads after waiting for the GPU work that writes the bytes; and
+//!   host slices never alias mapped memory (the crate never lends mapped memory out as a slice
+//!   or reference, only copies through raw pointers). Memory the GPU writes while a stale
+//!   range reads it (a user's `raw_submit` left an array out of `uses`) gives wrong bytes, as
+//!   shared memory with another process does, never a pointer outside live memory.
 //!
 //! Large copies are split across threads: one thread writes mapped memory at about 8-9 GB/s,
 //! and the hosts of big GPUs can do several times that.
@@ -23,6 +36,10 @@
 
 use super::host_sync::HostSync;
 use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Whatever keeps a mapping's memory allocated and mapped: dropped with the last range of it.
+pub(crate) type MappingOwner = Arc<dyn Send + Sync>;
 
 /// Copies below this size run on the calling thread; above it, several threads share the
 /// memcpy (one thread writes mapped memory at ~8-9 GB/s; the H200 host can do much more).
@@ -45,7 +62,10 @@ pub(crate) fn copy_threads(bytes: usize) -> usize {
 
 /// A checked byte range of persistently mapped device memory: a whole mapping (as the memory
 /// allocator reported it), one array's allocation in it, or one piece of a staging buffer.
-#[derive(Clone, Copy, Debug)]
+///
+/// Cloning it (and cutting [`MappedRange::sub`] ranges) shares the owner of the memory, so the
+/// memory stays allocated and mapped while any range of it exists.
+#[derive(Clone)]
 pub(crate) struct MappedRange {
     ptr: NonNull<u8>,
     len: usize,
@@ -53,26 +73,46 @@ pub(crate) struct MappedRange {
     sync: Option<HostSync>,
     /// Where `ptr` lies in the `VkDeviceMemory` that `sync` names (unused without it).
     memory_offset: u64,
+    /// Keeps the memory behind `ptr` allocated and mapped (and the device it belongs to alive)
+    /// for as long as this range exists.
+    owner: MappingOwner,
 }
 
-// SAFETY: the pointer names memory owned by a buffer that outlives every use of it (regions
-// are released only when no allocation in them is live, staging buffers live in the context),
-// and who touches which bytes is arranged by the arena and the context (see the module docs).
-// The `HostSync` holds plain handles and entry points, and a pointer to atomic counters that
-// live as long as the memory.
+impl std::fmt::Debug for MappedRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedRange")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .field("sync", &self.sync)
+            .field("memory_offset", &self.memory_offset)
+            .finish()
+    }
+}
+
+// SAFETY: the pointer names memory that `owner` (itself `Send + Sync`) keeps allocated and
+// mapped for as long as this value exists, whichever thread drops it last; mapped memory is
+// not tied to the thread that mapped it. Who touches which bytes when is arranged by the arena
+// and the context (see the module docs); the value itself is immutable.
 unsafe impl Send for MappedRange {}
-// SAFETY: as above; the value itself is immutable.
+// SAFETY: as above: `&MappedRange` only reads the immutable fields and copies through the
+// pointer, which is valid from any thread while `owner` lives.
 unsafe impl Sync for MappedRange {}
 
 impl MappedRange {
-    /// The whole mapping of `len` bytes at `ptr`, of coherent memory.
-    pub(crate) fn new(ptr: NonNull<u8>, len: u64) -> Self {
+    /// The whole mapping of `len` bytes at `ptr`, of coherent memory, kept alive by `owner`.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` bytes for as long as `owner` exists
+    /// (the range and all ranges cut from it hold a clone of `owner`), and no Rust reference
+    /// may point into those bytes meanwhile.
+    pub(crate) unsafe fn new(ptr: NonNull<u8>, len: u64, owner: MappingOwner) -> Self {
         let len = usize::try_from(len).expect("a host mapping fits the host's address space");
         Self {
             ptr,
             len,
             sync: None,
             memory_offset: 0,
+            owner,
         }
     }
 
@@ -113,7 +153,7 @@ impl MappedRange {
     /// # Panics
     /// If they do not lie inside it: ranges come from arena allocations, staging plans and
     /// kernel geometry, never from user input, so that would be a bug in the crate.
-    pub(crate) fn sub(self, offset: u64, len: u64) -> MappedRange {
+    pub(crate) fn sub(&self, offset: u64, len: u64) -> MappedRange {
         assert!(
             offset
                 .checked_add(len)
@@ -125,8 +165,9 @@ impl MappedRange {
             // SAFETY: in bounds (checked above), so the offset stays inside one allocation.
             ptr: unsafe { self.ptr.add(offset as usize) },
             len: len as usize,
-            sync: self.sync,
+            sync: self.sync.clone(),
             memory_offset: self.memory_offset + offset,
+            owner: Arc::clone(&self.owner),
         }
     }
 
@@ -135,11 +176,12 @@ impl MappedRange {
     ///
     /// # Panics
     /// If `src` is longer than the range.
-    pub(crate) fn write(self, src: &[u8]) {
+    pub(crate) fn write(&self, src: &[u8]) {
         let to = self.sub(0, src.len() as u64).ptr.as_ptr() as usize;
         split_copy(src.len(), |at, part| {
-            // SAFETY: `[at, at + part)` lies inside both `src` and this range (checked above);
-            // host slices never alias mapped memory, and each thread gets its own piece.
+            // SAFETY: `[at, at + part)` lies inside both `src` and this range (checked above),
+            // whose memory `owner` keeps alive for this call; host slices never alias mapped
+            // memory, and each thread gets its own piece.
             unsafe {
                 std::ptr::copy_nonoverlapping(src.as_ptr().add(at), (to as *mut u8).add(at), part)
             }
@@ -152,13 +194,14 @@ impl MappedRange {
     ///
     /// # Panics
     /// If `dst` is longer than the range.
-    pub(crate) fn read(self, dst: &mut [u8]) {
+    pub(crate) fn read(&self, dst: &mut [u8]) {
         let from = self.sub(0, dst.len() as u64).ptr.as_ptr() as usize;
         self.invalidate(dst.len());
         let out = dst.as_mut_ptr() as usize;
         split_copy(dst.len(), |at, part| {
-            // SAFETY: `[at, at + part)` lies inside both (checked above); `dst` is borrowed
-            // mutably for the whole call and each thread writes its own piece of it.
+            // SAFETY: `[at, at + part)` lies inside both (checked above) and `owner` keeps the
+            // mapped side alive; `dst` is borrowed mutably for the whole call and each thread
+            // writes its own piece of it.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     (from as *const u8).add(at),
@@ -174,7 +217,7 @@ impl MappedRange {
     ///
     /// # Panics
     /// If the lengths differ.
-    pub(crate) fn copy_to(self, dst: MappedRange) {
+    pub(crate) fn copy_to(&self, dst: MappedRange) {
         assert_eq!(
             self.len, dst.len,
             "mapped copy between ranges of unequal length"
@@ -183,14 +226,15 @@ impl MappedRange {
         let (from, to) = (self.ptr.as_ptr() as usize, dst.ptr.as_ptr() as usize);
         if from.abs_diff(to) < self.len {
             // Overlapping ranges (one array onto itself) need memmove, on one thread.
-            // SAFETY: both ranges are valid for `len` bytes; `copy` allows overlap.
+            // SAFETY: both ranges are valid for `len` bytes (their owners keep the memory
+            // alive); `copy` allows overlap.
             unsafe { std::ptr::copy(self.ptr.as_ptr(), dst.ptr.as_ptr(), self.len) };
             dst.flush(dst.len);
             return;
         }
         split_copy(self.len, |at, part| {
-            // SAFETY: both ranges are valid for `len` bytes and do not overlap (checked
-            // above); each thread copies its own piece.
+            // SAFETY: both ranges are valid for `len` bytes (their owners keep the memory
+            // alive) and do not overlap (checked above); each thread copies its own piece.
             unsafe {
                 std::ptr::copy_nonoverlapping(
                     (from as *const u8).add(at),
@@ -203,8 +247,8 @@ impl MappedRange {
     }
 
     /// Sets every byte of the range to zero, then flushes it.
-    pub(crate) fn zero(self) {
-        // SAFETY: the range is valid for `len` bytes of writes.
+    pub(crate) fn zero(&self) {
+        // SAFETY: the range is valid for `len` bytes of writes while `owner` lives.
         unsafe { std::ptr::write_bytes(self.ptr.as_ptr(), 0, self.len) };
         self.flush(self.len);
     }
@@ -213,14 +257,15 @@ impl MappedRange {
     ///
     /// # Panics
     /// If the length is not a multiple of 16 bytes.
-    pub(crate) fn fill(self, pattern: [u8; 16]) {
+    pub(crate) fn fill(&self, pattern: [u8; 16]) {
         assert_eq!(
             self.len % 16,
             0,
             "pattern fill of a range not a multiple of 16"
         );
         for at in (0..self.len).step_by(16) {
-            // SAFETY: `[at, at + 16)` lies inside the range; unaligned writes are allowed.
+            // SAFETY: `[at, at + 16)` lies inside the range, alive while `owner` lives;
+            // unaligned writes are allowed.
             unsafe {
                 self.ptr
                     .as_ptr()
@@ -257,10 +302,15 @@ mod tests {
 
     /// A mapping over a plain host buffer, standing in for device memory.
     fn mapping(buffer: &mut [u8]) -> MappedRange {
-        MappedRange::new(
-            NonNull::new(buffer.as_mut_ptr()).unwrap(),
-            buffer.len() as u64,
-        )
+        // SAFETY: each test keeps `buffer` alive, and holds no reference into it, while it
+        // uses the ranges; it reads `buffer` only once it is done with them.
+        unsafe {
+            MappedRange::new(
+                NonNull::new(buffer.as_mut_ptr()).unwrap(),
+                buffer.len() as u64,
+                Arc::new(()),
+            )
+        }
     }
 
     #[test]
@@ -280,6 +330,39 @@ mod tests {
     }
 
     #[test]
+    fn ranges_keep_their_memory_owner_alive_until_the_last_one_is_dropped() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        struct Owner(Arc<AtomicBool>);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::SeqCst);
+            }
+        }
+        let freed = Arc::new(AtomicBool::new(false));
+        let mut buffer = vec![0u8; 64];
+        // SAFETY: `buffer` outlives the ranges, and no reference into it is held meanwhile.
+        let whole = unsafe {
+            MappedRange::new(
+                NonNull::new(buffer.as_mut_ptr()).unwrap(),
+                64,
+                Arc::new(Owner(Arc::clone(&freed))),
+            )
+        };
+        let piece = whole.sub(8, 8);
+        let copy = piece.clone();
+        drop(whole);
+        drop(piece);
+        assert!(
+            !freed.load(Ordering::SeqCst),
+            "a range of it is still alive"
+        );
+        copy.write(&[1; 8]);
+        drop(copy);
+        assert!(freed.load(Ordering::SeqCst), "the last range frees it");
+        assert_eq!(&buffer[8..16], &[1; 8]);
+    }
+
+    #[test]
     fn large_copies_split_across_threads_arrive_whole() {
         let len = PARALLEL_COPY_MIN_BYTES * 2 + 13;
         let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
@@ -290,7 +373,7 @@ mod tests {
             memory.sub(len as u64, len as u64),
         );
         a.write(&src);
-        a.copy_to(b);
+        a.copy_to(b.clone());
         let mut out = vec![0u8; len];
         b.read(&mut out);
         assert!(out == src, "copied bytes differ");

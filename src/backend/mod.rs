@@ -2,13 +2,39 @@
 //!
 //! Backends are thin: they create and release buffers, and give host access to mapped memory
 //! (`mapped`), flushed and invalidated where it is not coherent (`host_sync`). All of the
-//! crate's `unsafe` lives here; the crate root denies it elsewhere.
+//! crate's `unsafe` lives here; the crate root denies it elsewhere. The operating system's
+//! side of the files the crate writes (owners, modes, links) lives here too, below both of its
+//! users (the pipeline cache on disk and the memory-profile dumps).
 //!
 //! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
 //! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
 //! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
 //! `host_barrier.rs` (the memory dependency that makes GPU writes visible to host reads),
-//! `pipeline_cache.rs` (the driver's pipeline cache).
+//! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
+//! written without following planted links or trusting other users).
+//!
+//! # Who owns each object, and when it dies
+//! wgpu hands out its device and buffers to safe code (`Context::device`,
+//! `DeviceArray::buffer`), where `wgpu::Device::destroy` and `wgpu::Buffer::destroy` can end
+//! them early, and a device can be lost at any time. So nothing here relies on wgpu keeping
+//! memory alive:
+//! - **`VkDevice`, queue**: wgpu's. They stay open while any `wgpu::Device` handle exists, and
+//!   everything below that holds a Vulkan handle also holds a `wgpu::Device`, so the device
+//!   closes after all of it (destroying or losing the device does not close it).
+//! - **gpu-allocator** (`vulkan.rs`): one per context, in an `Arc` shared by the context's
+//!   `Regions` and by every allocation it made; dropped after the last of them.
+//! - **Device memory** (`vulkan.rs`, `DedicatedMemory`): one dedicated allocation per region or
+//!   staging buffer, in an `Arc` held by wgpu's buffer (through its drop callback) and by every
+//!   [`MappedRange`] of it: the region's `DeviceBuffer`, each array's storage, each staging
+//!   buffer, and ranges cut from them while an op runs. Freed when the last holder drops it.
+//! - **`VkBuffer`**: wgpu's, destroyed by our drop callback when wgpu destroys the buffer,
+//!   after the submissions that used it: when its last handle is dropped (the arena released
+//!   the region and no array or staging buffer holds it), or early through `destroy` or a lost
+//!   device. GPU work on a destroyed buffer is refused by wgpu (an [`crate::Error::Device`]);
+//!   host access through mappings still reaches live memory.
+//! - **Plain buffers** (`plain.rs`, GL, Metal, DX12): wholly wgpu's. The crate keeps no pointer
+//!   into them: it reads and writes them only through wgpu (`write_buffer`, `map_async` with
+//!   a mapped view that wgpu checks), so an early `destroy` turns into wgpu errors there.
 #![allow(unsafe_code)]
 
 mod host_barrier;
@@ -16,12 +42,17 @@ mod host_sync;
 mod mapped;
 mod pipeline_cache;
 mod plain;
+mod private_files;
 mod vulkan;
 
 pub(crate) use host_barrier::host_read_barrier;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 pub(crate) use pipeline_cache::create_pipeline_cache;
+pub(crate) use private_files::{
+    create_new_private_file, private_dir, read_private_file, replace_private_file,
+    runs_with_borrowed_identity, unguessable_name, write_named_file,
+};
 pub use vulkan::VulkanLimits;
 pub(crate) use vulkan::{heap_budgets, vulkan_limits};
 
@@ -52,7 +83,8 @@ use crate::arena::{RegionId, RegionSource};
 use crate::error::Result;
 use std::collections::HashMap;
 
-/// A buffer made by a backend, with its mapping when the memory is host-visible.
+/// A buffer made by a backend, with its mapping when the memory is host-visible (the mapping
+/// keeps the memory allocated on its own, whatever happens to the buffer).
 pub(crate) struct DeviceBuffer {
     pub(crate) buffer: wgpu::Buffer,
     pub(crate) mapped: Option<MappedRange>,
@@ -155,7 +187,8 @@ impl RegionSource for Regions {
     }
 
     fn release_region(&mut self, region: RegionId) {
-        // Dropping our handle lets wgpu release the buffer once no submission uses it.
+        // Dropping our handle (and the region's mapping) lets wgpu destroy the buffer once no
+        // submission uses it and no array holds it; the memory goes with the last mapping.
         self.regions.remove(&region);
     }
 }

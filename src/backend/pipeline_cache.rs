@@ -11,8 +11,12 @@ pub(crate) fn create_pipeline_cache(
     data: Option<&[u8]>,
 ) -> wgpu::PipelineCache {
     // SAFETY: the caller (`kernels/disk_cache.rs`) passes nothing, or bytes whose checksum
-    // shows them to be exactly what `get_data` wrote on an earlier run, so the driver data
-    // behind wgpu's header is intact. wgpu checks its header (magic, ABI, backend, adapter,
+    // shows them to be exactly what `get_data` wrote on an earlier run, read from a file only
+    // this user could have written (`private_files.rs`: a regular file, not a link, owned by
+    // the effective user and not writable by group or others, in a directory of the user's
+    // that only the user may write; never taken from the environment of a setuid process).
+    // The checksum rules out damage, the ownership forgery, so the driver data behind wgpu's
+    // header is what a driver wrote. wgpu checks its header (magic, ABI, backend, adapter,
     // driver version, size): an outdated or truncated one gives an empty cache (`fallback`),
     // one for another device a validation error, which the caller captures in an error scope
     // before anything uses the cache. The driver checks its own header as Vulkan requires.

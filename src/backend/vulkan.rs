@@ -3,9 +3,21 @@
 //! This is the only place that holds raw Vulkan handles. Each buffer we make is one dedicated
 //! gpu-allocator block with a `VkBuffer` bound to it, wrapped by
 //! `wgpu::hal::vulkan::Buffer::from_raw_externally_owned` and imported with
-//! `Device::create_buffer_from_hal`. wgpu calls our drop callback only once it no longer uses
-//! the buffer (every submission that touched it has completed), and that callback frees the
-//! memory and destroys the `VkBuffer`: the clean-up order that is known to pass validation.
+//! `Device::create_buffer_from_hal`.
+//!
+//! Who owns what (see also the module doc of `backend`):
+//! - The **memory** (the gpu-allocator allocation, mapped when host-visible) is owned by the
+//!   crate: a [`DedicatedMemory`] in an `Arc`, held by wgpu's buffer (through its drop
+//!   callback) and by every mapped range of it (the region's, each array's, each staging
+//!   buffer's). It is freed when the last of them is gone, never earlier.
+//! - The **`VkBuffer`** is owned by wgpu: our drop callback destroys it when wgpu destroys its
+//!   buffer, which happens after every submission that used it has completed, either when the
+//!   last handle is dropped or early, by `wgpu::Buffer::destroy`, `wgpu::Device::destroy` or a
+//!   lost device (all reachable from safe code through `DeviceArray::buffer` and
+//!   `Context::device`). The callback then drops its reference to the memory, so memory that
+//!   arrays still map outlives the buffer, and host access stays inside live memory.
+//! - The **`VkDevice`** is wgpu's. Every holder of the allocator or of memory holds a
+//!   `wgpu::Device` too, so the device outlives all memory allocated on it.
 
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
 use super::{DeviceBuffer, MappedRange};
@@ -175,7 +187,7 @@ fn has_memory_budget(instance: &ash::Instance, physical: vk::PhysicalDevice) -> 
         .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME))
 }
 
-/// gpu-allocator on wgpu's device, shared with the drop callbacks of the buffers it backs.
+/// gpu-allocator on wgpu's device, shared with the memory it hands out.
 pub(crate) struct VulkanMemory {
     device: ash::Device,
     allocator: Arc<Mutex<Allocator>>,
@@ -185,6 +197,9 @@ pub(crate) struct VulkanMemory {
     atom: u64,
     /// Flushes and invalidates of every mapping made here.
     sync_counters: Arc<SyncCounters>,
+    /// Keeps the `VkDevice` open until the allocator has been dropped (declared last, so
+    /// dropped last).
+    _wgpu_device: wgpu::Device,
 }
 
 impl VulkanMemory {
@@ -194,8 +209,9 @@ impl VulkanMemory {
     /// not HOST_COHERENT (`ArenaConfig::force_non_coherent`).
     pub(crate) fn new(device: &wgpu::Device, force_non_coherent: bool) -> Result<Option<Self>> {
         // SAFETY: we clone the instance/device function tables and handles; wgpu keeps them
-        // alive for as long as the `wgpu::Device`, which the context keeps alive longer than
-        // every buffer made here (their callbacks run before the device is destroyed).
+        // valid for as long as a `wgpu::Device` handle exists (`Device::destroy` and device
+        // loss leave the `VkDevice` itself open), and everything that keeps a clone (this
+        // value, each `DedicatedMemory`) also holds a `wgpu::Device` (see the module doc).
         let Some(hal_device) = (unsafe { device.as_hal::<VulkanApi>() }) else {
             return Ok(None);
         };
@@ -238,6 +254,7 @@ impl VulkanMemory {
             coherent_types,
             atom: properties.limits.non_coherent_atom_size,
             sync_counters: Arc::default(),
+            _wgpu_device: device.clone(),
         }))
     }
 
@@ -305,7 +322,7 @@ impl VulkanMemory {
             self.device
                 .bind_buffer_memory(raw, allocation.memory(), allocation.offset())
         } {
-            let _ = self.allocator.lock().map(|mut a| a.free(allocation));
+            free_allocation(&self.allocator, allocation, label);
             // SAFETY: the buffer is unused.
             unsafe { self.device.destroy_buffer(raw, None) };
             return Err(backend_error("vkBindBufferMemory", e.to_string()));
@@ -313,36 +330,50 @@ impl VulkanMemory {
         let coherent = 1u32
             .checked_shl(memory_type)
             .is_some_and(|bit| self.coherent_types & bit != 0);
-        let mapped = allocation.mapped_ptr().map(|p| {
-            let range = MappedRange::new(p.cast(), size);
+        // Read before the allocation moves into its owner; both stay valid while it lives.
+        let mapped_ptr = allocation.mapped_ptr();
+        // Every allocation here is a dedicated block, so the allocation is the whole
+        // `VkDeviceMemory` (gpu-allocator allocates `requirements.size` and maps it whole).
+        let (memory_offset, memory_size) =
+            (allocation.offset(), allocation.offset() + allocation.size());
+        // SAFETY: the handle is only stored in the `HostSync` of mapped ranges below, whose
+        // owner (`memory`) keeps this allocation, and so the handle, alive.
+        let memory_handle = unsafe { allocation.memory() };
+        let memory = Arc::new(DedicatedMemory {
+            allocation: Some(allocation),
+            allocator: Arc::clone(&self.allocator),
+            label: label.to_string(),
+            _wgpu_device: device.clone(),
+        });
+        let mapped = mapped_ptr.map(|p| {
+            let owner: super::mapped::MappingOwner = memory.clone();
+            // SAFETY: gpu-allocator maps the whole dedicated block persistently, so `p` is
+            // valid for reads and writes of the block (at least `size` bytes) until the
+            // allocation is freed, which `owner` prevents while any range of it lives; the
+            // crate never makes references into mapped memory.
+            let range = unsafe { MappedRange::new(p.cast(), size, owner) };
             if coherent {
                 return range;
             }
-            // Every allocation here is a dedicated block, so the allocation is the whole
-            // `VkDeviceMemory` (gpu-allocator allocates `requirements.size` and maps it whole).
-            let memory_size = allocation.offset() + allocation.size();
-            // SAFETY: the handle is only stored for flushes and invalidates, which happen while
-            // the buffer lives; the memory is freed only by `BufferRelease`, after wgpu has
-            // dropped the buffer and no range of it is used any more.
-            let memory = unsafe { allocation.memory() };
             let sync = HostSync::new(
                 &self.device,
-                memory,
+                memory_handle,
                 memory_size,
                 self.atom,
                 &self.sync_counters,
             );
-            range.non_coherent(sync, allocation.offset())
+            range.non_coherent(sync, memory_offset)
         });
         let release = BufferRelease {
             device: self.device.clone(),
-            allocator: Arc::clone(&self.allocator),
             raw,
-            allocation,
-            _sync_counters: Arc::clone(&self.sync_counters),
+            memory,
         };
-        // SAFETY: `raw` stays valid until the callback destroys it, which wgpu runs only when
-        // it has dropped its own buffer object (after all GPU work on it). wgpu never maps it.
+        // SAFETY: `raw` is valid and bound to memory that stays allocated while `release`
+        // holds it, and the callback, which destroys `raw`, runs once: when wgpu-hal destroys
+        // the buffer, after wgpu-core has waited for every submission that used it, whether the
+        // last handle was dropped or the buffer or device was destroyed early. wgpu never maps
+        // it (no MAP usages) and never uses `raw` after the callback.
         let hal_buffer = unsafe {
             wgpu::hal::vulkan::Buffer::from_raw_externally_owned(
                 raw,
@@ -383,24 +414,111 @@ impl VulkanMemory {
     }
 }
 
-/// What a buffer's drop callback needs to give its memory back.
+/// One gpu-allocator allocation (a dedicated `VkDeviceMemory`, persistently mapped when
+/// host-visible), owned by the crate rather than by wgpu: freed when the last holder (wgpu's
+/// buffer through its drop callback, or a mapped range of it) drops it.
+struct DedicatedMemory {
+    /// Taken out in `drop`, to be freed.
+    allocation: Option<Allocation>,
+    allocator: Arc<Mutex<Allocator>>,
+    /// The buffer's label, for the log when freeing fails.
+    label: String,
+    /// Keeps the `VkDevice` open until the memory is freed (declared last, so dropped last).
+    _wgpu_device: wgpu::Device,
+}
+
+impl Drop for DedicatedMemory {
+    fn drop(&mut self) {
+        if let Some(allocation) = self.allocation.take() {
+            free_allocation(&self.allocator, allocation, &self.label);
+        }
+    }
+}
+
+/// Gives an allocation back to gpu-allocator. A lock poisoned by a panic elsewhere is
+/// recovered (the allocator's state is updated under it in one call, so it stays consistent),
+/// as everywhere else; a failure cannot be returned from a drop, so it is logged.
+fn free_allocation(allocator: &Mutex<Allocator>, allocation: Allocation, label: &str) {
+    let mut allocator = allocator.lock().unwrap_or_else(|p| p.into_inner());
+    if let Err(e) = allocator.free(allocation) {
+        log::error!("gpu-arena: freeing the device memory of {label} failed: {e}");
+    }
+}
+
+/// What a buffer's drop callback needs: the `VkBuffer` to destroy, and its reference to the
+/// memory to drop.
 struct BufferRelease {
     device: ash::Device,
-    allocator: Arc<Mutex<Allocator>>,
     raw: vk::Buffer,
-    allocation: Allocation,
-    /// Kept alive as long as the memory: mappings of it count into these (see `HostSync`).
-    _sync_counters: Arc<SyncCounters>,
+    memory: Arc<DedicatedMemory>,
 }
 
 impl BufferRelease {
     fn run(self) {
-        let mut allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = allocator.free(self.allocation) {
-            log::error!("gpu-arena: freeing a region's memory failed: {e}");
-        }
-        // SAFETY: wgpu has dropped its buffer object and no GPU work uses `raw` any more; the
-        // memory bound to it was freed just above, which Vulkan allows before destroying.
+        // SAFETY: wgpu-hal runs this from its own `destroy_buffer`, once no GPU work uses `raw`
+        // and on the live device that made it; nothing uses `raw` afterwards.
         unsafe { self.device.destroy_buffer(self.raw, None) };
+        // The memory is freed here only if no mapped range of it is left; otherwise by the
+        // last range, so host access never reaches freed memory.
+        drop(self.memory);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context on the test machine's Vulkan device (lavapipe in CI); `None` without one.
+    fn vulkan_context() -> Option<crate::Context> {
+        let ctx = crate::Context::new(crate::ArenaConfig {
+            backend: crate::BackendChoice::Vulkan,
+            ..Default::default()
+        })
+        .ok()?;
+        ctx.is_vulkan().then_some(ctx)
+    }
+
+    #[test]
+    fn memory_is_freed_through_a_poisoned_allocator_lock_when_its_last_holder_goes() {
+        let Some(ctx) = vulkan_context() else {
+            eprintln!("no Vulkan adapter: skipped");
+            return;
+        };
+        let device = &ctx.inner.device;
+        let memory = VulkanMemory::new(device, false).unwrap().unwrap();
+        let buffer = memory
+            .create_buffer(
+                device,
+                4096,
+                &ctx.inner.plan.upload_candidates,
+                "poison test",
+            )
+            .unwrap();
+        assert_eq!(memory.allocator_report().0, 1);
+        // A panic while another thread holds the allocator's lock poisons it.
+        let allocator = Arc::clone(&memory.allocator);
+        let _ = std::thread::spawn(move || {
+            let _held = allocator.lock();
+            panic!("poisoning the allocator lock on purpose");
+        })
+        .join();
+        assert!(memory.allocator.is_poisoned());
+        let DeviceBuffer { buffer, mapped, .. } = buffer;
+        let mapped = mapped.expect("upload staging memory is mapped");
+        buffer.destroy();
+        drop(buffer);
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        assert_eq!(
+            memory.allocator_report().0,
+            1,
+            "a mapping still holds the memory after wgpu destroyed its buffer"
+        );
+        mapped.write(&[7; 16]);
+        drop(mapped);
+        assert_eq!(
+            memory.allocator_report(),
+            (0, 0),
+            "the last holder freed it"
+        );
     }
 }

@@ -205,8 +205,11 @@ pub struct ArenaConfig {
     /// for [`DEFAULT_TIMELINE_CAPACITY`].
     pub timeline_capacity: usize,
     /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
-    /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>`. A path
-    /// that is empty or blank is refused.
+    /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>` (a setuid
+    /// or setgid process writes no dump, and its error says so). A path that is empty or blank is
+    /// refused. The directory is created private (0700); one that belongs to another user or
+    /// that its group or others may write gets no dump (the error says why), and each dump file
+    /// is created new, with mode 0600, under an unguessable name.
     pub dump_on_oom: Option<std::path::PathBuf>,
     /// Testing: treat every host-visible memory type as if it were not HOST_COHERENT, so every
     /// host access to mapped memory runs `vkFlushMappedMemoryRanges` /

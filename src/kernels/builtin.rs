@@ -2,14 +2,14 @@
 //! which arrays, which parameters, and grids cut to the device's limits.
 
 use super::geometry::{
-    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits, MAX_ITEMS,
-    PER_INVOCATION, WORKGROUP,
+    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits,
+    MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
 use super::pipelines::{Builtin, KernelState};
 use super::sequence::{BoundRange, Sequence, Step};
 use crate::array::{ArrayStorage, DeviceArray};
 use crate::context::ContextInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// An array and a byte range of it, relative to the array's first byte.
 pub(crate) struct Binding<'a> {
@@ -41,15 +41,16 @@ impl Params {
         })
     }
 
-    /// The parameters' bytes for a dispatch that starts at item `first_item`.
-    fn bytes_from(&self, first_item: u64) -> Vec<u8> {
+    /// The parameters' bytes for a dispatch that starts at item `first_item` (below
+    /// [`Params::items`], a `u32`).
+    fn bytes_from(&self, first_item: u32) -> Vec<u8> {
         match *self {
             Params::Copy(mut p) => {
-                p.first_item = first_item as u32;
+                p.first_item = first_item;
                 bytemuck::bytes_of(&p).to_vec()
             }
             Params::Fill(mut p) => {
-                p.first_item = first_item as u32;
+                p.first_item = first_item;
                 bytemuck::bytes_of(&p).to_vec()
             }
         }
@@ -103,16 +104,19 @@ impl Sequence {
         for (d, compiled) in dispatches.iter().zip(compiled) {
             let items = d.params.items();
             let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * d.per_group;
-            let mut first = 0;
+            // Dispatches start below `items`, itself a `u32`.
+            let mut first: u32 = 0;
             loop {
-                let groups = (items - first).min(per_dispatch).div_ceil(d.per_group);
+                let groups = (items - u64::from(first))
+                    .min(per_dispatch)
+                    .div_ceil(d.per_group);
                 let grid = grid(groups, max).expect("at most max³ workgroups");
                 let ranges = d
                     .bindings
                     .iter()
-                    .enumerate()
-                    .map(|(b, binding)| BoundRange {
-                        binding: b as u32 + 1,
+                    .zip(1u32..)
+                    .map(|(binding, index)| BoundRange {
+                        binding: index,
                         buffer: binding.storage.buffer.clone(),
                         offset: binding.storage.allocation.offset + binding.range.offset,
                         size: binding.range.size,
@@ -124,9 +128,9 @@ impl Sequence {
                     params: Some(d.params.bytes_from(first)),
                     grid,
                 });
-                first += per_dispatch;
-                if first >= items {
-                    break;
+                match u32::try_from(u64::from(first) + per_dispatch) {
+                    Ok(next) if u64::from(next) < items => first = next,
+                    _ => break,
                 }
             }
         }
@@ -135,14 +139,19 @@ impl Sequence {
 }
 
 /// The dispatches of one box copy from `src` to `dst`, appended to `out`.
+///
+/// Errors: [`Error::InvalidArgument`] if a planned parameter did not fit the kernels' `u32`s
+/// (a planning bug: refused rather than truncated into a copy of the wrong bytes).
 pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     src: &'a DeviceArray<T>,
     dst: &'a DeviceArray<T>,
     copy: &BoxCopy,
     limits: &PlanLimits,
+    operation: &'static str,
     out: &mut Vec<Dispatch<'a>>,
-) {
-    for d in plan_copy(copy, limits) {
+) -> Result<()> {
+    let planned = plan_copy(copy, limits).map_err(|reason| planning_error(operation, reason))?;
+    for d in planned {
         let contiguous = d.params.outer_rank == 0;
         let (kernel, per_invocation) = match d.unit {
             CopyUnit::Vec4 => (Builtin::CopyRowsVec4 { contiguous }, PER_INVOCATION),
@@ -156,6 +165,12 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
             per_group: WORKGROUP * per_invocation,
         });
     }
+    Ok(())
+}
+
+/// A plan whose parameters do not fit the kernels, as the error of the op that asked for it.
+pub(crate) fn planning_error(operation: &'static str, reason: String) -> Error {
+    Error::InvalidArgument { operation, reason }
 }
 
 impl Sequence {
@@ -170,7 +185,7 @@ impl Sequence {
         let limits = inner.plan_limits(&kernels);
         let mut dispatches = Vec::new();
         for (src, dst, copy) in copies {
-            copy_dispatches(src, dst, copy, &limits, &mut dispatches);
+            copy_dispatches(src, dst, copy, &limits, operation, &mut dispatches)?;
         }
         self.record_builtin(&mut kernels, &dispatches, operation)
     }
@@ -179,9 +194,12 @@ impl Sequence {
 impl ContextInner {
     /// What one binding and one dispatch may take on this device (or under the test override).
     pub(crate) fn plan_limits(&self, kernels: &KernelState) -> PlanLimits {
+        // Clamped to what the kernels' u32 offsets and strides address: some backends allow
+        // bindings past 4 GiB (wgpu's Metal backend reports `max_buffer_size`).
         let max_binding_bytes = kernels
             .limits_override
-            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b);
+            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b)
+            .min(MAX_ADDRESSABLE_BINDING_BYTES);
         PlanLimits {
             max_binding_bytes,
             // At least 16 so that vec4 indexing of a binding is exact. WebGPU caps this limit at

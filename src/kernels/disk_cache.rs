@@ -10,15 +10,23 @@
 //! driver's data) followed by a [`TRAILER_BYTES`]-byte trailer of our own: an FNV-1a checksum
 //! of those bytes and [`TRAILER_MAGIC`]. wgpu checks its header but trusts the driver's data
 //! behind it, and a driver may trust it too; the checksum keeps a damaged body (a torn write,
-//! a bad disk, a truncated copy) away from both. The directory is trusted like any other file
-//! the user points the crate at: the checksum catches accidents, not forgery.
+//! a bad disk, a truncated copy) away from both. The checksum catches accidents, not forgery:
+//! what keeps forged files out is that nobody but the user can write where the file lives.
+//! So, as Mesa's disk cache does (the operating-system side is `backend/private_files.rs`):
+//! - a setuid or setgid process ignores `GPU_ARENA_CACHE_DIR` (with a warning);
+//! - the directory is created private (0700), and one that belongs to another user or that its
+//!   group or others may write is refused: a warning, [`DiskCacheLoad::DirectoryRefused`], no
+//!   cache on disk for that context, kernels compile as without one;
+//! - the file is opened without following a link or blocking on a FIFO, and used only if what
+//!   was opened is a regular file of the user's that only the user may write;
+//! - it is written to a new file of an unguessable name (mode 0600), then renamed into place,
+//!   so a link planted at the file's name or any temporary name is replaced, never followed.
 
 use super::error_scopes::{wgpu_error_causes, ErrorScopes};
 use super::KernelCacheStats;
+use crate::backend::{private_dir, read_private_file, replace_private_file};
 use crate::error::{Error, Result};
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where the driver pipeline cache is kept across processes (unset or empty: not persisted).
 pub const CACHE_DIR_ENV: &str = "GPU_ARENA_CACHE_DIR";
@@ -41,9 +49,6 @@ const MAX_FILE_BYTES: u64 = 256 << 20;
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-/// Numbers temporary files, so that two contexts of one process never write the same one.
-static TEMPORARY_FILES: AtomicU64 = AtomicU64::new(0);
-
 /// What became of the pipeline-cache file when the driver cache was opened (at a context's
 /// first kernel compilation).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,8 +67,17 @@ pub enum DiskCacheLoad {
     /// next compilation overwrites the file where it can be written.
     Discarded {
         /// Why, in words: empty, too short or without this crate's trailer, a checksum that does
-        /// not match, not a regular file, unreadable, or wgpu's own reason (data written for
-        /// another device).
+        /// not match, a symbolic link (never followed), not a regular file, another user's or
+        /// writable by others, unreadable, or wgpu's own reason (data written for another
+        /// device).
+        reason: String,
+    },
+    /// `GPU_ARENA_CACHE_DIR` names a directory the crate does not use: it belongs to another
+    /// user, its group or other users may write to it (they could plant links or forged
+    /// files), it is not a directory, or it could not be created. Nothing is read or written
+    /// there by this context, a warning was logged, and kernels compile as without a cache.
+    DirectoryRefused {
+        /// Why, in words that say what to change.
         reason: String,
     },
 }
@@ -84,7 +98,8 @@ impl DiskCache {
     ///
     /// Errors: [`Error::Config`] for a blank value (unset the variable to turn the cache off);
     /// any other path is accepted, UTF-8 or not (a path the process cannot use only costs
-    /// speed, and is reported in [`KernelCacheStats`]).
+    /// speed, and is reported in [`KernelCacheStats`]). A setuid or setgid process ignores the
+    /// variable, with a warning.
     pub(crate) fn from_env() -> Result<Self> {
         let dir = match std::env::var_os(CACHE_DIR_ENV) {
             None => None,
@@ -95,6 +110,15 @@ impl DiskCache {
                     expected: "a directory path (unset the variable for no pipeline cache on disk)"
                         .into(),
                 })
+            }
+            Some(value) if crate::backend::runs_with_borrowed_identity() => {
+                // Whoever set the variable is not who this process writes as.
+                log::warn!(
+                    "gpu-arena: ignoring {CACHE_DIR_ENV}={}: the process runs setuid or setgid \
+                     (kernels compile without a pipeline cache on disk)",
+                    PathBuf::from(value).display()
+                );
+                None
             }
             Some(value) => Some(PathBuf::from(value)),
         };
@@ -129,11 +153,20 @@ impl DiskCache {
         if !device.features().contains(wgpu::Features::PIPELINE_CACHE) {
             return None;
         }
-        let file = match (&self.dir, wgpu::util::pipeline_cache_key(adapter)) {
-            (Some(dir), Some(key)) => dir.join(format!("{key}.bin")),
+        let (dir, file) = match (&self.dir, wgpu::util::pipeline_cache_key(adapter)) {
+            (Some(dir), Some(key)) => (dir, dir.join(format!("{key}.bin"))),
             // Nothing to persist; within a process each pipeline compiles once anyway.
             _ => return None,
         };
+        if let Err(reason) = private_dir(dir) {
+            log::warn!(
+                "gpu-arena: not using the pipeline cache directory {} ({CACHE_DIR_ENV}): \
+                 {reason} (kernels compile without a cache on disk)",
+                dir.display()
+            );
+            stats.disk_cache_load = DiskCacheLoad::DirectoryRefused { reason };
+            return None;
+        }
         stats.disk_cache_file = Some(file.clone());
         let data = match read_cache_file(&file) {
             Ok(None) => {
@@ -242,32 +275,13 @@ impl CacheFileData {
 }
 
 /// The file's data if it is there and intact; `Ok(None)` when there is no file; otherwise
-/// why it cannot be used.
+/// why it cannot be used. A link is not followed, a FIFO not waited on, and a file another
+/// user could have written is not used (`read_private_file`).
 fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
-    let metadata = match std::fs::metadata(file) {
-        Ok(metadata) => metadata,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("could not read it: {e}")),
+    let Some(bytes) = read_private_file(file, MAX_FILE_BYTES)? else {
+        return Ok(None);
     };
-    if metadata.is_dir() {
-        return Err("it is a directory, not a file".into());
-    }
-    // A FIFO or device would block or never end.
-    if !metadata.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    if metadata.len() > MAX_FILE_BYTES {
-        return Err(too_large(metadata.len()));
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(|e| format!("could not read it: {e}"))?;
     let file_bytes = bytes.len() as u64;
-    // It may have grown since `metadata`.
-    if file_bytes > MAX_FILE_BYTES {
-        return Err(too_large(file_bytes));
-    }
     if bytes.is_empty() {
         return Err("it is empty".into());
     }
@@ -285,7 +299,9 @@ fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
                 .into(),
         );
     }
-    let stored = u64::from_le_bytes(stored.try_into().expect("8 checksum bytes"));
+    let mut checksum_bytes = [0u8; 8];
+    checksum_bytes.copy_from_slice(stored);
+    let stored = u64::from_le_bytes(checksum_bytes);
     let computed = checksum(body);
     if stored != computed {
         return Err(format!(
@@ -296,16 +312,9 @@ fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
     Ok(Some(CacheFileData { bytes, file_bytes }))
 }
 
-/// Why a file of `bytes` is not read.
-fn too_large(bytes: u64) -> String {
-    format!(
-        "it holds {bytes} bytes, more than the {MAX_FILE_BYTES} bytes of any pipeline cache \
-         this crate writes"
-    )
-}
-
-/// Writes `data` and its trailer to `file` through a temporary file and a rename, so that a
-/// reader never sees half a file; returns the bytes written or why not.
+/// Writes `data` and its trailer to `file` through a new temporary file of an unguessable name
+/// and a rename, so that a reader never sees half a file and a planted link is replaced, never
+/// written through; returns the bytes written or why not.
 fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, String> {
     if data.len() as u64 + TRAILER_BYTES as u64 > MAX_FILE_BYTES {
         return Err(format!(
@@ -318,20 +327,8 @@ fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, String> {
     contents.extend_from_slice(data);
     contents.extend_from_slice(&checksum(data).to_le_bytes());
     contents.extend_from_slice(&TRAILER_MAGIC);
-    if let Some(parent) = file.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    }
-    let temporary = file.with_extension(format!(
-        "{}-{}.tmp",
-        std::process::id(),
-        TEMPORARY_FILES.fetch_add(1, Ordering::Relaxed)
-    ));
-    let written =
-        std::fs::write(&temporary, &contents).and_then(|()| std::fs::rename(&temporary, file));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&temporary);
-        return Err(e.to_string());
-    }
+    // The directory was created and checked when the cache opened.
+    replace_private_file(file, &contents).map_err(|e| e.to_string())?;
     Ok(contents.len() as u64)
 }
 
@@ -353,6 +350,7 @@ mod tests {
             std::process::id()
         ));
         let _ = std::fs::remove_dir_all(&dir);
+        private_dir(&dir).unwrap();
         dir
     }
 
@@ -434,6 +432,90 @@ mod tests {
             .collect();
         assert_eq!(entries, ["cache.bin"]);
         assert!(dir.join("cache.bin/inside").is_dir());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_the_cache_file_is_not_followed_and_its_target_is_untouched() {
+        let dir = temporary_dir("link-file");
+        let target = dir.join("precious");
+        std::fs::write(&target, b"the user's data").unwrap();
+        let file = dir.join("cache.bin");
+        std::os::unix::fs::symlink(&target, &file).unwrap();
+        let reason = read_cache_file(&file).err().expect("refused");
+        assert!(reason.contains("symbolic link"), "{reason}");
+        write_cache_file(&file, b"driver data").unwrap();
+        assert!(!std::fs::symlink_metadata(&file)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
+        assert_eq!(
+            read_cache_file(&file).unwrap().unwrap().driver_data(),
+            b"driver data"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn links_planted_at_temporary_names_are_never_written_through() {
+        let dir = temporary_dir("link-temporary");
+        let target = dir.join("precious");
+        std::fs::write(&target, b"the user's data").unwrap();
+        // The names the temporary file once had: `<key>.<pid>-<n>.tmp`.
+        for n in 0..64 {
+            let name = format!("cache.{}-{n}.tmp", std::process::id());
+            std::os::unix::fs::symlink(&target, dir.join(name)).unwrap();
+        }
+        let file = dir.join("cache.bin");
+        for _ in 0..8 {
+            write_cache_file(&file, b"driver data").unwrap();
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
+        let links = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_type().unwrap().is_symlink())
+            .count();
+        assert_eq!(links, 64, "the planted links are left as they were");
+        assert!(read_cache_file(&file).unwrap().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_at_the_cache_file_is_refused_without_waiting_for_a_writer() {
+        let dir = temporary_dir("fifo");
+        let file = dir.join("cache.bin");
+        let made = std::process::Command::new("mkfifo").arg(&file).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("no mkfifo here; nothing to check");
+            return;
+        }
+        // On a thread, so that a read that blocks fails the test instead of hanging it.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let reading = file.clone();
+        std::thread::spawn(move || sender.send(read_cache_file(&reading).err()));
+        let reason = receiver
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("reading a FIFO must not wait for a writer")
+            .expect("refused");
+        assert!(reason.contains("not a regular file"), "{reason}");
+        write_cache_file(&file, b"driver data").unwrap();
+        assert!(read_cache_file(&file).unwrap().is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_written_file_is_private_to_the_user() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temporary_dir("mode");
+        let file = dir.join("cache.bin");
+        write_cache_file(&file, b"driver data").unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

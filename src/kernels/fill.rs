@@ -1,6 +1,6 @@
 //! `fill` and `fill_in_place`: every element set to one value.
 
-use super::builtin::{Binding, Dispatch, Params};
+use super::builtin::{planning_error, Binding, Dispatch, Params};
 use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
 use super::pipelines::Builtin;
 use super::sequence::Sequence;
@@ -104,7 +104,14 @@ impl Sequence {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let mut kernels = inner.kernels.lock();
         let limits = inner.plan_limits(&kernels);
-        let dispatches: Vec<Dispatch<'_>> = plan_fill(array.size_in_bytes(), pattern, &limits)
+        let planned = match plan_fill(array.size_in_bytes(), pattern, &limits) {
+            Ok(planned) => planned,
+            Err(reason) => {
+                let error = planning_error(operation, reason);
+                return Err(Donated { error, array });
+            }
+        };
+        let dispatches: Vec<Dispatch<'_>> = planned
             .into_iter()
             .map(|d| Dispatch {
                 kernel: Builtin::Fill,

@@ -35,6 +35,14 @@ const VEC4_BYTES: u64 = 16;
 /// Bytes of one WGSL word (`u32`); storage buffers are arrays of words at the finest.
 const WORD_BYTES: u64 = 4;
 
+/// The most bytes one binding of a copy or fill kernel spans, whatever the device allows. The
+/// kernels take offsets, strides and row lengths as `u32` (in bytes for the byte kernel), so a
+/// binding past 4 GiB would need values a `u32` cannot hold: cut to 32 bits, a stride of
+/// 5,000,000,000 bytes became 705,032,704 and a copy moved the wrong bytes. Most drivers stop
+/// bindings at 2 GiB anyway; some backends report far more (wgpu's Metal backend gives
+/// `max_buffer_size` as the binding limit), and there the planner cuts pieces to this.
+pub(crate) const MAX_ADDRESSABLE_BINDING_BYTES: u64 = u32::MAX as u64;
+
 /// One outer dimension of a box: how many rows along it and how far apart they are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct OuterDim {
@@ -87,7 +95,8 @@ impl CopyUnit {
 /// What one binding and one dispatch can take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PlanLimits {
-    /// `max_storage_buffer_binding_size`.
+    /// `max_storage_buffer_binding_size`; the planner uses at most
+    /// [`MAX_ADDRESSABLE_BINDING_BYTES`] of it.
     pub max_binding_bytes: u64,
     /// Binding offsets are rounded down to this (`min_storage_buffer_offset_alignment`, at least
     /// 16 so that `vec4` indexing of a binding is exact; at most 256, the arena's alignment).
@@ -98,9 +107,11 @@ pub(crate) struct PlanLimits {
 
 impl PlanLimits {
     /// The longest byte range a binding may need to cover after its start is rounded down to
-    /// the binding alignment and its end up to 16 bytes.
+    /// the binding alignment and its end up to 16 bytes. Never more than a `u32` addresses, so
+    /// that every offset and stride of a piece fits the kernels' parameters.
     fn span_budget(&self) -> u64 {
-        let whole = self.max_binding_bytes - self.max_binding_bytes % VEC4_BYTES;
+        let max = self.max_binding_bytes.min(MAX_ADDRESSABLE_BINDING_BYTES);
+        let whole = max - max % VEC4_BYTES;
         whole.saturating_sub(self.binding_alignment + VEC4_BYTES)
     }
 }
@@ -423,10 +434,25 @@ fn bind_range(first: u64, end: u64, alignment: u64) -> BindRange {
     }
 }
 
+/// A planned value as one of the kernels' `u32` parameters. The planner keeps every binding
+/// within [`MAX_ADDRESSABLE_BINDING_BYTES`] and every dispatch within [`MAX_ITEMS`], so each
+/// value fits; one that did not would be a planning bug, refused here rather than truncated
+/// into a copy of the wrong bytes.
+fn kernel_u32(value: u64, what: &str) -> Result<u32, String> {
+    u32::try_from(value).map_err(|_| {
+        format!(
+            "the planned {what} ({value}) does not fit a kernel's 32-bit parameter; this is a \
+             gpu-arena bug, please report it with the shapes involved"
+        )
+    })
+}
+
 /// Plans the dispatches of a box copy (empty when the box is).
-pub(crate) fn plan_copy(copy: &BoxCopy, limits: &PlanLimits) -> Vec<CopyDispatch> {
+///
+/// Errors: why a piece's parameters do not fit the kernels (a planning bug, never truncated).
+pub(crate) fn plan_copy(copy: &BoxCopy, limits: &PlanLimits) -> Result<Vec<CopyDispatch>, String> {
     if copy.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let copy = copy.normalized();
     let unit = copy.unit();
@@ -438,7 +464,11 @@ pub(crate) fn plan_copy(copy: &BoxCopy, limits: &PlanLimits) -> Vec<CopyDispatch
         .collect()
 }
 
-fn dispatch_for(piece: &BoxCopy, unit: CopyUnit, limits: &PlanLimits) -> CopyDispatch {
+fn dispatch_for(
+    piece: &BoxCopy,
+    unit: CopyUnit,
+    limits: &PlanLimits,
+) -> Result<CopyDispatch, String> {
     let (s0, s1) = piece.src_extent();
     let (d0, d1) = piece.dst_extent();
     let src = bind_range(s0, s1, limits.binding_alignment);
@@ -453,29 +483,29 @@ fn dispatch_for(piece: &BoxCopy, unit: CopyUnit, limits: &PlanLimits) -> CopyDis
     };
     let mut params = CopyParams {
         counts: [1; MAX_OUTER_DIMS],
-        src_base: ((s0 - src.offset) / u) as u32,
-        dst_base: ((d0 - dst.offset) / u) as u32,
-        row_len: (piece.row_bytes / u) as u32,
-        row_items: row_items as u32,
-        items: piece.items(unit) as u32,
-        outer_rank: piece.outer.len() as u32,
-        dense_rank: dense_rank as u32,
+        src_base: kernel_u32((s0 - src.offset) / u, "source base")?,
+        dst_base: kernel_u32((d0 - dst.offset) / u, "destination base")?,
+        row_len: kernel_u32(piece.row_bytes / u, "row length")?,
+        row_items: kernel_u32(row_items, "items per row")?,
+        items: kernel_u32(piece.items(unit), "item count")?,
+        outer_rank: kernel_u32(piece.outer.len() as u64, "outer rank")?,
+        dense_rank: kernel_u32(dense_rank as u64, "dense rank")?,
         ..CopyParams::default()
     };
     for (k, d) in piece.outer.iter().rev().enumerate() {
-        params.counts[k] = d.count as u32;
+        params.counts[k] = kernel_u32(d.count, "outer count")?;
         // A dimension of one index never moves; its stride may exceed a binding.
         if d.count > 1 {
-            params.src_strides[k] = (d.src_stride / u) as u32;
-            params.dst_strides[k] = (d.dst_stride / u) as u32;
+            params.src_strides[k] = kernel_u32(d.src_stride / u, "source stride")?;
+            params.dst_strides[k] = kernel_u32(d.dst_stride / u, "destination stride")?;
         }
     }
-    CopyDispatch {
+    Ok(CopyDispatch {
         unit,
         src,
         dst,
         params,
-    }
+    })
 }
 
 /// Parameters of the fill kernel (`struct Params` in `fill.wgsl`).
@@ -505,7 +535,13 @@ pub(crate) struct FillDispatch {
 
 /// Plans filling the first `bytes` bytes of an array (rounded up to 16: the arena rounds
 /// allocations to 256, so the padding is the array's own) with a 16-byte pattern.
-pub(crate) fn plan_fill(bytes: u64, pattern: [u32; 4], limits: &PlanLimits) -> Vec<FillDispatch> {
+///
+/// Errors: why a piece's parameters do not fit the kernels (a planning bug, never truncated).
+pub(crate) fn plan_fill(
+    bytes: u64,
+    pattern: [u32; 4],
+    limits: &PlanLimits,
+) -> Result<Vec<FillDispatch>, String> {
     let total = bytes.next_multiple_of(VEC4_BYTES);
     let piece = (limits.span_budget().min(limits.max_items * VEC4_BYTES)) / ROW_PIECE_ALIGNMENT
         * ROW_PIECE_ALIGNMENT;
@@ -522,14 +558,14 @@ pub(crate) fn plan_fill(bytes: u64, pattern: [u32; 4], limits: &PlanLimits) -> V
             params: FillParams {
                 pattern,
                 base: 0,
-                items: (len / VEC4_BYTES) as u32,
+                items: kernel_u32(len / VEC4_BYTES, "fill item count")?,
                 first_item: 0,
                 _pad: 0,
             },
         });
         at += len;
     }
-    out
+    Ok(out)
 }
 
 /// An (x, y, z) grid of at least `groups` workgroups within `max_per_dimension` (spilling into
@@ -542,7 +578,15 @@ pub(crate) fn grid(groups: u64, max_per_dimension: u64) -> Option<[u32; 3]> {
     let x = groups.min(max);
     let y = groups.div_ceil(x).min(max);
     let z = groups.div_ceil(x * y);
-    (z <= max).then_some([x as u32, y as u32, z as u32])
+    if z > max {
+        return None;
+    }
+    // Each is at most `max_per_dimension`, a device limit the caller read from a `u32`.
+    Some([
+        u32::try_from(x).ok()?,
+        u32::try_from(y).ok()?,
+        u32::try_from(z).ok()?,
+    ])
 }
 
 #[cfg(test)]
@@ -656,7 +700,8 @@ mod tests {
         let plan = plan_copy(
             &BoxCopy::between(e, update, (update, &zero), (operand, start)),
             limits,
-        );
+        )
+        .unwrap();
         for d in &plan {
             assert!(d.src.size <= limits.max_binding_bytes, "{d:?}");
             assert!(d.dst.size <= limits.max_binding_bytes, "{d:?}");
@@ -744,13 +789,145 @@ mod tests {
             binding_alignment: 256,
             max_items: 16,
         };
-        let plan = plan_fill(1000, [0; 4], &tiny);
+        let plan = plan_fill(1000, [0; 4], &tiny).unwrap();
         let covered: u64 = plan.iter().map(|d| u64::from(d.params.items) * 16).sum();
         assert_eq!(covered, 1008);
         assert!(plan.iter().all(|d| d.dst.offset % 256 == 0));
         assert!(plan
             .windows(2)
             .all(|w| w[0].dst.offset + w[0].dst.size == w[1].dst.offset));
+    }
+
+    /// A backend whose bindings reach past 4 GiB (wgpu's Metal backend reports
+    /// `max_buffer_size`, tens of GiB, as the binding limit).
+    const HUGE_BINDINGS: PlanLimits = PlanLimits {
+        max_binding_bytes: 64 << 30,
+        binding_alignment: 256,
+        max_items: MAX_ITEMS,
+    };
+
+    /// Every row a plan copies, as (absolute source byte, absolute destination byte, bytes),
+    /// read back from the kernels' parameters the way the shaders read them (without running
+    /// them: the arrays of these tests are too large to hold on the host).
+    fn planned_rows(plan: &[CopyDispatch]) -> Vec<(u64, u64, u64)> {
+        let mut rows = Vec::new();
+        for d in plan {
+            let p = &d.params;
+            let u = d.unit.bytes();
+            let rank = p.outer_rank as usize;
+            let total: u64 = p.counts[..rank].iter().map(|&c| u64::from(c)).product();
+            for row in 0..total {
+                let (mut src, mut dst) = (u64::from(p.src_base), u64::from(p.dst_base));
+                let mut rest = row;
+                for k in 0..rank {
+                    let count = u64::from(p.counts[k]);
+                    src += rest % count * u64::from(p.src_strides[k]);
+                    dst += rest % count * u64::from(p.dst_strides[k]);
+                    rest /= count;
+                }
+                rows.push((
+                    d.src.offset + src * u,
+                    d.dst.offset + dst * u,
+                    u64::from(p.row_len) * u,
+                ));
+            }
+        }
+        rows.sort_unstable();
+        rows
+    }
+
+    /// Every row of a box, from its own offsets and strides.
+    fn box_rows(b: &BoxCopy) -> Vec<(u64, u64, u64)> {
+        let total: u64 = b.outer.iter().map(|d| d.count).product();
+        let mut rows = Vec::new();
+        for row in 0..total {
+            let (mut src, mut dst) = (b.src_offset, b.dst_offset);
+            let mut rest = row;
+            for d in b.outer.iter().rev() {
+                src += rest % d.count * d.src_stride;
+                dst += rest % d.count * d.dst_stride;
+                rest /= d.count;
+            }
+            rows.push((src, dst, b.row_bytes));
+        }
+        rows.sort_unstable();
+        rows
+    }
+
+    #[test]
+    fn a_stride_past_4_gib_is_never_truncated_where_bindings_allow_it() {
+        // dynamic_slice of a [2, 5e9] u8 array: rows 5,000,000,000 bytes apart, which a u32
+        // once cut to 705,032,704.
+        let row = 5_000_000_000u64;
+        let b = BoxCopy::between(1, &[2, 3], (&[2, row], &[0, 10]), (&[2, 3], &[0, 0]));
+        let plan = plan_copy(&b, &HUGE_BINDINGS).unwrap();
+        assert_eq!(planned_rows(&plan), [(10, 0, 3), (row + 10, 3, 3)]);
+        for d in &plan {
+            assert!(d.src.size <= MAX_ADDRESSABLE_BINDING_BYTES, "{d:?}");
+            assert!(d.dst.size <= MAX_ADDRESSABLE_BINDING_BYTES, "{d:?}");
+        }
+        // The same in every unit, and over more rows and dimensions.
+        // (element bytes, source shape, box sizes, box start).
+        type Case<'a> = (u64, &'a [u64], &'a [u64], &'a [u64]);
+        let cases: &[Case] = &[
+            (4, &[3, 1_250_000_000], &[3, 4], &[0, 8]),
+            (16, &[2, 2, 312_500_000], &[2, 2, 1], &[0, 0, 5]),
+            (2, &[4, 3, 1_000_000_000], &[3, 2, 5], &[1, 1, 7]),
+            (1, &[3, 2_000_000_000], &[3, 2_000_000_000], &[0, 0]),
+        ];
+        for &(e, shape, sizes, start) in cases {
+            let zero = vec![0; sizes.len()];
+            let b = BoxCopy::between(e, sizes, (shape, start), (sizes, &zero));
+            let plan = plan_copy(&b, &HUGE_BINDINGS).unwrap();
+            assert_eq!(
+                planned_rows(&plan).iter().map(|r| r.2).sum::<u64>(),
+                box_rows(&b).iter().map(|r| r.2).sum::<u64>(),
+                "{shape:?} {sizes:?}: bytes moved"
+            );
+            for d in &plan {
+                assert!(d.src.size <= MAX_ADDRESSABLE_BINDING_BYTES, "{d:?}");
+                assert!(d.dst.size <= MAX_ADDRESSABLE_BINDING_BYTES, "{d:?}");
+            }
+            if b.normalized().row_bytes <= MAX_ADDRESSABLE_BINDING_BYTES / 2 {
+                // Rows are not cut: the planned rows are the box's rows exactly.
+                assert_eq!(planned_rows(&plan), box_rows(&b), "{shape:?} {sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_binding_limit_past_4_gib_plans_like_one_of_4_gib() {
+        let four_gib = PlanLimits {
+            max_binding_bytes: MAX_ADDRESSABLE_BINDING_BYTES,
+            ..HUGE_BINDINGS
+        };
+        let row = 5_000_000_000u64;
+        let b = BoxCopy::between(1, &[2, 3], (&[2, row], &[0, 10]), (&[2, 3], &[0, 0]));
+        assert_eq!(
+            plan_copy(&b, &HUGE_BINDINGS).unwrap(),
+            plan_copy(&b, &four_gib).unwrap()
+        );
+        let long = BoxCopy::contiguous(9 << 30, 0, 0);
+        let plan = plan_copy(&long, &HUGE_BINDINGS).unwrap();
+        assert_eq!(plan, plan_copy(&long, &four_gib).unwrap());
+        assert!(plan.len() >= 3, "{}", plan.len());
+        assert!(plan
+            .iter()
+            .all(|d| d.src.size <= MAX_ADDRESSABLE_BINDING_BYTES));
+        let fill = plan_fill(9 << 30, [0; 4], &HUGE_BINDINGS).unwrap();
+        assert_eq!(fill, plan_fill(9 << 30, [0; 4], &four_gib).unwrap());
+        let covered: u64 = fill.iter().map(|d| u64::from(d.params.items) * 16).sum();
+        assert_eq!(covered, 9 << 30);
+    }
+
+    #[test]
+    fn a_value_past_32_bits_is_refused_not_truncated() {
+        let reason = kernel_u32(5_000_000_000, "source stride").unwrap_err();
+        assert!(
+            reason.contains("source stride (5000000000)") && reason.contains("bug"),
+            "{reason}"
+        );
+        assert_eq!(kernel_u32(u64::from(u32::MAX), "x"), Ok(u32::MAX));
     }
 
     #[test]

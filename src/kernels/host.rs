@@ -64,7 +64,7 @@ impl HostArrays {
         let copy = copy.normalized();
         // `host_path` waited for the GPU work on both arrays; the box lies inside both (checked
         // by the op, and again by the ranges).
-        let (src, dst) = (self.0[src], self.0[dst]);
+        let (src, dst) = (&self.0[src], &self.0[dst]);
         let row_bytes = copy.row_bytes;
         let rows: u64 = copy.outer.iter().map(|d| d.count).product();
         for row in 0..rows {

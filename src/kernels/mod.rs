@@ -11,7 +11,8 @@
 //!   aborts or panics the caller.
 //! - `limits`: every device limit a kernel's module can exceed, checked at `kernel()`.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
-//!   file costs speed, never the kernels.
+//!   file costs speed, never the kernels, and nothing another user could have written is used
+//!   (a private directory; no link followed, no FIFO waited on).
 //! - `user_kernel`: [`Kernel`], [`KernelDesc`], `Context::kernel`.
 //! - `launch`: [`Launch`], the checked launch of a user's kernel.
 //! - `sequence`: [`Sequence`] and the one submission path.

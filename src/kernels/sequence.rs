@@ -216,7 +216,8 @@ impl Sequence {
     /// way its arrays stop being pending.
     ///
     /// Errors: [`Error::Device`] with wgpu's message when the device refuses any part of the
-    /// work (then no part of it runs).
+    /// work (then no part of it runs); [`Error::DeviceLost`] once the device is lost or
+    /// destroyed.
     pub fn submit(mut self) -> Result<SubmissionId> {
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
@@ -290,6 +291,8 @@ impl ContextInner {
         steps: &[Step],
         touched: &[Arc<ArrayStorage>],
     ) -> Result<SubmissionId> {
+        // Nothing of a lost device is touched, the parameter buffer included.
+        self.check_device("submitting recorded GPU work")?;
         let mut pieces = Vec::new();
         let mut rest = steps;
         while !rest.is_empty() {

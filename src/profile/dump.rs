@@ -1,15 +1,36 @@
 //! Writing the whole memory profile (snapshot JSON, HTML report, Chrome trace) to a directory:
 //! on demand, and by itself on out-of-memory when `GPU_ARENA_DUMP_ON_OOM=<dir>` is set.
+//!
+//! Dumps name every allocation of a program, and an out-of-memory dump is written with nobody
+//! watching, into a directory chosen ahead of time. So, as for the pipeline cache on disk (the
+//! operating-system side is `backend/private_files.rs`):
+//! - the dump directory is created private (0700), and one that belongs to another user or that
+//!   its group or others may write is refused: no dump, and the error says why (others could
+//!   plant links at the next dump's names);
+//! - each dump file is created new (never through anything already there, a link included),
+//!   readable by the user alone (0600), under a name that ends in an unguessable part;
+//! - a setuid or setgid process writes no dump (whoever set `GPU_ARENA_DUMP_ON_OOM` is not who
+//!   the process writes as; the error says so).
+//!
+//! Files written on demand ([`Context::write_memory_profile`]) go where the caller says: an
+//! existing regular file is replaced, a new one is created with mode 0600, and a symbolic link
+//! at a file's name is refused, never followed.
 
 use super::report;
 use super::snapshot::MemorySnapshot;
+use crate::backend::{
+    create_new_private_file, private_dir, runs_with_borrowed_identity, unguessable_name,
+    write_named_file,
+};
 use crate::context::{Context, ContextInner};
 use crate::error::Error;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The file-name stem of out-of-memory dumps: `gpu-arena-oom-<unix ms>-<pid>-<n>.{json,html}`.
+/// The file-name stem of out-of-memory dumps:
+/// `gpu-arena-oom-<unix ms>-<pid>-<n>-<32 unguessable hex digits>.{json,html}`.
 pub const OOM_DUMP_STEM: &str = "gpu-arena-oom";
 
 /// Counts dumps in this process, so two in the same millisecond get different names.
@@ -44,10 +65,13 @@ impl std::fmt::Display for ProfileFiles {
 impl Context {
     /// Writes `<stem>.json` (the [`MemorySnapshot`]), `<stem>.html` (the report) and, when the
     /// timeline is on, `<stem>.trace.json` (open it in ui.perfetto.dev) into `dir`, creating
-    /// `dir` if needed.
+    /// `dir` if needed (mode 0700 on Unix). Existing regular files of those names are
+    /// replaced; new ones are readable by the user alone (0600 on Unix). A symbolic link at one
+    /// of the names is refused, never written through.
     ///
     /// # Errors
-    /// The file system's error.
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file
+    /// that is not regular at one of the names.
     pub fn write_memory_profile(
         &self,
         dir: impl AsRef<Path>,
@@ -58,6 +82,24 @@ impl Context {
     }
 }
 
+/// How the files of a profile are written.
+#[derive(Clone, Copy)]
+enum Files {
+    /// Names the caller chose: a regular file there is replaced, no link followed.
+    Named,
+    /// Fresh names of an out-of-memory dump: created new, never over anything.
+    New,
+}
+
+impl Files {
+    fn write(self, path: &Path, contents: &[u8]) -> std::io::Result<()> {
+        match self {
+            Files::Named => write_named_file(path, contents),
+            Files::New => create_new_private_file(path)?.write_all(contents),
+        }
+    }
+}
+
 impl ContextInner {
     pub(crate) fn write_memory_profile(
         &self,
@@ -65,7 +107,21 @@ impl ContextInner {
         stem: &str,
         snapshot: MemorySnapshot,
     ) -> std::io::Result<ProfileFiles> {
-        std::fs::create_dir_all(dir)?;
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(dir)?;
+        self.write_profile_files(dir, stem, snapshot, Files::Named)
+    }
+
+    fn write_profile_files(
+        &self,
+        dir: &Path,
+        stem: &str,
+        snapshot: MemorySnapshot,
+        how: Files,
+    ) -> std::io::Result<ProfileFiles> {
         let timeline = self.timeline.as_ref().map(|t| t.snapshot());
         let files = ProfileFiles {
             snapshot: dir.join(format!("{stem}.json")),
@@ -74,10 +130,11 @@ impl ContextInner {
                 .as_ref()
                 .map(|_| dir.join(format!("{stem}.trace.json"))),
         };
-        std::fs::write(&files.snapshot, snapshot.to_json())?;
-        report::write_html(&snapshot, timeline.as_ref(), &files.report)?;
+        how.write(&files.snapshot, snapshot.to_json().as_bytes())?;
+        let html = report::render_html(&snapshot, timeline.as_ref());
+        how.write(&files.report, html.as_bytes())?;
         if let (Some(timeline), Some(path)) = (&timeline, &files.trace) {
-            timeline.write_chrome_trace(path, &snapshot.device)?;
+            how.write(path, timeline.to_chrome_trace(&snapshot.device).as_bytes())?;
         }
         Ok(files)
     }
@@ -96,17 +153,36 @@ impl ContextInner {
         let millis = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
+        // The unguessable part keeps anyone from planting links at the next dump's names;
+        // `create_new` would refuse them anyway, but then the dump would be lost.
         let stem = format!(
-            "{OOM_DUMP_STEM}-{millis}-{}-{}",
+            "{OOM_DUMP_STEM}-{millis}-{}-{}-{}",
             std::process::id(),
-            DUMPS.fetch_add(1, Ordering::Relaxed)
+            DUMPS.fetch_add(1, Ordering::Relaxed),
+            unguessable_name()
         );
-        let written = match self.write_memory_profile(dir, &stem, snapshot) {
+        let written = if runs_with_borrowed_identity() {
+            Err("the process runs setuid or setgid, and such a process writes no dump".into())
+        } else {
+            private_dir(dir)
+        };
+        let written = written.and_then(|()| {
+            self.write_profile_files(dir, &stem, snapshot, Files::New)
+                .map_err(|e| e.to_string())
+        });
+        let written = match written {
             Ok(files) => format!("\n  memory profile written (GPU_ARENA_DUMP_ON_OOM): {files}."),
-            Err(e) => format!(
-                "\n  GPU_ARENA_DUMP_ON_OOM could not write the memory profile to {}: {e}.",
-                dir.display()
-            ),
+            Err(reason) => {
+                log::warn!(
+                    "gpu-arena: GPU_ARENA_DUMP_ON_OOM could not write the memory profile to {}: \
+                     {reason}",
+                    dir.display()
+                );
+                format!(
+                    "\n  GPU_ARENA_DUMP_ON_OOM could not write the memory profile to {}: {reason}.",
+                    dir.display()
+                )
+            }
         };
         Error::OutOfMemory {
             report,

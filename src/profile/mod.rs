@@ -13,7 +13,9 @@
 //!   the largest allocations, fragmentation and the memory plan;
 //! - `GPU_ARENA_DUMP_ON_OOM=<dir>`: on out-of-memory, the snapshot and the report are written
 //!   there and named in the error ([`Context::write_memory_profile`](crate::Context::write_memory_profile)
-//!   does the same on demand).
+//!   does the same on demand). The directory must be the user's alone (created 0700; one that
+//!   others may write gets no dump), and dump files are created new with mode 0600: no file is
+//!   ever written through a planted link.
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
 //! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `perfetto`, `report` (HTML and SVG) and `dump`

@@ -225,12 +225,15 @@ impl MemoryTimeline {
         document.to_string()
     }
 
-    /// Writes [`MemoryTimeline::to_chrome_trace`] to `path`.
+    /// Writes [`MemoryTimeline::to_chrome_trace`] to `path`: a regular file there is replaced,
+    /// a new one is created readable by the user alone (mode 0600 on Unix). A symbolic link at
+    /// `path` is refused rather than followed, and a FIFO without waiting for a reader.
     ///
     /// # Errors
-    /// The file system's error.
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that
+    /// is not regular at `path`.
     pub fn write_chrome_trace(&self, path: impl AsRef<Path>, process: &str) -> std::io::Result<()> {
-        std::fs::write(path, self.to_chrome_trace(process))
+        crate::backend::write_named_file(path.as_ref(), self.to_chrome_trace(process).as_bytes())
     }
 }
 

@@ -118,7 +118,6 @@ struct End<'a> {
 }
 
 /// How the host reaches one side's bytes.
-#[derive(Clone, Copy)]
 enum Access {
     /// The array's own mapping (zero-copy).
     Mapped(MappedRange),
@@ -260,7 +259,7 @@ fn padded(len: u64) -> u64 {
 /// a readback staging buffer submitted on the source device, or (other backends) a readback
 /// done at once.
 fn start_read(from: &End<'_>, offset: u64, len: u64) -> Result<Chunk> {
-    let bytes = match from.access {
+    let bytes = match &from.access {
         Access::Mapped(range) => ChunkBytes::Mapped(range.sub(offset, len)),
         Access::Staged => {
             let pool = &from.ctx.staging;
@@ -323,7 +322,7 @@ fn copy_into(chunk: &Chunk, dst: MappedRange) {
 /// Returns the destination's submission (0 when none was needed).
 fn write_chunk(to: &End<'_>, chunk: &Chunk) -> Result<SubmissionId> {
     let (offset, len) = (chunk.offset, chunk.len);
-    match to.access {
+    match &to.access {
         Access::Mapped(range) => {
             // The array is new: no GPU work uses it.
             copy_into(chunk, range.sub(offset, len));
@@ -359,11 +358,11 @@ fn write_chunk(to: &End<'_>, chunk: &Chunk) -> Result<SubmissionId> {
             let data: &[u8] = match &chunk.bytes {
                 ChunkBytes::Host(bytes) => bytes,
                 ChunkBytes::Mapped(range) => {
-                    copied = read_to_host(*range, len);
+                    copied = read_to_host(range, len);
                     &copied
                 }
                 ChunkBytes::Staged(staging) => {
-                    copied = read_to_host(staging.mapped, len);
+                    copied = read_to_host(&staging.mapped, len);
                     &copied
                 }
             };
@@ -378,7 +377,7 @@ fn write_chunk(to: &End<'_>, chunk: &Chunk) -> Result<SubmissionId> {
 }
 
 /// The first `len` bytes of mapped memory, copied to the host.
-fn read_to_host(range: MappedRange, len: u64) -> Vec<u8> {
+fn read_to_host(range: &MappedRange, len: u64) -> Vec<u8> {
     let mut out = vec![0u8; len as usize];
     range.read(&mut out);
     out

@@ -102,6 +102,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
         check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
+        self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         self.inner.guard(
@@ -139,6 +140,7 @@ impl Context {
         for a in arrays {
             a.check_ready(&self.inner, operation)?;
         }
+        self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
         // The same array may be named many times: the sum is the caller's to choose.
         let total = arrays

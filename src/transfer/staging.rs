@@ -200,7 +200,7 @@ struct Fill<'a> {
 
 /// Writes every fill into the mapped staging buffer, spreading big batches over threads
 /// (each thread takes a run of fills of about equal bytes; a huge fill is split itself).
-fn fill_staging(mapped: MappedRange, fills: &[Fill<'_>]) {
+fn fill_staging(mapped: &MappedRange, fills: &[Fill<'_>]) {
     let write = |fill: &Fill<'_>| {
         // Fills lie inside the staging buffer (planned against its size) and do not overlap;
         // no GPU work uses the buffer (acquired after its last use).
@@ -248,7 +248,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
      -> Result<()> {
         if let Some((mut staging, _, fills, copies)) = current.take() {
             if !copies.is_empty() {
-                fill_staging(staging.mapped, &fills);
+                fill_staging(&staging.mapped, &fills);
                 let mut encoder = ctx.device.create_command_encoder(&Default::default());
                 for c in &copies {
                     encoder.copy_buffer_to_buffer(

@@ -40,16 +40,21 @@ const TOP_LABELS: usize = 16;
 /// allocation granule) up; the last class takes everything above.
 const FREE_SIZE_CLASSES: u32 = 12;
 
-/// Writes [`render_html`] to `path`.
+/// Writes [`render_html`] to `path`: a regular file there is replaced, a new one is created
+/// readable by the user alone (mode 0600 on Unix: the report names every allocation). A
+/// symbolic link at `path` is refused rather than followed, so a link planted where the report
+/// is expected cannot make the process overwrite another file; a FIFO there is refused
+/// without waiting for a reader.
 ///
 /// # Errors
-/// The file system's error.
+/// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that is
+/// not regular at `path`.
 pub fn write_html(
     snapshot: &MemorySnapshot,
     timeline: Option<&MemoryTimeline>,
     path: impl AsRef<Path>,
 ) -> std::io::Result<()> {
-    std::fs::write(path, render_html(snapshot, timeline))
+    crate::backend::write_named_file(path.as_ref(), render_html(snapshot, timeline).as_bytes())
 }
 
 /// The report as one HTML string. `timeline` gives the curves; without it (the timeline is off
