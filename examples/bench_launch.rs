@@ -13,7 +13,7 @@
 //!
 //! `cargo run --release --example bench_launch -- [--json] [--launches N]`
 
-use gpu_arena::{ArenaConfig, Context};
+use gpu_arena::{bytemuck, wgpu, ArenaConfig, Context};
 use lexopt::prelude::*;
 use std::time::Instant;
 

@@ -12,7 +12,8 @@
 //!    gpu-arena also allocates every array from its arena.
 //! 2. `large_upload` / `large_readback`: one array of `--size-mib` (1024) MiB: `device_put` /
 //!    `device_get` vs `queue.write_buffer` (`raw_write_buffer`) / copy to a `MAP_READ` buffer and
-//!    `map_async` (`raw_map_read`).
+//!    `map_async` (`raw_map_read`); `device_get_into` a reused host buffer (`gpu-arena-into`,
+//!    whose row carries `speedup_over_device_get`: a fresh `Vec` costs its page faults).
 //! 3. `device_to_device`: one array of `--d2d-mib` (256) MiB from one context to a second one
 //!    (on one GPU, a second device on the same adapter): `device_put_from`, pipelined through
 //!    both staging pools or one `memcpy` between mappings on UMA, vs `device_get` then
@@ -22,7 +23,7 @@
 //! With `--json`, one JSON object per line: `case`, `method`, `seconds`, and `us_per_array` or
 //! `gbps`. Without it, a table with ratios against gpu-arena.
 
-use gpu_arena::{ArenaConfig, Context};
+use gpu_arena::{wgpu, ArenaConfig, Context};
 use lexopt::prelude::*;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -276,7 +277,18 @@ fn main() -> anyhow::Result<()> {
         );
         Ok(())
     })?;
-    drop(array);
+    // Into memory the caller owns, reused: touched once here (not timed), as a buffer that a
+    // loop reads into again and again is.
+    let mut into = vec![1u8; bytes];
+    bench.run("large_readback", "gpu-arena-into", bandwidth, |_| {
+        ctx.device_get_into(&array, &mut into)?;
+        anyhow::ensure!(
+            into[bytes - 1] == big[bytes - 1] && into[bytes / 3] == big[bytes / 3],
+            "gpu-arena readback into caller memory corrupted data"
+        );
+        Ok(())
+    })?;
+    drop((array, into));
 
     let raw = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("bench raw"),
@@ -354,6 +366,14 @@ fn main() -> anyhow::Result<()> {
         };
         seconds("via_host_vec") / seconds("gpu-arena")
     };
+    let into_speedup = {
+        let seconds = |method: &str| {
+            rows.iter()
+                .find(|r| r.case == "large_readback" && r.method == method)
+                .map_or(f64::NAN, |r| r.seconds)
+        };
+        seconds("gpu-arena") / seconds("gpu-arena-into")
+    };
 
     // ---- report ----------------------------------------------------------------------------
     if args.json {
@@ -362,6 +382,9 @@ fn main() -> anyhow::Result<()> {
             o[r.figure.0] = r.figure.1.into();
             if r.case == "device_to_device" && r.method == "gpu-arena" {
                 o["speedup_over_via_host_vec"] = d2d_speedup.into();
+            }
+            if r.case == "large_readback" && r.method == "gpu-arena-into" {
+                o["speedup_over_device_get"] = into_speedup.into();
             }
             println!("{o}");
         }
@@ -396,6 +419,9 @@ fn main() -> anyhow::Result<()> {
         bytes >> 20,
         n,
         args.iters
+    );
+    println!(
+        "large_readback: device_get_into a reused buffer {into_speedup:.2}x faster than device_get"
     );
     println!(
         "device_to_device ({} MiB): gpu-arena {d2d_speedup:.2}x faster than via_host_vec",

@@ -24,7 +24,7 @@
 //! `--device-kernels` runs the WGSL kernels instead, and the pipeline timings always do.
 
 use anyhow::{Context as _, Result};
-use gpu_arena::{Context, DeviceArray};
+use gpu_arena::{wgpu, Context, DeviceArray};
 use lexopt::prelude::*;
 use std::time::{Duration, Instant};
 

@@ -4,12 +4,25 @@
 //! against every row so far), all under `TransferGuard` `disallow` (only explicit transfers).
 //!
 //! Run twice, side by side: one submission per op, then one `Sequence` (one submission) per
-//! step. Checks the scores against a CPU reference and that `bytes_in_use` stays flat across
-//! steps (the cache is reused in place; temporaries come and go), and prints µs per step.
+//! step, three times each in alternation (the median run of each is reported). Checks the scores against a CPU reference, that `bytes_in_use` stays flat across
+//! steps (the cache is reused in place; temporaries come and go) and that the sequence makes
+//! no more submissions per step than the ops one by one, and prints µs and submissions per
+//! step.
+//!
+//! Where the sequence wins: on the staging path (discrete GPUs; `GPU_ARENA_ZERO_COPY=0` on
+//! lavapipe) every single `device_put` is a submission and a wait, which the sequence folds
+//! into its one submission. Where it may not: on a CPU adapter with zero-copy (lavapipe by
+//! default) single puts and updates are host `memcpy`s that submit nothing, so the ops one by
+//! one already make only one submission per launch; the sequence saves the launches' extra
+//! submissions, but an update recorded after a launch that reads the cache must run in order
+//! on the GPU, where a copy kernel on lavapipe is slower than the host's `memcpy`. With one
+//! layer both ways make one submission and the single ops can be faster.
 //!
 //! `cargo run --release --example decode -- [--steps N] [--layers L] [--dim D] [--json]`
 
-use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel, TransferGuard, TransferGuardLevel};
+use gpu_arena::{
+    bytemuck, ArenaConfig, Context, DeviceArray, Kernel, TransferGuard, TransferGuardLevel,
+};
 use lexopt::prelude::*;
 use std::time::Instant;
 
@@ -34,6 +47,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[bytemuck(crate = "gpu_arena::bytemuck")]
 struct Params {
     rows: u32,
     dim: u32,
@@ -121,18 +135,36 @@ fn reference(shape: &Shape, t: usize) -> Vec<f32> {
     out
 }
 
-fn run(ctx: &Context, shape: &Shape, steps: usize, sequenced: bool) -> anyhow::Result<(f64, u64)> {
+/// The id of an empty submission: the difference of two, less one, is how many submissions
+/// gpu-arena made in between.
+fn submission_mark(ctx: &Context) -> anyhow::Result<u64> {
+    Ok(ctx.raw_submit(std::iter::empty(), &[])?.0)
+}
+
+/// What one way of running the loop measured.
+struct Measured {
+    us_per_step: f64,
+    bytes_in_use: u64,
+    /// The most submissions one step made, the read of the scores included (a submission on
+    /// the staging path, none on zero-copy).
+    submissions_per_step: u64,
+}
+
+fn run(ctx: &Context, shape: &Shape, steps: usize, sequenced: bool) -> anyhow::Result<Measured> {
     let kernel = ctx.kernel(SCORES, "main")?;
     let mut cache = ctx.zeros::<f32>(&[shape.layers, shape.max_seq, shape.dim])?;
     let mut scores = ctx.zeros::<f32>(&[shape.layers, shape.max_seq])?;
     ctx.synchronize()?;
     let mut flat = None;
     let mut busy = 0.0;
+    let mut submissions_per_step = 0;
     for t in 0..steps {
+        let before = submission_mark(ctx)?;
         let started = Instant::now();
         cache = step(ctx, &kernel, shape, cache, &mut scores, t, sequenced)?;
         let got = ctx.device_get(&scores)?; // explicit: allowed under `disallow`
         busy += started.elapsed().as_secs_f64();
+        submissions_per_step = submissions_per_step.max(submission_mark(ctx)? - before - 1);
         anyhow::ensure!(
             got == reference(shape, t),
             "step {t}: scores differ from the CPU"
@@ -147,7 +179,20 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, sequenced: bool) -> anyhow::R
             ),
         }
     }
-    Ok((busy / steps as f64 * 1e6, flat.unwrap_or(0)))
+    Ok(Measured {
+        us_per_step: busy / steps as f64 * 1e6,
+        bytes_in_use: flat.unwrap_or(0),
+        submissions_per_step,
+    })
+}
+
+/// Runs of each way; the median is reported.
+const ROUNDS: usize = 3;
+
+/// The round with the median time per step (its submissions and `bytes_in_use` with it).
+fn median_round(mut rounds: Vec<Measured>) -> Measured {
+    rounds.sort_by(|a, b| a.us_per_step.total_cmp(&b.us_per_step));
+    rounds.swap_remove(rounds.len() / 2)
 }
 
 #[path = "flags/mod.rs"]
@@ -212,28 +257,53 @@ fn main() -> anyhow::Result<()> {
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     // Every transfer in the loop is explicit; an implicit one would be an error.
     let _guard = TransferGuard::scoped(TransferGuardLevel::Disallow);
-    let (per_op, flat_a) = run(&ctx, &shape, steps, false)?;
-    let (per_sequence, flat_b) = run(&ctx, &shape, steps, true)?;
+    // Both ways in alternation, ROUNDS times each, and the median round of each: a shared
+    // machine's load drifts over a run, and alternating spreads it over both ways alike.
+    let mut rounds: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..ROUNDS {
+        for sequenced in [round % 2 == 1, round % 2 == 0] {
+            rounds[usize::from(sequenced)].push(run(&ctx, &shape, steps, sequenced)?);
+        }
+    }
+    let [per_op, per_sequence] = rounds.map(median_round);
+    anyhow::ensure!(
+        per_sequence.submissions_per_step <= per_op.submissions_per_step.max(1),
+        "a sequence made {} submissions per step where its ops one by one made {}",
+        per_sequence.submissions_per_step,
+        per_op.submissions_per_step
+    );
     let ops = 1 + 2 * layers + layers;
+    let path = if ctx.memory_plan().uma && ctx.config().zero_copy {
+        "zero-copy"
+    } else {
+        "staging"
+    };
     if json {
-        for (method, us) in [("submit_each", per_op), ("sequence", per_sequence)] {
+        for (method, m) in [("submit_each", &per_op), ("sequence", &per_sequence)] {
             println!(
-                "{{\"case\": \"decode_step\", \"method\": \"{method}\", \"us_per_step\": {us:.1}, \"ops_per_step\": {ops}, \"layers\": {layers}, \"dim\": {dim}, \"steps\": {steps}}}"
+                "{{\"case\": \"decode_step\", \"method\": \"{method}\", \"path\": \"{path}\", \"us_per_step\": {:.1}, \"submissions_per_step\": {}, \"ops_per_step\": {ops}, \"layers\": {layers}, \"dim\": {dim}, \"steps\": {steps}}}",
+                m.us_per_step, m.submissions_per_step
             );
         }
     } else {
         println!(
-            "decode on {}: {layers} layers x {} positions x {dim}, {steps} steps, {ops} ops per step",
+            "decode on {} ({path}): {layers} layers x {} positions x {dim}, {steps} steps, {ops} ops per step",
             ctx.adapter_info().name,
             shape.max_seq
         );
-        println!("  one submission per op:    {per_op:9.1} us/step");
         println!(
-            "  one sequence per step:    {per_sequence:9.1} us/step ({:.2}x)",
-            per_op / per_sequence
+            "  one submission per op:    {:9.1} us/step, {} submissions per step (with the read)",
+            per_op.us_per_step, per_op.submissions_per_step
         );
         println!(
-            "  bytes_in_use flat across steps: {flat_a} B (per op), {flat_b} B (sequence); scores match the CPU"
+            "  one sequence per step:    {:9.1} us/step, {} submissions per step (with the read) ({:.2}x)",
+            per_sequence.us_per_step,
+            per_sequence.submissions_per_step,
+            per_op.us_per_step / per_sequence.us_per_step
+        );
+        println!(
+            "  bytes_in_use flat across steps: {} B (per op), {} B (sequence); scores match the CPU",
+            per_op.bytes_in_use, per_sequence.bytes_in_use
         );
     }
     Ok(())

@@ -9,7 +9,7 @@
 //! With one GPU (or lavapipe) the contexts are opened on the same adapter, each a device of its
 //! own with its own arena; with several, they go round the adapters of `gpu_arena::devices`.
 
-use gpu_arena::{devices, gather, shard, ArenaConfig, Context, DeviceArray};
+use gpu_arena::{bytemuck, devices, gather, shard, ArenaConfig, Context, DeviceArray};
 use lexopt::prelude::*;
 use std::time::Instant;
 
@@ -33,6 +33,7 @@ const TIMED_RUNS: usize = 3;
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[bytemuck(crate = "gpu_arena::bytemuck")]
 struct Params {
     rows: u32,
     cols: u32,

@@ -5,7 +5,7 @@
 //!
 //! `cargo run --release --example saxpy -- [--n N]`
 
-use gpu_arena::{ArenaConfig, Context};
+use gpu_arena::{bytemuck, ArenaConfig, Context};
 use lexopt::prelude::*;
 
 #[path = "flags/mod.rs"]
@@ -45,6 +45,7 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+#[bytemuck(crate = "gpu_arena::bytemuck")]
 struct Params {
     n: u32,
     a: f32,

@@ -96,6 +96,16 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
+    /// [`DeviceArray::check_ready`] for the memory itself (what a view holds).
+    pub(crate) fn check_ready(
+        &self,
+        ctx: &Arc<ContextInner>,
+        operation: &'static str,
+    ) -> Result<()> {
+        check_context(self, ctx, operation)?;
+        check_not_pending(self, operation)
+    }
+
     pub(crate) fn record_use(&self, id: SubmissionId) {
         self.last_use.fetch_max(id.0, Ordering::AcqRel);
     }
@@ -135,12 +145,27 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         (self.len() * std::mem::size_of::<T>()) as u64
     }
 
-    /// The wgpu buffer of the region that holds the array.
+    /// **Escape hatch**: the wgpu buffer of the region that holds the array (shared with the
+    /// region's other arrays), at [`DeviceArray::byte_offset`]. Prefer [`Context::launch`],
+    /// [`Context::sequence`] and the ops, which bind, check and track arrays for you.
+    ///
+    /// Work that reaches this buffer outside gpu-arena is not tracked. The caller must:
+    /// - submit it with [`Context::raw_submit`], naming the array in `uses` (or keep the array
+    ///   alive and call [`Context::synchronize`] before dropping it): otherwise the array can
+    ///   be dropped while the GPU still uses it and its memory handed to the next allocation,
+    ///   and both see each other's data (silent corruption, which no validation layer sees);
+    /// - stay within `[byte_offset(), byte_offset() + allocated_bytes())`: the rest of the
+    ///   buffer is other arrays;
+    /// - not call it while the array is recorded in a [`crate::Sequence`] not yet submitted.
+    ///
+    /// Comparing buffers and offsets (is this the same memory?) is always fine.
     pub fn buffer(&self) -> &wgpu::Buffer {
         &self.storage.buffer
     }
 
-    /// The array's byte offset inside [`DeviceArray::buffer`] (a multiple of 256).
+    /// The array's byte offset inside [`DeviceArray::buffer`] (a multiple of 256): with
+    /// [`DeviceArray::allocated_bytes`], where the array lies in the region. Reading it is
+    /// harmless; using it to reach the memory is the escape hatch of [`DeviceArray::buffer`].
     pub fn byte_offset(&self) -> u64 {
         self.storage.allocation.offset
     }
@@ -219,8 +244,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
-        self.check_same_context(ctx, operation)?;
-        check_not_pending(&self.storage, operation)
+        self.storage.check_ready(ctx, operation)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.

@@ -215,14 +215,29 @@ impl Context {
         &self.inner.config
     }
 
-    /// The wgpu device. Run your own kernels with [`Context::kernel`] and [`Context::launch`];
-    /// command buffers built by hand go through [`Context::raw_submit`].
+    /// **Escape hatch**: the wgpu device, for what gpu-arena does not do (textures, render
+    /// work, features and limits it does not expose). Run your own kernels with
+    /// [`Context::kernel`] and [`Context::launch`], which compile through the shared cache and
+    /// check and track every array.
+    ///
+    /// Buffers made here are not arena memory (they do not show in [`Context::memory_stats`]).
+    /// Command buffers that touch arena arrays ([`crate::DeviceArray::buffer`],
+    /// [`crate::DeviceArray::raw_binding`]) must go through [`Context::raw_submit`] with those arrays
+    /// in `uses`. Errors of work made here reach the device's uncaptured-error handler, which
+    /// gpu-arena logs (`log` crate), unless you push your own error scopes.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
 
-    /// The wgpu queue. Submitting here bypasses gpu-arena's tracking of which arrays GPU work
-    /// uses: prefer [`Context::launch`], [`Context::sequence`] or [`Context::raw_submit`].
+    /// **Escape hatch**: the wgpu queue. Prefer [`Context::launch`], [`Context::sequence`],
+    /// [`Context::device_put`] and, for command buffers built by hand, [`Context::raw_submit`].
+    ///
+    /// What is submitted or written here is not tracked: no array is recorded as used, so the
+    /// caller must not touch arena arrays through it (`queue.submit` of work on
+    /// [`crate::DeviceArray::buffer`], `queue.write_buffer` into it), or must keep every such array
+    /// alive until [`Context::synchronize`] returns. An array dropped earlier has its memory
+    /// handed to the next allocation while the GPU still uses it (silent corruption).
+    /// Submissions made here also do not count in the [`SubmissionId`]s gpu-arena hands out.
     pub fn queue(&self) -> &wgpu::Queue {
         &self.inner.queue
     }

@@ -33,6 +33,11 @@
 //!   [`Context::memory_timeline`], [`report::write_html`]; [`remat`] plans gradient
 //!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
 //! - Errors: one [`Error`] enum; the library does not panic on user input.
+//! - Reads into your own memory: [`Context::device_get_into`] (an array or a view, no
+//!   allocation: a reused buffer skips the page faults of fresh memory).
+//! - Dependencies: [`bytemuck`] and [`wgpu`] are re-exported, so a dependent needs gpu-arena
+//!   alone (`#[derive(gpu_arena::bytemuck::Pod, ..)]` with
+//!   `#[bytemuck(crate = "gpu_arena::bytemuck")]`).
 //!
 //! ```no_run
 //! use gpu_arena::{ArenaConfig, Context};
@@ -58,6 +63,28 @@
 //! println!("{:?}", ctx.memory_stats());
 //! # Ok::<(), gpu_arena::Error>(())
 //! ```
+//!
+//! ## Things worth knowing
+//!
+//! - **When [`Context::memory_stats`] reflects a free**: memory of a dropped array is handed
+//!   out again only after the GPU work that used it has completed (XLA's safe frontier), and
+//!   until then it still counts in `bytes_in_use`. An array no submitted work used leaves at
+//!   once; otherwise it leaves when gpu-arena learns that the work completed: at
+//!   [`Context::synchronize`] (which waits for it), or at a later allocation or readback that
+//!   polls the device. Call `ctx.synchronize()` before reading `memory_stats` when the figure
+//!   must reflect every drop so far.
+//! - **`arrayLength` of an empty array is 1**: WebGPU binds no empty range, so a launch binds
+//!   an array's bytes rounded up to a 4-byte word and to at least one element of the WGSL
+//!   type. An empty array reads `arrayLength` 1 (and an odd-length array of 2-byte elements
+//!   one more than its length). When a length can be 0, pass it in the parameter block and
+//!   test against it (`if (i.x < p.n)`), as the examples do.
+//! - **One escape hatch**: [`DeviceArray::raw_binding`], [`DeviceArray::buffer`] (with
+//!   [`DeviceArray::byte_offset`]), [`Context::device`], [`Context::queue`] and
+//!   [`Context::raw_submit`] reach arena memory or the queue past gpu-arena's use tracking.
+//!   Each says under **Escape hatch** what the caller must do: name every array such work
+//!   touches in `raw_submit`'s `uses`, or keep it alive until [`Context::synchronize`].
+//! - **Device refusals** ([`Error::Device`], [`Error::KernelCompile`]) carry wgpu's message on
+//!   one line, each cause once.
 //!
 //! ## Modules
 //!
@@ -122,6 +149,25 @@ pub use transfer::{
     TransferGuardLevels, TransferStats, UploadBatch,
 };
 pub use view::{ArrayView, ArrayViewMut, KernelArg, KernelArgMut};
+
+/// The `bytemuck` this crate is built with, so a dependent needs gpu-arena alone: element
+/// types and parameter blocks are `Pod`. Its derives work through this path with bytemuck's
+/// `crate` attribute:
+///
+/// ```
+/// #[repr(C)]
+/// #[derive(Clone, Copy, gpu_arena::bytemuck::Pod, gpu_arena::bytemuck::Zeroable)]
+/// #[bytemuck(crate = "gpu_arena::bytemuck")]
+/// struct Params { n: u32, a: f32 }
+///
+/// let bytes = gpu_arena::bytemuck::bytes_of(&Params { n: 3, a: 2.0 });
+/// assert_eq!(bytes.len(), 8);
+/// ```
+pub use bytemuck;
+/// The `wgpu` this crate is built with (its exact version), for [`Context::adapter_info`],
+/// [`Context::limits`] and the escape hatch ([`DeviceArray::raw_binding`],
+/// [`Context::raw_submit`]) without a second, mismatched `wgpu` in the dependency tree.
+pub use wgpu;
 
 /// The README's examples, compiled as doctests.
 #[cfg(doctest)]

@@ -173,6 +173,39 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     }
 }
 
+impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
+    /// The viewed array's memory and the view's byte offset from the array's first byte.
+    pub(crate) fn parts(&self) -> (&'a Arc<ArrayStorage>, u64) {
+        (self.storage, self.offset)
+    }
+}
+
+/// The whole array as a view (what [`crate::Context::device_get_into`] reads from).
+impl<'a, T: bytemuck::Pod> From<&'a DeviceArray<T>> for ArrayView<'a, T> {
+    fn from(array: &'a DeviceArray<T>) -> Self {
+        ArrayView {
+            storage: &array.storage,
+            offset: 0,
+            shape: array.shape().to_vec(),
+            whole: true,
+            _array: PhantomData,
+        }
+    }
+}
+
+/// A copy of the view (views are cheap: a reference, an offset and a shape).
+impl<'a, T: bytemuck::Pod> From<&ArrayView<'a, T>> for ArrayView<'a, T> {
+    fn from(view: &ArrayView<'a, T>) -> Self {
+        ArrayView {
+            storage: view.storage,
+            offset: view.offset,
+            shape: view.shape.clone(),
+            whole: view.whole,
+            _array: PhantomData,
+        }
+    }
+}
+
 impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
     /// [`ArrayView::bitcast`], writable: the kernel's writes land in the array's bytes.
     ///

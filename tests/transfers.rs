@@ -362,3 +362,181 @@ fn the_plain_wgpu_backend_round_trips_and_batches() {
     let z = ctx.zeros::<u64>(&[77]).unwrap();
     assert_eq!(ctx.device_get(&z).unwrap(), vec![0u64; 77]);
 }
+
+/// Every path a read into caller memory takes: zero-copy, staging, and wgpu's own where a GL
+/// adapter exists.
+fn every_read_path() -> Vec<(&'static str, Context)> {
+    let mut paths = both_paths();
+    if let Ok(ctx) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) {
+        paths.push(("plain wgpu", ctx));
+    }
+    paths
+}
+
+#[test]
+fn device_get_into_reads_arrays_and_views_into_the_callers_memory() {
+    for (path, ctx) in every_read_path() {
+        // Larger than the staging path's 1 MiB pool, so the read goes through in pieces.
+        let data: Vec<f32> = (0..(3 << 18)).map(|i| i as f32).collect();
+        let a = ctx.device_put(&data, &[3, 1 << 18]).unwrap();
+        let mut out = vec![-1.0f32; data.len()];
+        ctx.device_get_into(&a, &mut out).unwrap();
+        assert!(out == data, "{path}: whole array");
+        let mut row = vec![0.0f32; 1 << 18];
+        for r in 0..3 {
+            ctx.device_get_into(a.view(&[r]).unwrap(), &mut row)
+                .unwrap();
+            assert!(row[..] == data[r << 18..(r + 1) << 18], "{path}: row {r}");
+        }
+        let view = a.view(&[2]).unwrap();
+        ctx.device_get_into(&view, &mut row).unwrap();
+        assert!(row[..] == data[2 << 18..], "{path}: &view");
+        // Bytes: views that start between two words (offsets 1, 2, 3 mod 4) and odd lengths.
+        let bytes: Vec<u8> = (0..4 * 37).map(|i| (i * 7 % 251) as u8).collect();
+        let b = ctx.device_put(&bytes, &[4, 37]).unwrap();
+        let mut out = [0u8; 37];
+        for r in 0..4 {
+            ctx.device_get_into(b.view(&[r]).unwrap(), &mut out)
+                .unwrap();
+            assert_eq!(out[..], bytes[r * 37..(r + 1) * 37], "{path}: byte row {r}");
+        }
+        let mut one = [0u8; 1];
+        ctx.device_get_into(b.view(&[3, 36]).unwrap(), &mut one)
+            .unwrap();
+        assert_eq!(one[0], bytes[4 * 37 - 1], "{path}: the last byte");
+        // Zero-size: nothing to read, no error.
+        let empty = ctx.zeros::<u32>(&[0, 5]).unwrap();
+        ctx.device_get_into(&empty, &mut []).unwrap();
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn device_get_into_waits_for_the_kernel_that_writes_the_array() {
+    for (path, ctx) in both_paths() {
+        let a = ctx.zeros::<u32>(&[1000]).unwrap();
+        let a = ctx.fill_in_place(a, 7).unwrap();
+        let mut out = vec![0u32; 1000];
+        ctx.device_get_into(&a, &mut out).unwrap();
+        assert_eq!(out, vec![7; 1000], "{path}");
+    }
+}
+
+#[test]
+fn device_get_into_refuses_a_slice_of_another_length_and_reads_nothing() {
+    for (path, ctx) in both_paths() {
+        let a = ctx.device_put(&[1u32, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+        let before = ctx.transfer_stats().device_to_host.explicit.count;
+        let mut short = [9u32; 5];
+        let err = ctx.device_get_into(&a, &mut short).unwrap_err();
+        assert!(matches!(err, Error::Shape { .. }), "{path}: {err:?}");
+        assert_eq!(
+            err.to_string(),
+            "shape error in device_get_into: the source has 6 elements (shape [2, 3]) but the output slice holds 5; pass a slice of exactly 6 elements"
+        );
+        assert_eq!(short, [9; 5], "{path}: nothing was written");
+        let mut long = [9u32; 4];
+        let err = ctx
+            .device_get_into(a.view(&[1]).unwrap(), &mut long)
+            .unwrap_err();
+        assert!(err.to_string().contains("holds 4"), "{path}: {err}");
+        assert_eq!(
+            ctx.transfer_stats().device_to_host.explicit.count,
+            before,
+            "{path}: a refused read is not counted"
+        );
+    }
+}
+
+#[test]
+fn device_get_into_is_an_explicit_guarded_counted_transfer() {
+    let ctx = context_with(test_config());
+    let a = ctx.device_put(&[5u16; 10], &[10]).unwrap();
+    let before = ctx.transfer_stats();
+    let mut out = [0u16; 10];
+    {
+        let _g = TransferGuard::scoped(TransferGuardLevel::Disallow);
+        ctx.device_get_into(&a, &mut out).unwrap(); // explicit: allowed
+    }
+    assert_eq!(out, [5; 10]);
+    let after = ctx.transfer_stats();
+    assert_eq!(
+        after.device_to_host.explicit.count,
+        before.device_to_host.explicit.count + 1
+    );
+    assert_eq!(
+        after.device_to_host.explicit.bytes,
+        before.device_to_host.explicit.bytes + 20
+    );
+    let _g = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+    let mut out = [0u16; 10];
+    let err = ctx.device_get_into(&a, &mut out).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "Disallowed device-to-host transfer: 20 bytes by device_get_into (explicit)"
+        ),
+        "{err}"
+    );
+    assert_eq!(out, [0; 10]);
+}
+
+#[test]
+fn device_get_into_refuses_an_array_of_an_unsubmitted_sequence() {
+    let ctx = context_with(test_config());
+    let mut s = ctx.sequence();
+    let a = s.put(&[3u32; 8], &[8]).unwrap();
+    let mut out = [0u32; 8];
+    let err = ctx.device_get_into(&a, &mut out).unwrap_err();
+    assert!(err.to_string().contains("submit"), "{err}");
+    s.submit().unwrap();
+    ctx.device_get_into(&a, &mut out).unwrap();
+    assert_eq!(out, [3; 8]);
+}
+
+#[test]
+fn two_threads_read_one_array_into_their_own_buffers() {
+    for (path, ctx) in both_paths() {
+        let data: Vec<u32> = (0..300_000).collect();
+        let a = ctx.device_put(&data, &[300, 1000]).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let (ctx, a, data) = (&ctx, &a, &data);
+                s.spawn(move || {
+                    let mut whole = vec![0u32; data.len()];
+                    let mut row = vec![0u32; 1000];
+                    for i in 0..20 {
+                        ctx.device_get_into(a, &mut whole).unwrap();
+                        assert!(whole == *data, "{path}: thread {t}");
+                        let r = (i * 13 + t * 101) % 300;
+                        ctx.device_get_into(a.view(&[r]).unwrap(), &mut row)
+                            .unwrap();
+                        assert!(
+                            row[..] == data[r * 1000..(r + 1) * 1000],
+                            "{path}: thread {t}"
+                        );
+                    }
+                });
+            }
+        });
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn device_get_into_refuses_an_array_of_another_context() {
+    let ours = context_with(test_config());
+    let theirs = context_with(test_config());
+    let a = theirs.device_put(&[1u8; 16], &[16]).unwrap();
+    let mut out = [0u8; 16];
+    let err = ours.device_get_into(&a, &mut out).unwrap_err();
+    assert!(matches!(err, Error::ForeignArray { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .starts_with("device_get_into got an array of context"),
+        "{err}"
+    );
+    assert_eq!(out, [0; 16]);
+}

@@ -167,7 +167,7 @@ fn report_adapter(
             "max_storage_buffer_binding_size": limits.max_storage_buffer_binding_size,
             "min_storage_buffer_offset_alignment": limits.min_storage_buffer_offset_alignment,
             "min_uniform_buffer_offset_alignment": limits.min_uniform_buffer_offset_alignment,
-            "copy_buffer_alignment": wgpu::COPY_BUFFER_ALIGNMENT,
+            "copy_buffer_alignment": gpu_arena::wgpu::COPY_BUFFER_ALIGNMENT,
             "max_array_bytes": ctx.max_array_bytes(),
         },
         "vulkan": ctx.vulkan_limits(),

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _, Result};
-use gpu_arena::{Context, DeviceArray};
+use gpu_arena::{wgpu, Context, DeviceArray};
 use serde::Serialize;
 
 /// Bytes per MiB.

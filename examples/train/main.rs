@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context as _, Result};
 use gpu_arena::arena::Bytes;
 use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule};
-use gpu_arena::{ArenaConfig, Context, DeviceArray};
+use gpu_arena::{bytemuck, ArenaConfig, Context, DeviceArray};
 use lexopt::prelude::*;
 use mlp::{Mlp, MlpKernels, MlpShape};
 use serde_json::json;

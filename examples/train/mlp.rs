@@ -11,7 +11,7 @@
 
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
 use gpu_arena::remat::{BackwardReads, Chain, Layer, RematError};
-use gpu_arena::{Context, DeviceArray, Error, Kernel, Result};
+use gpu_arena::{bytemuck, Context, DeviceArray, Error, Kernel, Result};
 
 use crate::data::Rng;
 
@@ -44,6 +44,7 @@ pub struct MlpShape {
 /// The three sizes a linear layer's kernels take, as WGSL's `Dims` lays them out.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
+#[bytemuck(crate = "gpu_arena::bytemuck")]
 struct Dims {
     batch: u32,
     inputs: u32,

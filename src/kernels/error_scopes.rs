@@ -38,9 +38,41 @@ impl ErrorScopes {
     }
 }
 
-/// A wgpu error with its chain of causes.
+/// A wgpu error on one line, each cause once: wgpu's own text already spells out its chain of
+/// causes over several lines ("Validation Error\n\nCaused by:\n  ..."), and the same causes
+/// come again through `source()`, so this keeps the heading (its first line) and then each
+/// cause of the chain, skipping one whose text is already there.
 pub(crate) fn describe_wgpu_error(error: &wgpu::Error) -> String {
-    format!("{error}{}", wgpu_error_causes(error))
+    let full = error.to_string();
+    let mut text = full
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .unwrap_or_default()
+        .to_string();
+    let mut source = std::error::Error::source(error);
+    if source.is_none() {
+        // No chain to rebuild: wgpu's text is all there is, folded onto one line.
+        return one_line(&full);
+    }
+    while let Some(cause) = source {
+        let cause_text = one_line(&cause.to_string());
+        if !cause_text.is_empty() && !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `text` with its lines trimmed and joined by spaces.
+fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The causes of a wgpu error on one line, each after ": " (empty without any): for a warning
@@ -53,4 +85,54 @@ pub(crate) fn wgpu_error_causes(error: &wgpu::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_wgpu_error;
+
+    /// An error with a source, as wgpu-core's are chained.
+    #[derive(Debug)]
+    struct Chained(&'static str, Option<Box<Chained>>);
+
+    impl std::fmt::Display for Chained {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Chained {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|c| c as _)
+        }
+    }
+
+    #[test]
+    fn a_wgpu_error_is_described_on_one_line_with_each_cause_once() {
+        // wgpu's own text spells the chain out over several lines, and `source()` gives it again.
+        let error = wgpu::Error::Validation {
+            source: Box::new(Chained(
+                "In Device::create_compute_pipeline, label = 'main'",
+                Some(Box::new(Chained(
+                    "Error matching shader requirements against the pipeline",
+                    Some(Box::new(Chained("Workgroup size is too large", None))),
+                ))),
+            )),
+            description: "Validation Error\n\nCaused by:\n  In Device::create_compute_pipeline, label = 'main'\n    Error matching shader requirements against the pipeline\n      Workgroup size is too large\n".into(),
+        };
+        assert_eq!(
+            describe_wgpu_error(&error),
+            "Validation Error: In Device::create_compute_pipeline, label = 'main': Error matching shader requirements against the pipeline: Workgroup size is too large"
+        );
+    }
+
+    #[test]
+    fn a_cause_already_in_wgpus_heading_is_not_repeated() {
+        let error = wgpu::Error::Internal {
+            source: Box::new(Chained("lost", None)),
+            description: "Internal error\n  lost".into(),
+        };
+        // `source()` of wgpu's error is its `source` field: "lost", already in the text.
+        assert_eq!(describe_wgpu_error(&error), "Internal error: lost");
+    }
 }

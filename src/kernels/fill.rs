@@ -101,6 +101,14 @@ impl Sequence {
         pattern: [u32; 4],
         operation: &'static str,
     ) -> DonatedResult<T> {
+        match self.host_path_now(&[&array], operation) {
+            Ok(Some(host)) => {
+                host.fill(0, array.size_in_bytes(), pattern);
+                return Ok(array);
+            }
+            Ok(None) => {}
+            Err(error) => return Err(Donated { error, array }),
+        }
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let mut kernels = inner.kernels.lock();
         let limits = inner.plan_limits(&kernels);

@@ -81,9 +81,20 @@ pub(crate) enum Step {
 /// touches is kept until the sequence is submitted and its work has completed, even if it is
 /// dropped before. Until `submit`, those arrays are *pending*: they cannot be read back or used
 /// by a single op, launches included (that would run before the recorded work), and such calls
-/// return an error naming the sequence. `submit` runs all of the sequence or none of it.
-/// Dropping a sequence without submitting discards its steps (arrays it made then hold
-/// unspecified data). The rules: [the recording model](crate::kernels#the-recording-model).
+/// return an error naming the sequence. `submit` runs all of the recorded GPU work or none of
+/// it. Dropping a sequence without submitting discards its steps (arrays it made then hold
+/// unspecified data; what ran when it was recorded, a zero-copy upload or a host copy on a CPU
+/// adapter (below), stays done: arrays a dropped sequence updated hold unspecified data too).
+/// The rules: [the recording model](crate::kernels#the-recording-model).
+///
+/// **Submissions**: `submit` makes one (its command buffers, one per 4096 dispatches, all
+/// validated before any is submitted), none for a sequence with no steps, and a sequence never
+/// costs more submissions than its ops one by one: recorded uploads ride in it (zero-copy
+/// writes and wgpu's queued writes need none of their own; only an upload larger than a
+/// staging buffer goes out on its own, as `device_put` would), and on a CPU adapter with a
+/// mapped arena (lavapipe), where single updates and fills are host copies that submit
+/// nothing, a recorded one whose arrays no earlier step touches is a host copy too.
+/// Its arrays are pending until `submit` on every path alike.
 ///
 /// ```no_run
 /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -109,6 +120,9 @@ pub struct Sequence {
     /// Names of the timeline's dispatch records (one per dispatch).
     dispatches: usize,
     recorder: Recorder,
+    /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
+    /// even without a step, so that they land.
+    pub(crate) queued_writes: bool,
 }
 
 impl Context {
@@ -137,6 +151,7 @@ impl Context {
             staging: Vec::new(),
             dispatches: 0,
             recorder,
+            queued_writes: false,
         }
     }
 }
@@ -202,6 +217,48 @@ impl Sequence {
         self.touch(&array.storage, operation)
     }
 
+    /// The host path for an op recorded now, when running it at once is the same as running
+    /// it in order (see `host.rs`): a CPU adapter with every array mapped, no step recorded so
+    /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
+    /// the op costs no step, so a sequence never costs a submission where the same ops one by
+    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do. The arrays
+    /// are touched all the same: pending until `submit` as on every other path, so code that
+    /// runs on a CPU adapter runs on a GPU too.
+    pub(crate) fn host_path_now<T: bytemuck::Pod>(
+        &mut self,
+        arrays: &[&DeviceArray<T>],
+        operation: &'static str,
+    ) -> Result<Option<super::host::HostArrays>> {
+        // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
+        const MAX_STEPS_SCANNED: usize = 256;
+        let inner = Arc::clone(&self.ctx.inner);
+        let kernels = inner.kernels.lock();
+        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
+            return Ok(None);
+        }
+        let free = arrays.iter().all(|a| {
+            // Pending in no other user sequence (this one's own mark aside).
+            let ours = u32::from(
+                self.recorder != Recorder::Library
+                    && self
+                        .touched_set
+                        .contains(&(Arc::as_ptr(&a.storage) as usize)),
+            );
+            a.storage.pending.load(Ordering::Acquire) == ours
+                && !self.steps.iter().any(|step| step_touches(step, &a.storage))
+        });
+        if !free {
+            return Ok(None);
+        }
+        let host = inner.host_path(&kernels, arrays)?;
+        if host.is_some() {
+            for array in arrays {
+                self.touch_array(array, operation)?;
+            }
+        }
+        Ok(host)
+    }
+
     pub(crate) fn push_dispatch(&mut self, step: Step) {
         if matches!(step, Step::Dispatch { .. }) {
             self.dispatches += 1;
@@ -222,8 +279,18 @@ impl Sequence {
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
-            self.finish(SubmissionId(0));
-            return Ok(SubmissionId(0));
+            let mut last = SubmissionId(0);
+            if std::mem::take(&mut self.queued_writes) {
+                // Only queued uploads: one (empty) submission carries them.
+                let touched = &self.touched;
+                last = inner.submit_with([], |id| {
+                    for storage in touched {
+                        storage.record_use(id);
+                    }
+                });
+            }
+            self.finish(last);
+            return Ok(last);
         }
         let touched = std::mem::take(&mut self.touched);
         let result = {
@@ -249,6 +316,34 @@ impl Sequence {
             staging.busy_until = staging.busy_until.max(last);
             self.ctx.inner.staging.release(StagingKind::Upload, staging);
         }
+    }
+}
+
+/// Whether `step` reads or writes any byte of `storage`'s allocation.
+fn step_touches(step: &Step, storage: &ArrayStorage) -> bool {
+    let (start, end) = (
+        storage.allocation.offset,
+        storage.allocation.offset + storage.allocation.size,
+    );
+    let overlaps = |buffer: &wgpu::Buffer, offset: u64, size: u64| {
+        *buffer == storage.buffer && offset < end && offset + size > start
+    };
+    match step {
+        Step::Dispatch { ranges, .. } => {
+            ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
+        }
+        Step::Copy {
+            src,
+            src_offset,
+            dst,
+            dst_offset,
+            size,
+        } => overlaps(src, *src_offset, *size) || overlaps(dst, *dst_offset, *size),
+        Step::Clear {
+            buffer,
+            offset,
+            size,
+        } => overlaps(buffer, *offset, *size),
     }
 }
 

@@ -184,6 +184,10 @@ impl Sequence {
             .and_then(|start| {
                 let update = self.resolve(update, OPERATION)?;
                 let copy = update_box::<T>(&operand, &update, &start);
+                if let Some(host) = self.host_path_now(&[&update, &operand], OPERATION)? {
+                    host.copy(0, 1, &copy);
+                    return Ok(());
+                }
                 self.record_copies(&[(&update, &operand, copy)], OPERATION)
             });
         match recorded {

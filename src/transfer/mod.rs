@@ -60,6 +60,40 @@ impl Context {
             .unwrap_or_default())
     }
 
+    /// Copies a device array, or a view of one, into `out`, memory the caller owns: no
+    /// allocation, and when `out` is reused its pages are already in memory, which is most of
+    /// the cost of a large read into fresh memory (an explicit transfer, like
+    /// [`Context::device_get`]: guarded, counted in [`Context::transfer_stats`] and on the
+    /// timeline). Waits for GPU work that writes the array. On UMA it is one copy from the
+    /// array's mapping; elsewhere it goes through the same pipelined staging as `device_get`.
+    ///
+    /// `source` is `&array`, a view (`array.view(&[l])?`, `array.reshaped(..)?`) or `&view`.
+    /// Two threads may read one array into buffers of their own at the same time.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let cache = ctx.zeros::<f32>(&[4, 1024])?;
+    /// let mut row = vec![0.0f32; 1024];
+    /// for layer in 0..4 {
+    ///     ctx.device_get_into(cache.view(&[layer])?, &mut row)?; // the same memory each time
+    /// }
+    /// let mut all = vec![0.0f32; 4 * 1024];
+    /// ctx.device_get_into(&cache, &mut all)?;
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::Shape`] when `out.len()` differs from the source's element count
+    /// (nothing is read); [`Error::InvalidArgument`] for an array used by a [`crate::Sequence`]
+    /// not submitted yet; [`Error::ForeignArray`] for an array of another context; the guard's
+    /// refusal; [`Error::Device`] when the device fails.
+    pub fn device_get_into<'a, T: bytemuck::Pod>(
+        &self,
+        source: impl Into<crate::ArrayView<'a, T>>,
+        out: &mut [T],
+    ) -> Result<()> {
+        self.get_into(&source.into(), out, true, "device_get_into")
+    }
+
     /// Copies many device arrays back at once: one staging area, one submission per staging
     /// buffer filled, one wait (an explicit transfer each).
     pub fn device_get_many<T: bytemuck::Pod>(
@@ -187,6 +221,92 @@ impl Context {
     }
 }
 
+impl Context {
+    /// [`Context::device_get_into`]'s body: one array or view into the caller's slice, through
+    /// the mapping on UMA and through [`ContextInner::readback`] otherwise.
+    pub(crate) fn get_into<T: bytemuck::Pod>(
+        &self,
+        source: &crate::ArrayView<'_, T>,
+        out: &mut [T],
+        explicit: bool,
+        operation: &'static str,
+    ) -> Result<()> {
+        let (storage, view_offset) = source.parts();
+        storage.check_ready(&self.inner, operation)?;
+        if out.len() != source.len() {
+            return Err(Error::Shape {
+                operation,
+                reason: format!(
+                    "the source has {} elements (shape {:?}) but the output slice holds {}; pass a slice of exactly {} elements",
+                    source.len(),
+                    source.shape(),
+                    out.len(),
+                    source.len()
+                ),
+            });
+        }
+        let started = std::time::Instant::now();
+        let bytes = source.size_in_bytes();
+        self.inner
+            .guard(TransferDirection::DeviceToHost, bytes, operation, explicit)?;
+        let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let direct = storage
+            .host_range()
+            .filter(|_| self.inner.host_reads_arena());
+        if let Some(range) = direct {
+            // UMA: wait for GPU work that may still write the array, then copy from the mapping.
+            self.inner.wait_for(storage.last_use())?;
+            range.sub(view_offset, bytes).read(out);
+        } else if !out.is_empty() {
+            read_staged(&self.inner, storage, view_offset, out)?;
+        }
+        self.inner
+            .count_transfer(TransferDirection::DeviceToHost, explicit, 1, bytes, started);
+        Ok(())
+    }
+}
+
+/// Reads `out.len()` bytes of an array from `view_offset` through [`ContextInner::readback`].
+/// Buffer copies start on [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts
+/// between two words is read from the word before it into a small host buffer (its own bytes
+/// plus at most 3), then copied into `out`.
+fn read_staged(
+    inner: &ContextInner,
+    storage: &ArrayStorage,
+    view_offset: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    let skip = view_offset % COPY_ALIGNMENT;
+    let start = view_offset - skip;
+    // The copy rounds the bytes up to a word, which the arena's 256-byte allocations hold.
+    let span = |len: u64| len.next_multiple_of(COPY_ALIGNMENT);
+    if skip == 0 {
+        return inner.readback(&mut [ReadbackItem {
+            span: span(out.len() as u64),
+            out,
+            buffer: &storage.buffer,
+            offset: storage.allocation.offset + start,
+        }]);
+    }
+    let len = skip as usize + out.len();
+    let mut words = Vec::new();
+    words
+        .try_reserve_exact(len)
+        .map_err(|_| Error::HostAllocation {
+            purpose: "an unaligned view's readback".into(),
+            bytes: len as u64,
+        })?;
+    words.resize(len, 0u8);
+    inner.readback(&mut [ReadbackItem {
+        span: span(len as u64),
+        out: &mut words,
+        buffer: &storage.buffer,
+        offset: storage.allocation.offset + start,
+    }])?;
+    out.copy_from_slice(&words[skip as usize..]);
+    Ok(())
+}
+
 /// Zeroed host vectors for a readback of `arrays` (`total` bytes in all), allocated fallibly:
 /// the caller chose their sizes, so running out of host memory is an error, not an abort.
 /// calloc-backed, so large outputs are not written twice (the copy threads fault the pages in).
@@ -257,6 +377,14 @@ impl ContextInner {
         if self.lock_memory().regions.is_vulkan() {
             return staging::upload(self, items);
         }
+        self.queue_writes(items);
+        Ok(self.submit([]))
+    }
+
+    /// `queue.write_buffer` for each item (wgpu's own staging): the bytes land at the start of
+    /// the queue's next submission, before its command buffers. [`ContextInner::upload`]
+    /// submits at once; a sequence lets its own submission carry them.
+    pub(crate) fn queue_writes(&self, items: &[UploadItem<'_>]) {
         // Arrays that are neighbours in the arena go out as one write (one wgpu staging copy).
         let mut run: Vec<u8> = Vec::new();
         let mut run_start: Option<(&wgpu::Buffer, u64)> = None;
@@ -280,7 +408,6 @@ impl ContextInner {
             run.resize(run.len() + (item.span as usize - item.data.len()), 0);
         }
         flush(&mut run, run_start);
-        Ok(self.submit([]))
     }
 
     /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.

@@ -78,15 +78,24 @@ impl Sequence {
         }
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let padded = (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT);
-        if !inner.lock_memory().regions.is_vulkan() || padded > inner.config.staging_bytes {
-            // wgpu's own staging (non-Vulkan backends), or more than a staging buffer holds:
-            // a submission of its own now, which queue order puts before this sequence's.
-            let id = inner.upload(&[UploadItem {
-                data: bytes,
-                buffer: &storage.buffer,
-                offset: storage.allocation.offset,
-                span: storage.allocation.size,
-            }])?;
+        let item = UploadItem {
+            data: bytes,
+            buffer: &storage.buffer,
+            offset: storage.allocation.offset,
+            span: storage.allocation.size,
+        };
+        if !inner.lock_memory().regions.is_vulkan() {
+            // wgpu's own staging (non-Vulkan backends): the write lands at the start of the
+            // next submission, this sequence's own at the latest (it is submitted even with no
+            // step), so the upload costs no submission of its own.
+            inner.queue_writes(&[item]);
+            self.queued_writes = true;
+            return Ok(());
+        }
+        if padded > inner.config.staging_bytes {
+            // More than a staging buffer holds: submissions of its own now, as many as
+            // `device_put` makes, which queue order puts before this sequence's.
+            let id = inner.upload(&[item])?;
             storage.record_use(id);
             return Ok(());
         }
