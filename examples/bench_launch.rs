@@ -25,7 +25,7 @@ const USAGE: &str = "usage: bench_launch [--json] [--launches N]
 The CPU cost of a launch through gpu-arena against the same dispatch in raw wgpu, and 100 small
 ops as 100 submissions against one Sequence.
   --json          one JSON object per case instead of a table
-  --launches N    timed launches per case (default 200)
+  --launches N    timed launches per case (default 200, at most 10000)
   -h, --help      this text";
 
 /// `--json` and `--launches`.
@@ -35,7 +35,7 @@ fn options() -> (bool, usize) {
         while let Some(arg) = parser.next()? {
             match arg {
                 Long("json") => json = true,
-                Long("launches") => launches = flags::at_least_one(parser, "launches")?,
+                Long("launches") => launches = flags::in_range(parser, "launches", 1..=10_000)?,
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }

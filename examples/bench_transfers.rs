@@ -33,8 +33,11 @@ const ARRAY_BYTES: usize = 4096;
 #[path = "flags/mod.rs"]
 mod flags;
 
-/// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
-const MAX_SIZE_MIB: usize = 1 << 20;
+/// The largest `--size-mib` and `--d2d-mib` taken: what an example allocates at most.
+const MAX_SIZE_MIB: usize = (flags::MAX_ALLOCATION_BYTES >> 20) as usize;
+
+/// The largest `--iters`: bounds the run's time.
+const MAX_ITERS: usize = 1000;
 
 const USAGE: &str =
     "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
@@ -71,7 +74,7 @@ fn parse_args() -> Args {
                     args.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
                 }
                 Long("arrays") => args.arrays = flags::at_least_one(parser, "arrays")?,
-                Long("iters") => args.iters = flags::at_least_one(parser, "iters")?,
+                Long("iters") => args.iters = flags::in_range(parser, "iters", 1..=MAX_ITERS)?,
                 Long("d2d-mib") => {
                     args.d2d_mib = flags::in_range(parser, "d2d-mib", 1..=MAX_SIZE_MIB)?
                 }
@@ -81,6 +84,11 @@ fn parse_args() -> Args {
                 _ => return Err(arg.unexpected()),
             }
         }
+        // The small arrays are held on the host and, uploaded, on the device.
+        flags::bounded_bytes(
+            "--arrays of 4 KiB",
+            &[args.arrays as u64, ARRAY_BYTES as u64],
+        )?;
         Ok(Some(args))
     })
 }

@@ -47,8 +47,11 @@ const DEFAULT_SIZE_MIB: u64 = 1024;
 /// The default number of timed calls per method and case.
 const DEFAULT_ITERS: usize = 20;
 
-/// The largest `--size-mib` taken (1 TiB): beyond any device, and far from overflowing bytes.
-const MAX_SIZE_MIB: u64 = 1 << 20;
+/// The largest `--size-mib` taken: what an example allocates at most.
+const MAX_SIZE_MIB: u64 = flags::MAX_ALLOCATION_BYTES >> 20;
+
+/// The largest `--iters`: bounds the run's time.
+const MAX_ITERS: usize = 1000;
 
 /// Smallest operand worth benchmarking when shrinking after an allocation failure.
 const MIN_SIZE_MIB: u64 = 16;
@@ -105,7 +108,7 @@ fn options() -> Options {
                 Long("size-mib") => {
                     options.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
                 }
-                Long("iters") => options.iters = flags::at_least_one(parser, "iters")?,
+                Long("iters") => options.iters = flags::in_range(parser, "iters", 1..=MAX_ITERS)?,
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }

@@ -237,6 +237,16 @@ fn options() -> Options {
                 _ => return Err(arg.unexpected()),
             }
         }
+        // The KV cache, on the device and as the CPU reference's rows.
+        flags::bounded_bytes(
+            "--layers × --steps (rounded up to 64) × --dim floats of KV cache",
+            &[
+                options.layers as u64,
+                options.steps.next_multiple_of(64) as u64,
+                options.dim as u64,
+                4,
+            ],
+        )?;
         Ok(Some(options))
     })
 }

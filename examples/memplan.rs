@@ -61,10 +61,23 @@ fn main() -> Result<()> {
     }
 }
 
-/// Reads a memprops JSON table and plans memory for it.
+/// The most bytes of a table file read (a table is a few KiB; 32 types and 16 heaps at most):
+/// `memplan /dev/zero` is refused rather than read until memory runs out.
+const MAX_TABLE_BYTES: u64 = 16 << 20;
+
+/// Reads a memprops JSON table (at most [`MAX_TABLE_BYTES`]) and plans memory for it.
 fn plan_for_file(path: &Path) -> Result<MemoryPlan> {
+    use std::io::Read;
     let name = path.display();
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {name}"))?;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_TABLE_BYTES + 1).read_to_string(&mut text))
+        .with_context(|| format!("reading {name}"))?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_TABLE_BYTES,
+        "reading {name}: more than {} MiB, which no memory table is; give a memprops JSON table",
+        MAX_TABLE_BYTES >> 20
+    );
     let device = DeviceDescription::from_json(&text).with_context(|| format!("reading {name}"))?;
     plan_memory(&device).with_context(|| format!("planning memory for {name}"))
 }

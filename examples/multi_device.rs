@@ -48,8 +48,12 @@ A data-parallel step over several devices, checked against the CPU, and a timed 
   --mib M        MiB copied between the first two contexts; 0 skips it (default 64)
   -h, --help     this text";
 
-/// Largest value a size flag takes (keeps the size arithmetic far from overflow).
+/// Largest value a size flag takes (keeps the size arithmetic far from overflow); `--rows`
+/// times `--cols` is bounded too ([`flags::bounded_bytes`]).
 const MAX_FLAG_VALUE: usize = 1 << 30;
+
+/// The largest `--mib`: what an example allocates at most.
+const MAX_MIB: usize = (flags::MAX_ALLOCATION_BYTES >> 20) as usize;
 
 struct Args {
     contexts: usize,
@@ -74,11 +78,17 @@ fn parse_args() -> Args {
                 Long("contexts") => args.contexts = flags::in_range(parser, "contexts", 1..=64)?,
                 Long("rows") => args.rows = flags::in_range(parser, "rows", 1..=MAX_FLAG_VALUE)?,
                 Long("cols") => args.cols = flags::in_range(parser, "cols", 1..=MAX_FLAG_VALUE)?,
-                Long("mib") => args.mib = flags::in_range(parser, "mib", 0..=MAX_FLAG_VALUE)?,
+                Long("mib") => args.mib = flags::in_range(parser, "mib", 0..=MAX_MIB)?,
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
         }
+        // The batch is held on the host (and its shards on the devices); before, 2^30 × 2^30
+        // passed the ranges and aborted on a 256 GiB allocation.
+        flags::bounded_bytes(
+            "--rows × --cols floats",
+            &[args.rows as u64, args.cols as u64, 4],
+        )?;
         Ok(Some(args))
     })
 }

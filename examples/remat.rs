@@ -5,7 +5,13 @@
 //!
 //! ```text
 //! cargo run --release --example remat
+//! cargo run --release --example remat -- --layers 20000 [--json]
 //! ```
+//!
+//! With `--layers N` it measures only the planner: a budget search on a chain of N layers of
+//! 1 KiB, its peak budget 256 bytes below the save-all plan's peak (so the search cannot stop at
+//! keeping everything), timed against one save-all plan of the same chain (one schedule built),
+//! as a ratio. Measure its memory with `/usr/bin/time -v` (maximum resident set size).
 
 use gpu_arena::arena::{Arena, ArenaOptions, Bytes, VirtualRegions};
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
@@ -15,11 +21,72 @@ use gpu_arena::DeviceArray;
 #[path = "flags/mod.rs"]
 mod flags;
 
-const USAGE: &str = "usage: remat
+const USAGE: &str = "usage: remat [--layers N] [--json]
 
 Gradient checkpointing for a 48-layer network: each policy's peak memory, extra compute and
 the arena it needs; then, when a GPU is there, one plan run with real device arrays.
+  --layers N  instead, time a peak-budget search over N layers of 1 KiB (1 to 1000000)
+  --json      with --layers, one JSON row
   -h, --help  this text";
+
+/// The most layers `--layers` takes: a million 1 KiB layers plan in well under 1 GiB.
+const MAX_LAYERS: usize = 1_000_000;
+
+/// What the command line asks for.
+#[derive(Debug, Default, PartialEq)]
+struct Options {
+    layers: Option<usize>,
+    json: bool,
+}
+
+fn read_options(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Error> {
+    use lexopt::prelude::*;
+    let mut options = Options::default();
+    while let Some(arg) = parser.next()? {
+        match arg {
+            Long("layers") => {
+                options.layers = Some(flags::in_range(parser, "layers", 1..=MAX_LAYERS)?)
+            }
+            Long("json") => options.json = true,
+            Short('h') | Long("help") => return Ok(None),
+            _ => return Err(arg.unexpected()),
+        }
+    }
+    if options.json && options.layers.is_none() {
+        return Err("--json needs --layers".into());
+    }
+    Ok(Some(options))
+}
+
+/// Times a peak-budget search over `layers` layers of 1 KiB against one save-all plan.
+fn bench_planner(layers: usize, json: bool) -> anyhow::Result<()> {
+    const KIB: u64 = 1024;
+    let chain = Chain::new(KIB, vec![Layer::new(KIB, 1.0); layers])?;
+    let started = std::time::Instant::now();
+    let all = chain.plan(CheckpointPolicy::SaveAll)?;
+    let save_all_ms = started.elapsed().as_secs_f64() * 1e3;
+    let budget = all.peak_bytes() - 256;
+    drop(all);
+    let started = std::time::Instant::now();
+    let plan = chain.plan(CheckpointPolicy::PeakBudget(budget))?;
+    let budget_ms = started.elapsed().as_secs_f64() * 1e3;
+    let ratio = budget_ms / save_all_ms.max(1e-6);
+    if json {
+        println!(
+            "{{\"bench\":\"remat_planner\",\"case\":\"peak_budget_just_below_save_all\",\"layers\":{layers},\"budget_ms\":{budget_ms:.1},\"save_all_ms\":{save_all_ms:.2},\"ratio\":{ratio:.1},\"checkpoints\":{},\"peak_bytes\":{}}}",
+            plan.checkpoints().len(),
+            plan.peak_bytes()
+        );
+    } else {
+        println!(
+            "{layers} layers of 1 KiB, peak budget {budget} bytes (save-all peak − 256): planned in {budget_ms:.1} ms, \
+             {ratio:.1}× one save-all plan ({save_all_ms:.2} ms); {} kept, peak {}",
+            plan.checkpoints().len(),
+            Bytes(plan.peak_bytes())
+        );
+    }
+    Ok(())
+}
 
 const MIB: u64 = 1 << 20;
 
@@ -114,7 +181,10 @@ impl ChainModel for Fills {
 }
 
 fn main() -> anyhow::Result<()> {
-    flags::no_options(USAGE);
+    let options = flags::parse_or_exit(USAGE, read_options);
+    if let Some(layers) = options.layers {
+        return bench_planner(layers, options.json);
+    }
     let chain = network(1);
     let all = chain.plan(CheckpointPolicy::SaveAll)?;
     println!(

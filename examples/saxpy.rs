@@ -28,6 +28,8 @@ fn element_count() -> u32 {
                 _ => return Err(arg.unexpected()),
             }
         }
+        // x, its bits, y and the result on the host (x and y on the device too).
+        flags::bounded_bytes("--n floats, four copies", &[u64::from(n), 4, 4])?;
         Ok(Some(n))
     })
 }

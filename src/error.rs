@@ -161,6 +161,17 @@ pub enum Error {
         /// What is wrong and what to do.
         reason: String,
     },
+    /// A collective over MPI ranks (`distributed`, cargo feature `mpi`) did not run: the
+    /// ranks disagreed on what to do (operation, element type, shape, root), another rank
+    /// refused its part, or MPI could not be started. No rank moved any data, and a donated
+    /// array comes back intact.
+    #[error("{operation} across MPI ranks did not run: {reason}")]
+    Collective {
+        /// The collective that was called (`all_reduce`, `broadcast`, ...).
+        operation: &'static str,
+        /// What each side asked for, which rank differs, or what failed, and what to do.
+        reason: String,
+    },
 }
 
 impl From<ArenaError> for Error {

@@ -98,6 +98,8 @@
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
 //! - [`kernels`]: [`Kernel`], [`Launch`], [`Sequence`] and the library's ops.
 //! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
+//! - `distributed` (cargo feature `mpi`): collectives over arrays across MPI ranks
+//!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator.
 //! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
 //! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
 //! - [`error`]: [`Error`] and [`Result`].
@@ -114,6 +116,8 @@ pub mod backprop;
 pub mod config;
 mod context;
 mod devices;
+#[cfg(feature = "mpi")]
+pub mod distributed;
 mod donated;
 pub mod error;
 pub mod kernels;
@@ -142,7 +146,7 @@ pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
 };
-pub use sharding::{gather, shard, shard_rows};
+pub use sharding::{gather, shard, shard_rows, ShardRows};
 pub use submission::SubmissionId;
 pub use transfer::{
     FinishedUpload, Operand, PendingArray, TransferDirection, TransferGuard, TransferGuardLevel,

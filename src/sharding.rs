@@ -12,24 +12,121 @@ use std::sync::Arc;
 /// as can be, the first `rows % shards` shards one row longer (`numpy.array_split`). Shards get
 /// no rows when there are fewer rows than shards. No shards for `shards == 0`.
 ///
+/// Lazy: the ranges are computed as they are read ([`ShardRows`] is an iterator with random
+/// access), so any count of shards is answered without allocating (`shard_rows(3, usize::MAX)`
+/// describes `usize::MAX` shards, all but three empty). Collect it for a `Vec`. Panics: none.
+///
 /// ```
-/// assert_eq!(gpu_arena::shard_rows(10, 3), [0..4, 4..7, 7..10]);
-/// assert_eq!(gpu_arena::shard_rows(1, 2), [0..1, 1..1]);
+/// use gpu_arena::shard_rows;
+/// assert_eq!(shard_rows(10, 3), [0..4, 4..7, 7..10]);
+/// assert_eq!(shard_rows(1, 2).collect::<Vec<_>>(), [0..1, 1..1]);
+/// assert_eq!(shard_rows(3, usize::MAX).get(usize::MAX - 1), Some(3..3));
 /// ```
-pub fn shard_rows(rows: usize, shards: usize) -> Vec<Range<usize>> {
-    if shards == 0 {
-        return Vec::new();
+pub fn shard_rows(rows: usize, shards: usize) -> ShardRows {
+    ShardRows {
+        rows,
+        shards,
+        next: 0,
+        end: shards,
     }
-    let (base, longer) = (rows / shards, rows % shards);
-    let mut start = 0;
-    (0..shards)
-        .map(|i| {
-            let len = base + usize::from(i < longer);
-            let range = start..start + len;
-            start += len;
-            range
-        })
-        .collect()
+}
+
+/// The ranges of rows [`shard_rows`] gives, computed on demand: an exact-size, double-ended
+/// iterator, with [`get`](ShardRows::get) for any shard and comparisons with arrays, slices
+/// and `Vec`s of ranges (over the shards not yet iterated).
+#[derive(Clone, Debug)]
+pub struct ShardRows {
+    rows: usize,
+    shards: usize,
+    /// The next shard the front of the iterator gives.
+    next: usize,
+    /// One past the last shard the back of the iterator gives.
+    end: usize,
+}
+
+impl ShardRows {
+    /// The rows of shard `index` (from 0, whatever has been iterated), or `None` for an index
+    /// at or past the number of shards.
+    pub fn get(&self, index: usize) -> Option<Range<usize>> {
+        if index >= self.shards {
+            return None;
+        }
+        let (base, longer) = (self.rows / self.shards, self.rows % self.shards);
+        // No overflow: `index * base + min(index, longer)` is at most `rows`.
+        let start = index * base + index.min(longer);
+        Some(start..start + base + usize::from(index < longer))
+    }
+
+    /// Whether no shards are left to iterate (what `ExactSizeIterator::is_empty`, unstable,
+    /// would say).
+    pub fn is_empty(&self) -> bool {
+        self.next == self.end
+    }
+}
+
+impl Iterator for ShardRows {
+    type Item = Range<usize>;
+
+    fn next(&mut self) -> Option<Range<usize>> {
+        if self.next == self.end {
+            return None;
+        }
+        let range = self.get(self.next);
+        self.next += 1;
+        range
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.end - self.next;
+        (left, Some(left))
+    }
+
+    fn nth(&mut self, n: usize) -> Option<Range<usize>> {
+        self.next = self.next.saturating_add(n).min(self.end);
+        self.next()
+    }
+
+    fn last(mut self) -> Option<Range<usize>> {
+        self.next_back()
+    }
+}
+
+impl DoubleEndedIterator for ShardRows {
+    fn next_back(&mut self) -> Option<Range<usize>> {
+        if self.next == self.end {
+            return None;
+        }
+        self.end -= 1;
+        self.get(self.end)
+    }
+}
+
+impl ExactSizeIterator for ShardRows {}
+
+impl std::iter::FusedIterator for ShardRows {}
+
+impl PartialEq<[Range<usize>]> for ShardRows {
+    fn eq(&self, other: &[Range<usize>]) -> bool {
+        self.len() == other.len() && self.clone().zip(other).all(|(a, b)| a == *b)
+    }
+}
+
+impl<const N: usize> PartialEq<[Range<usize>; N]> for ShardRows {
+    fn eq(&self, other: &[Range<usize>; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+impl PartialEq<&[Range<usize>]> for ShardRows {
+    fn eq(&self, other: &&[Range<usize>]) -> bool {
+        *self == **other
+    }
+}
+
+impl PartialEq<Vec<Range<usize>>> for ShardRows {
+    fn eq(&self, other: &Vec<Range<usize>>) -> bool {
+        *self == other[..]
+    }
 }
 
 /// Splits `data` of `shape` along its leading axis across `contexts` (rows as

@@ -114,3 +114,25 @@ pub fn one_of<'c>(parser: &mut Parser, name: &str, choices: &[&'c str]) -> Resul
             .into()
         })
 }
+
+/// The most bytes an example allocates from its flags, on the host and on the device alike
+/// (4 GiB: what a laptop spares). Sizes and counts are bounded by their flags' ranges; sizes
+/// made of several flags together are checked with [`bounded_bytes`].
+pub const MAX_ALLOCATION_BYTES: u64 = 4 << 30;
+
+/// The bytes `factors` multiply to (counts from flags and an element size), refused when the
+/// product passes [`MAX_ALLOCATION_BYTES`] (or 64 bits): the message says which flags (`what`)
+/// to lower, so that an example exits with [`USAGE_ERROR`] rather than abort on an allocation.
+pub fn bounded_bytes(what: &str, factors: &[u64]) -> Result<u64, Error> {
+    factors
+        .iter()
+        .try_fold(1u64, |product, &factor| product.checked_mul(factor))
+        .filter(|&bytes| bytes <= MAX_ALLOCATION_BYTES)
+        .ok_or_else(|| {
+            format!(
+                "{what} would take more than the {} GiB this example allocates at most: lower them",
+                MAX_ALLOCATION_BYTES >> 30
+            )
+            .into()
+        })
+}

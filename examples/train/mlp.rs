@@ -271,6 +271,43 @@ impl Mlp {
         ctx.device_get_many(&arrays)
     }
 
+    /// Every weight and bias array, layer by layer (examples/data_parallel hashes them to
+    /// check that every process holds the same bits).
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn parameters(&self) -> Vec<&DeviceArray<f32>> {
+        self.linears
+            .iter()
+            .flat_map(|l| [&l.weights, &l.bias])
+            .collect()
+    }
+
+    /// Passes every parameter gradient by value through `f` and keeps what it returns
+    /// (examples/data_parallel all-reduces them in place across processes, an operation that
+    /// takes the array by value). On an error the array `f` gave back is kept.
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn replace_gradients(
+        &mut self,
+        ctx: &Context,
+        mut f: impl FnMut(
+            DeviceArray<f32>,
+        ) -> std::result::Result<DeviceArray<f32>, gpu_arena::Donated<f32>>,
+    ) -> Result<()> {
+        for linear in &mut self.linears {
+            for gradient in [&mut linear.weight_gradient, &mut linear.bias_gradient] {
+                // An empty array holds the place while the gradient is lent out.
+                let taken = std::mem::replace(gradient, ctx.zeros(&[0])?);
+                match f(taken) {
+                    Ok(array) => *gradient = array,
+                    Err(donated) => {
+                        *gradient = donated.array;
+                        return Err(donated.error);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// One SGD step, `p −= learning_rate · g` for every parameter, which also zeroes the
     /// gradients for the next step: one sequence, so one submission for all the layers.
     pub fn sgd(&mut self, ctx: &Context, learning_rate: f32) -> Result<()> {

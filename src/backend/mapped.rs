@@ -21,7 +21,8 @@
 //!   is fresh from the arena or donated (no other handle), or a staging buffer it has acquired
 //!   (no GPU work uses it); it reads after waiting for the GPU work that writes the bytes; and
 //!   host slices never alias mapped memory (the crate never lends mapped memory out as a slice
-//!   or reference, only copies through raw pointers). Memory the GPU writes while a stale
+//!   or reference, only copies through raw pointers; MPI, under the `mpi` feature, gets a
+//!   pointer and a count too, see `mpi_buffer.rs`). Memory the GPU writes while a stale
 //!   range reads it (a user's `raw_submit` left an array out of `uses`) gives wrong bytes, as
 //!   shared memory with another process does, never a pointer outside live memory.
 //!
@@ -244,6 +245,25 @@ impl MappedRange {
             }
         });
         dst.flush(dst.len);
+    }
+
+    /// The range's first byte and length, for MPI buffers over it (`mpi_buffer.rs`), which
+    /// hand MPI a pointer and a count as C code does: no Rust reference into the mapping.
+    #[cfg(feature = "mpi")]
+    pub(super) fn raw_parts(&self) -> (*mut u8, usize) {
+        (self.ptr.as_ptr(), self.len)
+    }
+
+    /// Makes the device's writes to the whole range visible to the host (before MPI reads it).
+    #[cfg(feature = "mpi")]
+    pub(super) fn invalidate_all(&self) {
+        self.invalidate(self.len);
+    }
+
+    /// Makes the host's writes to the whole range visible to the device (after MPI wrote it).
+    #[cfg(feature = "mpi")]
+    pub(super) fn flush_all(&self) {
+        self.flush(self.len);
     }
 
     /// Sets every byte of the range to zero, then flushes it.

@@ -40,6 +40,8 @@
 mod host_barrier;
 mod host_sync;
 mod mapped;
+#[cfg(feature = "mpi")]
+mod mpi_buffer;
 mod pipeline_cache;
 mod plain;
 mod private_files;
@@ -48,6 +50,8 @@ mod vulkan;
 pub(crate) use host_barrier::host_read_barrier;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
+#[cfg(feature = "mpi")]
+pub(crate) use mpi_buffer::MappedElements;
 pub(crate) use pipeline_cache::create_pipeline_cache;
 pub(crate) use private_files::{
     create_new_private_file, private_dir, read_private_file, replace_private_file,

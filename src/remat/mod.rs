@@ -43,13 +43,19 @@
 //! ```
 //!
 //! Files, one concept each: `chain` (the layers), `policy`, `schedule` (steps and their
-//! memory), `planner` (choosing what to keep), `replay` (through an arena) and `error`.
+//! memory), `planner` (choosing what to keep), `evaluate` (a candidate plan's figures without
+//! its steps, so that a search holds no schedules), `replay` (through an arena) and `error`;
+//! `reference_planner` (tests only) is the search that built every candidate, kept as the
+//! model the bounded one is checked against.
 #![deny(unsafe_code)]
 
 mod chain;
 mod error;
+mod evaluate;
 mod planner;
 mod policy;
+#[cfg(test)]
+mod reference_planner;
 mod replay;
 mod schedule;
 

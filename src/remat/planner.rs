@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use super::chain::Chain;
 use super::error::RematError;
+use super::evaluate::Evaluator;
 use super::policy::CheckpointPolicy;
 use super::schedule::{Schedule, Step};
 use crate::arena::{ArenaOptions, ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
@@ -16,7 +17,7 @@ const EXHAUSTIVE_SEGMENT_COUNTS: usize = 1024;
 
 /// Up to this many layers, a budget search then tries to keep each activation it recomputes
 /// (one plan per layer, O(n²) in all); above, it stops at the best candidate.
-const GREEDY_LAYER_LIMIT: usize = 2048;
+pub(crate) const GREEDY_LAYER_LIMIT: usize = 2048;
 
 /// The schedule `policy` gives for `chain`.
 pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
@@ -34,7 +35,7 @@ pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, 
 
 /// What fitting a budget means.
 #[derive(Clone, Copy, Debug)]
-enum Fit {
+pub(crate) enum Fit {
     /// The plan replays in an arena preallocating this many bytes.
     Arena(u64),
     /// The plan's peak is at most this many bytes.
@@ -42,25 +43,33 @@ enum Fit {
 }
 
 impl Fit {
-    fn budget(self) -> u64 {
+    pub(crate) fn budget(self) -> u64 {
         match self {
             Fit::Arena(budget) | Fit::Peak(budget) => budget,
         }
     }
 
-    /// Whether `schedule` fits. The peak is checked first: it is exact and cheap, and no
-    /// arena holds more than its size.
-    fn holds(self, schedule: &Schedule) -> bool {
-        schedule.peak_bytes() <= self.budget()
-            && match self {
-                Fit::Arena(budget) => schedule.fits_in_arena(budget),
-                Fit::Peak(_) => true,
-            }
+    /// The schedule of a plan whose peak is `peak_bytes`, built by `build`, when it fits. The
+    /// peak is checked first: it is exact and cheap, and no arena holds more than its size;
+    /// only an arena budget builds the schedule to replay it.
+    fn schedule_if_fits(
+        self,
+        peak_bytes: u64,
+        build: impl FnOnce() -> Schedule,
+    ) -> Option<Schedule> {
+        if peak_bytes > self.budget() {
+            return None;
+        }
+        let schedule = build();
+        match self {
+            Fit::Arena(budget) => schedule.fits_in_arena(budget).then_some(schedule),
+            Fit::Peak(_) => Some(schedule),
+        }
     }
 }
 
 /// Keep flags (indexed by activation) that keep every activation.
-fn keep_all(n: usize) -> Vec<bool> {
+pub(crate) fn keep_all(n: usize) -> Vec<bool> {
     vec![true; n]
 }
 
@@ -68,13 +77,24 @@ fn keep_all(n: usize) -> Vec<bool> {
 /// equal activation bytes (as the arena rounds them): activation `i` is kept where the bytes of
 /// activations 1 to `i` first reach another `1/segments` of the total. One segment keeps
 /// nothing; with equal activations, `n` keep all.
-fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
-    let n = chain.layer_count();
+pub(crate) fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
+    let rounded: Vec<u64> = (0..=chain.layer_count())
+        .map(|i| chain.rounded_activation_bytes(i))
+        .collect();
+    let mut keep = Vec::new();
+    balanced_into(&rounded, segments, &mut keep);
+    keep
+}
+
+/// [`balanced`] into `keep`, from the rounded activation bytes (0 to n).
+fn balanced_into(rounded: &[u64], segments: usize, keep: &mut Vec<bool>) {
+    let n = rounded.len() - 1;
     let segments = segments.clamp(1, n) as u128;
-    let bytes_of = |i| u128::from(chain.rounded_activation_bytes(i));
+    let bytes_of = |i: usize| u128::from(rounded[i]);
     // Only activations 1 to n − 1 can be checkpoints (the input and the last are kept anyway).
     let total: u128 = (1..n).map(bytes_of).sum();
-    let mut keep = vec![false; n];
+    keep.clear();
+    keep.resize(n, false);
     let (mut bytes, mut cuts) = (0u128, 1u128);
     for (i, kept) in keep.iter_mut().enumerate().skip(1) {
         bytes += bytes_of(i);
@@ -86,35 +106,127 @@ fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
             }
         }
     }
-    keep
+}
+
+/// A plan a budget search starts from, by the rule that makes its keep flags: small enough to
+/// hold thousands of, unlike their schedules.
+#[derive(Clone, Copy, Debug)]
+enum Candidate {
+    /// Keep every activation.
+    All,
+    /// Keep every n-th activation.
+    EveryNth(usize),
+    /// The balanced cut into this many segments.
+    Balanced(usize),
+}
+
+impl Candidate {
+    /// Every candidate for `n` layers, in the search's order (which breaks ties in rank):
+    /// keeping everything, every n-th activation and the balanced cuts, for the counts
+    /// [`search_counts`] gives.
+    fn all(n: usize) -> impl Iterator<Item = Candidate> {
+        std::iter::once(Candidate::All)
+            .chain(search_counts(n).map(Candidate::EveryNth))
+            .chain(search_counts(n).map(Candidate::Balanced))
+    }
+
+    /// Writes the candidate's keep flags into `keep`, from the rounded activation bytes.
+    fn keep_into(self, rounded: &[u64], keep: &mut Vec<bool>) {
+        let n = rounded.len() - 1;
+        match self {
+            Candidate::All => {
+                keep.clear();
+                keep.resize(n, true);
+            }
+            Candidate::EveryNth(every) => {
+                keep.clear();
+                keep.extend((0..n).map(|i| i % every == 0));
+            }
+            Candidate::Balanced(segments) => balanced_into(rounded, segments, keep),
+        }
+    }
+}
+
+/// A candidate with the figures that rank it, without its schedule.
+#[derive(Clone, Copy, Debug)]
+struct Summary {
+    candidate: Candidate,
+    peak_bytes: u64,
+    recompute_cost: f64,
+    checkpoints: usize,
+}
+
+impl Summary {
+    fn schedule(&self, chain: &Chain, rounded: &[u64]) -> Schedule {
+        let mut keep = Vec::new();
+        self.candidate.keep_into(rounded, &mut keep);
+        Schedule::build(chain, &keep)
+    }
 }
 
 /// How a budget search ranks plans that fit: least recomputation first, then lowest peak.
-fn by_rank(a: &Schedule, b: &Schedule) -> Ordering {
-    (a.recompute_cost().total_cmp(&b.recompute_cost())).then(a.peak_bytes().cmp(&b.peak_bytes()))
+fn by_rank(recompute_cost: f64, peak_bytes: u64, other: (f64, u64)) -> Ordering {
+    recompute_cost
+        .total_cmp(&other.0)
+        .then(peak_bytes.cmp(&other.1))
 }
 
 /// Of keeping everything, every n-th and the balanced plans, the one with the least
 /// recomputation (then the lowest peak) that fits; then, most costly layer first, every
 /// activation it recomputes is kept instead where the plan still fits and recomputes less.
+///
+/// In bounded memory: each candidate is evaluated from its keep flags (an [`Evaluator`]
+/// walks its steps without storing them) and kept as a [`Summary`] of a few numbers; only the
+/// plan returned, and the plans an arena budget replays, are built as schedules. The result
+/// is the one building every candidate gives (the test module checks it against that search).
 fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
     if let Fit::Arena(_) = fit {
         check_regions_hold_activations(chain)?;
     }
+    let n = chain.layer_count();
+    let mut evaluator = Evaluator::new(chain);
+    let rounded = evaluator.rounded_activation_bytes().to_vec();
+    let mut keep = keep_all(n);
     // With every layer costing something, a plan that recomputes nothing has the same steps
     // as keeping everything: when that fits, nothing ranks higher, and the search is skipped.
-    let n = chain.layer_count();
-    let all = Schedule::build(chain, &keep_all(n));
-    if chain.layers().iter().all(|l| l.forward_cost > 0.0) && fit.holds(&all) {
-        return Ok(all);
+    if chain.layers().iter().all(|l| l.forward_cost > 0.0) {
+        let all = evaluator.evaluate(&keep, None);
+        if let Some(all) = fit.schedule_if_fits(all.peak_bytes, || Schedule::build(chain, &keep)) {
+            return Ok(all);
+        }
     }
-    let mut candidates = candidates(chain);
-    candidates.sort_by(by_rank);
-    let Some(mut schedule) = candidates.iter().find(|s| fit.holds(s)).cloned() else {
-        return Err(smallest_budget(fit, &candidates));
+    // Each candidate once, by its checkpoints (the first of equal ones stays).
+    let mut seen = HashSet::new();
+    let mut summaries: Vec<Summary> = Vec::new();
+    for candidate in Candidate::all(n) {
+        candidate.keep_into(&rounded, &mut keep);
+        let evaluation = evaluator.evaluate(&keep, None);
+        if seen.insert(evaluation.checkpoints_key) {
+            summaries.push(Summary {
+                candidate,
+                peak_bytes: evaluation.peak_bytes,
+                recompute_cost: evaluation.recompute_cost,
+                checkpoints: evaluation.checkpoints,
+            });
+        }
+    }
+    // A stable sort: among equals, the earlier candidate comes first.
+    summaries.sort_by(|a, b| {
+        by_rank(
+            a.recompute_cost,
+            a.peak_bytes,
+            (b.recompute_cost, b.peak_bytes),
+        )
+    });
+    let found = summaries.iter().find_map(|summary| {
+        fit.schedule_if_fits(summary.peak_bytes, || summary.schedule(chain, &rounded))
+    });
+    let Some(mut schedule) = found else {
+        return Err(smallest_budget(fit, chain, &rounded, &summaries));
     };
     if n <= GREEDY_LAYER_LIMIT {
-        let mut keep = vec![false; n];
+        keep.clear();
+        keep.resize(n, false);
         for &i in schedule.checkpoints() {
             keep[i] = true;
         }
@@ -130,33 +242,27 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
         recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
         for i in recomputed {
             keep[i] = true;
-            let more = Schedule::build(chain, &keep);
-            if by_rank(&more, &schedule).is_lt() && fit.holds(&more) {
-                schedule = more;
-            } else {
-                keep[i] = false;
+            let more = evaluator.evaluate(&keep, None);
+            let ranks_higher = by_rank(
+                more.recompute_cost,
+                more.peak_bytes,
+                (schedule.recompute_cost(), schedule.peak_bytes()),
+            )
+            .is_lt();
+            let fits = ranks_higher
+                .then(|| fit.schedule_if_fits(more.peak_bytes, || Schedule::build(chain, &keep)))
+                .flatten();
+            match fits {
+                Some(more) => schedule = more,
+                None => keep[i] = false,
             }
         }
     }
     Ok(schedule)
 }
 
-/// The plans a budget search starts from (each once): keeping everything, every n-th
-/// activation and the balanced cuts, for the counts [`search_counts`] gives.
-fn candidates(chain: &Chain) -> Vec<Schedule> {
-    let n = chain.layer_count();
-    let keeps = std::iter::once(keep_all(n))
-        .chain(search_counts(n).map(|every| every_nth(n, every)))
-        .chain(search_counts(n).map(|segments| balanced(chain, segments)));
-    let mut seen = HashSet::new();
-    keeps
-        .map(|keep| Schedule::build(chain, &keep))
-        .filter(|schedule| seen.insert(schedule.checkpoints().to_vec()))
-        .collect()
-}
-
 /// Refuses an arena budget for a chain with an activation larger than any arena region.
-fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
+pub(crate) fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
     let max_region_bytes = ArenaOptions::default().max_region_bytes;
     let too_large =
         (0..=chain.layer_count()).find(|&i| chain.rounded_activation_bytes(i) > max_region_bytes);
@@ -170,60 +276,69 @@ fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
     }
 }
 
-/// The error for a budget no candidate fits, naming the smallest budget that one does.
-fn smallest_budget(fit: Fit, candidates: &[Schedule]) -> RematError {
+/// The error for a budget no candidate fits, naming the smallest budget that one does
+/// (`summaries` in rank order: the first of equals is named).
+fn smallest_budget(fit: Fit, chain: &Chain, rounded: &[u64], summaries: &[Summary]) -> RematError {
     let found = match fit {
-        Fit::Peak(_) => candidates
+        Fit::Peak(_) => summaries
             .iter()
-            .min_by_key(|s| s.peak_bytes())
-            .map(|s| (s.peak_bytes(), s)),
-        Fit::Arena(_) => smallest_arena(candidates),
+            .min_by_key(|s| s.peak_bytes)
+            .map(|s| (s.peak_bytes, s)),
+        Fit::Arena(_) => smallest_arena(chain, rounded, summaries),
     };
     match found {
-        Some((smallest_budget, schedule)) => RematError::BudgetTooSmall {
+        Some((smallest_budget, summary)) => RematError::BudgetTooSmall {
             budget: fit.budget(),
             smallest_budget,
-            smallest_peak: schedule.peak_bytes(),
-            checkpoints: schedule.checkpoints().len(),
+            smallest_peak: summary.peak_bytes,
+            checkpoints: summary.checkpoints,
         },
         // Only when no arena short of 2^63 bytes holds any plan.
         None => RematError::TooLarge,
     }
 }
 
-/// The smallest arena (a multiple of 256 bytes) that holds one of `candidates`, with that
+/// The smallest arena (a multiple of 256 bytes) that holds one of the candidates, with that
 /// candidate: no candidate fits in 256 bytes less. `None` when none fits below
-/// [`DEFAULT_LIMIT_BYTES`].
-fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
-    let mut by_peak: Vec<&Schedule> = candidates.iter().collect();
-    by_peak.sort_by_key(|s| s.peak_bytes());
+/// [`DEFAULT_LIMIT_BYTES`]. Each candidate replayed is built for it, one at a time.
+fn smallest_arena<'s>(
+    chain: &Chain,
+    rounded: &[u64],
+    summaries: &'s [Summary],
+) -> Option<(u64, &'s Summary)> {
+    let mut by_peak: Vec<&Summary> = summaries.iter().collect();
+    by_peak.sort_by_key(|s| s.peak_bytes);
     let first = *by_peak.first()?;
+    let first_schedule = first.schedule(chain, rounded);
     // Arena sizes double from the bytes the plan ever allocates: in one region that always
     // fits (each buffer fits past the highest one placed so far); with several regions, more
     // does (once there are more regions than buffers live at once, one is empty).
-    let mut bound = first.allocated_bytes();
-    while !first.fits_in_arena(bound) {
+    let mut bound = first_schedule.allocated_bytes();
+    while !first_schedule.fits_in_arena(bound) {
         bound = bound.checked_mul(2).filter(|&b| b <= DEFAULT_LIMIT_BYTES)?;
     }
-    let mut best = (smallest_fitting_arena(first, bound), first);
+    let mut best = (smallest_fitting_arena(&first_schedule, bound), first);
     // Another candidate may fit below the best so far; the sizes a plan fits in need not be
     // one interval, so look again until none fits 256 bytes lower.
     loop {
         let below = best.0.saturating_sub(ALLOCATION_ALIGNMENT);
-        let Some(&better) = by_peak
+        let Some((better, schedule)) = by_peak
             .iter()
-            .take_while(|s| s.peak_bytes() <= below)
-            .find(|s| s.fits_in_arena(below))
+            .take_while(|s| s.peak_bytes <= below)
+            .find_map(|s| {
+                let schedule = s.schedule(chain, rounded);
+                schedule.fits_in_arena(below).then_some((*s, schedule))
+            })
         else {
             return Some(best);
         };
-        best = (smallest_fitting_arena(better, below), better);
+        best = (smallest_fitting_arena(&schedule, below), better);
     }
 }
 
 /// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found
 /// by bisection from the plan's peak, below which no arena can hold it.
-fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
+pub(crate) fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
     let (mut low, mut high) = (
         schedule.peak_bytes().saturating_sub(ALLOCATION_ALIGNMENT),
         fits,
@@ -240,13 +355,13 @@ fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
 }
 
 /// Keep flags that keep the output of every `every`-th layer.
-fn every_nth(n: usize, every: usize) -> Vec<bool> {
+pub(crate) fn every_nth(n: usize, every: usize) -> Vec<bool> {
     (0..n).map(|i| i % every == 0).collect()
 }
 
 /// The counts a budget search tries for `n` layers, as numbers of segments and as intervals
 /// between kept activations.
-fn search_counts(n: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn search_counts(n: usize) -> impl Iterator<Item = usize> {
     let mut next = 1;
     std::iter::from_fn(move || {
         if next > n {
@@ -267,7 +382,80 @@ fn search_counts(n: usize) -> impl Iterator<Item = usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::Layer;
+    use crate::remat::reference_planner;
+    use crate::remat::{BackwardReads, Layer};
+    use proptest::prelude::*;
+
+    /// Chains of 1 to 60 layers, with zero costs and equal sizes common (ties in rank), and
+    /// every kind of backward step.
+    fn chains() -> impl Strategy<Value = Chain> {
+        let reads = prop_oneof![
+            Just(BackwardReads::Input),
+            Just(BackwardReads::Output),
+            Just(BackwardReads::InputAndOutput)
+        ];
+        let bytes = prop_oneof![Just(1024u64), 0u64..70_000];
+        let cost = prop_oneof![Just(1.0f64), Just(0.0), 0.0f64..10.0];
+        let layer = (bytes, cost, reads)
+            .prop_map(|(bytes, cost, reads)| Layer::new(bytes, cost).with_backward_reads(reads));
+        (0u64..70_000, prop::collection::vec(layer, 1..60))
+            .prop_map(|(input, layers)| Chain::new(input, layers).unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn the_bounded_search_returns_what_building_every_candidate_returned(
+            chain in chains(),
+            per_mille in 0u64..1100,
+        ) {
+            let all = Schedule::build(&chain, &keep_all(chain.layer_count()));
+            let budget = all.peak_bytes() / 1000 * per_mille;
+            for fit in [Fit::Peak(budget), Fit::Arena(budget)] {
+                prop_assert_eq!(
+                    within_budget(&chain, fit),
+                    reference_planner::within_budget(&chain, fit),
+                    "{:?}", fit
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_peak_budget_search_over_20000_layers_builds_one_schedule_not_one_per_candidate() {
+        // Before: about 2,300 schedules of 20,000 layers held at once (4.8 GB, ~30 s).
+        let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 20_000]).unwrap();
+        let all = Schedule::build(&chain, &keep_all(20_000));
+        let budget = all.peak_bytes() - 256;
+        drop(all);
+        crate::remat::schedule::BUILDS.with(|builds| builds.set(0));
+        let plan = within_budget(&chain, Fit::Peak(budget)).unwrap();
+        assert_eq!(
+            crate::remat::schedule::BUILDS.with(|builds| builds.get()),
+            1
+        );
+        assert!(plan.peak_bytes() <= budget);
+        assert!(plan.recompute_cost() > 0.0);
+        // An arena budget builds only what it replays: here the save-all plan does not fit
+        // and the first candidate that fits its peak replays in the arena.
+        crate::remat::schedule::BUILDS.with(|builds| builds.set(0));
+        let arena_plan = within_budget(&chain, Fit::Arena(budget)).unwrap();
+        assert!(crate::remat::schedule::BUILDS.with(|builds| builds.get()) <= 3);
+        assert!(arena_plan.peak_bytes() <= budget);
+    }
+
+    #[test]
+    fn a_peak_budget_just_below_save_all_on_3000_layers_plans_as_the_full_search_did() {
+        // Past the greedy step's limit and the exhaustive counts: the sparse search.
+        let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 3000]).unwrap();
+        let all = Schedule::build(&chain, &keep_all(3000));
+        let fit = Fit::Peak(all.peak_bytes() - 256);
+        assert_eq!(
+            within_budget(&chain, fit),
+            reference_planner::within_budget(&chain, fit)
+        );
+    }
 
     #[test]
     fn balanced_cuts_a_uniform_chain_evenly_and_the_extremes_keep_nothing_or_everything() {

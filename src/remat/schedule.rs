@@ -74,10 +74,19 @@ pub struct Schedule {
     forward_cost: f64,
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many schedules [`Schedule::build`] has made on this thread: lets the planner's
+    /// tests check that a search holds schedules in bounded number, whatever the chain's length.
+    pub(crate) static BUILDS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 impl Schedule {
     /// The schedule that keeps activation `i` (1 ≤ i < n) where `keep[i]` is set and the
     /// backward pass can use it; the input and the last activation are always kept.
     pub(crate) fn build(chain: &Chain, keep: &[bool]) -> Schedule {
+        #[cfg(test)]
+        BUILDS.with(|builds| builds.set(builds.get() + 1));
         let n = chain.layer_count();
         let mut schedule = Schedule {
             steps: Vec::new(),

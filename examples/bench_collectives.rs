@@ -1,0 +1,197 @@
+//! all_reduce bandwidth under MPI: gpu-arena's device all-reduce against MPI on host vectors
+//! and a naive device_get / all_reduce / device_put, side by side in one run.
+//!
+//! ```text
+//! mpirun -np 2 target/release/examples/bench_collectives -- [--json] [--iters N] [--max-mib N]
+//! GPU_ARENA_ZERO_COPY=0 mpirun -np 2 ...   # through the staging pool, as on discrete GPUs
+//! ```
+//! For f32 arrays of 4 KiB, 1 MiB and 64 MiB (those up to `--max-mib`), methods:
+//! - `gpu-arena`: [`Collectives::all_reduce`] in place on a device array (pipelined);
+//! - `mpi_host_vec`: rsmpi's `all_reduce_into` on host `Vec`s of the same bytes: the limit of
+//!   this path (the anchor);
+//! - `naive`: `device_get`, `all_reduce_into`, `device_put`, one after another.
+//!
+//! Each row is the median over `--iters` runs of the slowest rank's time (ranks start each
+//! run together after a barrier), with `busbw_gbps` as nccl-tests define it: algbw × 2(N−1)/N;
+//! `seconds_min` and `busbw_gbps_best` are the fastest run's (on a shared machine, ranks that
+//! poll while another process holds the core lose whole scheduler slices, which the median
+//! can catch and the fastest run does not).
+//! Rows also carry `host_bytes`: the host buffers the method used (for gpu-arena, what
+//! [`Collectives::host_bytes_peak`] measured). Rank 0 prints; without `--json`, a table with
+//! the ratios gpu-arena / mpi_host_vec and gpu-arena / naive.
+
+use gpu_arena::distributed::{self, mpi, Collectives, ReduceOp};
+use gpu_arena::{Context, DeviceArray};
+use lexopt::prelude::*;
+use mpi::collective::SystemOperation;
+use mpi::traits::*;
+use serde_json::json;
+use std::time::Instant;
+
+#[path = "flags/mod.rs"]
+mod flags;
+
+const USAGE: &str = "usage: bench_collectives [--json] [--iters N] [--max-mib N]
+
+all_reduce bandwidth of device arrays against MPI on host vectors, under mpirun.
+  --json        one JSON object per size and method instead of a table
+  --iters N     timed runs per size and method; the median is reported (default 20)
+  --max-mib N   leave out sizes above N MiB (default 64: all of 4 KiB, 1 MiB, 64 MiB)
+  -h, --help    this text";
+
+/// The sizes of the issue: 4 KiB, 1 MiB and 64 MiB of f32.
+const SIZES: [usize; 3] = [4 << 10, 1 << 20, 64 << 20];
+
+struct Args {
+    json: bool,
+    iters: usize,
+    max_mib: usize,
+}
+
+fn parse_args() -> Args {
+    flags::parse_or_exit(USAGE, |parser| {
+        let mut args = Args {
+            json: false,
+            iters: 20,
+            max_mib: 64,
+        };
+        while let Some(arg) = parser.next()? {
+            match arg {
+                Long("json") => args.json = true,
+                Long("iters") => args.iters = flags::at_least_one(parser, "iters")?,
+                Long("max-mib") => args.max_mib = flags::in_range(parser, "max-mib", 0..=64)?,
+                Short('h') | Long("help") => return Ok(None),
+                _ => return Err(arg.unexpected()),
+            }
+        }
+        Ok(Some(args))
+    })
+}
+
+/// The median and the fastest over runs of the slowest rank's seconds: each run starts after
+/// a barrier.
+fn time<C: Communicator>(
+    world: &C,
+    iters: usize,
+    mut run: impl FnMut() -> anyhow::Result<()>,
+) -> anyhow::Result<(f64, f64)> {
+    run()?; // warm-up: first-touch of buffers, pipelines, MPI connections
+    let mut times = Vec::with_capacity(iters);
+    for _ in 0..iters {
+        world.barrier();
+        let started = Instant::now();
+        run()?;
+        let mine = started.elapsed().as_secs_f64();
+        let mut slowest = 0.0f64;
+        world.all_reduce_into(&mine, &mut slowest, SystemOperation::max());
+        times.push(slowest);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    Ok((times[times.len() / 2], times[0]))
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = parse_args();
+    let universe = distributed::init()?;
+    let world = universe.world();
+    let ctx = distributed::abort_on_error(&world, Context::from_env());
+    let group = Collectives::new(&ctx, &world);
+    let (rank, ranks) = (group.rank(), group.size());
+    let mut rows = Vec::new();
+    for bytes in SIZES.into_iter().filter(|&b| b <= args.max_mib << 20) {
+        let len = bytes / 4;
+        let data: Vec<f32> = (0..len).map(|i| (i % 7) as f32 + rank as f32).collect();
+        // gpu-arena: in place on a donated device array.
+        let mut array: Option<DeviceArray<f32>> = Some(ctx.device_put(&data, &[len])?);
+        let arena_seconds = time(&world, args.iters, || {
+            let a = array.take().expect("put back after every run");
+            array = Some(group.all_reduce(a, ReduceOp::Sum)?);
+            ctx.synchronize()?;
+            Ok(())
+        })?;
+        let arena_host = group.host_bytes_peak();
+        drop(array);
+        // mpi_host_vec: the anchor, MPI on host vectors of the same bytes.
+        let mut recv = vec![0f32; len];
+        let host_seconds = time(&world, args.iters, || {
+            world.all_reduce_into(&data[..], &mut recv[..], SystemOperation::sum());
+            Ok(())
+        })?;
+        drop(recv);
+        // naive: device_get, all_reduce_into, device_put.
+        let mut array: Option<DeviceArray<f32>> = Some(ctx.device_put(&data, &[len])?);
+        let naive_seconds = time(&world, args.iters, || {
+            let host = ctx.device_get(array.as_ref().expect("put back"))?;
+            let mut reduced = vec![0f32; len];
+            world.all_reduce_into(&host[..], &mut reduced[..], SystemOperation::sum());
+            array = Some(ctx.device_put(&reduced, &[len])?);
+            ctx.synchronize()?;
+            Ok(())
+        })?;
+        drop(array);
+        for (method, (seconds, fastest), host_bytes) in [
+            ("gpu-arena", arena_seconds, arena_host),
+            ("mpi_host_vec", host_seconds, 2 * bytes as u64),
+            ("naive", naive_seconds, 2 * bytes as u64),
+        ] {
+            let algbw = bytes as f64 / seconds / 1e9;
+            let bus = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+            let busbw = algbw * bus;
+            let busbw_best = bytes as f64 / fastest / 1e9 * bus;
+            rows.push(json!({
+                "case": "all_reduce",
+                "bytes": bytes,
+                "ranks": ranks,
+                "method": method,
+                "seconds": seconds,
+                "busbw_gbps": busbw,
+                "seconds_min": fastest,
+                "busbw_gbps_best": busbw_best,
+                "host_bytes": host_bytes,
+                "zero_copy": ctx.config().zero_copy,
+            }));
+        }
+    }
+    if rank != 0 {
+        return Ok(());
+    }
+    if args.json {
+        for row in &rows {
+            println!("{row}");
+        }
+        return Ok(());
+    }
+    println!(
+        "all_reduce of f32 on {ranks} ranks ({}; zero-copy {}), median of {} runs",
+        ctx.adapter_info().name,
+        ctx.config().zero_copy,
+        args.iters
+    );
+    println!(
+        "{:>10} {:>13} {:>11} {:>11} {:>11} {:>12}",
+        "bytes", "method", "median ms", "busbw GB/s", "best ms", "host bytes"
+    );
+    for row in &rows {
+        println!(
+            "{:>10} {:>13} {:>11.3} {:>11.3} {:>11.3} {:>12}",
+            row["bytes"].as_u64().unwrap_or(0),
+            row["method"].as_str().unwrap_or(""),
+            row["seconds"].as_f64().unwrap_or(0.0) * 1e3,
+            row["busbw_gbps"].as_f64().unwrap_or(0.0),
+            row["seconds_min"].as_f64().unwrap_or(0.0) * 1e3,
+            row["host_bytes"].as_u64().unwrap_or(0)
+        );
+    }
+    for size in rows.chunks(3) {
+        let s = |i: usize, key: &str| size[i][key].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "{:>10} bytes: gpu-arena at {:.2}x mpi_host_vec's bandwidth, {:.2}x naive's (best runs: {:.2}x, {:.2}x)",
+            size[0]["bytes"].as_u64().unwrap_or(0),
+            s(1, "seconds") / s(0, "seconds"),
+            s(2, "seconds") / s(0, "seconds"),
+            s(1, "seconds_min") / s(0, "seconds_min"),
+            s(2, "seconds_min") / s(0, "seconds_min"),
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! `all_gather`: every rank's array, stacked along a new first dimension, on every rank.
+
+use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
+use super::header::{agree, Header, Kind};
+use super::{refused_without_error, CollectiveElement, Collectives};
+use crate::error::{Error, Result};
+use crate::{DeviceArray, MAX_RANK};
+use mpi::traits::*;
+
+const OPERATION: &str = "all_gather";
+
+impl Collectives {
+    /// A new array of shape `[ranks, ...shape]` whose row `r` is rank `r`'s array, on every
+    /// rank (`jax.lax.all_gather`; MPI's `MPI_Allgather`). Every rank passes the same shape.
+    ///
+    /// Errors as [`Collectives::all_reduce`]; besides, [`crate::Error::Shape`] for an array
+    /// of rank [`MAX_RANK`] (the result would have one more dimension) and out-of-memory for
+    /// the result.
+    pub fn all_gather<T: CollectiveElement>(
+        &self,
+        array: &DeviceArray<T>,
+    ) -> Result<DeviceArray<T>> {
+        let started = std::time::Instant::now();
+        let ranks = self.size();
+        let header = Header {
+            kind: Kind::AllGather,
+            op: 0,
+            dtype: T::CODE,
+            shape: array.shape().to_vec(),
+            root: 0,
+        };
+        let chunk = chunk_elements::<T>(ranks).min(array.len());
+        let bytes = array.size_in_bytes();
+        let prepared = (|| {
+            let total = bytes
+                .checked_mul(ranks as u64)
+                .ok_or_else(|| Error::Shape {
+                    operation: OPERATION,
+                    reason: format!("{ranks} copies of shape {:?} overflow", array.shape()),
+                })?;
+            self.check_local(array, OPERATION, Some(bytes), Some(total))?;
+            if array.shape().len() >= MAX_RANK {
+                return Err(Error::Shape {
+                    operation: OPERATION,
+                    reason: format!(
+                        "the result has one more dimension than the array's {}, above the maximum rank of {MAX_RANK}; reshape the array first",
+                        array.shape().len()
+                    ),
+                });
+            }
+            let mut shape = vec![ranks];
+            shape.extend_from_slice(array.shape());
+            let out = self.ctx.alloc::<T>(&shape)?;
+            let send = host_buffer::<T>(chunk, OPERATION)?;
+            let recv = host_buffer::<T>(chunk * ranks, OPERATION)?;
+            Ok((out, send, recv))
+        })();
+        let (prepared, local) = match prepared {
+            Ok(prepared) => (Some(prepared), None),
+            Err(error) => (None, Some(error)),
+        };
+        agree(&self.comm, OPERATION, &header, local)?;
+        let (out, mut send, mut recv) = prepared.ok_or_else(|| refused_without_error(OPERATION))?;
+        let input = ArrayIo::new(&self.ctx.inner, array)?;
+        let output = ArrayIo::new(&self.ctx.inner, &out)?;
+        self.note_host_bytes(
+            (if input.is_zero_copy() { 0 } else { chunk } + chunk * ranks)
+                * std::mem::size_of::<T>(),
+        );
+        let len = array.len();
+        for (start, n) in chunks(len, chunk) {
+            let received = &mut recv[..n * ranks];
+            // Zero-copy: MPI reads this rank's chunk straight from the mapping.
+            let direct = input.with_slice(start, n, |src| {
+                self.comm.all_gather_into(src, &mut *received)
+            });
+            if direct.is_none() {
+                input.read(start, &mut send[..n])?;
+                self.comm.all_gather_into(&send[..n], &mut *received);
+            }
+            for (rank, row) in received.chunks(n).enumerate() {
+                output.write(rank * len + start, row)?;
+            }
+        }
+        self.count(bytes, bytes * ranks as u64, started);
+        Ok(out)
+    }
+}

@@ -1,0 +1,196 @@
+//! `all_reduce` and `all_reduce_mean`: every rank ends with the reduction of every rank's
+//! array, in place, pipelined (see the module docs).
+
+use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
+use super::header::{agree, Header, Kind};
+use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use crate::error::Result;
+use crate::{DeviceArray, Donated, DonatedResult};
+use mpi::traits::*;
+
+const OPERATION: &str = "all_reduce";
+
+impl Collectives {
+    /// Reduces the arrays of every rank element by element with `op`, leaving the result in
+    /// the donated array on every rank (`jax.lax.psum` and friends; MPI's `MPI_Allreduce`).
+    ///
+    /// ```no_run
+    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
+    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
+    /// let grads = ctx.device_put(&[1.0f32, 2.0, 3.0], &[3])?;
+    /// let grads = group.all_reduce(grads, ReduceOp::Sum)?; // the sum over ranks
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors (every rank returns one, and no data moves): the ranks called different
+    /// collectives, element types or shapes ([`crate::Error::Collective`], naming the rank and
+    /// the difference); this rank's array is another context's or pending in an unsubmitted
+    /// Sequence, or the transfer guard refuses (this rank returns that error, the others
+    /// [`crate::Error::Collective`]); host memory for the pipeline's buffers. The array comes
+    /// back intact in [`Donated`] then. A device error after the agreement (device lost)
+    /// gives the array back partly reduced: end the job with [`super::abort_on_error`].
+    pub fn all_reduce<T: CollectiveElement>(
+        &self,
+        array: DeviceArray<T>,
+        op: ReduceOp,
+    ) -> DonatedResult<T> {
+        self.reduce_in_place(array, op, Kind::AllReduce, |v| v)
+    }
+
+    /// The mean over ranks (`jax.lax.pmean`): the sum, divided by [`Collectives::size`] on
+    /// the way back to the device. As [`Collectives::all_reduce`] otherwise.
+    pub fn all_reduce_mean<T: MeanElement>(&self, array: DeviceArray<T>) -> DonatedResult<T> {
+        let ranks = self.size();
+        self.reduce_in_place(array, ReduceOp::Sum, Kind::AllReduceMean, move |v| {
+            T::divide(v, ranks)
+        })
+    }
+
+    fn reduce_in_place<T: CollectiveElement>(
+        &self,
+        array: DeviceArray<T>,
+        op: ReduceOp,
+        kind: Kind,
+        finish: impl Fn(T) -> T,
+    ) -> DonatedResult<T> {
+        let started = std::time::Instant::now();
+        let bytes = array.size_in_bytes();
+        let header = Header {
+            kind,
+            op: op.code(),
+            dtype: T::CODE,
+            shape: array.shape().to_vec(),
+            root: 0,
+        };
+        let chunk = chunk_elements::<T>(1).min(array.len());
+        let prepared = self
+            .check_local(&array, OPERATION, Some(bytes), Some(bytes))
+            .and_then(|()| {
+                // Three chunk buffers: two that MPI and the device take turns on, one result.
+                let bytes = chunk * std::mem::size_of::<T>();
+                let buffers = [
+                    self.scratch.take(bytes, OPERATION)?,
+                    self.scratch.take(bytes, OPERATION)?,
+                    self.scratch.take(bytes, OPERATION)?,
+                ];
+                Ok(buffers)
+            });
+        let (buffers, local) = match prepared {
+            Ok(buffers) => (Some(buffers), None),
+            Err(error) => (None, Some(error)),
+        };
+        if let Err(error) = agree(&self.comm, OPERATION, &header, local) {
+            return Err(Donated { error, array });
+        }
+        let Some(buffers) = buffers else {
+            // `agree` returns this rank's own error when it refused, so this is not reached.
+            return Err(Donated {
+                error: super::refused_without_error(OPERATION),
+                array,
+            });
+        };
+        let mut buffers = buffers;
+        let ran = self.run_all_reduce(&array, op, chunk, &mut buffers, &finish);
+        for buffer in buffers {
+            self.scratch.give_back(buffer);
+        }
+        match ran {
+            Ok(()) => {
+                self.count(bytes, bytes, started);
+                Ok(array)
+            }
+            Err(error) => Err(Donated { error, array }),
+        }
+    }
+
+    fn run_all_reduce<T: CollectiveElement>(
+        &self,
+        array: &DeviceArray<T>,
+        op: ReduceOp,
+        chunk: usize,
+        buffers: &mut [Vec<u64>; 3],
+        finish: &impl Fn(T) -> T,
+    ) -> Result<()> {
+        let io = ArrayIo::new(&self.ctx.inner, array)?;
+        let [first, second, result] = buffers;
+        let first: &mut [T] = elements_of(first, chunk);
+        let second: &mut [T] = elements_of(second, chunk);
+        let result: &mut [T] = elements_of(result, chunk);
+        let used = if io.is_zero_copy() { 2 } else { 3 };
+        self.note_host_bytes(used * chunk * std::mem::size_of::<T>());
+        let op = op.system();
+        let pieces: Vec<(usize, usize)> = chunks(array.len(), chunk).collect();
+        if io.is_zero_copy() {
+            // MPI reads chunk k straight from the mapping into one buffer while the result of
+            // chunk k−1, in the other, is written back into the mapping.
+            let mut pending: Option<(usize, usize)> = None;
+            for (k, &(start, len)) in pieces.iter().enumerate() {
+                let (current, previous) = if k % 2 == 0 {
+                    (&mut *first, &*second)
+                } else {
+                    (&mut *second, &*first)
+                };
+                let written = io
+                    .with_slice(start, len, |src| {
+                        mpi::request::scope(|scope| {
+                            let request = self.comm.immediate_all_reduce_into(
+                                scope,
+                                src,
+                                &mut current[..len],
+                                op,
+                            );
+                            let written = match pending {
+                                Some((at, n)) => io.write(at, &previous[..n]),
+                                None => Ok(()),
+                            };
+                            request.wait();
+                            written
+                        })
+                    })
+                    .ok_or_else(|| misaligned_mapping(OPERATION))?;
+                written?;
+                current[..len].iter_mut().for_each(|v| *v = finish(*v));
+                pending = Some((start, len));
+            }
+            if let Some((at, n)) = pending {
+                let last = if pieces.len() % 2 == 1 {
+                    &*first
+                } else {
+                    &*second
+                };
+                io.write(at, &last[..n])?;
+            }
+            return Ok(());
+        }
+        // Staged: chunk k+1 comes off the device while MPI reduces chunk k; the result of
+        // chunk k goes back through the staging pool without waiting for the copy.
+        if let Some(&(start, len)) = pieces.first() {
+            io.read(start, &mut first[..len])?;
+        }
+        for (k, &(start, len)) in pieces.iter().enumerate() {
+            let (current, next) = if k % 2 == 0 {
+                (&*first, &mut *second)
+            } else {
+                (&*second, &mut *first)
+            };
+            let read = mpi::request::scope(|scope| {
+                let request = self.comm.immediate_all_reduce_into(
+                    scope,
+                    &current[..len],
+                    &mut result[..len],
+                    op,
+                );
+                let read = match pieces.get(k + 1) {
+                    Some(&(at, n)) => io.read(at, &mut next[..n]),
+                    None => Ok(()),
+                };
+                request.wait();
+                read
+            });
+            read?;
+            result[..len].iter_mut().for_each(|v| *v = finish(*v));
+            io.write(start, &result[..len])?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,202 @@
+//! How a collective reads and writes an array's elements in host memory: straight through
+//! the array's mapping when the arena is zero-copy (UMA), else through the context's staging
+//! pool, one chunk at a time. Also the chunk size, which bounds the host memory a collective
+//! uses whatever the array's size.
+
+use crate::array::ArrayStorage;
+use crate::backend::{MappedElements, MappedRange};
+use crate::context::ContextInner;
+use crate::error::{Error, Result};
+use crate::transfer::staging::{ReadbackItem, UploadItem};
+use crate::DeviceArray;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// The most bytes one pipeline step moves on each rank: large
+/// enough that MPI runs at its full bandwidth on a message (its eager/rendezvous switch is at
+/// tens of KiB, and its bandwidth curve is flat past a few MiB), small enough that reading
+/// chunk k+1 and writing chunk k-1 overlap MPI's work on chunk k, and that a collective's host
+/// buffers stay at a few of these whatever the array's size.
+pub const PIPELINE_CHUNK_BYTES: u64 = 16 << 20;
+
+/// The most elements one MPI call may carry: MPI counts are C `int`s.
+const MPI_MAX_COUNT: usize = i32::MAX as usize;
+
+/// Elements of `T` per pipeline chunk, for a collective whose host buffer holds `parts`
+/// chunks side by side (all_gather receives one per rank): at least one. Every rank must cut
+/// an array into the same chunks (MPI matches each chunk's counts), so this depends on
+/// nothing a rank configures for itself.
+pub(crate) fn chunk_elements<T>(parts: usize) -> usize {
+    (PIPELINE_CHUNK_BYTES as usize / std::mem::size_of::<T>() / parts.max(1))
+        .clamp(1, MPI_MAX_COUNT / parts.max(1))
+}
+
+/// A zeroed host buffer of `len` elements, allocated fallibly (its size follows the array's
+/// and the chunk size, so running out of host memory is an error, not an abort).
+pub(crate) fn host_buffer<T: bytemuck::Pod>(len: usize, operation: &'static str) -> Result<Vec<T>> {
+    bytemuck::allocation::try_zeroed_vec(len).map_err(|()| Error::HostAllocation {
+        purpose: format!("the host buffers of {operation}"),
+        bytes: (len as u64).saturating_mul(std::mem::size_of::<T>() as u64),
+    })
+}
+
+/// Host buffers kept between collectives (as MPI programs keep theirs): a large all-reduce
+/// would otherwise fault in and zero fresh pages for every call. At most
+/// [`SCRATCH_BUFFERS`] buffers of at most one chunk each are kept.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    free: std::sync::Mutex<Vec<Vec<u64>>>,
+}
+
+/// Buffers [`Scratch`] keeps: the three an all-reduce uses.
+const SCRATCH_BUFFERS: usize = 3;
+
+impl Scratch {
+    /// A buffer of at least `bytes` bytes (8-aligned, contents unspecified), reused when one
+    /// is free, else allocated fallibly.
+    pub(crate) fn take(&self, bytes: usize, operation: &'static str) -> Result<Vec<u64>> {
+        let words = bytes.div_ceil(8);
+        let reused = {
+            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            free.iter()
+                .position(|b| b.len() >= words)
+                .map(|i| free.swap_remove(i))
+        };
+        match reused {
+            Some(buffer) => Ok(buffer),
+            None => host_buffer::<u64>(words, operation),
+        }
+    }
+
+    /// Keeps `buffer` for the next collective, if fewer than [`SCRATCH_BUFFERS`] are kept.
+    pub(crate) fn give_back(&self, buffer: Vec<u64>) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < SCRATCH_BUFFERS {
+            free.push(buffer);
+        }
+    }
+}
+
+/// The first `len` elements of `T` in a scratch buffer (8-aligned, so any element type fits).
+pub(crate) fn elements_of<T: bytemuck::Pod>(buffer: &mut [u64], len: usize) -> &mut [T] {
+    &mut bytemuck::cast_slice_mut::<u64, T>(buffer)[..len]
+}
+
+/// One array's elements as a collective reaches them.
+pub(crate) struct ArrayIo<'a, T> {
+    ctx: &'a Arc<ContextInner>,
+    storage: &'a ArrayStorage,
+    /// The array's mapping when reads and writes go straight through it (zero-copy).
+    mapped: Option<MappedRange>,
+    _element: PhantomData<T>,
+}
+
+impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
+    /// Access to `array`, after the GPU work that uses it has completed when access is
+    /// direct (staged copies are ordered after that work by the queue).
+    pub(crate) fn new(ctx: &'a Arc<ContextInner>, array: &'a DeviceArray<T>) -> Result<Self> {
+        let mapped = array
+            .storage
+            .host_range()
+            .filter(|_| ctx.host_reads_arena());
+        if mapped.is_some() {
+            ctx.wait_for(array.storage.last_use())?;
+        }
+        Ok(Self {
+            ctx,
+            storage: &array.storage,
+            mapped,
+            _element: PhantomData,
+        })
+    }
+
+    /// Whether MPI can work straight on the array's mapping.
+    pub(crate) fn is_zero_copy(&self) -> bool {
+        self.mapped.is_some()
+    }
+
+    fn byte_range(first: usize, len: usize) -> (u64, u64) {
+        let size = std::mem::size_of::<T>() as u64;
+        (first as u64 * size, len as u64 * size)
+    }
+
+    /// Reads elements `[first, first + out.len())` into `out`.
+    pub(crate) fn read(&self, first: usize, out: &mut [T]) -> Result<()> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let (offset, len) = Self::byte_range(first, out.len());
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        if let Some(mapped) = &self.mapped {
+            mapped.sub(offset, len).read(bytes);
+            return Ok(());
+        }
+        self.ctx.readback(&mut [ReadbackItem {
+            out: bytes,
+            buffer: &self.storage.buffer,
+            offset: self.storage.allocation.offset + offset,
+            span: len,
+        }])
+    }
+
+    /// Writes `data` at element `first` (staged writes are submitted, not waited for: the
+    /// queue orders them before any later use of the array).
+    pub(crate) fn write(&self, first: usize, data: &[T]) -> Result<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let (offset, len) = Self::byte_range(first, data.len());
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        if let Some(mapped) = &self.mapped {
+            mapped.sub(offset, len).write(bytes);
+            return Ok(());
+        }
+        let id = self.ctx.upload(&[UploadItem {
+            data: bytes,
+            buffer: &self.storage.buffer,
+            offset: self.storage.allocation.offset + offset,
+            span: len,
+        }])?;
+        self.storage.record_use(id);
+        Ok(())
+    }
+
+    /// Gives `f` elements `[first, first + len)` of the mapping as an MPI buffer to read
+    /// (zero-copy only; `None` otherwise).
+    pub(crate) fn with_slice<R>(
+        &self,
+        first: usize,
+        len: usize,
+        f: impl FnOnce(&MappedElements<T>) -> R,
+    ) -> Option<R>
+    where
+        T: mpi::datatype::Equivalence,
+    {
+        let (offset, bytes) = Self::byte_range(first, len);
+        let elements = MappedElements::<T>::new(self.mapped.as_ref()?.sub(offset, bytes))?;
+        Some(elements.read_with(f))
+    }
+
+    /// Gives `f` elements `[first, first + len)` of the mapping as an MPI buffer to write
+    /// (zero-copy only; `None` otherwise).
+    pub(crate) fn with_slice_mut<R>(
+        &self,
+        first: usize,
+        len: usize,
+        f: impl FnOnce(&mut MappedElements<T>) -> R,
+    ) -> Option<R>
+    where
+        T: mpi::datatype::Equivalence,
+    {
+        let (offset, bytes) = Self::byte_range(first, len);
+        let mut elements = MappedElements::<T>::new(self.mapped.as_ref()?.sub(offset, bytes))?;
+        Some(elements.write_with(f))
+    }
+}
+
+/// The chunks `[start, start + len)` that cover `total` elements, `chunk` at a time.
+pub(crate) fn chunks(total: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..total)
+        .step_by(chunk.max(1))
+        .map(move |start| (start, chunk.min(total - start)))
+}

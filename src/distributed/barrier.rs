@@ -1,0 +1,25 @@
+//! `barrier`: every rank waits until all have reached it.
+
+use super::header::{agree, Header, Kind};
+use super::Collectives;
+use crate::error::Result;
+use mpi::traits::*;
+
+impl Collectives {
+    /// Returns once every rank of the group has called it (`MPI_Barrier`), after the same
+    /// header exchange as the other collectives: a rank that calls another collective here
+    /// gets [`crate::Error::Collective`] on every rank instead of a hang.
+    pub fn barrier(&self) -> Result<()> {
+        const OPERATION: &str = "barrier";
+        let header = Header {
+            kind: Kind::Barrier,
+            op: 0,
+            dtype: 0,
+            shape: Vec::new(),
+            root: 0,
+        };
+        agree(&self.comm, OPERATION, &header, None)?;
+        self.comm.barrier();
+        Ok(())
+    }
+}

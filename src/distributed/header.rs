@@ -1,0 +1,307 @@
+//! The header every rank exchanges before a collective moves any data: which operation, which
+//! reduction, which element type, which shape, which root, and whether this rank refused its
+//! part. Every rank compares every header and reaches the same verdict, so either all ranks
+//! go ahead or all return an error: never a hang on a mismatched call, never mixed data.
+
+use super::element::name_of;
+use crate::error::{Error, Result};
+use crate::MAX_RANK;
+use mpi::traits::*;
+
+/// Words in a header: magic, kind, reduction, element type, rank of the shape, the shape
+/// ([`MAX_RANK`] words), root (or peer), refusal.
+pub(crate) const HEADER_WORDS: usize = 7 + MAX_RANK;
+
+/// "gpuarena" with the header layout's version in the last byte, so a rank running another
+/// build of the layout is told apart from one that asked for another operation.
+const MAGIC: u64 = 0x6770_7561_7265_6e01;
+
+/// Which collective a rank called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    AllReduce = 1,
+    AllReduceMean = 2,
+    Broadcast = 3,
+    AllGather = 4,
+    ReduceScatter = 5,
+    Send = 6,
+    Recv = 7,
+    Barrier = 8,
+}
+
+impl Kind {
+    fn from_code(code: u64) -> Option<Kind> {
+        use Kind::*;
+        [
+            AllReduce,
+            AllReduceMean,
+            Broadcast,
+            AllGather,
+            ReduceScatter,
+            Send,
+            Recv,
+            Barrier,
+        ]
+        .into_iter()
+        .find(|k| *k as u64 == code)
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::AllReduce => "all_reduce",
+            Kind::AllReduceMean => "all_reduce_mean",
+            Kind::Broadcast => "broadcast",
+            Kind::AllGather => "all_gather",
+            Kind::ReduceScatter => "reduce_scatter",
+            Kind::Send => "send",
+            Kind::Recv => "recv",
+            Kind::Barrier => "barrier",
+        }
+    }
+}
+
+/// Why a rank refused its part before any data moved (its own error says more, on that rank).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    None = 0,
+    /// The array belongs to another context or is pending in an unsubmitted Sequence.
+    NotReady = 1,
+    TransferGuard = 2,
+    Shape = 3,
+    HostMemory = 4,
+    InvalidArgument = 5,
+    Other = 6,
+}
+
+impl Refusal {
+    /// The refusal a local error stands for.
+    pub(crate) fn of(error: &Error) -> Refusal {
+        match error {
+            Error::ForeignArray { .. } => Refusal::NotReady,
+            Error::InvalidArgument { reason, .. } if reason.contains("Sequence") => {
+                Refusal::NotReady
+            }
+            Error::TransferGuard { .. } => Refusal::TransferGuard,
+            Error::Shape { .. } => Refusal::Shape,
+            Error::HostAllocation { .. } | Error::OutOfMemory { .. } => Refusal::HostMemory,
+            Error::InvalidArgument { .. } => Refusal::InvalidArgument,
+            _ => Refusal::Other,
+        }
+    }
+
+    fn describe(code: u64) -> &'static str {
+        match code {
+            1 => "its array belongs to another context or is used by an unsubmitted Sequence",
+            2 => "its transfer guard refused the transfer",
+            3 => "its shape does not fit the operation",
+            4 => "it could not allocate memory for the result or the pipeline",
+            5 => "an argument is not valid",
+            _ => "it failed before moving any data",
+        }
+    }
+}
+
+/// One rank's call, as the other ranks see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub(crate) kind: Kind,
+    /// The reduction's code (0 when none).
+    pub(crate) op: u64,
+    /// The element type's code (0 for barrier).
+    pub(crate) dtype: u64,
+    pub(crate) shape: Vec<usize>,
+    /// The root of a broadcast, the peer of a send or receive, else 0.
+    pub(crate) root: u64,
+}
+
+impl Header {
+    fn encode(&self, refusal: Refusal) -> [u64; HEADER_WORDS] {
+        let mut words = [0u64; HEADER_WORDS];
+        words[0] = MAGIC;
+        words[1] = self.kind as u64;
+        words[2] = self.op;
+        words[3] = self.dtype;
+        // A shape above MAX_RANK never gets here (arrays are checked when made); clamp anyway.
+        let rank = self.shape.len().min(MAX_RANK);
+        words[4] = rank as u64;
+        for (w, &d) in words[5..5 + MAX_RANK].iter_mut().zip(&self.shape[..rank]) {
+            *w = d as u64;
+        }
+        words[5 + MAX_RANK] = self.root;
+        words[6 + MAX_RANK] = refusal as u64;
+        words
+    }
+
+    /// The header in `words` and its refusal code, or what is wrong with it.
+    fn decode(words: &[u64]) -> std::result::Result<(Header, u64), String> {
+        if words[0] != MAGIC {
+            return Err(
+                "a header of another gpu-arena version (or another MPI call of the same size)"
+                    .into(),
+            );
+        }
+        let kind = Kind::from_code(words[1]).ok_or("an unknown collective")?;
+        let rank = (words[4] as usize).min(MAX_RANK);
+        let shape = words[5..5 + rank].iter().map(|&d| d as usize).collect();
+        Ok((
+            Header {
+                kind,
+                op: words[2],
+                dtype: words[3],
+                shape,
+                root: words[5 + MAX_RANK],
+            },
+            words[6 + MAX_RANK],
+        ))
+    }
+
+    /// `all_reduce(sum) of f32 [4, 8]`, `broadcast from rank 0 of u32 [3]`.
+    fn describe(&self) -> String {
+        let mut text = self.kind.name().to_string();
+        if self.op != 0 {
+            let op = crate::distributed::ReduceOp::ALL
+                .iter()
+                .find(|o| o.code() == self.op)
+                .map_or("?", |o| o.name());
+            text += &format!("({op})");
+        }
+        match self.kind {
+            Kind::Barrier => return text,
+            Kind::Broadcast => text += &format!(" from rank {}", self.root),
+            Kind::Send => text += &format!(" to rank {}", self.root),
+            Kind::Recv => text += &format!(" from rank {}", self.root),
+            _ => {}
+        }
+        format!("{text} of {} {:?}", name_of(self.dtype), self.shape)
+    }
+
+    /// The first field in which `other` differs from this header.
+    fn difference(&self, other: &Header) -> &'static str {
+        if self.kind != other.kind {
+            "the operations differ"
+        } else if self.op != other.op {
+            "the reductions differ"
+        } else if self.dtype != other.dtype {
+            "the element types differ"
+        } else if self.shape != other.shape {
+            "the shapes differ"
+        } else {
+            "the roots differ"
+        }
+    }
+}
+
+/// Exchanges headers with every rank of `comm` and returns the common verdict: `Ok` when all
+/// ranks called the same collective and none refused; this rank's own error when it refused
+/// (`local`); else [`Error::Collective`] naming the rank that refused or differs, and how.
+pub(crate) fn agree<C: Communicator>(
+    comm: &C,
+    operation: &'static str,
+    mine: &Header,
+    local: Option<Error>,
+) -> Result<()> {
+    let refusal = local.as_ref().map_or(Refusal::None, Refusal::of);
+    let words = mine.encode(refusal);
+    let ranks = comm.size() as usize;
+    let mut all = vec![0u64; HEADER_WORDS * ranks];
+    comm.all_gather_into(&words[..], &mut all[..]);
+    if let Some(error) = local {
+        return Err(error);
+    }
+    let mut headers = Vec::with_capacity(ranks);
+    for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
+        let (header, refusal) = Header::decode(words).map_err(|what| Error::Collective {
+            operation,
+            reason: format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
+        })?;
+        if refusal != Refusal::None as u64 {
+            return Err(Error::Collective {
+                operation,
+                reason: format!(
+                    "rank {rank} refused its part ({}); see the error on that rank. No rank moved any data",
+                    Refusal::describe(refusal)
+                ),
+            });
+        }
+        headers.push(header);
+    }
+    let first = &headers[0];
+    if let Some((rank, other)) = headers.iter().enumerate().find(|(_, h)| *h != first) {
+        return Err(Error::Collective {
+            operation,
+            reason: format!(
+                "{}: rank 0 called {} but rank {rank} called {}. Every rank must call the same collective with the same element type and shape{} at the same point",
+                first.difference(other),
+                first.describe(),
+                other.describe(),
+                if first.kind == Kind::Broadcast { " (and root)" } else { "" },
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The handshake of a send and its receive: each side sends its header to the other and both
+/// reach the same verdict (complementary calls, the same element type and shape, no refusal).
+/// `sender` says which side this rank is; `peer` is the other rank.
+pub(crate) fn agree_pair<C: Communicator>(
+    comm: &C,
+    operation: &'static str,
+    mine: &Header,
+    local: Option<Error>,
+    peer: usize,
+    sender: bool,
+) -> Result<()> {
+    let refusal = local.as_ref().map_or(Refusal::None, Refusal::of);
+    let words = mine.encode(refusal);
+    let mut theirs = [0u64; HEADER_WORDS];
+    let process = comm.process_at_rank(peer as i32);
+    // The sender speaks first; headers are small, so the send completes eagerly.
+    if sender {
+        process.send_with_tag(&words[..], HANDSHAKE_TAG);
+        process.receive_into_with_tag(&mut theirs[..], HANDSHAKE_TAG);
+    } else {
+        process.receive_into_with_tag(&mut theirs[..], HANDSHAKE_TAG);
+        process.send_with_tag(&words[..], HANDSHAKE_TAG);
+    }
+    if let Some(error) = local {
+        return Err(error);
+    }
+    let (other, refusal) = Header::decode(&theirs).map_err(|what| Error::Collective {
+        operation,
+        reason: format!("rank {peer} sent {what}"),
+    })?;
+    if refusal != Refusal::None as u64 {
+        return Err(Error::Collective {
+            operation,
+            reason: format!(
+                "rank {peer} refused its part ({}); see the error on that rank. No data moved",
+                Refusal::describe(refusal)
+            ),
+        });
+    }
+    let expected = if sender { Kind::Recv } else { Kind::Send };
+    if other.kind != expected || other.dtype != mine.dtype || other.shape != mine.shape {
+        let what = if other.kind != expected {
+            "the operations do not pair"
+        } else if other.dtype != mine.dtype {
+            "the element types differ"
+        } else {
+            "the shapes differ"
+        };
+        return Err(Error::Collective {
+            operation,
+            reason: format!(
+                "{what}: this rank called {} but rank {peer} called {}. A send must meet a recv of the same element type and shape",
+                mine.describe(),
+                other.describe()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The tag of send/recv handshakes on the collectives' private communicator.
+pub(crate) const HANDSHAKE_TAG: i32 = 1;
+/// The tag of send/recv data on the collectives' private communicator.
+pub(crate) const DATA_TAG: i32 = 2;

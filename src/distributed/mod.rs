@@ -1,0 +1,228 @@
+//! Collectives over device arrays across processes and machines, on MPI (cargo feature `mpi`).
+//!
+//! JAX runs one process per host and joins them with `jax.distributed`; NCCL and RCCL cannot
+//! see Vulkan memory, and MPI is what every cluster (and every laptop) already runs. So
+//! [`Collectives`] works on the user's own MPI communicator (`MPI_COMM_WORLD` from [`init`],
+//! or any split of it) and moves [`DeviceArray`]s with MPI's own collectives:
+//!
+//! - [`Collectives::all_reduce`] (sum, min, max, product) and
+//!   [`Collectives::all_reduce_mean`], in place on a donated array (`jax.lax.psum`/`pmean`);
+//! - [`Collectives::broadcast`] from a root, in place;
+//! - [`Collectives::all_gather`] (`[ranks, ...shape]`) and [`Collectives::reduce_scatter`]
+//!   (the first dimension split across ranks);
+//! - [`Collectives::send`] / [`Collectives::recv`] for pipeline parallelism;
+//! - [`Collectives::barrier`].
+//!
+//! **What goes through host memory, and why.** MPI reads and writes host memory (Vulkan
+//! memory cannot be registered with the network), so every byte leaves the device and comes
+//! back. On UMA devices with zero-copy (integrated GPUs, lavapipe) MPI reads the array's
+//! mapping directly and results are written back into it; elsewhere chunks go through the
+//! context's staging pool. Either way a collective is **pipelined** in chunks of
+//! [`PIPELINE_CHUNK_BYTES`]: all_reduce reads chunk k+1 from the device while MPI reduces
+//! chunk k (an immediate collective) and the result of chunk k−1 is on its way back. Host
+//! buffers stay at three chunks or fewer per collective (all_gather: one chunk per rank)
+//! whatever the array's size; [`Collectives::host_bytes_peak`] reports the most used so far.
+//!
+//! **Every rank agrees or none proceeds.** Before any data moves, ranks exchange a small
+//! header (operation, reduction, element type, shape, root, and whether the rank refused its
+//! part, e.g. its transfer guard said no). A difference makes every rank return
+//! [`Error::Collective`] naming it; a rank that refused returns its own error and the others
+//! [`Error::Collective`] naming that rank. Nothing moved, so a donated array comes back
+//! intact in [`Donated`](crate::Donated).
+//!
+//! **Collectives are explicit transfers**: each is checked by the transfer guard (the
+//! device-to-host direction for what it reads, host-to-device for what it writes) and counted
+//! in [`crate::Context::transfer_stats`] and on the timeline. An array used by an unsubmitted
+//! [`crate::Sequence`] is refused, as single ops refuse it.
+//!
+//! **Failures.** rsmpi does not return MPI's error codes, so MPI keeps its default handler
+//! (`MPI_ERRORS_ARE_FATAL`): an MPI failure (a peer that died, a network error) ends the
+//! whole job rather than returning a wrong result. A rank that fails in *your* code (or in a
+//! device error after the header agreed) must not leave the others waiting in the next
+//! collective: wrap results in [`abort_on_error`], which calls `MPI_Abort` so that `mpirun`
+//! ends every rank with a non-zero status, as JAX's multi-process runtime does.
+//!
+//! A send must meet a recv, and a collective the same collective, on every rank: a rank that
+//! calls a send while its peer calls a collective waits, as with MPI itself.
+//!
+//! Files:
+//! - `mod.rs`: [`Collectives`], [`init`], and the checks every collective makes first.
+//! - `element.rs`: [`CollectiveElement`], the element types and their MPI datatypes.
+//! - `reduce_op.rs`: [`ReduceOp`].
+//! - `header.rs`: the header exchange that makes every rank agree before data moves.
+//! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
+//! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
+//!   `point_to_point.rs`, `barrier.rs`: one collective each.
+//! - `failure.rs`: [`abort_on_error`], the failure policy.
+
+mod all_gather;
+mod all_reduce;
+mod array_io;
+mod barrier;
+mod broadcast;
+mod element;
+mod failure;
+mod header;
+mod point_to_point;
+mod reduce_op;
+mod reduce_scatter;
+
+pub use array_io::PIPELINE_CHUNK_BYTES;
+pub use element::{CollectiveElement, MeanElement};
+pub use failure::{abort_on_error, ABORT_STATUS};
+pub use mpi;
+pub use reduce_op::ReduceOp;
+
+use crate::config::TransferDirection;
+use crate::error::{Error, Result};
+use crate::{Context, DeviceArray};
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Starts MPI (`MPI_Init`) for a program that has no MPI setup of its own: one line, and the
+/// world communicator is `universe.world()`. Keep the universe alive until the end of `main`
+/// (dropping it calls `MPI_Finalize`).
+///
+/// ```no_run
+/// use gpu_arena::distributed::{self, Collectives, ReduceOp};
+/// let universe = distributed::init()?;
+/// let ctx = gpu_arena::Context::from_env()?;
+/// let group = Collectives::new(&ctx, &universe.world());
+/// let grads = ctx.device_put(&[1.0f32, 2.0], &[2])?;
+/// let grads = group.all_reduce(grads, ReduceOp::Sum)?;
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+///
+/// Errors: [`Error::Collective`] when MPI was already started in this process (use the
+/// communicator you have: pass it to [`Collectives::new`]).
+pub fn init() -> Result<mpi::environment::Universe> {
+    mpi::initialize().ok_or_else(|| Error::Collective {
+        operation: "init",
+        reason: "MPI is already initialized in this process; pass your communicator (e.g. universe.world()) to Collectives::new instead".into(),
+    })
+}
+
+/// Collectives of one context's arrays over a group of MPI ranks.
+///
+/// Made from any rsmpi communicator (the world, or a split of it); it keeps a private
+/// duplicate (`MPI_Comm_dup`), so its messages never mix with the program's own MPI traffic.
+/// Every rank of the communicator must make it (duplicating is collective), and then call the
+/// same collectives in the same order, as with MPI.
+pub struct Collectives {
+    ctx: Context,
+    comm: SimpleCommunicator,
+    /// The most host-buffer bytes one collective has used.
+    host_bytes_peak: AtomicU64,
+    /// All-reduce's chunk buffers, kept between calls.
+    scratch: array_io::Scratch,
+}
+
+impl Collectives {
+    /// Collectives of `ctx`'s arrays over the ranks of `comm` (collective: every rank of
+    /// `comm` calls it).
+    pub fn new<C: Communicator>(ctx: &Context, comm: &C) -> Self {
+        Self {
+            ctx: ctx.clone(),
+            comm: comm.duplicate(),
+            host_bytes_peak: AtomicU64::new(0),
+            scratch: Default::default(),
+        }
+    }
+
+    /// This process's rank in the group (0 to `size() - 1`).
+    pub fn rank(&self) -> usize {
+        self.comm.rank() as usize
+    }
+
+    /// The number of ranks in the group.
+    pub fn size(&self) -> usize {
+        self.comm.size() as usize
+    }
+
+    /// The context whose arrays these collectives move.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// The most bytes of host buffers one collective has used so far: at most three
+    /// [`PIPELINE_CHUNK_BYTES`] chunks (all_gather and reduce_scatter: a chunk split across
+    /// ranks, plus one), whatever the arrays' sizes. All-reduce keeps its three between calls
+    /// (freed with the `Collectives`), as MPI programs keep their buffers, rather than fault
+    /// in fresh pages every step. The staging pool's own buffers
+    /// ([`crate::ArenaConfig::staging_bytes`] each) are not counted here.
+    pub fn host_bytes_peak(&self) -> u64 {
+        self.host_bytes_peak.load(Ordering::Relaxed)
+    }
+
+    /// Ends the whole MPI job if `result` is an error, after printing it (see
+    /// [`abort_on_error`]); gives back the value otherwise.
+    pub fn abort_on_error<V, E: std::fmt::Display>(&self, result: std::result::Result<V, E>) -> V {
+        abort_on_error(&self.comm, result)
+    }
+
+    fn note_host_bytes(&self, bytes: usize) {
+        self.host_bytes_peak
+            .fetch_max(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// The checks a collective makes on this rank before the header exchange: the array is
+    /// this context's and no unsubmitted Sequence uses it, and the transfer guard allows the
+    /// bytes read from (`read`) and written to (`written`) the device.
+    fn check_local<T: bytemuck::Pod>(
+        &self,
+        array: &DeviceArray<T>,
+        operation: &'static str,
+        read: Option<u64>,
+        written: Option<u64>,
+    ) -> Result<()> {
+        array.check_ready(&self.ctx.inner, operation)?;
+        if let Some(bytes) = read {
+            self.ctx
+                .inner
+                .guard(TransferDirection::DeviceToHost, bytes, operation, true)?;
+        }
+        if let Some(bytes) = written {
+            self.ctx
+                .inner
+                .guard(TransferDirection::HostToDevice, bytes, operation, true)?;
+        }
+        Ok(())
+    }
+
+    /// Counts a finished collective in the transfer statistics and on the timeline.
+    fn count(&self, read: u64, written: u64, started: std::time::Instant) {
+        if read > 0 {
+            self.ctx
+                .inner
+                .count_transfer(TransferDirection::DeviceToHost, true, 1, read, started);
+        }
+        if written > 0 {
+            self.ctx.inner.count_transfer(
+                TransferDirection::HostToDevice,
+                true,
+                1,
+                written,
+                started,
+            );
+        }
+    }
+}
+
+/// The error of a mapping that could not be lent as elements (it cannot happen: mappings are
+/// page-aligned and arrays 256-aligned), kept typed rather than a panic.
+fn misaligned_mapping(operation: &'static str) -> Error {
+    Error::Backend {
+        during: operation.to_string(),
+        reason: "an array's host mapping is not aligned to its element type".into(),
+    }
+}
+
+/// What a collective returns if a rank that refused were let through the agreement (it is
+/// not: [`header::agree`] returns that rank's own error): typed rather than a panic.
+fn refused_without_error(operation: &'static str) -> Error {
+    Error::Collective {
+        operation,
+        reason: "this rank could not prepare its part".into(),
+    }
+}

@@ -1,0 +1,123 @@
+//! The budget search as it was before issue 21 (test only): every candidate built as a full
+//! [`Schedule`], all of them held, sorted, then searched. Slow and memory hungry on long chains
+//! (gigabytes at 20,000 layers), but simple: the bounded search in `planner` is checked
+//! against it, plan for plan and error for error.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use super::chain::Chain;
+use super::error::RematError;
+use super::planner::{
+    balanced, check_regions_hold_activations, every_nth, keep_all, search_counts,
+    smallest_fitting_arena, Fit, GREEDY_LAYER_LIMIT,
+};
+use super::schedule::{Schedule, Step};
+use crate::arena::{ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
+
+fn by_rank(a: &Schedule, b: &Schedule) -> Ordering {
+    (a.recompute_cost().total_cmp(&b.recompute_cost())).then(a.peak_bytes().cmp(&b.peak_bytes()))
+}
+
+fn holds(fit: Fit, schedule: &Schedule) -> bool {
+    schedule.peak_bytes() <= fit.budget()
+        && match fit {
+            Fit::Arena(budget) => schedule.fits_in_arena(budget),
+            Fit::Peak(_) => true,
+        }
+}
+
+pub(crate) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
+    if let Fit::Arena(_) = fit {
+        check_regions_hold_activations(chain)?;
+    }
+    let n = chain.layer_count();
+    let all = Schedule::build(chain, &keep_all(n));
+    if chain.layers().iter().all(|l| l.forward_cost > 0.0) && holds(fit, &all) {
+        return Ok(all);
+    }
+    let mut candidates = candidates(chain);
+    candidates.sort_by(by_rank);
+    let Some(mut schedule) = candidates.iter().find(|s| holds(fit, s)).cloned() else {
+        return Err(smallest_budget(fit, &candidates));
+    };
+    if n <= GREEDY_LAYER_LIMIT {
+        let mut keep = vec![false; n];
+        for &i in schedule.checkpoints() {
+            keep[i] = true;
+        }
+        let mut recomputed: Vec<usize> = schedule
+            .steps()
+            .iter()
+            .filter_map(|step| match *step {
+                Step::Recompute { layer } => Some(layer),
+                _ => None,
+            })
+            .collect();
+        let cost = |i: usize| chain.layers()[i - 1].forward_cost;
+        recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
+        for i in recomputed {
+            keep[i] = true;
+            let more = Schedule::build(chain, &keep);
+            if by_rank(&more, &schedule).is_lt() && holds(fit, &more) {
+                schedule = more;
+            } else {
+                keep[i] = false;
+            }
+        }
+    }
+    Ok(schedule)
+}
+
+fn candidates(chain: &Chain) -> Vec<Schedule> {
+    let n = chain.layer_count();
+    let keeps = std::iter::once(keep_all(n))
+        .chain(search_counts(n).map(|every| every_nth(n, every)))
+        .chain(search_counts(n).map(|segments| balanced(chain, segments)));
+    let mut seen = HashSet::new();
+    keeps
+        .map(|keep| Schedule::build(chain, &keep))
+        .filter(|schedule| seen.insert(schedule.checkpoints().to_vec()))
+        .collect()
+}
+
+fn smallest_budget(fit: Fit, candidates: &[Schedule]) -> RematError {
+    let found = match fit {
+        Fit::Peak(_) => candidates
+            .iter()
+            .min_by_key(|s| s.peak_bytes())
+            .map(|s| (s.peak_bytes(), s)),
+        Fit::Arena(_) => smallest_arena(candidates),
+    };
+    match found {
+        Some((smallest_budget, schedule)) => RematError::BudgetTooSmall {
+            budget: fit.budget(),
+            smallest_budget,
+            smallest_peak: schedule.peak_bytes(),
+            checkpoints: schedule.checkpoints().len(),
+        },
+        None => RematError::TooLarge,
+    }
+}
+
+fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
+    let mut by_peak: Vec<&Schedule> = candidates.iter().collect();
+    by_peak.sort_by_key(|s| s.peak_bytes());
+    let first = *by_peak.first()?;
+    let mut bound = first.allocated_bytes();
+    while !first.fits_in_arena(bound) {
+        bound = bound.checked_mul(2).filter(|&b| b <= DEFAULT_LIMIT_BYTES)?;
+    }
+    let mut best = (smallest_fitting_arena(first, bound), first);
+    loop {
+        let below = best.0.saturating_sub(ALLOCATION_ALIGNMENT);
+        let Some(&better) = by_peak
+            .iter()
+            .take_while(|s| s.peak_bytes() <= below)
+            .find(|s| s.fits_in_arena(below))
+        else {
+            return Some(best);
+        };
+        best = (smallest_fitting_arena(better, below), better);
+    }
+}

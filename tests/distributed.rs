@@ -1,0 +1,326 @@
+//! Collectives across MPI ranks: each test launches `mpirun` on the rank program
+//! `examples/mpi_checks.rs` (built with the feature by `cargo test --features mpi`) and reads
+//! what every rank printed and how the job ended. Every launch has a deadline, so a hang is a
+//! failure, not a stuck test run.
+#![cfg(feature = "mpi")]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one mpirun may take before the test calls it a hang (lavapipe starts in about a
+/// second per rank; the `collectives` scenario moves some hundred MiB on 2 shared cores).
+const JOB_DEADLINE: Duration = Duration::from_secs(240);
+/// The bound for a failing rank to take the whole job down.
+const FAILURE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `target/<profile>/examples/mpi_checks`, next to this test's `deps/` directory, built (or
+/// brought up to date) once per test run: `cargo test --test distributed` builds only this
+/// file, and a rank program left from an older build would test old code.
+fn rank_program() -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let profile_dir = exe
+                .parent()
+                .and_then(|deps| deps.parent())
+                .ok_or("the test binary is not in target/<profile>/deps")?;
+            let target_dir = profile_dir.parent().ok_or("no target directory")?;
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build
+                .args(["build", "--features", "mpi", "--example", "mpi_checks"])
+                .env("CARGO_TARGET_DIR", target_dir)
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let out = build.output().map_err(|e| format!("running cargo: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "building the rank program failed:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                ));
+            }
+            Ok(profile_dir.join("examples").join("mpi_checks"))
+        })
+        .clone()
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+struct Job {
+    status: Option<i32>,
+    output: String,
+    took: Duration,
+}
+
+/// Runs `mpirun -np ranks [extra] mpi_checks scenario` with `env`, killing it after `deadline`.
+fn mpirun(
+    ranks: usize,
+    extra: &[&str],
+    scenario: &str,
+    env: &[(&str, &str)],
+    deadline: Duration,
+) -> Job {
+    let mut command = Command::new("mpirun");
+    command
+        .args([
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            &ranks.to_string(),
+        ])
+        .args(extra)
+        .arg(rank_program())
+        .arg(scenario)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let started = Instant::now();
+    let mut child = command
+        .spawn()
+        .expect("mpirun starts (install openmpi-bin)");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let err = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for mpirun") {
+            break Some(status.code().unwrap_or(-1));
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let took = started.elapsed();
+    let output = format!(
+        "{}\n--- stderr ---\n{}",
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default()
+    );
+    Job {
+        status,
+        output,
+        took,
+    }
+}
+
+fn passes(ranks: usize, extra: &[&str], scenario: &str, env: &[(&str, &str)]) -> String {
+    let job = mpirun(ranks, extra, scenario, env, JOB_DEADLINE);
+    assert_eq!(
+        job.status,
+        Some(0),
+        "{scenario} on {ranks} ranks (None: hung):\n{}",
+        job.output
+    );
+    for rank in 0..ranks {
+        assert!(
+            job.output
+                .contains(&format!("PASS {scenario} rank {rank}\n")),
+            "rank {rank} did not pass {scenario}:\n{}",
+            job.output
+        );
+    }
+    for bad in ["VUID-", "Validation Error", "FAIL"] {
+        assert!(
+            !job.output.contains(bad),
+            "{bad} in the output:\n{}",
+            job.output
+        );
+    }
+    job.output
+}
+
+/// The lines of `output` that start with `prefix` and name `rank`.
+fn line<'a>(output: &'a str, prefix: &str, rank: usize) -> &'a str {
+    let start = format!("{prefix} rank {rank}");
+    output
+        .lines()
+        .find(|l| l.starts_with(&start))
+        .unwrap_or_else(|| panic!("no line `{start}` in:\n{output}"))
+}
+
+#[test]
+fn every_collective_matches_the_host_reference_for_every_element_type_on_two_ranks() {
+    let output = passes(2, &[], "collectives", &[]);
+    assert!(output.contains("host_bytes_peak"), "{output}");
+}
+
+#[test]
+fn every_collective_matches_the_host_reference_on_three_ranks_not_a_power_of_two() {
+    passes(3, &[], "collectives", &[]);
+}
+
+#[test]
+fn collectives_through_the_staging_pool_match_when_zero_copy_is_off() {
+    let output = passes(2, &[], "collectives", &[("GPU_ARENA_ZERO_COPY", "0")]);
+    assert!(output.contains("zero_copy false"), "{output}");
+}
+
+#[test]
+fn collectives_run_over_the_tcp_network_path() {
+    passes(2, &["--mca", "btl", "self,tcp"], "collectives", &[]);
+}
+
+fn mismatch_is_an_error_on_every_rank(ranks: usize, scenario: &str, says: &str) -> String {
+    let output = passes(ranks, &[], scenario, &[]);
+    for rank in 0..ranks {
+        let l = line(&output, "COLLECTIVE", rank);
+        assert!(l.contains(says), "rank {rank} said {l:?}, not {says:?}");
+    }
+    output
+}
+
+#[test]
+fn a_rank_with_another_shape_makes_every_rank_return_a_collective_error_and_keeps_its_array() {
+    let output =
+        mismatch_is_an_error_on_every_rank(3, "mismatch-shape", "the shapes differ: rank 0 called all_reduce(sum) of f32 [3, 4] but rank 2 called all_reduce(sum) of f32 [4, 3]");
+    for rank in 0..3 {
+        assert!(
+            output.contains(&format!("INTACT rank {rank} true")),
+            "{output}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_with_another_element_type_makes_every_rank_return_a_collective_error() {
+    mismatch_is_an_error_on_every_rank(2, "mismatch-type", "the element types differ");
+    let output = passes(2, &[], "mismatch-type", &[]);
+    assert!(
+        line(&output, "COLLECTIVE", 0).contains("of u32 [3, 4]"),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_rank_with_another_reduction_makes_every_rank_return_a_collective_error() {
+    mismatch_is_an_error_on_every_rank(
+        2,
+        "mismatch-op",
+        "the reductions differ: rank 0 called all_reduce(sum)",
+    );
+}
+
+#[test]
+fn a_rank_with_another_broadcast_root_makes_every_rank_return_a_collective_error() {
+    mismatch_is_an_error_on_every_rank(2, "mismatch-root", "the roots differ");
+}
+
+#[test]
+fn a_rank_calling_another_collective_makes_every_rank_return_a_collective_error() {
+    mismatch_is_an_error_on_every_rank(2, "mismatch-kind", "the operations differ: rank 0 called all_reduce(sum) of f32 [3, 4] but rank 1 called barrier");
+}
+
+#[test]
+fn a_send_and_a_recv_of_different_shapes_fail_on_both_sides() {
+    mismatch_is_an_error_on_every_rank(2, "mismatch-send", "the shapes differ");
+}
+
+#[test]
+fn a_guard_refusal_on_one_rank_is_its_own_error_and_a_collective_error_elsewhere() {
+    let output = passes(2, &[], "guard", &[]);
+    assert!(
+        line(&output, "LOCAL", 0).contains("Disallowed device-to-host transfer"),
+        "{output}"
+    );
+    let other = line(&output, "COLLECTIVE", 1);
+    assert!(
+        other.contains("rank 0 refused its part (its transfer guard refused the transfer)"),
+        "{other}"
+    );
+}
+
+#[test]
+fn an_array_pending_in_a_sequence_is_refused_on_its_rank_and_every_rank_learns_it() {
+    let output = passes(2, &[], "pending", &[]);
+    assert!(line(&output, "LOCAL", 0).contains("submit()"), "{output}");
+    assert!(
+        line(&output, "COLLECTIVE", 1).contains("unsubmitted Sequence"),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_second_thread_reads_the_array_while_it_is_all_gathered() {
+    passes(2, &[], "threads", &[]);
+}
+
+#[test]
+fn a_rank_that_aborts_on_error_ends_the_whole_job_with_a_failure_status() {
+    let job = mpirun(3, &[], "abort", &[], FAILURE_DEADLINE);
+    assert!(job.took < FAILURE_DEADLINE, "the job hung:\n{}", job.output);
+    assert!(
+        matches!(job.status, Some(s) if s != 0),
+        "status {:?}:\n{}",
+        job.status,
+        job.output
+    );
+    assert!(
+        job.output
+            .contains("rank 2 of 3 failed: invalid argument to training step"),
+        "{}",
+        job.output
+    );
+}
+
+#[test]
+fn a_rank_that_dies_ends_the_whole_job_with_a_failure_status() {
+    let job = mpirun(2, &[], "killed", &[], FAILURE_DEADLINE);
+    assert!(job.took < FAILURE_DEADLINE, "the job hung:\n{}", job.output);
+    assert!(
+        matches!(job.status, Some(s) if s != 0),
+        "status {:?}:\n{}",
+        job.status,
+        job.output
+    );
+}
+
+#[test]
+fn arguments_every_rank_gets_wrong_are_refused_on_every_rank_with_their_reason() {
+    let output = passes(2, &[], "refusals", &[]);
+    for rank in 0..2 {
+        for (what, says) in [
+            ("init", "MPI is already initialized in this process"),
+            ("root", "root 6 is not a rank of this group of 2 ranks"),
+            (
+                "reduce_scatter",
+                "shape [5] cannot be split into 2 blocks along its first dimension",
+            ),
+            (
+                "reduce_scatter of a scalar",
+                "shape [] cannot be split into 2 blocks",
+            ),
+            ("all_gather", "above the maximum rank of 6"),
+            (
+                "send",
+                &format!(
+                    "rank {rank} is not another rank of this group (this is rank {rank} of 2)"
+                ),
+            ),
+            ("recv", "rank 3 is not another rank of this group"),
+        ] {
+            let l = line(&output, "REFUSED", rank);
+            let l = output
+                .lines()
+                .find(|l| l.starts_with(&format!("REFUSED rank {rank} {what}:")))
+                .unwrap_or_else(|| panic!("no refusal of {what} on rank {rank}:\n{output}\n{l}"));
+            assert!(l.contains(says), "{l:?} does not say {says:?}");
+        }
+    }
+}
