@@ -232,8 +232,15 @@ fn collectives(group: &Collectives) -> anyhow::Result<()> {
         "host buffers of {peak} bytes, above three chunks"
     );
     println!(
-        "rank {rank}: host_bytes_peak {peak} zero_copy {}",
-        ctx.config().zero_copy
+        "rank {rank}: host_bytes_peak {peak} zero_copy {} in_place {} library {:?}",
+        ctx.config().zero_copy,
+        group.reduces_in_place(),
+        distributed::mpi::environment::library_version()
+            .unwrap_or_default()
+            .trim_end_matches('\0')
+            .lines()
+            .next()
+            .unwrap_or_default()
     );
     Ok(())
 }

@@ -172,6 +172,40 @@ fn collectives_through_the_staging_pool_match_when_zero_copy_is_off() {
     assert!(output.contains("zero_copy false"), "{output}");
 }
 
+/// Whether `mpirun` is Open MPI's (whose `MPI_IN_PLACE` the library knows).
+fn runs_open_mpi() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("Open MPI"))
+}
+
+#[test]
+fn all_reduce_goes_in_place_on_open_mpi_on_both_paths_and_matches_the_host_reference() {
+    if !runs_open_mpi() {
+        eprintln!("mpirun is not Open MPI's: nothing to check");
+        return;
+    }
+    for zero_copy in ["1", "0"] {
+        let output = passes(2, &[], "collectives", &[("GPU_ARENA_ZERO_COPY", zero_copy)]);
+        for rank in 0..2 {
+            let start = format!("rank {rank}: ");
+            let l = output
+                .lines()
+                .find(|l| l.starts_with(&start))
+                .unwrap_or_else(|| panic!("no line `{start}` in:\n{output}"));
+            assert!(
+                l.contains("in_place true") && l.contains("library \"Open MPI"),
+                "rank {rank} (zero-copy {zero_copy}) said {l:?}"
+            );
+            assert!(
+                l.contains(&format!("zero_copy {}", zero_copy == "1")),
+                "{l:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn collectives_run_over_the_tcp_network_path() {
     passes(2, &["--mca", "btl", "self,tcp"], "collectives", &[]);

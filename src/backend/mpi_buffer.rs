@@ -2,6 +2,10 @@
 //! an array's mapping and writes into it directly, through the pointer and count these
 //! buffers give it, as C code would: no Rust reference into the mapping is made, so the
 //! argument of `mapped.rs` (who may touch mapped bytes, and how) holds unchanged.
+//!
+//! Also the one MPI call rsmpi cannot make: an all-reduce in place (`MPI_IN_PLACE`, which
+//! rsmpi does not export), so that MPI reduces a chunk where it lies instead of into a second
+//! buffer that must then be copied back; see [`all_reduce_in_place`].
 
 use super::MappedRange;
 use mpi::datatype::{AsDatatype, Buffer, BufferMut, Collection, Equivalence, Pointer, PointerMut};
@@ -88,3 +92,93 @@ unsafe impl<T: Equivalence> AsDatatype for MappedElements<T> {
 unsafe impl<T: Equivalence> Buffer for MappedElements<T> {}
 // SAFETY: as for `Buffer`.
 unsafe impl<T: Equivalence> BufferMut for MappedElements<T> {}
+
+/// MPI's `MPI_IN_PLACE`, the send-buffer sentinel that makes a reduction read its input from
+/// the receive buffer and overwrite it there. rsmpi does not export it, and its value is not
+/// part of MPI's ABI: `(void*)1` in Open MPI, `(void*)-1` in MPICH and the libraries built
+/// on it (Intel MPI, MVAPICH, Cray MPICH). So it is chosen from the library's own version
+/// string (`MPI_Get_library_version`), once per process, and `None` for any other library:
+/// callers then reduce through a separate host buffer, as rsmpi does. Every rank of a job
+/// runs the same library, so every rank makes the same choice.
+pub(crate) fn in_place_sentinel() -> Option<isize> {
+    static SENTINEL: std::sync::OnceLock<Option<isize>> = std::sync::OnceLock::new();
+    *SENTINEL.get_or_init(|| {
+        mpi::environment::library_version()
+            .ok()
+            .and_then(|version| sentinel_for(&version))
+    })
+}
+
+/// The `MPI_IN_PLACE` value of the library whose `MPI_Get_library_version` is `version`.
+fn sentinel_for(version: &str) -> Option<isize> {
+    let version = version.trim_start();
+    if version.starts_with("Open MPI") {
+        Some(1)
+    } else if ["MPICH", "Intel(R) MPI", "MVAPICH", "Cray MPICH"]
+        .iter()
+        .any(|name| version.starts_with(name))
+    {
+        Some(-1)
+    } else {
+        None
+    }
+}
+
+/// Reduces `buffer` with `op` across the ranks of `comm`, in place, with the blocking
+/// `MPI_Allreduce` (Open MPI runs it with its tuned algorithms, where the immediate form goes
+/// through a slower generic schedule); `None` (and nothing runs) when the library's
+/// `MPI_IN_PLACE` is unknown. Every rank of `comm` must make the same call (blocking and
+/// immediate collectives do not match each other).
+pub(crate) fn all_reduce_in_place<B>(
+    comm: &mpi::topology::SimpleCommunicator,
+    buffer: &mut B,
+    op: mpi::collective::SystemOperation,
+) -> Option<()>
+where
+    B: BufferMut + ?Sized,
+{
+    use mpi::raw::AsRaw;
+    let sentinel = in_place_sentinel()?;
+    // SAFETY: `sentinel` is this library's `MPI_IN_PLACE` (the version string named it), which
+    // MPI compares against and never dereferences. `buffer` gives a pointer valid for `count`
+    // elements of its datatype (the `BufferMut` contract), mutably borrowed for the call,
+    // which returns only when MPI is done with it. The communicator and operation handles
+    // are live (borrowed / predefined); on failure MPI's default handler ends the job.
+    unsafe {
+        mpi::ffi::MPI_Allreduce(
+            sentinel as *const c_void,
+            buffer.pointer_mut(),
+            buffer.count(),
+            buffer.as_datatype().as_raw(),
+            op.as_raw(),
+            comm.as_raw(),
+        );
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sentinel_for;
+
+    #[test]
+    fn the_in_place_sentinel_follows_the_library_and_is_none_for_unknown_ones() {
+        assert_eq!(
+            sentinel_for("Open MPI v4.1.4, package: Debian OpenMPI"),
+            Some(1)
+        );
+        assert_eq!(sentinel_for("MPICH Version:\t4.0.2\n"), Some(-1));
+        assert_eq!(sentinel_for("Intel(R) MPI Library 2021.6"), Some(-1));
+        assert_eq!(sentinel_for("MVAPICH2 Version 2.3.7"), Some(-1));
+        assert_eq!(sentinel_for("Cray MPICH version 8.1"), Some(-1));
+        for unknown in [
+            "",
+            "Spectrum MPI",
+            "MS-MPI 10.1",
+            "open mpi",
+            "Some MPICH fork",
+        ] {
+            assert_eq!(sentinel_for(unknown), None, "{unknown:?}");
+        }
+    }
+}

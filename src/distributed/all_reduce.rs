@@ -1,9 +1,18 @@
 //! `all_reduce` and `all_reduce_mean`: every rank ends with the reduction of every rank's
-//! array, in place, pipelined (see the module docs).
+//! array, in place on the donated array (see the module docs).
+//!
+//! Where the MPI library's `MPI_IN_PLACE` is known (Open MPI, MPICH and its derivatives:
+//! [`Collectives::reduces_in_place`]) each chunk is reduced in place by a blocking
+//! `MPI_Allreduce`: on zero-copy arenas on the array's own mapping (no host copy at all), else
+//! on one host chunk between the staging copies. Elsewhere rsmpi's immediate all-reduce
+//! reduces each chunk into a second buffer, pipelined with the copies back. Every rank of a
+//! job runs the same library, so every rank makes the same calls whichever path its own
+//! arena takes.
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::error::Result;
 use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
@@ -44,6 +53,15 @@ impl Collectives {
         self.reduce_in_place(array, ReduceOp::Sum, Kind::AllReduceMean, move |v| {
             T::divide(v, ranks)
         })
+    }
+
+    /// Whether [`Collectives::all_reduce`] reduces each chunk in place (`MPI_IN_PLACE`): on
+    /// the array's own mapping when the arena is zero-copy, else on the host chunk between
+    /// the staging copies. True on Open MPI, MPICH and the libraries built on MPICH (their
+    /// `MPI_IN_PLACE` is known); on any other MPI library each chunk is reduced into a
+    /// separate host buffer and copied back, which gives the same results a little slower.
+    pub fn reduces_in_place(&self) -> bool {
+        in_place_sentinel().is_some()
     }
 
     fn reduce_in_place<T: CollectiveElement>(
@@ -90,7 +108,7 @@ impl Collectives {
             });
         };
         let mut buffers = buffers;
-        let ran = self.run_all_reduce(&array, op, chunk, &mut buffers, &finish);
+        let ran = self.run_all_reduce(&array, op, kind, chunk, &mut buffers, &finish);
         for buffer in buffers {
             self.scratch.give_back(buffer);
         }
@@ -107,6 +125,7 @@ impl Collectives {
         &self,
         array: &DeviceArray<T>,
         op: ReduceOp,
+        kind: Kind,
         chunk: usize,
         buffers: &mut [Vec<u64>; 3],
         finish: &impl Fn(T) -> T,
@@ -116,10 +135,48 @@ impl Collectives {
         let first: &mut [T] = elements_of(first, chunk);
         let second: &mut [T] = elements_of(second, chunk);
         let result: &mut [T] = elements_of(result, chunk);
-        let used = if io.is_zero_copy() { 2 } else { 3 };
+        let in_place = self.reduces_in_place();
+        let used = match (in_place, io.is_zero_copy()) {
+            (true, true) => usize::from(kind == Kind::AllReduceMean),
+            (true, false) => 1,
+            (false, true) => 2,
+            (false, false) => 3,
+        };
         self.note_host_bytes(used * chunk * std::mem::size_of::<T>());
         let op = op.system();
         let pieces: Vec<(usize, usize)> = chunks(array.len(), chunk).collect();
+        if in_place && io.is_zero_copy() {
+            // MPI reduces each chunk where it lies in the mapping: no host copy at all, but
+            // for the mean's division.
+            for &(start, len) in &pieces {
+                io.with_slice_mut(start, len, |elements| {
+                    all_reduce_in_place(&self.comm, elements, op)
+                })
+                .ok_or_else(|| misaligned_mapping(OPERATION))?
+                .ok_or_else(in_place_unknown)?;
+                if kind == Kind::AllReduceMean {
+                    io.read(start, &mut first[..len])?;
+                    first[..len].iter_mut().for_each(|v| *v = finish(*v));
+                    io.write(start, &first[..len])?;
+                }
+            }
+            return Ok(());
+        }
+        if in_place {
+            // Staged, in place on one host chunk: off the device, reduced where it lies, back
+            // through the staging pool (which copies it before `write` returns). The blocking
+            // MPI_Allreduce leaves nothing to overlap the read with, but it is the call the
+            // zero-copy ranks make (blocking and immediate collectives do not match), and it
+            // runs Open MPI's tuned algorithms, well ahead of the immediate form's.
+            for &(start, len) in &pieces {
+                io.read(start, &mut first[..len])?;
+                all_reduce_in_place(&self.comm, &mut first[..len], op)
+                    .ok_or_else(in_place_unknown)?;
+                first[..len].iter_mut().for_each(|v| *v = finish(*v));
+                io.write(start, &first[..len])?;
+            }
+            return Ok(());
+        }
         if io.is_zero_copy() {
             // MPI reads chunk k straight from the mapping into one buffer while the result of
             // chunk k−1, in the other, is written back into the mapping.
@@ -192,5 +249,14 @@ impl Collectives {
             io.write(start, &result[..len])?;
         }
         Ok(())
+    }
+}
+
+/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
+/// cannot happen: the in-place paths run only when it is known), typed rather than a panic.
+fn in_place_unknown() -> crate::Error {
+    crate::Error::Backend {
+        during: OPERATION.to_string(),
+        reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
     }
 }

@@ -17,9 +17,12 @@
 //! memory cannot be registered with the network), so every byte leaves the device and comes
 //! back. On UMA devices with zero-copy (integrated GPUs, lavapipe) MPI reads the array's
 //! mapping directly and results are written back into it; elsewhere chunks go through the
-//! context's staging pool. Either way a collective is **pipelined** in chunks of
-//! [`PIPELINE_CHUNK_BYTES`]: all_reduce reads chunk k+1 from the device while MPI reduces
-//! chunk k (an immediate collective) and the result of chunk k−1 is on its way back. Host
+//! context's staging pool. Either way a collective works in chunks of
+//! [`PIPELINE_CHUNK_BYTES`]. all_reduce reduces each chunk in place (`MPI_IN_PLACE`, on
+//! Open MPI and MPICH-based libraries): on the array's mapping itself when zero-copy, with no
+//! host copy; else on one host chunk between the staging copies. On other MPI libraries it is
+//! pipelined instead: chunk k+1 comes off the device while MPI reduces chunk k into a second
+//! buffer (an immediate collective) and the result of chunk k−1 is on its way back. Host
 //! buffers stay at three chunks or fewer per collective (all_gather: one chunk per rank)
 //! whatever the array's size; [`Collectives::host_bytes_peak`] reports the most used so far.
 //!
