@@ -45,9 +45,13 @@ pub(crate) struct ArrayStorage {
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
     pub(crate) mapped: Option<MappedRange>,
     pub(crate) last_use: AtomicU64,
-    /// How many recorded but unsubmitted [`crate::Sequence`]s use the array: host access and
-    /// single ops are refused meanwhile, since they would run before that recorded work.
-    pub(crate) unsubmitted: AtomicU32,
+    /// How many user [`crate::Sequence`]s have recorded work on the array and not submitted
+    /// it: every single op and host access is refused meanwhile, since it would run before
+    /// that work (the recording model: [`crate::kernels`]). The library's own one-op
+    /// submissions never raise it.
+    pub(crate) pending: AtomicU32,
+    /// The number of the user sequence that last made the array pending, for the error.
+    pub(crate) pending_in: AtomicU64,
 }
 
 impl ArrayStorage {
@@ -63,7 +67,8 @@ impl ArrayStorage {
             buffer,
             mapped,
             last_use: AtomicU64::new(0),
-            unsubmitted: AtomicU32::new(0),
+            pending: AtomicU32::new(0),
+            pending_in: AtomicU64::new(0),
         }
     }
 
@@ -78,13 +83,7 @@ impl ArrayStorage {
         operation: &'static str,
     ) -> Result<()> {
         check_context(self, ctx, operation)?;
-        if self.unsubmitted.load(Ordering::Acquire) > 0 {
-            return Err(Error::InvalidArgument {
-                operation,
-                reason: "the array is used by a Sequence that has not been submitted yet, and this would run before that work: call submit() on the sequence first (or record this operation in it)".into(),
-            });
-        }
-        Ok(())
+        check_not_pending(self, operation)
     }
 
     pub(crate) fn record_use(&self, id: SubmissionId) {
@@ -218,8 +217,8 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         check_context(&self.storage, ctx, operation)
     }
 
-    /// Errors unless the array belongs to `ctx` and no unsubmitted [`crate::Sequence`] uses it:
-    /// what host access and single ops need (they would run before the recorded work).
+    /// Errors unless the array belongs to `ctx` and is not pending in a user recorder: what
+    /// every single op and host access checks first (the recording model: [`crate::kernels`]).
     pub(crate) fn check_ready(
         &self,
         ctx: &Arc<ContextInner>,
@@ -296,6 +295,21 @@ pub(crate) fn check_context(
     }
 }
 
+/// Errors when `storage` is pending in a user [`crate::Sequence`]: work recorded there and not
+/// yet submitted, which a single op would overtake. The error names the sequence.
+pub(crate) fn check_not_pending(storage: &ArrayStorage, operation: &'static str) -> Result<()> {
+    if storage.pending.load(Ordering::Acquire) == 0 {
+        return Ok(());
+    }
+    let sequence = storage.pending_in.load(Ordering::Acquire);
+    Err(Error::InvalidArgument {
+        operation,
+        reason: format!(
+            "the array is pending in Sequence #{sequence} (made by Context::sequence), which has recorded work on it and not been submitted; {operation} would run before that work: call submit() on that Sequence first, or record {operation} in it"
+        ),
+    })
+}
+
 impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
     fn record_use(&self, id: SubmissionId) {
         self.storage.record_use(id);
@@ -303,6 +317,10 @@ impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
 
     fn owning_context(&self) -> Option<Context> {
         Some(self.context())
+    }
+
+    fn check_ready(&self, operation: &'static str) -> Result<()> {
+        check_not_pending(&self.storage, operation)
     }
 }
 
@@ -438,7 +456,7 @@ impl Context {
             range.zero();
             return Ok(array);
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         sequence.touch_array(&array, "zeros")?;
         sequence.steps.push(crate::step::Step::Clear {
             buffer: array.storage.buffer.clone(),

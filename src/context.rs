@@ -43,13 +43,26 @@ pub(crate) fn describe_context(ctx: &ContextInner) -> String {
 /// not handed out again before that work completes. Only [`Context::raw_submit`] needs it: every
 /// other way to run GPU work records its arrays itself.
 pub trait GpuUse {
-    /// Notes that submission `id` uses this memory.
+    /// Notes that submission `id` uses this memory. Called just before the work is handed to
+    /// the queue, while the context keeps its submission order: an implementation should
+    /// only note the id (submitting work on the same context from here would deadlock).
     fn record_use(&self, id: SubmissionId);
 
     /// The context whose memory this is, when known: [`Context::raw_submit`] refuses memory
     /// of another context with [`Error::ForeignArray`]. The default, `None`, is not checked.
     fn owning_context(&self) -> Option<Context> {
         None
+    }
+
+    /// Errors when work submitted now must not use this memory yet: for a
+    /// [`DeviceArray`](crate::DeviceArray),
+    /// when it is pending in an unsubmitted [`crate::Sequence`] (the work would run before
+    /// what the sequence recorded; see the recording model in [`crate::kernels`]).
+    /// [`Context::raw_submit`] checks every use with it before submitting anything. The
+    /// default accepts.
+    fn check_ready(&self, operation: &'static str) -> Result<()> {
+        let _ = operation;
+        Ok(())
     }
 }
 
@@ -356,9 +369,12 @@ impl Context {
     /// GPU still reads or writes it, its memory goes to the next allocation at once, and both
     /// see each other's data (silent corruption; no validation layer notices).
     ///
-    /// Errors: [`Error::ForeignArray`] for an array of another context in `uses` (nothing is
-    /// submitted); [`Error::Device`] when wgpu refuses the submission (for instance a command
-    /// buffer that failed validation while it was encoded).
+    /// Errors: [`Error::ForeignArray`] for an array of another context in `uses`,
+    /// [`Error::InvalidArgument`] for an array pending in an unsubmitted [`crate::Sequence`]
+    /// (submit it first; both checked for every use before anything is submitted);
+    /// [`Error::Device`] when wgpu refuses the submission (for instance a command buffer that
+    /// failed validation while it was encoded). The uses are recorded before the queue gets the
+    /// work, so another thread's read of one of these arrays waits for it.
     pub fn raw_submit(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
@@ -374,11 +390,18 @@ impl Context {
                     });
                 }
             }
+            array.check_ready("raw_submit")?;
         }
         let during = "submitting command buffers (raw_submit)";
         self.inner.check_device(during)?;
         let scopes = crate::pipelines::ErrorScopes::push(&self.inner.device);
-        let id = self.inner.submit(command_buffers);
+        // The uses are recorded before the queue gets the work, as sequences do: another
+        // thread's host read of one of these arrays then waits for it.
+        let id = self.inner.submit_with(command_buffers, |id| {
+            for array in uses {
+                array.record_use(id);
+            }
+        });
         scopes
             .pop()
             .map_err(|reason| self.inner.device_error(during, reason))?;
@@ -386,9 +409,6 @@ impl Context {
             name: "raw_submit",
             submission: id,
         });
-        for array in uses {
-            array.record_use(id);
-        }
         Ok(id)
     }
 
@@ -611,7 +631,25 @@ impl ContextInner {
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
     ) -> SubmissionId {
-        self.submissions.submit(&self.queue, command_buffers)
+        self.submit_with(command_buffers, |_| {})
+    }
+
+    /// Submits `command_buffers`, running `before` with the submission's id just before the
+    /// queue gets them (arrays record their use there). On Vulkan a last command buffer makes
+    /// the work's writes visible to host reads ([`backend::host_read_barrier`]): the arena's
+    /// memory is read in place and its staging buffers are read by the host, and a fence wait
+    /// alone does not make device writes visible to the host.
+    pub(crate) fn submit_with(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
+        let barrier = backend::host_read_barrier(&self.device);
+        self.submissions.submit(
+            &self.queue,
+            command_buffers.into_iter().chain(barrier),
+            before,
+        )
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or

@@ -9,6 +9,46 @@
 //! because that is where users' code names these items (and the most used are also at the crate
 //! root); the rooms behind it stay private, so the next change of layout changes no user's
 //! code. This module only re-exports and is imported by nothing inside the crate.
+//!
+//! # The recording model
+//!
+//! How gpu-arena orders GPU work and host access when work can be recorded now and submitted later,
+//! by any number of threads sharing a [`Context`](crate::Context):
+//!
+//! - **Recorders.** Work the user records and submits later goes into a *user recorder*: a
+//!   [`Sequence`] from [`Context::sequence`](crate::Context::sequence) (and an
+//!   [`UploadBatch`](crate::UploadBatch), whose arrays cannot be named until
+//!   [`finish`](crate::UploadBatch::finish) submits them). Everything else is a *single op*:
+//!   [`Context::launch`](crate::Context::launch)`(..).run()`, `device_get`, `device_put_from` /
+//!   `copy_to`, `copy`, `dynamic_slice`, `dynamic_update_slice(_copy)`, `fill_in_place`, `zeros`,
+//!   [`gather`](crate::gather), ... Each is recorded and submitted within its call, as a library
+//!   sequence of one step.
+//! - **Pending.** An array is *pending* while a user's [`Sequence`] has recorded work on it and has
+//!   not been submitted or dropped. Only user recorders make an array pending; the library's single
+//!   ops never do, so two threads using one array through single ops (one launching kernels that
+//!   read it, the other reading it back, copying or slicing it) both succeed, always.
+//! - **Single ops refuse pending arrays.** Every single op, launches included, checks every array
+//!   it is given the same way and refuses a pending one with
+//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the sequence (`Sequence #7`)
+//!   and saying to submit it first: run now, the op would overtake the work recorded before it.
+//!   Inside a sequence, its own arrays are used freely, in the order recorded; an array pending in
+//!   *another* user sequence is accepted too: the two sequences run in the order they are
+//!   submitted.
+//! - **What fails records and marks nothing.** A launch or op checks all its arguments (context,
+//!   sizes, alignment, element types, pending state) and compiles its kernels before it records a
+//!   step or marks an array; a refused step leaves a sequence as it was.
+//! - **All or nothing.** [`Sequence::submit`] encodes and validates every part of the sequence
+//!   (more than 4096 dispatches are several command buffers) before it submits any, then submits
+//!   them together: when it returns an error, no part of the sequence ran.
+//! - **Marked in flight before the queue sees the work.** Every submission (sequences, single ops,
+//!   transfers, [`Context::raw_submit`](crate::Context::raw_submit)) records itself on the arrays
+//!   it uses *before* it is handed to the queue, so another thread's host read of such an array, or
+//!   the reuse of its memory after a drop, waits for that work. On Vulkan each submission ends with
+//!   a memory dependency to host reads, so that in-place reads see the device's writes.
+//! - **Which call reports a device refusal.** The call that submits: `run()` of a single launch,
+//!   the single op itself, [`Sequence::submit`] for recorded work, `raw_submit`. Single ops are
+//!   submitted within their call (no deferred batching): an `Ok` means the device accepted the
+//!   work.
 
 pub use crate::compute::{Kernel, Launch, Sequence};
 pub use crate::pipelines::{

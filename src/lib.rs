@@ -21,7 +21,9 @@
 //! - The library's ops: [`Context::dynamic_update_slice`] (in place on a donated array, which
 //!   comes back in [`Donated`] if the op fails), [`Context::dynamic_slice`],
 //!   [`Context::fill_in_place`], [`Context::copy`].
-//! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission.
+//! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission. What
+//!   is recorded and not yet submitted is the only thing that makes an array *pending*, which
+//!   every single op refuses: [the recording model](kernels#the-recording-model).
 //! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
 //!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
 //!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and

@@ -28,11 +28,15 @@ pub(crate) struct Submissions {
 
 impl Submissions {
     /// Submits and returns the new submission's id; its completion is recorded by a callback
-    /// that wgpu runs during a later `device.poll`.
+    /// that wgpu runs during a later `device.poll`. `before` runs with the id just before the
+    /// work is handed to the queue (under the lock that keeps ids in queue order): arrays
+    /// record the use there, so that no host read or reuse of their memory can slip in between
+    /// the submission and its record. It must not submit work itself.
     pub(crate) fn submit(
         &self,
         queue: &wgpu::Queue,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
         let mut last = self
             .last_submitted
@@ -40,6 +44,7 @@ impl Submissions {
             .unwrap_or_else(|p| p.into_inner());
         *last += 1;
         let id = *last;
+        before(SubmissionId(id));
         let index = queue.submit(command_buffers);
         {
             let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
@@ -55,8 +60,16 @@ impl Submissions {
         SubmissionId(id)
     }
 
-    /// wgpu's index of submission `id`, while it is among the recent ones.
+    /// wgpu's index of submission `id`, while it is among the recent ones. A submission whose
+    /// arrays already carry its id may still be on its way to the queue (uses are recorded just
+    /// before): this first waits for the submission in progress, if any, to be handed over,
+    /// so that waiting for `id` afterwards waits for its work.
     pub(crate) fn wgpu_index(&self, id: SubmissionId) -> Option<wgpu::SubmissionIndex> {
+        drop(
+            self.last_submitted
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         let recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         recent
             .iter()

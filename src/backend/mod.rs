@@ -9,6 +9,7 @@
 //! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
 //! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
 //! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
+//! `host_barrier.rs` (the memory dependency that makes GPU writes visible to host reads),
 //! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
 //! written without following planted links or trusting other users), `mpi_buffer.rs` (feature
 //! `mpi`: mapped memory as MPI buffers, and the in-place all-reduce through `mpi::ffi` with
@@ -38,6 +39,7 @@
 //!   a mapped view that wgpu checks), so an early `destroy` turns into wgpu errors there.
 #![allow(unsafe_code)]
 
+mod host_barrier;
 mod host_sync;
 mod mapped;
 #[cfg(feature = "mpi")]
@@ -47,6 +49,7 @@ mod plain;
 mod private_files;
 mod vulkan;
 
+pub(crate) use host_barrier::host_read_barrier;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]

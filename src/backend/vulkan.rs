@@ -33,7 +33,7 @@ use gpu_allocator::vulkan::{
 use gpu_allocator::MemoryLocation;
 use std::sync::{Arc, Mutex};
 
-type VulkanApi = wgpu::hal::api::Vulkan;
+pub(super) type VulkanApi = wgpu::hal::api::Vulkan;
 
 /// What one Vulkan device's memory looks like: the table the memory plan is made from.
 pub(crate) fn describe_vulkan_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescription> {

@@ -81,7 +81,7 @@ impl Context {
     /// Describes a launch of `kernel` run as a submission of its own (see [`Launch`]; to put
     /// many launches and ops in one submission, use [`Context::sequence`]).
     pub fn launch<'a>(&self, kernel: &Kernel) -> Launch<'static, 'a> {
-        Launch::new(Target::Own(self.sequence()), kernel)
+        Launch::new(Target::Own(self.single_op()), kernel)
     }
 }
 
@@ -217,8 +217,11 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// cannot hold exactly (a binding never reaches past its view: sizes not a multiple of 4,
     /// below the binding's type, not whole elements of a runtime-sized array, or empty in a
     /// launch that runs), a missing or wrongly sized parameter block, a missing grid or one
-    /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or kernel of another
-    /// context; [`Error::Device`] when the device refuses the work.
+    /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
+    /// kernel of another context; [`Error::InvalidArgument`], for a launch of
+    /// [`Context::launch`], over an array pending in an unsubmitted [`Sequence`] (it would run
+    /// before that sequence's work: submit it first); [`Error::Device`] when the device refuses
+    /// the work. A refused launch records nothing and marks no array.
     pub fn run(mut self) -> Result<()> {
         if let Some(error) = self.error.take() {
             return Err(error);
@@ -236,9 +239,10 @@ impl<'s, 'a> Launch<'s, 'a> {
                 context_device: crate::context::describe_context(&sequence.ctx.inner),
             });
         }
-        for arg in &self.args {
-            sequence.touch(&arg.storage, "launch")?;
-        }
+        // Every argument is checked (context; for a single launch, not pending in a user's
+        // sequence) before any is marked: a refused launch records and marks nothing.
+        let storages: Vec<&Arc<ArrayStorage>> = self.args.iter().map(|a| &a.storage).collect();
+        sequence.touch_all(&storages, "launch")?;
         if let Some(step) = step {
             sequence.push_dispatch(step);
         }

@@ -1,11 +1,12 @@
 //! `Sequence`: GPU work recorded step by step and submitted once — and the one way any work
 //! reaches the queue. The library's ops and users' kernels alike become steps here; a single op
-//! is a sequence of one. `submit` writes every step's parameters with one buffer write, encodes
-//! the steps into one command encoder inside wgpu error scopes (a refusal is an `Err`, and
-//! nothing is submitted), submits, and records the submission on every array a step touched,
-//! so no array's memory is handed out again before the work completes.
+//! is a library sequence of one. `submit` encodes every step into command buffers inside wgpu
+//! error scopes (a refusal is an `Err`, and nothing is submitted), writes the parameters,
+//! records the submission on every array a step touched (before the work is submitted, so no
+//! array's memory is handed out again, and no host read overtakes it), then submits. Which
+//! recorder makes an array pending: the recording model in [`crate::kernels`].
 
-use crate::array::{check_context, ArrayStorage, DeviceArray};
+use crate::array::{check_context, check_not_pending, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::pipelines::ErrorScopes;
@@ -14,13 +15,30 @@ use crate::step::Step;
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Most dispatches whose parameters one submission writes; a longer sequence is submitted in
-/// pieces of this many (in order). Bounds the parameter buffer at 4096 slots (1 MiB at 256-byte
-/// slots) however long a sequence grows.
+/// Most dispatches whose parameters one command buffer carries; a longer sequence is encoded
+/// as several command buffers of this many (in order), all validated before any is submitted,
+/// then submitted together. Bounds the context's reused parameter buffer at 4096 slots (1 MiB
+/// at 256-byte slots); the pieces after the first take parameter buffers of their own, freed
+/// when their work completes.
 const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
+
+/// Source of user sequences' numbers (1, 2, ...), which errors about pending arrays name.
+static NEXT_SEQUENCE: AtomicU64 = AtomicU64::new(1);
+
+/// Who records a sequence, which decides whether its arrays are pending (the recording model
+/// in [`crate::kernels`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Recorder {
+    /// A [`Sequence`] the user made with [`Context::sequence`] (numbered for errors): its
+    /// arrays are pending until it is submitted or dropped.
+    User(u64),
+    /// One of the library's single ops, recorded and submitted within the call: it marks no
+    /// array pending, and refuses arrays pending in a user's sequence.
+    Library,
+}
 
 /// GPU work recorded now and submitted together by [`Sequence::submit`]: kernel launches
 /// ([`Sequence::launch`]), the library's ops (`dynamic_update_slice`, `dynamic_slice`, `fill`,
@@ -29,18 +47,21 @@ const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
 ///
 /// Arrays made by a step exist at once and can be used by later steps. Every array a step
 /// touches is kept until the sequence is submitted and its work has completed, even if it is
-/// dropped before. Until `submit`, those arrays cannot be read back or used by a single op
-/// (that would run before the recorded work): such calls return an error saying so. Dropping a
-/// sequence without submitting discards its steps (arrays it made then hold unspecified data;
-/// what ran when it was recorded, a zero-copy upload or a host copy on a CPU adapter (below),
-/// stays done: arrays a dropped sequence updated hold unspecified data too).
+/// dropped before. Until `submit`, those arrays are *pending*: they cannot be read back or used
+/// by a single op, launches included (that would run before the recorded work), and such calls
+/// return an error naming the sequence. `submit` runs all of the recorded GPU work or none of
+/// it. Dropping a sequence without submitting discards its steps (arrays it made then hold
+/// unspecified data; what ran when it was recorded, a zero-copy upload or a host copy on a CPU
+/// adapter (below), stays done: arrays a dropped sequence updated hold unspecified data too).
+/// The rules: [the recording model](crate::kernels#the-recording-model).
 ///
-/// **Submissions**: `submit` makes one (one per 4096 dispatches), none for a sequence with no
-/// steps, and a sequence never costs more submissions than its ops one by one: recorded
-/// uploads ride in it (zero-copy writes and wgpu's queued writes need none of their own; only
-/// an upload larger than a staging buffer goes out on its own, as `device_put` would), and on
-/// a CPU adapter with a mapped arena (lavapipe), where single updates and fills are host copies
-/// that submit nothing, a recorded one whose arrays no earlier step touches is a host copy too.
+/// **Submissions**: `submit` makes one (its command buffers, one per 4096 dispatches, all
+/// validated before any is submitted), none for a sequence with no steps, and a sequence never
+/// costs more submissions than its ops one by one: recorded uploads ride in it (zero-copy
+/// writes and wgpu's queued writes need none of their own; only an upload larger than a
+/// staging buffer goes out on its own, as `device_put` would), and on a CPU adapter with a
+/// mapped arena (lavapipe), where single updates and fills are host copies that submit
+/// nothing, a recorded one whose arrays no earlier step touches is a host copy too.
 /// Its arrays are pending until `submit` on every path alike.
 ///
 /// ```no_run
@@ -66,14 +87,30 @@ pub struct Sequence {
     pub(crate) staging: Vec<(StagingBuffer, u64)>,
     /// Names of the timeline's dispatch records (one per dispatch).
     dispatches: usize,
+    recorder: Recorder,
     /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
     /// even without a step, so that they land.
     pub(crate) queued_writes: bool,
 }
 
 impl Context {
-    /// Starts a [`Sequence`]: record many launches and ops, submit them once.
+    /// Starts a [`Sequence`]: record many launches and ops, submit them once. Until it is
+    /// submitted (or dropped), the arrays it records work on are **pending**: single ops and
+    /// host reads of them are refused with an error naming this sequence (see the recording
+    /// model in [`crate::kernels`]).
     pub fn sequence(&self) -> Sequence {
+        self.recorder(Recorder::User(
+            NEXT_SEQUENCE.fetch_add(1, Ordering::Relaxed),
+        ))
+    }
+
+    /// A sequence for one of the library's single ops: it marks nothing pending and refuses
+    /// arrays pending in a user's sequence.
+    pub(crate) fn single_op(&self) -> Sequence {
+        self.recorder(Recorder::Library)
+    }
+
+    fn recorder(&self, recorder: Recorder) -> Sequence {
         Sequence {
             ctx: self.clone(),
             steps: Vec::new(),
@@ -81,6 +118,7 @@ impl Context {
             touched_set: HashSet::new(),
             staging: Vec::new(),
             dispatches: 0,
+            recorder,
             queued_writes: false,
         }
     }
@@ -102,17 +140,38 @@ impl Sequence {
         self.steps.is_empty()
     }
 
-    /// Notes that the recorded work uses `storage`: kept alive until submitted, refused to host
-    /// access and single ops meanwhile. Errors for an array of another context.
+    /// Notes that the recorded work uses `storage` ([`Sequence::touch_all`] of one).
     pub(crate) fn touch(
         &mut self,
         storage: &Arc<ArrayStorage>,
         operation: &'static str,
     ) -> Result<()> {
-        check_context(storage, &self.ctx.inner, operation)?;
-        if self.touched_set.insert(Arc::as_ptr(storage) as usize) {
-            storage.unsubmitted.fetch_add(1, Ordering::AcqRel);
-            self.touched.push(Arc::clone(storage));
+        self.touch_all(&[storage], operation)
+    }
+
+    /// Notes that the recorded work uses every array of `storages`: each is kept alive until
+    /// the work is submitted and, in a user's sequence, pending meanwhile. Checks all of them
+    /// before marking any, so a refusal marks nothing: an array of another context
+    /// ([`Error::ForeignArray`]), and for a single op an array pending in a user's sequence.
+    pub(crate) fn touch_all(
+        &mut self,
+        storages: &[&Arc<ArrayStorage>],
+        operation: &'static str,
+    ) -> Result<()> {
+        for storage in storages {
+            check_context(storage, &self.ctx.inner, operation)?;
+            if self.recorder == Recorder::Library {
+                check_not_pending(storage, operation)?;
+            }
+        }
+        for storage in storages {
+            if self.touched_set.insert(Arc::as_ptr(storage) as usize) {
+                if let Recorder::User(id) = self.recorder {
+                    storage.pending_in.store(id, Ordering::Release);
+                    storage.pending.fetch_add(1, Ordering::AcqRel);
+                }
+                self.touched.push(Arc::clone(*storage));
+            }
         }
         Ok(())
     }
@@ -127,11 +186,14 @@ impl Sequence {
     }
 
     /// Whether an op on `storage` may run now instead of in order after the recorded steps
-    /// (the host path of `ops/host.rs`): no step recorded so far reads or writes it, and no
-    /// other unsubmitted sequence uses it.
+    /// (the host path of `ops/host.rs`): no step recorded so far reads or writes it, and it is
+    /// pending in no other user sequence (this one's own mark aside).
     pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>) -> bool {
-        let ours = u32::from(self.touched_set.contains(&(Arc::as_ptr(storage) as usize)));
-        storage.unsubmitted.load(Ordering::Acquire) as u64 == u64::from(ours)
+        let ours = u32::from(
+            self.recorder != Recorder::Library
+                && self.touched_set.contains(&(Arc::as_ptr(storage) as usize)),
+        );
+        storage.pending.load(Ordering::Acquire) == ours
             && !self.steps.iter().any(|step| {
                 step.touches(
                     &storage.buffer,
@@ -148,51 +210,50 @@ impl Sequence {
         self.steps.push(step);
     }
 
-    /// Submits every recorded step, in order, as one submission (a sequence of more than 4096
-    /// dispatches as several, in order). Returns the (last) submission; an empty sequence
-    /// submits nothing and returns `SubmissionId(0)`.
+    /// Submits every recorded step, in order, as one submission. A sequence of more than 4096
+    /// dispatches is encoded as several command buffers, **every one validated before any is
+    /// submitted**, then submitted together: a sequence runs all or nothing. Returns the
+    /// submission; an empty sequence submits nothing and returns `SubmissionId(0)`. Either
+    /// way its arrays stop being pending.
     ///
-    /// Errors: [`Error::Device`] with wgpu's message when the device refuses the work (nothing
-    /// of the refused piece runs); [`Error::DeviceLost`] once the device is lost or destroyed.
+    /// Errors: [`Error::Device`] with wgpu's message when the device refuses any part of the
+    /// work (then no part of it runs); [`Error::DeviceLost`] once the device is lost or
+    /// destroyed.
     pub fn submit(mut self) -> Result<SubmissionId> {
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
-        let mut last = SubmissionId(0);
-        let result = (|| {
-            if steps.is_empty() && std::mem::take(&mut self.queued_writes) {
+        if steps.is_empty() {
+            let mut last = SubmissionId(0);
+            if std::mem::take(&mut self.queued_writes) {
                 // Only queued uploads: one (empty) submission carries them.
-                last = inner.submit([]);
+                let touched = &self.touched;
+                last = inner.submit_with([], |id| {
+                    for storage in touched {
+                        storage.record_use(id);
+                    }
+                });
             }
+            self.finish(last);
+            return Ok(last);
+        }
+        let touched = std::mem::take(&mut self.touched);
+        let result = {
             let mut kernels = inner.kernels.lock();
-            let mut rest = &steps[..];
-            while !rest.is_empty() {
-                let mut dispatches = 0;
-                let take = rest
-                    .iter()
-                    .position(|s| {
-                        if matches!(s, Step::Dispatch { .. }) {
-                            dispatches += 1;
-                        }
-                        dispatches > MAX_DISPATCHES_PER_SUBMIT
-                    })
-                    .unwrap_or(rest.len());
-                let (piece, tail) = rest.split_at(take);
-                rest = tail;
-                last = inner.submit_steps(&mut kernels.params, piece)?;
-            }
-            Ok::<_, Error>(())
-        })();
+            inner.submit_steps(&mut kernels.params, &steps, &touched)
+        };
+        self.touched = touched;
+        let last = *result.as_ref().unwrap_or(&SubmissionId(0));
         self.finish(last);
-        result.map(|()| last)
+        result
     }
 
-    /// Records `last` on every touched array and releases the staging buffers and arrays.
+    /// Releases the staging buffers and arrays: in a user's sequence its arrays stop being
+    /// pending (their last use was recorded before the work was submitted).
     fn finish(&mut self, last: SubmissionId) {
         for storage in self.touched.drain(..) {
-            if last.0 > 0 {
-                storage.record_use(last);
+            if self.recorder != Recorder::Library {
+                storage.pending.fetch_sub(1, Ordering::AcqRel);
             }
-            storage.unsubmitted.fetch_sub(1, Ordering::AcqRel);
         }
         self.touched_set.clear();
         for (mut staging, _) in self.staging.drain(..) {
@@ -218,6 +279,7 @@ impl std::fmt::Debug for Sequence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sequence")
             .field("steps", &self.steps.len())
+            .field("recorder", &self.recorder)
             .field("dispatches", &self.dispatches)
             .field("arrays", &self.touched.len())
             .finish()
@@ -225,12 +287,84 @@ impl std::fmt::Debug for Sequence {
 }
 
 impl ContextInner {
-    /// Encodes and submits `steps` (at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches). The
+    /// Encodes `steps` as command buffers of at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches
+    /// each, every one inside error scopes; only when all are valid, writes their parameters,
+    /// records the submission on every array of `touched` and submits them together. The
     /// caller holds the kernel lock, which keeps other threads from writing the parameter
-    /// slots between this write and this submit.
-    fn submit_steps(&self, params: &mut ParamsBuffer, steps: &[Step]) -> Result<SubmissionId> {
+    /// slots of `params` between this write and this submit.
+    fn submit_steps(
+        &self,
+        params: &mut ParamsBuffer,
+        steps: &[Step],
+        touched: &[Arc<ArrayStorage>],
+    ) -> Result<SubmissionId> {
         // Nothing of a lost device is touched, the parameter buffer included.
         self.check_device("submitting recorded GPU work")?;
+        let mut pieces = Vec::new();
+        let mut rest = steps;
+        while !rest.is_empty() {
+            let mut dispatches = 0;
+            let take = rest
+                .iter()
+                .position(|s| {
+                    if matches!(s, Step::Dispatch { .. }) {
+                        dispatches += 1;
+                    }
+                    dispatches > MAX_DISPATCHES_PER_SUBMIT
+                })
+                .unwrap_or(rest.len());
+            let (piece, tail) = rest.split_at(take);
+            rest = tail;
+            // The first piece reuses the context's parameter buffer; later ones (only
+            // sequences of more than 4096 dispatches) take their own, so no piece's
+            // parameters overwrite another's before it runs.
+            let mut own = None;
+            let buffer = if pieces.is_empty() {
+                &mut *params
+            } else {
+                &mut own
+            };
+            pieces.push(self.encode_steps(buffer, piece)?);
+        }
+        let mut commands = Vec::with_capacity(pieces.len());
+        for (command_buffer, params) in pieces {
+            if let Some((buffer, data)) = params {
+                // Lands before this submission's commands and after every earlier one's.
+                self.queue.write_buffer(&buffer, 0, &data);
+            }
+            commands.push(command_buffer);
+        }
+        // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
+        let scopes = ErrorScopes::push(&self.device);
+        let id = self.submit_with(commands, |id| {
+            for storage in touched {
+                storage.record_use(id);
+            }
+        });
+        scopes.pop().map_err(|reason| Error::Device {
+            during: "submitting a gpu-arena sequence".into(),
+            reason,
+        })?;
+        for step in steps {
+            if let Step::Dispatch { kernel, .. } = step {
+                self.record(crate::profile::Record::Dispatch {
+                    name: &kernel.name,
+                    submission: id,
+                });
+            }
+        }
+        Ok(id)
+    }
+
+    /// Encodes `steps` (at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches) into one command
+    /// buffer inside error scopes, with their uniform parameters in `params` (grown when too
+    /// small). Returns the command buffer and the parameter bytes to write before submitting.
+    #[allow(clippy::type_complexity)]
+    fn encode_steps(
+        &self,
+        params: &mut ParamsBuffer,
+        steps: &[Step],
+    ) -> Result<(wgpu::CommandBuffer, Option<(wgpu::Buffer, Vec<u8>)>)> {
         let align = u64::from(self.limits.min_uniform_buffer_offset_alignment).max(4);
         // Slots: each uniform parameter block at an aligned offset of one buffer.
         let mut offsets = Vec::with_capacity(steps.len());
@@ -254,6 +388,7 @@ impl ContextInner {
             };
             offsets.push(slot);
         }
+        let mut params_write = None;
         let params_buffer = if bytes > 0 {
             let grow = params.as_ref().is_none_or(|(_, size)| *size < bytes);
             if grow {
@@ -279,8 +414,7 @@ impl ContextInner {
                     data[*at as usize..*at as usize + p.len()].copy_from_slice(p);
                 }
             }
-            // Lands before this submission's commands and after every earlier submission's.
-            self.queue.write_buffer(&buffer, 0, &data);
+            params_write = Some((buffer.clone(), data));
             Some(buffer)
         } else {
             None
@@ -379,24 +513,9 @@ impl ContextInner {
         }
         let commands = encoder.finish();
         scopes.pop().map_err(|reason| Error::Device {
-            during: "encoding a gpu-arena sequence".into(),
+            during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
             reason,
         })?;
-        // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
-        let scopes = ErrorScopes::push(&self.device);
-        let id = self.submit([commands]);
-        scopes.pop().map_err(|reason| Error::Device {
-            during: "submitting a gpu-arena sequence".into(),
-            reason,
-        })?;
-        for step in steps {
-            if let Step::Dispatch { kernel, .. } = step {
-                self.record(crate::profile::Record::Dispatch {
-                    name: &kernel.name,
-                    submission: id,
-                });
-            }
-        }
-        Ok(id)
+        Ok((commands, params_write))
     }
 }

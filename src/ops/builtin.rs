@@ -91,11 +91,18 @@ impl Sequence {
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let max = inner.max_workgroups_per_dimension(kernels);
-        for d in dispatches {
-            for b in &d.bindings {
-                self.touch(b.storage, operation)?;
-            }
-            let compiled = kernels.builtin(&inner.device, &inner.adapter_info, d.kernel)?;
+        // Everything that can fail comes first (compiling, then every array's checks), so a
+        // refused op records and marks nothing.
+        let compiled = dispatches
+            .iter()
+            .map(|d| kernels.builtin(&inner.device, &inner.adapter_info, d.kernel))
+            .collect::<Result<Vec<_>>>()?;
+        let storages: Vec<_> = dispatches
+            .iter()
+            .flat_map(|d| d.bindings.iter().map(|b| b.storage))
+            .collect();
+        self.touch_all(&storages, operation)?;
+        for (d, compiled) in dispatches.iter().zip(compiled) {
             let items = d.params.items();
             let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * d.per_group;
             // Dispatches start below `items`, itself a `u32`.

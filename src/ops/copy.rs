@@ -51,7 +51,7 @@ impl Context {
                 return Ok(result);
             }
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         let result = sequence.copy(array)?;
         sequence.submit()?;
         Ok(result)

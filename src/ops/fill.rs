@@ -65,7 +65,7 @@ impl Context {
             Err(error) => return Err(Donated { error, array }),
         }
         drop(kernels);
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         let array = sequence.fill_pattern(array, pattern, "fill")?;
         match sequence.submit() {
             Ok(_) => Ok(array),

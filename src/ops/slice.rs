@@ -43,7 +43,7 @@ impl Context {
                 return Ok(result);
             }
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         let starts: Vec<i64> = start.iter().map(|&s| s as i64).collect();
         let result = sequence.dynamic_slice(operand, &starts, sizes)?;
         sequence.submit()?;

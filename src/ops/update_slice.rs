@@ -75,7 +75,7 @@ impl Context {
                 }),
             };
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         let operand = sequence.dynamic_update_slice(operand, update, &start_i64(&start))?;
         match sequence.submit() {
             Ok(_) => Ok(operand),
@@ -105,7 +105,7 @@ impl Context {
             None => {
                 // The update is not mapped after all: run the kernel.
                 drop(kernels);
-                let mut sequence = self.sequence();
+                let mut sequence = self.single_op();
                 sequence.record_copies(&[(&update, operand, copy)], "dynamic_update_slice")?;
                 sequence.submit().map(drop)
             }
@@ -146,7 +146,7 @@ impl Context {
                 return Ok(result);
             }
             drop(kernels);
-            let mut sequence = self.sequence();
+            let mut sequence = self.single_op();
             sequence.record_copies(
                 &[
                     (operand, &result, whole_array(operand)),
@@ -157,7 +157,7 @@ impl Context {
             sequence.submit()?;
             return Ok(result);
         }
-        let mut sequence = self.sequence();
+        let mut sequence = self.single_op();
         let result = sequence.dynamic_update_slice_copy(operand, update, &start_i64(&start))?;
         sequence.submit()?;
         Ok(result)

@@ -118,8 +118,10 @@ impl Context {
         self.inner.guard_defaults
     }
 
-    /// Number of staging buffers made so far, (upload, readback): the pool does not grow with
-    /// the number of transfers.
+    /// Number of staging buffers the pool holds now, (upload, readback): at most 3 each once
+    /// the work that used them is released, whatever was recorded (a [`crate::Sequence`] of
+    /// many `put`s takes more while it is recorded and gives the extra ones back when it is
+    /// submitted or dropped); the pool does not grow with the number of transfers.
     pub fn staging_buffers_created(&self) -> (usize, usize) {
         let [up, down] = self.inner.staging.created();
         (up, down)

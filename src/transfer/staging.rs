@@ -54,7 +54,8 @@ impl StagingPool {
         }
     }
 
-    /// Buffers per direction made so far (for tests: the pool does not grow per transfer).
+    /// Buffers per direction the pool holds now, free or taken (for tests: the pool does not
+    /// grow per transfer, and returns to [`STAGING_BUFFERS`] once extra ones are released).
     pub(crate) fn created(&self) -> [usize; 2] {
         *self.created.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -89,12 +90,24 @@ impl StagingPool {
         }
     }
 
-    /// Gives a buffer back; it is reused once `busy_until` has completed.
+    /// Gives a buffer back; it is reused once `busy_until` has completed. A buffer above the
+    /// pool's [`STAGING_BUFFERS`] (made while a sequence held the others) is dropped instead,
+    /// so the pool returns to its size: wgpu keeps the buffer's memory until the submissions
+    /// that use it complete.
     pub(crate) fn release(&self, kind: StagingKind, buffer: StagingBuffer) {
-        self.free_list(kind)
+        let mut free = self
+            .free_list(kind)
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(buffer);
+            .unwrap_or_else(|p| p.into_inner());
+        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+        if created[kind as usize] > STAGING_BUFFERS {
+            created[kind as usize] -= 1;
+            drop(created);
+            drop(free);
+            drop(buffer);
+            return;
+        }
+        free.push(buffer);
     }
 }
 

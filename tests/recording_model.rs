@@ -1,0 +1,492 @@
+//! The recording model (crate docs, `kernels`): only a user's unsubmitted `Sequence` makes an
+//! array pending; every single op, launches included, refuses a pending array with an error
+//! naming the sequence; the library's own one-op submissions never refuse each other across
+//! threads; a refused launch marks nothing; a sequence runs all or nothing; `raw_submit`
+//! records its uses before the queue gets the work; the staging pool returns to its size.
+
+mod common;
+
+use common::{assert_no_validation_errors, context, context_with, test_config};
+use gpu_arena::profile::TimelineEventKind;
+use gpu_arena::{AllocatorKind, ArenaConfig, Context, DeviceArray, Error, GpuUse, SubmissionId};
+
+/// Adds `p` to every element of `a`.
+const ADD: &str = r#"
+@group(0) @binding(0) var<uniform> p: u32;
+@group(0) @binding(1) var<storage, read_write> a: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + p; }
+}
+"#;
+
+/// `y[i] = y[i] + x[i]`.
+const ACCUMULATE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&y)) { y[id.x] = y[id.x] + x[id.x]; }
+}
+"#;
+
+fn assert_names_the_pending_sequence(error: &Error, operation: &str) {
+    let message = error.to_string();
+    assert!(
+        matches!(error, Error::InvalidArgument { .. }),
+        "{operation}: {message}"
+    );
+    assert!(
+        message.contains("pending in Sequence #"),
+        "{operation}: {message}"
+    );
+    assert!(
+        message.contains("call submit() on that Sequence first"),
+        "{operation}: {message}"
+    );
+    assert!(message.contains(operation), "{operation}: {message}");
+}
+
+fn launch_after_an_unsubmitted_put_is_refused(ctx: &Context) {
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut y = ctx.device_put(&[1.0f32; 100], &[100]).unwrap();
+    let mut s = ctx.sequence();
+    let x = s.put(&[10.0f32; 100], &[100]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(100)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    // Nothing ran: y is as it was once the sequence is submitted, and the launch then works.
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [1.0; 100]);
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(100)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [11.0; 100]);
+}
+
+#[test]
+fn launch_over_an_array_put_by_an_unsubmitted_sequence_is_refused_on_the_zero_copy_path() {
+    launch_after_an_unsubmitted_put_is_refused(&context());
+    assert_no_validation_errors();
+}
+
+#[test]
+fn launch_over_an_array_put_by_an_unsubmitted_sequence_is_refused_on_the_staging_path() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        ..test_config()
+    });
+    launch_after_an_unsubmitted_put_is_refused(&ctx);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn launch_over_an_array_with_an_unsubmitted_sequence_step_is_refused() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[20u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    s.launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let refused = ctx
+        .launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    s.submit().unwrap();
+    ctx.launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [22; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn every_single_op_refuses_an_array_pending_in_a_sequence_naming_it() {
+    let ctx = context();
+    let other = context();
+    let mut s = ctx.sequence();
+    let x = s.put(&[3u32; 64], &[64]).unwrap();
+    let sequence = format!("{s:?}");
+    let number = sequence
+        .split("User(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap();
+    let ready = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+
+    let refused = ctx.device_get(&x).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains(&format!("pending in Sequence #{number}")),
+        "{refused} / {sequence}"
+    );
+    assert_names_the_pending_sequence(&refused, "device_get");
+    assert_names_the_pending_sequence(&ctx.copy(&x).unwrap_err(), "copy");
+    assert_names_the_pending_sequence(
+        &ctx.dynamic_slice(&x, &[0], &[4]).unwrap_err(),
+        "dynamic_slice",
+    );
+    assert_names_the_pending_sequence(
+        &ctx.dynamic_update_slice_copy(&x, &ready, &[0]).unwrap_err(),
+        "dynamic_update_slice_copy",
+    );
+    // The pending array as the update of a donated operand: the operand comes back intact.
+    let donated = ctx.dynamic_update_slice(ready, &x, &[0]).unwrap_err();
+    assert_names_the_pending_sequence(&donated.error, "dynamic_update_slice");
+    let ready = donated.array;
+    assert_eq!(ctx.device_get(&ready).unwrap(), [0; 64]);
+    assert_names_the_pending_sequence(&x.copy_to(&other).unwrap_err(), "device_put_from");
+    assert_names_the_pending_sequence(&x.to_vec().unwrap_err(), "DeviceArray::to_vec");
+    assert_names_the_pending_sequence(
+        &gpu_arena::gather(std::slice::from_ref(&ctx), std::slice::from_ref(&x)).unwrap_err(),
+        "gather",
+    );
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [3; 64]);
+    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [3; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_donated_array_pending_in_a_sequence_comes_back_from_a_refused_single_op() {
+    let ctx = context();
+    let mut s = ctx.sequence();
+    let x = s.put(&[5u32; 32], &[32]).unwrap();
+    let refused = ctx.fill_in_place(x, 9).unwrap_err();
+    assert_names_the_pending_sequence(&refused.error, "fill_in_place");
+    let x = refused.array;
+    let refused = ctx.dynamic_update_slice(x, &[1u32][..], &[0]).unwrap_err();
+    assert_names_the_pending_sequence(&refused.error, "dynamic_update_slice");
+    let x = refused.array;
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [5; 32]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn raw_submit_refuses_an_array_pending_in_a_sequence_and_submits_nothing() {
+    let ctx = context();
+    let done = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    let pending = s.put(&[2u32; 64], &[64]).unwrap();
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.clear_buffer(done.buffer(), done.byte_offset(), Some(256));
+    let before = done.last_use();
+    let refused = ctx
+        .raw_submit([encoder.finish()], &[&done, &pending])
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "raw_submit");
+    assert_eq!(done.last_use(), before, "nothing recorded");
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&done).unwrap(), [1; 64], "nothing submitted");
+    assert_eq!(ctx.device_get(&pending).unwrap(), [2; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn dropping_an_unsubmitted_sequence_releases_its_arrays() {
+    let ctx = context();
+    let x = ctx.device_put(&[1u32; 16], &[16]).unwrap();
+    let mut s = ctx.sequence();
+    let _slice = s.dynamic_slice(&x, &[0], &[4]).unwrap();
+    assert!(ctx.copy(&x).is_err());
+    drop(s);
+    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [1; 16]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn two_threads_launching_and_reading_one_array_never_refuse_each_other() {
+    let ctx = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let n = 4096;
+    let x = ctx.device_put(&vec![1.0f32; n], &[n]).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut y = ctx.zeros::<f32>(&[n]).unwrap();
+            for _ in 0..200 {
+                ctx.launch(&k)
+                    .arg(&x)
+                    .arg_mut(&mut y)
+                    .grid_for(n as u64)
+                    .run()
+                    .expect("a launch is never refused for another thread's single op");
+            }
+            assert_eq!(ctx.device_get(&y).unwrap(), vec![200.0; n]);
+        });
+        scope.spawn(|| {
+            for i in 0..200 {
+                match i % 3 {
+                    0 => assert_eq!(ctx.device_get(&x).expect("device_get"), vec![1.0; n]),
+                    1 => assert_eq!(ctx.copy(&x).expect("copy").to_vec().unwrap(), vec![1.0; n]),
+                    _ => assert_eq!(
+                        ctx.dynamic_slice(&x, &[17], &[100])
+                            .expect("dynamic_slice")
+                            .to_vec()
+                            .unwrap(),
+                        vec![1.0; 100]
+                    ),
+                }
+            }
+        });
+    });
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_launch_refused_for_a_foreign_second_argument_marks_nothing() {
+    let ctx = context();
+    let other = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut foreign = other.device_put(&[2.0f32; 8], &[8]).unwrap();
+    let mut s = ctx.sequence();
+    let refused = s
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut foreign)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert!(matches!(refused, Error::ForeignArray { .. }), "{refused}");
+    assert!(s.is_empty(), "nothing recorded");
+    // x was not marked pending by the refused launch.
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut foreign)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert!(matches!(refused, Error::ForeignArray { .. }), "{refused}");
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    drop(s);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_single_launch_refused_for_a_pending_second_argument_marks_nothing() {
+    let ctx = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut s = ctx.sequence();
+    let mut pending = s.put(&[2.0f32; 8], &[8]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut pending)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&pending).unwrap(), [2.0; 8]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_sequence_over_4096_dispatches_whose_last_piece_is_refused_ran_nothing() {
+    // One region per array (the platform allocator), so destroying one array's buffer leaves
+    // the others usable.
+    let ctx = context_with(ArenaConfig {
+        allocator: AllocatorKind::Platform,
+        ..test_config()
+    });
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut broken = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    assert_ne!(x.buffer(), broken.buffer(), "one region per array");
+    let mut s = ctx.sequence();
+    for _ in 0..4096 {
+        s.launch(&add)
+            .arg_mut(&mut x)
+            .params(&1u32)
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    // The 4097th dispatch, in the second piece, binds a buffer the device will refuse.
+    s.launch(&add)
+        .arg_mut(&mut broken)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    broken.buffer().destroy();
+    let refused = s.submit().unwrap_err();
+    assert!(matches!(refused, Error::Device { .. }), "{refused}");
+    assert!(
+        refused.to_string().contains("nothing of it was submitted"),
+        "{refused}"
+    );
+    ctx.synchronize().unwrap();
+    assert_eq!(
+        ctx.device_get(&x).unwrap(),
+        [0; 64],
+        "the first 4096 dispatches did not run"
+    );
+    // The destroyed buffer is the wgpu validation error this test wanted, not a Vulkan one.
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_sequence_over_4096_dispatches_runs_every_dispatch_in_order() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    for i in 0..5000u32 {
+        // Parameters differ per dispatch: each piece must read its own.
+        s.launch(&add)
+            .arg_mut(&mut x)
+            .params(&(i % 3))
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    s.submit().unwrap();
+    let expected: u32 = (0..5000u32).map(|i| i % 3).sum();
+    assert_eq!(ctx.device_get(&x).unwrap(), [expected; 64]);
+    assert_no_validation_errors();
+}
+
+/// Wraps an array for `raw_submit` and, when the use is recorded, notes whether the context's
+/// timeline already shows the submission (which it records once the queue has the work).
+struct Probe<'a> {
+    ctx: &'a Context,
+    array: &'a DeviceArray<u32>,
+    seen: std::sync::Mutex<Option<(SubmissionId, bool)>>,
+}
+
+impl GpuUse for Probe<'_> {
+    fn record_use(&self, id: SubmissionId) {
+        self.array.record_use(id);
+        // Only looks: waiting for the work from here would wait for this very submission.
+        let submitted = self
+            .ctx
+            .memory_timeline()
+            .unwrap()
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, TimelineEventKind::Dispatch { submission, .. } if submission == id.0));
+        *self.seen.lock().unwrap() = Some((id, submitted));
+    }
+
+    fn owning_context(&self) -> Option<Context> {
+        self.array.owning_context()
+    }
+}
+
+#[test]
+fn raw_submit_records_its_uses_before_the_queue_gets_the_work() {
+    let ctx = context_with(ArenaConfig {
+        timeline_capacity: 1024,
+        ..test_config()
+    });
+    // The source is a buffer of wgpu's own (a copy within one region buffer is refused).
+    let src = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("raw_submit probe source"),
+        size: 256,
+        usage: wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: true,
+    });
+    src.slice(..)
+        .get_mapped_range_mut()
+        .unwrap()
+        .copy_from_slice(bytemuck::cast_slice(&[7u32; 64]));
+    src.unmap();
+    let dst = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&src, 0, dst.buffer(), dst.byte_offset(), 256);
+    let probe = Probe {
+        ctx: &ctx,
+        array: &dst,
+        seen: Default::default(),
+    };
+    let id = ctx.raw_submit([encoder.finish()], &[&probe]).unwrap();
+    let (recorded, submitted_before) = probe.seen.lock().unwrap().take().unwrap();
+    assert_eq!(recorded, id);
+    assert!(
+        !submitted_before,
+        "the use was recorded before the queue got the work"
+    );
+    assert!(
+        ctx.memory_timeline()
+            .unwrap()
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, TimelineEventKind::Dispatch { submission, .. } if submission == id.0)),
+        "the timeline shows the submission afterwards"
+    );
+    assert_eq!(
+        dst.last_use(),
+        id,
+        "the array is in flight until the work completes"
+    );
+    // Another thread's read waits for the work.
+    let read = std::thread::scope(|scope| scope.spawn(|| ctx.device_get(&dst).unwrap()).join());
+    assert_eq!(read.unwrap(), [7; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_sequence_of_many_puts_gives_its_extra_staging_buffers_back() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        staging_bytes: 1 << 20,
+        ..test_config()
+    });
+    if !ctx.is_vulkan() {
+        eprintln!("skipped: recorded puts take staging buffers on Vulkan only");
+        return;
+    }
+    let rows: Vec<Vec<u8>> = (0..24u8).map(|i| vec![i; 600 << 10]).collect();
+    let mut s = ctx.sequence();
+    let arrays: Vec<DeviceArray<u8>> = rows
+        .iter()
+        .map(|row| s.put(row, &[row.len()]).unwrap())
+        .collect();
+    assert!(
+        ctx.staging_buffers_created().0 >= 24,
+        "one staging buffer per put while recorded: {:?}",
+        ctx.staging_buffers_created()
+    );
+    s.submit().unwrap();
+    ctx.synchronize().unwrap();
+    let (up, _) = ctx.staging_buffers_created();
+    assert!(up <= 3, "the pool is back to its 3 buffers, holds {up}");
+    for (array, row) in arrays.iter().zip(&rows) {
+        assert!(ctx.device_get(array).unwrap() == *row);
+    }
+    // A dropped sequence gives them back too.
+    let mut s = ctx.sequence();
+    let _more: Vec<DeviceArray<u8>> = rows
+        .iter()
+        .map(|row| s.put(row, &[row.len()]).unwrap())
+        .collect();
+    drop(s);
+    assert!(ctx.staging_buffers_created().0 <= 3);
+    assert_no_validation_errors();
+}
