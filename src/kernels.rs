@@ -8,7 +8,8 @@
 //! scopes, below both and below `Context`). The public path stays `gpu_arena::kernels::*`
 //! because that is where users' code names these items (and the most used are also at the crate
 //! root); the rooms behind it stay private, so the next change of layout changes no user's
-//! code. This module only re-exports and is imported by nothing inside the crate.
+//! code. Being compute's public page, it also writes down the rules every recorder follows
+//! (below); in code it only re-exports, and nothing inside the crate imports it.
 //!
 //! # The recording model
 //!
