@@ -1,4 +1,8 @@
 //! The crate's one error type. Every variant's message says what went wrong and what to do.
+//!
+//! One import cycle is the honest shape here: `config` reports a bad value through [`Error`],
+//! and [`Error::TransferGuard`] carries `config`'s plain data (the guard's
+//! [`TransferDirection`]). Neither file calls the other's code; both are below everything else.
 
 use crate::arena::{ArenaError, OutOfMemory};
 use crate::config::TransferDirection;
