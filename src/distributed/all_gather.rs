@@ -2,7 +2,7 @@
 
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree, Header, Kind};
-use super::{refused_without_error, CollectiveElement, Collectives};
+use super::{CollectiveElement, Collectives};
 use crate::error::{Error, Result};
 use crate::{DeviceArray, MAX_RANK};
 use mpi::traits::*;
@@ -55,12 +55,7 @@ impl Collectives {
             let recv = host_buffer::<T>(chunk * ranks, OPERATION)?;
             Ok((out, send, recv))
         })();
-        let (prepared, local) = match prepared {
-            Ok(prepared) => (Some(prepared), None),
-            Err(error) => (None, Some(error)),
-        };
-        agree(&self.comm, OPERATION, &header, local)?;
-        let (out, mut send, mut recv) = prepared.ok_or_else(|| refused_without_error(OPERATION))?;
+        let (out, mut send, mut recv) = agree(&self.comm, OPERATION, &header, prepared)?;
         let input = ArrayIo::new(&self.ctx.inner, array)?;
         let output = ArrayIo::new(&self.ctx.inner, &out)?;
         self.note_host_bytes(

@@ -93,21 +93,10 @@ impl Collectives {
                 ];
                 Ok(buffers)
             });
-        let (buffers, local) = match prepared {
-            Ok(buffers) => (Some(buffers), None),
-            Err(error) => (None, Some(error)),
+        let mut buffers = match agree(&self.comm, OPERATION, &header, prepared) {
+            Ok(buffers) => buffers,
+            Err(error) => return Err(Donated { error, array }),
         };
-        if let Err(error) = agree(&self.comm, OPERATION, &header, local) {
-            return Err(Donated { error, array });
-        }
-        let Some(buffers) = buffers else {
-            // `agree` returns this rank's own error when it refused, so this is not reached.
-            return Err(Donated {
-                error: super::refused_without_error(OPERATION),
-                array,
-            });
-        };
-        let mut buffers = buffers;
         let ran = self.run_all_reduce(&array, op, kind, chunk, &mut buffers, &finish);
         for buffer in buffers {
             self.scratch.give_back(buffer);

@@ -18,7 +18,7 @@ impl Collectives {
             shape: Vec::new(),
             root: 0,
         };
-        agree(&self.comm, OPERATION, &header, None)?;
+        agree(&self.comm, OPERATION, &header, Ok(()))?;
         self.comm.barrier();
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree, Header, Kind};
-use super::{misaligned_mapping, refused_without_error, CollectiveElement, Collectives};
+use super::{misaligned_mapping, CollectiveElement, Collectives};
 use crate::error::{Error, Result};
 use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
@@ -51,18 +51,9 @@ impl Collectives {
                 }
                 host_buffer::<T>(chunk, OPERATION)
             });
-        let (buffer, local) = match prepared {
-            Ok(buffer) => (Some(buffer), None),
-            Err(error) => (None, Some(error)),
-        };
-        if let Err(error) = agree(&self.comm, OPERATION, &header, local) {
-            return Err(Donated { error, array });
-        }
-        let Some(buffer) = buffer else {
-            return Err(Donated {
-                error: refused_without_error(OPERATION),
-                array,
-            });
+        let buffer = match agree(&self.comm, OPERATION, &header, prepared) {
+            Ok(buffer) => buffer,
+            Err(error) => return Err(Donated { error, array }),
         };
         match self.run_broadcast(&array, root, chunk, buffer) {
             Ok(()) => {

@@ -191,23 +191,23 @@ impl Header {
     }
 }
 
-/// Exchanges headers with every rank of `comm` and returns the common verdict: `Ok` when all
-/// ranks called the same collective and none refused; this rank's own error when it refused
-/// (`local`); else [`Error::Collective`] naming the rank that refused or differs, and how.
-pub(crate) fn agree<C: Communicator>(
+/// Exchanges headers with every rank of `comm` and returns the common verdict: this rank's
+/// `prepared` part when all ranks called the same collective and none refused; this rank's own
+/// error when its preparation failed; else [`Error::Collective`] naming the rank that refused
+/// or differs, and how. Every rank takes part in the exchange whatever it prepared, so no rank
+/// is left waiting.
+pub(crate) fn agree<C: Communicator, P>(
     comm: &C,
     operation: &'static str,
     mine: &Header,
-    local: Option<Error>,
-) -> Result<()> {
-    let refusal = local.as_ref().map_or(Refusal::None, Refusal::of);
+    prepared: Result<P>,
+) -> Result<P> {
+    let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
     let words = mine.encode(refusal);
     let ranks = comm.size() as usize;
     let mut all = vec![0u64; HEADER_WORDS * ranks];
     comm.all_gather_into(&words[..], &mut all[..]);
-    if let Some(error) = local {
-        return Err(error);
-    }
+    let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
         let (header, refusal) = Header::decode(words).map_err(|what| Error::Collective {
@@ -238,21 +238,21 @@ pub(crate) fn agree<C: Communicator>(
             ),
         });
     }
-    Ok(())
+    Ok(prepared)
 }
 
 /// The handshake of a send and its receive: each side sends its header to the other and both
 /// reach the same verdict (complementary calls, the same element type and shape, no refusal).
 /// `sender` says which side this rank is; `peer` is the other rank.
-pub(crate) fn agree_pair<C: Communicator>(
+pub(crate) fn agree_pair<C: Communicator, P>(
     comm: &C,
     operation: &'static str,
     mine: &Header,
-    local: Option<Error>,
+    prepared: Result<P>,
     peer: usize,
     sender: bool,
-) -> Result<()> {
-    let refusal = local.as_ref().map_or(Refusal::None, Refusal::of);
+) -> Result<P> {
+    let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
     let words = mine.encode(refusal);
     let mut theirs = [0u64; HEADER_WORDS];
     let process = comm.process_at_rank(peer as i32);
@@ -264,9 +264,7 @@ pub(crate) fn agree_pair<C: Communicator>(
         process.receive_into_with_tag(&mut theirs[..], HANDSHAKE_TAG);
         process.send_with_tag(&words[..], HANDSHAKE_TAG);
     }
-    if let Some(error) = local {
-        return Err(error);
-    }
+    let prepared = prepared?;
     let (other, refusal) = Header::decode(&theirs).map_err(|what| Error::Collective {
         operation,
         reason: format!("rank {peer} sent {what}"),
@@ -298,7 +296,7 @@ pub(crate) fn agree_pair<C: Communicator>(
             ),
         });
     }
-    Ok(())
+    Ok(prepared)
 }
 
 /// The tag of send/recv handshakes on the collectives' private communicator.

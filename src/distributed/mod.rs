@@ -220,12 +220,3 @@ fn misaligned_mapping(operation: &'static str) -> Error {
         reason: "an array's host mapping is not aligned to its element type".into(),
     }
 }
-
-/// What a collective returns if a rank that refused were let through the agreement (it is
-/// not: [`header::agree`] returns that rank's own error): typed rather than a panic.
-fn refused_without_error(operation: &'static str) -> Error {
-    Error::Collective {
-        operation,
-        reason: "this rank could not prepare its part".into(),
-    }
-}

@@ -3,7 +3,7 @@
 
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree_pair, Header, Kind, DATA_TAG};
-use super::{refused_without_error, CollectiveElement, Collectives};
+use super::{CollectiveElement, Collectives};
 use crate::error::{Error, Result};
 use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
@@ -49,12 +49,7 @@ impl Collectives {
         let prepared = self
             .check_local(array, OPERATION, Some(bytes), None)
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
-        let (buffer, local) = match prepared {
-            Ok(buffer) => (Some(buffer), None),
-            Err(error) => (None, Some(error)),
-        };
-        agree_pair(&self.comm, OPERATION, &header, local, dest, true)?;
-        let mut buffer = buffer.ok_or_else(|| refused_without_error(OPERATION))?;
+        let mut buffer = agree_pair(&self.comm, OPERATION, &header, prepared, dest, true)?;
         let io = ArrayIo::new(&self.ctx.inner, array)?;
         let process = self.comm.process_at_rank(dest as i32);
         if !io.is_zero_copy() {
@@ -98,18 +93,9 @@ impl Collectives {
         let prepared = self
             .check_local(&array, OPERATION, None, Some(bytes))
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
-        let (buffer, local) = match prepared {
-            Ok(buffer) => (Some(buffer), None),
-            Err(error) => (None, Some(error)),
-        };
-        if let Err(error) = agree_pair(&self.comm, OPERATION, &header, local, source, false) {
-            return Err(Donated { error, array });
-        }
-        let Some(buffer) = buffer else {
-            return Err(Donated {
-                error: refused_without_error(OPERATION),
-                array,
-            });
+        let buffer = match agree_pair(&self.comm, OPERATION, &header, prepared, source, false) {
+            Ok(buffer) => buffer,
+            Err(error) => return Err(Donated { error, array }),
         };
         match self.run_recv(&array, source, chunk, buffer) {
             Ok(()) => {
