@@ -540,3 +540,46 @@ fn device_get_into_refuses_an_array_of_another_context() {
     );
     assert_eq!(out, [0; 16]);
 }
+
+#[test]
+fn device_get_into_and_bitcast_take_zero_size_arrays_and_views_on_every_path() {
+    for (path, ctx) in every_read_path() {
+        for shape in [&[0usize][..], &[4, 0, 3], &[3, 0]] {
+            let a = ctx.zeros::<u32>(shape).unwrap();
+            let mut none: [u32; 0] = [];
+            ctx.device_get_into(&a, &mut none)
+                .unwrap_or_else(|e| panic!("{path} {shape:?}: {e}"));
+            let mut one = [7u32; 1];
+            let err = ctx.device_get_into(&a, &mut one).unwrap_err();
+            assert!(matches!(err, Error::Shape { .. }), "{path}: {err:?}");
+            assert_eq!(one, [7], "{path}: nothing was written");
+            // A row of a zero-size array is itself empty and reads into an empty slice.
+            if let Some(last) = shape[0].checked_sub(1) {
+                let row = a.view(&[last]).unwrap();
+                ctx.device_get_into(row, &mut none).unwrap();
+            } else {
+                assert!(a.view(&[0]).is_err(), "{path}: no row 0 of a [0] array");
+            }
+            // Reinterpreting no elements is fine; another element size gives the array back.
+            let floats = a.bitcast::<f32>().unwrap();
+            assert_eq!(floats.shape(), shape);
+            let donated = floats.bitcast::<u64>().unwrap_err();
+            assert!(
+                donated.error.to_string().contains("bitcast"),
+                "{}",
+                donated.error
+            );
+            assert_eq!(
+                donated.array.shape(),
+                shape,
+                "{path}: the array comes back intact"
+            );
+        }
+        // Data around the empty arrays is untouched by reading them.
+        let b = ctx.device_put(&[1u32, 2, 3], &[3]).unwrap();
+        let mut out = [0u32; 3];
+        ctx.device_get_into(&b, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3], "{path}");
+    }
+    assert_no_validation_errors();
+}
