@@ -58,6 +58,9 @@ const MIN_SIZE_MIB: u64 = 16;
 
 #[path = "flags/mod.rs"]
 mod flags;
+#[path = "raw_range/mod.rs"]
+mod raw_range;
+use raw_range::raw_write_range;
 
 const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels]
 
@@ -325,25 +328,6 @@ fn bench_case(
     })?;
     row("raw_copy_kernel", seconds);
     Ok(rows)
-}
-
-/// Where raw GPU work may write bytes `[start, start + len)` of `array`: its region buffer and
-/// the byte offset there, derived from [`DeviceArray::raw_binding`] and checked against the
-/// array's own range, never computed by hand (arrays share region buffers, so an offset off by
-/// one row writes into a neighbour, silently). The array is borrowed mutably, as a write
-/// needs; submit the work with `Context::raw_submit` naming the array in `uses`.
-fn raw_write_range<T: bytemuck::Pod>(
-    array: &mut DeviceArray<T>,
-    start: u64,
-    len: u64,
-) -> Result<(wgpu::Buffer, u64)> {
-    let binding = array.raw_binding();
-    let size = binding.size.map_or(0, |s| s.get());
-    anyhow::ensure!(
-        start.checked_add(len).is_some_and(|end| end <= size),
-        "bytes {start}+{len} lie outside the array's {size} bytes"
-    );
-    Ok((binding.buffer.clone(), binding.offset + start))
 }
 
 /// First call (compiles the kernel) against a cached call, on a 1 MiB update, with the WGSL

@@ -26,6 +26,8 @@
 #[path = "../flags/mod.rs"]
 mod flags;
 mod measure;
+#[path = "../raw_range/mod.rs"]
+mod raw_range;
 mod table;
 
 use std::path::PathBuf;

@@ -10,6 +10,8 @@ use anyhow::{ensure, Context as _, Result};
 use gpu_arena::{wgpu, Context, DeviceArray};
 use serde::Serialize;
 
+use crate::raw_range::raw_write_range;
+
 /// Bytes per MiB.
 pub const MIB: usize = 1 << 20;
 
@@ -478,25 +480,6 @@ fn update_in_place(ctx: &Context, sizes: &Sizes, bytes: usize) -> Result<Figure>
         ("Context::dynamic_update_slice, donated", ours),
         ("encoder.copy_buffer_to_buffer", peer),
     ))
-}
-
-/// Where raw GPU work may write bytes `[start, start + len)` of `array`: its region buffer and
-/// the byte offset there, derived from [`DeviceArray::raw_binding`] and checked against the
-/// array's own range, never computed by hand (arrays share region buffers, so an offset off by
-/// one row writes into a neighbour, silently). The array is borrowed mutably, as a write
-/// needs; submit the work with `Context::raw_submit` naming the array in `uses`.
-fn raw_write_range<T: bytemuck::Pod>(
-    array: &mut DeviceArray<T>,
-    start: u64,
-    len: u64,
-) -> Result<(wgpu::Buffer, u64)> {
-    let binding = array.raw_binding();
-    let size = binding.size.map_or(0, |s| s.get());
-    ensure!(
-        start.checked_add(len).is_some_and(|end| end <= size),
-        "bytes {start}+{len} lie outside the array's {size} bytes"
-    );
-    Ok((binding.buffer.clone(), binding.offset + start))
 }
 
 /// Bytes for people: "256 MiB", "1.50 GiB".
