@@ -1,15 +1,19 @@
 //! What a launch costs on the CPU: a small user kernel through gpu-arena (`Context::launch`:
-//! argument checks, use tracking, error scopes, one submission) against the same dispatch in
-//! raw wgpu (parameters written, bind group, encoder, pass, submit), measured side by side;
-//! and 100 small ops as 100 submissions against one `Sequence`.
+//! argument checks, use tracking, error scopes, its bind group; gathered with the next launches
+//! into one submission of up to 32) against the same dispatch in raw wgpu (parameters written,
+//! bind group, encoder, pass, submit), measured side by side, and the same launch followed by
+//! `flush()` (a submission each, as raw wgpu makes); then 100 small ops as single ops with one
+//! wait (gathered, `single_ops_one_wait`), as 100 submissions (`flush()` after each,
+//! `submit_each`) and as one `Sequence`.
 //!
 //! `us_per_op` is the CPU cost of issuing the work (what gpu-arena and sequences change); each
 //! round then waits for the GPU outside that timing, and `end_to_end_us_per_op` adds the wait.
 //! On lavapipe the GPU side of a tiny dispatch is itself tens of µs (its threads wake for each
 //! one), so end to end the two ways differ by less than their issue costs do.
 //!
-//! Targets (lavapipe): a launch within 1.2x raw wgpu; a sequence of 100 ops at least 5x
-//! cheaper per op than 100 submissions.
+//! Targets (lavapipe): a launch within 1.2x raw wgpu (both with a submission each); a sequence
+//! of 100 ops at least 5x cheaper per op than 100 submissions; 100 single ops then one wait at
+//! most 1.2x the sequence end to end.
 //!
 //! `cargo run --release --example bench_launch -- [--json] [--launches N]`
 
@@ -23,7 +27,7 @@ mod flags;
 const USAGE: &str = "usage: bench_launch [--json] [--launches N]
 
 The CPU cost of a launch through gpu-arena against the same dispatch in raw wgpu, and 100 small
-ops as 100 submissions against one Sequence.
+ops as single ops with one wait, as 100 submissions and as one Sequence.
   --json          one JSON object per case instead of a table
   --launches N    timed launches per case (default 200, at most 10000)
   -h, --help      this text";
@@ -172,23 +176,28 @@ fn main() -> anyhow::Result<()> {
 
     // Interleaved rounds, so both paths see the same machine.
     let rounds = 7;
-    let (mut ours, mut raw) = (Vec::new(), Vec::new());
+    let (mut ours, mut ours_flushed, mut raw) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        ours.push(measure(
-            1,
-            launches,
-            || {
-                for _ in 0..launches {
-                    ctx.launch(&kernel)
-                        .params(&1u32)
-                        .arg_mut(&mut a)
-                        .grid_for(N as u64)
-                        .run()?;
-                }
-                Ok(())
-            },
-            || Ok(ctx.synchronize()?),
-        )?);
+        for (flush_each, figures) in [(false, &mut ours), (true, &mut ours_flushed)] {
+            figures.push(measure(
+                1,
+                launches,
+                || {
+                    for _ in 0..launches {
+                        ctx.launch(&kernel)
+                            .params(&1u32)
+                            .arg_mut(&mut a)
+                            .grid_for(N as u64)
+                            .run()?;
+                        if flush_each {
+                            ctx.flush()?;
+                        }
+                    }
+                    Ok(())
+                },
+                || Ok(ctx.synchronize()?),
+            )?);
+        }
         raw.push(measure(
             1,
             launches,
@@ -205,24 +214,36 @@ fn main() -> anyhow::Result<()> {
         v.sort_by(|x, y| x.issue.total_cmp(&y.issue));
         v[v.len() / 2]
     };
-    let (launch_ours, launch_raw) = (median(&mut ours), median(&mut raw));
+    let (launch_ours, launch_flushed, launch_raw) = (
+        median(&mut ours),
+        median(&mut ours_flushed),
+        median(&mut raw),
+    );
 
-    // 100 small ops: each its own submission, or one sequence.
-    let each = measure(
-        rounds,
-        OPS,
-        || {
-            for _ in 0..OPS {
-                ctx.launch(&kernel)
-                    .params(&1u32)
-                    .arg_mut(&mut a)
-                    .grid_for(N as u64)
-                    .run()?;
-            }
-            Ok(())
-        },
-        || Ok(ctx.synchronize()?),
-    )?;
+    // 100 small ops: single ops then one wait (gathered), each its own submission, or one
+    // sequence.
+    let mut single_ops = |flush_each: bool| {
+        measure(
+            rounds,
+            OPS,
+            || {
+                for _ in 0..OPS {
+                    ctx.launch(&kernel)
+                        .params(&1u32)
+                        .arg_mut(&mut a)
+                        .grid_for(N as u64)
+                        .run()?;
+                    if flush_each {
+                        ctx.flush()?;
+                    }
+                }
+                Ok(())
+            },
+            || Ok(ctx.synchronize()?),
+        )
+    };
+    let gathered = single_ops(false)?;
+    let each = single_ops(true)?;
     let sequenced = measure(
         rounds,
         OPS,
@@ -241,7 +262,7 @@ fn main() -> anyhow::Result<()> {
         || Ok(ctx.synchronize()?),
     )?;
     // Every launch added 1 to every element: check the work really ran.
-    let expected = (10 + rounds * launches + 2 * rounds * OPS) as u32;
+    let expected = (10 + 2 * rounds * launches + 3 * rounds * OPS) as u32;
     let got = ctx.device_get(&a)?;
     anyhow::ensure!(
         got.iter().all(|&v| v == expected),
@@ -252,7 +273,9 @@ fn main() -> anyhow::Result<()> {
     if json {
         for (case, method, figures) in [
             ("launch", "gpu-arena", launch_ours),
+            ("launch", "gpu-arena_flush_each", launch_flushed),
             ("launch", "raw_wgpu", launch_raw),
+            ("ops100", "single_ops_one_wait", gathered),
             ("ops100", "submit_each", each),
             ("ops100", "sequence", sequenced),
         ] {
@@ -267,16 +290,28 @@ fn main() -> anyhow::Result<()> {
             ctx.adapter_info().name
         );
         println!(
-            "  gpu-arena launch   {:8.2} us ({:.2})",
-            launch_ours.issue, launch_ours.end_to_end
-        );
-        println!(
-            "  raw wgpu dispatch  {:8.2} us ({:.2})   ratio {:.2}x (target <= 1.2x)",
-            launch_raw.issue,
-            launch_raw.end_to_end,
+            "  gpu-arena launch   {:8.2} us ({:.2})   gathered, {:.2}x raw wgpu",
+            launch_ours.issue,
+            launch_ours.end_to_end,
             launch_ours.issue / launch_raw.issue
         );
+        println!(
+            "  launch + flush     {:8.2} us ({:.2})   a submission each",
+            launch_flushed.issue, launch_flushed.end_to_end
+        );
+        println!(
+            "  raw wgpu dispatch  {:8.2} us ({:.2})   launch + flush {:.2}x raw (target <= 1.2x)",
+            launch_raw.issue,
+            launch_raw.end_to_end,
+            launch_flushed.issue / launch_raw.issue
+        );
         println!("{OPS} small ops:");
+        println!(
+            "  single ops, 1 wait {:8.2} us/op ({:.2})   {:.2}x the sequence end to end (target <= 1.2x)",
+            gathered.issue,
+            gathered.end_to_end,
+            gathered.end_to_end / sequenced.end_to_end
+        );
         println!(
             "  {OPS} submissions     {:8.2} us/op ({:.2})",
             each.issue, each.end_to_end

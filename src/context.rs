@@ -7,6 +7,9 @@
 //! (`tests/module_flow.rs` checks this). [`GpuUse`], the contract of
 //! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
 //!
+//! Files: `context.rs` (the context, its memory and its submissions), `context/gathered.rs`
+//! (single ops gathered into the context's own submission).
+//!
 //! One cycle remains, and it is the honest shape: the context owns its staging pool
 //! (`transfer/staging.rs`), and staging a transfer runs on that context's device, queue,
 //! memory plan and submission tracking, so the two files know each other.
@@ -24,6 +27,8 @@ use crate::transfer::staging::StagingPool;
 use crate::transfer::stats::TransferCounters;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+mod gathered;
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every
@@ -126,6 +131,9 @@ pub(crate) struct ContextInner {
     /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
     /// seen by a later poll); set by wgpu's device-lost callback.
     pub(crate) device_lost: Arc<std::sync::OnceLock<String>>,
+    /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
+    /// takes this lock and submits them first.
+    pub(crate) gathered: Mutex<gathered::Gathered>,
 }
 
 impl Context {
@@ -225,6 +233,7 @@ impl Context {
                 kernels,
                 bar_writes,
                 device_lost,
+                gathered: Mutex::default(),
             }),
         })
     }
@@ -276,7 +285,9 @@ impl Context {
     /// [`crate::DeviceArray::buffer`], `queue.write_buffer` into it), or must keep every such array
     /// alive until [`Context::synchronize`] returns. An array dropped earlier has its memory
     /// handed to the next allocation while the GPU still uses it (silent corruption).
-    /// Submissions made here also do not count in the [`SubmissionId`]s gpu-arena hands out.
+    /// Submissions made here also do not count in the [`SubmissionId`]s gpu-arena hands out,
+    /// and do not come after the single ops the context has gathered and not yet submitted:
+    /// call [`Context::flush`] first.
     pub fn queue(&self) -> &wgpu::Queue {
         &self.inner.queue
     }
@@ -410,6 +421,19 @@ impl Context {
             submission: id,
         });
         Ok(id)
+    }
+
+    /// Submits the single ops this context has gathered (launches and library ops, up to 32 go
+    /// out together: see [the recording model](crate::kernels#the-recording-model)) without
+    /// waiting for them. Every wait, host read and submission does this first on its own; call
+    /// it when the GPU should start on them now (before long host work of yours), and before
+    /// submitting to [`Context::queue`] directly.
+    ///
+    /// Errors: [`Error::Device`] when the device refused gathered ops as they were submitted
+    /// (none of that batch ran), [`Error::DeviceLost`] once the device is lost; each refusal is
+    /// reported once, by this call or the next wait.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush()
     }
 
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
@@ -644,18 +668,14 @@ impl ContextInner {
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
-        let barrier = backend::host_read_barrier(&self.device);
-        self.submissions.submit(
-            &self.queue,
-            command_buffers.into_iter().chain(barrier),
-            before,
-        )
+        self.submit_after_gathered(command_buffers, before)
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or
     /// destroyed (the wait's poll is what learns of a `Device::destroy`), so that nothing reads
     /// what the GPU did not write.
     pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.flush()?;
         let during = "waiting for submitted work";
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -673,6 +693,8 @@ impl ContextInner {
         if id.0 <= self.submissions.completed() {
             return self.check_device(during);
         }
+        // `id` may be the gathered single ops' submission, not made yet.
+        self.flush_through(id)?;
         if let Some(index) = self.submissions.wgpu_index(id) {
             self.device
                 .poll(wgpu::PollType::Wait {
@@ -691,7 +713,11 @@ impl ContextInner {
 impl Drop for ContextInner {
     fn drop(&mut self) {
         // Every array is gone (they hold the context); give all regions back, then wait so that
-        // wgpu runs the buffers' release callbacks before the device goes away.
+        // wgpu runs the buffers' release callbacks before the device goes away. Gathered single
+        // ops are submitted first, as a wait would have (nothing can read their results now).
+        let gathered = self.gathered.get_mut().unwrap_or_else(|p| p.into_inner());
+        let mut gathered = std::mem::take(gathered);
+        self.submit_gathered(&mut gathered);
         let memory = self.memory.get_mut().unwrap_or_else(|p| p.into_inner());
         let MemoryState { arena, regions, .. } = memory;
         arena.release_all(regions);

@@ -22,8 +22,8 @@
 //!   [`finish`](crate::UploadBatch::finish) submits them). Everything else is a *single op*:
 //!   [`Context::launch`](crate::Context::launch)`(..).run()`, `device_get`, `device_put_from` /
 //!   `copy_to`, `copy`, `dynamic_slice`, `dynamic_update_slice(_copy)`, `fill_in_place`, `zeros`,
-//!   [`gather`](crate::gather), ... Each is recorded and submitted within its call, as a library
-//!   sequence of one step.
+//!   [`gather`](crate::gather), ... A single op is checked and recorded within its call and runs
+//!   after every op called before it (below: *gathered*).
 //! - **Pending.** An array is *pending* while a user's [`Sequence`] has recorded work on it and has
 //!   not been submitted or dropped. Only user recorders make an array pending; the library's single
 //!   ops never do, so two threads using one array through single ops (one launching kernels that
@@ -46,10 +46,22 @@
 //!   it uses *before* it is handed to the queue, so another thread's host read of such an array, or
 //!   the reuse of its memory after a drop, waits for that work. On Vulkan each submission ends with
 //!   a memory dependency to host reads, so that in-place reads see the device's writes.
-//! - **Which call reports a device refusal.** The call that submits: `run()` of a single launch,
-//!   the single op itself, [`Sequence::submit`] for recorded work, `raw_submit`. Single ops are
-//!   submitted within their call (no deferred batching): an `Ok` means the device accepted the
-//!   work.
+//! - **Gathered single ops.** The context gathers single ops into a submission of its own, up to
+//!   [`MAX_GATHERED_OPS`] (32, as CubeCL) at a time, so a loop of small launches costs about
+//!   what one [`Sequence`] of them costs. Program order holds: the batch is always the context's
+//!   next submission (its ops record its id on their arrays as they are called), and every host
+//!   read, `synchronize`, [`Context::flush`](crate::Context::flush), wait, user
+//!   [`Sequence::submit`], transfer and `raw_submit` submits the gathered ops before its own
+//!   work; so does the reuse of a dropped array's memory. Submitting to
+//!   [`Context::queue`](crate::Context::queue) yourself bypasses this: call `flush()` first.
+//!   What is pending is bounded: 32 ops and their parameter slots.
+//! - **Which call reports a device refusal.** The call that records the work reports every
+//!   refusal the CPU can know: a single op or `run()` of a single launch (its arguments, the
+//!   device's limits, pending arrays, and the device's validation of its bindings, which are
+//!   made within the call), [`Sequence::submit`] for recorded work (all or nothing),
+//!   `raw_submit`. The device can still refuse gathered ops when they are submitted (a lost
+//!   device, an internal error): that is reported, once, by the next call that waits or flushes
+//!   (`synchronize`, `flush`, a host read of any array), and then none of that batch ran.
 
 pub use crate::compute::{Kernel, Launch, Sequence};
 pub use crate::pipelines::{
@@ -57,3 +69,4 @@ pub use crate::pipelines::{
     ParamsKind, StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS,
     MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
 };
+pub use crate::step::MAX_GATHERED_OPS;

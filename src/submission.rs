@@ -77,6 +77,17 @@ impl Submissions {
             .map(|(_, index)| index.clone())
     }
 
+    /// The id the next submission will get. The caller keeps other submissions out until that
+    /// one is made: the context's gathered single ops reserve it under the lock every
+    /// submission of the context takes first.
+    pub(crate) fn next_id(&self) -> SubmissionId {
+        let last = self
+            .last_submitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        SubmissionId(*last + 1)
+    }
+
     /// The highest submission known to have completed.
     pub(crate) fn completed(&self) -> u64 {
         self.completed.load(Ordering::Acquire)

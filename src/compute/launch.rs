@@ -15,8 +15,8 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// A kernel launch being described: arguments in binding order, the parameter block, the grid.
-/// Made by [`Context::launch`] (run as its own submission) or [`Sequence::launch`] (recorded
-/// into the sequence); nothing happens until [`Launch::run`].
+/// Made by [`Context::launch`] (a single op, gathered into the context's submission) or
+/// [`Sequence::launch`] (recorded into the sequence); nothing happens until [`Launch::run`].
 ///
 /// The arguments' borrows last as long as the builder, so the compiler refuses an array passed
 /// both as an input and as a writable output of one launch.
@@ -78,8 +78,10 @@ struct Arg {
 }
 
 impl Context {
-    /// Describes a launch of `kernel` run as a submission of its own (see [`Launch`]; to put
-    /// many launches and ops in one submission, use [`Context::sequence`]).
+    /// Describes a launch of `kernel` run as a single op (see [`Launch`]): gathered with the
+    /// context's other single ops, up to [`crate::kernels::MAX_GATHERED_OPS`], into one
+    /// submission that runs after everything called before it. To record many launches and ops
+    /// and submit them all or nothing, use [`Context::sequence`].
     pub fn launch<'a>(&self, kernel: &Kernel) -> Launch<'static, 'a> {
         Launch::new(Target::Own(self.single_op()), kernel)
     }
@@ -206,7 +208,8 @@ impl<'s, 'a> Launch<'s, 'a> {
     }
 
     /// Checks the launch against the kernel's signature and records it: into the sequence it
-    /// was made from, or (for [`Context::launch`]) as a submission of its own.
+    /// was made from, or (for [`Context::launch`]) as a single op gathered into the context's
+    /// next submission (the recording model in [`crate::kernels`] says when it is submitted).
     ///
     /// Errors, before anything is recorded or submitted: [`Error::KernelArgument`] naming the
     /// binding for a missing or extra argument, an element size that differs from the WGSL
@@ -325,6 +328,7 @@ impl<'s, 'a> Launch<'s, 'a> {
             ranges,
             params: self.params.clone(),
             grid,
+            bind_group: None,
         }))
     }
 

@@ -10,8 +10,8 @@ use crate::array::{check_context, check_not_pending, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::pipelines::ErrorScopes;
-use crate::pipelines::{ParamsBuffer, ParamsKind};
-use crate::step::Step;
+use crate::pipelines::ParamsBuffer;
+use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
 use std::collections::HashSet;
@@ -35,8 +35,9 @@ pub(crate) enum Recorder {
     /// A [`Sequence`] the user made with [`Context::sequence`] (numbered for errors): its
     /// arrays are pending until it is submitted or dropped.
     User(u64),
-    /// One of the library's single ops, recorded and submitted within the call: it marks no
-    /// array pending, and refuses arrays pending in a user's sequence.
+    /// One of the library's single ops, checked and recorded within the call and gathered
+    /// into the context's own submission (`context/gathered.rs`): it marks no array pending,
+    /// and refuses arrays pending in a user's sequence.
     Library,
 }
 
@@ -237,9 +238,17 @@ impl Sequence {
             return Ok(last);
         }
         let touched = std::mem::take(&mut self.touched);
-        let result = {
-            let mut kernels = inner.kernels.lock();
-            inner.submit_steps(&mut kernels.params, &steps, &touched)
+        let result = match self.recorder {
+            // A single op joins the context's gathered ops (`context/gathered.rs`).
+            Recorder::Library => inner.gather(steps, |id| {
+                for storage in &touched {
+                    storage.record_use(id);
+                }
+            }),
+            Recorder::User(_) => {
+                let mut kernels = inner.kernels.lock();
+                inner.submit_steps(&mut kernels.params, &steps, &touched)
+            }
         };
         self.touched = touched;
         let last = *result.as_ref().unwrap_or(&SubmissionId(0));
@@ -324,7 +333,14 @@ impl ContextInner {
             } else {
                 &mut own
             };
-            pieces.push(self.encode_steps(buffer, piece)?);
+            let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+            let piece = encode_steps(&self.device, alignment, buffer, piece).map_err(|reason| {
+                Error::Device {
+                    during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
+                    reason,
+                }
+            })?;
+            pieces.push(piece);
         }
         let mut commands = Vec::with_capacity(pieces.len());
         for (command_buffer, params) in pieces {
@@ -354,168 +370,5 @@ impl ContextInner {
             }
         }
         Ok(id)
-    }
-
-    /// Encodes `steps` (at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches) into one command
-    /// buffer inside error scopes, with their uniform parameters in `params` (grown when too
-    /// small). Returns the command buffer and the parameter bytes to write before submitting.
-    #[allow(clippy::type_complexity)]
-    fn encode_steps(
-        &self,
-        params: &mut ParamsBuffer,
-        steps: &[Step],
-    ) -> Result<(wgpu::CommandBuffer, Option<(wgpu::Buffer, Vec<u8>)>)> {
-        let align = u64::from(self.limits.min_uniform_buffer_offset_alignment).max(4);
-        // Slots: each uniform parameter block at an aligned offset of one buffer.
-        let mut offsets = Vec::with_capacity(steps.len());
-        let mut bytes = 0u64;
-        for step in steps {
-            let slot = match step {
-                Step::Dispatch {
-                    kernel,
-                    params: Some(p),
-                    ..
-                } if matches!(
-                    kernel.signature.params.as_ref().map(|b| b.kind),
-                    Some(ParamsKind::Uniform { .. })
-                ) =>
-                {
-                    let at = bytes;
-                    bytes += (p.len() as u64).next_multiple_of(align);
-                    Some(at)
-                }
-                _ => None,
-            };
-            offsets.push(slot);
-        }
-        let mut params_write = None;
-        let params_buffer = if bytes > 0 {
-            let grow = params.as_ref().is_none_or(|(_, size)| *size < bytes);
-            if grow {
-                let size = bytes.next_power_of_two().max(16 * align);
-                let buffer = self.device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gpu-arena kernel parameters"),
-                    size,
-                    usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                *params = Some((buffer, size));
-            }
-            let buffer = params.as_ref().map(|(b, _)| b.clone()).expect("made above");
-            let mut data = vec![0u8; bytes as usize];
-            for (step, slot) in steps.iter().zip(&offsets) {
-                if let (
-                    Step::Dispatch {
-                        params: Some(p), ..
-                    },
-                    Some(at),
-                ) = (step, slot)
-                {
-                    data[*at as usize..*at as usize + p.len()].copy_from_slice(p);
-                }
-            }
-            params_write = Some((buffer.clone(), data));
-            Some(buffer)
-        } else {
-            None
-        };
-
-        let scopes = ErrorScopes::push(&self.device);
-        let mut encoder = self
-            .device
-            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
-                label: Some("gpu-arena sequence"),
-            });
-        let mut i = 0;
-        while i < steps.len() {
-            match &steps[i] {
-                Step::Dispatch { .. } => {
-                    // Consecutive dispatches share one compute pass (wgpu orders them).
-                    let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: Some("gpu-arena kernels"),
-                        timestamp_writes: None,
-                    });
-                    while let Some(Step::Dispatch {
-                        kernel,
-                        ranges,
-                        params,
-                        grid,
-                    }) = steps.get(i)
-                    {
-                        let mut entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
-                            .iter()
-                            .map(|r| wgpu::BindGroupEntry {
-                                binding: r.binding,
-                                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                    buffer: &r.buffer,
-                                    offset: r.offset,
-                                    size: wgpu::BufferSize::new(r.size),
-                                }),
-                            })
-                            .collect();
-                        if let (Some(block), Some(at), Some(buffer), Some(p)) =
-                            (&kernel.signature.params, offsets[i], &params_buffer, params)
-                        {
-                            if let ParamsKind::Uniform { binding } = block.kind {
-                                entries.push(wgpu::BindGroupEntry {
-                                    binding,
-                                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                                        buffer,
-                                        offset: at,
-                                        size: wgpu::BufferSize::new(p.len() as u64),
-                                    }),
-                                });
-                            }
-                        }
-                        let group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                            label: Some(&kernel.name),
-                            layout: &kernel.layout,
-                            entries: &entries,
-                        });
-                        pass.set_pipeline(&kernel.pipeline);
-                        pass.set_bind_group(0, &group, &[]);
-                        if let (
-                            Some(crate::pipelines::ParamsBlock {
-                                kind: ParamsKind::Immediate,
-                                ..
-                            }),
-                            Some(p),
-                        ) = (&kernel.signature.params, params)
-                        {
-                            let mut padded = p.clone();
-                            padded.resize(p.len().next_multiple_of(4), 0);
-                            pass.set_immediates(0, &padded);
-                        }
-                        let [x, y, z] = *grid;
-                        pass.dispatch_workgroups(x, y, z);
-                        i += 1;
-                    }
-                }
-                Step::Copy {
-                    src,
-                    src_offset,
-                    dst,
-                    dst_offset,
-                    size,
-                } => {
-                    encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *size);
-                    i += 1;
-                }
-                Step::Clear {
-                    buffer,
-                    offset,
-                    size,
-                } => {
-                    encoder.clear_buffer(buffer, *offset, Some(*size));
-                    i += 1;
-                }
-            }
-        }
-        let commands = encoder.finish();
-        scopes.pop().map_err(|reason| Error::Device {
-            during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
-            reason,
-        })?;
-        Ok((commands, params_write))
     }
 }

@@ -128,6 +128,7 @@ impl Sequence {
                     ranges,
                     params: Some(d.params.bytes_from(first)),
                     grid,
+                    bind_group: None,
                 });
                 match u32::try_from(u64::from(first) + per_dispatch) {
                     Ok(next) if u64::from(next) < items => first = next,

@@ -25,7 +25,8 @@ impl Context {
     /// elements whose size is a multiple of 4 bytes take the word and `vec4` fast paths, and 1-
     /// and 2-byte elements do too when the update's rows start and end on 4-byte boundaries.
     ///
-    /// Returns when the work is submitted; later GPU work and reads are ordered after it.
+    /// Returns when the work is recorded (a single op, gathered into the context's next
+    /// submission); later GPU work and reads are ordered after it.
     ///
     /// Errors: [`crate::Error::Shape`] for a rank mismatch or a too-large update,
     /// [`crate::Error::InvalidArgument`] when `start` does not have one index per dimension,

@@ -1,13 +1,26 @@
 //! `Step`: one piece of recorded GPU work (a dispatch, a copy or a clear), as a
-//! [`Sequence`](crate::Sequence) holds it until `submit` encodes it. Users' launches
-//! (`compute/launch.rs`), the library's ops (`ops/builtin.rs`), recorded uploads
-//! (`transfer/recorded_upload.rs`) and `Context::zeros` (`array.rs`) all make steps, and
-//! `compute/sequence.rs` submits them: so the step lives on the floor below all of them,
-//! beside `submission.rs`, which numbers what is submitted.
+//! [`Sequence`](crate::Sequence) or the context's gathered single ops hold it until it is
+//! encoded. Users' launches (`compute/launch.rs`), the library's ops (`ops/builtin.rs`),
+//! recorded uploads (`transfer/recorded_upload.rs`) and `Context::zeros` (`array.rs`) all make
+//! steps; `compute/sequence.rs` submits a user's sequence and `context/gathered.rs` the single
+//! ops: so the step lives on the floor below all of them, beside `submission.rs`, which numbers
+//! what is submitted.
 //!
-//! **May import**: `pipelines` (a dispatch holds its compiled kernel) and wgpu; nothing above
-//! (`context`, `array`, `compute`, `ops`, `transfer`). A step knows buffers and byte ranges, not
-//! arrays. `tests/module_flow.rs` checks this.
+//! Files: `mod.rs` (the step), `encode.rs` (steps into one command buffer, the one encoder of
+//! every recorded dispatch), `gathered.rs` (the batch of single ops a context has gathered and
+//! not yet submitted, with their parameter slots).
+//!
+//! **May import**: `pipelines` (a dispatch holds its compiled kernel; encoding happens inside
+//! error scopes) and wgpu; nothing above (`context`, `array`, `compute`, `ops`, `transfer`,
+//! `submission`). A step knows buffers and byte ranges, not arrays. `tests/module_flow.rs`
+//! checks this.
+
+mod encode;
+mod gathered;
+
+pub(crate) use encode::{bind_group, encode_steps};
+pub(crate) use gathered::GatheredSteps;
+pub use gathered::MAX_GATHERED_OPS;
 
 use crate::pipelines::Compiled;
 use std::sync::Arc;
@@ -29,6 +42,10 @@ pub(crate) enum Step {
         /// The parameter block's bytes (exactly the kernel's block size).
         params: Option<Vec<u8>>,
         grid: [u32; 3],
+        /// The bind group, when it was made as the step was recorded (a gathered single op,
+        /// whose parameters already sit in their slot: the device's refusal of its bindings is
+        /// then the refusal of the call that made it). `None`: made when the step is encoded.
+        bind_group: Option<wgpu::BindGroup>,
     },
     Copy {
         src: wgpu::Buffer,

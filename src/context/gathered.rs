@@ -1,0 +1,216 @@
+//! Single ops gathered into the context's own submission: `ctx.launch(..).run()` and the
+//! library's ops (`copy`, `dynamic_slice`, `fill`, `zeros`, ...) are recorded into a batch of up
+//! to [`MAX_GATHERED_OPS`](crate::step::MAX_GATHERED_OPS) and submitted together, as CubeCL does, so that a loop of small ops
+//! costs what a [`Sequence`](crate::Sequence) of them costs rather than a submission each.
+//!
+//! Program order holds because the batch is always the next submission: the ops reserve its id
+//! (recorded on their arrays at once, as any submission records its arrays), and every
+//! submission of the context submits the batch first, under the lock that keeps the batch and
+//! the ids together. So nothing submitted later overtakes a gathered op, and anything that waits
+//! for an array's last use (host reads, host writes, the reuse of a dropped array's memory,
+//! `synchronize`) finds the batch's id and submits the batch before it waits.
+//!
+//! Which call reports a refusal: each op's own, for everything the CPU can check (arguments,
+//! limits, pending state) and for the device's refusal of its bindings, which are made when the
+//! op is called. What the device can still refuse when the batch is submitted (a lost device, an
+//! internal error) is reported by the next call that waits for GPU work or flushes
+//! (`synchronize`, `flush`, a host read): then none of the batch ran.
+
+use super::ContextInner;
+use crate::error::{Error, Result};
+use crate::pipelines::{ErrorScopes, ParamsKind};
+use crate::step::{bind_group, encode_steps, GatheredSteps, Step};
+use crate::submission::SubmissionId;
+
+/// The context's gathered single ops and the submission they will be.
+#[derive(Default)]
+pub(crate) struct Gathered {
+    steps: GatheredSteps,
+    /// The id the batch's submission gets: the next one, reserved by its first op.
+    id: SubmissionId,
+    /// The device's refusal of a batch when it was submitted, until a call reports it.
+    refusal: Option<String>,
+}
+
+impl ContextInner {
+    fn lock_gathered(&self) -> std::sync::MutexGuard<'_, Gathered> {
+        // A panic while holding the lock leaves at worst a batch that is submitted later.
+        self.gathered.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gathers one single op's `steps`: makes their bind groups now (a refusal is this op's
+    /// error, and nothing is gathered), runs `before` with the submission the op will be part
+    /// of (its arrays record it there), and submits the batch once it holds
+    /// [`MAX_GATHERED_OPS`](crate::step::MAX_GATHERED_OPS) ops. Returns that submission's id.
+    pub(crate) fn gather(
+        &self,
+        mut steps: Vec<Step>,
+        before: impl FnOnce(SubmissionId),
+    ) -> Result<SubmissionId> {
+        let during = "recording a single op";
+        self.check_device(during)?;
+        let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+        let blocks: Vec<&[u8]> = steps.iter().filter_map(uniform_block).collect();
+        let mut gathered = self.lock_gathered();
+        let slots = match gathered
+            .steps
+            .place_params(&self.device, &blocks, alignment)
+        {
+            Some(slots) => slots,
+            None => {
+                // No room beside the ops gathered so far: they go first.
+                self.submit_gathered(&mut gathered);
+                gathered
+                    .steps
+                    .place_params(&self.device, &blocks, alignment)
+                    .ok_or_else(|| Error::Device {
+                        during: during.into(),
+                        reason: "no parameter slot for the op in an empty batch".into(),
+                    })?
+            }
+        };
+        drop(blocks);
+        let scopes = ErrorScopes::push(&self.device);
+        let mut slots = slots.into_iter();
+        for step in &mut steps {
+            if let Step::Dispatch {
+                kernel,
+                ranges,
+                params,
+                bind_group: group,
+                ..
+            } = step
+            {
+                let uniform = uniform_block_of(kernel, params)
+                    .map(|p| p.len() as u64)
+                    .and_then(|len| slots.next().map(|(buffer, at)| (buffer, at, len)));
+                *group = Some(bind_group(
+                    &self.device,
+                    kernel,
+                    ranges,
+                    uniform.as_ref().map(|(b, at, len)| (b, *at, *len)),
+                ));
+            }
+        }
+        scopes
+            .pop()
+            .map_err(|reason| self.device_error(during, reason))?;
+        if gathered.steps.is_empty() {
+            gathered.id = self.submissions.next_id();
+        }
+        let id = gathered.id;
+        before(id);
+        for step in &steps {
+            if let Step::Dispatch { kernel, .. } = step {
+                self.record(crate::profile::Record::Dispatch {
+                    name: &kernel.name,
+                    submission: id,
+                });
+            }
+        }
+        gathered.steps.push(steps);
+        if gathered.steps.is_full() {
+            self.submit_gathered(&mut gathered);
+        }
+        Ok(id)
+    }
+
+    /// Submits the gathered ops, if any, as their reserved submission. Called with the lock
+    /// held by every submission of the context, first. A refusal is kept for the next call that
+    /// reports it ([`ContextInner::flush`]); the id is used all the same (an empty
+    /// submission), so that waiting for it ends.
+    pub(crate) fn submit_gathered(&self, gathered: &mut Gathered) {
+        if gathered.steps.is_empty() {
+            return;
+        }
+        let (steps, params) = gathered.steps.take();
+        let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+        // Every dispatch has its bind group, so no parameter buffer of the encoder's own.
+        let mut unused = None;
+        let commands = match encode_steps(&self.device, alignment, &mut unused, &steps) {
+            Ok((commands, _)) => {
+                if let Some((buffer, bytes)) = params {
+                    self.queue.write_buffer(&buffer, 0, &bytes);
+                }
+                Some(commands)
+            }
+            Err(reason) => {
+                self.refuse_gathered(gathered, steps.len(), reason);
+                None
+            }
+        };
+        let scopes = ErrorScopes::push(&self.device);
+        let barrier = crate::backend::host_read_barrier(&self.device);
+        let id = self
+            .submissions
+            .submit(&self.queue, commands.into_iter().chain(barrier), |_| {});
+        debug_assert_eq!(id, gathered.id, "the gathered ops' submission kept its id");
+        if let Err(reason) = scopes.pop() {
+            self.refuse_gathered(gathered, steps.len(), reason);
+        }
+    }
+
+    fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: String) {
+        log::error!(
+            "gpu-arena: the device refused {steps} gathered single-op steps when they were submitted (none ran): {reason}"
+        );
+        gathered.refusal.get_or_insert(reason);
+    }
+
+    /// Submits the gathered ops, if any, and reports a refusal of gathered ops not reported
+    /// yet: [`Error::DeviceLost`] on a lost device, else [`Error::Device`].
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.flush_through(SubmissionId(u64::MAX))
+    }
+
+    /// [`ContextInner::flush`] when the gathered ops' submission is `id` or earlier: what a
+    /// wait for submission `id` needs first.
+    pub(crate) fn flush_through(&self, id: SubmissionId) -> Result<()> {
+        let mut gathered = self.lock_gathered();
+        if !gathered.steps.is_empty() && gathered.id <= id {
+            self.submit_gathered(&mut gathered);
+        }
+        match gathered.refusal.take() {
+            Some(reason) => Err(self.device_error(
+                "submitting the single ops gathered since the last submission (none of them ran)",
+                reason,
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Submits `command_buffers` after the gathered ops (see [`ContextInner::submit_with`]).
+    pub(crate) fn submit_after_gathered(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
+        let mut gathered = self.lock_gathered();
+        self.submit_gathered(&mut gathered);
+        let barrier = crate::backend::host_read_barrier(&self.device);
+        self.submissions.submit(
+            &self.queue,
+            command_buffers.into_iter().chain(barrier),
+            before,
+        )
+    }
+}
+
+/// A step's uniform parameter bytes, when it is a dispatch of a kernel with a `var<uniform>`
+/// block.
+fn uniform_block(step: &Step) -> Option<&[u8]> {
+    match step {
+        Step::Dispatch { kernel, params, .. } => uniform_block_of(kernel, params),
+        _ => None,
+    }
+}
+
+fn uniform_block_of<'a>(
+    kernel: &crate::pipelines::Compiled,
+    params: &'a Option<Vec<u8>>,
+) -> Option<&'a [u8]> {
+    match (&kernel.signature.params, params) {
+        (Some(block), Some(p)) if matches!(block.kind, ParamsKind::Uniform { .. }) => Some(p),
+        _ => None,
+    }
+}

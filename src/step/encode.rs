@@ -1,0 +1,199 @@
+//! Steps into one command buffer: the one encoder of every recorded dispatch, copy and clear,
+//! for a user's [`Sequence`](crate::Sequence) and for the single ops a context gathers alike
+//! (so a guarantee proven for one holds for the other).
+
+use super::{BoundRange, Step};
+use crate::pipelines::{Compiled, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind};
+
+/// A command buffer of encoded steps, and the parameter bytes to write into their parameter
+/// buffer before it is submitted (`None` when no step needs a slot of it).
+pub(crate) type EncodedSteps = (wgpu::CommandBuffer, Option<(wgpu::Buffer, Vec<u8>)>);
+
+/// The bind group of one dispatch: its bound ranges, and its uniform parameter block at
+/// `(buffer, offset)` when the kernel has one.
+pub(crate) fn bind_group(
+    device: &wgpu::Device,
+    kernel: &Compiled,
+    ranges: &[BoundRange],
+    uniform: Option<(&wgpu::Buffer, u64, u64)>,
+) -> wgpu::BindGroup {
+    let mut entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
+        .iter()
+        .map(|r| wgpu::BindGroupEntry {
+            binding: r.binding,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &r.buffer,
+                offset: r.offset,
+                size: wgpu::BufferSize::new(r.size),
+            }),
+        })
+        .collect();
+    if let (
+        Some(ParamsBlock {
+            kind: ParamsKind::Uniform { binding },
+            ..
+        }),
+        Some((buffer, offset, size)),
+    ) = (&kernel.signature.params, uniform)
+    {
+        entries.push(wgpu::BindGroupEntry {
+            binding: *binding,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer,
+                offset,
+                size: wgpu::BufferSize::new(size),
+            }),
+        });
+    }
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(&kernel.name),
+        layout: &kernel.layout,
+        entries: &entries,
+    })
+}
+
+/// The uniform parameter bytes of a dispatch that still needs a slot (its bind group is made
+/// here, not when it was recorded).
+fn uniform_params(step: &Step) -> Option<&[u8]> {
+    match step {
+        Step::Dispatch {
+            kernel,
+            params: Some(p),
+            bind_group: None,
+            ..
+        } if matches!(
+            kernel.signature.params.as_ref().map(|b| b.kind),
+            Some(ParamsKind::Uniform { .. })
+        ) =>
+        {
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
+/// Encodes `steps` into one command buffer inside error scopes, with the uniform parameters of
+/// dispatches recorded without a bind group in aligned slots of `params` (grown when too small;
+/// `uniform_alignment` is the device's `min_uniform_buffer_offset_alignment`). Returns the
+/// command buffer and the parameter bytes to write before submitting it; the device's refusal
+/// as wgpu's text (nothing of the steps may then be submitted).
+pub(crate) fn encode_steps(
+    device: &wgpu::Device,
+    uniform_alignment: u64,
+    params: &mut ParamsBuffer,
+    steps: &[Step],
+) -> Result<EncodedSteps, String> {
+    let align = uniform_alignment.max(4);
+    // Slots: each uniform parameter block at an aligned offset of one buffer.
+    let mut offsets = Vec::with_capacity(steps.len());
+    let mut bytes = 0u64;
+    for step in steps {
+        offsets.push(uniform_params(step).map(|p| {
+            let at = bytes;
+            bytes += (p.len() as u64).next_multiple_of(align);
+            at
+        }));
+    }
+    let mut params_write = None;
+    let params_buffer = if bytes > 0 {
+        if params.as_ref().is_none_or(|(_, size)| *size < bytes) {
+            let size = bytes.next_power_of_two().max(16 * align);
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu-arena kernel parameters"),
+                size,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            *params = Some((buffer, size));
+        }
+        let buffer = params.as_ref().map(|(b, _)| b.clone());
+        let mut data = vec![0u8; bytes as usize];
+        for (step, slot) in steps.iter().zip(&offsets) {
+            if let (Some(p), Some(at)) = (uniform_params(step), slot) {
+                data[*at as usize..*at as usize + p.len()].copy_from_slice(p);
+            }
+        }
+        params_write = buffer.clone().map(|b| (b, data));
+        buffer
+    } else {
+        None
+    };
+
+    let scopes = ErrorScopes::push(device);
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("gpu-arena steps"),
+    });
+    let mut i = 0;
+    while i < steps.len() {
+        match &steps[i] {
+            Step::Dispatch { .. } => {
+                // Consecutive dispatches share one compute pass (wgpu orders them).
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("gpu-arena kernels"),
+                    timestamp_writes: None,
+                });
+                while let Some(Step::Dispatch {
+                    kernel,
+                    ranges,
+                    params: step_params,
+                    grid,
+                    bind_group: recorded,
+                }) = steps.get(i)
+                {
+                    let made;
+                    let group = match recorded {
+                        Some(group) => group,
+                        None => {
+                            let uniform = match (&params_buffer, offsets[i], step_params) {
+                                (Some(buffer), Some(at), Some(p)) => {
+                                    Some((buffer, at, p.len() as u64))
+                                }
+                                _ => None,
+                            };
+                            made = bind_group(device, kernel, ranges, uniform);
+                            &made
+                        }
+                    };
+                    pass.set_pipeline(&kernel.pipeline);
+                    pass.set_bind_group(0, group, &[]);
+                    if let (
+                        Some(ParamsBlock {
+                            kind: ParamsKind::Immediate,
+                            ..
+                        }),
+                        Some(p),
+                    ) = (&kernel.signature.params, step_params)
+                    {
+                        let mut padded = p.clone();
+                        padded.resize(p.len().next_multiple_of(4), 0);
+                        pass.set_immediates(0, &padded);
+                    }
+                    let [x, y, z] = *grid;
+                    pass.dispatch_workgroups(x, y, z);
+                    i += 1;
+                }
+            }
+            Step::Copy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                size,
+            } => {
+                encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *size);
+                i += 1;
+            }
+            Step::Clear {
+                buffer,
+                offset,
+                size,
+            } => {
+                encoder.clear_buffer(buffer, *offset, Some(*size));
+                i += 1;
+            }
+        }
+    }
+    let commands = encoder.finish();
+    scopes.pop()?;
+    Ok((commands, params_write))
+}
