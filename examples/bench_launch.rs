@@ -61,8 +61,10 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 const N: usize = 256;
 /// Ops per batch in the `ops100` case.
 const OPS: usize = 100;
+/// Rounds of the `ops100` case: its end-to-end figures on lavapipe vary by ±30% from round to
+/// round on a shared machine, so the three ways run interleaved and the medians of many count.
+const OPS_ROUNDS: usize = 15;
 
-/// Median of `runs` timings of `f`, in µs per op (`ops` ops per run).
 /// Per-op figures of one way of issuing work, in µs: the CPU cost of issuing it, and the cost
 /// with the wait for the GPU added.
 #[derive(Clone, Copy)]
@@ -210,9 +212,16 @@ fn main() -> anyhow::Result<()> {
             wait,
         )?);
     }
+    // Medians of each figure on its own.
     let median = |v: &mut Vec<PerOp>| {
-        v.sort_by(|x, y| x.issue.total_cmp(&y.issue));
-        v[v.len() / 2]
+        let middle = |mut figures: Vec<f64>| {
+            figures.sort_by(f64::total_cmp);
+            figures[figures.len() / 2]
+        };
+        PerOp {
+            issue: middle(v.iter().map(|f| f.issue).collect()),
+            end_to_end: middle(v.iter().map(|f| f.end_to_end).collect()),
+        }
     };
     let (launch_ours, launch_flushed, launch_raw) = (
         median(&mut ours),
@@ -221,16 +230,16 @@ fn main() -> anyhow::Result<()> {
     );
 
     // 100 small ops: single ops then one wait (gathered), each its own submission, or one
-    // sequence.
-    let mut single_ops = |flush_each: bool| {
+    // sequence; interleaved round by round, so the three see the same machine.
+    let single_ops = |a: &mut gpu_arena::DeviceArray<u32>, flush_each: bool| {
         measure(
-            rounds,
+            1,
             OPS,
             || {
                 for _ in 0..OPS {
                     ctx.launch(&kernel)
                         .params(&1u32)
-                        .arg_mut(&mut a)
+                        .arg_mut(a)
                         .grid_for(N as u64)
                         .run()?;
                     if flush_each {
@@ -242,27 +251,36 @@ fn main() -> anyhow::Result<()> {
             || Ok(ctx.synchronize()?),
         )
     };
-    let gathered = single_ops(false)?;
-    let each = single_ops(true)?;
-    let sequenced = measure(
-        rounds,
-        OPS,
-        || {
-            let mut s = ctx.sequence();
-            for _ in 0..OPS {
-                s.launch(&kernel)
-                    .params(&1u32)
-                    .arg_mut(&mut a)
-                    .grid_for(N as u64)
-                    .run()?;
-            }
-            s.submit()?;
-            Ok(())
-        },
-        || Ok(ctx.synchronize()?),
-    )?;
+    let (mut gathered, mut each) = (Vec::new(), Vec::new());
+    let mut sequenced = Vec::new();
+    for _ in 0..OPS_ROUNDS {
+        gathered.push(single_ops(&mut a, false)?);
+        each.push(single_ops(&mut a, true)?);
+        sequenced.push(measure(
+            1,
+            OPS,
+            || {
+                let mut s = ctx.sequence();
+                for _ in 0..OPS {
+                    s.launch(&kernel)
+                        .params(&1u32)
+                        .arg_mut(&mut a)
+                        .grid_for(N as u64)
+                        .run()?;
+                }
+                s.submit()?;
+                Ok(())
+            },
+            || Ok(ctx.synchronize()?),
+        )?);
+    }
+    let (gathered, each, sequenced) = (
+        median(&mut gathered),
+        median(&mut each),
+        median(&mut sequenced),
+    );
     // Every launch added 1 to every element: check the work really ran.
-    let expected = (10 + 2 * rounds * launches + 3 * rounds * OPS) as u32;
+    let expected = (10 + 2 * rounds * launches + 3 * OPS_ROUNDS * OPS) as u32;
     let got = ctx.device_get(&a)?;
     anyhow::ensure!(
         got.iter().all(|&v| v == expected),
@@ -286,7 +304,7 @@ fn main() -> anyhow::Result<()> {
         }
     } else {
         println!(
-            "CPU cost of issuing, on {} (median of {rounds} rounds; end to end with the GPU's wait in brackets):",
+            "CPU cost of issuing, on {} (medians of {rounds} rounds, {OPS_ROUNDS} for 100 ops; end to end with the GPU's wait in brackets):",
             ctx.adapter_info().name
         );
         println!(

@@ -74,6 +74,8 @@ fn child_scenario() {
         "buffer_destroy_staging" => buffer_destroy(context_with(config(false))),
         "buffer_destroy_two_threads" => buffer_destroy_two_threads(context_with(config(true))),
         "gl_buffer_and_device_destroy" => gl_buffer_and_device_destroy(),
+        "gathered_ops_zero_copy" => gathered_ops_then_device_destroy(context_with(config(true))),
+        "gathered_ops_staging" => gathered_ops_then_device_destroy(context_with(config(false))),
         other => panic!("unknown scenario {other}"),
     }
     common::assert_no_validation_errors();
@@ -245,6 +247,54 @@ fn buffer_destroy_two_threads(ctx: Context) {
     assert_data_or_device_error(ctx.device_get(&a), &data, "after both threads");
 }
 
+/// Single ops gathered and not yet submitted when the device goes: the call that submits them
+/// (here `synchronize`) reports the loss, and reads give the data from before the ops (which
+/// never ran) or a typed error, never garbage.
+fn gathered_ops_then_device_destroy(ctx: Context) {
+    let kernel = ctx
+        .kernel(
+            "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+             @compute @workgroup_size(64)
+             fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+                 if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] + 1u; }
+             }",
+            "main",
+        )
+        .unwrap();
+    let n = 4096;
+    let data = pattern(n, 9);
+    let mut a = ctx.device_put(&data, &[n]).unwrap();
+    ctx.synchronize().unwrap();
+    for _ in 0..5 {
+        ctx.launch(&kernel)
+            .arg_mut(&mut a)
+            .grid_for(n as u64)
+            .run()
+            .unwrap();
+    }
+    ctx.device().destroy();
+    let refused = ctx.synchronize().unwrap_err();
+    assert!(
+        matches!(refused, Error::Device { .. } | Error::DeviceLost { .. }),
+        "{refused}"
+    );
+    println!("synchronize after destroy: {refused}");
+    let sentinels = sentinels();
+    for round in 0..3 {
+        assert_data_or_device_error(ctx.device_get(&a), &data, &format!("get, round {round}"));
+        match ctx.launch(&kernel).arg_mut(&mut a).grid_for(n as u64).run() {
+            Ok(()) => {}
+            Err(e) => assert!(
+                matches!(e, Error::Device { .. } | Error::DeviceLost { .. }),
+                "launch after destroy: {e}"
+            ),
+        }
+        assert_sentinels_intact(&sentinels);
+    }
+    let lost = ctx.synchronize().unwrap_err();
+    assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
+}
+
 /// GL buffers are plain wgpu buffers: the crate holds no pointer into them, so destroying one
 /// turns into wgpu errors only. Skipped where no GL adapter exists.
 fn gl_buffer_and_device_destroy() {
@@ -304,4 +354,10 @@ fn two_threads_reading_an_array_while_its_buffer_and_device_are_destroyed_see_da
 #[test]
 fn gl_buffers_destroyed_early_give_wgpu_errors_not_stale_bytes() {
     run_in_child("gl_buffer_and_device_destroy");
+}
+
+#[test]
+fn single_ops_gathered_when_the_device_is_destroyed_are_reported_by_the_next_wait() {
+    run_in_child("gathered_ops_zero_copy");
+    run_in_child("gathered_ops_staging");
 }
