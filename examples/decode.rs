@@ -3,20 +3,22 @@
 //! `dynamic_update_slice`), and runs a user kernel over a view of each layer (scores of a query
 //! against every row so far), all under `TransferGuard` `disallow` (only explicit transfers).
 //!
-//! Run twice, side by side: one submission per op, then one `Sequence` (one submission) per
-//! step, three times each in alternation (the median run of each is reported). Checks the scores against a CPU reference, that `bytes_in_use` stays flat across
+//! Run twice, side by side: single ops (which the context gathers into submissions of up to
+//! 32), then one `Sequence` (one submission) per step, three times each in alternation (the
+//! median run of each is reported). Checks the scores against a CPU reference, that
+//! `bytes_in_use` stays flat across
 //! steps (the cache is reused in place; temporaries come and go) and that the sequence makes
 //! no more submissions per step than the ops one by one, and prints µs and submissions per
 //! step.
 //!
 //! Where the sequence wins: on the staging path (discrete GPUs; `GPU_ARENA_ZERO_COPY=0` on
-//! lavapipe) every single `device_put` is a submission and a wait, which the sequence folds
-//! into its one submission. Where it may not: on a CPU adapter with zero-copy (lavapipe by
-//! default) single puts and updates are host `memcpy`s that submit nothing, so the ops one by
-//! one already make only one submission per launch; the sequence saves the launches' extra
-//! submissions, but an update recorded after a launch that reads the cache must run in order
-//! on the GPU, where a copy kernel on lavapipe is slower than the host's `memcpy`. With one
-//! layer both ways make one submission and the single ops can be faster.
+//! lavapipe) every single `device_put` is a submission (which also sends the ops gathered
+//! before it), which the sequence folds into its one submission. Where it may not: on a CPU
+//! adapter with zero-copy (lavapipe by default) single puts and updates are host `memcpy`s
+//! that submit nothing (after the gathered launches that use their arrays have run); the
+//! sequence saves those waits, but an update recorded after a launch that reads the cache must
+//! run in order on the GPU, where a copy kernel on lavapipe is slower than the host's
+//! `memcpy`. With one layer both ways make one submission and the single ops can be faster.
 //!
 //! `cargo run --release --example decode -- [--steps N] [--layers L] [--dim D] [--json]`
 
@@ -71,7 +73,8 @@ fn query(t: usize, dim: usize) -> Vec<f32> {
 }
 
 /// One decode step: new rows into the cache, scores per layer. `sequenced` records it all into
-/// one submission; otherwise each op is its own submission. Returns the cache back.
+/// one submission; otherwise each op is a single op (gathered by the context). Returns the
+/// cache back.
 fn step(
     ctx: &Context,
     kernel: &Kernel,
@@ -289,7 +292,7 @@ fn main() -> anyhow::Result<()> {
         "staging"
     };
     if json {
-        for (method, m) in [("submit_each", &per_op), ("sequence", &per_sequence)] {
+        for (method, m) in [("single_ops", &per_op), ("sequence", &per_sequence)] {
             println!(
                 "{{\"case\": \"decode_step\", \"method\": \"{method}\", \"path\": \"{path}\", \"us_per_step\": {:.1}, \"submissions_per_step\": {}, \"ops_per_step\": {ops}, \"layers\": {layers}, \"dim\": {dim}, \"steps\": {steps}}}",
                 m.us_per_step, m.submissions_per_step
@@ -302,7 +305,7 @@ fn main() -> anyhow::Result<()> {
             shape.max_seq
         );
         println!(
-            "  one submission per op:    {:9.1} us/step, {} submissions per step (with the read)",
+            "  single ops (gathered):    {:9.1} us/step, {} submissions per step (with the read)",
             per_op.us_per_step, per_op.submissions_per_step
         );
         println!(

@@ -1,5 +1,6 @@
 //! Several threads sharing one context run random public operations (single launches, the
-//! library's single ops, sequences submitted or dropped, upload batches, reads, drops) on
+//! library's single ops, gathered and flushed, sequences submitted or dropped, upload batches,
+//! reads, drops) on
 //! their own arrays and on one array they all read, each checked against a host model: no
 //! refusal but the recording model's own (a single op over an array pending in an unsubmitted
 //! sequence), no wrong result, and no memory in use once everything is dropped.
@@ -186,6 +187,11 @@ fn run_thread(
                 );
             }
             _ => {
+                // Sometimes the gathered single ops go out first, sometimes the drop comes
+                // while they are still gathered.
+                if rng.below(2) == 0 {
+                    ctx.flush().expect(&case);
+                }
                 own.swap_remove(i);
             }
         }

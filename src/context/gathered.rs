@@ -52,25 +52,27 @@ impl ContextInner {
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
         let blocks: Vec<&[u8]> = steps.iter().filter_map(uniform_block).collect();
         let mut gathered = self.lock_gathered();
-        let slots = match gathered
+        // The parameter buffer (when it grows) and the bind groups are this op's: their
+        // refusals are its error.
+        let scopes = ErrorScopes::push(&self.device);
+        let mut slots = gathered
             .steps
-            .place_params(&self.device, &blocks, alignment)
-        {
-            Some(slots) => slots,
-            None => {
-                // No room beside the ops gathered so far: they go first.
-                self.submit_gathered(&mut gathered);
-                gathered
-                    .steps
-                    .place_params(&self.device, &blocks, alignment)
-                    .ok_or_else(|| Error::Device {
-                        during: during.into(),
-                        reason: "no parameter slot for the op in an empty batch".into(),
-                    })?
-            }
+            .place_params(&self.device, &blocks, alignment);
+        if slots.is_none() {
+            // No room beside the ops gathered so far: they go first.
+            self.submit_gathered(&mut gathered);
+            slots = gathered
+                .steps
+                .place_params(&self.device, &blocks, alignment);
+        }
+        let Some(slots) = slots else {
+            let _ = scopes.pop();
+            return Err(Error::Device {
+                during: during.into(),
+                reason: "an empty batch found no parameter slot for the op".into(),
+            });
         };
         drop(blocks);
-        let scopes = ErrorScopes::push(&self.device);
         let mut slots = slots.into_iter();
         for step in &mut steps {
             if let Step::Dispatch {
