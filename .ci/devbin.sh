@@ -24,7 +24,7 @@ for ex in tour memplan bench_transfers bench_update memory_report bench_launch d
 done
 for t in device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits \
   user_kernels noncoherent multi_device backprop train kernel_checks recording_model \
-  public_ops_threads memory_ownership submission_counts; do
+  public_ops_threads memory_ownership submission_counts gathered_ops; do
   # The newest test executable of that name (cargo leaves older hashes and .d files beside it).
   for bin in $(ls -t target/release/deps/"${t}"-* 2>/dev/null); do
     case "$bin" in *.d) ;; *) cp "$bin" ".devbin/tests/$t"; break ;; esac

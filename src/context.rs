@@ -659,7 +659,9 @@ impl ContextInner {
     }
 
     /// Submits `command_buffers`, running `before` with the submission's id just before the
-    /// queue gets them (arrays record their use there). On Vulkan a last command buffer makes
+    /// queue gets them (arrays record their use there), after the single ops gathered so far
+    /// (`context/gathered.rs`), which go first as a submission of their own, so nothing
+    /// submitted overtakes an op called before it. On Vulkan a last command buffer makes
     /// the work's writes visible to host reads ([`backend::host_read_barrier`]): the arena's
     /// memory is read in place and its staging buffers are read by the host, and a fence wait
     /// alone does not make device writes visible to the host.

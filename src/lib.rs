@@ -20,7 +20,9 @@
 //!   against the kernel's reflected [`KernelSignature`], every array recorded as used.
 //! - The library's ops: [`Context::dynamic_update_slice`] (in place on a donated array, which
 //!   comes back in [`Donated`] if the op fails), [`Context::dynamic_slice`],
-//!   [`Context::fill_in_place`], [`Context::copy`].
+//!   [`Context::fill_in_place`], [`Context::copy`]. Single launches and ops are gathered, up to
+//!   [`kernels::MAX_GATHERED_OPS`] per submission, and sent before anything waits or submits
+//!   ([`Context::flush`] sends them now): a loop of small ops costs about what a sequence does.
 //! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission. What
 //!   is recorded and not yet submitted is the only thing that makes an array *pending*, which
 //!   every single op refuses: [the recording model](kernels#the-recording-model).
@@ -103,7 +105,8 @@
 //!   [`Context::dynamic_slice`], [`Context::fill_in_place`], [`Context::copy`]) and their WGSL.
 //! - `pipelines` (private): compilation, reflection, limits, the pipeline and disk caches and
 //!   error scopes, below `compute`, `ops` and `context`.
-//! - `step`, `submission` (private): a recorded step of a sequence; submission numbers.
+//! - `step`, `submission` (private): a recorded step (of a sequence or of the context's
+//!   gathered single ops) and its encoding; submission numbers.
 //! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
 //! - `distributed` (cargo feature `mpi`): collectives over arrays across MPI ranks
 //!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator.

@@ -142,11 +142,16 @@ impl ContextInner {
             }
         };
         let scopes = ErrorScopes::push(&self.device);
-        let barrier = crate::backend::host_read_barrier(&self.device);
-        let id = self
-            .submissions
-            .submit(&self.queue, commands.into_iter().chain(barrier), |_| {});
-        debug_assert_eq!(id, gathered.id, "the gathered ops' submission kept its id");
+        let id = self.submit_to_queue(commands, |_| {});
+        if id != gathered.id {
+            // Every submission takes the gathered lock first, so this cannot happen; were it
+            // to, waits for the reserved id would wait for a later submission (still safe).
+            log::error!(
+                "gpu-arena: gathered ops reserved submission {} but went out as {}",
+                gathered.id.0,
+                id.0
+            );
+        }
         if let Err(reason) = scopes.pop() {
             self.refuse_gathered(gathered, steps.len(), reason);
         }
@@ -189,6 +194,17 @@ impl ContextInner {
     ) -> SubmissionId {
         let mut gathered = self.lock_gathered();
         self.submit_gathered(&mut gathered);
+        self.submit_to_queue(command_buffers, before)
+    }
+
+    /// Hands `command_buffers` to the queue as the next submission, ending with the memory
+    /// dependency to host reads on Vulkan ([`crate::backend::host_read_barrier`]). Only with
+    /// the gathered lock held.
+    fn submit_to_queue(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
         let barrier = crate::backend::host_read_barrier(&self.device);
         self.submissions.submit(
             &self.queue,
