@@ -433,7 +433,8 @@ impl Context {
     /// (none of that batch ran), [`Error::DeviceLost`] once the device is lost; each refusal is
     /// reported once, by this call or the next wait.
     pub fn flush(&self) -> Result<()> {
-        self.inner.flush()
+        self.inner.flush()?;
+        self.inner.check_device("flushing gathered single ops")
     }
 
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays

@@ -293,6 +293,9 @@ fn gathered_ops_then_device_destroy(ctx: Context) {
     }
     let lost = ctx.synchronize().unwrap_err();
     assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
+    // With nothing gathered, flush still says the device is gone.
+    let lost = ctx.flush().unwrap_err();
+    assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
 }
 
 /// GL buffers are plain wgpu buffers: the crate holds no pointer into them, so destroying one
