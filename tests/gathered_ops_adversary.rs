@@ -1,0 +1,450 @@
+//! The gathered single ops (the recording model in `gpu_arena::kernels`, "Gathered single
+//! ops"), attacked: memory dropped and reused while ops on it are gathered (growing arenas, OOM
+//! retries, `release_free_regions`, `zeros` writing host memory at once), transfers between two
+//! contexts, user sequences recorded around gathered ops (host-path steps, `put`), library ops
+//! of several dispatches with parameter blocks, views and bitcasts, several threads on one
+//! array, long loops without a wait, and a context dropped with ops still gathered. Every
+//! result is checked against a host model with ops that do not commute (`a = a * mul + add`,
+//! overlapping updates), so work run in the wrong order, or on reused memory, gives a wrong
+//! number.
+
+mod common;
+
+use common::{assert_no_validation_errors, context_with, test_config};
+use gpu_arena::kernels::MAX_GATHERED_OPS;
+use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel};
+use std::sync::Mutex;
+
+/// `a = a * p.mul + p.add` (wrapping), element by element.
+const AFFINE: &str = r#"
+struct P { mul: u32, add: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read_write> a: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] * p.mul + p.add; }
+}
+"#;
+
+/// `y = y * 2 + x`.
+const DOUBLE_ADD: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&y)) { y[id.x] = y[id.x] * 2u + x[id.x]; }
+}
+"#;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Affine {
+    mul: u32,
+    add: u32,
+}
+
+fn affine(v: u32, p: Affine) -> u32 {
+    v.wrapping_mul(p.mul).wrapping_add(p.add)
+}
+
+fn params(i: u32) -> Affine {
+    Affine {
+        mul: 3 + i % 5,
+        add: i.wrapping_mul(7919) % 1000,
+    }
+}
+
+fn run_affine(ctx: &Context, k: &Kernel, a: &mut DeviceArray<u32>, p: Affine) {
+    let n = a.len() as u64;
+    ctx.launch(k)
+        .params(&p)
+        .arg_mut(a)
+        .grid_for(n)
+        .run()
+        .unwrap();
+}
+
+fn double_add(ctx: &Context, k: &Kernel, x: &DeviceArray<u32>, y: &mut DeviceArray<u32>) {
+    let n = y.len() as u64;
+    ctx.launch(k).arg(x).arg_mut(y).grid_for(n).run().unwrap();
+}
+
+/// Zero-copy (host paths on lavapipe), staging, device kernels forced, and GL where it opens.
+fn paths() -> Vec<(&'static str, Context)> {
+    let kernels = context_with(test_config());
+    kernels.force_device_kernels(true);
+    let mut paths = vec![
+        ("zero-copy", context_with(test_config())),
+        (
+            "staging",
+            context_with(ArenaConfig {
+                zero_copy: false,
+                ..test_config()
+            }),
+        ),
+        ("device kernels", kernels),
+    ];
+    if let Ok(gl) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) {
+        paths.push(("plain wgpu", gl));
+    }
+    paths
+}
+
+/// The `i`-th temporary's contents: different for every `i` and every element.
+fn temporary(i: u32, n: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|e| e.wrapping_mul(31).wrapping_add(i.wrapping_mul(1009)) ^ 0x3C3C)
+        .collect()
+}
+
+#[test]
+fn temporaries_dropped_while_gathered_ops_read_them_are_not_overwritten_by_later_zeros_or_puts() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+        let n = 4096;
+        let mut y = ctx.zeros::<u32>(&[n]).unwrap();
+        let mut want = vec![0u32; n];
+        for i in 0..(3 * MAX_GATHERED_OPS as u32 + 5) {
+            // On UMA both write host memory at once: the memory of the temporaries dropped
+            // above must not be theirs before the launches that read it ran.
+            let t = ctx.device_put(&temporary(i, n), &[n]).unwrap();
+            double_add(&ctx, &k, &t, &mut y);
+            drop(t);
+            let z = ctx.zeros::<u32>(&[n]).unwrap();
+            double_add(&ctx, &k, &z, &mut y);
+            for (w, v) in want.iter_mut().zip(temporary(i, n)) {
+                *w = w.wrapping_mul(2).wrapping_add(v).wrapping_mul(2);
+            }
+        }
+        assert_eq!(ctx.device_get(&y).unwrap(), want, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+/// A context whose arena holds about `temporaries` arrays of `bytes` (plus one more for the
+/// accumulator), growing or preallocated.
+fn small_arena(preallocate: bool, bytes: u64, temporaries: u64) -> Context {
+    let probe = context_with(test_config());
+    let heap = probe.memory_plan().heap_bytes;
+    drop(probe);
+    let fraction = ((temporaries + 1) * bytes) as f64 / heap as f64;
+    context_with(ArenaConfig {
+        preallocate,
+        mem_fraction: gpu_arena::MemFraction::fixed(fraction),
+        ..test_config()
+    })
+}
+
+#[test]
+fn an_arena_that_holds_a_few_temporaries_runs_a_long_loop_of_gathered_ops_on_new_ones() {
+    // Out-of-memory with memory pending behind gathered ops must submit them, wait and retry:
+    // never refuse a program that fits when run in order.
+    let n = 256 << 10; // 1 MiB of u32
+    for preallocate in [true, false] {
+        let ctx = small_arena(preallocate, 4 * n as u64, 4);
+        let k = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+        let mut y = ctx.zeros::<u32>(&[n]).unwrap();
+        let mut want = vec![0u32; n];
+        for i in 0..(2 * MAX_GATHERED_OPS as u32) {
+            let t = ctx
+                .device_put(&temporary(i, n), &[n])
+                .unwrap_or_else(|e| panic!("preallocate {preallocate}, temporary {i}: {e}"));
+            double_add(&ctx, &k, &t, &mut y);
+            for (w, v) in want.iter_mut().zip(temporary(i, n)) {
+                *w = w.wrapping_mul(2).wrapping_add(v);
+            }
+        }
+        assert_eq!(
+            ctx.device_get(&y).unwrap(),
+            want,
+            "preallocate {preallocate}"
+        );
+        drop(y);
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, 0);
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn releasing_free_regions_keeps_the_region_of_a_dropped_array_that_gathered_ops_still_read() {
+    let ctx = context_with(ArenaConfig {
+        preallocate: false,
+        ..test_config()
+    });
+    let k = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+    let n = 1 << 20;
+    let mut y = ctx.zeros::<u32>(&[n]).unwrap();
+    ctx.synchronize().unwrap();
+    let mut want = vec![0u32; n];
+    for i in 0..3 {
+        // Large enough for a region of its own in a growing arena.
+        let big = 16 << 20;
+        let t = ctx.device_put(&temporary(i, big), &[big]).unwrap();
+        ctx.launch(&k)
+            .arg(&t)
+            .arg_mut(&mut y)
+            .grid_for(n as u64)
+            .run()
+            .unwrap();
+        drop(t);
+        // The region's only chunk is pending behind the gathered launch: it must stay.
+        ctx.release_free_regions();
+        for (w, v) in want.iter_mut().zip(temporary(i, big)) {
+            *w = w.wrapping_mul(2).wrapping_add(v);
+        }
+    }
+    assert_eq!(ctx.device_get(&y).unwrap(), want);
+    ctx.synchronize().unwrap();
+    ctx.release_free_regions();
+    assert_no_validation_errors();
+}
+
+/// A second context on the same adapter as `ctx`, with `ctx`'s way of reaching memory.
+fn second_context(zero_copy: bool) -> (Context, Context) {
+    let config = ArenaConfig {
+        zero_copy,
+        ..test_config()
+    };
+    (context_with(config.clone()), context_with(config))
+}
+
+#[test]
+fn a_copy_to_another_context_sees_the_gathered_ops_called_before_it_and_none_after() {
+    for zero_copy in [true, false] {
+        let (a, b) = second_context(zero_copy);
+        let k = a.kernel(AFFINE, "main").unwrap();
+        let n = 3000;
+        let mut x = a.device_put(&vec![7u32; n], &[n]).unwrap();
+        let mut want = 7u32;
+        for i in 0..5 {
+            run_affine(&a, &k, &mut x, params(i));
+            want = affine(want, params(i));
+        }
+        let on_b = b.device_put_from(&x).unwrap();
+        let back = x.copy_to(&b).unwrap();
+        // Gathered after the copies: they must not see it.
+        run_affine(&a, &k, &mut x, params(99));
+        assert_eq!(
+            b.device_get(&on_b).unwrap(),
+            vec![want; n],
+            "zero-copy {zero_copy}"
+        );
+        assert_eq!(
+            b.device_get(&back).unwrap(),
+            vec![want; n],
+            "zero-copy {zero_copy}"
+        );
+        // And the other way: gathered ops of b on its copy, read back on a.
+        let kb = b.kernel(AFFINE, "main").unwrap();
+        let mut on_b = on_b;
+        run_affine(&b, &kb, &mut on_b, params(5));
+        let home = a.device_put_from(&on_b).unwrap();
+        assert_eq!(
+            a.device_get(&home).unwrap(),
+            vec![affine(want, params(5)); n],
+            "zero-copy {zero_copy}"
+        );
+        assert_eq!(
+            a.device_get(&x).unwrap(),
+            vec![affine(want, params(99)); n],
+            "zero-copy {zero_copy}"
+        );
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_sequence_recorded_around_gathered_ops_runs_after_those_called_before_its_submit() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let acc = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+        let n = 700;
+        let mut x = ctx.device_put(&vec![2u32; n], &[n]).unwrap();
+        let mut s = ctx.sequence();
+        // Put into the sequence before the gathered launch, read after it.
+        let u: Vec<u32> = (0..n as u32).collect();
+        let put = s.put(&u, &[n]).unwrap();
+        run_affine(&ctx, &k, &mut x, params(3));
+        s.launch(&acc)
+            .arg(&put)
+            .arg_mut(&mut x)
+            .grid_for(n as u64)
+            .run()
+            .unwrap();
+        s.submit().unwrap();
+        let want: Vec<u32> = u
+            .iter()
+            .map(|&v| affine(2, params(3)).wrapping_mul(2).wrapping_add(v))
+            .collect();
+        assert_eq!(ctx.device_get(&x).unwrap(), want, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_host_path_step_of_a_sequence_runs_after_the_gathered_launch_on_its_array() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let n = 512;
+        let mut x = ctx.device_put(&vec![9u32; n], &[n]).unwrap();
+        run_affine(&ctx, &k, &mut x, params(4));
+        // On lavapipe's zero-copy path this runs now, on the host: after the launch.
+        let mut s = ctx.sequence();
+        let row: Vec<u32> = (100..164).collect();
+        let x = s
+            .dynamic_update_slice(x, &row[..], &[10])
+            .map_err(|d| d.error)
+            .unwrap();
+        let x = s.fill_in_place(x, 1u32).map_err(|d| d.error).unwrap();
+        s.submit().unwrap();
+        assert_eq!(ctx.device_get(&x).unwrap(), vec![1u32; n], "{path}");
+        // Now without the fill: the update lands on the launch's result.
+        let mut y = ctx.device_put(&vec![9u32; n], &[n]).unwrap();
+        run_affine(&ctx, &k, &mut y, params(4));
+        let mut s = ctx.sequence();
+        let y = s
+            .dynamic_update_slice(y, &row[..], &[10])
+            .map_err(|d| d.error)
+            .unwrap();
+        s.submit().unwrap();
+        let mut want = vec![affine(9, params(4)); n];
+        want[10..74].copy_from_slice(&row);
+        assert_eq!(ctx.device_get(&y).unwrap(), want, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn overlapping_updates_of_bytes_by_library_ops_of_several_dispatches_land_in_call_order() {
+    for (path, ctx) in paths() {
+        let n = 4099;
+        let mut host: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+        let mut x = ctx.device_put(&host, &[n]).unwrap();
+        for i in 0..(2 * MAX_GATHERED_OPS + 7) {
+            // Odd starts and lengths: byte updates that do not start or end on a word.
+            let len = 1 + (i * 37) % 301;
+            let start = (i * 113) % (n - len);
+            let update: Vec<u8> = (0..len).map(|e| (i * 3 + e) as u8 ^ 0xA5).collect();
+            let on_device = ctx.device_put(&update, &[len]).unwrap();
+            x = ctx
+                .dynamic_update_slice(x, &on_device, &[start as i64])
+                .map_err(|d| d.error)
+                .unwrap();
+            host[start..start + len].copy_from_slice(&update);
+            if i % 17 == 0 {
+                let copy = ctx.dynamic_update_slice_copy(&x, &update[..1], &[0]).unwrap();
+                let mut with = host.clone();
+                with[0] = update[0];
+                assert_eq!(ctx.device_get(&copy).unwrap(), with, "{path}, op {i}");
+            }
+        }
+        assert_eq!(ctx.device_get(&x).unwrap(), host, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn views_and_bitcasts_read_after_gathered_launches_see_them() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let mut x = ctx.device_put(&vec![4u32; 12 * 10], &[12, 10]).unwrap();
+        run_affine(&ctx, &k, &mut x, params(8));
+        let want = affine(4, params(8));
+        let mut row = vec![0u32; 10];
+        ctx.device_get_into(x.view(&[7]).unwrap(), &mut row).unwrap();
+        assert_eq!(row, vec![want; 10], "{path}");
+        run_affine(&ctx, &k, &mut x, params(9));
+        let signed = x.bitcast::<i32>().map_err(|d| d.error).unwrap();
+        let want = affine(want, params(9));
+        assert_eq!(
+            ctx.device_get(&signed).unwrap(),
+            vec![want as i32; 120],
+            "{path}"
+        );
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn four_threads_sharing_one_array_see_every_gathered_op_of_the_others() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let n = 640;
+        let shared = Mutex::new((ctx.device_put(&vec![1u32; n], &[n]).unwrap(), 1u32));
+        std::thread::scope(|scope| {
+            for thread in 0..4u32 {
+                let (ctx, k, shared) = (&ctx, &k, &shared);
+                scope.spawn(move || {
+                    for i in 0..60u32 {
+                        let mut guard = shared.lock().unwrap();
+                        let (array, want) = &mut *guard;
+                        let p = params(i * 4 + thread);
+                        run_affine(ctx, k, array, p);
+                        *want = affine(*want, p);
+                        let want = *want;
+                        match (i + thread) % 5 {
+                            0 => assert_eq!(ctx.device_get(array).unwrap(), vec![want; n]),
+                            1 => {
+                                let copy = ctx.copy(array).unwrap();
+                                drop(guard);
+                                assert_eq!(ctx.device_get(&copy).unwrap(), vec![want; n]);
+                            }
+                            2 => {
+                                let slice = ctx.dynamic_slice(array, &[i as i64], &[5]).unwrap();
+                                drop(guard);
+                                assert_eq!(ctx.device_get(&slice).unwrap(), vec![want; 5]);
+                            }
+                            3 => {
+                                drop(guard);
+                                ctx.flush().unwrap();
+                            }
+                            _ => {}
+                        }
+                    }
+                });
+            }
+        });
+        let (array, want) = shared.into_inner().unwrap();
+        assert_eq!(ctx.device_get(&array).unwrap(), vec![want; n], "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn ten_thousand_launches_without_a_wait_keep_memory_and_give_the_right_result() {
+    let ctx = context_with(test_config());
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    ctx.synchronize().unwrap();
+    let before = ctx.memory_stats();
+    let mut want = 1u32;
+    for i in 0..10_000u32 {
+        run_affine(&ctx, &k, &mut a, params(i));
+        want = affine(want, params(i));
+    }
+    assert_eq!(ctx.memory_stats().bytes_in_use, before.bytes_in_use);
+    assert_eq!(ctx.memory_stats().bytes_reserved, before.bytes_reserved);
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![want; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_context_dropped_with_gathered_ops_submits_them_and_reads_nothing_stale() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let mut a = ctx.device_put(&[5u32; 64], &[64]).unwrap();
+        for i in 0..5 {
+            run_affine(&ctx, &k, &mut a, params(i));
+        }
+        // The last handle to the context goes with the array, ops still gathered.
+        drop(k);
+        drop(ctx);
+        drop(a);
+        let _ = path;
+    }
+    assert_no_validation_errors();
+}
