@@ -546,6 +546,9 @@ impl ContextInner {
         // are worth reclaiming (or below, when the allocation would fail without them).
         if memory.arena.pending_free_bytes() >= RETIRE_PENDING_BYTES {
             drop(memory);
+            // Frees behind gathered single ops come back only once those are submitted: a
+            // growing arena would otherwise grow by a whole batch of temporaries.
+            self.submit_gathered_now();
             self.retire_completed();
             memory = self.lock_memory();
         }

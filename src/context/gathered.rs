@@ -157,6 +157,15 @@ impl ContextInner {
         }
     }
 
+    /// Submits the gathered ops, if any, without waiting and without reporting a refusal
+    /// (kept for the next call that reports it): what the arena does before it polls for
+    /// pending frees, since memory freed behind gathered ops can only come back once they are
+    /// submitted and have run.
+    pub(crate) fn submit_gathered_now(&self) {
+        let mut gathered = self.lock_gathered();
+        self.submit_gathered(&mut gathered);
+    }
+
     fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: String) {
         log::error!(
             "gpu-arena: the device refused {steps} gathered single-op steps when they were submitted (none ran): {reason}"
