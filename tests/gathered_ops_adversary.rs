@@ -336,7 +336,9 @@ fn overlapping_updates_of_bytes_by_library_ops_of_several_dispatches_land_in_cal
                 .unwrap();
             host[start..start + len].copy_from_slice(&update);
             if i % 17 == 0 {
-                let copy = ctx.dynamic_update_slice_copy(&x, &update[..1], &[0]).unwrap();
+                let copy = ctx
+                    .dynamic_update_slice_copy(&x, &update[..1], &[0])
+                    .unwrap();
                 let mut with = host.clone();
                 with[0] = update[0];
                 assert_eq!(ctx.device_get(&copy).unwrap(), with, "{path}, op {i}");
@@ -355,7 +357,8 @@ fn views_and_bitcasts_read_after_gathered_launches_see_them() {
         run_affine(&ctx, &k, &mut x, params(8));
         let want = affine(4, params(8));
         let mut row = vec![0u32; 10];
-        ctx.device_get_into(x.view(&[7]).unwrap(), &mut row).unwrap();
+        ctx.device_get_into(x.view(&[7]).unwrap(), &mut row)
+            .unwrap();
         assert_eq!(row, vec![want; 10], "{path}");
         run_affine(&ctx, &k, &mut x, params(9));
         let signed = x.bitcast::<i32>().map_err(|d| d.error).unwrap();
@@ -495,5 +498,107 @@ fn a_growing_arena_reclaims_temporaries_of_gathered_ops_as_if_each_op_were_submi
         gathered >> 20,
         flushed >> 20
     );
+    assert_no_validation_errors();
+}
+
+/// Submissions made by `work`, counted by the ids between two empty raw submissions (each
+/// submits what is gathered first).
+fn submissions<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
+    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    let result = work();
+    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    (after - before - 1, result)
+}
+
+/// 64 overlapping updates of `x` from host rows, applied to the host model too.
+fn host_row_updates(ctx: &Context, mut x: DeviceArray<u32>, host: &mut [u32]) -> DeviceArray<u32> {
+    for i in 0..64u32 {
+        let len = 5 + (i as usize * 7) % 40;
+        let start = (i as usize * 53) % (host.len() - len);
+        let row: Vec<u32> = (0..len as u32).map(|e| i * 1000 + e).collect();
+        x = ctx
+            .dynamic_update_slice(x, &row[..], &[start as i64])
+            .map_err(|d| d.error)
+            .unwrap();
+        host[start..start + len].copy_from_slice(&row);
+    }
+    x
+}
+
+#[test]
+fn host_rows_written_by_single_ops_land_in_call_order_on_every_path() {
+    for (path, ctx) in paths() {
+        let n = 4096;
+        let mut host: Vec<u32> = (0..n as u32).collect();
+        let x = ctx.device_put(&host, &[n]).unwrap();
+        let x = host_row_updates(&ctx, x, &mut host);
+        assert_eq!(ctx.device_get(&x).unwrap(), host, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+#[ignore = "known: on the staging path each single op with a host operand holds a whole \
+            staging buffer until its batch has run, and the pool keeps 3, so the 4th op waits \
+            for the batch: 64 such ops make 22 submissions instead of 2 (not a local fix: \
+            gathered ops would have to share staging buffers)"]
+fn single_ops_with_host_operands_on_the_staging_path_are_gathered_like_other_ops() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        ..test_config()
+    });
+    let n = 4096;
+    let mut host: Vec<u32> = (0..n as u32).collect();
+    let x = ctx.device_put(&host, &[n]).unwrap();
+    ctx.synchronize().unwrap();
+    let (made, x) = submissions(&ctx, || host_row_updates(&ctx, x, &mut host));
+    assert_eq!(ctx.device_get(&x).unwrap(), host);
+    assert!(
+        made <= 3,
+        "64 single ops with host rows made {made} submissions"
+    );
+}
+
+#[test]
+fn launches_whose_parameter_blocks_are_off_the_slot_alignment_still_go_out_32_at_a_time() {
+    // A 272-byte block takes a 288-byte slot where the alignment is 32 (512 where it is 256):
+    // the batch's parameter buffer was sized for 32 blocks, not 32 slots, so batches were cut
+    // at 30 ops (16 at an alignment of 256) and 64 launches made 3 submissions.
+    for (path, ctx) in paths() {
+        let align = ctx.limits().min_uniform_buffer_offset_alignment;
+        let k = ctx
+            .kernel(
+                r#"
+            struct P { index: u32, value: u32, pad: vec2<u32>, check: array<vec4<u32>, 16> }
+            @group(0) @binding(0) var<uniform> p: P;
+            @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+            @compute @workgroup_size(1)
+            fn main() { out[p.index] = p.value * 5u + p.check[15].x; }"#,
+                "main",
+            )
+            .unwrap();
+        let mut out = ctx.zeros::<u32>(&[64]).unwrap();
+        ctx.synchronize().unwrap();
+        let (made, ()) = submissions(&ctx, || {
+            for i in 0..64u32 {
+                let mut p = [0u32; 4 + 64];
+                p[0] = i;
+                p[1] = i * 3;
+                p[4 + 60] = i ^ 0x55;
+                ctx.launch(&k)
+                    .params(&p)
+                    .arg_mut(&mut out)
+                    .grid([1, 1, 1])
+                    .run()
+                    .unwrap();
+            }
+        });
+        let want: Vec<u32> = (0..64).map(|i| i * 15 + (i ^ 0x55)).collect();
+        assert_eq!(ctx.device_get(&out).unwrap(), want, "{path}");
+        assert_eq!(
+            made, 2,
+            "{path}: alignment {align}, 64 launches of 272-byte blocks made {made} submissions"
+        );
+    }
     assert_no_validation_errors();
 }

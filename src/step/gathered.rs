@@ -80,7 +80,8 @@ impl GatheredSteps {
             if !self.is_empty() {
                 return None;
             }
-            let size = (end * MAX_GATHERED_OPS as u64)
+            // Room for MAX_GATHERED_OPS ops like this one, each starting on an aligned slot.
+            let size = (end.next_multiple_of(align) * MAX_GATHERED_OPS as u64)
                 .clamp(MIN_PARAMS_BYTES, MAX_PARAMS_BYTES)
                 .max(end)
                 .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
