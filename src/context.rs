@@ -36,6 +36,13 @@ mod gathered;
 /// when an allocation would otherwise fail.
 const RETIRE_PENDING_BYTES: u64 = 64 << 20;
 
+/// How many times an allocation that fails while memory is freed but still used by queued
+/// work waits for the queue and retries. Once is enough for one thread; threads sharing the
+/// context can free more behind newly queued work while it waits (their gathered single ops are
+/// not submitted until someone flushes), so it waits again, boundedly, before reporting
+/// out-of-memory.
+const MAX_OOM_WAITS: u32 = 8;
+
 /// Source of context numbers (see `ContextInner::id`).
 static NEXT_CONTEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
@@ -553,22 +560,26 @@ impl ContextInner {
             memory = self.lock_memory();
         }
         self.reserve_locked(&mut memory)?;
-        let first = {
-            let MemoryState { arena, regions, .. } = &mut *memory;
-            arena.allocate(bytes, 0, label, regions)
-        };
-        let allocation = match first {
-            Ok(allocation) => allocation,
-            Err(_) if memory.arena.pending_free_bytes() > 0 => {
-                // Memory freed by arrays that in-flight work still uses: wait, then retry.
-                drop(memory);
-                self.wait_idle()?;
-                self.retire_completed();
-                memory = self.lock_memory();
+        let mut waits = 0;
+        let allocation = loop {
+            let attempt = {
                 let MemoryState { arena, regions, .. } = &mut *memory;
-                arena.allocate(bytes, 0, label, regions)?
+                arena.allocate(bytes, 0, label, regions)
+            };
+            match attempt {
+                Ok(allocation) => break allocation,
+                // Memory freed by arrays that queued work still uses: wait, then retry. Other
+                // threads may have freed more behind work queued meanwhile (behind their
+                // gathered single ops, not even submitted): wait again then, a few times.
+                Err(_) if memory.arena.pending_free_bytes() > 0 && waits < MAX_OOM_WAITS => {
+                    waits += 1;
+                    drop(memory);
+                    self.wait_idle()?;
+                    self.retire_completed();
+                    memory = self.lock_memory();
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
         };
         self.register_array(&mut memory, allocation.id, info);
         let region = memory

@@ -602,3 +602,63 @@ fn launches_whose_parameter_blocks_are_off_the_slot_alignment_still_go_out_32_at
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn two_threads_in_an_arena_that_holds_a_few_temporaries_never_see_a_spurious_out_of_memory() {
+    let n = 256 << 10; // 1 MiB of u32
+    for preallocate in [true, false] {
+        let ctx = small_arena(preallocate, 4 * n as u64, 6);
+        let k = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+        std::thread::scope(|scope| {
+            for thread in 0..2u32 {
+                let (ctx, k) = (&ctx, &k);
+                scope.spawn(move || {
+                    let mut y = ctx.zeros::<u32>(&[n]).unwrap();
+                    let mut want = vec![0u32; n];
+                    for i in 0..40u32 {
+                        let values = temporary(i * 2 + thread, n);
+                        let t = ctx.device_put(&values, &[n]).unwrap_or_else(|e| {
+                            panic!("preallocate {preallocate}, thread {thread}, temporary {i}: {e}")
+                        });
+                        double_add(ctx, k, &t, &mut y);
+                        for (w, v) in want.iter_mut().zip(values) {
+                            *w = w.wrapping_mul(2).wrapping_add(v);
+                        }
+                    }
+                    assert_eq!(ctx.device_get(&y).unwrap(), want, "thread {thread}");
+                });
+            }
+        });
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn an_allocation_too_large_for_the_arena_is_refused_and_leaves_the_gathered_ops_to_run() {
+    let n = 256 << 10;
+    let ctx = small_arena(true, 4 * n as u64, 2);
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let mut a = ctx.device_put(&vec![3u32; n], &[n]).unwrap();
+    let mut want = 3u32;
+    for i in 0..5 {
+        run_affine(&ctx, &k, &mut a, params(i));
+        want = affine(want, params(i));
+    }
+    let message = ctx.zeros::<u32>(&[8 * n]).unwrap_err().to_string();
+    assert!(message.contains("out of memory"), "{message}");
+    // A launch refused by its own checks in the middle of the batch changes nothing either.
+    let refused = ctx
+        .launch(&k)
+        .params(&[1u32, 2, 3])
+        .arg_mut(&mut a)
+        .grid_for(n as u64)
+        .run();
+    assert!(refused.is_err());
+    for i in 5..9 {
+        run_affine(&ctx, &k, &mut a, params(i));
+        want = affine(want, params(i));
+    }
+    ctx.flush().unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![want; n]);
+    assert_no_validation_errors();
+}
