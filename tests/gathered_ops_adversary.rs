@@ -662,3 +662,154 @@ fn an_allocation_too_large_for_the_arena_is_refused_and_leaves_the_gathered_ops_
     assert_eq!(ctx.device_get(&a).unwrap(), vec![want; n]);
     assert_no_validation_errors();
 }
+
+/// One thread's arrays and their host model, for the random test below.
+struct Slot {
+    array: DeviceArray<u32>,
+    model: Vec<u32>,
+}
+
+/// One random single op, recorded op or check on `slots` (the thread's own arrays), with
+/// `shared` read by launches of every thread.
+fn random_step(
+    ctx: &Context,
+    kernels: (&Kernel, &Kernel),
+    shared: (&DeviceArray<u32>, &[u32]),
+    slots: &mut Vec<Slot>,
+    rng: &mut common::Rng,
+    n: usize,
+) {
+    let (k, acc) = kernels;
+    let i = rng.below(slots.len() as u64) as usize;
+    let tag = rng.next_u64() as u32;
+    match rng.below(11) {
+        0 | 1 => {
+            let p = params(tag);
+            run_affine(ctx, k, &mut slots[i].array, p);
+            slots[i].model.iter_mut().for_each(|v| *v = affine(*v, p));
+        }
+        2 => {
+            double_add(ctx, acc, shared.0, &mut slots[i].array);
+            let model = &mut slots[i].model;
+            for (v, s) in model.iter_mut().zip(shared.1) {
+                *v = v.wrapping_mul(2).wrapping_add(*s);
+            }
+        }
+        3 => {
+            let copy = ctx.copy(&slots[i].array).unwrap();
+            let model = slots[i].model.clone();
+            slots.push(Slot { array: copy, model });
+        }
+        4 => {
+            let len = 1 + rng.below(n as u64 / 2) as usize;
+            let start = rng.below((n - len) as u64) as usize;
+            let slice = ctx
+                .dynamic_slice(&slots[i].array, &[start as i64], &[len])
+                .unwrap();
+            let want = slots[i].model[start..start + len].to_vec();
+            assert_eq!(ctx.device_get(&slice).unwrap(), want, "slice");
+        }
+        5 => {
+            let len = 1 + rng.below(n as u64 / 3) as usize;
+            let start = rng.below((n - len) as u64) as usize;
+            let row: Vec<u32> = (0..len as u32).map(|e| tag ^ e).collect();
+            let slot = &mut slots[i];
+            let array = std::mem::replace(&mut slot.array, ctx.zeros::<u32>(&[1]).unwrap());
+            slot.array = if tag % 2 == 0 {
+                ctx.dynamic_update_slice(array, &row[..], &[start as i64])
+            } else {
+                let update = ctx.device_put(&row, &[len]).unwrap();
+                ctx.dynamic_update_slice(array, &update, &[start as i64])
+            }
+            .map_err(|d| d.error)
+            .unwrap();
+            slot.model[start..start + len].copy_from_slice(&row);
+        }
+        6 => {
+            let slot = &mut slots[i];
+            let array = std::mem::replace(&mut slot.array, ctx.zeros::<u32>(&[1]).unwrap());
+            slot.array = ctx.fill_in_place(array, tag).map_err(|d| d.error).unwrap();
+            slot.model.iter_mut().for_each(|v| *v = tag);
+        }
+        7 => {
+            // A user sequence of a few steps, some on arrays gathered ops just used.
+            let mut s = ctx.sequence();
+            let p = params(tag);
+            let slot = &mut slots[i];
+            s.launch(k)
+                .params(&p)
+                .arg_mut(&mut slot.array)
+                .grid_for(n as u64)
+                .run()
+                .unwrap();
+            let row = [tag, tag ^ 1, tag ^ 2];
+            let array = std::mem::replace(&mut slot.array, ctx.zeros::<u32>(&[1]).unwrap());
+            slot.array = s
+                .dynamic_update_slice(array, &row[..], &[(tag % 50) as i64])
+                .map_err(|d| d.error)
+                .unwrap();
+            s.submit().unwrap();
+            slot.model.iter_mut().for_each(|v| *v = affine(*v, p));
+            let at = (tag % 50) as usize;
+            slot.model[at..at + 3].copy_from_slice(&row);
+        }
+        8 if slots.len() > 1 => {
+            slots.swap_remove(i);
+        }
+        8 => {
+            let zeros = ctx.zeros::<u32>(&[n]).unwrap();
+            slots.push(Slot {
+                array: zeros,
+                model: vec![0; n],
+            });
+        }
+        9 => ctx.flush().unwrap(),
+        _ => assert_eq!(
+            ctx.device_get(&slots[i].array).unwrap(),
+            slots[i].model,
+            "read"
+        ),
+    }
+}
+
+#[test]
+fn three_threads_of_random_single_ops_sequences_and_drops_match_the_host_model() {
+    for (path, ctx) in paths() {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let acc = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+        let n = 300;
+        let shared_model: Vec<u32> = (0..n as u32).map(|e| e * 17 + 3).collect();
+        let shared = ctx.device_put(&shared_model, &[n]).unwrap();
+        std::thread::scope(|scope| {
+            for thread in 0..3u64 {
+                let (ctx, k, acc, shared, shared_model) = (&ctx, &k, &acc, &shared, &shared_model);
+                scope.spawn(move || {
+                    let mut rng = common::Rng(thread * 7919 + 1);
+                    let start: Vec<u32> = (0..n as u32).map(|e| e + thread as u32).collect();
+                    let mut slots = vec![Slot {
+                        array: ctx.device_put(&start, &[n]).unwrap(),
+                        model: start,
+                    }];
+                    for _ in 0..800 {
+                        random_step(
+                            ctx,
+                            (k, acc),
+                            (shared, shared_model),
+                            &mut slots,
+                            &mut rng,
+                            n,
+                        );
+                        slots.truncate(6);
+                    }
+                    for slot in &slots {
+                        assert_eq!(ctx.device_get(&slot.array).unwrap(), slot.model, "{path}");
+                    }
+                });
+            }
+        });
+        drop(shared);
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, 0, "{path}");
+    }
+    assert_no_validation_errors();
+}
