@@ -715,7 +715,7 @@ fn random_step(
             let row: Vec<u32> = (0..len as u32).map(|e| tag ^ e).collect();
             let slot = &mut slots[i];
             let array = std::mem::replace(&mut slot.array, ctx.zeros::<u32>(&[1]).unwrap());
-            slot.array = if tag % 2 == 0 {
+            slot.array = if tag.is_multiple_of(2) {
                 ctx.dynamic_update_slice(array, &row[..], &[start as i64])
             } else {
                 let update = ctx.device_put(&row, &[len]).unwrap();
