@@ -813,3 +813,45 @@ fn three_threads_of_random_single_ops_sequences_and_drops_match_the_host_model()
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn the_timeline_shows_each_gathered_launch_once_in_the_submission_it_went_out_in() {
+    let ctx = context_with(ArenaConfig {
+        timeline_capacity: 4096,
+        ..test_config()
+    });
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    for i in 0..40 {
+        run_affine(&ctx, &k, &mut a, params(i));
+    }
+    // Refused by its checks: not on the timeline.
+    assert!(ctx
+        .launch(&k)
+        .params(&[1u32])
+        .arg_mut(&mut a)
+        .grid_for(64)
+        .run()
+        .is_err());
+    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    let submissions: Vec<u64> = ctx
+        .memory_timeline()
+        .unwrap()
+        .events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            gpu_arena::profile::TimelineEventKind::Dispatch { name, submission }
+                if name != "raw_submit" && *submission > before =>
+            {
+                Some(*submission)
+            }
+            _ => None,
+        })
+        .collect();
+    let mut want = vec![before + 1; MAX_GATHERED_OPS];
+    want.extend([before + 2; 40 - MAX_GATHERED_OPS]);
+    assert_eq!(submissions, want);
+    assert_eq!(after, before + 3);
+    assert_no_validation_errors();
+}
