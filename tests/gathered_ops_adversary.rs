@@ -69,7 +69,8 @@ fn double_add(ctx: &Context, k: &Kernel, x: &DeviceArray<u32>, y: &mut DeviceArr
     ctx.launch(k).arg(x).arg_mut(y).grid_for(n).run().unwrap();
 }
 
-/// Zero-copy (host paths on lavapipe), staging, device kernels forced, and GL where it opens.
+/// Zero-copy (host paths on lavapipe), staging, device kernels forced, zero-copy on memory
+/// treated as non-coherent (flushes and invalidations), and GL where it opens.
 fn paths() -> Vec<(&'static str, Context)> {
     let kernels = context_with(test_config());
     kernels.force_device_kernels(true);
@@ -83,6 +84,13 @@ fn paths() -> Vec<(&'static str, Context)> {
             }),
         ),
         ("device kernels", kernels),
+        (
+            "non-coherent zero-copy",
+            context_with(ArenaConfig {
+                force_non_coherent: true,
+                ..test_config()
+            }),
+        ),
     ];
     if let Ok(gl) = Context::new(ArenaConfig {
         backend: gpu_arena::BackendChoice::Gl,
