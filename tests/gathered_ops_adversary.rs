@@ -863,3 +863,36 @@ fn the_timeline_shows_each_gathered_launch_once_in_the_submission_it_went_out_in
     assert_eq!(after, before + 3);
     assert_no_validation_errors();
 }
+
+#[test]
+fn two_threads_copying_between_two_contexts_in_opposite_directions_finish_with_every_result() {
+    for zero_copy in [true, false] {
+        let (a, b) = second_context(zero_copy);
+        let ka = a.kernel(AFFINE, "main").unwrap();
+        let kb = b.kernel(AFFINE, "main").unwrap();
+        let n = 2048;
+        std::thread::scope(|scope| {
+            for (from, to, k, seed) in [(&a, &b, &ka, 1u32), (&b, &a, &kb, 2u32)] {
+                scope.spawn(move || {
+                    let mut x = from.device_put(&vec![seed; n], &[n]).unwrap();
+                    let mut want = seed;
+                    for i in 0..40u32 {
+                        let p = params(i + 100 * seed);
+                        run_affine(from, k, &mut x, p);
+                        want = affine(want, p);
+                        if i % 3 == 0 {
+                            // Read on the other context while this one has ops gathered.
+                            let there = to.device_put_from(&x).unwrap();
+                            assert_eq!(
+                                to.device_get(&there).unwrap(),
+                                vec![want; n],
+                                "zero-copy {zero_copy}, seed {seed}, op {i}"
+                            );
+                        }
+                    }
+                });
+            }
+        });
+    }
+    assert_no_validation_errors();
+}
