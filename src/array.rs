@@ -190,7 +190,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         }
     }
 
-    /// The submission that last used the array (0 if none).
+    /// The submission that last used the array (0 if none). After a single op it may be the
+    /// submission the context's gathered ops will make, not made yet: waiting for it (any host
+    /// read, [`Context::synchronize`]) or [`Context::flush`] makes it.
     pub fn last_use(&self) -> SubmissionId {
         self.storage.last_use()
     }

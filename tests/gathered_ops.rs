@@ -8,7 +8,10 @@
 
 mod common;
 
-use common::{assert_no_validation_errors, context_with, slow_copy_wgsl, test_config};
+use common::{
+    assert_no_validation_errors, context_with, op_paths, slow_copy_wgsl, submissions_made,
+    test_config,
+};
 use gpu_arena::kernels::MAX_GATHERED_OPS;
 use gpu_arena::{wgpu, ArenaConfig, Context, DeviceArray, Kernel};
 
@@ -53,40 +56,6 @@ fn params(i: u32) -> Affine {
     }
 }
 
-/// The ways single ops run on this machine, by name: zero-copy (lavapipe maps the arena and
-/// copies on the host), staging, device kernels forced, and the GL backend where it exists.
-fn paths() -> Vec<(&'static str, Context)> {
-    let kernels = context_with(test_config());
-    kernels.force_device_kernels(true);
-    let mut paths = vec![
-        ("zero-copy", context_with(test_config())),
-        (
-            "staging",
-            context_with(ArenaConfig {
-                zero_copy: false,
-                ..test_config()
-            }),
-        ),
-        ("device kernels", kernels),
-    ];
-    if let Ok(gl) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) {
-        paths.push(("plain wgpu", gl));
-    }
-    paths
-}
-
-/// Submissions made by `work`, counted by the ids gpu-arena hands out between two empty
-/// raw submissions (each of which submits what is gathered first).
-fn submissions<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
-    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    let result = work();
-    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    (after - before - 1, result)
-}
-
 fn run_affine(ctx: &Context, k: &Kernel, a: &mut DeviceArray<u32>, p: Affine) {
     let n = a.len() as u64;
     ctx.launch(k)
@@ -100,13 +69,13 @@ fn run_affine(ctx: &Context, k: &Kernel, a: &mut DeviceArray<u32>, p: Affine) {
 #[test]
 fn single_launches_are_gathered_into_submissions_of_at_most_32_ops() {
     assert_eq!(MAX_GATHERED_OPS, 32);
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let n = 300;
         let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
         ctx.synchronize().unwrap();
         let launches = 100;
-        let (made, ()) = submissions(&ctx, || {
+        let (made, ()) = submissions_made(&ctx, || {
             for i in 0..launches {
                 run_affine(&ctx, &k, &mut a, params(i));
             }
@@ -124,7 +93,7 @@ fn single_launches_are_gathered_into_submissions_of_at_most_32_ops() {
 
 #[test]
 fn a_gathered_op_records_the_submission_it_will_be_part_of_on_its_arrays() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let mut a = ctx.device_put(&[5u32; 64], &[64]).unwrap();
         let last = ctx.raw_submit(std::iter::empty(), &[]).unwrap();
@@ -153,7 +122,7 @@ fn library_ops_are_gathered_like_launches() {
         .unwrap();
     ctx.synchronize().unwrap();
     let ops = 40;
-    let (made, copies) = submissions(&ctx, || {
+    let (made, copies) = submissions_made(&ctx, || {
         (0..ops)
             .map(|i| {
                 if i % 2 == 0 {
@@ -175,7 +144,7 @@ fn library_ops_are_gathered_like_launches() {
 
 #[test]
 fn every_read_sees_the_gathered_launches_called_before_it() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let n = 200;
         let mut a = ctx.device_put(&vec![2u32; n], &[20, 10]).unwrap();
@@ -207,7 +176,7 @@ fn every_read_sees_the_gathered_launches_called_before_it() {
 
 #[test]
 fn a_sequence_submitted_after_gathered_ops_runs_after_them() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let mut a = ctx.device_put(&[1u32; 128], &[128]).unwrap();
         let mut b = ctx.device_put(&[1u32; 128], &[128]).unwrap();
@@ -247,7 +216,7 @@ fn a_sequence_submitted_after_gathered_ops_runs_after_them() {
 
 #[test]
 fn raw_submit_after_gathered_ops_runs_after_them() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let mut a = ctx.device_put(&[4u32; 256], &[256]).unwrap();
         run_affine(&ctx, &k, &mut a, params(9));
@@ -278,7 +247,7 @@ fn raw_submit_after_gathered_ops_runs_after_them() {
 fn host_path_writes_wait_for_the_gathered_launches_that_read_their_arrays() {
     // lavapipe, zero-copy: `dynamic_update_slice` with a host update writes `x` with memcpy
     // at once; the gathered launches that read `x` must have run first.
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(DOUBLE_ADD, "main").unwrap();
         let n = 4096;
         let mut x = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
@@ -311,7 +280,7 @@ fn host_path_writes_wait_for_the_gathered_launches_that_read_their_arrays() {
 
 #[test]
 fn a_read_of_the_source_after_gathered_launches_sees_them_before_a_host_copy() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let mut a = ctx.device_put(&[3u32; 500], &[500]).unwrap();
         run_affine(&ctx, &k, &mut a, params(11));
@@ -327,7 +296,7 @@ fn a_read_of_the_source_after_gathered_launches_sees_them_before_a_host_copy() {
 
 #[test]
 fn memory_of_an_array_dropped_after_a_gathered_launch_is_not_reused_before_it_ran() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(&slow_copy_wgsl("read"), "main").unwrap();
         let n = 64 << 10;
         let data: Vec<u32> = (0..n as u32).map(|i| i ^ 0x5A5A).collect();
@@ -364,21 +333,20 @@ fn main() {{ out[p.index] = p.value + p.check[{last}].x; }}
     )
 }
 
-/// Launches [`slot_kernel`] with a block of `W` words (`W / 4 - 1` check vectors): writes
-/// `value + check` at `index`.
-fn launch_slot<const W: usize>(
+/// Launches [`slot_kernel`] with a block of type `P` (its size in words, `W`, makes
+/// `W / 4 - 1` check vectors): writes `value + check` at `index`.
+fn launch_slot<P: bytemuck::Pod>(
     ctx: &Context,
     k: &Kernel,
     out: &mut DeviceArray<u32>,
     [index, value, check]: [u32; 3],
-) -> gpu_arena::Result<()>
-where
-    [u32; W]: bytemuck::Pod,
-{
-    let mut block = [0u32; W];
-    block[0] = index;
-    block[1] = value;
-    block[W - 4] = check;
+) -> gpu_arena::Result<()> {
+    let mut block = P::zeroed();
+    let words: &mut [u32] = bytemuck::cast_slice_mut(bytemuck::bytes_of_mut(&mut block));
+    let last = words.len() - 4;
+    words[0] = index;
+    words[1] = value;
+    words[last] = check;
     ctx.launch(k)
         .params(&block)
         .arg_mut(out)
@@ -388,15 +356,13 @@ where
 
 #[test]
 fn parameter_blocks_of_gathered_launches_keep_their_own_slots_whatever_their_sizes() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
+        // Blocks of 32 bytes, 4 KiB, 16 KiB and 64 KiB (what WebGPU guarantees a uniform
+        // binding can hold), in an irregular mix, so small and large blocks share batches, fill
+        // the parameter buffer early and make it grow.
         let limit = ctx.limits().max_uniform_buffer_binding_size;
-        assert!(
-            limit >= 16 << 10,
-            "WebGPU guarantees 64 KiB uniform bindings"
-        );
-        // Blocks of 32 bytes, 4 KiB and 16 KiB, in an irregular mix, so small and large blocks
-        // share batches, fill the parameter buffer early and make it grow.
-        let kernels: Vec<Kernel> = [1usize, 255, 1023]
+        assert!(limit >= 64 << 10, "{path}: {limit}");
+        let kernels: Vec<Kernel> = [1usize, 255, 1023, 4095]
             .iter()
             .map(|&v| ctx.kernel(&slot_kernel(v), "main").unwrap())
             .collect();
@@ -404,10 +370,11 @@ fn parameter_blocks_of_gathered_launches_keep_their_own_slots_whatever_their_siz
         let mut out = ctx.zeros::<u32>(&[launches as usize]).unwrap();
         for i in 0..launches {
             let args = [i, 1000 * i, i % 3];
-            let launched = match (i * 7) % 11 % 3 {
-                0 => launch_slot::<8>(&ctx, &kernels[0], &mut out, args),
-                1 => launch_slot::<1024>(&ctx, &kernels[1], &mut out, args),
-                _ => launch_slot::<4096>(&ctx, &kernels[2], &mut out, args),
+            let launched = match (i * 7) % 11 % 4 {
+                0 => launch_slot::<[u32; 8]>(&ctx, &kernels[0], &mut out, args),
+                1 => launch_slot::<[u32; 1024]>(&ctx, &kernels[1], &mut out, args),
+                2 => launch_slot::<[u32; 4096]>(&ctx, &kernels[2], &mut out, args),
+                _ => launch_slot::<[[u32; 4096]; 4]>(&ctx, &kernels[3], &mut out, args),
             };
             launched.unwrap_or_else(|e| panic!("{path} launch {i}: {e}"));
         }
@@ -419,11 +386,11 @@ fn parameter_blocks_of_gathered_launches_keep_their_own_slots_whatever_their_siz
 
 #[test]
 fn flush_submits_the_gathered_ops_once() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
         ctx.synchronize().unwrap();
-        let (made, ()) = submissions(&ctx, || {
+        let (made, ()) = submissions_made(&ctx, || {
             run_affine(&ctx, &k, &mut a, params(0));
             run_affine(&ctx, &k, &mut a, params(1));
             ctx.flush().unwrap();
@@ -431,7 +398,7 @@ fn flush_submits_the_gathered_ops_once() {
             ctx.flush().unwrap();
         });
         assert_eq!(made, 1, "{path}");
-        let (made, ()) = submissions(&ctx, || ctx.flush().unwrap());
+        let (made, ()) = submissions_made(&ctx, || ctx.flush().unwrap());
         assert_eq!(made, 0, "{path}");
         assert_eq!(
             ctx.device_get(&a).unwrap(),
@@ -444,7 +411,7 @@ fn flush_submits_the_gathered_ops_once() {
 
 #[test]
 fn two_threads_gathering_on_one_context_get_every_result() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let k = ctx.kernel(AFFINE, "main").unwrap();
         let acc = ctx.kernel(DOUBLE_ADD, "main").unwrap();
         let n = 256;

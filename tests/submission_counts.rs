@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::{assert_no_validation_errors, context_with, test_config};
-use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel};
+use common::{assert_no_validation_errors, context_with, op_paths, submissions_made, test_config};
+use gpu_arena::{Context, DeviceArray, Kernel};
 
 const SCORES: &str = r#"
 struct Params { rows: u32, dim: u32 }
@@ -28,39 +28,6 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 
 const DIM: usize = 64;
 const MAX_SEQ: usize = 64;
-
-/// Submissions made by `work`, counted between two empty raw submissions.
-fn submissions<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
-    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    let result = work();
-    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    (after - before - 1, result)
-}
-
-/// The paths a decode step can take on this machine, by name.
-fn paths() -> Vec<(&'static str, Context)> {
-    let kernels = context_with(test_config());
-    kernels.force_device_kernels(true);
-    let mut paths = vec![
-        ("zero-copy", context_with(test_config())),
-        (
-            "staging",
-            context_with(ArenaConfig {
-                zero_copy: false,
-                ..test_config()
-            }),
-        ),
-        ("device kernels", kernels),
-    ];
-    // wgpu's own staging (`queue.write_buffer`), where a GL adapter exists.
-    if let Ok(gl) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) {
-        paths.push(("plain wgpu", gl));
-    }
-    paths
-}
 
 /// One decode step over `layers` layers, recorded (`sequenced`) or op by op.
 fn decode_step(
@@ -132,7 +99,7 @@ fn expected(layers: usize, t: usize) -> Vec<f32> {
 
 #[test]
 fn a_decode_step_as_a_sequence_costs_at_most_the_submissions_of_its_ops() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let kernel = ctx.kernel(SCORES, "main").unwrap();
         for layers in [1, 3] {
             let mut counts = [0u64; 2];
@@ -140,7 +107,7 @@ fn a_decode_step_as_a_sequence_costs_at_most_the_submissions_of_its_ops() {
                 let mut cache = ctx.zeros::<f32>(&[layers, MAX_SEQ, DIM]).unwrap();
                 let mut scores = ctx.zeros::<f32>(&[layers, MAX_SEQ]).unwrap();
                 for t in 0..3 {
-                    let (n, next) = submissions(&ctx, || {
+                    let (n, next) = submissions_made(&ctx, || {
                         decode_step(&ctx, &kernel, cache, &mut scores, layers, t, sequenced)
                     });
                     cache = next;
@@ -171,13 +138,13 @@ fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() 
     let ctx = context_with(test_config());
     let cache = ctx.zeros::<f32>(&[4, 8]).unwrap();
     ctx.synchronize().unwrap();
-    let (alone, cache) = submissions(&ctx, || {
+    let (alone, cache) = submissions_made(&ctx, || {
         let c = ctx
             .dynamic_update_slice(cache, (&[1.0f32; 8][..], &[1usize, 8][..]), &[1, 0])
             .unwrap();
         ctx.fill_in_place(c, 2.0).unwrap()
     });
-    let (recorded, (cache, filled)) = submissions(&ctx, || {
+    let (recorded, (cache, filled)) = submissions_made(&ctx, || {
         let mut s = ctx.sequence();
         let row = s.put(&[5.0f32; 8], &[1, 8]).unwrap();
         let c = s.dynamic_update_slice(cache, &row, &[3, 0]).unwrap();
@@ -205,7 +172,7 @@ fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() 
 #[test]
 fn an_update_recorded_after_a_launch_that_reads_the_array_runs_after_it() {
     // The update may not run at once on the host: the recorded launch must see the old rows.
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let kernel = ctx.kernel(SCORES, "main").unwrap();
         let cache = ctx
             .device_put(&vec![1.0f32; MAX_SEQ * DIM], &[1, MAX_SEQ, DIM])
@@ -284,10 +251,10 @@ fn two_threads_record_updates_into_one_array_through_sequences() {
 
 #[test]
 fn recorded_uploads_alone_cost_at_most_the_submissions_of_device_put() {
-    for (path, ctx) in paths() {
+    for (path, ctx) in op_paths() {
         let data: Vec<u32> = (0..1000).collect();
-        let (alone, a) = submissions(&ctx, || ctx.device_put(&data, &[1000]).unwrap());
-        let (recorded, b) = submissions(&ctx, || {
+        let (alone, a) = submissions_made(&ctx, || ctx.device_put(&data, &[1000]).unwrap());
+        let (recorded, b) = submissions_made(&ctx, || {
             let mut s = ctx.sequence();
             let b = s.put(&data, &[1000]).unwrap();
             s.submit().unwrap();

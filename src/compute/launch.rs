@@ -224,7 +224,10 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// kernel of another context; [`Error::InvalidArgument`], for a launch of
     /// [`Context::launch`], over an array pending in an unsubmitted [`Sequence`] (it would run
     /// before that sequence's work: submit it first); [`Error::Device`] when the device refuses
-    /// the work. A refused launch records nothing and marks no array.
+    /// the work's bindings (made within this call). A refused launch records nothing and marks
+    /// no array. A single launch is submitted with the context's other gathered ops: what the
+    /// device refuses only then (a lost device) is reported by the next wait or
+    /// [`Context::flush`] ([the recording model](crate::kernels#the-recording-model)).
     pub fn run(mut self) -> Result<()> {
         if let Some(error) = self.error.take() {
             return Err(error);

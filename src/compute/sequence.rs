@@ -1,10 +1,13 @@
 //! `Sequence`: GPU work recorded step by step and submitted once — and the one way any work
-//! reaches the queue. The library's ops and users' kernels alike become steps here; a single op
-//! is a library sequence of one. `submit` encodes every step into command buffers inside wgpu
-//! error scopes (a refusal is an `Err`, and nothing is submitted), writes the parameters,
-//! records the submission on every array a step touched (before the work is submitted, so no
-//! array's memory is handed out again, and no host read overtakes it), then submits. Which
-//! recorder makes an array pending: the recording model in [`crate::kernels`].
+//! is recorded. The library's ops and users' kernels alike become steps here; a single op is a
+//! library sequence of one, which `submit` hands to the context's gathered ops
+//! (`context/gathered.rs`: its bind groups made now, submitted with up to 31 other single ops).
+//! A user's sequence is submitted at once: `submit` encodes every step into command buffers
+//! inside wgpu error scopes (`step/encode.rs`, the encoder both share; a refusal is an `Err`,
+//! and nothing is submitted), writes the parameters, records the submission on every array a
+//! step touched (before the work is submitted, so no array's memory is handed out again, and
+//! no host read overtakes it), then submits after the gathered ops. Which recorder makes an
+//! array pending: the recording model in [`crate::kernels`].
 
 use crate::array::{check_context, check_not_pending, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};

@@ -173,3 +173,38 @@ pub fn assert_dropped_source_was_not_reused(
         "{case}"
     );
 }
+
+/// The paths single ops take on this machine, by name, each a context of its own: zero-copy
+/// (lavapipe maps the arena, and ops copy on the host), staging (`zero_copy: false`), device
+/// kernels forced, and wgpu's own staging (`queue.write_buffer`) where a GL adapter exists.
+pub fn op_paths() -> Vec<(&'static str, Context)> {
+    let kernels = context_with(test_config());
+    kernels.force_device_kernels(true);
+    let mut paths = vec![
+        ("zero-copy", context_with(test_config())),
+        (
+            "staging",
+            context_with(ArenaConfig {
+                zero_copy: false,
+                ..test_config()
+            }),
+        ),
+        ("device kernels", kernels),
+    ];
+    if let Ok(gl) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) {
+        paths.push(("plain wgpu", gl));
+    }
+    paths
+}
+
+/// Submissions made by `work`, counted by the ids gpu-arena hands out between two empty raw
+/// submissions (each of which submits the context's gathered single ops first).
+pub fn submissions_made<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
+    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    let result = work();
+    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    (after - before - 1, result)
+}
