@@ -69,35 +69,17 @@ fn double_add(ctx: &Context, k: &Kernel, x: &DeviceArray<u32>, y: &mut DeviceArr
     ctx.launch(k).arg(x).arg_mut(y).grid_for(n).run().unwrap();
 }
 
-/// Zero-copy (host paths on lavapipe), staging, device kernels forced, zero-copy on memory
-/// treated as non-coherent (flushes and invalidations), and GL where it opens.
+/// The paths of `common::op_paths`, and zero-copy on memory treated as non-coherent (flushes
+/// and invalidations around every host access).
 fn paths() -> Vec<(&'static str, Context)> {
-    let kernels = context_with(test_config());
-    kernels.force_device_kernels(true);
-    let mut paths = vec![
-        ("zero-copy", context_with(test_config())),
-        (
-            "staging",
-            context_with(ArenaConfig {
-                zero_copy: false,
-                ..test_config()
-            }),
-        ),
-        ("device kernels", kernels),
-        (
-            "non-coherent zero-copy",
-            context_with(ArenaConfig {
-                force_non_coherent: true,
-                ..test_config()
-            }),
-        ),
-    ];
-    if let Ok(gl) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) {
-        paths.push(("plain wgpu", gl));
-    }
+    let mut paths = common::op_paths();
+    paths.push((
+        "non-coherent zero-copy",
+        context_with(ArenaConfig {
+            force_non_coherent: true,
+            ..test_config()
+        }),
+    ));
     paths
 }
 
@@ -509,15 +491,6 @@ fn a_growing_arena_reclaims_temporaries_of_gathered_ops_as_if_each_op_were_submi
     assert_no_validation_errors();
 }
 
-/// Submissions made by `work`, counted by the ids between two empty raw submissions (each
-/// submits what is gathered first).
-fn submissions<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
-    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    let result = work();
-    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
-    (after - before - 1, result)
-}
-
 /// 64 overlapping updates of `x` from host rows, applied to the host model too.
 fn host_row_updates(ctx: &Context, mut x: DeviceArray<u32>, host: &mut [u32]) -> DeviceArray<u32> {
     for i in 0..64u32 {
@@ -559,7 +532,7 @@ fn single_ops_with_host_operands_on_the_staging_path_are_gathered_like_other_ops
     let mut host: Vec<u32> = (0..n as u32).collect();
     let x = ctx.device_put(&host, &[n]).unwrap();
     ctx.synchronize().unwrap();
-    let (made, x) = submissions(&ctx, || host_row_updates(&ctx, x, &mut host));
+    let (made, x) = common::submissions_made(&ctx, || host_row_updates(&ctx, x, &mut host));
     assert_eq!(ctx.device_get(&x).unwrap(), host);
     assert!(
         made <= 3,
@@ -587,7 +560,7 @@ fn launches_whose_parameter_blocks_are_off_the_slot_alignment_still_go_out_32_at
             .unwrap();
         let mut out = ctx.zeros::<u32>(&[64]).unwrap();
         ctx.synchronize().unwrap();
-        let (made, ()) = submissions(&ctx, || {
+        let (made, ()) = common::submissions_made(&ctx, || {
             for i in 0..64u32 {
                 let mut p = [0u32; 4 + 64];
                 p[0] = i;
