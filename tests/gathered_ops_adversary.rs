@@ -869,3 +869,103 @@ fn two_threads_copying_between_two_contexts_in_opposite_directions_finish_with_e
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn a_launch_on_a_destroyed_region_is_refused_by_its_own_call_and_the_batch_around_it_runs() {
+    let ctx = context_with(ArenaConfig {
+        preallocate: false,
+        ..test_config()
+    });
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let n = 1024;
+    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
+    // Large enough for a region of its own in a growing arena.
+    let mut x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
+    assert!(a.buffer() != x.buffer(), "x needs a region of its own");
+    ctx.synchronize().unwrap();
+    run_affine(&ctx, &k, &mut a, params(1));
+    x.buffer().destroy();
+    let refused = ctx
+        .launch(&k)
+        .params(&params(2))
+        .arg_mut(&mut x)
+        .grid_for(64)
+        .run()
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("recording a single op"), "{refused}");
+    assert!(refused.contains("destroyed"), "{refused}");
+    run_affine(&ctx, &k, &mut a, params(3));
+    ctx.flush().unwrap();
+    let want = affine(affine(1, params(1)), params(3));
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![want; n]);
+}
+
+/// Set in the child process that runs [`refused_batch_scenario`].
+const REFUSED_BATCH_CHILD: &str = "GATHERED_OPS_ADVERSARY_REFUSED_BATCH";
+
+/// Gathered ops on two regions, one of them destroyed before the batch is submitted: the device
+/// refuses the whole batch. Runs in a child process: the refusal is logged ("Validation
+/// Error", wgpu's), which must not reach the suite's own output.
+fn refused_batch_scenario() {
+    let ctx = context_with(ArenaConfig {
+        preallocate: false,
+        ..test_config()
+    });
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let n = 1024;
+    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
+    let mut x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
+    assert!(a.buffer() != x.buffer(), "x needs a region of its own");
+    ctx.synchronize().unwrap();
+    run_affine(&ctx, &k, &mut a, params(1));
+    ctx.launch(&k)
+        .params(&params(2))
+        .arg_mut(&mut x)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    run_affine(&ctx, &k, &mut a, params(3));
+    x.buffer().destroy();
+    let refused = ctx.flush().unwrap_err().to_string();
+    assert!(refused.contains("none of them ran"), "{refused}");
+    ctx.flush().unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![1u32; n]);
+    // The context goes on: later ops run.
+    run_affine(&ctx, &k, &mut a, params(4));
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![affine(1, params(4)); n]);
+    println!("refused batch scenario finished");
+}
+
+#[test]
+fn a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_reads_do_not_stall()
+{
+    if std::env::var_os(REFUSED_BATCH_CHILD).is_some() {
+        return refused_batch_scenario();
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_reads_do_not_stall",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(REFUSED_BATCH_CHILD, "1")
+        .output()
+        .expect("re-running the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains("refused batch scenario finished"), "{text}");
+    // Before: the reads after the refused batch waited for a submission wgpu had numbered but
+    // never handed to the GPU; Khronos validation reported each wait as a semaphore timeout
+    // after 10 s (where the layer is loaded).
+    assert!(
+        !text.contains("Timeout waiting for timeline semaphore"),
+        "{text}"
+    );
+    assert!(!text.contains("VUID-"), "{text}");
+}
