@@ -420,9 +420,10 @@ impl Context {
                 array.record_use(id);
             }
         });
-        scopes
-            .pop()
-            .map_err(|reason| self.inner.device_error(during, reason))?;
+        scopes.pop().map_err(|reason| {
+            self.inner.after_refused_submission();
+            self.inner.device_error(during, reason)
+        })?;
         self.inner.record(crate::profile::Record::Dispatch {
             name: "raw_submit",
             submission: id,
@@ -637,10 +638,21 @@ impl ContextInner {
         let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         let commands = encoder.finish();
         let id = self.submit([commands]);
-        scopes
-            .pop()
-            .map_err(|reason| self.device_error(done, reason))?;
+        scopes.pop().map_err(|reason| {
+            self.after_refused_submission();
+            self.device_error(done, reason)
+        })?;
         Ok(id)
+    }
+
+    /// An empty submission after one that wgpu refused. wgpu numbers a submission before it
+    /// validates it and hands the GPU nothing when it refuses it, while the refused one's id
+    /// may already be on arrays (uses are recorded before the queue gets the work): a later
+    /// wait for it then waits for a fence value nothing signals (Khronos validation reports a
+    /// "Timeout waiting for timeline semaphore state" after 10 s, per wait). The empty
+    /// submission is signalled, and with it every earlier number, so those waits end.
+    pub(crate) fn after_refused_submission(&self) {
+        self.submit(std::iter::empty());
     }
 
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every

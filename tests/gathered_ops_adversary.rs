@@ -901,12 +901,35 @@ fn a_launch_on_a_destroyed_region_is_refused_by_its_own_call_and_the_batch_aroun
     assert_eq!(ctx.device_get(&a).unwrap(), vec![want; n]);
 }
 
-/// Set in the child process that runs [`refused_batch_scenario`].
-const REFUSED_BATCH_CHILD: &str = "GATHERED_OPS_ADVERSARY_REFUSED_BATCH";
+/// Names the scenario a child process runs (see [`run_in_child`]).
+const CHILD_SCENARIO: &str = "GATHERED_OPS_ADVERSARY_SCENARIO";
 
-/// Gathered ops on two regions, one of them destroyed before the batch is submitted: the device
-/// refuses the whole batch. Runs in a child process: the refusal is logged ("Validation
-/// Error", wgpu's), which must not reach the suite's own output.
+/// Runs `scenario` in a child process (this test binary, re-run on `test` with
+/// [`CHILD_SCENARIO`] set) and returns its output, after checking it finished without a Vulkan
+/// validation error and without waiting for a submission the GPU never got (Khronos validation
+/// reports such a wait as "Timeout waiting for timeline semaphore state", after 10 s). A child,
+/// because the device's refusals these scenarios provoke are logged, and must not reach the
+/// suite's own output.
+fn run_in_child(test: &str, scenario: &str) {
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_SCENARIO, scenario)
+        .output()
+        .expect("re-running the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(output.status.success(), "{text}");
+    assert!(text.contains(&format!("{scenario} finished")), "{text}");
+    assert!(
+        !text.contains("Timeout waiting for timeline semaphore"),
+        "{text}"
+    );
+    assert!(!text.contains("VUID-"), "{text}");
+}
+
 fn refused_batch_scenario() {
     let ctx = context_with(ArenaConfig {
         preallocate: false,
@@ -934,38 +957,66 @@ fn refused_batch_scenario() {
     // The context goes on: later ops run.
     run_affine(&ctx, &k, &mut a, params(4));
     assert_eq!(ctx.device_get(&a).unwrap(), vec![affine(1, params(4)); n]);
-    println!("refused batch scenario finished");
+    println!("refused batch finished");
 }
 
 #[test]
 fn a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_reads_do_not_stall()
 {
-    if std::env::var_os(REFUSED_BATCH_CHILD).is_some() {
-        return refused_batch_scenario();
-    }
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_reads_do_not_stall",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(REFUSED_BATCH_CHILD, "1")
-        .output()
-        .expect("re-running the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{text}");
-    assert!(text.contains("refused batch scenario finished"), "{text}");
     // Before: the reads after the refused batch waited for a submission wgpu had numbered but
-    // never handed to the GPU; Khronos validation reported each wait as a semaphore timeout
-    // after 10 s (where the layer is loaded).
-    assert!(
-        !text.contains("Timeout waiting for timeline semaphore"),
-        "{text}"
+    // never handed to the GPU (20 s and two validation errors under Khronos validation).
+    match std::env::var(CHILD_SCENARIO).as_deref() {
+        Ok("refused batch") => refused_batch_scenario(),
+        Ok(_) => {}
+        Err(_) => run_in_child(
+            "a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_reads_do_not_stall",
+            "refused batch",
+        ),
+    }
+}
+
+/// `raw_submit` of a copy out of a destroyed region into `a`: refused, and `a` read after it.
+fn refused_raw_submit_scenario() {
+    let ctx = context_with(ArenaConfig {
+        preallocate: false,
+        ..test_config()
+    });
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let n = 1024;
+    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
+    let x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
+    assert!(a.buffer() != x.buffer(), "x needs a region of its own");
+    ctx.synchronize().unwrap();
+    run_affine(&ctx, &k, &mut a, params(1));
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(
+        x.buffer(),
+        x.byte_offset(),
+        a.buffer(),
+        a.byte_offset(),
+        256,
     );
-    assert!(!text.contains("VUID-"), "{text}");
+    let commands = encoder.finish();
+    x.buffer().destroy();
+    let refused = ctx
+        .raw_submit([commands], &[&a, &x])
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("raw_submit"), "{refused}");
+    assert!(refused.contains("destroyed"), "{refused}");
+    // The gathered launch went out before the refused submission, as its own.
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![affine(1, params(1)); n]);
+    println!("refused raw_submit finished");
+}
+
+#[test]
+fn reads_after_a_refused_raw_submit_do_not_wait_for_it() {
+    match std::env::var(CHILD_SCENARIO).as_deref() {
+        Ok("refused raw_submit") => refused_raw_submit_scenario(),
+        Ok(_) => {}
+        Err(_) => run_in_child(
+            "reads_after_a_refused_raw_submit_do_not_wait_for_it",
+            "refused raw_submit",
+        ),
+    }
 }

@@ -360,9 +360,12 @@ impl ContextInner {
                 storage.record_use(id);
             }
         });
-        scopes.pop().map_err(|reason| Error::Device {
-            during: "submitting a gpu-arena sequence".into(),
-            reason,
+        scopes.pop().map_err(|reason| {
+            self.after_refused_submission();
+            Error::Device {
+                during: "submitting a gpu-arena sequence".into(),
+                reason,
+            }
         })?;
         for step in steps {
             if let Step::Dispatch { kernel, .. } = step {

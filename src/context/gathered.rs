@@ -154,11 +154,8 @@ impl ContextInner {
         }
         if let Err(reason) = scopes.pop() {
             self.refuse_gathered(gathered, steps.len(), reason);
-            // wgpu numbered the refused submission (its index is taken before validation) but
-            // handed nothing to the GPU for it, while the batch's arrays carry its id: the next
-            // wait for them stalled on a fence value nothing signals (10 s per wait under
-            // Khronos validation, "Timeout waiting for timeline semaphore state"). An empty
-            // submission right after it is signalled, so those waits end at once.
+            // The batch's arrays carry the refused id: what
+            // `ContextInner::after_refused_submission` does, with the gathered lock held.
             self.submit_to_queue(std::iter::empty(), |_| {});
         }
     }
