@@ -1020,3 +1020,47 @@ fn reads_after_a_refused_raw_submit_do_not_wait_for_it() {
         ),
     }
 }
+
+#[test]
+fn immediate_and_uniform_parameters_interleaved_in_one_batch_stay_with_their_launch() {
+    let ctx = context_with(test_config());
+    if !ctx
+        .device()
+        .features()
+        .contains(gpu_arena::wgpu::Features::IMMEDIATES)
+    {
+        println!("no immediates on this device: skipped");
+        return;
+    }
+    let imm = ctx
+        .kernel(
+            r#"
+        var<immediate> p: vec2<u32>;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1)
+        fn main() { out[p.x] = out[p.x] * 3u + p.y; }"#,
+            "main",
+        )
+        .unwrap();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let mut out = ctx.zeros::<u32>(&[16]).unwrap();
+    let mut a = ctx.device_put(&[2u32; 16], &[16]).unwrap();
+    let (mut want_out, mut want_a) = (vec![0u32; 16], 2u32);
+    for i in 0..(3 * MAX_GATHERED_OPS as u32) {
+        let (slot, value) = (i % 16, i * i + 1);
+        ctx.launch(&imm)
+            .params(&[slot, value])
+            .arg_mut(&mut out)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+        want_out[slot as usize] = want_out[slot as usize].wrapping_mul(3).wrapping_add(value);
+        if i % 3 != 0 {
+            run_affine(&ctx, &k, &mut a, params(i));
+            want_a = affine(want_a, params(i));
+        }
+    }
+    assert_eq!(ctx.device_get(&out).unwrap(), want_out);
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![want_a; 16]);
+    assert_no_validation_errors();
+}
