@@ -725,14 +725,17 @@ impl ContextInner {
         // `id` may be the gathered single ops' submission, not made yet.
         self.flush_through(id)?;
         if let Some(index) = self.submissions.wgpu_index(id) {
-            self.device
-                .poll(wgpu::PollType::Wait {
-                    submission_index: Some(index),
-                    timeout: None,
-                })
-                .map_err(|e| self.device_error(during, e.to_string()))?;
-            if id.0 <= self.submissions.completed() {
-                return self.check_device(during);
+            let waited = self.device.poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            });
+            match waited {
+                // A submission wgpu refused (numbered, never handed to the GPU) and no
+                // successful one after it yet: nothing of it runs, so wait for the queue.
+                Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
+                Err(e) => return Err(self.device_error(during, e.to_string())),
+                Ok(_) if id.0 <= self.submissions.completed() => return self.check_device(during),
+                Ok(_) => {}
             }
         }
         self.wait_idle()
