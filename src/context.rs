@@ -646,11 +646,13 @@ impl ContextInner {
     }
 
     /// An empty submission after one that wgpu refused. wgpu numbers a submission before it
-    /// validates it and hands the GPU nothing when it refuses it, while the refused one's id
-    /// may already be on arrays (uses are recorded before the queue gets the work): a later
-    /// wait for it then waits for a fence value nothing signals (Khronos validation reports a
-    /// "Timeout waiting for timeline semaphore state" after 10 s, per wait). The empty
-    /// submission is signalled, and with it every earlier number, so those waits end.
+    /// validates it and signals nothing for a refused one, while the refused one's id may
+    /// already be on arrays (uses are recorded before the queue gets the work): a read of such
+    /// an array then waited for an index wgpu refuses to wait for ("Tried to wait using a
+    /// submission index that has not been returned by a successful submission") and failed.
+    /// After the empty submission that wait ends at once. (Khronos validation can still report
+    /// the skipped value as `UNASSIGNED-VkSemaphore-state-timeout`, "most likely a validation
+    /// bug", after 10 s: seen under load only.)
     pub(crate) fn after_refused_submission(&self) {
         self.submit(std::iter::empty());
     }
