@@ -653,8 +653,15 @@ impl ContextInner {
     /// After the empty submission that wait ends at once. (Khronos validation can still report
     /// the skipped value as `UNASSIGNED-VkSemaphore-state-timeout`, "most likely a validation
     /// bug", after 10 s: seen under load only.)
+    /// Nothing on a lost device (every later wait reports it), and an empty submission the
+    /// device refuses all the same is not reported: the refusal before it is.
     pub(crate) fn after_refused_submission(&self) {
+        if self.check_device("").is_err() {
+            return;
+        }
+        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         self.submit(std::iter::empty());
+        let _ = scopes.pop();
     }
 
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every

@@ -156,7 +156,11 @@ impl ContextInner {
             self.refuse_gathered(gathered, steps.len(), reason);
             // The batch's arrays carry the refused id: what
             // `ContextInner::after_refused_submission` does, with the gathered lock held.
-            self.submit_to_queue(std::iter::empty(), |_| {});
+            if self.check_device("").is_ok() {
+                let scopes = ErrorScopes::push(&self.device);
+                self.submit_to_queue(std::iter::empty(), |_| {});
+                let _ = scopes.pop();
+            }
         }
     }
 
