@@ -8,63 +8,13 @@
 
 mod common;
 
+use common::ordering::{affine, params, run_affine, AFFINE, DOUBLE_ADD};
 use common::{
     assert_no_validation_errors, context_with, op_paths, slow_copy_wgsl, submissions_made,
     test_config,
 };
 use gpu_arena::kernels::MAX_GATHERED_OPS;
 use gpu_arena::{wgpu, ArenaConfig, Context, DeviceArray, Kernel};
-
-/// `a = a * p.mul + p.add` (wrapping), element by element.
-const AFFINE: &str = r#"
-struct P { mul: u32, add: u32 }
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read_write> a: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] * p.mul + p.add; }
-}
-"#;
-
-/// `y = y * 2 + x`: reads `x`, so a later write of `x` must wait for it.
-const DOUBLE_ADD: &str = r#"
-@group(0) @binding(0) var<storage, read> x: array<u32>;
-@group(0) @binding(1) var<storage, read_write> y: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < arrayLength(&y)) { y[id.x] = y[id.x] * 2u + x[id.x]; }
-}
-"#;
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Affine {
-    mul: u32,
-    add: u32,
-}
-
-/// The host's model of [`AFFINE`].
-fn affine(v: u32, p: Affine) -> u32 {
-    v.wrapping_mul(p.mul).wrapping_add(p.add)
-}
-
-/// The parameters of the `i`-th launch of a test: every launch different.
-fn params(i: u32) -> Affine {
-    Affine {
-        mul: 3 + i % 5,
-        add: i.wrapping_mul(7919) % 1000,
-    }
-}
-
-fn run_affine(ctx: &Context, k: &Kernel, a: &mut DeviceArray<u32>, p: Affine) {
-    let n = a.len() as u64;
-    ctx.launch(k)
-        .params(&p)
-        .arg_mut(a)
-        .grid_for(n)
-        .run()
-        .unwrap();
-}
 
 #[test]
 fn single_launches_are_gathered_into_submissions_of_at_most_32_ops() {

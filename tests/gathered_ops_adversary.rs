@@ -10,64 +10,11 @@
 
 mod common;
 
+use common::ordering::{affine, double_add, params, run_affine, AFFINE, DOUBLE_ADD};
 use common::{assert_no_validation_errors, context_with, test_config};
 use gpu_arena::kernels::MAX_GATHERED_OPS;
 use gpu_arena::{ArenaConfig, Context, DeviceArray, Kernel};
 use std::sync::Mutex;
-
-/// `a = a * p.mul + p.add` (wrapping), element by element.
-const AFFINE: &str = r#"
-struct P { mul: u32, add: u32 }
-@group(0) @binding(0) var<uniform> p: P;
-@group(0) @binding(1) var<storage, read_write> a: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] * p.mul + p.add; }
-}
-"#;
-
-/// `y = y * 2 + x`.
-const DOUBLE_ADD: &str = r#"
-@group(0) @binding(0) var<storage, read> x: array<u32>;
-@group(0) @binding(1) var<storage, read_write> y: array<u32>;
-@compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-    if (id.x < arrayLength(&y)) { y[id.x] = y[id.x] * 2u + x[id.x]; }
-}
-"#;
-
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct Affine {
-    mul: u32,
-    add: u32,
-}
-
-fn affine(v: u32, p: Affine) -> u32 {
-    v.wrapping_mul(p.mul).wrapping_add(p.add)
-}
-
-fn params(i: u32) -> Affine {
-    Affine {
-        mul: 3 + i % 5,
-        add: i.wrapping_mul(7919) % 1000,
-    }
-}
-
-fn run_affine(ctx: &Context, k: &Kernel, a: &mut DeviceArray<u32>, p: Affine) {
-    let n = a.len() as u64;
-    ctx.launch(k)
-        .params(&p)
-        .arg_mut(a)
-        .grid_for(n)
-        .run()
-        .unwrap();
-}
-
-fn double_add(ctx: &Context, k: &Kernel, x: &DeviceArray<u32>, y: &mut DeviceArray<u32>) {
-    let n = y.len() as u64;
-    ctx.launch(k).arg(x).arg_mut(y).grid_for(n).run().unwrap();
-}
 
 /// The paths of `common::op_paths`, zero-copy on memory treated as non-coherent (flushes and
 /// invalidations around every host access), and a growing arena (regions made and released

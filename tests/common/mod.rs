@@ -3,6 +3,8 @@
 #![allow(dead_code)]
 
 use gpu_arena::{ArenaConfig, Context};
+
+pub mod ordering;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
