@@ -645,25 +645,6 @@ impl ContextInner {
         Ok(id)
     }
 
-    /// An empty submission after one that wgpu refused. wgpu numbers a submission before it
-    /// validates it and signals nothing for a refused one, while the refused one's id may
-    /// already be on arrays (uses are recorded before the queue gets the work): a read of such
-    /// an array then waited for an index wgpu refuses to wait for ("Tried to wait using a
-    /// submission index that has not been returned by a successful submission") and failed.
-    /// After the empty submission that wait ends at once. (Khronos validation can still report
-    /// the skipped value as `UNASSIGNED-VkSemaphore-state-timeout`, "most likely a validation
-    /// bug", after 10 s: seen under load only.)
-    /// Nothing on a lost device (every later wait reports it), and an empty submission the
-    /// device refuses all the same is not reported: the refusal before it is.
-    pub(crate) fn after_refused_submission(&self) {
-        if self.check_device("").is_err() {
-            return;
-        }
-        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
-        self.submit(std::iter::empty());
-        let _ = scopes.pop();
-    }
-
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every
     /// call that would use the device, or read what the device wrote, checks first.
     pub(crate) fn check_device(&self, during: &str) -> Result<()> {

@@ -825,19 +825,26 @@ fn two_threads_copying_between_two_contexts_in_opposite_directions_finish_with_e
     assert_no_validation_errors();
 }
 
-#[test]
-fn a_launch_on_a_destroyed_region_is_refused_by_its_own_call_and_the_batch_around_it_runs() {
+/// A growing arena's context, [`AFFINE`], an array `a` of 1024 ones and a zeroed array `x`
+/// large enough (64 MiB) for a region of its own, so `x`'s buffer can be destroyed or misused
+/// without touching `a`'s; all work on them has completed.
+fn array_beside_a_region_of_its_own() -> (Context, Kernel, DeviceArray<u32>, DeviceArray<u32>) {
     let ctx = context_with(ArenaConfig {
         preallocate: false,
         ..test_config()
     });
     let k = ctx.kernel(AFFINE, "main").unwrap();
-    let n = 1024;
-    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
-    // Large enough for a region of its own in a growing arena.
-    let mut x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
+    let a = ctx.device_put(&[1u32; 1024], &[1024]).unwrap();
+    let x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
     assert!(a.buffer() != x.buffer(), "x needs a region of its own");
     ctx.synchronize().unwrap();
+    (ctx, k, a, x)
+}
+
+#[test]
+fn a_launch_on_a_destroyed_region_is_refused_by_its_own_call_and_the_batch_around_it_runs() {
+    let (ctx, k, mut a, mut x) = array_beside_a_region_of_its_own();
+    let n = a.len();
     run_affine(&ctx, &k, &mut a, params(1));
     x.buffer().destroy();
     let refused = ctx
@@ -887,16 +894,8 @@ fn run_in_child(test: &str, scenario: &str) {
 }
 
 fn refused_batch_scenario() {
-    let ctx = context_with(ArenaConfig {
-        preallocate: false,
-        ..test_config()
-    });
-    let k = ctx.kernel(AFFINE, "main").unwrap();
-    let n = 1024;
-    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
-    let mut x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
-    assert!(a.buffer() != x.buffer(), "x needs a region of its own");
-    ctx.synchronize().unwrap();
+    let (ctx, k, mut a, mut x) = array_beside_a_region_of_its_own();
+    let n = a.len();
     run_affine(&ctx, &k, &mut a, params(1));
     ctx.launch(&k)
         .params(&params(2))
@@ -933,16 +932,8 @@ fn a_batch_refused_when_submitted_is_reported_once_by_the_next_flush_and_later_r
 
 /// `raw_submit` of a copy out of a destroyed region into `a`: refused, and `a` read after it.
 fn refused_raw_submit_scenario() {
-    let ctx = context_with(ArenaConfig {
-        preallocate: false,
-        ..test_config()
-    });
-    let k = ctx.kernel(AFFINE, "main").unwrap();
-    let n = 1024;
-    let mut a = ctx.device_put(&vec![1u32; n], &[n]).unwrap();
-    let x = ctx.zeros::<u32>(&[16 << 20]).unwrap();
-    assert!(a.buffer() != x.buffer(), "x needs a region of its own");
-    ctx.synchronize().unwrap();
+    let (ctx, k, mut a, x) = array_beside_a_region_of_its_own();
+    let n = a.len();
     run_affine(&ctx, &k, &mut a, params(1));
     let mut encoder = ctx.device().create_command_encoder(&Default::default());
     encoder.copy_buffer_to_buffer(

@@ -18,7 +18,7 @@
 
 use super::ContextInner;
 use crate::error::{Error, Result};
-use crate::pipelines::{ErrorScopes, ParamsKind};
+use crate::pipelines::ErrorScopes;
 use crate::step::{bind_group, encode_steps, GatheredSteps, Step};
 use crate::submission::SubmissionId;
 
@@ -50,7 +50,7 @@ impl ContextInner {
         let during = "recording a single op";
         self.check_device(during)?;
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
-        let blocks: Vec<&[u8]> = steps.iter().filter_map(uniform_block).collect();
+        let blocks: Vec<&[u8]> = steps.iter().filter_map(Step::uniform_params).collect();
         let mut gathered = self.lock_gathered();
         // The parameter buffer (when it grows) and the bind groups are this op's: their
         // refusals are its error.
@@ -75,17 +75,16 @@ impl ContextInner {
         drop(blocks);
         let mut slots = slots.into_iter();
         for step in &mut steps {
+            let uniform_len = step.uniform_params().map(|p| p.len() as u64);
             if let Step::Dispatch {
                 kernel,
                 ranges,
-                params,
                 bind_group: group,
                 ..
             } = step
             {
-                let uniform = uniform_block_of(kernel, params)
-                    .map(|p| p.len() as u64)
-                    .and_then(|len| slots.next().map(|(buffer, at)| (buffer, at, len)));
+                let uniform =
+                    uniform_len.and_then(|len| slots.next().map(|(buffer, at)| (buffer, at, len)));
                 *group = Some(bind_group(
                     &self.device,
                     kernel,
@@ -154,14 +153,38 @@ impl ContextInner {
         }
         if let Err(reason) = scopes.pop() {
             self.refuse_gathered(gathered, steps.len(), reason);
-            // The batch's arrays carry the refused id: what
-            // `ContextInner::after_refused_submission` does, with the gathered lock held.
-            if self.check_device("").is_ok() {
-                let scopes = ErrorScopes::push(&self.device);
-                self.submit_to_queue(std::iter::empty(), |_| {});
-                let _ = scopes.pop();
-            }
+            // The batch's arrays carry the refused id.
+            self.submit_empty_after_refusal();
         }
+    }
+
+    /// An empty submission after one that wgpu refused, for [`ContextInner::submit_gathered`]
+    /// (the gathered lock held) and [`ContextInner::after_refused_submission`]. wgpu numbers a
+    /// submission before it validates it and signals nothing for a refused one, while the
+    /// refused one's id may already be on arrays (uses are recorded before the queue gets the
+    /// work): a read of such an array then waited for an index wgpu refuses to wait for
+    /// ("Tried to wait using a submission index that has not been returned by a successful
+    /// submission") and failed. After the empty submission that wait ends at once. (Khronos
+    /// validation can still report the skipped value as `UNASSIGNED-VkSemaphore-state-timeout`,
+    /// "most likely a validation bug", after 10 s: seen under load only.) Nothing on a lost
+    /// device (every later wait reports it), and an empty submission the device refuses all
+    /// the same is not reported: the refusal before it is.
+    fn submit_empty_after_refusal(&self) {
+        if self.check_device("").is_err() {
+            return;
+        }
+        let scopes = ErrorScopes::push(&self.device);
+        self.submit_to_queue(std::iter::empty(), |_| {});
+        let _ = scopes.pop();
+    }
+
+    /// [`ContextInner::submit_empty_after_refusal`] for a refused submission made outside the
+    /// gathered ops (`raw_submit`, a user's sequence, a transfer): under the gathered lock, after
+    /// the ops gathered since, like every submission.
+    pub(crate) fn after_refused_submission(&self) {
+        let mut gathered = self.lock_gathered();
+        self.submit_gathered(&mut gathered);
+        self.submit_empty_after_refusal();
     }
 
     /// Submits the gathered ops, if any, without waiting and without reporting a refusal
@@ -227,24 +250,5 @@ impl ContextInner {
             command_buffers.into_iter().chain(barrier),
             before,
         )
-    }
-}
-
-/// A step's uniform parameter bytes, when it is a dispatch of a kernel with a `var<uniform>`
-/// block.
-fn uniform_block(step: &Step) -> Option<&[u8]> {
-    match step {
-        Step::Dispatch { kernel, params, .. } => uniform_block_of(kernel, params),
-        _ => None,
-    }
-}
-
-fn uniform_block_of<'a>(
-    kernel: &crate::pipelines::Compiled,
-    params: &'a Option<Vec<u8>>,
-) -> Option<&'a [u8]> {
-    match (&kernel.signature.params, params) {
-        (Some(block), Some(p)) if matches!(block.kind, ParamsKind::Uniform { .. }) => Some(p),
-        _ => None,
     }
 }

@@ -54,20 +54,11 @@ pub(crate) fn bind_group(
 
 /// The uniform parameter bytes of a dispatch that still needs a slot (its bind group is made
 /// here, not when it was recorded).
-fn uniform_params(step: &Step) -> Option<&[u8]> {
+fn unplaced_uniform_params(step: &Step) -> Option<&[u8]> {
     match step {
         Step::Dispatch {
-            kernel,
-            params: Some(p),
-            bind_group: None,
-            ..
-        } if matches!(
-            kernel.signature.params.as_ref().map(|b| b.kind),
-            Some(ParamsKind::Uniform { .. })
-        ) =>
-        {
-            Some(p)
-        }
+            bind_group: None, ..
+        } => step.uniform_params(),
         _ => None,
     }
 }
@@ -88,7 +79,7 @@ pub(crate) fn encode_steps(
     let mut offsets = Vec::with_capacity(steps.len());
     let mut bytes = 0u64;
     for step in steps {
-        offsets.push(uniform_params(step).map(|p| {
+        offsets.push(unplaced_uniform_params(step).map(|p| {
             let at = bytes;
             bytes += (p.len() as u64).next_multiple_of(align);
             at
@@ -109,7 +100,7 @@ pub(crate) fn encode_steps(
         let buffer = params.as_ref().map(|(b, _)| b.clone());
         let mut data = vec![0u8; bytes as usize];
         for (step, slot) in steps.iter().zip(&offsets) {
-            if let (Some(p), Some(at)) = (uniform_params(step), slot) {
+            if let (Some(p), Some(at)) = (unplaced_uniform_params(step), slot) {
                 data[*at as usize..*at as usize + p.len()].copy_from_slice(p);
             }
         }

@@ -62,6 +62,25 @@ pub(crate) enum Step {
 }
 
 impl Step {
+    /// The uniform parameter bytes of a dispatch whose kernel reads a `var<uniform>` block
+    /// (what takes a slot of a parameter buffer); `None` for other steps.
+    pub(crate) fn uniform_params(&self) -> Option<&[u8]> {
+        match self {
+            Step::Dispatch {
+                kernel,
+                params: Some(p),
+                ..
+            } if matches!(
+                kernel.signature.params.as_ref().map(|b| b.kind),
+                Some(crate::pipelines::ParamsKind::Uniform { .. })
+            ) =>
+            {
+                Some(p)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the step reads or writes any byte of `buffer` in `offset..offset + size`.
     pub(crate) fn touches(&self, buffer: &wgpu::Buffer, offset: u64, size: u64) -> bool {
         let (start, end) = (offset, offset + size);
