@@ -410,6 +410,7 @@ impl Context {
     /// Errors: [`Error::Shape`] for a rank above [`MAX_RANK`] or a shape whose index space
     /// spans more than [`MAX_ARRAY_SPAN_BYTES`] (zero-size dimensions counted as one, so
     /// `[0, usize::MAX]` is refused too); out-of-memory.
+    #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
         let elements = check_shape(shape, None, std::mem::size_of::<T>(), "alloc")?;
         let bytes = (elements as u64)
@@ -418,18 +419,20 @@ impl Context {
                 operation: "alloc",
                 reason: format!("shape {shape:?} is too large to address"),
             })?;
-        self.alloc_bytes(shape, bytes, None)
+        self.alloc_bytes(shape, bytes, None, std::panic::Location::caller())
     }
 
+    /// Allocates `bytes` for a `T` array of `shape` made by the user's call at `site`.
     pub(crate) fn alloc_bytes<T: bytemuck::Pod>(
         &self,
         shape: &[usize],
         bytes: u64,
         label: Option<&str>,
+        site: &'static std::panic::Location<'static>,
     ) -> Result<DeviceArray<T>> {
         // Every array is made here, so no array has a shape ops could overflow on.
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
-        let info = crate::profile::ArrayInfo::new::<T>(shape);
+        let info = crate::profile::ArrayInfo::new::<T>(shape, site);
         let (allocation, buffer, mapped) = crate::profile::with_scoped_label(label, |label| {
             self.inner.allocate(bytes, label, info)
         })
@@ -447,6 +450,7 @@ impl Context {
     }
 
     /// Allocates an array filled with zero bytes.
+    #[track_caller]
     pub fn zeros<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
         let array = self.alloc::<T>(shape)?;
         let bytes = array.storage.allocation.size;

@@ -563,6 +563,9 @@ impl ContextInner {
         self.reserve_locked(&mut memory)?;
         let mut waits = 0;
         let allocation = loop {
+            if let Some(timeline) = &self.timeline {
+                timeline.describe_next_alloc(&info);
+            }
             let attempt = {
                 let MemoryState { arena, regions, .. } = &mut *memory;
                 arena.allocate(bytes, 0, label, regions)

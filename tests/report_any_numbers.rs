@@ -70,6 +70,10 @@ fn event((time_ns, a, b, c): (u64, u64, u64, u64)) -> TimelineEvent {
             offset: b,
             size: c,
             pending: true,
+            label: None,
+            site: None,
+            dtype: None,
+            shape: None,
         },
         _ => TimelineEventKind::Alloc {
             allocation: AllocationId(1),
@@ -78,6 +82,9 @@ fn event((time_ns, a, b, c): (u64, u64, u64, u64)) -> TimelineEvent {
             size: a,
             requested: b,
             label: None,
+            site: Some("src/main.rs:1:1".into()),
+            dtype: None,
+            shape: None,
         },
     };
     TimelineEvent {

@@ -22,6 +22,7 @@ impl Context {
     /// assert_eq!(ctx.device_get(&b)?, [1, 2, 3]);
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "copy";
         array.check_ready(&self.inner, OPERATION)?;
@@ -60,6 +61,7 @@ impl Context {
 
 impl Sequence {
     /// [`Context::copy`], recorded (guarded and counted when recorded).
+    #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "copy";
         array.check_same_context(&self.ctx.inner, OPERATION)?;

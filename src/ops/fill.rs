@@ -24,6 +24,7 @@ impl Context {
     /// assert_eq!(ctx.device_get(&ones)?, [1.0; 6]);
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
         let array = self.alloc::<T>(shape)?;
@@ -76,6 +77,7 @@ impl Context {
 
 impl Sequence {
     /// [`Context::fill`], recorded.
+    #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
         let array = self.ctx.alloc::<T>(shape)?;

@@ -22,6 +22,7 @@ impl Context {
     /// let block = ctx.dynamic_slice(&x, &[8, -3], &[4, 2])?; // rows 6..10, columns 0..2
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn dynamic_slice<T: bytemuck::Pod>(
         &self,
         operand: &DeviceArray<T>,
@@ -54,6 +55,7 @@ impl Context {
 impl Sequence {
     /// [`Context::dynamic_slice`], recorded: the new array exists at once and holds the slice
     /// once the sequence has run.
+    #[track_caller]
     pub fn dynamic_slice<T: bytemuck::Pod>(
         &mut self,
         operand: &DeviceArray<T>,

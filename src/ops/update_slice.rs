@@ -118,6 +118,7 @@ impl Context {
     /// of the whole operand, which is what donation avoids.
     ///
     /// Errors: as [`Context::dynamic_update_slice`], and out-of-memory for the new array.
+    #[track_caller]
     pub fn dynamic_update_slice_copy<'u, T: bytemuck::Pod>(
         &self,
         operand: &DeviceArray<T>,
@@ -201,6 +202,7 @@ impl Sequence {
     }
 
     /// [`Context::dynamic_update_slice_copy`], recorded.
+    #[track_caller]
     pub fn dynamic_update_slice_copy<'u, T: bytemuck::Pod>(
         &mut self,
         operand: &DeviceArray<T>,

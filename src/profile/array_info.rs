@@ -1,11 +1,18 @@
-//! What the arena does not know about an allocation: the element type, the shape and the birth
-//! time of the array that holds it, kept beside the arena for snapshots.
+//! What the arena does not know about an allocation: the element type, the shape, the birth
+//! time and the allocation site of the array that holds it, kept beside the arena for
+//! snapshots.
+//!
+//! The site is the user's line that made the array, as `#[track_caller]` hands it down through
+//! every public call that creates one (`alloc`, `zeros`, `device_put`, ops, sequences, upload
+//! batches): a `&'static Location` the compiler places in the binary, so recording it costs a
+//! pointer copy, where PyTorch's `_record_memory_history` walks a stack per allocation.
 
 use crate::arena::AllocationId;
 use crate::array::MAX_RANK;
 use crate::context::{ContextInner, MemoryState};
+use std::panic::Location;
 
-/// The element type, shape and birth time of one live array. Fixed-size, so recording it
+/// The element type, shape, birth time and allocation site of one live array. Fixed-size, so recording it
 /// allocates nothing beyond the table's own growth.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ArrayInfo {
@@ -16,12 +23,15 @@ pub(crate) struct ArrayInfo {
     /// When the array was allocated, in ns on the timeline's clock; `None` with the timeline
     /// off (a clock read per array would cost as much as the rest of the bookkeeping).
     pub born_ns: Option<u64>,
+    /// The user's call that made the array (`src/main.rs:12:5`).
+    pub site: &'static Location<'static>,
 }
 
 impl ArrayInfo {
     /// The info of a new `T` array of `shape` (rank at most [`MAX_RANK`]; longer shapes are
-    /// cut, which cannot happen for shapes that passed `check_shape`), not dated yet.
-    pub fn new<T>(shape: &[usize]) -> ArrayInfo {
+    /// cut, which cannot happen for shapes that passed `check_shape`) made at `site`, not
+    /// dated yet.
+    pub fn new<T>(shape: &[usize], site: &'static Location<'static>) -> ArrayInfo {
         let rank = shape.len().min(MAX_RANK);
         let mut dims = [0; MAX_RANK];
         dims[..rank].copy_from_slice(&shape[..rank]);
@@ -30,6 +40,7 @@ impl ArrayInfo {
             rank: rank as u8,
             dims,
             born_ns: None,
+            site,
         }
     }
 
@@ -95,10 +106,12 @@ mod tests {
 
     #[test]
     fn info_keeps_the_element_type_and_shape() {
-        let info = ArrayInfo::new::<f32>(&[2, 3, 4]);
+        let info = ArrayInfo::new::<f32>(&[2, 3, 4], Location::caller());
         assert_eq!(info.dtype, "f32");
         assert_eq!(info.shape(), &[2, 3, 4]);
-        assert!(ArrayInfo::new::<u8>(&[]).shape().is_empty());
+        assert!(ArrayInfo::new::<u8>(&[], Location::caller())
+            .shape()
+            .is_empty());
     }
 
     #[test]
@@ -106,8 +119,8 @@ mod tests {
         let mut registry = ArrayRegistry::default();
         let old = AllocationId::new(5, 1);
         let new = AllocationId::new(5, 2);
-        registry.insert(old, ArrayInfo::new::<u8>(&[1]));
-        registry.insert(new, ArrayInfo::new::<f32>(&[2]));
+        registry.insert(old, ArrayInfo::new::<u8>(&[1], Location::caller()));
+        registry.insert(new, ArrayInfo::new::<f32>(&[2], Location::caller()));
         assert!(registry.get(old).is_none());
         registry.remove(old);
         assert_eq!(registry.get(new).unwrap().dtype, "f32");

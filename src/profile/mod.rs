@@ -23,6 +23,7 @@
 #![deny(unsafe_code)]
 
 mod array_info;
+mod diff;
 mod dump;
 mod event_ring;
 mod labels;
@@ -33,6 +34,7 @@ mod stats;
 mod timeline;
 
 pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
+pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
 pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};

@@ -1,6 +1,8 @@
 //! Export of the timeline as a Chrome trace (the JSON "Trace Event Format"), which both
 //! ui.perfetto.dev and chrome://tracing open: counters for bytes in use and reserved, slices
-//! for transfers, instants for allocations, frees, region changes and dispatches.
+//! for transfers, instants for allocations, frees, region changes and dispatches, and one async
+//! slice per array from its allocation to its free (named by its label, or its type and shape,
+//! with its allocation site), as Perfetto users read an allocator's track.
 
 use super::report::format::Bytes;
 use super::timeline::{MemoryTimeline, TimelineEventKind};
@@ -41,6 +43,9 @@ struct TraceEvent {
     /// Scope of an instant: `t` (its track) or `p` (the whole process).
     #[serde(skip_serializing_if = "Option::is_none")]
     s: Option<&'static str>,
+    /// The id pairing an async slice's begin (`b`) with its end (`e`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     args: serde_json::Value,
 }
 
@@ -55,6 +60,7 @@ impl TraceEvent {
             pid: PID,
             tid,
             s: None,
+            id: None,
             args: serde_json::Value::Null,
         }
     }
@@ -74,7 +80,10 @@ impl MemoryTimeline {
     /// Counters `bytes_in_use` and `bytes_reserved` get a sample whenever they change;
     /// transfers are slices on the `transfers` track (their host-side duration);
     /// allocations, frees and dispatches are instants on the `arena` and `dispatches` tracks;
-    /// region reserves and releases are process-wide instants.
+    /// region reserves and releases are process-wide instants. Each array whose allocation the
+    /// timeline holds is also an async slice (category `array`) from its allocation to its
+    /// free, named by its latest label (or its element type and shape), with its size and
+    /// allocation site in the arguments; an array still alive at the end has no end.
     pub fn to_chrome_trace(&self, process: &str) -> String {
         let mut out = vec![TraceEvent::metadata(
             "process_name",
@@ -102,6 +111,8 @@ impl MemoryTimeline {
             }
         }
         let mut last_counters: Option<(u64, u64)> = None;
+        // Arrays whose slice has begun, with the slice's name.
+        let mut open: HashMap<AllocationId, String> = HashMap::new();
         for event in &self.events {
             let t = event.time_ns;
             let mut trace = match &event.kind {
@@ -112,17 +123,29 @@ impl MemoryTimeline {
                     size,
                     requested,
                     label,
+                    site,
+                    dtype,
+                    shape,
                 } => {
                     let label = renamed.get(allocation).copied().or(label.as_deref());
+                    let name = array_name(label, dtype.as_deref(), shape.as_deref());
+                    let args = json!({ "allocation": allocation.0, "region": region.0,
+                        "offset": offset, "size": size, "requested": requested, "label": label,
+                        "site": site, "dtype": dtype, "shape": shape });
+                    let mut slice = TraceEvent::new(name.clone(), "b", t, ARENA_TRACK);
+                    slice.cat = "array";
+                    slice.id = Some(format!("{:#x}", allocation.0));
+                    slice.args = args.clone();
+                    out.push(slice);
                     let mut e = TraceEvent::new(
-                        format!("alloc {} {}", label.unwrap_or("(unlabelled)"), Bytes(*size)),
+                        format!("alloc {name} {}", Bytes(*size)),
                         "i",
                         t,
                         ARENA_TRACK,
                     );
+                    open.insert(*allocation, name);
                     e.s = Some("t");
-                    e.args = json!({ "allocation": allocation.0, "region": region.0,
-                        "offset": offset, "size": size, "requested": requested, "label": label });
+                    e.args = args;
                     e
                 }
                 TimelineEventKind::Free {
@@ -131,12 +154,32 @@ impl MemoryTimeline {
                     offset,
                     size,
                     pending,
+                    label,
+                    site,
+                    dtype,
+                    shape,
                 } => {
-                    let mut e =
-                        TraceEvent::new(format!("free {}", Bytes(*size)), "i", t, ARENA_TRACK);
+                    let args = json!({ "allocation": allocation.0, "region": region.0,
+                        "offset": offset, "size": size, "pending": pending, "label": label,
+                        "site": site, "dtype": dtype, "shape": shape });
+                    let name = match open.remove(allocation) {
+                        Some(name) => {
+                            let mut end = TraceEvent::new(name.clone(), "e", t, ARENA_TRACK);
+                            end.cat = "array";
+                            end.id = Some(format!("{:#x}", allocation.0));
+                            out.push(end);
+                            name
+                        }
+                        None => array_name(label.as_deref(), dtype.as_deref(), shape.as_deref()),
+                    };
+                    let mut e = TraceEvent::new(
+                        format!("free {name} {}", Bytes(*size)),
+                        "i",
+                        t,
+                        ARENA_TRACK,
+                    );
                     e.s = Some("t");
-                    e.args = json!({ "allocation": allocation.0, "region": region.0,
-                        "offset": offset, "size": size, "pending": pending });
+                    e.args = args;
                     e
                 }
                 TimelineEventKind::RegionReserve { region, size } => {
@@ -237,6 +280,16 @@ impl MemoryTimeline {
     }
 }
 
+/// How the trace names an array: its label, else its element type and shape (`f32[32]`), else
+/// "(unlabelled)".
+fn array_name(label: Option<&str>, dtype: Option<&str>, shape: Option<&[usize]>) -> String {
+    match (label, dtype, shape) {
+        (Some(label), _, _) => label.to_string(),
+        (None, Some(dtype), Some(shape)) => format!("{dtype}{shape:?}"),
+        _ => "(unlabelled)".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::timeline::TimelineEvent;
@@ -272,6 +325,9 @@ mod tests {
                         size: 256,
                         requested: 200,
                         label: Some("kv".into()),
+                        site: None,
+                        dtype: None,
+                        shape: None,
                     },
                 ),
                 event(

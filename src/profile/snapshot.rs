@@ -36,6 +36,11 @@ pub struct SnapshotChunk {
     pub dtype: Option<String>,
     /// The shape of the array, for arrays.
     pub shape: Option<Vec<usize>>,
+    /// Where the array was made: the user's call that created it, as
+    /// `std::panic::Location` displays it (`src/main.rs:12:5`), for arrays. Absent in
+    /// snapshots written before gpu-arena recorded sites.
+    #[serde(default)]
+    pub site: Option<String>,
     /// For a pending free: the submission after which the chunk is reusable.
     pub frontier: Option<u64>,
 }
@@ -213,6 +218,7 @@ impl MemorySnapshot {
                             }),
                             dtype: info.map(|i| i.dtype.to_string()),
                             shape: info.map(|i| i.shape().to_vec()),
+                            site: info.map(|i| i.site.to_string()),
                             frontier: c.frontier,
                         }
                     })

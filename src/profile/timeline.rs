@@ -5,16 +5,20 @@
 //! and every hook is one branch on an `Option`. On, an arena event costs a few atomic word
 //! stores in a lock-free ring and a clock read every [`CLOCK_STRIDE`] events (the context
 //! reads the clock once per arena call so stamps stay exact); no heap allocation per event
-//! (labels are interned once).
+//! (labels are interned once, and so is each array's allocation site, element type and shape:
+//! a "description" the event refers to by index).
 
+use super::array_info::ArrayInfo;
 use super::event_ring::WordRing;
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
+use crate::array::MAX_RANK;
 use crate::config::TransferDirection;
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::panic::Location;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -27,6 +31,12 @@ pub const MAX_TIMELINE_LABELS: usize = 1 << 16;
 
 /// The label recorded once [`MAX_TIMELINE_LABELS`] distinct labels have been seen.
 pub const LABEL_TABLE_FULL: &str = "(label table full)";
+
+/// Distinct (allocation site, element type, shape) descriptions the timeline interns; arrays
+/// with a new description after that carry no site, type or shape on the timeline (snapshots
+/// still have them). The bound is the room an event has for the index (15 bits, see
+/// `DESC_SHIFT`), one less for "none".
+pub const MAX_TIMELINE_SITES: usize = (1 << 15) - 1;
 
 /// One recorded event: when, what, and the arena's counters just after it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +69,16 @@ pub enum TimelineEventKind {
         requested: u64,
         /// Its label when it was made (explicit or from a [`label_scope`](super::label_scope)).
         label: Option<String>,
+        /// The user's call that made the array (`src/main.rs:12:5`); `None` for allocations
+        /// of a bare arena and past [`MAX_TIMELINE_SITES`] distinct descriptions.
+        #[serde(default)]
+        site: Option<String>,
+        /// The array's element type (`f32`), same conditions as `site`.
+        #[serde(default)]
+        dtype: Option<String>,
+        /// The array's shape, same conditions as `site`.
+        #[serde(default)]
+        shape: Option<Vec<usize>>,
     },
     /// An allocation was freed.
     Free {
@@ -72,6 +92,20 @@ pub enum TimelineEventKind {
         size: u64,
         /// True when queued GPU work still uses the memory, so it is reusable only later.
         pending: bool,
+        /// The freed array's latest label, site, element type and shape, from its allocation
+        /// (and any later [`Label`](TimelineEventKind::Label)) when the timeline still holds
+        /// that event: so a trace can draw each array's life as one slice.
+        #[serde(default)]
+        label: Option<String>,
+        /// See `label`.
+        #[serde(default)]
+        site: Option<String>,
+        /// See `label`.
+        #[serde(default)]
+        dtype: Option<String>,
+        /// See `label`.
+        #[serde(default)]
+        shape: Option<Vec<usize>>,
     },
     /// A region was obtained from the device.
     RegionReserve {
@@ -169,8 +203,14 @@ const PENDING_BIT: u64 = 1 << 8;
 /// Where an allocation's rounding slack (size − requested) sits in the tag word, and its width.
 const SLACK_SHIFT: u32 = 9;
 const SLACK_MASK: u64 = (1 << 23) - 1;
-/// Where the label index sits in the tag word.
+/// Where the label index sits in the tag word, and its width: 17 bits hold every index up
+/// to [`MAX_TIMELINE_LABELS`] (the "table full" label included) and "no label".
 const LABEL_SHIFT: u32 = 32;
+const LABEL_MASK: u64 = (1 << 17) - 1;
+/// Where the description index (site, element type, shape) sits in the tag word: the top
+/// 15 bits.
+const DESC_SHIFT: u32 = 49;
+const DESC_MASK: u64 = (1 << 15) - 1;
 
 /// The arena's sink reads the clock itself on every this many events at most, and between
 /// readings stamps events with the latest one. A clock read (`Instant::now`, a vDSO
@@ -180,8 +220,10 @@ const LABEL_SHIFT: u32 = 32;
 /// the lock reads the clock.
 pub const CLOCK_STRIDE: u64 = 128;
 
-/// An interned label index meaning "no label".
-const NO_LABEL: u32 = u32::MAX;
+/// An interned label index meaning "no label" (all ones in its 17 bits).
+const NO_LABEL: u32 = LABEL_MASK as u32;
+/// A description index meaning "none" (all ones in its 15 bits).
+const NO_DESC: u32 = DESC_MASK as u32;
 
 /// An event from the context (not the arena), kept under a lock: these are rare next to
 /// allocations and cost microseconds themselves.
@@ -217,6 +259,38 @@ enum ContextKind {
 struct ContextRing {
     events: VecDeque<ContextEvent>,
     dropped: u64,
+}
+
+/// What the timeline keeps of an array beside its allocation event: where it was made, its
+/// element type and its shape. Interned, so an event carries an index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Description {
+    site: &'static Location<'static>,
+    dtype: &'static str,
+    rank: u8,
+    dims: [usize; MAX_RANK],
+}
+
+/// Interned descriptions, at most [`MAX_TIMELINE_SITES`].
+#[derive(Default)]
+struct Descriptions {
+    list: Vec<Description>,
+    index: HashMap<Description, u32>,
+}
+
+impl Descriptions {
+    fn intern(&mut self, description: Description) -> u32 {
+        if let Some(&index) = self.index.get(&description) {
+            return index;
+        }
+        if self.list.len() >= MAX_TIMELINE_SITES {
+            return NO_DESC;
+        }
+        let index = self.list.len() as u32;
+        self.list.push(description);
+        self.index.insert(description, index);
+        index
+    }
 }
 
 /// Interned labels, so events carry a `u32` instead of a string.
@@ -283,6 +357,10 @@ pub struct Timeline {
     sink_taken: AtomicBool,
     context: Mutex<ContextRing>,
     labels: Mutex<Labels>,
+    descriptions: Mutex<Descriptions>,
+    /// The description of the next allocation, set by the context under the arena's lock
+    /// just before it allocates ([`Timeline::describe_next_alloc`]); taken by the sink.
+    next_description: AtomicU32,
     /// The latest clock reading, in ns since `origin`; only grows.
     latest_ns: AtomicU64,
     /// The next arena event reads the clock ([`Timeline::refresh_clock`]).
@@ -339,6 +417,8 @@ impl Timeline {
             sink_taken: AtomicBool::new(false),
             context: Mutex::new(ContextRing::default()),
             labels: Mutex::new(Labels::default()),
+            descriptions: Mutex::new(Descriptions::default()),
+            next_description: AtomicU32::new(NO_DESC),
             latest_ns: AtomicU64::new(0),
             stale: AtomicBool::new(true),
         })
@@ -376,6 +456,22 @@ impl Timeline {
     pub fn tick(&self) -> u64 {
         let now = self.now_ns();
         self.latest_ns.fetch_max(now, Ordering::Relaxed).max(now)
+    }
+
+    /// Gives the next allocation event the site, element type and shape of `info`. The
+    /// context calls it under the arena's lock, just before the arena allocates, so the
+    /// description reaches the one event it belongs to.
+    pub(crate) fn describe_next_alloc(&self, info: &ArrayInfo) {
+        let shape = info.shape();
+        let mut dims = [0; MAX_RANK];
+        dims[..shape.len()].copy_from_slice(shape);
+        let index = lock(&self.descriptions).intern(Description {
+            site: info.site,
+            dtype: info.dtype,
+            rank: shape.len() as u8,
+            dims,
+        });
+        self.next_description.store(index, Ordering::Relaxed);
     }
 
     /// A sink for [`Arena::set_event_sink`](crate::arena::Arena::set_event_sink) that records
@@ -420,9 +516,13 @@ impl Timeline {
                 ..
             } => {
                 let label = label.map_or(NO_LABEL, |l| lock(&self.labels).intern(l));
+                let description = self.next_description.swap(NO_DESC, Ordering::Relaxed);
                 let slack = (size - requested.min(size)).min(SLACK_MASK);
                 (
-                    TAG_ALLOC | (slack << SLACK_SHIFT) | (u64::from(label) << LABEL_SHIFT),
+                    TAG_ALLOC
+                        | (slack << SLACK_SHIFT)
+                        | ((u64::from(label) & LABEL_MASK) << LABEL_SHIFT)
+                        | ((u64::from(description) & DESC_MASK) << DESC_SHIFT),
                     [region.0, id.0, offset, size],
                     bytes_in_use,
                     bytes_reserved,
@@ -575,6 +675,15 @@ impl Timeline {
         };
         let names = lock(&self.labels).names.clone();
         let label = |index: u32| names.get(index as usize).map(|l| l.to_string());
+        let descriptions = lock(&self.descriptions).list.clone();
+        let describe = |index: u64| match descriptions.get(index as usize) {
+            Some(d) => (
+                Some(d.site.to_string()),
+                Some(d.dtype.to_string()),
+                Some(d.dims[..d.rank as usize].to_vec()),
+            ),
+            None => (None, None, None),
+        };
 
         // Records `cleared..end` the ring no longer holds; `read_from` returns only records of
         // that range, so this cannot go below zero (saturating all the same).
@@ -586,20 +695,30 @@ impl Timeline {
         let mut events: Vec<TimelineEvent> = Vec::with_capacity(arena.len() + context.len());
         for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d]) in arena {
             let kind = match tag & 0xff {
-                TAG_ALLOC => TimelineEventKind::Alloc {
-                    allocation: AllocationId(b),
-                    region: RegionId(a),
-                    offset: c,
-                    size: d,
-                    requested: d - ((tag >> SLACK_SHIFT) & SLACK_MASK),
-                    label: label((tag >> LABEL_SHIFT) as u32),
-                },
+                TAG_ALLOC => {
+                    let (site, dtype, shape) = describe((tag >> DESC_SHIFT) & DESC_MASK);
+                    TimelineEventKind::Alloc {
+                        allocation: AllocationId(b),
+                        region: RegionId(a),
+                        offset: c,
+                        size: d,
+                        requested: d - ((tag >> SLACK_SHIFT) & SLACK_MASK),
+                        label: label(((tag >> LABEL_SHIFT) & LABEL_MASK) as u32),
+                        site,
+                        dtype,
+                        shape,
+                    }
+                }
                 TAG_FREE => TimelineEventKind::Free {
                     allocation: AllocationId(b),
                     region: RegionId(a),
                     offset: c,
                     size: d,
                     pending: tag & PENDING_BIT != 0,
+                    label: None,
+                    site: None,
+                    dtype: None,
+                    shape: None,
                 },
                 TAG_RESERVE => TimelineEventKind::RegionReserve {
                     region: RegionId(a),
@@ -657,10 +776,58 @@ impl Timeline {
             events.drain(..excess);
             dropped = dropped.saturating_add(excess as u64);
         }
+        name_frees(&mut events);
         MemoryTimeline {
             events,
             dropped,
             capacity: self.capacity,
+        }
+    }
+}
+
+/// Gives each free the label, site, element type and shape of its allocation (the latest
+/// label, when the array was named after it was made), where the events hold the allocation.
+fn name_frees(events: &mut [TimelineEvent]) {
+    type Known = (
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<Vec<usize>>,
+    );
+    let mut live: HashMap<AllocationId, Known> = HashMap::new();
+    for event in events {
+        match &mut event.kind {
+            TimelineEventKind::Alloc {
+                allocation,
+                label,
+                site,
+                dtype,
+                shape,
+                ..
+            } => {
+                live.insert(
+                    *allocation,
+                    (label.clone(), site.clone(), dtype.clone(), shape.clone()),
+                );
+            }
+            TimelineEventKind::Label { allocation, label } => {
+                if let Some(known) = live.get_mut(allocation) {
+                    known.0 = Some(label.clone());
+                }
+            }
+            TimelineEventKind::Free {
+                allocation,
+                label,
+                site,
+                dtype,
+                shape,
+                ..
+            } => {
+                if let Some(known) = live.remove(allocation) {
+                    (*label, *site, *dtype, *shape) = known;
+                }
+            }
+            _ => {}
         }
     }
 }

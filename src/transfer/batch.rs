@@ -64,6 +64,7 @@ impl<'data> UploadBatch<'data> {
 
     /// Adds one array: allocates it now (in order, so a batch is mostly contiguous in the
     /// arena) and records its data for [`UploadBatch::finish`]. The guard is checked here.
+    #[track_caller]
     pub fn put<T: bytemuck::Pod>(
         &mut self,
         data: &'data [T],
@@ -82,7 +83,12 @@ impl<'data> UploadBatch<'data> {
             "UploadBatch::put",
             true,
         )?;
-        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        let array = self.ctx.alloc_bytes::<T>(
+            shape,
+            bytes.len() as u64,
+            None,
+            std::panic::Location::caller(),
+        )?;
         let DeviceArray { storage, shape, .. } = array;
         // UMA: copy now; nothing needs the GPU.
         let data = if super::write_zero_copy(&storage, bytes) {

@@ -56,6 +56,7 @@ impl Context {
     /// assert_eq!(b.device_get(&y)?, [1.0, 2.0, 3.0]);
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn device_put_from<T: bytemuck::Pod>(
         &self,
         array: &DeviceArray<T>,
@@ -75,7 +76,8 @@ impl Context {
         {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
-        let copy = self.alloc_bytes::<T>(array.shape(), bytes, None)?;
+        let copy =
+            self.alloc_bytes::<T>(array.shape(), bytes, None, std::panic::Location::caller())?;
         if bytes > 0 {
             let from = End::of(&source, array, true);
             let to = End::of(&self.inner, &copy, false);
@@ -101,6 +103,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// let on_b = x.copy_to(&b)?;
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn copy_to(&self, ctx: &Context) -> Result<DeviceArray<T>> {
         ctx.device_put_from(self)
     }

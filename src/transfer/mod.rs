@@ -42,6 +42,7 @@ impl Context {
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
     /// later GPU work on the array is ordered after it.
+    #[track_caller]
     pub fn device_put<T: bytemuck::Pod>(
         &self,
         data: &[T],
@@ -127,6 +128,7 @@ impl Context {
         (up, down)
     }
 
+    #[track_caller]
     pub(crate) fn put<T: bytemuck::Pod>(
         &self,
         data: &[T],
@@ -144,7 +146,12 @@ impl Context {
             operation,
             explicit,
         )?;
-        let array = self.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        let array = self.alloc_bytes::<T>(
+            shape,
+            bytes.len() as u64,
+            None,
+            std::panic::Location::caller(),
+        )?;
         if !write_zero_copy(&array.storage, bytes) {
             let id = self.inner.upload(&[UploadItem {
                 data: bytes,

@@ -16,6 +16,7 @@ impl Sequence {
     /// by the guard now.
     ///
     /// Errors: as [`crate::Context::device_put`].
+    #[track_caller]
     pub fn put<T: bytemuck::Pod>(&mut self, data: &[T], shape: &[usize]) -> Result<DeviceArray<T>> {
         self.put_guarded(data, shape, true, "Sequence::put")
     }
@@ -50,7 +51,12 @@ impl Sequence {
             operation,
             explicit,
         )?;
-        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        let array = self.ctx.alloc_bytes::<T>(
+            shape,
+            bytes.len() as u64,
+            None,
+            std::panic::Location::caller(),
+        )?;
         self.touch_array(&array, operation)?;
         self.record_upload(&array, bytes)?;
         inner.count_transfer(

@@ -347,14 +347,14 @@ fn chunk_type(chunk: &SnapshotChunk) -> String {
 }
 
 fn top_allocations(page: &mut String, snapshot: &MemorySnapshot, colours: &LabelColours) {
-    page.push_str(r#"<section id="top"><h2>Largest allocations</h2><table><tr><th>label</th><th class="n">size</th><th>type</th><th class="n">region</th><th class="n">offset</th><th class="n">age</th></tr>"#);
+    page.push_str(r#"<section id="top"><h2>Largest allocations</h2><table><tr><th>label</th><th class="n">size</th><th>type</th><th class="n">region</th><th class="n">offset</th><th class="n">age</th><th>site</th></tr>"#);
     let top: Vec<(&SnapshotRegion, &SnapshotChunk)> = snapshot.top_allocations(TOP_ALLOCATIONS);
     for (region, chunk) in &top {
         page.push_str("<tr><td>");
         swatch(page, colours.fill(chunk.label.as_deref()));
         let _ = write!(
             page,
-            r#"{}</td><td class="n">{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+            r#"{}</td><td class="n">{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="site">{}</td></tr>"#,
             Escape(chunk.label.as_deref().unwrap_or("(unlabelled)")),
             Bytes(chunk.size),
             Escape(&chunk_type(chunk)),
@@ -365,10 +365,11 @@ fn top_allocations(page: &mut String, snapshot: &MemorySnapshot, colours: &Label
                 .map_or(format!("{} allocs", chunk.age_allocs), |s| {
                     duration_ns((s * 1e9) as u64)
                 }),
+            Escape(chunk.site.as_deref().unwrap_or("")),
         );
     }
     if top.is_empty() {
-        page.push_str(r#"<tr><td colspan="6">Nothing is allocated.</td></tr>"#);
+        page.push_str(r#"<tr><td colspan="7">Nothing is allocated.</td></tr>"#);
     }
     page.push_str("</table></section>");
 }

@@ -237,6 +237,9 @@ pub fn chunk_title(out: &mut String, region: &SnapshotRegion, chunk: &SnapshotCh
             if let (Some(dtype), Some(shape)) = (&chunk.dtype, &chunk.shape) {
                 let _ = write!(out, " · {}{:?}", Escape(dtype), shape);
             }
+            if let Some(site) = &chunk.site {
+                let _ = write!(out, " · made at {}", Escape(site));
+            }
             if let Some(id) = chunk.allocation {
                 let _ = write!(out, " · allocation {}", id.0);
             }
@@ -266,6 +269,7 @@ mod tests {
             age_seconds: None,
             dtype: None,
             shape: None,
+            site: None,
             frontier: None,
         }
     }
