@@ -1,9 +1,10 @@
 //! What changed between two memory snapshots: the arrays born after the first and still alive
 //! in the second, grouped by where they were made and how they were labelled — the leak
 //! suspects, as PyTorch users read them off memory_viz and JAX users off two device memory
-//! profiles.
+//! profiles. The same grouping over the timeline gives the report's "growing" table.
 
 use super::snapshot::MemorySnapshot;
+use super::timeline::{MemoryTimeline, TimelineEventKind};
 use crate::arena::{AllocationId, Bytes, ChunkState};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
@@ -56,32 +57,12 @@ impl MemorySnapshot {
     pub fn diff(&self, before: &MemorySnapshot) -> SnapshotDiff {
         let known: HashSet<AllocationId> =
             before.chunks().filter_map(|(_, c)| c.allocation).collect();
-        let mut groups: HashMap<(Option<&str>, Option<&str>), (u64, u64)> = HashMap::new();
-        for (_, chunk) in self.chunks() {
-            let Some(id) = chunk.allocation else { continue };
-            if chunk.state != ChunkState::InUse || known.contains(&id) {
-                continue;
-            }
-            let entry = groups
-                .entry((chunk.site.as_deref(), chunk.label.as_deref()))
-                .or_default();
-            entry.0 += 1;
-            entry.1 = entry.1.saturating_add(chunk.size);
-        }
-        let mut groups: Vec<SiteGrowth> = groups
-            .into_iter()
-            .map(|((site, label), (count, bytes))| SiteGrowth {
-                site: site.map(str::to_string),
-                label: label.map(str::to_string),
-                count,
-                bytes,
-            })
-            .collect();
-        groups.sort_by(|a, b| {
-            (b.bytes, b.count)
-                .cmp(&(a.bytes, a.count))
-                .then_with(|| (&a.site, &a.label).cmp(&(&b.site, &b.label)))
-        });
+        let groups = group(
+            self.chunks()
+                .filter(|(_, c)| c.state == ChunkState::InUse)
+                .filter(|(_, c)| c.allocation.is_some_and(|id| !known.contains(&id)))
+                .map(|(_, c)| (c.site.as_deref(), c.label.as_deref(), c.size)),
+        );
         let in_use = |s: &MemorySnapshot| s.stats.arena.bytes_in_use as i128;
         SnapshotDiff {
             count: groups.iter().map(|g| g.count).sum(),
@@ -91,6 +72,67 @@ impl MemorySnapshot {
             groups,
         }
     }
+}
+
+impl MemoryTimeline {
+    /// The sites whose live bytes rose across the timeline: arrays allocated in the events
+    /// held and not freed by the last, by allocation site and latest label, most bytes first.
+    /// What the report's "growing" table lists; a loop that keeps an array per step comes out
+    /// on top with its line.
+    pub fn growing_sites(&self) -> Vec<SiteGrowth> {
+        let mut live: HashMap<AllocationId, (Option<&str>, Option<&str>, u64)> = HashMap::new();
+        for event in &self.events {
+            match &event.kind {
+                TimelineEventKind::Alloc {
+                    allocation,
+                    size,
+                    label,
+                    site,
+                    ..
+                } => {
+                    live.insert(*allocation, (site.as_deref(), label.as_deref(), *size));
+                }
+                TimelineEventKind::Label { allocation, label } => {
+                    if let Some(entry) = live.get_mut(allocation) {
+                        entry.1 = Some(label);
+                    }
+                }
+                TimelineEventKind::Free { allocation, .. } => {
+                    live.remove(allocation);
+                }
+                _ => {}
+            }
+        }
+        group(live.into_values())
+    }
+}
+
+/// Arrays (site, label, bytes) grouped by site and label, most bytes first (ties: most
+/// arrays, then site and label in order).
+fn group<'a>(
+    arrays: impl Iterator<Item = (Option<&'a str>, Option<&'a str>, u64)>,
+) -> Vec<SiteGrowth> {
+    let mut groups: HashMap<(Option<&str>, Option<&str>), (u64, u64)> = HashMap::new();
+    for (site, label, bytes) in arrays {
+        let entry = groups.entry((site, label)).or_default();
+        entry.0 += 1;
+        entry.1 = entry.1.saturating_add(bytes);
+    }
+    let mut groups: Vec<SiteGrowth> = groups
+        .into_iter()
+        .map(|((site, label), (count, bytes))| SiteGrowth {
+            site: site.map(str::to_string),
+            label: label.map(str::to_string),
+            count,
+            bytes,
+        })
+        .collect();
+    groups.sort_by(|a, b| {
+        (b.bytes, b.count)
+            .cmp(&(a.bytes, a.count))
+            .then_with(|| (&a.site, &a.label).cmp(&(&b.site, &b.label)))
+    });
+    groups
 }
 
 impl fmt::Display for SnapshotDiff {

@@ -9,6 +9,11 @@
 //! - the [`Timeline`] (`GPU_ARENA_TIMELINE=on`): allocations, frees, region changes, transfers
 //!   and dispatches with timestamps in a bounded ring, exported as a Chrome trace / Perfetto
 //!   JSON by [`MemoryTimeline::to_chrome_trace`];
+//! - allocation sites: every public call that makes an array records the user's line
+//!   (`#[track_caller]`), shown in snapshots, the report, the timeline and the trace;
+//!   [`MemorySnapshot::diff`] groups the arrays born between two snapshots by site and label
+//!   (leak suspects), and [`MemorySnapshot::to_pprof`] writes the live arrays as a pprof
+//!   profile, as JAX's device memory profile is;
 //! - [`report`]: a self-contained HTML page with an SVG map of every region, the memory curves,
 //!   the largest allocations, fragmentation and the memory plan;
 //! - `GPU_ARENA_DUMP_ON_OOM=<dir>`: on out-of-memory, the snapshot and the report are written
@@ -18,7 +23,8 @@
 //!   ever written through a planted link.
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
-//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `perfetto`, `report` (HTML and SVG) and `dump`
+//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `diff` (snapshot diffs and
+//! growing sites), `perfetto`, `pprof`, `report` (HTML and SVG) and `dump`
 //! (writing all of it to a directory, on demand or on out-of-memory).
 #![deny(unsafe_code)]
 
@@ -28,6 +34,7 @@ mod dump;
 mod event_ring;
 mod labels;
 mod perfetto;
+mod pprof;
 pub mod report;
 mod snapshot;
 mod stats;
@@ -38,6 +45,7 @@ pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
 pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
+pub use pprof::UNKNOWN_SITE;
 pub use snapshot::{
     MemorySnapshot, SnapshotChunk, SnapshotHeap, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
 };
@@ -46,4 +54,5 @@ pub(crate) use timeline::{attach as attach_timeline, Record};
 pub use timeline::{
     MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
     DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_CAPACITY, MAX_TIMELINE_LABELS,
+    MAX_TIMELINE_SITES,
 };

@@ -1,5 +1,10 @@
 //! The SVG chart of bytes in use and bytes reserved over time, from the timeline, with the
-//! limit, region changes, transfers and the snapshot's instant marked.
+//! limit, region changes, transfers, the peak and the snapshot's instant marked.
+//!
+//! The byte axis is scaled to the bytes in use, as PyTorch's memory_viz scales its active
+//! memory: a preallocating arena reserves most of the device at once, and an axis scaled to
+//! the reservation flattens a leak of a few hundred KiB into a line. The reservation is drawn
+//! as a line where it fits and pinned to the top, with its value, where it does not.
 
 use super::colours::{IN_USE_STROKE, RESERVED_STROKE};
 use super::format::{duration_ns, Bytes};
@@ -39,24 +44,30 @@ pub fn curves(
         .max()
         .unwrap_or(t0)
         .max(t0.saturating_add(1));
-    let peak = events
-        .iter()
-        .map(|e| e.bytes_reserved.max(e.bytes_in_use))
-        .max()
-        .unwrap_or(0);
-    // The limit is drawn when it is near the curves; a limit far above would flatten them.
+    // The peak of bytes in use and its first moment.
+    let (peak_ns, peak) = events.iter().fold((t0, 0u64), |(at, peak), e| {
+        if e.bytes_in_use > peak {
+            (e.time_ns, e.bytes_in_use)
+        } else {
+            (at, peak)
+        }
+    });
+    let most_reserved = events.iter().map(|e| e.bytes_reserved).max().unwrap_or(0);
+    // The limit is drawn when it is near the curve; a limit far above would flatten it.
     let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
     let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
+    let axis_top = y_max as u64;
     let span = t1.saturating_sub(t0).max(1) as f64;
     let x = |t: u64| LEFT_PX + t.saturating_sub(t0) as f64 / span * PLOT_WIDTH_PX;
-    let y = |bytes: u64| TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes as f64 / y_max);
+    // Values above the axis (the reservation, mostly) are pinned to its top.
+    let y = |bytes: u64| TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes.min(axis_top) as f64 / y_max);
     let width = LEFT_PX + PLOT_WIDTH_PX + 20.0;
     let height = TOP_PX + PLOT_HEIGHT_PX + BOTTOM_PX;
 
     let mut svg = String::new();
     let _ = write!(
         svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="bytes in use and reserved over time">"#
+        r#"<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="bytes in use and reserved over time" data-axis-bytes="{axis_top}" data-peak-bytes="{peak}">"#
     );
     // Grid and byte axis.
     for i in 0..=TICKS {
@@ -148,6 +159,32 @@ pub fn curves(
         r#"<polyline class="bytes-in-use" points="{}" fill="none" stroke="{IN_USE_STROKE}" stroke-width="1.6"/>"#,
         path(&in_use)
     );
+    if most_reserved > axis_top {
+        let _ = write!(
+            svg,
+            r#"<text class="reserved-above axis" x="{:.1}" y="{:.1}" text-anchor="end" fill="{RESERVED_STROKE}">bytes reserved up to {} (above the axis)</text>"#,
+            LEFT_PX + PLOT_WIDTH_PX - 4.0,
+            TOP_PX + 12.0,
+            Bytes(most_reserved)
+        );
+    }
+    if peak > 0 {
+        let (px, py) = (x(peak_ns), y(peak));
+        let anchor = if px > LEFT_PX + PLOT_WIDTH_PX / 2.0 {
+            "end"
+        } else {
+            "start"
+        };
+        let dx = if anchor == "end" { -6.0 } else { 6.0 };
+        let _ = write!(
+            svg,
+            r#"<g class="peak"><circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{IN_USE_STROKE}"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">peak {} at {}</text></g>"#,
+            px + dx,
+            py + 14.0,
+            Bytes(peak),
+            duration_ns(peak_ns)
+        );
+    }
     // Transfers: ticks in a lane under the axis, wide as their duration.
     let lane = axis_y + 26.0;
     let _ = write!(

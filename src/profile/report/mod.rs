@@ -84,6 +84,7 @@ pub fn render_html(snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>)
     cards(&mut page, snapshot);
     map_section(&mut page, snapshot, &colours, &labels);
     curves_section(&mut page, snapshot, timeline);
+    growing_section(&mut page, timeline);
     page.push_str(r#"<div class="two">"#);
     top_allocations(&mut page, snapshot, &colours);
     labels_section(&mut page, snapshot, &colours, &labels);
@@ -337,6 +338,36 @@ fn curves_section(page: &mut String, snapshot: &MemorySnapshot, timeline: Option
         ),
     }
     page.push_str("</section>");
+}
+
+/// Rows of the "growing" table at most.
+const GROWING_ROWS: usize = 20;
+
+/// The sites whose live bytes rose across the timeline, most first: the leak suspects.
+fn growing_section(page: &mut String, timeline: Option<&MemoryTimeline>) {
+    page.push_str(r#"<section id="growing"><h2>Growing</h2>"#);
+    let Some(timeline) = timeline else {
+        page.push_str(r#"<p class="note">The timeline is off: turn it on to see which allocation sites keep memory.</p></section>"#);
+        return;
+    };
+    let growing = timeline.growing_sites();
+    page.push_str(r#"<p class="note">Arrays allocated during the timeline and still alive at its end, by the line that made them and their label, most bytes first: a site that keeps an array per step is a leak suspect. <code>MemorySnapshot::diff</code> gives the same between two snapshots.</p><table><tr><th>site</th><th>label</th><th class="n">arrays</th><th class="n">bytes</th></tr>"#);
+    for g in growing.iter().take(GROWING_ROWS) {
+        let _ = write!(
+            page,
+            r#"<tr><td class="site">{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td></tr>"#,
+            Escape(g.site.as_deref().unwrap_or("(unknown site)")),
+            Escape(g.label.as_deref().unwrap_or("")),
+            g.count,
+            Bytes(g.bytes)
+        );
+    }
+    if growing.is_empty() {
+        page.push_str(
+            r#"<tr><td colspan="4">Every array allocated during the timeline was freed.</td></tr>"#,
+        );
+    }
+    page.push_str("</table></section>");
 }
 
 fn chunk_type(chunk: &SnapshotChunk) -> String {
