@@ -34,6 +34,7 @@ impl Sequence {
         })
     }
 
+    #[track_caller]
     fn put_guarded<T: bytemuck::Pod>(
         &mut self,
         data: &[T],
