@@ -316,6 +316,24 @@ fn the_report_renders_in_headless_chromium() {
     );
     assert_eq!(dom.matches("<rect class=\"chunk ").count(), chunks);
     assert!(dom.contains("bytes-in-use"));
+    // The curve is scaled to the bytes in use (1.5 MiB here), not the 40 MiB reservation,
+    // which is pinned to the top with its value; the peak is marked.
+    let axis: u64 = dom
+        .split("data-axis-bytes=\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .and_then(|s| s.parse().ok())
+        .expect("the rendered chart carries its axis top");
+    let in_use = ctx.memory_snapshot().stats.arena.bytes_in_use;
+    assert!(
+        axis >= in_use && axis <= 2 * in_use,
+        "axis {axis} for {in_use} bytes in use"
+    );
+    assert!(dom.contains("(above the axis)"));
+    assert!(dom.contains("class=\"peak\""));
+    // The growing table lists the test's own line, where the arrays were made.
+    let growing = &dom[dom.find("id=\"growing\"").expect("a growing table")..];
+    assert!(growing.contains(&format!("{}:", file!())), "{growing:.600}");
 
     let png = dir.join("report.png");
     run_chromium(
