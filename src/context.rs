@@ -292,10 +292,25 @@ impl Context {
     /// [`crate::DeviceArray::buffer`], `queue.write_buffer` into it), or must keep every such array
     /// alive until [`Context::synchronize`] returns. An array dropped earlier has its memory
     /// handed to the next allocation while the GPU still uses it (silent corruption).
-    /// Submissions made here also do not count in the [`SubmissionId`]s gpu-arena hands out,
-    /// and do not come after the single ops the context has gathered and not yet submitted:
-    /// call [`Context::flush`] first.
+    /// Submissions made here do not count in the [`SubmissionId`]s gpu-arena hands out.
+    ///
+    /// The queue handed out is never behind the context's own work: taking it submits the
+    /// single ops the context has gathered (as [`Context::flush`] does, without waiting), so
+    /// work submitted on it right away comes after every launch and op called before
+    /// `queue()`. Take the queue again for each submission: ops called after you took it are
+    /// gathered for the context's next submission, and a queue reference kept from before them
+    /// would submit ahead of them. A refusal of the gathered ops by the device is reported by
+    /// the next wait or [`Context::flush`], as always.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let commands = ctx.device().create_command_encoder(&Default::default()).finish();
+    /// // Runs after every launch and op called so far on `ctx`.
+    /// ctx.queue().submit([commands]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
     pub fn queue(&self) -> &wgpu::Queue {
+        self.inner.submit_gathered_now();
         &self.inner.queue
     }
 

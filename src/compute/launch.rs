@@ -5,7 +5,7 @@
 
 use super::sequence::Sequence;
 use super::user_kernel::Kernel;
-use crate::array::ArrayStorage;
+use crate::array::{Access, ArrayStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::StorageBinding;
@@ -75,6 +75,17 @@ struct Arg {
     /// The whole array (not a view): its binding may be rounded up inside its own allocation.
     whole: bool,
     writable: bool,
+}
+
+impl Arg {
+    /// What the launch does to the array: a writable argument may be written.
+    fn access(&self) -> Access {
+        if self.writable {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
 }
 
 impl Context {
@@ -247,8 +258,15 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         // Every argument is checked (context; for a single launch, not pending in a user's
         // sequence) before any is marked: a refused launch records and marks nothing.
-        let storages: Vec<&Arc<ArrayStorage>> = self.args.iter().map(|a| &a.storage).collect();
-        sequence.touch_all(&storages, "launch")?;
+        let uses: Vec<(&Arc<ArrayStorage>, Access)> =
+            self.args.iter().map(|a| (&a.storage, a.access())).collect();
+        let bindings = &kernel.signature().storage;
+        sequence.touch_all(&uses, "launch", |i| {
+            bindings.get(i).map_or_else(
+                || format!("argument {i}"),
+                |b| format!("the argument for {}", describe(b)),
+            )
+        })?;
         if let Some(step) = step {
             sequence.push_dispatch(step);
         }

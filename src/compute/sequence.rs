@@ -9,7 +9,7 @@
 //! no host read overtakes it), then submits after the gathered ops. Which recorder makes an
 //! array pending: the recording model in [`crate::kernels`].
 
-use crate::array::{check_context, check_not_pending, ArrayStorage, DeviceArray};
+use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::pipelines::ErrorScopes;
@@ -17,7 +17,7 @@ use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -84,9 +84,11 @@ pub(crate) enum Recorder {
 pub struct Sequence {
     pub(crate) ctx: Context,
     pub(crate) steps: Vec<Step>,
-    /// Every array a step touches, once each (kept alive until the work is submitted).
-    touched: Vec<Arc<ArrayStorage>>,
-    touched_set: HashSet<usize>,
+    /// Every array a step touches, once each, with the strongest use recorded (kept alive
+    /// until the work is submitted).
+    touched: Vec<(Arc<ArrayStorage>, Access)>,
+    /// Index into `touched` by the storage's address.
+    touched_index: HashMap<usize, usize>,
     /// Upload staging buffers this sequence filled; released when it is submitted.
     pub(crate) staging: Vec<(StagingBuffer, u64)>,
     /// Names of the timeline's dispatch records (one per dispatch).
@@ -119,7 +121,7 @@ impl Context {
             ctx: self.clone(),
             steps: Vec::new(),
             touched: Vec::new(),
-            touched_set: HashSet::new(),
+            touched_index: HashMap::new(),
             staging: Vec::new(),
             dispatches: 0,
             recorder,
@@ -144,37 +146,56 @@ impl Sequence {
         self.steps.is_empty()
     }
 
-    /// Notes that the recorded work uses `storage` ([`Sequence::touch_all`] of one).
+    /// Notes that the recorded work uses `storage` with `access` ([`Sequence::touch_all`] of
+    /// one; `argument` names it in a refusal).
     pub(crate) fn touch(
         &mut self,
         storage: &Arc<ArrayStorage>,
+        access: Access,
         operation: &'static str,
+        argument: &str,
     ) -> Result<()> {
-        self.touch_all(&[storage], operation)
+        self.touch_all(&[(storage, access)], operation, |_| argument.to_string())
     }
 
-    /// Notes that the recorded work uses every array of `storages`: each is kept alive until
-    /// the work is submitted and, in a user's sequence, pending meanwhile. Checks all of them
-    /// before marking any, so a refusal marks nothing: an array of another context
-    /// ([`Error::ForeignArray`]), and for a single op an array pending in a user's sequence.
+    /// Notes that the recorded work uses every array of `uses` with its access: each is kept
+    /// alive until the work is submitted and, in a user's sequence, pending meanwhile (for
+    /// writers only when the sequence only reads it). Checks all of them before marking any, so
+    /// a refusal marks nothing: an array of another context ([`Error::ForeignArray`]), and for
+    /// a single op a use that would overtake work pending in a user's sequence
+    /// (`argument(i)` names the `i`th use in that error).
     pub(crate) fn touch_all(
         &mut self,
-        storages: &[&Arc<ArrayStorage>],
+        uses: &[(&Arc<ArrayStorage>, Access)],
         operation: &'static str,
+        argument: impl Fn(usize) -> String,
     ) -> Result<()> {
-        for storage in storages {
+        for (i, (storage, access)) in uses.iter().enumerate() {
             check_context(storage, &self.ctx.inner, operation)?;
             if self.recorder == Recorder::Library {
-                check_not_pending(storage, operation)?;
+                // The argument's name is only worked out for the refusal.
+                if storage.pending.conflict(*access).is_some() {
+                    check_not_pending(storage, *access, operation, &argument(i))?;
+                }
             }
         }
-        for storage in storages {
-            if self.touched_set.insert(Arc::as_ptr(storage) as usize) {
-                if let Recorder::User(id) = self.recorder {
-                    storage.pending_in.store(id, Ordering::Release);
-                    storage.pending.fetch_add(1, Ordering::AcqRel);
+        for (storage, access) in uses {
+            let key = Arc::as_ptr(storage) as usize;
+            let before = match self.touched_index.get(&key) {
+                Some(&index) => {
+                    let recorded = &mut self.touched[index].1;
+                    let before = *recorded;
+                    *recorded = before.max(*access);
+                    Some(before)
                 }
-                self.touched.push(Arc::clone(*storage));
+                None => {
+                    self.touched_index.insert(key, self.touched.len());
+                    self.touched.push((Arc::clone(*storage), *access));
+                    None
+                }
+            };
+            if let Recorder::User(id) = self.recorder {
+                storage.pending.mark(id, *access, before);
             }
         }
         Ok(())
@@ -184,27 +205,35 @@ impl Sequence {
     pub(crate) fn touch_array<T: bytemuck::Pod>(
         &mut self,
         array: &DeviceArray<T>,
+        access: Access,
         operation: &'static str,
+        argument: &str,
     ) -> Result<()> {
-        self.touch(&array.storage, operation)
+        self.touch(&array.storage, access, operation, argument)
     }
 
-    /// Whether an op on `storage` may run now instead of in order after the recorded steps
-    /// (the host path of `ops/host.rs`): no step recorded so far reads or writes it, and it is
-    /// pending in no other user sequence (this one's own mark aside).
-    pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>) -> bool {
-        let ours = u32::from(
-            self.recorder != Recorder::Library
-                && self.touched_set.contains(&(Arc::as_ptr(storage) as usize)),
-        );
-        storage.pending.load(Ordering::Acquire) == ours
-            && !self.steps.iter().any(|step| {
-                step.touches(
-                    &storage.buffer,
-                    storage.allocation.offset,
-                    storage.allocation.size,
-                )
-            })
+    /// Whether an op that uses `storage` with `access` may run now instead of in order after
+    /// the recorded steps (the host path of `ops/host.rs`): no step recorded so far reads or
+    /// writes it, and no other user sequence has recorded work the op would overtake (a write
+    /// of it; for a write, any use), this one's own mark aside.
+    pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>, access: Access) -> bool {
+        let own = if self.recorder == Recorder::Library {
+            None
+        } else {
+            self.touched_index
+                .get(&(Arc::as_ptr(storage) as usize))
+                .map(|&index| self.touched[index].1)
+        };
+        let writers = storage.pending.others(Access::Write, own);
+        let readers = storage.pending.others(Access::Read, own);
+        let free = writers == 0 && (access == Access::Read || readers == 0);
+        free && !self.steps.iter().any(|step| {
+            step.touches(
+                &storage.buffer,
+                storage.allocation.offset,
+                storage.allocation.size,
+            )
+        })
     }
 
     pub(crate) fn push_dispatch(&mut self, step: Step) {
@@ -232,7 +261,7 @@ impl Sequence {
                 // Only queued uploads: one (empty) submission carries them.
                 let touched = &self.touched;
                 last = inner.submit_with([], |id| {
-                    for storage in touched {
+                    for (storage, _) in touched {
                         storage.record_use(id);
                     }
                 });
@@ -244,7 +273,7 @@ impl Sequence {
         let result = match self.recorder {
             // A single op joins the context's gathered ops (`context/gathered.rs`).
             Recorder::Library => inner.gather(steps, |id| {
-                for storage in &touched {
+                for (storage, _) in &touched {
                     storage.record_use(id);
                 }
             }),
@@ -262,12 +291,12 @@ impl Sequence {
     /// Releases the staging buffers and arrays: in a user's sequence its arrays stop being
     /// pending (their last use was recorded before the work was submitted).
     fn finish(&mut self, last: SubmissionId) {
-        for storage in self.touched.drain(..) {
+        for (storage, access) in self.touched.drain(..) {
             if self.recorder != Recorder::Library {
-                storage.pending.fetch_sub(1, Ordering::AcqRel);
+                storage.pending.unmark(access);
             }
         }
-        self.touched_set.clear();
+        self.touched_index.clear();
         for (mut staging, _) in self.staging.drain(..) {
             staging.busy_until = staging.busy_until.max(last);
             self.ctx.inner.staging.release(StagingKind::Upload, staging);
@@ -308,7 +337,7 @@ impl ContextInner {
         &self,
         params: &mut ParamsBuffer,
         steps: &[Step],
-        touched: &[Arc<ArrayStorage>],
+        touched: &[(Arc<ArrayStorage>, Access)],
     ) -> Result<SubmissionId> {
         // Nothing of a lost device is touched, the parameter buffer included.
         self.check_device("submitting recorded GPU work")?;
@@ -356,7 +385,7 @@ impl ContextInner {
         // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
         let scopes = ErrorScopes::push(&self.device);
         let id = self.submit_with(commands, |id| {
-            for storage in touched {
+            for (storage, _) in touched {
                 storage.record_use(id);
             }
         });

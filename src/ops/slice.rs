@@ -2,7 +2,7 @@
 
 use super::geometry::BoxCopy;
 use super::slicing::clamp_start;
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::error::Result;
@@ -29,7 +29,7 @@ impl Context {
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_slice";
-        operand.check_ready(&self.inner, OPERATION)?;
+        operand.check_ready_for(&self.inner, Access::Read, OPERATION, "the operand")?;
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
         if self
             .inner
@@ -65,7 +65,11 @@ impl Sequence {
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
         let result = self.ctx.alloc::<T>(sizes)?;
         let copy = slice_box::<T>(operand, &start, sizes);
-        self.record_copies(&[(operand, &result, copy)], OPERATION)?;
+        self.record_copies(
+            &[(operand, &result, copy)],
+            ("the operand", "the result"),
+            OPERATION,
+        )?;
         Ok(result)
     }
 }

@@ -5,7 +5,7 @@
 
 use super::staging::{StagingKind, UploadItem, COPY_ALIGNMENT};
 use super::{Operand, ResolvedOperand, TransferDirection};
-use crate::array::{check_shape, DeviceArray};
+use crate::array::{check_shape, Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::error::Result;
 use crate::step::Step;
@@ -51,7 +51,7 @@ impl Sequence {
             explicit,
         )?;
         let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
-        self.touch_array(&array, operation)?;
+        self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
         inner.count_transfer(
             TransferDirection::HostToDevice,
