@@ -50,6 +50,10 @@ pub(crate) struct ArrayStorage {
     pub(crate) pending: PendingMarks,
 }
 
+/// The high bit of a user recorder's number marks a capture ([`crate::Capture`]): refusals name
+/// it as `Capture #N`, not `Sequence #N`.
+pub(crate) const CAPTURE_RECORDER_BIT: u64 = 1 << 63;
+
 /// How recorded work uses an array: the two kinds of use the recording model tells apart,
 /// since two reads commute and a write does not commute with anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -421,10 +425,21 @@ pub(crate) fn check_not_pending(
             "writes it and would run before that read (which would see the new values)",
         ),
     };
+    let (kind, made_by, ends) = if sequence & CAPTURE_RECORDER_BIT != 0 {
+        ("Capture", "Context::capture", "finish()")
+    } else {
+        ("Sequence", "Context::sequence", "submit()")
+    };
+    let number = sequence & !CAPTURE_RECORDER_BIT;
+    let ended = if kind == "Capture" {
+        "finished"
+    } else {
+        "submitted"
+    };
     Err(Error::InvalidArgument {
         operation,
         reason: format!(
-            "{argument} ({}) is pending in Sequence #{sequence} (made by Context::sequence), which has recorded {recorded} and not been submitted; {operation} {overtakes}: call submit() on that Sequence first (when another thread records it, order this call after that thread's submit(), e.g. with a channel or a join), or record {operation} in it",
+            "{argument} ({}) is pending in {kind} #{number} (made by {made_by}), which has recorded {recorded} and not been {ended}; {operation} {overtakes}: call {ends} on that {kind} first (when another thread records it, order this call after that thread's {ends}, e.g. with a channel or a join), or record {operation} in it",
             storage.describe()
         ),
     })

@@ -141,6 +141,8 @@ pub(crate) struct ContextInner {
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
     pub(crate) gathered: Mutex<gathered::Gathered>,
+    /// Bind groups made so far, by every recorder ([`Context::bind_groups_made`]).
+    bind_groups_made: std::sync::atomic::AtomicU64,
 }
 
 impl Context {
@@ -241,6 +243,7 @@ impl Context {
                 bar_writes,
                 device_lost,
                 gathered: Mutex::default(),
+                bind_groups_made: Default::default(),
             }),
         })
     }
@@ -446,6 +449,16 @@ impl Context {
         Ok(id)
     }
 
+    /// Bind groups this context has made so far: one per dispatch of a single op or a
+    /// sequence (made when it is recorded or submitted), and those of a
+    /// [`crate::CapturedStep`], all made when it is captured: a run makes none, which this
+    /// count shows.
+    pub fn bind_groups_made(&self) -> u64 {
+        self.inner
+            .bind_groups_made
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Submits the single ops this context has gathered (launches and library ops, up to 32 go
     /// out together: see [the recording model](crate::kernels#the-recording-model)) without
     /// waiting for them. Every wait, host read and submission does this first on its own; call
@@ -625,6 +638,12 @@ impl ContextInner {
         if let Some(timeline) = &self.timeline {
             timeline.record(record);
         }
+    }
+
+    /// Counts `n` bind groups made ([`Context::bind_groups_made`]).
+    pub(crate) fn count_bind_groups(&self, n: u64) {
+        self.bind_groups_made
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Tells the arena which submissions have completed, so their pending frees become free.

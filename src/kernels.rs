@@ -74,7 +74,10 @@
 //!   device, an internal error): that is reported, once, by the next call that waits or flushes
 //!   (`synchronize`, `flush`, a host read of any array), and then none of that batch ran.
 
-pub use crate::compute::{Kernel, Launch, Sequence};
+pub use crate::compute::{
+    Capture, CapturedStep, IndexSlot, InputSlot, Kernel, Launch, ParamsSlot, PlannedTemporary,
+    ReadSlot, Sequence, StepPlan, StepRun,
+};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, ParamsBlock,
     ParamsKind, StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS,

@@ -28,6 +28,14 @@ use std::sync::Arc;
 /// when their work completes.
 const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
 
+/// What a capture recorded, taken out of its sequence: the steps, every array they touch with
+/// the strongest use, and the capture's tables.
+pub(crate) type TakenCapture = (
+    Vec<Step>,
+    Vec<(Arc<ArrayStorage>, Access)>,
+    Option<Box<super::capture::CaptureTables>>,
+);
+
 /// Source of user sequences' numbers (1, 2, ...), which errors about pending arrays name.
 static NEXT_SEQUENCE: AtomicU64 = AtomicU64::new(1);
 
@@ -97,6 +105,9 @@ pub struct Sequence {
     /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
     /// even without a step, so that they land.
     pub(crate) queued_writes: bool,
+    /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
+    /// sequence.
+    pub(crate) capture: Option<Box<super::capture::CaptureTables>>,
 }
 
 impl Context {
@@ -126,6 +137,7 @@ impl Context {
             dispatches: 0,
             recorder,
             queued_writes: false,
+            capture: None,
         }
     }
 }
@@ -134,6 +146,36 @@ impl Sequence {
     /// The context the sequence records for.
     pub fn context(&self) -> &Context {
         &self.ctx
+    }
+
+    /// The recorder's number, as refusals name it (0 for a single op).
+    pub(crate) fn number(&self) -> u64 {
+        match self.recorder {
+            Recorder::User(id) => id,
+            Recorder::Library => 0,
+        }
+    }
+
+    /// Renumbers a user recorder before it records anything (a capture marks its number).
+    pub(crate) fn set_number(&mut self, id: u64) {
+        if let Recorder::User(_) = self.recorder {
+            self.recorder = Recorder::User(id);
+        }
+    }
+
+    /// Ends a capture's recording: its steps, every array they touch with the strongest use,
+    /// and its tables. Its arrays stop being pending (the capture becomes a step that submits
+    /// them itself, run by run).
+    pub(crate) fn take_capture(&mut self) -> TakenCapture {
+        let steps = std::mem::take(&mut self.steps);
+        let touched = std::mem::take(&mut self.touched);
+        for (storage, access) in &touched {
+            if self.recorder != Recorder::Library {
+                storage.pending.unmark(*access);
+            }
+        }
+        self.touched_index.clear();
+        (steps, touched, self.capture.take())
     }
 
     /// Number of steps recorded so far (dispatches, copies and clears).
@@ -253,6 +295,13 @@ impl Sequence {
     /// work (then no part of it runs); [`Error::DeviceLost`] once the device is lost or
     /// destroyed.
     pub fn submit(mut self) -> Result<SubmissionId> {
+        if self.capture.is_some() {
+            // Only reachable by moving a capture's recorder out of it.
+            return Err(Error::InvalidArgument {
+                operation: "Sequence::submit",
+                reason: "this sequence records a Capture: call finish() on the Capture".into(),
+            });
+        }
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
@@ -307,8 +356,13 @@ impl Sequence {
 impl Drop for Sequence {
     fn drop(&mut self) {
         if !self.steps.is_empty() {
+            let (kind, end) = if self.capture.is_some() {
+                ("Capture", "finish()")
+            } else {
+                ("Sequence", "submit()")
+            };
             log::warn!(
-                "gpu-arena: a Sequence of {} steps was dropped without submit(); its work was discarded",
+                "gpu-arena: a {kind} of {} steps was dropped without {end}; its work was discarded",
                 self.steps.len()
             );
         }
@@ -366,6 +420,19 @@ impl ContextInner {
                 &mut own
             };
             let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+            let unbound = piece
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s,
+                        Step::Dispatch {
+                            bind_group: None,
+                            ..
+                        }
+                    )
+                })
+                .count();
+            self.count_bind_groups(unbound as u64);
             let piece = encode_steps(&self.device, alignment, buffer, piece).map_err(|reason| {
                 Error::Device {
                     during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),

@@ -68,7 +68,7 @@ impl Sequence {
         self.ctx
             .inner
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
-        let result = self.ctx.alloc::<T>(array.shape())?;
+        let result = self.new_array::<T>(array.shape(), None)?;
         self.record_copies(
             &[(array, &result, whole_array(array))],
             ("the array", "the copy"),

@@ -78,7 +78,7 @@ impl Sequence {
     /// [`Context::fill`], recorded.
     pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
-        let array = self.ctx.alloc::<T>(shape)?;
+        let array = self.new_array::<T>(shape, None)?;
         self.fill_pattern(array, pattern, "fill")
             .map_err(Error::from)
     }

@@ -77,7 +77,11 @@ impl Sequence {
         const MAX_STEPS_SCANNED: usize = 256;
         let inner = Arc::clone(&self.ctx.inner);
         let kernels = inner.kernels.lock();
-        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
+        // A capture runs nothing while it records: every op is a step each run repeats.
+        if self.is_capture()
+            || self.steps.len() > MAX_STEPS_SCANNED
+            || !inner.host_path_possible(&kernels, arrays)
+        {
             return Ok(None);
         }
         let free = uses

@@ -63,7 +63,7 @@ impl Sequence {
         const OPERATION: &str = "dynamic_slice";
         operand.check_same_context(&self.ctx.inner, OPERATION)?;
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
-        let result = self.ctx.alloc::<T>(sizes)?;
+        let result = self.new_array::<T>(sizes, None)?;
         let copy = slice_box::<T>(operand, &start, sizes);
         self.record_copies(
             &[(operand, &result, copy)],
@@ -75,7 +75,7 @@ impl Sequence {
 }
 
 /// `operand[start .. start + sizes]` into a new array of shape `sizes`.
-fn slice_box<T: bytemuck::Pod>(
+pub(super) fn slice_box<T: bytemuck::Pod>(
     operand: &DeviceArray<T>,
     start: &[u64],
     sizes: &[usize],

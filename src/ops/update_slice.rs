@@ -225,7 +225,7 @@ impl Sequence {
         let update = update.into();
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
         let update = self.resolve(update, OPERATION)?;
-        let result = self.ctx.alloc::<T>(operand.shape())?;
+        let result = self.new_array::<T>(operand.shape(), None)?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);
@@ -273,7 +273,7 @@ pub(crate) fn operand_shape<T: bytemuck::Pod>(operand: &Operand<'_, T>) -> Vec<u
 }
 
 /// The whole `update` into `operand` at `start` (already clamped).
-fn update_box<T: bytemuck::Pod>(
+pub(super) fn update_box<T: bytemuck::Pod>(
     operand: &DeviceArray<T>,
     update: &DeviceArray<T>,
     start: &[u64],

@@ -50,7 +50,7 @@ impl Sequence {
             operation,
             explicit,
         )?;
-        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
+        let array = self.new_array::<T>(shape, Some(bytes.len() as u64))?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
         inner.count_transfer(
@@ -71,6 +71,10 @@ impl Sequence {
     ) -> Result<()> {
         let storage = &array.storage;
         if bytes.is_empty() {
+            return Ok(());
+        }
+        // A capture writes nothing now: each run copies the data in at this step.
+        if self.record_captured_upload(array, bytes).is_some() {
             return Ok(());
         }
         if let Some(range) = storage.host_range() {
