@@ -220,8 +220,9 @@ mod tests {
         assert_eq!(
             rows,
             [
-                (Some("a.rs:1:1"), None, 1, 512),
+                // Equal bytes: more arrays first.
                 (Some("b.rs:2:2"), None, 2, 512),
+                (Some("a.rs:1:1"), None, 1, 512),
                 (Some("b.rs:2:2"), Some("kv"), 1, 256),
             ]
         );
@@ -229,7 +230,7 @@ mod tests {
         assert_eq!(diff.bytes_in_use_change, 1280 + 4096);
         let text = diff.to_string();
         assert!(text.contains("b.rs:2:2  [kv]"), "{text}");
-        assert!(text.contains("1.2 KiB"), "{text}");
+        assert!(text.contains("1.25 KiB"), "{text}");
     }
 
     #[test]
@@ -250,6 +251,6 @@ mod tests {
         let diff = after.diff(&before);
         assert!(diff.groups.is_empty());
         assert_eq!(diff.bytes_in_use_change, -1024);
-        assert!(diff.to_string().contains("changed by -1.0 KiB"));
+        assert!(diff.to_string().contains("changed by -1.00 KiB"));
     }
 }
