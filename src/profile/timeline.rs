@@ -516,7 +516,13 @@ impl Timeline {
                 ..
             } => {
                 let label = label.map_or(NO_LABEL, |l| lock(&self.labels).intern(l));
-                let description = self.next_description.swap(NO_DESC, Ordering::Relaxed);
+                // A load and, when set, a store rather than a swap: the sink is the one writer
+                // that clears it (under the arena's lock, as the context sets it), and a locked
+                // instruction would cost as much as the rest of the event.
+                let description = self.next_description.load(Ordering::Relaxed);
+                if description != NO_DESC {
+                    self.next_description.store(NO_DESC, Ordering::Relaxed);
+                }
                 let slack = (size - requested.min(size)).min(SLACK_MASK);
                 (
                     TAG_ALLOC
