@@ -263,7 +263,7 @@ struct ContextRing {
 
 /// What the timeline keeps of an array beside its allocation event: where it was made, its
 /// element type and its shape. Interned, so an event carries an index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug)]
 struct Description {
     site: &'static Location<'static>,
     dtype: &'static str,
@@ -271,16 +271,71 @@ struct Description {
     dims: [usize; MAX_RANK],
 }
 
+/// A description by identity: the addresses of its site and type name (both `'static`, one
+/// per call site and type) with the shape. Hashing addresses rather than the file name and type
+/// name keeps interning, which runs on every allocation with the timeline on, to a few
+/// multiplications; a site the compiler happens to place twice only gets two equal entries.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct DescriptionKey {
+    site: usize,
+    dtype: usize,
+    rank: u8,
+    dims: [usize; MAX_RANK],
+}
+
+impl DescriptionKey {
+    fn of(d: &Description) -> DescriptionKey {
+        DescriptionKey {
+            site: std::ptr::from_ref(d.site) as usize,
+            dtype: d.dtype.as_ptr() as usize,
+            rank: d.rank,
+            dims: d.dims,
+        }
+    }
+}
+
+/// The multiply-rotate hash of rustc's `FxHasher`: the keys are addresses and small integers
+/// made by this process, so no adversary chooses them and SipHash's defence is not needed.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl std::hash::Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // A word at a time (the shape's dimensions arrive here as one slice of bytes).
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.write_u64(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        for &b in words.remainder() {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, word: u64) {
+        // The constant of rustc's FxHasher (a 64-bit odd number with well-spread bits).
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+}
+
 /// Interned descriptions, at most [`MAX_TIMELINE_SITES`].
 #[derive(Default)]
 struct Descriptions {
     list: Vec<Description>,
-    index: HashMap<Description, u32>,
+    index: HashMap<DescriptionKey, u32, std::hash::BuildHasherDefault<AddressHasher>>,
 }
 
 impl Descriptions {
     fn intern(&mut self, description: Description) -> u32 {
-        if let Some(&index) = self.index.get(&description) {
+        let key = DescriptionKey::of(&description);
+        if let Some(&index) = self.index.get(&key) {
             return index;
         }
         if self.list.len() >= MAX_TIMELINE_SITES {
@@ -288,7 +343,7 @@ impl Descriptions {
         }
         let index = self.list.len() as u32;
         self.list.push(description);
-        self.index.insert(description, index);
+        self.index.insert(key, index);
         index
     }
 }
