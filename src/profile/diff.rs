@@ -112,7 +112,9 @@ impl MemoryTimeline {
 fn group<'a>(
     arrays: impl Iterator<Item = (Option<&'a str>, Option<&'a str>, u64)>,
 ) -> Vec<SiteGrowth> {
-    let mut groups: HashMap<(Option<&str>, Option<&str>), (u64, u64)> = HashMap::new();
+    // (site, label) → (arrays, bytes).
+    type Key<'k> = (Option<&'k str>, Option<&'k str>);
+    let mut groups: HashMap<Key<'_>, (u64, u64)> = HashMap::new();
     for (site, label, bytes) in arrays {
         let entry = groups.entry((site, label)).or_default();
         entry.0 += 1;
