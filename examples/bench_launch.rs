@@ -7,7 +7,9 @@
 //! `submit_each`), as one `Sequence`, as one run of a step captured once (`captured`:
 //! `Context::capture`, then `CapturedStep::run`), and in raw wgpu with the pipeline and the
 //! bind group made once outside the loop (`raw_wgpu_prebuilt`: an encoder, one pass of the 100
-//! dispatches and a submit per round; the floor any wrapper can reach).
+//! dispatches and a submit per round; the floor any wrapper can reach), and the same with 100
+//! bind groups made once, one per dispatch (`raw_wgpu_prebuilt_groups`: what a captured step
+//! binds, each launch with its own parameter block; wgpu tracks a bind group per dispatch).
 //!
 //! `us_per_op` is the CPU cost of issuing the work (what gpu-arena and sequences change); each
 //! round then waits for the GPU outside that timing, and `end_to_end_us_per_op` adds the wait.
@@ -188,13 +190,32 @@ fn main() -> anyhow::Result<()> {
             },
         ],
     });
-    let raw_prebuilt = || {
+    let per_op_groups: Vec<wgpu::BindGroup> = (0..OPS)
+        .map(|_| {
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("raw prebuilt, one per op"),
+                layout: &layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: uniform.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: storage.as_entire_binding(),
+                    },
+                ],
+            })
+        })
+        .collect();
+    // One bind group for every dispatch, or one each.
+    let raw_prebuilt = |group_per_op: bool| {
         let mut encoder = device.create_command_encoder(&Default::default());
         {
             let mut pass = encoder.begin_compute_pass(&Default::default());
-            for _ in 0..OPS {
+            for group in &per_op_groups {
                 pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &prebuilt_group, &[]);
+                pass.set_bind_group(0, if group_per_op { group } else { &prebuilt_group }, &[]);
                 pass.dispatch_workgroups((N / 64) as u32, 1, 1);
             }
         }
@@ -284,7 +305,8 @@ fn main() -> anyhow::Result<()> {
     };
     // One run of each before timing (the captured step's first, the raw pass's first).
     step.run().submit()?;
-    raw_prebuilt();
+    raw_prebuilt(false);
+    raw_prebuilt(true);
     wait()?;
     ctx.synchronize()?;
 
@@ -293,6 +315,7 @@ fn main() -> anyhow::Result<()> {
     // the same machine.
     let (mut gathered, mut each) = (Vec::new(), Vec::new());
     let (mut sequenced, mut captured, mut prebuilt) = (Vec::new(), Vec::new(), Vec::new());
+    let mut prebuilt_groups = Vec::new();
     for _ in 0..OPS_ROUNDS {
         gathered.push(single_ops(&mut a, OPS, false)?);
         each.push(single_ops(&mut a, OPS, true)?);
@@ -322,15 +345,17 @@ fn main() -> anyhow::Result<()> {
             },
             || Ok(ctx.synchronize()?),
         )?);
-        prebuilt.push(measure(
-            1,
-            OPS,
-            || {
-                raw_prebuilt();
-                Ok(())
-            },
-            wait,
-        )?);
+        for (group_per_op, figures) in [(false, &mut prebuilt), (true, &mut prebuilt_groups)] {
+            figures.push(measure(
+                1,
+                OPS,
+                || {
+                    raw_prebuilt(group_per_op);
+                    Ok(())
+                },
+                wait,
+            )?);
+        }
     }
     let (gathered, each, sequenced) = (
         median(&mut gathered),
@@ -338,6 +363,7 @@ fn main() -> anyhow::Result<()> {
         median(&mut sequenced),
     );
     let (captured, prebuilt) = (median(&mut captured), median(&mut prebuilt));
+    let prebuilt_groups = median(&mut prebuilt_groups);
     let bind_groups_per_run = {
         let before = ctx.bind_groups_made();
         step.run().submit()?;
@@ -368,6 +394,7 @@ fn main() -> anyhow::Result<()> {
             ("ops100", "sequence", sequenced),
             ("ops100", "captured", captured),
             ("ops100", "raw_wgpu_prebuilt", prebuilt),
+            ("ops100", "raw_wgpu_prebuilt_groups", prebuilt_groups),
         ] {
             println!(
                 "{{\"case\": \"{case}\", \"method\": \"{method}\", \"us_per_op\": {:.2}, \"end_to_end_us_per_op\": {:.2}}}",
@@ -375,8 +402,9 @@ fn main() -> anyhow::Result<()> {
             );
         }
         println!(
-            "{{\"case\": \"ops100_ratios\", \"captured_vs_raw_wgpu_prebuilt_issue\": {:.3}, \"captured_vs_sequence_end_to_end\": {:.3}}}",
+            "{{\"case\": \"ops100_ratios\", \"captured_vs_raw_wgpu_prebuilt_issue\": {:.3}, \"captured_vs_raw_wgpu_prebuilt_groups_issue\": {:.3}, \"captured_vs_sequence_end_to_end\": {:.3}}}",
             captured.issue / prebuilt.issue,
+            captured.issue / prebuilt_groups.issue,
             captured.end_to_end / sequenced.end_to_end
         );
     } else {
@@ -426,8 +454,14 @@ fn main() -> anyhow::Result<()> {
             captured.end_to_end / sequenced.end_to_end
         );
         println!(
-            "  raw wgpu prebuilt  {:8.2} us/op ({:.2})   pipeline and bind group made once",
+            "  raw wgpu prebuilt  {:8.2} us/op ({:.2})   pipeline and one bind group made once",
             prebuilt.issue, prebuilt.end_to_end
+        );
+        println!(
+            "  ... 100 bind groups {:7.2} us/op ({:.2})   one made once per dispatch, as captured; captured {:.2}x",
+            prebuilt_groups.issue,
+            prebuilt_groups.end_to_end,
+            captured.issue / prebuilt_groups.issue
         );
     }
     Ok(())
