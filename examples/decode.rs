@@ -283,9 +283,9 @@ struct Measured {
     submissions_per_step: u64,
     /// The most arena allocations (`memory_stats().num_allocs`) one step made.
     allocations_per_step: u64,
-    /// The captured step's plan (captured way only): block and lower bound in bytes, and the
-    /// µs the capture and its `finish` took.
-    plan: Option<(u64, u64, f64)>,
+    /// The captured step's plan (captured way only): temporaries, block and lower bound in
+    /// bytes, and the µs the capture and its `finish` took.
+    plan: Option<(usize, u64, u64, f64)>,
     /// The cache after the last step.
     cache: Vec<f32>,
 }
@@ -302,7 +302,12 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, way: Way) -> anyhow::Result<M
         let (decode, donated) = capture(ctx, &kernel, shape, cache, &mut scores)?;
         let capture_us = started.elapsed().as_secs_f64() * 1e6;
         let p = decode.step.plan();
-        plan = Some((p.block_bytes, p.lower_bound_bytes, capture_us));
+        plan = Some((
+            p.temporaries.len(),
+            p.block_bytes,
+            p.lower_bound_bytes,
+            capture_us,
+        ));
         cache = donated;
         captured = Some(decode);
         ctx.synchronize()?;
@@ -494,7 +499,8 @@ fn main() -> anyhow::Result<()> {
             "the cache the {way} way left differs from the single ops' in its bits"
         );
     }
-    let (block_bytes, lower_bound_bytes, capture_us) = captured.plan.unwrap_or_default();
+    let (temporaries, block_bytes, lower_bound_bytes, capture_us) =
+        captured.plan.unwrap_or_default();
     let ops = 1 + 2 * layers + layers;
     let path = if ctx.memory_plan().uma && ctx.config().zero_copy {
         "zero-copy"
@@ -511,7 +517,7 @@ fn main() -> anyhow::Result<()> {
         ] {
             let extra = match way {
                 Way::Captured => format!(
-                    ", \"issue_vs_sequence\": {issue_ratio:.3}, \"end_to_end_vs_sequence\": {end_to_end_ratio:.3}, \"block_bytes\": {block_bytes}, \"lower_bound_bytes\": {lower_bound_bytes}, \"capture_us\": {capture_us:.1}"
+                    ", \"issue_vs_sequence\": {issue_ratio:.3}, \"end_to_end_vs_sequence\": {end_to_end_ratio:.3}, \"temporaries\": {temporaries}, \"block_bytes\": {block_bytes}, \"lower_bound_bytes\": {lower_bound_bytes}, \"capture_us\": {capture_us:.1}"
                 ),
                 _ => String::new(),
             };
@@ -549,7 +555,7 @@ fn main() -> anyhow::Result<()> {
             "  captured vs sequence: issue {issue_ratio:.2}x (goal <= 0.5x), end to end {end_to_end_ratio:.2}x (goal <= 1.0x)"
         );
         println!(
-            "  captured plan: temporaries in a block of {block_bytes} B, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us"
+            "  captured plan: {temporaries} temporaries in a block of {block_bytes} B, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us"
         );
         println!(
             "  bytes_in_use flat across steps: {} B (per op), {} B (sequence), {} B (captured); scores match the CPU bit for bit",
