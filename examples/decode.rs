@@ -15,7 +15,8 @@
 //! and allocates nothing; prints µs, submissions and arena allocations per step, end to end
 //! (the read of the scores included) and issue cost (the CPU time to issue a step, measured
 //! by issuing each step a second time, without the read, and waiting outside the timing: a
-//! step issued twice writes the same rows and scores).
+//! step issued twice writes the same rows and scores). On lavapipe `vkQueueSubmit` runs a small
+//! submission's work before it returns, so there the issue cost holds most of the GPU time too.
 //!
 //! The captured step runs the scores kernel over a fixed grid of `max_seq` rows (a captured
 //! dispatch keeps its grid; the kernel skips rows past the row count of the run), where the
