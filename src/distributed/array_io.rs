@@ -68,11 +68,19 @@ impl Scratch {
         }
     }
 
-    /// Keeps `buffer` for the next collective, if fewer than [`SCRATCH_BUFFERS`] are kept.
+    /// Keeps `buffer` for the next collective: while fewer than [`SCRATCH_BUFFERS`] are
+    /// kept, or in place of the smallest kept one when it is larger (so that buffers of a
+    /// few small calls do not make every later large call allocate and fault in its own).
     pub(crate) fn give_back(&self, buffer: Vec<u64>) {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if free.len() < SCRATCH_BUFFERS {
             free.push(buffer);
+        } else if let Some(smallest) = free
+            .iter_mut()
+            .min_by_key(|b| b.len())
+            .filter(|b| b.len() < buffer.len())
+        {
+            *smallest = buffer;
         }
     }
 }

@@ -35,6 +35,12 @@ pub(crate) struct Link<'a> {
     pub(crate) host_bytes_peak: &'a AtomicU64,
 }
 
+/// The smallest piece of a fused all-reduce that gets an MPI call of its own, reduced where it
+/// lies (on its mapping, or in the staging chunk) rather than packed with the others: at
+/// 64 KiB a shared-memory MPI call's latency (about 10 µs) is a few percent of its transfer,
+/// while packing costs two host copies of the piece.
+const OWN_CALL_BYTES: usize = 64 << 10;
+
 /// Elements `[first, first + len)` of array `array` of the list, in a fusion chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Piece {
@@ -111,64 +117,78 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     }
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
-    let mut buffer = link.scratch.take(widest * size, operation)?;
-    let mut second = if in_place {
-        None
-    } else {
-        match link.scratch.take(widest * size, operation) {
-            Ok(b) => Some(b),
-            Err(error) => {
-                link.scratch.give_back(buffer);
-                return Err(error);
-            }
+    // Two host buffers, kept between calls: the chunk as read (packed small pieces, then the
+    // staged large ones) and the small pieces' reduction, which MPI writes there directly.
+    let mut packed = link.scratch.take(widest * size, operation)?;
+    let mut reduced = match link.scratch.take(widest * size, operation) {
+        Ok(b) => b,
+        Err(error) => {
+            link.scratch.give_back(packed);
+            return Err(error);
         }
     };
     let mut used = 0;
     let system = op.system();
+    // Pieces of OWN_CALL_BYTES or more get their own in-place MPI call (where the library's
+    // MPI_IN_PLACE is known, and not for the mean, whose division needs a host copy): the
+    // call's latency is small beside their transfer, and on a mapping they need no copy at
+    // all. The rule depends only on agreed facts (sizes, kind, library), so every rank makes
+    // the same calls whatever its own path.
+    let own_call = |p: &Piece| in_place && keep && p.len * size >= OWN_CALL_BYTES;
     let ran = (|| {
         for chunk in &chunks {
-            let n = elements(chunk);
-            // One piece of one mapped array: reduced where it lies, no host copy.
-            if let [piece] = chunk.as_slice() {
+            let (large, small): (Vec<Piece>, Vec<Piece>) =
+                chunk.iter().copied().partition(|p| own_call(p));
+            // The host layout: the small pieces packed first, then a slot per large piece
+            // (used only by those that are not on a mapping).
+            let staged_large: Vec<Piece> = large
+                .iter()
+                .copied()
+                .filter(|p| !ios[p.array].is_zero_copy())
+                .collect();
+            let small_n = elements(&small);
+            let n = small_n + elements(&staged_large);
+            used = used.max((n + small_n) * size);
+            let host: &mut [T] = elements_of(&mut packed, n);
+            let order: Vec<Piece> = small.iter().chain(&staged_large).copied().collect();
+            read_pieces(
+                link.ctx,
+                order
+                    .iter()
+                    .zip(split(host, &order))
+                    .map(|(p, out)| (&ios[p.array], p.first, out))
+                    .collect(),
+            )?;
+            let (host_small, host_large) = host.split_at_mut(small_n);
+            let result: &mut [T] = elements_of(&mut reduced, small_n);
+            if small_n > 0 {
+                link.comm
+                    .all_reduce_into(&host_small[..], &mut result[..], system);
+                if !keep {
+                    result.iter_mut().for_each(|v| *v = finish(*v));
+                }
+            }
+            let mut slots = split(host_large, &staged_large).into_iter();
+            for piece in &large {
                 let io = &ios[piece.array];
-                if in_place && keep && io.is_zero_copy() {
+                if io.is_zero_copy() {
                     io.with_slice_mut(piece.first, piece.len, |e| {
                         all_reduce_in_place(link.comm, e, system)
                     })
                     .ok_or_else(|| misaligned_mapping(operation))?
                     .ok_or_else(|| in_place_unknown(operation))?;
-                    continue;
-                }
-            }
-            used = used.max(n * size * if in_place { 1 } else { 2 });
-            let host: &mut [T] = elements_of(&mut buffer, n);
-            read_pieces(
-                link.ctx,
-                chunk
-                    .iter()
-                    .zip(split(host, chunk))
-                    .map(|(p, out)| (&ios[p.array], p.first, out))
-                    .collect(),
-            )?;
-            match second.as_mut() {
-                None => {
-                    all_reduce_in_place(link.comm, host, system)
+                } else if let Some(slot) = slots.next() {
+                    all_reduce_in_place(link.comm, slot, system)
                         .ok_or_else(|| in_place_unknown(operation))?;
                 }
-                Some(second) => {
-                    let reduced: &mut [T] = elements_of(second, n);
-                    link.comm.all_reduce_into(&host[..], reduced, system);
-                    host.copy_from_slice(reduced);
-                }
             }
-            if !keep {
-                host.iter_mut().for_each(|v| *v = finish(*v));
-            }
+            let host_large = &mut host[small_n..];
             write_pieces(
                 link.ctx,
-                chunk
+                small
                     .iter()
-                    .zip(split(host, chunk))
+                    .zip(split(result, &small))
+                    .chain(staged_large.iter().zip(split(host_large, &staged_large)))
                     .map(|(p, data)| (&ios[p.array], p.first, &*data))
                     .collect(),
             )?;
@@ -177,10 +197,8 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     })();
     link.host_bytes_peak
         .fetch_max(used as u64, Ordering::Relaxed);
-    link.scratch.give_back(buffer);
-    if let Some(second) = second {
-        link.scratch.give_back(second);
-    }
+    link.scratch.give_back(packed);
+    link.scratch.give_back(reduced);
     ran
 }
 
