@@ -528,13 +528,12 @@ fn list_lens<T>(spanning: bool) -> Vec<usize> {
     lens
 }
 
+/// A list of arrays on the device and their values on the host.
+type List<T> = (Vec<DeviceArray<T>>, Vec<Vec<T>>);
+
 /// Rank `rank`'s arrays of lengths `lens` on the device (array k starts at element `offset`
 /// of the rank's sequence, so no two arrays hold the same values), and their host values.
-fn put_list<T: Arith>(
-    ctx: &Context,
-    rank: usize,
-    lens: &[usize],
-) -> anyhow::Result<(Vec<DeviceArray<T>>, Vec<Vec<T>>)> {
+fn put_list<T: Arith>(ctx: &Context, rank: usize, lens: &[usize]) -> anyhow::Result<List<T>> {
     let mut offset = 0;
     let mut arrays = Vec::new();
     let mut values = Vec::new();
@@ -770,7 +769,7 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
     let (rank, ranks) = (group.rank(), group.size());
     let odd = rank == ranks - 1;
     let shapes: Vec<Vec<usize>> = vec![vec![5], vec![3, 4], vec![0], vec![2, 2, 2]];
-    let put = |shapes: &[Vec<usize>]| -> anyhow::Result<(Vec<DeviceArray<f32>>, Vec<Vec<f32>>)> {
+    let put = |shapes: &[Vec<usize>]| -> anyhow::Result<List<f32>> {
         let mut arrays = Vec::new();
         let mut values = Vec::new();
         for (k, shape) in shapes.iter().enumerate() {

@@ -15,7 +15,7 @@
 
 use super::array_io::{chunk_elements, elements_of, read_pieces, write_pieces, ArrayIo, Scratch};
 use super::donated_list::{DonatedList, DonatedListResult};
-use super::header::{agree, Header, Kind};
+use super::header::{agree_waiting, Header, Kind};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::config::TransferDirection;
@@ -364,10 +364,11 @@ impl Collectives {
         data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
     ) -> DonatedListResult<T> {
         let started = std::time::Instant::now();
-        let (read, written) = match self.agree_list(&arrays, kind, op, root, operation, Ok(())) {
-            Ok(bytes) => bytes,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
+        let (read, written) =
+            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
+                Ok(bytes) => bytes,
+                Err(error) => return Err(DonatedList { error, arrays }),
+            };
         let link = self.link(&self.comm);
         match data(&link, &arrays) {
             Ok(()) => {
@@ -380,7 +381,9 @@ impl Collectives {
 
     /// The local checks of a fused call (every array ready and this context's, the transfer
     /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
-    /// read from and written to the device on this rank when all agreed.
+    /// read from and written to the device on this rank when all agreed. With `poll`, the
+    /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
+    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
     pub(crate) fn agree_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
@@ -389,6 +392,7 @@ impl Collectives {
         root: usize,
         operation: &'static str,
         extra: Result<()>,
+        poll: Option<std::time::Duration>,
     ) -> Result<(u64, u64)> {
         let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         let broadcast = kind == Kind::BroadcastMany;
@@ -431,7 +435,7 @@ impl Collectives {
                 }
                 Ok((read, written))
             });
-        agree(&self.comm, operation, &header, prepared)
+        agree_waiting(&self.comm, operation, &header, prepared, poll)
     }
 }
 

@@ -288,11 +288,38 @@ pub(crate) fn agree<C: Communicator, P>(
     mine: &Header,
     prepared: Result<P>,
 ) -> Result<P> {
+    agree_waiting(comm, operation, mine, prepared, None)
+}
+
+/// [`agree`], waiting for the other ranks' headers by testing a non-blocking all-gather every
+/// `poll` and sleeping in between when `poll` is given (a start, which may come well before the
+/// other ranks reach theirs: MPI's blocking calls would spin a core meanwhile).
+pub(crate) fn agree_waiting<C: Communicator, P>(
+    comm: &C,
+    operation: &'static str,
+    mine: &Header,
+    prepared: Result<P>,
+    poll: Option<std::time::Duration>,
+) -> Result<P> {
     let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
     let words = mine.encode(refusal);
     let ranks = comm.size() as usize;
     let mut all = vec![0u64; HEADER_WORDS * ranks];
-    comm.all_gather_into(&words[..], &mut all[..]);
+    match poll {
+        None => comm.all_gather_into(&words[..], &mut all[..]),
+        Some(poll) => mpi::request::scope(|scope| {
+            let mut request = comm.immediate_all_gather_into(scope, &words[..], &mut all[..]);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(poll);
+                    }
+                }
+            }
+        }),
+    }
     let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {

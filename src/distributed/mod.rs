@@ -101,7 +101,7 @@ pub use donated_list::{DonatedList, DonatedListResult};
 pub use element::{CollectiveElement, MeanElement};
 pub use failure::{abort_on_error, ABORT_STATUS};
 pub use mpi;
-pub use progress::PendingCollective;
+pub use progress::{PendingCollective, ARRIVAL_POLL};
 pub use reduce_op::ReduceOp;
 
 use crate::config::TransferDirection;

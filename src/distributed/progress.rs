@@ -17,10 +17,18 @@
 //! [`super::init`] asks for it; a start on an MPI started at a lower level is refused on
 //! every rank.
 //!
+//! **Waiting without spinning.** MPI's blocking calls busy-poll while a peer has not arrived,
+//! which on a started collective means a core taken from the caller's work (the rest of the
+//! backward pass; on a CPU device, the device itself) for as long as the slowest rank takes to
+//! start the same collective. So the progress thread first waits for every rank at a
+//! non-blocking barrier, testing it every [`ARRIVAL_POLL`] and sleeping in between (as
+//! Horovod's background thread sleeps its cycle time between rounds), and only then makes the
+//! blocking calls, with every rank there.
+//!
 //! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
-//! on the caller's thread, in program order with the blocking collectives, so a list that
-//! differs between ranks is refused at the start, on every rank, with every array given back;
-//! nothing is queued then.
+//! on the caller's thread, in program order with the blocking collectives (waiting for the
+//! other ranks' headers in the same sleeping way), so a list that differs between ranks is
+//! refused at the start, on every rank, with every array given back; nothing is queued then.
 
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::fused::{reduce_list, Link};
@@ -31,10 +39,32 @@ use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::DeviceArray;
 use mpi::environment::Threading;
+use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc;
 use std::sync::Arc;
+
+/// How long the progress thread sleeps between tests of its arrival barrier: short beside a
+/// collective worth starting (tens of microseconds on shared memory and more over a network),
+/// long enough that waiting for a late rank costs the other work almost no CPU. Horovod's
+/// background thread sleeps 1 ms between rounds (`HOROVOD_CYCLE_TIME`).
+pub const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Returns when every rank of `comm` has called it, sleeping [`ARRIVAL_POLL`] between tests
+/// rather than spinning in MPI.
+fn arrive_together(comm: &SimpleCommunicator) {
+    let mut request = comm.immediate_barrier();
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => {
+                request = pending;
+                std::thread::sleep(ARRIVAL_POLL);
+            }
+        }
+    }
+}
 
 /// A started collective's data phase, run on the progress thread.
 type Job = Box<dyn FnOnce(&Link<'_>) + Send>;
@@ -228,10 +258,11 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let (read, written) = match self.agree_list(&arrays, kind, op, 0, operation, threads) {
-            Ok(bytes) => bytes,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
+        let (read, written) =
+            match self.agree_list(&arrays, kind, op, 0, operation, threads, Some(ARRIVAL_POLL)) {
+                Ok(bytes) => bytes,
+                Err(error) => return Err(DonatedList { error, arrays }),
+            };
         // Every rank agreed, so every rank gets here: the first start duplicates the
         // communicator for the progress thread (a collective call) on every rank.
         let progress = match self.progress() {
@@ -243,6 +274,7 @@ impl Collectives {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (answer, done) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |link: &Link<'_>| {
+            arrive_together(link.comm);
             let started = std::time::Instant::now();
             let result = match data(link, &arrays) {
                 Ok(()) => {
