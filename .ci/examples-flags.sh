@@ -56,6 +56,9 @@ expect 2 '--dim must be between 1 and' "$bin/decode" --dim 99999999
 expect 2 'invalid value "-1" for --n' "$bin/saxpy" --n -1
 expect 2 "missing argument for option '--save'" "$bin/device_report" --save
 expect 2 '--steps must be between 1 and' "$bin/train" --steps 0
+if [ "$have_mpi" -eq 1 ]; then
+  expect 2 '--bucket-mib must be between 0 and 1024' "$bin/data_parallel" --bucket-mib 5000
+fi
 
 # The largest values each example's flags accept, and just over (issue 21): an example bounds
 # what it allocates from its flags (4 GiB at most, products of flags included) and refuses

@@ -11,6 +11,17 @@
 //!   this path (the anchor);
 //! - `naive`: `device_get`, `all_reduce_into`, `device_put`, one after another.
 //!
+//!
+//! Then the case `all_reduce_many`: 64 f32 arrays of 64 KiB (4 MiB in all; with `--max-mib`
+//! below 4, 64 arrays of a 64th of it), reduced by
+//! - `gpu-arena-fused`: one [`Collectives::all_reduce_many`] over the list;
+//! - `gpu-arena-separate`: 64 [`Collectives::all_reduce`] calls, one per array;
+//! - `gpu-arena-one-array`: one `all_reduce` of a single array of the list's total size (the
+//!   bound fusion aims at);
+//! - `mpi_host_vec`: MPI on one host vector of the total size;
+//!
+//! rows with `arrays` and `bytes` (the total).
+//!
 //! Each row is the median over `--iters` runs of the slowest rank's time (ranks start each
 //! run together after a barrier), with `busbw_gbps` as nccl-tests define it: algbw × 2(N−1)/N;
 //! `seconds_min` and `busbw_gbps_best` are the fastest run's (on a shared machine, ranks that
@@ -41,6 +52,10 @@ all_reduce bandwidth of device arrays against MPI on host vectors, under mpirun.
 
 /// The sizes of the issue: 4 KiB, 1 MiB and 64 MiB of f32.
 const SIZES: [usize; 3] = [4 << 10, 1 << 20, 64 << 20];
+/// The list of the `all_reduce_many` case: 64 arrays (a model's gradients, layer by layer)...
+const MANY_ARRAYS: usize = 64;
+/// ... of 64 KiB each (f32), at most.
+const MANY_ARRAY_BYTES: usize = 64 << 10;
 
 struct Args {
     json: bool,
@@ -129,34 +144,23 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         })?;
         drop(array);
-        for (method, (seconds, fastest), host_bytes) in [
+        for (method, seconds, host_bytes) in [
             ("gpu-arena", arena_seconds, arena_host),
             ("mpi_host_vec", host_seconds, 2 * bytes as u64),
             ("naive", naive_seconds, 2 * bytes as u64),
         ] {
-            let algbw = bytes as f64 / seconds / 1e9;
-            let bus = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
-            let busbw = algbw * bus;
-            let busbw_best = bytes as f64 / fastest / 1e9 * bus;
-            rows.push(json!({
-                "case": "all_reduce",
-                "bytes": bytes,
-                "ranks": ranks,
-                "method": method,
-                "seconds": seconds,
-                "busbw_gbps": busbw,
-                "seconds_min": fastest,
-                "busbw_gbps_best": busbw_best,
-                "host_bytes": host_bytes,
-                "zero_copy": ctx.config().zero_copy,
-            }));
+            let mut row = row(bytes, ranks, method, seconds, ctx.config().zero_copy);
+            row["case"] = json!("all_reduce");
+            row["host_bytes"] = json!(host_bytes);
+            rows.push(row);
         }
     }
+    let many = many_rows(&ctx, &group, &world, &args)?;
     if rank != 0 {
         return Ok(());
     }
     if args.json {
-        for row in &rows {
+        for row in rows.iter().chain(&many) {
             println!("{row}");
         }
         return Ok(());
@@ -193,5 +197,121 @@ fn main() -> anyhow::Result<()> {
             s(2, "seconds_min") / s(0, "seconds_min"),
         );
     }
+    if let [fused, separate, one, host] = &many[..] {
+        let s = |row: &serde_json::Value, key: &str| row[key].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "all_reduce_many of {} f32 arrays ({} bytes in all): fused {:.3} ms, separate {:.3} ms, one array {:.3} ms, mpi_host_vec {:.3} ms; fused {:.1}x faster than separate calls, at {:.2}x one array's bandwidth, {:.2}x mpi_host_vec's",
+            fused["arrays"].as_u64().unwrap_or(0),
+            fused["bytes"].as_u64().unwrap_or(0),
+            s(fused, "seconds") * 1e3,
+            s(separate, "seconds") * 1e3,
+            s(one, "seconds") * 1e3,
+            s(host, "seconds") * 1e3,
+            s(separate, "seconds") / s(fused, "seconds"),
+            s(one, "seconds") / s(fused, "seconds"),
+            s(host, "seconds") / s(fused, "seconds"),
+        );
+    }
     Ok(())
+}
+
+/// A row of `method` on `bytes` over `ranks`: the median and fastest seconds, and `busbw_gbps`
+/// as nccl-tests define it.
+fn row(
+    bytes: usize,
+    ranks: usize,
+    method: &str,
+    (seconds, fastest): (f64, f64),
+    zero_copy: bool,
+) -> serde_json::Value {
+    let bus = 2.0 * (ranks as f64 - 1.0) / ranks as f64;
+    json!({
+        "bytes": bytes,
+        "ranks": ranks,
+        "method": method,
+        "seconds": seconds,
+        "busbw_gbps": bytes as f64 / seconds / 1e9 * bus,
+        "seconds_min": fastest,
+        "busbw_gbps_best": bytes as f64 / fastest / 1e9 * bus,
+        "zero_copy": zero_copy,
+    })
+}
+
+/// The `all_reduce_many` case: a list of arrays fused, reduced one by one, as one array of
+/// the same total size, and on a host vector; empty when `--max-mib` is 0.
+fn many_rows<C: Communicator>(
+    ctx: &Context,
+    group: &Collectives,
+    world: &C,
+    args: &Args,
+) -> anyhow::Result<Vec<serde_json::Value>> {
+    let array_bytes = MANY_ARRAY_BYTES.min((args.max_mib << 20) / MANY_ARRAYS);
+    if array_bytes == 0 {
+        return Ok(Vec::new());
+    }
+    let (len, total) = (array_bytes / 4, MANY_ARRAYS * array_bytes / 4);
+    let rank = group.rank() as f32;
+    let data: Vec<f32> = (0..total).map(|i| (i % 7) as f32 + rank).collect();
+    let list = || -> anyhow::Result<Vec<DeviceArray<f32>>> {
+        data.chunks(len)
+            .map(|values| Ok(ctx.device_put(values, &[len])?))
+            .collect()
+    };
+    let mut arrays = Some(list()?);
+    let fused = time(world, args.iters, || {
+        let list = arrays.take().expect("put back after every run");
+        arrays = Some(group.all_reduce_many(list, ReduceOp::Sum)?);
+        ctx.synchronize()?;
+        Ok(())
+    })?;
+    let mut separate_arrays = Some(list()?);
+    let separate = time(world, args.iters, || {
+        let list = separate_arrays.take().expect("put back after every run");
+        let mut reduced = Vec::with_capacity(list.len());
+        for array in list {
+            reduced.push(group.all_reduce(array, ReduceOp::Sum)?);
+        }
+        separate_arrays = Some(reduced);
+        ctx.synchronize()?;
+        Ok(())
+    })?;
+    // The same values, whatever the grouping: fused and separate results agree.
+    let (fused_values, separate_values) = (
+        ctx.device_get_many(&arrays.iter().flatten().collect::<Vec<_>>())?,
+        ctx.device_get_many(&separate_arrays.iter().flatten().collect::<Vec<_>>())?,
+    );
+    anyhow::ensure!(
+        fused_values == separate_values,
+        "fused and separate all-reduces differ"
+    );
+    drop((arrays, separate_arrays));
+    let mut one = Some(ctx.device_put(&data, &[total])?);
+    let one_array = time(world, args.iters, || {
+        let a = one.take().expect("put back after every run");
+        one = Some(group.all_reduce(a, ReduceOp::Sum)?);
+        ctx.synchronize()?;
+        Ok(())
+    })?;
+    drop(one);
+    let mut recv = vec![0f32; total];
+    let host = time(world, args.iters, || {
+        world.all_reduce_into(&data[..], &mut recv[..], SystemOperation::sum());
+        Ok(())
+    })?;
+    let zero_copy = ctx.config().zero_copy;
+    Ok([
+        ("gpu-arena-fused", fused),
+        ("gpu-arena-separate", separate),
+        ("gpu-arena-one-array", one_array),
+        ("mpi_host_vec", host),
+    ]
+    .into_iter()
+    .map(|(method, seconds)| {
+        let mut row = row(total * 4, group.size(), method, seconds, zero_copy);
+        row["case"] = json!("all_reduce_many");
+        row["arrays"] = json!(MANY_ARRAYS);
+        row["array_bytes"] = json!(array_bytes);
+        row
+    })
+    .collect())
 }

@@ -4,7 +4,9 @@
 //!
 //! Scenarios: `collectives` (every collective, every element type, against a host reference),
 //! `mismatch-shape`, `mismatch-type`, `mismatch-op`, `mismatch-root`, `mismatch-kind`,
-//! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`.
+//! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`; the fused
+//! and started collectives: `fused`, `started`, `mismatch-list-length`, `mismatch-list-shape`,
+//! `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`, `killed-started`.
 
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
@@ -18,7 +20,9 @@ const USAGE: &str = "usage: mpi_checks SCENARIO
 
 The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
 collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
-mismatch-send, guard, refusals, pending, threads, abort, killed.
+mismatch-send, guard, refusals, pending, threads, abort, killed, fused, started,
+mismatch-list-length, mismatch-list-shape, mismatch-list-type, mismatch-list-op,
+mismatch-start, killed-started.
   -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
@@ -48,6 +52,14 @@ fn main() -> anyhow::Result<()> {
         "threads" => threads(&group),
         "abort" => abort(&group),
         "killed" => killed(&group),
+        "fused" => fused(&group),
+        "started" => started(&group),
+        "mismatch-list-length"
+        | "mismatch-list-shape"
+        | "mismatch-list-type"
+        | "mismatch-list-op"
+        | "mismatch-start" => mismatch_list(&group, &scenario),
+        "killed-started" => killed_started(&group),
         other => Err(anyhow::anyhow!("unknown scenario {other:?}")),
     };
     match result {
@@ -503,4 +515,350 @@ fn killed(group: &Collectives) -> anyhow::Result<()> {
     let a: DeviceArray<f32> = group.context().zeros(&[16])?;
     let _ = group.all_reduce(a, ReduceOp::Sum);
     bail!("the all_reduce returned although a rank died")
+}
+
+/// The lengths of a fused list of mixed sizes: empty arrays, odd sizes, one element, and with
+/// `spanning` one array that runs over several fusion chunks of `T`.
+fn list_lens<T>(spanning: bool) -> Vec<usize> {
+    let mut lens = vec![0, 1, 7, 1000, 3, 0, 65_537, 12];
+    if spanning {
+        let chunk = distributed::PIPELINE_CHUNK_BYTES as usize / std::mem::size_of::<T>();
+        lens.insert(5, chunk * 3 / 2 + 13);
+    }
+    lens
+}
+
+/// A list of arrays on the device and their values on the host.
+type List<T> = (Vec<DeviceArray<T>>, Vec<Vec<T>>);
+
+/// Rank `rank`'s arrays of lengths `lens` on the device (array k starts at element `offset`
+/// of the rank's sequence, so no two arrays hold the same values), and their host values.
+fn put_list<T: Arith>(ctx: &Context, rank: usize, lens: &[usize]) -> anyhow::Result<List<T>> {
+    let mut offset = 0;
+    let mut arrays = Vec::new();
+    let mut values = Vec::new();
+    for &len in lens {
+        let v: Vec<T> = (offset..offset + len)
+            .map(|i| value::<T>(rank, i))
+            .collect();
+        arrays.push(ctx.device_put(&v, &[len])?);
+        values.push(v);
+        offset += len;
+    }
+    Ok((arrays, values))
+}
+
+/// The host reduction of every rank's list, cut into the list's arrays.
+fn reference_list<T: Arith>(ranks: usize, lens: &[usize], op: ReduceOp) -> Vec<Vec<T>> {
+    let total: usize = lens.iter().sum();
+    let all = reference::<T>(ranks, total, op);
+    let mut offset = 0;
+    lens.iter()
+        .map(|&len| {
+            offset += len;
+            all[offset - len..offset].to_vec()
+        })
+        .collect()
+}
+
+/// Fails unless every rank holds the same bytes in `arrays` (a hash, all-gathered).
+fn same_on_every_rank<T: Arith>(
+    group: &Collectives,
+    arrays: &[DeviceArray<T>],
+) -> anyhow::Result<()> {
+    use std::hash::Hasher;
+    let ctx = group.context();
+    let mut hasher = std::hash::DefaultHasher::new();
+    for values in ctx.device_get_many(&arrays.iter().collect::<Vec<_>>())? {
+        hasher.write(bytemuck::cast_slice(&values));
+    }
+    let mine = hasher.finish();
+    let all = group.all_gather(&ctx.device_put(&[mine], &[1])?)?;
+    ensure!(
+        ctx.device_get(&all)?.iter().all(|&h| h == mine),
+        "the ranks' arrays differ"
+    );
+    Ok(())
+}
+
+/// Every reduction and the broadcast of a fused list of `T` against the host reference.
+fn check_list<T: Arith>(group: &Collectives, spanning: bool) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let lens = list_lens::<T>(spanning);
+    let name = T::NAME;
+    let ops: &[ReduceOp] = if spanning {
+        &[ReduceOp::Sum]
+    } else {
+        &ReduceOp::ALL
+    };
+    for &op in ops {
+        let (arrays, _) = put_list::<T>(ctx, rank, &lens)?;
+        let reduced = group.all_reduce_many(arrays, op)?;
+        ensure!(reduced.len() == lens.len(), "all_reduce_many lost arrays");
+        let expected = reference_list::<T>(ranks, &lens, op);
+        for (k, (array, want)) in reduced.iter().zip(&expected).enumerate() {
+            ensure!(array.shape() == [lens[k]], "array {k} changed shape");
+            ensure!(
+                ctx.device_get(array)? == *want,
+                "all_reduce_many({}) of {name}: array {k} of {} differs from the host reference",
+                op.name(),
+                lens[k]
+            );
+        }
+        same_on_every_rank(group, &reduced)?;
+    }
+    let root = ranks - 1;
+    let (arrays, _) = put_list::<T>(ctx, rank, &lens)?;
+    let (_, roots) = put_list::<T>(ctx, root, &lens)?;
+    let broadcast = group.broadcast_many(arrays, root)?;
+    for (k, (array, want)) in broadcast.iter().zip(&roots).enumerate() {
+        ensure!(
+            ctx.device_get(array)? == *want,
+            "broadcast_many of {name}: array {k} differs from the root's"
+        );
+    }
+    Ok(())
+}
+
+/// The mean of a fused list of `T`: the host sum divided by the ranks, element by element.
+fn check_mean_list<T: Arith + distributed::MeanElement>(
+    group: &Collectives,
+    divide: impl Fn(T, usize) -> T,
+) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let lens = list_lens::<T>(false);
+    let (arrays, _) = put_list::<T>(ctx, rank, &lens)?;
+    let reduced = group.all_reduce_mean_many(arrays)?;
+    for (k, (array, sum)) in reduced
+        .iter()
+        .zip(reference_list::<T>(ranks, &lens, ReduceOp::Sum))
+        .enumerate()
+    {
+        let want: Vec<T> = sum.into_iter().map(|s| divide(s, ranks)).collect();
+        ensure!(
+            ctx.device_get(array)? == want,
+            "all_reduce_mean_many of {}: array {k} differs",
+            T::NAME
+        );
+    }
+    same_on_every_rank(group, &reduced)
+}
+
+/// Fused lists of mixed sizes (empty, odd, spanning fusion chunks), every element type and
+/// reduction, the mean and the broadcast, exact against the host and the same on every rank.
+fn fused(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    check_list::<f32>(group, false)?;
+    check_list::<f64>(group, true)?;
+    check_list::<i32>(group, false)?;
+    check_list::<u32>(group, false)?;
+    check_list::<i64>(group, false)?;
+    check_list::<u64>(group, false)?;
+    check_mean_list::<f32>(group, |s, n| s / n as f32)?;
+    check_mean_list::<f64>(group, |s, n| s / n as f64)?;
+    // An empty list is a collective like any other.
+    ensure!(group
+        .all_reduce_many(Vec::<DeviceArray<f32>>::new(), ReduceOp::Sum)?
+        .is_empty());
+    let peak = group.host_bytes_peak();
+    ensure!(
+        peak <= 3 * distributed::PIPELINE_CHUNK_BYTES,
+        "host buffers of {peak} bytes, above three chunks"
+    );
+    println!(
+        "rank {}: fused zero_copy {} host_bytes_peak {peak}",
+        group.rank(),
+        ctx.config().zero_copy
+    );
+    Ok(())
+}
+
+/// Started collectives: waited in another order than started, with GPU work and a blocking
+/// collective in between; one dropped without waiting (it still runs, its arrays are freed,
+/// and the collectives after it run in step).
+fn started(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let lens = list_lens::<f32>(false);
+    let (a, _) = put_list::<f32>(ctx, rank, &lens)?;
+    let (b, _) = put_list::<u32>(ctx, rank, &lens[2..])?;
+    let (c, _) = put_list::<f64>(ctx, rank, &lens[..4])?;
+    let a = group.start_all_reduce_many(a, ReduceOp::Sum)?;
+    // GPU work recorded and submitted while the reduction runs.
+    let busy = ctx.fill(&[4096], 2.0f32)?;
+    let b = group.start_all_reduce_many(b, ReduceOp::Max)?;
+    let c = group.start_all_reduce_mean_many(c)?;
+    ensure!(
+        (a.number(), b.number(), c.number()) == (0, 1, 2),
+        "handles numbered {}, {}, {}",
+        a.number(),
+        b.number(),
+        c.number()
+    );
+    // A blocking collective on this thread while the started ones run on theirs.
+    let x = ctx.device_put(&host::<i64>(rank, 33), &[33])?;
+    let x = group.all_reduce(x, ReduceOp::Sum)?;
+    ensure!(
+        ctx.device_get(&x)? == reference::<i64>(ranks, 33, ReduceOp::Sum),
+        "the blocking all_reduce beside started ones differs"
+    );
+    let c = c.wait()?;
+    let a = a.wait()?;
+    let b = b.wait()?;
+    for (array, want) in a
+        .iter()
+        .zip(reference_list::<f32>(ranks, &lens, ReduceOp::Sum))
+    {
+        ensure!(ctx.device_get(array)? == want, "started sum differs");
+    }
+    for (array, want) in b
+        .iter()
+        .zip(reference_list::<u32>(ranks, &lens[2..], ReduceOp::Max))
+    {
+        ensure!(ctx.device_get(array)? == want, "started max differs");
+    }
+    for (array, sum) in c
+        .iter()
+        .zip(reference_list::<f64>(ranks, &lens[..4], ReduceOp::Sum))
+    {
+        let want: Vec<f64> = sum.iter().map(|s| s / ranks as f64).collect();
+        ensure!(ctx.device_get(array)? == want, "started mean differs");
+    }
+    same_on_every_rank(group, &a)?;
+    ensure!(
+        ctx.device_get(&busy)?.iter().all(|&v| v == 2.0),
+        "the GPU work beside the started collectives differs"
+    );
+    drop((a, b, c, busy, x));
+    // Dropped without waiting: it runs to its end and its arrays are freed.
+    ctx.synchronize()?;
+    let before = ctx.memory_stats().bytes_in_use;
+    let (d, _) = put_list::<f32>(ctx, rank, &lens)?;
+    drop(group.start_all_reduce_many(d, ReduceOp::Sum)?);
+    let (e, _) = put_list::<f32>(ctx, rank, &lens[..3])?;
+    let e = group.start_all_reduce_many(e, ReduceOp::Min)?.wait()?;
+    for (array, want) in e
+        .iter()
+        .zip(reference_list::<f32>(ranks, &lens[..3], ReduceOp::Min))
+    {
+        ensure!(
+            ctx.device_get(array)? == want,
+            "the collective after a dropped handle differs"
+        );
+    }
+    drop(e);
+    ctx.synchronize()?;
+    let after = ctx.memory_stats().bytes_in_use;
+    ensure!(
+        after == before,
+        "{before} bytes in use before the dropped handle, {after} after: its arrays leaked"
+    );
+    println!(
+        "rank {rank}: started zero_copy {} bytes_in_use {before} -> {after}",
+        ctx.config().zero_copy
+    );
+    Ok(())
+}
+
+/// Lists that differ between ranks (the last rank's): refused on every rank with
+/// Error::Collective, every array back intact, and the ranks still in step.
+fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let odd = rank == ranks - 1;
+    let shapes: Vec<Vec<usize>> = vec![vec![5], vec![3, 4], vec![0], vec![2, 2, 2]];
+    let put = |shapes: &[Vec<usize>]| -> anyhow::Result<List<f32>> {
+        let mut arrays = Vec::new();
+        let mut values = Vec::new();
+        for (k, shape) in shapes.iter().enumerate() {
+            let n: usize = shape.iter().product();
+            let v: Vec<f32> = (0..n).map(|i| value::<f32>(rank, i + k)).collect();
+            arrays.push(ctx.device_put(&v, shape)?);
+            values.push(v);
+        }
+        Ok((arrays, values))
+    };
+    let mut mine = shapes.clone();
+    match scenario {
+        "mismatch-list-length" if odd => {
+            mine.pop();
+        }
+        "mismatch-list-shape" | "mismatch-start" if odd => mine[1] = vec![4, 3],
+        _ => {}
+    }
+    let (arrays, values) = put(&mine)?;
+    let op = if scenario == "mismatch-list-op" && odd {
+        ReduceOp::Max
+    } else {
+        ReduceOp::Sum
+    };
+    let refused = if scenario == "mismatch-list-type" && odd {
+        let ints: Vec<DeviceArray<u32>> = shapes
+            .iter()
+            .map(|s| ctx.zeros::<u32>(s))
+            .collect::<Result<_, _>>()?;
+        let donated = match group.all_reduce_many(ints, op) {
+            Ok(_) => bail!("a list of another element type was reduced"),
+            Err(donated) => donated,
+        };
+        ensure!(donated.arrays.len() == shapes.len(), "arrays lost");
+        // The f32 arrays of this rank did not take part: they are intact by construction.
+        (donated.error, arrays)
+    } else if scenario == "mismatch-start" {
+        match group.start_all_reduce_many(arrays, op) {
+            Ok(_) => bail!("a started collective over differing lists ran"),
+            Err(donated) => (donated.error, donated.arrays),
+        }
+    } else {
+        match group.all_reduce_many(arrays, op) {
+            Ok(_) => bail!("a fused collective over differing lists ran"),
+            Err(donated) => (donated.error, donated.arrays),
+        }
+    };
+    let (error, arrays) = refused;
+    let mut intact = arrays.len() == values.len();
+    for (array, want) in arrays.iter().zip(&values) {
+        intact &= ctx.device_get(array)? == *want;
+    }
+    println!("INTACT rank {rank} {intact}");
+    expect_collective::<()>(rank, Err(error))?;
+    // Still in step: a fused collective and a started one run.
+    let (arrays, _) = put(&shapes)?;
+    let lens: Vec<usize> = shapes.iter().map(|s| s.iter().product()).collect();
+    let reduced = group.start_all_reduce_many(arrays, ReduceOp::Max)?.wait()?;
+    for (k, array) in reduced.iter().enumerate() {
+        let want: Vec<f32> = (0..lens[k])
+            .map(|i| {
+                (0..ranks)
+                    .map(|r| value::<f32>(r, i + k))
+                    .fold(f32::MIN, f32::max)
+            })
+            .collect();
+        ensure!(
+            ctx.device_get(array)? == want,
+            "the collective after the mismatch differs"
+        );
+    }
+    Ok(())
+}
+
+/// Every rank starts a collective; the last one is killed (SIGKILL, by itself) while it runs
+/// and the others wait on their handles: mpirun must end, non-zero, instead of hanging.
+fn killed_started(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let rank = group.rank();
+    let (arrays, _) = put_list::<f32>(ctx, rank, &list_lens::<f32>(true))?;
+    let pending = group.start_all_reduce_many(arrays, ReduceOp::Sum)?;
+    if rank == group.size() - 1 {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &std::process::id().to_string()])
+            .status();
+        std::thread::sleep(std::time::Duration::from_secs(60));
+    }
+    let _ = pending.wait();
+    // A rank whose started collective finished before the kill waits here.
+    let _ = group.barrier();
+    bail!("the collectives returned although a rank died")
 }

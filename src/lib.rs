@@ -117,7 +117,8 @@
 //!   gathered single ops) and its encoding; submission numbers.
 //! - `sharding` (private): [`shard`] and [`gather`] over several contexts.
 //! - `distributed` (cargo feature `mpi`): collectives over arrays across MPI ranks
-//!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator.
+//!   (all-reduce, broadcast, all-gather, reduce-scatter, send/recv) on your communicator;
+//!   fused over lists of arrays and started on a progress thread, for gradients.
 //! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
 //! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
 //! - [`error`]: [`Error`] and [`Result`].

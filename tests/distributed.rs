@@ -358,3 +358,106 @@ fn arguments_every_rank_gets_wrong_are_refused_on_every_rank_with_their_reason()
         }
     }
 }
+
+/// `passes` on 2 and 3 ranks, zero-copy and through the staging pool.
+fn passes_everywhere(scenario: &str) {
+    for ranks in [2, 3] {
+        for zero_copy in ["1", "0"] {
+            let output = passes(ranks, &[], scenario, &[("GPU_ARENA_ZERO_COPY", zero_copy)]);
+            let said = format!("zero_copy {}", zero_copy == "1");
+            assert!(
+                output.contains(&said),
+                "{scenario}: no `{said}` in:\n{output}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_lists_of_mixed_sizes_match_the_host_reduction_and_agree_bitwise_across_ranks() {
+    passes_everywhere("fused");
+}
+
+#[test]
+fn started_collectives_waited_out_of_order_or_dropped_run_in_step_and_leak_nothing() {
+    passes_everywhere("started");
+}
+
+/// Runs a list-mismatch scenario with `GPU_ARENA_ZERO_COPY` at each of `paths` and checks that
+/// every rank said `says` and got its arrays back intact.
+fn list_mismatch_is_refused_everywhere_with_arrays_intact(
+    ranks: usize,
+    paths: &[&str],
+    scenario: &str,
+    says: &str,
+) {
+    for &zero_copy in paths {
+        let output = passes(ranks, &[], scenario, &[("GPU_ARENA_ZERO_COPY", zero_copy)]);
+        for rank in 0..ranks {
+            let l = line(&output, "COLLECTIVE", rank);
+            assert!(l.contains(says), "rank {rank} said {l:?}, not {says:?}");
+            assert!(
+                output.contains(&format!("INTACT rank {rank} true")),
+                "{output}"
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_lists_of_different_lengths_are_refused_on_every_rank_and_kept_intact() {
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        3,
+        &["1"],
+        "mismatch-list-length",
+        "the numbers of arrays differ: rank 0 called all_reduce_many(sum) of 4 f32 arrays (25 elements) but rank 2 called all_reduce_many(sum) of 3 f32 arrays (17 elements)",
+    );
+}
+
+#[test]
+fn fused_lists_whose_shapes_differ_name_the_first_array_that_differs_on_every_rank() {
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        3,
+        &["1", "0"],
+        "mismatch-list-shape",
+        "the arrays' shapes differ: array 1 of the list is [3, 4] on rank 0 but [4, 3] on rank 2",
+    );
+}
+
+#[test]
+fn fused_lists_of_another_element_type_or_reduction_are_refused_on_every_rank() {
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        2,
+        &["1"],
+        "mismatch-list-type",
+        "the element types differ: rank 0 called all_reduce_many(sum) of 4 f32 arrays",
+    );
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        2,
+        &["1"],
+        "mismatch-list-op",
+        "the reductions differ: rank 0 called all_reduce_many(sum)",
+    );
+}
+
+#[test]
+fn a_started_collective_over_differing_lists_is_refused_at_the_start_on_every_rank() {
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        2,
+        &["0"],
+        "mismatch-start",
+        "start_all_reduce_many: the arrays' shapes differ: array 1 of the list is [3, 4] on rank 0 but [4, 3] on rank 1",
+    );
+}
+
+#[test]
+fn a_rank_that_dies_during_a_started_collective_ends_the_whole_job_with_a_failure_status() {
+    let job = mpirun(2, &[], "killed-started", &[], FAILURE_DEADLINE);
+    assert!(job.took < FAILURE_DEADLINE, "the job hung:\n{}", job.output);
+    assert!(
+        matches!(job.status, Some(s) if s != 0),
+        "status {:?}:\n{}",
+        job.status,
+        job.output
+    );
+}

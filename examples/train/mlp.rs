@@ -123,6 +123,16 @@ impl MlpShape {
         }
     }
 
+    /// The linear layer (from 0) that chain layer `layer` is, or `None` for a ReLU
+    /// (examples/data_parallel reduces a linear layer's gradients once its backward ran).
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn linear_layer(layer: usize) -> Option<usize> {
+        match Self::chain_layer(layer) {
+            ChainLayer::Linear(m) => Some(m),
+            ChainLayer::Relu => None,
+        }
+    }
+
     fn chain_layer(layer: usize) -> ChainLayer {
         match layer % 2 {
             1 => ChainLayer::Linear((layer - 1) / 2),
@@ -312,6 +322,32 @@ impl Mlp {
         Ok(())
     }
 
+    /// Lends out linear layer `m`'s weight and bias gradients (empty arrays hold their places),
+    /// for examples/data_parallel to all-reduce them while the backward pass goes on; give
+    /// them back with [`Mlp::put_gradients`] before the next step uses them.
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn take_gradients(&mut self, ctx: &Context, m: usize) -> Result<[DeviceArray<f32>; 2]> {
+        let linear = &mut self.linears[m];
+        Ok([
+            std::mem::replace(&mut linear.weight_gradient, ctx.zeros(&[0])?),
+            std::mem::replace(&mut linear.bias_gradient, ctx.zeros(&[0])?),
+        ])
+    }
+
+    /// Gives back linear layer `m`'s gradients lent by [`Mlp::take_gradients`].
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn put_gradients(&mut self, m: usize, [weights, bias]: [DeviceArray<f32>; 2]) {
+        let linear = &mut self.linears[m];
+        linear.weight_gradient = weights;
+        linear.bias_gradient = bias;
+    }
+
+    /// The number of linear layers.
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn linear_layers(&self) -> usize {
+        self.linears.len()
+    }
+
     /// One SGD step, `p −= learning_rate · g` for every parameter, which also zeroes the
     /// gradients for the next step: one sequence, so one submission for all the layers.
     pub fn sgd(&mut self, ctx: &Context, learning_rate: f32) -> Result<()> {
@@ -343,6 +379,14 @@ pub struct TrainStep<'a> {
     targets: &'a DeviceArray<f32>,
     losses: &'a mut DeviceArray<f32>,
     slot: u32,
+}
+
+impl TrainStep<'_> {
+    /// The network this step trains (examples/data_parallel lends out its gradients).
+    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    pub fn mlp(&mut self) -> &mut Mlp {
+        self.mlp
+    }
 }
 
 impl ChainModel for TrainStep<'_> {

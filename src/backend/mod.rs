@@ -12,8 +12,8 @@
 //! `host_barrier.rs` (the memory dependency that makes GPU writes visible to host reads),
 //! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
 //! written without following planted links or trusting other users), `mpi_buffer.rs` (feature
-//! `mpi`: mapped memory as MPI buffers, and the in-place all-reduce through `mpi::ffi` with
-//! the library's `MPI_IN_PLACE`).
+//! `mpi`: mapped memory as MPI buffers, a communicator handed to the progress thread, and the
+//! in-place all-reduce through `mpi::ffi` with the library's `MPI_IN_PLACE`).
 //!
 //! # Who owns each object, and when it dies
 //! wgpu hands out its device and buffers to safe code (`Context::device`,
@@ -53,7 +53,7 @@ pub(crate) use host_barrier::host_read_barrier;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]
-pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElements};
+pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElements, ThreadComm};
 pub(crate) use pipeline_cache::create_pipeline_cache;
 pub(crate) use private_files::{
     create_new_private_file, private_dir, read_private_file, replace_private_file,

@@ -93,6 +93,30 @@ unsafe impl<T: Equivalence> Buffer for MappedElements<T> {}
 // SAFETY: as for `Buffer`.
 unsafe impl<T: Equivalence> BufferMut for MappedElements<T> {}
 
+/// A communicator on its way to the collectives' progress thread, which uses it alone from
+/// then on. rsmpi's communicators are not `Send` (an `MPI_Comm` is a raw handle), though MPI
+/// lets any thread use any communicator at `MPI_THREAD_MULTIPLE`.
+pub(crate) struct ThreadComm(mpi::topology::SimpleCommunicator);
+
+impl ThreadComm {
+    /// Wraps `comm`, which the caller has made for the progress thread alone, after checking
+    /// that MPI runs at `MPI_THREAD_MULTIPLE`.
+    pub(crate) fn new(comm: mpi::topology::SimpleCommunicator) -> Self {
+        Self(comm)
+    }
+
+    /// The communicator, on the thread that will use it.
+    pub(crate) fn into_inner(self) -> mpi::topology::SimpleCommunicator {
+        self.0
+    }
+}
+
+// SAFETY: the handle is only an identifier of MPI state that MPI itself synchronizes at
+// `MPI_THREAD_MULTIPLE` (checked before a ThreadComm is made, in `progress.rs`); the wrapper
+// moves the communicator to one thread, which then owns it alone (no other thread keeps a
+// copy of the handle), so it is never used from two threads at once.
+unsafe impl Send for ThreadComm {}
+
 /// MPI's `MPI_IN_PLACE`, the send-buffer sentinel that makes a reduction read its input from
 /// the receive buffer and overwrite it there. rsmpi does not export it, and its value is not
 /// part of MPI's ABI: `(void*)1` in Open MPI, `(void*)-1` in MPICH and the libraries built

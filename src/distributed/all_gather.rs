@@ -28,6 +28,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: 0,
+            list: Vec::new(),
         };
         let chunk = chunk_elements::<T>(ranks).min(array.len());
         let bytes = array.size_in_bytes();

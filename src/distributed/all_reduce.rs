@@ -79,6 +79,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: 0,
+            list: Vec::new(),
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self

@@ -68,11 +68,19 @@ impl Scratch {
         }
     }
 
-    /// Keeps `buffer` for the next collective, if fewer than [`SCRATCH_BUFFERS`] are kept.
+    /// Keeps `buffer` for the next collective: while fewer than [`SCRATCH_BUFFERS`] are
+    /// kept, or in place of the smallest kept one when it is larger (so that buffers of a
+    /// few small calls do not make every later large call allocate and fault in its own).
     pub(crate) fn give_back(&self, buffer: Vec<u64>) {
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
         if free.len() < SCRATCH_BUFFERS {
             free.push(buffer);
+        } else if let Some(smallest) = free
+            .iter_mut()
+            .min_by_key(|b| b.len())
+            .filter(|b| b.len() < buffer.len())
+        {
+            *smallest = buffer;
         }
     }
 }
@@ -199,4 +207,72 @@ pub(crate) fn chunks(total: usize, chunk: usize) -> impl Iterator<Item = (usize,
     (0..total)
         .step_by(chunk.max(1))
         .map(move |start| (start, chunk.min(total - start)))
+}
+
+/// Reads pieces of several arrays into host memory: `(array, first element, out)`, each piece
+/// filling its `out`. Pieces on mappings are copied straight away; staged pieces go in one
+/// readback (one submission and one wait for all of them, not one per array).
+pub(crate) fn read_pieces<T: bytemuck::Pod>(
+    ctx: &ContextInner,
+    pieces: Vec<(&ArrayIo<'_, T>, usize, &mut [T])>,
+) -> Result<()> {
+    let mut staged = Vec::new();
+    for (io, first, out) in pieces {
+        if out.is_empty() {
+            continue;
+        }
+        let (offset, len) = ArrayIo::<T>::byte_range(first, out.len());
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+        match &io.mapped {
+            Some(mapped) => mapped.sub(offset, len).read(bytes),
+            None => staged.push(ReadbackItem {
+                out: bytes,
+                buffer: &io.storage.buffer,
+                offset: io.storage.allocation.offset + offset,
+                span: len,
+            }),
+        }
+    }
+    if staged.is_empty() {
+        return Ok(());
+    }
+    ctx.readback(&mut staged)
+}
+
+/// Writes pieces of host memory into several arrays: `(array, first element, data)`. Pieces
+/// on mappings are copied straight away; staged pieces go in one upload (submitted, not
+/// waited for: the queue orders it before any later use of the arrays).
+pub(crate) fn write_pieces<T: bytemuck::Pod>(
+    ctx: &ContextInner,
+    pieces: Vec<(&ArrayIo<'_, T>, usize, &[T])>,
+) -> Result<()> {
+    let mut staged = Vec::new();
+    let mut storages = Vec::new();
+    for (io, first, data) in pieces {
+        if data.is_empty() {
+            continue;
+        }
+        let (offset, len) = ArrayIo::<T>::byte_range(first, data.len());
+        let bytes: &[u8] = bytemuck::cast_slice(data);
+        match &io.mapped {
+            Some(mapped) => mapped.sub(offset, len).write(bytes),
+            None => {
+                staged.push(UploadItem {
+                    data: bytes,
+                    buffer: &io.storage.buffer,
+                    offset: io.storage.allocation.offset + offset,
+                    span: len,
+                });
+                storages.push(io.storage);
+            }
+        }
+    }
+    if staged.is_empty() {
+        return Ok(());
+    }
+    let id = ctx.upload(&staged)?;
+    for storage in storages {
+        storage.record_use(id);
+    }
+    Ok(())
 }

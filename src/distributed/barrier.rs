@@ -17,6 +17,7 @@ impl Collectives {
             dtype: 0,
             shape: Vec::new(),
             root: 0,
+            list: Vec::new(),
         };
         agree(&self.comm, OPERATION, &header, Ok(()))?;
         self.comm.barrier();

@@ -30,6 +30,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: root as u64,
+            list: Vec::new(),
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let (read, written) = if is_root {

@@ -11,7 +11,7 @@ mod sealed {
 /// Sealed: each type maps to one MPI datatype (through rsmpi's [`Equivalence`]) and one code
 /// in the header that ranks compare before any data moves, so that a rank passing `f32`
 /// while another passes `u32` (the same size) is caught rather than summed as bits.
-pub trait CollectiveElement: bytemuck::Pod + Equivalence + sealed::Sealed {
+pub trait CollectiveElement: bytemuck::Pod + Equivalence + Send + Sync + sealed::Sealed {
     /// The element type's code in collective headers (stable across builds and machines).
     #[doc(hidden)]
     const CODE: u64;

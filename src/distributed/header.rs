@@ -2,6 +2,12 @@
 //! reduction, which element type, which shape, which root, and whether this rank refused its
 //! part. Every rank compares every header and reaches the same verdict, so either all ranks
 //! go ahead or all return an error: never a hang on a mismatched call, never mixed data.
+//!
+//! A fused collective over a list of arrays sends one header for the whole list: the number
+//! of arrays, their total elements and a fingerprint of every shape in order. When only the
+//! fingerprints differ, every rank (each sees the same headers, so each decides the same)
+//! exchanges the shapes once more to name the first array that differs; that second round
+//! runs only on the way to an error.
 
 use super::element::name_of;
 use crate::error::{Error, Result};
@@ -9,12 +15,15 @@ use crate::MAX_RANK;
 use mpi::traits::*;
 
 /// Words in a header: magic, kind, reduction, element type, rank of the shape, the shape
-/// ([`MAX_RANK`] words), root (or peer), refusal.
-pub(crate) const HEADER_WORDS: usize = 7 + MAX_RANK;
+/// ([`MAX_RANK`] words), root (or peer), refusal, the list's fingerprint.
+pub(crate) const HEADER_WORDS: usize = 8 + MAX_RANK;
 
 /// "gpuarena" with the header layout's version in the last byte, so a rank running another
 /// build of the layout is told apart from one that asked for another operation.
-const MAGIC: u64 = 0x6770_7561_7265_6e01;
+const MAGIC: u64 = 0x6770_7561_7265_6e02;
+
+/// Words per array when ranks compare a list's shapes one by one: the rank, then the shape.
+const SHAPE_WORDS: usize = 1 + MAX_RANK;
 
 /// Which collective a rank called.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,6 +36,9 @@ pub(crate) enum Kind {
     Send = 6,
     Recv = 7,
     Barrier = 8,
+    AllReduceMany = 9,
+    AllReduceMeanMany = 10,
+    BroadcastMany = 11,
 }
 
 impl Kind {
@@ -41,6 +53,9 @@ impl Kind {
             Send,
             Recv,
             Barrier,
+            AllReduceMany,
+            AllReduceMeanMany,
+            BroadcastMany,
         ]
         .into_iter()
         .find(|k| *k as u64 == code)
@@ -56,7 +71,18 @@ impl Kind {
             Kind::Send => "send",
             Kind::Recv => "recv",
             Kind::Barrier => "barrier",
+            Kind::AllReduceMany => "all_reduce_many",
+            Kind::AllReduceMeanMany => "all_reduce_mean_many",
+            Kind::BroadcastMany => "broadcast_many",
         }
+    }
+
+    /// Whether the call carries a list of arrays (its shape is `[arrays, elements]`).
+    fn is_list(self) -> bool {
+        matches!(
+            self,
+            Kind::AllReduceMany | Kind::AllReduceMeanMany | Kind::BroadcastMany
+        )
     }
 }
 
@@ -71,6 +97,8 @@ pub(crate) enum Refusal {
     HostMemory = 4,
     InvalidArgument = 5,
     Other = 6,
+    /// MPI was not initialized with `MPI_THREAD_MULTIPLE`, which asynchronous collectives need.
+    ThreadSupport = 7,
 }
 
 impl Refusal {
@@ -85,6 +113,9 @@ impl Refusal {
             Error::Shape { .. } => Refusal::Shape,
             Error::HostAllocation { .. } | Error::OutOfMemory { .. } => Refusal::HostMemory,
             Error::InvalidArgument { .. } => Refusal::InvalidArgument,
+            Error::Collective { reason, .. } if reason.contains("MPI_THREAD_MULTIPLE") => {
+                Refusal::ThreadSupport
+            }
             _ => Refusal::Other,
         }
     }
@@ -96,6 +127,7 @@ impl Refusal {
             3 => "its shape does not fit the operation",
             4 => "it could not allocate memory for the result or the pipeline",
             5 => "an argument is not valid",
+            7 => "its MPI was not initialized with MPI_THREAD_MULTIPLE",
             _ => "it failed before moving any data",
         }
     }
@@ -112,9 +144,45 @@ pub(crate) struct Header {
     pub(crate) shape: Vec<usize>,
     /// The root of a broadcast, the peer of a send or receive, else 0.
     pub(crate) root: u64,
+    /// The shape of every array of a fused call, in order (empty for one array: its shape is
+    /// in `shape`, and a fused call's `shape` is `[arrays, elements]`).
+    pub(crate) list: Vec<Vec<usize>>,
 }
 
 impl Header {
+    /// The header of a fused call on arrays of `shapes`.
+    pub(crate) fn list(
+        kind: Kind,
+        op: u64,
+        dtype: u64,
+        shapes: Vec<Vec<usize>>,
+        root: u64,
+    ) -> Self {
+        let elements: usize = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+        Header {
+            kind,
+            op,
+            dtype,
+            shape: vec![shapes.len(), elements],
+            root,
+            list: shapes,
+        }
+    }
+
+    /// A 64-bit FNV-1a hash of the list's shapes (rank and dimensions, in order): equal lists
+    /// give equal fingerprints on every machine; a difference is then found word by word.
+    fn fingerprint(&self) -> u64 {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for shape in &self.list {
+            for word in std::iter::once(shape.len()).chain(shape.iter().copied()) {
+                for byte in (word as u64).to_le_bytes() {
+                    hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+                }
+            }
+        }
+        hash
+    }
+
     fn encode(&self, refusal: Refusal) -> [u64; HEADER_WORDS] {
         let mut words = [0u64; HEADER_WORDS];
         words[0] = MAGIC;
@@ -129,11 +197,13 @@ impl Header {
         }
         words[5 + MAX_RANK] = self.root;
         words[6 + MAX_RANK] = refusal as u64;
+        words[7 + MAX_RANK] = self.fingerprint();
         words
     }
 
-    /// The header in `words` and its refusal code, or what is wrong with it.
-    fn decode(words: &[u64]) -> std::result::Result<(Header, u64), String> {
+    /// The header in `words`, its refusal code and list fingerprint, or what is wrong with it
+    /// (the list's shapes themselves do not travel: the fingerprint stands for them).
+    fn decode(words: &[u64]) -> std::result::Result<(Header, u64, u64), String> {
         if words[0] != MAGIC {
             return Err(
                 "a header of another gpu-arena version (or another MPI call of the same size)"
@@ -150,8 +220,10 @@ impl Header {
                 dtype: words[3],
                 shape,
                 root: words[5 + MAX_RANK],
+                list: Vec::new(),
             },
             words[6 + MAX_RANK],
+            words[7 + MAX_RANK],
         ))
     }
 
@@ -170,7 +242,15 @@ impl Header {
             Kind::Broadcast => text += &format!(" from rank {}", self.root),
             Kind::Send => text += &format!(" to rank {}", self.root),
             Kind::Recv => text += &format!(" from rank {}", self.root),
+            Kind::BroadcastMany => text += &format!(" from rank {}", self.root),
             _ => {}
+        }
+        if self.kind.is_list() {
+            let (arrays, elements) = (self.shape[0], self.shape[1]);
+            return format!(
+                "{text} of {arrays} {} arrays ({elements} elements)",
+                name_of(self.dtype)
+            );
         }
         format!("{text} of {} {:?}", name_of(self.dtype), self.shape)
     }
@@ -183,10 +263,16 @@ impl Header {
             "the reductions differ"
         } else if self.dtype != other.dtype {
             "the element types differ"
+        } else if self.kind.is_list() && self.shape[0] != other.shape[0] {
+            "the numbers of arrays differ"
+        } else if self.kind.is_list() && self.shape != other.shape {
+            "the lists' sizes differ"
         } else if self.shape != other.shape {
             "the shapes differ"
-        } else {
+        } else if self.root != other.root {
             "the roots differ"
+        } else {
+            "the arrays' shapes differ"
         }
     }
 }
@@ -202,15 +288,42 @@ pub(crate) fn agree<C: Communicator, P>(
     mine: &Header,
     prepared: Result<P>,
 ) -> Result<P> {
+    agree_waiting(comm, operation, mine, prepared, None)
+}
+
+/// [`agree`], waiting for the other ranks' headers by testing a non-blocking all-gather every
+/// `poll` and sleeping in between when `poll` is given (a start, which may come well before the
+/// other ranks reach theirs: MPI's blocking calls would spin a core meanwhile).
+pub(crate) fn agree_waiting<C: Communicator, P>(
+    comm: &C,
+    operation: &'static str,
+    mine: &Header,
+    prepared: Result<P>,
+    poll: Option<std::time::Duration>,
+) -> Result<P> {
     let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
     let words = mine.encode(refusal);
     let ranks = comm.size() as usize;
     let mut all = vec![0u64; HEADER_WORDS * ranks];
-    comm.all_gather_into(&words[..], &mut all[..]);
+    match poll {
+        None => comm.all_gather_into(&words[..], &mut all[..]),
+        Some(poll) => mpi::request::scope(|scope| {
+            let mut request = comm.immediate_all_gather_into(scope, &words[..], &mut all[..]);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(poll);
+                    }
+                }
+            }
+        }),
+    }
     let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
-        let (header, refusal) = Header::decode(words).map_err(|what| Error::Collective {
+        let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| Error::Collective {
             operation,
             reason: format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
         })?;
@@ -223,10 +336,10 @@ pub(crate) fn agree<C: Communicator, P>(
                 ),
             });
         }
-        headers.push(header);
+        headers.push((header, fingerprint));
     }
-    let first = &headers[0];
-    if let Some((rank, other)) = headers.iter().enumerate().find(|(_, h)| *h != first) {
+    let (first, first_print) = &headers[0];
+    if let Some((rank, (other, _))) = headers.iter().enumerate().find(|(_, h)| h.0 != *first) {
         return Err(Error::Collective {
             operation,
             reason: format!(
@@ -234,11 +347,52 @@ pub(crate) fn agree<C: Communicator, P>(
                 first.difference(other),
                 first.describe(),
                 other.describe(),
-                if first.kind == Kind::Broadcast { " (and root)" } else { "" },
+                if matches!(first.kind, Kind::Broadcast | Kind::BroadcastMany) { " (and root)" } else { "" },
             ),
         });
     }
+    if headers.iter().any(|(_, print)| print != first_print) {
+        return Err(list_difference(comm, operation, mine));
+    }
     Ok(prepared)
+}
+
+/// The error of fused calls whose lists agree in length and size but not in shapes: every
+/// rank exchanges its shapes (the same number of them on every rank, as the headers agreed)
+/// and names the first array whose shape differs from rank 0's.
+fn list_difference<C: Communicator>(comm: &C, operation: &'static str, mine: &Header) -> Error {
+    let ranks = comm.size() as usize;
+    let mut words = vec![0u64; SHAPE_WORDS * mine.list.len()];
+    for (slot, shape) in words.chunks_mut(SHAPE_WORDS).zip(&mine.list) {
+        let rank = shape.len().min(MAX_RANK);
+        slot[0] = rank as u64;
+        for (w, &d) in slot[1..].iter_mut().zip(&shape[..rank]) {
+            *w = d as u64;
+        }
+    }
+    let mut all = vec![0u64; words.len() * ranks];
+    comm.all_gather_into(&words[..], &mut all[..]);
+    let shape_of = |rank: usize, index: usize| -> Vec<u64> {
+        let at = (rank * mine.list.len() + index) * SHAPE_WORDS;
+        let dims = all[at] as usize;
+        all[at + 1..at + 1 + dims.min(MAX_RANK)].to_vec()
+    };
+    for index in 0..mine.list.len() {
+        let reference = shape_of(0, index);
+        if let Some(rank) = (1..ranks).find(|&r| shape_of(r, index) != reference) {
+            return Error::Collective {
+                operation,
+                reason: format!(
+                    "the arrays' shapes differ: array {index} of the list is {reference:?} on rank 0 but {:?} on rank {rank}. Every rank must pass arrays of the same shapes in the same order",
+                    shape_of(rank, index)
+                ),
+            };
+        }
+    }
+    Error::Collective {
+        operation,
+        reason: "the lists' fingerprints differ but no shape does (a header of another gpu-arena build?); every rank must run the same build".into(),
+    }
 }
 
 /// The handshake of a send and its receive: each side sends its header to the other and both
@@ -265,7 +419,7 @@ pub(crate) fn agree_pair<C: Communicator, P>(
         process.send_with_tag(&words[..], HANDSHAKE_TAG);
     }
     let prepared = prepared?;
-    let (other, refusal) = Header::decode(&theirs).map_err(|what| Error::Collective {
+    let (other, refusal, _) = Header::decode(&theirs).map_err(|what| Error::Collective {
         operation,
         reason: format!("rank {peer} sent {what}"),
     })?;

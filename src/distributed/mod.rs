@@ -8,6 +8,13 @@
 //! - [`Collectives::all_reduce`] (sum, min, max, product) and
 //!   [`Collectives::all_reduce_mean`], in place on a donated array (`jax.lax.psum`/`pmean`);
 //! - [`Collectives::broadcast`] from a root, in place;
+//! - [`Collectives::all_reduce_many`], [`Collectives::all_reduce_mean_many`] and
+//!   [`Collectives::broadcast_many`]: one fused collective over a list of arrays (a model's
+//!   gradients or parameters), one agreement round and one MPI call per fusion chunk instead
+//!   of one per array (Horovod's tensor fusion);
+//! - [`Collectives::start_all_reduce_many`] and [`Collectives::start_all_reduce_mean_many`]:
+//!   started on a progress thread, waited through a [`PendingCollective`], so that gradient
+//!   buckets are reduced while the backward pass goes on (DDP's overlap);
 //! - [`Collectives::all_gather`] (`[ranks, ...shape]`) and [`Collectives::reduce_scatter`]
 //!   (the first dimension split across ranks);
 //! - [`Collectives::send`] / [`Collectives::recv`] for pipeline parallelism;
@@ -38,6 +45,19 @@
 //! in [`crate::Context::transfer_stats`] and on the timeline. An array used by an unsubmitted
 //! [`crate::Sequence`] is refused, as single ops refuse it.
 //!
+//! **Threads.** [`init`] asks MPI for `MPI_THREAD_MULTIPLE`: started collectives run their
+//! data phase on the group's progress thread (see `progress.rs` for why a thread rather than
+//! MPI's non-blocking collectives) while the caller's thread may call MPI too. Blocking
+//! collectives need only `MPI_THREAD_SINGLE` (from the thread that made the group); a start on
+//! an MPI below `MPI_THREAD_MULTIPLE` is refused on every rank.
+//!
+//! **What a call costs** (2 ranks on 2 shared cores, lavapipe, Open MPI 4.1; BENCHMARKS.md has
+//! the runs): every call pays one agreement round (a small all-gather, a few microseconds on
+//! shared memory); on zero-copy nothing else but MPI's own work on the mappings; on staging a
+//! readback (a submission and a wait) before MPI and an upload after it, per chunk. Many
+//! small arrays cost about one array of their total size when fused, where separate calls
+//! pay the fixed costs once per array.
+//!
 //! **Failures.** rsmpi does not return MPI's error codes, so MPI keeps its default handler
 //! (`MPI_ERRORS_ARE_FATAL`): an MPI failure (a peer that died, a network error) ends the
 //! whole job rather than returning a wrong result. A rank that fails in *your* code (or in a
@@ -54,6 +74,9 @@
 //! - `reduce_op.rs`: [`ReduceOp`].
 //! - `header.rs`: the header exchange that makes every rank agree before data moves.
 //! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
+//! - `fused.rs`: the fused collectives over lists and their fusion chunks.
+//! - `progress.rs`: started collectives, [`PendingCollective`] and the progress thread.
+//! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
 //!   `point_to_point.rs`, `barrier.rs`: one collective each.
 //! - `failure.rs`: [`abort_on_error`], the failure policy.
@@ -63,17 +86,22 @@ mod all_reduce;
 mod array_io;
 mod barrier;
 mod broadcast;
+mod donated_list;
 mod element;
 mod failure;
+mod fused;
 mod header;
 mod point_to_point;
+mod progress;
 mod reduce_op;
 mod reduce_scatter;
 
 pub use array_io::PIPELINE_CHUNK_BYTES;
+pub use donated_list::{DonatedList, DonatedListResult};
 pub use element::{CollectiveElement, MeanElement};
 pub use failure::{abort_on_error, ABORT_STATUS};
 pub use mpi;
+pub use progress::{PendingCollective, ARRIVAL_POLL};
 pub use reduce_op::ReduceOp;
 
 use crate::config::TransferDirection;
@@ -82,10 +110,13 @@ use crate::{Context, DeviceArray};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-/// Starts MPI (`MPI_Init`) for a program that has no MPI setup of its own: one line, and the
-/// world communicator is `universe.world()`. Keep the universe alive until the end of `main`
-/// (dropping it calls `MPI_Finalize`).
+/// Starts MPI (`MPI_Init_thread`, asking for `MPI_THREAD_MULTIPLE`, which started
+/// collectives need) for a program that has no MPI setup of its own: one line, and the world
+/// communicator is `universe.world()`. Keep the universe alive until the end of `main`
+/// (dropping it calls `MPI_Finalize`). An MPI library that grants less still runs every
+/// blocking collective; starts are then refused ([`Collectives::start_all_reduce_many`]).
 ///
 /// ```no_run
 /// use gpu_arena::distributed::{self, Collectives, ReduceOp};
@@ -100,7 +131,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Errors: [`Error::Collective`] when MPI was already started in this process (use the
 /// communicator you have: pass it to [`Collectives::new`]).
 pub fn init() -> Result<mpi::environment::Universe> {
-    mpi::initialize().ok_or_else(|| Error::Collective {
+    mpi::initialize_with_threading(mpi::environment::Threading::Multiple)
+        .map(|(universe, _granted)| universe)
+        .ok_or_else(|| Error::Collective {
         operation: "init",
         reason: "MPI is already initialized in this process; pass your communicator (e.g. universe.world()) to Collectives::new instead".into(),
     })
@@ -113,12 +146,17 @@ pub fn init() -> Result<mpi::environment::Universe> {
 /// Every rank of the communicator must make it (duplicating is collective), and then call the
 /// same collectives in the same order, as with MPI.
 pub struct Collectives {
+    /// The progress thread of started collectives, made on the first start (first field:
+    /// dropped first, so the collectives still queued finish before anything else goes).
+    progress: OnceLock<progress::Progress>,
     ctx: Context,
     comm: SimpleCommunicator,
-    /// The most host-buffer bytes one collective has used.
-    host_bytes_peak: AtomicU64,
-    /// All-reduce's chunk buffers, kept between calls.
-    scratch: array_io::Scratch,
+    /// The most host-buffer bytes one collective has used (shared with the progress thread).
+    host_bytes_peak: Arc<AtomicU64>,
+    /// All-reduce's chunk buffers, kept between calls (shared with the progress thread).
+    scratch: Arc<array_io::Scratch>,
+    /// Collectives started so far (numbers the handles).
+    started: AtomicU64,
 }
 
 impl Collectives {
@@ -126,10 +164,12 @@ impl Collectives {
     /// `comm` calls it).
     pub fn new<C: Communicator>(ctx: &Context, comm: &C) -> Self {
         Self {
+            progress: OnceLock::new(),
             ctx: ctx.clone(),
             comm: comm.duplicate(),
-            host_bytes_peak: AtomicU64::new(0),
+            host_bytes_peak: Default::default(),
             scratch: Default::default(),
+            started: AtomicU64::new(0),
         }
     }
 
@@ -195,20 +235,32 @@ impl Collectives {
 
     /// Counts a finished collective in the transfer statistics and on the timeline.
     fn count(&self, read: u64, written: u64, started: std::time::Instant) {
-        if read > 0 {
-            self.ctx
-                .inner
-                .count_transfer(TransferDirection::DeviceToHost, true, 1, read, started);
+        count_transfers(&self.ctx.inner, read, written, started);
+    }
+
+    /// What a data phase on this thread works with.
+    fn link<'a>(&'a self, comm: &'a SimpleCommunicator) -> fused::Link<'a> {
+        fused::Link {
+            ctx: &self.ctx.inner,
+            comm,
+            scratch: &self.scratch,
+            host_bytes_peak: &self.host_bytes_peak,
         }
-        if written > 0 {
-            self.ctx.inner.count_transfer(
-                TransferDirection::HostToDevice,
-                true,
-                1,
-                written,
-                started,
-            );
-        }
+    }
+}
+
+/// Counts a finished collective in `ctx`'s transfer statistics and on its timeline.
+fn count_transfers(
+    ctx: &crate::context::ContextInner,
+    read: u64,
+    written: u64,
+    started: std::time::Instant,
+) {
+    if read > 0 {
+        ctx.count_transfer(TransferDirection::DeviceToHost, true, 1, read, started);
+    }
+    if written > 0 {
+        ctx.count_transfer(TransferDirection::HostToDevice, true, 1, written, started);
     }
 }
 

@@ -44,6 +44,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: dest as u64,
+            list: Vec::new(),
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self
@@ -88,6 +89,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: source as u64,
+            list: Vec::new(),
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self

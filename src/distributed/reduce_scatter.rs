@@ -32,6 +32,7 @@ impl Collectives {
             dtype: T::CODE,
             shape: array.shape().to_vec(),
             root: 0,
+            list: Vec::new(),
         };
         let block = array.len() / ranks;
         let chunk = chunk_elements::<T>(ranks).min(block);

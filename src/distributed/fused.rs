@@ -1,0 +1,499 @@
+//! Fused collectives over lists of arrays (`all_reduce_many`, `all_reduce_mean_many`,
+//! `broadcast_many`), as Horovod's tensor fusion and PyTorch DDP's gradient buckets do: one
+//! agreement round for the whole list, and the arrays packed into fusion chunks of at most
+//! [`super::PIPELINE_CHUNK_BYTES`] so that MPI makes one call per chunk instead of one (and
+//! one agreement, and on staging one submission and wait) per array.
+//!
+//! A chunk is filled with pieces of the arrays in list order (an array larger than what is
+//! left of a chunk continues in the next one). Its pieces come off the device together (on
+//! staging: one readback for all of them; on zero-copy: copies from the mappings), MPI
+//! reduces the chunk in place, and the pieces go back together (one upload; or copies into
+//! the mappings). A chunk that is one piece of one mapped array is reduced where it lies, as
+//! [`Collectives::all_reduce`] does. The data phase takes a [`Link`], so the same code runs on
+//! the caller's thread (blocking calls) and on the progress thread (started ones, see
+//! `progress.rs`).
+
+use super::array_io::{chunk_elements, elements_of, read_pieces, write_pieces, ArrayIo, Scratch};
+use super::donated_list::{DonatedList, DonatedListResult};
+use super::header::{agree_waiting, Header, Kind};
+use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use crate::backend::{all_reduce_in_place, in_place_sentinel};
+use crate::config::TransferDirection;
+use crate::context::ContextInner;
+use crate::error::{Error, Result};
+use crate::DeviceArray;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// What a collective's data phase works with, on whichever thread runs it.
+pub(crate) struct Link<'a> {
+    pub(crate) ctx: &'a Arc<ContextInner>,
+    pub(crate) comm: &'a SimpleCommunicator,
+    pub(crate) scratch: &'a Scratch,
+    pub(crate) host_bytes_peak: &'a AtomicU64,
+}
+
+/// The smallest piece of a fused all-reduce that gets an MPI call of its own, reduced where it
+/// lies (on its mapping, or in the staging chunk) rather than packed with the others: at
+/// 64 KiB a shared-memory MPI call's latency (about 10 µs) is a few percent of its transfer,
+/// while packing costs two host copies of the piece.
+const OWN_CALL_BYTES: usize = 64 << 10;
+
+/// Elements `[first, first + len)` of array `array` of the list, in a fusion chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    pub(crate) array: usize,
+    pub(crate) first: usize,
+    pub(crate) len: usize,
+}
+
+/// The fusion chunks of arrays of `lens` elements, each at most `capacity` elements, filled in
+/// list order (an array continues in the next chunk where one is full). Empty arrays take no
+/// piece. Every rank computes the same chunks from the same (agreed) shapes, so MPI's counts
+/// match.
+pub(crate) fn fusion_chunks(lens: &[usize], capacity: usize) -> Vec<Vec<Piece>> {
+    let capacity = capacity.max(1);
+    let mut chunks: Vec<Vec<Piece>> = Vec::new();
+    let mut room = 0;
+    for (array, &len) in lens.iter().enumerate() {
+        let mut first = 0;
+        while first < len {
+            if room == 0 {
+                chunks.push(Vec::new());
+                room = capacity;
+            }
+            let take = room.min(len - first);
+            if let Some(chunk) = chunks.last_mut() {
+                chunk.push(Piece {
+                    array,
+                    first,
+                    len: take,
+                });
+            }
+            first += take;
+            room -= take;
+        }
+    }
+    chunks
+}
+
+/// `host` cut into one slice per piece of `chunk`, in order.
+fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
+    let mut rest = host;
+    let mut slices = Vec::with_capacity(chunk.len());
+    for piece in chunk {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.len);
+        slices.push(head);
+        rest = tail;
+    }
+    slices
+}
+
+fn elements(chunk: &[Piece]) -> usize {
+    chunk.iter().map(|p| p.len).sum()
+}
+
+/// The data phase of a fused all-reduce (after every rank agreed): every chunk off the
+/// device, reduced in place by MPI, and back.
+pub(crate) fn reduce_list<T: CollectiveElement>(
+    link: &Link<'_>,
+    arrays: &[DeviceArray<T>],
+    op: ReduceOp,
+    finish: &(impl Fn(T) -> T + ?Sized),
+    keep: bool,
+    operation: &'static str,
+) -> Result<()> {
+    let ios = arrays
+        .iter()
+        .map(|a| ArrayIo::new(link.ctx, a))
+        .collect::<Result<Vec<_>>>()?;
+    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+    if widest == 0 {
+        return Ok(());
+    }
+    let in_place = in_place_sentinel().is_some();
+    let size = std::mem::size_of::<T>();
+    // Two host buffers, kept between calls: the chunk as read (packed small pieces, then the
+    // staged large ones) and the small pieces' reduction, which MPI writes there directly.
+    let mut packed = link.scratch.take(widest * size, operation)?;
+    let mut reduced = match link.scratch.take(widest * size, operation) {
+        Ok(b) => b,
+        Err(error) => {
+            link.scratch.give_back(packed);
+            return Err(error);
+        }
+    };
+    let mut used = 0;
+    let system = op.system();
+    // Pieces of OWN_CALL_BYTES or more get their own in-place MPI call (where the library's
+    // MPI_IN_PLACE is known, and not for the mean, whose division needs a host copy): the
+    // call's latency is small beside their transfer, and on a mapping they need no copy at
+    // all. The rule depends only on agreed facts (sizes, kind, library), so every rank makes
+    // the same calls whatever its own path.
+    let own_call = |p: &Piece| in_place && keep && p.len * size >= OWN_CALL_BYTES;
+    let ran = (|| {
+        for chunk in &chunks {
+            let (large, small): (Vec<Piece>, Vec<Piece>) =
+                chunk.iter().copied().partition(|p| own_call(p));
+            // The host layout: the small pieces packed first, then a slot per large piece
+            // (used only by those that are not on a mapping).
+            let staged_large: Vec<Piece> = large
+                .iter()
+                .copied()
+                .filter(|p| !ios[p.array].is_zero_copy())
+                .collect();
+            let small_n = elements(&small);
+            let n = small_n + elements(&staged_large);
+            used = used.max((n + small_n) * size);
+            let host: &mut [T] = elements_of(&mut packed, n);
+            let order: Vec<Piece> = small.iter().chain(&staged_large).copied().collect();
+            read_pieces(
+                link.ctx,
+                order
+                    .iter()
+                    .zip(split(host, &order))
+                    .map(|(p, out)| (&ios[p.array], p.first, out))
+                    .collect(),
+            )?;
+            let (host_small, host_large) = host.split_at_mut(small_n);
+            let result: &mut [T] = elements_of(&mut reduced, small_n);
+            if small_n > 0 {
+                link.comm
+                    .all_reduce_into(&host_small[..], &mut result[..], system);
+                if !keep {
+                    result.iter_mut().for_each(|v| *v = finish(*v));
+                }
+            }
+            let mut slots = split(host_large, &staged_large).into_iter();
+            for piece in &large {
+                let io = &ios[piece.array];
+                if io.is_zero_copy() {
+                    io.with_slice_mut(piece.first, piece.len, |e| {
+                        all_reduce_in_place(link.comm, e, system)
+                    })
+                    .ok_or_else(|| misaligned_mapping(operation))?
+                    .ok_or_else(|| in_place_unknown(operation))?;
+                } else if let Some(slot) = slots.next() {
+                    all_reduce_in_place(link.comm, slot, system)
+                        .ok_or_else(|| in_place_unknown(operation))?;
+                }
+            }
+            let host_large = &mut host[small_n..];
+            write_pieces(
+                link.ctx,
+                small
+                    .iter()
+                    .zip(split(result, &small))
+                    .chain(staged_large.iter().zip(split(host_large, &staged_large)))
+                    .map(|(p, data)| (&ios[p.array], p.first, &*data))
+                    .collect(),
+            )?;
+        }
+        Ok(())
+    })();
+    link.host_bytes_peak
+        .fetch_max(used as u64, Ordering::Relaxed);
+    link.scratch.give_back(packed);
+    link.scratch.give_back(reduced);
+    ran
+}
+
+/// The data phase of a fused broadcast from `root` (after every rank agreed).
+fn broadcast_list<T: CollectiveElement>(
+    link: &Link<'_>,
+    arrays: &[DeviceArray<T>],
+    root: usize,
+) -> Result<()> {
+    let ios = arrays
+        .iter()
+        .map(|a| ArrayIo::new(link.ctx, a))
+        .collect::<Result<Vec<_>>>()?;
+    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+    if widest == 0 {
+        return Ok(());
+    }
+    let is_root = root == link.comm.rank() as usize;
+    let process = link.comm.process_at_rank(root as i32);
+    let size = std::mem::size_of::<T>();
+    let mut buffer = link.scratch.take(widest * size, BROADCAST)?;
+    let mut used = 0;
+    let ran = (|| {
+        for chunk in &chunks {
+            let n = elements(chunk);
+            if let [piece] = chunk.as_slice() {
+                let io = &ios[piece.array];
+                if io.is_zero_copy() {
+                    io.with_slice_mut(piece.first, piece.len, |e| process.broadcast_into(e))
+                        .ok_or_else(|| misaligned_mapping(BROADCAST))?;
+                    continue;
+                }
+            }
+            used = used.max(n * size);
+            let host: &mut [T] = elements_of(&mut buffer, n);
+            if is_root {
+                read_pieces(
+                    link.ctx,
+                    chunk
+                        .iter()
+                        .zip(split(host, chunk))
+                        .map(|(p, out)| (&ios[p.array], p.first, out))
+                        .collect(),
+                )?;
+            }
+            process.broadcast_into(&mut host[..]);
+            if !is_root {
+                write_pieces(
+                    link.ctx,
+                    chunk
+                        .iter()
+                        .zip(split(host, chunk))
+                        .map(|(p, data)| (&ios[p.array], p.first, &*data))
+                        .collect(),
+                )?;
+            }
+        }
+        Ok(())
+    })();
+    link.host_bytes_peak
+        .fetch_max(used as u64, Ordering::Relaxed);
+    link.scratch.give_back(buffer);
+    ran
+}
+
+const ALL_REDUCE: &str = "all_reduce_many";
+const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
+const BROADCAST: &str = "broadcast_many";
+
+impl Collectives {
+    /// Reduces every array of `arrays` across ranks with `op`, in place, as one fused
+    /// collective: what [`Collectives::all_reduce`] does to each, with one agreement round for
+    /// the whole list and the arrays packed into [`super::PIPELINE_CHUNK_BYTES`] chunks, so
+    /// that many small arrays (a model's gradients) cost about what one array of their total
+    /// size costs (Horovod's tensor fusion). Arrays may have any shapes, zero-size included;
+    /// one element type per call (call once per type for mixed lists).
+    ///
+    /// ```no_run
+    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
+    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
+    /// let weights = ctx.device_put(&[1.0f32; 64], &[8, 8])?;
+    /// let bias = ctx.device_put(&[1.0f32; 8], &[8])?;
+    /// let reduced = group.all_reduce_many(vec![weights, bias], ReduceOp::Sum)?;
+    /// let [weights, bias]: [_; 2] = reduced.try_into().expect("as many as were passed");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors (every rank returns one, and no data moves; every array comes back intact in
+    /// [`DonatedList`], in the order passed): the ranks passed lists that differ in length,
+    /// element type, reduction or any array's shape ([`Error::Collective`], naming the first
+    /// difference: e.g. which array's shape); this rank refused (an array of another context
+    /// or pending in an unsubmitted Sequence, the transfer guard, host memory: this rank
+    /// returns that error, the others [`Error::Collective`] naming it). A device error after
+    /// the agreement gives the arrays back partly reduced: end the job with
+    /// [`super::abort_on_error`].
+    pub fn all_reduce_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        op: ReduceOp,
+    ) -> DonatedListResult<T> {
+        self.run_list(arrays, Kind::AllReduceMany, op, 0, ALL_REDUCE, |link, a| {
+            reduce_list(link, a, op, &|v| v, true, ALL_REDUCE)
+        })
+    }
+
+    /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
+    /// gradient averaging): [`Collectives::all_reduce_many`]'s sum divided by
+    /// [`Collectives::size`] on the way back to the device. Errors as `all_reduce_many`.
+    pub fn all_reduce_mean_many<T: MeanElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+    ) -> DonatedListResult<T> {
+        let ranks = self.size();
+        self.run_list(
+            arrays,
+            Kind::AllReduceMeanMany,
+            ReduceOp::Sum,
+            0,
+            ALL_REDUCE_MEAN,
+            |link, a| {
+                reduce_list(
+                    link,
+                    a,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    ALL_REDUCE_MEAN,
+                )
+            },
+        )
+    }
+
+    /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
+    /// in place, as one fused collective (e.g. a model's parameters at start-up, as DDP does
+    /// when it wraps a module). Errors as [`Collectives::all_reduce_many`]; besides, `root`
+    /// must be a rank of the group ([`Error::InvalidArgument`]) and the same on every rank
+    /// ([`Error::Collective`]).
+    pub fn broadcast_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        root: usize,
+    ) -> DonatedListResult<T> {
+        self.run_list(
+            arrays,
+            Kind::BroadcastMany,
+            ReduceOp::Sum,
+            root,
+            BROADCAST,
+            |link, a| broadcast_list(link, a, root),
+        )
+    }
+
+    /// A blocking fused collective: the checks, the agreement, then `data` on this thread.
+    fn run_list<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        kind: Kind,
+        op: ReduceOp,
+        root: usize,
+        operation: &'static str,
+        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
+    ) -> DonatedListResult<T> {
+        let started = std::time::Instant::now();
+        let (read, written) =
+            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
+                Ok(bytes) => bytes,
+                Err(error) => return Err(DonatedList { error, arrays }),
+            };
+        let link = self.link(&self.comm);
+        match data(&link, &arrays) {
+            Ok(()) => {
+                self.count(read, written, started);
+                Ok(arrays)
+            }
+            Err(error) => Err(DonatedList { error, arrays }),
+        }
+    }
+
+    /// The local checks of a fused call (every array ready and this context's, the transfer
+    /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
+    /// read from and written to the device on this rank when all agreed. With `poll`, the
+    /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
+    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
+    pub(crate) fn agree_list<T: CollectiveElement>(
+        &self,
+        arrays: &[DeviceArray<T>],
+        kind: Kind,
+        op: ReduceOp,
+        root: usize,
+        operation: &'static str,
+        extra: Result<()>,
+        poll: Option<std::time::Duration>,
+    ) -> Result<(u64, u64)> {
+        let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
+        let broadcast = kind == Kind::BroadcastMany;
+        let (read, written) = match (broadcast, root == self.rank()) {
+            (false, _) => (bytes, bytes),
+            (true, true) => (bytes, 0),
+            (true, false) => (0, bytes),
+        };
+        let header = Header::list(
+            kind,
+            if broadcast { 0 } else { op.code() },
+            T::CODE,
+            arrays.iter().map(|a| a.shape().to_vec()).collect(),
+            if broadcast { root as u64 } else { 0 },
+        );
+        let prepared = extra
+            .and_then(|()| {
+                if broadcast && root >= self.size() {
+                    return Err(Error::InvalidArgument {
+                        operation,
+                        reason: format!(
+                            "root {root} is not a rank of this group of {} ranks",
+                            self.size()
+                        ),
+                    });
+                }
+                Ok(())
+            })
+            .and_then(|()| {
+                for array in arrays {
+                    array.check_ready(&self.ctx.inner, operation)?;
+                }
+                for (direction, bytes) in [
+                    (TransferDirection::DeviceToHost, read),
+                    (TransferDirection::HostToDevice, written),
+                ] {
+                    if bytes > 0 {
+                        self.ctx.inner.guard(direction, bytes, operation, true)?;
+                    }
+                }
+                Ok((read, written))
+            });
+        agree_waiting(&self.comm, operation, &header, prepared, poll)
+    }
+}
+
+/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
+/// cannot happen: the in-place paths run only when it is known), typed rather than a panic.
+fn in_place_unknown(operation: &'static str) -> Error {
+    Error::Backend {
+        during: operation.to_string(),
+        reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fusion_chunks, Piece};
+
+    fn piece(array: usize, first: usize, len: usize) -> Piece {
+        Piece { array, first, len }
+    }
+
+    #[test]
+    fn small_arrays_share_a_chunk_and_a_large_one_continues_in_the_next() {
+        let chunks = fusion_chunks(&[3, 0, 4, 10, 1], 8);
+        assert_eq!(
+            chunks,
+            vec![
+                vec![piece(0, 0, 3), piece(2, 0, 4), piece(3, 0, 1)],
+                vec![piece(3, 1, 8)],
+                vec![piece(3, 9, 1), piece(4, 0, 1)],
+            ]
+        );
+    }
+
+    #[test]
+    fn an_empty_list_or_only_empty_arrays_make_no_chunk() {
+        assert!(fusion_chunks(&[], 8).is_empty());
+        assert!(fusion_chunks(&[0, 0], 8).is_empty());
+    }
+
+    #[test]
+    fn every_element_lands_in_exactly_one_piece_in_list_order() {
+        let lens = [5usize, 17, 0, 1, 64, 3, 9];
+        for capacity in [1, 2, 7, 16, 64, 1000] {
+            let chunks = fusion_chunks(&lens, capacity);
+            let mut seen: Vec<(usize, usize)> = Vec::new();
+            for chunk in &chunks {
+                let n: usize = chunk.iter().map(|p| p.len).sum();
+                assert!(n <= capacity && n > 0, "capacity {capacity}: {chunk:?}");
+                for p in chunk {
+                    seen.extend((p.first..p.first + p.len).map(|i| (p.array, i)));
+                }
+            }
+            let expected: Vec<(usize, usize)> = lens
+                .iter()
+                .enumerate()
+                .flat_map(|(a, &n)| (0..n).map(move |i| (a, i)))
+                .collect();
+            assert_eq!(seen, expected, "capacity {capacity}");
+        }
+    }
+}

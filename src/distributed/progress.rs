@@ -1,0 +1,320 @@
+//! Started collectives: [`Collectives::start_all_reduce_many`] and
+//! [`Collectives::start_all_reduce_mean_many`] agree on the caller's thread and return a
+//! [`PendingCollective`]; the data moves on the group's progress thread, while the caller
+//! records and submits more GPU work (PyTorch's `async_op=True` work handles, Horovod's
+//! `allreduce_async`).
+//!
+//! **Why a progress thread, not MPI's non-blocking collectives.** Open MPI (without its
+//! optional asynchronous progress) advances a non-blocking collective only inside MPI calls,
+//! so an `MPI_Iallreduce` left alone while the caller records kernels does not move, and
+//! waiting on one handle while another rank waits on a different one deadlocks unless every
+//! wait also polls the others. A thread that runs the started collectives one after another,
+//! in the order they were started, needs nothing from the caller: every rank starts the same
+//! collectives in the same order (the agreement checks each), so every rank's thread runs
+//! them in the same order on its own duplicate of the communicator, and blocking MPI calls
+//! (with Open MPI's tuned algorithms) do the work. The price is MPI's
+//! `MPI_THREAD_MULTIPLE`: the progress thread calls MPI while the caller's thread may too.
+//! [`super::init`] asks for it; a start on an MPI started at a lower level is refused on
+//! every rank.
+//!
+//! **Waiting without spinning.** MPI's blocking calls busy-poll while a peer has not arrived,
+//! which on a started collective means a core taken from the caller's work (the rest of the
+//! backward pass; on a CPU device, the device itself) for as long as the slowest rank takes to
+//! start the same collective. So the progress thread first waits for every rank at a
+//! non-blocking barrier, testing it every [`ARRIVAL_POLL`] and sleeping in between (as
+//! Horovod's background thread sleeps its cycle time between rounds), and only then makes the
+//! blocking calls, with every rank there.
+//!
+//! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
+//! on the caller's thread, in program order with the blocking collectives (waiting for the
+//! other ranks' headers in the same sleeping way), so a list that differs between ranks is
+//! refused at the start, on every rank, with every array given back; nothing is queued then.
+
+use super::donated_list::{DonatedList, DonatedListResult};
+use super::fused::{reduce_list, Link};
+use super::header::Kind;
+use super::{array_io::Scratch, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use crate::backend::ThreadComm;
+use crate::context::ContextInner;
+use crate::error::{Error, Result};
+use crate::DeviceArray;
+use mpi::environment::Threading;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc;
+use std::sync::Arc;
+
+/// How long the progress thread sleeps between tests of its arrival barrier: short beside a
+/// collective worth starting (tens of microseconds on shared memory and more over a network),
+/// long enough that waiting for a late rank costs the other work almost no CPU. Horovod's
+/// background thread sleeps 1 ms between rounds (`HOROVOD_CYCLE_TIME`).
+pub const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Returns when every rank of `comm` has called it, sleeping [`ARRIVAL_POLL`] between tests
+/// rather than spinning in MPI.
+fn arrive_together(comm: &SimpleCommunicator) {
+    let mut request = comm.immediate_barrier();
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => {
+                request = pending;
+                std::thread::sleep(ARRIVAL_POLL);
+            }
+        }
+    }
+}
+
+/// A started collective's data phase, run on the progress thread.
+type Job = Box<dyn FnOnce(&Link<'_>) + Send>;
+
+/// The progress thread of one [`Collectives`], with its own duplicate of the communicator.
+pub(crate) struct Progress {
+    jobs: Option<mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Progress {
+    fn spawn(
+        comm: ThreadComm,
+        ctx: Arc<ContextInner>,
+        scratch: Arc<Scratch>,
+        host_bytes_peak: Arc<AtomicU64>,
+    ) -> Result<Self> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let thread = std::thread::Builder::new()
+            .name("gpu-arena-collectives".into())
+            .spawn(move || {
+                let comm = comm.into_inner();
+                let link = Link {
+                    ctx: &ctx,
+                    comm: &comm,
+                    scratch: &scratch,
+                    host_bytes_peak: &host_bytes_peak,
+                };
+                for job in queue {
+                    job(&link);
+                }
+            })
+            .map_err(|error| Error::Backend {
+                during: "starting the collectives' progress thread".into(),
+                reason: error.to_string(),
+            })?;
+        Ok(Self {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
+    }
+
+    fn submit(&self, job: Job) -> std::result::Result<(), Job> {
+        match &self.jobs {
+            Some(jobs) => jobs.send(job).map_err(|mpsc::SendError(job)| job),
+            None => Err(job),
+        }
+    }
+}
+
+impl Drop for Progress {
+    /// Runs the collectives still queued to their end (every rank started them, so every rank
+    /// runs them), then ends the thread.
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A collective that was started and has not been waited for: it owns the arrays it moves,
+/// so nothing else can read or write them until [`PendingCollective::wait`] gives them back.
+///
+/// Dropping it without waiting does not cancel the collective (the other ranks run it): it
+/// runs to its end on the progress thread, which then frees its arrays; nothing waits for it
+/// and nothing leaks. Handles may be waited in any order; the collectives themselves run in
+/// the order they were started.
+#[must_use = "a started collective gives its arrays back only through wait()"]
+pub struct PendingCollective<T: bytemuck::Pod> {
+    operation: &'static str,
+    /// The how-manieth start on this group it is (from 0), for messages.
+    number: u64,
+    done: mpsc::Receiver<DonatedListResult<T>>,
+}
+
+impl<T: bytemuck::Pod> PendingCollective<T> {
+    /// Waits until the collective has run on this rank and gives its arrays back, reduced, in
+    /// the order they were passed. On staging, writes back to the device are submitted and
+    /// ordered before any later use of the arrays, as with the blocking calls.
+    ///
+    /// Errors: a device error during the data phase ([`DonatedList`] with the arrays, partly
+    /// reduced: end the job with [`super::abort_on_error`]); [`Error::Collective`] with no
+    /// arrays if the progress thread ended without an answer (it panicked).
+    pub fn wait(self) -> DonatedListResult<T> {
+        self.done.recv().unwrap_or_else(|_| {
+            Err(DonatedList {
+                error: Error::Collective {
+                    operation: self.operation,
+                    reason: format!(
+                        "the progress thread ended before started collective #{} finished; its arrays are lost",
+                        self.number
+                    ),
+                },
+                arrays: Vec::new(),
+            })
+        })
+    }
+
+    /// Which start on this group this is (0 for the first), as messages name it.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+}
+
+impl<T: bytemuck::Pod> std::fmt::Debug for PendingCollective<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingCollective")
+            .field("operation", &self.operation)
+            .field("number", &self.number)
+            .finish()
+    }
+}
+
+const START_ALL_REDUCE: &str = "start_all_reduce_many";
+const START_ALL_REDUCE_MEAN: &str = "start_all_reduce_mean_many";
+
+impl Collectives {
+    /// Starts [`Collectives::all_reduce_many`] and returns at once with a handle; the
+    /// reduction runs on the group's progress thread while this thread goes on (e.g.
+    /// recording the backward pass of earlier layers, as DDP overlaps gradient buckets).
+    /// A single array is a list of one.
+    ///
+    /// ```no_run
+    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
+    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
+    /// let last_layer = vec![ctx.zeros::<f32>(&[64, 64])?, ctx.zeros::<f32>(&[64])?];
+    /// let pending = group.start_all_reduce_many(last_layer, ReduceOp::Sum)?;
+    /// // ... record and submit the backward pass of the earlier layers ...
+    /// let last_layer = pending.wait()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Needs MPI at `MPI_THREAD_MULTIPLE` ([`super::init`] asks for it). Every rank must start
+    /// the same collectives in the same order (as with blocking ones); the agreement happens
+    /// here, so errors before any data moves are returned here, on every rank, with every
+    /// array intact: those of [`Collectives::all_reduce_many`], and [`Error::Collective`] when
+    /// MPI runs below `MPI_THREAD_MULTIPLE` on any rank.
+    pub fn start_all_reduce_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        op: ReduceOp,
+    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
+        self.start_list(
+            arrays,
+            Kind::AllReduceMany,
+            op,
+            START_ALL_REDUCE,
+            move |link, a| reduce_list(link, a, op, &|v| v, true, START_ALL_REDUCE),
+        )
+    }
+
+    /// Starts [`Collectives::all_reduce_mean_many`]: as
+    /// [`Collectives::start_all_reduce_many`] otherwise.
+    pub fn start_all_reduce_mean_many<T: MeanElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
+        let ranks = self.size();
+        self.start_list(
+            arrays,
+            Kind::AllReduceMeanMany,
+            ReduceOp::Sum,
+            START_ALL_REDUCE_MEAN,
+            move |link, a| {
+                reduce_list(
+                    link,
+                    a,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    START_ALL_REDUCE_MEAN,
+                )
+            },
+        )
+    }
+
+    fn start_list<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        kind: Kind,
+        op: ReduceOp,
+        operation: &'static str,
+        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send + 'static,
+    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
+        let threads = if mpi::environment::threading_support() == Threading::Multiple {
+            Ok(())
+        } else {
+            Err(Error::Collective {
+                operation,
+                reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
+            })
+        };
+        let (read, written) =
+            match self.agree_list(&arrays, kind, op, 0, operation, threads, Some(ARRIVAL_POLL)) {
+                Ok(bytes) => bytes,
+                Err(error) => return Err(DonatedList { error, arrays }),
+            };
+        // Every rank agreed, so every rank gets here: the first start duplicates the
+        // communicator for the progress thread (a collective call) on every rank.
+        let progress = match self.progress() {
+            Ok(progress) => progress,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
+        let number = self
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (answer, done) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |link: &Link<'_>| {
+            arrive_together(link.comm);
+            let started = std::time::Instant::now();
+            let result = match data(link, &arrays) {
+                Ok(()) => {
+                    super::count_transfers(link.ctx, read, written, started);
+                    Ok(arrays)
+                }
+                Err(error) => Err(DonatedList { error, arrays }),
+            };
+            // A dropped handle: the arrays are freed here.
+            let _ = answer.send(result);
+        });
+        if progress.submit(job).is_err() {
+            // The thread is gone (it cannot be: it ends only when the group is dropped); the
+            // job, and so its arrays, went with the refused send.
+            return Err(DonatedList {
+                error: Error::Collective {
+                    operation,
+                    reason: "the collectives' progress thread has ended".into(),
+                },
+                arrays: Vec::new(),
+            });
+        }
+        Ok(PendingCollective {
+            operation,
+            number,
+            done,
+        })
+    }
+
+    /// The progress thread, started on first use with its own duplicate of the communicator.
+    fn progress(&self) -> Result<&Progress> {
+        if let Some(progress) = self.progress.get() {
+            return Ok(progress);
+        }
+        let spawned = Progress::spawn(
+            ThreadComm::new(self.comm.duplicate()),
+            self.ctx.inner.clone(),
+            self.scratch.clone(),
+            self.host_bytes_peak.clone(),
+        )?;
+        Ok(self.progress.get_or_init(|| spawned))
+    }
+}
