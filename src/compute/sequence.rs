@@ -207,6 +207,11 @@ impl Sequence {
             })
     }
 
+    /// Whether this is one of the library's single ops (gathered into the context's batch).
+    pub(crate) fn is_single_op(&self) -> bool {
+        self.recorder == Recorder::Library
+    }
+
     pub(crate) fn push_dispatch(&mut self, step: Step) {
         if matches!(step, Step::Dispatch { .. }) {
             self.dispatches += 1;

@@ -274,7 +274,7 @@ fn start_read(from: &End<'_>, offset: u64, len: u64) -> Result<Chunk> {
             );
             match from
                 .ctx
-                .submit_encoder(encoder, "copying an array to staging for another device")
+                .submit_encoder_for_host_read(encoder, "copying an array to staging for another device")
             {
                 Ok(id) => staging.busy_until = id,
                 Err(error) => {
