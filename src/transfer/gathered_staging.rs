@@ -94,7 +94,9 @@ impl GatheredStaging {
         let target = buffer.mapped.sub(at, size);
         target.write(data);
         if size > data.len() as u64 {
-            target.sub(data.len() as u64, size - data.len() as u64).zero();
+            target
+                .sub(data.len() as u64, size - data.len() as u64)
+                .zero();
         }
         *cursor += size;
         Ok((buffer.buffer.clone(), at))
@@ -106,7 +108,11 @@ impl GatheredStaging {
         wait: impl FnOnce(SubmissionId) -> Result<()>,
     ) -> Result<StagingBuffer> {
         let completed = ctx.submissions.completed();
-        if let Some(i) = self.retired.iter().position(|b| b.busy_until.0 <= completed) {
+        if let Some(i) = self
+            .retired
+            .iter()
+            .position(|b| b.busy_until.0 <= completed)
+        {
             return Ok(self.retired.swap_remove(i));
         }
         if self.created < GATHERED_STAGING_BUFFERS || self.retired.is_empty() {

@@ -51,7 +51,11 @@ impl Context {
     ///
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
-    /// later GPU work on the array is ordered after it.
+    /// later GPU work on the array is ordered after it. Where the arena is not host-visible (a
+    /// discrete GPU), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes with the
+    /// context's gathered single ops: staged in their batch's staging and copied by a command
+    /// of that batch, so a loop of small puts and ops makes no submission per put. Larger ones
+    /// go through the pipelined staging pool with submissions of their own.
     pub fn device_put<T: bytemuck::Pod>(
         &self,
         data: &[T],
