@@ -698,16 +698,27 @@ impl ContextInner {
     /// Submits `command_buffers`, running `before` with the submission's id just before the
     /// queue gets them (arrays record their use there), after the single ops gathered so far
     /// (`context/gathered.rs`), which go first as a submission of their own, so nothing
-    /// submitted overtakes an op called before it. On Vulkan a last command buffer makes
-    /// the work's writes visible to host reads ([`backend::host_read_barrier`]): the arena's
-    /// memory is read in place and its staging buffers are read by the host, and a fence wait
-    /// alone does not make device writes visible to the host.
+    /// submitted overtakes an op called before it. It leaves out the memory dependency to host
+    /// reads ([`backend::host_read_barrier`]; a fence wait alone does not make device writes
+    /// visible to the host): a host read after it adds one
+    /// ([`ContextInner::host_visible_through`]).
     pub(crate) fn submit_with(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
         self.submit_after_gathered(command_buffers, before, gathered::HostRead::Later)
+    }
+
+    /// [`ContextInner::submit_with`] for work whose results the host reads next, as it usually
+    /// does after a user's sequence: it ends with the memory dependency to host reads on
+    /// Vulkan (other submissions leave it out; see `context/gathered.rs`).
+    pub(crate) fn submit_for_host_read(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
+        self.submit_after_gathered(command_buffers, before, gathered::HostRead::Follows)
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or

@@ -360,7 +360,9 @@ impl ContextInner {
         }
         // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
         let scopes = ErrorScopes::push(&self.device);
-        let id = self.submit_with(commands, |id| {
+        // A user's sequence is what a host read of its results usually follows: it carries the
+        // memory dependency to host reads, so that read needs no submission of its own.
+        let id = self.submit_for_host_read(commands, |id| {
             for storage in touched {
                 storage.record_use(id);
             }
