@@ -45,13 +45,84 @@ pub(crate) struct ArrayStorage {
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
     pub(crate) mapped: Option<MappedRange>,
     pub(crate) last_use: AtomicU64,
-    /// How many user [`crate::Sequence`]s have recorded work on the array and not submitted
-    /// it: every single op and host access is refused meanwhile, since it would run before
-    /// that work (the recording model: [`crate::kernels`]). The library's own one-op
-    /// submissions never raise it.
-    pub(crate) pending: AtomicU32,
-    /// The number of the user sequence that last made the array pending, for the error.
-    pub(crate) pending_in: AtomicU64,
+    /// What unsubmitted user recorders do to the array (the recording model:
+    /// [`crate::kernels`]): the library's own single ops never mark it.
+    pub(crate) pending: PendingMarks,
+}
+
+/// The high bit of a user recorder's number marks a capture ([`crate::Capture`]): refusals name
+/// it as `Capture #N`, not `Sequence #N`.
+pub(crate) const CAPTURE_RECORDER_BIT: u64 = 1 << 63;
+
+/// How recorded work uses an array: the two kinds of use the recording model tells apart,
+/// since two reads commute and a write does not commute with anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Access {
+    /// The work only reads the array.
+    Read,
+    /// The work writes the array (and may read it).
+    Write,
+}
+
+/// The marks unsubmitted user recorders leave on an array: how many record a write to it, how
+/// many only read it, and the last of each (for the refusal). A single op that reads the array
+/// is refused while a recorder writes it (it would read the values from before that write); one
+/// that writes it is refused while any recorder uses it (it would overtake a recorded read or
+/// write). Readers never refuse readers.
+#[derive(Default)]
+pub(crate) struct PendingMarks {
+    writers: AtomicU32,
+    readers: AtomicU32,
+    /// The number of the user sequence that last marked the array written.
+    written_in: AtomicU64,
+    /// The number of the user sequence that last marked the array read.
+    read_in: AtomicU64,
+}
+
+impl PendingMarks {
+    fn counter(&self, access: Access) -> (&AtomicU32, &AtomicU64) {
+        match access {
+            Access::Read => (&self.readers, &self.read_in),
+            Access::Write => (&self.writers, &self.written_in),
+        }
+    }
+
+    /// Recorder `sequence` uses the array with `access`, where it used it with `before`
+    /// (`None`: not at all); a use is only ever raised from a read to a write.
+    pub(crate) fn mark(&self, sequence: u64, access: Access, before: Option<Access>) {
+        if before >= Some(access) {
+            return;
+        }
+        let (count, last) = self.counter(access);
+        last.store(sequence, Ordering::Release);
+        count.fetch_add(1, Ordering::AcqRel);
+        if let Some(before) = before {
+            self.counter(before).0.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Recorder's mark of `access` is gone (it was submitted or dropped).
+    pub(crate) fn unmark(&self, access: Access) {
+        self.counter(access).0.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// How many recorders use the array with `access`, less the caller's own use (`own`).
+    pub(crate) fn others(&self, access: Access, own: Option<Access>) -> u32 {
+        let count = self.counter(access).0.load(Ordering::Acquire);
+        count - u32::from(own == Some(access))
+    }
+
+    /// The recorder a use with `access` would overtake, and what it does to the array: a
+    /// recorded write for any use, a recorded read for a write.
+    pub(crate) fn conflict(&self, access: Access) -> Option<(u64, Access)> {
+        if self.writers.load(Ordering::Acquire) > 0 {
+            return Some((self.written_in.load(Ordering::Acquire), Access::Write));
+        }
+        if access == Access::Write && self.readers.load(Ordering::Acquire) > 0 {
+            return Some((self.read_in.load(Ordering::Acquire), Access::Read));
+        }
+        None
+    }
 }
 
 impl ArrayStorage {
@@ -67,8 +138,7 @@ impl ArrayStorage {
             buffer,
             mapped,
             last_use: AtomicU64::new(0),
-            pending: AtomicU32::new(0),
-            pending_in: AtomicU64::new(0),
+            pending: PendingMarks::default(),
         }
     }
 
@@ -76,14 +146,33 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
-    /// [`DeviceArray::check_ready`] for the memory itself (what a view holds).
-    pub(crate) fn check_ready(
+    /// [`DeviceArray::check_ready_for`] for the memory itself (what a view holds).
+    pub(crate) fn check_ready_for(
         &self,
         ctx: &Arc<ContextInner>,
+        access: Access,
         operation: &'static str,
+        argument: &str,
     ) -> Result<()> {
         check_context(self, ctx, operation)?;
-        check_not_pending(self, operation)
+        check_not_pending(self, access, operation, argument)
+    }
+
+    /// How the array is described in errors: its label when it has one, its element type and
+    /// the shape it was made with (`the f32 [16, 3] array "kv cache"`).
+    pub(crate) fn describe(&self) -> String {
+        let memory = self.ctx.lock_memory();
+        let label = memory.arena.label(self.allocation.id).map(str::to_owned);
+        let info = memory.arrays.get(self.allocation.id).copied();
+        drop(memory);
+        let what = match info {
+            Some(info) => format!("the {} {:?} array", info.dtype, info.shape()),
+            None => "the array".to_string(),
+        };
+        match label {
+            Some(label) => format!("{what} {label:?}"),
+            None => format!("{what} (no label: name arrays with with_label)"),
+        }
     }
 
     pub(crate) fn record_use(&self, id: SubmissionId) {
@@ -219,14 +308,29 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         check_context(&self.storage, ctx, operation)
     }
 
-    /// Errors unless the array belongs to `ctx` and is not pending in a user recorder: what
-    /// every single op and host access checks first (the recording model: [`crate::kernels`]).
+    /// Errors unless the array belongs to `ctx` and may be written now: no unsubmitted user
+    /// recorder reads or writes it. What collectives, which write their arrays, check first.
+    #[cfg(feature = "mpi")]
     pub(crate) fn check_ready(
         &self,
         ctx: &Arc<ContextInner>,
         operation: &'static str,
     ) -> Result<()> {
-        self.storage.check_ready(ctx, operation)
+        self.storage
+            .check_ready_for(ctx, Access::Write, operation, "the array")
+    }
+
+    /// Errors unless the array belongs to `ctx` and may be used with `access` now (the
+    /// recording model: [`crate::kernels`]): what every single op and host access checks first.
+    pub(crate) fn check_ready_for(
+        &self,
+        ctx: &Arc<ContextInner>,
+        access: Access,
+        operation: &'static str,
+        argument: &str,
+    ) -> Result<()> {
+        self.storage
+            .check_ready_for(ctx, access, operation, argument)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
@@ -297,17 +401,46 @@ pub(crate) fn check_context(
     }
 }
 
-/// Errors when `storage` is pending in a user [`crate::Sequence`]: work recorded there and not
-/// yet submitted, which a single op would overtake. The error names the sequence.
-pub(crate) fn check_not_pending(storage: &ArrayStorage, operation: &'static str) -> Result<()> {
-    if storage.pending.load(Ordering::Acquire) == 0 {
+/// Errors when a single op's `access` to `storage` (its `argument`) would overtake work an
+/// unsubmitted user [`crate::Sequence`] recorded on it: any use of an array the sequence writes,
+/// a write of an array it reads. The error names the argument, the array and the sequence, and
+/// says how to order the two.
+pub(crate) fn check_not_pending(
+    storage: &ArrayStorage,
+    access: Access,
+    operation: &'static str,
+    argument: &str,
+) -> Result<()> {
+    let Some((sequence, recorded)) = storage.pending.conflict(access) else {
         return Ok(());
-    }
-    let sequence = storage.pending_in.load(Ordering::Acquire);
+    };
+    let (recorded, overtakes) = match (recorded, access) {
+        (Access::Write, Access::Read) => (
+            "a write to it",
+            "would read it before that write (and see the values from before it)",
+        ),
+        (Access::Write, Access::Write) => ("a write to it", "would write it before that write"),
+        (Access::Read, _) => (
+            "a read of it",
+            "writes it and would run before that read (which would see the new values)",
+        ),
+    };
+    let (kind, made_by, ends) = if sequence & CAPTURE_RECORDER_BIT != 0 {
+        ("Capture", "Context::capture", "finish()")
+    } else {
+        ("Sequence", "Context::sequence", "submit()")
+    };
+    let number = sequence & !CAPTURE_RECORDER_BIT;
+    let ended = if kind == "Capture" {
+        "finished"
+    } else {
+        "submitted"
+    };
     Err(Error::InvalidArgument {
         operation,
         reason: format!(
-            "the array is pending in Sequence #{sequence} (made by Context::sequence), which has recorded work on it and not been submitted; {operation} would run before that work: call submit() on that Sequence first, or record {operation} in it"
+            "{argument} ({}) is pending in {kind} #{number} (made by {made_by}), which has recorded {recorded} and not been {ended}; {operation} {overtakes}: call {ends} on that {kind} first (when another thread records it, order this call after that thread's {ends}, e.g. with a channel or a join), or record {operation} in it",
+            storage.describe()
         ),
     })
 }
@@ -322,7 +455,13 @@ impl<T: bytemuck::Pod> GpuUse for DeviceArray<T> {
     }
 
     fn check_ready(&self, operation: &'static str) -> Result<()> {
-        check_not_pending(&self.storage, operation)
+        // Work submitted by hand may write any array it names.
+        check_not_pending(
+            &self.storage,
+            Access::Write,
+            operation,
+            "an array in `uses`",
+        )
     }
 }
 
@@ -459,7 +598,7 @@ impl Context {
             return Ok(array);
         }
         let mut sequence = self.single_op();
-        sequence.touch_array(&array, "zeros")?;
+        sequence.touch_array(&array, Access::Write, "zeros", "the new array")?;
         sequence.steps.push(crate::step::Step::Clear {
             buffer: array.storage.buffer.clone(),
             offset: array.storage.allocation.offset,

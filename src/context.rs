@@ -141,6 +141,8 @@ pub(crate) struct ContextInner {
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
     pub(crate) gathered: Mutex<gathered::Gathered>,
+    /// Bind groups made so far, by every recorder ([`Context::bind_groups_made`]).
+    bind_groups_made: std::sync::atomic::AtomicU64,
 }
 
 impl Context {
@@ -241,6 +243,7 @@ impl Context {
                 bar_writes,
                 device_lost,
                 gathered: Mutex::default(),
+                bind_groups_made: Default::default(),
             }),
         })
     }
@@ -292,10 +295,25 @@ impl Context {
     /// [`crate::DeviceArray::buffer`], `queue.write_buffer` into it), or must keep every such array
     /// alive until [`Context::synchronize`] returns. An array dropped earlier has its memory
     /// handed to the next allocation while the GPU still uses it (silent corruption).
-    /// Submissions made here also do not count in the [`SubmissionId`]s gpu-arena hands out,
-    /// and do not come after the single ops the context has gathered and not yet submitted:
-    /// call [`Context::flush`] first.
+    /// Submissions made here do not count in the [`SubmissionId`]s gpu-arena hands out.
+    ///
+    /// The queue handed out is never behind the context's own work: taking it submits the
+    /// single ops the context has gathered (as [`Context::flush`] does, without waiting), so
+    /// work submitted on it right away comes after every launch and op called before
+    /// `queue()`. Take the queue again for each submission: ops called after you took it are
+    /// gathered for the context's next submission, and a queue reference kept from before them
+    /// would submit ahead of them. A refusal of the gathered ops by the device is reported by
+    /// the next wait or [`Context::flush`], as always.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let commands = ctx.device().create_command_encoder(&Default::default()).finish();
+    /// // Runs after every launch and op called so far on `ctx`.
+    /// ctx.queue().submit([commands]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
     pub fn queue(&self) -> &wgpu::Queue {
+        self.inner.submit_gathered_now();
         &self.inner.queue
     }
 
@@ -429,6 +447,16 @@ impl Context {
             submission: id,
         });
         Ok(id)
+    }
+
+    /// Bind groups this context has made so far: one per dispatch of a single op or a
+    /// sequence (made when it is recorded or submitted), and those of a
+    /// [`crate::CapturedStep`], all made when it is captured: a run makes none, which this
+    /// count shows.
+    pub fn bind_groups_made(&self) -> u64 {
+        self.inner
+            .bind_groups_made
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Submits the single ops this context has gathered (launches and library ops, up to 32 go
@@ -610,6 +638,12 @@ impl ContextInner {
         if let Some(timeline) = &self.timeline {
             timeline.record(record);
         }
+    }
+
+    /// Counts `n` bind groups made ([`Context::bind_groups_made`]).
+    pub(crate) fn count_bind_groups(&self, n: u64) {
+        self.bind_groups_made
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Tells the arena which submissions have completed, so their pending frees become free.

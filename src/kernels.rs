@@ -24,14 +24,24 @@
 //!   `copy_to`, `copy`, `dynamic_slice`, `dynamic_update_slice(_copy)`, `fill_in_place`, `zeros`,
 //!   [`gather`](crate::gather), ... A single op is checked and recorded within its call and runs
 //!   after every op called before it (below: *gathered*).
-//! - **Pending.** An array is *pending* while a user's [`Sequence`] has recorded work on it and has
-//!   not been submitted or dropped. Only user recorders make an array pending; the library's single
-//!   ops never do, so two threads using one array through single ops (one launching kernels that
-//!   read it, the other reading it back, copying or slicing it) both succeed, always.
-//! - **Single ops refuse pending arrays.** Every single op, launches included, checks every array
-//!   it is given the same way and refuses a pending one with
-//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the sequence (`Sequence #7`)
-//!   and saying to submit it first: run now, the op would overtake the work recorded before it.
+//! - **Pending, by access.** An array is *pending* while a user's [`Sequence`] has recorded work
+//!   on it and has not been submitted or dropped, and what is pending follows what the recorded
+//!   work does to it: an array the sequence **writes** (an `arg_mut` of a launch, the destination
+//!   of an op, an upload) is pending for everyone; an array it only **reads** (an `arg` of a
+//!   launch, the source of a copy, slice or update) is pending for writers only. Two reads
+//!   commute, so readers never refuse readers: threads sharing read-only weights launch, copy,
+//!   slice and read them back while other threads record sequences that read them. Only user
+//!   recorders make an array pending; the library's single ops never do, so two threads using
+//!   one array through single ops both succeed, always.
+//! - **Single ops refuse what they would overtake.** Every single op, launches included, checks
+//!   every array it is given the same way, with what it does to it: reading an array a pending
+//!   sequence writes (it would see the values from before that write), or writing an array a
+//!   pending sequence reads or writes (it would run before that work), is refused with
+//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument). The refusal names the argument
+//!   (a launch's binding, `@binding(1) x: array<f32> (read)`; an op's operand), the array (its
+//!   label when it has one, its element type and shape) and the sequence (`Sequence #7`), and
+//!   says how to order the two: submit that sequence first (when another thread records it,
+//!   order this call after that thread's `submit()`), or record the op in it.
 //!   Inside a sequence, its own arrays are used freely, in the order recorded; an array pending in
 //!   *another* user sequence is accepted too: the two sequences run in the order they are
 //!   submitted.
@@ -54,8 +64,9 @@
 //!   next submission (its ops record its id on their arrays as they are called), and every host
 //!   read, `synchronize`, [`Context::flush`](crate::Context::flush), wait, user
 //!   [`Sequence::submit`], transfer and `raw_submit` submits the gathered ops before its own
-//!   work; so does the reuse of a dropped array's memory. Submitting to
-//!   [`Context::queue`](crate::Context::queue) yourself bypasses this: call `flush()` first.
+//!   work; so does the reuse of a dropped array's memory, and so does taking
+//!   [`Context::queue`](crate::Context::queue): the escape hatch is never behind the context's
+//!   own work.
 //!   Small uploads on the staging path (single `device_put`s and host operands of single ops,
 //!   up to [`MAX_GATHERED_UPLOAD_BYTES`](crate::transfer::MAX_GATHERED_UPLOAD_BYTES)) join the
 //!   batch too: staged in its own staging and copied by its commands, in call order.
@@ -70,7 +81,10 @@
 //!   device, an internal error): that is reported, once, by the next call that waits or flushes
 //!   (`synchronize`, `flush`, a host read of any array), and then none of that batch ran.
 
-pub use crate::compute::{Kernel, Launch, Sequence};
+pub use crate::compute::{
+    Capture, CapturedStep, IndexSlot, InputSlot, Kernel, Launch, ParamsSlot, PlannedTemporary,
+    ReadSlot, Sequence, StepPlan, StepRun,
+};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, ParamsBlock,
     ParamsKind, StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS,

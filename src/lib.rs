@@ -154,7 +154,8 @@ pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
-    Kernel, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, Launch, Sequence,
+    Capture, CapturedStep, IndexSlot, InputSlot, Kernel, KernelCacheStats, KernelDesc,
+    KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot, Sequence, StepPlan, StepRun,
 };
 pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{

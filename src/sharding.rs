@@ -2,7 +2,7 @@
 //! axis, one shard per context ([`shard`]), and shards gathered back in order ([`gather`]).
 //! The split follows [`shard_rows`] (`numpy.array_split`'s rule).
 
-use crate::array::{check_shape, DeviceArray};
+use crate::array::{check_shape, Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use std::ops::Range;
@@ -210,7 +210,7 @@ pub fn gather<T: bytemuck::Pod>(
     let row_shape = first.shape().get(1..).unwrap_or_default();
     let mut rows = 0usize;
     for (i, (ctx, shard)) in contexts.iter().zip(shards).enumerate() {
-        shard.check_ready(&ctx.inner, OPERATION)?;
+        shard.check_ready_for(&ctx.inner, Access::Read, OPERATION, "a shard")?;
         match shard.shape().split_first() {
             Some((&shard_rows, rest)) if rest == row_shape => {
                 // Zero-size shards can each claim up to 2^63 rows: the sum is checked.

@@ -209,9 +209,268 @@ fn dropping_an_unsubmitted_sequence_releases_its_arrays() {
     let x = ctx.device_put(&[1u32; 16], &[16]).unwrap();
     let mut s = ctx.sequence();
     let _slice = s.dynamic_slice(&x, &[0], &[4]).unwrap();
-    assert!(ctx.copy(&x).is_err());
+    // The sequence reads `x`: a write would overtake that read.
+    let refused = ctx.fill_in_place(x, 2).unwrap_err();
+    let x = refused.array;
     drop(s);
-    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [1; 16]);
+    let x = ctx.fill_in_place(x, 2).unwrap();
+    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [2; 16]);
+    assert_no_validation_errors();
+}
+
+/// `y = x * 2` over `x` read-only: a reader of shared weights.
+const DOUBLE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&y)) { y[id.x] = 2.0 * x[id.x]; }
+}
+"#;
+
+#[test]
+fn two_readers_on_two_threads_never_refuse_each_other() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let k = ctx.kernel(DOUBLE, "main").unwrap();
+        let n = 1024;
+        let weights = ctx
+            .device_put(&(0..n).map(|i| i as f32).collect::<Vec<_>>(), &[n])
+            .unwrap()
+            .with_label("shared weights");
+        let expected: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
+        let rounds = 40;
+        std::thread::scope(|scope| {
+            // Two threads record sequences that read the weights and hold them unsubmitted
+            // while the other two use the weights through single ops.
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    for _ in 0..rounds {
+                        let mut s = ctx.sequence();
+                        let mut y = s.context().zeros::<f32>(&[n]).unwrap();
+                        s.launch(&k)
+                            .arg(&weights)
+                            .arg_mut(&mut y)
+                            .grid_for(n as u64)
+                            .run()
+                            .expect("a recorded read is never refused for another reader");
+                        let head = s.dynamic_slice(&weights, &[0], &[8]).unwrap();
+                        std::thread::yield_now();
+                        s.submit().unwrap();
+                        assert_eq!(ctx.device_get(&y).unwrap(), expected);
+                        assert_eq!(
+                            ctx.device_get(&head).unwrap(),
+                            [0., 1., 2., 3., 4., 5., 6., 7.]
+                        );
+                    }
+                });
+            }
+            for t in 0..2 {
+                let (ctx, k, weights, expected) = (&ctx, &k, &weights, &expected);
+                scope.spawn(move || {
+                    for i in 0..rounds {
+                        match (i + t) % 4 {
+                            0 => {
+                                let mut y = ctx.zeros::<f32>(&[n]).unwrap();
+                                ctx.launch(k)
+                                    .arg(weights)
+                                    .arg_mut(&mut y)
+                                    .grid_for(n as u64)
+                                    .run()
+                                    .expect("a launch reading the weights is never refused");
+                                assert_eq!(&ctx.device_get(&y).unwrap(), expected);
+                            }
+                            1 => assert_eq!(ctx.device_get(weights).expect("device_get")[5], 5.0),
+                            2 => assert_eq!(
+                                ctx.copy(weights).expect("copy").to_vec().unwrap()[7],
+                                7.0
+                            ),
+                            _ => assert_eq!(
+                                ctx.dynamic_slice(weights, &[3], &[2])
+                                    .expect("dynamic_slice")
+                                    .to_vec()
+                                    .unwrap(),
+                                [3.0, 4.0]
+                            ),
+                        }
+                    }
+                });
+            }
+        });
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let weights = ctx
+        .device_put(&[1.0f32; 64], &[64])
+        .unwrap()
+        .with_label("layer 3 weights");
+    let mut s = ctx.sequence();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    s.launch(&k)
+        .arg(&weights)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let number = format!("{s:?}")
+        .split("User(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    let names_everything = |error: &Error, operation: &str, argument: &str| {
+        assert_names_the_pending_sequence(error, operation);
+        let message = error.to_string();
+        assert!(message.contains("\"layer 3 weights\""), "{message}");
+        assert!(message.contains("f32 [64]"), "{message}");
+        assert!(message.contains(argument), "{message}");
+        assert!(
+            message.contains(&format!("Sequence #{number}")),
+            "{message}"
+        );
+        assert!(message.contains("a read of it"), "{message}");
+    };
+    // Writers are refused, each naming the argument.
+    let donated = ctx.fill_in_place(weights, 0.0).unwrap_err();
+    names_everything(&donated.error, "fill_in_place", "the array");
+    let donated = ctx
+        .dynamic_update_slice(donated.array, &[9.0f32][..], &[0])
+        .unwrap_err();
+    names_everything(&donated.error, "dynamic_update_slice", "the operand");
+    let mut weights = donated.array;
+    let mut as_bits = weights.bitcast::<u32>().unwrap();
+    let refused = ctx
+        .launch(&add)
+        .arg_mut(&mut as_bits)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    names_everything(&refused, "launch", "@binding(1) a: array<u32> (read_write)");
+    weights = as_bits.bitcast::<f32>().unwrap();
+    // Readers are not.
+    assert_eq!(ctx.device_get(&weights).unwrap(), [1.0; 64]);
+    s.submit().unwrap();
+    assert_eq!(
+        ctx.device_get(&y).unwrap(),
+        [2.0; 64],
+        "the recorded read saw no write"
+    );
+    let weights = ctx.fill_in_place(weights, 4.0).unwrap();
+    assert_eq!(ctx.device_get(&weights).unwrap(), [4.0; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn an_array_a_sequence_writes_stays_pending_for_readers_and_writers() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let x = ctx.device_put(&[3.0f32; 64], &[64]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap().with_label("activations");
+    let mut s = ctx.sequence();
+    s.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let mut z = ctx.zeros::<f32>(&[64]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&y)
+        .arg_mut(&mut z)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    let message = refused.to_string();
+    assert!(
+        message.contains("@binding(0) x: array<f32> (read)"),
+        "{message}"
+    );
+    assert!(message.contains("\"activations\""), "{message}");
+    assert!(message.contains("a write to it"), "{message}");
+    assert_names_the_pending_sequence(&ctx.device_get(&y).unwrap_err(), "device_get");
+    assert_names_the_pending_sequence(&ctx.copy(&y).unwrap_err(), "copy");
+    // `x`, only read by the sequence, is free for readers.
+    assert_eq!(ctx.device_get(&x).unwrap(), [3.0; 64]);
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [6.0; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_sequence_that_reads_then_writes_an_array_keeps_it_pending_for_readers() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    let _copy = s.copy(&x).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 64], "only read so far");
+    let mut x = s.fill_in_place(x, 5.0).unwrap();
+    assert_names_the_pending_sequence(&ctx.device_get(&x).unwrap_err(), "device_get");
+    s.submit().unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [10.0; 64]);
+    // Submitted: every mark is gone, writers too.
+    x = ctx.fill_in_place(x, 0.0).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [0.0; 64]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_raw_queue_copy_without_flush_sees_the_gathered_ops() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let add = ctx.kernel(ADD, "main").unwrap();
+        let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+        for _ in 0..5 {
+            ctx.launch(&add)
+                .arg_mut(&mut x)
+                .params(&1u32)
+                .grid_for(64)
+                .run()
+                .unwrap();
+        }
+        let readback = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw queue readback"),
+            size: 256,
+            usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+            mapped_at_creation: false,
+        });
+        let mut encoder = ctx.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(x.buffer(), x.byte_offset(), &readback, 0, 256);
+        // No flush(): taking the queue submits the five gathered launches first.
+        ctx.queue().submit([encoder.finish()]);
+        readback
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        let seen: Vec<u32> =
+            bytemuck::cast_slice(&readback.slice(..).get_mapped_range().unwrap()).to_vec();
+        assert_eq!(seen, [5; 64], "zero_copy: {zero_copy}");
+        ctx.synchronize().unwrap();
+    }
     assert_no_validation_errors();
 }
 

@@ -456,6 +456,12 @@ impl Arena {
         })
     }
 
+    /// The label of the live allocation `id`, if it has one.
+    pub fn label(&self, id: AllocationId) -> Option<&str> {
+        self.allocation(id)?;
+        self.chunks.label(id.slot())
+    }
+
     /// Renames a live allocation (for snapshots and OOM reports). Errors if `id` is not live.
     pub fn set_label(&mut self, id: AllocationId, label: Option<&str>) -> Result<(), ArenaError> {
         if self.allocation(id).is_none() {

@@ -14,12 +14,15 @@
 //! Files, one concept each: `allocation` (ids and rounding), `region` (regions and
 //! their source), `options`, `chunk` (the chunk slab), `btree` and `bins` (the free-chunk
 //! index), `frontier` (pending frees), `arena` (the allocator itself), `stats`, `snapshot`,
-//! `events`, `oom` and `error`.
+//! `events`, `oom` and `error`; and `assignment`, the buffer assignment of a captured step's
+//! temporaries (offsets in one block by liveness: the same kind of problem, solved ahead of
+//! time).
 #![deny(unsafe_code)]
 
 mod allocation;
 #[allow(clippy::module_inception)]
 mod arena;
+mod assignment;
 mod bins;
 mod btree;
 mod chunk;
@@ -35,6 +38,7 @@ mod stats;
 pub(crate) use allocation::rounded_size;
 pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;
+pub use assignment::{assign_buffers, BufferAssignment, Temporary};
 pub use error::ArenaError;
 pub use events::{ArenaEvent, EventSink};
 pub use oom::{Bytes, OomCause, OutOfMemory};

@@ -5,7 +5,7 @@
 
 use super::sequence::Sequence;
 use super::user_kernel::Kernel;
-use crate::array::ArrayStorage;
+use crate::array::{Access, ArrayStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::StorageBinding;
@@ -54,6 +54,8 @@ pub struct Launch<'s, 'a> {
     kernel: Kernel,
     args: Vec<Arg>,
     params: Option<Vec<u8>>,
+    /// The capture's parameter slot the parameters come from: `(capture, slot)`.
+    params_slot: Option<(u64, u32)>,
     grid: Option<[u32; 3]>,
     /// The first mistake made while describing the launch, reported by `run`.
     error: Option<Error>,
@@ -75,6 +77,17 @@ struct Arg {
     /// The whole array (not a view): its binding may be rounded up inside its own allocation.
     whole: bool,
     writable: bool,
+}
+
+impl Arg {
+    /// What the launch does to the array: a writable argument may be written.
+    fn access(&self) -> Access {
+        if self.writable {
+            Access::Write
+        } else {
+            Access::Read
+        }
+    }
 }
 
 impl Context {
@@ -101,6 +114,7 @@ impl<'s, 'a> Launch<'s, 'a> {
             kernel: kernel.clone(),
             args: Vec::new(),
             params: None,
+            params_slot: None,
             grid: None,
             error: None,
             _borrows: PhantomData,
@@ -138,6 +152,19 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// takes 16 bytes).
     pub fn params<P: bytemuck::Pod>(mut self, params: &P) -> Self {
         self.params = Some(bytemuck::bytes_of(params).to_vec());
+        self
+    }
+
+    /// The kernel's parameter block from a slot of the [`crate::Capture`] this launch is
+    /// recorded in ([`crate::Capture::params_slot`]): the slot's value now, and whatever each
+    /// run of the captured step sets ([`crate::StepRun::params`]). Sizes are checked as for
+    /// [`Launch::params`].
+    ///
+    /// Errors at [`Launch::run`]: [`Error::InvalidArgument`] when the launch is not recorded in
+    /// the capture that made the slot.
+    pub fn params_slot<P: bytemuck::Pod>(mut self, slot: &super::capture::ParamsSlot<P>) -> Self {
+        self.params = Some(slot.initial.clone());
+        self.params_slot = Some((slot.capture, slot.index));
         self
     }
 
@@ -245,12 +272,25 @@ impl<'s, 'a> Launch<'s, 'a> {
                 context_device: crate::context::describe_context(&sequence.ctx.inner),
             });
         }
+        if let Some((capture, _)) = self.params_slot {
+            sequence.check_params_slot(capture)?;
+        }
         // Every argument is checked (context; for a single launch, not pending in a user's
         // sequence) before any is marked: a refused launch records and marks nothing.
-        let storages: Vec<&Arc<ArrayStorage>> = self.args.iter().map(|a| &a.storage).collect();
-        sequence.touch_all(&storages, "launch")?;
+        let uses: Vec<(&Arc<ArrayStorage>, Access)> =
+            self.args.iter().map(|a| (&a.storage, a.access())).collect();
+        let bindings = &kernel.signature().storage;
+        sequence.touch_all(&uses, "launch", |i| {
+            bindings.get(i).map_or_else(
+                || format!("argument {i}"),
+                |b| format!("the argument for {}", describe(b)),
+            )
+        })?;
         if let Some(step) = step {
             sequence.push_dispatch(step);
+            if let Some((_, slot)) = self.params_slot {
+                sequence.note_params_slot(slot);
+            }
         }
         if let Target::Own(sequence) = self.target {
             sequence.submit()?;

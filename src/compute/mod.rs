@@ -8,6 +8,10 @@
 //!   [`KernelDesc`](crate::kernels::KernelDesc) is `pipelines/source.rs`: what the cache compiles).
 //! - `launch`: [`Launch`], the checked launch of a user's kernel.
 //! - `sequence`: [`Sequence`] and the one submission path.
+//! - `capture`: [`Capture`], a sequence recorded once to be replayed, and its slots (what a
+//!   run may change).
+//! - `captured_step`: [`CapturedStep`], a finished capture: its memory plan ([`StepPlan`]) and
+//!   its runs ([`StepRun`]).
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
 //!
 //! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
@@ -18,11 +22,16 @@
 //! under it) nor the `kernels` facade. `tests/module_flow.rs` checks this.
 #![deny(unsafe_code)]
 
+mod capture;
+mod captured_step;
 mod kernel_settings;
 mod launch;
 mod sequence;
 mod user_kernel;
 
+pub(crate) use capture::MovingCopy;
+pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
+pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::Launch;
 pub use sequence::Sequence;
 pub use user_kernel::Kernel;

@@ -9,7 +9,7 @@
 //! no host read overtakes it), then submits after the gathered ops. Which recorder makes an
 //! array pending: the recording model in [`crate::kernels`].
 
-use crate::array::{check_context, check_not_pending, ArrayStorage, DeviceArray};
+use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::pipelines::ErrorScopes;
@@ -17,7 +17,7 @@ use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -27,6 +27,14 @@ use std::sync::Arc;
 /// at 256-byte slots); the pieces after the first take parameter buffers of their own, freed
 /// when their work completes.
 const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
+
+/// What a capture recorded, taken out of its sequence: the steps, every array they touch with
+/// the strongest use, and the capture's tables.
+pub(crate) type TakenCapture = (
+    Vec<Step>,
+    Vec<(Arc<ArrayStorage>, Access)>,
+    Option<Box<super::capture::CaptureTables>>,
+);
 
 /// Source of user sequences' numbers (1, 2, ...), which errors about pending arrays name.
 static NEXT_SEQUENCE: AtomicU64 = AtomicU64::new(1);
@@ -84,9 +92,11 @@ pub(crate) enum Recorder {
 pub struct Sequence {
     pub(crate) ctx: Context,
     pub(crate) steps: Vec<Step>,
-    /// Every array a step touches, once each (kept alive until the work is submitted).
-    touched: Vec<Arc<ArrayStorage>>,
-    touched_set: HashSet<usize>,
+    /// Every array a step touches, once each, with the strongest use recorded (kept alive
+    /// until the work is submitted).
+    touched: Vec<(Arc<ArrayStorage>, Access)>,
+    /// Index into `touched` by the storage's address.
+    touched_index: HashMap<usize, usize>,
     /// Upload staging buffers this sequence filled; released when it is submitted.
     pub(crate) staging: Vec<(StagingBuffer, u64)>,
     /// Names of the timeline's dispatch records (one per dispatch).
@@ -95,6 +105,9 @@ pub struct Sequence {
     /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
     /// even without a step, so that they land.
     pub(crate) queued_writes: bool,
+    /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
+    /// sequence.
+    pub(crate) capture: Option<Box<super::capture::CaptureTables>>,
 }
 
 impl Context {
@@ -119,11 +132,12 @@ impl Context {
             ctx: self.clone(),
             steps: Vec::new(),
             touched: Vec::new(),
-            touched_set: HashSet::new(),
+            touched_index: HashMap::new(),
             staging: Vec::new(),
             dispatches: 0,
             recorder,
             queued_writes: false,
+            capture: None,
         }
     }
 }
@@ -132,6 +146,36 @@ impl Sequence {
     /// The context the sequence records for.
     pub fn context(&self) -> &Context {
         &self.ctx
+    }
+
+    /// The recorder's number, as refusals name it (0 for a single op).
+    pub(crate) fn number(&self) -> u64 {
+        match self.recorder {
+            Recorder::User(id) => id,
+            Recorder::Library => 0,
+        }
+    }
+
+    /// Renumbers a user recorder before it records anything (a capture marks its number).
+    pub(crate) fn set_number(&mut self, id: u64) {
+        if let Recorder::User(_) = self.recorder {
+            self.recorder = Recorder::User(id);
+        }
+    }
+
+    /// Ends a capture's recording: its steps, every array they touch with the strongest use,
+    /// and its tables. Its arrays stop being pending (the capture becomes a step that submits
+    /// them itself, run by run).
+    pub(crate) fn take_capture(&mut self) -> TakenCapture {
+        let steps = std::mem::take(&mut self.steps);
+        let touched = std::mem::take(&mut self.touched);
+        for (storage, access) in &touched {
+            if self.recorder != Recorder::Library {
+                storage.pending.unmark(*access);
+            }
+        }
+        self.touched_index.clear();
+        (steps, touched, self.capture.take())
     }
 
     /// Number of steps recorded so far (dispatches, copies and clears).
@@ -144,37 +188,56 @@ impl Sequence {
         self.steps.is_empty()
     }
 
-    /// Notes that the recorded work uses `storage` ([`Sequence::touch_all`] of one).
+    /// Notes that the recorded work uses `storage` with `access` ([`Sequence::touch_all`] of
+    /// one; `argument` names it in a refusal).
     pub(crate) fn touch(
         &mut self,
         storage: &Arc<ArrayStorage>,
+        access: Access,
         operation: &'static str,
+        argument: &str,
     ) -> Result<()> {
-        self.touch_all(&[storage], operation)
+        self.touch_all(&[(storage, access)], operation, |_| argument.to_string())
     }
 
-    /// Notes that the recorded work uses every array of `storages`: each is kept alive until
-    /// the work is submitted and, in a user's sequence, pending meanwhile. Checks all of them
-    /// before marking any, so a refusal marks nothing: an array of another context
-    /// ([`Error::ForeignArray`]), and for a single op an array pending in a user's sequence.
+    /// Notes that the recorded work uses every array of `uses` with its access: each is kept
+    /// alive until the work is submitted and, in a user's sequence, pending meanwhile (for
+    /// writers only when the sequence only reads it). Checks all of them before marking any, so
+    /// a refusal marks nothing: an array of another context ([`Error::ForeignArray`]), and for
+    /// a single op a use that would overtake work pending in a user's sequence
+    /// (`argument(i)` names the `i`th use in that error).
     pub(crate) fn touch_all(
         &mut self,
-        storages: &[&Arc<ArrayStorage>],
+        uses: &[(&Arc<ArrayStorage>, Access)],
         operation: &'static str,
+        argument: impl Fn(usize) -> String,
     ) -> Result<()> {
-        for storage in storages {
+        for (i, (storage, access)) in uses.iter().enumerate() {
             check_context(storage, &self.ctx.inner, operation)?;
             if self.recorder == Recorder::Library {
-                check_not_pending(storage, operation)?;
+                // The argument's name is only worked out for the refusal.
+                if storage.pending.conflict(*access).is_some() {
+                    check_not_pending(storage, *access, operation, &argument(i))?;
+                }
             }
         }
-        for storage in storages {
-            if self.touched_set.insert(Arc::as_ptr(storage) as usize) {
-                if let Recorder::User(id) = self.recorder {
-                    storage.pending_in.store(id, Ordering::Release);
-                    storage.pending.fetch_add(1, Ordering::AcqRel);
+        for (storage, access) in uses {
+            let key = Arc::as_ptr(storage) as usize;
+            let before = match self.touched_index.get(&key) {
+                Some(&index) => {
+                    let recorded = &mut self.touched[index].1;
+                    let before = *recorded;
+                    *recorded = before.max(*access);
+                    Some(before)
                 }
-                self.touched.push(Arc::clone(*storage));
+                None => {
+                    self.touched_index.insert(key, self.touched.len());
+                    self.touched.push((Arc::clone(*storage), *access));
+                    None
+                }
+            };
+            if let Recorder::User(id) = self.recorder {
+                storage.pending.mark(id, *access, before);
             }
         }
         Ok(())
@@ -184,27 +247,35 @@ impl Sequence {
     pub(crate) fn touch_array<T: bytemuck::Pod>(
         &mut self,
         array: &DeviceArray<T>,
+        access: Access,
         operation: &'static str,
+        argument: &str,
     ) -> Result<()> {
-        self.touch(&array.storage, operation)
+        self.touch(&array.storage, access, operation, argument)
     }
 
-    /// Whether an op on `storage` may run now instead of in order after the recorded steps
-    /// (the host path of `ops/host.rs`): no step recorded so far reads or writes it, and it is
-    /// pending in no other user sequence (this one's own mark aside).
-    pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>) -> bool {
-        let ours = u32::from(
-            self.recorder != Recorder::Library
-                && self.touched_set.contains(&(Arc::as_ptr(storage) as usize)),
-        );
-        storage.pending.load(Ordering::Acquire) == ours
-            && !self.steps.iter().any(|step| {
-                step.touches(
-                    &storage.buffer,
-                    storage.allocation.offset,
-                    storage.allocation.size,
-                )
-            })
+    /// Whether an op that uses `storage` with `access` may run now instead of in order after
+    /// the recorded steps (the host path of `ops/host.rs`): no step recorded so far reads or
+    /// writes it, and no other user sequence has recorded work the op would overtake (a write
+    /// of it; for a write, any use), this one's own mark aside.
+    pub(crate) fn may_run_now(&self, storage: &Arc<ArrayStorage>, access: Access) -> bool {
+        let own = if self.recorder == Recorder::Library {
+            None
+        } else {
+            self.touched_index
+                .get(&(Arc::as_ptr(storage) as usize))
+                .map(|&index| self.touched[index].1)
+        };
+        let writers = storage.pending.others(Access::Write, own);
+        let readers = storage.pending.others(Access::Read, own);
+        let free = writers == 0 && (access == Access::Read || readers == 0);
+        free && !self.steps.iter().any(|step| {
+            step.touches(
+                &storage.buffer,
+                storage.allocation.offset,
+                storage.allocation.size,
+            )
+        })
     }
 
     /// Whether this is one of the library's single ops (gathered into the context's batch).
@@ -229,6 +300,13 @@ impl Sequence {
     /// work (then no part of it runs); [`Error::DeviceLost`] once the device is lost or
     /// destroyed.
     pub fn submit(mut self) -> Result<SubmissionId> {
+        if self.capture.is_some() {
+            // Only reachable by moving a capture's recorder out of it.
+            return Err(Error::InvalidArgument {
+                operation: "Sequence::submit",
+                reason: "this sequence records a Capture: call finish() on the Capture".into(),
+            });
+        }
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
@@ -237,7 +315,7 @@ impl Sequence {
                 // Only queued uploads: one (empty) submission carries them.
                 let touched = &self.touched;
                 last = inner.submit_with([], |id| {
-                    for storage in touched {
+                    for (storage, _) in touched {
                         storage.record_use(id);
                     }
                 });
@@ -249,7 +327,7 @@ impl Sequence {
         let result = match self.recorder {
             // A single op joins the context's gathered ops (`context/gathered.rs`).
             Recorder::Library => inner.gather(steps, |id| {
-                for storage in &touched {
+                for (storage, _) in &touched {
                     storage.record_use(id);
                 }
             }),
@@ -267,12 +345,12 @@ impl Sequence {
     /// Releases the staging buffers and arrays: in a user's sequence its arrays stop being
     /// pending (their last use was recorded before the work was submitted).
     fn finish(&mut self, last: SubmissionId) {
-        for storage in self.touched.drain(..) {
+        for (storage, access) in self.touched.drain(..) {
             if self.recorder != Recorder::Library {
-                storage.pending.fetch_sub(1, Ordering::AcqRel);
+                storage.pending.unmark(access);
             }
         }
-        self.touched_set.clear();
+        self.touched_index.clear();
         for (mut staging, _) in self.staging.drain(..) {
             staging.busy_until = staging.busy_until.max(last);
             self.ctx.inner.staging.release(StagingKind::Upload, staging);
@@ -283,8 +361,13 @@ impl Sequence {
 impl Drop for Sequence {
     fn drop(&mut self) {
         if !self.steps.is_empty() {
+            let (kind, end) = if self.capture.is_some() {
+                ("Capture", "finish()")
+            } else {
+                ("Sequence", "submit()")
+            };
             log::warn!(
-                "gpu-arena: a Sequence of {} steps was dropped without submit(); its work was discarded",
+                "gpu-arena: a {kind} of {} steps was dropped without {end}; its work was discarded",
                 self.steps.len()
             );
         }
@@ -313,7 +396,7 @@ impl ContextInner {
         &self,
         params: &mut ParamsBuffer,
         steps: &[Step],
-        touched: &[Arc<ArrayStorage>],
+        touched: &[(Arc<ArrayStorage>, Access)],
     ) -> Result<SubmissionId> {
         // Nothing of a lost device is touched, the parameter buffer included.
         self.check_device("submitting recorded GPU work")?;
@@ -342,6 +425,19 @@ impl ContextInner {
                 &mut own
             };
             let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+            let unbound = piece
+                .iter()
+                .filter(|s| {
+                    matches!(
+                        s,
+                        Step::Dispatch {
+                            bind_group: None,
+                            ..
+                        }
+                    )
+                })
+                .count();
+            self.count_bind_groups(unbound as u64);
             let piece = encode_steps(&self.device, alignment, buffer, piece).map_err(|reason| {
                 Error::Device {
                     during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
@@ -363,7 +459,7 @@ impl ContextInner {
         // A user's sequence is what a host read of its results usually follows: it carries the
         // memory dependency to host reads, so that read needs no submission of its own.
         let id = self.submit_for_host_read(commands, |id| {
-            for storage in touched {
+            for (storage, _) in touched {
                 storage.record_use(id);
             }
         });

@@ -128,6 +128,7 @@ impl ContextInner {
                     ranges,
                     uniform.as_ref().map(|(b, at, len)| (b, *at, *len)),
                 ));
+                self.count_bind_groups(1);
             }
         }
         scopes

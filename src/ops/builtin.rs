@@ -5,24 +5,46 @@ use super::geometry::{
     grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits,
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
-use crate::array::{ArrayStorage, DeviceArray};
+use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::pipelines::{Builtin, KernelState};
 use crate::step::{BoundRange, Step};
 
-/// An array and a byte range of it, relative to the array's first byte.
+/// An array and a byte range of it, relative to the array's first byte; what the kernel
+/// does to it, and the op's name for it (in a refusal).
 pub(crate) struct Binding<'a> {
     pub(crate) storage: &'a std::sync::Arc<ArrayStorage>,
     pub(crate) range: BindRange,
+    pub(crate) access: Access,
+    pub(crate) argument: &'static str,
 }
 
 impl<'a> Binding<'a> {
-    pub(crate) fn of<T: bytemuck::Pod>(array: &'a DeviceArray<T>, range: BindRange) -> Self {
+    /// A range the kernel only reads.
+    pub(crate) fn read<T: bytemuck::Pod>(
+        array: &'a DeviceArray<T>,
+        range: BindRange,
+        argument: &'static str,
+    ) -> Self {
         Binding {
             storage: &array.storage,
             range,
+            access: Access::Read,
+            argument,
+        }
+    }
+
+    /// A range the kernel writes.
+    pub(crate) fn write<T: bytemuck::Pod>(
+        array: &'a DeviceArray<T>,
+        range: BindRange,
+        argument: &'static str,
+    ) -> Self {
+        Binding {
+            access: Access::Write,
+            ..Binding::read(array, range, argument)
         }
     }
 }
@@ -97,11 +119,10 @@ impl Sequence {
             .iter()
             .map(|d| kernels.builtin(&inner.device, &inner.adapter_info, d.kernel))
             .collect::<Result<Vec<_>>>()?;
-        let storages: Vec<_> = dispatches
-            .iter()
-            .flat_map(|d| d.bindings.iter().map(|b| b.storage))
-            .collect();
-        self.touch_all(&storages, operation)?;
+        let bindings: Vec<&Binding<'_>> =
+            dispatches.iter().flat_map(|d| d.bindings.iter()).collect();
+        let uses: Vec<_> = bindings.iter().map(|b| (b.storage, b.access)).collect();
+        self.touch_all(&uses, operation, |i| bindings[i].argument.to_string())?;
         for (d, compiled) in dispatches.iter().zip(compiled) {
             let items = d.params.items();
             let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * d.per_group;
@@ -140,7 +161,8 @@ impl Sequence {
     }
 }
 
-/// The dispatches of one box copy from `src` to `dst`, appended to `out`.
+/// The dispatches of one box copy from `src` to `dst`, appended to `out`; `names` are the
+/// op's names for the two arrays (its refusals name them).
 ///
 /// Errors: [`Error::InvalidArgument`] if a planned parameter did not fit the kernels' `u32`s
 /// (a planning bug: refused rather than truncated into a copy of the wrong bytes).
@@ -148,6 +170,7 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     src: &'a DeviceArray<T>,
     dst: &'a DeviceArray<T>,
     copy: &BoxCopy,
+    names: (&'static str, &'static str),
     limits: &PlanLimits,
     operation: &'static str,
     out: &mut Vec<Dispatch<'a>>,
@@ -162,7 +185,10 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
         };
         out.push(Dispatch {
             kernel,
-            bindings: vec![Binding::of(src, d.src), Binding::of(dst, d.dst)],
+            bindings: vec![
+                Binding::read(src, d.src, names.0),
+                Binding::write(dst, d.dst, names.1),
+            ],
             params: Params::Copy(d.params),
             per_group: WORKGROUP * per_invocation,
         });
@@ -176,10 +202,12 @@ pub(crate) fn planning_error(operation: &'static str, reason: String) -> Error {
 }
 
 impl Sequence {
-    /// Records box copies between arrays (`(src, dst, box)` each, in order) as copy kernels.
+    /// Records box copies between arrays (`(src, dst, box)` each, in order) as copy kernels;
+    /// `names` are the op's names for the source and the destination.
     pub(crate) fn record_copies<T: bytemuck::Pod>(
         &mut self,
         copies: &[(&DeviceArray<T>, &DeviceArray<T>, BoxCopy)],
+        names: (&'static str, &'static str),
         operation: &'static str,
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
@@ -187,7 +215,7 @@ impl Sequence {
         let limits = inner.plan_limits(&kernels);
         let mut dispatches = Vec::new();
         for (src, dst, copy) in copies {
-            copy_dispatches(src, dst, copy, &limits, operation, &mut dispatches)?;
+            copy_dispatches(src, dst, copy, names, &limits, operation, &mut dispatches)?;
         }
         self.record_builtin(&mut kernels, &dispatches, operation)
     }

@@ -1,7 +1,7 @@
 //! `copy`: an explicit device-to-device transfer into a new array.
 
 use super::update_slice::whole_array;
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::error::Result;
@@ -24,7 +24,7 @@ impl Context {
     /// ```
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "copy";
-        array.check_ready(&self.inner, OPERATION)?;
+        array.check_ready_for(&self.inner, Access::Read, OPERATION, "the array")?;
         if self
             .inner
             .host_path_possible(&self.inner.kernels.lock(), &[array])
@@ -68,8 +68,12 @@ impl Sequence {
         self.ctx
             .inner
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
-        let result = self.ctx.alloc::<T>(array.shape())?;
-        self.record_copies(&[(array, &result, whole_array(array))], OPERATION)?;
+        let result = self.new_array::<T>(array.shape(), None)?;
+        self.record_copies(
+            &[(array, &result, whole_array(array))],
+            ("the array", "the copy"),
+            OPERATION,
+        )?;
         self.ctx
             .inner
             .count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);

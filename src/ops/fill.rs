@@ -2,7 +2,7 @@
 
 use super::builtin::{planning_error, Binding, Dispatch, Params};
 use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::donated::{Donated, DonatedResult};
@@ -41,7 +41,7 @@ impl Context {
         value: T,
     ) -> DonatedResult<T> {
         let checked = array
-            .check_ready(&self.inner, "fill_in_place")
+            .check_ready_for(&self.inner, Access::Write, "fill_in_place", "the array")
             .and_then(|()| pattern_of(value, "fill_in_place"));
         match checked {
             Ok(pattern) => self.fill_pattern(array, pattern),
@@ -78,7 +78,7 @@ impl Sequence {
     /// [`Context::fill`], recorded.
     pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
-        let array = self.ctx.alloc::<T>(shape)?;
+        let array = self.new_array::<T>(shape, None)?;
         self.fill_pattern(array, pattern, "fill")
             .map_err(Error::from)
     }
@@ -101,7 +101,7 @@ impl Sequence {
         pattern: [u32; 4],
         operation: &'static str,
     ) -> DonatedResult<T> {
-        match self.host_path_now(&[&array], operation) {
+        match self.host_path_now(&[(&array, Access::Write, "the array")], operation) {
             Ok(Some(host)) => {
                 host.fill(0, array.size_in_bytes(), pattern);
                 return Ok(array);
@@ -123,7 +123,7 @@ impl Sequence {
             .into_iter()
             .map(|d| Dispatch {
                 kernel: Builtin::Fill,
-                bindings: vec![Binding::of(&array, d.dst)],
+                bindings: vec![Binding::write(&array, d.dst, "the array")],
                 params: Params::Fill(d.params),
                 per_group: WORKGROUP * PER_INVOCATION,
             })

@@ -220,17 +220,16 @@ impl BoxCopy {
 
     /// The widest unit that every offset, stride and the row length are multiples of.
     pub(crate) fn unit(&self) -> CopyUnit {
+        unit_of(self.unit_bits())
+    }
+
+    /// Every offset, stride and the row length OR-ed together: their common alignment.
+    fn unit_bits(&self) -> u64 {
         let mut all = self.src_offset | self.dst_offset | self.row_bytes;
         for d in &self.outer {
             all |= d.src_stride | d.dst_stride;
         }
-        if all.is_multiple_of(VEC4_BYTES) {
-            CopyUnit::Vec4
-        } else if all.is_multiple_of(WORD_BYTES) {
-            CopyUnit::Word
-        } else {
-            CopyUnit::Byte
-        }
+        all
     }
 
     /// Work items of one dispatch of this box: units for the row kernels, destination words
@@ -473,6 +472,17 @@ fn dispatch_for(
     let (d0, d1) = piece.dst_extent();
     let src = bind_range(s0, s1, limits.binding_alignment);
     let dst = bind_range(d0, d1, limits.binding_alignment);
+    dispatch_in(piece, unit, src, dst)
+}
+
+/// The dispatch of `piece` over the bound ranges `src` and `dst` (which hold its extents).
+fn dispatch_in(
+    piece: &BoxCopy,
+    unit: CopyUnit,
+    src: BindRange,
+    dst: BindRange,
+) -> Result<CopyDispatch, String> {
+    let (s0, d0) = (piece.src_offset, piece.dst_offset);
     let u = unit.bytes();
     let (dense_rank, row_items) = match unit {
         CopyUnit::Byte => {
@@ -506,6 +516,60 @@ fn dispatch_for(
         dst,
         params,
     })
+}
+
+/// The one dispatch of a box copy whose start moves between runs of a captured step, so that
+/// its bind group can be made once: both arrays bound whole (from their first byte, `src_bytes`
+/// and `dst_bytes` rounded up to 16, inside their 256-byte-rounded allocations), in the unit
+/// that every start allows (`moving_strides`: the bytes between consecutive start indices of
+/// the side that moves). A run then only rewrites the parameters' bases.
+///
+/// Errors: why no single dispatch over whole bindings can copy this box on this device (an
+/// array above the binding limit, more items than a dispatch takes).
+pub(crate) fn plan_movable_copy(
+    copy: &BoxCopy,
+    moving_strides: &[u64],
+    src_bytes: u64,
+    dst_bytes: u64,
+    limits: &PlanLimits,
+) -> Result<Option<CopyDispatch>, String> {
+    if copy.is_empty() {
+        return Ok(None);
+    }
+    let piece = copy.normalized();
+    let moving = moving_strides.iter().fold(0, |all, s| all | s);
+    let unit = unit_of(piece.unit_bits() | moving);
+    let whole = |bytes: u64| BindRange {
+        offset: 0,
+        size: bytes.next_multiple_of(VEC4_BYTES).max(VEC4_BYTES),
+    };
+    let (src, dst) = (whole(src_bytes), whole(dst_bytes));
+    let max = limits.max_binding_bytes.min(MAX_ADDRESSABLE_BINDING_BYTES);
+    if src.size.max(dst.size) > max {
+        return Err(format!(
+            "a start that changes between runs needs both arrays bound whole, and {} bytes exceed this device's binding limit ({max}): slice the arrays smaller, or record the op per run in a Sequence",
+            src.size.max(dst.size)
+        ));
+    }
+    if piece.items(unit) > limits.max_items {
+        return Err(format!(
+            "a start that changes between runs needs one dispatch, and the box's {} items exceed the {} one dispatch takes: copy smaller boxes",
+            piece.items(unit),
+            limits.max_items
+        ));
+    }
+    dispatch_in(&piece, unit, src, dst).map(Some)
+}
+
+/// The copy unit that every value OR-ed into `bits` allows.
+fn unit_of(bits: u64) -> CopyUnit {
+    if bits.is_multiple_of(VEC4_BYTES) {
+        CopyUnit::Vec4
+    } else if bits.is_multiple_of(WORD_BYTES) {
+        CopyUnit::Word
+    } else {
+        CopyUnit::Byte
+    }
 }
 
 /// Parameters of the fill kernel (`struct Params` in `fill.wgsl`).

@@ -13,7 +13,7 @@
 //! per iteration). A host read of the result waits, as any host read does.
 
 use super::geometry::BoxCopy;
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::backend::MappedRange;
 use crate::compute::Sequence;
 use crate::context::ContextInner;
@@ -83,26 +83,36 @@ impl Sequence {
     /// one cost none. Arrays that GPU work still uses take the kernel, as single ops do. The arrays
     /// are touched all the same: pending until `submit` as on every other path, so code that
     /// runs on a CPU adapter runs on a GPU too.
+    /// `uses` are the op's arrays with what it does to each and its name for it (its refusals
+    /// name it); the [`HostArrays`] follow their order.
     pub(crate) fn host_path_now<T: bytemuck::Pod>(
         &mut self,
-        arrays: &[&DeviceArray<T>],
+        uses: &[(&DeviceArray<T>, Access, &'static str)],
         operation: &'static str,
     ) -> Result<Option<HostArrays>> {
+        let arrays: Vec<&DeviceArray<T>> = uses.iter().map(|(array, ..)| *array).collect();
+        let arrays = &arrays[..];
         // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
         const MAX_STEPS_SCANNED: usize = 256;
         let inner = Arc::clone(&self.ctx.inner);
         let kernels = inner.kernels.lock();
-        if self.steps.len() > MAX_STEPS_SCANNED || !inner.host_path_possible(&kernels, arrays) {
+        // A capture runs nothing while it records: every op is a step each run repeats.
+        if self.is_capture()
+            || self.steps.len() > MAX_STEPS_SCANNED
+            || !inner.host_path_possible(&kernels, arrays)
+        {
             return Ok(None);
         }
-        let free = arrays.iter().all(|a| self.may_run_now(&a.storage));
+        let free = uses
+            .iter()
+            .all(|(array, access, _)| self.may_run_now(&array.storage, *access));
         if !free {
             return Ok(None);
         }
         let host = inner.host_path(&kernels, arrays)?;
         if host.is_some() {
-            for array in arrays {
-                self.touch_array(array, operation)?;
+            for (array, access, argument) in uses {
+                self.touch_array(array, *access, operation, argument)?;
             }
         }
         Ok(host)

@@ -8,6 +8,8 @@
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
+//! - `moving_copy`: `dynamic_update_slice` and `dynamic_slice` in a [`Capture`](crate::Capture)
+//!   whose start each run sets (one dispatch over whole bindings, its bases rewritten per run).
 //!
 //! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate; their
 //! variants are `pipelines::Builtin`.
@@ -23,6 +25,7 @@ mod copy;
 mod fill;
 mod geometry;
 mod host;
+mod moving_copy;
 mod slice;
 mod slicing;
 mod update_slice;

@@ -2,7 +2,7 @@
 
 use super::geometry::BoxCopy;
 use super::slicing::clamp_start;
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::error::Result;
@@ -29,7 +29,7 @@ impl Context {
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_slice";
-        operand.check_ready(&self.inner, OPERATION)?;
+        operand.check_ready_for(&self.inner, Access::Read, OPERATION, "the operand")?;
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
         if self
             .inner
@@ -63,15 +63,19 @@ impl Sequence {
         const OPERATION: &str = "dynamic_slice";
         operand.check_same_context(&self.ctx.inner, OPERATION)?;
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
-        let result = self.ctx.alloc::<T>(sizes)?;
+        let result = self.new_array::<T>(sizes, None)?;
         let copy = slice_box::<T>(operand, &start, sizes);
-        self.record_copies(&[(operand, &result, copy)], OPERATION)?;
+        self.record_copies(
+            &[(operand, &result, copy)],
+            ("the operand", "the result"),
+            OPERATION,
+        )?;
         Ok(result)
     }
 }
 
 /// `operand[start .. start + sizes]` into a new array of shape `sizes`.
-fn slice_box<T: bytemuck::Pod>(
+pub(super) fn slice_box<T: bytemuck::Pod>(
     operand: &DeviceArray<T>,
     start: &[u64],
     sizes: &[usize],

@@ -2,7 +2,7 @@
 
 use super::geometry::BoxCopy;
 use super::slicing::clamp_start;
-use crate::array::DeviceArray;
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::donated::{Donated, DonatedResult};
@@ -51,7 +51,7 @@ impl Context {
         const OPERATION: &str = "dynamic_update_slice";
         let update = update.into();
         let checked = operand
-            .check_ready(&self.inner, OPERATION)
+            .check_ready_for(&self.inner, Access::Write, OPERATION, "the operand")
             .and_then(|()| check_operand_ready(&update, &self.inner, OPERATION))
             .and_then(|()| clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION));
         let start = match checked {
@@ -107,7 +107,11 @@ impl Context {
                 // The update is not mapped after all: run the kernel.
                 drop(kernels);
                 let mut sequence = self.single_op();
-                sequence.record_copies(&[(&update, operand, copy)], "dynamic_update_slice")?;
+                sequence.record_copies(
+                    &[(&update, operand, copy)],
+                    ("the update", "the operand"),
+                    "dynamic_update_slice",
+                )?;
                 sequence.submit().map(drop)
             }
         }
@@ -125,7 +129,7 @@ impl Context {
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_update_slice_copy";
-        operand.check_ready(&self.inner, OPERATION)?;
+        operand.check_ready_for(&self.inner, Access::Read, OPERATION, "the operand")?;
         let update = update.into();
         check_operand_ready(&update, &self.inner, OPERATION)?;
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
@@ -153,6 +157,7 @@ impl Context {
                     (operand, &result, whole_array(operand)),
                     (&update, &result, copy),
                 ],
+                ("the operand or update", "the result"),
                 OPERATION,
             )?;
             sequence.submit()?;
@@ -185,11 +190,19 @@ impl Sequence {
             .and_then(|start| {
                 let update = self.resolve(update, OPERATION)?;
                 let copy = update_box::<T>(&operand, &update, &start);
-                if let Some(host) = self.host_path_now(&[&update, &operand], OPERATION)? {
+                let uses = [
+                    (&*update, Access::Read, "the update"),
+                    (&operand, Access::Write, "the operand"),
+                ];
+                if let Some(host) = self.host_path_now(&uses, OPERATION)? {
                     host.copy(0, 1, &copy);
                     return Ok(());
                 }
-                self.record_copies(&[(&update, &operand, copy)], OPERATION)
+                self.record_copies(
+                    &[(&update, &operand, copy)],
+                    ("the update", "the operand"),
+                    OPERATION,
+                )
             });
         match recorded {
             Ok(()) => Ok(operand),
@@ -212,7 +225,7 @@ impl Sequence {
         let update = update.into();
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
         let update = self.resolve(update, OPERATION)?;
-        let result = self.ctx.alloc::<T>(operand.shape())?;
+        let result = self.new_array::<T>(operand.shape(), None)?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);
@@ -221,6 +234,7 @@ impl Sequence {
                 (operand, &result, whole_array(operand)),
                 (&update, &result, copy),
             ],
+            ("the operand or update", "the result"),
             OPERATION,
         )?;
         Ok(result)
@@ -237,14 +251,14 @@ pub(crate) fn whole_array<T: bytemuck::Pod>(array: &DeviceArray<T>) -> BoxCopy {
     BoxCopy::contiguous(array.size_in_bytes().next_multiple_of(16), 0, 0)
 }
 
-/// A device update must be usable now (same context, no unsubmitted sequence on it).
+/// A device update must be readable now (same context, no unsubmitted sequence writing it).
 fn check_operand_ready<T: bytemuck::Pod>(
     update: &Operand<'_, T>,
     ctx: &std::sync::Arc<crate::context::ContextInner>,
     operation: &'static str,
 ) -> Result<()> {
     match update {
-        Operand::Device(a) => a.check_ready(ctx, operation),
+        Operand::Device(a) => a.check_ready_for(ctx, Access::Read, operation, "the update"),
         _ => Ok(()),
     }
 }
@@ -259,7 +273,7 @@ pub(crate) fn operand_shape<T: bytemuck::Pod>(operand: &Operand<'_, T>) -> Vec<u
 }
 
 /// The whole `update` into `operand` at `start` (already clamped).
-fn update_box<T: bytemuck::Pod>(
+pub(super) fn update_box<T: bytemuck::Pod>(
     operand: &DeviceArray<T>,
     update: &DeviceArray<T>,
     start: &[u64],

@@ -40,7 +40,7 @@ pub use stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use guard::check as check_guard;
 
-use crate::array::{check_shape, ArrayStorage, DeviceArray};
+use crate::array::{check_shape, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
@@ -199,7 +199,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_ready(&self.inner, operation)?;
+            a.check_ready_for(&self.inner, Access::Read, operation, "the array")?;
         }
         self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
@@ -259,7 +259,7 @@ impl Context {
         operation: &'static str,
     ) -> Result<()> {
         let (storage, view_offset) = source.parts();
-        storage.check_ready(&self.inner, operation)?;
+        storage.check_ready_for(&self.inner, Access::Read, operation, "the source")?;
         if out.len() != source.len() {
             return Err(Error::Shape {
                 operation,

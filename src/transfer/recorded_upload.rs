@@ -5,7 +5,7 @@
 
 use super::staging::{StagingKind, UploadItem, COPY_ALIGNMENT};
 use super::{Operand, ResolvedOperand, TransferDirection};
-use crate::array::{check_shape, DeviceArray};
+use crate::array::{check_shape, Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::error::Result;
 use crate::step::Step;
@@ -50,8 +50,8 @@ impl Sequence {
             operation,
             explicit,
         )?;
-        let array = self.ctx.alloc_bytes::<T>(shape, bytes.len() as u64, None)?;
-        self.touch_array(&array, operation)?;
+        let array = self.new_array::<T>(shape, Some(bytes.len() as u64))?;
+        self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
         inner.count_transfer(
             TransferDirection::HostToDevice,
@@ -71,6 +71,10 @@ impl Sequence {
     ) -> Result<()> {
         let storage = &array.storage;
         if bytes.is_empty() {
+            return Ok(());
+        }
+        // A capture writes nothing now: each run copies the data in at this step.
+        if self.record_captured_upload(array, bytes).is_some() {
             return Ok(());
         }
         if let Some(range) = storage.host_range() {

@@ -1,0 +1,448 @@
+//! `Capture`: a step recorded once, to be replayed many times as a [`CapturedStep`] (what
+//! `jax.jit` makes of a traced function, and what a CUDA graph is on CUDA).
+//!
+//! A capture is a [`Sequence`] (it dereferences to one: launches, uploads and the library's ops
+//! are recorded the same way, checked the same way, and make their arrays pending the same
+//! way) with three differences: nothing runs while it records (host paths and zero-copy writes
+//! are recorded as steps too, so that every run repeats them), what may change between runs is
+//! named by *slots* (a launch's parameters, an upload's host data, the start of a
+//! `dynamic_update_slice` or `dynamic_slice`, a read into host memory), and it ends with
+//! [`Capture::finish`] instead of `submit`, which plans the step's memory
+//! (`compute/captured_step.rs`).
+
+use super::captured_step::CapturedStep;
+use super::sequence::Sequence;
+use crate::array::{Access, DeviceArray};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::step::Step;
+use std::collections::HashSet;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
+
+/// What a capture records beside its steps: which arrays it made, and where each slot acts.
+pub(crate) struct CaptureTables {
+    /// The capture's number (its slots carry it, so a slot of another capture is refused).
+    pub(crate) id: u64,
+    /// Arrays made by the capture's own ops (by storage address): those the user no longer
+    /// holds at `finish` are the step's temporaries.
+    pub(crate) created: HashSet<usize>,
+    /// Launches whose parameters come from a slot: `(step index, slot index)`.
+    pub(crate) slotted_params: Vec<(usize, u32)>,
+    /// The byte size of each parameter slot.
+    pub(crate) param_slots: Vec<Vec<u8>>,
+    /// Uploads: each copies `bytes` from `offset` of the step's upload buffer (the copy step's
+    /// index is `step`).
+    pub(crate) inputs: Vec<CapturedIo>,
+    /// The initial host data of every upload, at its offset.
+    pub(crate) upload_bytes: Vec<u8>,
+    /// Reads: each copies `bytes` into `offset` of the step's readback buffer.
+    pub(crate) reads: Vec<CapturedIo>,
+    pub(crate) readback_bytes: u64,
+    /// Copies whose start comes from an index slot.
+    pub(crate) moving: Vec<MovingCopy>,
+    /// The rank of each index slot and its initial start.
+    pub(crate) index_slots: Vec<Vec<i64>>,
+    /// Stands for the upload and readback buffers, made at `finish` once their sizes are known.
+    pub(crate) placeholder: wgpu::Buffer,
+}
+
+/// An upload or a read of a captured step: the copy step, where its bytes lie in the step's
+/// upload or readback buffer, and how many bytes the caller's data holds (the copy's size is
+/// that rounded up to 4).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CapturedIo {
+    pub(crate) step: usize,
+    pub(crate) offset: u64,
+    pub(crate) bytes: u64,
+}
+
+/// A copy kernel whose start comes from an index slot at each run (`ops/moving_copy.rs`
+/// records it): its dispatch is step `step`; the box keeps its shape, only its bases move.
+#[derive(Clone, Debug)]
+pub(crate) struct MovingCopy {
+    pub(crate) step: usize,
+    pub(crate) slot: u32,
+    /// The moving array's shape and the box's sizes (the start is clamped between them).
+    pub(crate) shape: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
+    /// Bytes between consecutive indices of each dimension of the moving array.
+    pub(crate) strides: Vec<u64>,
+    /// Whether the source moves (a slice) or the destination (an update).
+    pub(crate) source_moves: bool,
+    /// The bytes of the kernel's indexing unit: every start's offset is a multiple of it.
+    pub(crate) unit_bytes: u64,
+    /// The planned parameters, and what sets their source and destination bases (in units) for
+    /// a run (the ops' own geometry: `ops/moving_copy.rs`).
+    pub(crate) params: Vec<u8>,
+    pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), String>,
+}
+
+/// A launch's parameter block that each run of a [`CapturedStep`] may set: made by
+/// [`Capture::params_slot`], given to launches with [`crate::Launch::params_slot`] (any number of
+/// them: a position every layer reads), set with [`crate::StepRun::params`].
+pub struct ParamsSlot<P> {
+    pub(crate) capture: u64,
+    pub(crate) index: u32,
+    pub(crate) initial: Vec<u8>,
+    _block: PhantomData<fn() -> P>,
+}
+
+/// The host data of an upload that each run of a [`CapturedStep`] may replace: made with its
+/// array by [`Capture::input`], set with [`crate::StepRun::input`] (a run that does not set it
+/// uploads the data of the last run that did, or the data captured).
+pub struct InputSlot<T> {
+    pub(crate) capture: u64,
+    /// `None` for an empty upload (nothing to copy).
+    pub(crate) index: Option<u32>,
+    pub(crate) len: usize,
+    _element: PhantomData<fn() -> T>,
+}
+
+/// Start indices that each run of a [`CapturedStep`] may set, for
+/// [`Capture::dynamic_update_slice_at`] and [`Capture::dynamic_slice_at`] (any number of ops:
+/// one position for every layer's KV cache). Clamped at each run as XLA clamps.
+pub struct IndexSlot {
+    pub(crate) capture: u64,
+    pub(crate) index: u32,
+    pub(crate) rank: usize,
+}
+
+/// An array's bytes copied to host memory at each run of a [`CapturedStep`]: made by
+/// [`Capture::read`], read with [`crate::StepRun::read_into`].
+pub struct ReadSlot<T> {
+    pub(crate) capture: u64,
+    pub(crate) index: Option<u32>,
+    pub(crate) len: usize,
+    _element: PhantomData<fn() -> T>,
+}
+
+macro_rules! slot_debug {
+    ($($slot:ident),*) => {$(
+        impl<T> std::fmt::Debug for $slot<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($slot))
+                    .field("capture", &self.capture)
+                    .field("index", &self.index)
+                    .finish()
+            }
+        }
+    )*};
+}
+slot_debug!(ParamsSlot, InputSlot, ReadSlot);
+
+impl std::fmt::Debug for IndexSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexSlot")
+            .field("capture", &self.capture)
+            .field("index", &self.index)
+            .field("rank", &self.rank)
+            .finish()
+    }
+}
+
+/// A step being captured: record it as a [`Sequence`] (this dereferences to one), name what
+/// changes between runs with slots, then [`Capture::finish`] it into a [`CapturedStep`] that
+/// runs it again and again as one submission, with no allocation and no bind group made.
+///
+/// - **Arrays.** The step is captured over real arrays. Arrays made before the capture are its
+///   inputs (and, when it writes them, its in-place outputs: a donated KV cache stays the same
+///   array across runs). Arrays made by the capture's ops and still held when it finishes are
+///   its outputs, fixed arrays that every run rewrites (as CUDA-graph outputs are). Arrays made
+///   by the capture and dropped before it finishes are its temporaries: `finish` gives them
+///   offsets in one block by liveness ([`crate::arena::assign_buffers`]) and their own memory
+///   goes back to the arena.
+/// - **Nothing runs while capturing.** Uploads, zero fills and the library's ops are recorded
+///   as steps on every path (also where a single op would write host memory at once), and the
+///   first run is the first time any of it runs: outputs hold unspecified data until then.
+/// - **Pending.** The arrays a capture records on are pending, by access, until it finishes
+///   or is dropped, exactly as a sequence's (the recording model in [`crate::kernels`]).
+///
+/// ```no_run
+/// # let ctx = gpu_arena::Context::new(Default::default())?;
+/// # let k = ctx.kernel("@group(0) @binding(0) var<uniform> p: u32;
+/// #   @group(0) @binding(1) var<storage, read_write> a: array<u32>;
+/// #   @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+/// #   if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] + p; } }", "main")?;
+/// let cache = ctx.zeros::<u32>(&[16, 64])?;
+/// let mut cap = ctx.capture();
+/// let (mut row, new_row) = cap.input(&[0u32; 64], &[1, 64])?; // host data set per run
+/// let add = cap.params_slot(&0u32);                           // parameters set per run
+/// cap.launch(&k).arg_mut(&mut row).params_slot(&add).grid_for(64).run()?;
+/// let at = cap.index_slot(&[0, 0]);                           // start set per run
+/// let cache = cap.dynamic_update_slice_at(cache, &row, &at)?; // in place, donated
+/// drop(row);                                                  // a temporary
+/// let mut step = cap.finish()?;
+/// println!("{}", step.plan());
+/// for t in 0..16u32 {
+///     step.run().input(&new_row, &[t; 64]).params(&add, &1).start(&at, &[t as i64, 0]).submit()?;
+/// }
+/// assert_eq!(ctx.device_get(&cache)?[64 * 3], 4);
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+pub struct Capture {
+    pub(crate) sequence: Sequence,
+}
+
+impl Context {
+    /// Starts a [`Capture`]: a step recorded once and replayed by the [`CapturedStep`] that
+    /// [`Capture::finish`] makes.
+    pub fn capture(&self) -> Capture {
+        let mut sequence = self.sequence();
+        let id = sequence.number() | CAPTURE_RECORDER_BIT;
+        sequence.set_number(id);
+        let placeholder = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu-arena capture placeholder"),
+            size: 4,
+            usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        sequence.capture = Some(Box::new(CaptureTables {
+            id,
+            created: HashSet::new(),
+            slotted_params: Vec::new(),
+            param_slots: Vec::new(),
+            inputs: Vec::new(),
+            upload_bytes: Vec::new(),
+            reads: Vec::new(),
+            readback_bytes: 0,
+            moving: Vec::new(),
+            index_slots: Vec::new(),
+            placeholder,
+        }));
+        Capture { sequence }
+    }
+}
+
+impl std::ops::Deref for Capture {
+    type Target = Sequence;
+    fn deref(&self) -> &Sequence {
+        &self.sequence
+    }
+}
+
+impl std::ops::DerefMut for Capture {
+    fn deref_mut(&mut self) -> &mut Sequence {
+        &mut self.sequence
+    }
+}
+
+impl Capture {
+    fn tables(&mut self) -> &mut CaptureTables {
+        self.sequence
+            .capture
+            .as_mut()
+            .expect("a capture's sequence keeps its tables")
+    }
+
+    /// The capture's number, as refusals name it (`Capture #N`).
+    pub fn number(&self) -> u64 {
+        self.sequence.number() & !CAPTURE_RECORDER_BIT
+    }
+
+    /// A parameter block that runs may set, starting as `initial`: give it to launches with
+    /// [`crate::Launch::params_slot`].
+    pub fn params_slot<P: bytemuck::Pod>(&mut self, initial: &P) -> ParamsSlot<P> {
+        let tables = self.tables();
+        let index = tables.param_slots.len() as u32;
+        tables
+            .param_slots
+            .push(bytemuck::bytes_of(initial).to_vec());
+        ParamsSlot {
+            capture: tables.id,
+            index,
+            initial: bytemuck::bytes_of(initial).to_vec(),
+            _block: PhantomData,
+        }
+    }
+
+    /// An upload whose host data runs may replace: a new array of `shape` holding `data` (as
+    /// [`Sequence::put`]), and the slot that sets its data at each run (the same number of
+    /// elements). The copy runs at this point of the step, after what was recorded before it.
+    ///
+    /// Errors: as [`Sequence::put`].
+    pub fn input<T: bytemuck::Pod>(
+        &mut self,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<(DeviceArray<T>, InputSlot<T>)> {
+        let before = self.tables().inputs.len();
+        let array = self.sequence.put(data, shape)?;
+        let tables = self.tables();
+        let index = (tables.inputs.len() > before).then_some(before as u32);
+        Ok((
+            array,
+            InputSlot {
+                capture: tables.id,
+                index,
+                len: data.len(),
+                _element: PhantomData,
+            },
+        ))
+    }
+
+    /// Start indices that runs may set, starting as `initial` (one per dimension of the arrays
+    /// they will index): for [`Capture::dynamic_update_slice_at`] and
+    /// [`Capture::dynamic_slice_at`].
+    pub fn index_slot(&mut self, initial: &[i64]) -> IndexSlot {
+        let tables = self.tables();
+        let index = tables.index_slots.len() as u32;
+        tables.index_slots.push(initial.to_vec());
+        IndexSlot {
+            capture: tables.id,
+            index,
+            rank: initial.len(),
+        }
+    }
+
+    /// Copies `array` to host memory at this point of every run: read it with
+    /// [`crate::StepRun::read_into`] (the run then waits for the step).
+    ///
+    /// Errors: [`Error::ForeignArray`] for an array of another context; a refusal of an array
+    /// pending in another recorder's write, as every recorded read.
+    pub fn read<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ReadSlot<T>> {
+        const OPERATION: &str = "Capture::read";
+        self.sequence
+            .touch_array(array, Access::Read, OPERATION, "the array")?;
+        let bytes = array.size_in_bytes();
+        let tables = self.tables();
+        let id = tables.id;
+        if bytes == 0 {
+            return Ok(ReadSlot {
+                capture: id,
+                index: None,
+                len: 0,
+                _element: PhantomData,
+            });
+        }
+        let padded = bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let offset = tables.readback_bytes;
+        tables.readback_bytes += padded;
+        let index = tables.reads.len() as u32;
+        let step = self.sequence.steps.len();
+        let tables = self.tables();
+        tables.reads.push(CapturedIo {
+            step,
+            offset,
+            bytes,
+        });
+        let placeholder = tables.placeholder.clone();
+        self.sequence.steps.push(Step::Copy {
+            src: array.storage.buffer.clone(),
+            src_offset: array.storage.allocation.offset,
+            dst: placeholder,
+            dst_offset: offset,
+            size: padded,
+        });
+        Ok(ReadSlot {
+            capture: id,
+            index: Some(index),
+            len: array.len(),
+            _element: PhantomData,
+        })
+    }
+
+    /// Plans the step's memory and makes it replayable (see [`CapturedStep`]): the
+    /// temporaries (arrays the capture made and no longer held) get offsets in one block by
+    /// liveness and their own memory goes back to the arena; one block is allocated for them;
+    /// every bind group and the step's parameter, upload and readback buffers are made; the
+    /// whole step is encoded once inside error scopes. Nothing is submitted; the capture's
+    /// arrays stop being pending.
+    ///
+    /// Errors (the capture is gone, and every array it made and you dropped is freed):
+    /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena is as it was before the
+    /// capture, less the outputs you hold), [`Error::Device`] when the device refuses the
+    /// step's bindings or commands, [`Error::DeviceLost`].
+    pub fn finish(self) -> Result<CapturedStep> {
+        CapturedStep::from_capture(self)
+    }
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("number", &self.number())
+            .field("steps", &self.sequence.steps.len())
+            .finish()
+    }
+}
+
+impl Sequence {
+    /// Makes an array for one of this recorder's ops (a result, an upload): a capture notes it,
+    /// so that it becomes a temporary if the user drops it before `finish`.
+    pub(crate) fn new_array<T: bytemuck::Pod>(
+        &mut self,
+        shape: &[usize],
+        bytes: Option<u64>,
+    ) -> Result<DeviceArray<T>> {
+        let array = match bytes {
+            Some(bytes) => self.ctx.alloc_bytes::<T>(shape, bytes, None)?,
+            None => self.ctx.alloc::<T>(shape)?,
+        };
+        if let Some(tables) = &mut self.capture {
+            tables.created.insert(Arc::as_ptr(&array.storage) as usize);
+        }
+        Ok(array)
+    }
+
+    /// Whether this recorder is a capture (nothing may run while it records).
+    pub(crate) fn is_capture(&self) -> bool {
+        self.capture.is_some()
+    }
+
+    /// Records an upload of `bytes` into `array` as a copy from the capture's upload buffer
+    /// (which holds the data from `finish` on), or `None` when this is not a capture.
+    pub(crate) fn record_captured_upload<T: bytemuck::Pod>(
+        &mut self,
+        array: &DeviceArray<T>,
+        bytes: &[u8],
+    ) -> Option<()> {
+        let step = self.steps.len();
+        let tables = self.capture.as_mut()?;
+        let offset = tables.upload_bytes.len() as u64;
+        let padded = (bytes.len() as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        tables.upload_bytes.extend_from_slice(bytes);
+        tables.upload_bytes.resize((offset + padded) as usize, 0);
+        tables.inputs.push(CapturedIo {
+            step,
+            offset,
+            bytes: bytes.len() as u64,
+        });
+        let placeholder = tables.placeholder.clone();
+        self.steps.push(Step::Copy {
+            src: placeholder,
+            src_offset: offset,
+            dst: array.storage.buffer.clone(),
+            dst_offset: array.storage.allocation.offset,
+            size: padded,
+        });
+        Some(())
+    }
+
+    /// Errors unless this recorder is capture `capture`, whose parameter slot a launch names
+    /// ([`Error::InvalidArgument`], before anything is recorded).
+    pub(crate) fn check_params_slot(&self, capture: u64) -> Result<()> {
+        match &self.capture {
+            Some(tables) if tables.id == capture => Ok(()),
+            _ => Err(Error::InvalidArgument {
+                operation: "launch",
+                reason: format!(
+                    "the parameter slot belongs to Capture #{}, and this launch is recorded {}: give a launch a slot of the capture it is recorded in, or pass the value with .params(&value)",
+                    capture & !CAPTURE_RECORDER_BIT,
+                    if self.is_capture() { "in another capture" } else { "outside any capture" }
+                ),
+            }),
+        }
+    }
+
+    /// Notes that the launch just recorded (the last step) takes its parameters from slot
+    /// `index` (checked by [`Sequence::check_params_slot`]).
+    pub(crate) fn note_params_slot(&mut self, index: u32) {
+        let step = self.steps.len().wrapping_sub(1);
+        if let Some(tables) = &mut self.capture {
+            tables.slotted_params.push((step, index));
+        }
+    }
+}

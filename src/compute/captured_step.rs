@@ -1,0 +1,694 @@
+//! `CapturedStep`: a finished [`Capture`], planned once and replayed: its temporaries placed in
+//! one block by liveness (XLA's buffer assignment), its bind groups and parameter, upload and
+//! readback buffers made once, and each run one submission that writes what the run changes
+//! (parameters, host data, start indices) and re-encodes the same commands (what a CUDA graph
+//! replay is on CUDA; wgpu command buffers are used once, so the commands are recorded again,
+//! over the same pipelines and bind groups).
+
+use super::capture::{Capture, CaptureTables, CapturedIo, MovingCopy};
+use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
+use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::pipelines::{ErrorScopes, ParamsKind};
+use crate::step::{bind_group, encode_steps, Step};
+use crate::submission::SubmissionId;
+use std::sync::Arc;
+
+/// Where a parameter slot's bytes go at a run.
+#[derive(Clone, Copy, Debug)]
+enum ParamTarget {
+    /// At this byte of the step's uniform parameter buffer.
+    Uniform(usize),
+    /// Into the immediates of this step (set when the commands are encoded).
+    Immediate(usize),
+}
+
+/// One temporary of a [`StepPlan`]: its bytes (the arena's 256-byte rounding), its offset in
+/// the block, and the steps it is live over (inclusive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedTemporary {
+    /// Bytes the temporary takes in the block.
+    pub bytes: u64,
+    /// Its offset from the block's first byte.
+    pub offset: u64,
+    /// The first step that touches it.
+    pub first_step: usize,
+    /// The last step that touches it.
+    pub last_step: usize,
+}
+
+/// The memory plan of a [`CapturedStep`], known before its first run: every temporary's place
+/// and live range, the block that holds them, the least any plan could use, and what the step
+/// keeps in the arena while it lives. Its `Display` is a table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepPlan {
+    /// Steps (dispatches, copies and clears) of one run.
+    pub steps: usize,
+    /// The temporaries, largest first as they were placed.
+    pub temporaries: Vec<PlannedTemporary>,
+    /// The one reservation that holds every temporary (0 without temporaries).
+    pub block_bytes: u64,
+    /// The most temporary bytes live at any one step: no plan's block can be smaller.
+    pub lower_bound_bytes: u64,
+    /// Arena bytes of the step's other arrays (its inputs and outputs), held while it lives.
+    pub array_bytes: u64,
+    /// Arena bytes the step holds while it lives, block included: since a run allocates
+    /// nothing, with nothing else allocated this is `peak_bytes_in_use` over any number of
+    /// runs, to the byte.
+    pub bytes_in_use: u64,
+}
+
+impl std::fmt::Display for StepPlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "captured step: {} steps, {} temporaries in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use",
+            self.steps,
+            self.temporaries.len(),
+            self.block_bytes,
+            self.lower_bound_bytes,
+            self.array_bytes,
+            self.bytes_in_use
+        )?;
+        writeln!(f, "{:>12} {:>12} {:>8}", "bytes", "offset", "steps")?;
+        for t in &self.temporaries {
+            writeln!(
+                f,
+                "{:>12} {:>12} {:>8}",
+                t.bytes,
+                t.offset,
+                format!("{}..={}", t.first_step, t.last_step)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A step captured once ([`Context::capture`]) and run again and again: each run is **one
+/// submission** over the same pipelines and bind groups, allocates no arena memory, makes no
+/// bind group and repeats no reflection check; it writes what the run changes and records the
+/// commands again. Only what differs per run is checked: slot ownership, parameter sizes, host
+/// slice lengths and index ranks (starts are clamped as XLA clamps), and, as every submission,
+/// that no user recorder has pending work the run would overtake.
+///
+/// A run is a user submission in the recording model ([`crate::kernels`]): it goes after the
+/// single ops called before it and before those called after. Its arrays are held by the step
+/// (their memory is never handed out while it lives, even if you drop them) and are not
+/// pending between runs: read its outputs with [`Context::device_get`] between runs, update an
+/// input with single ops, as you would any array. Threads may run different steps on one
+/// context; one step runs from one thread at a time (`run` takes `&mut self`).
+///
+/// Dropping the step frees its block and releases its arrays once the GPU work of its runs has
+/// completed (the arena's frontier, as for any array).
+pub struct CapturedStep {
+    ctx: Context,
+    id: u64,
+    steps: Vec<Step>,
+    arrays: Vec<(Arc<ArrayStorage>, Access)>,
+    uniform: Option<(wgpu::Buffer, Vec<u8>)>,
+    uniform_at: Vec<Option<usize>>,
+    slot_targets: Vec<Vec<ParamTarget>>,
+    slot_sizes: Vec<usize>,
+    upload: Option<wgpu::Buffer>,
+    inputs: Vec<CapturedIo>,
+    readback: Option<wgpu::Buffer>,
+    reads: Vec<CapturedIo>,
+    moving: Vec<MovingCopy>,
+    plan: StepPlan,
+    runs: u64,
+    bind_groups: u64,
+}
+
+impl CapturedStep {
+    /// [`Capture::finish`].
+    pub(crate) fn from_capture(capture: Capture) -> Result<CapturedStep> {
+        let Capture { mut sequence } = capture;
+        let ctx = sequence.ctx.clone();
+        let inner = Arc::clone(&ctx.inner);
+        let (mut steps, touched, tables) = sequence.take_capture();
+        let tables: Box<CaptureTables> = tables.ok_or_else(|| Error::InvalidArgument {
+            operation: "Capture::finish",
+            reason: "the capture's recorder was replaced: record into the Capture itself".into(),
+        })?;
+        inner.check_device("planning a captured step")?;
+        // Temporaries: made by the capture and held by nothing but it.
+        let (temporaries, mut arrays): (Vec<_>, Vec<_>) =
+            touched.into_iter().partition(|(storage, _)| {
+                tables.created.contains(&(Arc::as_ptr(storage) as usize))
+                    && Arc::strong_count(storage) == 1
+            });
+        let mut placed = Vec::new();
+        let mut lives = Vec::new();
+        for (storage, _) in &temporaries {
+            let (buffer, offset, size) = (
+                &storage.buffer,
+                storage.allocation.offset,
+                storage.allocation.size,
+            );
+            let touching: Vec<usize> = steps
+                .iter()
+                .enumerate()
+                .filter(|(_, step)| step.touches(buffer, offset, size))
+                .map(|(i, _)| i)
+                .collect();
+            if let (Some(&first_step), Some(&last_step)) = (touching.first(), touching.last()) {
+                placed.push((buffer.clone(), offset, size));
+                lives.push(Temporary {
+                    size,
+                    first_step,
+                    last_step,
+                });
+            }
+        }
+        let assignment = assign_buffers(&lives, ALLOCATION_ALIGNMENT);
+        // Their own memory goes back first (nothing ran on it), so the block may take it.
+        drop(temporaries);
+        let block = if assignment.block_bytes > 0 {
+            let label = format!("captured step #{} temporaries", tables.id & !(1 << 63));
+            let block: DeviceArray<u8> = ctx.alloc_bytes(
+                &[assignment.block_bytes as usize],
+                assignment.block_bytes,
+                Some(&label),
+            )?;
+            Some(block)
+        } else {
+            None
+        };
+        if let Some(block) = &block {
+            let base = block.storage.allocation.offset;
+            let moved = |buffer: &mut wgpu::Buffer, offset: &mut u64| {
+                for ((from, start, size), at) in placed.iter().zip(&assignment.offsets) {
+                    if *buffer == *from && *offset >= *start && *offset < start + size {
+                        *buffer = block.storage.buffer.clone();
+                        *offset = base + at + (*offset - start);
+                        return;
+                    }
+                }
+            };
+            for step in &mut steps {
+                match step {
+                    Step::Dispatch { ranges, .. } => {
+                        for range in ranges {
+                            moved(&mut range.buffer, &mut range.offset);
+                        }
+                    }
+                    Step::Copy {
+                        src,
+                        src_offset,
+                        dst,
+                        dst_offset,
+                        ..
+                    } => {
+                        moved(src, src_offset);
+                        moved(dst, dst_offset);
+                    }
+                    Step::Clear { buffer, offset, .. } => moved(buffer, offset),
+                    // Only single ops record host bytes for the gathered batch to stage.
+                    Step::Upload { dst, dst_offset, .. } => moved(dst, dst_offset),
+                }
+            }
+            arrays.push((Arc::clone(&block.storage), Access::Write));
+        }
+        let device = &inner.device;
+        // The step's own buffers: uploads' host data, reads' destination.
+        let upload = (!tables.upload_bytes.is_empty()).then(|| {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu-arena captured step uploads"),
+                size: tables.upload_bytes.len() as u64,
+                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            inner.queue.write_buffer(&buffer, 0, &tables.upload_bytes);
+            buffer
+        });
+        let readback = (tables.readback_bytes > 0).then(|| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu-arena captured step reads"),
+                size: tables.readback_bytes,
+                usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+                mapped_at_creation: false,
+            })
+        });
+        for input in &tables.inputs {
+            if let (Some(Step::Copy { src, .. }), Some(upload)) =
+                (steps.get_mut(input.step), &upload)
+            {
+                *src = upload.clone();
+            }
+        }
+        for read in &tables.reads {
+            if let (Some(Step::Copy { dst, .. }), Some(readback)) =
+                (steps.get_mut(read.step), &readback)
+            {
+                *dst = readback.clone();
+            }
+        }
+        // Uniform parameter blocks, each at an aligned slot of one buffer.
+        let alignment = u64::from(inner.limits.min_uniform_buffer_offset_alignment).max(4) as usize;
+        let mut uniform_bytes = Vec::new();
+        let mut uniform_at = vec![None; steps.len()];
+        for (i, step) in steps.iter().enumerate() {
+            if let Some(block) = step.uniform_params() {
+                let at = uniform_bytes.len().next_multiple_of(alignment);
+                uniform_bytes.resize(at, 0);
+                uniform_bytes.extend_from_slice(block);
+                uniform_at[i] = Some(at);
+            }
+        }
+        let scopes = ErrorScopes::push(device);
+        let uniform = (!uniform_bytes.is_empty()).then(|| {
+            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu-arena captured step parameters"),
+                size: uniform_bytes.len().next_multiple_of(16) as u64,
+                usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            (buffer, uniform_bytes)
+        });
+        let mut bind_groups = 0;
+        for (i, step) in steps.iter_mut().enumerate() {
+            let uniform_len = step.uniform_params().map(|p| p.len() as u64);
+            if let Step::Dispatch {
+                kernel,
+                ranges,
+                bind_group: group,
+                ..
+            } = step
+            {
+                let slot = match (&uniform, uniform_at[i], uniform_len) {
+                    (Some((buffer, _)), Some(at), Some(len)) => Some((buffer, at as u64, len)),
+                    _ => None,
+                };
+                *group = Some(bind_group(device, kernel, ranges, slot));
+                bind_groups += 1;
+            }
+        }
+        inner.count_bind_groups(bind_groups);
+        scopes
+            .pop()
+            .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
+        // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
+        let alignment64 = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
+        encode_steps(device, alignment64, &mut None, &steps).map_err(|reason| {
+            inner.device_error("encoding a captured step (nothing was submitted)", reason)
+        })?;
+        if let Some((buffer, bytes)) = &uniform {
+            inner.queue.write_buffer(buffer, 0, bytes);
+        }
+        let mut slot_targets = vec![Vec::new(); tables.param_slots.len()];
+        for &(step, slot) in &tables.slotted_params {
+            let target = match &steps[step] {
+                Step::Dispatch { kernel, .. }
+                    if matches!(
+                        kernel.signature.params.as_ref().map(|b| b.kind),
+                        Some(ParamsKind::Immediate)
+                    ) =>
+                {
+                    ParamTarget::Immediate(step)
+                }
+                _ => match uniform_at[step] {
+                    Some(at) => ParamTarget::Uniform(at),
+                    None => continue,
+                },
+            };
+            slot_targets[slot as usize].push(target);
+        }
+        let temporaries_planned = {
+            let mut order: Vec<usize> = (0..lives.len()).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(lives[i].size), lives[i].first_step, i));
+            order
+                .into_iter()
+                .map(|i| PlannedTemporary {
+                    bytes: lives[i].size,
+                    offset: assignment.offsets[i],
+                    first_step: lives[i].first_step,
+                    last_step: lives[i].last_step,
+                })
+                .collect()
+        };
+        let array_bytes: u64 = arrays
+            .iter()
+            .filter(|(s, _)| block.as_ref().is_none_or(|b| !Arc::ptr_eq(s, &b.storage)))
+            .map(|(s, _)| s.allocation.size)
+            .sum();
+        let plan = StepPlan {
+            steps: steps.len(),
+            temporaries: temporaries_planned,
+            block_bytes: block.as_ref().map_or(0, |b| b.storage.allocation.size),
+            lower_bound_bytes: assignment.lower_bound_bytes,
+            array_bytes,
+            bytes_in_use: array_bytes + block.as_ref().map_or(0, |b| b.storage.allocation.size),
+        };
+        Ok(CapturedStep {
+            ctx,
+            id: tables.id,
+            slot_sizes: tables.param_slots.iter().map(Vec::len).collect(),
+            slot_targets,
+            steps,
+            arrays,
+            uniform,
+            uniform_at,
+            upload,
+            inputs: tables.inputs.clone(),
+            readback,
+            reads: tables.reads.clone(),
+            moving: tables.moving.clone(),
+            plan,
+            runs: 0,
+            bind_groups,
+        })
+    }
+
+    /// The memory plan, known before the first run.
+    pub fn plan(&self) -> &StepPlan {
+        &self.plan
+    }
+
+    /// Runs made so far (submitted).
+    pub fn runs(&self) -> u64 {
+        self.runs
+    }
+
+    /// Bind groups the step made, all at capture (a run makes none; [`Context::bind_groups_made`]
+    /// counts every bind group of the context).
+    pub fn bind_groups(&self) -> u64 {
+        self.bind_groups
+    }
+
+    /// The context the step runs on.
+    pub fn context(&self) -> &Context {
+        &self.ctx
+    }
+
+    /// Describes one run: set what changes with [`StepRun::params`], [`StepRun::input`],
+    /// [`StepRun::start`] and [`StepRun::read_into`], then [`StepRun::submit`]. A slot not set
+    /// keeps the value of the last run that set it (or the captured one).
+    pub fn run<'r>(&mut self) -> StepRun<'_, 'r> {
+        StepRun {
+            step: self,
+            error: None,
+            params: Vec::new(),
+            inputs: Vec::new(),
+            starts: Vec::new(),
+            reads: Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for CapturedStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CapturedStep")
+            .field("capture", &(self.id & !(1 << 63)))
+            .field("steps", &self.steps.len())
+            .field("arrays", &self.arrays.len())
+            .field("runs", &self.runs)
+            .finish()
+    }
+}
+
+/// One run of a [`CapturedStep`] being described; nothing happens until [`StepRun::submit`].
+/// Mistakes (a slot of another step, a wrong size or rank) are reported by `submit`, before
+/// anything runs or changes.
+#[must_use = "a run does nothing until .submit()"]
+pub struct StepRun<'s, 'r> {
+    step: &'s mut CapturedStep,
+    error: Option<Error>,
+    params: Vec<(u32, Vec<u8>)>,
+    inputs: Vec<(u32, &'r [u8])>,
+    starts: Vec<(u32, Vec<i64>)>,
+    reads: Vec<(u32, &'r mut [u8])>,
+}
+
+impl<'s, 'r> StepRun<'s, 'r> {
+    fn refuse(&mut self, reason: String) {
+        self.error.get_or_insert(Error::InvalidArgument {
+            operation: "CapturedStep::run",
+            reason,
+        });
+    }
+
+    /// Whether `capture` is this step's; else notes the refusal of a foreign slot.
+    fn owns(&mut self, capture: u64, what: &str) -> bool {
+        if capture == self.step.id {
+            return true;
+        }
+        let (theirs, ours) = (capture & !(1 << 63), self.step.id & !(1 << 63));
+        self.refuse(format!(
+            "the {what} belongs to Capture #{theirs}, and this step is Capture #{ours}: give a run the slots its own capture made"
+        ));
+        false
+    }
+
+    /// Sets a parameter slot ([`crate::Capture::params_slot`]) for this run and later ones.
+    pub fn params<P: bytemuck::Pod>(
+        mut self,
+        slot: &super::capture::ParamsSlot<P>,
+        value: &P,
+    ) -> Self {
+        if self.owns(slot.capture, "parameter slot") {
+            self.params
+                .push((slot.index, bytemuck::bytes_of(value).to_vec()));
+        }
+        self
+    }
+
+    /// Replaces an upload's host data ([`crate::Capture::input`]) for this run and later ones:
+    /// exactly as many elements as the captured upload.
+    pub fn input<T: bytemuck::Pod>(
+        mut self,
+        slot: &super::capture::InputSlot<T>,
+        data: &'r [T],
+    ) -> Self {
+        if !self.owns(slot.capture, "input slot") {
+            return self;
+        }
+        if data.len() != slot.len {
+            self.refuse(format!(
+                "the input has {} elements and the captured upload {}: give each run exactly {} elements",
+                data.len(),
+                slot.len,
+                slot.len
+            ));
+        } else if let Some(index) = slot.index {
+            self.inputs.push((index, bytemuck::cast_slice(data)));
+        }
+        self
+    }
+
+    /// Sets start indices ([`crate::Capture::index_slot`]) for this run and later ones: one per
+    /// dimension, clamped into range at each op as XLA clamps.
+    pub fn start(mut self, slot: &super::capture::IndexSlot, start: &[i64]) -> Self {
+        if !self.owns(slot.capture, "index slot") {
+            return self;
+        }
+        if start.len() != slot.rank {
+            self.refuse(format!(
+                "{} start indices given for an index slot of rank {}: give one per dimension",
+                start.len(),
+                slot.rank
+            ));
+        } else {
+            self.starts.push((slot.index, start.to_vec()));
+        }
+        self
+    }
+
+    /// Fills `out` with the array that [`crate::Capture::read`] names, as this run left it
+    /// (`submit` then waits for the run): exactly as many elements as the array.
+    pub fn read_into<T: bytemuck::Pod>(
+        mut self,
+        slot: &super::capture::ReadSlot<T>,
+        out: &'r mut [T],
+    ) -> Self {
+        if !self.owns(slot.capture, "read slot") {
+            return self;
+        }
+        if out.len() != slot.len {
+            self.refuse(format!(
+                "the output slice holds {} elements and the captured read {}: pass exactly {}",
+                out.len(),
+                slot.len,
+                slot.len
+            ));
+        } else if let Some(index) = slot.index {
+            self.reads.push((index, bytemuck::cast_slice_mut(out)));
+        }
+        self
+    }
+
+    /// Runs the step once: checks what this run sets (nothing runs or changes when a check
+    /// fails), writes it, and submits the step's commands as one submission, after the single
+    /// ops called before. Waits only when the run reads into host memory. Returns the
+    /// submission.
+    ///
+    /// Errors: [`Error::InvalidArgument`] for a slot of another step, an input or output slice
+    /// of another length than captured, start indices of another rank, or an array of the step
+    /// that a user recorder's pending work would be overtaken on (a [`crate::Sequence`] or
+    /// capture not yet submitted or finished: it names the array and the recorder);
+    /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`].
+    pub fn submit(mut self) -> Result<SubmissionId> {
+        const OPERATION: &str = "CapturedStep::run";
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        let step = &mut *self.step;
+        let inner = Arc::clone(&step.ctx.inner);
+        inner.check_device(OPERATION)?;
+        for (index, bytes) in &self.params {
+            let expected = step.slot_sizes[*index as usize];
+            if bytes.len() != expected {
+                return Err(Error::InvalidArgument {
+                    operation: OPERATION,
+                    reason: format!(
+                        "{} parameter bytes given for a slot of {expected}: pass a value of the slot's type",
+                        bytes.len()
+                    ),
+                });
+            }
+        }
+        for (storage, access) in &step.arrays {
+            check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
+        }
+        // Everything is checked: write what this run changes.
+        for (index, bytes) in &self.params {
+            for target in &step.slot_targets[*index as usize] {
+                match *target {
+                    ParamTarget::Uniform(at) => {
+                        if let Some((_, uniform)) = &mut step.uniform {
+                            uniform[at..at + bytes.len()].copy_from_slice(bytes);
+                        }
+                    }
+                    ParamTarget::Immediate(i) => {
+                        if let Step::Dispatch { params, .. } = &mut step.steps[i] {
+                            *params = Some(bytes.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for (index, start) in &self.starts {
+            for moving in step.moving.iter().filter(|m| m.slot == *index) {
+                let offset: u64 = start
+                    .iter()
+                    .zip(moving.shape.iter().zip(&moving.sizes))
+                    .zip(&moving.strides)
+                    .map(|((&s, (&dim, &size)), &stride)| {
+                        // XLA clamps each start into [0, dim - size].
+                        let hi = dim.saturating_sub(size);
+                        (s.max(0) as u64).min(hi) * stride
+                    })
+                    .sum();
+                let (src, dst) = if moving.source_moves {
+                    (offset, 0)
+                } else {
+                    (0, offset)
+                };
+                let mut params = moving.params.clone();
+                let unit = moving.unit_bytes.max(1);
+                (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|reason| {
+                    Error::InvalidArgument {
+                        operation: OPERATION,
+                        reason,
+                    }
+                })?;
+                if let (Some((_, uniform)), Some(at)) =
+                    (&mut step.uniform, step.uniform_at[moving.step])
+                {
+                    uniform[at..at + params.len()].copy_from_slice(&params);
+                }
+            }
+        }
+        if let Some(upload) = &step.upload {
+            for (index, data) in &self.inputs {
+                let io = step.inputs[*index as usize];
+                if data.len() % 4 == 0 {
+                    inner.queue.write_buffer(upload, io.offset, data);
+                } else {
+                    let mut padded = data.to_vec();
+                    padded.resize(data.len().next_multiple_of(4), 0);
+                    inner.queue.write_buffer(upload, io.offset, &padded);
+                }
+            }
+        }
+        if let Some((buffer, bytes)) = &step.uniform {
+            if !self.params.is_empty() || !self.starts.is_empty() {
+                inner.queue.write_buffer(buffer, 0, bytes);
+            }
+        }
+        let alignment = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
+        let scopes = ErrorScopes::push(&inner.device);
+        let encoded = encode_steps(&inner.device, alignment, &mut None, &step.steps);
+        let commands = match encoded {
+            Ok((commands, _)) => commands,
+            Err(reason) => {
+                let _ = scopes.pop();
+                return Err(inner.device_error("encoding a captured step's run", reason));
+            }
+        };
+        let arrays = &step.arrays;
+        // Like a sequence, a run is what a host read of its results follows.
+        let id = inner.submit_for_host_read([commands], |id| {
+            for (storage, _) in arrays {
+                storage.record_use(id);
+            }
+        });
+        scopes.pop().map_err(|reason| {
+            inner.after_refused_submission();
+            inner.device_error("submitting a captured step's run", reason)
+        })?;
+        step.runs += 1;
+        for s in &step.steps {
+            if let Step::Dispatch { kernel, .. } = s {
+                inner.record(crate::profile::Record::Dispatch {
+                    name: &kernel.name,
+                    submission: id,
+                });
+            }
+        }
+        if !self.reads.is_empty() {
+            if let Some(readback) = &step.readback {
+                inner.wait_for(id)?;
+                read_mapped(&inner, readback, |mapped| {
+                    for (index, out) in &mut self.reads {
+                        let io = step.reads[*index as usize];
+                        let at = io.offset as usize;
+                        out.copy_from_slice(&mapped[at..at + io.bytes as usize]);
+                    }
+                })?;
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// Maps `buffer` (a readback buffer whose copies have completed) for reading, hands its bytes
+/// to `read`, and unmaps it.
+fn read_mapped(
+    inner: &crate::context::ContextInner,
+    buffer: &wgpu::Buffer,
+    read: impl FnOnce(&[u8]),
+) -> Result<()> {
+    let during = "mapping a captured step's reads";
+    let slice = buffer.slice(..);
+    let (tx, rx) = std::sync::mpsc::channel();
+    slice.map_async(wgpu::MapMode::Read, move |r| {
+        let _ = tx.send(r);
+    });
+    inner
+        .device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| inner.device_error(during, e.to_string()))?;
+    rx.recv()
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .map_err(|reason| inner.device_error(during, reason))?;
+    {
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| inner.device_error(during, e.to_string()))?;
+        read(&view);
+    }
+    buffer.unmap();
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! `dynamic_update_slice` and `dynamic_slice` in a [`Capture`] whose start each run of the
+//! captured step sets ([`Capture::index_slot`]): the copy is planned once as one dispatch over
+//! both arrays bound whole, in the unit every start allows
+//! ([`plan_movable_copy`](super::geometry::plan_movable_copy)), so its bind group is made once
+//! and a run only rewrites the parameters' bases (a KV cache's write position, XLA's dynamic
+//! offsets).
+
+use super::builtin::{Binding, Dispatch, Params};
+use super::geometry::{
+    plan_movable_copy, row_major_strides, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
+    WORKGROUP,
+};
+use super::slice::slice_box;
+use super::slicing::clamp_start;
+use super::update_slice::update_box;
+use crate::array::{Access, DeviceArray};
+use crate::compute::{Capture, IndexSlot, MovingCopy};
+use crate::donated::{Donated, DonatedResult};
+use crate::error::{Error, Result};
+use crate::pipelines::Builtin;
+
+impl Capture {
+    /// [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice) whose start each run sets with
+    /// [`crate::StepRun::start`] (from `start`'s initial value now): `update` is written into the
+    /// donated `operand` in place at the clamped start, at this point of every run. The operand
+    /// comes back at once (the same array: a KV cache stays one array across runs).
+    ///
+    /// Errors (the operand given back intact): as [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice);
+    /// [`Error::InvalidArgument`] for a slot of another capture or of another rank than the
+    /// operand, or when one dispatch over the whole arrays cannot copy the box on this device
+    /// (arrays above the binding limit: record the op per run in a [`Sequence`](crate::Sequence) instead).
+    pub fn dynamic_update_slice_at<T: bytemuck::Pod>(
+        &mut self,
+        operand: DeviceArray<T>,
+        update: &DeviceArray<T>,
+        start: &IndexSlot,
+    ) -> DonatedResult<T> {
+        const OPERATION: &str = "Capture::dynamic_update_slice_at";
+        let recorded = (|| {
+            operand.check_same_context(&self.ctx.inner, OPERATION)?;
+            update.check_same_context(&self.ctx.inner, OPERATION)?;
+            let initial = self.slot_start(start, operand.shape().len(), OPERATION)?;
+            let at = clamp_start(operand.shape(), update.shape(), &initial, OPERATION)?;
+            let copy = update_box::<T>(&operand, update, &at);
+            self.record_moving(
+                (update, Access::Read, "the update"),
+                (&operand, Access::Write, "the operand"),
+                &copy,
+                start,
+                (operand.shape(), update.shape()),
+                false,
+                OPERATION,
+            )
+        })();
+        match recorded {
+            Ok(()) => Ok(operand),
+            Err(error) => Err(Donated {
+                error,
+                array: operand,
+            }),
+        }
+    }
+
+    /// [`Sequence::dynamic_slice`](crate::Sequence::dynamic_slice) whose start each run sets with [`crate::StepRun::start`]
+    /// (from `start`'s initial value now): a new array of shape `sizes` that every run fills
+    /// with `operand` at the clamped start.
+    ///
+    /// Errors: as [`Sequence::dynamic_slice`](crate::Sequence::dynamic_slice); [`Error::InvalidArgument`] for a slot of another
+    /// capture or of another rank than the operand, or when one dispatch over the whole arrays
+    /// cannot copy the box on this device.
+    pub fn dynamic_slice_at<T: bytemuck::Pod>(
+        &mut self,
+        operand: &DeviceArray<T>,
+        start: &IndexSlot,
+        sizes: &[usize],
+    ) -> Result<DeviceArray<T>> {
+        const OPERATION: &str = "Capture::dynamic_slice_at";
+        operand.check_same_context(&self.ctx.inner, OPERATION)?;
+        let initial = self.slot_start(start, operand.shape().len(), OPERATION)?;
+        let at = clamp_start(operand.shape(), sizes, &initial, OPERATION)?;
+        let result = self.new_array::<T>(sizes, None)?;
+        let copy = slice_box::<T>(operand, &at, sizes);
+        self.record_moving(
+            (operand, Access::Read, "the operand"),
+            (&result, Access::Write, "the result"),
+            &copy,
+            start,
+            (operand.shape(), sizes),
+            true,
+            OPERATION,
+        )?;
+        Ok(result)
+    }
+
+    /// The slot's initial start, after checking that it is this capture's and has `rank`
+    /// indices.
+    fn slot_start(
+        &mut self,
+        slot: &IndexSlot,
+        rank: usize,
+        operation: &'static str,
+    ) -> Result<Vec<i64>> {
+        let tables = self
+            .sequence
+            .capture
+            .as_ref()
+            .expect("a capture's sequence keeps its tables");
+        let initial = tables
+            .index_slots
+            .get(slot.index as usize)
+            .filter(|_| slot.capture == tables.id);
+        match initial {
+            Some(initial) if initial.len() == rank => Ok(initial.clone()),
+            Some(initial) => Err(Error::InvalidArgument {
+                operation,
+                reason: format!(
+                    "the index slot has {} indices and the array rank {rank}: make one slot per rank",
+                    initial.len()
+                ),
+            }),
+            None => Err(Error::InvalidArgument {
+                operation,
+                reason: "the index slot belongs to another capture: use a slot this capture made with index_slot".into(),
+            }),
+        }
+    }
+
+    /// Records the one dispatch of a copy from `src` to `dst` whose moving side (the source for
+    /// a slice, the destination for an update) starts where each run says.
+    #[allow(clippy::too_many_arguments)]
+    fn record_moving<T: bytemuck::Pod>(
+        &mut self,
+        src: (&DeviceArray<T>, Access, &'static str),
+        dst: (&DeviceArray<T>, Access, &'static str),
+        copy: &super::geometry::BoxCopy,
+        slot: &IndexSlot,
+        (moving_shape, sizes): (&[usize], &[usize]),
+        source_moves: bool,
+        operation: &'static str,
+    ) -> Result<()> {
+        let element = std::mem::size_of::<T>() as u64;
+        let shape: Vec<u64> = moving_shape.iter().map(|&d| d as u64).collect();
+        let strides: Vec<u64> = row_major_strides(&shape)
+            .into_iter()
+            .map(|s| s * element)
+            .collect();
+        let inner = std::sync::Arc::clone(&self.ctx.inner);
+        let mut kernels = inner.kernels.lock();
+        let limits = inner.plan_limits(&kernels);
+        let planned = plan_movable_copy(
+            copy,
+            &strides,
+            src.0.size_in_bytes(),
+            dst.0.size_in_bytes(),
+            &limits,
+        )
+        .map_err(|reason| Error::InvalidArgument { operation, reason })?;
+        let Some(planned) = planned else {
+            // An empty box moves nothing: nothing to record.
+            return Ok(());
+        };
+        let (kernel, per_invocation) = match planned.unit {
+            CopyUnit::Vec4 => (
+                Builtin::CopyRowsVec4 {
+                    contiguous: planned.params.outer_rank == 0,
+                },
+                PER_INVOCATION,
+            ),
+            CopyUnit::Word => (
+                Builtin::CopyRowsWord {
+                    contiguous: planned.params.outer_rank == 0,
+                },
+                PER_INVOCATION,
+            ),
+            CopyUnit::Byte => (Builtin::CopyBytes, 1),
+        };
+        let per_group = WORKGROUP * per_invocation;
+        let max = inner.max_workgroups_per_dimension(&kernels);
+        let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * per_group;
+        if u64::from(planned.params.items) > per_dispatch {
+            return Err(Error::InvalidArgument {
+                operation,
+                reason: format!(
+                    "a start that changes between runs needs one dispatch, and the box's {} items exceed the {per_dispatch} one grid takes on this device: copy smaller boxes",
+                    planned.params.items
+                ),
+            });
+        }
+        let dispatch = Dispatch {
+            kernel,
+            bindings: vec![
+                Binding {
+                    storage: &src.0.storage,
+                    range: planned.src,
+                    access: src.1,
+                    argument: src.2,
+                },
+                Binding {
+                    storage: &dst.0.storage,
+                    range: planned.dst,
+                    access: dst.1,
+                    argument: dst.2,
+                },
+            ],
+            params: Params::Copy(planned.params),
+            per_group,
+        };
+        let step = self.sequence.steps.len();
+        self.sequence
+            .record_builtin(&mut kernels, std::slice::from_ref(&dispatch), operation)?;
+        let tables = self
+            .sequence
+            .capture
+            .as_mut()
+            .expect("a capture's sequence keeps its tables");
+        tables.moving.push(MovingCopy {
+            step,
+            slot: slot.index,
+            shape,
+            sizes: sizes.iter().map(|&d| d as u64).collect(),
+            strides,
+            source_moves,
+            unit_bytes: planned.unit.bytes(),
+            params: bytemuck::bytes_of(&planned.params).to_vec(),
+            rebase: rebase_copy,
+        });
+        Ok(())
+    }
+}
+
+/// Sets the source and destination bases (in units) of a copy kernel's parameter bytes.
+/// Errors when a base passes the kernel's `u32` (the planner bound both arrays in one binding
+/// that a `u32` addresses, so a clamped start cannot: refused rather than truncated).
+fn rebase_copy(params: &mut [u8], src_base: u64, dst_base: u64) -> Result<(), String> {
+    let mut planned: CopyParams = bytemuck::pod_read_unaligned(params);
+    let base = |value: u64| {
+        u32::try_from(value).map_err(|_| {
+            format!("the base {value} does not fit a kernel's 32-bit parameter; this is a gpu-arena bug, please report it with the shapes involved")
+        })
+    };
+    planned.src_base = base(src_base)?;
+    planned.dst_base = base(dst_base)?;
+    params.copy_from_slice(bytemuck::bytes_of(&planned));
+    Ok(())
+}

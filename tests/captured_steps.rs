@@ -1,0 +1,498 @@
+//! Captured steps (`Context::capture` → `CapturedStep`): replays match the same work done op by
+//! op, bit for bit, on every path; what a run may change (parameters, host data, starts, reads)
+//! changes; a run allocates nothing, makes no bind group and is one submission; the memory plan
+//! holds; bad runs are refused before anything changes; threads share a context.
+
+mod common;
+
+use common::{assert_no_validation_errors, context_with, op_paths, submissions_made, test_config};
+use gpu_arena::{ArenaConfig, Context, DeviceArray, Error};
+
+/// `y = x * p.scale + p.shift` elementwise (not commutative with the cache updates).
+const AFFINE: &str = r#"
+struct P { scale: f32, shift: f32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&y)) { y[i.x] = x[i.x] * p.scale + p.shift; }
+}
+"#;
+
+/// `acc += x` elementwise.
+const ACCUMULATE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> acc: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&acc)) { acc[i.x] = acc[i.x] + x[i.x]; }
+}
+"#;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Affine {
+    scale: f32,
+    shift: f32,
+}
+
+const ROWS: usize = 16;
+const WIDTH: usize = 64;
+
+fn query(t: usize) -> Vec<f32> {
+    (0..WIDTH)
+        .map(|i| (t * 131 + i * 7) as f32 * 0.25 - 3.0)
+        .collect()
+}
+
+fn affine(t: usize) -> Affine {
+    Affine {
+        scale: 1.0 + t as f32 * 0.5,
+        shift: t as f32 - 2.0,
+    }
+}
+
+/// One decode-like step: a query row comes from the host, is scaled (a temporary), written into
+/// the KV cache at position `t`, the row at `t` is sliced back out (a temporary), accumulated
+/// into a running sum (an output), and the sum is read back.
+struct Decode {
+    step: gpu_arena::CapturedStep,
+    new_row: gpu_arena::InputSlot<f32>,
+    params: gpu_arena::ParamsSlot<Affine>,
+    at: gpu_arena::IndexSlot,
+    read: gpu_arena::ReadSlot<f32>,
+}
+
+fn capture_decode(
+    ctx: &Context,
+    cache: DeviceArray<f32>,
+    sum: &mut DeviceArray<f32>,
+) -> (Decode, DeviceArray<f32>) {
+    let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut cap = ctx.capture();
+    let (row, new_row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+    let params = cap.params_slot(&affine(0));
+    let mut scaled = cap.fill(&[1, WIDTH], 0.0f32).unwrap();
+    cap.launch(&affine_k)
+        .arg(&row)
+        .arg_mut(&mut scaled)
+        .params_slot(&params)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &scaled, &at).unwrap();
+    let back = cap.dynamic_slice_at(&cache, &at, &[1, WIDTH]).unwrap();
+    cap.launch(&accumulate)
+        .arg(&back)
+        .arg_mut(sum)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let read = cap.read(&*sum).unwrap();
+    drop((row, scaled, back));
+    let step = cap.finish().unwrap();
+    (
+        Decode {
+            step,
+            new_row,
+            params,
+            at,
+            read,
+        },
+        cache,
+    )
+}
+
+/// The same work op by op: single ops, one at a time.
+fn decode_op_by_op(
+    ctx: &Context,
+    cache: DeviceArray<f32>,
+    sum: &mut DeviceArray<f32>,
+    t: usize,
+) -> DeviceArray<f32> {
+    let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let row = ctx.device_put(&query(t), &[1, WIDTH]).unwrap();
+    let mut scaled = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    ctx.launch(&affine_k)
+        .arg(&row)
+        .arg_mut(&mut scaled)
+        .params(&affine(t))
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let cache = ctx
+        .dynamic_update_slice(cache, &scaled, &[t as i64, 0])
+        .unwrap();
+    let back = ctx
+        .dynamic_slice(&cache, &[t as i64, 0], &[1, WIDTH])
+        .unwrap();
+    ctx.launch(&accumulate)
+        .arg(&back)
+        .arg_mut(sum)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    cache
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn replays_in_a_loop_match_the_same_work_op_by_op_bit_for_bit_on_every_path() {
+    let mut paths = op_paths();
+    paths.push((
+        "non-coherent zero-copy",
+        context_with(ArenaConfig {
+            force_non_coherent: true,
+            ..test_config()
+        }),
+    ));
+    for (path, ctx) in paths {
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+        let mut ref_sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let mut ref_cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        // Positions past the end clamp to the last row, as XLA clamps.
+        for t in [0usize, 1, 2, 3, 7, 15, 20, 4] {
+            let q = query(t);
+            let mut read = vec![0.0f32; WIDTH];
+            decode
+                .step
+                .run()
+                .input(&decode.new_row, &q)
+                .params(&decode.params, &affine(t))
+                .start(&decode.at, &[t as i64, 0])
+                .read_into(&decode.read, &mut read)
+                .submit()
+                .unwrap();
+            ref_cache = decode_op_by_op(&ctx, ref_cache, &mut ref_sum, t);
+            let ref_read = ctx.device_get(&ref_sum).unwrap();
+            assert_eq!(bits(&read), bits(&ref_read), "{path}: the read at t = {t}");
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&cache).unwrap()),
+            bits(&ctx.device_get(&ref_cache).unwrap()),
+            "{path}: the cache, updated in place across runs"
+        );
+        assert_eq!(decode.step.runs(), 8);
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_run_allocates_nothing_makes_no_bind_group_and_is_one_submission() {
+    for (path, ctx) in op_paths() {
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, _cache) = capture_decode(&ctx, cache, &mut sum);
+        ctx.synchronize().unwrap();
+        let allocs = ctx.memory_stats().num_allocs;
+        let groups = ctx.bind_groups_made();
+        for t in 0..5usize {
+            let (submissions, result) = submissions_made(&ctx, || {
+                decode
+                    .step
+                    .run()
+                    .input(&decode.new_row, &query(t))
+                    .params(&decode.params, &affine(t))
+                    .start(&decode.at, &[t as i64, 0])
+                    .submit()
+            });
+            result.unwrap();
+            assert_eq!(submissions, 1, "{path}: one submission per run");
+        }
+        assert_eq!(
+            ctx.memory_stats().num_allocs,
+            allocs,
+            "{path}: no allocation"
+        );
+        assert_eq!(ctx.bind_groups_made(), groups, "{path}: no bind group");
+        assert!(decode.step.bind_groups() >= 3, "{path}: made at capture");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn the_plan_states_the_peak_of_every_run_to_the_byte() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+        let plan = decode.step.plan().clone();
+        // Three temporaries (the uploaded row, the scaled row, the row sliced back), each live
+        // over part of the step: a block of at most 1.05 times the least any plan could use.
+        assert_eq!(plan.temporaries.len(), 3, "{plan}");
+        assert!(plan.block_bytes > 0);
+        assert!(
+            plan.block_bytes as f64 <= 1.05 * plan.lower_bound_bytes as f64,
+            "{plan}"
+        );
+        for (i, a) in plan.temporaries.iter().enumerate() {
+            for b in &plan.temporaries[i + 1..] {
+                let live_together = a.first_step <= b.last_step && b.first_step <= a.last_step;
+                let apart = a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+                assert!(!live_together || apart, "{plan}");
+            }
+        }
+        assert!(plan.to_string().contains("temporaries in a block of"));
+        // The step holds the cache, the sum and the block: nothing else is alive.
+        drop((cache, sum));
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, plan.bytes_in_use, "{plan}");
+        ctx.reset_peak_stats();
+        for t in 0..6usize {
+            decode
+                .step
+                .run()
+                .params(&decode.params, &affine(t))
+                .start(&decode.at, &[t as i64, 0])
+                .submit()
+                .unwrap();
+        }
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().peak_bytes_in_use, plan.bytes_in_use);
+        // Dropped with its last runs in flight: everything goes back.
+        decode.step.run().submit().unwrap();
+        drop(decode);
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, 0);
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_run_with_a_wrong_slice_rank_or_foreign_slot_is_refused_and_changes_nothing() {
+    let ctx = common::context();
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+    let mut other_sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let other_cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (other, _other_cache) = capture_decode(&ctx, other_cache, &mut other_sum);
+    decode
+        .step
+        .run()
+        .start(&decode.at, &[2, 0])
+        .submit()
+        .unwrap();
+    let before = ctx.device_get(&cache).unwrap();
+    let runs = decode.step.runs();
+    let short = vec![1.0f32; WIDTH - 1];
+    let mut out_short = vec![0.0f32; 3];
+    let refusals: Vec<Error> = vec![
+        decode
+            .step
+            .run()
+            .input(&decode.new_row, &short)
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .start(&decode.at, &[1])
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .params(&other.params, &affine(9))
+            .start(&decode.at, &[9, 0])
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .read_into(&decode.read, &mut out_short)
+            .submit()
+            .unwrap_err(),
+    ];
+    for (refused, says) in refusals.iter().zip([
+        "63 elements",
+        "rank 2",
+        "belongs to Capture #",
+        "holds 3 elements",
+    ]) {
+        assert!(
+            matches!(refused, Error::InvalidArgument { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains(says), "{refused}");
+    }
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.device_get(&cache).unwrap(), before, "nothing ran");
+    assert_eq!(decode.step.runs(), runs);
+    // The refused parameters did not stick: the next run uses the last good ones.
+    decode.step.run().submit().unwrap();
+    assert_eq!(
+        ctx.device_get(&cache).unwrap(),
+        before,
+        "the same row rewritten"
+    );
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_run_over_an_array_a_pending_sequence_writes_is_refused_naming_it() {
+    let ctx = common::context();
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+    let mut s = ctx.sequence();
+    let cache = s.fill_in_place(cache, 1.0).unwrap();
+    let refused = decode.step.run().submit().unwrap_err();
+    let message = refused.to_string();
+    assert!(message.contains("pending in Sequence #"), "{message}");
+    assert!(
+        message.contains("an array of the captured step"),
+        "{message}"
+    );
+    s.submit().unwrap();
+    decode
+        .step
+        .run()
+        .input(&decode.new_row, &vec![5.0; WIDTH])
+        .params(
+            &decode.params,
+            &Affine {
+                scale: 1.0,
+                shift: 0.0,
+            },
+        )
+        .start(&decode.at, &[3, 0])
+        .submit()
+        .unwrap();
+    let cache = ctx.device_get(&cache).unwrap();
+    assert_eq!(cache[3 * WIDTH..4 * WIDTH], vec![5.0; WIDTH][..]);
+    assert_eq!(cache[0], 1.0, "the sequence ran first");
+    // While capturing, the capture's own arrays are pending, named as a capture.
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut cap = ctx.capture();
+    let x = cap.fill_in_place(x, 2.0).unwrap();
+    let refused = ctx.device_get(&x).unwrap_err().to_string();
+    assert!(refused.contains("pending in Capture #"), "{refused}");
+    assert!(
+        refused.contains("call finish() on that Capture"),
+        "{refused}"
+    );
+    drop(cap);
+    assert_eq!(
+        ctx.device_get(&x).unwrap(),
+        [1.0; 8],
+        "a dropped capture ran nothing"
+    );
+    assert_no_validation_errors();
+}
+
+#[test]
+fn threads_run_their_own_steps_on_one_context_between_single_ops_of_another() {
+    let ctx = common::context();
+    let shared = ctx.device_put(&[1.0f32; WIDTH], &[1, WIDTH]).unwrap();
+    std::thread::scope(|scope| {
+        for worker in 0..2usize {
+            let (ctx, shared) = (&ctx, &shared);
+            scope.spawn(move || {
+                let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+                let mut acc = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+                let mut cap = ctx.capture();
+                let (row, new_row) = cap.input(&vec![0.0f32; WIDTH], &[1, WIDTH]).unwrap();
+                cap.launch(&accumulate)
+                    .arg(&row)
+                    .arg_mut(&mut acc)
+                    .grid_for(WIDTH as u64)
+                    .run()
+                    .unwrap();
+                cap.launch(&accumulate)
+                    .arg(shared)
+                    .arg_mut(&mut acc)
+                    .grid_for(WIDTH as u64)
+                    .run()
+                    .unwrap();
+                drop(row);
+                let mut step = cap.finish().unwrap();
+                let mut model = vec![0.0f32; WIDTH];
+                for t in 0..30usize {
+                    let data: Vec<f32> =
+                        (0..WIDTH).map(|i| (worker * 1000 + t + i) as f32).collect();
+                    step.run().input(&new_row, &data).submit().unwrap();
+                    for (m, d) in model.iter_mut().zip(&data) {
+                        *m += d + 1.0;
+                    }
+                    if t % 7 == 0 {
+                        assert_eq!(ctx.device_get(&acc).unwrap(), model, "worker {worker}");
+                    }
+                }
+                assert_eq!(ctx.device_get(&acc).unwrap(), model, "worker {worker}");
+            });
+        }
+        let (ctx, shared) = (&ctx, &shared);
+        scope.spawn(move || {
+            for _ in 0..60 {
+                let copy = ctx.copy(shared).unwrap();
+                assert_eq!(ctx.device_get(&copy).unwrap(), vec![1.0; WIDTH]);
+            }
+        });
+    });
+    assert_no_validation_errors();
+}
+
+#[test]
+fn out_of_memory_while_capturing_is_an_error_and_leaves_the_arena_as_it_was() {
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed(0.01),
+        ..test_config()
+    });
+    let x = ctx.device_put(&[1.0f32; 1024], &[1024]).unwrap();
+    ctx.synchronize().unwrap();
+    let in_use = ctx.memory_stats().bytes_in_use;
+    let limit = ctx.memory_stats().bytes_reserved as usize + 1;
+    let mut cap = ctx.capture();
+    let small = cap.copy(&x).unwrap();
+    let refused = cap.fill(&[limit], 0u8).unwrap_err();
+    assert!(matches!(refused, Error::OutOfMemory { .. }), "{refused}");
+    drop(small);
+    drop(cap);
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.memory_stats().bytes_in_use, in_use);
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 1024]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
+    let ctx = common::context();
+    ctx.limit_kernel_resources(4096, 65535).unwrap();
+    let cache = ctx.zeros::<f32>(&[64, 64]).unwrap(); // 16 KiB, above the 4 KiB binding
+    let row = ctx.zeros::<f32>(&[1, 64]).unwrap();
+    let mut cap = ctx.capture();
+    let at = cap.index_slot(&[0, 0]);
+    let refused = cap.dynamic_update_slice_at(cache, &row, &at).unwrap_err();
+    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert!(
+        refused.error.to_string().contains("binding limit"),
+        "{}",
+        refused.error
+    );
+    let cache = refused.array;
+    // A slot of another rank is refused too, and the operand comes back each time.
+    let flat = cap.index_slot(&[0]);
+    let refused = cap.dynamic_update_slice_at(cache, &row, &flat).unwrap_err();
+    assert!(
+        refused.error.to_string().contains("rank"),
+        "{}",
+        refused.error
+    );
+    assert_eq!(refused.array.shape(), [64, 64]);
+    drop(cap);
+    assert_no_validation_errors();
+}
