@@ -205,7 +205,9 @@ impl CapturedStep {
                     }
                     Step::Clear { buffer, offset, .. } => moved(buffer, offset),
                     // Only single ops record host bytes for the gathered batch to stage.
-                    Step::Upload { dst, dst_offset, .. } => moved(dst, dst_offset),
+                    Step::Upload {
+                        dst, dst_offset, ..
+                    } => moved(dst, dst_offset),
                 }
             }
             arrays.push((Arc::clone(&block.storage), Access::Write));
