@@ -10,6 +10,18 @@
 //! for an array's last use (host reads, host writes, the reuse of a dropped array's memory,
 //! `synchronize`) finds the batch's id and submits the batch before it waits.
 //!
+//! Small uploads join the batch too (a single `device_put` or a single op's host operand on the
+//! staging path, up to [`MAX_GATHERED_UPLOAD_BYTES`](crate::transfer::MAX_GATHERED_UPLOAD_BYTES)):
+//! their bytes go into staging the batch owns (`transfer/gathered_staging.rs`) when the op
+//! joins, and a copy command of the batch writes them, in call order with the ops around them.
+//!
+//! This file also decides which submissions carry the memory dependency to host reads
+//! ([`HostRead`], [`ContextInner::host_visible_through`]): every submission goes through it.
+//!
+//! Locks: the gathered lock is taken before the memory lock (the batch's staging makes its
+//! buffers from the arena's regions under it), never after; nothing that holds the memory lock
+//! gathers, submits or waits.
+//!
 //! Which call reports a refusal: each op's own, for everything the CPU can check (arguments,
 //! limits, pending state) and for the device's refusal of its bindings, which are made when the
 //! op is called. What the device can still refuse when the batch is submitted (a lost device, an
