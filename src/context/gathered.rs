@@ -309,7 +309,10 @@ impl ContextInner {
     }
 
     fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: String) {
-        log::error!(
+        // A warning, not an error: the next wait or flush returns the refusal as an `Err` (a
+        // small upload into a buffer destroyed through the escape hatch is refused here now,
+        // where its own submission used to refuse it).
+        log::warn!(
             "gpu-arena: the device refused {steps} gathered single-op steps when they were submitted (none ran): {reason}"
         );
         gathered.refusal.get_or_insert(reason);
@@ -386,7 +389,9 @@ impl ContextInner {
         } else {
             self.submit_gathered_for(&mut gathered, HostRead::Follows);
         }
-        self.submissions.host_visible_through()
+        // At least `id`: where the barrier could not be recorded (a device destroyed behind
+        // wgpu's back), the wait is for the work itself, which then reports the device.
+        self.submissions.host_visible_through().max(id)
     }
 
     /// Whether this device's submissions need the memory dependency to host reads (Vulkan).

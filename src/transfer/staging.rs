@@ -333,6 +333,9 @@ struct InFlight {
 /// Reads every item back through the staging pool, pipelined: the GPU copies the next staging
 /// buffer's worth while the CPU drains the previous one.
 pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Result<()> {
+    // A host read reports a refusal of the gathered ops first (small uploads among them): were
+    // the copies below refused too, their own error would leave it for a later call.
+    ctx.flush()?;
     let pool = &ctx.staging;
     let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
     let (mut next_item, mut next_done) = (0usize, 0u64);
