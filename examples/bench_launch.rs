@@ -4,7 +4,12 @@
 //! bind group, encoder, pass, submit), measured side by side, and the same launch followed by
 //! `flush()` (a submission each, as raw wgpu makes); then 100 small ops as single ops with one
 //! wait (gathered, `single_ops_one_wait`), as 100 submissions (`flush()` after each,
-//! `submit_each`) and as one `Sequence`.
+//! `submit_each`), as one `Sequence`, as one run of a step captured once (`captured`:
+//! `Context::capture`, then `CapturedStep::run`), and in raw wgpu with the pipeline and the
+//! bind group made once outside the loop (`raw_wgpu_prebuilt`: an encoder, one pass of the 100
+//! dispatches and a submit per round; the floor any wrapper can reach), and the same with 100
+//! bind groups made once, one per dispatch (`raw_wgpu_prebuilt_groups`: what a captured step
+//! binds, each launch with its own parameter block; wgpu tracks a bind group per dispatch).
 //!
 //! `us_per_op` is the CPU cost of issuing the work (what gpu-arena and sequences change); each
 //! round then waits for the GPU outside that timing, and `end_to_end_us_per_op` adds the wait.
@@ -13,7 +18,8 @@
 //!
 //! Targets (lavapipe): a launch within 1.2x raw wgpu; a sequence of 100 ops at least 5x cheaper
 //! per op than 100 submissions; 100 single ops then one wait at most 1.2x the sequence end to
-//! end. A launch with `flush()` after it has no target of its own: it shows what a submission
+//! end; a captured run of 100 ops at most 1.2x `raw_wgpu_prebuilt` to issue, and no slower
+//! than the sequence end to end. A launch with `flush()` after it has no target of its own: it shows what a submission
 //! each costs over raw wgpu (the use tracking, error scopes and the command buffer that makes
 //! the work's writes visible to host reads).
 //!
@@ -29,7 +35,8 @@ mod flags;
 const USAGE: &str = "usage: bench_launch [--json] [--launches N]
 
 The CPU cost of a launch through gpu-arena against the same dispatch in raw wgpu, and 100 small
-ops as single ops with one wait, as 100 submissions and as one Sequence.
+ops as single ops with one wait, as 100 submissions, as one Sequence, as one run of a captured
+step and in raw wgpu with the pipeline and bind group made once.
   --json          one JSON object per case instead of a table
   --launches N    timed launches per case (default 200, at most 10000)
   -h, --help      this text";
@@ -64,7 +71,7 @@ const N: usize = 256;
 /// Ops per batch in the `ops100` case.
 const OPS: usize = 100;
 /// Rounds of the `ops100` case: its end-to-end figures on lavapipe vary by ±30% from round to
-/// round on a shared machine, so the three ways run interleaved and the medians of many count.
+/// round on a shared machine, so the ways run interleaved and the medians of many count.
 const OPS_ROUNDS: usize = 15;
 
 /// Per-op figures of one way of issuing work, in µs: the CPU cost of issuing it, and the cost
@@ -165,6 +172,55 @@ fn main() -> anyhow::Result<()> {
         device.poll(wgpu::PollType::wait_indefinitely())?;
         Ok(())
     };
+    // The floor for 100 ops: the bind group made once (the parameter written once), then per
+    // round the commands a captured step records again (pipeline, bind group and dispatch for
+    // each op, in one pass) and one submit.
+    queue.write_buffer(&uniform, 0, bytemuck::bytes_of(&1u32));
+    let prebuilt_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("raw prebuilt"),
+        layout: &layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: uniform.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: storage.as_entire_binding(),
+            },
+        ],
+    });
+    let per_op_groups: Vec<wgpu::BindGroup> = (0..OPS)
+        .map(|_| {
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("raw prebuilt, one per op"),
+                layout: &layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: uniform.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: storage.as_entire_binding(),
+                    },
+                ],
+            })
+        })
+        .collect();
+    // One bind group for every dispatch, or one each.
+    let raw_prebuilt = |group_per_op: bool| {
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            for group in &per_op_groups {
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, if group_per_op { group } else { &prebuilt_group }, &[]);
+                pass.dispatch_workgroups((N / 64) as u32, 1, 1);
+            }
+        }
+        queue.submit([encoder.finish()]);
+    };
 
     // Warm up both paths (compilation, first bind groups).
     for _ in 0..10 {
@@ -235,10 +291,31 @@ fn main() -> anyhow::Result<()> {
         median(&mut raw),
     );
 
-    // 100 small ops: single ops then one wait (gathered), each its own submission, or one
-    // sequence; interleaved round by round, so the three see the same machine.
+    // The same 100 ops captured once: every run is one submission over bind groups made here.
+    let mut step = {
+        let mut cap = ctx.capture();
+        for _ in 0..OPS {
+            cap.launch(&kernel)
+                .params(&1u32)
+                .arg_mut(&mut a)
+                .grid_for(N as u64)
+                .run()?;
+        }
+        cap.finish()?
+    };
+    // One run of each before timing (the captured step's first, the raw pass's first).
+    step.run().submit()?;
+    raw_prebuilt(false);
+    raw_prebuilt(true);
+    wait()?;
+    ctx.synchronize()?;
+
+    // 100 small ops: single ops then one wait (gathered), each its own submission, one
+    // sequence, one captured run, raw wgpu prebuilt; interleaved round by round, so all see
+    // the same machine.
     let (mut gathered, mut each) = (Vec::new(), Vec::new());
-    let mut sequenced = Vec::new();
+    let (mut sequenced, mut captured, mut prebuilt) = (Vec::new(), Vec::new(), Vec::new());
+    let mut prebuilt_groups = Vec::new();
     for _ in 0..OPS_ROUNDS {
         gathered.push(single_ops(&mut a, OPS, false)?);
         each.push(single_ops(&mut a, OPS, true)?);
@@ -259,14 +336,47 @@ fn main() -> anyhow::Result<()> {
             },
             || Ok(ctx.synchronize()?),
         )?);
+        captured.push(measure(
+            1,
+            OPS,
+            || {
+                step.run().submit()?;
+                Ok(())
+            },
+            || Ok(ctx.synchronize()?),
+        )?);
+        for (group_per_op, figures) in [(false, &mut prebuilt), (true, &mut prebuilt_groups)] {
+            figures.push(measure(
+                1,
+                OPS,
+                || {
+                    raw_prebuilt(group_per_op);
+                    Ok(())
+                },
+                wait,
+            )?);
+        }
     }
     let (gathered, each, sequenced) = (
         median(&mut gathered),
         median(&mut each),
         median(&mut sequenced),
     );
-    // Every launch added 1 to every element: check the work really ran.
-    let expected = (10 + 2 * rounds * launches + 3 * OPS_ROUNDS * OPS) as u32;
+    let (captured, prebuilt) = (median(&mut captured), median(&mut prebuilt));
+    let prebuilt_groups = median(&mut prebuilt_groups);
+    let bind_groups_per_run = {
+        let before = ctx.bind_groups_made();
+        step.run().submit()?;
+        ctx.bind_groups_made() - before
+    };
+    anyhow::ensure!(
+        bind_groups_per_run == 0,
+        "a captured run made {bind_groups_per_run} bind groups"
+    );
+    drop(step);
+    // Every launch added 1 to every element: check the work really ran (the captured step
+    // ran once before the rounds, once per round and once more after).
+    let expected = (10 + 2 * rounds * launches + 4 * OPS_ROUNDS * OPS + 2 * OPS) as u32;
     let got = ctx.device_get(&a)?;
     anyhow::ensure!(
         got.iter().all(|&v| v == expected),
@@ -282,12 +392,21 @@ fn main() -> anyhow::Result<()> {
             ("ops100", "single_ops_one_wait", gathered),
             ("ops100", "submit_each", each),
             ("ops100", "sequence", sequenced),
+            ("ops100", "captured", captured),
+            ("ops100", "raw_wgpu_prebuilt", prebuilt),
+            ("ops100", "raw_wgpu_prebuilt_groups", prebuilt_groups),
         ] {
             println!(
                 "{{\"case\": \"{case}\", \"method\": \"{method}\", \"us_per_op\": {:.2}, \"end_to_end_us_per_op\": {:.2}}}",
                 figures.issue, figures.end_to_end
             );
         }
+        println!(
+            "{{\"case\": \"ops100_ratios\", \"captured_vs_raw_wgpu_prebuilt_issue\": {:.3}, \"captured_vs_raw_wgpu_prebuilt_groups_issue\": {:.3}, \"captured_vs_sequence_end_to_end\": {:.3}}}",
+            captured.issue / prebuilt.issue,
+            captured.issue / prebuilt_groups.issue,
+            captured.end_to_end / sequenced.end_to_end
+        );
     } else {
         println!(
             "CPU cost of issuing, on {} (medians of {rounds} rounds, {OPS_ROUNDS} for 100 ops; end to end with the GPU's wait in brackets):",
@@ -326,6 +445,23 @@ fn main() -> anyhow::Result<()> {
             sequenced.end_to_end,
             each.issue / sequenced.issue,
             each.end_to_end / sequenced.end_to_end
+        );
+        println!(
+            "  one captured run   {:8.2} us/op ({:.2})   {:.2}x raw prebuilt to issue (target <= 1.2x); {:.2}x the sequence end to end (target <= 1.0x)",
+            captured.issue,
+            captured.end_to_end,
+            captured.issue / prebuilt.issue,
+            captured.end_to_end / sequenced.end_to_end
+        );
+        println!(
+            "  raw wgpu prebuilt  {:8.2} us/op ({:.2})   pipeline and one bind group made once",
+            prebuilt.issue, prebuilt.end_to_end
+        );
+        println!(
+            "  ... 100 bind groups {:7.2} us/op ({:.2})   one made once per dispatch, as captured; captured {:.2}x",
+            prebuilt_groups.issue,
+            prebuilt_groups.end_to_end,
+            captured.issue / prebuilt_groups.issue
         );
     }
     Ok(())

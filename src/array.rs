@@ -109,7 +109,7 @@ impl PendingMarks {
     /// How many recorders use the array with `access`, less the caller's own use (`own`).
     pub(crate) fn others(&self, access: Access, own: Option<Access>) -> u32 {
         let count = self.counter(access).0.load(Ordering::Acquire);
-        count - u32::from(own == Some(access))
+        count.saturating_sub(u32::from(own == Some(access)))
     }
 
     /// The recorder a use with `access` would overtake, and what it does to the array: a

@@ -1,5 +1,6 @@
 //! The public names of compute: users' kernels ([`Kernel`], [`KernelDesc`], [`Launch`],
-//! [`Sequence`]), what reflection reads from a kernel ([`KernelSignature`] and its parts), the
+//! [`Sequence`], captured steps: [`Capture`], [`CapturedStep`], [`StepRun`], [`StepPlan`] and the
+//! slots), what reflection reads from a kernel ([`KernelSignature`] and its parts), the
 //! compiler's bounds and the compile cache ([`KernelCacheStats`], [`DiskCacheLoad`],
 //! [`CACHE_DIR_ENV`]).
 //!
@@ -45,6 +46,13 @@
 //!   Inside a sequence, its own arrays are used freely, in the order recorded; an array pending in
 //!   *another* user sequence is accepted too: the two sequences run in the order they are
 //!   submitted.
+//! - **Captures.** A [`Capture`] ([`Context::capture`](crate::Context::capture)) is a user
+//!   recorder like a sequence (its arrays are pending, by access, until it finishes or is
+//!   dropped; refusals name it `Capture #N`), except that nothing runs while it records: its
+//!   uploads, fills and ops are steps on every path. [`Capture::finish`] makes a
+//!   [`CapturedStep`], whose every run is a user submission: checked against pending recorders
+//!   like any submission, after the single ops called before it, its arrays in flight until it
+//!   completes. Between runs its arrays are not pending.
 //! - **What fails records and marks nothing.** A launch or op checks all its arguments (context,
 //!   sizes, alignment, element types, pending state) and compiles its kernels before it records a
 //!   step or marks an array; a refused step leaves a sequence as it was.

@@ -24,8 +24,13 @@
 //!   [`kernels::MAX_GATHERED_OPS`] per submission, and sent before anything waits or submits
 //!   ([`Context::flush`] sends them now): a loop of small ops costs about what a sequence does.
 //! - [`Sequence`]: launches, uploads and ops recorded, then submitted as one submission. What
-//!   is recorded and not yet submitted is the only thing that makes an array *pending*, which
-//!   every single op refuses: [the recording model](kernels#the-recording-model).
+//!   is recorded and not yet submitted is the only thing that makes an array *pending*, by
+//!   access (readers never refuse readers): [the recording model](kernels#the-recording-model).
+//! - Steps compiled once: [`Context::capture`] records a step like a sequence, slots name what a
+//!   run may change (a launch's parameters, an upload's data, a start, a read), and
+//!   [`Capture::finish`] plans its memory (temporaries in one block by liveness, as XLA's buffer
+//!   assignment: [`StepPlan`]) into a [`CapturedStep`] whose every run is one submission with no
+//!   allocation and no bind group made (as `jax.jit` calls and CUDA-graph replays).
 //! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
 //!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
 //!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and
@@ -99,6 +104,7 @@
 //! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
 //! - [`kernels`]: the public names of compute ([`Kernel`], [`Launch`], [`Sequence`],
+//!   [`Capture`], [`CapturedStep`],
 //!   [`KernelSignature`], the compile cache's statistics); a facade over three private rooms:
 //! - `compute` (private): what users call to run kernels: `Kernel`, `Launch`, `Sequence`.
 //! - `ops` (private): the library's ops over arrays ([`Context::dynamic_update_slice`],

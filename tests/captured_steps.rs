@@ -496,3 +496,142 @@ fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
     drop(cap);
     assert_no_validation_errors();
 }
+
+#[test]
+fn immediate_parameters_from_a_slot_change_per_run() {
+    let ctx = common::context();
+    if !ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
+        println!("no immediates on this device: skipped");
+        return;
+    }
+    let k = ctx
+        .kernel(
+            r#"
+        var<immediate> p: vec2<u32>;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1)
+        fn main() { out[p.x] = out[p.x] + p.y; }"#,
+            "main",
+        )
+        .unwrap();
+    let mut out = ctx.zeros::<u32>(&[8]).unwrap();
+    let mut cap = ctx.capture();
+    let first = cap.params_slot(&[0u32, 1]);
+    let second = cap.params_slot(&[1u32, 1]);
+    for slot in [&first, &second, &first] {
+        cap.launch(&k)
+            .params_slot(slot)
+            .arg_mut(&mut out)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+    }
+    let mut step = cap.finish().unwrap();
+    let mut model = [0u32; 8];
+    for i in 0..8u32 {
+        let (a, b) = ((i % 8, i + 10), ((i * 3) % 8, 100 * i));
+        step.run()
+            .params(&first, &[a.0, a.1])
+            .params(&second, &[b.0, b.1])
+            .submit()
+            .unwrap();
+        model[a.0 as usize] += 2 * a.1;
+        model[b.0 as usize] += b.1;
+    }
+    assert_eq!(ctx.device_get(&out).unwrap(), model);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn host_operands_and_fills_are_redone_by_every_run() {
+    for (path, ctx) in op_paths() {
+        let cache = ctx.zeros::<u32>(&[4, 8]).unwrap();
+        let mut cap = ctx.capture();
+        // A host row written in place at row 1, and row 3 filled: constants of the step.
+        let shape = [1usize, 8];
+        let cache = cap
+            .dynamic_update_slice(cache, (&[7u32; 8][..], &shape[..]), &[1, 0])
+            .unwrap();
+        let filled = cap.fill(&shape, 9u32).unwrap();
+        let cache = cap.dynamic_update_slice(cache, &filled, &[3, 0]).unwrap();
+        drop(filled);
+        let mut step = cap.finish().unwrap();
+        assert_eq!(
+            ctx.device_get(&cache).unwrap(),
+            [0; 32],
+            "{path}: nothing ran yet"
+        );
+        step.run().submit().unwrap();
+        let mut want = [0u32; 32];
+        want[8..16].copy_from_slice(&[7; 8]);
+        want[24..32].copy_from_slice(&[9; 8]);
+        assert_eq!(ctx.device_get(&cache).unwrap(), want, "{path}");
+        // Overwritten by single ops between runs, and rewritten by the next run.
+        let cache = ctx.fill_in_place(cache, 1).unwrap();
+        step.run().submit().unwrap();
+        want.iter_mut()
+            .enumerate()
+            .filter(|(i, _)| !(8..16).contains(i) && !(24..32).contains(i))
+            .for_each(|(_, w)| *w = 1);
+        assert_eq!(ctx.device_get(&cache).unwrap(), want, "{path}");
+    }
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
+    let ctx = common::context();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    let mut cap = ctx.capture();
+    let slot = cap.params_slot(&affine(1));
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params_slot(&slot)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("outside any capture"),
+        "{refused}"
+    );
+    let mut other = ctx.capture();
+    let refused = other
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params_slot(&slot)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("in another capture"),
+        "{refused}"
+    );
+    assert!(other.is_empty(), "the refused launch recorded nothing");
+    assert_eq!(
+        ctx.device_get(&y).unwrap(),
+        [0.0; 64],
+        "y is not pending: the refusal marked nothing"
+    );
+    drop((cap, other));
+    assert_no_validation_errors();
+}
+
+#[test]
+fn an_empty_capture_runs_as_an_empty_submission_and_a_step_moves_between_threads() {
+    let ctx = common::context();
+    let cap = ctx.capture();
+    let mut step = cap.finish().unwrap();
+    assert_eq!(step.plan().steps, 0);
+    assert_eq!(step.plan().block_bytes, 0);
+    let id = step.run().submit().unwrap();
+    assert!(id.0 > 0);
+    let handle = std::thread::spawn(move || step.run().submit().map(|_| step.runs()));
+    assert_eq!(handle.join().unwrap().unwrap(), 2);
+    ctx.synchronize().unwrap();
+    assert_no_validation_errors();
+}

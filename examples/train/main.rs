@@ -12,6 +12,15 @@
 //! peak is the resident bytes plus the plan's peak to the byte, the first step's parameter
 //! gradients are bit-identical to those of keeping everything (read back and compared as
 //! bytes), the whole loss curve is too, and training cut the loss to under half.
+//!
+//! Then the training step (forward, loss, backward under the schedule, SGD update) captured
+//! once per policy (`Context::capture`): each capture's memory plan (its temporaries, every
+//! activation and gradient, placed in one block by liveness) is printed next to the remat
+//! planner's peak, and it exits with an error unless each block is within 1.05× of the plan's
+//! lower bound. The √n policy's captured step then trains a new network from the same start,
+//! one run per step: its loss curve and final parameters must equal the uncaptured run's bit
+//! for bit, and its runs must allocate nothing (the context's peak over them is the bytes in
+//! use before them).
 
 mod data;
 #[path = "../flags/mod.rs"]
@@ -26,7 +35,7 @@ use gpu_arena::arena::Bytes;
 use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule};
 use gpu_arena::{bytemuck, ArenaConfig, Context, DeviceArray};
 use lexopt::prelude::*;
-use mlp::{Mlp, MlpKernels, MlpShape};
+use mlp::{CapturedTraining, Mlp, MlpKernels, MlpShape};
 use serde_json::json;
 
 const USAGE: &str = "\
@@ -149,7 +158,37 @@ struct PolicyRun {
     losses: Vec<f32>,
     /// The parameter gradients of the first step, per array.
     first_gradients: Vec<Vec<f32>>,
+    /// The weights and biases after the last step, per array.
+    parameters: Vec<Vec<f32>>,
 }
+
+/// The training step captured under one policy: its memory plan.
+struct CapturedPlan {
+    name: String,
+    plan_peak_bytes: u64,
+    block_bytes: u64,
+    lower_bound_bytes: u64,
+    temporaries: usize,
+    steps: usize,
+}
+
+/// Training with a captured step: what it measured.
+struct CapturedRun {
+    /// The policy whose schedule was captured.
+    name: String,
+    time_per_step: Duration,
+    losses: Vec<f32>,
+    parameters: Vec<Vec<f32>>,
+    /// `peak_bytes_in_use` over the runs, and the bytes in use before them.
+    peak_bytes_in_use: u64,
+    bytes_in_use_before: u64,
+}
+
+/// The policy whose captured step trains (it recomputes, so the capture replays recomputation).
+const CAPTURED_POLICY: usize = 2;
+
+/// The captured plan's block may exceed its lower bound by this factor at most.
+const BLOCK_OVER_LOWER_BOUND: f64 = 1.05;
 
 impl PolicyRun {
     fn initial_loss(&self) -> f32 {
@@ -170,21 +209,22 @@ fn run(options: &Options) -> Result<()> {
     shape.check().map_err(anyhow::Error::msg)?;
     let ctx = Context::new(ArenaConfig::from_env()?)?;
     let kernels = MlpKernels::new(&ctx)?;
-    let dataset = data::regression_set(
+    let batches = data::regression_set(
         DATA_SEED,
         config.batches,
         shape.batch,
         shape.inputs,
         shape.outputs,
-    )
-    .iter()
-    .map(|batch| {
-        Ok((
-            ctx.device_put(&batch.inputs, &[shape.batch, shape.inputs])?,
-            ctx.device_put(&batch.targets, &[shape.batch, shape.outputs])?,
-        ))
-    })
-    .collect::<gpu_arena::Result<Vec<_>>>()?;
+    );
+    let dataset = batches
+        .iter()
+        .map(|batch| {
+            Ok((
+                ctx.device_put(&batch.inputs, &[shape.batch, shape.inputs])?,
+                ctx.device_put(&batch.targets, &[shape.batch, shape.outputs])?,
+            ))
+        })
+        .collect::<gpu_arena::Result<Vec<_>>>()?;
 
     let chain = shape.chain()?;
     let runs = policies(&chain)?
@@ -195,14 +235,234 @@ fn run(options: &Options) -> Result<()> {
         })
         .collect::<Result<Vec<_>>>()?;
 
+    // The data set stacked, `[batches, batch, features]`, for a captured step to slice.
+    let stacked = (
+        ctx.device_put(
+            &batches
+                .iter()
+                .flat_map(|b| b.inputs.clone())
+                .collect::<Vec<_>>(),
+            &[config.batches, shape.batch, shape.inputs],
+        )?,
+        ctx.device_put(
+            &batches
+                .iter()
+                .flat_map(|b| b.targets.clone())
+                .collect::<Vec<_>>(),
+            &[config.batches, shape.batch, shape.outputs],
+        )?,
+    );
+    let plans = runs
+        .iter()
+        .map(|run| captured_plan(&ctx, &config, &kernels, &stacked, run))
+        .collect::<Result<Vec<_>>>()?;
+    let trained = &runs[CAPTURED_POLICY.min(runs.len() - 1)];
+    let captured = train_captured(&ctx, &config, &kernels, &stacked, trained)
+        .with_context(|| "training with the captured step failed")?;
+
     if options.json {
         for run in &runs {
             println!("{}", row(&ctx, &config, run));
         }
+        for plan in &plans {
+            println!("{}", captured_row(&ctx, &config, plan, &captured));
+        }
     } else {
         print_table(&ctx, &config, &runs);
+        print_captured(&plans, &captured, trained);
     }
-    check(&config, &runs)
+    check(&config, &runs)?;
+    check_captured(&plans, &captured, trained)
+}
+
+/// Captures the training step under `run`'s schedule over a new network and reads its plan.
+fn captured_plan(
+    ctx: &Context,
+    config: &Config,
+    kernels: &MlpKernels,
+    stacked: &(DeviceArray<f32>, DeviceArray<f32>),
+    run: &PolicyRun,
+) -> Result<CapturedPlan> {
+    let mut mlp = Mlp::new(ctx, config.shape, kernels.clone(), PARAMETER_SEED)?;
+    let mut losses = ctx.zeros::<f32>(&[config.steps])?;
+    let captured = mlp.capture_step(
+        ctx,
+        &run.schedule,
+        &stacked.0,
+        &stacked.1,
+        &mut losses,
+        config.learning_rate,
+    )?;
+    let plan = captured.step.plan();
+    Ok(CapturedPlan {
+        name: run.name.clone(),
+        plan_peak_bytes: run.schedule.peak_bytes(),
+        block_bytes: plan.block_bytes,
+        lower_bound_bytes: plan.lower_bound_bytes,
+        temporaries: plan.temporaries.len(),
+        steps: plan.steps,
+    })
+}
+
+/// Trains a new network from the same start with the training step captured under `run`'s
+/// schedule: one run per step, each setting the minibatch and the loss's slot.
+fn train_captured(
+    ctx: &Context,
+    config: &Config,
+    kernels: &MlpKernels,
+    stacked: &(DeviceArray<f32>, DeviceArray<f32>),
+    run: &PolicyRun,
+) -> Result<CapturedRun> {
+    let mut mlp = Mlp::new(ctx, config.shape, kernels.clone(), PARAMETER_SEED)?;
+    let mut losses = ctx.zeros::<f32>(&[config.steps])?;
+    let CapturedTraining {
+        mut step,
+        batch,
+        loss_slot,
+    } = mlp.capture_step(
+        ctx,
+        &run.schedule,
+        &stacked.0,
+        &stacked.1,
+        &mut losses,
+        config.learning_rate,
+    )?;
+    ctx.synchronize()?;
+    let bytes_in_use_before = ctx.memory_stats().bytes_in_use;
+    ctx.reset_peak_stats();
+    let started = Instant::now();
+    for i in 0..config.steps {
+        // `MAX_STEPS` fits a u32; the batch index fits an i64.
+        step.run()
+            .start(&batch, &[(i % config.batches) as i64, 0, 0])
+            .params(&loss_slot, &(i as u32))
+            .submit()?;
+    }
+    ctx.synchronize()?;
+    let time_per_step = started.elapsed() / config.steps as u32;
+    let peak_bytes_in_use = ctx.memory_stats().peak_bytes_in_use;
+    Ok(CapturedRun {
+        name: run.name.clone(),
+        time_per_step,
+        losses: ctx.device_get(&losses)?,
+        parameters: ctx.device_get_many(&mlp.parameters())?,
+        peak_bytes_in_use,
+        bytes_in_use_before,
+    })
+}
+
+fn print_captured(plans: &[CapturedPlan], captured: &CapturedRun, trained: &PolicyRun) {
+    println!(
+        "the training step captured (forward, loss, backward, SGD update; one submission per run):"
+    );
+    println!(
+        "{:<18} {:>6} {:>12} {:>12} {:>12} {:>10} {:>11}",
+        "policy", "steps", "temporaries", "block", "lower bound", "block/lb", "plan peak"
+    );
+    for plan in plans {
+        println!(
+            "{:<18} {:>6} {:>12} {:>12} {:>12} {:>9.3}x {:>11}",
+            plan.name,
+            plan.steps,
+            plan.temporaries,
+            plan.block_bytes,
+            plan.lower_bound_bytes,
+            plan.block_bytes as f64 / plan.lower_bound_bytes.max(1) as f64,
+            plan.plan_peak_bytes
+        );
+    }
+    println!(
+        "block: the one reservation of the step's temporaries (activations, gradients, the \
+         minibatch); plan peak: the remat planner's (activations and gradients with the input, \
+         not the targets)"
+    );
+    println!(
+        "captured {} training: {:.2}ms/step (uncaptured {:.2}ms/step), peak over the runs {} B = \
+         {} B in use before them",
+        captured.name,
+        captured.time_per_step.as_secs_f64() * 1e3,
+        trained.time_per_step.as_secs_f64() * 1e3,
+        captured.peak_bytes_in_use,
+        captured.bytes_in_use_before
+    );
+}
+
+fn captured_row(
+    ctx: &Context,
+    config: &Config,
+    plan: &CapturedPlan,
+    captured: &CapturedRun,
+) -> serde_json::Value {
+    let mut row = json!({
+        "case": "train_captured",
+        "adapter": ctx.adapter_info().name,
+        "policy": plan.name,
+        "steps_per_run": plan.steps,
+        "temporaries": plan.temporaries,
+        "block_bytes": plan.block_bytes,
+        "lower_bound_bytes": plan.lower_bound_bytes,
+        "plan_peak_bytes": plan.plan_peak_bytes,
+        "batch": config.shape.batch,
+        "width": config.shape.width,
+    });
+    if plan.name == captured.name {
+        row["us_per_step"] = json!(captured.time_per_step.as_secs_f64() * 1e6);
+        row["steps"] = json!(config.steps);
+    }
+    row
+}
+
+/// The captured step's claims: every block within [`BLOCK_OVER_LOWER_BOUND`] of its lower
+/// bound; training with it gives the uncaptured run's losses and parameters, bit for bit; its
+/// runs allocate nothing.
+fn check_captured(
+    plans: &[CapturedPlan],
+    captured: &CapturedRun,
+    trained: &PolicyRun,
+) -> Result<()> {
+    for plan in plans {
+        ensure!(
+            plan.block_bytes as f64 <= BLOCK_OVER_LOWER_BOUND * plan.lower_bound_bytes as f64,
+            "{}: the captured step's block of {} bytes is more than {BLOCK_OVER_LOWER_BOUND}x \
+             its lower bound of {}",
+            plan.name,
+            plan.block_bytes,
+            plan.lower_bound_bytes
+        );
+    }
+    let same = |a: &[f32], b: &[f32]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits())
+    };
+    ensure!(
+        same(&captured.losses, &trained.losses),
+        "{}: the captured step's loss curve differs from the uncaptured step's in its bits",
+        captured.name
+    );
+    ensure!(
+        captured.parameters.len() == trained.parameters.len()
+            && captured
+                .parameters
+                .iter()
+                .zip(&trained.parameters)
+                .all(|(a, b)| same(a, b)),
+        "{}: the captured step's final parameters differ from the uncaptured step's in their bits",
+        captured.name
+    );
+    ensure!(
+        captured.peak_bytes_in_use == captured.bytes_in_use_before,
+        "the captured runs' peak was {} bytes, above the {} in use before them",
+        captured.peak_bytes_in_use,
+        captured.bytes_in_use_before
+    );
+    eprintln!(
+        "checked: captured steps' blocks within {BLOCK_OVER_LOWER_BOUND}x of their lower bounds \
+         under {} policies; {} training with the captured step: all {} losses and the final \
+         parameters bit-identical to the uncaptured step's, no allocation over its runs",
+        plans.len(),
+        captured.name,
+        captured.losses.len()
+    );
+    Ok(())
 }
 
 /// The policies compared, named, with their plans: keep everything, every n-th, √n, and a
@@ -281,6 +541,7 @@ fn train(
         time_per_step,
         losses: ctx.device_get(&losses)?,
         first_gradients,
+        parameters: ctx.device_get_many(&mlp.parameters())?,
     })
 }
 
@@ -469,6 +730,7 @@ mod tests {
             time_per_step: Duration::ZERO,
             losses,
             first_gradients: gradients,
+            parameters: Vec::new(),
         }
     }
 

@@ -9,9 +9,14 @@
 //! Every kernel has one invocation per output element that sums in a fixed order, so a layer
 //! run twice (recomputed) gives the same bits, and so do the gradients under every policy.
 
+use std::collections::HashMap;
+
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
-use gpu_arena::remat::{BackwardReads, Chain, Layer, RematError};
-use gpu_arena::{bytemuck, Context, DeviceArray, Error, Kernel, Result};
+use gpu_arena::remat::{BackwardReads, Buffer, Chain, Layer, RematError, Schedule, Step};
+use gpu_arena::{
+    bytemuck, Capture, CapturedStep, Context, DeviceArray, Error, IndexSlot, Kernel, ParamsSlot,
+    Result,
+};
 
 use crate::data::Rng;
 
@@ -272,8 +277,7 @@ impl Mlp {
     }
 
     /// Every weight and bias array, layer by layer (examples/data_parallel hashes them to
-    /// check that every process holds the same bits).
-    #[allow(dead_code)] // used by examples/data_parallel, which includes this file
+    /// check that every process holds the same bits; train compares them bit for bit).
     pub fn parameters(&self) -> Vec<&DeviceArray<f32>> {
         self.linears
             .iter()
@@ -481,5 +485,185 @@ impl ChainModel for TrainStep<'_> {
                 Ok(input_gradient)
             }
         }
+    }
+}
+
+/// A training step captured once ([`Mlp::capture_step`]): forward, loss, backward under a
+/// schedule and the SGD update, replayed by each run as one submission.
+#[allow(dead_code)] // used by examples/train, not by examples/data_parallel, which includes this file
+pub struct CapturedTraining {
+    pub step: CapturedStep,
+    /// The minibatch, as a start `[batch, 0, 0]` into the stacked data set.
+    pub batch: IndexSlot,
+    /// The element of `losses` the step's loss goes to.
+    pub loss_slot: ParamsSlot<u32>,
+}
+
+impl Mlp {
+    /// Captures one training step, the work [`Schedule::run`] with [`TrainStep`] and then
+    /// [`Mlp::sgd`] do, in the schedule's order and with the same kernels, parameters and
+    /// grids (so every run gives the bits the uncaptured step gives): the minibatch sliced
+    /// from `inputs` and `targets` (`[batches, batch, features]`) at the run's start, the loss
+    /// into `losses` at the run's slot. `Schedule::run` cannot record into a capture (it
+    /// allocates with `Context::alloc` and hands the model a `&Context`), so this walks the
+    /// schedule's steps itself: each activation and gradient is a zero-filled array of the
+    /// capture (a capture has no uninitialised allocation), dropped after the step that last
+    /// reads it, so all of them are the captured step's temporaries.
+    #[allow(dead_code)] // used by examples/train, not by examples/data_parallel
+    pub fn capture_step(
+        &mut self,
+        ctx: &Context,
+        schedule: &Schedule,
+        inputs: &DeviceArray<f32>,
+        targets: &DeviceArray<f32>,
+        losses: &mut DeviceArray<f32>,
+        learning_rate: f32,
+    ) -> Result<CapturedTraining> {
+        let shape = self.shape;
+        let kernels = self.kernels.clone();
+        let mut cap = ctx.capture();
+        let batch = cap.index_slot(&[0, 0, 0]);
+        let x = cap.dynamic_slice_at(inputs, &batch, &[1, shape.batch, shape.inputs])?;
+        let t = cap.dynamic_slice_at(targets, &batch, &[1, shape.batch, shape.outputs])?;
+        let loss_slot = cap.params_slot(&0u32);
+        let zeros = |cap: &mut Capture, activation: usize| {
+            cap.fill(&[shape.batch, shape.activation_width(activation)], 0.0f32)
+        };
+        let mut live: HashMap<Buffer, DeviceArray<f32>> = HashMap::new();
+        let missing = |buffer: Buffer| Error::InvalidArgument {
+            operation: "Mlp::capture_step",
+            reason: format!("the schedule reads {buffer:?} while it is not live"),
+        };
+        for &step in schedule.steps() {
+            let get = |buffer: Buffer| match buffer {
+                Buffer::Activation(0) => Ok(&x),
+                _ => live.get(&buffer).ok_or_else(|| missing(buffer)),
+            };
+            match step {
+                Step::Forward { layer } | Step::Recompute { layer } => {
+                    let mut output = zeros(&mut cap, layer)?;
+                    let input = get(Buffer::Activation(layer - 1))?;
+                    let n = output.len() as u64;
+                    match MlpShape::chain_layer(layer) {
+                        ChainLayer::Linear(m) => {
+                            let linear = &self.linears[m];
+                            cap.launch(&kernels.linear_forward)
+                                .params(&shape.dims(m))
+                                .arg(input)
+                                .arg(&linear.weights)
+                                .arg(&linear.bias)
+                                .arg_mut(&mut output)
+                                .grid_for(n)
+                                .run()?;
+                        }
+                        ChainLayer::Relu => {
+                            cap.launch(&kernels.relu_forward)
+                                .arg(input)
+                                .arg_mut(&mut output)
+                                .grid_for(n)
+                                .run()?;
+                        }
+                    }
+                    live.insert(Buffer::Activation(layer), output);
+                }
+                Step::LossGradient { layer } => {
+                    let mut gradient = zeros(&mut cap, layer)?;
+                    let output = get(Buffer::Activation(layer))?;
+                    let n = gradient.len() as u64;
+                    cap.launch(&kernels.mse_loss)
+                        .params_slot(&loss_slot)
+                        .arg(output)
+                        .arg(&t)
+                        .arg_mut(losses)
+                        .grid([1, 1, 1])
+                        .run()?;
+                    cap.launch(&kernels.mse_gradient)
+                        .arg(output)
+                        .arg(&t)
+                        .arg_mut(&mut gradient)
+                        .grid_for(n)
+                        .run()?;
+                    live.insert(Buffer::Gradient(layer), gradient);
+                }
+                Step::Backward { layer } => match MlpShape::chain_layer(layer) {
+                    ChainLayer::Relu => {
+                        let mut gradient = zeros(&mut cap, layer - 1)?;
+                        let output = get(Buffer::Activation(layer))?;
+                        let output_gradient = get(Buffer::Gradient(layer))?;
+                        let n = gradient.len() as u64;
+                        cap.launch(&kernels.relu_backward)
+                            .arg(output)
+                            .arg(output_gradient)
+                            .arg_mut(&mut gradient)
+                            .grid_for(n)
+                            .run()?;
+                        live.insert(Buffer::Gradient(layer - 1), gradient);
+                    }
+                    ChainLayer::Linear(m) => {
+                        let mut input_gradient = match layer {
+                            1 => None,
+                            _ => Some(zeros(&mut cap, layer - 1)?),
+                        };
+                        let input = get(Buffer::Activation(layer - 1))?;
+                        let output_gradient = get(Buffer::Gradient(layer))?;
+                        let dims = shape.dims(m);
+                        let linear = &mut self.linears[m];
+                        if let Some(gradient) = input_gradient.as_mut() {
+                            let n = gradient.len() as u64;
+                            cap.launch(&kernels.linear_input_gradient)
+                                .params(&dims)
+                                .arg(output_gradient)
+                                .arg(&linear.weights)
+                                .arg_mut(gradient)
+                                .grid_for(n)
+                                .run()?;
+                        }
+                        let n = linear.weight_gradient.len() as u64;
+                        cap.launch(&kernels.linear_weight_gradient)
+                            .params(&dims)
+                            .arg(output_gradient)
+                            .arg(input)
+                            .arg_mut(&mut linear.weight_gradient)
+                            .grid_for(n)
+                            .run()?;
+                        let n = linear.bias_gradient.len() as u64;
+                        cap.launch(&kernels.linear_bias_gradient)
+                            .params(&dims)
+                            .arg(output_gradient)
+                            .arg_mut(&mut linear.bias_gradient)
+                            .grid_for(n)
+                            .run()?;
+                        if let Some(gradient) = input_gradient {
+                            live.insert(Buffer::Gradient(layer - 1), gradient);
+                        }
+                    }
+                },
+                Step::Free(buffer) => {
+                    live.remove(&buffer);
+                }
+            }
+        }
+        // Everything the schedule made is a temporary (the planner places them by the steps
+        // that touch them, whenever they are dropped here).
+        drop((live, x, t));
+        for linear in &mut self.linears {
+            for (parameter, gradient) in [
+                (&mut linear.weights, &mut linear.weight_gradient),
+                (&mut linear.bias, &mut linear.bias_gradient),
+            ] {
+                let n = parameter.len() as u64;
+                cap.launch(&kernels.sgd_update)
+                    .params(&learning_rate)
+                    .arg_mut(parameter)
+                    .arg_mut(gradient)
+                    .grid_for(n)
+                    .run()?;
+            }
+        }
+        Ok(CapturedTraining {
+            step: cap.finish()?,
+            batch,
+            loss_slot,
+        })
     }
 }

@@ -12,13 +12,14 @@
 
 use super::captured_step::CapturedStep;
 use super::sequence::Sequence;
+use crate::array::ArrayStorage;
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::step::Step;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
 
@@ -26,9 +27,11 @@ pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
 pub(crate) struct CaptureTables {
     /// The capture's number (its slots carry it, so a slot of another capture is refused).
     pub(crate) id: u64,
-    /// Arrays made by the capture's own ops (by storage address): those the user no longer
-    /// holds at `finish` are the step's temporaries.
-    pub(crate) created: HashSet<usize>,
+    /// Arrays made by the capture's own ops, by storage address: those the user no longer
+    /// holds at `finish` are the step's temporaries. The weak references keep each address
+    /// from being reused by an array made elsewhere after one of these was dropped (an op
+    /// refused after making its result).
+    pub(crate) created: HashMap<usize, Weak<ArrayStorage>>,
     /// Launches whose parameters come from a slot: `(step index, slot index)`.
     pub(crate) slotted_params: Vec<(usize, u32)>,
     /// The byte size of each parameter slot.
@@ -201,7 +204,7 @@ impl Context {
         });
         sequence.capture = Some(Box::new(CaptureTables {
             id,
-            created: HashSet::new(),
+            created: HashMap::new(),
             slotted_params: Vec::new(),
             param_slots: Vec::new(),
             inputs: Vec::new(),
@@ -382,7 +385,10 @@ impl Sequence {
             None => self.ctx.alloc::<T>(shape)?,
         };
         if let Some(tables) = &mut self.capture {
-            tables.created.insert(Arc::as_ptr(&array.storage) as usize);
+            tables.created.insert(
+                Arc::as_ptr(&array.storage) as usize,
+                Arc::downgrade(&array.storage),
+            );
         }
         Ok(array)
     }

@@ -5,7 +5,7 @@
 //! replay is on CUDA; wgpu command buffers are used once, so the commands are recorded again,
 //! over the same pipelines and bind groups).
 
-use super::capture::{Capture, CaptureTables, CapturedIo, MovingCopy};
+use super::capture::{Capture, CaptureTables, CapturedIo, MovingCopy, CAPTURE_RECORDER_BIT};
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
@@ -135,7 +135,9 @@ impl CapturedStep {
         // Temporaries: made by the capture and held by nothing but it.
         let (temporaries, mut arrays): (Vec<_>, Vec<_>) =
             touched.into_iter().partition(|(storage, _)| {
-                tables.created.contains(&(Arc::as_ptr(storage) as usize))
+                tables
+                    .created
+                    .contains_key(&(Arc::as_ptr(storage) as usize))
                     && Arc::strong_count(storage) == 1
             });
         let mut placed = Vec::new();
@@ -165,7 +167,10 @@ impl CapturedStep {
         // Their own memory goes back first (nothing ran on it), so the block may take it.
         drop(temporaries);
         let block = if assignment.block_bytes > 0 {
-            let label = format!("captured step #{} temporaries", tables.id & !(1 << 63));
+            let label = format!(
+                "captured step #{} temporaries",
+                tables.id & !CAPTURE_RECORDER_BIT
+            );
             let block: DeviceArray<u8> = ctx.alloc_bytes(
                 &[assignment.block_bytes as usize],
                 assignment.block_bytes,
@@ -401,7 +406,7 @@ impl CapturedStep {
 impl std::fmt::Debug for CapturedStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CapturedStep")
-            .field("capture", &(self.id & !(1 << 63)))
+            .field("capture", &(self.id & !CAPTURE_RECORDER_BIT))
             .field("steps", &self.steps.len())
             .field("arrays", &self.arrays.len())
             .field("runs", &self.runs)
@@ -435,7 +440,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
         if capture == self.step.id {
             return true;
         }
-        let (theirs, ours) = (capture & !(1 << 63), self.step.id & !(1 << 63));
+        let (theirs, ours) = (
+            capture & !CAPTURE_RECORDER_BIT,
+            self.step.id & !CAPTURE_RECORDER_BIT,
+        );
         self.refuse(format!(
             "the {what} belongs to Capture #{theirs}, and this step is Capture #{ours}: give a run the slots its own capture made"
         ));
