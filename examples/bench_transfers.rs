@@ -8,8 +8,10 @@
 //! 1. `small_uploads`: `--arrays` (10,000) uploads of 4 KiB arrays: a gpu-arena batch vs
 //!    `queue.write_buffer` per array then one submit (`write_buffer_one_submit`) vs
 //!    `write_buffer` + submit + wait per array (`write_buffer_submit_wait_each`) vs
-//!    `wgpu::util::StagingBelt` (`staging_belt`). Peers write into one preallocated buffer;
-//!    gpu-arena also allocates every array from its arena.
+//!    `wgpu::util::StagingBelt` (`staging_belt`), and the same arrays as single `device_put`s
+//!    in a loop then one wait (`device_put_each`, whose row carries `ratio_to_batch`: goal
+//!    ≤ 1.5). Peers write into one preallocated buffer; gpu-arena also allocates every array
+//!    from its arena.
 //! 2. `large_upload` / `large_readback`: one array of `--size-mib` (1024) MiB: `device_put` /
 //!    `device_get` vs `queue.write_buffer` (`raw_write_buffer`) / copy to a `MAP_READ` buffer and
 //!    `map_async` (`raw_map_read`); `device_get_into` a reused host buffer (`gpu-arena-into`,
@@ -204,6 +206,22 @@ fn main() -> anyhow::Result<()> {
         Ok(())
     })?;
 
+    // The same arrays as single `device_put`s in a loop, then one wait: on the staging path
+    // they go with the context's gathered ops (staged in the batch's own staging, a
+    // submission per 4 MiB), against the batch above.
+    bench.run("small_uploads", "device_put_each", per_array, |i| {
+        let arrays = host
+            .iter()
+            .map(|h| ctx.device_put(h, &[ARRAY_BYTES]))
+            .collect::<Result<Vec<_>, _>>()?;
+        ctx.synchronize()?;
+        if i == 0 {
+            let last = ctx.device_get(arrays.last().expect("at least one array"))?;
+            anyhow::ensure!(last == host[n - 1], "single device_puts corrupted data");
+        }
+        Ok(())
+    })?;
+
     let target = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("bench target"),
         size: (n * ARRAY_BYTES) as u64,
@@ -374,6 +392,14 @@ fn main() -> anyhow::Result<()> {
         };
         seconds("via_host_vec") / seconds("gpu-arena")
     };
+    let put_each_ratio = {
+        let seconds = |method: &str| {
+            rows.iter()
+                .find(|r| r.case == "small_uploads" && r.method == method)
+                .map_or(f64::NAN, |r| r.seconds)
+        };
+        seconds("device_put_each") / seconds("gpu-arena")
+    };
     let into_speedup = {
         let seconds = |method: &str| {
             rows.iter()
@@ -390,6 +416,9 @@ fn main() -> anyhow::Result<()> {
             o[r.figure.0] = r.figure.1.into();
             if r.case == "device_to_device" && r.method == "gpu-arena" {
                 o["speedup_over_via_host_vec"] = d2d_speedup.into();
+            }
+            if r.case == "small_uploads" && r.method == "device_put_each" {
+                o["ratio_to_batch"] = put_each_ratio.into();
             }
             if r.case == "large_readback" && r.method == "gpu-arena-into" {
                 o["speedup_over_device_get"] = into_speedup.into();
@@ -427,6 +456,9 @@ fn main() -> anyhow::Result<()> {
         bytes >> 20,
         n,
         args.iters
+    );
+    println!(
+        "small_uploads: single device_puts then one wait {put_each_ratio:.2}x the batch's time (goal <= 1.5x)"
     );
     println!(
         "large_readback: device_get_into a reused buffer {into_speedup:.2}x faster than device_get"

@@ -22,14 +22,14 @@
 //! dispatch keeps its grid; the kernel skips rows past the row count of the run), where the
 //! other ways dispatch `t + 1` rows.
 //!
-//! Where the sequence wins: on the staging path (discrete GPUs; `GPU_ARENA_ZERO_COPY=0` on
-//! lavapipe) every single `device_put` is a submission (which also sends the ops gathered
-//! before it), which the sequence folds into its one submission. Where it may not: on a CPU
-//! adapter with zero-copy (lavapipe by default) single puts and updates are host `memcpy`s
-//! that submit nothing (after the gathered launches that use their arrays have run); the
-//! sequence saves those waits, but an update recorded after a launch that reads the cache must
-//! run in order on the GPU, where a copy kernel on lavapipe is slower than the host's
-//! `memcpy`. With one layer both ways make one submission and the single ops can be faster.
+//! Single ops and the sequence make the same submissions per step. On the staging path (discrete GPUs;
+//! `GPU_ARENA_ZERO_COPY=0` on lavapipe) single `device_put`s of rows go with the gathered ops
+//! (staged in their batch's own staging, copied by a command of the batch), so a step is one
+//! batch and the read of the scores, as the sequence's step is one submission and the read.
+//! On a CPU adapter with zero-copy (lavapipe by default) single puts are `memcpy`s into the
+//! arena, and an update of the cache that a gathered launch still reads runs its copy kernel
+//! in the batch rather than waiting for it; the read then submits the batch with the memory
+//! dependency to host reads: one submission per step either way.
 //!
 //! `cargo run --release --example decode -- [--steps N] [--layers L] [--dim D] [--json]`
 

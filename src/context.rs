@@ -670,11 +670,31 @@ impl ContextInner {
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
+        self.submit_encoder_for(encoder, done, gathered::HostRead::Later)
+    }
+
+    /// [`ContextInner::submit_encoder`] for work whose writes the host reads as soon as it
+    /// completes (copies into readback staging): it ends with the memory dependency to host
+    /// reads, so the read needs no submission of its own.
+    pub(crate) fn submit_encoder_for_host_read(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        done: &str,
+    ) -> Result<SubmissionId> {
+        self.submit_encoder_for(encoder, done, gathered::HostRead::Follows)
+    }
+
+    fn submit_encoder_for(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        done: &str,
+        host_read: gathered::HostRead,
+    ) -> Result<SubmissionId> {
         self.check_device(done)?;
         // One scope for both: its first error is the one to report.
         let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         let commands = encoder.finish();
-        let id = self.submit([commands]);
+        let id = self.submit_after_gathered([commands], |_| {}, host_read);
         scopes.pop().map_err(|reason| {
             self.after_refused_submission();
             self.device_error(done, reason)
@@ -715,22 +735,37 @@ impl ContextInner {
     /// Submits `command_buffers`, running `before` with the submission's id just before the
     /// queue gets them (arrays record their use there), after the single ops gathered so far
     /// (`context/gathered.rs`), which go first as a submission of their own, so nothing
-    /// submitted overtakes an op called before it. On Vulkan a last command buffer makes
-    /// the work's writes visible to host reads ([`backend::host_read_barrier`]): the arena's
-    /// memory is read in place and its staging buffers are read by the host, and a fence wait
-    /// alone does not make device writes visible to the host.
+    /// submitted overtakes an op called before it. It leaves out the memory dependency to host
+    /// reads ([`backend::host_read_barrier`]; a fence wait alone does not make device writes
+    /// visible to the host): a host read after it adds one
+    /// ([`ContextInner::host_visible_through`]).
     pub(crate) fn submit_with(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
-        self.submit_after_gathered(command_buffers, before)
+        self.submit_after_gathered(command_buffers, before, gathered::HostRead::Later)
+    }
+
+    /// [`ContextInner::submit_with`] for work whose results the host reads next, as it usually
+    /// does after a user's sequence: it ends with the memory dependency to host reads on
+    /// Vulkan (other submissions leave it out; see `context/gathered.rs`).
+    pub(crate) fn submit_for_host_read(
+        &self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+    ) -> SubmissionId {
+        self.submit_after_gathered(command_buffers, before, gathered::HostRead::Follows)
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or
     /// destroyed (the wait's poll is what learns of a `Device::destroy`), so that nothing reads
     /// what the GPU did not write.
     pub(crate) fn wait_idle(&self) -> Result<()> {
+        // What follows a wait for everything may read anything: the gathered ops go out with
+        // the memory dependency to host reads, or an empty submission adds it when the last
+        // one went out without it.
+        self.host_visible_through(SubmissionId(u64::MAX));
         self.flush()?;
         let during = "waiting for submitted work";
         self.device
@@ -739,12 +774,27 @@ impl ContextInner {
         self.check_device(during)
     }
 
-    /// Waits until submission `id` (and everything before it) has completed: for that
-    /// submission alone when it is recent (later ones keep running), else for the whole queue.
+    /// Waits until submission `id` (and everything before it) has completed and its writes
+    /// are visible to host reads ([`ContextInner::host_visible_through`]): what a host read of
+    /// memory the GPU may have written waits for.
     ///
     /// Errors: [`Error::DeviceLost`] when the device is lost or destroyed, even when the work
     /// had completed before: the caller is about to read what the device wrote.
     pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
+        if id.0 == 0 {
+            return self.check_device("waiting for submitted work");
+        }
+        let visible = self.host_visible_through(id);
+        self.wait_for_work(visible)
+    }
+
+    /// Waits until submission `id` (and everything before it) has completed: for that
+    /// submission alone when it is recent (later ones keep running), else for the whole queue.
+    /// Enough before the host writes memory the GPU read (a staging buffer reused); a host
+    /// read takes [`ContextInner::wait_for`].
+    ///
+    /// Errors: [`Error::DeviceLost`] when the device is lost or destroyed.
+    pub(crate) fn wait_for_work(&self, id: SubmissionId) -> Result<()> {
         let during = "waiting for submitted work";
         if id.0 <= self.submissions.completed() {
             return self.check_device(during);

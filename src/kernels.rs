@@ -62,8 +62,10 @@
 //! - **Marked in flight before the queue sees the work.** Every submission (sequences, single ops,
 //!   transfers, [`Context::raw_submit`](crate::Context::raw_submit)) records itself on the arrays
 //!   it uses *before* it is handed to the queue, so another thread's host read of such an array, or
-//!   the reuse of its memory after a drop, waits for that work. On Vulkan each submission ends with
-//!   a memory dependency to host reads, so that in-place reads see the device's writes.
+//!   the reuse of its memory after a drop, waits for that work. On Vulkan a host read waits for a
+//!   submission that ends with a memory dependency to host reads (the one it reads, when that
+//!   carries it, or an empty one made at the read), so that in-place reads see the device's
+//!   writes while submissions no read waits for skip it.
 //! - **Gathered single ops.** The context gathers single ops into a submission of its own, up to
 //!   [`MAX_GATHERED_OPS`] (32, as CubeCL) at a time, so a loop of small launches costs about
 //!   what one [`Sequence`] of them costs. Program order holds: the batch is always the context's
@@ -73,7 +75,12 @@
 //!   work; so does the reuse of a dropped array's memory, and so does taking
 //!   [`Context::queue`](crate::Context::queue): the escape hatch is never behind the context's
 //!   own work.
-//!   What is pending is bounded: 32 ops and their parameter slots.
+//!   Small uploads on the staging path (single `device_put`s and host operands of single ops,
+//!   up to [`MAX_GATHERED_UPLOAD_BYTES`](crate::transfer::MAX_GATHERED_UPLOAD_BYTES)) join the
+//!   batch too: staged in its own staging and copied by its commands, in call order.
+//!   What is pending is bounded: 32 ops, their parameter slots, and
+//!   [`GATHERED_STAGING_BYTES`](crate::transfer::GATHERED_STAGING_BYTES) of staged uploads
+//!   (reaching either submits the batch).
 //! - **Which call reports a device refusal.** The call that records the work reports every
 //!   refusal the CPU can know: a single op or `run()` of a single launch (its arguments, the
 //!   device's limits, pending arrays, and the device's validation of its bindings, which are

@@ -24,6 +24,10 @@ pub(crate) struct Submissions {
     completed: Arc<AtomicU64>,
     /// The wgpu indices of the last [`RECENT_SUBMISSIONS`] submissions, oldest first.
     recent: Mutex<VecDeque<(u64, wgpu::SubmissionIndex)>>,
+    /// The last submission that ends with the memory dependency to host reads (on Vulkan; on
+    /// other backends every submission counts): the device's writes of every submission up to
+    /// it are visible to the host once it has completed.
+    host_visible_through: AtomicU64,
 }
 
 impl Submissions {
@@ -86,6 +90,16 @@ impl Submissions {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         SubmissionId(*last + 1)
+    }
+
+    /// Notes that submission `id` ends with the memory dependency to host reads.
+    pub(crate) fn mark_host_visible(&self, id: SubmissionId) {
+        self.host_visible_through.fetch_max(id.0, Ordering::AcqRel);
+    }
+
+    /// The last submission that ends with the memory dependency to host reads (0: none yet).
+    pub(crate) fn host_visible_through(&self) -> SubmissionId {
+        SubmissionId(self.host_visible_through.load(Ordering::Acquire))
     }
 
     /// The highest submission known to have completed.

@@ -474,10 +474,6 @@ fn host_rows_written_by_single_ops_land_in_call_order_on_every_path() {
 }
 
 #[test]
-#[ignore = "known: on the staging path each single op with a host operand holds a whole \
-            staging buffer until its batch has run, and the pool keeps 3, so the 4th op waits \
-            for the batch: 64 such ops make 22 submissions instead of 2 (not a local fix: \
-            gathered ops would have to share staging buffers)"]
 fn single_ops_with_host_operands_on_the_staging_path_are_gathered_like_other_ops() {
     let ctx = context_with(ArenaConfig {
         zero_copy: false,

@@ -5,13 +5,23 @@
 //! a memory dependency whose second scope is `VK_PIPELINE_STAGE_HOST_BIT` /
 //! `VK_ACCESS_HOST_READ_BIT`. wgpu records one only for its own mappable buffers; the arena's
 //! memory (read in place on UMA and by the host-path ops) and its readback staging are
-//! gpu-allocator memory wgpu does not know is mapped. So every submission on Vulkan ends with a
-//! command buffer holding one global barrier from compute and transfer writes to host reads.
-//! Integrated GPUs with non-coherent caches could read stale data without it, and Khronos'
-//! synchronization validation reports the hazard.
+//! gpu-allocator memory wgpu does not know is mapped. So a submission on Vulkan that a host
+//! read waits for ends with a command buffer holding one global barrier from compute and
+//! transfer writes to host reads; its first scope is every command submitted before it on the
+//! queue, so one barrier serves every submission before it. Submissions no host read waits for
+//! leave it out, and a host read after them adds it (`context/gathered.rs`,
+//! `host_visible_through`). Integrated GPUs with non-coherent caches could read stale data
+//! without it, and Khronos' synchronization validation reports the hazard.
 
 use super::vulkan::VulkanApi;
 use ash::vk;
+
+/// Whether submissions on `device` need [`host_read_barrier`] before the host reads what they
+/// wrote: on Vulkan.
+pub(crate) fn needs_host_read_barrier(device: &wgpu::Device) -> bool {
+    // SAFETY: the hal device is only checked for presence while the guard lives.
+    unsafe { device.as_hal::<VulkanApi>() }.is_some()
+}
 
 /// A command buffer holding a global memory barrier from compute-shader and transfer writes
 /// to host reads, to submit last in a submission; `None` on other backends (their queues'

@@ -49,7 +49,7 @@ mod plain;
 mod private_files;
 mod vulkan;
 
-pub(crate) use host_barrier::host_read_barrier;
+pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]

@@ -211,6 +211,10 @@ impl CapturedStep {
                         moved(dst, dst_offset);
                     }
                     Step::Clear { buffer, offset, .. } => moved(buffer, offset),
+                    // Only single ops record host bytes for the gathered batch to stage.
+                    Step::Upload {
+                        dst, dst_offset, ..
+                    } => moved(dst, dst_offset),
                 }
             }
             arrays.push((Arc::clone(&block.storage), Access::Write));
@@ -635,7 +639,8 @@ impl<'s, 'r> StepRun<'s, 'r> {
             }
         };
         let arrays = &step.arrays;
-        let id = inner.submit_with([commands], |id| {
+        // Like a sequence, a run is what a host read of its results follows.
+        let id = inner.submit_for_host_read([commands], |id| {
             for (storage, _) in arrays {
                 storage.record_use(id);
             }

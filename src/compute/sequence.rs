@@ -278,6 +278,11 @@ impl Sequence {
         })
     }
 
+    /// Whether this is one of the library's single ops (gathered into the context's batch).
+    pub(crate) fn is_single_op(&self) -> bool {
+        self.recorder == Recorder::Library
+    }
+
     pub(crate) fn push_dispatch(&mut self, step: Step) {
         if matches!(step, Step::Dispatch { .. }) {
             self.dispatches += 1;
@@ -451,7 +456,9 @@ impl ContextInner {
         }
         // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
         let scopes = ErrorScopes::push(&self.device);
-        let id = self.submit_with(commands, |id| {
+        // A user's sequence is what a host read of its results usually follows: it carries the
+        // memory dependency to host reads, so that read needs no submission of its own.
+        let id = self.submit_for_host_read(commands, |id| {
             for (storage, _) in touched {
                 storage.record_use(id);
             }

@@ -10,6 +10,18 @@
 //! for an array's last use (host reads, host writes, the reuse of a dropped array's memory,
 //! `synchronize`) finds the batch's id and submits the batch before it waits.
 //!
+//! Small uploads join the batch too (a single `device_put` or a single op's host operand on the
+//! staging path, up to [`MAX_GATHERED_UPLOAD_BYTES`](crate::transfer::MAX_GATHERED_UPLOAD_BYTES)):
+//! their bytes go into staging the batch owns (`transfer/gathered_staging.rs`) when the op
+//! joins, and a copy command of the batch writes them, in call order with the ops around them.
+//!
+//! This file also decides which submissions carry the memory dependency to host reads
+//! ([`HostRead`], [`ContextInner::host_visible_through`]): every submission goes through it.
+//!
+//! Locks: the gathered lock is taken before the memory lock (the batch's staging makes its
+//! buffers from the arena's regions under it), never after; nothing that holds the memory lock
+//! gathers, submits or waits.
+//!
 //! Which call reports a refusal: each op's own, for everything the CPU can check (arguments,
 //! limits, pending state) and for the device's refusal of its bindings, which are made when the
 //! op is called. What the device can still refuse when the batch is submitted (a lost device, an
@@ -21,15 +33,32 @@ use crate::error::{Error, Result};
 use crate::pipelines::ErrorScopes;
 use crate::step::{bind_group, encode_steps, GatheredSteps, Step};
 use crate::submission::SubmissionId;
+use crate::transfer::gathered_staging::GatheredStaging;
 
 /// The context's gathered single ops and the submission they will be.
 #[derive(Default)]
 pub(crate) struct Gathered {
     steps: GatheredSteps,
+    /// Where the batch's small uploads wait for their copy commands.
+    staging: GatheredStaging,
     /// The id the batch's submission gets: the next one, reserved by its first op.
     id: SubmissionId,
     /// The device's refusal of a batch when it was submitted, until a call reports it.
     refusal: Option<String>,
+    /// Whether submissions need the memory dependency to host reads (Vulkan), once known.
+    host_barrier_needed: Option<bool>,
+}
+
+/// Whether the host reads what a submission writes as soon as it completes (a readback, a
+/// host read waiting for it): then the submission ends with the memory dependency to host
+/// reads ([`crate::backend::host_read_barrier`]). Other submissions leave it out, and a host
+/// read after them adds it ([`ContextInner::host_visible_through`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostRead {
+    /// A host read of the submission's writes follows it.
+    Follows,
+    /// No host read waits for it now.
+    Later,
 }
 
 impl ContextInner {
@@ -40,8 +69,12 @@ impl ContextInner {
 
     /// Gathers one single op's `steps`: makes their bind groups now (a refusal is this op's
     /// error, and nothing is gathered), runs `before` with the submission the op will be part
-    /// of (its arrays record it there), and submits the batch once it holds
-    /// [`MAX_GATHERED_OPS`](crate::step::MAX_GATHERED_OPS) ops. Returns that submission's id.
+    /// of (its arrays record it there), copies the host bytes of its [`Step::Upload`]s into
+    /// the batch's staging (each becomes a copy out of it), and submits the batch once it
+    /// holds [`MAX_GATHERED_OPS`](crate::step::MAX_GATHERED_OPS) ops or its staging is full
+    /// ([`GATHERED_STAGING_BYTES`](crate::transfer::GATHERED_STAGING_BYTES)). Uploads alone
+    /// (a small `device_put`) do not count as ops: the staging cap bounds them. Returns the
+    /// submission's id.
     pub(crate) fn gather(
         &self,
         mut steps: Vec<Step>,
@@ -50,8 +83,24 @@ impl ContextInner {
         let during = "recording a single op";
         self.check_device(during)?;
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+        let staged: u64 = steps.iter().map(Step::staged_bytes).sum();
+        if staged > GatheredStaging::capacity(self) {
+            // Callers stage only uploads of a quarter of the capacity at most, and an op has
+            // at most two host operands.
+            return Err(Error::Device {
+                during: during.into(),
+                reason: format!(
+                    "the op's host operands ({staged} bytes) exceed the gathered batch's staging"
+                ),
+            });
+        }
+        let is_op = steps.iter().any(|s| !matches!(s, Step::Upload { .. }));
         let blocks: Vec<&[u8]> = steps.iter().filter_map(Step::uniform_params).collect();
         let mut gathered = self.lock_gathered();
+        if !gathered.staging.has_room(self, staged) {
+            // The batch's staging is full: the ops gathered so far go first.
+            self.submit_gathered(&mut gathered);
+        }
         // The parameter buffer (when it grows) and the bind groups are this op's: their
         // refusals are its error.
         let scopes = ErrorScopes::push(&self.device);
@@ -97,6 +146,26 @@ impl ContextInner {
         scopes
             .pop()
             .map_err(|reason| self.device_error(during, reason))?;
+        for step in &mut steps {
+            if let Step::Upload {
+                data,
+                dst,
+                dst_offset,
+                size,
+            } = step
+            {
+                let (src, src_offset) = gathered
+                    .staging
+                    .stage(self, data, *size, |id| self.wait_for_submitted(id))?;
+                *step = Step::Copy {
+                    src,
+                    src_offset,
+                    dst: dst.clone(),
+                    dst_offset: *dst_offset,
+                    size: *size,
+                };
+            }
+        }
         if gathered.steps.is_empty() {
             gathered.id = self.submissions.next_id();
         }
@@ -110,8 +179,8 @@ impl ContextInner {
                 });
             }
         }
-        gathered.steps.push(steps);
-        if gathered.steps.is_full() {
+        gathered.steps.push(steps, is_op);
+        if gathered.steps.is_full() || !gathered.staging.has_room(self, 1) {
             self.submit_gathered(&mut gathered);
         }
         Ok(id)
@@ -122,6 +191,12 @@ impl ContextInner {
     /// reports it ([`ContextInner::flush`]); the id is used all the same (an empty
     /// submission), so that waiting for it ends.
     pub(crate) fn submit_gathered(&self, gathered: &mut Gathered) {
+        self.submit_gathered_for(gathered, HostRead::Later);
+    }
+
+    /// [`ContextInner::submit_gathered`], ending with the memory dependency to host reads
+    /// when `host_read` says one follows.
+    fn submit_gathered_for(&self, gathered: &mut Gathered, host_read: HostRead) {
         if gathered.steps.is_empty() {
             return;
         }
@@ -142,7 +217,8 @@ impl ContextInner {
             }
         };
         let scopes = ErrorScopes::push(&self.device);
-        let id = self.submit_to_queue(commands, |_| {});
+        let id = self.submit_to_queue(gathered, commands, |_| {}, host_read);
+        gathered.staging.retire(id);
         if id != gathered.id {
             // Every submission takes the gathered lock first, so this cannot happen; were it
             // to, waits for the reserved id would wait for a later submission (still safe).
@@ -155,7 +231,7 @@ impl ContextInner {
         if let Err(reason) = scopes.pop() {
             self.refuse_gathered(gathered, steps.len(), reason);
             // The batch's arrays carry the refused id.
-            self.submit_empty_after_refusal();
+            self.submit_empty_after_refusal(gathered);
         }
     }
 
@@ -170,12 +246,14 @@ impl ContextInner {
     /// "most likely a validation bug", after 10 s: seen under load only.) Nothing on a lost
     /// device (every later wait reports it), and an empty submission the device refuses all
     /// the same is not reported: the refusal before it is.
-    fn submit_empty_after_refusal(&self) {
+    /// It carries the memory dependency to host reads, which the refused one may have
+    /// been meant to carry.
+    fn submit_empty_after_refusal(&self, gathered: &mut Gathered) {
         if self.check_device("").is_err() {
             return;
         }
         let scopes = ErrorScopes::push(&self.device);
-        self.submit_to_queue(std::iter::empty(), |_| {});
+        self.submit_to_queue(gathered, std::iter::empty(), |_| {}, HostRead::Follows);
         let _ = scopes.pop();
     }
 
@@ -185,7 +263,7 @@ impl ContextInner {
     pub(crate) fn after_refused_submission(&self) {
         let mut gathered = self.lock_gathered();
         self.submit_gathered(&mut gathered);
-        self.submit_empty_after_refusal();
+        self.submit_empty_after_refusal(&mut gathered);
     }
 
     /// Submits the gathered ops, if any, without waiting and without reporting a refusal
@@ -197,8 +275,44 @@ impl ContextInner {
         self.submit_gathered(&mut gathered);
     }
 
+    /// Waits for submission `id`, already handed to the queue, without submitting anything:
+    /// what the batch's staging waits for, under the gathered lock, when all its buffers are
+    /// still read by submitted batches.
+    fn wait_for_submitted(&self, id: SubmissionId) -> Result<()> {
+        let during = "waiting for a gathered batch's staging to be copied";
+        if id.0 > self.submissions.completed() {
+            let index = self.submissions.wgpu_index(id);
+            let waited = match index {
+                Some(index) => self.device.poll(wgpu::PollType::Wait {
+                    submission_index: Some(index),
+                    timeout: None,
+                }),
+                None => self.device.poll(wgpu::PollType::wait_indefinitely()),
+            };
+            match waited {
+                // A submission wgpu refused: nothing of it runs; the empty one after it ends.
+                Err(wgpu::PollError::WrongSubmissionIndex(..)) => {
+                    self.device
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .map_err(|e| self.device_error(during, e.to_string()))?;
+                }
+                Err(e) => return Err(self.device_error(during, e.to_string())),
+                Ok(_) => {}
+            }
+        }
+        self.check_device(during)
+    }
+
+    /// Bytes of staging the context holds for gathered batches' uploads.
+    pub(crate) fn gathered_staging_bytes(&self) -> u64 {
+        self.lock_gathered().staging.bytes_held(self)
+    }
+
     fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: String) {
-        log::error!(
+        // A warning, not an error: the next wait or flush returns the refusal as an `Err` (a
+        // small upload into a buffer destroyed through the escape hatch is refused here now,
+        // where its own submission used to refuse it).
+        log::warn!(
             "gpu-arena: the device refused {steps} gathered single-op steps when they were submitted (none ran): {reason}"
         );
         gathered.refusal.get_or_insert(reason);
@@ -226,30 +340,91 @@ impl ContextInner {
         }
     }
 
-    /// Submits `command_buffers` after the gathered ops (see [`ContextInner::submit_with`]).
+    /// Submits `command_buffers` after the gathered ops (see [`ContextInner::submit_with`]),
+    /// ending with the memory dependency to host reads when `host_read` says one follows.
     pub(crate) fn submit_after_gathered(
         &self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
+        host_read: HostRead,
     ) -> SubmissionId {
         let mut gathered = self.lock_gathered();
         self.submit_gathered(&mut gathered);
-        self.submit_to_queue(command_buffers, before)
+        self.submit_to_queue(&mut gathered, command_buffers, before, host_read)
+    }
+
+    /// Makes the device's writes of submission `id` and everything before it visible to host
+    /// reads, and returns the submission to wait for before reading: the last one that ends
+    /// with the memory dependency to host reads, if it is `id` or later; else the gathered
+    /// ops, submitted now ending with it (when any are gathered: they are the next
+    /// submission); else an empty submission holding only it. So the dependency costs a
+    /// command buffer only in submissions a host read waits for, and a submission of its own
+    /// only where a host read follows work that went out without it. `SubmissionId(u64::MAX)`:
+    /// everything submitted or gathered so far. Nothing on other backends (their queues'
+    /// completion makes writes visible): returns `id`.
+    pub(crate) fn host_visible_through(&self, id: SubmissionId) -> SubmissionId {
+        let covered = self.submissions.host_visible_through();
+        if covered >= id {
+            return covered;
+        }
+        let mut gathered = self.lock_gathered();
+        if !self.host_barrier_needed(&mut gathered) {
+            return id;
+        }
+        let last = SubmissionId(self.submissions.next_id().0 - 1);
+        let wanted = if gathered.steps.is_empty() {
+            id.min(last)
+        } else {
+            id.min(gathered.id)
+        };
+        let covered = self.submissions.host_visible_through();
+        if covered >= wanted {
+            return covered;
+        }
+        if gathered.steps.is_empty() {
+            // A barrier the device refuses is never recorded; the empty submission still is.
+            let scopes = ErrorScopes::push(&self.device);
+            self.submit_to_queue(&mut gathered, std::iter::empty(), |_| {}, HostRead::Follows);
+            let _ = scopes.pop();
+        } else {
+            self.submit_gathered_for(&mut gathered, HostRead::Follows);
+        }
+        // At least `id`: where the barrier could not be recorded (a device destroyed behind
+        // wgpu's back), the wait is for the work itself, which then reports the device.
+        self.submissions.host_visible_through().max(id)
+    }
+
+    /// Whether this device's submissions need the memory dependency to host reads (Vulkan).
+    fn host_barrier_needed(&self, gathered: &mut Gathered) -> bool {
+        *gathered
+            .host_barrier_needed
+            .get_or_insert_with(|| crate::backend::needs_host_read_barrier(&self.device))
     }
 
     /// Hands `command_buffers` to the queue as the next submission, ending with the memory
-    /// dependency to host reads on Vulkan ([`crate::backend::host_read_barrier`]). Only with
-    /// the gathered lock held.
+    /// dependency to host reads on Vulkan ([`crate::backend::host_read_barrier`]) when
+    /// `host_read` says a host read follows. Only with the gathered lock held.
     fn submit_to_queue(
         &self,
+        gathered: &mut Gathered,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
+        host_read: HostRead,
     ) -> SubmissionId {
-        let barrier = crate::backend::host_read_barrier(&self.device);
-        self.submissions.submit(
+        let needed = self.host_barrier_needed(gathered);
+        let barrier = match host_read {
+            HostRead::Follows if needed => crate::backend::host_read_barrier(&self.device),
+            _ => None,
+        };
+        let carries = barrier.is_some() || !needed;
+        let id = self.submissions.submit(
             &self.queue,
             command_buffers.into_iter().chain(barrier),
             before,
-        )
+        );
+        if carries {
+            self.submissions.mark_host_visible(id);
+        }
+        id
     }
 }

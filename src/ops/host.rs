@@ -3,9 +3,14 @@
 //! There the device's memory is host memory (the arena maps it, zero-copy) and "kernels" run on
 //! the host's own cores through a shader compiler that vectorises for the CPU: on lavapipe a copy
 //! kernel moves 2 to 5 GB/s where `memcpy` moves 10 to 15. So on a CPU adapter, when every
-//! array is mapped, the ops wait for the GPU work that uses their arrays and copy with `memcpy`,
+//! array is mapped and no GPU work uses it any more, the ops copy with `memcpy`,
 //! threaded like the transfers: what JAX's CPU backend does for these ops. GPUs, and CPU
 //! adapters without zero-copy, run the WGSL kernels.
+//!
+//! Only for arrays the GPU is done with: an op on an array that gathered or submitted GPU work
+//! still uses runs its kernel, gathered after that work, rather than waiting for it (what a
+//! stream does: `launch(x); dynamic_slice(&x)` in a loop then makes no submission and no wait
+//! per iteration). A host read of the result waits, as any host read does.
 
 use super::geometry::BoxCopy;
 use crate::array::{Access, DeviceArray};
@@ -30,16 +35,30 @@ impl ContextInner {
         !kernels.force_device_kernels
             && self.adapter_info.device_type == wgpu::DeviceType::Cpu
             && arrays.iter().all(|a| a.storage.host_range().is_some())
+            && self.idle_on_gpu(arrays)
+    }
+
+    /// Whether no gathered or submitted GPU work uses any of `arrays` any more (a non-blocking
+    /// poll learns of work completed since the last one).
+    fn idle_on_gpu<T: bytemuck::Pod>(&self, arrays: &[&DeviceArray<T>]) -> bool {
+        let idle = |completed: u64| arrays.iter().all(|a| a.last_use().0 <= completed);
+        if idle(self.submissions.completed()) {
+            return true;
+        }
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        idle(self.submissions.completed())
     }
 
     /// The arrays' mapped bytes when this op should copy on the host (a CPU adapter, every
-    /// array mapped, device kernels not forced), after waiting for the GPU work that uses them.
+    /// array mapped, device kernels not forced, no GPU work left on them; see the module
+    /// docs), after waiting for GPU work that still reads them (none, unless another thread
+    /// gathered some since the check).
     pub(crate) fn host_path<T: bytemuck::Pod>(
         &self,
         kernels: &KernelState,
         arrays: &[&DeviceArray<T>],
     ) -> Result<Option<HostArrays>> {
-        if kernels.force_device_kernels || self.adapter_info.device_type != wgpu::DeviceType::Cpu {
+        if !self.host_path_possible(kernels, arrays) {
             return Ok(None);
         }
         let Some(ranges) = arrays
@@ -61,7 +80,7 @@ impl Sequence {
     /// it in order (see this module): a CPU adapter with every array mapped, no step recorded so
     /// far reading or writing any of them, and no other unsubmitted sequence using them. Then
     /// the op costs no step, so a sequence never costs a submission where the same ops one by
-    /// one cost none. Waits for submitted GPU work on the arrays, as single ops do. The arrays
+    /// one cost none. Arrays that GPU work still uses take the kernel, as single ops do. The arrays
     /// are touched all the same: pending until `submit` as on every other path, so code that
     /// runs on a CPU adapter runs on a GPU too.
     /// `uses` are the op's arrays with what it does to each and its name for it (its refusals

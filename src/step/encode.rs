@@ -182,6 +182,12 @@ pub(crate) fn encode_steps(
                 encoder.clear_buffer(buffer, *offset, Some(*size));
                 i += 1;
             }
+            Step::Upload { .. } => {
+                // Only the gathered batch takes these, and it stages each one first.
+                drop(encoder);
+                let _ = scopes.pop();
+                return Err("an upload step reached the encoder without being staged".into());
+            }
         }
     }
     let commands = encoder.finish();

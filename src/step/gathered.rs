@@ -39,9 +39,9 @@ pub(crate) struct GatheredSteps {
 }
 
 impl GatheredSteps {
-    /// Whether no op is gathered.
+    /// Whether nothing is gathered (no op, no upload).
     pub(crate) fn is_empty(&self) -> bool {
-        self.ops == 0
+        self.steps.is_empty()
     }
 
     /// Whether the batch holds [`MAX_GATHERED_OPS`] ops and must be submitted.
@@ -101,10 +101,43 @@ impl GatheredSteps {
         Some(offsets.into_iter().map(|at| (buffer.clone(), at)).collect())
     }
 
-    /// Adds one op's steps (their bind groups made, their parameters placed).
-    pub(crate) fn push(&mut self, steps: Vec<Step>) {
-        self.steps.extend(steps);
-        self.ops += 1;
+    /// Adds one op's steps (their bind groups made, their parameters placed, their uploads
+    /// staged); `is_op` is false for an upload alone, which does not count toward
+    /// [`MAX_GATHERED_OPS`]. A copy that continues the one before it on both sides (uploads of
+    /// arrays that are neighbours in the arena and in the batch's staging) extends it: one
+    /// copy command for a loop of small uploads.
+    pub(crate) fn push(&mut self, steps: Vec<Step>, is_op: bool) {
+        for step in steps {
+            if let (
+                Some(Step::Copy {
+                    src,
+                    src_offset,
+                    dst,
+                    dst_offset,
+                    size,
+                }),
+                Step::Copy {
+                    src: next_src,
+                    src_offset: next_src_offset,
+                    dst: next_dst,
+                    dst_offset: next_dst_offset,
+                    size: next_size,
+                },
+            ) = (self.steps.last_mut(), &step)
+            {
+                if src == next_src
+                    && dst == next_dst
+                    && src != dst
+                    && *src_offset + *size == *next_src_offset
+                    && *dst_offset + *size == *next_dst_offset
+                {
+                    *size += *next_size;
+                    continue;
+                }
+            }
+            self.steps.push(step);
+        }
+        self.ops += usize::from(is_op);
     }
 
     /// Takes the batch: its steps in call order, and the parameter bytes to write into the

@@ -59,6 +59,19 @@ pub(crate) enum Step {
         offset: u64,
         size: u64,
     },
+    /// Host bytes for `dst` at `dst_offset`, which the context's gathered batch copies into its
+    /// own staging when the op joins it and turns into a [`Step::Copy`] out of that staging
+    /// (`context/gathered.rs`): how a single op's small host operand, or a small `device_put`,
+    /// costs no staging buffer and no submission of its own. Only single ops record it; the
+    /// encoder refuses one that was never staged.
+    Upload {
+        data: Vec<u8>,
+        dst: wgpu::Buffer,
+        dst_offset: u64,
+        /// The bytes the copy writes: the destination array's allocation (its data, zeros
+        /// after), so that uploads of neighbouring arrays become one copy command.
+        size: u64,
+    },
 }
 
 impl Step {
@@ -78,6 +91,14 @@ impl Step {
                 Some(p)
             }
             _ => None,
+        }
+    }
+
+    /// The staging bytes a [`Step::Upload`] takes in the gathered batch; 0 for other steps.
+    pub(crate) fn staged_bytes(&self) -> u64 {
+        match self {
+            Step::Upload { size, .. } => *size,
+            _ => 0,
         }
     }
 
@@ -103,6 +124,12 @@ impl Step {
                 offset,
                 size,
             } => overlaps(buffer, *offset, *size),
+            Step::Upload {
+                dst,
+                dst_offset,
+                size,
+                ..
+            } => overlaps(dst, *dst_offset, *size),
         }
     }
 }

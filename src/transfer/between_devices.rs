@@ -275,10 +275,10 @@ fn start_read(from: &End<'_>, offset: u64, len: u64) -> Result<Chunk> {
                 0,
                 padded(len),
             );
-            match from
-                .ctx
-                .submit_encoder(encoder, "copying an array to staging for another device")
-            {
+            match from.ctx.submit_encoder_for_host_read(
+                encoder,
+                "copying an array to staging for another device",
+            ) {
                 Ok(id) => staging.busy_until = id,
                 Err(error) => {
                     pool.release(StagingKind::Readback, staging);

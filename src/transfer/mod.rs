@@ -11,18 +11,28 @@
 //!   upload / readback types, pooled and reused, with merged copy commands;
 //! - **wgpu's own** `write_buffer` / `map_async` on non-Vulkan backends.
 //!
-//! Files: `staging.rs` (the pool and copy engine), `batch.rs` (upload batches),
+//! Small uploads on the staging path (a single `device_put`, a single op's host operand, up to
+//! [`MAX_GATHERED_UPLOAD_BYTES`]) go with the context's gathered single ops: copied into
+//! staging the batch owns and copied to their arrays by commands recorded in the batch, so a
+//! loop of them makes no submission of its own (`gathered_staging.rs`).
+//!
+//! Files: `staging.rs` (the pool and copy engine), `gathered_staging.rs` (the gathered batch's
+//! staging), `batch.rs` (upload batches),
 //! `recorded_upload.rs` (uploads inside a sequence), `between_devices.rs` (arrays from one
 //! context to another), `guard.rs`, `stats.rs`.
 
 mod batch;
 mod between_devices;
+pub(crate) mod gathered_staging;
 mod guard;
 mod recorded_upload;
 pub(crate) mod staging;
 pub(crate) mod stats;
 
 pub use batch::{FinishedUpload, PendingArray, UploadBatch};
+pub use gathered_staging::{
+    GATHERED_STAGING_BUFFERS, GATHERED_STAGING_BYTES, MAX_GATHERED_UPLOAD_BYTES,
+};
 pub use guard::TransferGuard;
 // The guard's levels are configuration (`crate::config`); re-exported where they were first.
 pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
@@ -41,7 +51,11 @@ impl Context {
     ///
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
-    /// later GPU work on the array is ordered after it.
+    /// later GPU work on the array is ordered after it. Where the arena is not host-visible (a
+    /// discrete GPU), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes with the
+    /// context's gathered single ops: staged in their batch's staging and copied by a command
+    /// of that batch, so a loop of small puts and ops makes no submission per put. Larger ones
+    /// go through the pipelined staging pool with submissions of their own.
     #[track_caller]
     pub fn device_put<T: bytemuck::Pod>(
         &self,
@@ -119,6 +133,14 @@ impl Context {
         self.inner.guard_defaults
     }
 
+    /// Bytes of staging this context holds for small uploads gathered with its single ops (see
+    /// [`MAX_GATHERED_UPLOAD_BYTES`]): at most [`GATHERED_STAGING_BUFFERS`] buffers of
+    /// [`GATHERED_STAGING_BYTES`] (or of `staging_bytes`, when smaller), made on first use.
+    /// Zero where uploads do not take staging (zero-copy, non-Vulkan backends).
+    pub fn gathered_staging_bytes(&self) -> u64 {
+        self.inner.gathered_staging_bytes()
+    }
+
     /// Number of staging buffers the pool holds now, (upload, readback): at most 3 each once
     /// the work that used them is released, whatever was recorded (a [`crate::Sequence`] of
     /// many `put`s takes more while it is recorded and gives the extra ones back when it is
@@ -152,7 +174,13 @@ impl Context {
             None,
             std::panic::Location::caller(),
         )?;
-        if !write_zero_copy(&array.storage, bytes) {
+        if write_zero_copy(&array.storage, bytes) || bytes.is_empty() {
+            // Written in place, or nothing to write.
+        } else if let Some(step) = self.inner.gathered_upload(&array.storage, bytes) {
+            // Small: staged with the gathered ops, copied by a command of their batch.
+            let storage = &array.storage;
+            self.inner.gather(vec![step], |id| storage.record_use(id))?;
+        } else {
             let id = self.inner.upload(&[UploadItem {
                 data: bytes,
                 buffer: &array.storage.buffer,
@@ -346,6 +374,27 @@ fn write_zero_copy(storage: &ArrayStorage, bytes: &[u8]) -> bool {
 }
 
 impl ContextInner {
+    /// The step that uploads `bytes` into the fresh array `storage` with the gathered single
+    /// ops, when that path applies: Vulkan staging, and at most
+    /// [`MAX_GATHERED_UPLOAD_BYTES`] (its allocation's size). `None`: upload it another way.
+    pub(crate) fn gathered_upload(
+        &self,
+        storage: &ArrayStorage,
+        bytes: &[u8],
+    ) -> Option<crate::step::Step> {
+        let size = storage.allocation.size;
+        let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
+            && gathered_staging::GatheredStaging::takes(self, size);
+        (fits && !bytes.is_empty() && self.lock_memory().regions.is_vulkan()).then(|| {
+            crate::step::Step::Upload {
+                data: bytes.to_vec(),
+                dst: storage.buffer.clone(),
+                dst_offset: storage.allocation.offset,
+                size,
+            }
+        })
+    }
+
     /// Counts a transfer of `arrays` arrays and `bytes` bytes that began at `started`, in the
     /// transfer statistics and on the timeline.
     pub(crate) fn count_transfer(

@@ -99,6 +99,13 @@ impl Sequence {
             self.queued_writes = true;
             return Ok(());
         }
+        if self.is_single_op() {
+            if let Some(step) = inner.gathered_upload(storage, bytes) {
+                // A single op's small host operand: staged by the gathered batch it joins.
+                self.steps.push(step);
+                return Ok(());
+            }
+        }
         if padded > inner.config.staging_bytes {
             // More than a staging buffer holds: submissions of its own now, as many as
             // `device_put` makes, which queue order puts before this sequence's.

@@ -78,13 +78,14 @@ impl StagingPool {
                     created[kind as usize] += 1;
                     drop(created);
                     drop(free);
-                    return create_staging(ctx, kind);
+                    return create_staging(ctx, kind, ctx.config.staging_bytes);
                 }
                 // Wait for the oldest buffer of the pool.
                 let oldest = free.iter().map(|b| b.busy_until).min().unwrap_or_default();
                 drop(created);
                 drop(free);
-                ctx.wait_for(oldest)?;
+                // The host writes (uploads) or the copy into it waits (readbacks): no read.
+                ctx.wait_for_work(oldest)?;
             }
             let _ = ctx.device.poll(wgpu::PollType::Poll);
         }
@@ -111,7 +112,12 @@ impl StagingPool {
     }
 }
 
-fn create_staging(ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer> {
+/// A staging buffer of `bytes` (rounded up to a word) of the plan's upload or readback memory.
+pub(crate) fn create_staging(
+    ctx: &ContextInner,
+    kind: StagingKind,
+    bytes: u64,
+) -> Result<StagingBuffer> {
     let (candidates, purpose, label) = match kind {
         StagingKind::Upload => (
             &ctx.plan.upload_candidates,
@@ -124,7 +130,7 @@ fn create_staging(ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer
             "gpu-arena readback staging",
         ),
     };
-    let size = ctx.config.staging_bytes.next_multiple_of(COPY_ALIGNMENT);
+    let size = bytes.next_multiple_of(COPY_ALIGNMENT);
     let memory = ctx.lock_memory();
     let DeviceBuffer { buffer, mapped, .. } = memory
         .regions
@@ -327,6 +333,9 @@ struct InFlight {
 /// Reads every item back through the staging pool, pipelined: the GPU copies the next staging
 /// buffer's worth while the CPU drains the previous one.
 pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Result<()> {
+    // A host read reports a refusal of the gathered ops first (small uploads among them): were
+    // the copies below refused too, their own error would leave it for a later call.
+    ctx.flush()?;
     let pool = &ctx.staging;
     let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
     let (mut next_item, mut next_done) = (0usize, 0u64);
@@ -374,7 +383,7 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
                 );
             }
             staging.busy_until =
-                ctx.submit_encoder(encoder, "copying arrays to readback staging")?;
+                ctx.submit_encoder_for_host_read(encoder, "copying arrays to readback staging")?;
             in_flight.push_back(InFlight { staging, pieces });
         }
         let Some(done) = in_flight.pop_front() else {

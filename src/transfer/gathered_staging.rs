@@ -1,0 +1,141 @@
+//! The staging that the context's gathered batch owns: where small host data (a single
+//! `device_put`, a single op's host operand) is copied when the op joins the batch, so that a
+//! command recorded in the batch copies it to its array. Such an upload costs no submission
+//! and no staging buffer of its own, and keeps program order with the ops around it: what
+//! wgpu's `queue.write_buffer` does with its staging, and CubeCL with the writes it stages
+//! beside its launches.
+//!
+//! Bounded: one batch stages at most [`GATHERED_STAGING_BYTES`] (reaching it submits the
+//! batch), only uploads of at most [`MAX_GATHERED_UPLOAD_BYTES`] take this path (larger ones
+//! keep the pipelined staging of `staging.rs`), and the context keeps at most
+//! [`GATHERED_STAGING_BUFFERS`] such buffers: the batch being gathered fills one while the GPU
+//! copies out of the batches submitted before it. The buffers are the plan's upload memory,
+//! made on first use and kept.
+
+use super::staging::{create_staging, StagingBuffer, StagingKind, COPY_ALIGNMENT};
+use crate::context::ContextInner;
+use crate::error::Result;
+use crate::submission::SubmissionId;
+
+/// The most host bytes one gathered batch stages (the cap of its staging buffer, or the
+/// context's `staging_bytes` when that is smaller): 4 MiB holds a thousand 4 KiB uploads, so
+/// a loop of small uploads makes one submission per thousand, while what the batch keeps from
+/// the host stays small beside the 64 MiB staging buffers of the pool.
+pub const GATHERED_STAGING_BYTES: u64 = 4 << 20;
+
+/// The largest upload that goes with the gathered ops (its bytes, rounded up to the array's
+/// 256-byte allocation; a quarter of a smaller `staging_bytes` at most). Larger uploads go
+/// through the pool's pipelined staging with submissions of their own, as before: the copy
+/// into the batch's staging is a second copy of the data, cheap for rows and parameters and
+/// wasteful for bulk data, which fills the batch's staging at once anyway.
+pub const MAX_GATHERED_UPLOAD_BYTES: u64 = 64 << 10;
+
+/// Staging buffers of gathered batches a context keeps: one being filled, two being copied out
+/// of by submitted batches (as the pool's `STAGING_BUFFERS`).
+pub const GATHERED_STAGING_BUFFERS: usize = 3;
+
+/// The batch's staging: the buffer being filled and those of batches already submitted.
+#[derive(Default)]
+pub(crate) struct GatheredStaging {
+    /// The buffer of the batch being gathered and the bytes it holds so far.
+    current: Option<(StagingBuffer, u64)>,
+    /// Buffers of submitted batches, each busy until its batch completes.
+    retired: Vec<StagingBuffer>,
+    /// Buffers made so far (at most [`GATHERED_STAGING_BUFFERS`]).
+    created: usize,
+}
+
+impl GatheredStaging {
+    /// The bytes one batch may stage on `ctx` (see [`GATHERED_STAGING_BYTES`]).
+    pub(crate) fn capacity(ctx: &ContextInner) -> u64 {
+        GATHERED_STAGING_BYTES
+            .min(ctx.config.staging_bytes)
+            .next_multiple_of(COPY_ALIGNMENT)
+    }
+
+    /// Whether an upload of `bytes` (its allocation's size) takes this path on `ctx`.
+    pub(crate) fn takes(ctx: &ContextInner, bytes: u64) -> bool {
+        bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(ctx) / 4)
+    }
+
+    /// Bytes the batch being gathered has staged.
+    pub(crate) fn staged(&self) -> u64 {
+        self.current.as_ref().map_or(0, |(_, cursor)| *cursor)
+    }
+
+    /// Whether `bytes` more fit beside what the batch has staged.
+    pub(crate) fn has_room(&self, ctx: &ContextInner, bytes: u64) -> bool {
+        self.staged() + bytes <= Self::capacity(ctx)
+    }
+
+    /// Bytes of staging the context holds for gathered batches (every buffer made).
+    pub(crate) fn bytes_held(&self, ctx: &ContextInner) -> u64 {
+        self.created as u64 * Self::capacity(ctx)
+    }
+
+    /// Copies `data` into the batch's staging, zeroed up to `size` bytes (the destination's
+    /// allocation), and returns the buffer and offset the batch's copy reads. Takes a buffer
+    /// when the batch has none: a free one, a new one while fewer than
+    /// [`GATHERED_STAGING_BUFFERS`] exist, else the one whose batch completes first, after
+    /// `wait` for that (already submitted) batch. The caller checked [`Self::has_room`].
+    pub(crate) fn stage(
+        &mut self,
+        ctx: &ContextInner,
+        data: &[u8],
+        size: u64,
+        wait: impl FnOnce(SubmissionId) -> Result<()>,
+    ) -> Result<(wgpu::Buffer, u64)> {
+        if self.current.is_none() {
+            let buffer = self.take_buffer(ctx, wait)?;
+            self.current = Some((buffer, 0));
+        }
+        let (buffer, cursor) = self.current.as_mut().expect("taken above");
+        let at = *cursor;
+        let target = buffer.mapped.sub(at, size);
+        target.write(data);
+        if size > data.len() as u64 {
+            target
+                .sub(data.len() as u64, size - data.len() as u64)
+                .zero();
+        }
+        *cursor += size;
+        Ok((buffer.buffer.clone(), at))
+    }
+
+    fn take_buffer(
+        &mut self,
+        ctx: &ContextInner,
+        wait: impl FnOnce(SubmissionId) -> Result<()>,
+    ) -> Result<StagingBuffer> {
+        let completed = ctx.submissions.completed();
+        if let Some(i) = self
+            .retired
+            .iter()
+            .position(|b| b.busy_until.0 <= completed)
+        {
+            return Ok(self.retired.swap_remove(i));
+        }
+        if self.created < GATHERED_STAGING_BUFFERS || self.retired.is_empty() {
+            let buffer = create_staging(ctx, StagingKind::Upload, Self::capacity(ctx))?;
+            self.created += 1;
+            return Ok(buffer);
+        }
+        let (i, oldest) = self
+            .retired
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, b)| b.busy_until)
+            .map(|(i, b)| (i, b.busy_until))
+            .expect("not empty");
+        wait(oldest)?;
+        Ok(self.retired.swap_remove(i))
+    }
+
+    /// The batch was submitted as `id`: its buffer is busy until that completes.
+    pub(crate) fn retire(&mut self, id: SubmissionId) {
+        if let Some((mut buffer, _)) = self.current.take() {
+            buffer.busy_until = id;
+            self.retired.push(buffer);
+        }
+    }
+}
