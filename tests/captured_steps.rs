@@ -635,3 +635,51 @@ fn an_empty_capture_runs_as_an_empty_submission_and_a_step_moves_between_threads
     ctx.synchronize().unwrap();
     assert_no_validation_errors();
 }
+
+#[test]
+fn identical_dispatches_share_one_bind_group_and_still_each_run() {
+    let ctx = common::context();
+    let add = ctx
+        .kernel(
+            r#"@group(0) @binding(0) var<uniform> p: u32;
+            @group(0) @binding(1) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+            if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] * 2u + p; } }"#,
+            "main",
+        )
+        .unwrap();
+    let mut a = ctx.zeros::<u32>(&[64]).unwrap();
+    let mut b = ctx.zeros::<u32>(&[64]).unwrap();
+    let mut cap = ctx.capture();
+    let slot = cap.params_slot(&5u32);
+    for (p, on_b) in [(1u32, false), (1, false), (1, true), (2, false), (1, false)] {
+        let target = if on_b { &mut b } else { &mut a };
+        cap.launch(&add)
+            .params(&p)
+            .arg_mut(target)
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    // Set per run: never shared, even when its value matches another launch's.
+    cap.launch(&add)
+        .params_slot(&slot)
+        .arg_mut(&mut a)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    // (1, a) three times share one; (1, b), (2, a) and the slotted launch have their own.
+    assert_eq!(step.bind_groups(), 4);
+    let run = |x: u32, p: u32| x * 2 + p;
+    let (mut ma, mut mb) = (0u32, 0u32);
+    for value in [3u32, 1] {
+        step.run().params(&slot, &value).submit().unwrap();
+        ma = run(run(ma, 1), 1);
+        mb = run(mb, 1);
+        ma = run(run(run(ma, 2), 1), value);
+    }
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![ma; 64]);
+    assert_eq!(ctx.device_get(&b).unwrap(), vec![mb; 64]);
+    assert_no_validation_errors();
+}

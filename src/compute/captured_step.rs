@@ -253,12 +253,16 @@ impl CapturedStep {
                 *dst = readback.clone();
             }
         }
-        // Uniform parameter blocks, each at an aligned slot of one buffer.
+        let shared = shared_dispatches(&steps, &tables);
+        // Uniform parameter blocks, each at an aligned slot of one buffer (a dispatch identical
+        // to an earlier one shares its slot).
         let alignment = u64::from(inner.limits.min_uniform_buffer_offset_alignment).max(4) as usize;
         let mut uniform_bytes = Vec::new();
         let mut uniform_at = vec![None; steps.len()];
         for (i, step) in steps.iter().enumerate() {
-            if let Some(block) = step.uniform_params() {
+            if let Some(first) = shared[i] {
+                uniform_at[i] = uniform_at[first];
+            } else if let Some(block) = step.uniform_params() {
                 let at = uniform_bytes.len().next_multiple_of(alignment);
                 uniform_bytes.resize(at, 0);
                 uniform_bytes.extend_from_slice(block);
@@ -276,7 +280,18 @@ impl CapturedStep {
             (buffer, uniform_bytes)
         });
         let mut bind_groups = 0;
-        for (i, step) in steps.iter_mut().enumerate() {
+        for i in 0..steps.len() {
+            if let Some(first) = shared[i] {
+                let group = match &steps[first] {
+                    Step::Dispatch { bind_group, .. } => bind_group.clone(),
+                    _ => None,
+                };
+                if let Step::Dispatch { bind_group, .. } = &mut steps[i] {
+                    *bind_group = group;
+                }
+                continue;
+            }
+            let step = &mut steps[i];
             let uniform_len = step.uniform_params().map(|p| p.len() as u64);
             if let Step::Dispatch {
                 kernel,
@@ -672,6 +687,53 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         Ok(id)
     }
+}
+
+/// For each step, the earlier dispatch it is identical to, when it may share that one's bind
+/// group and parameter slot: the same kernel, the same bound ranges and the same uniform
+/// parameters, neither's parameters set by runs (a parameter slot or a moving start). A step
+/// that repeats an op (the same update every layer, a bench's loop) then costs one bind group.
+fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize>> {
+    type Key = (usize, Vec<(u32, u64, u64)>, Vec<u8>);
+    let mut run_set = vec![false; steps.len()];
+    for &(step, _) in &tables.slotted_params {
+        run_set[step] = true;
+    }
+    for moving in &tables.moving {
+        run_set[moving.step] = true;
+    }
+    let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
+    let mut shared = vec![None; steps.len()];
+    for (i, step) in steps.iter().enumerate() {
+        let Step::Dispatch { kernel, ranges, .. } = step else {
+            continue;
+        };
+        if run_set[i] {
+            continue;
+        }
+        let key = (
+            Arc::as_ptr(kernel) as usize,
+            ranges
+                .iter()
+                .map(|r| (r.binding, r.offset, r.size))
+                .collect(),
+            step.uniform_params()
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
+        );
+        let candidates = seen.entry(key).or_default();
+        let same_buffers = |&j: &usize| match &steps[j] {
+            Step::Dispatch { ranges: theirs, .. } => {
+                theirs.iter().zip(ranges).all(|(a, b)| a.buffer == b.buffer)
+            }
+            _ => false,
+        };
+        match candidates.iter().find(|j| same_buffers(j)) {
+            Some(&first) => shared[i] = Some(first),
+            None => candidates.push(i),
+        }
+    }
+    shared
 }
 
 /// Maps `buffer` (a readback buffer whose copies have completed) for reading, hands its bytes
