@@ -11,7 +11,7 @@ use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::{ErrorScopes, ParamsKind};
-use crate::step::{bind_group, encode_steps, Step};
+use crate::step::{bind_group, encode_bound_steps, encode_steps, Step};
 use crate::submission::SubmissionId;
 use std::sync::Arc;
 
@@ -643,23 +643,29 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 inner.queue.write_buffer(buffer, 0, bytes);
             }
         }
-        let alignment = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
+        // One scope for the encoding and the submission: the first refusal is the one to report.
         let scopes = ErrorScopes::push(&inner.device);
-        let encoded = encode_steps(&inner.device, alignment, &mut None, &step.steps);
-        let commands = match encoded {
-            Ok((commands, _)) => commands,
+        let commands = match encode_bound_steps(&inner.device, &step.steps) {
+            Ok(commands) => commands,
             Err(reason) => {
                 let _ = scopes.pop();
                 return Err(inner.device_error("encoding a captured step's run", reason));
             }
         };
         let arrays = &step.arrays;
-        // Like a sequence, a run is what a host read of its results follows.
-        let id = inner.submit_for_host_read([commands], |id| {
+        let record = |id| {
             for (storage, _) in arrays {
                 storage.record_use(id);
             }
-        });
+        };
+        // A run that reads into host memory carries the memory dependency to host reads; one
+        // that does not leaves it to the host read that may follow (a loop of runs pays it
+        // once, at the read).
+        let id = if self.reads.is_empty() {
+            inner.submit_with([commands], record)
+        } else {
+            inner.submit_for_host_read([commands], record)
+        };
         scopes.pop().map_err(|reason| {
             inner.after_refused_submission();
             inner.device_error("submitting a captured step's run", reason)

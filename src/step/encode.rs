@@ -111,6 +111,31 @@ pub(crate) fn encode_steps(
     };
 
     let scopes = ErrorScopes::push(device);
+    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref());
+    let popped = scopes.pop();
+    let commands = commands?;
+    popped?;
+    Ok((commands, params_write))
+}
+
+/// Encodes `steps` whose every dispatch has its bind group (a captured step's) into one command
+/// buffer, without error scopes of its own: the caller's scope, around this and the
+/// submission, catches a refusal.
+pub(crate) fn encode_bound_steps(
+    device: &wgpu::Device,
+    steps: &[Step],
+) -> Result<wgpu::CommandBuffer, String> {
+    record_commands(device, steps, &vec![None; steps.len()], None)
+}
+
+/// The commands of `steps`: dispatches without a bind group get one here, over their slot of
+/// `params_buffer` at `offsets`.
+fn record_commands(
+    device: &wgpu::Device,
+    steps: &[Step],
+    offsets: &[Option<u64>],
+    params_buffer: Option<&wgpu::Buffer>,
+) -> Result<wgpu::CommandBuffer, String> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
     });
@@ -135,7 +160,7 @@ pub(crate) fn encode_steps(
                     let group = match recorded {
                         Some(group) => group,
                         None => {
-                            let uniform = match (&params_buffer, offsets[i], step_params) {
+                            let uniform = match (params_buffer, offsets[i], step_params) {
                                 (Some(buffer), Some(at), Some(p)) => {
                                     Some((buffer, at, p.len() as u64))
                                 }
@@ -185,12 +210,9 @@ pub(crate) fn encode_steps(
             Step::Upload { .. } => {
                 // Only the gathered batch takes these, and it stages each one first.
                 drop(encoder);
-                let _ = scopes.pop();
                 return Err("an upload step reached the encoder without being staged".into());
             }
         }
     }
-    let commands = encoder.finish();
-    scopes.pop()?;
-    Ok((commands, params_write))
+    Ok(encoder.finish())
 }

@@ -18,7 +18,7 @@
 mod encode;
 mod gathered;
 
-pub(crate) use encode::{bind_group, encode_steps};
+pub(crate) use encode::{bind_group, encode_bound_steps, encode_steps};
 pub(crate) use gathered::GatheredSteps;
 pub use gathered::MAX_GATHERED_OPS;
 
