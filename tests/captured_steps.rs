@@ -683,3 +683,62 @@ fn identical_dispatches_share_one_bind_group_and_still_each_run() {
     assert_eq!(ctx.device_get(&b).unwrap(), vec![mb; 64]);
     assert_no_validation_errors();
 }
+
+#[test]
+fn hostile_starts_clamp_and_empty_inputs_and_reads_run() {
+    let ctx = common::context();
+    let cache = ctx.zeros::<u32>(&[4, 8]).unwrap();
+    let mut cap = ctx.capture();
+    let (row, new_row) = cap.input(&[1u32; 8], &[1, 8]).unwrap();
+    let (empty, no_data) = cap.input::<u32>(&[], &[0, 8]).unwrap();
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &row, &at).unwrap();
+    let read = cap.read(&empty).unwrap();
+    drop(row);
+    let mut step = cap.finish().unwrap();
+    let mut nothing: [u32; 0] = [];
+    for (value, start) in [
+        (2u32, [i64::MAX, i64::MIN]),
+        (3, [i64::MIN, i64::MAX]),
+        (4, [-1, 3]),
+    ] {
+        step.run()
+            .input(&new_row, &[value; 8])
+            .input(&no_data, &[])
+            .start(&at, &start)
+            .read_into(&read, &mut nothing)
+            .submit()
+            .unwrap();
+    }
+    // Clamped as XLA clamps: [MAX, MIN] is row 3, [MIN, MAX] and [-1, 3] are row 0.
+    let got = ctx.device_get(&cache).unwrap();
+    assert_eq!(got[24..32], [2; 8]);
+    assert_eq!(got[0..8], [4; 8]);
+    assert_eq!(got[8..24], [0; 16]);
+    assert_no_validation_errors();
+}
+
+#[test]
+fn a_moving_start_just_over_the_binding_limit_is_refused_and_at_it_is_accepted() {
+    let ctx = common::context();
+    ctx.limit_kernel_resources(4096, 65535).unwrap();
+    let at_limit = ctx.zeros::<f32>(&[1024]).unwrap(); // 4096 bytes: binds whole
+    let over = ctx.zeros::<f32>(&[1025]).unwrap(); // 4100 bytes, bound as 4112
+    let row = ctx.device_put(&[7.0f32; 4], &[4]).unwrap();
+    let mut cap = ctx.capture();
+    let start = cap.index_slot(&[0]);
+    let refused = cap.dynamic_update_slice_at(over, &row, &start).unwrap_err();
+    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert_eq!(
+        refused.array.shape(),
+        [1025],
+        "the donated array comes back"
+    );
+    let at_limit = cap.dynamic_update_slice_at(at_limit, &row, &start).unwrap();
+    let mut step = cap.finish().unwrap();
+    step.run().start(&start, &[1020]).submit().unwrap();
+    let got = ctx.device_get(&at_limit).unwrap();
+    assert_eq!(got[1020..1024], [7.0; 4]);
+    assert_eq!(got[0..4], [0.0; 4], "the captured start is not run");
+    assert_no_validation_errors();
+}
