@@ -6,6 +6,7 @@
 //! over the same pipelines and bind groups).
 
 use super::capture::{Capture, CaptureTables, CapturedIo, MovingCopy, CAPTURE_RECORDER_BIT};
+use super::step_staging::StepStaging;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
@@ -110,9 +111,8 @@ pub struct CapturedStep {
     uniform_at: Vec<Option<usize>>,
     slot_targets: Vec<Vec<ParamTarget>>,
     slot_sizes: Vec<usize>,
-    upload: Option<wgpu::Buffer>,
+    staging: StepStaging,
     inputs: Vec<CapturedIo>,
-    readback: Option<wgpu::Buffer>,
     reads: Vec<CapturedIo>,
     moving: Vec<MovingCopy>,
     plan: StepPlan,
@@ -220,39 +220,6 @@ impl CapturedStep {
             arrays.push((Arc::clone(&block.storage), Access::Write));
         }
         let device = &inner.device;
-        // The step's own buffers: uploads' host data, reads' destination.
-        let upload = (!tables.upload_bytes.is_empty()).then(|| {
-            let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gpu-arena captured step uploads"),
-                size: tables.upload_bytes.len() as u64,
-                usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
-                mapped_at_creation: false,
-            });
-            inner.queue.write_buffer(&buffer, 0, &tables.upload_bytes);
-            buffer
-        });
-        let readback = (tables.readback_bytes > 0).then(|| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some("gpu-arena captured step reads"),
-                size: tables.readback_bytes,
-                usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
-                mapped_at_creation: false,
-            })
-        });
-        for input in &tables.inputs {
-            if let (Some(Step::Copy { src, .. }), Some(upload)) =
-                (steps.get_mut(input.step), &upload)
-            {
-                *src = upload.clone();
-            }
-        }
-        for read in &tables.reads {
-            if let (Some(Step::Copy { dst, .. }), Some(readback)) =
-                (steps.get_mut(read.step), &readback)
-            {
-                *dst = readback.clone();
-            }
-        }
         let shared = shared_dispatches(&steps, &tables);
         // Uniform parameter blocks, each at an aligned slot of one buffer (a dispatch identical
         // to an earlier one shares its slot).
@@ -312,6 +279,28 @@ impl CapturedStep {
         scopes
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
+        // The step's own staging: its uploads' host data and its reads' destination.
+        let staging = StepStaging::new(
+            &inner,
+            &tables.upload_bytes,
+            tables.inputs.iter().map(|io| (io.offset, io.bytes)),
+            uniform.as_ref().map(|(_, bytes)| bytes.as_slice()),
+            tables.readback_bytes,
+        )?;
+        if let Some(upload) = staging.capture_upload() {
+            for input in &tables.inputs {
+                if let Some(Step::Copy { src, .. }) = steps.get_mut(input.step) {
+                    *src = upload.clone();
+                }
+            }
+        }
+        if let Some(readback) = staging.readback_buffer() {
+            for read in &tables.reads {
+                if let Some(Step::Copy { dst, .. }) = steps.get_mut(read.step) {
+                    *dst = readback.clone();
+                }
+            }
+        }
         // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
         let alignment64 = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
         encode_steps(device, alignment64, &mut None, &steps).map_err(|reason| {
@@ -373,9 +362,8 @@ impl CapturedStep {
             arrays,
             uniform,
             uniform_at,
-            upload,
+            staging,
             inputs: tables.inputs.clone(),
-            readback,
             reads: tables.reads.clone(),
             moving: tables.moving.clone(),
             plan,
@@ -626,26 +614,29 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 }
             }
         }
-        if let Some(upload) = &step.upload {
-            for (index, data) in &self.inputs {
-                let io = step.inputs[*index as usize];
-                if data.len() % 4 == 0 {
-                    inner.queue.write_buffer(upload, io.offset, data);
-                } else {
-                    let mut padded = data.to_vec();
-                    padded.resize(data.len().next_multiple_of(4), 0);
-                    inner.queue.write_buffer(upload, io.offset, &padded);
+        let uniform_changed = !self.params.is_empty() || !self.starts.is_empty();
+        let buffers = step.staging.write_run(
+            &inner,
+            &step.inputs,
+            &self.inputs,
+            step.uniform
+                .as_ref()
+                .map(|(b, bytes)| (b, bytes.as_slice())),
+            uniform_changed,
+        )?;
+        if let Some(upload) = &buffers.upload {
+            for input in &step.inputs {
+                if let Some(Step::Copy { src, .. }) = step.steps.get_mut(input.step) {
+                    if src != upload {
+                        *src = upload.clone();
+                    }
                 }
-            }
-        }
-        if let Some((buffer, bytes)) = &step.uniform {
-            if !self.params.is_empty() || !self.starts.is_empty() {
-                inner.queue.write_buffer(buffer, 0, bytes);
             }
         }
         // One scope for the encoding and the submission: the first refusal is the one to report.
         let scopes = ErrorScopes::push(&inner.device);
-        let commands = match encode_bound_steps(&inner.device, &step.steps) {
+        let prelude = buffers.uniform_copy.as_slice();
+        let commands = match encode_bound_steps(&inner.device, prelude, &step.steps) {
             Ok(commands) => commands,
             Err(reason) => {
                 let _ = scopes.pop();
@@ -666,10 +657,12 @@ impl<'s, 'r> StepRun<'s, 'r> {
         } else {
             inner.submit_for_host_read([commands], record)
         };
+        step.staging.submitted(&buffers, id);
         scopes.pop().map_err(|reason| {
             inner.after_refused_submission();
             inner.device_error("submitting a captured step's run", reason)
         })?;
+        step.staging.accepted(&buffers);
         step.runs += 1;
         for s in &step.steps {
             if let Step::Dispatch { kernel, .. } = s {
@@ -680,16 +673,13 @@ impl<'s, 'r> StepRun<'s, 'r> {
             }
         }
         if !self.reads.is_empty() {
-            if let Some(readback) = &step.readback {
-                inner.wait_for(id)?;
-                read_mapped(&inner, readback, |mapped| {
-                    for (index, out) in &mut self.reads {
-                        let io = step.reads[*index as usize];
-                        let at = io.offset as usize;
-                        out.copy_from_slice(&mapped[at..at + io.bytes as usize]);
-                    }
-                })?;
-            }
+            inner.wait_for(id)?;
+            let mut outs: Vec<(u64, &mut [u8])> = self
+                .reads
+                .iter_mut()
+                .map(|(index, out)| (step.reads[*index as usize].offset, &mut **out))
+                .collect();
+            step.staging.read_completed(&inner, &mut outs)?;
         }
         Ok(id)
     }
@@ -740,35 +730,4 @@ fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize
         }
     }
     shared
-}
-
-/// Maps `buffer` (a readback buffer whose copies have completed) for reading, hands its bytes
-/// to `read`, and unmaps it.
-fn read_mapped(
-    inner: &crate::context::ContextInner,
-    buffer: &wgpu::Buffer,
-    read: impl FnOnce(&[u8]),
-) -> Result<()> {
-    let during = "mapping a captured step's reads";
-    let slice = buffer.slice(..);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    inner
-        .device
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| inner.device_error(during, e.to_string()))?;
-    rx.recv()
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(|reason| inner.device_error(during, reason))?;
-    {
-        let view = slice
-            .get_mapped_range()
-            .map_err(|e| inner.device_error(during, e.to_string()))?;
-        read(&view);
-    }
-    buffer.unmap();
-    Ok(())
 }

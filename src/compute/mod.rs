@@ -12,6 +12,8 @@
 //!   run may change).
 //! - `captured_step`: [`CapturedStep`], a finished capture: its memory plan ([`StepPlan`]) and
 //!   its runs ([`StepRun`]).
+//! - `step_staging`: a captured step's host data path (mapped staging on Vulkan, wgpu's
+//!   buffers elsewhere).
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
 //!
 //! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
@@ -27,6 +29,7 @@ mod captured_step;
 mod kernel_settings;
 mod launch;
 mod sequence;
+mod step_staging;
 mod user_kernel;
 
 pub(crate) use capture::MovingCopy;

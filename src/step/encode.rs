@@ -118,14 +118,26 @@ pub(crate) fn encode_steps(
     Ok((commands, params_write))
 }
 
-/// Encodes `steps` whose every dispatch has its bind group (a captured step's) into one command
-/// buffer, without error scopes of its own: the caller's scope, around this and the
-/// submission, catches a refusal.
+/// Encodes `prelude` then `steps`, whose every dispatch has its bind group (a captured step's
+/// copies of the run's parameters, then its commands), into one command buffer, without error
+/// scopes of its own: the caller's scope, around this and the submission, catches a refusal.
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
+    prelude: &[Step],
     steps: &[Step],
 ) -> Result<wgpu::CommandBuffer, String> {
-    record_commands(device, steps, &vec![None; steps.len()], None)
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("gpu-arena captured run"),
+    });
+    record_into(
+        &mut encoder,
+        device,
+        prelude,
+        &vec![None; prelude.len()],
+        None,
+    )?;
+    record_into(&mut encoder, device, steps, &vec![None; steps.len()], None)?;
+    Ok(encoder.finish())
 }
 
 /// The commands of `steps`: dispatches without a bind group get one here, over their slot of
@@ -139,6 +151,18 @@ fn record_commands(
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
     });
+    record_into(&mut encoder, device, steps, offsets, params_buffer)?;
+    Ok(encoder.finish())
+}
+
+/// Records `steps` into `encoder` ([`record_commands`]).
+fn record_into(
+    encoder: &mut wgpu::CommandEncoder,
+    device: &wgpu::Device,
+    steps: &[Step],
+    offsets: &[Option<u64>],
+    params_buffer: Option<&wgpu::Buffer>,
+) -> Result<(), String> {
     let mut i = 0;
     while i < steps.len() {
         match &steps[i] {
@@ -209,10 +233,9 @@ fn record_commands(
             }
             Step::Upload { .. } => {
                 // Only the gathered batch takes these, and it stages each one first.
-                drop(encoder);
                 return Err("an upload step reached the encoder without being staged".into());
             }
         }
     }
-    Ok(encoder.finish())
+    Ok(())
 }
