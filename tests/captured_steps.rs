@@ -813,3 +813,64 @@ fn back_to_back_runs_that_set_some_inputs_keep_the_latest_bytes_of_the_others() 
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn an_uninitialised_array_of_a_capture_is_a_temporary_that_no_run_clears() {
+    for (path, ctx) in op_paths() {
+        let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+        let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let capture_with = |uninitialised: bool, sum: &mut DeviceArray<f32>| {
+            let mut cap = ctx.capture();
+            let (row, new_row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+            let mut scaled = if uninitialised {
+                cap.alloc::<f32>(&[1, WIDTH]).unwrap()
+            } else {
+                cap.fill(&[1, WIDTH], 0.0f32).unwrap()
+            };
+            cap.launch(&affine_k)
+                .arg(&row)
+                .arg_mut(&mut scaled)
+                .params(&affine(3))
+                .grid_for(WIDTH as u64)
+                .run()
+                .unwrap();
+            cap.launch(&accumulate)
+                .arg(&scaled)
+                .arg_mut(sum)
+                .grid_for(WIDTH as u64)
+                .run()
+                .unwrap();
+            drop((row, scaled));
+            (cap.finish().unwrap(), new_row)
+        };
+        let (filled, _) = capture_with(false, &mut sum);
+        let (mut step, new_row) = capture_with(true, &mut sum);
+        assert_eq!(
+            step.plan().steps + 1,
+            filled.plan().steps,
+            "{path}: no clear step for the uninitialised array"
+        );
+        assert_eq!(
+            step.plan().temporaries.len(),
+            2,
+            "{path}: the row and the scaled row"
+        );
+        drop(filled);
+        let mut want = vec![0.0f32; WIDTH];
+        for t in 0..4 {
+            let q = query(t);
+            step.run().input(&new_row, &q).submit().unwrap();
+            let p = affine(3);
+            for (w, x) in want.iter_mut().zip(&q) {
+                *w += x * p.scale + p.shift;
+            }
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&sum).unwrap()),
+            bits(&want),
+            "{path}: every run's kernel wrote the whole uninitialised array"
+        );
+    }
+    assert_no_validation_errors();
+}

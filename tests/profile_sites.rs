@@ -83,11 +83,13 @@ fn sites_point_at_the_callers_own_line_for_every_call_that_makes_an_array() {
         let (s2, l2) = (seq.copy(&a).unwrap(), line!());
         let (s3, l3) = (seq.dynamic_slice(&a, &[0], &[4]).unwrap(), line!());
         let (s4, l4) = (seq.put(&[5u32; 8], &[8]).unwrap(), line!());
+        let (s5, l5) = (seq.alloc::<u32>(&[8]).unwrap(), line!());
         seq.submit().unwrap();
         assert_site(&ctx, path, "Sequence::fill", &s1, l1);
         assert_site(&ctx, path, "Sequence::copy", &s2, l2);
         assert_site(&ctx, path, "Sequence::dynamic_slice", &s3, l3);
         assert_site(&ctx, path, "Sequence::put", &s4, l4);
+        assert_site(&ctx, path, "Sequence::alloc", &s5, l5);
 
         // Upload batches: the site is the `put`, where the array is made.
         let mut batch = ctx.upload_batch();

@@ -550,9 +550,10 @@ impl Mlp {
     /// from `inputs` and `targets` (`[batches, batch, features]`) at the run's start, the loss
     /// into `losses` at the run's slot. `Schedule::run` cannot record into a capture (it
     /// allocates with `Context::alloc` and hands the model a `&Context`), so this walks the
-    /// schedule's steps itself: each activation and gradient is a zero-filled array of the
-    /// capture (a capture has no uninitialised allocation), dropped after the step that last
-    /// reads it, so all of them are the captured step's temporaries.
+    /// schedule's steps itself: each activation and gradient is an uninitialised array of the
+    /// capture (`Capture::alloc`, as the schedule's `Context::alloc`: every kernel writes its
+    /// output in full, so no run clears them), dropped after the step that last reads it, so
+    /// all of them are the captured step's temporaries.
     #[allow(dead_code)] // used by examples/train, not by examples/data_parallel
     pub fn capture_step(
         &mut self,
@@ -570,8 +571,8 @@ impl Mlp {
         let x = cap.dynamic_slice_at(inputs, &batch, &[1, shape.batch, shape.inputs])?;
         let t = cap.dynamic_slice_at(targets, &batch, &[1, shape.batch, shape.outputs])?;
         let loss_slot = cap.params_slot(&0u32);
-        let zeros = |cap: &mut Capture, activation: usize| {
-            cap.fill(&[shape.batch, shape.activation_width(activation)], 0.0f32)
+        let uninit = |cap: &mut Capture, activation: usize| {
+            cap.alloc::<f32>(&[shape.batch, shape.activation_width(activation)])
         };
         let mut live: HashMap<Buffer, DeviceArray<f32>> = HashMap::new();
         let missing = |buffer: Buffer| Error::InvalidArgument {
@@ -585,7 +586,7 @@ impl Mlp {
             };
             match step {
                 Step::Forward { layer } | Step::Recompute { layer } => {
-                    let mut output = zeros(&mut cap, layer)?;
+                    let mut output = uninit(&mut cap, layer)?;
                     let input = get(Buffer::Activation(layer - 1))?;
                     let n = output.len() as u64;
                     match MlpShape::chain_layer(layer) {
@@ -611,7 +612,7 @@ impl Mlp {
                     live.insert(Buffer::Activation(layer), output);
                 }
                 Step::LossGradient { layer } => {
-                    let mut gradient = zeros(&mut cap, layer)?;
+                    let mut gradient = uninit(&mut cap, layer)?;
                     let output = get(Buffer::Activation(layer))?;
                     let n = gradient.len() as u64;
                     cap.launch(&kernels.mse_loss)
@@ -631,7 +632,7 @@ impl Mlp {
                 }
                 Step::Backward { layer } => match MlpShape::chain_layer(layer) {
                     ChainLayer::Relu => {
-                        let mut gradient = zeros(&mut cap, layer - 1)?;
+                        let mut gradient = uninit(&mut cap, layer - 1)?;
                         let output = get(Buffer::Activation(layer))?;
                         let output_gradient = get(Buffer::Gradient(layer))?;
                         let n = gradient.len() as u64;
@@ -646,7 +647,7 @@ impl Mlp {
                     ChainLayer::Linear(m) => {
                         let mut input_gradient = match layer {
                             1 => None,
-                            _ => Some(zeros(&mut cap, layer - 1)?),
+                            _ => Some(uninit(&mut cap, layer - 1)?),
                         };
                         let input = get(Buffer::Activation(layer - 1))?;
                         let output_gradient = get(Buffer::Gradient(layer))?;

@@ -374,6 +374,25 @@ impl std::fmt::Debug for Capture {
 }
 
 impl Sequence {
+    /// [`Context::alloc`] for this recorder: a new array whose contents are unspecified until
+    /// a recorded op writes them, made now and recording nothing. In a capture, one dropped
+    /// before `finish` is a temporary like any other, and no run spends a command clearing it:
+    /// use it for an output that a kernel writes in full, where [`Sequence::fill`] would add a
+    /// clear to every run.
+    ///
+    /// Errors: as [`Context::alloc`] (shape errors, out-of-memory).
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
+    /// let mut cap = ctx.capture();
+    /// let scratch = cap.alloc::<f32>(&[64, 256])?; // written in full by a kernel of the step
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn alloc<T: bytemuck::Pod>(&mut self, shape: &[usize]) -> Result<DeviceArray<T>> {
+        self.new_array(shape, None)
+    }
+
     /// Makes an array for one of this recorder's ops (a result, an upload): a capture notes it,
     /// so that it becomes a temporary if the user drops it before `finish`.
     #[track_caller]
