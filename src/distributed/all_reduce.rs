@@ -11,6 +11,7 @@
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
+use super::staged::{fits_staging, reduce_staged_chunk, Segment};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::error::Result;
@@ -126,9 +127,12 @@ impl Collectives {
         let second: &mut [T] = elements_of(second, chunk);
         let result: &mut [T] = elements_of(result, chunk);
         let in_place = self.reduces_in_place();
+        let staged = in_place
+            && kind != Kind::AllReduceMean
+            && fits_staging(&self.ctx.inner, (chunk * std::mem::size_of::<T>()) as u64);
         let used = match (in_place, io.is_zero_copy()) {
             (true, true) => usize::from(kind == Kind::AllReduceMean),
-            (true, false) => 1,
+            (true, false) => usize::from(!staged),
             (false, true) => 2,
             (false, false) => 3,
         };
@@ -149,6 +153,23 @@ impl Collectives {
                     first[..len].iter_mut().for_each(|v| *v = finish(*v));
                     io.write(start, &first[..len])?;
                 }
+            }
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>();
+        if in_place
+            && kind != Kind::AllReduceMean
+            && fits_staging(&self.ctx.inner, (chunk * size) as u64)
+        {
+            // Staged, in place in an upload staging buffer: no host chunk at all (see
+            // `staged.rs`).
+            for &(start, len) in &pieces {
+                let segment = Segment {
+                    storage: &array.storage,
+                    offset: (start * size) as u64,
+                    bytes: (len * size) as u64,
+                };
+                reduce_staged_chunk::<T>(&self.ctx.inner, &self.comm, &[segment], op, OPERATION)?;
             }
             return Ok(());
         }

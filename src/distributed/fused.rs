@@ -8,8 +8,10 @@
 //! left of a chunk continues in the next one), and MPI makes one call per chunk on every rank.
 //! How a rank feeds that call is its own: a chunk whose pieces lie back to back in one mapping
 //! (zero-copy arrays allocated one after another, as a model's layers mostly are) is reduced
-//! in place there, with no host copy, as [`Collectives::all_reduce`] reduces one array; any
-//! other chunk's pieces come off the device together (on staging: one readback for all of
+//! in place there, with no host copy, as [`Collectives::all_reduce`] reduces one array; a
+//! chunk of staged arrays is copied by the device into a staging buffer and reduced in the
+//! staging pool's memory (`staged.rs`: one readback and one upload for all its pieces, no host
+//! chunk); any other chunk's pieces come off the device together (on staging: one readback for all of
 //! them; on zero-copy: copies from the mappings), MPI reduces the packed chunk in place, and
 //! the pieces go back together (one upload; or copies into the mappings). The data phase
 //! takes a [`Link`], so the same code runs on the caller's thread (blocking calls) and on the
@@ -20,6 +22,7 @@ use super::array_io::{
 };
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::header::{agree_waiting, Header, Kind};
+use super::staged::{fits_staging, reduce_staged_chunk, Segment};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
 use crate::config::TransferDirection;
@@ -149,6 +152,22 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
                     continue;
                 }
             }
+            let staged = in_place
+                && keep
+                && fits_staging(link.ctx, (n * size) as u64)
+                && chunk.iter().all(|p| !ios[p.array].is_zero_copy());
+            if staged {
+                let segments: Vec<Segment<'_>> = chunk
+                    .iter()
+                    .map(|p| Segment {
+                        storage: &arrays[p.array].storage,
+                        offset: (p.first * size) as u64,
+                        bytes: (p.len * size) as u64,
+                    })
+                    .collect();
+                reduce_staged_chunk::<T>(link.ctx, link.comm, &segments, system, operation)?;
+                continue;
+            }
             used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
             read_pieces(
@@ -165,7 +184,8 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
                 host
             } else {
                 let result: &mut [T] = elements_of(&mut reduced, n);
-                link.comm.all_reduce_into(&host[..], &mut result[..], system);
+                link.comm
+                    .all_reduce_into(&host[..], &mut result[..], system);
                 result
             };
             if !keep {

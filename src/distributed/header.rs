@@ -389,7 +389,8 @@ fn every_rank_sent<C: Communicator>(
     match poll {
         None => comm.all_reduce_into(&both[..], &mut maxima[..], max),
         Some(poll) => mpi::request::scope(|scope| {
-            let mut request = comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max);
+            let mut request =
+                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max);
             loop {
                 match request.test() {
                     Ok(_) => break,

@@ -12,9 +12,10 @@
 //!   [`Collectives::broadcast_many`]: one fused collective over a list of arrays (a model's
 //!   gradients or parameters), one agreement round and one MPI call per fusion chunk instead
 //!   of one per array (Horovod's tensor fusion);
-//! - [`Collectives::start_all_reduce_many`] and [`Collectives::start_all_reduce_mean_many`]:
-//!   started on a progress thread, waited through a [`PendingCollective`], so that gradient
-//!   buckets are reduced while the backward pass goes on (DDP's overlap);
+//! - [`Collectives::start_all_reduce_many`], [`Collectives::start_all_reduce_mean_many`] and
+//!   [`Collectives::start_broadcast_many`]: started on a progress thread, waited through a
+//!   [`PendingCollective`], so that gradient buckets are reduced while the backward pass goes
+//!   on (DDP's overlap), and parameters sent while the first batch is prepared;
 //! - [`Collectives::all_gather`] (`[ranks, ...shape]`) and [`Collectives::reduce_scatter`]
 //!   (the first dimension split across ranks);
 //! - [`Collectives::send`] / [`Collectives::recv`] for pipeline parallelism;
@@ -75,6 +76,8 @@
 //! - `header.rs`: the header exchange that makes every rank agree before data moves.
 //! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
 //! - `fused.rs`: the fused collectives over lists and their fusion chunks.
+//! - `staged.rs`: an all-reduce of one chunk through the staging pool's buffers, with no host
+//!   chunk (arrays the host cannot map).
 //! - `progress.rs`: started collectives, [`PendingCollective`] and the progress thread.
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
@@ -95,6 +98,7 @@ mod point_to_point;
 mod progress;
 mod reduce_op;
 mod reduce_scatter;
+mod staged;
 
 pub use array_io::PIPELINE_CHUNK_BYTES;
 pub use donated_list::{DonatedList, DonatedListResult};

@@ -298,11 +298,18 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let (read, written) =
-            match self.agree_list(&arrays, kind, op, root, operation, threads, Some(ARRIVAL_POLL)) {
-                Ok(bytes) => bytes,
-                Err(error) => return Err(DonatedList { error, arrays }),
-            };
+        let (read, written) = match self.agree_list(
+            &arrays,
+            kind,
+            op,
+            root,
+            operation,
+            threads,
+            Some(ARRIVAL_POLL),
+        ) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
         // Every rank agreed, so every rank gets here: the first start duplicates the
         // communicator for the progress thread (a collective call) on every rank.
         let progress = match self.progress() {
