@@ -379,7 +379,8 @@ fn fused_lists_of_mixed_sizes_match_the_host_reduction_and_agree_bitwise_across_
 }
 
 #[test]
-fn started_collectives_and_broadcasts_waited_out_of_order_or_dropped_run_in_step_and_leak_nothing() {
+fn started_collectives_and_broadcasts_waited_out_of_order_or_dropped_run_in_step_and_leak_nothing()
+{
     passes_everywhere("started");
 }
 
