@@ -11,9 +11,10 @@
 //! in place there, with no host copy, as [`Collectives::all_reduce`] reduces one array; a
 //! chunk of staged arrays is copied by the device into a staging buffer and reduced in the
 //! staging pool's memory (`staged.rs`: one readback and one upload for all its pieces, no host
-//! chunk); any other chunk's pieces come off the device together (on staging: one readback for all of
-//! them; on zero-copy: copies from the mappings), MPI reduces the packed chunk in place, and
-//! the pieces go back together (one upload; or copies into the mappings). The data phase
+//! chunk); any other chunk's pieces (the mean's, whose division needs them on the host) come
+//! off the device together (on staging: one readback for all of them; on zero-copy: copies
+//! from the mappings), MPI reduces the packed chunk in place, and the pieces go back together
+//! (one upload; or copies into the mappings). The data phase
 //! takes a [`Link`], so the same code runs on the caller's thread (blocking calls) and on the
 //! progress thread (started ones, see `progress.rs`).
 
@@ -22,7 +23,7 @@ use super::array_io::{
 };
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::header::{agree_waiting, Header, Kind};
-use super::staged::{fits_staging, reduce_staged_chunk, Segment};
+use super::staged::{fits_staging, reduce_staged_chunks, Segment};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
 use crate::config::TransferDirection;
@@ -134,12 +135,35 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     };
     let mut used = 0;
     let system = op.system();
+    // A chunk of staged arrays only, reduced in the staging pool's buffers.
+    let staged = |chunk: &[Piece]| {
+        in_place
+            && keep
+            && fits_staging(link.ctx, (elements(chunk) * size) as u64)
+            && chunk.iter().all(|p| !ios[p.array].is_zero_copy())
+    };
+    let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {
+        chunk
+            .iter()
+            .map(|p| Segment {
+                storage: &arrays[p.array].storage,
+                offset: (p.first * size) as u64,
+                bytes: (p.len * size) as u64,
+            })
+            .collect()
+    };
     // One MPI call per fusion chunk, whatever each rank's arrays are like: every rank cuts the
     // same chunks from the same (agreed) sizes, so the calls match. How a rank feeds its call
     // is its own affair: a chunk whose pieces lie back to back on one mapping (zero-copy
-    // arrays allocated in order) is reduced in place there, with no host copy; any other
-    // chunk is packed into the host buffer, reduced there and copied back.
+    // arrays allocated in order) is reduced in place there, with no host copy; a chunk of
+    // staged arrays in the staging pool's buffers; any other chunk is packed into the host
+    // buffer, reduced there and copied back.
     let ran = (|| {
+        if chunks.iter().all(|c| staged(c)) {
+            // Every chunk staged: chunk k+1 comes off the device while MPI reduces chunk k.
+            let all: Vec<Vec<Segment<'_>>> = chunks.iter().map(|c| segments(c)).collect();
+            return reduce_staged_chunks::<T>(link.ctx, link.comm, &all, system, operation);
+        }
         for chunk in &chunks {
             let n = elements(chunk);
             if in_place && keep {
@@ -152,20 +176,14 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
                     continue;
                 }
             }
-            let staged = in_place
-                && keep
-                && fits_staging(link.ctx, (n * size) as u64)
-                && chunk.iter().all(|p| !ios[p.array].is_zero_copy());
-            if staged {
-                let segments: Vec<Segment<'_>> = chunk
-                    .iter()
-                    .map(|p| Segment {
-                        storage: &arrays[p.array].storage,
-                        offset: (p.first * size) as u64,
-                        bytes: (p.len * size) as u64,
-                    })
-                    .collect();
-                reduce_staged_chunk::<T>(link.ctx, link.comm, &segments, system, operation)?;
+            if staged(chunk) {
+                reduce_staged_chunks::<T>(
+                    link.ctx,
+                    link.comm,
+                    &[segments(chunk)],
+                    system,
+                    operation,
+                )?;
                 continue;
             }
             used = used.max(n * size * if in_place { 1 } else { 2 });

@@ -1,4 +1,4 @@
-//! An all-reduce of one chunk through the staging pool's own buffers, for arrays the host
+//! An all-reduce of chunks through the staging pool's own buffers, for arrays the host
 //! cannot map (discrete GPUs, or `GPU_ARENA_ZERO_COPY=0`): the chunk's pieces are copied by
 //! the device into a readback staging buffer (one submission, one wait), copied once on the
 //! host into an upload staging buffer, reduced there in place by MPI, and copied back by the
@@ -33,13 +33,84 @@ pub(crate) fn fits_staging(ctx: &ContextInner, bytes: u64) -> bool {
     bytes <= ctx.config.staging_bytes
 }
 
-/// Reduces the chunk made of `segments` (in order, packed) with `op` across the ranks of
-/// `comm`, in place in the arrays, through two staging buffers. The chunk must fit one
-/// ([`fits_staging`]); every element type of a collective is 4 or 8 bytes, so packed pieces
-/// keep the device's 4-byte copy alignment.
-pub(crate) fn reduce_staged_chunk<T: CollectiveElement>(
+/// Reduces every chunk of `chunks` (each made of `segments`, in order, packed) with `op`
+/// across the ranks of `comm`, in place in the arrays, through the staging pool: chunk k+1's
+/// device copy into readback staging is submitted before MPI reduces chunk k, so the device
+/// copies while MPI works (two readback buffers in flight; the pool holds three). Every chunk
+/// must fit a staging buffer ([`fits_staging`]); every element type of a collective is 4 or
+/// 8 bytes, so packed pieces keep the device's 4-byte copy alignment.
+pub(crate) fn reduce_staged_chunks<T: CollectiveElement>(
     ctx: &ContextInner,
     comm: &SimpleCommunicator,
+    chunks: &[Vec<Segment<'_>>],
+    op: SystemOperation,
+    operation: &'static str,
+) -> Result<()> {
+    // Gathered single ops not yet submitted may write these arrays: they go first.
+    ctx.flush()?;
+    let pool = &ctx.staging;
+    let mut next: Option<StagingBuffer> = None;
+    let ran = (|| {
+        for (k, chunk) in chunks.iter().enumerate() {
+            let current = match next.take() {
+                Some(buffer) => buffer,
+                None => start_readback(ctx, chunk)?,
+            };
+            if let Some(following) = chunks.get(k + 1) {
+                match start_readback(ctx, following) {
+                    Ok(buffer) => next = Some(buffer),
+                    Err(error) => {
+                        pool.release(StagingKind::Readback, current);
+                        return Err(error);
+                    }
+                }
+            }
+            let reduced = finish_chunk::<T>(ctx, comm, &current, chunk, op, operation);
+            pool.release(StagingKind::Readback, current);
+            reduced?;
+        }
+        Ok(())
+    })();
+    if let Some(buffer) = next {
+        pool.release(StagingKind::Readback, buffer);
+    }
+    ran
+}
+
+/// Takes a readback staging buffer and submits the device's copies of `segments` into it,
+/// packed; the buffer is busy until they complete.
+fn start_readback(ctx: &ContextInner, segments: &[Segment<'_>]) -> Result<StagingBuffer> {
+    let mut readback = ctx.staging.acquire(ctx, StagingKind::Readback)?;
+    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let mut at = 0;
+    for s in segments {
+        encoder.copy_buffer_to_buffer(
+            &s.storage.buffer,
+            s.storage.allocation.offset + s.offset,
+            &readback.buffer,
+            at,
+            s.bytes,
+        );
+        at += s.bytes;
+    }
+    match ctx.submit_encoder_for_host_read(encoder, "copying a collective's chunk to staging") {
+        Ok(id) => {
+            readback.busy_until = id;
+            Ok(readback)
+        }
+        Err(error) => {
+            ctx.staging.release(StagingKind::Readback, readback);
+            Err(error)
+        }
+    }
+}
+
+/// Waits for `readback`'s copies, then reduces the chunk in an upload buffer and submits the
+/// copies back into the arrays.
+fn finish_chunk<T: CollectiveElement>(
+    ctx: &ContextInner,
+    comm: &SimpleCommunicator,
+    readback: &StagingBuffer,
     segments: &[Segment<'_>],
     op: SystemOperation,
     operation: &'static str,
@@ -48,45 +119,23 @@ pub(crate) fn reduce_staged_chunk<T: CollectiveElement>(
     if total == 0 {
         return Ok(());
     }
-    // Gathered single ops not yet submitted may write these arrays: they go first.
-    ctx.flush()?;
-    let pool = &ctx.staging;
-    let mut readback = pool.acquire(ctx, StagingKind::Readback)?;
-    let ran = (|| {
-        let mut encoder = ctx.device.create_command_encoder(&Default::default());
-        let mut at = 0;
-        for s in segments {
-            encoder.copy_buffer_to_buffer(
-                &s.storage.buffer,
-                s.storage.allocation.offset + s.offset,
-                &readback.buffer,
-                at,
-                s.bytes,
-            );
-            at += s.bytes;
-        }
-        readback.busy_until =
-            ctx.submit_encoder_for_host_read(encoder, "copying a collective's chunk to staging")?;
-        ctx.wait_for(readback.busy_until)?;
-        let mut upload = pool.acquire(ctx, StagingKind::Upload)?;
-        let reduced = reduce_into_upload::<T>(
-            ctx,
-            comm,
-            &readback,
-            &mut upload,
-            segments,
-            total,
-            op,
-            operation,
-        );
-        pool.release(StagingKind::Upload, upload);
-        reduced
-    })();
-    pool.release(StagingKind::Readback, readback);
-    ran
+    ctx.wait_for(readback.busy_until)?;
+    let mut upload = ctx.staging.acquire(ctx, StagingKind::Upload)?;
+    let reduced = reduce_into_upload::<T>(
+        ctx,
+        comm,
+        readback,
+        &mut upload,
+        segments,
+        total,
+        op,
+        operation,
+    );
+    ctx.staging.release(StagingKind::Upload, upload);
+    reduced
 }
 
-/// The host half of [`reduce_staged_chunk`]: the chunk from `readback` into `upload`, reduced
+/// The host half of [`finish_chunk`]: the chunk from `readback` into `upload`, reduced
 /// there, and the device's copies back into the arrays submitted (`upload` is busy until then).
 #[allow(clippy::too_many_arguments)] // one chunk's two buffers, its pieces and its reduction
 fn reduce_into_upload<T: CollectiveElement>(
