@@ -62,21 +62,21 @@
 //! submission and a wait) before MPI, one host copy into upload staging, and a device copy
 //! back after it (submitted, not waited for). Measured with `bench_collectives --json` (f32
 //! sum, 2 ranks on 2 cores shared with other builds at load average about 9, Open MPI 4.1,
-//! lavapipe; medians of two runs, BENCHMARKS.md has every figure):
+//! lavapipe; medians of three runs, BENCHMARKS.md has every figure):
 //!
 //! | bytes  | zero-copy       | MPI on host vectors | staging         | MPI on host vectors |
 //! |--------|-----------------|---------------------|-----------------|---------------------|
-//! | 4 KiB  | 0.005–0.009 ms  | 0.003–0.006 ms      | 0.21–0.23 ms    | 0.004–0.005 ms      |
-//! | 1 MiB  | 0.24–0.55 ms    | 0.35–0.76 ms        | 0.84–0.86 ms    | 0.51–0.53 ms        |
-//! | 64 MiB | 213–280 ms      | 329–396 ms          | 424–460 ms      | 364–370 ms          |
+//! | 4 KiB  | 0.005–0.009 ms  | 0.003–0.006 ms      | 0.21–0.29 ms    | 0.003–0.005 ms      |
+//! | 1 MiB  | 0.24–0.65 ms    | 0.35–0.76 ms        | 0.79–0.86 ms    | 0.26–0.53 ms        |
+//! | 64 MiB | 190–280 ms      | 329–396 ms          | 360–460 ms      | 308–370 ms          |
 //!
 //! So on zero-copy a call costs MPI's own time or less (in place, MPI has no copy to make);
 //! on staging a small call costs the device round trip (as much as `device_get` plus
 //! `device_put` of the same bytes), and a large one MPI's time plus the copies. Many small
 //! arrays cost about one array of their total size when fused, where separate calls pay the
-//! fixed costs once per array (64 arrays of 64 KiB, best runs: fused 1.8–2.2 ms zero-copy and
-//! 4.3–11.9 ms staging; 64 separate calls 2.7–2.9 ms and 15.1–16.5 ms; one 4 MiB array
-//! 1.6–2.5 ms and 4.7–5.3 ms).
+//! fixed costs once per array (64 arrays of 64 KiB, best runs: fused 1.8–2.9 ms zero-copy and
+//! 4.3–11.9 ms staging; 64 separate calls 2.7–3.3 ms and 15.1–17.6 ms; one 4 MiB array
+//! 1.6–2.5 ms and 4.6–5.3 ms).
 //!
 //! **Failures.** rsmpi does not return MPI's error codes, so MPI keeps its default handler
 //! (`MPI_ERRORS_ARE_FATAL`): an MPI failure (a peer that died, a network error) ends the
