@@ -6,7 +6,8 @@
 //! `mismatch-shape`, `mismatch-type`, `mismatch-op`, `mismatch-root`, `mismatch-kind`,
 //! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`; the fused
 //! and started collectives: `fused`, `started`, `mismatch-list-length`, `mismatch-list-shape`,
-//! `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`, `killed-started`.
+//! `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`, `mismatch-start-broadcast`,
+//! `killed-started`.
 
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
@@ -22,7 +23,7 @@ The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
 collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
 mismatch-send, guard, refusals, pending, threads, abort, killed, fused, started,
 mismatch-list-length, mismatch-list-shape, mismatch-list-type, mismatch-list-op,
-mismatch-start, killed-started.
+mismatch-start, mismatch-start-broadcast, killed-started.
   -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
@@ -58,7 +59,8 @@ fn main() -> anyhow::Result<()> {
         | "mismatch-list-shape"
         | "mismatch-list-type"
         | "mismatch-list-op"
-        | "mismatch-start" => mismatch_list(&group, &scenario),
+        | "mismatch-start"
+        | "mismatch-start-broadcast" => mismatch_list(&group, &scenario),
         "killed-started" => killed_started(&group),
         other => Err(anyhow::anyhow!("unknown scenario {other:?}")),
     };
@@ -737,6 +739,27 @@ fn started(group: &Collectives) -> anyhow::Result<()> {
     let before = ctx.memory_stats().bytes_in_use;
     let (d, _) = put_list::<f32>(ctx, rank, &lens)?;
     drop(group.start_all_reduce_many(d, ReduceOp::Sum)?);
+    // A started broadcast from the last rank, waited after GPU work recorded meanwhile; then
+    // one dropped without waiting (it still runs on every rank, and its arrays are freed).
+    let root = ranks - 1;
+    let (p, _) = put_list::<f32>(ctx, rank, &lens)?;
+    let (_, roots) = put_list::<f32>(ctx, root, &lens)?;
+    let pending = group.start_broadcast_many(p, root)?;
+    let busy = ctx.fill(&[1024], 3.0f32)?;
+    let p = pending.wait()?;
+    for (k, (array, want)) in p.iter().zip(&roots).enumerate() {
+        ensure!(
+            ctx.device_get(array)? == *want,
+            "started broadcast_many: array {k} differs from the root's"
+        );
+    }
+    ensure!(
+        ctx.device_get(&busy)?.iter().all(|&v| v == 3.0),
+        "the GPU work beside the started broadcast differs"
+    );
+    drop((p, busy));
+    let (q, _) = put_list::<f32>(ctx, rank, &lens[..4])?;
+    drop(group.start_broadcast_many(q, 0)?);
     let (e, _) = put_list::<f32>(ctx, rank, &lens[..3])?;
     let e = group.start_all_reduce_many(e, ReduceOp::Min)?.wait()?;
     for (array, want) in e
@@ -785,7 +808,9 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
         "mismatch-list-length" if odd => {
             mine.pop();
         }
-        "mismatch-list-shape" | "mismatch-start" if odd => mine[1] = vec![4, 3],
+        "mismatch-list-shape" | "mismatch-start" | "mismatch-start-broadcast" if odd => {
+            mine[1] = vec![4, 3]
+        }
         _ => {}
     }
     let (arrays, values) = put(&mine)?;
@@ -806,6 +831,11 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
         ensure!(donated.arrays.len() == shapes.len(), "arrays lost");
         // The f32 arrays of this rank did not take part: they are intact by construction.
         (donated.error, arrays)
+    } else if scenario == "mismatch-start-broadcast" {
+        match group.start_broadcast_many(arrays, 0) {
+            Ok(_) => bail!("a started broadcast over differing lists ran"),
+            Err(donated) => (donated.error, donated.arrays),
+        }
     } else if scenario == "mismatch-start" {
         match group.start_all_reduce_many(arrays, op) {
             Ok(_) => bail!("a started collective over differing lists ran"),

@@ -379,7 +379,8 @@ fn fused_lists_of_mixed_sizes_match_the_host_reduction_and_agree_bitwise_across_
 }
 
 #[test]
-fn started_collectives_waited_out_of_order_or_dropped_run_in_step_and_leak_nothing() {
+fn started_collectives_and_broadcasts_waited_out_of_order_or_dropped_run_in_step_and_leak_nothing()
+{
     passes_everywhere("started");
 }
 
@@ -448,6 +449,18 @@ fn a_started_collective_over_differing_lists_is_refused_at_the_start_on_every_ra
         "mismatch-start",
         "start_all_reduce_many: the arrays' shapes differ: array 1 of the list is [3, 4] on rank 0 but [4, 3] on rank 1",
     );
+}
+
+#[test]
+fn a_started_broadcast_over_differing_lists_is_refused_at_the_start_on_every_rank() {
+    for ranks in [2, 3] {
+        list_mismatch_is_refused_everywhere_with_arrays_intact(
+            ranks,
+            &["1", "0"],
+            "mismatch-start-broadcast",
+            &format!("start_broadcast_many: the arrays' shapes differ: array 1 of the list is [3, 4] on rank 0 but [4, 3] on rank {}", ranks - 1),
+        );
+    }
 }
 
 #[test]

@@ -4,13 +4,16 @@
 //! Where the MPI library's `MPI_IN_PLACE` is known (Open MPI, MPICH and its derivatives:
 //! [`Collectives::reduces_in_place`]) each chunk is reduced in place by a blocking
 //! `MPI_Allreduce`: on zero-copy arenas on the array's own mapping (no host copy at all), else
-//! on one host chunk between the staging copies. Elsewhere rsmpi's immediate all-reduce
-//! reduces each chunk into a second buffer, pipelined with the copies back. Every rank of a
+//! in an upload staging buffer after one host copy out of readback staging (`staged.rs`; the
+//! mean, whose division needs the elements, and chunks larger than a staging buffer go
+//! through one host chunk between the staging copies instead). Elsewhere rsmpi's immediate
+//! all-reduce reduces each chunk into a second buffer, pipelined with the copies back. Every rank of a
 //! job runs the same library, so every rank makes the same calls whichever path its own
 //! arena takes.
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
+use super::staged::{fits_staging, reduce_staged_chunks, Segment};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::error::Result;
@@ -126,9 +129,15 @@ impl Collectives {
         let second: &mut [T] = elements_of(second, chunk);
         let result: &mut [T] = elements_of(result, chunk);
         let in_place = self.reduces_in_place();
+        // Staged chunks go through the staging pool's buffers, with no host chunk, where MPI
+        // reduces in place, the chunk fits a staging buffer and no division follows.
+        let staged = in_place
+            && !io.is_zero_copy()
+            && kind != Kind::AllReduceMean
+            && fits_staging(&self.ctx.inner, (chunk * std::mem::size_of::<T>()) as u64);
         let used = match (in_place, io.is_zero_copy()) {
             (true, true) => usize::from(kind == Kind::AllReduceMean),
-            (true, false) => 1,
+            (true, false) => usize::from(!staged),
             (false, true) => 2,
             (false, false) => 3,
         };
@@ -151,6 +160,22 @@ impl Collectives {
                 }
             }
             return Ok(());
+        }
+        if staged {
+            let size = std::mem::size_of::<T>();
+            // Staged, in place in an upload staging buffer: no host chunk at all, and chunk
+            // k+1 comes off the device while MPI reduces chunk k (see `staged.rs`).
+            let chunks: Vec<Vec<Segment<'_>>> = pieces
+                .iter()
+                .map(|&(start, len)| {
+                    vec![Segment {
+                        storage: &array.storage,
+                        offset: (start * size) as u64,
+                        bytes: (len * size) as u64,
+                    }]
+                })
+                .collect();
+            return reduce_staged_chunks::<T>(&self.ctx.inner, &self.comm, &chunks, op, OPERATION);
         }
         if in_place {
             // Staged, in place on one host chunk: off the device, reduced where it lies, back

@@ -202,6 +202,33 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
     }
 }
 
+/// The mapping under pieces `(array, first element, elements)` that lie back to back, in
+/// order, in one mapped buffer (arrays allocated one after another mostly do): one range that
+/// MPI can reduce in place, with no host copy. `None` when any piece is staged, the pieces
+/// leave a gap (another array may live there) or they lie in different buffers.
+pub(crate) fn mapped_run<'b, T: 'b>(
+    pieces: impl IntoIterator<Item = (&'b ArrayIo<'b, T>, usize, usize)>,
+) -> Option<MappedRange> {
+    let size = std::mem::size_of::<T>() as u64;
+    let mut run: Option<(&ArrayIo<'b, T>, u64, u64)> = None;
+    for (io, first, len) in pieces {
+        io.mapped.as_ref()?;
+        let start = io.storage.allocation.offset + first as u64 * size;
+        let bytes = len as u64 * size;
+        run = match run {
+            None => Some((io, start, bytes)),
+            Some((head, at, total))
+                if head.storage.buffer == io.storage.buffer && at + total == start =>
+            {
+                Some((head, at, total + bytes))
+            }
+            Some(_) => return None,
+        };
+    }
+    let (head, at, total) = run?;
+    Some(head.storage.mapped.as_ref()?.sub(at, total))
+}
+
 /// The chunks `[start, start + len)` that cover `total` elements, `chunk` at a time.
 pub(crate) fn chunks(total: usize, chunk: usize) -> impl Iterator<Item = (usize, usize)> {
     (0..total)

@@ -5,19 +5,27 @@
 //! one agreement, and on staging one submission and wait) per array.
 //!
 //! A chunk is filled with pieces of the arrays in list order (an array larger than what is
-//! left of a chunk continues in the next one). Its pieces come off the device together (on
-//! staging: one readback for all of them; on zero-copy: copies from the mappings), MPI
-//! reduces the chunk in place, and the pieces go back together (one upload; or copies into
-//! the mappings). A chunk that is one piece of one mapped array is reduced where it lies, as
-//! [`Collectives::all_reduce`] does. The data phase takes a [`Link`], so the same code runs on
-//! the caller's thread (blocking calls) and on the progress thread (started ones, see
-//! `progress.rs`).
+//! left of a chunk continues in the next one), and MPI makes one call per chunk on every rank.
+//! How a rank feeds that call is its own: a chunk whose pieces lie back to back in one mapping
+//! (zero-copy arrays allocated one after another, as a model's layers mostly are) is reduced
+//! in place there, with no host copy, as [`Collectives::all_reduce`] reduces one array; a
+//! chunk of staged arrays is copied by the device into a staging buffer and reduced in the
+//! staging pool's memory (`staged.rs`: one readback and one upload for all its pieces, no host
+//! chunk); any other chunk's pieces (the mean's, whose division needs them on the host) come
+//! off the device together (on staging: one readback for all of them; on zero-copy: copies
+//! from the mappings), MPI reduces the packed chunk in place, and the pieces go back together
+//! (one upload; or copies into the mappings). The data phase
+//! takes a [`Link`], so the same code runs on the caller's thread (blocking calls) and on the
+//! progress thread (started ones, see `progress.rs`).
 
-use super::array_io::{chunk_elements, elements_of, read_pieces, write_pieces, ArrayIo, Scratch};
+use super::array_io::{
+    chunk_elements, elements_of, mapped_run, read_pieces, write_pieces, ArrayIo, Scratch,
+};
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::header::{agree_waiting, Header, Kind};
+use super::staged::{fits_staging, reduce_staged_chunks, Segment};
 use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
-use crate::backend::{all_reduce_in_place, in_place_sentinel};
+use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
 use crate::config::TransferDirection;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
@@ -34,12 +42,6 @@ pub(crate) struct Link<'a> {
     pub(crate) scratch: &'a Scratch,
     pub(crate) host_bytes_peak: &'a AtomicU64,
 }
-
-/// The smallest piece of a fused all-reduce that gets an MPI call of its own, reduced where it
-/// lies (on its mapping, or in the staging chunk) rather than packed with the others: at
-/// 64 KiB a shared-memory MPI call's latency (about 10 µs) is a few percent of its transfer,
-/// while packing costs two host copies of the piece.
-const OWN_CALL_BYTES: usize = 64 << 10;
 
 /// Elements `[first, first + len)` of array `array` of the list, in a fusion chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,78 +119,101 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     }
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
-    // Two host buffers, kept between calls: the chunk as read (packed small pieces, then the
-    // staged large ones) and the small pieces' reduction, which MPI writes there directly.
+    // One host buffer, kept between calls, for chunks that are not reduced where they lie;
+    // a second one for MPI's result only where the library's MPI_IN_PLACE is unknown.
     let mut packed = link.scratch.take(widest * size, operation)?;
-    let mut reduced = match link.scratch.take(widest * size, operation) {
-        Ok(b) => b,
-        Err(error) => {
-            link.scratch.give_back(packed);
-            return Err(error);
+    let mut reduced = if in_place {
+        Vec::new()
+    } else {
+        match link.scratch.take(widest * size, operation) {
+            Ok(b) => b,
+            Err(error) => {
+                link.scratch.give_back(packed);
+                return Err(error);
+            }
         }
     };
     let mut used = 0;
     let system = op.system();
-    // Pieces of OWN_CALL_BYTES or more get their own in-place MPI call (where the library's
-    // MPI_IN_PLACE is known, and not for the mean, whose division needs a host copy): the
-    // call's latency is small beside their transfer, and on a mapping they need no copy at
-    // all. The rule depends only on agreed facts (sizes, kind, library), so every rank makes
-    // the same calls whatever its own path.
-    let own_call = |p: &Piece| in_place && keep && p.len * size >= OWN_CALL_BYTES;
+    // A chunk of staged arrays only, reduced in the staging pool's buffers.
+    let staged = |chunk: &[Piece]| {
+        in_place
+            && keep
+            && fits_staging(link.ctx, (elements(chunk) * size) as u64)
+            && chunk.iter().all(|p| !ios[p.array].is_zero_copy())
+    };
+    let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {
+        chunk
+            .iter()
+            .map(|p| Segment {
+                storage: &arrays[p.array].storage,
+                offset: (p.first * size) as u64,
+                bytes: (p.len * size) as u64,
+            })
+            .collect()
+    };
+    // One MPI call per fusion chunk, whatever each rank's arrays are like: every rank cuts the
+    // same chunks from the same (agreed) sizes, so the calls match. How a rank feeds its call
+    // is its own affair: a chunk whose pieces lie back to back on one mapping (zero-copy
+    // arrays allocated in order) is reduced in place there, with no host copy; a chunk of
+    // staged arrays in the staging pool's buffers; any other chunk is packed into the host
+    // buffer, reduced there and copied back.
     let ran = (|| {
+        if chunks.iter().all(|c| staged(c)) {
+            // Every chunk staged: chunk k+1 comes off the device while MPI reduces chunk k.
+            let all: Vec<Vec<Segment<'_>>> = chunks.iter().map(|c| segments(c)).collect();
+            return reduce_staged_chunks::<T>(link.ctx, link.comm, &all, system, operation);
+        }
         for chunk in &chunks {
-            let (large, small): (Vec<Piece>, Vec<Piece>) =
-                chunk.iter().copied().partition(|p| own_call(p));
-            // The host layout: the small pieces packed first, then a slot per large piece
-            // (used only by those that are not on a mapping).
-            let staged_large: Vec<Piece> = large
-                .iter()
-                .copied()
-                .filter(|p| !ios[p.array].is_zero_copy())
-                .collect();
-            let small_n = elements(&small);
-            let n = small_n + elements(&staged_large);
-            used = used.max((n + small_n) * size);
+            let n = elements(chunk);
+            if in_place && keep {
+                let run = mapped_run(chunk.iter().map(|p| (&ios[p.array], p.first, p.len)));
+                if let Some(run) = run {
+                    MappedElements::<T>::new(run)
+                        .ok_or_else(|| misaligned_mapping(operation))?
+                        .write_with(|e| all_reduce_in_place(link.comm, e, system))
+                        .ok_or_else(|| in_place_unknown(operation))?;
+                    continue;
+                }
+            }
+            if staged(chunk) {
+                reduce_staged_chunks::<T>(
+                    link.ctx,
+                    link.comm,
+                    &[segments(chunk)],
+                    system,
+                    operation,
+                )?;
+                continue;
+            }
+            used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
-            let order: Vec<Piece> = small.iter().chain(&staged_large).copied().collect();
             read_pieces(
                 link.ctx,
-                order
+                chunk
                     .iter()
-                    .zip(split(host, &order))
+                    .zip(split(host, chunk))
                     .map(|(p, out)| (&ios[p.array], p.first, out))
                     .collect(),
             )?;
-            let (host_small, host_large) = host.split_at_mut(small_n);
-            let result: &mut [T] = elements_of(&mut reduced, small_n);
-            if small_n > 0 {
-                link.comm
-                    .all_reduce_into(&host_small[..], &mut result[..], system);
-                if !keep {
-                    result.iter_mut().for_each(|v| *v = finish(*v));
-                }
-            }
-            let mut slots = split(host_large, &staged_large).into_iter();
-            for piece in &large {
-                let io = &ios[piece.array];
-                if io.is_zero_copy() {
-                    io.with_slice_mut(piece.first, piece.len, |e| {
-                        all_reduce_in_place(link.comm, e, system)
-                    })
-                    .ok_or_else(|| misaligned_mapping(operation))?
+            let result: &mut [T] = if in_place {
+                all_reduce_in_place(link.comm, &mut host[..], system)
                     .ok_or_else(|| in_place_unknown(operation))?;
-                } else if let Some(slot) = slots.next() {
-                    all_reduce_in_place(link.comm, slot, system)
-                        .ok_or_else(|| in_place_unknown(operation))?;
-                }
+                host
+            } else {
+                let result: &mut [T] = elements_of(&mut reduced, n);
+                link.comm
+                    .all_reduce_into(&host[..], &mut result[..], system);
+                result
+            };
+            if !keep {
+                result.iter_mut().for_each(|v| *v = finish(*v));
             }
-            let host_large = &mut host[small_n..];
             write_pieces(
                 link.ctx,
-                small
+                chunk
                     .iter()
-                    .zip(split(result, &small))
-                    .chain(staged_large.iter().zip(split(host_large, &staged_large)))
+                    .zip(split(result, chunk))
                     .map(|(p, data)| (&ios[p.array], p.first, &*data))
                     .collect(),
             )?;
@@ -198,12 +223,14 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     link.host_bytes_peak
         .fetch_max(used as u64, Ordering::Relaxed);
     link.scratch.give_back(packed);
-    link.scratch.give_back(reduced);
+    if !reduced.is_empty() {
+        link.scratch.give_back(reduced);
+    }
     ran
 }
 
 /// The data phase of a fused broadcast from `root` (after every rank agreed).
-fn broadcast_list<T: CollectiveElement>(
+pub(crate) fn broadcast_list<T: CollectiveElement>(
     link: &Link<'_>,
     arrays: &[DeviceArray<T>],
     root: usize,

@@ -8,6 +8,12 @@
 //! fingerprints differ, every rank (each sees the same headers, so each decides the same)
 //! exchanges the shapes once more to name the first array that differs; that second round
 //! runs only on the way to an error.
+//!
+//! The exchange itself is one small all-reduce of a fixed size (each word's maximum and
+//! minimum over ranks): when they are equal everywhere every rank sent the same header and
+//! none refused, which is the common case and costs one tiny collective. Otherwise every rank
+//! (each sees the same extremes) gathers every header, to name the rank that refused or
+//! differs, and how.
 
 use super::element::name_of;
 use crate::error::{Error, Result};
@@ -303,6 +309,11 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
 ) -> Result<P> {
     let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
     let words = mine.encode(refusal);
+    if every_rank_sent(comm, &words, poll) {
+        // Every header is this one, refusal word included: every rank called the same
+        // collective and none refused.
+        return prepared;
+    }
     let ranks = comm.size() as usize;
     let mut all = vec![0u64; HEADER_WORDS * ranks];
     match poll {
@@ -355,6 +366,47 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
         return Err(list_difference(comm, operation, mine));
     }
     Ok(prepared)
+}
+
+/// Whether every rank of `comm` sent exactly `words`: one small all-reduce (the maximum of
+/// every word and of its complement, which is the complement of the minimum) over a fixed
+/// `2 × HEADER_WORDS` words, whatever the number of ranks, where gathering every header
+/// grows with it. Every rank sees the same maxima and so reaches the same answer; only when
+/// it is no (a mismatch or a refusal, on the way to an error) do the ranks gather every header
+/// to name who differs and how. With `poll`, waits as [`agree_waiting`] says.
+fn every_rank_sent<C: Communicator>(
+    comm: &C,
+    words: &[u64; HEADER_WORDS],
+    poll: Option<std::time::Duration>,
+) -> bool {
+    let mut both = [0u64; 2 * HEADER_WORDS];
+    for (i, &w) in words.iter().enumerate() {
+        both[i] = w;
+        both[HEADER_WORDS + i] = !w;
+    }
+    let mut maxima = [0u64; 2 * HEADER_WORDS];
+    let max = mpi::collective::SystemOperation::max();
+    match poll {
+        None => comm.all_reduce_into(&both[..], &mut maxima[..], max),
+        Some(poll) => mpi::request::scope(|scope| {
+            let mut request =
+                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(poll);
+                    }
+                }
+            }
+        }),
+    }
+    let (largest, smallest_complement) = maxima.split_at(HEADER_WORDS);
+    largest
+        .iter()
+        .zip(smallest_complement)
+        .all(|(&max, &not_min)| max == !not_min)
 }
 
 /// The error of fused calls whose lists agree in length and size but not in shapes: every

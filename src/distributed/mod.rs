@@ -12,9 +12,10 @@
 //!   [`Collectives::broadcast_many`]: one fused collective over a list of arrays (a model's
 //!   gradients or parameters), one agreement round and one MPI call per fusion chunk instead
 //!   of one per array (Horovod's tensor fusion);
-//! - [`Collectives::start_all_reduce_many`] and [`Collectives::start_all_reduce_mean_many`]:
-//!   started on a progress thread, waited through a [`PendingCollective`], so that gradient
-//!   buckets are reduced while the backward pass goes on (DDP's overlap);
+//! - [`Collectives::start_all_reduce_many`], [`Collectives::start_all_reduce_mean_many`] and
+//!   [`Collectives::start_broadcast_many`]: started on a progress thread, waited through a
+//!   [`PendingCollective`], so that gradient buckets are reduced while the backward pass goes
+//!   on (DDP's overlap), and parameters sent while the first batch is prepared;
 //! - [`Collectives::all_gather`] (`[ranks, ...shape]`) and [`Collectives::reduce_scatter`]
 //!   (the first dimension split across ranks);
 //! - [`Collectives::send`] / [`Collectives::recv`] for pipeline parallelism;
@@ -27,15 +28,18 @@
 //! context's staging pool. Either way a collective works in chunks of
 //! [`PIPELINE_CHUNK_BYTES`]. all_reduce reduces each chunk in place (`MPI_IN_PLACE`, on
 //! Open MPI and MPICH-based libraries): on the array's mapping itself when zero-copy, with no
-//! host copy; else on one host chunk between the staging copies. On other MPI libraries it is
+//! host copy; else in the staging pool's own upload buffer, after one host copy out of
+//! readback staging (`staged.rs`), or on one host chunk between the staging copies for the
+//! mean and for chunks larger than a staging buffer. On other MPI libraries it is
 //! pipelined instead: chunk k+1 comes off the device while MPI reduces chunk k into a second
 //! buffer (an immediate collective) and the result of chunk k−1 is on its way back. Host
 //! buffers stay at three chunks or fewer per collective (all_gather: one chunk per rank)
 //! whatever the array's size; [`Collectives::host_bytes_peak`] reports the most used so far.
 //!
-//! **Every rank agrees or none proceeds.** Before any data moves, ranks exchange a small
+//! **Every rank agrees or none proceeds.** Before any data moves, ranks compare a small
 //! header (operation, reduction, element type, shape, root, and whether the rank refused its
-//! part, e.g. its transfer guard said no). A difference makes every rank return
+//! part, e.g. its transfer guard said no), in one tiny all-reduce of fixed size (see
+//! `header.rs`). A difference makes every rank return
 //! [`Error::Collective`] naming it; a rank that refused returns its own error and the others
 //! [`Error::Collective`] naming that rank. Nothing moved, so a donated array comes back
 //! intact in [`Donated`](crate::Donated).
@@ -51,12 +55,28 @@
 //! collectives need only `MPI_THREAD_SINGLE` (from the thread that made the group); a start on
 //! an MPI below `MPI_THREAD_MULTIPLE` is refused on every rank.
 //!
-//! **What a call costs** (2 ranks on 2 shared cores, lavapipe, Open MPI 4.1; BENCHMARKS.md has
-//! the runs): every call pays one agreement round (a small all-gather, a few microseconds on
-//! shared memory); on zero-copy nothing else but MPI's own work on the mappings; on staging a
-//! readback (a submission and a wait) before MPI and an upload after it, per chunk. Many
-//! small arrays cost about one array of their total size when fused, where separate calls
-//! pay the fixed costs once per array.
+//! **What a call costs.** Every call pays one agreement round: one all-reduce of twice the
+//! header's words (a few microseconds on shared memory), whatever the number of ranks; a
+//! fused call pays it once for its whole list. Then, on zero-copy, only MPI's own work on the
+//! mappings; on staging, per chunk, a device copy into readback staging (a
+//! submission and a wait) before MPI, one host copy into upload staging, and a device copy
+//! back after it (submitted, not waited for). Measured with `bench_collectives --json` (f32
+//! sum, 2 ranks on 2 cores shared with other builds at load average about 9, Open MPI 4.1,
+//! lavapipe; medians of three runs, BENCHMARKS.md has every figure):
+//!
+//! | bytes  | zero-copy       | MPI on host vectors | staging         | MPI on host vectors |
+//! |--------|-----------------|---------------------|-----------------|---------------------|
+//! | 4 KiB  | 0.005–0.009 ms  | 0.003–0.006 ms      | 0.21–0.29 ms    | 0.003–0.005 ms      |
+//! | 1 MiB  | 0.24–0.65 ms    | 0.35–0.76 ms        | 0.79–0.86 ms    | 0.26–0.53 ms        |
+//! | 64 MiB | 190–280 ms      | 329–396 ms          | 360–460 ms      | 308–370 ms          |
+//!
+//! So on zero-copy a call costs MPI's own time or less (in place, MPI has no copy to make);
+//! on staging a small call costs the device round trip (as much as `device_get` plus
+//! `device_put` of the same bytes), and a large one MPI's time plus the copies. Many small
+//! arrays cost about one array of their total size when fused, where separate calls pay the
+//! fixed costs once per array (64 arrays of 64 KiB, best runs: fused 1.8–2.9 ms zero-copy and
+//! 4.3–11.9 ms staging; 64 separate calls 2.7–3.3 ms and 15.1–17.6 ms; one 4 MiB array
+//! 1.6–2.5 ms and 4.6–5.3 ms).
 //!
 //! **Failures.** rsmpi does not return MPI's error codes, so MPI keeps its default handler
 //! (`MPI_ERRORS_ARE_FATAL`): an MPI failure (a peer that died, a network error) ends the
@@ -75,6 +95,8 @@
 //! - `header.rs`: the header exchange that makes every rank agree before data moves.
 //! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
 //! - `fused.rs`: the fused collectives over lists and their fusion chunks.
+//! - `staged.rs`: an all-reduce of one chunk through the staging pool's buffers, with no host
+//!   chunk (arrays the host cannot map).
 //! - `progress.rs`: started collectives, [`PendingCollective`] and the progress thread.
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
@@ -95,6 +117,7 @@ mod point_to_point;
 mod progress;
 mod reduce_op;
 mod reduce_scatter;
+mod staged;
 
 pub use array_io::PIPELINE_CHUNK_BYTES;
 pub use donated_list::{DonatedList, DonatedListResult};

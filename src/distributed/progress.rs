@@ -1,5 +1,5 @@
-//! Started collectives: [`Collectives::start_all_reduce_many`] and
-//! [`Collectives::start_all_reduce_mean_many`] agree on the caller's thread and return a
+//! Started collectives: [`Collectives::start_all_reduce_many`],
+//! [`Collectives::start_all_reduce_mean_many`] and [`Collectives::start_broadcast_many`] agree on the caller's thread and return a
 //! [`PendingCollective`]; the data moves on the group's progress thread, while the caller
 //! records and submits more GPU work (PyTorch's `async_op=True` work handles, Horovod's
 //! `allreduce_async`).
@@ -31,7 +31,7 @@
 //! refused at the start, on every rank, with every array given back; nothing is queued then.
 
 use super::donated_list::{DonatedList, DonatedListResult};
-use super::fused::{reduce_list, Link};
+use super::fused::{broadcast_list, reduce_list, Link};
 use super::header::Kind;
 use super::{array_io::Scratch, CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::backend::ThreadComm;
@@ -181,6 +181,7 @@ impl<T: bytemuck::Pod> std::fmt::Debug for PendingCollective<T> {
 
 const START_ALL_REDUCE: &str = "start_all_reduce_many";
 const START_ALL_REDUCE_MEAN: &str = "start_all_reduce_mean_many";
+const START_BROADCAST: &str = "start_broadcast_many";
 
 impl Collectives {
     /// Starts [`Collectives::all_reduce_many`] and returns at once with a handle; the
@@ -212,6 +213,7 @@ impl Collectives {
             arrays,
             Kind::AllReduceMany,
             op,
+            0,
             START_ALL_REDUCE,
             move |link, a| reduce_list(link, a, op, &|v| v, true, START_ALL_REDUCE),
         )
@@ -228,6 +230,7 @@ impl Collectives {
             arrays,
             Kind::AllReduceMeanMany,
             ReduceOp::Sum,
+            0,
             START_ALL_REDUCE_MEAN,
             move |link, a| {
                 reduce_list(
@@ -242,11 +245,48 @@ impl Collectives {
         )
     }
 
+    /// Starts [`Collectives::broadcast_many`] from `root` and returns at once with a handle;
+    /// the copies run on the group's progress thread (e.g. a model's parameters sent at
+    /// start-up while the first batch is prepared). Waiting gives the arrays back, holding
+    /// the root's values on every rank.
+    ///
+    /// ```no_run
+    /// # use gpu_arena::distributed::Collectives;
+    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
+    /// let params = vec![ctx.zeros::<f32>(&[64, 64])?, ctx.zeros::<f32>(&[64])?];
+    /// let pending = group.start_broadcast_many(params, 0)?;
+    /// // ... prepare the first batch ...
+    /// let params = pending.wait()?; // rank 0's parameters, on every rank
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Dropping the handle without waiting is as for [`Collectives::start_all_reduce_many`]:
+    /// the broadcast still runs (every rank started it), then its arrays are freed. Errors at
+    /// the start, on every rank with every array intact: those of
+    /// [`Collectives::broadcast_many`] (lists that differ, a root that differs or is not a
+    /// rank), and [`Error::Collective`] when MPI runs below `MPI_THREAD_MULTIPLE`.
+    pub fn start_broadcast_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        root: usize,
+    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
+        self.start_list(
+            arrays,
+            Kind::BroadcastMany,
+            ReduceOp::Sum,
+            root,
+            START_BROADCAST,
+            move |link, a| broadcast_list(link, a, root),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
     fn start_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
         kind: Kind,
         op: ReduceOp,
+        root: usize,
         operation: &'static str,
         data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send + 'static,
     ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
@@ -258,11 +298,18 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let (read, written) =
-            match self.agree_list(&arrays, kind, op, 0, operation, threads, Some(ARRIVAL_POLL)) {
-                Ok(bytes) => bytes,
-                Err(error) => return Err(DonatedList { error, arrays }),
-            };
+        let (read, written) = match self.agree_list(
+            &arrays,
+            kind,
+            op,
+            root,
+            operation,
+            threads,
+            Some(ARRIVAL_POLL),
+        ) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
         // Every rank agreed, so every rank gets here: the first start duplicates the
         // communicator for the progress thread (a collective call) on every rank.
         let progress = match self.progress() {
