@@ -2,7 +2,7 @@
 //! for a user's [`Sequence`](crate::Sequence) and for the single ops a context gathers alike
 //! (so a guarantee proven for one holds for the other).
 
-use super::{BoundRange, Step};
+use super::{BoundRange, DispatchTimer, Step};
 use crate::pipelines::{Compiled, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind};
 
 /// A command buffer of encoded steps, and the parameter bytes to write into their parameter
@@ -67,12 +67,15 @@ fn unplaced_uniform_params(step: &Step) -> Option<&[u8]> {
 /// dispatches recorded without a bind group in aligned slots of `params` (grown when too small;
 /// `uniform_alignment` is the device's `min_uniform_buffer_offset_alignment`). Returns the
 /// command buffer and the parameter bytes to write before submitting it; the device's refusal
-/// as wgpu's text (nothing of the steps may then be submitted).
+/// as wgpu's text (nothing of the steps may then be submitted). With a `timer`, each dispatch
+/// (up to its capacity) is stamped at its GPU begin and end, and the command buffer ends by
+/// resolving the stamps ([`DispatchTimer`]).
 pub(crate) fn encode_steps(
     device: &wgpu::Device,
     uniform_alignment: u64,
     params: &mut ParamsBuffer,
     steps: &[Step],
+    timer: Option<&mut DispatchTimer>,
 ) -> Result<EncodedSteps, String> {
     let align = uniform_alignment.max(4);
     // Slots: each uniform parameter block at an aligned offset of one buffer.
@@ -111,7 +114,7 @@ pub(crate) fn encode_steps(
     };
 
     let scopes = ErrorScopes::push(device);
-    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref());
+    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref(), timer);
     let popped = scopes.pop();
     let commands = commands?;
     popped?;
@@ -120,21 +123,24 @@ pub(crate) fn encode_steps(
 
 /// Encodes `steps` whose every dispatch has its bind group (a captured step's) into one command
 /// buffer, without error scopes of its own: the caller's scope, around this and the
-/// submission, catches a refusal.
+/// submission, catches a refusal. `timer` as for [`encode_steps`].
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
     steps: &[Step],
+    timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, String> {
-    record_commands(device, steps, &vec![None; steps.len()], None)
+    record_commands(device, steps, &vec![None; steps.len()], None, timer)
 }
 
 /// The commands of `steps`: dispatches without a bind group get one here, over their slot of
-/// `params_buffer` at `offsets`.
+/// `params_buffer` at `offsets`; with a `timer`, each dispatch in a pass of its own that
+/// stamps its begin and end, resolved at the end.
 fn record_commands(
     device: &wgpu::Device,
     steps: &[Step],
     offsets: &[Option<u64>],
     params_buffer: Option<&wgpu::Buffer>,
+    mut timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, String> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
@@ -142,11 +148,13 @@ fn record_commands(
     let mut i = 0;
     while i < steps.len() {
         match &steps[i] {
-            Step::Dispatch { .. } => {
-                // Consecutive dispatches share one compute pass (wgpu orders them).
+            Step::Dispatch { kernel, .. } => {
+                // Consecutive dispatches share one compute pass (wgpu orders them), except
+                // timed ones: each has a pass whose begin and end are its timestamps.
+                let timed = timer.is_some();
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("gpu-arena kernels"),
-                    timestamp_writes: None,
+                    timestamp_writes: timer.as_deref_mut().and_then(|t| t.next_writes(kernel)),
                 });
                 while let Some(Step::Dispatch {
                     kernel,
@@ -187,6 +195,9 @@ fn record_commands(
                     let [x, y, z] = *grid;
                     pass.dispatch_workgroups(x, y, z);
                     i += 1;
+                    if timed {
+                        break;
+                    }
                 }
             }
             Step::Copy {
@@ -213,6 +224,9 @@ fn record_commands(
                 return Err("an upload step reached the encoder without being staged".into());
             }
         }
+    }
+    if let Some(timer) = timer {
+        timer.resolve(&mut encoder);
     }
     Ok(encoder.finish())
 }
