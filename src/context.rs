@@ -177,7 +177,7 @@ impl Context {
         // parameters as push constants; timestamp queries time kernels, only asked for with
         // the timeline on and where the adapter has them (`context/kernel_timing.rs`).
         let mut wanted = wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES;
-        if config.timeline_capacity > 0 {
+        if config.timeline_capacity > 0 && config.kernel_times {
             wanted |= wgpu::Features::TIMESTAMP_QUERY;
         }
         let required_features = adapter.features() & wanted;
@@ -225,8 +225,7 @@ impl Context {
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
         let timeline = crate::profile::attach_timeline(&config, &mut arena)?;
-        let kernel_timing =
-            kernel_timing::KernelTiming::new(timeline.is_some(), &device, &queue);
+        let kernel_timing = kernel_timing::KernelTiming::new(timeline.is_some(), &device, &queue);
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -205,24 +205,19 @@ impl ContextInner {
         let mut timer = self.dispatch_timer(&steps);
         // Every dispatch has its bind group, so no parameter buffer of the encoder's own.
         let mut unused = None;
-        let commands = match encode_steps(
-            &self.device,
-            alignment,
-            &mut unused,
-            &steps,
-            timer.as_mut(),
-        ) {
-            Ok((commands, _)) => {
-                if let Some((buffer, bytes)) = params {
-                    self.queue.write_buffer(&buffer, 0, &bytes);
+        let commands =
+            match encode_steps(&self.device, alignment, &mut unused, &steps, timer.as_mut()) {
+                Ok((commands, _)) => {
+                    if let Some((buffer, bytes)) = params {
+                        self.queue.write_buffer(&buffer, 0, &bytes);
+                    }
+                    Some(commands)
                 }
-                Some(commands)
-            }
-            Err(reason) => {
-                self.refuse_gathered(gathered, steps.len(), reason);
-                None
-            }
-        };
+                Err(reason) => {
+                    self.refuse_gathered(gathered, steps.len(), reason);
+                    None
+                }
+            };
         let encoded = commands.is_some();
         let scopes = ErrorScopes::push(&self.device);
         let id = self.submit_to_queue(gathered, commands, |_| {}, host_read);

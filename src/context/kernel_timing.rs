@@ -15,11 +15,13 @@
 //!
 //! Clocks: GPU timestamps count ticks of the device's own clock (`queue.get_timestamp_period`
 //! ns each) from an origin of its own. A dispatch's begin is placed on the timeline's clock by
-//! an offset: the largest (CPU time at submit − GPU time of the submission's first begin)
-//! seen so far, the one offset under which no work starts before it was submitted. Work that
-//! starts at once on an idle GPU sets it; so begins are exact up to how late the GPU started
-//! the submission that set it (durations are the GPU's own, exactly). Events already recorded
-//! keep the offset of their time.
+//! an offset: the largest (CPU time when the command buffer's encoding began − GPU time of its
+//! first begin) seen so far, the smallest offset under which no work starts before it was
+//! encoded. Work that starts at once on an idle GPU sets it; so begins are placed late by at
+//! most the encoding and submission of the command buffer that set it plus how late the GPU
+//! started it (microseconds for small command buffers), and never in the future; durations are
+//! the GPU's own. Events already recorded keep the offset of their time. (The CPU time after
+//! `queue.submit` would not do: lavapipe may start the work before `submit` returns.)
 //!
 //! Locks: the timing lock is a leaf: taken under the gathered lock or the kernel lock, it
 //! takes none but the timeline's own. The mapping callback takes no lock (it runs inside
@@ -54,8 +56,6 @@ const MAP_FAILED: u8 = 2;
 struct Readback {
     timer: DispatchTimer,
     submission: SubmissionId,
-    /// The timeline's clock just after the submission was handed to the queue.
-    submitted_ns: u64,
     mapped: Arc<AtomicU8>,
 }
 
@@ -77,7 +77,11 @@ pub(crate) struct KernelTiming {
 impl KernelTiming {
     /// Timing for a context whose timeline is on, on a device with `TIMESTAMP_QUERY`; `None`
     /// otherwise.
-    pub(crate) fn new(timeline_on: bool, device: &wgpu::Device, queue: &wgpu::Queue) -> Option<Self> {
+    pub(crate) fn new(
+        timeline_on: bool,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Option<Self> {
         (timeline_on && device.features().contains(wgpu::Features::TIMESTAMP_QUERY)).then(|| {
             KernelTiming {
                 period_ns: f64::from(queue.get_timestamp_period()),
@@ -111,12 +115,11 @@ impl ContextInner {
         if state.pending.len() >= MAX_PENDING_READBACKS {
             return None;
         }
-        if let Some(at) = state
-            .pool
-            .iter()
-            .position(|t| t.capacity() >= dispatches)
-        {
-            return Some(state.pool.swap_remove(at));
+        let now_ns = self.timeline.as_ref().map_or(0, |t| t.now_ns());
+        if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
+            let mut timer = state.pool.swap_remove(at);
+            timer.handed_out_ns = now_ns;
+            return Some(timer);
         }
         drop(state);
         let capacity = dispatches
@@ -124,7 +127,8 @@ impl ContextInner {
             .unwrap_or(dispatches)
             .max(MIN_TIMER_DISPATCHES);
         let scopes = crate::pipelines::ErrorScopes::push(&self.device);
-        let timer = DispatchTimer::new(&self.device, capacity);
+        let mut timer = DispatchTimer::new(&self.device, capacity);
+        timer.handed_out_ns = now_ns;
         match scopes.pop() {
             Ok(()) => Some(timer),
             Err(reason) => {
@@ -155,22 +159,20 @@ impl ContextInner {
             }
             return;
         }
-        let submitted_ns = self.timeline.as_ref().map_or(0, |t| t.now_ns());
         let mapped = Arc::new(AtomicU8::new(MAP_WAITING));
         let done = Arc::clone(&mapped);
-        timer
-            .readback()
-            .slice(..timer.readback_bytes())
-            .map_async(wgpu::MapMode::Read, move |result| {
+        timer.readback().slice(..timer.readback_bytes()).map_async(
+            wgpu::MapMode::Read,
+            move |result| {
                 done.store(
                     if result.is_ok() { MAP_DONE } else { MAP_FAILED },
                     Ordering::Release,
                 );
-            });
+            },
+        );
         timing.lock().pending.push_back(Readback {
             timer,
             submission: id,
-            submitted_ns,
             mapped,
         });
     }
@@ -198,7 +200,6 @@ impl ContextInner {
             let Some(Readback {
                 mut timer,
                 submission,
-                submitted_ns,
                 ..
             }) = state.pending.pop_front()
             else {
@@ -209,7 +210,7 @@ impl ContextInner {
                 let ticks = slice.get_mapped_range().map(|mapped| timer.read(&mapped));
                 timer.readback().unmap();
                 if let Ok(ticks) = ticks {
-                    self.record_ticks(timing, state, &timer, &ticks, submission, submitted_ns);
+                    self.record_ticks(timing, state, &timer, &ticks, submission);
                     timer.reset();
                     if state.pool.len() < MAX_POOLED_TIMERS {
                         state.pool.push(timer);
@@ -228,7 +229,6 @@ impl ContextInner {
         timer: &DispatchTimer,
         ticks: &[(u64, u64)],
         submission: SubmissionId,
-        submitted_ns: u64,
     ) {
         let Some(timeline) = &self.timeline else {
             return;
@@ -238,7 +238,7 @@ impl ContextInner {
         // is a clock that wrapped. Neither is a duration.
         let valid = |&(begin, end): &(u64, u64)| begin != 0 && end >= begin;
         if let Some(first) = ticks.iter().filter(|t| valid(t)).map(|&(b, _)| b).min() {
-            let offset = i128::from(submitted_ns) - to_ns(first);
+            let offset = i128::from(timer.handed_out_ns) - to_ns(first);
             state.offset_ns = Some(state.offset_ns.map_or(offset, |o| o.max(offset)));
         }
         let offset = state.offset_ns.unwrap_or(0);

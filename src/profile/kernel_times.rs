@@ -167,7 +167,10 @@ mod tests {
         let times = KernelTimes::from_durations([("a", 10), ("b", 100), ("a", 30)]);
         assert_eq!(times.kernels[0].name, "b");
         let a = times.get("a").unwrap();
-        assert_eq!((a.calls, a.total_ns, a.mean_ns(), a.max_ns), (2, 40, 20, 30));
+        assert_eq!(
+            (a.calls, a.total_ns, a.mean_ns(), a.max_ns),
+            (2, 40, 20, 30)
+        );
         assert_eq!(times.total_ns(), 140);
         assert_eq!(times.calls(), 3);
         let text = times.to_string();

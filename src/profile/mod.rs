@@ -49,8 +49,8 @@ mod timeline;
 pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
 pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
-pub(crate) use labels::with_scoped_label;
 pub use kernel_times::{KernelTime, KernelTimes};
+pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
 pub use pprof::UNKNOWN_SITE;
 pub use snapshot::{

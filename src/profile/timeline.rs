@@ -9,8 +9,8 @@
 //! a "description" the event refers to by index).
 
 use super::array_info::ArrayInfo;
-use super::kernel_times::{KernelTime, KernelTimes};
 use super::event_ring::WordRing;
+use super::kernel_times::{KernelTime, KernelTimes};
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
 use crate::array::MAX_RANK;
 use crate::config::TransferDirection;
@@ -780,13 +780,15 @@ impl Timeline {
             .map(|(&name, row)| (name, row.clone()))
             .collect();
         let names = lock(&self.labels);
-        KernelTimes::from_rows(rows.into_iter().map(|(name, row)| KernelTime {
-            name: names
-                .names
-                .get(name as usize)
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-            ..row
+        KernelTimes::from_rows(rows.into_iter().map(|(name, row)| {
+            KernelTime {
+                name: names
+                    .names
+                    .get(name as usize)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                ..row
+            }
         }))
     }
 

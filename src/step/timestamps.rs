@@ -33,6 +33,9 @@ pub(crate) struct DispatchTimer {
     capacity: u32,
     /// The kernel of each timed dispatch, in order.
     kernels: Vec<Arc<Compiled>>,
+    /// The caller's clock (ns) when the timer was handed out for a command buffer, before it
+    /// was encoded and submitted: no dispatch of it begins earlier.
+    pub(crate) handed_out_ns: u64,
 }
 
 impl DispatchTimer {
@@ -72,6 +75,7 @@ impl DispatchTimer {
             ),
             capacity,
             kernels: Vec::new(),
+            handed_out_ns: 0,
         }
     }
 
@@ -139,13 +143,7 @@ impl DispatchTimer {
                 set as u64 * SET_BYTES,
             );
         }
-        encoder.copy_buffer_to_buffer(
-            &self.resolve,
-            0,
-            &self.readback,
-            0,
-            self.readback_bytes(),
-        );
+        encoder.copy_buffer_to_buffer(&self.resolve, 0, &self.readback, 0, self.readback_bytes());
     }
 
     /// The (begin, end) ticks of each timed dispatch, from the mapped readback bytes (as many
