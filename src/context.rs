@@ -178,7 +178,8 @@ impl Context {
         // the timeline on and where the adapter has them (`context/kernel_timing.rs`).
         let mut wanted = wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES;
         if config.timeline_capacity > 0 && config.kernel_times {
-            wanted |= wgpu::Features::TIMESTAMP_QUERY;
+            wanted |=
+                wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
         }
         let required_features = adapter.features() & wanted;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {

@@ -64,8 +64,21 @@ fn kernel_events(ctx: &Context, name: &str) -> Vec<(u64, u64)> {
 
 #[test]
 fn every_launch_path_records_gpu_durations_named_by_the_kernel() {
+    every_launch_path_is_timed(false);
+}
+
+#[test]
+fn every_launch_path_is_timed_by_a_pass_per_dispatch_without_stamps_inside_passes() {
+    every_launch_path_is_timed(true);
+}
+
+/// Single ops, a sequence and a captured step's runs, each timed per dispatch, on the
+/// timeline, in the table and on the trace's GPU track; `pass_per_dispatch` times them as on a
+/// device without `TIMESTAMP_QUERY_INSIDE_PASSES`.
+fn every_launch_path_is_timed(pass_per_dispatch: bool) {
     let ctx = timed();
     assert!(ctx.times_kernels(), "lavapipe has timestamp queries");
+    ctx.force_kernel_timing_pass_per_dispatch(pass_per_dispatch);
     let single = spin_kernel(&ctx, "single");
     let sequenced = spin_kernel(&ctx, "sequenced");
     let captured = spin_kernel(&ctx, "captured");

@@ -2,12 +2,14 @@
 //! onto the timeline once their work has completed.
 //!
 //! On only when the timeline is on and the device has `TIMESTAMP_QUERY` (requested at device
-//! creation where the adapter has it, `context.rs`): otherwise no query set is made, no
-//! command is added and every hook is one branch on an `Option`. On, each recorder that
-//! submits dispatches (the gathered single ops, a user's [`Sequence`](crate::Sequence), a
-//! captured step's run: the one encoder, `step/encode.rs`) takes a [`DispatchTimer`] here,
-//! encodes with it (a pass per dispatch, stamped at its begin and end, the stamps resolved and
-//! copied at the end of the same command buffer), and hands it back with the submission's id.
+//! creation where the adapter has it, `context.rs`, with `TIMESTAMP_QUERY_INSIDE_PASSES` where
+//! it has that too): otherwise no query set is made, no command is added and every hook is one
+//! branch on an `Option`. On, each recorder that submits dispatches (the gathered single ops, a
+//! user's [`Sequence`](crate::Sequence), a captured step's run: the one encoder,
+//! `step/encode.rs`) takes a [`DispatchTimer`] here, encodes with it (each dispatch stamped at
+//! its begin and end, inside shared passes or by a pass each, see `step/timestamps.rs`; the
+//! stamps resolved and copied at the end of the same command buffer), and hands it back with
+//! the submission's id.
 //! The readback buffer's mapping is requested at once: wgpu completes it when the submission
 //! has, in whichever poll sees that (every wait, every submit polls), so the submission's
 //! critical path gains only the resolve and copy commands. Completed readbacks are read when
@@ -32,7 +34,7 @@ use crate::profile::{KernelTimes, Record};
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Command buffers whose timestamps may wait to be read at once; a loop that never waits and
@@ -71,6 +73,10 @@ struct TimingState {
 pub(crate) struct KernelTiming {
     /// Nanoseconds per timestamp tick.
     period_ns: f64,
+    /// The device has `TIMESTAMP_QUERY_INSIDE_PASSES`: dispatches keep sharing passes.
+    inside_passes: bool,
+    /// Testing: a pass per timed dispatch even where stamps inside passes are possible.
+    force_pass_per_dispatch: AtomicBool,
     state: Mutex<TimingState>,
 }
 
@@ -85,6 +91,10 @@ impl KernelTiming {
         (timeline_on && device.features().contains(wgpu::Features::TIMESTAMP_QUERY)).then(|| {
             KernelTiming {
                 period_ns: f64::from(queue.get_timestamp_period()),
+                inside_passes: device
+                    .features()
+                    .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+                force_pass_per_dispatch: AtomicBool::new(false),
                 state: Mutex::new(TimingState::default()),
             }
         })
@@ -116,9 +126,12 @@ impl ContextInner {
             return None;
         }
         let now_ns = self.timeline.as_ref().map_or(0, |t| t.now_ns());
+        let inside_passes =
+            timing.inside_passes && !timing.force_pass_per_dispatch.load(Ordering::Relaxed);
         if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
             let mut timer = state.pool.swap_remove(at);
             timer.handed_out_ns = now_ns;
+            timer.inside_passes = inside_passes;
             return Some(timer);
         }
         drop(state);
@@ -129,6 +142,7 @@ impl ContextInner {
         let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         let mut timer = DispatchTimer::new(&self.device, capacity);
         timer.handed_out_ns = now_ns;
+        timer.inside_passes = inside_passes;
         match scopes.pop() {
             Ok(()) => Some(timer),
             Err(reason) => {
@@ -300,6 +314,18 @@ impl crate::context::Context {
         self.synchronize()?;
         self.inner.collect_kernel_times();
         Ok(Some(timeline.kernel_times()))
+    }
+
+    /// Times each dispatch by a compute pass of its own (its pass's timestamps), as on a device
+    /// without `TIMESTAMP_QUERY_INSIDE_PASSES`, so that tests on lavapipe exercise that path.
+    /// Not for production use.
+    #[doc(hidden)]
+    pub fn force_kernel_timing_pass_per_dispatch(&self, force: bool) {
+        if let Some(timing) = &self.inner.kernel_timing {
+            timing
+                .force_pass_per_dispatch
+                .store(force, Ordering::Relaxed);
+        }
     }
 
     /// Whether this context times kernels on the GPU: its timeline is on and its device has

@@ -133,8 +133,8 @@ pub(crate) fn encode_bound_steps(
 }
 
 /// The commands of `steps`: dispatches without a bind group get one here, over their slot of
-/// `params_buffer` at `offsets`; with a `timer`, each dispatch in a pass of its own that
-/// stamps its begin and end, resolved at the end.
+/// `params_buffer` at `offsets`; with a `timer`, each dispatch's begin and end are stamped
+/// (see `timestamps.rs`) and the stamps resolved at the end.
 fn record_commands(
     device: &wgpu::Device,
     steps: &[Step],
@@ -150,12 +150,22 @@ fn record_commands(
         match &steps[i] {
             Step::Dispatch { kernel, .. } => {
                 // Consecutive dispatches share one compute pass (wgpu orders them), except
-                // timed ones: each has a pass whose begin and end are its timestamps.
-                let timed = timer.is_some();
+                // dispatches timed by their pass's own timestamps: a pass each.
+                let inside = timer.as_ref().is_some_and(|t| t.inside_passes());
+                let pass_per_dispatch = timer.is_some() && !inside;
+                let writes = match timer.as_deref_mut() {
+                    Some(t) if pass_per_dispatch => t.pass_writes(kernel),
+                    _ => None,
+                };
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("gpu-arena kernels"),
-                    timestamp_writes: timer.as_deref_mut().and_then(|t| t.next_writes(kernel)),
+                    timestamp_writes: writes,
                 });
+                // Inside-pass timing: the stamp the next dispatch begins at.
+                let mut begin = match timer.as_deref_mut() {
+                    Some(t) if inside => t.stamp(&mut pass),
+                    _ => None,
+                };
                 while let Some(Step::Dispatch {
                     kernel,
                     ranges,
@@ -195,8 +205,14 @@ fn record_commands(
                     let [x, y, z] = *grid;
                     pass.dispatch_workgroups(x, y, z);
                     i += 1;
-                    if timed {
+                    if pass_per_dispatch {
                         break;
+                    }
+                    if let (Some(t), Some(at)) = (timer.as_deref_mut(), begin) {
+                        begin = t.stamp(&mut pass);
+                        if let Some(end) = begin {
+                            t.timed(kernel, at, end);
+                        }
                     }
                 }
             }
