@@ -315,6 +315,37 @@ mod tests {
     use crate::transfer::TransferDirection;
 
     #[test]
+    fn kernel_times_are_complete_slices_on_the_gpu_track() {
+        let timeline = MemoryTimeline {
+            events: vec![TimelineEvent {
+                time_ns: 5_000,
+                bytes_in_use: 0,
+                bytes_reserved: 0,
+                kind: TimelineEventKind::Kernel {
+                    name: "matmul".into(),
+                    submission: 3,
+                    duration_ns: 2_500,
+                },
+            }],
+            dropped: 0,
+            capacity: 8,
+        };
+        let trace: serde_json::Value =
+            serde_json::from_str(&timeline.to_chrome_trace("test")).unwrap();
+        let events = trace["traceEvents"].as_array().unwrap();
+        assert!(events.iter().any(|e| e["name"] == "thread_name"
+            && e["tid"] == GPU_TRACK
+            && e["args"]["name"] == "GPU"));
+        let slice = events.iter().find(|e| e["name"] == "matmul").unwrap();
+        assert_eq!(slice["ph"], "X");
+        assert_eq!(slice["tid"], GPU_TRACK);
+        assert_eq!(slice["cat"], "kernel");
+        assert_eq!(slice["ts"], 5.0);
+        assert_eq!(slice["dur"], 2.5);
+        assert_eq!(slice["args"]["submission"], 3);
+    }
+
+    #[test]
     fn counters_are_sampled_only_when_they_change() {
         let event = |time_ns, bytes_in_use, kind| TimelineEvent {
             time_ns,
