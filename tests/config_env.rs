@@ -6,7 +6,7 @@ use gpu_arena::{ArenaConfig, Context, Error};
 use std::ffi::OsString;
 
 /// Every variable the configuration reads, ours and JAX's.
-const EVERY_VARIABLE: [&str; 26] = [
+const EVERY_VARIABLE: [&str; 27] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
