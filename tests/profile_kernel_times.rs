@@ -158,6 +158,32 @@ fn every_launch_path_is_timed(pass_per_dispatch: bool) {
 }
 
 #[test]
+fn a_sequence_past_one_query_set_is_timed_whole() {
+    // A pass per dispatch takes two stamps each: 2100 dispatches take 4200 stamps, past the
+    // 4096 of one query set.
+    let ctx = timed();
+    ctx.force_kernel_timing_pass_per_dispatch(true);
+    let spin = spin_kernel(&ctx, "many");
+    let mut a = ctx.zeros::<f32>(&[64]).unwrap();
+    const DISPATCHES: u64 = 2100;
+    let mut s = ctx.sequence();
+    for _ in 0..DISPATCHES {
+        s.launch(&spin)
+            .arg_mut(&mut a)
+            .params(&1u32)
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    s.submit().unwrap();
+    let times = ctx.kernel_times().unwrap().unwrap();
+    let row = times.get("many").unwrap();
+    assert_eq!(row.calls, DISPATCHES, "{times}");
+    assert!(row.max_ns > 0, "{times}");
+    assert_no_validation_errors();
+}
+
+#[test]
 fn the_per_kernel_total_is_within_ten_percent_of_a_gpu_bound_loops_wall_time() {
     let ctx = timed();
     let spin = spin_kernel(&ctx, "spin");

@@ -37,9 +37,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Command buffers whose timestamps may wait to be read at once; a loop that never waits and
-/// never reads the timeline submits its further work untimed until some are read. Bounds the
-/// query sets and buffers timing holds.
+/// Command buffers whose timestamps may wait to be read at once; a loop that runs this far
+/// ahead of the GPU submits its further work untimed until some are read. Bounds the query
+/// sets and buffers timing holds (`Context::kernel_times` documents the number).
 const MAX_PENDING_READBACKS: usize = 256;
 
 /// Timers kept for reuse once read.
@@ -295,6 +295,11 @@ impl crate::context::Context {
     /// # Ok(())
     /// # }
     /// ```
+    ///
+    /// Rows are by kernel name: a kernel's label, else its entry point (one WGSL source made
+    /// into two kernels under two labels is compiled once, and keeps the first label). Work
+    /// submitted while 256 earlier command buffers' timestamps are still unread (the GPU far
+    /// behind a loop that never waits) runs untimed, which bounds what timing holds.
     ///
     /// Each dispatch's begin and duration are also on the timeline
     /// ([`TimelineEventKind::Kernel`](crate::profile::TimelineEventKind::Kernel)) and slices on
