@@ -23,8 +23,15 @@
 //! each costs over raw wgpu (the use tracking, error scopes and the command buffer that makes
 //! the work's writes visible to host reads).
 //!
+//! Last, what the timeline costs: the same launch loop and captured run of 100 ops on three
+//! contexts side by side, with the timeline off (the default), on without kernel times
+//! (`kernel_times: false`), and on with kernel times (each dispatch stamped on the GPU, in a
+//! pass of its own, its timestamps resolved and read back): the `timeline` rows, with ratios
+//! to the timeline off.
+//!
 //! `cargo run --release --example bench_launch -- [--json] [--launches N]`
 
+use gpu_arena::profile::DEFAULT_TIMELINE_CAPACITY;
 use gpu_arena::{bytemuck, wgpu, ArenaConfig, Context};
 use lexopt::prelude::*;
 use std::time::Instant;
@@ -107,6 +114,121 @@ fn measure(
         issue: median(issued),
         end_to_end: median(total),
     })
+}
+
+/// Medians of each figure on its own.
+fn median(v: &[PerOp]) -> PerOp {
+    let middle = |mut figures: Vec<f64>| {
+        figures.sort_by(f64::total_cmp);
+        figures[figures.len() / 2]
+    };
+    PerOp {
+        issue: middle(v.iter().map(|f| f.issue).collect()),
+        end_to_end: middle(v.iter().map(|f| f.end_to_end).collect()),
+    }
+}
+
+/// The timeline's settings compared by [`timeline_costs`]: its name in the output, the
+/// timeline's capacity, and whether kernels are timed.
+const TIMELINE_SETTINGS: [(&str, usize, bool); 3] = [
+    ("timeline_off", 0, true),
+    ("timeline_on", DEFAULT_TIMELINE_CAPACITY, false),
+    ("timeline_kernel_times", DEFAULT_TIMELINE_CAPACITY, true),
+];
+
+/// Per setting of [`TIMELINE_SETTINGS`]: `launches` single launches then one wait, and one
+/// captured run of [`OPS`] ops then one wait, on a context of its own, interleaved round by
+/// round so all see the same machine.
+fn timeline_costs(launches: usize) -> anyhow::Result<Vec<(&'static str, PerOp, PerOp)>> {
+    struct Setup {
+        ctx: Context,
+        kernel: gpu_arena::Kernel,
+        a: gpu_arena::DeviceArray<u32>,
+        step: gpu_arena::CapturedStep,
+    }
+    let mut setups = Vec::new();
+    for (_, capacity, kernel_times) in TIMELINE_SETTINGS {
+        let ctx = Context::new(ArenaConfig {
+            timeline_capacity: capacity,
+            kernel_times,
+            preallocate: false,
+            ..ArenaConfig::from_env()?
+        })?;
+        let kernel = ctx.kernel(ADD, "main")?;
+        let mut a = ctx.zeros::<u32>(&[N])?;
+        let mut cap = ctx.capture();
+        for _ in 0..OPS {
+            cap.launch(&kernel)
+                .params(&1u32)
+                .arg_mut(&mut a)
+                .grid_for(N as u64)
+                .run()?;
+        }
+        let mut step = cap.finish()?;
+        // Warm up: compilation, first bind groups, first timers.
+        step.run().submit()?;
+        for _ in 0..10 {
+            ctx.launch(&kernel)
+                .params(&1u32)
+                .arg_mut(&mut a)
+                .grid_for(N as u64)
+                .run()?;
+        }
+        ctx.synchronize()?;
+        setups.push(Setup {
+            ctx,
+            kernel,
+            a,
+            step,
+        });
+    }
+    let mut launch_figures = vec![Vec::new(); setups.len()];
+    let mut captured_figures = vec![Vec::new(); setups.len()];
+    for _ in 0..OPS_ROUNDS {
+        for (i, s) in setups.iter_mut().enumerate() {
+            let Setup {
+                ctx,
+                kernel,
+                a,
+                step,
+            } = s;
+            launch_figures[i].push(measure(
+                1,
+                launches,
+                || {
+                    for _ in 0..launches {
+                        ctx.launch(kernel)
+                            .params(&1u32)
+                            .arg_mut(a)
+                            .grid_for(N as u64)
+                            .run()?;
+                    }
+                    Ok(())
+                },
+                || Ok(ctx.synchronize()?),
+            )?);
+            captured_figures[i].push(measure(
+                1,
+                OPS,
+                || {
+                    step.run().submit()?;
+                    Ok(())
+                },
+                || Ok(ctx.synchronize()?),
+            )?);
+        }
+    }
+    for s in &setups {
+        // Kernel times were read back as they completed; reading them checks they exist.
+        if let Some(times) = s.ctx.kernel_times()? {
+            anyhow::ensure!(times.calls() > 0, "no kernel timed");
+        }
+    }
+    Ok(TIMELINE_SETTINGS
+        .iter()
+        .zip(launch_figures.iter().zip(&captured_figures))
+        .map(|((name, ..), (l, c))| (*name, median(l), median(c)))
+        .collect())
 }
 
 fn main() -> anyhow::Result<()> {
@@ -274,22 +396,8 @@ fn main() -> anyhow::Result<()> {
             wait,
         )?);
     }
-    // Medians of each figure on its own.
-    let median = |v: &mut Vec<PerOp>| {
-        let middle = |mut figures: Vec<f64>| {
-            figures.sort_by(f64::total_cmp);
-            figures[figures.len() / 2]
-        };
-        PerOp {
-            issue: middle(v.iter().map(|f| f.issue).collect()),
-            end_to_end: middle(v.iter().map(|f| f.end_to_end).collect()),
-        }
-    };
-    let (launch_ours, launch_flushed, launch_raw) = (
-        median(&mut ours),
-        median(&mut ours_flushed),
-        median(&mut raw),
-    );
+    let (launch_ours, launch_flushed, launch_raw) =
+        (median(&ours), median(&ours_flushed), median(&raw));
 
     // The same 100 ops captured once: every run is one submission over bind groups made here.
     let mut step = {
@@ -357,13 +465,9 @@ fn main() -> anyhow::Result<()> {
             )?);
         }
     }
-    let (gathered, each, sequenced) = (
-        median(&mut gathered),
-        median(&mut each),
-        median(&mut sequenced),
-    );
-    let (captured, prebuilt) = (median(&mut captured), median(&mut prebuilt));
-    let prebuilt_groups = median(&mut prebuilt_groups);
+    let (gathered, each, sequenced) = (median(&gathered), median(&each), median(&sequenced));
+    let (captured, prebuilt) = (median(&captured), median(&prebuilt));
+    let prebuilt_groups = median(&prebuilt_groups);
     let bind_groups_per_run = {
         let before = ctx.bind_groups_made();
         step.run().submit()?;
@@ -384,7 +488,24 @@ fn main() -> anyhow::Result<()> {
         &got[..4]
     );
 
+    let timeline = timeline_costs(launches)?;
+    let (off_launch, off_captured) = (timeline[0].1, timeline[0].2);
+
     if json {
+        for (method, launch, captured) in &timeline {
+            for (case, figures, off) in [
+                ("timeline_launch", launch, off_launch),
+                ("timeline_ops100_captured", captured, off_captured),
+            ] {
+                println!(
+                    "{{\"case\": \"{case}\", \"method\": \"{method}\", \"us_per_op\": {:.2}, \"end_to_end_us_per_op\": {:.2}, \"issue_vs_timeline_off\": {:.3}, \"end_to_end_vs_timeline_off\": {:.3}}}",
+                    figures.issue,
+                    figures.end_to_end,
+                    figures.issue / off.issue,
+                    figures.end_to_end / off.end_to_end
+                );
+            }
+        }
         for (case, method, figures) in [
             ("launch", "gpu-arena", launch_ours),
             ("launch", "gpu-arena_flush_each", launch_flushed),
@@ -463,6 +584,20 @@ fn main() -> anyhow::Result<()> {
             prebuilt_groups.end_to_end,
             captured.issue / prebuilt_groups.issue
         );
+        println!("The timeline's cost (a context each; ratios to the timeline off):");
+        for (method, launch, captured) in &timeline {
+            println!(
+                "  {method:<22} launch {:6.2} us ({:.2}) {:.2}x ({:.2}x)   captured 100 ops {:6.2} us/op ({:.2}) {:.2}x ({:.2}x)",
+                launch.issue,
+                launch.end_to_end,
+                launch.issue / off_launch.issue,
+                launch.end_to_end / off_launch.end_to_end,
+                captured.issue,
+                captured.end_to_end,
+                captured.issue / off_captured.issue,
+                captured.end_to_end / off_captured.end_to_end
+            );
+        }
     }
     Ok(())
 }

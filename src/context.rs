@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 mod gathered;
+mod kernel_timing;
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every
@@ -131,6 +132,9 @@ pub(crate) struct ContextInner {
     pub(crate) guard_defaults: TransferGuardLevels,
     /// The event timeline; `None` (the default) records nothing.
     pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
+    /// GPU timestamps of dispatches; `None` unless the timeline is on and the device has
+    /// timestamp queries.
+    kernel_timing: Option<kernel_timing::KernelTiming>,
     /// Compiled kernels and their parameter buffer.
     pub(crate) kernels: crate::pipelines::KernelCache,
     /// Whether the arena asks for the BAR type first, so uploads write device memory directly.
@@ -170,9 +174,14 @@ impl Context {
         let limits = adapter.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         // The pipeline cache persists compiled kernels; immediates let kernels take their
-        // parameters as push constants.
-        let required_features =
-            adapter.features() & (wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES);
+        // parameters as push constants; timestamp queries time kernels, only asked for with
+        // the timeline on and where the adapter has them (`context/kernel_timing.rs`).
+        let mut wanted = wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES;
+        if config.timeline_capacity > 0 && config.kernel_times {
+            wanted |=
+                wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        }
+        let required_features = adapter.features() & wanted;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
             required_features,
@@ -217,6 +226,7 @@ impl Context {
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
         let timeline = crate::profile::attach_timeline(&config, &mut arena)?;
+        let kernel_timing = kernel_timing::KernelTiming::new(timeline.is_some(), &device, &queue);
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -239,6 +249,7 @@ impl Context {
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,
                 timeline,
+                kernel_timing,
                 kernels,
                 bar_writes,
                 device_lost,

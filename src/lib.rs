@@ -39,7 +39,9 @@
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; every array carries the user's line
 //!   that made it, and [`profile::MemorySnapshot::diff`] names what a loop keeps (leaks) by
-//!   that line; [`profile::MemorySnapshot::to_pprof`] writes a pprof profile; [`remat`] plans gradient
+//!   that line; [`profile::MemorySnapshot::to_pprof`] writes a pprof profile;
+//!   [`Context::kernel_times`] gives each kernel's GPU time (calls, total, mean, max) with the
+//!   timeline on; [`remat`] plans gradient
 //!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
 //! - Errors: one [`Error`] enum; the library does not panic on user input.
 //! - Reads into your own memory: [`Context::device_get_into`] (an array or a view, no

@@ -6,7 +6,7 @@ use gpu_arena::{ArenaConfig, Context, Error};
 use std::ffi::OsString;
 
 /// Every variable the configuration reads, ours and JAX's.
-const EVERY_VARIABLE: [&str; 26] = [
+const EVERY_VARIABLE: [&str; 27] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
@@ -32,6 +32,7 @@ const EVERY_VARIABLE: [&str; 26] = [
     "GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_DEVICE",
     "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
     "GPU_ARENA_TIMELINE",
+    "GPU_ARENA_KERNEL_TIMES",
     "GPU_ARENA_DUMP_ON_OOM",
 ];
 

@@ -8,7 +8,7 @@ use common::{assert_no_validation_errors, context_with, test_config};
 use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions};
 use gpu_arena::profile::{MemorySnapshot, OOM_DUMP_STEM};
 use gpu_arena::report::{self, MAP_WIDTH_PX};
-use gpu_arena::{ArenaConfig, Error, MemFraction};
+use gpu_arena::{ArenaConfig, Error, KernelDesc, MemFraction};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -300,6 +300,29 @@ fn the_report_renders_in_headless_chromium() {
         })
         .collect();
     let _ = ctx.device_get(&arrays[0]).unwrap();
+    // A kernel, so the page has kernel times to draw.
+    let kernel = ctx
+        .kernel_with(
+            KernelDesc::wgsl(
+                "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+                 @compute @workgroup_size(64)
+                 fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+                     if (i.x < arrayLength(&x)) { x[i.x] = x[i.x] * 2.0; }
+                 }",
+                "main",
+            )
+            .label("double_rows"),
+        )
+        .unwrap();
+    let mut doubled = ctx.zeros::<f32>(&[256]).unwrap();
+    for _ in 0..3 {
+        ctx.launch(&kernel)
+            .arg_mut(&mut doubled)
+            .grid_for(256)
+            .run()
+            .unwrap();
+    }
+    ctx.synchronize().unwrap();
     let dir = scratch_dir("chromium");
     let files = ctx.write_memory_profile(&dir, "report").unwrap();
     let chunks = ctx.memory_snapshot().chunks().count();
@@ -334,6 +357,10 @@ fn the_report_renders_in_headless_chromium() {
     // The growing table lists the test's own line, where the arrays were made.
     let growing = &dom[dom.find("id=\"growing\"").expect("a growing table")..];
     assert!(growing.contains(&format!("{}:", file!())), "{growing:.600}");
+    // The kernel times table lists the kernel with its three calls.
+    let kernels = &dom[dom.find("id=\"kernels\"").expect("a kernel times table")..];
+    let row = &kernels[kernels.find("double_rows").expect("the kernel's row")..];
+    assert!(row.contains("<td class=\"n\">3</td>"), "{row:.300}");
 
     let png = dir.join("report.png");
     run_chromium(
@@ -352,7 +379,7 @@ fn the_report_renders_in_headless_chromium() {
         "a blank page would be tiny: {} bytes",
         image.len()
     );
-    drop(arrays);
+    drop((arrays, doubled));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -179,13 +179,16 @@ fn the_chrome_trace_parses_and_holds_counters_slices_and_instants() {
     }
     assert_eq!(
         count(&|e| e["ph"] == "M" && e["name"] == "thread_name"),
-        3,
-        "arena, transfers and dispatches tracks"
+        4,
+        "arena, transfers, dispatches and GPU tracks"
     );
     let in_use = count(&|e| e["ph"] == "C" && e["name"] == "bytes_in_use");
     let reserved = count(&|e| e["ph"] == "C" && e["name"] == "bytes_reserved");
     assert!(in_use >= 3 && in_use == reserved, "{in_use} {reserved}");
-    let slices: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    let slices: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "transfer")
+        .collect();
     assert_eq!(slices.len(), 2, "one upload, one readback");
     assert_eq!(slices[0]["args"]["direction"], "host_to_device");
     assert_eq!(slices[0]["args"]["bytes"], 5000);

@@ -303,7 +303,7 @@ impl CapturedStep {
         }
         // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
         let alignment64 = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
-        encode_steps(device, alignment64, &mut None, &steps).map_err(|reason| {
+        encode_steps(device, alignment64, &mut None, &steps, None).map_err(|reason| {
             inner.device_error("encoding a captured step (nothing was submitted)", reason)
         })?;
         if let Some((buffer, bytes)) = &uniform {
@@ -634,12 +634,15 @@ impl<'s, 'r> StepRun<'s, 'r> {
             }
         }
         // One scope for the encoding and the submission: the first refusal is the one to report.
+        let mut timer = inner.dispatch_timer(&step.steps);
         let scopes = ErrorScopes::push(&inner.device);
         let prelude = buffers.uniform_copy.as_slice();
-        let commands = match encode_bound_steps(&inner.device, prelude, &step.steps) {
+        let commands = match encode_bound_steps(&inner.device, prelude, &step.steps, timer.as_mut())
+        {
             Ok(commands) => commands,
             Err(reason) => {
                 let _ = scopes.pop();
+                inner.timed_submission(timer, SubmissionId(0), false);
                 return Err(inner.device_error("encoding a captured step's run", reason));
             }
         };
@@ -658,7 +661,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
             inner.submit_for_host_read([commands], record)
         };
         step.staging.submitted(&buffers, id);
-        scopes.pop().map_err(|reason| {
+        let popped = scopes.pop();
+        inner.timed_submission(timer, id, popped.is_ok());
+        popped.map_err(|reason| {
             inner.after_refused_submission();
             inner.device_error("submitting a captured step's run", reason)
         })?;

@@ -401,6 +401,8 @@ impl ContextInner {
         // Nothing of a lost device is touched, the parameter buffer included.
         self.check_device("submitting recorded GPU work")?;
         let mut pieces = Vec::new();
+        // The kernel timer of each piece (`None`: untimed).
+        let mut timers = Vec::new();
         let mut rest = steps;
         while !rest.is_empty() {
             let mut dispatches = 0;
@@ -438,11 +440,18 @@ impl ContextInner {
                 })
                 .count();
             self.count_bind_groups(unbound as u64);
-            let piece = encode_steps(&self.device, alignment, buffer, piece).map_err(|reason| {
-                Error::Device {
-                    during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
-                    reason,
+            let mut timer = self.dispatch_timer(piece);
+            let encoded = encode_steps(&self.device, alignment, buffer, piece, timer.as_mut());
+            timers.push(timer);
+            if encoded.is_err() {
+                // Nothing is submitted: every piece's timer goes back unread.
+                for timer in timers.drain(..) {
+                    self.timed_submission(timer, SubmissionId(0), false);
                 }
+            }
+            let piece = encoded.map_err(|reason| Error::Device {
+                during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
+                reason,
             })?;
             pieces.push(piece);
         }
@@ -463,7 +472,11 @@ impl ContextInner {
                 storage.record_use(id);
             }
         });
-        scopes.pop().map_err(|reason| {
+        let popped = scopes.pop();
+        for timer in timers {
+            self.timed_submission(timer, id, popped.is_ok());
+        }
+        popped.map_err(|reason| {
             self.after_refused_submission();
             Error::Device {
                 during: "submitting a gpu-arena sequence".into(),

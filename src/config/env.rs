@@ -118,6 +118,9 @@ impl ArenaConfig {
         if let Some((var, value)) = env.first(&["GPU_ARENA_TIMELINE"])? {
             config.timeline_capacity = parse_timeline(&var, &value)?;
         }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_KERNEL_TIMES"])? {
+            config.kernel_times = parse_bool(&var, &value)?;
+        }
         if let Some((var, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
             if value.trim().is_empty() {
                 return Err(Error::Config {
@@ -450,6 +453,20 @@ mod tests {
             msg,
             "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
         );
+    }
+
+    #[test]
+    fn kernel_times_are_on_unless_turned_off() {
+        assert!(config_from(&[]).unwrap().kernel_times);
+        assert!(
+            !config_from(&[("GPU_ARENA_KERNEL_TIMES", "off")])
+                .unwrap()
+                .kernel_times
+        );
+        let msg = config_from(&[("GPU_ARENA_KERNEL_TIMES", "later")])
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("GPU_ARENA_KERNEL_TIMES"), "{msg}");
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | ≥ 1 MiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |
 //! | [`ArenaConfig::transfer_guard`] | allow | | `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE\|_DEVICE_TO_HOST\|_DEVICE_TO_DEVICE]` | `JAX_TRANSFER_GUARD[...]` |
 //! | [`ArenaConfig::timeline_capacity`] | 0 (off) | at most [`MAX_TIMELINE_CAPACITY`] | `GPU_ARENA_TIMELINE` | |
+//! | [`ArenaConfig::kernel_times`] | `true` (with the timeline on) | | `GPU_ARENA_KERNEL_TIMES` | |
 //! | [`ArenaConfig::dump_on_oom`] | none | a path that is not blank | `GPU_ARENA_DUMP_ON_OOM` | |
 //! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
 //!
@@ -204,6 +205,12 @@ pub struct ArenaConfig {
     /// nothing. At most [`MAX_TIMELINE_CAPACITY`]. `GPU_ARENA_TIMELINE` takes a count, or `on`
     /// for [`DEFAULT_TIMELINE_CAPACITY`].
     pub timeline_capacity: usize,
+    /// With the timeline on, time every dispatch on the GPU where the device has timestamp
+    /// queries (see [`Context::kernel_times`](crate::Context::kernel_times)). Default `true`;
+    /// `false` asks the device for no timestamp queries and records no kernel times (the
+    /// dispatches still appear as instants). Without the timeline nothing is timed either way.
+    /// `GPU_ARENA_KERNEL_TIMES`.
+    pub kernel_times: bool,
     /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
     /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>` (a setuid
     /// or setgid process writes no dump, and its error says so). A path that is empty or blank is
@@ -235,6 +242,7 @@ impl Default for ArenaConfig {
             fallback_device_memory_bytes: DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES,
             transfer_guard: TransferGuardLevels::default(),
             timeline_capacity: 0,
+            kernel_times: true,
             dump_on_oom: None,
             force_non_coherent: false,
         }

@@ -202,20 +202,23 @@ impl ContextInner {
         }
         let (steps, params) = gathered.steps.take();
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+        let mut timer = self.dispatch_timer(&steps);
         // Every dispatch has its bind group, so no parameter buffer of the encoder's own.
         let mut unused = None;
-        let commands = match encode_steps(&self.device, alignment, &mut unused, &steps) {
-            Ok((commands, _)) => {
-                if let Some((buffer, bytes)) = params {
-                    self.queue.write_buffer(&buffer, 0, &bytes);
+        let commands =
+            match encode_steps(&self.device, alignment, &mut unused, &steps, timer.as_mut()) {
+                Ok((commands, _)) => {
+                    if let Some((buffer, bytes)) = params {
+                        self.queue.write_buffer(&buffer, 0, &bytes);
+                    }
+                    Some(commands)
                 }
-                Some(commands)
-            }
-            Err(reason) => {
-                self.refuse_gathered(gathered, steps.len(), reason);
-                None
-            }
-        };
+                Err(reason) => {
+                    self.refuse_gathered(gathered, steps.len(), reason);
+                    None
+                }
+            };
+        let encoded = commands.is_some();
         let scopes = ErrorScopes::push(&self.device);
         let id = self.submit_to_queue(gathered, commands, |_| {}, host_read);
         gathered.staging.retire(id);
@@ -228,7 +231,9 @@ impl ContextInner {
                 id.0
             );
         }
-        if let Err(reason) = scopes.pop() {
+        let popped = scopes.pop();
+        self.timed_submission(timer, id, encoded && popped.is_ok());
+        if let Err(reason) = popped {
             self.refuse_gathered(gathered, steps.len(), reason);
             // The batch's arrays carry the refused id.
             self.submit_empty_after_refusal(gathered);

@@ -72,11 +72,15 @@ impl Context {
     /// # Errors
     /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file
     /// that is not regular at one of the names.
+    ///
+    /// Kernel times of work that has completed are read first (nothing is waited for: call
+    /// [`Context::synchronize`] before for every kernel called so far).
     pub fn write_memory_profile(
         &self,
         dir: impl AsRef<Path>,
         stem: &str,
     ) -> std::io::Result<ProfileFiles> {
+        self.inner.collect_kernel_times();
         self.inner
             .write_memory_profile(dir.as_ref(), stem, self.inner.memory_snapshot())
     }

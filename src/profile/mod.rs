@@ -14,6 +14,10 @@
 //!   [`MemorySnapshot::diff`] groups the arrays born between two snapshots by site and label
 //!   (leak suspects), and [`MemorySnapshot::to_pprof`] writes the live arrays as a pprof
 //!   profile, as JAX's device memory profile is;
+//! - kernel times: with the timeline on, where the device has timestamp queries, each
+//!   dispatch's GPU begin and end ([`TimelineEventKind::Kernel`], slices on the trace's `GPU`
+//!   track) and a per-kernel table, [`KernelTimes`]
+//!   ([`Context::kernel_times`](crate::Context::kernel_times), also in the report);
 //! - [`report`]: a self-contained HTML page with an SVG map of every region, the memory curves,
 //!   the largest allocations, fragmentation and the memory plan;
 //! - `GPU_ARENA_DUMP_ON_OOM=<dir>`: on out-of-memory, the snapshot and the report are written
@@ -23,7 +27,8 @@
 //!   ever written through a planted link.
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
-//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `diff` (snapshot diffs and
+//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `kernel_times` (the
+//! per-kernel table), `diff` (snapshot diffs and
 //! growing sites), `perfetto`, `pprof`, `report` (HTML and SVG) and `dump`
 //! (writing all of it to a directory, on demand or on out-of-memory).
 #![deny(unsafe_code)]
@@ -32,6 +37,7 @@ mod array_info;
 mod diff;
 mod dump;
 mod event_ring;
+mod kernel_times;
 mod labels;
 mod perfetto;
 mod pprof;
@@ -43,6 +49,7 @@ mod timeline;
 pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
 pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
+pub use kernel_times::{KernelTime, KernelTimes};
 pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
 pub use pprof::UNKNOWN_SITE;

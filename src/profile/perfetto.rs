@@ -1,6 +1,7 @@
 //! Export of the timeline as a Chrome trace (the JSON "Trace Event Format"), which both
 //! ui.perfetto.dev and chrome://tracing open: counters for bytes in use and reserved, slices
-//! for transfers, instants for allocations, frees, region changes and dispatches, and one async
+//! for transfers and for kernels as the GPU ran them (the `GPU` track, from timestamps), instants
+//! for allocations, frees, region changes and dispatches, and one async
 //! slice per array from its allocation to its free (named by its label, or its type and shape,
 //! with its allocation site), as Perfetto users read an allocator's track.
 
@@ -20,11 +21,14 @@ const ARENA_TRACK: u32 = 1;
 const TRANSFER_TRACK: u32 = 2;
 /// Track of GPU submissions.
 const DISPATCH_TRACK: u32 = 3;
+/// Track of kernels as they ran on the GPU (from its timestamps).
+const GPU_TRACK: u32 = 4;
 /// Track names, in the order the viewers should list them (`thread_sort_index`).
-const TRACKS: [(u32, &str); 3] = [
+const TRACKS: [(u32, &str); 4] = [
     (ARENA_TRACK, "arena"),
     (TRANSFER_TRACK, "transfers"),
     (DISPATCH_TRACK, "dispatches"),
+    (GPU_TRACK, "GPU"),
 ];
 /// Nanoseconds per microsecond: the format's timestamps are microseconds (fractions allowed).
 const NS_PER_US: f64 = 1000.0;
@@ -80,6 +84,8 @@ impl MemoryTimeline {
     /// Counters `bytes_in_use` and `bytes_reserved` get a sample whenever they change;
     /// transfers are slices on the `transfers` track (their host-side duration);
     /// allocations, frees and dispatches are instants on the `arena` and `dispatches` tracks;
+    /// kernels that the GPU timed are slices on the `GPU` track, named by the kernel, from
+    /// their GPU begin for their GPU duration;
     /// region reserves and releases are process-wide instants. Each array whose allocation the
     /// timeline holds is also an async slice (category `array`) from its allocation to its
     /// free, named by its latest label (or its element type and shape), with its size and
@@ -238,10 +244,21 @@ impl MemoryTimeline {
                     e.args = json!({ "submission": submission });
                     e
                 }
+                TimelineEventKind::Kernel {
+                    name,
+                    submission,
+                    duration_ns,
+                } => {
+                    let mut e = TraceEvent::new(name.clone(), "X", t, GPU_TRACK);
+                    e.dur = Some(*duration_ns as f64 / NS_PER_US);
+                    e.args = json!({ "submission": submission, "gpu_ns": duration_ns });
+                    e
+                }
             };
             trace.cat = match event.kind {
                 TimelineEventKind::Transfer { .. } => "transfer",
                 TimelineEventKind::Dispatch { .. } => "dispatch",
+                TimelineEventKind::Kernel { .. } => "kernel",
                 _ => "memory",
             };
             out.push(trace);
@@ -296,6 +313,37 @@ mod tests {
     use super::*;
     use crate::arena::RegionId;
     use crate::transfer::TransferDirection;
+
+    #[test]
+    fn kernel_times_are_complete_slices_on_the_gpu_track() {
+        let timeline = MemoryTimeline {
+            events: vec![TimelineEvent {
+                time_ns: 5_000,
+                bytes_in_use: 0,
+                bytes_reserved: 0,
+                kind: TimelineEventKind::Kernel {
+                    name: "matmul".into(),
+                    submission: 3,
+                    duration_ns: 2_500,
+                },
+            }],
+            dropped: 0,
+            capacity: 8,
+        };
+        let trace: serde_json::Value =
+            serde_json::from_str(&timeline.to_chrome_trace("test")).unwrap();
+        let events = trace["traceEvents"].as_array().unwrap();
+        assert!(events.iter().any(|e| e["name"] == "thread_name"
+            && e["tid"] == GPU_TRACK
+            && e["args"]["name"] == "GPU"));
+        let slice = events.iter().find(|e| e["name"] == "matmul").unwrap();
+        assert_eq!(slice["ph"], "X");
+        assert_eq!(slice["tid"], GPU_TRACK);
+        assert_eq!(slice["cat"], "kernel");
+        assert_eq!(slice["ts"], 5.0);
+        assert_eq!(slice["dur"], 2.5);
+        assert_eq!(slice["args"]["submission"], 3);
+    }
 
     #[test]
     fn counters_are_sampled_only_when_they_change() {

@@ -10,6 +10,7 @@
 
 use super::array_info::ArrayInfo;
 use super::event_ring::WordRing;
+use super::kernel_times::{KernelTime, KernelTimes};
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
 use crate::array::MAX_RANK;
 use crate::config::TransferDirection;
@@ -151,6 +152,19 @@ pub enum TimelineEventKind {
         /// Its queue position.
         submission: u64,
     },
+    /// A dispatch ran on the GPU: `time_ns` is its GPU begin, mapped onto the timeline's clock
+    /// (see [`Context::kernel_times`](crate::Context::kernel_times) for how), and
+    /// `duration_ns` the GPU time between its begin and end timestamps. Recorded only where the
+    /// device has timestamp queries, once the work has completed and its timestamps are read
+    /// (so it may come after later events; copies of the timeline are sorted by time).
+    Kernel {
+        /// The kernel's name, as in [`Dispatch`](TimelineEventKind::Dispatch).
+        name: String,
+        /// The submission it ran in.
+        submission: u64,
+        /// GPU nanoseconds from its begin to its end.
+        duration_ns: u64,
+    },
 }
 
 /// What the crate's hooks hand to [`Timeline::record`] besides arena events.
@@ -173,6 +187,14 @@ pub(crate) enum Record<'a> {
     Label {
         allocation: AllocationId,
         label: &'a str,
+    },
+    /// A dispatch that ran on the GPU from `begin_ns` (on the timeline's clock) for
+    /// `duration_ns`.
+    Kernel {
+        name: &'a str,
+        submission: SubmissionId,
+        begin_ns: u64,
+        duration_ns: u64,
     },
 }
 
@@ -252,6 +274,12 @@ enum ContextKind {
     Label {
         allocation: AllocationId,
         label: u32,
+    },
+    Kernel {
+        /// Interned like dispatches' names.
+        name: u32,
+        submission: u64,
+        duration_ns: u64,
     },
 }
 
@@ -420,6 +448,9 @@ pub struct Timeline {
     latest_ns: AtomicU64,
     /// The next arena event reads the clock ([`Timeline::refresh_clock`]).
     stale: AtomicBool,
+    /// Kernel times by interned name, over every [`Record::Kernel`] since the last clear (the
+    /// ring may have dropped their events).
+    kernels: Mutex<HashMap<u32, KernelTime>>,
 }
 
 impl std::fmt::Debug for Timeline {
@@ -476,6 +507,7 @@ impl Timeline {
             next_description: AtomicU32::new(NO_DESC),
             latest_ns: AtomicU64::new(0),
             stale: AtomicBool::new(true),
+            kernels: Mutex::new(HashMap::new()),
         })
     }
 
@@ -667,6 +699,26 @@ impl Timeline {
                     label: lock(&self.labels).intern(label),
                 },
             ),
+            Record::Kernel {
+                name,
+                submission,
+                begin_ns,
+                duration_ns,
+            } => {
+                let name = lock(&self.labels).intern(name);
+                lock(&self.kernels)
+                    .entry(name)
+                    .or_default()
+                    .add(duration_ns);
+                (
+                    begin_ns,
+                    ContextKind::Kernel {
+                        name,
+                        submission: submission.0,
+                        duration_ns,
+                    },
+                )
+            }
         };
         // The counters of the latest arena event (zero before the first).
         let [bytes_in_use, bytes_reserved] = self
@@ -716,6 +768,28 @@ impl Timeline {
         let mut ring = lock(&self.context);
         ring.events.clear();
         ring.dropped = 0;
+        drop(ring);
+        lock(&self.kernels).clear();
+    }
+
+    /// The per-kernel table of every kernel time recorded since the timeline started or was
+    /// last cleared (events the ring dropped included).
+    pub fn kernel_times(&self) -> KernelTimes {
+        let rows: Vec<(u32, KernelTime)> = lock(&self.kernels)
+            .iter()
+            .map(|(&name, row)| (name, row.clone()))
+            .collect();
+        let names = lock(&self.labels);
+        KernelTimes::from_rows(rows.into_iter().map(|(name, row)| {
+            KernelTime {
+                name: names
+                    .names
+                    .get(name as usize)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+                ..row
+            }
+        }))
     }
 
     /// A copy of the newest `capacity` events, oldest first. Transfers are recorded when they
@@ -823,6 +897,15 @@ impl Timeline {
                     allocation,
                     label: label(index).unwrap_or_default(),
                 },
+                ContextKind::Kernel {
+                    name,
+                    submission,
+                    duration_ns,
+                } => TimelineEventKind::Kernel {
+                    name: label(name).unwrap_or_default(),
+                    submission,
+                    duration_ns,
+                },
             };
             events.push(TimelineEvent {
                 time_ns: e.time_ns,
@@ -913,8 +996,11 @@ impl crate::context::Context {
     /// The events recorded so far (allocations, frees, region changes, transfers, dispatches),
     /// or `None` when the timeline is off (`ArenaConfig::timeline_capacity` 0, the default;
     /// env `GPU_ARENA_TIMELINE`).
+    /// Kernel times of work that has completed are read first (without waiting for any).
     pub fn memory_timeline(&self) -> Option<MemoryTimeline> {
-        self.inner.timeline.as_ref().map(|t| t.snapshot())
+        let timeline = self.inner.timeline.as_ref()?;
+        self.inner.collect_kernel_times();
+        Some(timeline.snapshot())
     }
 
     /// The live timeline, to clear it or read its length; `None` when off.

@@ -2,7 +2,7 @@
 //! for a user's [`Sequence`](crate::Sequence) and for the single ops a context gathers alike
 //! (so a guarantee proven for one holds for the other).
 
-use super::{BoundRange, Step};
+use super::{BoundRange, DispatchTimer, Step};
 use crate::pipelines::{Compiled, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind};
 
 /// A command buffer of encoded steps, and the parameter bytes to write into their parameter
@@ -67,12 +67,15 @@ fn unplaced_uniform_params(step: &Step) -> Option<&[u8]> {
 /// dispatches recorded without a bind group in aligned slots of `params` (grown when too small;
 /// `uniform_alignment` is the device's `min_uniform_buffer_offset_alignment`). Returns the
 /// command buffer and the parameter bytes to write before submitting it; the device's refusal
-/// as wgpu's text (nothing of the steps may then be submitted).
+/// as wgpu's text (nothing of the steps may then be submitted). With a `timer`, each dispatch
+/// (up to its capacity) is stamped at its GPU begin and end, and the command buffer ends by
+/// resolving the stamps ([`DispatchTimer`]).
 pub(crate) fn encode_steps(
     device: &wgpu::Device,
     uniform_alignment: u64,
     params: &mut ParamsBuffer,
     steps: &[Step],
+    timer: Option<&mut DispatchTimer>,
 ) -> Result<EncodedSteps, String> {
     let align = uniform_alignment.max(4);
     // Slots: each uniform parameter block at an aligned offset of one buffer.
@@ -111,7 +114,7 @@ pub(crate) fn encode_steps(
     };
 
     let scopes = ErrorScopes::push(device);
-    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref());
+    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref(), timer);
     let popped = scopes.pop();
     let commands = commands?;
     popped?;
@@ -121,57 +124,70 @@ pub(crate) fn encode_steps(
 /// Encodes `prelude` then `steps`, whose every dispatch has its bind group (a captured step's
 /// copies of the run's parameters, then its commands), into one command buffer, without error
 /// scopes of its own: the caller's scope, around this and the submission, catches a refusal.
+/// `timer` times the dispatches of `steps` as for [`encode_steps`].
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
     prelude: &[Step],
     steps: &[Step],
+    timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, String> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena captured run"),
     });
-    record_into(
-        &mut encoder,
-        device,
-        prelude,
-        &vec![None; prelude.len()],
-        None,
-    )?;
-    record_into(&mut encoder, device, steps, &vec![None; steps.len()], None)?;
+    let none = vec![None; prelude.len().max(steps.len())];
+    record_into(&mut encoder, device, prelude, &none, None, None)?;
+    record_into(&mut encoder, device, steps, &none, None, timer)?;
     Ok(encoder.finish())
 }
 
 /// The commands of `steps`: dispatches without a bind group get one here, over their slot of
-/// `params_buffer` at `offsets`.
+/// `params_buffer` at `offsets`; with a `timer`, each dispatch's begin and end are stamped
+/// (see `timestamps.rs`) and the stamps resolved at the end.
 fn record_commands(
     device: &wgpu::Device,
     steps: &[Step],
     offsets: &[Option<u64>],
     params_buffer: Option<&wgpu::Buffer>,
+    timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, String> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
     });
-    record_into(&mut encoder, device, steps, offsets, params_buffer)?;
+    record_into(&mut encoder, device, steps, offsets, params_buffer, timer)?;
     Ok(encoder.finish())
 }
 
-/// Records `steps` into `encoder` ([`record_commands`]).
+/// Records `steps` into `encoder` ([`record_commands`]), the timer's stamps resolved at the
+/// end.
 fn record_into(
     encoder: &mut wgpu::CommandEncoder,
     device: &wgpu::Device,
     steps: &[Step],
     offsets: &[Option<u64>],
     params_buffer: Option<&wgpu::Buffer>,
+    mut timer: Option<&mut DispatchTimer>,
 ) -> Result<(), String> {
     let mut i = 0;
     while i < steps.len() {
         match &steps[i] {
-            Step::Dispatch { .. } => {
-                // Consecutive dispatches share one compute pass (wgpu orders them).
+            Step::Dispatch { kernel, .. } => {
+                // Consecutive dispatches share one compute pass (wgpu orders them), except
+                // dispatches timed by their pass's own timestamps: a pass each.
+                let inside = timer.as_ref().is_some_and(|t| t.inside_passes());
+                let pass_per_dispatch = timer.is_some() && !inside;
+                let writes = match timer.as_deref_mut() {
+                    Some(t) if pass_per_dispatch => t.pass_writes(kernel),
+                    _ => None,
+                };
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("gpu-arena kernels"),
-                    timestamp_writes: None,
+                    timestamp_writes: writes,
                 });
+                // Inside-pass timing: the stamp the next dispatch begins at.
+                let mut begin = match timer.as_deref_mut() {
+                    Some(t) if inside => t.stamp(&mut pass),
+                    _ => None,
+                };
                 while let Some(Step::Dispatch {
                     kernel,
                     ranges,
@@ -211,6 +227,15 @@ fn record_into(
                     let [x, y, z] = *grid;
                     pass.dispatch_workgroups(x, y, z);
                     i += 1;
+                    if pass_per_dispatch {
+                        break;
+                    }
+                    if let (Some(t), Some(at)) = (timer.as_deref_mut(), begin) {
+                        begin = t.stamp(&mut pass);
+                        if let Some(end) = begin {
+                            t.timed(kernel, at, end);
+                        }
+                    }
                 }
             }
             Step::Copy {
@@ -236,6 +261,9 @@ fn record_into(
                 return Err("an upload step reached the encoder without being staged".into());
             }
         }
+    }
+    if let Some(timer) = timer {
+        timer.resolve(encoder);
     }
     Ok(())
 }

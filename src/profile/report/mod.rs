@@ -1,6 +1,6 @@
 //! The HTML report: one self-contained page (no script, no network, no CDN) that shows the
 //! memory of a context: an SVG map of every region, the bytes-in-use and bytes-reserved curves
-//! over time, the largest allocations, the labels, the fragmentation figures and the memory
+//! over time, GPU time per kernel, the largest allocations, the labels, the fragmentation figures and the memory
 //! plan with its reasons. Hover a chunk or a transfer for its details.
 //!
 //! The page is also well-formed XML (every element closed, the five XML entities only), so
@@ -85,6 +85,7 @@ pub fn render_html(snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>)
     map_section(&mut page, snapshot, &colours, &labels);
     curves_section(&mut page, snapshot, timeline);
     growing_section(&mut page, timeline);
+    kernels_section(&mut page, timeline);
     page.push_str(r#"<div class="two">"#);
     top_allocations(&mut page, snapshot, &colours);
     labels_section(&mut page, snapshot, &colours, &labels);
@@ -365,6 +366,43 @@ fn growing_section(page: &mut String, timeline: Option<&MemoryTimeline>) {
     if growing.is_empty() {
         page.push_str(
             r#"<tr><td colspan="4">Every array allocated during the timeline was freed.</td></tr>"#,
+        );
+    }
+    page.push_str("</table></section>");
+}
+
+/// Rows of the "kernel times" table at most.
+const KERNEL_ROWS: usize = 30;
+
+/// GPU time per kernel, most first: the slow kernels.
+fn kernels_section(page: &mut String, timeline: Option<&MemoryTimeline>) {
+    page.push_str(r#"<section id="kernels"><h2>Kernel times</h2>"#);
+    let Some(timeline) = timeline else {
+        page.push_str(r#"<p class="note">The timeline is off: turn it on to time each kernel on the GPU.</p></section>"#);
+        return;
+    };
+    let times = timeline.kernel_times();
+    if times.is_empty() {
+        page.push_str(r#"<p class="note">No kernel was timed: the device has no timestamp queries (wgpu's <code>TIMESTAMP_QUERY</code>), or no kernel ran while the timeline held its events.</p></section>"#);
+        return;
+    }
+    let all = times.total_ns();
+    let _ = write!(
+        page,
+        r#"<p class="note">GPU time between each dispatch's begin and end timestamps, per kernel, over the dispatches the timeline holds: {} in {} dispatches. <code>Context::kernel_times</code> prints the same table; the trace's <code>GPU</code> track shows each dispatch.</p><table><tr><th>kernel</th><th class="n">calls</th><th class="n">total</th><th class="n">mean</th><th class="n">max</th><th class="n">share</th></tr>"#,
+        duration_ns(all),
+        times.calls()
+    );
+    for k in times.kernels.iter().take(KERNEL_ROWS) {
+        let _ = write!(
+            page,
+            r#"<tr><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{:.1}%</td></tr>"#,
+            Escape(&k.name),
+            k.calls,
+            duration_ns(k.total_ns),
+            duration_ns(k.mean_ns()),
+            duration_ns(k.max_ns),
+            percent(k.total_ns, all)
         );
     }
     page.push_str("</table></section>");

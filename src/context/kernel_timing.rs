@@ -1,0 +1,341 @@
+//! The context's kernel timing: which submissions carry GPU timestamps, and reading them back
+//! onto the timeline once their work has completed.
+//!
+//! On only when the timeline is on and the device has `TIMESTAMP_QUERY` (requested at device
+//! creation where the adapter has it, `context.rs`, with `TIMESTAMP_QUERY_INSIDE_PASSES` where
+//! it has that too): otherwise no query set is made, no command is added and every hook is one
+//! branch on an `Option`. On, each recorder that submits dispatches (the gathered single ops, a
+//! user's [`Sequence`](crate::Sequence), a captured step's run: the one encoder,
+//! `step/encode.rs`) takes a [`DispatchTimer`] here, encodes with it (each dispatch stamped at
+//! its begin and end, inside shared passes or by a pass each, see `step/timestamps.rs`; the
+//! stamps resolved and copied at the end of the same command buffer), and hands it back with
+//! the submission's id.
+//! The readback buffer's mapping is requested at once: wgpu completes it when the submission
+//! has, in whichever poll sees that (every wait, every submit polls), so the submission's
+//! critical path gains only the resolve and copy commands. Completed readbacks are read when
+//! the next timed submission takes a timer, and when the timeline or the table is read.
+//!
+//! Clocks: GPU timestamps count ticks of the device's own clock (`queue.get_timestamp_period`
+//! ns each) from an origin of its own. A dispatch's begin is placed on the timeline's clock by
+//! an offset: the largest (CPU time when the command buffer's encoding began − GPU time of its
+//! first begin) seen so far, the smallest offset under which no work starts before it was
+//! encoded. Work that starts at once on an idle GPU sets it; so begins are placed late by at
+//! most the encoding and submission of the command buffer that set it plus how late the GPU
+//! started it (microseconds for small command buffers), and never in the future; durations are
+//! the GPU's own. Events already recorded keep the offset of their time. (The CPU time after
+//! `queue.submit` would not do: lavapipe may start the work before `submit` returns.)
+//!
+//! Locks: the timing lock is a leaf: taken under the gathered lock or the kernel lock, it
+//! takes none but the timeline's own. The mapping callback takes no lock (it runs inside
+//! `device.poll`, which may be called with the timing lock held).
+
+use super::ContextInner;
+use crate::profile::{KernelTimes, Record};
+use crate::step::{DispatchTimer, Step};
+use crate::submission::SubmissionId;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Command buffers whose timestamps may wait to be read at once; a loop that runs this far
+/// ahead of the GPU submits its further work untimed until some are read. Bounds the query
+/// sets and buffers timing holds (`Context::kernel_times` documents the number).
+const MAX_PENDING_READBACKS: usize = 256;
+
+/// Timers kept for reuse once read.
+const MAX_POOLED_TIMERS: usize = 16;
+
+/// The smallest timer made: a gathered batch's worth of dispatches, so the timers of single
+/// ops all fit any batch.
+const MIN_TIMER_DISPATCHES: u32 = crate::step::MAX_GATHERED_OPS as u32;
+
+/// Where a readback's mapping stands (set by its callback).
+const MAP_WAITING: u8 = 0;
+const MAP_DONE: u8 = 1;
+const MAP_FAILED: u8 = 2;
+
+/// One submitted command buffer's timestamps, until they are read.
+struct Readback {
+    timer: DispatchTimer,
+    submission: SubmissionId,
+    mapped: Arc<AtomicU8>,
+}
+
+#[derive(Default)]
+struct TimingState {
+    pool: Vec<DispatchTimer>,
+    pending: VecDeque<Readback>,
+    /// CPU ns − GPU ns (see the module docs); `None` before the first readback.
+    offset_ns: Option<i128>,
+}
+
+/// Kernel timing of a context (see the module docs).
+pub(crate) struct KernelTiming {
+    /// Nanoseconds per timestamp tick.
+    period_ns: f64,
+    /// The device has `TIMESTAMP_QUERY_INSIDE_PASSES`: dispatches keep sharing passes.
+    inside_passes: bool,
+    /// Testing: a pass per timed dispatch even where stamps inside passes are possible.
+    force_pass_per_dispatch: AtomicBool,
+    state: Mutex<TimingState>,
+}
+
+impl KernelTiming {
+    /// Timing for a context whose timeline is on, on a device with `TIMESTAMP_QUERY`; `None`
+    /// otherwise.
+    pub(crate) fn new(
+        timeline_on: bool,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+    ) -> Option<Self> {
+        (timeline_on && device.features().contains(wgpu::Features::TIMESTAMP_QUERY)).then(|| {
+            KernelTiming {
+                period_ns: f64::from(queue.get_timestamp_period()),
+                inside_passes: device
+                    .features()
+                    .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+                force_pass_per_dispatch: AtomicBool::new(false),
+                state: Mutex::new(TimingState::default()),
+            }
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, TimingState> {
+        // A panic while holding the lock leaves at worst timestamps that are never read.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl ContextInner {
+    /// A timer for the dispatches of `steps`, when kernel timing is on and they have any;
+    /// `None` (the work runs untimed) otherwise and while [`MAX_PENDING_READBACKS`] command
+    /// buffers' timestamps are unread. Reads completed timestamps first.
+    pub(crate) fn dispatch_timer(&self, steps: &[Step]) -> Option<DispatchTimer> {
+        let timing = self.kernel_timing.as_ref()?;
+        let dispatches = steps
+            .iter()
+            .filter(|s| matches!(s, Step::Dispatch { .. }))
+            .count();
+        if dispatches == 0 {
+            return None;
+        }
+        let dispatches = u32::try_from(dispatches).unwrap_or(u32::MAX);
+        let mut state = timing.lock();
+        self.read_completed(timing, &mut state);
+        if state.pending.len() >= MAX_PENDING_READBACKS {
+            return None;
+        }
+        let now_ns = self.timeline.as_ref().map_or(0, |t| t.now_ns());
+        let inside_passes =
+            timing.inside_passes && !timing.force_pass_per_dispatch.load(Ordering::Relaxed);
+        if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
+            let mut timer = state.pool.swap_remove(at);
+            timer.handed_out_ns = now_ns;
+            timer.inside_passes = inside_passes;
+            return Some(timer);
+        }
+        drop(state);
+        let capacity = dispatches
+            .checked_next_power_of_two()
+            .unwrap_or(dispatches)
+            .max(MIN_TIMER_DISPATCHES);
+        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
+        let mut timer = DispatchTimer::new(&self.device, capacity);
+        timer.handed_out_ns = now_ns;
+        timer.inside_passes = inside_passes;
+        match scopes.pop() {
+            Ok(()) => Some(timer),
+            Err(reason) => {
+                // Timing is best effort: the work runs untimed.
+                log::warn!("gpu-arena: no kernel timestamps for a submission: {reason}");
+                None
+            }
+        }
+    }
+
+    /// Takes back the timer of submission `id` (`submitted`: the device accepted it) and asks
+    /// for its timestamps to be mapped once the work completes. A refused submission's timer
+    /// goes back to the pool unread.
+    pub(crate) fn timed_submission(
+        &self,
+        timer: Option<DispatchTimer>,
+        id: SubmissionId,
+        submitted: bool,
+    ) {
+        let (Some(timing), Some(mut timer)) = (self.kernel_timing.as_ref(), timer) else {
+            return;
+        };
+        if !submitted || timer.kernels().is_empty() {
+            timer.reset();
+            let mut state = timing.lock();
+            if state.pool.len() < MAX_POOLED_TIMERS {
+                state.pool.push(timer);
+            }
+            return;
+        }
+        let mapped = Arc::new(AtomicU8::new(MAP_WAITING));
+        let done = Arc::clone(&mapped);
+        timer.readback().slice(..timer.readback_bytes()).map_async(
+            wgpu::MapMode::Read,
+            move |result| {
+                done.store(
+                    if result.is_ok() { MAP_DONE } else { MAP_FAILED },
+                    Ordering::Release,
+                );
+            },
+        );
+        timing.lock().pending.push_back(Readback {
+            timer,
+            submission: id,
+            mapped,
+        });
+    }
+
+    /// Reads the timestamps of every completed timed submission onto the timeline, without
+    /// waiting (a non-blocking poll lets wgpu finish mappings of work that has completed).
+    pub(crate) fn collect_kernel_times(&self) {
+        let Some(timing) = self.kernel_timing.as_ref() else {
+            return;
+        };
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        let mut state = timing.lock();
+        self.read_completed(timing, &mut state);
+    }
+
+    /// Records the timestamps of the readbacks whose mapping has completed, oldest first, and
+    /// pools their timers.
+    fn read_completed(&self, timing: &KernelTiming, state: &mut TimingState) {
+        while let Some(front) = state.pending.front() {
+            let status = front.mapped.load(Ordering::Acquire);
+            if status == MAP_WAITING {
+                // Mappings complete in submission order: later ones wait too.
+                break;
+            }
+            let Some(Readback {
+                mut timer,
+                submission,
+                ..
+            }) = state.pending.pop_front()
+            else {
+                break;
+            };
+            if status == MAP_DONE {
+                let slice = timer.readback().slice(..timer.readback_bytes());
+                let ticks = slice.get_mapped_range().map(|mapped| timer.read(&mapped));
+                timer.readback().unmap();
+                if let Ok(ticks) = ticks {
+                    self.record_ticks(timing, state, &timer, &ticks, submission);
+                    timer.reset();
+                    if state.pool.len() < MAX_POOLED_TIMERS {
+                        state.pool.push(timer);
+                    }
+                }
+            }
+            // A failed mapping (a lost device) drops its timer.
+        }
+    }
+
+    /// Puts one command buffer's (begin, end) ticks on the timeline.
+    fn record_ticks(
+        &self,
+        timing: &KernelTiming,
+        state: &mut TimingState,
+        timer: &DispatchTimer,
+        ticks: &[(u64, u64)],
+        submission: SubmissionId,
+    ) {
+        let Some(timeline) = &self.timeline else {
+            return;
+        };
+        let to_ns = |tick: u64| (tick as f64 * timing.period_ns) as i128;
+        // Stamps of 0 were never written (a device that skips them); an end before its begin
+        // is a clock that wrapped. Neither is a duration.
+        let valid = |&(begin, end): &(u64, u64)| begin != 0 && end >= begin;
+        if let Some(first) = ticks.iter().filter(|t| valid(t)).map(|&(b, _)| b).min() {
+            let offset = i128::from(timer.handed_out_ns) - to_ns(first);
+            state.offset_ns = Some(state.offset_ns.map_or(offset, |o| o.max(offset)));
+        }
+        let offset = state.offset_ns.unwrap_or(0);
+        for (kernel, tick) in timer.kernels().iter().zip(ticks) {
+            if !valid(tick) {
+                continue;
+            }
+            let (begin, end) = *tick;
+            let begin_ns = (to_ns(begin) + offset).clamp(0, i128::from(u64::MAX)) as u64;
+            let duration_ns = ((end - begin) as f64 * timing.period_ns) as u64;
+            timeline.record(Record::Kernel {
+                name: &kernel.name,
+                submission,
+                begin_ns,
+                duration_ns,
+            });
+        }
+    }
+}
+
+impl crate::context::Context {
+    /// GPU time per kernel (calls, total, mean, max), over every dispatch since the timeline
+    /// started or was last [cleared](crate::profile::Timeline::clear): `Some` when the timeline
+    /// is on (`ArenaConfig::timeline_capacity`, env `GPU_ARENA_TIMELINE`) and the device has
+    /// timestamp queries (wgpu's `TIMESTAMP_QUERY`; lavapipe has them, wgpu's GL backend
+    /// may not), `None` otherwise — never an error for a device without them. Waits for the
+    /// work submitted so far (as [`Context::synchronize`](crate::Context::synchronize) does),
+    /// so every dispatch called before is in the table. Print it for a table:
+    ///
+    /// ```no_run
+    /// # fn main() -> gpu_arena::Result<()> {
+    /// let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig {
+    ///     timeline_capacity: gpu_arena::profile::DEFAULT_TIMELINE_CAPACITY,
+    ///     ..Default::default()
+    /// })?;
+    /// // ... launch kernels ...
+    /// if let Some(times) = ctx.kernel_times()? {
+    ///     println!("{times}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// Rows are by kernel name: a kernel's label, else its entry point (one WGSL source made
+    /// into two kernels under two labels is compiled once, and keeps the first label). Work
+    /// submitted while 256 earlier command buffers' timestamps are still unread (the GPU far
+    /// behind a loop that never waits) runs untimed, which bounds what timing holds.
+    ///
+    /// Each dispatch's begin and duration are also on the timeline
+    /// ([`TimelineEventKind::Kernel`](crate::profile::TimelineEventKind::Kernel)) and slices on
+    /// the `GPU` track of its Perfetto trace. Timing puts each dispatch in a compute pass of its
+    /// own and adds a resolve and a copy at the end of each command buffer; with the timeline
+    /// off none of it happens.
+    ///
+    /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
+    /// work, a lost device).
+    pub fn kernel_times(&self) -> crate::Result<Option<KernelTimes>> {
+        let Some(timeline) = self.inner.timeline.as_ref() else {
+            return Ok(None);
+        };
+        if self.inner.kernel_timing.is_none() {
+            return Ok(None);
+        }
+        self.synchronize()?;
+        self.inner.collect_kernel_times();
+        Ok(Some(timeline.kernel_times()))
+    }
+
+    /// Times each dispatch by a compute pass of its own (its pass's timestamps), as on a device
+    /// without `TIMESTAMP_QUERY_INSIDE_PASSES`, so that tests on lavapipe exercise that path.
+    /// Not for production use.
+    #[doc(hidden)]
+    pub fn force_kernel_timing_pass_per_dispatch(&self, force: bool) {
+        if let Some(timing) = &self.inner.kernel_timing {
+            timing
+                .force_pass_per_dispatch
+                .store(force, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether this context times kernels on the GPU: its timeline is on and its device has
+    /// timestamp queries (see [`Context::kernel_times`]).
+    pub fn times_kernels(&self) -> bool {
+        self.inner.kernel_timing.is_some()
+    }
+}
