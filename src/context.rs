@@ -8,7 +8,9 @@
 //! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
 //!
 //! Files: `context.rs` (the context, its memory and its submissions), `context/gathered.rs`
-//! (single ops gathered into the context's own submission).
+//! (single ops gathered into the context's own submission), `context/app_device.rs` (a
+//! context on a device the app opened: what the arena needs of it, and the app's handlers
+//! left alone).
 //!
 //! One cycle remains, and it is the honest shape: the context owns its staging pool
 //! (`transfer/staging.rs`), and staging a transfer runs on that context's device, queue,
@@ -28,7 +30,11 @@ use crate::transfer::stats::TransferCounters;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod app_device;
 mod gathered;
+
+pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
+pub(crate) use app_device::OpenedDevice;
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every
@@ -176,7 +182,7 @@ impl Context {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
             required_features,
-            required_limits: limits.clone(),
+            required_limits: limits,
             ..Default::default()
         }))
         .map_err(|e| Error::RequestDevice {
@@ -184,7 +190,8 @@ impl Context {
             reason: e.to_string(),
         })?;
         // wgpu's default handler panics; a library must not. Errors we can act on are caught
-        // with error scopes where they happen; anything else is logged.
+        // with error scopes where they happen; anything else is logged. (The device is ours:
+        // on an app's device, `from_wgpu` leaves the app's handlers alone.)
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
             log::error!(
                 "gpu-arena: uncaptured wgpu error: {}",
@@ -195,21 +202,52 @@ impl Context {
         // Every later call checks this before touching the device (see `check_device`). The
         // callback holds only the flag, not the context, so it keeps nothing else alive.
         let device_lost = Arc::new(std::sync::OnceLock::new());
-        let lost = Arc::clone(&device_lost);
-        device.set_device_lost_callback(move |reason, message| {
-            let reason = match message.is_empty() {
-                true => format!("{reason:?}"),
-                false => format!("{reason:?}: {message}"),
-            };
-            let _ = lost.set(reason);
-        });
+        let notifier = DeviceLostNotifier {
+            lost: Arc::clone(&device_lost),
+        };
+        device.set_device_lost_callback(move |reason, message| notifier.notify(reason, &message));
 
         let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
+        Self::on_opened_device(
+            OpenedDevice {
+                device,
+                queue,
+                adapter_info,
+                description,
+                device_lost,
+            },
+            config,
+            kernels,
+        )
+    }
+
+    /// The context on an open device (its own, or the app's): plans its memory and makes its
+    /// arena, reserving nothing yet. The limits are the device's own (`device.limits()`), which
+    /// for an app's device are what the app requested, not what the adapter could give.
+    pub(crate) fn on_opened_device(
+        opened: OpenedDevice,
+        config: ArenaConfig,
+        kernels: crate::pipelines::KernelCache,
+    ) -> Result<Self> {
+        let OpenedDevice {
+            device,
+            queue,
+            adapter_info,
+            description,
+            device_lost,
+        } = opened;
+        let limits = device.limits();
+        crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         let plan = plan_memory(&description)?;
         let bar_candidates = bar_write_candidates(&config, &plan)?;
         let bar_writes = bar_candidates.is_some();
         let arena_types = bar_candidates.unwrap_or_else(|| plan.arena_candidates.clone());
-        let regions = Regions::new(device.clone(), arena_types, config.force_non_coherent)?;
+        let regions = Regions::new(
+            device.clone(),
+            arena_types,
+            config.array_usages,
+            config.force_non_coherent,
+        )?;
         let mut max_region_bytes = limits.max_buffer_size;
         if let Some(cap) = config.max_region_bytes {
             max_region_bytes = max_region_bytes.min(cap);
@@ -317,7 +355,9 @@ impl Context {
         &self.inner.queue
     }
 
-    /// The device limits the context opened with (the adapter's own limits).
+    /// The device's limits (`device.limits()`): on a device the context opened, the
+    /// adapter's own; on an app's device ([`Context::from_wgpu`]), what the app requested.
+    /// Every limit check of the crate reads these.
     pub fn limits(&self) -> &wgpu::Limits {
         &self.inner.limits
     }

@@ -38,6 +38,25 @@ pub enum Error {
         /// wgpu's reason.
         reason: String,
     },
+    /// The app's device (given to [`Context::from_wgpu`](crate::Context::from_wgpu)) lacks
+    /// features, limits or capabilities the arena needs; nothing was opened. Each shortfall is
+    /// in `missing`, the first one in the message.
+    #[error("the device given to Context::from_wgpu lacks what gpu-arena needs: {} ({} shortfall(s) in all); create the device with gpu_arena::DeviceRequirements::for_config(&config): its `features` in DeviceDescriptor::required_features and `limits` (or the adapter's own limits) in required_limits", missing.first().map_or_else(String::new, ToString::to_string), missing.len())]
+    DeviceRequirements {
+        /// Every feature, limit and capability the device falls short in.
+        missing: Vec<crate::DeviceShortfall>,
+    },
+    /// An array was handed to an app's pass as something the arena's buffers are not made for
+    /// (their usages are [`ArenaConfig::array_usages`](crate::ArenaConfig::array_usages)).
+    #[error("{operation} binds an array as {missing:?}, which arena buffers do not allow (ArenaConfig::array_usages is {allowed:?}); add {missing:?} to ArenaConfig::array_usages when opening the context")]
+    ArrayUsage {
+        /// The call that was refused.
+        operation: &'static str,
+        /// The usage flag the arena's buffers lack.
+        missing: wgpu::BufferUsages,
+        /// The usages they have.
+        allowed: wgpu::BufferUsages,
+    },
     /// A configuration value (usually from the environment) is not valid.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Config {

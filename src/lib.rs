@@ -158,7 +158,7 @@ pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
 };
-pub use context::{Context, GpuUse};
+pub use context::{AppDevice, Context, DeviceLostNotifier, DeviceRequirements, DeviceShortfall, GpuUse};
 pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};

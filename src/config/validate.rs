@@ -184,6 +184,19 @@ impl ArenaConfig {
                 timeline_expected(),
             ));
         }
+        let missing = super::REQUIRED_ARRAY_USAGES - self.array_usages;
+        let forbidden = self.array_usages & super::FORBIDDEN_ARRAY_USAGES;
+        if !missing.is_empty() || !forbidden.is_empty() {
+            return Err(field_error(
+                "array_usages",
+                format!("{:?}", self.array_usages),
+                format!(
+                    "usages that contain {:?} (missing: {missing:?}) and none of {:?} (present: {forbidden:?}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
+                    super::REQUIRED_ARRAY_USAGES,
+                    super::FORBIDDEN_ARRAY_USAGES
+                ),
+            ));
+        }
         if let Some(dir) = &self.dump_on_oom {
             if dir.as_os_str().to_string_lossy().trim().is_empty() {
                 return Err(field_error(
