@@ -33,8 +33,8 @@ use std::time::{Duration, Instant};
 mod app_device;
 mod gathered;
 
-pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
 pub(crate) use app_device::OpenedDevice;
+pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every

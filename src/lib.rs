@@ -128,6 +128,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+mod app_work;
 pub mod arena;
 mod array;
 mod backend;
@@ -152,13 +153,16 @@ mod submission;
 pub mod transfer;
 mod view;
 
+pub use app_work::AppWork;
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
 };
-pub use context::{AppDevice, Context, DeviceLostNotifier, DeviceRequirements, DeviceShortfall, GpuUse};
+pub use context::{
+    AppDevice, Context, DeviceLostNotifier, DeviceRequirements, DeviceShortfall, GpuUse,
+};
 pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};

@@ -5,7 +5,7 @@
 
 use super::mem_fraction::FRACTION_GRAMMAR;
 use super::{AdapterSelector, ArenaConfig, BarWrites};
-use crate::error::{Error, Result};
+use crate::error::{flag_names, Error, Result};
 
 /// Bytes in one MiB, the unit of the `*_MB` variables.
 pub(crate) const MIB: u64 = 1 << 20;
@@ -189,11 +189,13 @@ impl ArenaConfig {
         if !missing.is_empty() || !forbidden.is_empty() {
             return Err(field_error(
                 "array_usages",
-                format!("{:?}", self.array_usages),
+                flag_names(self.array_usages.iter_names()),
                 format!(
-                    "usages that contain {:?} (missing: {missing:?}) and none of {:?} (present: {forbidden:?}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
-                    super::REQUIRED_ARRAY_USAGES,
-                    super::FORBIDDEN_ARRAY_USAGES
+                    "usages that contain {} (missing: {}) and none of {} (present: {}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
+                    flag_names(super::REQUIRED_ARRAY_USAGES.iter_names()),
+                    flag_names(missing.iter_names()),
+                    flag_names(super::FORBIDDEN_ARRAY_USAGES.iter_names()),
+                    flag_names(forbidden.iter_names()),
                 ),
             ));
         }

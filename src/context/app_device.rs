@@ -108,9 +108,11 @@ impl DeviceRequirements {
                 max_compute_workgroup_size_y: compute.max_compute_workgroup_size_y,
                 max_compute_workgroup_size_z: compute.max_compute_workgroup_size_z,
                 max_compute_workgroups_per_dimension: compute.max_compute_workgroups_per_dimension,
-                max_buffer_size: floor
-                    .max_buffer_size
-                    .max(config.staging_bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)),
+                max_buffer_size: floor.max_buffer_size.max(
+                    config
+                        .staging_bytes
+                        .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT),
+                ),
                 ..floor
             },
             downlevel: wgpu::DownlevelFlags::COMPUTE_SHADERS,
@@ -129,7 +131,7 @@ impl DeviceRequirements {
         let absent = self.features - features;
         if !absent.is_empty() {
             missing.push(DeviceShortfall {
-                name: format!("features {absent:?}"),
+                name: format!("features {}", crate::error::flag_names(absent.iter_names())),
                 has: "not requested".into(),
                 needs: "requested in required_features".into(),
             });
@@ -142,13 +144,16 @@ impl DeviceRequirements {
                 needs: "an adapter with compute shaders (Vulkan, Metal, DX12, GL 4.3)".into(),
             });
         }
-        limits.check_limits_with_fail_fn(&self.limits, false, |name, has, needs| {
-            missing.push(DeviceShortfall {
-                name: format!("limit {name}"),
-                has: has.to_string(),
-                needs: needs.to_string(),
+        // wgpu's check asks whether `self` fits within `allowed`: the requirements within
+        // what the device has.
+        self.limits
+            .check_limits_with_fail_fn(limits, false, |name, needs, has| {
+                missing.push(DeviceShortfall {
+                    name: format!("limit {name}"),
+                    has: has.to_string(),
+                    needs: needs.to_string(),
+                });
             });
-        });
         missing
     }
 }
