@@ -254,7 +254,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
 
     /// **Escape hatch**: a wgpu binding of the array's range, for command buffers built by
     /// hand and submitted with [`Context::raw_submit`]. Prefer [`Context::kernel`] and
-    /// [`Context::launch`], which bind, check and track arrays for you.
+    /// [`Context::launch`], which bind, check and track arrays for you, and for the app's own
+    /// render or compute passes [`Context::app_work`], which hands out the same binding and
+    /// tracks the array itself.
     ///
     /// ```ignore
     /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.raw_binding()) }

@@ -317,10 +317,12 @@ impl Context {
     /// check and track every array.
     ///
     /// Buffers made here are not arena memory (they do not show in [`Context::memory_stats`]).
-    /// Command buffers that touch arena arrays ([`crate::DeviceArray::buffer`],
-    /// [`crate::DeviceArray::raw_binding`]) must go through [`Context::raw_submit`] with those arrays
-    /// in `uses`. Errors of work made here reach the device's uncaptured-error handler, which
-    /// gpu-arena logs (`log` crate), unless you push your own error scopes.
+    /// Passes that use arena arrays get them from [`Context::app_work`] and are submitted with
+    /// [`crate::AppWork::submit`]; command buffers that touch arena arrays by hand
+    /// ([`crate::DeviceArray::buffer`], [`crate::DeviceArray::raw_binding`]) must go through
+    /// [`Context::raw_submit`] with those arrays in `uses`. Errors of work made here reach the
+    /// device's uncaptured-error handler: on a device the context opened, gpu-arena's, which
+    /// logs them (`log` crate); on an app's device ([`Context::from_wgpu`]), the app's.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
