@@ -184,7 +184,7 @@ impl ArenaConfig {
                 timeline_expected(),
             ));
         }
-        let missing = super::REQUIRED_ARRAY_USAGES - self.array_usages;
+        let missing = super::REQUIRED_ARRAY_USAGES.difference(self.array_usages);
         let forbidden = self.array_usages & super::FORBIDDEN_ARRAY_USAGES;
         if !missing.is_empty() || !forbidden.is_empty() {
             return Err(field_error(
