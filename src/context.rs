@@ -144,6 +144,9 @@ pub(crate) struct ContextInner {
     /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
     /// seen by a later poll); set by wgpu's device-lost callback.
     pub(crate) device_lost: Arc<std::sync::OnceLock<String>>,
+    /// On an app's device (no device-lost callback of ours): how waits learn of a loss the
+    /// app did not forward.
+    loss_probe: Option<app_device::LossProbe>,
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
     pub(crate) gathered: Mutex<gathered::Gathered>,
@@ -215,6 +218,7 @@ impl Context {
                 adapter_info,
                 description,
                 device_lost,
+                app_device: false,
             },
             config,
             kernels,
@@ -235,7 +239,9 @@ impl Context {
             adapter_info,
             description,
             device_lost,
+            app_device,
         } = opened;
+        let loss_probe = app_device.then(|| app_device::LossProbe::new(&device));
         let limits = device.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         let plan = plan_memory(&description)?;
@@ -280,6 +286,7 @@ impl Context {
                 kernels,
                 bar_writes,
                 device_lost,
+                loss_probe,
                 gathered: Mutex::default(),
                 bind_groups_made: Default::default(),
             }),
@@ -813,6 +820,17 @@ impl ContextInner {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| self.device_error(during, e.to_string()))?;
+        self.check_device_after_wait(during)
+    }
+
+    /// [`ContextInner::check_device`] where the caller is about to read what the device wrote:
+    /// on an app's device, whose device-lost callback is not ours, it first asks wgpu whether
+    /// the device is still valid ([`app_device::LossProbe`]), so a loss the app did not forward
+    /// is still an [`Error::DeviceLost`] rather than a read of memory the device never wrote.
+    fn check_device_after_wait(&self, during: &str) -> Result<()> {
+        if let Some(probe) = &self.loss_probe {
+            probe.probe(&self.device, &self.device_lost);
+        }
         self.check_device(during)
     }
 
@@ -824,7 +842,7 @@ impl ContextInner {
     /// had completed before: the caller is about to read what the device wrote.
     pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
         if id.0 == 0 {
-            return self.check_device("waiting for submitted work");
+            return self.check_device_after_wait("waiting for submitted work");
         }
         let visible = self.host_visible_through(id);
         self.wait_for_work(visible)
@@ -839,7 +857,7 @@ impl ContextInner {
     pub(crate) fn wait_for_work(&self, id: SubmissionId) -> Result<()> {
         let during = "waiting for submitted work";
         if id.0 <= self.submissions.completed() {
-            return self.check_device(during);
+            return self.check_device_after_wait(during);
         }
         // `id` may be the gathered single ops' submission, not made yet.
         self.flush_through(id)?;
@@ -853,7 +871,9 @@ impl ContextInner {
                 // successful one after it yet: nothing of it runs, so wait for the queue.
                 Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
                 Err(e) => return Err(self.device_error(during, e.to_string())),
-                Ok(_) if id.0 <= self.submissions.completed() => return self.check_device(during),
+                Ok(_) if id.0 <= self.submissions.completed() => {
+                    return self.check_device_after_wait(during)
+                }
                 Ok(_) => {}
             }
         }

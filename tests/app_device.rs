@@ -315,6 +315,23 @@ fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
     assert!(error.to_string().contains("Destroyed"), "{error}");
     drop(x);
     drop(ctx);
+
+    // An app that forwards nothing: the next host read finds the loss itself.
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let x = ctx.device_put(&[4u32; 16], &[16]).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [4; 16]);
+    app.device.destroy();
+    let error = ctx.device_get(&x).unwrap_err();
+    assert!(matches!(error, Error::DeviceLost { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("device_lost_notifier"),
+        "{error}"
+    );
+    assert!(matches!(
+        ctx.synchronize().unwrap_err(),
+        Error::DeviceLost { .. }
+    ));
     assert_no_validation_errors();
 }
 

@@ -10,8 +10,10 @@
 //! - **The app's handlers stay the app's**: wgpu keeps one uncaptured-error handler and one
 //!   device-lost callback per device, so installing ours would silently take them from the
 //!   app. The context installs neither. Its own work runs inside error scopes (per thread, so
-//!   they catch only its errors), and the device's loss reaches it through a
-//!   [`DeviceLostNotifier`] the app calls from its own callback.
+//!   they catch only its errors). The device's loss reaches it through a
+//!   [`DeviceLostNotifier`] the app calls from its own callback (with wgpu's reason), and
+//!   without one through a probe before every host read ([`LossProbe`]: a buffer map fails on
+//!   a lost device).
 //! - **Memory**: on Vulkan the arena allocates through gpu-allocator on the device's raw
 //!   handles exactly as on a device of its own (`backend/vulkan.rs`); elsewhere plain wgpu
 //!   buffers. Dropping the context frees only what the arena allocated.
@@ -19,6 +21,7 @@
 use super::Context;
 use crate::config::ArenaConfig;
 use crate::error::{Error, Result};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The app's wgpu objects a context opens on: the adapter (for the memory table and the
@@ -178,7 +181,9 @@ impl std::fmt::Display for DeviceShortfall {
 /// How a context learns that its device is lost when the device-lost callback is not its own
 /// (a context on an app's device: wgpu keeps one callback per device, and it is the app's).
 /// Call [`DeviceLostNotifier::notify`] from the app's callback; from then on every call of the
-/// context refuses with [`Error::DeviceLost`] instead of reading what the device never wrote.
+/// context refuses with [`Error::DeviceLost`], with wgpu's reason. Without it the context finds
+/// the loss itself at its next wait or host read (a probe: a buffer map fails on a lost
+/// device), without wgpu's reason.
 /// It holds only a flag (not the context), so a callback that keeps it keeps nothing alive.
 ///
 /// ```no_run
@@ -212,6 +217,78 @@ pub(crate) struct OpenedDevice {
     pub(crate) adapter_info: wgpu::AdapterInfo,
     pub(crate) description: crate::memplan::DeviceDescription,
     pub(crate) device_lost: Arc<OnceLock<String>>,
+    /// The app's device (its device-lost callback is the app's): waits probe for a loss.
+    pub(crate) app_device: bool,
+}
+
+/// How a context on an app's device learns of a loss the app did not forward. wgpu drops
+/// errors of a lost device's operations (they would go to the device-lost callback, which is
+/// the app's), so failing operations say nothing; but a buffer map on an invalid device calls
+/// its callback at once with an error. Each probe maps a 4-byte buffer of the context's own:
+/// an error marks the device lost; success leaves it mapped until the next probe unmaps it.
+/// One probe at a time (an atomic state), so a probe never fails for being already pending.
+pub(crate) struct LossProbe {
+    buffer: wgpu::Buffer,
+    state: Arc<AtomicU8>,
+}
+
+/// [`LossProbe`] states: no map requested, a map requested and not yet resolved, mapped.
+const PROBE_IDLE: u8 = 0;
+const PROBE_PENDING: u8 = 1;
+const PROBE_MAPPED: u8 = 2;
+/// The size of the probe's buffer: the smallest mappable range (wgpu maps whole words).
+const PROBE_BYTES: u64 = wgpu::COPY_BUFFER_ALIGNMENT;
+
+impl LossProbe {
+    pub(crate) fn new(device: &wgpu::Device) -> Self {
+        Self {
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gpu-arena device-loss probe"),
+                size: PROBE_BYTES,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            state: Arc::new(AtomicU8::new(PROBE_IDLE)),
+        }
+    }
+
+    /// Asks wgpu whether the device is still valid; sets `lost` when it is not. Called after a
+    /// wait, so an earlier probe's map has usually resolved; one still pending is left alone.
+    pub(crate) fn probe(&self, device: &wgpu::Device, lost: &Arc<OnceLock<String>>) {
+        if self.state.load(Ordering::Acquire) == PROBE_PENDING {
+            // The last probe's map resolves (or fails, on a lost device) at a poll.
+            let _ = device.poll(wgpu::PollType::Poll);
+        }
+        let claimed = [PROBE_MAPPED, PROBE_IDLE].into_iter().find(|&from| {
+            self.state
+                .compare_exchange(from, PROBE_PENDING, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+        let Some(from) = claimed else {
+            return;
+        };
+        const LOST: &str = "the device is lost or was destroyed (found by a failing buffer map; forward the app's device-lost callback to Context::device_lost_notifier for wgpu's reason)";
+        // In error scopes of our own: on an invalid device the unmap is a validation error,
+        // which must not reach the app's handler; it says the device is gone, as a map does.
+        let scopes = crate::pipelines::ErrorScopes::push(device);
+        if from == PROBE_MAPPED {
+            self.buffer.unmap();
+        }
+        let state = Arc::clone(&self.state);
+        let on_map_lost = Arc::clone(lost);
+        self.buffer
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |result| match result {
+                Ok(()) => state.store(PROBE_MAPPED, Ordering::Release),
+                Err(_) => {
+                    let _ = on_map_lost.set(LOST.to_string());
+                    state.store(PROBE_IDLE, Ordering::Release);
+                }
+            });
+        if scopes.pop().is_err() {
+            let _ = lost.set(LOST.to_string());
+        }
+    }
 }
 
 impl Context {
@@ -222,9 +299,10 @@ impl Context {
     /// (`adapter`, `backend` and `validation` are the app's: its instance and device decide).
     ///
     /// What it leaves alone: the device's uncaptured-error handler and device-lost callback
-    /// stay the app's (the context's own work runs inside error scopes; forward the loss with
-    /// [`Context::device_lost_notifier`]), and dropping the context frees only the arena's
-    /// memory. Several contexts may share one device.
+    /// stay the app's (the context's own work runs inside error scopes; a loss is found by the
+    /// next wait or host read, and forwarding it with [`Context::device_lost_notifier`] gives
+    /// wgpu's reason at once), and dropping the context frees only the arena's memory.
+    /// Several contexts may share one device.
     ///
     /// Errors: what [`ArenaConfig::validate`] refuses; [`Error::InvalidArgument`] when the
     /// device was not made from `adapter`; [`Error::DeviceRequirements`] naming each feature,
@@ -278,6 +356,7 @@ impl Context {
                 adapter_info,
                 description,
                 device_lost: Arc::new(OnceLock::new()),
+                app_device: true,
             },
             config,
             kernels,
