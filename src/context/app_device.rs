@@ -68,6 +68,10 @@ impl AppDevice {
 ///   [`ArenaConfig::staging_bytes`]. A device with the adapter's own limits (the usual request)
 ///   has all of them.
 /// - `downlevel`: compute shaders (any Vulkan, Metal or DX12 device; GL from 4.3 / GLES 3.1).
+/// - Vulkan: no device extension. gpu-allocator runs on core Vulkan (no buffer device
+///   address), and `VK_EXT_memory_budget` is read when the physical device offers it (heap
+///   budgets in the memory plan and [`Context::heap_budgets`]); without it the plan falls back
+///   to the heap sizes.
 ///
 /// ```no_run
 /// # let adapter: gpu_arena::wgpu::Adapter = todo!();
