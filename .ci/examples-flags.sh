@@ -56,6 +56,7 @@ expect 2 '--dim must be between 1 and' "$bin/decode" --dim 99999999
 expect 2 'invalid value "-1" for --n' "$bin/saxpy" --n -1
 expect 2 "missing argument for option '--save'" "$bin/device_report" --save
 expect 2 '--steps must be between 1 and' "$bin/train" --steps 0
+expect 2 '--size must be between 8 and 2048' "$bin/render_interop" --size 4
 if [ "$have_mpi" -eq 1 ]; then
   expect 2 '--bucket-mib must be between 0 and 1024' "$bin/data_parallel" --bucket-mib 5000
 fi

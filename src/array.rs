@@ -54,6 +54,9 @@ pub(crate) struct ArrayStorage {
 /// it as `Capture #N`, not `Sequence #N`.
 pub(crate) const CAPTURE_RECORDER_BIT: u64 = 1 << 63;
 
+/// The next bit marks an app's work ([`crate::AppWork`]): refusals name it as `AppWork #N`.
+pub(crate) const APP_WORK_RECORDER_BIT: u64 = 1 << 62;
+
 /// How recorded work uses an array: the two kinds of use the recording model tells apart,
 /// since two reads commute and a write does not commute with anything.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -251,7 +254,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
 
     /// **Escape hatch**: a wgpu binding of the array's range, for command buffers built by
     /// hand and submitted with [`Context::raw_submit`]. Prefer [`Context::kernel`] and
-    /// [`Context::launch`], which bind, check and track arrays for you.
+    /// [`Context::launch`], which bind, check and track arrays for you, and for the app's own
+    /// render or compute passes [`Context::app_work`], which hands out the same binding and
+    /// tracks the array itself.
     ///
     /// ```ignore
     /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.raw_binding()) }
@@ -425,17 +430,14 @@ pub(crate) fn check_not_pending(
             "writes it and would run before that read (which would see the new values)",
         ),
     };
-    let (kind, made_by, ends) = if sequence & CAPTURE_RECORDER_BIT != 0 {
-        ("Capture", "Context::capture", "finish()")
+    let (kind, made_by, ends, ended) = if sequence & CAPTURE_RECORDER_BIT != 0 {
+        ("Capture", "Context::capture", "finish()", "finished")
+    } else if sequence & APP_WORK_RECORDER_BIT != 0 {
+        ("AppWork", "Context::app_work", "submit()", "submitted")
     } else {
-        ("Sequence", "Context::sequence", "submit()")
+        ("Sequence", "Context::sequence", "submit()", "submitted")
     };
-    let number = sequence & !CAPTURE_RECORDER_BIT;
-    let ended = if kind == "Capture" {
-        "finished"
-    } else {
-        "submitted"
-    };
+    let number = sequence & !(CAPTURE_RECORDER_BIT | APP_WORK_RECORDER_BIT);
     Err(Error::InvalidArgument {
         operation,
         reason: format!(

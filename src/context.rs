@@ -8,7 +8,9 @@
 //! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
 //!
 //! Files: `context.rs` (the context, its memory and its submissions), `context/gathered.rs`
-//! (single ops gathered into the context's own submission).
+//! (single ops gathered into the context's own submission), `context/app_device.rs` (a
+//! context on a device the app opened: what the arena needs of it, and the app's handlers
+//! left alone).
 //!
 //! One cycle remains, and it is the honest shape: the context owns its staging pool
 //! (`transfer/staging.rs`), and staging a transfer runs on that context's device, queue,
@@ -28,8 +30,12 @@ use crate::transfer::stats::TransferCounters;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+mod app_device;
 mod gathered;
 mod kernel_timing;
+
+pub(crate) use app_device::OpenedDevice;
+pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every
@@ -142,6 +148,9 @@ pub(crate) struct ContextInner {
     /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
     /// seen by a later poll); set by wgpu's device-lost callback.
     pub(crate) device_lost: Arc<std::sync::OnceLock<String>>,
+    /// On an app's device (no device-lost callback of ours): how waits learn of a loss the
+    /// app did not forward.
+    loss_probe: Option<app_device::LossProbe>,
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
     pub(crate) gathered: Mutex<gathered::Gathered>,
@@ -185,7 +194,7 @@ impl Context {
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),
             required_features,
-            required_limits: limits.clone(),
+            required_limits: limits,
             ..Default::default()
         }))
         .map_err(|e| Error::RequestDevice {
@@ -193,7 +202,8 @@ impl Context {
             reason: e.to_string(),
         })?;
         // wgpu's default handler panics; a library must not. Errors we can act on are caught
-        // with error scopes where they happen; anything else is logged.
+        // with error scopes where they happen; anything else is logged. (The device is ours:
+        // on an app's device, `from_wgpu` leaves the app's handlers alone.)
         device.on_uncaptured_error(Arc::new(|error: wgpu::Error| {
             log::error!(
                 "gpu-arena: uncaptured wgpu error: {}",
@@ -204,21 +214,55 @@ impl Context {
         // Every later call checks this before touching the device (see `check_device`). The
         // callback holds only the flag, not the context, so it keeps nothing else alive.
         let device_lost = Arc::new(std::sync::OnceLock::new());
-        let lost = Arc::clone(&device_lost);
-        device.set_device_lost_callback(move |reason, message| {
-            let reason = match message.is_empty() {
-                true => format!("{reason:?}"),
-                false => format!("{reason:?}: {message}"),
-            };
-            let _ = lost.set(reason);
-        });
+        let notifier = DeviceLostNotifier {
+            lost: Arc::clone(&device_lost),
+        };
+        device.set_device_lost_callback(move |reason, message| notifier.notify(reason, &message));
 
         let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
+        Self::on_opened_device(
+            OpenedDevice {
+                device,
+                queue,
+                adapter_info,
+                description,
+                device_lost,
+                app_device: false,
+            },
+            config,
+            kernels,
+        )
+    }
+
+    /// The context on an open device (its own, or the app's): plans its memory and makes its
+    /// arena, reserving nothing yet. The limits are the device's own (`device.limits()`), which
+    /// for an app's device are what the app requested, not what the adapter could give.
+    pub(crate) fn on_opened_device(
+        opened: OpenedDevice,
+        config: ArenaConfig,
+        kernels: crate::pipelines::KernelCache,
+    ) -> Result<Self> {
+        let OpenedDevice {
+            device,
+            queue,
+            adapter_info,
+            description,
+            device_lost,
+            app_device,
+        } = opened;
+        let loss_probe = app_device.then(|| app_device::LossProbe::new(&device));
+        let limits = device.limits();
+        crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         let plan = plan_memory(&description)?;
         let bar_candidates = bar_write_candidates(&config, &plan)?;
         let bar_writes = bar_candidates.is_some();
         let arena_types = bar_candidates.unwrap_or_else(|| plan.arena_candidates.clone());
-        let regions = Regions::new(device.clone(), arena_types, config.force_non_coherent)?;
+        let regions = Regions::new(
+            device.clone(),
+            arena_types,
+            config.array_usages,
+            config.force_non_coherent,
+        )?;
         let mut max_region_bytes = limits.max_buffer_size;
         if let Some(cap) = config.max_region_bytes {
             max_region_bytes = max_region_bytes.min(cap);
@@ -253,6 +297,7 @@ impl Context {
                 kernels,
                 bar_writes,
                 device_lost,
+                loss_probe,
                 gathered: Mutex::default(),
                 bind_groups_made: Default::default(),
             }),
@@ -290,10 +335,12 @@ impl Context {
     /// check and track every array.
     ///
     /// Buffers made here are not arena memory (they do not show in [`Context::memory_stats`]).
-    /// Command buffers that touch arena arrays ([`crate::DeviceArray::buffer`],
-    /// [`crate::DeviceArray::raw_binding`]) must go through [`Context::raw_submit`] with those arrays
-    /// in `uses`. Errors of work made here reach the device's uncaptured-error handler, which
-    /// gpu-arena logs (`log` crate), unless you push your own error scopes.
+    /// Passes that use arena arrays get them from [`Context::app_work`] and are submitted with
+    /// [`crate::AppWork::submit`]; command buffers that touch arena arrays by hand
+    /// ([`crate::DeviceArray::buffer`], [`crate::DeviceArray::raw_binding`]) must go through
+    /// [`Context::raw_submit`] with those arrays in `uses`. Errors of work made here reach the
+    /// device's uncaptured-error handler: on a device the context opened, gpu-arena's, which
+    /// logs them (`log` crate); on an app's device ([`Context::from_wgpu`]), the app's.
     pub fn device(&self) -> &wgpu::Device {
         &self.inner.device
     }
@@ -328,7 +375,9 @@ impl Context {
         &self.inner.queue
     }
 
-    /// The device limits the context opened with (the adapter's own limits).
+    /// The device's limits (`device.limits()`): on a device the context opened, the
+    /// adapter's own; on an app's device ([`Context::from_wgpu`]), what the app requested.
+    /// Every limit check of the crate reads these.
     pub fn limits(&self) -> &wgpu::Limits {
         &self.inner.limits
     }
@@ -782,6 +831,17 @@ impl ContextInner {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| self.device_error(during, e.to_string()))?;
+        self.check_device_after_wait(during)
+    }
+
+    /// [`ContextInner::check_device`] where the caller is about to read what the device wrote:
+    /// on an app's device, whose device-lost callback is not ours, it first asks wgpu whether
+    /// the device is still valid ([`app_device::LossProbe`]), so a loss the app did not forward
+    /// is still an [`Error::DeviceLost`] rather than a read of memory the device never wrote.
+    fn check_device_after_wait(&self, during: &str) -> Result<()> {
+        if let Some(probe) = &self.loss_probe {
+            probe.probe(&self.device, &self.device_lost);
+        }
         self.check_device(during)
     }
 
@@ -793,7 +853,7 @@ impl ContextInner {
     /// had completed before: the caller is about to read what the device wrote.
     pub(crate) fn wait_for(&self, id: SubmissionId) -> Result<()> {
         if id.0 == 0 {
-            return self.check_device("waiting for submitted work");
+            return self.check_device_after_wait("waiting for submitted work");
         }
         let visible = self.host_visible_through(id);
         self.wait_for_work(visible)
@@ -808,7 +868,7 @@ impl ContextInner {
     pub(crate) fn wait_for_work(&self, id: SubmissionId) -> Result<()> {
         let during = "waiting for submitted work";
         if id.0 <= self.submissions.completed() {
-            return self.check_device(during);
+            return self.check_device_after_wait(during);
         }
         // `id` may be the gathered single ops' submission, not made yet.
         self.flush_through(id)?;
@@ -822,7 +882,9 @@ impl ContextInner {
                 // successful one after it yet: nothing of it runs, so wait for the queue.
                 Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
                 Err(e) => return Err(self.device_error(during, e.to_string())),
-                Ok(_) if id.0 <= self.submissions.completed() => return self.check_device(during),
+                Ok(_) if id.0 <= self.submissions.completed() => {
+                    return self.check_device_after_wait(during)
+                }
                 Ok(_) => {}
             }
         }

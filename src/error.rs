@@ -38,6 +38,25 @@ pub enum Error {
         /// wgpu's reason.
         reason: String,
     },
+    /// The app's device (given to [`Context::from_wgpu`](crate::Context::from_wgpu)) lacks
+    /// features, limits or capabilities the arena needs; nothing was opened. Each shortfall is
+    /// in `missing` and in the message.
+    #[error("the device given to Context::from_wgpu lacks what gpu-arena needs: {}; create the device with gpu_arena::DeviceRequirements::for_config(&config): its `features` in DeviceDescriptor::required_features and `limits` (or the adapter's own limits) in required_limits", missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    DeviceRequirements {
+        /// Every feature, limit and capability the device falls short in.
+        missing: Vec<crate::DeviceShortfall>,
+    },
+    /// An array was handed to an app's pass as something the arena's buffers are not made for
+    /// (their usages are [`ArenaConfig::array_usages`](crate::ArenaConfig::array_usages)).
+    #[error("{operation} binds an array as {}, which arena buffers do not allow (ArenaConfig::array_usages is {}); add {} to ArenaConfig::array_usages when opening the context", flag_names(.missing.iter_names()), flag_names(.allowed.iter_names()), flag_names(.missing.iter_names()))]
+    ArrayUsage {
+        /// The call that was refused.
+        operation: &'static str,
+        /// The usage flag the arena's buffers lack.
+        missing: wgpu::BufferUsages,
+        /// The usages they have.
+        allowed: wgpu::BufferUsages,
+    },
     /// A configuration value (usually from the environment) is not valid.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Config {
@@ -187,6 +206,16 @@ impl From<ArenaError> for Error {
             },
             other => Error::Arena(other),
         }
+    }
+}
+
+/// Set flags by name, `VERTEX | INDEX`, from bitflags' `iter_names()` (their `Debug` wraps
+/// them in the type's name).
+pub(crate) fn flag_names<'a, F>(flags: impl Iterator<Item = (&'a str, F)>) -> String {
+    let names: Vec<&str> = flags.map(|(name, _)| name).collect();
+    match names.is_empty() {
+        true => "nothing".to_string(),
+        false => names.join(" | "),
     }
 }
 

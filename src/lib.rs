@@ -35,6 +35,11 @@
 //!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
 //!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and
 //!   [`shard`] / [`gather`] split a host array across devices and bring it back.
+//! - Your app's device: [`Context::from_wgpu`] opens the arena on a wgpu device the app
+//!   already has (a renderer's, CubeCL's), checked against [`DeviceRequirements`], leaving the
+//!   app's error handler and device-lost callback alone ([`DeviceLostNotifier`] forwards a
+//!   loss); [`Context::app_work`] hands arrays to the app's own render and compute passes as
+//!   vertex, index, uniform or storage buffers and submits them tracked ([`AppWork`]).
 //! - [`TransferGuard`] refuses (or logs) implicit transfers, as `jax.transfer_guard`.
 //! - Seeing memory: [`Context::memory_stats`] (XLA's keys), [`Context::memory_snapshot`],
 //!   [`Context::memory_timeline`], [`report::write_html`]; every array carries the user's line
@@ -91,7 +96,9 @@
 //!   test against it (`if (i.x < p.n)`), as the examples do.
 //! - **One escape hatch**: [`DeviceArray::raw_binding`], [`DeviceArray::buffer`] (with
 //!   [`DeviceArray::byte_offset`]), [`Context::device`], [`Context::queue`] and
-//!   [`Context::raw_submit`] reach arena memory or the queue past gpu-arena's use tracking.
+//!   [`Context::raw_submit`] reach arena memory or the queue past gpu-arena's use tracking
+//!   (for arrays in your own render or compute passes, [`Context::app_work`] is the tracked
+//!   way).
 //!   Each says under **Escape hatch** what the caller must do: name every array such work
 //!   touches in `raw_submit`'s `uses`, or keep it alive until [`Context::synchronize`].
 //! - **Device refusals** ([`Error::Device`], [`Error::KernelCompile`]) carry wgpu's message on
@@ -104,8 +111,10 @@
 //! - [`config`]: [`ArenaConfig`], its validation and the `GPU_ARENA_*` / JAX variables.
 //! - `backend` (private): where regions come from (gpu-allocator on Vulkan, plain wgpu
 //!   buffers), mapped memory, flush and invalidate: all of the crate's `unsafe`.
-//! - `context`, `devices` (private): [`Context`], [`GpuUse`], adapters, [`devices()`].
+//! - `context`, `devices` (private): [`Context`], [`GpuUse`], adapters, [`devices()`], and
+//!   contexts on the app's device ([`AppDevice`], [`DeviceRequirements`]).
 //! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].
+//! - `app_work` (private): [`AppWork`], arrays in the app's own passes, tracked.
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
 //! - [`kernels`]: the public names of compute ([`Kernel`], [`Launch`], [`Sequence`],
 //!   [`Capture`], [`CapturedStep`],
@@ -130,6 +139,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+mod app_work;
 pub mod arena;
 mod array;
 mod backend;
@@ -154,13 +164,16 @@ mod submission;
 pub mod transfer;
 mod view;
 
+pub use app_work::AppWork;
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::{DeviceArray, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
 };
-pub use context::{Context, GpuUse};
+pub use context::{
+    AppDevice, Context, DeviceLostNotifier, DeviceRequirements, DeviceShortfall, GpuUse,
+};
 pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};

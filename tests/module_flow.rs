@@ -38,6 +38,7 @@ const DEVICE_USERS: &[&str] = &[
     "sharding",
     "backprop",
     "distributed",
+    "app_work",
 ];
 
 /// What is above the pipeline plumbing: everything that holds an array or a context, records
@@ -59,11 +60,13 @@ const ABOVE_PIPELINES: &[&str] = &[
     "backprop",
     "distributed",
     "remat",
+    "app_work",
 ];
 
 /// What is above `context.rs`: arrays (which know their context), users' compute, the
 /// library's ops, the public facade, and what is built on them.
 const ABOVE_CONTEXT: &[&str] = &[
+    "app_work",
     "array",
     "view",
     "donated",
@@ -76,7 +79,14 @@ const ABOVE_CONTEXT: &[&str] = &[
 ];
 
 /// The library's ops and the public facade: named by the crate root alone.
-const TOP: &[&str] = &["ops", "kernels", "sharding", "backprop", "distributed"];
+const TOP: &[&str] = &[
+    "ops",
+    "kernels",
+    "sharding",
+    "backprop",
+    "distributed",
+    "app_work",
+];
 
 /// What the pure modules must not name besides [`DEVICE_USERS`]: the backend, configuration and
 /// the crate-wide error (they have their own).

@@ -112,16 +112,19 @@ pub(crate) struct Regions {
     backend: MemoryBackend,
     /// Memory types to try for arena regions, best first (Vulkan only).
     arena_types: Vec<u32>,
+    /// The wgpu usages of arena regions (`ArenaConfig::array_usages`).
+    arena_usages: wgpu::BufferUsages,
     regions: HashMap<RegionId, DeviceBuffer>,
     next_id: u64,
 }
 
 impl Regions {
-    /// Regions of `device` in `arena_types` (best first); `force_non_coherent` makes every
-    /// mapping flush and invalidate as if it were not coherent.
+    /// Regions of `device` in `arena_types` (best first), with `arena_usages`;
+    /// `force_non_coherent` makes every mapping flush and invalidate as if it were not coherent.
     pub(crate) fn new(
         device: wgpu::Device,
         arena_types: Vec<u32>,
+        arena_usages: wgpu::BufferUsages,
         force_non_coherent: bool,
     ) -> Result<Self> {
         let backend = match vulkan::VulkanMemory::new(&device, force_non_coherent)? {
@@ -132,6 +135,7 @@ impl Regions {
             device,
             backend,
             arena_types,
+            arena_usages,
             regions: HashMap::new(),
             next_id: 0,
         })
@@ -155,9 +159,22 @@ impl Regions {
         purpose: plain::Purpose,
         label: &str,
     ) -> Result<DeviceBuffer> {
+        let usage = match purpose {
+            Purpose::Arena => self.arena_usages,
+            // Staging is copied from and to, and bound as storage by the host-path ops.
+            Purpose::Upload | Purpose::Readback => STAGING_USAGES,
+        };
         match &self.backend {
-            MemoryBackend::Vulkan(vk) => vk.create_buffer(&self.device, size, candidates, label),
-            MemoryBackend::Plain => Ok(plain::create_buffer(&self.device, size, purpose, label)),
+            MemoryBackend::Vulkan(vk) => {
+                vk.create_buffer(&self.device, size, candidates, usage, label)
+            }
+            MemoryBackend::Plain => Ok(plain::create_buffer(
+                &self.device,
+                size,
+                purpose,
+                usage,
+                label,
+            )),
         }
     }
 
@@ -179,6 +196,12 @@ impl Regions {
 }
 
 pub(crate) use plain::Purpose;
+
+/// The usages of staging buffers made from gpu-allocator memory (plain staging buffers are
+/// mappable instead: `plain.rs`).
+const STAGING_USAGES: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
 
 impl RegionSource for Regions {
     fn create_region(&mut self, size: u64) -> std::result::Result<RegionId, String> {

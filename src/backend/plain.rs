@@ -16,18 +16,17 @@ pub(crate) enum Purpose {
     Readback,
 }
 
+/// A wgpu buffer for `purpose`; arena buffers get `arena_usages`, staging buffers the map and
+/// copy usages their direction needs.
 pub(crate) fn create_buffer(
     device: &wgpu::Device,
     size: u64,
     purpose: Purpose,
+    arena_usages: wgpu::BufferUsages,
     label: &str,
 ) -> DeviceBuffer {
     let usage = match purpose {
-        Purpose::Arena => {
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST
-        }
+        Purpose::Arena => arena_usages,
         Purpose::Upload => wgpu::BufferUsages::MAP_WRITE | wgpu::BufferUsages::COPY_SRC,
         Purpose::Readback => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
     };

@@ -260,13 +260,15 @@ impl VulkanMemory {
 
     /// A buffer of `size` bytes in the first memory type of `candidates` that works.
     ///
-    /// The buffer is usable as storage and as copy source and destination. When the memory is
-    /// host-visible, the returned buffer carries gpu-allocator's persistent mapping.
+    /// The buffer has the wgpu usages `usage` (no MAP_* usage: gpu-allocator maps the memory,
+    /// not wgpu). When the memory is host-visible, the returned buffer carries gpu-allocator's
+    /// persistent mapping.
     pub(crate) fn create_buffer(
         &self,
         device: &wgpu::Device,
         size: u64,
         candidates: &[u32],
+        usage: wgpu::BufferUsages,
         label: &str,
     ) -> Result<DeviceBuffer> {
         let backend_error = |during: &str, reason: String| Error::Backend {
@@ -275,11 +277,7 @@ impl VulkanMemory {
         };
         let info = vk::BufferCreateInfo::default()
             .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
+            .usage(vulkan_usage(usage))
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: a valid create-info on wgpu's live device.
         let raw = unsafe { self.device.create_buffer(&info, None) }
@@ -380,16 +378,15 @@ impl VulkanMemory {
                 Box::new(move || release.run()),
             )
         };
-        // SAFETY: the hal buffer was created on this device with at least the usages below.
+        // SAFETY: the hal buffer was created on this device with the Vulkan usages of `usage`
+        // (`vulkan_usage`, as wgpu-hal would make them).
         let buffer = unsafe {
             device.create_buffer_from_hal::<VulkanApi>(
                 hal_buffer,
                 &wgpu::BufferDescriptor {
                     label: Some(label),
                     size,
-                    usage: wgpu::BufferUsages::STORAGE
-                        | wgpu::BufferUsages::COPY_SRC
-                        | wgpu::BufferUsages::COPY_DST,
+                    usage,
                     mapped_at_creation: false,
                 },
             )
@@ -412,6 +409,27 @@ impl VulkanMemory {
         let report = allocator.generate_report();
         (report.allocations.len(), report.total_allocated_bytes)
     }
+}
+
+/// The Vulkan usage flags of a buffer wgpu knows with `usage`, as wgpu-hal's own
+/// `conv::map_buffer_usage` makes them for the usages gpu-arena gives (the MAP_* usages need no
+/// Vulkan flag and are never given: gpu-allocator maps the memory).
+fn vulkan_usage(usage: wgpu::BufferUsages) -> vk::BufferUsageFlags {
+    use wgpu::BufferUsages as U;
+    [
+        (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
+        (U::COPY_DST, vk::BufferUsageFlags::TRANSFER_DST),
+        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
+        (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
+        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
+        (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
+        (U::INDIRECT, vk::BufferUsageFlags::INDIRECT_BUFFER),
+    ]
+    .into_iter()
+    .filter(|(wgpu_usage, _)| usage.contains(*wgpu_usage))
+    .fold(vk::BufferUsageFlags::empty(), |flags, (_, vk_usage)| {
+        flags | vk_usage
+    })
 }
 
 /// One gpu-allocator allocation (a dedicated `VkDeviceMemory`, persistently mapped when
@@ -491,6 +509,7 @@ mod tests {
                 device,
                 4096,
                 &ctx.inner.plan.upload_candidates,
+                wgpu::BufferUsages::COPY_SRC,
                 "poison test",
             )
             .unwrap();

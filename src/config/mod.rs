@@ -18,6 +18,7 @@
 //! | [`ArenaConfig::kernel_times`] | `true` (with the timeline on) | | `GPU_ARENA_KERNEL_TIMES` | |
 //! | [`ArenaConfig::dump_on_oom`] | none | a path that is not blank | `GPU_ARENA_DUMP_ON_OOM` | |
 //! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
+//! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |
 //!
 //! Our names win over the aliases; two aliases that disagree are an error, as in JAX. Every
 //! value is checked by one set of rules ([`ArenaConfig::validate`], which
@@ -62,6 +63,33 @@ pub const DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES: u64 = 1 << 30;
 /// arena ring then has exactly 2^18 slots of 64 bytes (one is the writer's), 16 MiB of host
 /// memory, enough for minutes of a training loop's allocations.
 pub const DEFAULT_TIMELINE_CAPACITY: usize = (1 << 18) - 1;
+
+/// The usages every arena buffer needs whatever else it allows: kernels bind arrays as storage,
+/// transfers and ops copy into and out of them.
+pub const REQUIRED_ARRAY_USAGES: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// The usages of arena buffers by default: what the library needs ([`REQUIRED_ARRAY_USAGES`])
+/// and what an app's own passes bind a buffer as (vertex, index, uniform, indirect), so that an
+/// array computed by a kernel can be drawn with no copy
+/// ([`Context::app_work`](crate::Context::app_work)). The extra usages cost nothing measurable
+/// on the drivers we know (they are flags on the buffer, not a memory type).
+pub const DEFAULT_ARRAY_USAGES: wgpu::BufferUsages = REQUIRED_ARRAY_USAGES
+    .union(wgpu::BufferUsages::VERTEX)
+    .union(wgpu::BufferUsages::INDEX)
+    .union(wgpu::BufferUsages::UNIFORM)
+    .union(wgpu::BufferUsages::INDIRECT);
+
+/// Usages an arena buffer can never have: mapping is the arena's own business (zero-copy maps
+/// it through gpu-allocator, and wgpu forbids MAP_* beside STORAGE without
+/// `MAPPABLE_PRIMARY_BUFFERS`), and query resolves and acceleration-structure inputs are not
+/// arrays.
+pub const FORBIDDEN_ARRAY_USAGES: wgpu::BufferUsages = wgpu::BufferUsages::MAP_READ
+    .union(wgpu::BufferUsages::MAP_WRITE)
+    .union(wgpu::BufferUsages::QUERY_RESOLVE)
+    .union(wgpu::BufferUsages::BLAS_INPUT)
+    .union(wgpu::BufferUsages::TLAS_INPUT);
 
 /// How the arena gets memory, as `XLA_PYTHON_CLIENT_ALLOCATOR`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +252,12 @@ pub struct ArenaConfig {
     /// the paths of Intel non-LLC, ARM and Apple GPUs on lavapipe under the validation layer.
     /// Default `false`; `GPU_ARENA_FORCE_NONCOHERENT`.
     pub force_non_coherent: bool,
+    /// The wgpu usages of every arena buffer, so what an app's own passes may bind an array as
+    /// ([`Context::app_work`](crate::Context::app_work) refuses a use whose flag is missing
+    /// here, naming it). Default [`DEFAULT_ARRAY_USAGES`] (storage, copies, vertex, index,
+    /// uniform, indirect); it must contain [`REQUIRED_ARRAY_USAGES`] and none of
+    /// [`FORBIDDEN_ARRAY_USAGES`]. No variable: it is the app's code that binds arrays.
+    pub array_usages: wgpu::BufferUsages,
 }
 
 impl Default for ArenaConfig {
@@ -245,6 +279,7 @@ impl Default for ArenaConfig {
             kernel_times: true,
             dump_on_oom: None,
             force_non_coherent: false,
+            array_usages: DEFAULT_ARRAY_USAGES,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use super::mem_fraction::FRACTION_GRAMMAR;
 use super::{AdapterSelector, ArenaConfig, BarWrites};
-use crate::error::{Error, Result};
+use crate::error::{flag_names, Error, Result};
 
 /// Bytes in one MiB, the unit of the `*_MB` variables.
 pub(crate) const MIB: u64 = 1 << 20;
@@ -182,6 +182,21 @@ impl ArenaConfig {
                 "timeline_capacity",
                 self.timeline_capacity.to_string(),
                 timeline_expected(),
+            ));
+        }
+        let missing = super::REQUIRED_ARRAY_USAGES.difference(self.array_usages);
+        let forbidden = self.array_usages & super::FORBIDDEN_ARRAY_USAGES;
+        if !missing.is_empty() || !forbidden.is_empty() {
+            return Err(field_error(
+                "array_usages",
+                flag_names(self.array_usages.iter_names()),
+                format!(
+                    "usages that contain {} (missing: {}) and none of {} (present: {}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
+                    flag_names(super::REQUIRED_ARRAY_USAGES.iter_names()),
+                    flag_names(missing.iter_names()),
+                    flag_names(super::FORBIDDEN_ARRAY_USAGES.iter_names()),
+                    flag_names(forbidden.iter_names()),
+                ),
             ));
         }
         if let Some(dir) = &self.dump_on_oom {

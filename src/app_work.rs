@@ -1,0 +1,325 @@
+//! `AppWork`: arena arrays in the app's own render and compute passes, tracked.
+//!
+//! An app that draws what a kernel computed binds the array as a vertex, index, uniform,
+//! storage or indirect buffer in passes it encodes itself. The danger is the one of every
+//! escape hatch: an array dropped while that work is queued has its memory handed to the next
+//! allocation while the GPU still reads it. [`AppWork`] closes it by construction: the only way
+//! to get an array's buffer range from it also records the array, and [`AppWork::submit`]
+//! submits the app's command buffers and records every such array as used by that submission
+//! (its memory is reused only once the submission has completed), in one call.
+//!
+//! Between the hand-out and the submission the work is recorded and not submitted, so the
+//! arrays follow the recording model ([`crate::kernels`]): an array the work writes is pending
+//! for everyone, one it reads for writers only, and a refusal names `AppWork #N`.
+//!
+//! Above `array.rs` and `context.rs` (it holds arrays' memory and submits on the context);
+//! named by the crate root alone.
+
+use crate::array::{check_context, check_not_pending, Access, ArrayStorage, APP_WORK_RECORDER_BIT};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::submission::SubmissionId;
+use crate::DeviceArray;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Source of [`AppWork`] numbers, as refusals name them.
+static NEXT_APP_WORK: AtomicU64 = AtomicU64::new(1);
+
+/// Work the app encodes itself (render or compute passes, copies) over arena arrays, made by
+/// [`Context::app_work`]. Each method hands out one array's range in the form wgpu's pass
+/// takes it and records the array; [`AppWork::submit`] submits the command buffers and keeps
+/// every recorded array's memory from reuse until they complete, even if the array is dropped
+/// right after.
+///
+/// ```no_run
+/// # let (ctx, positions, encoder): (gpu_arena::Context, gpu_arena::DeviceArray<[f32; 2]>, gpu_arena::wgpu::CommandEncoder) = todo!();
+/// let mut work = ctx.app_work();
+/// let vertices = work.vertex_buffer(&positions)?; // a wgpu::BufferSlice
+/// // ... pass.set_vertex_buffer(0, vertices); pass.draw(0..n, 0..1); ...
+/// drop(positions); // safe: its memory waits for the submission below
+/// work.submit([encoder.finish()])?;
+/// # Ok::<(), gpu_arena::Error>(())
+/// ```
+///
+/// What is not safe, as with every escape hatch: handing a range out here and submitting the
+/// work some other way (`queue.submit`); dropping an `AppWork` whose ranges were handed out
+/// without submitting logs a warning for that reason.
+#[must_use = "the arrays are protected only by AppWork::submit"]
+pub struct AppWork {
+    ctx: Context,
+    /// This work's recorder number, with [`APP_WORK_RECORDER_BIT`].
+    number: u64,
+    /// Every array handed out, with its strongest use.
+    uses: Vec<(Arc<ArrayStorage>, Access)>,
+    /// Position in `uses` by storage address.
+    index: HashMap<usize, usize>,
+}
+
+impl Context {
+    /// Starts [`AppWork`]: arrays handed to the app's own passes, then submitted with them.
+    pub fn app_work(&self) -> AppWork {
+        AppWork {
+            ctx: self.clone(),
+            number: NEXT_APP_WORK.fetch_add(1, Ordering::Relaxed) | APP_WORK_RECORDER_BIT,
+            uses: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl AppWork {
+    /// The array's bytes as a vertex buffer: `pass.set_vertex_buffer(slot, slice)`.
+    ///
+    /// Errors: [`Error::ArrayUsage`] when [`crate::ArenaConfig::array_usages`] lacks VERTEX;
+    /// [`Error::InvalidArgument`] for an empty array (wgpu has no empty slices) or one pending
+    /// in a recorder that writes it; [`Error::ForeignArray`].
+    pub fn vertex_buffer<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> Result<wgpu::BufferSlice<'a>> {
+        let op = "AppWork::vertex_buffer";
+        self.record(array, wgpu::BufferUsages::VERTEX, Access::Read, op)?;
+        Ok(slice(array))
+    }
+
+    /// The array's bytes as an index buffer and the index format its element size gives
+    /// (`u16`-sized elements: `Uint16`, `u32`-sized: `Uint32`):
+    /// `pass.set_index_buffer(slice, format)`.
+    ///
+    /// Errors: as [`AppWork::vertex_buffer`] (with INDEX), and [`Error::InvalidArgument`] for
+    /// elements of another size.
+    pub fn index_buffer<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> Result<(wgpu::BufferSlice<'a>, wgpu::IndexFormat)> {
+        let op = "AppWork::index_buffer";
+        let format = match std::mem::size_of::<T>() {
+            2 => wgpu::IndexFormat::Uint16,
+            4 => wgpu::IndexFormat::Uint32,
+            other => {
+                return Err(Error::InvalidArgument {
+                    operation: op,
+                    reason: format!(
+                        "indices are 2 or 4 bytes (u16 or u32) but {} is {other}: bitcast or convert the array",
+                        std::any::type_name::<T>()
+                    ),
+                })
+            }
+        };
+        self.record(array, wgpu::BufferUsages::INDEX, Access::Read, op)?;
+        Ok((slice(array), format))
+    }
+
+    /// The array as an indirect-arguments buffer: `pass.draw_indirect(buffer, offset)` (or
+    /// `dispatch_workgroups_indirect`) with the returned buffer and byte offset.
+    ///
+    /// Errors: as [`AppWork::vertex_buffer`] (with INDIRECT).
+    pub fn indirect_buffer<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> Result<(&'a wgpu::Buffer, u64)> {
+        let op = "AppWork::indirect_buffer";
+        self.record(array, wgpu::BufferUsages::INDIRECT, Access::Read, op)?;
+        Ok((&array.storage.buffer, array.storage.allocation.offset))
+    }
+
+    /// The array as a uniform-buffer binding, for a bind group of the app's pipeline.
+    ///
+    /// Errors: as [`AppWork::vertex_buffer`] (with UNIFORM), and [`Error::InvalidArgument`]
+    /// when the array is larger than the device's `max_uniform_buffer_binding_size`.
+    pub fn uniform<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> Result<wgpu::BindingResource<'a>> {
+        let op = "AppWork::uniform";
+        let limit = self.ctx.limits().max_uniform_buffer_binding_size;
+        check_binding_size(array, limit, "max_uniform_buffer_binding_size", op)?;
+        self.record(array, wgpu::BufferUsages::UNIFORM, Access::Read, op)?;
+        Ok(wgpu::BindingResource::Buffer(array.raw_binding()))
+    }
+
+    /// The array as a storage-buffer binding the app's shader only reads. Declare it
+    /// `var<storage, read_write>` when another array of the same region is bound writable in
+    /// the same pass (arrays share region buffers; see [`DeviceArray::raw_binding`]).
+    ///
+    /// Errors: as [`AppWork::vertex_buffer`] (with STORAGE, always allowed), and
+    /// [`Error::InvalidArgument`] when the array is larger than the device's
+    /// `max_storage_buffer_binding_size`.
+    pub fn storage<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> Result<wgpu::BindingResource<'a>> {
+        let op = "AppWork::storage";
+        self.storage_binding(array, Access::Read, op)
+    }
+
+    /// The array as a storage-buffer binding the app's shader writes: until
+    /// [`AppWork::submit`], the array is pending for everyone (single ops and host reads of it
+    /// are refused, naming this work).
+    ///
+    /// Errors: as [`AppWork::storage`].
+    pub fn storage_mut<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a mut DeviceArray<T>,
+    ) -> Result<wgpu::BindingResource<'a>> {
+        let op = "AppWork::storage_mut";
+        self.storage_binding(array, Access::Write, op)
+    }
+
+    fn storage_binding<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+        access: Access,
+        op: &'static str,
+    ) -> Result<wgpu::BindingResource<'a>> {
+        let limit = self.ctx.limits().max_storage_buffer_binding_size;
+        check_binding_size(array, limit, "max_storage_buffer_binding_size", op)?;
+        self.record(array, wgpu::BufferUsages::STORAGE, access, op)?;
+        Ok(wgpu::BindingResource::Buffer(array.raw_binding()))
+    }
+
+    /// How many arrays this work has handed out.
+    pub fn len(&self) -> usize {
+        self.uses.len()
+    }
+
+    /// True when no array has been handed out.
+    pub fn is_empty(&self) -> bool {
+        self.uses.is_empty()
+    }
+
+    /// Submits the app's command buffers on the context's queue (after the single ops the
+    /// context has gathered, so they see what every op called before wrote) and records every
+    /// array handed out as used by this submission: none of them is reused before it completes,
+    /// whether the array is dropped now or later. The arrays stop being pending.
+    ///
+    /// Errors: [`Error::DeviceLost`]; [`Error::Device`] when wgpu refuses the command buffers
+    /// (for instance a pass that failed validation while it was encoded): nothing of them ran.
+    pub fn submit(
+        mut self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> Result<SubmissionId> {
+        let uses = std::mem::take(&mut self.uses);
+        self.index.clear();
+        for (storage, access) in &uses {
+            storage.pending.unmark(*access);
+        }
+        let inner = &self.ctx.inner;
+        let during = "submitting the app's command buffers (AppWork::submit)";
+        inner.check_device(during)?;
+        let scopes = crate::pipelines::ErrorScopes::push(&inner.device);
+        let id = inner.submit_with(command_buffers, |id| {
+            for (storage, _) in &uses {
+                storage.record_use(id);
+            }
+        });
+        scopes.pop().map_err(|reason| {
+            inner.after_refused_submission();
+            inner.device_error(during, reason)
+        })?;
+        inner.record(crate::profile::Record::Dispatch {
+            name: "AppWork::submit",
+            submission: id,
+        });
+        Ok(id)
+    }
+
+    /// Checks that `array` may be used as `usage` with `access` now, then records it (a
+    /// refusal records nothing).
+    fn record<T: bytemuck::Pod>(
+        &mut self,
+        array: &DeviceArray<T>,
+        usage: wgpu::BufferUsages,
+        access: Access,
+        operation: &'static str,
+    ) -> Result<()> {
+        let storage = &array.storage;
+        check_context(storage, &self.ctx.inner, operation)?;
+        let allowed = self.ctx.config().array_usages;
+        if !allowed.contains(usage) {
+            return Err(Error::ArrayUsage {
+                operation,
+                missing: usage - allowed,
+                allowed,
+            });
+        }
+        if array.size_in_bytes() == 0 {
+            return Err(Error::InvalidArgument {
+                operation,
+                reason: format!(
+                    "{} is empty, and wgpu binds no empty range: leave it out of the pass",
+                    storage.describe()
+                ),
+            });
+        }
+        let key = Arc::as_ptr(storage) as usize;
+        let own = self.index.get(&key).map(|&i| self.uses[i].1);
+        if own >= Some(access) {
+            return Ok(());
+        }
+        // Another recorder's unsubmitted work this use would overtake (this work's own mark
+        // aside): a write of the array, or for a write any use.
+        let others_write = storage.pending.others(Access::Write, own) > 0;
+        let others_read = storage.pending.others(Access::Read, own) > 0;
+        if others_write || (access == Access::Write && others_read) {
+            check_not_pending(storage, access, operation, "the array")?;
+        }
+        storage.pending.mark(self.number, access, own);
+        match self.index.get(&key) {
+            Some(&i) => self.uses[i].1 = access,
+            None => {
+                self.index.insert(key, self.uses.len());
+                self.uses.push((Arc::clone(storage), access));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for AppWork {
+    fn drop(&mut self) {
+        if self.uses.is_empty() {
+            return;
+        }
+        for (storage, access) in &self.uses {
+            storage.pending.unmark(*access);
+        }
+        log::warn!(
+            "gpu-arena: AppWork #{} was dropped with {} array(s) handed out and not submitted: work that uses them must be submitted with AppWork::submit, or it is not protected against their memory being reused",
+            self.number & !APP_WORK_RECORDER_BIT,
+            self.uses.len()
+        );
+    }
+}
+
+/// The array's data as a buffer slice (its size, not the arena's rounding).
+fn slice<T: bytemuck::Pod>(array: &DeviceArray<T>) -> wgpu::BufferSlice<'_> {
+    let start = array.storage.allocation.offset;
+    array
+        .storage
+        .buffer
+        .slice(start..start + array.size_in_bytes())
+}
+
+/// Errors when the array's binding (its bytes rounded up to a word) exceeds the device's
+/// `limit_name` (`limit` bytes).
+fn check_binding_size<T: bytemuck::Pod>(
+    array: &DeviceArray<T>,
+    limit: u64,
+    limit_name: &str,
+    operation: &'static str,
+) -> Result<()> {
+    let bytes = array.size_in_bytes().next_multiple_of(4);
+    if bytes <= limit {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument {
+        operation,
+        reason: format!(
+            "{} is {bytes} bytes, above this device's {limit_name} ({limit}): bind a slice of it (Context::dynamic_slice) or request a higher limit",
+            array.storage.describe()
+        ),
+    })
+}
