@@ -585,3 +585,33 @@ fn a_plan_run_with_device_arrays_peaks_exactly_where_it_predicted() {
     }
     common::assert_no_validation_errors();
 }
+
+/// Two plans may leave the backward pass the same activations yet cut their recomputation
+/// differently (here every 4th and every 5th layer of 5: layer 4's activation is kept by the
+/// first but read by no backward step), so they allocate in another order and only one of them
+/// fits an arena: a budget search tries both instead of one per set of checkpoints.
+#[test]
+fn plans_with_equal_checkpoints_are_each_tried_against_an_arena_budget() {
+    use BackwardReads::{Input, Output};
+    let layer = |bytes, reads| Layer::new(bytes, 0.0).with_backward_reads(reads);
+    let chain = Chain::new(
+        0,
+        vec![
+            layer(25_601, Input),
+            layer(0, Output),
+            layer(39_169, Input),
+            layer(51_201, Input),
+            layer(6_401, Output),
+        ],
+    )
+    .unwrap();
+    let (all, simple) = simple_plans(&chain);
+    let budget = (all.peak_bytes() as f64 * 1.1527546398992512) as u64;
+    assert!(
+        simple.iter().any(|s| replays_in(s, budget)),
+        "a simple policy fits this arena"
+    );
+    let plan = chain.plan(CheckpointPolicy::Budget(budget)).unwrap();
+    assert!(replays_in(&plan, budget));
+    assert_eq!(plan.recompute_cost(), 0.0);
+}

@@ -177,6 +177,18 @@ impl Summary {
     }
 }
 
+/// A key for a candidate's keep flags: two hashes of them (a collision in both would drop a
+/// candidate; 128 bits make that as unlikely as a hardware fault).
+fn keep_key(keep: &[bool]) -> (u64, u64) {
+    use std::hash::{Hash, Hasher};
+    let mut first = std::collections::hash_map::DefaultHasher::new();
+    let mut second = std::collections::hash_map::DefaultHasher::new();
+    second.write_u8(0x5a);
+    keep.hash(&mut first);
+    keep.hash(&mut second);
+    (first.finish(), second.finish())
+}
+
 /// How a budget search ranks plans that fit: least recomputation first, then lowest peak.
 fn by_rank(recompute_cost: f64, peak_bytes: u64, other: (f64, u64)) -> Ordering {
     recompute_cost
@@ -208,13 +220,16 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
             return Ok(all);
         }
     }
-    // Each candidate once, by its checkpoints (the first of equal ones stays).
+    // Each candidate once, by its keep flags (the first of equal ones stays). Not by its
+    // checkpoints: two candidates that leave the backward pass the same activations may still
+    // cut their recomputation segments differently (a kept activation no backward step reads),
+    // and so order their allocations differently, and only one of them may fit an arena.
     let mut seen = HashSet::new();
     let mut summaries: Vec<Summary> = Vec::new();
     for candidate in Candidate::all(n) {
         candidate.keep_into(&rounded, &mut keep);
         let evaluation = evaluator.evaluate(&keep, None);
-        if seen.insert(evaluation.checkpoints_key) {
+        if seen.insert(keep_key(&keep)) {
             summaries.push(Summary {
                 candidate,
                 peak_bytes: evaluation.peak_bytes,

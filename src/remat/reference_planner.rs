@@ -76,8 +76,8 @@ fn candidates(chain: &Chain) -> Vec<Schedule> {
         .chain(search_counts(n).map(|segments| balanced(chain, segments)));
     let mut seen = HashSet::new();
     keeps
+        .filter(|keep| seen.insert(keep.clone()))
         .map(|keep| Schedule::build(chain, &keep))
-        .filter(|schedule| seen.insert(schedule.checkpoints().to_vec()))
         .collect()
 }
 
