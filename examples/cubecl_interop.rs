@@ -25,7 +25,7 @@
 //!    lets CubeCL hand its memory to the next allocation, which may be written (through a host
 //!    mapping, on unified memory) while the copy still runs.
 //!
-//! Cases (each the median of `--iters` runs, each run waits for the GPU):
+//! Cases (each the median of `--iters` runs after one untimed, each run waits for the GPU):
 //! - `cubecl_to_arena`: `device_copy` (above) vs `via_host` (`client.read_one` to host bytes,
 //!   then `device_put`);
 //! - `arena_to_cubecl`: `device_copy` vs `via_host` (`device_get` to a `Vec`, then
@@ -206,8 +206,11 @@ fn check(what: &str, got: &[u32], want: impl Fn(usize) -> u32) -> anyhow::Result
     }
 }
 
-/// Runs `body` `iters` times and returns the median duration.
+/// Runs `body` once untimed, then `iters` times, and returns the median duration. The untimed
+/// run keeps first touches out of the figures (on a CPU device, such as lavapipe, memory never
+/// used before costs page faults).
 fn median(iters: usize, mut body: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    body()?;
     let mut samples: Vec<Duration> = Vec::with_capacity(iters);
     for _ in 0..iters {
         let start = Instant::now();
