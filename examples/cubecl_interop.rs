@@ -127,7 +127,7 @@ fn cubecl_to_arena(
     handle: &Handle,
     array: &DeviceArray<u32>,
 ) -> anyhow::Result<SubmissionId> {
-    let bytes = array.size_in_bytes() as u64;
+    let bytes = array.size_in_bytes();
     // Moves CubeCL's recorded work on the handle into its encoder; the flush submits it, so
     // the copy below (a later submission on the same queue) runs after it.
     let managed = client.get_resource::<Server>(handle.clone())?;
@@ -158,7 +158,7 @@ fn arena_to_cubecl(
     array: &DeviceArray<u32>,
     handle: &Handle,
 ) -> anyhow::Result<SubmissionId> {
-    let bytes = array.size_in_bytes() as u64;
+    let bytes = array.size_in_bytes();
     // CubeCL work still recorded on this memory (an earlier user of a reused slice) goes out
     // before the copy overwrites it.
     let managed = client.get_resource::<Server>(handle.clone())?;
