@@ -12,6 +12,9 @@ if command -v mpicc >/dev/null 2>&1; then
   cargo build --release --features mpi --examples --quiet || exit 1
   have_mpi=1
 fi
+# The example of the `cubecl` feature (a build of its own; .ci/run builds it first, so this one
+# is warm there).
+cargo build --release --features cubecl --example cubecl_interop --quiet || exit 1
 bin="${CARGO_TARGET_DIR:-target}/release/examples"
 failures=0
 
@@ -96,6 +99,8 @@ expect 2 '--iters must be between 1 and 1000' "$bin/bench_update" --iters 1001
 expect 2 "$over" "$bin/decode" --steps 65536 --layers 65536 --dim 65536
 expect 2 '--dim must be between 1 and 65536' "$bin/decode" --dim 65537
 expect 2 '--launches must be between 1 and 10000' "$bin/bench_launch" --launches 10001
+expect 2 '--mib must be between 1 and 4096' "$bin/cubecl_interop" --mib 4097
+expect 2 '--iters must be between 1 and 100' "$bin/cubecl_interop" --iters 0
 expect 2 '--steps must be between 1 and 1000000' "$bin/train" --steps 1000001
 expect 2 '--layers must be between 1 and 1000000' "$bin/remat" --layers 1000001
 # A million-layer budget search: planned in bounded memory (a minute, not gigabytes).

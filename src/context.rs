@@ -122,6 +122,11 @@ pub(crate) struct MemoryState {
 pub(crate) struct ContextInner {
     /// This context's number in the process (1, 2, ...), for messages that name two contexts.
     pub(crate) id: u64,
+    /// The instance and adapter the device was opened from, for [`Context::instance`] and
+    /// [`Context::adapter`] (the context itself reads neither after opening; an app's device
+    /// comes with its instance only when the app hands it over).
+    instance: Option<wgpu::Instance>,
+    adapter: wgpu::Adapter,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
@@ -171,12 +176,17 @@ impl Context {
     /// [`Context::on_device`], [`Context::open_all`].
     pub fn new(config: ArenaConfig) -> Result<Self> {
         config.validate()?;
-        Self::open(&crate::devices::choose_adapter(&config)?, config)
+        let (instance, adapter) = crate::devices::choose_adapter(&config)?;
+        Self::open(&instance, &adapter, config)
     }
 
-    /// Opens a device on `adapter` under `config`, already validated (the adapter fields of
-    /// `config` are not read: the adapter is chosen).
-    pub(crate) fn open(adapter: &wgpu::Adapter, config: ArenaConfig) -> Result<Self> {
+    /// Opens a device on `adapter` (enumerated by `instance`) under `config`, already
+    /// validated (the adapter fields of `config` are not read: the adapter is chosen).
+    pub(crate) fn open(
+        instance: &wgpu::Instance,
+        adapter: &wgpu::Adapter,
+        config: ArenaConfig,
+    ) -> Result<Self> {
         // Before any device call: a bad GPU_ARENA_CACHE_DIR is the caller's to fix.
         let kernels = crate::pipelines::KernelCache::from_env()?;
         let adapter_info = adapter.get_info();
@@ -222,6 +232,8 @@ impl Context {
         let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
         Self::on_opened_device(
             OpenedDevice {
+                instance: Some(instance.clone()),
+                adapter: adapter.clone(),
                 device,
                 queue,
                 adapter_info,
@@ -243,6 +255,8 @@ impl Context {
         kernels: crate::pipelines::KernelCache,
     ) -> Result<Self> {
         let OpenedDevice {
+            instance,
+            adapter,
             device,
             queue,
             adapter_info,
@@ -274,6 +288,8 @@ impl Context {
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                instance,
+                adapter,
                 device,
                 queue,
                 adapter_info,
@@ -312,6 +328,30 @@ impl Context {
     /// The adapter this context opened.
     pub fn adapter_info(&self) -> &wgpu::AdapterInfo {
         &self.inner.adapter_info
+    }
+
+    /// **Escape hatch**: the wgpu instance that enumerated this context's adapter, for
+    /// libraries that start on an existing device and ask for all of it (CubeCL's
+    /// `WgpuSetup`, Burn's `WgpuDevice::Existing`). Creating surfaces or devices on it leaves
+    /// the context alone. `None` for a context on an app's device opened without it
+    /// ([`AppDevice::with_instance`] hands it over).
+    pub fn instance(&self) -> Option<&wgpu::Instance> {
+        self.inner.instance.as_ref()
+    }
+
+    /// **Escape hatch**: the wgpu adapter [`Context::device`] was opened on, for the same
+    /// libraries as [`Context::instance`]. Its `features()` and `limits()` are the adapter's:
+    /// the device has the adapter's limits but only the features gpu-arena asked for
+    /// (`PIPELINE_CACHE` and `IMMEDIATES` where offered); read
+    /// `ctx.device().features()` for those.
+    ///
+    /// ```no_run
+    /// let ctx = gpu_arena::Context::new(Default::default())?;
+    /// assert_eq!(ctx.adapter().get_info().name, ctx.adapter_info().name);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn adapter(&self) -> &wgpu::Adapter {
+        &self.inner.adapter
     }
 
     /// Which memory types back the arena and staging, and why.
@@ -571,7 +611,7 @@ impl Context {
     /// ```
     pub fn on_device(device: &DeviceInfo, config: ArenaConfig) -> Result<Self> {
         config.validate()?;
-        Self::open(&device.adapter, config)
+        Self::open(&device.instance, &device.adapter, config)
     }
 
     /// Opens one context on every adapter [`devices`] lists, in its order. Each has its own

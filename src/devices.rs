@@ -30,6 +30,8 @@ use crate::memplan::{plan_memory, DeviceDescription, MemPlanError, MemoryPlan, V
 #[derive(Debug)]
 pub struct DeviceInfo {
     index: usize,
+    /// The instance that enumerated the adapter, handed on to the context opened on it.
+    pub(crate) instance: wgpu::Instance,
     pub(crate) adapter: wgpu::Adapter,
     info: wgpu::AdapterInfo,
     description: DeviceDescription,
@@ -135,7 +137,7 @@ impl std::fmt::Display for DeviceInfo {
 /// as [`Context::new`](crate::Context::new) would.
 pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
     config.validate()?;
-    let adapters = enumerate_adapters(config)?;
+    let (instance, adapters) = enumerate_adapters(config)?;
     let default = select_adapter(config, &adapters)?;
     Ok(adapters
         .into_iter()
@@ -148,6 +150,7 @@ pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
                 info: adapter.get_info(),
                 plan: plan_memory(&description),
                 description,
+                instance: instance.clone(),
                 adapter,
                 is_default: index == default,
             }
@@ -156,11 +159,11 @@ pub fn devices(config: &ArenaConfig) -> Result<Vec<DeviceInfo>> {
 }
 
 /// The default adapter for `config`: the config's selector if any, else the first of
-/// [`devices`]' order.
-pub(crate) fn choose_adapter(config: &ArenaConfig) -> Result<wgpu::Adapter> {
-    let mut adapters = enumerate_adapters(config)?;
+/// [`devices`]' order, with the instance that enumerated it.
+pub(crate) fn choose_adapter(config: &ArenaConfig) -> Result<(wgpu::Instance, wgpu::Adapter)> {
+    let (instance, mut adapters) = enumerate_adapters(config)?;
     let index = select_adapter(config, &adapters)?;
-    Ok(adapters.swap_remove(index))
+    Ok((instance, adapters.swap_remove(index)))
 }
 
 /// How adapters are ranked within a backend: discrete first, software last.
@@ -174,9 +177,10 @@ fn device_rank(device_type: wgpu::DeviceType) -> u8 {
     }
 }
 
-/// Every adapter of the configured backends, in gpu-arena's order (see [`devices`]); an
-/// [`Error::NoAdapter`] that says what to install when there is none.
-fn enumerate_adapters(config: &ArenaConfig) -> Result<Vec<wgpu::Adapter>> {
+/// Every adapter of the configured backends, in gpu-arena's order (see [`devices`]), and the
+/// instance they come from; an [`Error::NoAdapter`] that says what to install when there is
+/// none.
+fn enumerate_adapters(config: &ArenaConfig) -> Result<(wgpu::Instance, Vec<wgpu::Adapter>)> {
     let enumerate = |backends: wgpu::Backends| {
         let mut flags = wgpu::InstanceFlags::empty();
         if config.validation {
@@ -187,14 +191,15 @@ fn enumerate_adapters(config: &ArenaConfig) -> Result<Vec<wgpu::Adapter>> {
             flags,
             ..wgpu::InstanceDescriptor::new_without_display_handle()
         });
-        pollster::block_on(instance.enumerate_adapters(backends))
+        let adapters = pollster::block_on(instance.enumerate_adapters(backends));
+        (instance, adapters)
     };
     // Auto: Vulkan adapters only, unless there are none (our memory policy applies to Vulkan,
     // and leaving GL alone avoids its driver probing where Vulkan works).
-    let mut adapters = match config.backend {
+    let (instance, mut adapters) = match config.backend {
         BackendChoice::Auto => {
             let vulkan = enumerate(wgpu::Backends::VULKAN);
-            if vulkan.is_empty() {
+            if vulkan.1.is_empty() {
                 enumerate(wgpu::Backends::all())
             } else {
                 vulkan
@@ -220,7 +225,7 @@ fn enumerate_adapters(config: &ArenaConfig) -> Result<Vec<wgpu::Adapter>> {
             },
         });
     }
-    Ok(adapters)
+    Ok((instance, adapters))
 }
 
 /// The index in `adapters` (non-empty, in [`enumerate_adapters`]' order) that `config.adapter`

@@ -37,11 +37,7 @@ fn app_device_with(
         ..Default::default()
     }))
     .ok()?;
-    Some(AppDevice {
-        adapter,
-        device,
-        queue,
-    })
+    Some(AppDevice::new(&adapter, &device, &queue).with_instance(&instance))
 }
 
 /// An app's device with only what the docs list for `config`.
@@ -699,5 +695,41 @@ fn dropping_the_context_leaves_the_apps_device_and_resources_working() {
             .unwrap(),
         [5; 4]
     );
+    assert_no_validation_errors();
+}
+
+#[test]
+fn the_instance_and_adapter_are_handed_on_when_the_context_has_them() {
+    let Some(app) = app_device(wgpu::Backends::VULKAN, &test_config()) else {
+        return;
+    };
+    let with = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let instance = with.instance().expect("handed over by with_instance");
+    assert!(
+        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN))
+            .iter()
+            .any(|a| a.get_info().name == with.adapter_info().name)
+    );
+    assert_eq!(with.adapter().get_info().name, with.adapter_info().name);
+    let without = Context::from_wgpu(
+        AppDevice::new(&app.adapter, &app.device, &app.queue),
+        test_config(),
+    )
+    .unwrap();
+    assert!(
+        without.instance().is_none(),
+        "an app's device without its instance"
+    );
+    assert_eq!(
+        without.adapter().get_info().name,
+        without.adapter_info().name
+    );
+    let own = common::context();
+    assert!(
+        own.instance().is_some(),
+        "a context's own device has its instance"
+    );
+    assert_eq!(own.adapter().get_info().name, own.adapter_info().name);
+    drop((with, without, own));
     assert_no_validation_errors();
 }

@@ -43,6 +43,10 @@ pub struct AppDevice {
     pub device: wgpu::Device,
     /// The device's queue: the arena's work goes on it, in order with the app's.
     pub queue: wgpu::Queue,
+    /// The instance that enumerated the adapter, when the app hands it over: the context only
+    /// passes it on ([`Context::instance`]) to libraries that start on an existing device and
+    /// want all of it (CubeCL's `WgpuSetup`). `None` by default.
+    pub instance: Option<wgpu::Instance>,
 }
 
 impl AppDevice {
@@ -52,7 +56,14 @@ impl AppDevice {
             adapter: adapter.clone(),
             device: device.clone(),
             queue: queue.clone(),
+            instance: None,
         }
+    }
+
+    /// The same, with the instance that enumerated the adapter (see [`AppDevice::instance`]).
+    pub fn with_instance(mut self, instance: &wgpu::Instance) -> Self {
+        self.instance = Some(instance.clone());
+        self
     }
 }
 
@@ -216,6 +227,8 @@ impl DeviceLostNotifier {
 
 /// A device opened (by the context or the app) and what the context learned of it.
 pub(crate) struct OpenedDevice {
+    pub(crate) instance: Option<wgpu::Instance>,
+    pub(crate) adapter: wgpu::Adapter,
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
@@ -326,6 +339,7 @@ impl Context {
             adapter,
             device,
             queue,
+            instance,
         } = app;
         let adapter_info = adapter.get_info();
         let device_info = device.adapter_info();
@@ -355,6 +369,8 @@ impl Context {
             crate::backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
         Self::on_opened_device(
             OpenedDevice {
+                instance,
+                adapter,
                 device,
                 queue,
                 adapter_info,
