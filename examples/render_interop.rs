@@ -249,11 +249,7 @@ fn open_app_device(config: &ArenaConfig, size: u32) -> anyhow::Result<AppDevice>
         required_limits: limits,
         ..Default::default()
     }))?;
-    Ok(AppDevice {
-        adapter,
-        device,
-        queue,
-    })
+    Ok(AppDevice::new(&adapter, &device, &queue))
 }
 
 const FORMAT: wgpu::TextureFormat = wgpu::TextureFormat::Rgba8Unorm;
