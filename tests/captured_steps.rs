@@ -139,12 +139,8 @@ fn decode_op_by_op(
     cache
 }
 
-fn bits(values: &[f32]) -> Vec<u32> {
-    values.iter().map(|v| v.to_bits()).collect()
-}
-
-#[test]
-fn replays_in_a_loop_match_the_same_work_op_by_op_bit_for_bit_on_every_path() {
+/// The op paths and forced non-coherent zero-copy memory (runs write and read mapped staging).
+fn every_path() -> Vec<(&'static str, Context)> {
     let mut paths = op_paths();
     paths.push((
         "non-coherent zero-copy",
@@ -153,7 +149,16 @@ fn replays_in_a_loop_match_the_same_work_op_by_op_bit_for_bit_on_every_path() {
             ..test_config()
         }),
     ));
-    for (path, ctx) in paths {
+    paths
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+#[test]
+fn replays_in_a_loop_match_the_same_work_op_by_op_bit_for_bit_on_every_path() {
+    for (path, ctx) in every_path() {
         let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
         let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
         let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
@@ -759,15 +764,7 @@ fn back_to_back_runs_that_set_some_inputs_keep_the_latest_bytes_of_the_others() 
     const RUNS: usize = 24;
     let row =
         |seed: usize| -> Vec<f32> { (0..WIDTH).map(|i| ((seed * 37 + i) % 512) as f32).collect() };
-    let mut paths = op_paths();
-    paths.push((
-        "non-coherent zero-copy",
-        context_with(ArenaConfig {
-            force_non_coherent: true,
-            ..test_config()
-        }),
-    ));
-    for (path, ctx) in paths {
+    for (path, ctx) in every_path() {
         let combine = ctx.kernel(COMBINE, "main").unwrap();
         let history = ctx.zeros::<f32>(&[RUNS, WIDTH]).unwrap();
         let mut cap = ctx.capture();
