@@ -871,3 +871,32 @@ fn an_uninitialised_array_of_a_capture_is_a_temporary_that_no_run_clears() {
     }
     assert_no_validation_errors();
 }
+
+#[test]
+fn a_recorders_alloc_refuses_hostile_shapes_and_records_nothing() {
+    let ctx = common::context();
+    let mut cap = ctx.capture();
+    let before = ctx.memory_stats().num_allocs;
+    for shape in [
+        vec![usize::MAX, 2],
+        vec![1usize << 40, 1 << 40],
+        vec![1; 7], // past the largest rank
+    ] {
+        match cap.alloc::<f32>(&shape) {
+            Err(Error::Shape { .. }) => {}
+            other => panic!("shape {shape:?}: {other:?}"),
+        }
+    }
+    let empty = cap.alloc::<f32>(&[0, 5]).unwrap();
+    assert_eq!(empty.len(), 0);
+    assert_eq!(cap.len(), 0, "an allocation records no step");
+    drop(empty);
+    let step = cap.finish().unwrap();
+    assert_eq!(step.plan().steps, 0);
+    assert_eq!(
+        ctx.memory_stats().num_allocs,
+        before + 1,
+        "only the empty array"
+    );
+    assert_no_validation_errors();
+}
