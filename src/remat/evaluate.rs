@@ -8,9 +8,6 @@
 //! holds one evaluator and a few numbers per candidate, and builds a [`Schedule`] only for the
 //! plans it returns or replays. A unit test checks every figure against [`Schedule::build`].
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-
 use super::chain::{BackwardReads, Chain};
 #[cfg(test)]
 use super::schedule::Schedule;
@@ -24,9 +21,6 @@ pub(crate) struct Evaluation {
     pub recompute_cost: f64,
     /// How many [`Schedule::checkpoints`] the plan has.
     pub checkpoints: usize,
-    /// Two independent 64-bit hashes of the checkpoint list: plans with the same list are
-    /// the same candidate to the search (a false match needs a 128-bit collision).
-    pub checkpoints_key: (u64, u64),
 }
 
 /// Scratch space for evaluating plans of one chain, reused from one plan to the next.
@@ -127,14 +121,11 @@ impl<'c> Evaluator<'c> {
         }
         walk.loss_gradient(n);
         // The activations the forward pass leaves in use for the backward pass.
-        let (mut first, mut second) = key_hashers();
         let mut count = 0;
         if let Some(list) = checkpoints.as_deref_mut() {
             list.clear();
         }
         for i in (1..n).filter(|&i| walk.read_later[i]) {
-            i.hash(&mut first);
-            i.hash(&mut second);
             count += 1;
             if let Some(list) = checkpoints.as_deref_mut() {
                 list.push(i);
@@ -147,33 +138,18 @@ impl<'c> Evaluator<'c> {
             peak_bytes: walk.peak,
             recompute_cost,
             checkpoints: count,
-            checkpoints_key: (first.finish(), second.finish()),
         }
     }
 
     /// The same figures for a built schedule, to check the walk against.
     #[cfg(test)]
     pub(crate) fn of_schedule(schedule: &Schedule) -> Evaluation {
-        let (mut first, mut second) = key_hashers();
-        for i in schedule.checkpoints() {
-            i.hash(&mut first);
-            i.hash(&mut second);
-        }
         Evaluation {
             peak_bytes: schedule.peak_bytes(),
             recompute_cost: schedule.recompute_cost(),
             checkpoints: schedule.checkpoints().len(),
-            checkpoints_key: (first.finish(), second.finish()),
         }
     }
-}
-
-/// Two hashers that agree on nothing but by chance: the same SipHash keys on every run, the
-/// second fed a salt first.
-fn key_hashers() -> (DefaultHasher, DefaultHasher) {
-    let mut second = DefaultHasher::new();
-    second.write_u8(0x5a);
-    (DefaultHasher::new(), second)
 }
 
 /// The backwards walk over a schedule's compute steps: bytes in use and the peak. Each kind
@@ -295,8 +271,10 @@ mod tests {
                 let evaluation = evaluator.evaluate(&keep, Some(&mut checkpoints));
                 prop_assert_eq!(evaluation, Evaluator::of_schedule(&schedule));
                 prop_assert_eq!(&checkpoints, schedule.checkpoints());
-                let all = evaluator.evaluate(&vec![true; n], None);
-                prop_assert_eq!(all, Evaluator::of_schedule(&Schedule::build(&chain, &vec![true; n])));
+                let all = evaluator.evaluate(&vec![true; n], Some(&mut checkpoints));
+                let all_schedule = Schedule::build(&chain, &vec![true; n]);
+                prop_assert_eq!(all, Evaluator::of_schedule(&all_schedule));
+                prop_assert_eq!(&checkpoints, all_schedule.checkpoints());
             }
         }
     }
