@@ -93,6 +93,38 @@ fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
     slices
 }
 
+/// Reads the arrays' pieces of `chunk` into `host`, one after another.
+fn read_chunk<T: bytemuck::Pod>(
+    ctx: &ContextInner,
+    ios: &[ArrayIo<'_, T>],
+    chunk: &[Piece],
+    host: &mut [T],
+) -> Result<()> {
+    let pieces = chunk.iter().zip(split(host, chunk));
+    read_pieces(
+        ctx,
+        pieces
+            .map(|(p, out)| (&ios[p.array], p.first, out))
+            .collect(),
+    )
+}
+
+/// Writes `host`, one piece after another, into the arrays' pieces of `chunk`.
+fn write_chunk<T: bytemuck::Pod>(
+    ctx: &ContextInner,
+    ios: &[ArrayIo<'_, T>],
+    chunk: &[Piece],
+    host: &mut [T],
+) -> Result<()> {
+    let pieces = chunk.iter().zip(split(host, chunk));
+    write_pieces(
+        ctx,
+        pieces
+            .map(|(p, data)| (&ios[p.array], p.first, &*data))
+            .collect(),
+    )
+}
+
 fn elements(chunk: &[Piece]) -> usize {
     chunk.iter().map(|p| p.len).sum()
 }
@@ -188,14 +220,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             }
             used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
-            read_pieces(
-                link.ctx,
-                chunk
-                    .iter()
-                    .zip(split(host, chunk))
-                    .map(|(p, out)| (&ios[p.array], p.first, out))
-                    .collect(),
-            )?;
+            read_chunk(link.ctx, &ios, chunk, host)?;
             let result: &mut [T] = if in_place {
                 all_reduce_in_place(link.comm, &mut host[..], system)
                     .ok_or_else(|| in_place_unknown(operation))?;
@@ -209,14 +234,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             if !keep {
                 result.iter_mut().for_each(|v| *v = finish(*v));
             }
-            write_pieces(
-                link.ctx,
-                chunk
-                    .iter()
-                    .zip(split(result, chunk))
-                    .map(|(p, data)| (&ios[p.array], p.first, &*data))
-                    .collect(),
-            )?;
+            write_chunk(link.ctx, &ios, chunk, result)?;
         }
         Ok(())
     })();
@@ -264,25 +282,11 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
             used = used.max(n * size);
             let host: &mut [T] = elements_of(&mut buffer, n);
             if is_root {
-                read_pieces(
-                    link.ctx,
-                    chunk
-                        .iter()
-                        .zip(split(host, chunk))
-                        .map(|(p, out)| (&ios[p.array], p.first, out))
-                        .collect(),
-                )?;
+                read_chunk(link.ctx, &ios, chunk, host)?;
             }
             process.broadcast_into(&mut host[..]);
             if !is_root {
-                write_pieces(
-                    link.ctx,
-                    chunk
-                        .iter()
-                        .zip(split(host, chunk))
-                        .map(|(p, data)| (&ios[p.array], p.first, &*data))
-                        .collect(),
-                )?;
+                write_chunk(link.ctx, &ios, chunk, host)?;
             }
         }
         Ok(())
