@@ -475,8 +475,10 @@ fn out_of_memory_while_capturing_is_an_error_and_leaves_the_arena_as_it_was() {
 
 #[test]
 fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
-    let ctx = common::context();
-    ctx.limit_kernel_resources(4096, 65535).unwrap();
+    let ctx = common::context_with(ArenaConfig {
+        max_binding_bytes: Some(4096),
+        ..common::test_config()
+    });
     let cache = ctx.zeros::<f32>(&[64, 64]).unwrap(); // 16 KiB, above the 4 KiB binding
     let row = ctx.zeros::<f32>(&[1, 64]).unwrap();
     let mut cap = ctx.capture();
@@ -725,8 +727,10 @@ fn hostile_starts_clamp_and_empty_inputs_and_reads_run() {
 
 #[test]
 fn a_moving_start_just_over_the_binding_limit_is_refused_and_at_it_is_accepted() {
-    let ctx = common::context();
-    ctx.limit_kernel_resources(4096, 65535).unwrap();
+    let ctx = common::context_with(ArenaConfig {
+        max_binding_bytes: Some(4096),
+        ..common::test_config()
+    });
     let at_limit = ctx.zeros::<f32>(&[1024]).unwrap(); // 4096 bytes: binds whole
     let over = ctx.zeros::<f32>(&[1025]).unwrap(); // 4100 bytes, bound as 4112
     let row = ctx.device_put(&[7.0f32; 4], &[4]).unwrap();

@@ -3,10 +3,9 @@
 //! limit (2-D/3-D grids, dispatches split past the grid).
 
 mod common;
-mod kernels_common;
 
-use common::{assert_no_validation_errors, Rng};
-use kernels_common::kernel_context;
+use common::{assert_no_validation_errors, context_with, test_config, Rng};
+use gpu_arena::{ArenaConfig, Context, Error};
 
 fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -38,8 +37,12 @@ fn reference_dus(
 }
 
 fn chunked_updates<T: bytemuck::Pod>(max_binding: u64, max_groups: u32) {
-    let ctx = kernel_context();
-    ctx.limit_kernel_resources(max_binding, max_groups).unwrap();
+    let ctx = context_with(ArenaConfig {
+        force_device_kernels: true,
+        max_binding_bytes: Some(max_binding),
+        max_workgroups_per_dimension: Some(max_groups),
+        ..test_config()
+    });
     let e = std::mem::size_of::<T>();
     let mut rng = Rng(77 + e as u64);
     let cases: &[(&[usize], &[usize], &[usize])] = &[
@@ -119,9 +122,26 @@ fn small_bindings_and_small_grids_together() {
 }
 
 #[test]
-fn test_limits_below_a_kilobyte_are_refused() {
-    let ctx = kernel_context();
-    let err = ctx.limit_kernel_resources(512, 1).unwrap_err();
-    assert!(err.to_string().contains("1024"), "{err}");
-    assert!(ctx.limit_kernel_resources(1024, 0).is_err());
+fn kernel_limits_below_a_kilobyte_or_a_workgroup_are_refused_when_the_context_opens() {
+    for (config, field) in [
+        (
+            ArenaConfig {
+                max_binding_bytes: Some(512),
+                ..test_config()
+            },
+            "ArenaConfig::max_binding_bytes",
+        ),
+        (
+            ArenaConfig {
+                max_workgroups_per_dimension: Some(0),
+                ..test_config()
+            },
+            "ArenaConfig::max_workgroups_per_dimension",
+        ),
+    ] {
+        match Context::new(config) {
+            Err(Error::Config { variable, .. }) => assert_eq!(variable, field),
+            other => panic!("{field}: {:?}", other.map(|_| "a context")),
+        }
+    }
 }

@@ -15,14 +15,19 @@ use gpu_arena::{ArenaConfig, Context, HostSyncCounts};
 const ODD_LENGTHS: [usize; 8] = [1, 3, 63, 65, 255, 257, 4099, 70_001];
 
 fn forced(zero_copy: bool) -> Context {
-    context_with(ArenaConfig {
+    context_with(forced_config(zero_copy))
+}
+
+/// The configuration of [`forced`].
+fn forced_config(zero_copy: bool) -> ArenaConfig {
+    ArenaConfig {
         force_non_coherent: true,
         zero_copy,
         // Staging of 64 KiB + 4 bytes: large arrays go through it in pieces that start and end
         // inside atoms.
         staging_bytes: (64 << 10) + 4,
         ..test_config()
-    })
+    }
 }
 
 fn bytes(len: usize, seed: u64) -> Vec<u8> {
@@ -205,9 +210,11 @@ fn coherent_memory_needs_no_flush_or_invalidate_without_the_switch() {
 
 #[test]
 fn a_sequence_of_recorded_puts_and_device_kernels_reads_back_intact_through_invalidates() {
-    let ctx = forced(true);
     // The WGSL kernels, not the host path: the GPU writes the arena, the host reads it after.
-    ctx.force_device_kernels(true);
+    let ctx = context_with(ArenaConfig {
+        force_device_kernels: true,
+        ..forced_config(true)
+    });
     let base: Vec<u32> = (0..1111).collect();
     let update: Vec<u32> = (0..333).map(|v| v * 7 + 1).collect();
     let mut s = ctx.sequence();

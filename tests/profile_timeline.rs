@@ -106,8 +106,12 @@ fn allocations_transfers_dispatches_and_frees_are_recorded_in_order() {
 
 #[test]
 fn kernel_dispatches_and_device_copies_are_named_on_the_timeline() {
-    let ctx = traced(1024);
-    ctx.force_device_kernels(true);
+    let ctx = context_with(ArenaConfig {
+        force_device_kernels: true,
+        timeline_capacity: 1024,
+        max_region_bytes: Some(8 << 20),
+        ..test_config()
+    });
     let a = ctx.fill::<u32>(&[4096], 7).unwrap();
     let b = ctx.copy(&a).unwrap();
     assert_eq!(ctx.device_get(&b).unwrap(), vec![7; 4096]);

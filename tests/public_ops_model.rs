@@ -168,7 +168,6 @@ enum Op {
         slot: Index,
     },
     Synchronize,
-    ForceKernels(bool),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -202,7 +201,6 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<Index>().prop_map(|guard| Op::DropGuard { guard }),
         2 => any::<Index>().prop_map(|slot| Op::Drop { slot }),
         1 => Just(Op::Synchronize),
-        1 => any::<bool>().prop_map(Op::ForceKernels),
     ]
 }
 
@@ -712,7 +710,6 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
             Op::Synchronize => ctx
                 .synchronize()
                 .map_err(|e| TestCaseError::fail(format!("{what}: {e}")))?,
-            Op::ForceKernels(force) => ctx.force_device_kernels(force),
         }
     }
     // Everything still alive matches the model; then nothing is left in use.
@@ -721,7 +718,6 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
     }
     drop(slots);
     drop(guards);
-    ctx.force_device_kernels(false);
     ctx.synchronize()
         .map_err(|e| TestCaseError::fail(format!("synchronize: {e}")))?;
     let stats = ctx.memory_stats();
@@ -735,14 +731,23 @@ fn run(ctx: &Context, ops: Vec<Op>) -> Result<(), TestCaseError> {
 
 #[test]
 fn random_sequences_of_public_operations_match_a_host_model() {
-    let ctx = common::context();
+    // Each case runs where the adapter chooses (on a CPU adapter, ops on idle mapped arrays
+    // copy on the host) or with the WGSL kernels forced.
+    let contexts = [
+        common::context(),
+        common::context_with(gpu_arena::ArenaConfig {
+            force_device_kernels: true,
+            ..common::test_config()
+        }),
+    ];
     let mut runner = TestRunner::new(Config {
         cases: CASES,
         failure_persistence: None,
         ..Config::default()
     });
-    let result = runner.run(&proptest::collection::vec(op(), 1..=MAX_OPS), |ops| {
-        run(&ctx, ops)
+    let cases = (any::<bool>(), proptest::collection::vec(op(), 1..=MAX_OPS));
+    let result = runner.run(&cases, |(forced, ops)| {
+        run(&contexts[usize::from(forced)], ops)
     });
     if let Err(failure) = result {
         panic!("{failure}");

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{assert_no_validation_errors, context, Rng};
-use gpu_arena::{Error, KernelDesc, KernelSource};
+use common::{assert_no_validation_errors, context, context_with, test_config, Rng};
+use gpu_arena::{ArenaConfig, Error, KernelDesc, KernelSource};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -502,8 +502,10 @@ fn a_sequence_runs_its_steps_in_order_and_equals_the_op_by_op_result() {
 
 #[test]
 fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
-    let ctx = context();
-    ctx.force_device_kernels(true);
+    let ctx = context_with(ArenaConfig {
+        force_device_kernels: true,
+        ..test_config()
+    });
     let add = ctx.kernel(ADD, "main").unwrap();
     let mut a = ctx.zeros::<u32>(&[64]).unwrap();
     ctx.synchronize().unwrap();

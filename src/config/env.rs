@@ -6,11 +6,13 @@
 //! the variable to get the default).
 
 use super::validate::{
-    timeline_expected, ByteKnob, FALLBACK_MEMORY, MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, STAGING,
+    binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
+    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, STAGING,
 };
 use super::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
     TransferDirection, TransferGuardLevel, TransferGuardLevels, DEFAULT_TIMELINE_CAPACITY,
+    MIN_KERNEL_BINDING_BYTES,
 };
 use crate::error::{Error, Result};
 use std::ffi::OsString;
@@ -104,6 +106,26 @@ impl ArenaConfig {
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
             config.force_non_coherent = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_DEVICE_KERNELS"])? {
+            config.force_device_kernels = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_BINDING_BYTES"])? {
+            config.max_binding_bytes = Some(parse_count(
+                &var,
+                &value,
+                MIN_KERNEL_BINDING_BYTES,
+                binding_bytes_expected,
+            )?);
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION"])? {
+            let groups = parse_count(&var, &value, 1, workgroups_expected)?;
+            config.max_workgroups_per_dimension =
+                Some(u32::try_from(groups).map_err(|_| Error::Config {
+                    variable: var,
+                    value,
+                    expected: workgroups_expected(),
+                })?);
         }
         if let Some((var, value)) = env.first(&[STAGING.variable])? {
             config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
@@ -281,6 +303,22 @@ fn parse_mib(knob: &ByteKnob, var: &str, value: &str) -> Result<u64> {
         })
 }
 
+/// A whole number of at least `min` (digits only, so no sign and no unit), or the error that
+/// says what the variable accepts.
+fn parse_count(var: &str, value: &str, min: u64, expected: fn() -> String) -> Result<u64> {
+    let text = value.trim();
+    text.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| text.parse::<u64>().ok())
+        .flatten()
+        .filter(|&n| n >= min)
+        .ok_or_else(|| Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: expected(),
+        })
+}
+
 /// An index (digits only) or a part of a name (anything else that is not blank).
 fn parse_adapter(var: &str, value: &str) -> Result<AdapterSelector> {
     let text = value.trim();
@@ -453,6 +491,38 @@ mod tests {
             msg,
             "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
         );
+    }
+
+    #[test]
+    fn kernel_limits_and_device_kernels_are_read_and_bad_values_are_named() {
+        let config = config_from(&[
+            ("GPU_ARENA_FORCE_DEVICE_KERNELS", "on"),
+            ("GPU_ARENA_MAX_BINDING_BYTES", "4096"),
+            ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", " 7 "),
+        ])
+        .unwrap();
+        assert!(config.force_device_kernels);
+        assert_eq!(config.max_binding_bytes, Some(4096));
+        assert_eq!(config.max_workgroups_per_dimension, Some(7));
+        for (var, value) in [
+            ("GPU_ARENA_MAX_BINDING_BYTES", "1023"),
+            ("GPU_ARENA_MAX_BINDING_BYTES", "-4096"),
+            ("GPU_ARENA_MAX_BINDING_BYTES", "+4096"),
+            ("GPU_ARENA_MAX_BINDING_BYTES", "4k"),
+            ("GPU_ARENA_MAX_BINDING_BYTES", "18446744073709551616"),
+            ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", "0"),
+            ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", "4294967296"),
+            ("GPU_ARENA_FORCE_DEVICE_KERNELS", "sometimes"),
+        ] {
+            match config_from(&[(var, value)]).unwrap_err() {
+                Error::Config {
+                    variable,
+                    value: seen,
+                    ..
+                } => assert_eq!((variable.as_str(), seen.as_str()), (var, value)),
+                other => panic!("{var}={value}: {other:?}"),
+            }
+        }
     }
 
     #[test]

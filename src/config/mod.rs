@@ -18,6 +18,9 @@
 //! | [`ArenaConfig::kernel_times`] | `true` (with the timeline on) | | `GPU_ARENA_KERNEL_TIMES` | |
 //! | [`ArenaConfig::dump_on_oom`] | none | a path that is not blank | `GPU_ARENA_DUMP_ON_OOM` | |
 //! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
+//! | [`ArenaConfig::force_device_kernels`] | `false` (testing) | | `GPU_ARENA_FORCE_DEVICE_KERNELS` | |
+//! | [`ArenaConfig::max_binding_bytes`] | device limit | ≥ [`MIN_KERNEL_BINDING_BYTES`] | `GPU_ARENA_MAX_BINDING_BYTES` | |
+//! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |
 //!
 //! Our names win over the aliases; two aliases that disagree are an error, as in JAX. Every
@@ -44,8 +47,8 @@ mod validate;
 pub use mem_fraction::MemFraction;
 pub use transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use validate::{
-    MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES, MIN_REGION_BYTES,
-    MIN_STAGING_BYTES,
+    MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES,
+    MIN_KERNEL_BINDING_BYTES, MIN_REGION_BYTES, MIN_STAGING_BYTES,
 };
 
 pub(crate) use validate::check_staging_fits_device;
@@ -252,6 +255,24 @@ pub struct ArenaConfig {
     /// the paths of Intel non-LLC, ARM and Apple GPUs on lavapipe under the validation layer.
     /// Default `false`; `GPU_ARENA_FORCE_NONCOHERENT`.
     pub force_non_coherent: bool,
+    /// Testing: run the library's ops (copies, fills, slices, updates) as their WGSL kernels on
+    /// CPU adapters too, where they otherwise copy on the host when the arrays are idle (faster
+    /// there), so that tests on lavapipe exercise the kernels. Default `false`;
+    /// `GPU_ARENA_FORCE_DEVICE_KERNELS`.
+    pub force_device_kernels: bool,
+    /// The most bytes one binding of the library's kernels covers, below the device's
+    /// `max_storage_buffer_binding_size` (a larger value changes nothing). Default `None`: the
+    /// device's limit. At least [`MIN_KERNEL_BINDING_BYTES`]. A lower value makes ops on small
+    /// arrays take the paths large arrays take on a real GPU (an operand cut into several
+    /// bindings), or shows how an app fares on a device with a smaller limit.
+    /// `GPU_ARENA_MAX_BINDING_BYTES` (bytes).
+    pub max_binding_bytes: Option<u64>,
+    /// The most workgroups per grid dimension the library's kernels launch, below the device's
+    /// `max_compute_workgroups_per_dimension` (a larger value changes nothing). Default `None`:
+    /// the device's limit. At least 1. A lower value makes small grids take the paths large
+    /// ones take (2-D and 3-D grids, dispatches split past the grid's size).
+    /// `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION`.
+    pub max_workgroups_per_dimension: Option<u32>,
     /// The wgpu usages of every arena buffer, so what an app's own passes may bind an array as
     /// ([`Context::app_work`](crate::Context::app_work) refuses a use whose flag is missing
     /// here, naming it). Default [`DEFAULT_ARRAY_USAGES`] (storage, copies, vertex, index,
@@ -279,6 +300,9 @@ impl Default for ArenaConfig {
             kernel_times: true,
             dump_on_oom: None,
             force_non_coherent: false,
+            force_device_kernels: false,
+            max_binding_bytes: None,
+            max_workgroups_per_dimension: None,
             array_usages: DEFAULT_ARRAY_USAGES,
         }
     }

@@ -31,6 +31,26 @@ pub const MIN_FALLBACK_DEVICE_MEMORY_BYTES: u64 = MIB;
 /// host memory, allocated when the context opens), 64 times the default.
 pub const MAX_TIMELINE_CAPACITY: usize = (1 << 24) - 1;
 
+/// The smallest [`ArenaConfig::max_binding_bytes`]: one 256-byte piece of an operand plus the
+/// slack of rounding its binding out to the 256-byte offset alignment and to 16 bytes.
+pub const MIN_KERNEL_BINDING_BYTES: u64 = 1024;
+
+/// What `max_binding_bytes` and `GPU_ARENA_MAX_BINDING_BYTES` accept.
+pub(crate) fn binding_bytes_expected() -> String {
+    format!(
+        "a number of bytes from {MIN_KERNEL_BINDING_BYTES} to {} (the device's limit applies when it is lower)",
+        u64::MAX
+    )
+}
+
+/// What `max_workgroups_per_dimension` and `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` accept.
+pub(crate) fn workgroups_expected() -> String {
+    format!(
+        "a number of workgroups from 1 to {} (the device's limit applies when it is lower)",
+        u32::MAX
+    )
+}
+
 /// A knob holding a size in bytes, set in code in bytes and in its variable in MiB.
 pub(crate) struct ByteKnob {
     /// The field of [`ArenaConfig`].
@@ -184,6 +204,22 @@ impl ArenaConfig {
                 timeline_expected(),
             ));
         }
+        if let Some(bytes) = self.max_binding_bytes {
+            if bytes < MIN_KERNEL_BINDING_BYTES {
+                return Err(field_error(
+                    "max_binding_bytes",
+                    bytes.to_string(),
+                    binding_bytes_expected(),
+                ));
+            }
+        }
+        if self.max_workgroups_per_dimension == Some(0) {
+            return Err(field_error(
+                "max_workgroups_per_dimension",
+                "0".into(),
+                workgroups_expected(),
+            ));
+        }
         let missing = super::REQUIRED_ARRAY_USAGES.difference(self.array_usages);
         let forbidden = self.array_usages & super::FORBIDDEN_ARRAY_USAGES;
         if !missing.is_empty() || !forbidden.is_empty() {
@@ -233,6 +269,38 @@ pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_limits_below_their_minimum_are_refused_by_field() {
+        for (config, field) in [
+            (
+                ArenaConfig {
+                    max_binding_bytes: Some(MIN_KERNEL_BINDING_BYTES - 1),
+                    ..ArenaConfig::default()
+                },
+                "ArenaConfig::max_binding_bytes",
+            ),
+            (
+                ArenaConfig {
+                    max_workgroups_per_dimension: Some(0),
+                    ..ArenaConfig::default()
+                },
+                "ArenaConfig::max_workgroups_per_dimension",
+            ),
+        ] {
+            match config.validate().unwrap_err() {
+                Error::Config { variable, .. } => assert_eq!(variable, field),
+                other => panic!("{other:?}"),
+            }
+        }
+        ArenaConfig {
+            max_binding_bytes: Some(MIN_KERNEL_BINDING_BYTES),
+            max_workgroups_per_dimension: Some(1),
+            ..ArenaConfig::default()
+        }
+        .validate()
+        .unwrap();
+    }
 
     #[test]
     fn the_default_configuration_is_valid() {

@@ -90,12 +90,14 @@ pub(crate) struct Dispatch<'a> {
 }
 
 impl ContextInner {
-    /// The most workgroups per grid dimension kernels may launch (the device's limit, or the
-    /// test override).
-    pub(crate) fn max_workgroups_per_dimension(&self, kernels: &KernelState) -> u64 {
-        kernels.limits_override.map_or(
-            u64::from(self.limits.max_compute_workgroups_per_dimension),
-            |(_, groups)| u64::from(groups),
+    /// The most workgroups per grid dimension the library's kernels launch: the device's
+    /// limit, or [`ArenaConfig::max_workgroups_per_dimension`](crate::ArenaConfig) when lower.
+    pub(crate) fn max_workgroups_per_dimension(&self) -> u64 {
+        let device = self.limits.max_compute_workgroups_per_dimension;
+        u64::from(
+            self.config
+                .max_workgroups_per_dimension
+                .map_or(device, |groups| groups.min(device)),
         )
     }
 }
@@ -112,7 +114,7 @@ impl Sequence {
         operation: &'static str,
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        let max = inner.max_workgroups_per_dimension(kernels);
+        let max = inner.max_workgroups_per_dimension();
         // Everything that can fail comes first (compiling, then every array's checks), so a
         // refused op records and marks nothing.
         let compiled = dispatches
@@ -212,7 +214,7 @@ impl Sequence {
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let mut kernels = inner.kernels.lock();
-        let limits = inner.plan_limits(&kernels);
+        let limits = inner.plan_limits();
         let mut dispatches = Vec::new();
         for (src, dst, copy) in copies {
             copy_dispatches(src, dst, copy, names, &limits, operation, &mut dispatches)?;
@@ -222,13 +224,16 @@ impl Sequence {
 }
 
 impl ContextInner {
-    /// What one binding and one dispatch may take on this device (or under the test override).
-    pub(crate) fn plan_limits(&self, kernels: &KernelState) -> PlanLimits {
+    /// What one binding and one dispatch may take on this device (and under
+    /// [`ArenaConfig::max_binding_bytes`](crate::ArenaConfig) when it is lower).
+    pub(crate) fn plan_limits(&self) -> PlanLimits {
         // Clamped to what the kernels' u32 offsets and strides address: some backends allow
         // bindings past 4 GiB (wgpu's Metal backend reports `max_buffer_size`).
-        let max_binding_bytes = kernels
-            .limits_override
-            .map_or(self.limits.max_storage_buffer_binding_size, |(b, _)| b)
+        let max_binding_bytes = self
+            .config
+            .max_binding_bytes
+            .unwrap_or(u64::MAX)
+            .min(self.limits.max_storage_buffer_binding_size)
             .min(MAX_ADDRESSABLE_BINDING_BYTES);
         PlanLimits {
             max_binding_bytes,

@@ -113,7 +113,7 @@ impl Sequence {
         }
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let mut kernels = inner.kernels.lock();
-        let limits = inner.plan_limits(&kernels);
+        let limits = inner.plan_limits();
         let planned = match plan_fill(array.size_in_bytes(), pattern, &limits) {
             Ok(planned) => planned,
             Err(reason) => {

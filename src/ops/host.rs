@@ -27,12 +27,14 @@ pub(crate) struct HostArrays(Vec<MappedRange>);
 impl ContextInner {
     /// Whether an op on `arrays` would take the host path (no waiting, no side effects): ops
     /// use this to upload host operands at once, rather than within a sequence, before copying.
+    /// The caller holds the kernel lock (`_kernels`), under which every thread gathers its
+    /// GPU work, so none can start using `arrays` between this check and the caller's copy.
     pub(crate) fn host_path_possible<T: bytemuck::Pod>(
         &self,
-        kernels: &KernelState,
+        _kernels: &KernelState,
         arrays: &[&DeviceArray<T>],
     ) -> bool {
-        !kernels.force_device_kernels
+        !self.config.force_device_kernels
             && self.adapter_info.device_type == wgpu::DeviceType::Cpu
             && arrays.iter().all(|a| a.storage.host_range().is_some())
             && self.idle_on_gpu(arrays)

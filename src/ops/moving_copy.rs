@@ -147,7 +147,7 @@ impl Capture {
             .collect();
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let mut kernels = inner.kernels.lock();
-        let limits = inner.plan_limits(&kernels);
+        let limits = inner.plan_limits();
         let planned = plan_movable_copy(
             copy,
             &strides,
@@ -176,7 +176,7 @@ impl Capture {
             CopyUnit::Byte => (Builtin::CopyBytes, 1),
         };
         let per_group = WORKGROUP * per_invocation;
-        let max = inner.max_workgroups_per_dimension(&kernels);
+        let max = inner.max_workgroups_per_dimension();
         let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * per_group;
         if u64::from(planned.params.items) > per_dispatch {
             return Err(Error::InvalidArgument {

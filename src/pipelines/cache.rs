@@ -92,10 +92,6 @@ pub(crate) struct KernelState {
     /// `min_uniform_buffer_offset_alignment`, and its size in bytes (grown on demand, reused by
     /// every submission; see `compute/sequence.rs`).
     pub(crate) params: ParamsBuffer,
-    /// Test-only limits replacing the device's (see `Context::limit_kernel_resources`).
-    pub(crate) limits_override: Option<(u64, u32)>,
-    /// Run WGSL kernels even where ops would copy on the host (see `ops/host.rs`).
-    pub(crate) force_device_kernels: bool,
 }
 
 /// The parameter buffer: one slot per dispatch of a submission, grown on demand and reused
@@ -113,8 +109,6 @@ impl KernelCache {
                 disk_cache: DiskCache::from_env()?,
                 stats: KernelCacheStats::default(),
                 params: None,
-                limits_override: None,
-                force_device_kernels: false,
             }),
         })
     }

@@ -180,8 +180,10 @@ pub fn assert_dropped_source_was_not_reused(
 /// (lavapipe maps the arena, and ops copy on the host), staging (`zero_copy: false`), device
 /// kernels forced, and wgpu's own staging (`queue.write_buffer`) where a GL adapter exists.
 pub fn op_paths() -> Vec<(&'static str, Context)> {
-    let kernels = context_with(test_config());
-    kernels.force_device_kernels(true);
+    let kernels = context_with(ArenaConfig {
+        force_device_kernels: true,
+        ..test_config()
+    });
     let mut paths = vec![
         ("zero-copy", context_with(test_config())),
         (

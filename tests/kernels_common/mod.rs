@@ -2,14 +2,15 @@
 //! so each test runs twice: once forcing the WGSL kernels, once on the adapter's own choice.
 #![allow(dead_code)]
 
-use crate::common::context;
-use gpu_arena::Context;
+use crate::common::{context, context_with, test_config};
+use gpu_arena::{ArenaConfig, Context};
 
 /// A test context whose ops run the WGSL kernels even on a CPU adapter.
 pub fn kernel_context() -> Context {
-    let ctx = context();
-    ctx.force_device_kernels(true);
-    ctx
+    context_with(ArenaConfig {
+        force_device_kernels: true,
+        ..test_config()
+    })
 }
 
 /// Both paths, named for messages: the kernels, and the adapter's choice.
