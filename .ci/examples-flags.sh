@@ -64,7 +64,7 @@ if [ "$have_mpi" -eq 1 ]; then
   expect 2 '--bucket-mib must be between 0 and 1024' "$bin/data_parallel" --bucket-mib 5000
 fi
 
-# The largest values each example's flags accept, and just over (issue 21): an example bounds
+# The largest values each example's flags accept, and just over: an example bounds
 # what it allocates from its flags (4 GiB at most, products of flags included) and refuses
 # more with exit 2 before any work; a run it accepts ends (0). Never a signal or an abort
 # (`multi_device --rows 1073741824 --cols 1073741824` was a SIGABRT on 256 GiB), and never

@@ -30,7 +30,7 @@ for t in $B/tests/*; do TAIL=3 T=300 run "test-$(basename "$t")" "$t" --test-thr
 TAIL=12 run bench_transfers $B/bench_transfers
 TAIL=20 run bench_update $B/bench_update --json
 GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=20 run bench_update_cached $B/bench_update
-# Issues 11, 13, 14, 15: users' kernels and sequences, the device report (full size, with the
+# Users' kernels and sequences, the device report (full size, with the
 # memory table saved), device-to-device copies, and training under each checkpointing policy.
 TAIL=10 run bench_launch $B/bench_launch --json
 TAIL=10 run decode $B/decode --steps 256 --dim 1024 --layers 8

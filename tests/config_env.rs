@@ -62,7 +62,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
     // The variables the test runner sets (GPU_ARENA_VALIDATION=1 in CI) are valid.
     ArenaConfig::from_env().unwrap();
 
-    // Issue 12, defect 4: a value that is not UTF-8 read as unset.
+    // A value that is not UTF-8 is an error, never read as unset.
     #[cfg(unix)]
     for variable in EVERY_VARIABLE {
         use std::os::unix::ffi::OsStringExt;
@@ -80,7 +80,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
             assert_config_error(error, variable, "");
         });
     }
-    // Issue 12, defect 5: `*_MB` values whose bytes overflow wrapped silently.
+    // `*_MB` values whose bytes overflow are refused, never wrapped.
     for variable in [
         "GPU_ARENA_MAX_REGION_MB",
         "GPU_ARENA_DEVICE_MEMORY_MB",
@@ -97,7 +97,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
         let msg = ArenaConfig::from_env().unwrap_err().to_string();
         assert!(msg.contains("from 1 to 17592186044415"), "{msg}");
     });
-    // Issue 12, defect 6: a timeline capacity that made Context::new abort.
+    // A timeline capacity too large to allocate is refused before Context::new allocates it.
     with_var("GPU_ARENA_TIMELINE", "68719476736", || {
         let error = Context::from_env().expect_err("refused");
         assert_config_error(error, "GPU_ARENA_TIMELINE", "16777215");

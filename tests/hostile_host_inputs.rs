@@ -1,4 +1,4 @@
-//! Hostile inputs to the parts of the public API that run on the host alone (issue 21): counts
+//! Hostile inputs to the parts of the public API that run on the host alone: counts
 //! that would need more memory than any machine has, and parsers of user bytes (memory tables,
 //! snapshots) fed random, mutated and extreme JSON. Each answer is a value or a typed error,
 //! never a panic, an abort or an allocation the input alone sizes.

@@ -1,6 +1,6 @@
 //! Hostile inputs through the public API on the test machine's GPU (lavapipe in CI): extreme
 //! shapes and indices, and configuration set in code, each an error with a message or a
-//! correct result, never a panic, an abort or a driver call with a bad value (issue 12).
+//! correct result, never a panic, an abort or a driver call with a bad value.
 
 mod common;
 mod kernels_common;
@@ -45,8 +45,8 @@ fn a_shape_no_device_can_address_is_refused_when_the_array_is_made() {
 
 #[test]
 fn dynamic_slice_of_a_zero_size_operand_with_a_huge_dimension_does_not_panic() {
-    // Issue 12, defect 1: `alloc(&[0, usize::MAX])` succeeded and `dynamic_slice` then
-    // panicked in `Ord::clamp` ("min > max"). The largest shape accepted now slices fine.
+    // `alloc(&[0, usize::MAX])` is accepted, so `dynamic_slice` must clamp it without a panic
+    // in `Ord::clamp` ("min > max"): the largest shape accepted slices fine.
     for (path, ctx) in both_paths() {
         assert!(ctx.alloc::<u8>(&[0, usize::MAX]).is_err(), "{path}");
         let a = ctx.alloc::<u8>(&[0, LARGEST_DIM]).unwrap();
@@ -72,7 +72,7 @@ fn dynamic_slice_of_a_zero_size_operand_with_a_huge_dimension_does_not_panic() {
 
 #[test]
 fn dynamic_update_slice_of_a_zero_size_operand_with_a_huge_dimension_does_not_panic() {
-    // Issue 12, defect 2: the same panic in `dynamic_update_slice(_copy)`.
+    // The same clamp in `dynamic_update_slice(_copy)`.
     for (path, ctx) in both_paths() {
         let update = ctx.alloc::<u8>(&[0, 1]).unwrap();
         for start in [[0, 5], [i64::MIN, i64::MAX], [i64::MAX, i64::MIN]] {
@@ -122,8 +122,8 @@ fn extreme_starts_clamp_like_xla_on_ordinary_arrays() {
 
 #[test]
 fn zero_staging_bytes_are_refused_before_any_buffer_is_made() {
-    // Issue 12, defect 7: `staging_bytes: 0` reached vkCreateBuffer with size 0
-    // (VUID-VkBufferCreateInfo-size-00912) before an error came back.
+    // `staging_bytes: 0` must be an error before vkCreateBuffer sees size 0
+    // (VUID-VkBufferCreateInfo-size-00912).
     init_logging();
     for staging_bytes in [0, 1, 4095, u64::MAX] {
         let result = Context::new(ArenaConfig {
@@ -177,8 +177,8 @@ fn configuration_is_checked_before_any_device_call() {
 
 #[test]
 fn a_timeline_larger_than_the_bound_is_an_error_not_an_abort() {
-    // Issue 12, defect 6: `GPU_ARENA_TIMELINE=68719476736` passed `from_env`, then
-    // `Context::new` aborted asking for 8 TiB.
+    // `GPU_ARENA_TIMELINE=68719476736` would ask for 8 TiB: refused by `from_env` and by
+    // `Context::new`, never an abort.
     init_logging();
     let error = Context::new(ArenaConfig {
         timeline_capacity: 68_719_476_736,

@@ -27,7 +27,7 @@ fn assert_names_limit(message: &str, limit: &str, value: impl std::fmt::Display)
     );
 }
 
-// ---- defect 1: a view's binding never reaches past the view ----
+// ---- a view's binding never reaches past the view ----
 
 /// `struct R { head: u32, data: array<u32> }`: writes `arrayLength` into `head` and 0xFF.. into
 /// every element.
@@ -630,7 +630,7 @@ fn a_cached_kernel_asked_for_under_another_label_keeps_the_first_label() {
     assert_no_validation_errors();
 }
 
-// ---- issue 24 item 1: element types, and bitcast ----
+// ---- element types, and bitcast ----
 
 const DOUBLE_F32: &str = r#"
 @group(0) @binding(0) var<storage, read_write> a: array<f32>;

@@ -262,7 +262,7 @@ fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     }
     std::fs::write(&file, sealed(&foreign)).unwrap();
     the_next_contexts_discard_then_use_the_file(&file, "different device");
-    // The same damage on disk (issue 17: bytes from 16 on flipped), checksum left as it was.
+    // The same damage on disk (the bytes from 16 on flipped), checksum left as it was.
     let mut damaged = bytes.clone();
     for byte in &mut damaged[16..WGPU_HEADER_BYTES] {
         *byte = !*byte;

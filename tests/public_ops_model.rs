@@ -1,5 +1,5 @@
 //! Random sequences of public operations on one context on the test machine's GPU (lavapipe in
-//! CI), with random and hostile arguments, against a host model (issue 12): puts, gets, upload
+//! CI), with random and hostile arguments, against a host model: puts, gets, upload
 //! batches, `dynamic_update_slice` (donated and copying, device and host updates),
 //! `dynamic_slice`, `fill`/`zeros`/`fill_in_place`, `copy`, scoped transfer guards made and
 //! dropped in any order, drops, `synchronize`, and the switch between host copies and WGSL

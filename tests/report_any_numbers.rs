@@ -1,6 +1,6 @@
 //! The report, the Perfetto export and the snapshot's sums on snapshots and timelines holding
 //! any numbers (a snapshot is read back from JSON, a timeline's fields are public): they draw
-//! or export them, never panic on a sum or a difference out of range (issue 12's sweep).
+//! or export them, never panic on a sum or a difference out of range.
 
 use gpu_arena::arena::{AllocationId, Arena, ArenaOptions, RegionId, VirtualRegions};
 use gpu_arena::profile::{MemorySnapshot, MemoryTimeline, TimelineEvent, TimelineEventKind};

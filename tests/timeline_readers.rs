@@ -1,7 +1,7 @@
 //! The timeline's counts under concurrency (no GPU): readers snapshot, count and clear while a
 //! writer records, and every figure a reader sees is consistent with what was written before
-//! and after its read. Issue 12, defect 8: `dropped` wrapped to 2^64 − 1 when a snapshot raced
-//! the writer.
+//! and after its read: `dropped`, for one, never wraps to 2^64 − 1 when a snapshot races the
+//! writer.
 
 use gpu_arena::arena::{AllocationId, ArenaEvent, RegionId};
 use gpu_arena::profile::{Timeline, MAX_TIMELINE_CAPACITY};

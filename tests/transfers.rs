@@ -246,8 +246,8 @@ fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
 
 #[test]
 fn dropping_a_stale_guard_leaves_a_newer_disallowing_guard_in_force() {
-    // Issue 12, defect 3: g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2. Dropping g2
-    // cut the stack back to its depth, and `device_get` then passed while g4 was alive.
+    // g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2. Dropping g2 must not cut the
+    // stack back to its depth: `device_get` stays refused while g4 is alive.
     let ctx = context_with(test_config());
     let a = ctx.device_put(&[3u8, 4], &[2]).unwrap();
     let g1 = TransferGuard::scoped(TransferGuardLevel::Log);

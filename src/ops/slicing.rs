@@ -89,8 +89,8 @@ mod tests {
 
     #[test]
     fn a_dimension_above_i64_max_clamps_without_panicking() {
-        // Issue 12, defect 1: operand [0, usize::MAX], slice [0, 1], start [0, 5] used to panic
-        // with "min > max" in `Ord::clamp`.
+        // Operand [0, usize::MAX], slice [0, 1], start [0, 5]: the clamp's bounds must not
+        // cross (`Ord::clamp` panics on "min > max").
         assert_eq!(
             clamp_start(&[0, usize::MAX], &[0, 1], &[0, 5], "t").unwrap(),
             vec![0, 5]

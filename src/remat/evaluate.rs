@@ -2,7 +2,7 @@
 //!
 //! A budget search weighs thousands of candidate plans; building each as a [`Schedule`] takes
 //! memory in proportion to the chain (its steps) and time to match, so a search over a long
-//! chain held gigabytes (issue 21: 2,300 schedules of 20,000 layers, 4.8 GB). The
+//! chain would hold gigabytes (2,300 schedules of 20,000 layers take 4.8 GB). The
 //! [`Evaluator`] walks the same steps [`Schedule::build`] would make, in reverse, without
 //! storing them, in scratch space it reuses from one candidate to the next: the search then
 //! holds one evaluator and a few numbers per candidate, and builds a [`Schedule`] only for the

@@ -256,7 +256,7 @@ mod tests {
 
     #[test]
     fn dropping_a_stale_guard_leaves_a_newer_live_guard_in_force() {
-        // The sequence of issue 12: g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2.
+        // Guards dropped out of order: g1, g2; drop g1; g3, g4 (disallow_explicit); drop g2.
         let defaults = TransferGuardLevels::default();
         let d2h = TransferDirection::DeviceToHost;
         let g1 = TransferGuard::scoped(TransferGuardLevel::Log);
