@@ -4,6 +4,8 @@
 
 use gpu_arena::{ArenaConfig, Context};
 
+#[cfg(unix)]
+mod crash_report;
 pub mod ordering;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
@@ -43,9 +45,12 @@ impl log::Log for CountingLogger {
     fn flush(&self) {}
 }
 
-/// Installs the counting logger once per test binary.
+/// Installs the counting logger (and the crash report, see `crash_report.rs`) once per test
+/// binary.
 pub fn init_logging() {
     INIT.call_once(|| {
+        #[cfg(unix)]
+        crash_report::install();
         let _ = log::set_logger(&LOGGER);
         log::set_max_level(log::LevelFilter::Warn);
     });
