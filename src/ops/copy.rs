@@ -24,34 +24,7 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
-        const OPERATION: &str = "copy";
-        array.check_ready_for(&self.inner, Access::Read, OPERATION, "the array")?;
-        if self
-            .inner
-            .host_path_possible(&self.inner.kernels.lock(), &[array])
-        {
-            let started = std::time::Instant::now();
-            self.inner.guard(
-                TransferDirection::DeviceToDevice,
-                array.size_in_bytes(),
-                OPERATION,
-                true,
-            )?;
-            let result = self.alloc::<T>(array.shape())?;
-            let kernels = self.inner.kernels.lock();
-            if let Some(host) = self.inner.host_path(&kernels, &[array, &result])? {
-                drop(kernels);
-                host.copy(0, 1, &whole_array(array));
-                self.inner.count_transfer(
-                    TransferDirection::DeviceToDevice,
-                    true,
-                    1,
-                    array.size_in_bytes(),
-                    started,
-                );
-                return Ok(result);
-            }
-        }
+        array.check_ready_for(&self.inner, Access::Read, "copy", "the array")?;
         let mut sequence = self.single_op();
         let result = sequence.copy(array)?;
         sequence.submit()?;
@@ -71,11 +44,18 @@ impl Sequence {
             .inner
             .guard(TransferDirection::DeviceToDevice, bytes, OPERATION, true)?;
         let result = self.new_array::<T>(array.shape(), None)?;
-        self.record_copies(
-            &[(array, &result, whole_array(array))],
-            ("the array", "the copy"),
-            OPERATION,
-        )?;
+        let uses = [
+            (array, Access::Read, "the array"),
+            (&result, Access::Write, "the copy"),
+        ];
+        match self.host_path_now(&uses, OPERATION)? {
+            Some(host) => host.copy(0, 1, &whole_array(array)),
+            None => self.record_copies(
+                &[(array, &result, whole_array(array))],
+                ("the array", "the copy"),
+                OPERATION,
+            )?,
+        }
         self.ctx
             .inner
             .count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);

@@ -55,17 +55,6 @@ impl Context {
         array: DeviceArray<T>,
         pattern: [u32; 4],
     ) -> DonatedResult<T> {
-        let kernels = self.inner.kernels.lock();
-        match self.inner.host_path(&kernels, &[&array]) {
-            Ok(Some(host)) => {
-                drop(kernels);
-                host.fill(0, array.size_in_bytes(), pattern);
-                return Ok(array);
-            }
-            Ok(None) => {}
-            Err(error) => return Err(Donated { error, array }),
-        }
-        drop(kernels);
         let mut sequence = self.single_op();
         let array = sequence.fill_pattern(array, pattern, "fill")?;
         match sequence.submit() {

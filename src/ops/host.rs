@@ -11,6 +11,10 @@
 //! still uses runs its kernel, gathered after that work, rather than waiting for it (what a
 //! stream does: `launch(x); dynamic_slice(&x)` in a loop then makes no submission and no wait
 //! per iteration). A host read of the result waits, as any host read does.
+//!
+//! The choice is made in one place, [`Sequence::host_path_now`], which every op calls as it
+//! records: a single op is its recording in a sequence of one, so single ops and ops recorded
+//! into a user's sequence take the host path under the same rules.
 
 use super::geometry::BoxCopy;
 use crate::array::{Access, DeviceArray};
@@ -25,8 +29,7 @@ use std::sync::Arc;
 pub(crate) struct HostArrays(Vec<MappedRange>);
 
 impl ContextInner {
-    /// Whether an op on `arrays` would take the host path (no waiting, no side effects): ops
-    /// use this to upload host operands at once, rather than within a sequence, before copying.
+    /// Whether an op on `arrays` could take the host path (no waiting, no side effects).
     /// The caller holds the kernel lock (`_kernels`), under which every thread gathers its
     /// GPU work, so none can start using `arrays` between this check and the caller's copy.
     pub(crate) fn host_path_possible<T: bytemuck::Pod>(

@@ -29,24 +29,9 @@ impl Context {
         start: &[i64],
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
-        const OPERATION: &str = "dynamic_slice";
-        operand.check_ready_for(&self.inner, Access::Read, OPERATION, "the operand")?;
-        let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
-        if self
-            .inner
-            .host_path_possible(&self.inner.kernels.lock(), &[operand])
-        {
-            let result = self.alloc::<T>(sizes)?;
-            let kernels = self.inner.kernels.lock();
-            if let Some(host) = self.inner.host_path(&kernels, &[operand, &result])? {
-                drop(kernels);
-                host.copy(0, 1, &slice_box::<T>(operand, &start, sizes));
-                return Ok(result);
-            }
-        }
+        operand.check_ready_for(&self.inner, Access::Read, "dynamic_slice", "the operand")?;
         let mut sequence = self.single_op();
-        let starts: Vec<i64> = start.iter().map(|&s| s as i64).collect();
-        let result = sequence.dynamic_slice(operand, &starts, sizes)?;
+        let result = sequence.dynamic_slice(operand, start, sizes)?;
         sequence.submit()?;
         Ok(result)
     }
@@ -67,11 +52,18 @@ impl Sequence {
         let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
         let result = self.new_array::<T>(sizes, None)?;
         let copy = slice_box::<T>(operand, &start, sizes);
-        self.record_copies(
-            &[(operand, &result, copy)],
-            ("the operand", "the result"),
-            OPERATION,
-        )?;
+        let uses = [
+            (operand, Access::Read, "the operand"),
+            (&result, Access::Write, "the result"),
+        ];
+        match self.host_path_now(&uses, OPERATION)? {
+            Some(host) => host.copy(0, 1, &copy),
+            None => self.record_copies(
+                &[(operand, &result, copy)],
+                ("the operand", "the result"),
+                OPERATION,
+            )?,
+        }
         Ok(result)
     }
 }

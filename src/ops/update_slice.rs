@@ -63,19 +63,6 @@ impl Context {
                 })
             }
         };
-        if self
-            .inner
-            .host_path_possible(&self.inner.kernels.lock(), &[&operand])
-        {
-            // CPU adapter, mapped memory: upload a host update at once, then memcpy.
-            return match self.update_on_host(&operand, update, &start) {
-                Ok(()) => Ok(operand),
-                Err(error) => Err(Donated {
-                    error,
-                    array: operand,
-                }),
-            };
-        }
         let mut sequence = self.single_op();
         let operand = sequence.dynamic_update_slice(operand, update, &start_i64(&start))?;
         match sequence.submit() {
@@ -84,36 +71,6 @@ impl Context {
                 error,
                 array: operand,
             }),
-        }
-    }
-
-    /// The host path of [`Context::dynamic_update_slice`] (see `host.rs`).
-    fn update_on_host<T: bytemuck::Pod>(
-        &self,
-        operand: &DeviceArray<T>,
-        update: Operand<'_, T>,
-        start: &[u64],
-    ) -> Result<()> {
-        let update = self.resolve(update, "dynamic_update_slice")?;
-        let copy = update_box::<T>(operand, &update, start);
-        let kernels = self.inner.kernels.lock();
-        match self.inner.host_path(&kernels, &[&update, operand])? {
-            Some(host) => {
-                drop(kernels);
-                host.copy(0, 1, &copy);
-                Ok(())
-            }
-            None => {
-                // The update is not mapped after all: run the kernel.
-                drop(kernels);
-                let mut sequence = self.single_op();
-                sequence.record_copies(
-                    &[(&update, operand, copy)],
-                    ("the update", "the operand"),
-                    "dynamic_update_slice",
-                )?;
-                sequence.submit().map(drop)
-            }
         }
     }
 
@@ -134,36 +91,6 @@ impl Context {
         let update = update.into();
         check_operand_ready(&update, &self.inner, OPERATION)?;
         let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
-        if self
-            .inner
-            .host_path_possible(&self.inner.kernels.lock(), &[operand])
-        {
-            let update = self.resolve(update, OPERATION)?;
-            let result = self.alloc::<T>(operand.shape())?;
-            let kernels = self.inner.kernels.lock();
-            let copy = update_box::<T>(operand, &update, &start);
-            if let Some(host) = self
-                .inner
-                .host_path(&kernels, &[operand, &update, &result])?
-            {
-                drop(kernels);
-                host.copy(0, 2, &whole_array(operand));
-                host.copy(1, 2, &copy);
-                return Ok(result);
-            }
-            drop(kernels);
-            let mut sequence = self.single_op();
-            sequence.record_copies(
-                &[
-                    (operand, &result, whole_array(operand)),
-                    (&update, &result, copy),
-                ],
-                ("the operand or update", "the result"),
-                OPERATION,
-            )?;
-            sequence.submit()?;
-            return Ok(result);
-        }
         let mut sequence = self.single_op();
         let result = sequence.dynamic_update_slice_copy(operand, update, &start_i64(&start))?;
         sequence.submit()?;
@@ -231,6 +158,16 @@ impl Sequence {
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);
+        let uses = [
+            (operand, Access::Read, "the operand"),
+            (&*update, Access::Read, "the update"),
+            (&result, Access::Write, "the result"),
+        ];
+        if let Some(host) = self.host_path_now(&uses, OPERATION)? {
+            host.copy(0, 2, &whole_array(operand));
+            host.copy(1, 2, &copy);
+            return Ok(result);
+        }
         self.record_copies(
             &[
                 (operand, &result, whole_array(operand)),

@@ -646,16 +646,3 @@ impl<'a, T: bytemuck::Pod> Operand<'a, T> {
         }
     }
 }
-
-impl Context {
-    /// Makes an operand usable on the device: host data is uploaded now (implicitly, guarded).
-    pub(crate) fn resolve<'a, T: bytemuck::Pod>(
-        &self,
-        operand: Operand<'a, T>,
-        operation: &'static str,
-    ) -> Result<ResolvedOperand<'a, T>> {
-        operand.resolve_with(&self.inner, operation, |data, shape| {
-            self.put(data, shape, false, operation)
-        })
-    }
-}
