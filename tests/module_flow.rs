@@ -116,7 +116,7 @@ const RULES: &[Rule] = &[
     Rule {
         dir: "backend",
         forbidden: &[DEVICE_USERS, &["config", "remat"]],
-        why: "the backend is where regions come from: it imports nothing above it",
+        why: "the backend (raw handles and pointers: regions, mapped memory, files, MPI buffers) imports nothing above it",
     },
     Rule {
         dir: "pipelines",
