@@ -6,9 +6,9 @@
 //! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
 //! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
 //!
-//! The pool is part of its context (`ContextInner::staging`) and its transfers use that
-//! context's device, queue, memory plan and submissions: this file and `context.rs` import each
-//! other, the one cycle the crate keeps on purpose (see `context.rs`).
+//! The pool is part of its context (`ContextInner::staging`), and its transfers run on that
+//! context's device, queue, memory plan and submissions. It is a file of its own because
+//! puts, gets and batches all move their bytes through it when arena memory is not mapped.
 
 use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
 use crate::context::ContextInner;
