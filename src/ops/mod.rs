@@ -4,7 +4,7 @@
 //! `fill_in_place` and `copy`, as methods of [`Context`](crate::Context) and of `Sequence`.
 //!
 //! - one file per op: `update_slice`, `dynamic_slice`, `fill`, `copy`.
-//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
+//! - `slice_indices`: XLA's index semantics (rank checks, clamped starts).
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
@@ -27,5 +27,5 @@ mod fill;
 mod geometry;
 mod host;
 mod moving_copy;
-mod slicing;
+mod slice_indices;
 mod update_slice;
