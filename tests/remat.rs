@@ -617,3 +617,12 @@ fn plans_with_equal_checkpoints_are_each_tried_against_an_arena_budget() {
     assert!(replays_in(&plan, budget));
     assert_eq!(plan.recompute_cost(), 0.0);
 }
+
+/// `remat::Step`, the schedule step's old name, still names it (deprecated), so code written
+/// against it compiles.
+#[test]
+#[allow(deprecated)]
+fn the_old_step_name_still_names_a_schedule_step() {
+    let step: gpu_arena::remat::Step = ScheduleStep::Forward { layer: 1 };
+    assert_eq!(step.allocates(), Some(Buffer::Activation(1)));
+}
