@@ -350,6 +350,47 @@ mod tests {
     }
 
     #[test]
+    fn both_chunk_snapshots_serialise_as_flat_objects_with_their_keys_in_order() {
+        let record = ChunkRecord {
+            offset: 256,
+            size: 512,
+            state: ChunkState::InUse,
+            allocation: Some(AllocationId(3)),
+            label: Some("w".into()),
+            requested: 500,
+        };
+        let arena = crate::arena::ChunkSnapshot {
+            record: record.clone(),
+            sequence: 2,
+            frontier: None,
+        };
+        let text = serde_json::to_string(&arena).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offset":256,"size":512,"state":"InUse","allocation":3,"label":"w","requested":500,"sequence":2,"frontier":null}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<crate::arena::ChunkSnapshot>(&text).unwrap(),
+            arena
+        );
+        let chunk = SnapshotChunk {
+            record,
+            age_allocs: 1,
+            age_seconds: None,
+            dtype: Some("f32".into()),
+            shape: Some(vec![125]),
+            site: Some("src/main.rs:1:1".into()),
+            frontier: None,
+        };
+        let text = serde_json::to_string(&chunk).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offset":256,"size":512,"state":"InUse","allocation":3,"label":"w","requested":500,"age_allocs":1,"age_seconds":null,"dtype":"f32","shape":[125],"site":"src/main.rs:1:1","frontier":null}"#
+        );
+        assert_eq!(serde_json::from_str::<SnapshotChunk>(&text).unwrap(), chunk);
+    }
+
+    #[test]
     fn heaps_carry_their_budget_and_usage_when_the_device_reports_them() {
         let budgets = [
             HeapBudget {
