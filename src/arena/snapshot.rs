@@ -41,7 +41,8 @@ pub struct ChunkRecord {
     pub requested: u64,
 }
 
-/// One chunk of a region: its [`ChunkRecord`] (whose fields it derefs to) and the arena's
+/// One chunk of a region: its [`ChunkRecord`] (whose fields it derefs to, for reads and
+/// writes) and the arena's
 /// bookkeeping of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkSnapshot {
@@ -62,6 +63,13 @@ impl std::ops::Deref for ChunkSnapshot {
 
     fn deref(&self) -> &ChunkRecord {
         &self.record
+    }
+}
+
+/// `chunk.state = ...`: the record's fields written through the snapshot.
+impl std::ops::DerefMut for ChunkSnapshot {
+    fn deref_mut(&mut self) -> &mut ChunkRecord {
+        &mut self.record
     }
 }
 

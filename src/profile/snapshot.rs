@@ -50,6 +50,13 @@ impl std::ops::Deref for SnapshotChunk {
     }
 }
 
+/// `chunk.state = ...`: the record's fields written through the chunk.
+impl std::ops::DerefMut for SnapshotChunk {
+    fn deref_mut(&mut self) -> &mut ChunkRecord {
+        &mut self.record
+    }
+}
+
 /// One region (one GPU buffer) and its chunks in address order; they tile `0..size` exactly.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotRegion {
