@@ -42,8 +42,7 @@ pub struct ChunkRecord {
 }
 
 /// One chunk of a region: its [`ChunkRecord`] (whose fields it derefs to, for reads and
-/// writes) and the arena's
-/// bookkeeping of it.
+/// writes) and the arena's bookkeeping of it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkSnapshot {
     /// Where the chunk lies and what holds it.
