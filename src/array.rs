@@ -1,10 +1,12 @@
 //! `DeviceArray<T>`: a typed, shaped range of arena memory.
 //!
-//! An array must know its context (its memory goes back to that context's arena when it is
-//! dropped, and every op checks that its arrays belong to the context it runs on), so this file
-//! imports `context.rs`; the context never names an array (see `context.rs`). It may also
-//! import `arena`, `backend`, `submission`, `profile` and `step` (`Context::zeros` records a
-//! clear); never a view, a transfer, users' compute or an op, which are built on arrays.
+//! Holds the array and its storage (the arena allocation, the submission that last used it,
+//! the marks of recorders that have pending work on it), the checks every op makes of its
+//! arrays (same context, not pending, shapes and spans in range), and the constructors that
+//! only allocate (`Context::alloc`, `Context::zeros`). An array knows its context: its memory
+//! goes back to that context's arena when it is dropped. It is a file of its own because views,
+//! transfers, users' compute and the library's ops are all built on it, and the context is
+//! below it.
 
 use crate::arena::Allocation;
 use crate::backend::MappedRange;

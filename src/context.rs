@@ -10,11 +10,11 @@
 //! Files: `context.rs` (the context, its memory and its submissions), `context/gathered.rs`
 //! (single ops gathered into the context's own submission), `context/app_device.rs` (a
 //! context on a device the app opened: what the arena needs of it, and the app's handlers
-//! left alone).
+//! left alone), `context/kernel_timing.rs` (each kernel's GPU time, read from the timeline's
+//! query sets).
 //!
-//! One cycle remains, and it is the honest shape: the context owns its staging pool
-//! (`transfer/staging.rs`), and staging a transfer runs on that context's device, queue,
-//! memory plan and submission tracking, so the two files know each other.
+//! The context owns its staging pool (`transfer/staging.rs`, kept with the other transfer
+//! machinery) and its transfer counters; what a transfer does with them lives in `transfer/`.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, MappedRange, Regions};

@@ -1,5 +1,6 @@
 //! `Donated<T>`: the error of an operation that took an array by value (donated it), with the
 //! array given back unchanged, as `std::sync::mpsc::SendError<T>` gives back its message.
+//! Apart from `error.rs` because it holds an array: the crate's `Error` stays plain data.
 
 use crate::array::DeviceArray;
 use crate::error::Error;

@@ -1,8 +1,8 @@
-//! The crate's one error type. Every variant's message says what went wrong and what to do.
-//!
-//! One import cycle is the honest shape here: `config` reports a bad value through [`Error`],
-//! and [`Error::TransferGuard`] carries `config`'s plain data (the guard's
-//! [`TransferDirection`]). Neither file calls the other's code; both are below everything else.
+//! The crate's one error type, [`Error`], and its [`Result`] alias: what every public call
+//! returns, with a variant a caller can match on for each way it can fail and the values
+//! (sizes, limits, names) in fields. Every variant's message says what went wrong and what to
+//! do. It is a module of its own because every other module returns it; the pure modules
+//! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
 use crate::arena::{ArenaError, OutOfMemory};
 use crate::config::TransferDirection;

@@ -109,8 +109,10 @@
 //! - [`arena`]: the BFC allocator itself (offsets and sizes only, no GPU types).
 //! - [`memplan`]: the vendor-aware memory-type policy, a pure function of a memory table.
 //! - [`config`]: [`ArenaConfig`], its validation and the `GPU_ARENA_*` / JAX variables.
-//! - `backend` (private): where regions come from (gpu-allocator on Vulkan, plain wgpu
-//!   buffers), mapped memory, flush and invalidate: all of the crate's `unsafe`.
+//! - `backend` (private): everything that touches the driver or the OS through raw handles
+//!   and pointers, all of the crate's `unsafe`: where regions come from (gpu-allocator on
+//!   Vulkan, plain wgpu buffers), host access to mapped memory (flush, invalidate, the host
+//!   read barrier), the files the crate writes and the driver's pipeline cache, MPI buffers.
 //! - `context`, `devices` (private): [`Context`], [`GpuUse`], adapters, [`devices()`], and
 //!   contexts on the app's device ([`AppDevice`], [`DeviceRequirements`]).
 //! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].

@@ -1,6 +1,7 @@
 //! Data parallelism across devices, at its simplest: a host array split along its leading
 //! axis, one shard per context ([`shard`]), and shards gathered back in order ([`gather`]).
-//! The split follows [`shard_rows`] (`numpy.array_split`'s rule).
+//! The split follows [`shard_rows`] (`numpy.array_split`'s rule). A module of its own
+//! because it works over several contexts at once, above any one of them.
 
 use crate::array::{check_shape, Access, DeviceArray};
 use crate::context::Context;

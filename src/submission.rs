@@ -2,6 +2,10 @@
 //!
 //! Arrays record the submission that last used them; when an array is dropped its memory is
 //! handed out again only after that submission completes (XLA's "safe frontier").
+//!
+//! Holds [`SubmissionId`] and `Submissions`, the context's record of what it submitted and
+//! what the device has finished. A file of its own because everything that submits or waits
+//! (the context, transfers, sequences, captured steps) numbers its work here, below them all.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

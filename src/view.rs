@@ -2,7 +2,9 @@
 //! its array (so the array outlives it and cannot be donated meanwhile) and binds directly as a
 //! kernel argument: the work is recorded as a use of the array's memory.
 //!
-//! Also here: [`KernelArg`] / [`KernelArgMut`], what a launch accepts as an argument.
+//! Also here: [`KernelArg`] / [`KernelArgMut`], what a launch accepts as an argument (an array
+//! or a view). Apart from `array.rs` because a view is built on an array and borrows it; the
+//! array knows nothing of its views.
 
 use crate::array::{check_bitcast, check_shape, ArrayStorage, DeviceArray};
 use crate::error::{Error, Result};

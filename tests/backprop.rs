@@ -5,7 +5,9 @@
 mod common;
 
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
-use gpu_arena::remat::{BackwardReads, Chain, CheckpointPolicy, Layer, RematError, Schedule, Step};
+use gpu_arena::remat::{
+    BackwardReads, Chain, CheckpointPolicy, Layer, RematError, Schedule, ScheduleStep,
+};
 use gpu_arena::{Context, DeviceArray, Error};
 
 /// A step of the model, as it saw it.
@@ -302,11 +304,11 @@ fn expected_calls(schedule: &Schedule) -> Vec<Call> {
         .steps()
         .iter()
         .filter_map(|step| match *step {
-            Step::Forward { layer } => Some(Call::Forward(layer)),
-            Step::Recompute { layer } => Some(Call::Recompute(layer)),
-            Step::LossGradient { .. } => Some(Call::LossGradient),
-            Step::Backward { layer } => Some(Call::Backward(layer)),
-            Step::Free(_) => None,
+            ScheduleStep::Forward { layer } => Some(Call::Forward(layer)),
+            ScheduleStep::Recompute { layer } => Some(Call::Recompute(layer)),
+            ScheduleStep::LossGradient { .. } => Some(Call::LossGradient),
+            ScheduleStep::Backward { layer } => Some(Call::Backward(layer)),
+            ScheduleStep::Free(_) => None,
         })
         .collect()
 }
@@ -402,7 +404,7 @@ fn a_failing_step_stops_the_run_and_frees_what_it_allocated() {
         .steps()
         .iter()
         .find_map(|step| match *step {
-            Step::Recompute { layer } => Some(layer),
+            ScheduleStep::Recompute { layer } => Some(layer),
             _ => None,
         })
         .expect("every third keeps some to recompute");

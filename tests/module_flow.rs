@@ -1,7 +1,7 @@
-//! Data flows one way: configuration is data below what it configures, the
-//! algorithm modules know nothing of the GPU, and the backend knows nothing above it. Compute
-//! has rooms of its own, in floors: `pipelines/` (compile, caches, error scopes) at
-//! the bottom, below `context.rs`; `step.rs` (a recorded step) on it; `context.rs` above both,
+//! Data flows one way: configuration is data below what it configures, the algorithm modules
+//! know nothing of the GPU, and the backend knows nothing above it. Compute has rooms of its
+//! own, in floors: `pipelines/` (compile, caches, error scopes) at the bottom, below
+//! `context.rs`; `step/` (a recorded step) on it; `context.rs` above both,
 //! never naming an array, a sequence or an op; `compute/` (what users call) above the context;
 //! `ops/` (the library's ops) on top, named by nothing but the crate root; `kernels.rs`, the
 //! public facade, named by nothing inside the crate. This test reads the sources and fails when
@@ -116,7 +116,7 @@ const RULES: &[Rule] = &[
     Rule {
         dir: "backend",
         forbidden: &[DEVICE_USERS, &["config", "remat"]],
-        why: "the backend is where regions come from: it imports nothing above it",
+        why: "the backend (raw handles and pointers: regions, mapped memory, files, MPI buffers) imports nothing above it",
     },
     Rule {
         dir: "pipelines",

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions, ALLOCATION_ALIGNMENT};
 use gpu_arena::remat::{
-    BackwardReads, Buffer, Chain, CheckpointPolicy, Layer, RematError, Schedule, Step,
+    BackwardReads, Buffer, Chain, CheckpointPolicy, Layer, RematError, Schedule, ScheduleStep,
 };
 use proptest::prelude::*;
 
@@ -53,8 +53,10 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
     };
     for step in schedule.steps() {
         let reads = match *step {
-            Step::Forward { layer } | Step::Recompute { layer } => vec![Activation(layer - 1)],
-            Step::LossGradient { layer } => {
+            ScheduleStep::Forward { layer } | ScheduleStep::Recompute { layer } => {
+                vec![Activation(layer - 1)]
+            }
+            ScheduleStep::LossGradient { layer } => {
                 assert_eq!(layer, n);
                 let live_activations: HashSet<usize> =
                     (1..n).filter(|&i| live.contains(&Activation(i))).collect();
@@ -64,7 +66,7 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
                 );
                 vec![Activation(n)]
             }
-            Step::Backward { layer } => {
+            ScheduleStep::Backward { layer } => {
                 let what = chain.layers()[layer - 1].backward_reads;
                 assert_eq!(schedule.backward_reads(layer), Some(what));
                 let mut reads = vec![Gradient(layer)];
@@ -76,7 +78,7 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
                 }
                 reads
             }
-            Step::Free(buffer) => {
+            ScheduleStep::Free(buffer) => {
                 assert_ne!(buffer, Activation(0), "the input is the caller's");
                 assert!(live.remove(&buffer), "{buffer:?} freed while not live");
                 assert!(
@@ -97,16 +99,16 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
         }
         used_by_last_step = reads;
         match *step {
-            Step::Forward { layer } => {
+            ScheduleStep::Forward { layer } => {
                 assert!(backward.is_empty(), "forward after backward began");
                 forward.push(layer);
             }
-            Step::Recompute { layer } => {
+            ScheduleStep::Recompute { layer } => {
                 assert!(!kept.contains(&layer), "{step:?} of a kept activation");
                 recomputed.push(layer);
                 unread_recomputations.insert(Activation(layer));
             }
-            Step::Backward { layer } => backward.push(layer),
+            ScheduleStep::Backward { layer } => backward.push(layer),
             _ => {}
         }
         if let Some(b) = step.allocates() {
@@ -265,7 +267,7 @@ proptest! {
             + all
                 .steps()
                 .iter()
-                .filter_map(Step::allocates)
+                .filter_map(ScheduleStep::allocates)
                 .map(|b| rounded(all.bytes(b).unwrap()))
                 .sum::<u64>();
         let roomy = chain.plan(CheckpointPolicy::Budget(every_allocation)).unwrap();
@@ -538,12 +540,12 @@ fn run_on_device(ctx: &gpu_arena::Context, schedule: &Schedule) -> u64 {
     let mut live: HashMap<Buffer, gpu_arena::DeviceArray<u32>> = HashMap::new();
     for step in schedule.steps() {
         match *step {
-            Step::Backward { layer } if layer > 1 => {
+            ScheduleStep::Backward { layer } if layer > 1 => {
                 // Spot-check that recomputation rebuilt the input this layer reads.
                 let read = &live[&Buffer::Activation(layer - 1)];
                 assert_eq!(read.to_vec().unwrap()[0], (layer - 1) as u32, "{step:?}");
             }
-            Step::Free(buffer) => drop(live.remove(&buffer).expect("freed buffer is live")),
+            ScheduleStep::Free(buffer) => drop(live.remove(&buffer).expect("freed buffer is live")),
             _ => {}
         }
         if let Some(buffer) = step.allocates() {
@@ -614,4 +616,13 @@ fn plans_with_equal_checkpoints_are_each_tried_against_an_arena_budget() {
     let plan = chain.plan(CheckpointPolicy::Budget(budget)).unwrap();
     assert!(replays_in(&plan, budget));
     assert_eq!(plan.recompute_cost(), 0.0);
+}
+
+/// `remat::Step`, the schedule step's old name, still names it (deprecated), so code written
+/// against it compiles.
+#[test]
+#[allow(deprecated)]
+fn the_old_step_name_still_names_a_schedule_step() {
+    let step: gpu_arena::remat::Step = ScheduleStep::Forward { layer: 1 };
+    assert_eq!(step.allocates(), Some(Buffer::Activation(1)));
 }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
-use gpu_arena::remat::{BackwardReads, Buffer, Chain, Layer, RematError, Schedule, Step};
+use gpu_arena::remat::{BackwardReads, Buffer, Chain, Layer, RematError, Schedule, ScheduleStep};
 use gpu_arena::{
     bytemuck, Capture, CapturedStep, Context, DeviceArray, Error, IndexSlot, Kernel, ParamsSlot,
     Result,
@@ -585,7 +585,7 @@ impl Mlp {
                 _ => live.get(&buffer).ok_or_else(|| missing(buffer)),
             };
             match step {
-                Step::Forward { layer } | Step::Recompute { layer } => {
+                ScheduleStep::Forward { layer } | ScheduleStep::Recompute { layer } => {
                     let mut output = uninit(&mut cap, layer)?;
                     let input = get(Buffer::Activation(layer - 1))?;
                     let n = output.len() as u64;
@@ -611,7 +611,7 @@ impl Mlp {
                     }
                     live.insert(Buffer::Activation(layer), output);
                 }
-                Step::LossGradient { layer } => {
+                ScheduleStep::LossGradient { layer } => {
                     let mut gradient = uninit(&mut cap, layer)?;
                     let output = get(Buffer::Activation(layer))?;
                     let n = gradient.len() as u64;
@@ -630,7 +630,7 @@ impl Mlp {
                         .run()?;
                     live.insert(Buffer::Gradient(layer), gradient);
                 }
-                Step::Backward { layer } => match MlpShape::chain_layer(layer) {
+                ScheduleStep::Backward { layer } => match MlpShape::chain_layer(layer) {
                     ChainLayer::Relu => {
                         let mut gradient = uninit(&mut cap, layer - 1)?;
                         let output = get(Buffer::Activation(layer))?;
@@ -683,7 +683,7 @@ impl Mlp {
                         }
                     }
                 },
-                Step::Free(buffer) => {
+                ScheduleStep::Free(buffer) => {
                     live.remove(&buffer);
                 }
             }

@@ -14,7 +14,7 @@ use super::frontier::PendingFrees;
 use super::oom::{Bytes, OomCause, OutOfMemory};
 use super::options::{ArenaMode, ArenaOptions, MAX_RESERVED_REGIONS};
 use super::region::{Region, RegionSource};
-use super::snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
+use super::snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};
 use super::stats::{fragmentation, MemoryStats};
 
 /// The most chunks one allocation can add to the slab: an alignment gap, the allocation and
@@ -532,12 +532,14 @@ impl Arena {
                     };
                     let held = state != ChunkState::Free;
                     chunks.push(ChunkSnapshot {
-                        offset: chunk.address - region.base_address,
-                        size: chunk.size(),
-                        state,
-                        allocation: held.then(|| AllocationId::new(slot, chunk.stamp())),
-                        label: self.chunks.label(slot).filter(|_| held).map(String::from),
-                        requested: if held { chunk.requested() } else { 0 },
+                        record: ChunkRecord {
+                            offset: chunk.address - region.base_address,
+                            size: chunk.size(),
+                            state,
+                            allocation: held.then(|| AllocationId::new(slot, chunk.stamp())),
+                            label: self.chunks.label(slot).filter(|_| held).map(String::from),
+                            requested: if held { chunk.requested() } else { 0 },
+                        },
                         sequence: if held {
                             chunk.sequence(self.counters.num_allocs)
                         } else {

@@ -47,5 +47,5 @@ pub use options::{
     DEFAULT_MAX_REGION_BYTES, MAX_RESERVED_REGIONS,
 };
 pub use region::{RegionId, RegionSource, VirtualRegions};
-pub use snapshot::{ArenaSnapshot, ChunkSnapshot, ChunkState, RegionSnapshot};
+pub use snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};
 pub use stats::MemoryStats;

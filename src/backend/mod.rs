@@ -1,19 +1,24 @@
-//! Where regions come from: gpu-allocator memory on Vulkan, plain wgpu buffers elsewhere.
+//! Everything that touches the driver or the operating system through raw handles and
+//! pointers: the crate's only `unsafe` code (the crate root denies it everywhere else). Kept
+//! in one room so that there is one place to audit, and so that the modules above it (context,
+//! transfers, kernels, profiling) stay safe code that sees buffers, ranges and typed results.
 //!
-//! Backends are thin: they create and release buffers, and give host access to mapped memory
-//! (`mapped`), flushed and invalidated where it is not coherent (`host_sync`). All of the
-//! crate's `unsafe` lives here; the crate root denies it elsewhere. The operating system's
-//! side of the files the crate writes (owners, modes, links) lives here too, below both of its
-//! users (the pipeline cache on disk and the memory-profile dumps).
-//!
-//! Files: `vulkan.rs` (gpu-allocator memory imported into wgpu, the device's memory table,
-//! limits and budgets), `plain.rs` (wgpu buffers on other backends), `mapped.rs` (host access
-//! to mapped memory), `host_sync.rs` (flush and invalidate of non-coherent memory),
-//! `host_barrier.rs` (the memory dependency that makes GPU writes visible to host reads),
-//! `pipeline_cache.rs` (the driver's pipeline cache), `private_files.rs` (files and directories
-//! written without following planted links or trusting other users), `mpi_buffer.rs` (feature
-//! `mpi`: mapped memory as MPI buffers, a communicator handed to the progress thread, and the
-//! in-place all-reduce through `mpi::ffi` with the library's `MPI_IN_PLACE`).
+//! It holds four groups:
+//! - **Where regions come from**: `vulkan.rs` (gpu-allocator memory on wgpu's own `VkDevice`,
+//!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
+//!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), and in this file `Regions`, the
+//!   arena's `RegionSource`, with the staging buffers made beside it.
+//! - **Host access to mapped memory**: `mapped.rs` (every host read and write of mapped
+//!   device memory, through checked ranges), `host_sync.rs` (flush and invalidate where the
+//!   memory is not coherent), `host_barrier.rs` (the memory dependency that makes GPU writes
+//!   visible to host reads).
+//! - **Files**: `private_files.rs` (the operating system's side of the files the crate writes:
+//!   never through a planted link, never trusting another user's files; below both of its
+//!   users, the pipeline cache on disk and the memory-profile dumps), `pipeline_cache.rs` (the
+//!   driver's pipeline cache, seeded from bytes a previous process saved).
+//! - **MPI buffers** (feature `mpi`): `mpi_buffer.rs` (mapped memory as MPI buffers, a
+//!   communicator handed to the progress thread, and the in-place all-reduce through
+//!   `mpi::ffi` with the library's `MPI_IN_PLACE`).
 //!
 //! # Who owns each object, and when it dies
 //! wgpu hands out its device and buffers to safe code (`Context::device`,
@@ -39,15 +44,22 @@
 //!   a mapped view that wgpu checks), so an early `destroy` turns into wgpu errors there.
 #![allow(unsafe_code)]
 
+// Where regions come from.
+mod plain;
+mod vulkan;
+
+// Host access to mapped memory.
 mod host_barrier;
 mod host_sync;
 mod mapped;
+
+// Files.
+mod pipeline_cache;
+mod private_files;
+
+// MPI buffers.
 #[cfg(feature = "mpi")]
 mod mpi_buffer;
-mod pipeline_cache;
-mod plain;
-mod private_files;
-mod vulkan;
 
 pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;

@@ -7,7 +7,7 @@ use crate::array::DeviceArray;
 use crate::context::Context;
 use crate::error::Error;
 use crate::profile::label_scope;
-use crate::remat::{Buffer, Schedule, Step};
+use crate::remat::{Buffer, Schedule, ScheduleStep};
 
 /// The operation named in the driver's errors.
 const OPERATION: &str = "Schedule::run";
@@ -176,23 +176,23 @@ impl<T: bytemuck::Pod> Run<'_, T> {
     fn step<M: ChainModel<Element = T>>(
         &mut self,
         model: &mut M,
-        step: Step,
+        step: ScheduleStep,
     ) -> Result<(), M::Error> {
         let ctx = self.ctx;
         match step {
-            Step::Forward { layer } | Step::Recompute { layer } => {
+            ScheduleStep::Forward { layer } | ScheduleStep::Recompute { layer } => {
                 let output = self.allocate(Buffer::Activation(layer))?;
                 let given = output.allocation_id();
                 let input = self.get(Buffer::Activation(layer - 1))?;
                 let (output, method) = match step {
-                    Step::Recompute { .. } => {
+                    ScheduleStep::Recompute { .. } => {
                         (model.recompute(ctx, layer, input, output)?, "recompute")
                     }
                     _ => (model.forward(ctx, layer, input, output)?, "forward"),
                 };
                 self.keep(Buffer::Activation(layer), output, given, method, layer)?;
             }
-            Step::LossGradient { layer } => {
+            ScheduleStep::LossGradient { layer } => {
                 let gradient = self.allocate(Buffer::Gradient(layer))?;
                 let given = gradient.allocation_id();
                 let output = self.get(Buffer::Activation(layer))?;
@@ -205,7 +205,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
                     layer,
                 )?;
             }
-            Step::Backward { layer } => {
+            ScheduleStep::Backward { layer } => {
                 let input_gradient = match layer {
                     1 => None,
                     _ => Some(self.allocate(Buffer::Gradient(layer - 1))?),
@@ -251,7 +251,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
                     }
                 }
             }
-            Step::Free(buffer) => {
+            ScheduleStep::Free(buffer) => {
                 let slot = self.schedule.slot(buffer);
                 if let Some(array) = self.live[slot].take() {
                     self.held_bytes -= array.allocated_bytes();

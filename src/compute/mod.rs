@@ -17,7 +17,7 @@
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
 //!
 //! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
-//! module, shared with the library's ops); the recorded steps are `step.rs`.
+//! module, shared with the library's ops); the recorded steps are `step/`.
 //!
 //! **May import**: `pipelines`, `step`, `context`, `array`, `view`, `transfer`, `submission`,
 //! `profile`, `error`, `backend`; never `ops` (the library's ops are built on this module, not

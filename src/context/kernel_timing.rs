@@ -334,7 +334,7 @@ impl crate::context::Context {
     }
 
     /// Whether this context times kernels on the GPU: its timeline is on and its device has
-    /// timestamp queries (see [`Context::kernel_times`]).
+    /// timestamp queries (see [`Context::kernel_times`](crate::Context::kernel_times)).
     pub fn times_kernels(&self) -> bool {
         self.inner.kernel_timing.is_some()
     }

@@ -444,14 +444,14 @@ fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>
     }
 }
 
-/// The arena's type, heap and ranked candidates.
-struct Arena {
+/// Where the arena goes: its memory type, that type's heap, and the ranked candidate types.
+struct ArenaPlacement {
     ty: u32,
     heap: u32,
     candidates: Vec<u32>,
 }
 
-fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Arena {
+fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> ArenaPlacement {
     let ranked = if uma {
         // Host-visible first, so puts and gets can map the arena; then coherent, and
         // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
@@ -762,12 +762,12 @@ fn first_on_heap(memory: &MemoryProperties, ranked: &[u32], heap: u32) -> u32 {
 }
 
 /// `ranked` reordered so the types on `heap` come first (each part keeps its order).
-fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32) -> Arena {
+fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32) -> ArenaPlacement {
     let (mut candidates, others): (Vec<u32>, Vec<u32>) = ranked
         .into_iter()
         .partition(|&t| memory.types[t as usize].heap == heap);
     candidates.extend(others);
-    Arena {
+    ArenaPlacement {
         ty: candidates.first().copied().unwrap_or(0),
         heap,
         candidates,

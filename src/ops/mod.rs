@@ -3,8 +3,8 @@
 //! the operand is donated), `dynamic_update_slice_copy`, `dynamic_slice`, `fill`,
 //! `fill_in_place` and `copy`, as methods of [`Context`](crate::Context) and of `Sequence`.
 //!
-//! - one file per op: `update_slice`, `slice`, `fill`, `copy`.
-//! - `slicing`: XLA's index semantics (rank checks, clamped starts).
+//! - one file per op: `update_slice`, `dynamic_slice`, `fill`, `copy`.
+//! - `slice_indices`: XLA's index semantics (rank checks, clamped starts).
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
@@ -22,10 +22,10 @@
 
 mod builtin;
 mod copy;
+mod dynamic_slice;
 mod fill;
 mod geometry;
 mod host;
 mod moving_copy;
-mod slice;
-mod slicing;
+mod slice_indices;
 mod update_slice;

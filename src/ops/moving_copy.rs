@@ -6,12 +6,12 @@
 //! offsets).
 
 use super::builtin::{Binding, Dispatch, Params};
+use super::dynamic_slice::slice_box;
 use super::geometry::{
     plan_movable_copy, row_major_strides, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
     WORKGROUP,
 };
-use super::slice::slice_box;
-use super::slicing::clamp_start;
+use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
 use crate::compute::{Capture, IndexSlot, MovingCopy};

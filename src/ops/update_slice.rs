@@ -1,7 +1,7 @@
 //! `dynamic_update_slice`: XLA's `DynamicUpdateSlice`, in place when the operand is donated.
 
 use super::geometry::BoxCopy;
-use super::slicing::clamp_start;
+use super::slice_indices::clamp_start;
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;

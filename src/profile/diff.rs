@@ -168,17 +168,19 @@ impl fmt::Display for SnapshotDiff {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::RegionId;
+    use crate::arena::{ChunkRecord, RegionId};
     use crate::profile::{SnapshotChunk, SnapshotRegion};
 
     fn array(id: u64, size: u64, site: &str, label: Option<&str>) -> SnapshotChunk {
         SnapshotChunk {
-            offset: id * 4096,
-            size,
-            state: ChunkState::InUse,
-            allocation: Some(AllocationId(id)),
-            label: label.map(str::to_string),
-            requested: size,
+            record: ChunkRecord {
+                offset: id * 4096,
+                size,
+                state: ChunkState::InUse,
+                allocation: Some(AllocationId(id)),
+                label: label.map(str::to_string),
+                requested: size,
+            },
             age_allocs: 0,
             age_seconds: None,
             dtype: Some("f32".into()),

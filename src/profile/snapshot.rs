@@ -3,7 +3,7 @@
 
 use super::array_info::ArrayRegistry;
 use super::stats::ContextMemoryStats;
-use crate::arena::{AllocationId, ArenaSnapshot, ChunkState, RegionId};
+use crate::arena::{AllocationId, ArenaSnapshot, ChunkRecord, ChunkState, RegionId};
 use crate::config::{AllocatorKind, MemFraction};
 use crate::context::{Context, ContextInner};
 use crate::memplan::MemoryPlan;
@@ -12,21 +12,17 @@ use serde::{Deserialize, Serialize};
 /// The value of [`MemorySnapshot::format`], bumped when the layout changes incompatibly.
 pub const SNAPSHOT_FORMAT: &str = "gpu-arena-memory-snapshot/1";
 
-/// One chunk of a region: a live array, a free gap, or memory waiting for the GPU.
+/// One chunk of a region: a live array, a free gap, or memory waiting for the GPU. Its
+/// [`ChunkRecord`] (where it lies and what holds it, whose fields it derefs to) is the one the
+/// arena's [`ChunkSnapshot`](crate::arena::ChunkSnapshot) holds; this adds what the caller
+/// knows of the array in it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotChunk {
-    /// Byte offset inside the region.
-    pub offset: u64,
-    /// Bytes (a multiple of 256).
-    pub size: u64,
-    /// Free, in use, or pending free (freed, but queued GPU work may still touch it).
-    pub state: ChunkState,
-    /// The allocation holding the chunk (as [`DeviceArray::allocation_id`](crate::DeviceArray::allocation_id)).
-    pub allocation: Option<AllocationId>,
-    /// The label (`with_label`, or the [`label_scope`](super::label_scope) it was made in).
-    pub label: Option<String>,
-    /// Bytes asked for (before rounding to 256); 0 when free.
-    pub requested: u64,
+    /// Where the chunk lies and what holds it (`allocation` as
+    /// [`DeviceArray::allocation_id`](crate::DeviceArray::allocation_id) gives it, `label` as
+    /// `with_label` or the [`label_scope`](super::label_scope) it was made in set it).
+    #[serde(flatten)]
+    pub record: ChunkRecord,
     /// Allocations made since this one (its age counted in allocations); 0 when free.
     pub age_allocs: u64,
     /// Seconds since the array was allocated, for arrays while the timeline is on (its clock
@@ -43,6 +39,22 @@ pub struct SnapshotChunk {
     pub site: Option<String>,
     /// For a pending free: the submission after which the chunk is reusable.
     pub frontier: Option<u64>,
+}
+
+/// `chunk.offset`, `chunk.size`, ...: the record's fields read through the chunk.
+impl std::ops::Deref for SnapshotChunk {
+    type Target = ChunkRecord;
+
+    fn deref(&self) -> &ChunkRecord {
+        &self.record
+    }
+}
+
+/// `chunk.state = ...`: the record's fields written through the chunk.
+impl std::ops::DerefMut for SnapshotChunk {
+    fn deref_mut(&mut self) -> &mut ChunkRecord {
+        &mut self.record
+    }
 }
 
 /// One region (one GPU buffer) and its chunks in address order; they tile `0..size` exactly.
@@ -202,12 +214,7 @@ impl MemorySnapshot {
                     .map(|c| {
                         let info = c.allocation.and_then(|id| arrays.get(id));
                         SnapshotChunk {
-                            offset: c.offset,
-                            size: c.size,
-                            state: c.state,
-                            allocation: c.allocation,
-                            label: c.label,
-                            requested: c.requested,
+                            record: c.record,
                             age_allocs: if c.sequence == 0 {
                                 0
                             } else {
@@ -347,6 +354,47 @@ mod tests {
             ],
             types: Vec::new(),
         }
+    }
+
+    #[test]
+    fn both_chunk_snapshots_serialise_as_flat_objects_with_their_keys_in_order() {
+        let record = ChunkRecord {
+            offset: 256,
+            size: 512,
+            state: ChunkState::InUse,
+            allocation: Some(AllocationId(3)),
+            label: Some("w".into()),
+            requested: 500,
+        };
+        let arena = crate::arena::ChunkSnapshot {
+            record: record.clone(),
+            sequence: 2,
+            frontier: None,
+        };
+        let text = serde_json::to_string(&arena).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offset":256,"size":512,"state":"InUse","allocation":3,"label":"w","requested":500,"sequence":2,"frontier":null}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<crate::arena::ChunkSnapshot>(&text).unwrap(),
+            arena
+        );
+        let chunk = SnapshotChunk {
+            record,
+            age_allocs: 1,
+            age_seconds: None,
+            dtype: Some("f32".into()),
+            shape: Some(vec![125]),
+            site: Some("src/main.rs:1:1".into()),
+            frontier: None,
+        };
+        let text = serde_json::to_string(&chunk).unwrap();
+        assert_eq!(
+            text,
+            r#"{"offset":256,"size":512,"state":"InUse","allocation":3,"label":"w","requested":500,"age_allocs":1,"age_seconds":null,"dtype":"f32","shape":[125],"site":"src/main.rs:1:1","frontier":null}"#
+        );
+        assert_eq!(serde_json::from_str::<SnapshotChunk>(&text).unwrap(), chunk);
     }
 
     #[test]

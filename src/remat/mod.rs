@@ -63,4 +63,8 @@ pub use chain::{BackwardReads, Chain, Layer};
 pub use error::RematError;
 pub use policy::CheckpointPolicy;
 pub use replay::ReplayReport;
-pub use schedule::{Buffer, Schedule, Step};
+pub use schedule::{Buffer, Schedule, ScheduleStep};
+
+/// The old name of [`ScheduleStep`], kept so code written against it still compiles.
+#[deprecated(note = "renamed to `ScheduleStep` (one step of a `Schedule`)")]
+pub type Step = ScheduleStep;

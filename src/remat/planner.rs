@@ -7,7 +7,7 @@ use super::chain::Chain;
 use super::error::RematError;
 use super::evaluate::Evaluator;
 use super::policy::CheckpointPolicy;
-use super::schedule::{Schedule, Step};
+use super::schedule::{Schedule, ScheduleStep};
 use crate::arena::{ArenaOptions, ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
 /// The planner as a method of the chain it plans (written here so that `chain.rs`, which the
@@ -262,7 +262,7 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
             .steps()
             .iter()
             .filter_map(|step| match *step {
-                Step::Recompute { layer } => Some(layer),
+                ScheduleStep::Recompute { layer } => Some(layer),
                 _ => None,
             })
             .collect();

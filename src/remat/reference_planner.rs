@@ -12,7 +12,7 @@ use super::planner::{
     balanced, check_regions_hold_activations, every_nth, keep_all, search_counts,
     smallest_fitting_arena, Fit, GREEDY_LAYER_LIMIT,
 };
-use super::schedule::{Schedule, Step};
+use super::schedule::{Schedule, ScheduleStep};
 use crate::arena::{ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
 fn by_rank(a: &Schedule, b: &Schedule) -> Ordering {
@@ -50,7 +50,7 @@ pub(crate) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematEr
             .steps()
             .iter()
             .filter_map(|step| match *step {
-                Step::Recompute { layer } => Some(layer),
+                ScheduleStep::Recompute { layer } => Some(layer),
                 _ => None,
             })
             .collect();

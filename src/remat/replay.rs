@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::schedule::{Buffer, Schedule, Step};
+use super::schedule::{Buffer, Schedule, ScheduleStep};
 use crate::arena::{AllocationId, Arena, ArenaError, ArenaOptions, RegionSource, VirtualRegions};
 
 /// What [`Schedule::replay`] measured.
@@ -72,7 +72,7 @@ impl Schedule {
         // Each step as what it allocates and what it frees, after the input's allocation.
         let input = (Some(Buffer::Activation(0)), None);
         let actions = self.steps().iter().map(|step| match *step {
-            Step::Free(buffer) => (None, Some(buffer)),
+            ScheduleStep::Free(buffer) => (None, Some(buffer)),
             step => (step.allocates(), None),
         });
         let mut outcome = Ok(());

@@ -16,7 +16,7 @@ pub enum Buffer {
 
 /// One step of a [`Schedule`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Step {
+pub enum ScheduleStep {
     /// Run layer `layer` forward: reads activation `layer − 1`, allocates activation `layer`.
     Forward {
         /// The layer, from 1.
@@ -47,14 +47,16 @@ pub enum Step {
     Free(Buffer),
 }
 
-impl Step {
+impl ScheduleStep {
     /// The buffer this step allocates, if any.
     pub fn allocates(&self) -> Option<Buffer> {
         match *self {
-            Step::Forward { layer } | Step::Recompute { layer } => Some(Buffer::Activation(layer)),
-            Step::LossGradient { layer } => Some(Buffer::Gradient(layer)),
-            Step::Backward { layer } if layer > 1 => Some(Buffer::Gradient(layer - 1)),
-            Step::Backward { .. } | Step::Free(_) => None,
+            ScheduleStep::Forward { layer } | ScheduleStep::Recompute { layer } => {
+                Some(Buffer::Activation(layer))
+            }
+            ScheduleStep::LossGradient { layer } => Some(Buffer::Gradient(layer)),
+            ScheduleStep::Backward { layer } if layer > 1 => Some(Buffer::Gradient(layer - 1)),
+            ScheduleStep::Backward { .. } | ScheduleStep::Free(_) => None,
         }
     }
 }
@@ -63,7 +65,7 @@ impl Step {
 /// recompute and the peak memory they need. Made by [`Chain::plan`].
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Schedule {
-    steps: Vec<Step>,
+    steps: Vec<ScheduleStep>,
     checkpoints: Vec<usize>,
     /// Activation bytes, 0 (the input) to n.
     activation_bytes: Vec<u64>,
@@ -105,7 +107,7 @@ impl Schedule {
         schedule.steps = schedule.with_frees(&compute);
         schedule.checkpoints = schedule.kept_through_forward();
         schedule.recompute_cost = schedule.steps.iter().fold(0.0, |sum, step| match *step {
-            Step::Recompute { layer } => sum + chain.layers()[layer - 1].forward_cost,
+            ScheduleStep::Recompute { layer } => sum + chain.layers()[layer - 1].forward_cost,
             _ => sum,
         });
         schedule.peak_bytes = schedule.live_bytes().max().unwrap_or(0);
@@ -116,11 +118,11 @@ impl Schedule {
     /// gradient, then the backward pass one segment at a time from the top. Each segment lies
     /// between two kept activations; its layers are recomputed from the one at its bottom up
     /// to the highest activation of the segment that a backward step reads, then run backward.
-    fn compute_steps(&self, keep: &[bool]) -> Vec<Step> {
+    fn compute_steps(&self, keep: &[bool]) -> Vec<ScheduleStep> {
         let n = self.layer_count();
         let mut steps = Vec::with_capacity(3 * n + 1);
-        steps.extend((1..=n).map(|layer| Step::Forward { layer }));
-        steps.push(Step::LossGradient { layer: n });
+        steps.extend((1..=n).map(|layer| ScheduleStep::Forward { layer }));
+        steps.push(ScheduleStep::LossGradient { layer: n });
         let bottoms = (1..n).rev().filter(|&i| keep[i]).chain(std::iter::once(0));
         let mut top = n;
         for bottom in bottoms {
@@ -128,12 +130,12 @@ impl Schedule {
                 .rev()
                 .find(|&i| self.backward_reads_activation(i));
             if let Some(highest) = highest_read {
-                steps.extend((bottom + 1..=highest).map(|layer| Step::Recompute { layer }));
+                steps.extend((bottom + 1..=highest).map(|layer| ScheduleStep::Recompute { layer }));
             }
             steps.extend(
                 (bottom + 1..=top)
                     .rev()
-                    .map(|layer| Step::Backward { layer }),
+                    .map(|layer| ScheduleStep::Backward { layer }),
             );
             top = bottom;
         }
@@ -153,7 +155,7 @@ impl Schedule {
     /// `compute` with a free after the last read of each buffer the steps allocate (a buffer
     /// read by nothing is freed right after the step that makes it), so every buffer lives
     /// exactly as long as the plan needs it. The input is the caller's and never freed.
-    fn with_frees(&self, compute: &[Step]) -> Vec<Step> {
+    fn with_frees(&self, compute: &[ScheduleStep]) -> Vec<ScheduleStep> {
         let slot = |buffer| self.slot(buffer);
         // Walking backwards: whether a later step reads what the buffer holds now. The steps
         // are collected backwards too (each step after its frees), then turned around.
@@ -176,7 +178,7 @@ impl Schedule {
                     frees.push(buffer);
                 }
             }
-            reversed.extend(frees.iter().rev().map(|&buffer| Step::Free(buffer)));
+            reversed.extend(frees.iter().rev().map(|&buffer| ScheduleStep::Free(buffer)));
             reversed.push(*step);
         }
         reversed.reverse();
@@ -189,9 +191,9 @@ impl Schedule {
         let mut live = vec![false; n + 1];
         for step in &self.steps {
             match *step {
-                Step::Forward { layer } => live[layer] = true,
-                Step::Free(Buffer::Activation(i)) => live[i] = false,
-                Step::LossGradient { .. } => break,
+                ScheduleStep::Forward { layer } => live[layer] = true,
+                ScheduleStep::Free(Buffer::Activation(i)) => live[i] = false,
+                ScheduleStep::LossGradient { .. } => break,
                 _ => {}
             }
         }
@@ -200,13 +202,13 @@ impl Schedule {
 
     /// Appends the buffers `step` reads to `reads`: for a backward step the gradient first,
     /// then its input and output as its layer reads them.
-    pub(crate) fn push_reads(&self, step: Step, reads: &mut Vec<Buffer>) {
+    pub(crate) fn push_reads(&self, step: ScheduleStep, reads: &mut Vec<Buffer>) {
         match step {
-            Step::Forward { layer } | Step::Recompute { layer } => {
+            ScheduleStep::Forward { layer } | ScheduleStep::Recompute { layer } => {
                 reads.push(Buffer::Activation(layer - 1));
             }
-            Step::LossGradient { layer } => reads.push(Buffer::Activation(layer)),
-            Step::Backward { layer } => {
+            ScheduleStep::LossGradient { layer } => reads.push(Buffer::Activation(layer)),
+            ScheduleStep::Backward { layer } => {
                 let what = self.backward_reads[layer - 1];
                 reads.push(Buffer::Gradient(layer));
                 if what.input() {
@@ -216,7 +218,7 @@ impl Schedule {
                     reads.push(Buffer::Activation(layer));
                 }
             }
-            Step::Free(_) => {}
+            ScheduleStep::Free(_) => {}
         }
     }
 
@@ -250,7 +252,7 @@ impl Schedule {
     }
 
     /// The steps, in the order to run them.
-    pub fn steps(&self) -> &[Step] {
+    pub fn steps(&self) -> &[ScheduleStep] {
         &self.steps
     }
 
@@ -303,7 +305,7 @@ impl Schedule {
         // checked; a sum past u64::MAX is as good as infinite here.
         self.steps
             .iter()
-            .filter_map(Step::allocates)
+            .filter_map(ScheduleStep::allocates)
             .map(taken)
             .fold(taken(Buffer::Activation(0)), u64::saturating_add)
     }
@@ -317,7 +319,7 @@ impl Schedule {
                 live += 1;
                 most = most.max(live);
             }
-            if let Step::Free(_) = step {
+            if let ScheduleStep::Free(_) = step {
                 live -= 1;
             }
         }
@@ -332,7 +334,7 @@ impl Schedule {
             if let Some(buffer) = step.allocates() {
                 *live += taken(buffer);
             }
-            if let Step::Free(buffer) = *step {
+            if let ScheduleStep::Free(buffer) = *step {
                 *live -= taken(buffer);
             }
             Some(*live)

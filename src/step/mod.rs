@@ -7,9 +7,9 @@
 //! what is submitted.
 //!
 //! Files: `mod.rs` (the step), `encode.rs` (steps into one command buffer, the one encoder of
-//! every recorded dispatch), `gathered.rs` (the batch of single ops a context has gathered and
-//! not yet submitted, with their parameter slots), `timestamps.rs` (the query sets that time
-//! each dispatch on the GPU when the context's timeline is on).
+//! every recorded dispatch), `gathered_steps.rs` (the batch of single ops a context has
+//! gathered and not yet submitted, with their parameter slots), `timestamps.rs` (the query sets
+//! that time each dispatch on the GPU when the context's timeline is on).
 //!
 //! **May import**: `pipelines` (a dispatch holds its compiled kernel; encoding happens inside
 //! error scopes) and wgpu; nothing above (`context`, `array`, `compute`, `ops`, `transfer`,
@@ -17,12 +17,12 @@
 //! checks this.
 
 mod encode;
-mod gathered;
+mod gathered_steps;
 mod timestamps;
 
 pub(crate) use encode::{bind_group, encode_bound_steps, encode_steps};
-pub(crate) use gathered::GatheredSteps;
-pub use gathered::MAX_GATHERED_OPS;
+pub(crate) use gathered_steps::GatheredSteps;
+pub use gathered_steps::MAX_GATHERED_OPS;
 pub(crate) use timestamps::DispatchTimer;
 
 use crate::pipelines::Compiled;

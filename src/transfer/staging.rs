@@ -6,9 +6,9 @@
 //! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
 //! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
 //!
-//! The pool is part of its context (`ContextInner::staging`) and its transfers use that
-//! context's device, queue, memory plan and submissions: this file and `context.rs` import each
-//! other, the one cycle the crate keeps on purpose (see `context.rs`).
+//! The pool is part of its context (`ContextInner::staging`), and its transfers run on that
+//! context's device, queue, memory plan and submissions. It is a file of its own because
+//! puts, gets and batches all move their bytes through it when arena memory is not mapped.
 
 use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
 use crate::context::ContextInner;
@@ -165,15 +165,16 @@ pub(crate) struct ReadbackItem<'a> {
     pub(crate) span: u64,
 }
 
-/// A copy command being built: merged with the next when both sides continue it.
-struct Copy<'a> {
+/// A copy between a staging buffer and an arena buffer, being built: merged with the next
+/// when both sides continue it.
+struct StagedCopy<'a> {
     buffer: &'a wgpu::Buffer,
     staging_offset: u64,
     offset: u64,
     len: u64,
 }
 
-fn push_copy<'a>(copies: &mut Vec<Copy<'a>>, next: Copy<'a>) {
+fn push_copy<'a>(copies: &mut Vec<StagedCopy<'a>>, next: StagedCopy<'a>) {
     if let Some(last) = copies.last_mut() {
         if last.buffer == next.buffer
             && last.offset + last.len == next.offset
@@ -252,8 +253,8 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
     let pool = &ctx.staging;
     let mut last = SubmissionId(0);
     // The staging buffer being planned: its fills and the copies out of it.
-    let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)> = None;
-    let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<Copy<'_>>)>,
+    let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<StagedCopy<'_>>)> = None;
+    let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<StagedCopy<'_>>)>,
                  last: &mut SubmissionId|
      -> Result<()> {
         if let Some((mut staging, _, fills, copies)) = current.take() {
@@ -308,7 +309,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
             });
             push_copy(
                 copies,
-                Copy {
+                StagedCopy {
                     buffer: item.buffer,
                     staging_offset: *cursor,
                     offset: item.offset + done,
@@ -361,7 +362,7 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
                 };
                 push_copy(
                     &mut copies,
-                    Copy {
+                    StagedCopy {
                         buffer: item.buffer,
                         staging_offset: cursor,
                         offset: item.offset + next_done,

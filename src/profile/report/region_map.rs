@@ -255,16 +255,18 @@ pub fn chunk_title(out: &mut String, region: &SnapshotRegion, chunk: &SnapshotCh
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::arena::{AllocationId, RegionId};
+    use crate::arena::{AllocationId, ChunkRecord, RegionId};
 
     fn chunk(offset: u64, size: u64, state: ChunkState) -> SnapshotChunk {
         SnapshotChunk {
-            offset,
-            size,
-            state,
-            allocation: (state != ChunkState::Free).then_some(AllocationId(offset)),
-            label: None,
-            requested: size,
+            record: ChunkRecord {
+                offset,
+                size,
+                state,
+                allocation: (state != ChunkState::Free).then_some(AllocationId(offset)),
+                label: None,
+                requested: size,
+            },
             age_allocs: 0,
             age_seconds: None,
             dtype: None,

@@ -1,7 +1,7 @@
 //! `dynamic_slice`: XLA's `DynamicSlice`, a box of an array copied into a new one.
 
 use super::geometry::BoxCopy;
-use super::slicing::clamp_start;
+use super::slice_indices::clamp_start;
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
