@@ -1,4 +1,4 @@
-//! The budget search as it was before issue 21 (test only): every candidate built as a full
+//! The budget search done the simple way (test only): every candidate built as a full
 //! [`Schedule`], all of them held, sorted, then searched. Slow and memory hungry on long chains
 //! (gigabytes at 20,000 layers), but simple: the bounded search in `planner` is checked
 //! against it, plan for plan and error for error.
