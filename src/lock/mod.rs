@@ -24,9 +24,9 @@
 //! | 10 | host_sync tests' `SERIAL` (tests only) | one reader of the recorded calls at a time | everything a test does |
 //! | 20 | `KernelCache::state` | compiled kernels, parameter buffer, limits override | a user sequence's submission, host-path checks |
 //! | 30 | `ContextInner::gathered` | gathered single ops and their staging | every submission, the arena, timing, the timeline |
-//! | 40 | `KernelTiming::state` | timestamp timers and their readbacks | the timeline |
-//! | 50 | `Submissions::last_submitted` | submission ids in queue order | `queue.submit`, the recent indices |
-//! | 60 | `Submissions::recent` | wgpu's indices of recent submissions | nothing of ours |
+//! | 40 | `Submissions::last_submitted` | submission ids in queue order | `queue.submit`, the recent indices, a user's `GpuUse::record_use` |
+//! | 50 | `Submissions::recent` | wgpu's indices of recent submissions | nothing of ours |
+//! | 60 | `KernelTiming::state` | timestamp timers and their readbacks | the timeline |
 //! | 70 | `ContextInner::memory` | the arena, its regions, live arrays | the allocator, the timeline |
 //! | 80 | `StagingPool` free lists | free staging buffers of one direction | the staging count |
 //! | 90 | `StagingPool::created` | staging buffers per direction | nothing of ours |

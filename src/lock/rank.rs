@@ -37,23 +37,26 @@ pub(crate) const GATHERED: LockRank = LockRank {
     order: 30,
 };
 
-/// `context/kernel_timing.rs`: timestamp timers, pooled and waiting for their readback. Taken
-/// under the gathered ops when a submission is timed; records kernel times on the timeline.
-pub(crate) const KERNEL_TIMING: LockRank = LockRank {
-    name: "KernelTiming::state",
-    order: 40,
-};
-
 /// `submission.rs`: the last submission id, held across `queue.submit` so that ids are in queue
-/// order (a submission's `before` runs under it).
+/// order. A submission's `before` runs under it, and with it a user's
+/// [`GpuUse::record_use`](crate::GpuUse::record_use) (which may read the timeline and its kernel
+/// times).
 pub(crate) const LAST_SUBMITTED: LockRank = LockRank {
     name: "Submissions::last_submitted",
-    order: 50,
+    order: 40,
 };
 
 /// `submission.rs`: wgpu's indices of the recent submissions.
 pub(crate) const RECENT_SUBMISSIONS: LockRank = LockRank {
     name: "Submissions::recent",
+    order: 50,
+};
+
+/// `context/kernel_timing.rs`: timestamp timers, pooled and waiting for their readback. Taken
+/// under the gathered ops when a submission is timed, and under the submission order when a
+/// [`GpuUse`](crate::GpuUse) reads kernel times; records kernel times on the timeline.
+pub(crate) const KERNEL_TIMING: LockRank = LockRank {
+    name: "KernelTiming::state",
     order: 60,
 };
 
