@@ -12,7 +12,7 @@
 //!
 //! The crate's only lock kind is the mutex (no read-write lock, no condition variable, no
 //! `try_lock`), so only it is wrapped; another kind wraps the same way, its guards holding a
-//! [`held`] entry.
+//! `held` entry.
 //!
 //! # The order
 //!
