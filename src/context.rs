@@ -21,13 +21,14 @@ use crate::backend::{self, MappedRange, Regions};
 use crate::config::{AllocatorKind, ArenaConfig, BarWrites, TransferGuardLevels};
 use crate::devices::{devices, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::lock::{rank, Mutex, MutexGuard};
 use crate::memplan::{
     plan_memory, BarClass, DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags,
 };
 use crate::submission::{SubmissionId, Submissions};
 use crate::transfer::staging::StagingPool;
 use crate::transfer::stats::TransferCounters;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod app_device;
@@ -297,12 +298,15 @@ impl Context {
                 config: config.clone(),
                 plan,
                 description,
-                memory: Mutex::new(MemoryState {
-                    arena,
-                    regions,
-                    reserve_duration: None,
-                    arrays: Default::default(),
-                }),
+                memory: Mutex::new(
+                    rank::MEMORY,
+                    MemoryState {
+                        arena,
+                        regions,
+                        reserve_duration: None,
+                        arrays: Default::default(),
+                    },
+                ),
                 submissions: Submissions::default(),
                 max_region_bytes,
                 staging: StagingPool::default(),
@@ -314,7 +318,7 @@ impl Context {
                 bar_writes,
                 device_lost,
                 loss_probe,
-                gathered: Mutex::default(),
+                gathered: Mutex::new(rank::GATHERED, gathered::Gathered::default()),
                 bind_groups_made: Default::default(),
             }),
         })
@@ -645,6 +649,7 @@ impl ContextInner {
         self.plan.uma
     }
 
+    #[cfg_attr(debug_assertions, track_caller)]
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
         // A panic while holding the lock cannot leave the arena half-updated in a way that
         // matters more than refusing all further work, so carry on with the inner value.

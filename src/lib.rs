@@ -135,6 +135,8 @@
 //! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
 //! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
 //! - [`error`]: [`Error`] and [`Result`].
+//! - `lock` (private): the crate's locks, each with a rank; the order they may be taken in,
+//!   checked in debug builds.
 //!
 //! The README (on the repository and crates.io) has the set-up commands, the configuration
 //! table, the memory policy and the benchmarks.
@@ -155,6 +157,7 @@ pub mod distributed;
 mod donated;
 pub mod error;
 pub mod kernels;
+mod lock;
 pub mod memplan;
 mod ops;
 mod pipelines;

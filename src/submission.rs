@@ -7,9 +7,10 @@
 //! what the device has finished. A file of its own because everything that submits or waits
 //! (the context, transfers, sequences, captured steps) numbers its work here, below them all.
 
+use crate::lock::{rank, Mutex};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// How many recent submissions keep their wgpu index, so that waiting for one of them waits
 /// for it alone rather than for the whole queue (pipelined transfers wait for the oldest of
@@ -21,7 +22,6 @@ const RECENT_SUBMISSIONS: usize = 16;
 pub struct SubmissionId(pub u64);
 
 /// Numbers submissions and learns when they complete.
-#[derive(Default)]
 pub(crate) struct Submissions {
     /// Held across `queue.submit` so ids are in queue order.
     last_submitted: Mutex<u64>,
@@ -32,6 +32,17 @@ pub(crate) struct Submissions {
     /// other backends every submission counts): the device's writes of every submission up to
     /// it are visible to the host once it has completed.
     host_visible_through: AtomicU64,
+}
+
+impl Default for Submissions {
+    fn default() -> Self {
+        Submissions {
+            last_submitted: Mutex::new(rank::LAST_SUBMITTED, 0),
+            completed: Arc::default(),
+            recent: Mutex::new(rank::RECENT_SUBMISSIONS, VecDeque::new()),
+            host_visible_through: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Submissions {

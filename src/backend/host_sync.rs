@@ -174,12 +174,13 @@ impl HostSync {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use crate::lock::{rank, Mutex};
 
     /// Calls the fake entry points saw: (direction, offset, size), in order.
-    static CALLS: Mutex<Vec<(&'static str, u64, u64)>> = Mutex::new(Vec::new());
+    static CALLS: Mutex<Vec<(&'static str, u64, u64)>> =
+        Mutex::new(rank::HOST_SYNC_TEST_CALLS, Vec::new());
     /// Tests that read `CALLS` run one at a time.
-    pub(crate) static SERIAL: Mutex<()> = Mutex::new(());
+    pub(crate) static SERIAL: Mutex<()> = Mutex::new(rank::HOST_SYNC_TEST_SERIAL, ());
 
     unsafe extern "system" fn fake_flush(
         _: vk::Device,

@@ -22,6 +22,7 @@
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
 use super::{DeviceBuffer, MappedRange};
 use crate::error::{Error, Result};
+use crate::lock::{rank, Mutex};
 use crate::memplan::{
     DeviceDescription, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
     MemoryTypeFlags,
@@ -31,7 +32,7 @@ use gpu_allocator::vulkan::{
     Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc,
 };
 use gpu_allocator::MemoryLocation;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub(super) type VulkanApi = wgpu::hal::api::Vulkan;
 
@@ -250,7 +251,7 @@ impl VulkanMemory {
         })?;
         Ok(Some(Self {
             device: hal_device.raw_device().clone(),
-            allocator: Arc::new(Mutex::new(allocator)),
+            allocator: Arc::new(Mutex::new(rank::VULKAN_ALLOCATOR, allocator)),
             coherent_types,
             atom: properties.limits.non_coherent_atom_size,
             sync_counters: Arc::default(),

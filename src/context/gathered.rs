@@ -62,7 +62,8 @@ pub(crate) enum HostRead {
 }
 
 impl ContextInner {
-    fn lock_gathered(&self) -> std::sync::MutexGuard<'_, Gathered> {
+    #[cfg_attr(debug_assertions, track_caller)]
+    fn lock_gathered(&self) -> crate::lock::MutexGuard<'_, Gathered> {
         // A panic while holding the lock leaves at worst a batch that is submitted later.
         self.gathered.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -30,12 +30,13 @@
 //! `device.poll`, which may be called with the timing lock held).
 
 use super::ContextInner;
+use crate::lock::{rank, Mutex, MutexGuard};
 use crate::profile::{KernelTimes, Record};
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Command buffers whose timestamps may wait to be read at once; a loop that runs this far
 /// ahead of the GPU submits its further work untimed until some are read. Bounds the query
@@ -95,12 +96,13 @@ impl KernelTiming {
                     .features()
                     .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
                 force_pass_per_dispatch: AtomicBool::new(false),
-                state: Mutex::new(TimingState::default()),
+                state: Mutex::new(rank::KERNEL_TIMING, TimingState::default()),
             }
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, TimingState> {
+    #[cfg_attr(debug_assertions, track_caller)]
+    fn lock(&self) -> MutexGuard<'_, TimingState> {
         // A panic while holding the lock leaves at worst timestamps that are never read.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }

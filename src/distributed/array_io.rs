@@ -43,13 +43,20 @@ pub(crate) fn host_buffer<T: bytemuck::Pod>(len: usize, operation: &'static str)
 /// Host buffers kept between collectives (as MPI programs keep theirs): a large all-reduce
 /// would otherwise fault in and zero fresh pages for every call. At most
 /// [`SCRATCH_BUFFERS`] buffers of at most one chunk each are kept.
-#[derive(Default)]
 pub(crate) struct Scratch {
-    free: std::sync::Mutex<Vec<Vec<u64>>>,
+    free: crate::lock::Mutex<Vec<Vec<u64>>>,
 }
 
 /// Buffers [`Scratch`] keeps: the three an all-reduce uses.
 const SCRATCH_BUFFERS: usize = 3;
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            free: crate::lock::Mutex::new(crate::lock::rank::COLLECTIVE_SCRATCH, Vec::new()),
+        }
+    }
+}
 
 impl Scratch {
     /// A buffer of at least `bytes` bytes (8-aligned, contents unspecified), reused when one

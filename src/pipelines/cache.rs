@@ -11,9 +11,10 @@ use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, R
 use super::source::{KernelDesc, KernelSource};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
 use crate::error::{Error, Result};
+use crate::lock::{rank, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wgpu::naga;
 
@@ -104,15 +105,19 @@ impl KernelCache {
     /// Errors: a blank `GPU_ARENA_CACHE_DIR` ([`Error::Config`]).
     pub(crate) fn from_env() -> Result<Self> {
         Ok(Self {
-            state: Mutex::new(KernelState {
-                pipelines: HashMap::new(),
-                disk_cache: DiskCache::from_env()?,
-                stats: KernelCacheStats::default(),
-                params: None,
-            }),
+            state: Mutex::new(
+                rank::KERNEL_CACHE,
+                KernelState {
+                    pipelines: HashMap::new(),
+                    disk_cache: DiskCache::from_env()?,
+                    stats: KernelCacheStats::default(),
+                    params: None,
+                },
+            ),
         })
     }
 
+    #[cfg_attr(debug_assertions, track_caller)]
     pub(crate) fn lock(&self) -> MutexGuard<'_, KernelState> {
         // A panic while compiling leaves at worst a missing pipeline, compiled again next time.
         self.state.lock().unwrap_or_else(|p| p.into_inner())

@@ -15,12 +15,13 @@ use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
 use crate::array::MAX_RANK;
 use crate::config::TransferDirection;
 use crate::error::{Error, Result};
+use crate::lock::{rank, Mutex, MutexGuard};
 use crate::submission::SubmissionId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use crate::config::{DEFAULT_TIMELINE_CAPACITY, MAX_TIMELINE_CAPACITY};
@@ -472,7 +473,8 @@ impl Drop for SinkClaim {
 }
 
 /// Locks a mutex, carrying on after a panic elsewhere: the data are plain events.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+#[cfg_attr(debug_assertions, track_caller)]
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -501,13 +503,13 @@ impl Timeline {
             arena,
             arena_cleared: AtomicU64::new(0),
             sink_taken: AtomicBool::new(false),
-            context: Mutex::new(ContextRing::default()),
-            labels: Mutex::new(Labels::default()),
-            descriptions: Mutex::new(Descriptions::default()),
+            context: Mutex::new(rank::TIMELINE_CONTEXT, ContextRing::default()),
+            labels: Mutex::new(rank::TIMELINE_LABELS, Labels::default()),
+            descriptions: Mutex::new(rank::TIMELINE_DESCRIPTIONS, Descriptions::default()),
             next_description: AtomicU32::new(NO_DESC),
             latest_ns: AtomicU64::new(0),
             stale: AtomicBool::new(true),
-            kernels: Mutex::new(HashMap::new()),
+            kernels: Mutex::new(rank::TIMELINE_KERNELS, HashMap::new()),
         })
     }
 

@@ -13,8 +13,8 @@
 use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
+use crate::lock::{rank, Mutex};
 use crate::submission::SubmissionId;
-use std::sync::Mutex;
 
 /// Buffers per direction: one being filled or drained by the CPU, one being copied by the GPU,
 /// one spare so neither waits for the other.
@@ -38,12 +38,21 @@ pub(crate) struct StagingBuffer {
 }
 
 /// The pool: a few staging buffers per direction, made on first use and kept.
-#[derive(Default)]
 pub(crate) struct StagingPool {
     upload: Mutex<Vec<StagingBuffer>>,
     readback: Mutex<Vec<StagingBuffer>>,
     /// How many buffers exist per direction (free ones are in the vectors above).
     created: Mutex<[usize; 2]>,
+}
+
+impl Default for StagingPool {
+    fn default() -> Self {
+        StagingPool {
+            upload: Mutex::new(rank::STAGING_FREE, Vec::new()),
+            readback: Mutex::new(rank::STAGING_FREE, Vec::new()),
+            created: Mutex::new(rank::STAGING_CREATED, [0; 2]),
+        }
+    }
 }
 
 impl StagingPool {
