@@ -17,15 +17,15 @@ pub struct RegionId(pub u64);
 /// implementation needs no locking of its own.
 ///
 /// ```
-/// use gpu_arena::arena::{RegionId, RegionSource};
+/// use gpu_arena::arena::{RegionId, RegionRefusal, RegionSource};
 ///
 /// /// Pretends to be a device with 1 GiB of memory.
 /// struct FakeDevice { next: u64, used: u64 }
 ///
 /// impl RegionSource for FakeDevice {
-///     fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+///     fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal> {
 ///         if self.used + size > 1 << 30 {
-///             return Err("out of device memory".into());
+///             return Err(RegionRefusal::out_of_memory("out of device memory"));
 ///         }
 ///         self.used += size;
 ///         self.next += 1;
