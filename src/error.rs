@@ -5,8 +5,8 @@
 //! [`TransferDirection`]). Neither file calls the other's code; both are below everything else.
 
 use crate::arena::{ArenaError, OutOfMemory};
-pub use crate::array::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::array::{overtakes_text, recorded_text};
+pub use crate::array::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::config::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::remat::RematError;

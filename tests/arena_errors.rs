@@ -420,7 +420,11 @@ fn a_too_large_refusal_caps_later_regions_at_the_device_limit_without_retrying_t
     device.max_region = 3 * MIB;
     let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
     let error = arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err();
-    assert_eq!(device.asked, [4 * MIB], "the same size is not asked for again");
+    assert_eq!(
+        device.asked,
+        [4 * MIB],
+        "the same size is not asked for again"
+    );
     let report = oom(error.clone());
     assert_eq!(
         report.cause,
@@ -452,7 +456,11 @@ fn a_device_lost_refusal_stops_growth_at_once_and_is_the_device_lost_error() {
             reason: "vkAllocateMemory: VK_ERROR_DEVICE_LOST".into()
         }
     );
-    assert_eq!(device.asked, [2 * MIB, 4 * MIB], "no smaller region was asked for");
+    assert_eq!(
+        device.asked,
+        [2 * MIB, 4 * MIB],
+        "no smaller region was asked for"
+    );
     assert_eq!(device.live.len(), 1, "no free region was given back");
     match gpu_arena::Error::from(error) {
         gpu_arena::Error::DeviceLost { reason, .. } => {
@@ -484,7 +492,9 @@ fn another_refusal_is_retried_like_out_of_memory_and_reported_in_the_backends_wo
     );
     let message = error.to_string();
     assert!(
-        message.contains("the device refused to create a new region: vkCreateBuffer: VK_ERROR_UNKNOWN"),
+        message.contains(
+            "the device refused to create a new region: vkCreateBuffer: VK_ERROR_UNKNOWN"
+        ),
         "{message}"
     );
 }

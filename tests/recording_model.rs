@@ -7,8 +7,8 @@
 mod common;
 
 use common::{assert_no_validation_errors, context, context_with, test_config};
-use gpu_arena::profile::TimelineEventKind;
 use gpu_arena::error::{Access, Recorder, RecorderKind};
+use gpu_arena::profile::TimelineEventKind;
 use gpu_arena::{AllocatorKind, ArenaConfig, Context, DeviceArray, Error, GpuUse, SubmissionId};
 
 /// Adds `p` to every element of `a`.

@@ -797,8 +797,7 @@ impl Arena {
                 RegionRefusal::DeviceLost { .. } => return Err(OomCause::SourceExhausted(refusal)),
                 RegionRefusal::TooLarge { limit, .. } => {
                     // Each retry asks for less than the refused size, so this ends.
-                    if self.learn_region_limit(limit) < size && rounded <= self.budget.max_region
-                    {
+                    if self.learn_region_limit(limit) < size && rounded <= self.budget.max_region {
                         continue;
                     }
                     return Err(OomCause::SourceExhausted(refusal));
@@ -849,12 +848,13 @@ impl Arena {
         if self.budget.limit - self.counters.bytes_reserved < rounded {
             return Err(OomCause::LimitReached);
         }
-        self.create_region(rounded, false, source).map_err(|refusal| {
-            if let RegionRefusal::TooLarge { limit, .. } = refusal {
-                self.learn_region_limit(limit);
-            }
-            OomCause::SourceExhausted(refusal)
-        })
+        self.create_region(rounded, false, source)
+            .map_err(|refusal| {
+                if let RegionRefusal::TooLarge { limit, .. } = refusal {
+                    self.learn_region_limit(limit);
+                }
+                OomCause::SourceExhausted(refusal)
+            })
     }
 
     /// Asks the source for a region of `size` bytes and makes it one free chunk.
