@@ -554,7 +554,7 @@ pub(crate) fn check_not_pending(
     Err(Error::PendingInRecorder {
         operation,
         argument: argument.to_string(),
-        array: storage.description(),
+        array: Box::new(storage.description()),
         recorder: Recorder::from_mark(sequence),
         recorded,
         access,

@@ -147,8 +147,8 @@ pub enum Error {
         operation: &'static str,
         /// The argument (binding name, or what the op calls it) that names the array.
         argument: String,
-        /// The array: element type, shape, label.
-        array: ArrayDescription,
+        /// The array: element type, shape, label (boxed to keep `Error` small).
+        array: Box<ArrayDescription>,
         /// The recorder holding the work.
         recorder: Recorder,
         /// What the recorder recorded on the array.
