@@ -260,7 +260,7 @@ impl KernelState {
             limits,
             device.features().contains(wgpu::Features::IMMEDIATES),
         )
-        .map_err(failed)?;
+        .map_err(|exceeded| failed(exceeded.to_string()))?;
         let cache = self
             .disk_cache
             .driver_cache(device, adapter, &mut self.stats);
