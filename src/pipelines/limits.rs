@@ -181,7 +181,7 @@ pub(crate) fn check_device_limits(
             let limit = u64::from(limits.max_immediate_size);
             if !immediates || params.size > limit {
                 return Err(DeviceLimitExceeded::Immediates {
-                    bytes: u64::from(params.size),
+                    bytes: params.size,
                     limit,
                     feature_on: immediates,
                 });
