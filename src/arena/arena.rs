@@ -70,7 +70,7 @@ struct Counters {
 /// `Arena` is `Send + Sync`; the device layer keeps it in a `Mutex` with its source.
 ///
 /// ```
-/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionRefusal, RegionSource};
 ///
 /// struct Heap(u64);
 /// impl RegionSource for Heap {
