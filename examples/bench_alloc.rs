@@ -17,7 +17,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionRefusal, RegionSource};
 use lexopt::prelude::*;
 
 // Public so that `bench_timeline`, which includes this file, reads its flags with it too.
@@ -318,7 +318,7 @@ pub trait Subject {
 pub struct OneRegion;
 
 impl RegionSource for OneRegion {
-    fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
+    fn create_region(&mut self, _size: u64) -> Result<RegionId, RegionRefusal> {
         Ok(RegionId(0))
     }
     fn release_region(&mut self, _region: RegionId) {}

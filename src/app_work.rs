@@ -73,8 +73,9 @@ impl AppWork {
     /// The array's bytes as a vertex buffer: `pass.set_vertex_buffer(slot, slice)`.
     ///
     /// Errors: [`Error::ArrayUsage`] when [`crate::ArenaConfig::array_usages`] lacks VERTEX;
-    /// [`Error::InvalidArgument`] for an empty array (wgpu has no empty slices) or one pending
-    /// in a recorder that writes it; [`Error::ForeignArray`].
+    /// [`Error::InvalidArgument`] for an empty array (wgpu has no empty slices);
+    /// [`Error::PendingInRecorder`] for one pending in a recorder that writes it;
+    /// [`Error::ForeignArray`].
     pub fn vertex_buffer<'a, T: bytemuck::Pod>(
         &mut self,
         array: &'a DeviceArray<T>,

@@ -61,12 +61,142 @@ pub(crate) const APP_WORK_RECORDER_BIT: u64 = 1 << 62;
 
 /// How recorded work uses an array: the two kinds of use the recording model tells apart,
 /// since two reads commute and a write does not commute with anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Access {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Access {
     /// The work only reads the array.
     Read,
     /// The work writes the array (and may read it).
     Write,
+}
+
+/// The kinds of user recorder that hold recorded work until it is submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecorderKind {
+    /// A [`crate::Sequence`] (from `Context::sequence`), ended by `submit()`.
+    Sequence,
+    /// A step being captured ([`crate::Capture`], from `Context::capture`), ended by
+    /// `finish()`.
+    Capture,
+    /// An app's own work ([`crate::AppWork`], from `Context::app_work`), ended by `submit()`.
+    AppWork,
+}
+
+impl RecorderKind {
+    /// The call that makes a recorder of this kind.
+    pub fn made_by(self) -> &'static str {
+        match self {
+            RecorderKind::Sequence => "Context::sequence",
+            RecorderKind::Capture => "Context::capture",
+            RecorderKind::AppWork => "Context::app_work",
+        }
+    }
+
+    /// The call that ends its recording (`submit()` or `finish()`).
+    pub fn ends(self) -> &'static str {
+        match self {
+            RecorderKind::Capture => "finish()",
+            RecorderKind::Sequence | RecorderKind::AppWork => "submit()",
+        }
+    }
+
+    /// The state that call leaves it in (`submitted` or `finished`).
+    pub(crate) fn ended(self) -> &'static str {
+        match self {
+            RecorderKind::Capture => "finished",
+            RecorderKind::Sequence | RecorderKind::AppWork => "submitted",
+        }
+    }
+}
+
+impl std::fmt::Display for RecorderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecorderKind::Sequence => "Sequence",
+            RecorderKind::Capture => "Capture",
+            RecorderKind::AppWork => "AppWork",
+        })
+    }
+}
+
+/// One user recorder: its kind and its number (numbers count up per kind family from 1).
+/// Displays as `Sequence #3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Recorder {
+    /// What kind of recorder it is.
+    pub kind: RecorderKind,
+    /// Its number, as in `Sequence #3`.
+    pub number: u64,
+}
+
+impl Recorder {
+    /// The recorder a pending mark's number stands for (the high bits give the kind).
+    pub(crate) fn from_mark(mark: u64) -> Recorder {
+        let kind = if mark & CAPTURE_RECORDER_BIT != 0 {
+            RecorderKind::Capture
+        } else if mark & APP_WORK_RECORDER_BIT != 0 {
+            RecorderKind::AppWork
+        } else {
+            RecorderKind::Sequence
+        };
+        Recorder {
+            kind,
+            number: mark & !(CAPTURE_RECORDER_BIT | APP_WORK_RECORDER_BIT),
+        }
+    }
+}
+
+impl std::fmt::Display for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} #{}", self.kind, self.number)
+    }
+}
+
+/// An array as an error names it: element type, shape and label, where known. Displays as
+/// `the f32 [4, 8] array "weights"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArrayDescription {
+    /// `std::any::type_name` of the element type; `None` when the array is no longer known.
+    pub dtype: Option<&'static str>,
+    /// The array's shape; `None` when the array is no longer known.
+    pub shape: Option<Vec<usize>>,
+    /// The array's label (`DeviceArray::with_label`), if it has one.
+    pub label: Option<String>,
+}
+
+impl std::fmt::Display for ArrayDescription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.dtype, &self.shape) {
+            (Some(dtype), Some(shape)) => write!(f, "the {dtype} {shape:?} array")?,
+            _ => f.write_str("the array")?,
+        }
+        match &self.label {
+            Some(label) => write!(f, " {label:?}"),
+            None => f.write_str(" (no label: name arrays with with_label)"),
+        }
+    }
+}
+
+/// What a recorder recorded on an array, in the refusal's words.
+pub(crate) fn recorded_text(recorded: &Access) -> &'static str {
+    match recorded {
+        Access::Write => "a write to it",
+        Access::Read => "a read of it",
+    }
+}
+
+/// What a single op's `access` would do to work that `recorded` the array, in the refusal's
+/// words.
+pub(crate) fn overtakes_text(recorded: &Access, access: &Access) -> &'static str {
+    match (recorded, access) {
+        (Access::Write, Access::Read) => {
+            "would read it before that write (and see the values from before it)"
+        }
+        (Access::Write, Access::Write) => "would write it before that write",
+        (Access::Read, _) => {
+            "writes it and would run before that read (which would see the new values)"
+        }
+    }
 }
 
 /// The marks unsubmitted user recorders leave on an array: how many record a write to it, how
@@ -166,17 +296,19 @@ impl ArrayStorage {
     /// How the array is described in errors: its label when it has one, its element type and
     /// the shape it was made with (`the f32 [16, 3] array "kv cache"`).
     pub(crate) fn describe(&self) -> String {
+        self.description().to_string()
+    }
+
+    /// The array's element type, shape and label, for an error's fields.
+    pub(crate) fn description(&self) -> ArrayDescription {
         let memory = self.ctx.lock_memory();
         let label = memory.arena.label(self.allocation.id).map(str::to_owned);
         let info = memory.arrays.get(self.allocation.id).copied();
         drop(memory);
-        let what = match info {
-            Some(info) => format!("the {} {:?} array", info.dtype, info.shape()),
-            None => "the array".to_string(),
-        };
-        match label {
-            Some(label) => format!("{what} {label:?}"),
-            None => format!("{what} (no label: name arrays with with_label)"),
+        ArrayDescription {
+            dtype: info.map(|info| info.dtype),
+            shape: info.map(|info| info.shape().to_vec()),
+            label,
         }
     }
 
@@ -421,31 +553,13 @@ pub(crate) fn check_not_pending(
     let Some((sequence, recorded)) = storage.pending.conflict(access) else {
         return Ok(());
     };
-    let (recorded, overtakes) = match (recorded, access) {
-        (Access::Write, Access::Read) => (
-            "a write to it",
-            "would read it before that write (and see the values from before it)",
-        ),
-        (Access::Write, Access::Write) => ("a write to it", "would write it before that write"),
-        (Access::Read, _) => (
-            "a read of it",
-            "writes it and would run before that read (which would see the new values)",
-        ),
-    };
-    let (kind, made_by, ends, ended) = if sequence & CAPTURE_RECORDER_BIT != 0 {
-        ("Capture", "Context::capture", "finish()", "finished")
-    } else if sequence & APP_WORK_RECORDER_BIT != 0 {
-        ("AppWork", "Context::app_work", "submit()", "submitted")
-    } else {
-        ("Sequence", "Context::sequence", "submit()", "submitted")
-    };
-    let number = sequence & !(CAPTURE_RECORDER_BIT | APP_WORK_RECORDER_BIT);
-    Err(Error::InvalidArgument {
+    Err(Error::PendingInRecorder {
         operation,
-        reason: format!(
-            "{argument} ({}) is pending in {kind} #{number} (made by {made_by}), which has recorded {recorded} and not been {ended}; {operation} {overtakes}: call {ends} on that {kind} first (when another thread records it, order this call after that thread's {ends}, e.g. with a channel or a join), or record {operation} in it",
-            storage.describe()
-        ),
+        argument: argument.to_string(),
+        array: Box::new(storage.description()),
+        recorder: Recorder::from_mark(sequence),
+        recorded,
+        access,
     })
 }
 

@@ -510,7 +510,7 @@ impl Context {
     /// see each other's data (silent corruption; no validation layer notices).
     ///
     /// Errors: [`Error::ForeignArray`] for an array of another context in `uses`,
-    /// [`Error::InvalidArgument`] for an array pending in an unsubmitted [`crate::Sequence`]
+    /// [`Error::PendingInRecorder`] for an array pending in an unsubmitted [`crate::Sequence`]
     /// (submit it first; both checked for every use before anything is submitted);
     /// [`Error::Device`] when wgpu refuses the submission (for instance a command buffer that
     /// failed validation while it was encoded). The uses are recorded before the queue gets the

@@ -5,6 +5,8 @@
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
 use crate::arena::{ArenaError, OutOfMemory};
+use crate::array::{overtakes_text, recorded_text};
+pub use crate::array::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::config::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::remat::RematError;
@@ -134,6 +136,26 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A single op would overtake work that an unsubmitted user recorder (a
+    /// [`Sequence`](crate::Sequence), a [`Capture`](crate::Capture), an
+    /// [`AppWork`](crate::AppWork)) recorded on an array: any use of an array it writes, a
+    /// write of an array it reads. Nothing was recorded or submitted; end the recorder first,
+    /// or record the op in it.
+    #[error("invalid argument to {operation}: {argument} ({array}) is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join), or record {operation} in it", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends())]
+    PendingInRecorder {
+        /// The operation that was called.
+        operation: &'static str,
+        /// The argument (binding name, or what the op calls it) that names the array.
+        argument: String,
+        /// The array: element type, shape, label (boxed to keep `Error` small).
+        array: Box<ArrayDescription>,
+        /// The recorder holding the work.
+        recorder: Recorder,
+        /// What the recorder recorded on the array.
+        recorded: Access,
+        /// What the refused op would do to it.
+        access: Access,
+    },
     /// The transfer guard refused a transfer; nothing was transferred.
     #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). Set the transfer guard to \"allow\" or \"log\" for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make the transfer explicit")]
     TransferGuard {
@@ -203,6 +225,10 @@ impl From<ArenaError> for Error {
             ArenaError::OutOfMemory(report) => Error::OutOfMemory {
                 report,
                 dump: String::new(),
+            },
+            ArenaError::DeviceLost { reason } => Error::DeviceLost {
+                during: "allocating device memory".to_string(),
+                reason,
             },
             other => Error::Arena(other),
         }

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use gpu_arena::arena::{
     Arena, ArenaEvent, ArenaOptions, ArenaSnapshot, ChunkState, MemoryStats, RegionId,
-    RegionSource, ALLOCATION_ALIGNMENT,
+    RegionRefusal, RegionSource, ALLOCATION_ALIGNMENT,
 };
 
 const KIB: u64 = 1024;
@@ -22,7 +22,7 @@ struct Recorder {
 }
 
 impl RegionSource for Recorder {
-    fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+    fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal> {
         self.next += 1;
         self.created.push(size);
         self.live += 1;

@@ -1,19 +1,25 @@
 //! Every error path of the arena, and what its message says.
 
 use gpu_arena::arena::{
-    AllocationId, Arena, ArenaError, ArenaMode, ArenaOptions, OomCause, RegionId, RegionSource,
-    MAX_RESERVED_REGIONS,
+    AllocationId, Arena, ArenaError, ArenaMode, ArenaOptions, OomCause, RegionId, RegionRefusal,
+    RegionSource, MAX_RESERVED_REGIONS,
 };
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 
-/// A device with `cap` bytes; refuses beyond that with `reason`.
+/// A device with `cap` bytes; refuses beyond that as out of memory with `reason`, a region
+/// above `max_region` as too large, everything as lost once `lost`, and everything with
+/// `other` as another failure when that is set. It remembers every size it was asked for.
 struct Device {
     next: u64,
     used: u64,
     cap: u64,
     reason: &'static str,
+    max_region: u64,
+    lost: bool,
+    other: Option<&'static str>,
+    asked: Vec<u64>,
     live: Vec<(RegionId, u64)>,
 }
 
@@ -24,6 +30,10 @@ impl Device {
             used: 0,
             cap,
             reason: "out of device memory",
+            max_region: u64::MAX,
+            lost: false,
+            other: None,
+            asked: Vec::new(),
             live: Vec::new(),
         }
     }
@@ -34,9 +44,25 @@ impl Device {
 }
 
 impl RegionSource for Device {
-    fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+    fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal> {
+        self.asked.push(size);
+        if self.lost {
+            return Err(RegionRefusal::DeviceLost {
+                reason: "vkAllocateMemory: VK_ERROR_DEVICE_LOST".into(),
+            });
+        }
+        if let Some(reason) = self.other {
+            return Err(RegionRefusal::other(reason));
+        }
+        if size > self.max_region {
+            return Err(RegionRefusal::TooLarge {
+                size,
+                limit: self.max_region,
+                limit_name: "maxBufferSize",
+            });
+        }
         if self.used + size > self.cap {
-            return Err(self.reason.to_string());
+            return Err(RegionRefusal::out_of_memory(self.reason));
         }
         self.used += size;
         self.next += 1;
@@ -213,7 +239,10 @@ fn a_refusing_device_is_reported_with_its_reason_and_the_preallocation_remedy() 
     arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
     let error = arena.allocate(2 * MIB, 0, None, &mut device).unwrap_err();
     let report = oom(error.clone());
-    assert!(matches!(&report.cause, OomCause::SourceExhausted(r) if r.contains("VK_ERROR")));
+    assert!(matches!(
+        &report.cause,
+        OomCause::SourceExhausted(RegionRefusal::OutOfMemory { reason }) if reason.contains("VK_ERROR")
+    ));
     let message = error.to_string();
     assert!(message.contains("the device refused"), "{message}");
     assert!(
@@ -273,7 +302,14 @@ fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
         ..ArenaOptions::preallocated(8 * MIB)
     });
     let error = arena.reserve(&mut device).unwrap_err();
-    assert!(matches!(&error, ArenaError::RegionSource(m) if m.contains("out of device memory")));
+    assert!(matches!(
+        &error,
+        ArenaError::ReserveRefused {
+            reserve_bytes,
+            region_bytes,
+            refusal: RegionRefusal::OutOfMemory { reason },
+        } if *reserve_bytes == 8 * MIB && *region_bytes == MIB && reason == "out of device memory"
+    ));
     let message = error.to_string();
     assert!(message.contains("could not reserve 8.00 MiB"), "{message}");
     assert!(message.contains("GPU_ARENA_PREALLOCATE=false"), "{message}");
@@ -286,7 +322,7 @@ fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
     // The first allocation tries the reservation again and reports the same error.
     assert!(matches!(
         arena.allocate(1, 0, None, &mut device),
-        Err(ArenaError::RegionSource(_))
+        Err(ArenaError::ReserveRefused { .. })
     ));
 }
 
@@ -298,6 +334,12 @@ fn options_that_allow_no_region_are_refused_when_reserving() {
         ..ArenaOptions::preallocated(MIB)
     });
     let error = arena.reserve(&mut device).unwrap_err();
+    assert_eq!(
+        error,
+        ArenaError::NoRegionAllowed {
+            max_region_bytes: 0
+        }
+    );
     assert!(error.to_string().contains("max_region_bytes"), "{error}");
 }
 
@@ -312,7 +354,17 @@ fn a_reserve_split_into_more_regions_than_the_bound_is_refused_not_looped_over()
     });
     let error = arena.reserve(&mut device).unwrap_err();
     let msg = error.to_string();
-    assert!(matches!(error, ArenaError::RegionSource(_)), "{msg}");
+    assert!(
+        matches!(
+            error,
+            ArenaError::TooManyReservedRegions {
+                reserve_bytes: 0x4000_0000_0000_0000,
+                max_region_bytes: 256,
+                regions: 0x0040_0000_0000_0000,
+            }
+        ),
+        "{msg}"
+    );
     assert!(msg.contains(&MAX_RESERVED_REGIONS.to_string()), "{msg}");
     assert!(msg.contains("max_region_bytes"), "{msg}");
     assert!(device.live.is_empty(), "nothing was created");
@@ -323,6 +375,128 @@ fn a_reserve_split_into_more_regions_than_the_bound_is_refused_not_looped_over()
     });
     arena.reserve(&mut device).unwrap();
     assert_eq!(device.live.len() as u64, MAX_RESERVED_REGIONS);
+}
+
+#[test]
+fn an_out_of_memory_refusal_is_retried_at_the_request_size_and_after_releasing_free_regions() {
+    let mut device = Device::with_cap(4 * MIB);
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    let a = arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
+    arena.free(a.id, None, &mut device).unwrap();
+    // The 4 MiB growth region and then one of the request's 3 MiB do not fit beside the free
+    // 2 MiB region; giving that back makes room for the growth region.
+    let b = arena.allocate(3 * MIB, 0, None, &mut device).unwrap();
+    assert_eq!(device.asked, [2 * MIB, 4 * MIB, 3 * MIB, 4 * MIB]);
+    assert_eq!(device.live, [(b.region, 4 * MIB)]);
+    // When nothing helps, the user gets the out-of-memory report with the device's refusal.
+    let error = arena.allocate(3 * MIB, 0, None, &mut device).unwrap_err();
+    assert!(matches!(
+        &oom(error.clone()).cause,
+        OomCause::SourceExhausted(RegionRefusal::OutOfMemory { .. })
+    ));
+    assert!(matches!(
+        gpu_arena::Error::from(error),
+        gpu_arena::Error::OutOfMemory { .. }
+    ));
+}
+
+#[test]
+fn a_too_large_refusal_caps_later_regions_at_the_device_limit_without_retrying_the_size() {
+    let mut device = Device::unlimited();
+    device.max_region = 3 * MIB;
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    arena.allocate(MIB, 0, None, &mut device).unwrap();
+    // The 4 MiB growth region is refused as too large; growth asks for the limit instead.
+    arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
+    assert_eq!(device.asked, [2 * MIB, 4 * MIB, 3 * MIB]);
+    // A request above the limit is refused without asking the device again.
+    let report = oom(arena.allocate(5 * MIB, 0, None, &mut device).unwrap_err());
+    assert_eq!(device.asked.len(), 3);
+    assert_eq!(report.cause, OomCause::LargerThanAnyRegion);
+    assert_eq!(report.max_region_bytes, 3 * MIB);
+
+    // Refused on the first ask: the report carries the limit and names it.
+    let mut device = Device::unlimited();
+    device.max_region = 3 * MIB;
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    let error = arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err();
+    assert_eq!(
+        device.asked,
+        [4 * MIB],
+        "the same size is not asked for again"
+    );
+    let report = oom(error.clone());
+    assert_eq!(
+        report.cause,
+        OomCause::SourceExhausted(RegionRefusal::TooLarge {
+            size: 4 * MIB,
+            limit: 3 * MIB,
+            limit_name: "maxBufferSize",
+        })
+    );
+    let message = error.to_string();
+    assert!(message.contains("maxBufferSize is 3.00 MiB"), "{message}");
+    assert!(
+        message.contains("split the data into pieces of at most 3.00 MiB"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_device_lost_refusal_stops_growth_at_once_and_is_the_device_lost_error() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    let a = arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
+    arena.free(a.id, None, &mut device).unwrap();
+    device.lost = true;
+    let error = arena.allocate(3 * MIB, 0, None, &mut device).unwrap_err();
+    assert_eq!(
+        error,
+        ArenaError::DeviceLost {
+            reason: "vkAllocateMemory: VK_ERROR_DEVICE_LOST".into()
+        }
+    );
+    assert_eq!(
+        device.asked,
+        [2 * MIB, 4 * MIB],
+        "no smaller region was asked for"
+    );
+    assert_eq!(device.live.len(), 1, "no free region was given back");
+    match gpu_arena::Error::from(error) {
+        gpu_arena::Error::DeviceLost { reason, .. } => {
+            assert!(reason.contains("VK_ERROR_DEVICE_LOST"), "{reason}")
+        }
+        other => panic!("expected DeviceLost, got {other:?}"),
+    }
+    // Reserving on a lost device gives back what it made and reports the loss too.
+    let mut device = Device::unlimited();
+    device.lost = true;
+    let mut arena = Arena::new(ArenaOptions::preallocated(8 * MIB));
+    let error = arena.reserve(&mut device).unwrap_err();
+    assert!(matches!(error, ArenaError::DeviceLost { .. }), "{error}");
+    assert!(device.live.is_empty());
+}
+
+#[test]
+fn another_refusal_is_retried_like_out_of_memory_and_reported_in_the_backends_words() {
+    let mut device = Device::unlimited();
+    device.other = Some("vkCreateBuffer: VK_ERROR_UNKNOWN");
+    let mut arena = Arena::new(ArenaOptions::growing(64 * MIB));
+    let error = arena.allocate(MIB, 0, None, &mut device).unwrap_err();
+    assert_eq!(device.asked, [2 * MIB, MIB]);
+    assert_eq!(
+        oom(error.clone()).cause,
+        OomCause::SourceExhausted(RegionRefusal::Other {
+            reason: "vkCreateBuffer: VK_ERROR_UNKNOWN".into()
+        })
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains(
+            "the device refused to create a new region: vkCreateBuffer: VK_ERROR_UNKNOWN"
+        ),
+        "{message}"
+    );
 }
 
 #[test]

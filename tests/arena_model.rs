@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gpu_arena::arena::{
     AllocationId, Arena, ArenaError, ArenaMode, ArenaOptions, ArenaSnapshot, ChunkState, OomCause,
-    RegionId, RegionSource, ALLOCATION_ALIGNMENT,
+    RegionId, RegionRefusal, RegionSource, ALLOCATION_ALIGNMENT,
 };
 use proptest::prelude::*;
 
@@ -43,17 +43,17 @@ impl FakeSource {
 }
 
 impl RegionSource for FakeSource {
-    fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+    fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal> {
         assert!(
             size > 0 && size.is_multiple_of(ALLOCATION_ALIGNMENT),
             "bad region size {size}"
         );
         if self.total() + size > self.cap {
-            return Err(format!(
+            return Err(RegionRefusal::out_of_memory(format!(
                 "fake device full ({} of {} bytes used)",
                 self.total(),
                 self.cap
-            ));
+            )));
         }
         self.next_id += 1;
         self.created += 1;
@@ -486,9 +486,9 @@ fn run(config: Config, ops: Vec<Op>) {
                             let refused = source.total() + rounded > source.cap;
                             match &oom.cause {
                                 OomCause::LimitReached => assert!(room < rounded),
-                                OomCause::SourceExhausted(reason) => {
-                                    assert!(refused && reason.contains("fake device full"))
-                                }
+                                OomCause::SourceExhausted(RegionRefusal::OutOfMemory {
+                                    reason,
+                                }) => assert!(refused && reason.contains("fake device full")),
                                 cause => panic!("unexpected cause {cause:?}"),
                             }
                         }

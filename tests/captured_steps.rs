@@ -357,6 +357,11 @@ fn a_run_over_an_array_a_pending_sequence_writes_is_refused_naming_it() {
     let cache = s.fill_in_place(cache, 1.0).unwrap();
     let refused = decode.step.run().submit().unwrap_err();
     let message = refused.to_string();
+    assert!(
+        matches!(&refused, Error::PendingInRecorder { argument, .. }
+            if argument.contains("an array of the captured step")),
+        "{message}"
+    );
     assert!(message.contains("pending in Sequence #"), "{message}");
     assert!(
         message.contains("an array of the captured step"),
@@ -384,7 +389,21 @@ fn a_run_over_an_array_a_pending_sequence_writes_is_refused_naming_it() {
     let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
     let mut cap = ctx.capture();
     let x = cap.fill_in_place(x, 2.0).unwrap();
-    let refused = ctx.device_get(&x).unwrap_err().to_string();
+    let refused = ctx.device_get(&x).unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            Error::PendingInRecorder {
+                recorder: gpu_arena::error::Recorder {
+                    kind: gpu_arena::error::RecorderKind::Capture,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    let refused = refused.to_string();
     assert!(refused.contains("pending in Capture #"), "{refused}");
     assert!(
         refused.contains("call finish() on that Capture"),

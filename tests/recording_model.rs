@@ -7,6 +7,7 @@
 mod common;
 
 use common::{assert_no_validation_errors, context, context_with, test_config};
+use gpu_arena::error::{Access, Recorder, RecorderKind};
 use gpu_arena::profile::TimelineEventKind;
 use gpu_arena::{AllocatorKind, ArenaConfig, Context, DeviceArray, Error, GpuUse, SubmissionId};
 
@@ -33,7 +34,14 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 fn assert_names_the_pending_sequence(error: &Error, operation: &str) {
     let message = error.to_string();
     assert!(
-        matches!(error, Error::InvalidArgument { .. }),
+        matches!(
+            error,
+            Error::PendingInRecorder {
+                operation: refused,
+                recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                ..
+            } if refused.contains(operation)
+        ),
         "{operation}: {message}"
     );
     assert!(
@@ -329,6 +337,23 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
         .to_string();
     let names_everything = |error: &Error, operation: &str, argument: &str| {
         assert_names_the_pending_sequence(error, operation);
+        let Error::PendingInRecorder {
+            argument: named,
+            array,
+            recorder,
+            recorded,
+            access,
+            ..
+        } = error
+        else {
+            unreachable!("checked above");
+        };
+        assert_eq!(array.label.as_deref(), Some("layer 3 weights"));
+        assert_eq!(array.dtype, Some("f32"));
+        assert_eq!(array.shape.as_deref(), Some(&[64][..]));
+        assert!(named.contains(argument), "{named}");
+        assert_eq!(recorder.number.to_string(), number);
+        assert_eq!((*recorded, *access), (Access::Read, Access::Write));
         let message = error.to_string();
         assert!(message.contains("\"layer 3 weights\""), "{message}");
         assert!(message.contains("f32 [64]"), "{message}");

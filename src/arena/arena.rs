@@ -13,7 +13,7 @@ use super::events::{ArenaEvent, EventSink, Events};
 use super::frontier::PendingFrees;
 use super::oom::{Bytes, OomCause, OutOfMemory};
 use super::options::{ArenaMode, ArenaOptions, MAX_RESERVED_REGIONS};
-use super::region::{Region, RegionSource};
+use super::region::{Region, RegionRefusal, RegionSource};
 use super::snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};
 use super::stats::{fragmentation, MemoryStats};
 
@@ -70,11 +70,11 @@ struct Counters {
 /// `Arena` is `Send + Sync`; the device layer keeps it in a `Mutex` with its source.
 ///
 /// ```
-/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionRefusal, RegionSource};
 ///
 /// struct Heap(u64);
 /// impl RegionSource for Heap {
-///     fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
+///     fn create_region(&mut self, _size: u64) -> Result<RegionId, RegionRefusal> {
 ///         self.0 += 1;
 ///         Ok(RegionId(self.0))
 ///     }
@@ -171,31 +171,29 @@ impl Arena {
     /// run yet. In platform mode it creates nothing.
     ///
     /// # Errors
-    /// [`ArenaError::RegionSource`] when the source refuses a base region (the regions created
-    /// so far are given back, so a later call starts over), when `max_region_bytes` is below
-    /// 256 bytes, or when the reserve would take more than [`MAX_RESERVED_REGIONS`] regions.
+    /// [`ArenaError::ReserveRefused`] when the source refuses a base region (the regions created
+    /// so far are given back, so a later call starts over), [`ArenaError::DeviceLost`] when it
+    /// refuses because the device is lost (given back the same way),
+    /// [`ArenaError::NoRegionAllowed`] when `max_region_bytes` is below 256 bytes, and
+    /// [`ArenaError::TooManyReservedRegions`] when the reserve would take more than
+    /// [`MAX_RESERVED_REGIONS`] regions.
     pub fn reserve(&mut self, source: &mut dyn RegionSource) -> Result<(), ArenaError> {
         if self.reserved {
             return Ok(());
         }
         if self.options.mode == ArenaMode::Bfc && self.budget.reserve > 0 {
             if self.budget.max_region == 0 {
-                return Err(ArenaError::RegionSource(format!(
-                    "max_region_bytes is {}, below the {ALLOCATION_ALIGNMENT}-byte minimum, so \
-                     no region can be created",
-                    self.options.max_region_bytes
-                )));
+                return Err(ArenaError::NoRegionAllowed {
+                    max_region_bytes: self.options.max_region_bytes,
+                });
             }
             let regions = self.budget.reserve.div_ceil(self.budget.max_region);
             if regions > MAX_RESERVED_REGIONS {
-                return Err(ArenaError::RegionSource(format!(
-                    "reserving {} in regions of at most {} would take {regions} regions, more \
-                     than the {MAX_RESERVED_REGIONS} a reservation may have; raise \
-                     max_region_bytes (GPU_ARENA_MAX_REGION_MB) or lower the reserve \
-                     (GPU_ARENA_MEM_FRACTION)",
-                    Bytes(self.budget.reserve),
-                    Bytes(self.budget.max_region)
-                )));
+                return Err(ArenaError::TooManyReservedRegions {
+                    reserve_bytes: self.budget.reserve,
+                    max_region_bytes: self.budget.max_region,
+                    regions,
+                });
             }
             let mut remaining = self.budget.reserve;
             let mut created = Vec::new();
@@ -203,17 +201,20 @@ impl Arena {
                 let size = remaining.min(self.budget.max_region);
                 match self.create_region(size, true, source) {
                     Ok(region) => created.push(region),
-                    Err(reason) => {
+                    Err(refusal) => {
                         for region in created {
                             self.release_region(region, source);
                         }
-                        return Err(ArenaError::RegionSource(format!(
-                            "could not reserve {} up front (a region of {} was refused: \
-                             {reason}); lower GPU_ARENA_MEM_FRACTION or set \
-                             GPU_ARENA_PREALLOCATE=false",
-                            Bytes(self.budget.reserve),
-                            Bytes(size)
-                        )));
+                        return Err(match refusal {
+                            RegionRefusal::DeviceLost { reason } => {
+                                ArenaError::DeviceLost { reason }
+                            }
+                            refusal => ArenaError::ReserveRefused {
+                                reserve_bytes: self.budget.reserve,
+                                region_bytes: size,
+                                refusal,
+                            },
+                        });
                     }
                 }
                 remaining -= size;
@@ -233,8 +234,9 @@ impl Arena {
     /// # Errors
     /// [`ArenaError::InvalidAlignment`] for an alignment that is not a power of two;
     /// [`ArenaError::OutOfMemory`] when no free chunk fits and no region can be added (the
-    /// report says why and what to change); [`ArenaError::RegionSource`] when the first call
-    /// reserves the base and the source refuses.
+    /// report says why and what to change); [`ArenaError::DeviceLost`] when the source reports
+    /// the device lost; the errors of [`reserve`](Arena::reserve) when the first call reserves
+    /// the base and that fails.
     #[inline]
     pub fn allocate(
         &mut self,
@@ -298,6 +300,9 @@ impl Arena {
                         let first = self.region(region).first_chunk;
                         self.bins.remove(&self.chunks.hot, first);
                         (first, 0)
+                    }
+                    Err(OomCause::SourceExhausted(RegionRefusal::DeviceLost { reason })) => {
+                        return Err(ArenaError::DeviceLost { reason })
                     }
                     Err(cause) => return Err(self.out_of_memory(size, rounded, cause, label)),
                 }
@@ -747,9 +752,15 @@ impl Arena {
     ///
     /// As in XLA: the region is the current growth size (doubled until it covers the request,
     /// and doubled again after a growth that did not need that), cut to the room left under
-    /// the limit and to the largest region allowed, but never below the request. When the room
-    /// under the limit is too small, or the source refuses, wholly free regions are released
-    /// first and the growth retried; a refused large region is retried at the request's size.
+    /// the limit and to the largest region allowed, but never below the request. The source's
+    /// refusal decides what happens next:
+    /// - out of memory (or another failure): a refused large region is retried at the
+    ///   request's size, then wholly free regions are released and the growth retried once;
+    /// - too large: the device's limit becomes the largest region asked for from now on, and
+    ///   the growth is retried under it if the request still fits there;
+    /// - device lost: growth stops at once.
+    ///
+    /// When the room under the limit is too small, wholly free regions are released first.
     fn grow(&mut self, rounded: u64, source: &mut dyn RegionSource) -> Result<u32, OomCause> {
         if rounded > self.budget.max_region {
             return Err(OomCause::LargerThanAnyRegion);
@@ -782,15 +793,33 @@ impl Arena {
                     };
                     return Ok(region);
                 }
-                Err(reason) if size > rounded => {
+                Err(refusal) => refusal,
+            };
+            let refusal = match refusal {
+                RegionRefusal::DeviceLost { .. } => return Err(OomCause::SourceExhausted(refusal)),
+                RegionRefusal::TooLarge { limit, .. } => {
+                    // Each retry asks for less than the refused size, so this ends.
+                    if self.learn_region_limit(limit) < size && rounded <= self.budget.max_region {
+                        continue;
+                    }
+                    return Err(OomCause::SourceExhausted(refusal));
+                }
+                refusal if size > rounded => {
                     // XLA backs off to smaller regions when the device refuses; the request's
                     // own size is the smallest that helps.
                     match self.create_region(rounded, false, source) {
                         Ok(region) => return Ok(region),
-                        Err(_) => reason,
+                        Err(lost @ RegionRefusal::DeviceLost { .. }) => {
+                            return Err(OomCause::SourceExhausted(lost))
+                        }
+                        Err(too_large @ RegionRefusal::TooLarge { limit, .. }) => {
+                            self.learn_region_limit(limit);
+                            return Err(OomCause::SourceExhausted(too_large));
+                        }
+                        Err(_) => refusal,
                     }
                 }
-                Err(reason) => reason,
+                refusal => refusal,
             };
             if !collected {
                 collected = true;
@@ -800,6 +829,13 @@ impl Arena {
             }
             return Err(OomCause::SourceExhausted(refusal));
         }
+    }
+
+    /// Lowers the largest region the arena asks for to `limit` (rounded down to the 256-byte
+    /// granule), a size the source said it can never exceed; returns the new largest region.
+    fn learn_region_limit(&mut self, limit: u64) -> u64 {
+        self.budget.max_region = self.budget.max_region.min(round_down(limit));
+        self.budget.max_region
     }
 
     /// Platform mode: a region of exactly `rounded` bytes for one allocation.
@@ -815,7 +851,12 @@ impl Arena {
             return Err(OomCause::LimitReached);
         }
         self.create_region(rounded, false, source)
-            .map_err(OomCause::SourceExhausted)
+            .map_err(|refusal| {
+                if let RegionRefusal::TooLarge { limit, .. } = refusal {
+                    self.learn_region_limit(limit);
+                }
+                OomCause::SourceExhausted(refusal)
+            })
     }
 
     /// Asks the source for a region of `size` bytes and makes it one free chunk.
@@ -824,12 +865,12 @@ impl Arena {
         size: u64,
         is_base: bool,
         source: &mut dyn RegionSource,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, RegionRefusal> {
         let Some(base_address) = self.address_range_for(size) else {
-            return Err(format!(
+            return Err(RegionRefusal::other(format!(
                 "the arena's private address space of {} is taken by the regions it holds",
                 Bytes(ADDRESS_SPACE_BYTES)
-            ));
+            )));
         };
         let id = source.create_region(size)?;
         self.next_address = base_address + size;
@@ -935,8 +976,12 @@ impl Arena {
     ) -> ArenaError {
         let largest_free_block = self.largest_free_block();
         let total_free = self.total_free();
+        // A region the device can never give is not helped by defragmenting.
         let cause = match cause {
-            OomCause::LimitReached | OomCause::SourceExhausted(_) if total_free >= rounded => {
+            OomCause::LimitReached if total_free >= rounded => OomCause::Fragmentation,
+            OomCause::SourceExhausted(ref refusal)
+                if total_free >= rounded && !matches!(refusal, RegionRefusal::TooLarge { .. }) =>
+            {
                 OomCause::Fragmentation
             }
             cause => cause,

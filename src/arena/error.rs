@@ -1,7 +1,9 @@
 //! The arena's error type.
 
-use super::allocation::AllocationId;
-use super::oom::OutOfMemory;
+use super::allocation::{AllocationId, ALLOCATION_ALIGNMENT};
+use super::oom::{Bytes, OutOfMemory};
+use super::options::MAX_RESERVED_REGIONS;
+use super::region::RegionRefusal;
 
 /// What can go wrong in an arena call. Nothing in the arena panics on user input; it returns
 /// one of these.
@@ -19,10 +21,56 @@ pub enum ArenaError {
     /// The alignment is not 0 (default) or a power of two.
     #[error("invalid alignment {0}: use 0 for the default of 256 bytes or a power of two")]
     InvalidAlignment(u64),
-    /// The source refused to create a region outside an allocation (while reserving the
-    /// preallocated base), or the options allow no region at all.
-    #[error("the region source could not provide memory: {0}")]
-    RegionSource(String),
+    /// The source refused a region of the preallocated base; the regions created before it
+    /// were given back, so a later call starts over.
+    #[error(
+        "the region source could not provide memory: could not reserve {} up front (a region \
+         of {} was refused: {refusal}); lower GPU_ARENA_MEM_FRACTION or set \
+         GPU_ARENA_PREALLOCATE=false",
+        Bytes(*reserve_bytes),
+        Bytes(*region_bytes)
+    )]
+    ReserveRefused {
+        /// Bytes the arena meant to reserve up front.
+        reserve_bytes: u64,
+        /// The size of the region that was refused.
+        region_bytes: u64,
+        /// Why the source refused it.
+        refusal: RegionRefusal,
+    },
+    /// The options allow no region at all: `max_region_bytes` is below the 256-byte granule.
+    #[error(
+        "the region source could not provide memory: max_region_bytes is {max_region_bytes}, \
+         below the {ALLOCATION_ALIGNMENT}-byte minimum, so no region can be created"
+    )]
+    NoRegionAllowed {
+        /// The option's value.
+        max_region_bytes: u64,
+    },
+    /// The reserve would be split into more than [`MAX_RESERVED_REGIONS`] regions.
+    #[error(
+        "the region source could not provide memory: reserving {} in regions of at most {} \
+         would take {regions} regions, more than the {MAX_RESERVED_REGIONS} a reservation may \
+         have; raise max_region_bytes (GPU_ARENA_MAX_REGION_MB) or lower the reserve \
+         (GPU_ARENA_MEM_FRACTION)",
+        Bytes(*reserve_bytes),
+        Bytes(*max_region_bytes)
+    )]
+    TooManyReservedRegions {
+        /// Bytes to reserve.
+        reserve_bytes: u64,
+        /// The largest region (rounded down to 256 bytes).
+        max_region_bytes: u64,
+        /// How many regions that would take.
+        regions: u64,
+    },
+    /// The source reported the device lost: nothing more can come from it. The arena changed
+    /// nothing.
+    #[error("the region source's device is lost: {reason}")]
+    DeviceLost {
+        /// The source's words.
+        reason: String,
+    },
 }
 
 impl ArenaError {

@@ -46,6 +46,6 @@ pub use options::{
     ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
     DEFAULT_MAX_REGION_BYTES, MAX_RESERVED_REGIONS,
 };
-pub use region::{RegionId, RegionSource, VirtualRegions};
+pub use region::{RegionId, RegionRefusal, RegionSource, VirtualRegions};
 pub use snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};
 pub use stats::MemoryStats;

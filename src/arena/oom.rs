@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::allocation::ALLOCATION_ALIGNMENT;
 use super::options::{ArenaMode, DEFAULT_LIMIT_BYTES};
+use super::region::RegionRefusal;
 
 /// The knob that sets the arena's share of device memory (read by the device layer).
 const MEM_FRACTION_ENV: &str = "GPU_ARENA_MEM_FRACTION";
@@ -23,8 +24,9 @@ pub enum OomCause {
     LimitReached,
     /// The request is larger than the largest region the source may be asked for.
     LargerThanAnyRegion,
-    /// The source (the device) refused to create a region; its reason.
-    SourceExhausted(String),
+    /// The source (the device) refused to create a region; its typed refusal (out of memory,
+    /// too large for the device, or another failure in the backend's words).
+    SourceExhausted(RegionRefusal),
 }
 
 /// Everything known about a failed allocation. Its `Display` tells the whole story; `remedy()`
@@ -95,6 +97,13 @@ impl OutOfMemory {
                  above the current limit of {}, or free arrays that are no longer needed",
                 Bytes(self.bytes_limit)
             ),
+            OomCause::SourceExhausted(RegionRefusal::TooLarge {
+                limit, limit_name, ..
+            }) => format!(
+                "split the data into pieces of at most {}: that is the device's {limit_name}, \
+                 the most it gives in one piece, and no memory setting raises it",
+                Bytes(*limit)
+            ),
             OomCause::SourceExhausted(_) => format!(
                 "the device itself has no memory left for a new region: other arenas or \
                  processes hold it. Turn preallocation off with {PREALLOCATE_ENV}=false (in the \
@@ -138,8 +147,8 @@ impl OutOfMemory {
                 "the request is larger than any region can be (the largest region is {})",
                 Bytes(self.max_region_bytes)
             ),
-            OomCause::SourceExhausted(reason) => {
-                format!("the device refused to create a new region: {reason}")
+            OomCause::SourceExhausted(refusal) => {
+                format!("the device refused to create a new region: {refusal}")
             }
         }
     }

@@ -1,7 +1,11 @@
 //! Regions: the large blocks (GPU buffers, device memory) that a backend creates and the arena
-//! carves up. The arena only knows a region's id and size.
+//! carves up. The arena only knows a region's id and size. This file holds the region id, the
+//! [`RegionSource`] seam the backends fill in, its typed [`RegionRefusal`], and the
+//! [`VirtualRegions`] source with no memory behind it.
 
 use serde::{Deserialize, Serialize};
+
+use super::oom::Bytes;
 
 /// Names a region. The [`RegionSource`] chooses the number; the arena never interprets it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -13,15 +17,15 @@ pub struct RegionId(pub u64);
 /// implementation needs no locking of its own.
 ///
 /// ```
-/// use gpu_arena::arena::{RegionId, RegionSource};
+/// use gpu_arena::arena::{RegionId, RegionRefusal, RegionSource};
 ///
 /// /// Pretends to be a device with 1 GiB of memory.
 /// struct FakeDevice { next: u64, used: u64 }
 ///
 /// impl RegionSource for FakeDevice {
-///     fn create_region(&mut self, size: u64) -> Result<RegionId, String> {
+///     fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal> {
 ///         if self.used + size > 1 << 30 {
-///             return Err("out of device memory".into());
+///             return Err(RegionRefusal::out_of_memory("out of device memory"));
 ///         }
 ///         self.used += size;
 ///         self.next += 1;
@@ -32,12 +36,76 @@ pub struct RegionId(pub u64);
 /// ```
 pub trait RegionSource {
     /// Creates a region of exactly `size` bytes (`size` is a multiple of 256).
-    /// Returns `Err(reason)` if the device cannot; the arena then tries a smaller region or
-    /// reports out of memory with `reason` in the message.
-    fn create_region(&mut self, size: u64) -> Result<RegionId, String>;
+    /// Returns a [`RegionRefusal`] if the device cannot; its kind decides what the arena does
+    /// next (see [`RegionRefusal`]), and its text ends up in the arena's error.
+    fn create_region(&mut self, size: u64) -> Result<RegionId, RegionRefusal>;
 
     /// Gives a region back. Only called for regions with no live or pending chunk.
     fn release_region(&mut self, region: RegionId);
+}
+
+/// Why a [`RegionSource`] could not create a region. The kind decides what the arena does:
+/// - [`OutOfMemory`](RegionRefusal::OutOfMemory) and [`Other`](RegionRefusal::Other): it asks
+///   for a region of just the request's size, then gives back wholly free regions and tries
+///   again, before it reports out of memory;
+/// - [`TooLarge`](RegionRefusal::TooLarge): it never asks for a region above `limit` again
+///   (its largest region becomes the limit), and refuses a request above it with the limit in
+///   the report;
+/// - [`DeviceLost`](RegionRefusal::DeviceLost): it stops at once and returns
+///   [`ArenaError::DeviceLost`](super::ArenaError::DeviceLost).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegionRefusal {
+    /// The device has no memory for a region this size now; a smaller one, or the same one
+    /// after other regions are released, may still fit.
+    #[error("{reason}")]
+    OutOfMemory {
+        /// The backend's words (driver or allocator message).
+        reason: String,
+    },
+    /// A region of `size` bytes is more than the device can give in one piece, however much
+    /// memory is free (a buffer or allocation size limit).
+    #[error(
+        "a region of {} is more than the device allows in one piece ({limit_name} is {})",
+        Bytes(*size),
+        Bytes(*limit)
+    )]
+    TooLarge {
+        /// The size that was asked for, in bytes.
+        size: u64,
+        /// The largest size the device gives, in bytes.
+        limit: u64,
+        /// The device limit's name, e.g. `maxBufferSize` or `maxMemoryAllocationSize`.
+        limit_name: &'static str,
+    },
+    /// The device is lost (driver reset, GPU removed): no region will come from it again.
+    #[error("the device is lost: {reason}")]
+    DeviceLost {
+        /// The backend's words.
+        reason: String,
+    },
+    /// Any other failure, in the backend's words.
+    #[error("{reason}")]
+    Other {
+        /// The backend's words.
+        reason: String,
+    },
+}
+
+impl RegionRefusal {
+    /// An [`OutOfMemory`](RegionRefusal::OutOfMemory) refusal with the backend's words.
+    pub fn out_of_memory(reason: impl Into<String>) -> Self {
+        RegionRefusal::OutOfMemory {
+            reason: reason.into(),
+        }
+    }
+
+    /// An [`Other`](RegionRefusal::Other) refusal with the backend's words.
+    pub fn other(reason: impl Into<String>) -> Self {
+        RegionRefusal::Other {
+            reason: reason.into(),
+        }
+    }
 }
 
 /// A [`RegionSource`] with no memory behind it: it numbers regions 1, 2, 3, … and never
@@ -60,7 +128,7 @@ pub struct VirtualRegions {
 }
 
 impl RegionSource for VirtualRegions {
-    fn create_region(&mut self, _size: u64) -> Result<RegionId, String> {
+    fn create_region(&mut self, _size: u64) -> Result<RegionId, RegionRefusal> {
         self.created += 1;
         Ok(RegionId(self.created))
     }

@@ -97,9 +97,52 @@ pub(crate) fn device_kind(device_type: wgpu::DeviceType) -> DeviceKind {
     }
 }
 
-use crate::arena::{RegionId, RegionSource};
-use crate::error::Result;
+use crate::arena::{RegionId, RegionRefusal, RegionSource};
+use crate::error::{Error, Result};
 use std::collections::HashMap;
+
+/// Why a backend could not make a buffer: the step that failed (with the buffer's label and
+/// size) and the typed refusal. The arena reads the refusal; everyone else gets the crate's
+/// [`Error`] (`From`).
+#[derive(Debug)]
+pub(crate) struct BufferFailure {
+    /// What was being done, e.g. `allocating device memory (gpu-arena region 3, 1024 bytes)`.
+    pub(crate) during: String,
+    /// How it failed.
+    pub(crate) refusal: RegionRefusal,
+}
+
+impl From<BufferFailure> for Error {
+    fn from(failure: BufferFailure) -> Self {
+        match failure.refusal {
+            RegionRefusal::DeviceLost { reason } => Error::DeviceLost {
+                during: failure.during,
+                reason,
+            },
+            refusal => Error::Backend {
+                during: failure.during,
+                reason: refusal.to_string(),
+            },
+        }
+    }
+}
+
+/// Refuses a buffer of `size` bytes above the device limit `limit` (named `limit_name`): a size
+/// the device never gives, however much memory is free.
+pub(crate) fn check_buffer_size(
+    size: u64,
+    limit: u64,
+    limit_name: &'static str,
+) -> std::result::Result<(), RegionRefusal> {
+    match size > limit {
+        true => Err(RegionRefusal::TooLarge {
+            size,
+            limit,
+            limit_name,
+        }),
+        false => Ok(()),
+    }
+}
 
 /// A buffer made by a backend, with its mapping when the memory is host-visible (the mapping
 /// keeps the memory allocated on its own, whatever happens to the buffer).
@@ -170,7 +213,7 @@ impl Regions {
         candidates: &[u32],
         purpose: plain::Purpose,
         label: &str,
-    ) -> Result<DeviceBuffer> {
+    ) -> std::result::Result<DeviceBuffer, BufferFailure> {
         let usage = match purpose {
             Purpose::Arena => self.arena_usages,
             // Staging is copied from and to, and bound as storage by the host-path ops.
@@ -180,13 +223,21 @@ impl Regions {
             MemoryBackend::Vulkan(vk) => {
                 vk.create_buffer(&self.device, size, candidates, usage, label)
             }
-            MemoryBackend::Plain => Ok(plain::create_buffer(
-                &self.device,
-                size,
-                purpose,
-                usage,
-                label,
-            )),
+            MemoryBackend::Plain => {
+                // wgpu reports an oversized buffer as a validation error, not a result.
+                check_buffer_size(size, self.device.limits().max_buffer_size, "maxBufferSize")
+                    .map_err(|refusal| BufferFailure {
+                        during: format!("creating a buffer ({label}, {size} bytes)"),
+                        refusal,
+                    })?;
+                Ok(plain::create_buffer(
+                    &self.device,
+                    size,
+                    purpose,
+                    usage,
+                    label,
+                ))
+            }
         }
     }
 
@@ -209,6 +260,15 @@ impl Regions {
 
 pub(crate) use plain::Purpose;
 
+/// The text of `Error::Backend` for a failure `during` a step, for `reason`.
+fn backend_text(during: &str, reason: &str) -> String {
+    Error::Backend {
+        during: during.to_string(),
+        reason: reason.to_string(),
+    }
+    .to_string()
+}
+
 /// The usages of staging buffers made from gpu-allocator memory (plain staging buffers are
 /// mappable instead: `plain.rs`).
 const STAGING_USAGES: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
@@ -216,12 +276,22 @@ const STAGING_USAGES: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
     .union(wgpu::BufferUsages::COPY_DST);
 
 impl RegionSource for Regions {
-    fn create_region(&mut self, size: u64) -> std::result::Result<RegionId, String> {
+    fn create_region(&mut self, size: u64) -> std::result::Result<RegionId, RegionRefusal> {
         let id = RegionId(self.next_id);
         let label = format!("gpu-arena region {}", id.0);
+        // The refusal's kind travels as is; its text gets the failed step, as the crate's
+        // `Error::Backend` would say it.
         let buffer = self
             .create_buffer(size, &self.arena_types, Purpose::Arena, &label)
-            .map_err(|e| e.to_string())?;
+            .map_err(|failure| match failure.refusal {
+                RegionRefusal::OutOfMemory { reason } => RegionRefusal::OutOfMemory {
+                    reason: backend_text(&failure.during, &reason),
+                },
+                RegionRefusal::Other { reason } => RegionRefusal::Other {
+                    reason: backend_text(&failure.during, &reason),
+                },
+                refusal => refusal,
+            })?;
         self.next_id += 1;
         self.regions.insert(id, buffer);
         Ok(id)

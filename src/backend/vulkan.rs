@@ -20,7 +20,8 @@
 //!   `wgpu::Device` too, so the device outlives all memory allocated on it.
 
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
-use super::{DeviceBuffer, MappedRange};
+use super::{BufferFailure, DeviceBuffer, MappedRange};
+use crate::arena::RegionRefusal;
 use crate::error::{Error, Result};
 use crate::lock::{rank, Mutex};
 use crate::memplan::{
@@ -31,7 +32,7 @@ use ash::vk;
 use gpu_allocator::vulkan::{
     Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc,
 };
-use gpu_allocator::MemoryLocation;
+use gpu_allocator::{AllocationError, MemoryLocation};
 use std::sync::Arc;
 
 pub(super) type VulkanApi = wgpu::hal::api::Vulkan;
@@ -198,6 +199,8 @@ pub(crate) struct VulkanMemory {
     atom: u64,
     /// Flushes and invalidates of every mapping made here.
     sync_counters: Arc<SyncCounters>,
+    /// `maxMemoryAllocationSize` (Vulkan 1.1+): no allocation, so no buffer, may be larger.
+    max_allocation: Option<u64>,
     /// Keeps the `VkDevice` open until the allocator has been dropped (declared last, so
     /// dropped last).
     _wgpu_device: wgpu::Device,
@@ -249,7 +252,9 @@ impl VulkanMemory {
             during: "creating gpu-allocator on wgpu's Vulkan device".into(),
             reason: e.to_string(),
         })?;
+        let max_allocation = vulkan_limits(device).and_then(|l| l.max_memory_allocation_size);
         Ok(Some(Self {
+            max_allocation,
             device: hal_device.raw_device().clone(),
             allocator: Arc::new(Mutex::new(rank::VULKAN_ALLOCATOR, allocator)),
             coherent_types,
@@ -263,7 +268,8 @@ impl VulkanMemory {
     ///
     /// The buffer has the wgpu usages `usage` (no MAP_* usage: gpu-allocator maps the memory,
     /// not wgpu). When the memory is host-visible, the returned buffer carries gpu-allocator's
-    /// persistent mapping.
+    /// persistent mapping. A failure says which step failed and how (out of memory, too large
+    /// for the device, device lost, other), so the arena can react to it.
     pub(crate) fn create_buffer(
         &self,
         device: &wgpu::Device,
@@ -271,21 +277,28 @@ impl VulkanMemory {
         candidates: &[u32],
         usage: wgpu::BufferUsages,
         label: &str,
-    ) -> Result<DeviceBuffer> {
-        let backend_error = |during: &str, reason: String| Error::Backend {
+    ) -> std::result::Result<DeviceBuffer, BufferFailure> {
+        let failure = |during: &str, refusal: RegionRefusal| BufferFailure {
             during: format!("{during} ({label}, {size} bytes)"),
-            reason,
+            refusal,
         };
+        super::check_buffer_size(size, device.limits().max_buffer_size, "maxBufferSize")
+            .map_err(|refusal| failure("creating a buffer", refusal))?;
+        if let Some(limit) = self.max_allocation {
+            super::check_buffer_size(size, limit, "maxMemoryAllocationSize")
+                .map_err(|refusal| failure("allocating device memory", refusal))?;
+        }
         let info = vk::BufferCreateInfo::default()
             .size(size)
             .usage(vulkan_usage(usage))
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: a valid create-info on wgpu's live device.
         let raw = unsafe { self.device.create_buffer(&info, None) }
-            .map_err(|e| backend_error("vkCreateBuffer", e.to_string()))?;
+            .map_err(|e| failure("vkCreateBuffer", vk_refusal(e, e.to_string())))?;
         // SAFETY: `raw` was just created on this device.
         let requirements = unsafe { self.device.get_buffer_memory_requirements(raw) };
-        let mut last_error = String::from("no memory type of the plan is allowed for this buffer");
+        let mut last_error =
+            RegionRefusal::other("no memory type of the plan is allowed for this buffer");
         let mut allocation = None;
         for &memory_type in candidates {
             let bits = requirements.memory_type_bits & (1u32 << memory_type);
@@ -308,13 +321,19 @@ impl VulkanMemory {
                     allocation = Some((a, memory_type));
                     break;
                 }
-                Err(e) => last_error = format!("memory type {memory_type}: {e}"),
+                Err(e) => {
+                    last_error = allocation_refusal(&e, format!("memory type {memory_type}: {e}"));
+                    // No other memory type helps a lost device.
+                    if matches!(last_error, RegionRefusal::DeviceLost { .. }) {
+                        break;
+                    }
+                }
             }
         }
         let Some((allocation, memory_type)) = allocation else {
             // SAFETY: the buffer has no memory bound and no user.
             unsafe { self.device.destroy_buffer(raw, None) };
-            return Err(backend_error("allocating device memory", last_error));
+            return Err(failure("allocating device memory", last_error));
         };
         // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
         if let Err(e) = unsafe {
@@ -324,7 +343,7 @@ impl VulkanMemory {
             free_allocation(&self.allocator, allocation, label);
             // SAFETY: the buffer is unused.
             unsafe { self.device.destroy_buffer(raw, None) };
-            return Err(backend_error("vkBindBufferMemory", e.to_string()));
+            return Err(failure("vkBindBufferMemory", vk_refusal(e, e.to_string())));
         }
         let coherent = 1u32
             .checked_shl(memory_type)
@@ -409,6 +428,33 @@ impl VulkanMemory {
         let allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
         let report = allocator.generate_report();
         (report.allocations.len(), report.total_allocated_bytes)
+    }
+}
+
+/// The refusal kind of a failed Vulkan call, with `reason` as its text.
+fn vk_refusal(result: vk::Result, reason: String) -> RegionRefusal {
+    match result {
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+            RegionRefusal::OutOfMemory { reason }
+        }
+        vk::Result::ERROR_DEVICE_LOST => RegionRefusal::DeviceLost { reason },
+        _ => RegionRefusal::Other { reason },
+    }
+}
+
+/// The refusal kind of a failed gpu-allocator allocation, with `reason` as its text.
+/// gpu-allocator maps `ERROR_OUT_OF_DEVICE_MEMORY` to its `OutOfMemory` and passes every other
+/// `vkAllocateMemory` failure on in an `Internal` message that names the `vk::Result`.
+fn allocation_refusal(error: &AllocationError, reason: String) -> RegionRefusal {
+    match error {
+        AllocationError::OutOfMemory => RegionRefusal::OutOfMemory { reason },
+        AllocationError::Internal(text) if text.contains("ERROR_DEVICE_LOST") => {
+            RegionRefusal::DeviceLost { reason }
+        }
+        AllocationError::Internal(text) if text.contains("ERROR_OUT_OF_HOST_MEMORY") => {
+            RegionRefusal::OutOfMemory { reason }
+        }
+        _ => RegionRefusal::Other { reason },
     }
 }
 

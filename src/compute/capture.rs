@@ -80,7 +80,16 @@ pub(crate) struct MovingCopy {
     /// The planned parameters, and what sets their source and destination bases (in units) for
     /// a run (the ops' own geometry: `ops/moving_copy.rs`).
     pub(crate) params: Vec<u8>,
-    pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), String>,
+    pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), BaseOverflow>,
+}
+
+/// A moving copy's base (in units) that does not fit the kernel's 32-bit parameter: the
+/// planner bound both arrays in one binding a `u32` addresses, so this means a planner bug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("the base {base} does not fit a kernel's 32-bit parameter; this is a gpu-arena bug, please report it with the shapes involved")]
+pub(crate) struct BaseOverflow {
+    /// The base that does not fit.
+    pub(crate) base: u64,
 }
 
 /// A launch's parameter block that each run of a [`CapturedStep`] may set: made by

@@ -601,10 +601,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 };
                 let mut params = moving.params.clone();
                 let unit = moving.unit_bytes.max(1);
-                (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|reason| {
+                (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
                     Error::InvalidArgument {
                         operation: OPERATION,
-                        reason,
+                        reason: overflow.to_string(),
                     }
                 })?;
                 if let (Some((_, uniform)), Some(at)) =

@@ -248,7 +248,7 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// below the binding's type, not whole elements of a runtime-sized array, or empty in a
     /// launch that runs), a missing or wrongly sized parameter block, a missing grid or one
     /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
-    /// kernel of another context; [`Error::InvalidArgument`], for a launch of
+    /// kernel of another context; [`Error::PendingInRecorder`], for a launch of
     /// [`Context::launch`], over an array pending in an unsubmitted [`Sequence`] (it would run
     /// before that sequence's work: submit it first); [`Error::Device`] when the device refuses
     /// the work's bindings (made within this call). A refused launch records nothing and marks

@@ -32,7 +32,7 @@ mod sequence;
 mod step_staging;
 mod user_kernel;
 
-pub(crate) use capture::MovingCopy;
+pub(crate) use capture::{BaseOverflow, MovingCopy};
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::Launch;

@@ -33,7 +33,7 @@ impl MemFraction {
     ///
     /// Errors name the grammar; fractions must lie in `(0, 1]` and the limit must not be below
     /// the reserve.
-    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+    pub fn parse(text: &str) -> std::result::Result<Self, MemFractionError> {
         let text = text.trim();
         let fraction = if let Ok(v) = text.parse::<f64>() {
             Self::fixed(v)
@@ -56,7 +56,11 @@ impl MemFraction {
                     reserve: number(base)?,
                     limit: number(cap)?,
                 },
-                None => return Err(format!("'{text}' is not a number, \"x+\" or \"x-y\"")),
+                None => {
+                    return Err(MemFractionError::NotAFraction {
+                        text: text.to_string(),
+                    })
+                }
             }
         };
         fraction.check()?;
@@ -65,27 +69,63 @@ impl MemFraction {
 
     /// Checks the rules a context relies on: both fractions are numbers in `(0, 1]` (not NaN,
     /// not infinite) and the limit is not below the reserve. The error says which rule failed.
-    pub fn check(&self) -> std::result::Result<(), String> {
-        for (what, v) in [("reserve", self.reserve), ("limit", self.limit)] {
-            if !(v > 0.0 && v <= 1.0) {
-                return Err(format!("the {what} {v} is not in (0, 1]"));
+    pub fn check(&self) -> std::result::Result<(), MemFractionError> {
+        for (what, value) in [("reserve", self.reserve), ("limit", self.limit)] {
+            if !(value > 0.0 && value <= 1.0) {
+                return Err(MemFractionError::OutOfRange { what, value });
             }
         }
         if self.limit < self.reserve {
-            return Err(format!(
-                "the limit {} is below the reserve {}",
-                self.limit, self.reserve
-            ));
+            return Err(MemFractionError::LimitBelowReserve {
+                limit: self.limit,
+                reserve: self.reserve,
+            });
         }
         Ok(())
     }
 }
 
+/// Why a memory fraction was refused by [`MemFraction::parse`] or [`MemFraction::check`].
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemFractionError {
+    /// A part of the text is not a number.
+    #[error("'{text}' is not a number")]
+    NotANumber {
+        /// The part that is not a number.
+        text: String,
+    },
+    /// The text is none of the grammar's forms.
+    #[error("'{text}' is not a number, \"x+\" or \"x-y\"")]
+    NotAFraction {
+        /// The text given.
+        text: String,
+    },
+    /// A fraction is not in `(0, 1]` (or is NaN or infinite).
+    #[error("the {what} {value} is not in (0, 1]")]
+    OutOfRange {
+        /// `"reserve"` or `"limit"`.
+        what: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// The limit is below the reserve.
+    #[error("the limit {limit} is below the reserve {reserve}")]
+    LimitBelowReserve {
+        /// The limit fraction.
+        limit: f64,
+        /// The reserve fraction.
+        reserve: f64,
+    },
+}
+
 /// One fraction of the grammar.
-fn number(text: &str) -> std::result::Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .map_err(|_| format!("'{}' is not a number", text.trim()))
+fn number(text: &str) -> std::result::Result<f64, MemFractionError> {
+    let text = text.trim();
+    text.parse::<f64>()
+        .map_err(|_| MemFractionError::NotANumber {
+            text: text.to_string(),
+        })
 }
 
 impl Default for MemFraction {
@@ -130,10 +170,20 @@ mod tests {
                 limit: 0.85
             }
         );
-        assert!(MemFraction::parse("0.9-0.8").unwrap_err().contains("below"));
-        assert!(MemFraction::parse("1.5").unwrap_err().contains("(0, 1]"));
+        assert_eq!(
+            MemFraction::parse("0.9-0.8").unwrap_err(),
+            MemFractionError::LimitBelowReserve {
+                limit: 0.8,
+                reserve: 0.9
+            }
+        );
+        assert!(MemFraction::parse("1.5")
+            .unwrap_err()
+            .to_string()
+            .contains("(0, 1]"));
         assert!(MemFraction::parse("abc")
             .unwrap_err()
+            .to_string()
             .contains("not a number"));
         assert_eq!(
             MemFraction::parse("0.75-0.85").unwrap().to_string(),
@@ -182,7 +232,14 @@ mod tests {
             },
         ] {
             let why = fraction.check().unwrap_err();
-            assert!(why.contains("not in (0, 1]"), "{fraction:?}: {why}");
+            assert!(
+                matches!(why, MemFractionError::OutOfRange { .. }),
+                "{fraction:?}: {why}"
+            );
+            assert!(
+                why.to_string().contains("not in (0, 1]"),
+                "{fraction:?}: {why}"
+            );
         }
     }
 }

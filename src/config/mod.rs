@@ -44,7 +44,7 @@ mod mem_fraction;
 mod transfer_guard;
 mod validate;
 
-pub use mem_fraction::MemFraction;
+pub use mem_fraction::{MemFraction, MemFractionError};
 pub use transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use validate::{
     MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES,

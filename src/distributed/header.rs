@@ -112,9 +112,7 @@ impl Refusal {
     pub(crate) fn of(error: &Error) -> Refusal {
         match error {
             Error::ForeignArray { .. } => Refusal::NotReady,
-            Error::InvalidArgument { reason, .. } if reason.contains("Sequence") => {
-                Refusal::NotReady
-            }
+            Error::PendingInRecorder { .. } => Refusal::NotReady,
             Error::TransferGuard { .. } => Refusal::TransferGuard,
             Error::Shape { .. } => Refusal::Shape,
             Error::HostAllocation { .. } | Error::OutOfMemory { .. } => Refusal::HostMemory,

@@ -14,7 +14,7 @@ use super::geometry::{
 use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
-use crate::compute::{Capture, IndexSlot, MovingCopy};
+use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy};
 use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, Result};
 use crate::pipelines::Builtin;
@@ -232,13 +232,9 @@ impl Capture {
 /// Sets the source and destination bases (in units) of a copy kernel's parameter bytes.
 /// Errors when a base passes the kernel's `u32` (the planner bound both arrays in one binding
 /// that a `u32` addresses, so a clamped start cannot: refused rather than truncated).
-fn rebase_copy(params: &mut [u8], src_base: u64, dst_base: u64) -> Result<(), String> {
+fn rebase_copy(params: &mut [u8], src_base: u64, dst_base: u64) -> Result<(), BaseOverflow> {
     let mut planned: CopyParams = bytemuck::pod_read_unaligned(params);
-    let base = |value: u64| {
-        u32::try_from(value).map_err(|_| {
-            format!("the base {value} does not fit a kernel's 32-bit parameter; this is a gpu-arena bug, please report it with the shapes involved")
-        })
-    };
+    let base = |value: u64| u32::try_from(value).map_err(|_| BaseOverflow { base: value });
     planned.src_base = base(src_base)?;
     planned.dst_base = base(dst_base)?;
     params.copy_from_slice(bytemuck::bytes_of(&planned));

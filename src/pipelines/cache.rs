@@ -259,7 +259,7 @@ impl KernelState {
             limits,
             device.features().contains(wgpu::Features::IMMEDIATES),
         )
-        .map_err(failed)?;
+        .map_err(|exceeded| failed(exceeded.to_string()))?;
         let cache = self
             .disk_cache
             .driver_cache(device, adapter, &mut self.stats);
@@ -329,7 +329,9 @@ fn prepare(
         message,
     };
     match source {
-        KernelSource::Wgsl(text) => check_wgsl_bounds(text).map_err(failed)?,
+        KernelSource::Wgsl(text) => {
+            check_wgsl_bounds(text).map_err(|bounds| failed(bounds.to_string()))?
+        }
         KernelSource::SpirV(words) if words.len() > MAX_SPIRV_WORDS => {
             return Err(failed(format!(
                 "the SPIR-V module has {} words, more than the {MAX_SPIRV_WORDS} gpu-arena compiles",

@@ -10,17 +10,48 @@
 
 use super::reflect::{KernelSignature, ParamsKind, KERNEL_BIND_GROUP};
 
-/// Errors with a message naming the first limit `signature` exceeds, its value on this device
-/// and what to change; `immediates` says whether the device has `Features::IMMEDIATES`.
+/// The first device limit a kernel exceeds, with the limit's name and value on this device and
+/// what to change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DeviceLimitExceeded {
+    /// Something in the kernel is above a limit.
+    #[error("{what} exceeds this device's {limit} ({value}): {advice}")]
+    Limit {
+        /// What in the kernel exceeds it (`@workgroup_size x = 2048`).
+        what: String,
+        /// The limit's name in `wgpu::Limits`.
+        limit: &'static str,
+        /// The limit's value on this device.
+        value: u64,
+        /// What to change.
+        advice: &'static str,
+    },
+    /// The kernel reads immediate data the device cannot give (too much, or the feature off).
+    #[error("the kernel reads {bytes} bytes of immediate data (var<immediate>); this device's max_immediate_size is {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead", if *.feature_on { "on" } else { "off" })]
+    Immediates {
+        /// Bytes of immediate data the kernel reads.
+        bytes: u64,
+        /// `max_immediate_size` on this device.
+        limit: u64,
+        /// Whether the device has `Features::IMMEDIATES`.
+        feature_on: bool,
+    },
+}
+
+/// Errors naming the first limit `signature` exceeds, its value on this device and what to
+/// change; `immediates` says whether the device has `Features::IMMEDIATES`.
 pub(crate) fn check_device_limits(
     signature: &KernelSignature,
     limits: &wgpu::Limits,
     immediates: bool,
-) -> Result<(), String> {
-    let over = |what: String, limit: &str, value: u64, advice: &str| {
-        Err(format!(
-            "{what} exceeds this device's {limit} ({value}): {advice}"
-        ))
+) -> Result<(), DeviceLimitExceeded> {
+    let over = |what: String, limit: &'static str, value: u64, advice: &'static str| {
+        Err(DeviceLimitExceeded::Limit {
+            what,
+            limit,
+            value,
+            advice,
+        })
     };
     let [x, y, z] = signature.workgroup_size;
     for (axis, size, limit, name) in [
@@ -149,11 +180,11 @@ pub(crate) fn check_device_limits(
         ParamsKind::Immediate => {
             let limit = u64::from(limits.max_immediate_size);
             if !immediates || params.size > limit {
-                return Err(format!(
-                    "the kernel reads {} bytes of immediate data (var<immediate>); this device's max_immediate_size is {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead",
-                    params.size,
-                    if immediates { "on" } else { "off" }
-                ));
+                return Err(DeviceLimitExceeded::Immediates {
+                    bytes: params.size,
+                    limit,
+                    feature_on: immediates,
+                });
             }
         }
     }

@@ -34,20 +34,35 @@ pub const MAX_SPIRV_WORDS: usize = 4 << 20;
 /// the deepest accepted WGSL needs.
 pub(crate) const COMPILER_STACK_BYTES: usize = 64 << 20;
 
-/// Errors with the reason when `source` is beyond [`MAX_WGSL_SOURCE_BYTES`] or
-/// [`MAX_WGSL_EXPRESSION_DEPTH`].
-pub(crate) fn check_wgsl_bounds(source: &str) -> Result<(), String> {
+/// Why a WGSL source is beyond what gpu-arena compiles.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SourceBoundsError {
+    /// The source is longer than [`MAX_WGSL_SOURCE_BYTES`].
+    #[error("the source has {bytes} bytes, more than the {MAX_WGSL_SOURCE_BYTES} gpu-arena compiles: split it into several kernels")]
+    TooLong {
+        /// The source's length in bytes.
+        bytes: usize,
+    },
+    /// An expression nests deeper than [`MAX_WGSL_EXPRESSION_DEPTH`].
+    #[error("an expression at line {line} nests at least {depth} operations deep, more than the {MAX_WGSL_EXPRESSION_DEPTH} gpu-arena compiles (the WGSL compiler recurses once per level): split it into `let` steps")]
+    TooDeep {
+        /// The line where the depth is reached.
+        line: usize,
+        /// The depth counted (an upper bound of the true depth).
+        depth: usize,
+    },
+}
+
+/// Errors when `source` is beyond [`MAX_WGSL_SOURCE_BYTES`] or [`MAX_WGSL_EXPRESSION_DEPTH`].
+pub(crate) fn check_wgsl_bounds(source: &str) -> Result<(), SourceBoundsError> {
     if source.len() > MAX_WGSL_SOURCE_BYTES {
-        return Err(format!(
-            "the source has {} bytes, more than the {MAX_WGSL_SOURCE_BYTES} gpu-arena compiles: split it into several kernels",
-            source.len()
-        ));
+        return Err(SourceBoundsError::TooLong {
+            bytes: source.len(),
+        });
     }
     let (depth, line) = expression_depth(source);
     if depth > MAX_WGSL_EXPRESSION_DEPTH {
-        return Err(format!(
-            "an expression at line {line} nests at least {depth} operations deep, more than the {MAX_WGSL_EXPRESSION_DEPTH} gpu-arena compiles (the WGSL compiler recurses once per level): split it into `let` steps"
-        ));
+        return Err(SourceBoundsError::TooDeep { line, depth });
     }
     Ok(())
 }
@@ -148,8 +163,18 @@ mod tests {
         assert!(check_wgsl_bounds(&ok).is_ok());
         let deep = format!("fn f() {{ var x = 0u; x = x{}; }}", " + 1u".repeat(20_000));
         let err = check_wgsl_bounds(&deep).unwrap_err();
+        assert!(
+            matches!(err, SourceBoundsError::TooDeep { line: 1, .. }),
+            "{err}"
+        );
+        let err = err.to_string();
         assert!(err.contains("1024") && err.contains("let"), "{err}");
         let big = " ".repeat(MAX_WGSL_SOURCE_BYTES + 1);
-        assert!(check_wgsl_bounds(&big).unwrap_err().contains("bytes"));
+        assert_eq!(
+            check_wgsl_bounds(&big).unwrap_err(),
+            SourceBoundsError::TooLong {
+                bytes: MAX_WGSL_SOURCE_BYTES + 1
+            }
+        );
     }
 }

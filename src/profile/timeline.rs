@@ -414,11 +414,11 @@ impl Labels {
 /// bare [`Arena`](crate::arena::Arena):
 ///
 /// ```
-/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionSource};
+/// use gpu_arena::arena::{Arena, ArenaOptions, RegionId, RegionRefusal, RegionSource};
 /// use gpu_arena::profile::Timeline;
 /// # struct Heap;
 /// # impl RegionSource for Heap {
-/// #     fn create_region(&mut self, _: u64) -> Result<RegionId, String> { Ok(RegionId(0)) }
+/// #     fn create_region(&mut self, _: u64) -> Result<RegionId, RegionRefusal> { Ok(RegionId(0)) }
 /// #     fn release_region(&mut self, _: RegionId) {}
 /// # }
 /// let timeline = std::sync::Arc::new(Timeline::new(1024)?);

@@ -97,7 +97,7 @@ impl Context {
     /// ```
     ///
     /// Errors: [`Error::Shape`] when `out.len()` differs from the source's element count
-    /// (nothing is read); [`Error::InvalidArgument`] for an array used by a [`crate::Sequence`]
+    /// (nothing is read); [`Error::PendingInRecorder`] for an array used by a [`crate::Sequence`]
     /// not submitted yet; [`Error::ForeignArray`] for an array of another context; the guard's
     /// refusal; [`Error::Device`] when the device fails.
     pub fn device_get_into<'a, T: bytemuck::Pod>(
