@@ -22,8 +22,8 @@ pub(crate) const HOST_SYNC_TEST_SERIAL: LockRank = LockRank {
     order: 10,
 };
 
-/// `pipelines/cache.rs`: the compiled kernels, the library kernels' parameter buffer and the
-/// limits override. Held while a user's sequence submits (which takes the gathered ops) and
+/// `pipelines/cache.rs`: the compiled kernels and the library kernels' parameter buffer.
+/// Held while a user's sequence submits (which takes the gathered ops) and
 /// while an op looks for a host path (which reads the arena).
 pub(crate) const KERNEL_CACHE: LockRank = LockRank {
     name: "KernelCache::state",
