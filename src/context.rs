@@ -821,12 +821,16 @@ impl ContextInner {
 
     /// The error for wgpu's `reason` while `during`: [`Error::DeviceLost`] when the device is
     /// lost, else [`Error::Device`].
-    pub(crate) fn device_error(&self, during: &str, reason: String) -> Error {
+    pub(crate) fn device_error(
+        &self,
+        during: &str,
+        refusal: crate::pipelines::DeviceRefusal,
+    ) -> Error {
         self.check_device(during)
             .err()
             .unwrap_or_else(|| Error::Device {
                 during: during.to_string(),
-                reason,
+                reason: refusal.to_string(),
             })
     }
 
@@ -875,7 +879,7 @@ impl ContextInner {
         let during = "waiting for submitted work";
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| self.device_error(during, e.to_string()))?;
+            .map_err(|e| self.device_error(during, crate::pipelines::DeviceRefusal::wait(e)))?;
         self.check_device_after_wait(during)
     }
 
@@ -926,7 +930,9 @@ impl ContextInner {
                 // A submission wgpu refused (numbered, never handed to the GPU) and no
                 // successful one after it yet: nothing of it runs, so wait for the queue.
                 Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
-                Err(e) => return Err(self.device_error(during, e.to_string())),
+                Err(e) => {
+                    return Err(self.device_error(during, crate::pipelines::DeviceRefusal::wait(e)))
+                }
                 Ok(_) if id.0 <= self.submissions.completed() => {
                     return self.check_device_after_wait(during)
                 }

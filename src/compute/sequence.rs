@@ -449,9 +449,9 @@ impl ContextInner {
                     self.timed_submission(timer, SubmissionId(0), false);
                 }
             }
-            let piece = encoded.map_err(|reason| Error::Device {
+            let piece = encoded.map_err(|refusal| Error::Device {
                 during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
-                reason,
+                reason: refusal.to_string(),
             })?;
             pieces.push(piece);
         }
@@ -476,11 +476,11 @@ impl ContextInner {
         for timer in timers {
             self.timed_submission(timer, id, popped.is_ok());
         }
-        popped.map_err(|reason| {
+        popped.map_err(|refusal| {
             self.after_refused_submission();
             Error::Device {
                 during: "submitting a gpu-arena sequence".into(),
-                reason,
+                reason: refusal.to_string(),
             }
         })?;
         for step in steps {

@@ -17,6 +17,7 @@
 use super::capture::CapturedIo;
 use crate::context::ContextInner;
 use crate::error::Result;
+use crate::pipelines::DeviceRefusal;
 use crate::step::Step;
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{create_staging, StagingBuffer, StagingKind};
@@ -390,15 +391,15 @@ fn read_mapped(
     inner
         .device
         .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| inner.device_error(during, e.to_string()))?;
+        .map_err(|e| inner.device_error(during, DeviceRefusal::wait(e)))?;
     rx.recv()
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()))
-        .map_err(|reason| inner.device_error(during, reason))?;
+        .map_err(DeviceRefusal::wait)
+        .and_then(|r| r.map_err(DeviceRefusal::wait))
+        .map_err(|refusal| inner.device_error(during, refusal))?;
     {
         let view = slice
             .get_mapped_range()
-            .map_err(|e| inner.device_error(during, e.to_string()))?;
+            .map_err(|e| inner.device_error(during, DeviceRefusal::wait(e)))?;
         read(&view);
     }
     buffer.unmap();

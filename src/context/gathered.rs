@@ -30,7 +30,7 @@
 
 use super::ContextInner;
 use crate::error::{Error, Result};
-use crate::pipelines::ErrorScopes;
+use crate::pipelines::{DeviceRefusal, ErrorScopes};
 use crate::step::{bind_group, encode_steps, GatheredSteps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::gathered_staging::GatheredStaging;
@@ -44,7 +44,7 @@ pub(crate) struct Gathered {
     /// The id the batch's submission gets: the next one, reserved by its first op.
     id: SubmissionId,
     /// The device's refusal of a batch when it was submitted, until a call reports it.
-    refusal: Option<String>,
+    refusal: Option<DeviceRefusal>,
     /// Whether submissions need the memory dependency to host reads (Vulkan), once known.
     host_barrier_needed: Option<bool>,
 }
@@ -300,9 +300,9 @@ impl ContextInner {
                 Err(wgpu::PollError::WrongSubmissionIndex(..)) => {
                     self.device
                         .poll(wgpu::PollType::wait_indefinitely())
-                        .map_err(|e| self.device_error(during, e.to_string()))?;
+                        .map_err(|e| self.device_error(during, DeviceRefusal::wait(e)))?;
                 }
-                Err(e) => return Err(self.device_error(during, e.to_string())),
+                Err(e) => return Err(self.device_error(during, DeviceRefusal::wait(e))),
                 Ok(_) => {}
             }
         }
@@ -314,7 +314,7 @@ impl ContextInner {
         self.lock_gathered().staging.bytes_held(self)
     }
 
-    fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: String) {
+    fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: DeviceRefusal) {
         // A warning, not an error: the next wait or flush returns the refusal as an `Err` (a
         // small upload into a buffer destroyed through the escape hatch is refused here now,
         // where its own submission used to refuse it).

@@ -2,7 +2,7 @@
 //! which arrays, which parameters, and grids cut to the device's limits.
 
 use super::geometry::{
-    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanLimits,
+    grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanError, PlanLimits,
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
 };
 use crate::array::{Access, ArrayStorage, DeviceArray};
@@ -198,9 +198,12 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     Ok(())
 }
 
-/// A plan whose parameters do not fit the kernels, as the error of the op that asked for it.
-pub(crate) fn planning_error(operation: &'static str, reason: String) -> Error {
-    Error::InvalidArgument { operation, reason }
+/// A plan refused, as the error of the op that asked for it.
+pub(crate) fn planning_error(operation: &'static str, refused: PlanError) -> Error {
+    Error::InvalidArgument {
+        operation,
+        reason: refused.to_string(),
+    }
 }
 
 impl Sequence {

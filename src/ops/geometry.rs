@@ -433,23 +433,49 @@ fn bind_range(first: u64, end: u64, alignment: u64) -> BindRange {
     }
 }
 
+/// Why a box copy or a fill cannot be planned as kernel dispatches; the op that asked turns it
+/// into [`Error::InvalidArgument`](crate::Error::InvalidArgument) with this text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PlanError {
+    /// A planned value does not fit the kernels' 32-bit parameter: a planning bug, refused
+    /// rather than truncated into a copy of the wrong bytes.
+    #[error(
+        "the planned {what} ({value}) does not fit a kernel's 32-bit parameter; this is a \
+         gpu-arena bug, please report it with the shapes involved"
+    )]
+    ParameterOverflow { what: &'static str, value: u64 },
+    /// A copy whose start moves between runs binds both arrays whole, and one is larger than
+    /// a binding may be on this device.
+    #[error(
+        "a start that changes between runs needs both arrays bound whole, and {bytes} bytes \
+         exceed this device's binding limit ({limit}): slice the arrays smaller, or record the \
+         op per run in a Sequence"
+    )]
+    MovingBindingTooLarge { bytes: u64, limit: u64 },
+    /// A copy whose start moves between runs is one dispatch, and its box has more items than
+    /// one dispatch takes.
+    #[error(
+        "a start that changes between runs needs one dispatch, and the box's {items} items \
+         exceed the {limit} one dispatch takes: copy smaller boxes"
+    )]
+    MovingBoxTooManyItems { items: u64, limit: u64 },
+}
+
 /// A planned value as one of the kernels' `u32` parameters. The planner keeps every binding
 /// within [`MAX_ADDRESSABLE_BINDING_BYTES`] and every dispatch within [`MAX_ITEMS`], so each
 /// value fits; one that did not would be a planning bug, refused here rather than truncated
 /// into a copy of the wrong bytes.
-fn kernel_u32(value: u64, what: &str) -> Result<u32, String> {
-    u32::try_from(value).map_err(|_| {
-        format!(
-            "the planned {what} ({value}) does not fit a kernel's 32-bit parameter; this is a \
-             gpu-arena bug, please report it with the shapes involved"
-        )
-    })
+fn kernel_u32(value: u64, what: &'static str) -> Result<u32, PlanError> {
+    u32::try_from(value).map_err(|_| PlanError::ParameterOverflow { what, value })
 }
 
 /// Plans the dispatches of a box copy (empty when the box is).
 ///
 /// Errors: why a piece's parameters do not fit the kernels (a planning bug, never truncated).
-pub(crate) fn plan_copy(copy: &BoxCopy, limits: &PlanLimits) -> Result<Vec<CopyDispatch>, String> {
+pub(crate) fn plan_copy(
+    copy: &BoxCopy,
+    limits: &PlanLimits,
+) -> Result<Vec<CopyDispatch>, PlanError> {
     if copy.is_empty() {
         return Ok(Vec::new());
     }
@@ -467,7 +493,7 @@ fn dispatch_for(
     piece: &BoxCopy,
     unit: CopyUnit,
     limits: &PlanLimits,
-) -> Result<CopyDispatch, String> {
+) -> Result<CopyDispatch, PlanError> {
     let (s0, s1) = piece.src_extent();
     let (d0, d1) = piece.dst_extent();
     let src = bind_range(s0, s1, limits.binding_alignment);
@@ -481,7 +507,7 @@ fn dispatch_in(
     unit: CopyUnit,
     src: BindRange,
     dst: BindRange,
-) -> Result<CopyDispatch, String> {
+) -> Result<CopyDispatch, PlanError> {
     let (s0, d0) = (piece.src_offset, piece.dst_offset);
     let u = unit.bytes();
     let (dense_rank, row_items) = match unit {
@@ -532,7 +558,7 @@ pub(crate) fn plan_movable_copy(
     src_bytes: u64,
     dst_bytes: u64,
     limits: &PlanLimits,
-) -> Result<Option<CopyDispatch>, String> {
+) -> Result<Option<CopyDispatch>, PlanError> {
     if copy.is_empty() {
         return Ok(None);
     }
@@ -546,17 +572,16 @@ pub(crate) fn plan_movable_copy(
     let (src, dst) = (whole(src_bytes), whole(dst_bytes));
     let max = limits.max_binding_bytes.min(MAX_ADDRESSABLE_BINDING_BYTES);
     if src.size.max(dst.size) > max {
-        return Err(format!(
-            "a start that changes between runs needs both arrays bound whole, and {} bytes exceed this device's binding limit ({max}): slice the arrays smaller, or record the op per run in a Sequence",
-            src.size.max(dst.size)
-        ));
+        return Err(PlanError::MovingBindingTooLarge {
+            bytes: src.size.max(dst.size),
+            limit: max,
+        });
     }
     if piece.items(unit) > limits.max_items {
-        return Err(format!(
-            "a start that changes between runs needs one dispatch, and the box's {} items exceed the {} one dispatch takes: copy smaller boxes",
-            piece.items(unit),
-            limits.max_items
-        ));
+        return Err(PlanError::MovingBoxTooManyItems {
+            items: piece.items(unit),
+            limit: limits.max_items,
+        });
     }
     dispatch_in(&piece, unit, src, dst).map(Some)
 }
@@ -605,7 +630,7 @@ pub(crate) fn plan_fill(
     bytes: u64,
     pattern: [u32; 4],
     limits: &PlanLimits,
-) -> Result<Vec<FillDispatch>, String> {
+) -> Result<Vec<FillDispatch>, PlanError> {
     let total = bytes.next_multiple_of(VEC4_BYTES);
     let piece = (limits.span_budget().min(limits.max_items * VEC4_BYTES)) / ROW_PIECE_ALIGNMENT
         * ROW_PIECE_ALIGNMENT;
@@ -986,7 +1011,15 @@ mod tests {
 
     #[test]
     fn a_value_past_32_bits_is_refused_not_truncated() {
-        let reason = kernel_u32(5_000_000_000, "source stride").unwrap_err();
+        let refused = kernel_u32(5_000_000_000, "source stride").unwrap_err();
+        assert_eq!(
+            refused,
+            PlanError::ParameterOverflow {
+                what: "source stride",
+                value: 5_000_000_000
+            }
+        );
+        let reason = refused.to_string();
         assert!(
             reason.contains("source stride (5000000000)") && reason.contains("bug"),
             "{reason}"

@@ -5,7 +5,7 @@
 //! and a run only rewrites the parameters' bases (a KV cache's write position, XLA's dynamic
 //! offsets).
 
-use super::builtin::{Binding, Dispatch, Params};
+use super::builtin::{planning_error, Binding, Dispatch, Params};
 use super::dynamic_slice::slice_box;
 use super::geometry::{
     plan_movable_copy, row_major_strides, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
@@ -155,7 +155,7 @@ impl Capture {
             dst.0.size_in_bytes(),
             &limits,
         )
-        .map_err(|reason| Error::InvalidArgument { operation, reason })?;
+        .map_err(|refused| planning_error(operation, refused))?;
         let Some(planned) = planned else {
             // An empty box moves nothing: nothing to record.
             return Ok(());

@@ -2,6 +2,64 @@
 //! pipeline is made or commands are encoded are caught in error scopes and returned to the
 //! caller, instead of reaching the device's uncaptured-error handler (which only logs).
 
+/// What the device (or the encoder) refused while work was made, encoded or submitted: its
+/// kind, which a caller may act on, and the text for the user's error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub(crate) struct DeviceRefusal {
+    /// Which error scope caught it, or an encoding the crate refused itself.
+    pub(crate) kind: RefusalKind,
+    /// wgpu's text on one line, each cause once ([`describe_wgpu_error`]), or the crate's.
+    pub(crate) message: String,
+}
+
+/// The kinds of [`DeviceRefusal`]: wgpu's three error filters, and the crate's own refusal to
+/// encode a step that cannot be encoded (a bug in the crate, reported rather than recorded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RefusalKind {
+    /// A validation error (a bad binding, a buffer destroyed through the escape hatch).
+    Validation,
+    /// The device ran out of memory.
+    OutOfMemory,
+    /// An internal error of wgpu or the driver.
+    Internal,
+    /// A step the encoder cannot encode.
+    Encoding,
+    /// A wait for the device, or a mapping of a buffer, that failed.
+    Wait,
+}
+
+impl DeviceRefusal {
+    /// The refusal `error` stands for.
+    pub(crate) fn from_wgpu(error: &wgpu::Error) -> Self {
+        let kind = match error {
+            wgpu::Error::OutOfMemory { .. } => RefusalKind::OutOfMemory,
+            wgpu::Error::Validation { .. } => RefusalKind::Validation,
+            _ => RefusalKind::Internal,
+        };
+        Self {
+            kind,
+            message: describe_wgpu_error(error),
+        }
+    }
+
+    /// The encoder's own refusal of a step, in the crate's words.
+    pub(crate) fn encoding(message: impl Into<String>) -> Self {
+        Self {
+            kind: RefusalKind::Encoding,
+            message: message.into(),
+        }
+    }
+
+    /// A failed wait or mapping, in wgpu's words.
+    pub(crate) fn wait(error: impl std::fmt::Display) -> Self {
+        Self {
+            kind: RefusalKind::Wait,
+            message: error.to_string(),
+        }
+    }
+}
+
 /// The three error scopes of one piece of work, innermost last.
 pub(crate) struct ErrorScopes {
     scopes: [wgpu::ErrorScopeGuard; 3],
@@ -19,10 +77,10 @@ impl ErrorScopes {
         }
     }
 
-    /// Closes the scopes; the first error caught, with its causes, as text.
-    pub(crate) fn pop(self) -> Result<(), String> {
+    /// Closes the scopes; the first error caught, with its kind and causes.
+    pub(crate) fn pop(self) -> Result<(), DeviceRefusal> {
         self.pop_error()
-            .map_or(Ok(()), |error| Err(describe_wgpu_error(&error)))
+            .map_or(Ok(()), |error| Err(DeviceRefusal::from_wgpu(&error)))
     }
 
     /// Closes the scopes; the first error caught, for callers that word it themselves.
@@ -89,7 +147,35 @@ pub(crate) fn wgpu_error_causes(error: &wgpu::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::describe_wgpu_error;
+    use super::{describe_wgpu_error, DeviceRefusal, RefusalKind};
+
+    #[test]
+    fn a_refusal_keeps_the_kind_of_the_scope_that_caught_it_and_its_text() {
+        let out_of_memory = wgpu::Error::OutOfMemory {
+            source: Box::new(Chained("Not enough memory left.", None)),
+        };
+        let refusal = DeviceRefusal::from_wgpu(&out_of_memory);
+        assert_eq!(refusal.kind, RefusalKind::OutOfMemory);
+        assert_eq!(refusal.to_string(), describe_wgpu_error(&out_of_memory));
+        let validation = wgpu::Error::Validation {
+            source: Box::new(Chained("Buffer is destroyed", None)),
+            description: "Validation Error".into(),
+        };
+        assert_eq!(
+            DeviceRefusal::from_wgpu(&validation).kind,
+            RefusalKind::Validation
+        );
+        let internal = wgpu::Error::Internal {
+            source: Box::new(Chained("driver", None)),
+            description: "Internal Error".into(),
+        };
+        assert_eq!(
+            DeviceRefusal::from_wgpu(&internal).kind,
+            RefusalKind::Internal
+        );
+        assert_eq!(DeviceRefusal::wait("timed out").kind, RefusalKind::Wait);
+        assert_eq!(DeviceRefusal::encoding("unstaged").to_string(), "unstaged");
+    }
 
     /// An error with a source, as wgpu-core's are chained.
     #[derive(Debug)]

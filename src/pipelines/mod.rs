@@ -41,5 +41,5 @@ pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
 
 pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
-pub(crate) use error_scopes::{describe_wgpu_error, ErrorScopes};
+pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;

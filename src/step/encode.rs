@@ -3,7 +3,9 @@
 //! (so a guarantee proven for one holds for the other).
 
 use super::{BoundRange, DispatchTimer, Step};
-use crate::pipelines::{Compiled, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind};
+use crate::pipelines::{
+    Compiled, DeviceRefusal, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind,
+};
 
 /// A command buffer of encoded steps, and the parameter bytes to write into their parameter
 /// buffer before it is submitted (`None` when no step needs a slot of it).
@@ -76,7 +78,7 @@ pub(crate) fn encode_steps(
     params: &mut ParamsBuffer,
     steps: &[Step],
     timer: Option<&mut DispatchTimer>,
-) -> Result<EncodedSteps, String> {
+) -> Result<EncodedSteps, DeviceRefusal> {
     let align = uniform_alignment.max(4);
     // Slots: each uniform parameter block at an aligned offset of one buffer.
     let mut offsets = Vec::with_capacity(steps.len());
@@ -130,7 +132,7 @@ pub(crate) fn encode_bound_steps(
     prelude: &[Step],
     steps: &[Step],
     timer: Option<&mut DispatchTimer>,
-) -> Result<wgpu::CommandBuffer, String> {
+) -> Result<wgpu::CommandBuffer, DeviceRefusal> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena captured run"),
     });
@@ -149,7 +151,7 @@ fn record_commands(
     offsets: &[Option<u64>],
     params_buffer: Option<&wgpu::Buffer>,
     timer: Option<&mut DispatchTimer>,
-) -> Result<wgpu::CommandBuffer, String> {
+) -> Result<wgpu::CommandBuffer, DeviceRefusal> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
     });
@@ -166,7 +168,7 @@ fn record_into(
     offsets: &[Option<u64>],
     params_buffer: Option<&wgpu::Buffer>,
     mut timer: Option<&mut DispatchTimer>,
-) -> Result<(), String> {
+) -> Result<(), DeviceRefusal> {
     let mut i = 0;
     while i < steps.len() {
         match &steps[i] {
@@ -258,7 +260,9 @@ fn record_into(
             }
             Step::Upload { .. } => {
                 // Only the gathered batch takes these, and it stages each one first.
-                return Err("an upload step reached the encoder without being staged".into());
+                return Err(DeviceRefusal::encoding(
+                    "an upload step reached the encoder without being staged",
+                ));
             }
         }
     }
