@@ -11,6 +11,7 @@
 
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
+use gpu_arena::error::RecorderKind;
 use gpu_arena::{Context, DeviceArray, Error, TransferGuard, TransferGuardLevel};
 use lexopt::prelude::*;
 
@@ -443,7 +444,9 @@ fn pending(group: &Collectives) -> anyhow::Result<()> {
         Ok(_) => bail!("the all_reduce ran over an array pending in a Sequence"),
         Err(donated) => {
             match (&donated.error, rank) {
-                (Error::InvalidArgument { reason, .. }, 0) if reason.contains("Sequence") => {
+                (Error::PendingInRecorder { recorder, .. }, 0)
+                    if recorder.kind == RecorderKind::Sequence =>
+                {
                     println!("LOCAL rank {rank}: {}", donated.error)
                 }
                 (Error::Collective { .. }, r) if r > 0 => {

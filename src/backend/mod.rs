@@ -69,7 +69,7 @@ pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElemen
 pub(crate) use pipeline_cache::create_pipeline_cache;
 pub(crate) use private_files::{
     create_new_private_file, private_dir, read_private_file, replace_private_file,
-    runs_with_borrowed_identity, unguessable_name, write_named_file,
+    runs_with_borrowed_identity, unguessable_name, write_named_file, PrivateFileRefusal,
 };
 pub use vulkan::VulkanLimits;
 pub(crate) use vulkan::{heap_budgets, vulkan_limits};

@@ -74,6 +74,53 @@ fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Why a private directory or file is refused: each variant's text says what to change.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PrivateFileRefusal {
+    /// The directory could not be created.
+    #[error("could not create it: {0}")]
+    Create(io::Error),
+    /// Its metadata could not be read.
+    #[error("could not inspect it: {0}")]
+    Inspect(io::Error),
+    /// The file could not be opened or read.
+    #[error("could not read it: {0}")]
+    Read(io::Error),
+    /// A directory was asked for and something else is there.
+    #[error("it is not a directory")]
+    NotADirectory,
+    /// A file was asked for and a directory is there.
+    #[error("it is a directory, not a file")]
+    ADirectory,
+    /// A FIFO, socket or device is there.
+    #[error("it is not a regular file (a FIFO, socket or device)")]
+    NotRegular,
+    /// A symbolic link is there.
+    #[error("it is a symbolic link, which is never followed")]
+    Link,
+    /// The directory belongs to another user.
+    #[error(
+        "it belongs to another user (uid {owner}, this process runs as uid {user}), who could \
+         plant links or forged files in it; use a directory of your own"
+    )]
+    DirectoryOfAnotherUser { owner: u32, user: u32 },
+    /// The directory's group or other users may write to it.
+    #[error(
+        "its group or other users may write to it (mode {mode:04o}) and so plant links or \
+         forged files in it; make it private (chmod 700) or use another directory"
+    )]
+    DirectoryWritableByOthers { mode: u32 },
+    /// The file belongs to another user.
+    #[error("it belongs to another user (uid {owner}, this process runs as uid {user})")]
+    FileOfAnotherUser { owner: u32, user: u32 },
+    /// The file's group or other users may write to it.
+    #[error("its group or other users may write to it (mode {mode:04o})")]
+    FileWritableByOthers { mode: u32 },
+    /// The file is larger than the caller reads.
+    #[error("it holds {bytes} bytes, more than the {max_bytes} bytes of any file read here")]
+    TooLarge { bytes: u64, max_bytes: u64 },
+}
+
 /// Creates `dir` and its missing parents (mode 0700 on Unix, before the umask), then checks
 /// that the directory is fit to hold the crate's files: a directory, owned by the effective
 /// user, that neither the group nor others may write.
@@ -84,36 +131,30 @@ fn effective_uid() -> u32 {
 ///
 /// Errors: why not, in words that name what to change (another user's directory, a mode that
 /// lets others write, not a directory, or the file system's error).
-pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn private_dir(dir: &Path) -> Result<(), PrivateFileRefusal> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     builder.mode(PRIVATE_DIR_MODE);
-    builder
-        .create(dir)
-        .map_err(|e| format!("could not create it: {e}"))?;
+    builder.create(dir).map_err(PrivateFileRefusal::Create)?;
     // Follows a link at the last component: a link the user made to a directory of theirs is
     // fine, one to anything else is judged by what it points to.
-    let metadata = std::fs::metadata(dir).map_err(|e| format!("could not inspect it: {e}"))?;
+    let metadata = std::fs::metadata(dir).map_err(PrivateFileRefusal::Inspect)?;
     if !metadata.is_dir() {
-        return Err("it is not a directory".into());
+        return Err(PrivateFileRefusal::NotADirectory);
     }
     #[cfg(unix)]
     {
         let uid = effective_uid();
         if metadata.uid() != uid {
-            return Err(format!(
-                "it belongs to another user (uid {}, this process runs as uid {uid}), who could \
-                 plant links or forged files in it; use a directory of your own",
-                metadata.uid()
-            ));
+            return Err(PrivateFileRefusal::DirectoryOfAnotherUser {
+                owner: metadata.uid(),
+                user: uid,
+            });
         }
         let mode = metadata.permissions().mode() & 0o7777;
         if mode & GROUP_OR_OTHERS_WRITE != 0 {
-            return Err(format!(
-                "its group or other users may write to it (mode {mode:04o}) and so plant links \
-                 or forged files in it; make it private (chmod 700) or use another directory"
-            ));
+            return Err(PrivateFileRefusal::DirectoryWritableByOthers { mode });
         }
     }
     Ok(())
@@ -125,7 +166,10 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
 /// (on Unix), of at most `max_bytes` bytes (read no further, should it grow meanwhile).
 ///
 /// Errors: why the file is not read, in words.
-pub(crate) fn read_private_file(path: &Path, max_bytes: u64) -> Result<Option<Vec<u8>>, String> {
+pub(crate) fn read_private_file(
+    path: &Path,
+    max_bytes: u64,
+) -> Result<Option<Vec<u8>>, PrivateFileRefusal> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
@@ -133,54 +177,49 @@ pub(crate) fn read_private_file(path: &Path, max_bytes: u64) -> Result<Option<Ve
     let file = match options.open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if is_link_refusal(&e, path) => {
-            return Err("it is a symbolic link, which is never followed".into())
-        }
-        Err(e) => return Err(format!("could not read it: {e}")),
+        Err(e) if is_link_refusal(&e, path) => return Err(PrivateFileRefusal::Link),
+        Err(e) => return Err(PrivateFileRefusal::Read(e)),
     };
-    let metadata = file
-        .metadata()
-        .map_err(|e| format!("could not inspect it: {e}"))?;
+    let metadata = file.metadata().map_err(PrivateFileRefusal::Inspect)?;
     if metadata.is_dir() {
-        return Err("it is a directory, not a file".into());
+        return Err(PrivateFileRefusal::ADirectory);
     }
     if !metadata.is_file() {
-        return Err("it is not a regular file (a FIFO, socket or device)".into());
+        return Err(PrivateFileRefusal::NotRegular);
     }
     #[cfg(unix)]
     {
         let uid = effective_uid();
         if metadata.uid() != uid {
-            return Err(format!(
-                "it belongs to another user (uid {}, this process runs as uid {uid})",
-                metadata.uid()
-            ));
+            return Err(PrivateFileRefusal::FileOfAnotherUser {
+                owner: metadata.uid(),
+                user: uid,
+            });
         }
         let mode = metadata.permissions().mode() & 0o7777;
         if mode & GROUP_OR_OTHERS_WRITE != 0 {
-            return Err(format!(
-                "its group or other users may write to it (mode {mode:04o})"
-            ));
+            return Err(PrivateFileRefusal::FileWritableByOthers { mode });
         }
     }
     if metadata.len() > max_bytes {
-        return Err(too_large(metadata.len(), max_bytes));
+        return Err(PrivateFileRefusal::TooLarge {
+            bytes: metadata.len(),
+            max_bytes,
+        });
     }
     let mut bytes = Vec::new();
     file.take(max_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("could not read it: {e}"))?;
+        .map_err(PrivateFileRefusal::Read)?;
     // It may have grown since `fstat`.
     let read = bytes.len() as u64;
     if read > max_bytes {
-        return Err(too_large(read, max_bytes));
+        return Err(PrivateFileRefusal::TooLarge {
+            bytes: read,
+            max_bytes,
+        });
     }
     Ok(Some(bytes))
-}
-
-/// Why a file of `bytes` bytes is not read.
-fn too_large(bytes: u64, max_bytes: u64) -> String {
-    format!("it holds {bytes} bytes, more than the {max_bytes} bytes of any file read here")
 }
 
 /// True when opening `path` failed because its last component is a symbolic link (`ELOOP`
@@ -364,11 +403,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         for mode in [0o777, 0o770, 0o1777] {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
-            let reason = private_dir(&dir).unwrap_err();
+            let refused = private_dir(&dir).unwrap_err();
             assert!(
-                reason.contains("may write to it") && reason.contains("chmod 700"),
-                "{mode:o}: {reason}"
+                matches!(refused, PrivateFileRefusal::DirectoryWritableByOthers { mode: m } if m == mode),
+                "{mode:o}: {refused:?}"
             );
+            let reason = refused.to_string();
+            assert!(reason.contains("chmod 700"), "{mode:o}: {reason}");
         }
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         private_dir(&dir).unwrap();
@@ -385,8 +426,17 @@ mod tests {
         let dir = scratch("owner");
         std::fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::chown(&dir, Some(4242), None).unwrap();
-        let reason = private_dir(&dir).unwrap_err();
-        assert!(reason.contains("another user (uid 4242"), "{reason}");
+        let refused = private_dir(&dir).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                PrivateFileRefusal::DirectoryOfAnotherUser {
+                    owner: 4242,
+                    user: 0
+                }
+            ),
+            "{refused:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -398,22 +448,35 @@ mod tests {
         let target = dir.join("target");
         std::fs::write(&target, b"secret").unwrap();
         std::os::unix::fs::symlink(&target, dir.join("link")).unwrap();
-        let reason = read_private_file(&dir.join("link"), 100).unwrap_err();
-        assert!(reason.contains("symbolic link"), "{reason}");
+        let refused = read_private_file(&dir.join("link"), 100).unwrap_err();
+        assert!(matches!(refused, PrivateFileRefusal::Link), "{refused:?}");
         if std::process::Command::new("mkfifo")
             .arg(dir.join("fifo"))
             .status()
             .is_ok_and(|s| s.success())
         {
-            let reason = read_private_file(&dir.join("fifo"), 100).unwrap_err();
-            assert!(reason.contains("not a regular file"), "{reason}");
+            let refused = read_private_file(&dir.join("fifo"), 100).unwrap_err();
+            assert!(
+                matches!(refused, PrivateFileRefusal::NotRegular),
+                "{refused:?}"
+            );
             let err = write_named_file(&dir.join("fifo"), b"x").unwrap_err();
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{err}");
             assert!(err.to_string().contains("not a regular file"), "{err}");
         }
         std::fs::write(dir.join("big"), [0u8; 101]).unwrap();
-        let reason = read_private_file(&dir.join("big"), 100).unwrap_err();
-        assert!(reason.contains("more than the 100 bytes"), "{reason}");
+        let refused = read_private_file(&dir.join("big"), 100).unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                PrivateFileRefusal::TooLarge {
+                    bytes: 101,
+                    max_bytes: 100
+                }
+            ),
+            "{refused:?}"
+        );
+        assert!(refused.to_string().contains("more than the 100 bytes"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -425,12 +488,12 @@ mod tests {
         let file = dir.join("f");
         std::fs::write(&file, b"data").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
-        let reason = read_private_file(&file, 100).unwrap_err();
+        let reason = read_private_file(&file, 100).unwrap_err().to_string();
         assert!(reason.contains("mode 0666"), "{reason}");
         if effective_uid() == 0 {
             std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
             std::os::unix::fs::chown(&file, Some(4242), None).unwrap();
-            let reason = read_private_file(&file, 100).unwrap_err();
+            let reason = read_private_file(&file, 100).unwrap_err().to_string();
             assert!(reason.contains("uid 4242"), "{reason}");
         }
         let _ = std::fs::remove_dir_all(&dir);

@@ -207,14 +207,11 @@ impl Header {
 
     /// The header in `words`, its refusal code and list fingerprint, or what is wrong with it
     /// (the list's shapes themselves do not travel: the fingerprint stands for them).
-    fn decode(words: &[u64]) -> std::result::Result<(Header, u64, u64), String> {
+    fn decode(words: &[u64]) -> std::result::Result<(Header, u64, u64), UnreadableHeader> {
         if words[0] != MAGIC {
-            return Err(
-                "a header of another gpu-arena version (or another MPI call of the same size)"
-                    .into(),
-            );
+            return Err(UnreadableHeader::OtherVersion);
         }
-        let kind = Kind::from_code(words[1]).ok_or("an unknown collective")?;
+        let kind = Kind::from_code(words[1]).ok_or(UnreadableHeader::UnknownCollective)?;
         let rank = (words[4] as usize).min(MAX_RANK);
         let shape = words[5..5 + rank].iter().map(|&d| d as usize).collect();
         Ok((
@@ -279,6 +276,18 @@ impl Header {
             "the arrays' shapes differ"
         }
     }
+}
+
+/// What another rank sent instead of a header this build can read (named in the error that
+/// says every rank must run the same build).
+#[derive(Debug, thiserror::Error)]
+enum UnreadableHeader {
+    /// The magic word is not this build's.
+    #[error("a header of another gpu-arena version (or another MPI call of the same size)")]
+    OtherVersion,
+    /// The collective's code is not one this build knows.
+    #[error("an unknown collective")]
+    UnknownCollective,
 }
 
 /// Exchanges headers with every rank of `comm` and returns the common verdict: this rank's

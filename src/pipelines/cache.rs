@@ -215,9 +215,9 @@ impl KernelState {
         let source = kernel.source();
         // The library's own sources are small and shallow: parsed on the caller's thread.
         let reflected = parse_and_reflect(KernelSource::Wgsl(&source), "main", kernel.constants())
-            .map_err(|message| Error::KernelCompile {
+            .map_err(|refused| Error::KernelCompile {
                 kernel: kernel.name().to_string(),
-                message,
+                message: refused.to_string(),
             })?;
         let limits = device.limits();
         let compiled = self.compile(device, adapter, &limits, kernel.name(), reflected, started)?;
@@ -347,7 +347,7 @@ fn prepare(
             .spawn_scoped(scope, || parse_and_reflect(source, entry_point, constants))
             .map_err(|e| failed(format!("could not start the compiler's thread: {e}")))?;
         match worker.join() {
-            Ok(reflected) => reflected.map_err(failed),
+            Ok(reflected) => reflected.map_err(|refused| failed(refused.to_string())),
             Err(panic) => {
                 let what = panic
                     .downcast_ref::<&str>()
@@ -362,25 +362,41 @@ fn prepare(
     })
 }
 
+/// Why a kernel's source is refused before it reaches the device: the compiler's message, or
+/// why the module cannot be a kernel.
+#[derive(Debug, thiserror::Error)]
+enum SourceRefusal {
+    /// The WGSL front end's message, pointing at the line.
+    #[error("{0}")]
+    Wgsl(String),
+    /// The SPIR-V front end's error.
+    #[error("SPIR-V: {0}")]
+    SpirV(naga::front::spv::Error),
+    /// The module parsed but cannot be a gpu-arena kernel.
+    #[error("{}", .0.0)]
+    Reflect(super::reflect::ReflectError),
+}
+
 /// Parses a kernel's source into naga IR and reflects it; a syntax error is the compiler's
 /// message, pointing at the line.
 fn parse_and_reflect(
     source: KernelSource<'_>,
     entry_point: &str,
     constants: &[(&str, f64)],
-) -> std::result::Result<ReflectedKernel, String> {
+) -> std::result::Result<ReflectedKernel, SourceRefusal> {
     let (module, text) = match source {
         KernelSource::Wgsl(text) => (
-            naga::front::wgsl::parse_str(text).map_err(|e| e.emit_to_string(text))?,
+            naga::front::wgsl::parse_str(text)
+                .map_err(|e| SourceRefusal::Wgsl(e.emit_to_string(text)))?,
             Some(text),
         ),
         KernelSource::SpirV(words) => (
             naga::front::spv::parse_u8_slice(bytemuck::cast_slice(words), &Default::default())
-                .map_err(|e| format!("SPIR-V: {e}"))?,
+                .map_err(SourceRefusal::SpirV)?,
             None,
         ),
     };
-    reflect_kernel(module, entry_point, constants, text).map_err(|e| e.0)
+    reflect_kernel(module, entry_point, constants, text).map_err(SourceRefusal::Reflect)
 }
 
 /// The bind group layout of a kernel: every storage array `read_write` (see `reflect.rs`), the

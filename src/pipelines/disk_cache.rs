@@ -24,7 +24,7 @@
 
 use super::error_scopes::{wgpu_error_causes, ErrorScopes};
 use super::KernelCacheStats;
-use crate::backend::{private_dir, read_private_file, replace_private_file};
+use crate::backend::{private_dir, read_private_file, replace_private_file, PrivateFileRefusal};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -164,7 +164,9 @@ impl DiskCache {
                  {reason} (kernels compile without a cache on disk)",
                 dir.display()
             );
-            stats.disk_cache_load = DiskCacheLoad::DirectoryRefused { reason };
+            stats.disk_cache_load = DiskCacheLoad::DirectoryRefused {
+                reason: reason.to_string(),
+            };
             return None;
         }
         stats.disk_cache_file = Some(file.clone());
@@ -174,7 +176,7 @@ impl DiskCache {
                 return create_empty(device);
             }
             Ok(Some(data)) => data,
-            Err(reason) => return discard(device, &file, reason, stats),
+            Err(reason) => return discard(device, &file, reason.to_string(), stats),
         };
         let scopes = ErrorScopes::push(device);
         let cache =
@@ -214,7 +216,7 @@ impl DiskCache {
                     );
                     self.write_failure_logged = true;
                 }
-                stats.disk_cache_write_error = Some(reason);
+                stats.disk_cache_write_error = Some(reason.to_string());
             }
         }
     }
@@ -274,40 +276,66 @@ impl CacheFileData {
     }
 }
 
+/// Why the cache file is not used or not written: each variant's text says what is wrong.
+#[derive(Debug, thiserror::Error)]
+enum CacheFileRefusal {
+    /// Refused as a private file (a link, another user's file, a FIFO, ...).
+    #[error(transparent)]
+    File(#[from] PrivateFileRefusal),
+    /// The file has no bytes.
+    #[error("it is empty")]
+    Empty,
+    /// The file is shorter than the trailer.
+    #[error("it holds {file_bytes} bytes, too few for a gpu-arena pipeline cache (truncated)")]
+    Truncated { file_bytes: u64 },
+    /// The file does not end with [`TRAILER_MAGIC`].
+    #[error(
+        "it does not end with gpu-arena's trailer (truncated, or written by another program \
+         or an older gpu-arena)"
+    )]
+    NoTrailer,
+    /// The checksum in the trailer is not the data's.
+    #[error(
+        "its checksum does not match its data (stored {stored:#018x}, computed \
+         {computed:#018x}): the file is damaged"
+    )]
+    Checksum { stored: u64, computed: u64 },
+    /// The driver's data is larger than a cache file may be.
+    #[error(
+        "the driver's data ({data_bytes} bytes) is larger than the {MAX_FILE_BYTES} bytes a \
+         cache file may hold"
+    )]
+    TooLarge { data_bytes: usize },
+    /// Writing the file failed.
+    #[error("{0}")]
+    Write(std::io::Error),
+}
+
 /// The file's data if it is there and intact; `Ok(None)` when there is no file; otherwise
 /// why it cannot be used. A link is not followed, a FIFO not waited on, and a file another
 /// user could have written is not used (`read_private_file`).
-fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
+fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, CacheFileRefusal> {
     let Some(bytes) = read_private_file(file, MAX_FILE_BYTES)? else {
         return Ok(None);
     };
     let file_bytes = bytes.len() as u64;
     if bytes.is_empty() {
-        return Err("it is empty".into());
+        return Err(CacheFileRefusal::Empty);
     }
     let Some(body_bytes) = bytes.len().checked_sub(TRAILER_BYTES) else {
-        return Err(format!(
-            "it holds {file_bytes} bytes, too few for a gpu-arena pipeline cache (truncated)"
-        ));
+        return Err(CacheFileRefusal::Truncated { file_bytes });
     };
     let (body, trailer) = bytes.split_at(body_bytes);
     let (stored, magic) = trailer.split_at(TRAILER_BYTES - TRAILER_MAGIC.len());
     if magic != TRAILER_MAGIC {
-        return Err(
-            "it does not end with gpu-arena's trailer (truncated, or written by another \
-             program or an older gpu-arena)"
-                .into(),
-        );
+        return Err(CacheFileRefusal::NoTrailer);
     }
     let mut checksum_bytes = [0u8; 8];
     checksum_bytes.copy_from_slice(stored);
     let stored = u64::from_le_bytes(checksum_bytes);
     let computed = checksum(body);
     if stored != computed {
-        return Err(format!(
-            "its checksum does not match its data (stored {stored:#018x}, computed \
-             {computed:#018x}): the file is damaged"
-        ));
+        return Err(CacheFileRefusal::Checksum { stored, computed });
     }
     Ok(Some(CacheFileData { bytes, file_bytes }))
 }
@@ -315,20 +343,18 @@ fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, String> {
 /// Writes `data` and its trailer to `file` through a new temporary file of an unguessable name
 /// and a rename, so that a reader never sees half a file and a planted link is replaced, never
 /// written through; returns the bytes written or why not.
-fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, String> {
+fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, CacheFileRefusal> {
     if data.len() as u64 + TRAILER_BYTES as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "the driver's data ({} bytes) is larger than the {MAX_FILE_BYTES} bytes a cache file \
-             may hold",
-            data.len()
-        ));
+        return Err(CacheFileRefusal::TooLarge {
+            data_bytes: data.len(),
+        });
     }
     let mut contents = Vec::with_capacity(data.len() + TRAILER_BYTES);
     contents.extend_from_slice(data);
     contents.extend_from_slice(&checksum(data).to_le_bytes());
     contents.extend_from_slice(&TRAILER_MAGIC);
     // The directory was created and checked when the cache opened.
-    replace_private_file(file, &contents).map_err(|e| e.to_string())?;
+    replace_private_file(file, &contents).map_err(CacheFileRefusal::Write)?;
     Ok(contents.len() as u64)
 }
 
@@ -377,10 +403,13 @@ mod tests {
             let mut bad = good.clone();
             bad[i] ^= 0x5a;
             std::fs::write(&file, &bad).unwrap();
-            let reason = read_cache_file(&file).err().expect("refused");
+            let refused = read_cache_file(&file).err().expect("refused");
             assert!(
-                reason.contains("checksum") || reason.contains("trailer"),
-                "byte {i}: {reason}"
+                matches!(
+                    refused,
+                    CacheFileRefusal::Checksum { .. } | CacheFileRefusal::NoTrailer
+                ),
+                "byte {i}: {refused}"
             );
         }
         let _ = std::fs::remove_dir_all(&dir);
@@ -391,14 +420,23 @@ mod tests {
         let dir = temporary_dir("odd");
         assert!(read_cache_file(&dir.join("none.bin")).unwrap().is_none());
         std::fs::create_dir_all(dir.join("a-directory.bin")).unwrap();
-        let reason = read_cache_file(&dir.join("a-directory.bin")).err().unwrap();
-        assert!(reason.contains("directory"), "{reason}");
+        let refused = read_cache_file(&dir.join("a-directory.bin")).err().unwrap();
+        assert!(
+            matches!(
+                refused,
+                CacheFileRefusal::File(PrivateFileRefusal::ADirectory)
+            ),
+            "{refused}"
+        );
         std::fs::write(dir.join("empty.bin"), b"").unwrap();
-        let reason = read_cache_file(&dir.join("empty.bin")).err().unwrap();
-        assert!(reason.contains("empty"), "{reason}");
+        let refused = read_cache_file(&dir.join("empty.bin")).err().unwrap();
+        assert!(matches!(refused, CacheFileRefusal::Empty), "{refused}");
         std::fs::write(dir.join("short.bin"), b"gpuarena").unwrap();
-        let reason = read_cache_file(&dir.join("short.bin")).err().unwrap();
-        assert!(reason.contains("too few"), "{reason}");
+        let refused = read_cache_file(&dir.join("short.bin")).err().unwrap();
+        assert!(
+            matches!(refused, CacheFileRefusal::Truncated { file_bytes: 8 }),
+            "{refused}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -407,10 +445,11 @@ mod tests {
         let dir = temporary_dir("unwritable");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("plain"), b"not a directory").unwrap();
-        let reason = write_cache_file(&dir.join("plain/sub/cache.bin"), b"data")
+        let refused = write_cache_file(&dir.join("plain/sub/cache.bin"), b"data")
             .err()
             .unwrap();
-        assert!(reason.contains("os error"), "{reason}");
+        assert!(matches!(refused, CacheFileRefusal::Write(_)), "{refused}");
+        assert!(refused.to_string().contains("os error"), "{refused}");
         assert_eq!(
             std::fs::read(dir.join("plain")).unwrap(),
             b"not a directory"
@@ -422,10 +461,10 @@ mod tests {
     fn a_failed_rename_leaves_no_temporary_file_behind() {
         let dir = temporary_dir("rename");
         std::fs::create_dir_all(dir.join("cache.bin/inside")).unwrap();
-        let reason = write_cache_file(&dir.join("cache.bin"), b"data")
+        let refused = write_cache_file(&dir.join("cache.bin"), b"data")
             .err()
             .unwrap();
-        assert!(reason.contains("os error"), "{reason}");
+        assert!(matches!(refused, CacheFileRefusal::Write(_)), "{refused}");
         let entries: Vec<_> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name())
@@ -443,8 +482,11 @@ mod tests {
         std::fs::write(&target, b"the user's data").unwrap();
         let file = dir.join("cache.bin");
         std::os::unix::fs::symlink(&target, &file).unwrap();
-        let reason = read_cache_file(&file).err().expect("refused");
-        assert!(reason.contains("symbolic link"), "{reason}");
+        let refused = read_cache_file(&file).err().expect("refused");
+        assert!(
+            matches!(refused, CacheFileRefusal::File(PrivateFileRefusal::Link)),
+            "{refused}"
+        );
         write_cache_file(&file, b"driver data").unwrap();
         assert!(!std::fs::symlink_metadata(&file)
             .unwrap()
@@ -497,11 +539,17 @@ mod tests {
         let (sender, receiver) = std::sync::mpsc::channel();
         let reading = file.clone();
         std::thread::spawn(move || sender.send(read_cache_file(&reading).err()));
-        let reason = receiver
+        let refused = receiver
             .recv_timeout(std::time::Duration::from_secs(60))
             .expect("reading a FIFO must not wait for a writer")
             .expect("refused");
-        assert!(reason.contains("not a regular file"), "{reason}");
+        assert!(
+            matches!(
+                refused,
+                CacheFileRefusal::File(PrivateFileRefusal::NotRegular)
+            ),
+            "{refused}"
+        );
         write_cache_file(&file, b"driver data").unwrap();
         assert!(read_cache_file(&file).unwrap().is_some());
         let _ = std::fs::remove_dir_all(&dir);

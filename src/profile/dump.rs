@@ -168,7 +168,7 @@ impl ContextInner {
         let written = if runs_with_borrowed_identity() {
             Err("the process runs setuid or setgid, and such a process writes no dump".into())
         } else {
-            private_dir(dir)
+            private_dir(dir).map_err(|refused| refused.to_string())
         };
         let written = written.and_then(|()| {
             self.write_profile_files(dir, &stem, snapshot, Files::New)
