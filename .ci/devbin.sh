@@ -22,14 +22,14 @@ for ex in tour memplan bench_transfers bench_update memory_report bench_launch d
   device_report multi_device train; do
   [ -f "target/release/examples/$ex" ] && cp "target/release/examples/$ex" .devbin/
 done
-for t in device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits \
-  user_kernels noncoherent multi_device backprop train kernel_checks recording_model \
-  public_ops_threads memory_ownership submission_counts gathered_ops; do
-  # The newest test executable of that name (cargo leaves older hashes and .d files beside it).
-  for bin in $(ls -t target/release/deps/"${t}"-* 2>/dev/null); do
-    case "$bin" in *.d) ;; *) cp "$bin" ".devbin/tests/$t"; break ;; esac
-  done
+# The GPU tests are one binary (tests/gpu/); gpu-check.sh runs the modules named in
+# .devbin/tests/modules, each as a run of its own.
+for bin in $(ls -t target/release/deps/gpu-* 2>/dev/null); do
+  case "$bin" in *.d) ;; *) cp "$bin" .devbin/tests/gpu; break ;; esac
 done
+echo device_layer transfers kernels_dus kernels_slice kernels_fill_copy kernels_limits \
+  user_kernels noncoherent multi_device backprop train kernel_checks recording_model \
+  public_ops_threads memory_ownership submission_counts gathered_ops >.devbin/tests/modules
 strip .devbin/* .devbin/tests/* 2>/dev/null || true
 # xz with a large window: the binaries share most of their code (wgpu is linked into each), so
 # the archive is about a fifth of a gzip one (15 MiB instead of 68 for 21 binaries).

@@ -26,7 +26,9 @@ fi
 grep -E "deviceName|driverVersion|apiVersion" "$OUT/vulkaninfo.txt" | head
 TAIL=5 run memplan $B/memplan
 TAIL=60 run tour $B/tour
-for t in $B/tests/*; do TAIL=3 T=300 run "test-$(basename "$t")" "$t" --test-threads=2; done
+for m in $(cat $B/tests/modules); do
+  TAIL=3 T=300 run "test-$m" $B/tests/gpu "$m::" --test-threads=2
+done
 TAIL=12 run bench_transfers $B/bench_transfers
 TAIL=20 run bench_update $B/bench_update --json
 GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=20 run bench_update_cached $B/bench_update

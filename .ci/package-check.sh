@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The crate as crates.io takes it. Its manifest (metadata, rust-version against every
-# dependency's) is checked by tests/crate_manifest.rs; here:
+# dependency's) is checked by tests/host/crate_manifest.rs; here:
 # - our own code uses no standard-library item newer than rust-version (only one toolchain is
 #   installed, so clippy's `incompatible_msrv` lint stands in for building with the old one);
 # - `cargo package` packs the crate and verifies it by building the packed sources. That build

@@ -7,12 +7,20 @@
 //! the same `GPU_ARENA_CACHE_DIR`, which a context reads when it opens. The variable is global,
 //! so the tests of this binary take turns through [`CacheDir`].
 
-mod common;
+#[macro_use]
+extern crate gpu_arena_test_macro;
+
+// Helpers for the GPU tests; this binary uses only some of them.
+#[allow(dead_code)]
+#[path = "gpu/harness/mod.rs"]
+mod harness;
+#[allow(dead_code)]
+#[path = "gpu/kernels_common/mod.rs"]
 mod kernels_common;
 
-use common::{assert_no_validation_errors, logged_messages_containing};
 use gpu_arena::kernels::{DiskCacheLoad, CACHE_DIR_ENV};
 use gpu_arena::Context;
+use harness::logged_messages_containing;
 use kernels_common::kernel_context;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
@@ -165,14 +173,13 @@ fn the_next_contexts_discard_then_use_the_file(file: &Path, reason: &str) {
     assert_nothing_uncaptured();
 }
 
-/// No validation error reached Vulkan's log or wgpu's uncaptured-error handler.
+/// No error reached wgpu's uncaptured-error handler (`#[gpu_test]` checks Vulkan's log).
 fn assert_nothing_uncaptured() {
-    assert_no_validation_errors();
     let uncaptured = logged_messages_containing("uncaptured");
     assert!(uncaptured.is_empty(), "{uncaptured:?}");
 }
 
-#[test]
+#[gpu_test]
 fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
     let _dir = CacheDir::new("persists");
     let Some((file, written)) = a_valid_cache_file() else {
@@ -191,7 +198,7 @@ fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
     assert_nothing_uncaptured();
 }
 
-#[test]
+#[gpu_test]
 fn without_a_cache_dir_nothing_is_read_or_written() {
     let dir = CacheDir::new("unset");
     std::env::remove_var(CACHE_DIR_ENV);
@@ -204,7 +211,7 @@ fn without_a_cache_dir_nothing_is_read_or_written() {
     assert!(!dir.path.exists());
 }
 
-#[test]
+#[gpu_test]
 fn an_empty_cache_file_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("empty");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -214,7 +221,7 @@ fn an_empty_cache_file_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "empty");
 }
 
-#[test]
+#[gpu_test]
 fn a_truncated_cache_file_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("truncated");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -232,13 +239,13 @@ fn a_truncated_cache_file_is_discarded_and_rewritten() {
     }
 }
 
-#[test]
+#[gpu_test]
 fn a_cache_file_of_random_bytes_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("random");
     let Some((file, bytes)) = a_valid_cache_file() else {
         return;
     };
-    let mut rng = common::Rng(17);
+    let mut rng = harness::Rng(17);
     std::fs::write(&file, rng.bytes(bytes.len())).unwrap();
     the_next_contexts_discard_then_use_the_file(&file, "trailer");
     // Random bytes that end like the crate's files: the checksum catches them.
@@ -248,7 +255,7 @@ fn a_cache_file_of_random_bytes_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[test]
+#[gpu_test]
 fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("adapter-key");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -271,7 +278,7 @@ fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[test]
+#[gpu_test]
 fn a_valid_header_with_a_damaged_body_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("body");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -286,7 +293,7 @@ fn a_valid_header_with_a_damaged_body_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[test]
+#[gpu_test]
 fn a_body_the_driver_does_not_recognise_costs_only_speed() {
     let _dir = CacheDir::new("driver-header");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -315,7 +322,7 @@ fn a_body_the_driver_does_not_recognise_costs_only_speed() {
     assert_nothing_uncaptured();
 }
 
-#[test]
+#[gpu_test]
 fn a_directory_where_the_cache_file_should_be_leaves_the_kernels_working() {
     let _dir = CacheDir::new("directory");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -343,7 +350,7 @@ fn a_directory_where_the_cache_file_should_be_leaves_the_kernels_working() {
     assert_nothing_uncaptured();
 }
 
-#[test]
+#[gpu_test]
 fn an_unwritable_cache_dir_leaves_the_kernels_working() {
     let dir = CacheDir::new("unwritable");
     // Tests run as root, which writes anywhere a mode allows: a directory under a regular file
@@ -389,7 +396,7 @@ fn the_cache_dir_is_refused_and_kernels_compile(dir: &Path) -> String {
 }
 
 #[cfg(unix)]
-#[test]
+#[gpu_test]
 fn a_cache_dir_others_can_write_is_refused_and_kernels_still_compile() {
     use std::os::unix::fs::PermissionsExt;
     let dir = CacheDir::new("open-mode");
@@ -411,7 +418,7 @@ fn a_cache_dir_others_can_write_is_refused_and_kernels_still_compile() {
 }
 
 #[cfg(unix)]
-#[test]
+#[gpu_test]
 fn a_cache_dir_of_another_user_is_refused_and_kernels_still_compile() {
     let dir = CacheDir::new("foreign");
     std::fs::create_dir_all(&dir.path).unwrap();
@@ -430,7 +437,7 @@ fn a_cache_dir_of_another_user_is_refused_and_kernels_still_compile() {
 }
 
 #[cfg(unix)]
-#[test]
+#[gpu_test]
 fn the_cache_dir_is_created_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = CacheDir::new("created");
@@ -444,7 +451,7 @@ fn the_cache_dir_is_created_private() {
 }
 
 #[cfg(unix)]
-#[test]
+#[gpu_test]
 fn a_link_planted_at_the_cache_file_is_replaced_and_its_target_untouched() {
     let dir = CacheDir::new("planted-link");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -468,7 +475,7 @@ fn a_link_planted_at_the_cache_file_is_replaced_and_its_target_untouched() {
 }
 
 #[cfg(unix)]
-#[test]
+#[gpu_test]
 fn a_cache_file_others_can_write_is_discarded_and_rewritten() {
     use std::os::unix::fs::PermissionsExt;
     let _dir = CacheDir::new("open-file");
@@ -479,7 +486,7 @@ fn a_cache_file_others_can_write_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "mode 0666");
 }
 
-#[test]
+#[gpu_test]
 fn an_oversized_cache_file_is_discarded_without_being_read() {
     let _dir = CacheDir::new("oversized");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -493,7 +500,7 @@ fn an_oversized_cache_file_is_discarded_without_being_read() {
     the_next_contexts_discard_then_use_the_file(&file, "more than");
 }
 
-#[test]
+#[gpu_test]
 fn a_fifo_where_the_cache_file_should_be_does_not_block() {
     let _dir = CacheDir::new("fifo");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -509,12 +516,12 @@ fn a_fifo_where_the_cache_file_should_be_does_not_block() {
     the_next_contexts_discard_then_use_the_file(&file, "not a regular file");
 }
 
-#[test]
+#[gpu_test]
 fn a_blank_cache_dir_is_an_error_naming_the_variable() {
     let _dir = CacheDir::new("blank");
     for blank in ["", "  "] {
         std::env::set_var(CACHE_DIR_ENV, blank);
-        let err = gpu_arena::Context::new(common::test_config()).unwrap_err();
+        let err = gpu_arena::Context::new(harness::test_config()).unwrap_err();
         let text = err.to_string();
         assert!(
             text.contains(CACHE_DIR_ENV) && text.contains("unset"),

@@ -1,7 +1,7 @@
 //! The device's memory table in the shared memprops JSON schema (`tests/data/memprops`), and
 //! the file name `--save` gives it.
 //!
-//! Shared with `tests/device_report_table.rs`, which saves a live table with these functions and
+//! Shared with `tests/gpu/device_report_table.rs`, which saves a live table with these functions and
 //! reads it back through the memplan loader.
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,723 @@
+//! A context on a device the app created (`Context::from_wgpu`) and arrays in the app's own
+//! passes (`AppWork`): the device is opened here as an app would, with only what
+//! `DeviceRequirements` lists; the app's error handler and device-lost callback stay the app's;
+//! several contexts share one device; an array drawn by the app is not reused before the draw
+//! completes; the app's device outlives the context. wgpu's default uncaptured-error handler
+//! panics, so a device without the app's handler also proves the library raised no uncaptured
+//! error on it.
+
+use crate::harness;
+use crate::harness::ordering::{affine, params, run_affine, AFFINE};
+use crate::harness::{init_logging, test_config};
+use gpu_arena::{wgpu, AppDevice, ArenaConfig, Context, DeviceArray, DeviceRequirements, Error};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// An app's adapter, device and queue on `backends`, with validation on and exactly the
+/// features and `limits` given; `None` when the machine has no such adapter.
+fn app_device_with(
+    backends: wgpu::Backends,
+    features: wgpu::Features,
+    limits: wgpu::Limits,
+) -> Option<AppDevice> {
+    init_logging();
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        flags: wgpu::InstanceFlags::VALIDATION,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .ok()?;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("the app's device"),
+        required_features: features,
+        required_limits: limits,
+        ..Default::default()
+    }))
+    .ok()?;
+    Some(AppDevice::new(&adapter, &device, &queue).with_instance(&instance))
+}
+
+/// An app's device with only what the docs list for `config`.
+fn app_device(backends: wgpu::Backends, config: &ArenaConfig) -> Option<AppDevice> {
+    let needs = DeviceRequirements::for_config(config);
+    app_device_with(backends, needs.features, needs.limits)
+}
+
+/// The paths of the core cases on an app's device: zero-copy and staging on Vulkan, plain
+/// buffers on GL where a GL adapter exists.
+fn app_paths() -> Vec<(&'static str, AppDevice, Context)> {
+    let mut paths = Vec::new();
+    for (name, backends, zero_copy) in [
+        ("vulkan zero-copy", wgpu::Backends::VULKAN, true),
+        ("vulkan staging", wgpu::Backends::VULKAN, false),
+        ("gl", wgpu::Backends::GL, true),
+    ] {
+        let config = ArenaConfig {
+            zero_copy,
+            ..test_config()
+        };
+        let Some(app) = app_device(backends, &config) else {
+            assert_ne!(name, "vulkan zero-copy", "no Vulkan adapter (lavapipe)");
+            eprintln!("{name}: no adapter, skipped");
+            continue;
+        };
+        let ctx = Context::from_wgpu(app.clone(), config).unwrap();
+        paths.push((name, app, ctx));
+    }
+    paths
+}
+
+const DOUBLE: &str = "@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&y)) { y[i.x] = 2.0 * x[i.x]; }
+}";
+
+#[gpu_test]
+fn a_device_with_only_the_documented_requirements_runs_the_core_cases() {
+    let paths = app_paths();
+    let names: Vec<&str> = paths.iter().map(|(name, ..)| *name).collect();
+    eprintln!("core cases on an app's device: {names:?}");
+    for (path, app, ctx) in paths {
+        assert_eq!(
+            ctx.limits(),
+            &app.device.limits(),
+            "{path}: the device's own limits"
+        );
+        assert_eq!(ctx.device(), &app.device, "{path}");
+        if path.starts_with("vulkan") {
+            assert!(ctx.is_vulkan(), "{path}: gpu-allocator on the app's device");
+            assert_eq!(ctx.config().zero_copy, path.ends_with("zero-copy"));
+        }
+        // Transfers.
+        let x = ctx.device_put(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        assert_eq!(ctx.device_get(&x).unwrap(), [1.0, 2.0, 3.0, 4.0], "{path}");
+        // A user launch.
+        let double = ctx.kernel(DOUBLE, "main").unwrap();
+        let mut y = ctx.zeros::<f32>(&[4]).unwrap();
+        ctx.launch(&double)
+            .arg(&x)
+            .arg_mut(&mut y)
+            .grid_for(4)
+            .run()
+            .unwrap();
+        assert_eq!(ctx.device_get(&y).unwrap(), [2.0, 4.0, 6.0, 8.0], "{path}");
+        // Library ops.
+        let cache = ctx.fill(&[4, 4], 0.0f32).unwrap();
+        let update = ctx.copy(&y).unwrap().reshape(&[1, 4]).unwrap();
+        let cache = ctx.dynamic_update_slice(cache, &update, &[2, 0]).unwrap();
+        let row = ctx.dynamic_slice(&cache, &[2, 0], &[1, 4]).unwrap();
+        assert_eq!(
+            ctx.device_get(&row).unwrap(),
+            [2.0, 4.0, 6.0, 8.0],
+            "{path}"
+        );
+        // A sequence.
+        let mut z = ctx.zeros::<f32>(&[4]).unwrap();
+        let mut seq = ctx.sequence();
+        seq.launch(&double)
+            .arg(&y)
+            .arg_mut(&mut z)
+            .grid_for(4)
+            .run()
+            .unwrap();
+        seq.submit().unwrap();
+        assert_eq!(
+            ctx.device_get(&z).unwrap(),
+            [4.0, 8.0, 12.0, 16.0],
+            "{path}"
+        );
+        // Gathered single ops: many launches, one read.
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let mut a = ctx.device_put(&vec![1u32; 100], &[100]).unwrap();
+        for i in 0..40 {
+            run_affine(&ctx, &k, &mut a, params(i));
+        }
+        let want = (0..40).fold(1u32, |v, i| affine(v, params(i)));
+        assert_eq!(ctx.device_get(&a).unwrap(), vec![want; 100], "{path}");
+        ctx.synchronize().unwrap();
+    }
+}
+
+#[gpu_test]
+fn a_device_missing_what_the_arena_needs_is_refused_naming_it() {
+    // A device with WebGL2's limits has no storage buffers and no compute.
+    let app = app_device_with(
+        wgpu::Backends::VULKAN,
+        wgpu::Features::empty(),
+        wgpu::Limits::downlevel_webgl2_defaults(),
+    )
+    .expect("a Vulkan adapter (lavapipe)");
+    let error = Context::from_wgpu(app, test_config()).unwrap_err();
+    let message = error.to_string();
+    let Error::DeviceRequirements { missing } = &error else {
+        panic!("{error:?}");
+    };
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.name == "limit max_storage_buffers_per_shader_stage"
+                && m.has == "0"
+                && m.needs == "4"),
+        "{missing:?}"
+    );
+    assert!(
+        message.contains("max_storage_buffers_per_shader_stage is 0, needs 4"),
+        "{message}"
+    );
+    assert!(
+        message.contains("DeviceRequirements::for_config"),
+        "{message}"
+    );
+
+    // A needed feature the device was not created with is named the same way.
+    let needs = DeviceRequirements {
+        features: wgpu::Features::SHADER_F16,
+        ..DeviceRequirements::for_config(&test_config())
+    };
+    let missing = needs.shortfalls(
+        wgpu::Features::empty(),
+        &wgpu::Limits::default(),
+        wgpu::DownlevelFlags::all(),
+    );
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert!(
+        missing[0].to_string().contains("SHADER_F16"),
+        "{}",
+        missing[0]
+    );
+    // And a device whose adapter is another one is refused before anything is made.
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    if let Some(gl) = app_device(wgpu::Backends::GL, &test_config()) {
+        let mixed = AppDevice {
+            adapter: gl.adapter,
+            ..app
+        };
+        let message = Context::from_wgpu(mixed, test_config())
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("pass the adapter the device"), "{message}");
+    }
+}
+
+#[gpu_test]
+fn a_usage_the_arena_buffers_lack_is_refused_naming_the_flag() {
+    let config = ArenaConfig {
+        array_usages: gpu_arena::config::DEFAULT_ARRAY_USAGES - wgpu::BufferUsages::VERTEX,
+        ..test_config()
+    };
+    let app = app_device(wgpu::Backends::VULKAN, &config).unwrap();
+    let ctx = Context::from_wgpu(app, config).unwrap();
+    let a = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut work = ctx.app_work();
+    let error = work.vertex_buffer(&a).unwrap_err();
+    assert!(
+        matches!(error, Error::ArrayUsage { missing, .. } if missing == wgpu::BufferUsages::VERTEX),
+        "{error:?}"
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("add VERTEX to ArenaConfig::array_usages"),
+        "{error}"
+    );
+    // Nothing was recorded; the other uses work.
+    assert!(work.is_empty());
+    work.index_buffer(&ctx.device_put(&[0u32; 3], &[3]).unwrap())
+        .unwrap();
+    drop(work);
+    // A policy without what the library needs is refused when the context opens.
+    let message = ArenaConfig {
+        array_usages: wgpu::BufferUsages::VERTEX,
+        ..test_config()
+    }
+    .validate()
+    .unwrap_err()
+    .to_string();
+    assert!(message.contains("ArenaConfig::array_usages"), "{message}");
+    assert!(
+        message.contains("missing: COPY_SRC | COPY_DST | STORAGE"),
+        "{message}"
+    );
+}
+
+#[gpu_test]
+fn the_apps_uncaptured_error_handler_still_receives_the_apps_own_errors() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&seen);
+    app.device
+        .on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            assert!(matches!(error, wgpu::Error::Validation { .. }), "{error}");
+            counter.fetch_add(1, Ordering::SeqCst);
+        }));
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    // The library's work, including a launch it refuses, reaches the app's handler not once.
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let double = ctx.kernel(DOUBLE, "main").unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    ctx.launch(&double)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert!(ctx.kernel("not wgsl", "main").is_err());
+    assert_eq!(ctx.device_get(&y).unwrap(), vec![2.0; 64]);
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    // The app's own mistake (a buffer both mappable for reading and a storage buffer) goes
+    // to the app's handler.
+    let _bad = app.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("the app's invalid buffer"),
+        size: 64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::STORAGE,
+        mapped_at_creation: false,
+    });
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    drop(ctx);
+}
+
+#[gpu_test]
+fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let x = ctx.device_put(&[3u32; 16], &[16]).unwrap();
+    let lost_seen = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&lost_seen);
+    let notifier = ctx.device_lost_notifier();
+    // Set after the context opened: opening it did not take the slot, and nothing replaces it.
+    app.device.set_device_lost_callback(move |reason, message| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        notifier.notify(reason, &message);
+    });
+    assert_eq!(ctx.device_get(&x).unwrap(), [3; 16]);
+    app.device.destroy();
+    let _ = app.device.poll(wgpu::PollType::wait_indefinitely());
+    assert_eq!(
+        lost_seen.load(Ordering::SeqCst),
+        1,
+        "the app's callback ran"
+    );
+    let error = ctx.device_get(&x).unwrap_err();
+    assert!(matches!(error, Error::DeviceLost { .. }), "{error:?}");
+    assert!(error.to_string().contains("Destroyed"), "{error}");
+    drop(x);
+    drop(ctx);
+
+    // An app that forwards nothing: the next host read finds the loss itself.
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let x = ctx.device_put(&[4u32; 16], &[16]).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [4; 16]);
+    app.device.destroy();
+    let error = ctx.device_get(&x).unwrap_err();
+    assert!(matches!(error, Error::DeviceLost { .. }), "{error:?}");
+    assert!(
+        error.to_string().contains("device_lost_notifier"),
+        "{error}"
+    );
+    assert!(matches!(
+        ctx.synchronize().unwrap_err(),
+        Error::DeviceLost { .. }
+    ));
+}
+
+#[gpu_test]
+fn two_contexts_on_one_device_share_it_without_interfering() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let a = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let b = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let k_a = a.kernel(AFFINE, "main").unwrap();
+    let k_b = b.kernel(AFFINE, "main").unwrap();
+    let mut xa = a.device_put(&vec![1u32; 256], &[256]).unwrap();
+    let mut xb = b.device_put(&vec![2u32; 256], &[256]).unwrap();
+    // Both contexts' work interleaved on one queue, from two threads.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..20 {
+                run_affine(&a, &k_a, &mut xa, params(i));
+            }
+        });
+        s.spawn(|| {
+            for i in 20..40 {
+                run_affine(&b, &k_b, &mut xb, params(i));
+            }
+        });
+    });
+    let want_a = (0..20).fold(1u32, |v, i| affine(v, params(i)));
+    let want_b = (20..40).fold(2u32, |v, i| affine(v, params(i)));
+    assert_eq!(a.device_get(&xa).unwrap(), vec![want_a; 256]);
+    assert_eq!(b.device_get(&xb).unwrap(), vec![want_b; 256]);
+    // Each has its own arena and statistics; arrays stay with their context.
+    assert_eq!(a.memory_stats().num_allocs, 1);
+    assert_eq!(b.memory_stats().num_allocs, 1);
+    assert!(matches!(
+        a.device_get(&xb).unwrap_err(),
+        Error::ForeignArray { .. }
+    ));
+    // Dropping one leaves the other working.
+    drop(xa);
+    drop(a);
+    run_affine(&b, &k_b, &mut xb, params(99));
+    assert_eq!(
+        b.device_get(&xb).unwrap(),
+        vec![affine(want_b, params(99)); 256]
+    );
+}
+
+/// A point list drawn into a 16×16 R8 texture: every vertex (in pixel units, at pixel
+/// centres) marks its pixel 255. The vertex shader burns time first, so the draw is still
+/// running when the host reuses memory.
+const SLOW_POINTS: &str = "
+struct Out { @builtin(position) pos: vec4<f32> }
+@vertex fn vs(@location(0) p: vec2<f32>) -> Out {
+    var acc = 1u;
+    for (var k = 0u; k < 200000u; k++) { acc = acc * 1664525u + 1013904223u; }
+    var o: Out;
+    o.pos = vec4<f32>(p.x / 8.0 - 1.0, 1.0 - p.y / 8.0, 0.0, 1.0);
+    if (acc == 7u) { o.pos.x = 3.0; }
+    return o;
+}
+@fragment fn fs() -> @location(0) vec4<f32> { return vec4<f32>(1.0, 0.0, 0.0, 1.0); }
+";
+
+/// Draws `vertices` (handed out by `work`) as points into a fresh 16×16 texture, submits
+/// through `work`, and returns the texture.
+fn draw_points(
+    ctx: &Context,
+    device: &wgpu::Device,
+    vertices: &DeviceArray<[f32; 2]>,
+    drop_after_handing_out: impl FnOnce(),
+) -> wgpu::Texture {
+    let texture = device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("points"),
+        size: wgpu::Extent3d {
+            width: 16,
+            height: 16,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::R8Unorm,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+        view_formats: &[],
+    });
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("slow points"),
+        source: wgpu::ShaderSource::Wgsl(SLOW_POINTS.into()),
+    });
+    let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("slow points"),
+        layout: None,
+        vertex: wgpu::VertexState {
+            module: &shader,
+            entry_point: Some("vs"),
+            compilation_options: Default::default(),
+            buffers: &[Some(wgpu::VertexBufferLayout {
+                array_stride: 8,
+                step_mode: wgpu::VertexStepMode::Vertex,
+                attributes: &wgpu::vertex_attr_array![0 => Float32x2],
+            })],
+        },
+        primitive: wgpu::PrimitiveState {
+            topology: wgpu::PrimitiveTopology::PointList,
+            ..Default::default()
+        },
+        depth_stencil: None,
+        multisample: Default::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &shader,
+            entry_point: Some("fs"),
+            compilation_options: Default::default(),
+            targets: &[Some(wgpu::TextureFormat::R8Unorm.into())],
+        }),
+        multiview_mask: None,
+        cache: None,
+    });
+    let view = texture.create_view(&Default::default());
+    let mut encoder = device.create_command_encoder(&Default::default());
+    let mut work = ctx.app_work();
+    {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("points"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: &view,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            ..Default::default()
+        });
+        pass.set_pipeline(&pipeline);
+        pass.set_vertex_buffer(0, work.vertex_buffer(vertices).unwrap());
+        pass.draw(0..vertices.len() as u32, 0..1);
+    }
+    drop_after_handing_out();
+    work.submit([encoder.finish()]).unwrap();
+    texture
+}
+
+/// The 16×16 R8 texture's pixels, read back by the app (rows padded to 256 bytes).
+fn read_pixels(device: &wgpu::Device, queue: &wgpu::Queue, texture: &wgpu::Texture) -> Vec<u8> {
+    let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("readback"),
+        size: 256 * 16,
+        usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+        mapped_at_creation: false,
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    encoder.copy_texture_to_buffer(
+        texture.as_image_copy(),
+        wgpu::TexelCopyBufferInfo {
+            buffer: &buffer,
+            layout: wgpu::TexelCopyBufferLayout {
+                offset: 0,
+                bytes_per_row: Some(256),
+                rows_per_image: None,
+            },
+        },
+        texture.size(),
+    );
+    queue.submit([encoder.finish()]);
+    buffer
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    let data = buffer.slice(..).get_mapped_range().unwrap();
+    (0..16)
+        .flat_map(|row| data[row * 256..row * 256 + 16].to_vec())
+        .collect()
+}
+
+/// The pixels [`SLOW_POINTS`] draws for `points`.
+fn expected_pixels(points: &[[f32; 2]]) -> Vec<u8> {
+    let mut pixels = vec![0u8; 256];
+    for p in points {
+        pixels[p[1] as usize * 16 + p[0] as usize] = 255;
+    }
+    pixels
+}
+
+#[gpu_test]
+fn an_array_drawn_by_the_app_is_not_reused_before_the_draw_completes() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let points: Vec<[f32; 2]> = (0..16)
+        .map(|i| [i as f32 + 0.5, (i * 7 % 16) as f32 + 0.5])
+        .collect();
+    let vertices = ctx.device_put(&points, &[points.len()]).unwrap();
+    let at = (vertices.buffer().clone(), vertices.byte_offset());
+    let texture = draw_points(&ctx, &app.device, &vertices, || ());
+    // Dropped right after submitting, while the slow draw still reads it; a new array of the
+    // same size is written at once (best fit would take the dropped one's memory if it were
+    // free).
+    drop(vertices);
+    let far = [[100.0f32, 100.0]; 16];
+    let clobber = ctx.device_put(&far, &[16]).unwrap();
+    let reused_at_once = clobber.buffer() == &at.0 && clobber.byte_offset() == at.1;
+    let pixels = read_pixels(&app.device, &app.queue, &texture);
+    assert_eq!(
+        pixels,
+        expected_pixels(&points),
+        "the draw saw other data (memory reused at once: {reused_at_once})"
+    );
+    assert_eq!(ctx.device_get(&clobber).unwrap(), far);
+    // Dropped between the hand-out and the submission: AppWork holds the memory.
+    let vertices = ctx.device_put(&points, &[points.len()]).unwrap();
+    let texture = draw_points(&ctx, &app.device, &vertices, || ());
+    drop(vertices);
+    assert_eq!(
+        read_pixels(&app.device, &app.queue, &texture),
+        expected_pixels(&points)
+    );
+}
+
+/// Copies `src` into `dst` with the app's own compute pipeline (bindings from `AppWork`).
+const APP_COPY: &str = "
+@group(0) @binding(0) var<storage, read_write> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&dst)) { dst[i.x] = src[i.x] + 1u; }
+}";
+
+fn app_copy(
+    ctx: &Context,
+    device: &wgpu::Device,
+    src: &DeviceArray<u32>,
+    dst: &mut DeviceArray<u32>,
+) {
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("app copy"),
+        source: wgpu::ShaderSource::Wgsl(APP_COPY.into()),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("app copy"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let n = dst.len() as u32;
+    let mut work = ctx.app_work();
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("app copy"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: work.storage(src).unwrap(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: work.storage_mut(dst).unwrap(),
+            },
+        ],
+    });
+    let mut encoder = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = encoder.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(n.div_ceil(64), 1, 1);
+    }
+    work.submit([encoder.finish()]).unwrap();
+}
+
+#[gpu_test]
+fn two_threads_hand_one_array_to_their_own_passes() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let n = 1000;
+    let src = ctx
+        .device_put(&(0..n as u32).collect::<Vec<_>>(), &[n])
+        .unwrap();
+    let results: Vec<Vec<u32>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut dst = ctx.zeros::<u32>(&[n]).unwrap();
+                    for _ in 0..5 {
+                        app_copy(&ctx, &app.device, &src, &mut dst);
+                    }
+                    ctx.device_get(&dst).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for result in results {
+        assert_eq!(result, (1..=n as u32).collect::<Vec<_>>());
+    }
+}
+
+#[gpu_test]
+fn an_array_the_apps_pass_writes_is_pending_until_the_work_is_submitted() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let ctx = Context::from_wgpu(app, test_config()).unwrap();
+    let mut a = ctx.device_put(&[1u32; 8], &[8]).unwrap();
+    let b = ctx.device_put(&[2u32; 8], &[8]).unwrap();
+    let mut work = ctx.app_work();
+    let _ = work.storage_mut(&mut a).unwrap();
+    let _ = work.storage(&b).unwrap();
+    let refused = ctx.device_get(&a).unwrap_err().to_string();
+    assert!(refused.contains("AppWork #"), "{refused}");
+    assert!(refused.contains("Context::app_work"), "{refused}");
+    // Readers do not refuse readers.
+    assert_eq!(ctx.device_get(&b).unwrap(), [2; 8]);
+    work.submit(std::iter::empty()).unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), [1; 8]);
+    // A dropped AppWork leaves nothing pending.
+    let mut work = ctx.app_work();
+    let _ = work.storage_mut(&mut a).unwrap();
+    drop(work);
+    assert_eq!(ctx.device_get(&a).unwrap(), [1; 8]);
+}
+
+#[gpu_test]
+fn dropping_the_context_leaves_the_apps_device_and_resources_working() {
+    let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
+    let kept = app.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("the app's buffer"),
+        size: 16,
+        usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    app.queue
+        .write_buffer(&kept, 0, bytemuck::cast_slice(&[7u32, 8, 9, 10]));
+    {
+        let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+        run_affine(&ctx, &k, &mut a, params(1));
+        assert_eq!(ctx.device_get(&a).unwrap(), vec![affine(1, params(1)); 64]);
+    }
+    // The app keeps using its device, its queue and its buffer.
+    let read = app.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("the app's readback"),
+        size: 16,
+        usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+        mapped_at_creation: false,
+    });
+    let mut encoder = app.device.create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&kept, 0, &read, 0, 16);
+    app.queue.submit([encoder.finish()]);
+    read.slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    app.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    let values: Vec<u32> =
+        bytemuck::cast_slice(&read.slice(..).get_mapped_range().unwrap()).to_vec();
+    assert_eq!(values, [7, 8, 9, 10]);
+    // And a new context opens on it.
+    let again = Context::from_wgpu(app, test_config()).unwrap();
+    assert_eq!(
+        again
+            .device_get(&again.device_put(&[5u8; 4], &[4]).unwrap())
+            .unwrap(),
+        [5; 4]
+    );
+}
+
+#[gpu_test]
+fn the_instance_and_adapter_are_handed_on_when_the_context_has_them() {
+    let Some(app) = app_device(wgpu::Backends::VULKAN, &test_config()) else {
+        return;
+    };
+    let with = Context::from_wgpu(app.clone(), test_config()).unwrap();
+    let instance = with.instance().expect("handed over by with_instance");
+    assert!(
+        pollster::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN))
+            .iter()
+            .any(|a| a.get_info().name == with.adapter_info().name)
+    );
+    assert_eq!(with.adapter().get_info().name, with.adapter_info().name);
+    let without = Context::from_wgpu(
+        AppDevice::new(&app.adapter, &app.device, &app.queue),
+        test_config(),
+    )
+    .unwrap();
+    assert!(
+        without.instance().is_none(),
+        "an app's device without its instance"
+    );
+    assert_eq!(
+        without.adapter().get_info().name,
+        without.adapter_info().name
+    );
+    let own = harness::context();
+    assert!(
+        own.instance().is_some(),
+        "a context's own device has its instance"
+    );
+    assert_eq!(own.adapter().get_info().name, own.adapter_info().name);
+    drop((with, without, own));
+}

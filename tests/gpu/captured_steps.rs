@@ -1,0 +1,906 @@
+//! Captured steps (`Context::capture` → `CapturedStep`): replays match the same work done op by
+//! op, bit for bit, on every path; what a run may change (parameters, host data, starts, reads)
+//! changes; a run allocates nothing, makes no bind group and is one submission; the memory plan
+//! holds; bad runs are refused before anything changes; threads share a context.
+
+use crate::harness;
+use crate::harness::{context_with, op_paths, submissions_made, test_config};
+use gpu_arena::{ArenaConfig, Context, DeviceArray, Error};
+
+/// `y = x * p.scale + p.shift` elementwise (not commutative with the cache updates).
+const AFFINE: &str = r#"
+struct P { scale: f32, shift: f32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&y)) { y[i.x] = x[i.x] * p.scale + p.shift; }
+}
+"#;
+
+/// `acc += x` elementwise.
+const ACCUMULATE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> acc: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&acc)) { acc[i.x] = acc[i.x] + x[i.x]; }
+}
+"#;
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Affine {
+    scale: f32,
+    shift: f32,
+}
+
+const ROWS: usize = 16;
+const WIDTH: usize = 64;
+
+fn query(t: usize) -> Vec<f32> {
+    (0..WIDTH)
+        .map(|i| (t * 131 + i * 7) as f32 * 0.25 - 3.0)
+        .collect()
+}
+
+fn affine(t: usize) -> Affine {
+    Affine {
+        scale: 1.0 + t as f32 * 0.5,
+        shift: t as f32 - 2.0,
+    }
+}
+
+/// One decode-like step: a query row comes from the host, is scaled (a temporary), written into
+/// the KV cache at position `t`, the row at `t` is sliced back out (a temporary), accumulated
+/// into a running sum (an output), and the sum is read back.
+struct Decode {
+    step: gpu_arena::CapturedStep,
+    new_row: gpu_arena::InputSlot<f32>,
+    params: gpu_arena::ParamsSlot<Affine>,
+    at: gpu_arena::IndexSlot,
+    read: gpu_arena::ReadSlot<f32>,
+}
+
+fn capture_decode(
+    ctx: &Context,
+    cache: DeviceArray<f32>,
+    sum: &mut DeviceArray<f32>,
+) -> (Decode, DeviceArray<f32>) {
+    let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut cap = ctx.capture();
+    let (row, new_row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+    let params = cap.params_slot(&affine(0));
+    let mut scaled = cap.fill(&[1, WIDTH], 0.0f32).unwrap();
+    cap.launch(&affine_k)
+        .arg(&row)
+        .arg_mut(&mut scaled)
+        .params_slot(&params)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &scaled, &at).unwrap();
+    let back = cap.dynamic_slice_at(&cache, &at, &[1, WIDTH]).unwrap();
+    cap.launch(&accumulate)
+        .arg(&back)
+        .arg_mut(sum)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let read = cap.read(&*sum).unwrap();
+    drop((row, scaled, back));
+    let step = cap.finish().unwrap();
+    (
+        Decode {
+            step,
+            new_row,
+            params,
+            at,
+            read,
+        },
+        cache,
+    )
+}
+
+/// The same work op by op: single ops, one at a time.
+fn decode_op_by_op(
+    ctx: &Context,
+    cache: DeviceArray<f32>,
+    sum: &mut DeviceArray<f32>,
+    t: usize,
+) -> DeviceArray<f32> {
+    let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let row = ctx.device_put(&query(t), &[1, WIDTH]).unwrap();
+    let mut scaled = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    ctx.launch(&affine_k)
+        .arg(&row)
+        .arg_mut(&mut scaled)
+        .params(&affine(t))
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    let cache = ctx
+        .dynamic_update_slice(cache, &scaled, &[t as i64, 0])
+        .unwrap();
+    let back = ctx
+        .dynamic_slice(&cache, &[t as i64, 0], &[1, WIDTH])
+        .unwrap();
+    ctx.launch(&accumulate)
+        .arg(&back)
+        .arg_mut(sum)
+        .grid_for(WIDTH as u64)
+        .run()
+        .unwrap();
+    cache
+}
+
+/// The op paths and forced non-coherent zero-copy memory (runs write and read mapped staging).
+fn every_path() -> Vec<(&'static str, Context)> {
+    let mut paths = op_paths();
+    paths.push((
+        "non-coherent zero-copy",
+        context_with(ArenaConfig {
+            force_non_coherent: true,
+            ..test_config()
+        }),
+    ));
+    paths
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+#[gpu_test]
+fn replays_in_a_loop_match_the_same_work_op_by_op_bit_for_bit_on_every_path() {
+    for (path, ctx) in every_path() {
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+        let mut ref_sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let mut ref_cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        // Positions past the end clamp to the last row, as XLA clamps.
+        for t in [0usize, 1, 2, 3, 7, 15, 20, 4] {
+            let q = query(t);
+            let mut read = vec![0.0f32; WIDTH];
+            decode
+                .step
+                .run()
+                .input(&decode.new_row, &q)
+                .params(&decode.params, &affine(t))
+                .start(&decode.at, &[t as i64, 0])
+                .read_into(&decode.read, &mut read)
+                .submit()
+                .unwrap();
+            ref_cache = decode_op_by_op(&ctx, ref_cache, &mut ref_sum, t);
+            let ref_read = ctx.device_get(&ref_sum).unwrap();
+            assert_eq!(bits(&read), bits(&ref_read), "{path}: the read at t = {t}");
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&cache).unwrap()),
+            bits(&ctx.device_get(&ref_cache).unwrap()),
+            "{path}: the cache, updated in place across runs"
+        );
+        assert_eq!(decode.step.runs(), 8);
+    }
+}
+
+#[gpu_test]
+fn a_run_allocates_nothing_makes_no_bind_group_and_is_one_submission() {
+    for (path, ctx) in op_paths() {
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, _cache) = capture_decode(&ctx, cache, &mut sum);
+        ctx.synchronize().unwrap();
+        let allocs = ctx.memory_stats().num_allocs;
+        let groups = ctx.bind_groups_made();
+        for t in 0..5usize {
+            let (submissions, result) = submissions_made(&ctx, || {
+                decode
+                    .step
+                    .run()
+                    .input(&decode.new_row, &query(t))
+                    .params(&decode.params, &affine(t))
+                    .start(&decode.at, &[t as i64, 0])
+                    .submit()
+            });
+            result.unwrap();
+            assert_eq!(submissions, 1, "{path}: one submission per run");
+        }
+        assert_eq!(
+            ctx.memory_stats().num_allocs,
+            allocs,
+            "{path}: no allocation"
+        );
+        assert_eq!(ctx.bind_groups_made(), groups, "{path}: no bind group");
+        assert!(decode.step.bind_groups() >= 3, "{path}: made at capture");
+    }
+}
+
+#[gpu_test]
+fn the_plan_states_the_peak_of_every_run_to_the_byte() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+        let plan = decode.step.plan().clone();
+        // Three temporaries (the uploaded row, the scaled row, the row sliced back), each live
+        // over part of the step: a block of at most 1.05 times the least any plan could use.
+        assert_eq!(plan.temporaries.len(), 3, "{plan}");
+        assert!(plan.block_bytes > 0);
+        assert!(
+            plan.block_bytes as f64 <= 1.05 * plan.lower_bound_bytes as f64,
+            "{plan}"
+        );
+        for (i, a) in plan.temporaries.iter().enumerate() {
+            for b in &plan.temporaries[i + 1..] {
+                let live_together = a.first_step <= b.last_step && b.first_step <= a.last_step;
+                let apart = a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset;
+                assert!(!live_together || apart, "{plan}");
+            }
+        }
+        assert!(plan.to_string().contains("temporaries in a block of"));
+        // The step holds the cache, the sum and the block: nothing else is alive.
+        drop((cache, sum));
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, plan.bytes_in_use, "{plan}");
+        ctx.reset_peak_stats();
+        for t in 0..6usize {
+            decode
+                .step
+                .run()
+                .params(&decode.params, &affine(t))
+                .start(&decode.at, &[t as i64, 0])
+                .submit()
+                .unwrap();
+        }
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().peak_bytes_in_use, plan.bytes_in_use);
+        // Dropped with its last runs in flight: everything goes back.
+        decode.step.run().submit().unwrap();
+        drop(decode);
+        ctx.synchronize().unwrap();
+        assert_eq!(ctx.memory_stats().bytes_in_use, 0);
+    }
+}
+
+#[gpu_test]
+fn a_run_with_a_wrong_slice_rank_or_foreign_slot_is_refused_and_changes_nothing() {
+    let ctx = harness::context();
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+    let mut other_sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let other_cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (other, _other_cache) = capture_decode(&ctx, other_cache, &mut other_sum);
+    decode
+        .step
+        .run()
+        .start(&decode.at, &[2, 0])
+        .submit()
+        .unwrap();
+    let before = ctx.device_get(&cache).unwrap();
+    let runs = decode.step.runs();
+    let short = vec![1.0f32; WIDTH - 1];
+    let mut out_short = vec![0.0f32; 3];
+    let refusals: Vec<Error> = vec![
+        decode
+            .step
+            .run()
+            .input(&decode.new_row, &short)
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .start(&decode.at, &[1])
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .params(&other.params, &affine(9))
+            .start(&decode.at, &[9, 0])
+            .submit()
+            .unwrap_err(),
+        decode
+            .step
+            .run()
+            .read_into(&decode.read, &mut out_short)
+            .submit()
+            .unwrap_err(),
+    ];
+    for (refused, says) in refusals.iter().zip([
+        "63 elements",
+        "rank 2",
+        "belongs to Capture #",
+        "holds 3 elements",
+    ]) {
+        assert!(
+            matches!(refused, Error::InvalidArgument { .. }),
+            "{refused}"
+        );
+        assert!(refused.to_string().contains(says), "{refused}");
+    }
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.device_get(&cache).unwrap(), before, "nothing ran");
+    assert_eq!(decode.step.runs(), runs);
+    // The refused parameters did not stick: the next run uses the last good ones.
+    decode.step.run().submit().unwrap();
+    assert_eq!(
+        ctx.device_get(&cache).unwrap(),
+        before,
+        "the same row rewritten"
+    );
+}
+
+#[gpu_test]
+fn a_run_over_an_array_a_pending_sequence_writes_is_refused_naming_it() {
+    let ctx = harness::context();
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+    let mut s = ctx.sequence();
+    let cache = s.fill_in_place(cache, 1.0).unwrap();
+    let refused = decode.step.run().submit().unwrap_err();
+    let message = refused.to_string();
+    assert!(
+        matches!(&refused, Error::PendingInRecorder { argument, .. }
+            if argument.contains("an array of the captured step")),
+        "{message}"
+    );
+    assert!(message.contains("pending in Sequence #"), "{message}");
+    assert!(
+        message.contains("an array of the captured step"),
+        "{message}"
+    );
+    s.submit().unwrap();
+    decode
+        .step
+        .run()
+        .input(&decode.new_row, &vec![5.0; WIDTH])
+        .params(
+            &decode.params,
+            &Affine {
+                scale: 1.0,
+                shift: 0.0,
+            },
+        )
+        .start(&decode.at, &[3, 0])
+        .submit()
+        .unwrap();
+    let cache = ctx.device_get(&cache).unwrap();
+    assert_eq!(cache[3 * WIDTH..4 * WIDTH], vec![5.0; WIDTH][..]);
+    assert_eq!(cache[0], 1.0, "the sequence ran first");
+    // While capturing, the capture's own arrays are pending, named as a capture.
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut cap = ctx.capture();
+    let x = cap.fill_in_place(x, 2.0).unwrap();
+    let refused = ctx.device_get(&x).unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            Error::PendingInRecorder {
+                recorder: gpu_arena::error::Recorder {
+                    kind: gpu_arena::error::RecorderKind::Capture,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    let refused = refused.to_string();
+    assert!(refused.contains("pending in Capture #"), "{refused}");
+    assert!(
+        refused.contains("call finish() on that Capture"),
+        "{refused}"
+    );
+    drop(cap);
+    assert_eq!(
+        ctx.device_get(&x).unwrap(),
+        [1.0; 8],
+        "a dropped capture ran nothing"
+    );
+}
+
+#[gpu_test]
+fn threads_run_their_own_steps_on_one_context_between_single_ops_of_another() {
+    let ctx = harness::context();
+    let shared = ctx.device_put(&[1.0f32; WIDTH], &[1, WIDTH]).unwrap();
+    std::thread::scope(|scope| {
+        for worker in 0..2usize {
+            let (ctx, shared) = (&ctx, &shared);
+            scope.spawn(move || {
+                let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+                let mut acc = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+                let mut cap = ctx.capture();
+                let (row, new_row) = cap.input(&vec![0.0f32; WIDTH], &[1, WIDTH]).unwrap();
+                cap.launch(&accumulate)
+                    .arg(&row)
+                    .arg_mut(&mut acc)
+                    .grid_for(WIDTH as u64)
+                    .run()
+                    .unwrap();
+                cap.launch(&accumulate)
+                    .arg(shared)
+                    .arg_mut(&mut acc)
+                    .grid_for(WIDTH as u64)
+                    .run()
+                    .unwrap();
+                drop(row);
+                let mut step = cap.finish().unwrap();
+                let mut model = vec![0.0f32; WIDTH];
+                for t in 0..30usize {
+                    let data: Vec<f32> =
+                        (0..WIDTH).map(|i| (worker * 1000 + t + i) as f32).collect();
+                    step.run().input(&new_row, &data).submit().unwrap();
+                    for (m, d) in model.iter_mut().zip(&data) {
+                        *m += d + 1.0;
+                    }
+                    if t % 7 == 0 {
+                        assert_eq!(ctx.device_get(&acc).unwrap(), model, "worker {worker}");
+                    }
+                }
+                assert_eq!(ctx.device_get(&acc).unwrap(), model, "worker {worker}");
+            });
+        }
+        let (ctx, shared) = (&ctx, &shared);
+        scope.spawn(move || {
+            for _ in 0..60 {
+                let copy = ctx.copy(shared).unwrap();
+                assert_eq!(ctx.device_get(&copy).unwrap(), vec![1.0; WIDTH]);
+            }
+        });
+    });
+}
+
+#[gpu_test]
+fn out_of_memory_while_capturing_is_an_error_and_leaves_the_arena_as_it_was() {
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed(0.01),
+        ..test_config()
+    });
+    let x = ctx.device_put(&[1.0f32; 1024], &[1024]).unwrap();
+    ctx.synchronize().unwrap();
+    let in_use = ctx.memory_stats().bytes_in_use;
+    let limit = ctx.memory_stats().bytes_reserved as usize + 1;
+    let mut cap = ctx.capture();
+    let small = cap.copy(&x).unwrap();
+    let refused = cap.fill(&[limit], 0u8).unwrap_err();
+    assert!(matches!(refused, Error::OutOfMemory { .. }), "{refused}");
+    drop(small);
+    drop(cap);
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.memory_stats().bytes_in_use, in_use);
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 1024]);
+}
+
+#[gpu_test]
+fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
+    let ctx = harness::context_with(ArenaConfig {
+        max_binding_bytes: Some(4096),
+        ..harness::test_config()
+    });
+    let cache = ctx.zeros::<f32>(&[64, 64]).unwrap(); // 16 KiB, above the 4 KiB binding
+    let row = ctx.zeros::<f32>(&[1, 64]).unwrap();
+    let mut cap = ctx.capture();
+    let at = cap.index_slot(&[0, 0]);
+    let refused = cap.dynamic_update_slice_at(cache, &row, &at).unwrap_err();
+    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert!(
+        refused.error.to_string().contains("binding limit"),
+        "{}",
+        refused.error
+    );
+    let cache = refused.array;
+    // A slot of another rank is refused too, and the operand comes back each time.
+    let flat = cap.index_slot(&[0]);
+    let refused = cap.dynamic_update_slice_at(cache, &row, &flat).unwrap_err();
+    assert!(
+        refused.error.to_string().contains("rank"),
+        "{}",
+        refused.error
+    );
+    assert_eq!(refused.array.shape(), [64, 64]);
+    drop(cap);
+}
+
+#[gpu_test]
+fn immediate_parameters_from_a_slot_change_per_run() {
+    let ctx = harness::context();
+    if !ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
+        println!("no immediates on this device: skipped");
+        return;
+    }
+    let k = ctx
+        .kernel(
+            r#"
+        var<immediate> p: vec2<u32>;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1)
+        fn main() { out[p.x] = out[p.x] + p.y; }"#,
+            "main",
+        )
+        .unwrap();
+    let mut out = ctx.zeros::<u32>(&[8]).unwrap();
+    let mut cap = ctx.capture();
+    let first = cap.params_slot(&[0u32, 1]);
+    let second = cap.params_slot(&[1u32, 1]);
+    for slot in [&first, &second, &first] {
+        cap.launch(&k)
+            .params_slot(slot)
+            .arg_mut(&mut out)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+    }
+    let mut step = cap.finish().unwrap();
+    let mut model = [0u32; 8];
+    for i in 0..8u32 {
+        let (a, b) = ((i % 8, i + 10), ((i * 3) % 8, 100 * i));
+        step.run()
+            .params(&first, &[a.0, a.1])
+            .params(&second, &[b.0, b.1])
+            .submit()
+            .unwrap();
+        model[a.0 as usize] += 2 * a.1;
+        model[b.0 as usize] += b.1;
+    }
+    assert_eq!(ctx.device_get(&out).unwrap(), model);
+}
+
+#[gpu_test]
+fn host_operands_and_fills_are_redone_by_every_run() {
+    for (path, ctx) in op_paths() {
+        let cache = ctx.zeros::<u32>(&[4, 8]).unwrap();
+        let mut cap = ctx.capture();
+        // A host row written in place at row 1, and row 3 filled: constants of the step.
+        let shape = [1usize, 8];
+        let cache = cap
+            .dynamic_update_slice(cache, (&[7u32; 8][..], &shape[..]), &[1, 0])
+            .unwrap();
+        let filled = cap.fill(&shape, 9u32).unwrap();
+        let cache = cap.dynamic_update_slice(cache, &filled, &[3, 0]).unwrap();
+        drop(filled);
+        let mut step = cap.finish().unwrap();
+        assert_eq!(
+            ctx.device_get(&cache).unwrap(),
+            [0; 32],
+            "{path}: nothing ran yet"
+        );
+        step.run().submit().unwrap();
+        let mut want = [0u32; 32];
+        want[8..16].copy_from_slice(&[7; 8]);
+        want[24..32].copy_from_slice(&[9; 8]);
+        assert_eq!(ctx.device_get(&cache).unwrap(), want, "{path}");
+        // Overwritten by single ops between runs, and rewritten by the next run.
+        let cache = ctx.fill_in_place(cache, 1).unwrap();
+        step.run().submit().unwrap();
+        want.iter_mut()
+            .enumerate()
+            .filter(|(i, _)| !(8..16).contains(i) && !(24..32).contains(i))
+            .for_each(|(_, w)| *w = 1);
+        assert_eq!(ctx.device_get(&cache).unwrap(), want, "{path}");
+    }
+}
+
+#[gpu_test]
+fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
+    let ctx = harness::context();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    let mut cap = ctx.capture();
+    let slot = cap.params_slot(&affine(1));
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params_slot(&slot)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("outside any capture"),
+        "{refused}"
+    );
+    let mut other = ctx.capture();
+    let refused = other
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params_slot(&slot)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("in another capture"),
+        "{refused}"
+    );
+    assert!(other.is_empty(), "the refused launch recorded nothing");
+    assert_eq!(
+        ctx.device_get(&y).unwrap(),
+        [0.0; 64],
+        "y is not pending: the refusal marked nothing"
+    );
+    drop((cap, other));
+}
+
+#[gpu_test]
+fn an_empty_capture_runs_as_an_empty_submission_and_a_step_moves_between_threads() {
+    let ctx = harness::context();
+    let cap = ctx.capture();
+    let mut step = cap.finish().unwrap();
+    assert_eq!(step.plan().steps, 0);
+    assert_eq!(step.plan().block_bytes, 0);
+    let id = step.run().submit().unwrap();
+    assert!(id.0 > 0);
+    let handle = std::thread::spawn(move || step.run().submit().map(|_| step.runs()));
+    assert_eq!(handle.join().unwrap().unwrap(), 2);
+    ctx.synchronize().unwrap();
+}
+
+#[gpu_test]
+fn identical_dispatches_share_one_bind_group_and_still_each_run() {
+    let ctx = harness::context();
+    let add = ctx
+        .kernel(
+            r#"@group(0) @binding(0) var<uniform> p: u32;
+            @group(0) @binding(1) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+            if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] * 2u + p; } }"#,
+            "main",
+        )
+        .unwrap();
+    let mut a = ctx.zeros::<u32>(&[64]).unwrap();
+    let mut b = ctx.zeros::<u32>(&[64]).unwrap();
+    let mut cap = ctx.capture();
+    let slot = cap.params_slot(&5u32);
+    for (p, on_b) in [(1u32, false), (1, false), (1, true), (2, false), (1, false)] {
+        let target = if on_b { &mut b } else { &mut a };
+        cap.launch(&add)
+            .params(&p)
+            .arg_mut(target)
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    // Set per run: never shared, even when its value matches another launch's.
+    cap.launch(&add)
+        .params_slot(&slot)
+        .arg_mut(&mut a)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    // (1, a) three times share one; (1, b), (2, a) and the slotted launch have their own.
+    assert_eq!(step.bind_groups(), 4);
+    let run = |x: u32, p: u32| x * 2 + p;
+    let (mut ma, mut mb) = (0u32, 0u32);
+    for value in [3u32, 1] {
+        step.run().params(&slot, &value).submit().unwrap();
+        ma = run(run(ma, 1), 1);
+        mb = run(mb, 1);
+        ma = run(run(run(ma, 2), 1), value);
+    }
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![ma; 64]);
+    assert_eq!(ctx.device_get(&b).unwrap(), vec![mb; 64]);
+}
+
+#[gpu_test]
+fn hostile_starts_clamp_and_empty_inputs_and_reads_run() {
+    let ctx = harness::context();
+    let cache = ctx.zeros::<u32>(&[4, 8]).unwrap();
+    let mut cap = ctx.capture();
+    let (row, new_row) = cap.input(&[1u32; 8], &[1, 8]).unwrap();
+    let (empty, no_data) = cap.input::<u32>(&[], &[0, 8]).unwrap();
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &row, &at).unwrap();
+    let read = cap.read(&empty).unwrap();
+    drop(row);
+    let mut step = cap.finish().unwrap();
+    let mut nothing: [u32; 0] = [];
+    for (value, start) in [
+        (2u32, [i64::MAX, i64::MIN]),
+        (3, [i64::MIN, i64::MAX]),
+        (4, [-1, 3]),
+    ] {
+        step.run()
+            .input(&new_row, &[value; 8])
+            .input(&no_data, &[])
+            .start(&at, &start)
+            .read_into(&read, &mut nothing)
+            .submit()
+            .unwrap();
+    }
+    // Clamped as XLA clamps: [MAX, MIN] is row 3, [MIN, MAX] and [-1, 3] are row 0.
+    let got = ctx.device_get(&cache).unwrap();
+    assert_eq!(got[24..32], [2; 8]);
+    assert_eq!(got[0..8], [4; 8]);
+    assert_eq!(got[8..24], [0; 16]);
+}
+
+#[gpu_test]
+fn a_moving_start_just_over_the_binding_limit_is_refused_and_at_it_is_accepted() {
+    let ctx = harness::context_with(ArenaConfig {
+        max_binding_bytes: Some(4096),
+        ..harness::test_config()
+    });
+    let at_limit = ctx.zeros::<f32>(&[1024]).unwrap(); // 4096 bytes: binds whole
+    let over = ctx.zeros::<f32>(&[1025]).unwrap(); // 4100 bytes, bound as 4112
+    let row = ctx.device_put(&[7.0f32; 4], &[4]).unwrap();
+    let mut cap = ctx.capture();
+    let start = cap.index_slot(&[0]);
+    let refused = cap.dynamic_update_slice_at(over, &row, &start).unwrap_err();
+    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert_eq!(
+        refused.array.shape(),
+        [1025],
+        "the donated array comes back"
+    );
+    let at_limit = cap.dynamic_update_slice_at(at_limit, &row, &start).unwrap();
+    let mut step = cap.finish().unwrap();
+    step.run().start(&start, &[1020]).submit().unwrap();
+    let got = ctx.device_get(&at_limit).unwrap();
+    assert_eq!(got[1020..1024], [7.0; 4]);
+    assert_eq!(got[0..4], [0.0; 4], "the captured start is not run");
+}
+
+/// `out = a * 1024 + b` elementwise.
+const COMBINE: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&out)) { out[i.x] = a[i.x] * 1024.0 + b[i.x]; }
+}
+"#;
+
+#[gpu_test]
+fn back_to_back_runs_that_set_some_inputs_keep_the_latest_bytes_of_the_others() {
+    const RUNS: usize = 24;
+    let row =
+        |seed: usize| -> Vec<f32> { (0..WIDTH).map(|i| ((seed * 37 + i) % 512) as f32).collect() };
+    for (path, ctx) in every_path() {
+        let combine = ctx.kernel(COMBINE, "main").unwrap();
+        let history = ctx.zeros::<f32>(&[RUNS, WIDTH]).unwrap();
+        let mut cap = ctx.capture();
+        let (a, a_slot) = cap.input(&row(1000), &[1, WIDTH]).unwrap();
+        let (b, b_slot) = cap.input(&row(2000), &[1, WIDTH]).unwrap();
+        let mut out = cap.fill(&[1, WIDTH], 0.0f32).unwrap();
+        cap.launch(&combine)
+            .arg(&a)
+            .arg(&b)
+            .arg_mut(&mut out)
+            .grid_for(WIDTH as u64)
+            .run()
+            .unwrap();
+        let at = cap.index_slot(&[0, 0]);
+        let history = cap.dynamic_update_slice_at(history, &out, &at).unwrap();
+        drop((a, b, out));
+        let mut step = cap.finish().unwrap();
+        // Runs go out back to back, none waited: each sets one input, the other or both, and
+        // the input it leaves unset keeps the bytes of the last run that set it.
+        let (mut want_a, mut want_b) = (row(1000), row(2000));
+        let mut want = vec![0.0f32; RUNS * WIDTH];
+        for r in 0..RUNS {
+            let (new_a, new_b) = (row(r), row(r + 500));
+            let mut run = step.run().start(&at, &[r as i64, 0]);
+            if r % 3 != 1 {
+                run = run.input(&a_slot, &new_a);
+                want_a = new_a.clone();
+            }
+            if r % 3 != 0 {
+                run = run.input(&b_slot, &new_b);
+                want_b = new_b.clone();
+            }
+            run.submit().unwrap();
+            for i in 0..WIDTH {
+                want[r * WIDTH + i] = want_a[i] * 1024.0 + want_b[i];
+            }
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&history).unwrap()),
+            bits(&want),
+            "{path}: every run's row from the latest bytes of both inputs"
+        );
+    }
+}
+
+#[gpu_test]
+fn an_uninitialised_array_of_a_capture_is_a_temporary_that_no_run_clears() {
+    for (path, ctx) in op_paths() {
+        let affine_k = ctx.kernel(AFFINE, "main").unwrap();
+        let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let capture_with = |uninitialised: bool, sum: &mut DeviceArray<f32>| {
+            let mut cap = ctx.capture();
+            let (row, new_row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+            let mut scaled = if uninitialised {
+                cap.alloc::<f32>(&[1, WIDTH]).unwrap()
+            } else {
+                cap.fill(&[1, WIDTH], 0.0f32).unwrap()
+            };
+            cap.launch(&affine_k)
+                .arg(&row)
+                .arg_mut(&mut scaled)
+                .params(&affine(3))
+                .grid_for(WIDTH as u64)
+                .run()
+                .unwrap();
+            cap.launch(&accumulate)
+                .arg(&scaled)
+                .arg_mut(sum)
+                .grid_for(WIDTH as u64)
+                .run()
+                .unwrap();
+            drop((row, scaled));
+            (cap.finish().unwrap(), new_row)
+        };
+        let (filled, _) = capture_with(false, &mut sum);
+        let (mut step, new_row) = capture_with(true, &mut sum);
+        assert_eq!(
+            step.plan().steps + 1,
+            filled.plan().steps,
+            "{path}: no clear step for the uninitialised array"
+        );
+        assert_eq!(
+            step.plan().temporaries.len(),
+            2,
+            "{path}: the row and the scaled row"
+        );
+        drop(filled);
+        let mut want = vec![0.0f32; WIDTH];
+        for t in 0..4 {
+            let q = query(t);
+            step.run().input(&new_row, &q).submit().unwrap();
+            let p = affine(3);
+            for (w, x) in want.iter_mut().zip(&q) {
+                *w += x * p.scale + p.shift;
+            }
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&sum).unwrap()),
+            bits(&want),
+            "{path}: every run's kernel wrote the whole uninitialised array"
+        );
+    }
+}
+
+#[gpu_test]
+fn a_recorders_alloc_refuses_hostile_shapes_and_records_nothing() {
+    let ctx = harness::context();
+    let mut cap = ctx.capture();
+    let before = ctx.memory_stats().num_allocs;
+    for shape in [
+        vec![usize::MAX, 2],
+        vec![1usize << 40, 1 << 40],
+        vec![1; 7], // past the largest rank
+    ] {
+        match cap.alloc::<f32>(&shape) {
+            Err(Error::Shape { .. }) => {}
+            other => panic!("shape {shape:?}: {other:?}"),
+        }
+    }
+    let empty = cap.alloc::<f32>(&[0, 5]).unwrap();
+    assert_eq!(empty.len(), 0);
+    assert_eq!(cap.len(), 0, "an allocation records no step");
+    drop(empty);
+    let step = cap.finish().unwrap();
+    assert_eq!(step.plan().steps, 0);
+    assert_eq!(
+        ctx.memory_stats().num_allocs,
+        before + 1,
+        "only the empty array"
+    );
+}

@@ -1,0 +1,270 @@
+//! The GPU test harness: what every test of this binary shares.
+//! - `#[gpu_test]` (the attribute, from `tests/gpu_test_macro`) holds an [`AfterTest`] for the
+//!   length of each test, which fails the test if a Vulkan validation error was logged;
+//! - contexts on the test machine's GPU (lavapipe in CI) with wgpu's validation on:
+//!   [`context`], [`context_with`], and [`op_paths`] for a test that runs on every path a
+//!   single op can take;
+//! - the logger that counts validation errors and keeps every warning, for tests that read
+//!   their own messages ([`logged_messages_containing`]);
+//! - `crash_report.rs`: a report of the faulting thread if the binary dies of a signal;
+//! - `ordering.rs`: kernels whose results show the order work ran in.
+
+use gpu_arena::{ArenaConfig, Context};
+
+#[cfg(unix)]
+mod crash_report;
+pub mod ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, Once};
+
+static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
+/// The first validation errors logged, for the failure that names them.
+static VALIDATION_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// How many validation messages a failure quotes.
+const QUOTED_VALIDATION_MESSAGES: usize = 5;
+/// Every warning and error logged in this test binary, for tests that read their messages.
+static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static LOGGER: CountingLogger = CountingLogger;
+static INIT: Once = Once::new();
+
+struct CountingLogger;
+
+impl log::Log for CountingLogger {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn
+    }
+
+    fn log(&self, record: &log::Record) {
+        if !self.enabled(record.metadata()) {
+            return;
+        }
+        let message = record.args().to_string();
+        let validation = record.level() == log::Level::Error
+            && (record.target().starts_with("wgpu_hal::vulkan")
+                || message.contains("VUID-")
+                || message.contains("Validation Error"));
+        if validation {
+            let mut quoted = VALIDATION_MESSAGES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            if quoted.len() < QUOTED_VALIDATION_MESSAGES {
+                quoted.push(message.clone());
+            }
+            VALIDATION_ERRORS.fetch_add(1, Ordering::SeqCst);
+        }
+        MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.clone());
+        eprintln!("[{}] {}: {}", record.level(), record.target(), message);
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the counting logger (and the crash report, see `crash_report.rs`) once per test
+/// binary.
+pub fn init_logging() {
+    INIT.call_once(|| {
+        #[cfg(unix)]
+        crash_report::install();
+        let _ = log::set_logger(&LOGGER);
+        log::set_max_level(log::LevelFilter::Warn);
+    });
+}
+
+/// A test configuration: validation on, preallocation of a small fraction so tests that open
+/// many contexts stay light on lavapipe's 2 GiB heap.
+pub fn test_config() -> ArenaConfig {
+    ArenaConfig {
+        validation: true,
+        mem_fraction: gpu_arena::MemFraction::fixed(0.25),
+        ..ArenaConfig::default()
+    }
+}
+
+/// Opens a context with `config` (validation forced on).
+pub fn context_with(config: ArenaConfig) -> Context {
+    init_logging();
+    Context::new(ArenaConfig {
+        validation: true,
+        ..config
+    })
+    .expect("a GPU adapter (install mesa-vulkan-drivers for lavapipe)")
+}
+
+/// Opens a context with [`test_config`].
+pub fn context() -> Context {
+    context_with(test_config())
+}
+
+/// Held by every `#[gpu_test]` for the length of the test (the attribute writes it): when the
+/// test ends without panicking, it fails the test if any Vulkan validation error has been
+/// logged in this binary, quoting the first ones. Counted for the whole binary rather than per
+/// test because the layer reports on whatever thread called Vulkan, and tests spawn threads of
+/// their own: one error fails every test that ends after it, which a clean suite never sees.
+pub struct AfterTest(());
+
+impl AfterTest {
+    /// Installs the logger (a test may open its context without this harness's helpers).
+    pub fn begin() -> Self {
+        init_logging();
+        AfterTest(())
+    }
+}
+
+impl Drop for AfterTest {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let n = VALIDATION_ERRORS.load(Ordering::SeqCst);
+        if n > 0 {
+            let quoted = VALIDATION_MESSAGES
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            panic!(
+                "{n} Vulkan validation error(s) were logged in this test binary; the first:\n{}",
+                quoted.join("\n")
+            );
+        }
+    }
+}
+
+/// The name libtest gives `function` of the module `module_path` (pass `module_path!()`): the
+/// module path without the binary's name. For tests that re-run one test of this binary in a
+/// child process (`--exact NAME`).
+pub fn test_name(module_path: &str, function: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_binary, module)) => format!("{module}::{function}"),
+        None => function.to_string(),
+    }
+}
+
+/// The warnings and errors logged in this test binary so far that contain `text` (tests run
+/// in parallel: pass something only your test logs, such as its own file name).
+pub fn logged_messages_containing(text: &str) -> Vec<String> {
+    MESSAGES
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| m.contains(text))
+        .cloned()
+        .collect()
+}
+
+/// A deterministic pseudo-random generator (splitmix64) so tests need no rand crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// A kernel that copies `src` to `dst` slowly (a long loop per element, its result in `sink`),
+/// so the copy is still running when the host reuses memory: the frontier tests' workload.
+/// `src_access` is `read` or `read_write` (raw wgpu pipelines need `read_write`: see
+/// `DeviceArray::raw_binding`).
+pub fn slow_copy_wgsl(src_access: &str) -> String {
+    SLOW_COPY_WGSL.replace("SRC_ACCESS", src_access)
+}
+
+const SLOW_COPY_WGSL: &str = r#"
+@group(0) @binding(0) var<storage, SRC_ACCESS> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(2) var<storage, read_write> sink: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    let i = id.x;
+    if (i >= arrayLength(&dst)) { return; }
+    // Burn time so the copy is still running when the host reuses memory.
+    var acc = src[i];
+    for (var k = 0u; k < 2000u; k++) { acc = (acc * 1664525u + 1013904223u) ^ k; }
+    dst[i] = src[i];
+    sink[i] = acc;
+}
+"#;
+
+/// The frontier check after a slow copy of `data` into `y` was submitted and its source, which
+/// lived at `source` (buffer and offset), was dropped: a new array of the same size is written
+/// at once (best fit would take the source's chunk if it were free), and `y` must still end up
+/// holding `data`, the new array its own bytes.
+pub fn assert_dropped_source_was_not_reused(
+    ctx: &Context,
+    source: (wgpu::Buffer, u64),
+    y: &gpu_arena::DeviceArray<u32>,
+    data: &[u32],
+    case: &str,
+) {
+    let z = ctx
+        .device_put(&vec![0xDEAD_BEEFu32; data.len()], &[data.len()])
+        .unwrap();
+    let reused_at_once = z.buffer() == &source.0 && z.byte_offset() == source.1;
+    let result = ctx.device_get(y).unwrap();
+    let wrong = result.iter().zip(data).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        wrong, 0,
+        "{case}: {wrong} elements differ from the source's data (reused at once: {reused_at_once})"
+    );
+    assert!(
+        ctx.device_get(&z)
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0xDEAD_BEEF),
+        "{case}"
+    );
+}
+
+/// The paths single ops take on this machine, by name, each a context of its own: zero-copy
+/// (lavapipe maps the arena, and ops copy on the host), staging (`zero_copy: false`), device
+/// kernels forced, and wgpu's own staging (`queue.write_buffer`) where a GL adapter exists.
+pub fn op_paths() -> Vec<(&'static str, Context)> {
+    let kernels = context_with(ArenaConfig {
+        force_device_kernels: true,
+        ..test_config()
+    });
+    let mut paths = vec![
+        ("zero-copy", context_with(test_config())),
+        (
+            "staging",
+            context_with(ArenaConfig {
+                zero_copy: false,
+                ..test_config()
+            }),
+        ),
+        ("device kernels", kernels),
+    ];
+    if let Ok(gl) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) {
+        paths.push(("plain wgpu", gl));
+    }
+    paths
+}
+
+/// Submissions made by `work`, counted by the ids gpu-arena hands out between two empty raw
+/// submissions (each of which submits the context's gathered single ops first).
+pub fn submissions_made<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) {
+    let before = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    let result = work();
+    let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
+    (after - before - 1, result)
+}

@@ -1,0 +1,755 @@
+//! The recording model (crate docs, `kernels`): only a user's unsubmitted `Sequence` makes an
+//! array pending; every single op, launches included, refuses a pending array with an error
+//! naming the sequence; the library's own one-op submissions never refuse each other across
+//! threads; a refused launch marks nothing; a sequence runs all or nothing; `raw_submit`
+//! records its uses before the queue gets the work; the staging pool returns to its size.
+
+use crate::harness::{context, context_with, test_config};
+use gpu_arena::error::{Access, Recorder, RecorderKind};
+use gpu_arena::profile::TimelineEventKind;
+use gpu_arena::{AllocatorKind, ArenaConfig, Context, DeviceArray, Error, GpuUse, SubmissionId};
+
+/// Adds `p` to every element of `a`.
+const ADD: &str = r#"
+@group(0) @binding(0) var<uniform> p: u32;
+@group(0) @binding(1) var<storage, read_write> a: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + p; }
+}
+"#;
+
+/// `y[i] = y[i] + x[i]`.
+const ACCUMULATE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&y)) { y[id.x] = y[id.x] + x[id.x]; }
+}
+"#;
+
+fn assert_names_the_pending_sequence(error: &Error, operation: &str) {
+    let message = error.to_string();
+    assert!(
+        matches!(
+            error,
+            Error::PendingInRecorder {
+                operation: refused,
+                recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                ..
+            } if refused.contains(operation)
+        ),
+        "{operation}: {message}"
+    );
+    assert!(
+        message.contains("pending in Sequence #"),
+        "{operation}: {message}"
+    );
+    assert!(
+        message.contains("call submit() on that Sequence first"),
+        "{operation}: {message}"
+    );
+    assert!(message.contains(operation), "{operation}: {message}");
+}
+
+fn launch_after_an_unsubmitted_put_is_refused(ctx: &Context) {
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut y = ctx.device_put(&[1.0f32; 100], &[100]).unwrap();
+    let mut s = ctx.sequence();
+    let x = s.put(&[10.0f32; 100], &[100]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(100)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    // Nothing ran: y is as it was once the sequence is submitted, and the launch then works.
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [1.0; 100]);
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(100)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [11.0; 100]);
+}
+
+#[gpu_test]
+fn launch_over_an_array_put_by_an_unsubmitted_sequence_is_refused_on_the_zero_copy_path() {
+    launch_after_an_unsubmitted_put_is_refused(&context());
+}
+
+#[gpu_test]
+fn launch_over_an_array_put_by_an_unsubmitted_sequence_is_refused_on_the_staging_path() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        ..test_config()
+    });
+    launch_after_an_unsubmitted_put_is_refused(&ctx);
+}
+
+#[gpu_test]
+fn launch_over_an_array_with_an_unsubmitted_sequence_step_is_refused() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[20u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    s.launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let refused = ctx
+        .launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    s.submit().unwrap();
+    ctx.launch(&add)
+        .arg_mut(&mut x)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [22; 64]);
+}
+
+#[gpu_test]
+fn every_single_op_refuses_an_array_pending_in_a_sequence_naming_it() {
+    let ctx = context();
+    let other = context();
+    let mut s = ctx.sequence();
+    let x = s.put(&[3u32; 64], &[64]).unwrap();
+    let sequence = format!("{s:?}");
+    let number = sequence
+        .split("User(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap();
+    let ready = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+
+    let refused = ctx.device_get(&x).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains(&format!("pending in Sequence #{number}")),
+        "{refused} / {sequence}"
+    );
+    assert_names_the_pending_sequence(&refused, "device_get");
+    assert_names_the_pending_sequence(&ctx.copy(&x).unwrap_err(), "copy");
+    assert_names_the_pending_sequence(
+        &ctx.dynamic_slice(&x, &[0], &[4]).unwrap_err(),
+        "dynamic_slice",
+    );
+    assert_names_the_pending_sequence(
+        &ctx.dynamic_update_slice_copy(&x, &ready, &[0]).unwrap_err(),
+        "dynamic_update_slice_copy",
+    );
+    // The pending array as the update of a donated operand: the operand comes back intact.
+    let donated = ctx.dynamic_update_slice(ready, &x, &[0]).unwrap_err();
+    assert_names_the_pending_sequence(&donated.error, "dynamic_update_slice");
+    let ready = donated.array;
+    assert_eq!(ctx.device_get(&ready).unwrap(), [0; 64]);
+    assert_names_the_pending_sequence(&x.copy_to(&other).unwrap_err(), "device_put_from");
+    assert_names_the_pending_sequence(&x.to_vec().unwrap_err(), "DeviceArray::to_vec");
+    assert_names_the_pending_sequence(
+        &gpu_arena::gather(std::slice::from_ref(&ctx), std::slice::from_ref(&x)).unwrap_err(),
+        "gather",
+    );
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [3; 64]);
+    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [3; 64]);
+}
+
+#[gpu_test]
+fn a_donated_array_pending_in_a_sequence_comes_back_from_a_refused_single_op() {
+    let ctx = context();
+    let mut s = ctx.sequence();
+    let x = s.put(&[5u32; 32], &[32]).unwrap();
+    let refused = ctx.fill_in_place(x, 9).unwrap_err();
+    assert_names_the_pending_sequence(&refused.error, "fill_in_place");
+    let x = refused.array;
+    let refused = ctx.dynamic_update_slice(x, &[1u32][..], &[0]).unwrap_err();
+    assert_names_the_pending_sequence(&refused.error, "dynamic_update_slice");
+    let x = refused.array;
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [5; 32]);
+}
+
+#[gpu_test]
+fn raw_submit_refuses_an_array_pending_in_a_sequence_and_submits_nothing() {
+    let ctx = context();
+    let done = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    let pending = s.put(&[2u32; 64], &[64]).unwrap();
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.clear_buffer(done.buffer(), done.byte_offset(), Some(256));
+    let before = done.last_use();
+    let refused = ctx
+        .raw_submit([encoder.finish()], &[&done, &pending])
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "raw_submit");
+    assert_eq!(done.last_use(), before, "nothing recorded");
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&done).unwrap(), [1; 64], "nothing submitted");
+    assert_eq!(ctx.device_get(&pending).unwrap(), [2; 64]);
+}
+
+#[gpu_test]
+fn dropping_an_unsubmitted_sequence_releases_its_arrays() {
+    let ctx = context();
+    let x = ctx.device_put(&[1u32; 16], &[16]).unwrap();
+    let mut s = ctx.sequence();
+    let _slice = s.dynamic_slice(&x, &[0], &[4]).unwrap();
+    // The sequence reads `x`: a write would overtake that read.
+    let refused = ctx.fill_in_place(x, 2).unwrap_err();
+    let x = refused.array;
+    drop(s);
+    let x = ctx.fill_in_place(x, 2).unwrap();
+    assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [2; 16]);
+}
+
+/// `y = x * 2` over `x` read-only: a reader of shared weights.
+const DOUBLE: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {
+    if (id.x < arrayLength(&y)) { y[id.x] = 2.0 * x[id.x]; }
+}
+"#;
+
+#[gpu_test]
+fn two_readers_on_two_threads_never_refuse_each_other() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let k = ctx.kernel(DOUBLE, "main").unwrap();
+        let n = 1024;
+        let weights = ctx
+            .device_put(&(0..n).map(|i| i as f32).collect::<Vec<_>>(), &[n])
+            .unwrap()
+            .with_label("shared weights");
+        let expected: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
+        let rounds = 40;
+        std::thread::scope(|scope| {
+            // Two threads record sequences that read the weights and hold them unsubmitted
+            // while the other two use the weights through single ops.
+            for _ in 0..2 {
+                scope.spawn(|| {
+                    for _ in 0..rounds {
+                        let mut s = ctx.sequence();
+                        let mut y = s.context().zeros::<f32>(&[n]).unwrap();
+                        s.launch(&k)
+                            .arg(&weights)
+                            .arg_mut(&mut y)
+                            .grid_for(n as u64)
+                            .run()
+                            .expect("a recorded read is never refused for another reader");
+                        let head = s.dynamic_slice(&weights, &[0], &[8]).unwrap();
+                        std::thread::yield_now();
+                        s.submit().unwrap();
+                        assert_eq!(ctx.device_get(&y).unwrap(), expected);
+                        assert_eq!(
+                            ctx.device_get(&head).unwrap(),
+                            [0., 1., 2., 3., 4., 5., 6., 7.]
+                        );
+                    }
+                });
+            }
+            for t in 0..2 {
+                let (ctx, k, weights, expected) = (&ctx, &k, &weights, &expected);
+                scope.spawn(move || {
+                    for i in 0..rounds {
+                        match (i + t) % 4 {
+                            0 => {
+                                let mut y = ctx.zeros::<f32>(&[n]).unwrap();
+                                ctx.launch(k)
+                                    .arg(weights)
+                                    .arg_mut(&mut y)
+                                    .grid_for(n as u64)
+                                    .run()
+                                    .expect("a launch reading the weights is never refused");
+                                assert_eq!(&ctx.device_get(&y).unwrap(), expected);
+                            }
+                            1 => assert_eq!(ctx.device_get(weights).expect("device_get")[5], 5.0),
+                            2 => assert_eq!(
+                                ctx.copy(weights).expect("copy").to_vec().unwrap()[7],
+                                7.0
+                            ),
+                            _ => assert_eq!(
+                                ctx.dynamic_slice(weights, &[3], &[2])
+                                    .expect("dynamic_slice")
+                                    .to_vec()
+                                    .unwrap(),
+                                [3.0, 4.0]
+                            ),
+                        }
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[gpu_test]
+fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let weights = ctx
+        .device_put(&[1.0f32; 64], &[64])
+        .unwrap()
+        .with_label("layer 3 weights");
+    let mut s = ctx.sequence();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    s.launch(&k)
+        .arg(&weights)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let number = format!("{s:?}")
+        .split("User(")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    let names_everything = |error: &Error, operation: &str, argument: &str| {
+        assert_names_the_pending_sequence(error, operation);
+        let Error::PendingInRecorder {
+            argument: named,
+            array,
+            recorder,
+            recorded,
+            access,
+            ..
+        } = error
+        else {
+            unreachable!("checked above");
+        };
+        assert_eq!(array.label.as_deref(), Some("layer 3 weights"));
+        assert_eq!(array.dtype, Some("f32"));
+        assert_eq!(array.shape.as_deref(), Some(&[64][..]));
+        assert!(named.contains(argument), "{named}");
+        assert_eq!(recorder.number.to_string(), number);
+        assert_eq!((*recorded, *access), (Access::Read, Access::Write));
+        let message = error.to_string();
+        assert!(message.contains("\"layer 3 weights\""), "{message}");
+        assert!(message.contains("f32 [64]"), "{message}");
+        assert!(message.contains(argument), "{message}");
+        assert!(
+            message.contains(&format!("Sequence #{number}")),
+            "{message}"
+        );
+        assert!(message.contains("a read of it"), "{message}");
+    };
+    // Writers are refused, each naming the argument.
+    let donated = ctx.fill_in_place(weights, 0.0).unwrap_err();
+    names_everything(&donated.error, "fill_in_place", "the array");
+    let donated = ctx
+        .dynamic_update_slice(donated.array, &[9.0f32][..], &[0])
+        .unwrap_err();
+    names_everything(&donated.error, "dynamic_update_slice", "the operand");
+    let mut weights = donated.array;
+    let mut as_bits = weights.bitcast::<u32>().unwrap();
+    let refused = ctx
+        .launch(&add)
+        .arg_mut(&mut as_bits)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    names_everything(&refused, "launch", "@binding(1) a: array<u32> (read_write)");
+    weights = as_bits.bitcast::<f32>().unwrap();
+    // Readers are not.
+    assert_eq!(ctx.device_get(&weights).unwrap(), [1.0; 64]);
+    s.submit().unwrap();
+    assert_eq!(
+        ctx.device_get(&y).unwrap(),
+        [2.0; 64],
+        "the recorded read saw no write"
+    );
+    let weights = ctx.fill_in_place(weights, 4.0).unwrap();
+    assert_eq!(ctx.device_get(&weights).unwrap(), [4.0; 64]);
+}
+
+#[gpu_test]
+fn an_array_a_sequence_writes_stays_pending_for_readers_and_writers() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let x = ctx.device_put(&[3.0f32; 64], &[64]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap().with_label("activations");
+    let mut s = ctx.sequence();
+    s.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    let mut z = ctx.zeros::<f32>(&[64]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&y)
+        .arg_mut(&mut z)
+        .grid_for(64)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    let message = refused.to_string();
+    assert!(
+        message.contains("@binding(0) x: array<f32> (read)"),
+        "{message}"
+    );
+    assert!(message.contains("\"activations\""), "{message}");
+    assert!(message.contains("a write to it"), "{message}");
+    assert_names_the_pending_sequence(&ctx.device_get(&y).unwrap_err(), "device_get");
+    assert_names_the_pending_sequence(&ctx.copy(&y).unwrap_err(), "copy");
+    // `x`, only read by the sequence, is free for readers.
+    assert_eq!(ctx.device_get(&x).unwrap(), [3.0; 64]);
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [6.0; 64]);
+}
+
+#[gpu_test]
+fn a_sequence_that_reads_then_writes_an_array_keeps_it_pending_for_readers() {
+    let ctx = context();
+    let k = ctx.kernel(DOUBLE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    let _copy = s.copy(&x).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 64], "only read so far");
+    let mut x = s.fill_in_place(x, 5.0).unwrap();
+    assert_names_the_pending_sequence(&ctx.device_get(&x).unwrap_err(), "device_get");
+    s.submit().unwrap();
+    let mut y = ctx.zeros::<f32>(&[64]).unwrap();
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&y).unwrap(), [10.0; 64]);
+    // Submitted: every mark is gone, writers too.
+    x = ctx.fill_in_place(x, 0.0).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [0.0; 64]);
+}
+
+#[gpu_test]
+fn a_raw_queue_copy_without_flush_sees_the_gathered_ops() {
+    for zero_copy in [true, false] {
+        let ctx = context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let add = ctx.kernel(ADD, "main").unwrap();
+        let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+        for _ in 0..5 {
+            ctx.launch(&add)
+                .arg_mut(&mut x)
+                .params(&1u32)
+                .grid_for(64)
+                .run()
+                .unwrap();
+        }
+        let readback = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+            label: Some("raw queue readback"),
+            size: 256,
+            usage: wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::MAP_READ,
+            mapped_at_creation: false,
+        });
+        let mut encoder = ctx.device().create_command_encoder(&Default::default());
+        encoder.copy_buffer_to_buffer(x.buffer(), x.byte_offset(), &readback, 0, 256);
+        // No flush(): taking the queue submits the five gathered launches first.
+        ctx.queue().submit([encoder.finish()]);
+        readback
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+        ctx.device()
+            .poll(wgpu::PollType::wait_indefinitely())
+            .unwrap();
+        let seen: Vec<u32> =
+            bytemuck::cast_slice(&readback.slice(..).get_mapped_range().unwrap()).to_vec();
+        assert_eq!(seen, [5; 64], "zero_copy: {zero_copy}");
+        ctx.synchronize().unwrap();
+    }
+}
+
+#[gpu_test]
+fn two_threads_launching_and_reading_one_array_never_refuse_each_other() {
+    let ctx = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let n = 4096;
+    let x = ctx.device_put(&vec![1.0f32; n], &[n]).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut y = ctx.zeros::<f32>(&[n]).unwrap();
+            for _ in 0..200 {
+                ctx.launch(&k)
+                    .arg(&x)
+                    .arg_mut(&mut y)
+                    .grid_for(n as u64)
+                    .run()
+                    .expect("a launch is never refused for another thread's single op");
+            }
+            assert_eq!(ctx.device_get(&y).unwrap(), vec![200.0; n]);
+        });
+        scope.spawn(|| {
+            for i in 0..200 {
+                match i % 3 {
+                    0 => assert_eq!(ctx.device_get(&x).expect("device_get"), vec![1.0; n]),
+                    1 => assert_eq!(ctx.copy(&x).expect("copy").to_vec().unwrap(), vec![1.0; n]),
+                    _ => assert_eq!(
+                        ctx.dynamic_slice(&x, &[17], &[100])
+                            .expect("dynamic_slice")
+                            .to_vec()
+                            .unwrap(),
+                        vec![1.0; 100]
+                    ),
+                }
+            }
+        });
+    });
+}
+
+#[gpu_test]
+fn a_launch_refused_for_a_foreign_second_argument_marks_nothing() {
+    let ctx = context();
+    let other = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut foreign = other.device_put(&[2.0f32; 8], &[8]).unwrap();
+    let mut s = ctx.sequence();
+    let refused = s
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut foreign)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert!(matches!(refused, Error::ForeignArray { .. }), "{refused}");
+    assert!(s.is_empty(), "nothing recorded");
+    // x was not marked pending by the refused launch.
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut foreign)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert!(matches!(refused, Error::ForeignArray { .. }), "{refused}");
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    drop(s);
+}
+
+#[gpu_test]
+fn a_single_launch_refused_for_a_pending_second_argument_marks_nothing() {
+    let ctx = context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let x = ctx.device_put(&[1.0f32; 8], &[8]).unwrap();
+    let mut s = ctx.sequence();
+    let mut pending = s.put(&[2.0f32; 8], &[8]).unwrap();
+    let refused = ctx
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut pending)
+        .grid_for(8)
+        .run()
+        .unwrap_err();
+    assert_names_the_pending_sequence(&refused, "launch");
+    assert_eq!(ctx.device_get(&x).unwrap(), [1.0; 8]);
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&pending).unwrap(), [2.0; 8]);
+}
+
+#[gpu_test]
+fn a_sequence_over_4096_dispatches_whose_last_piece_is_refused_ran_nothing() {
+    // One region per array (the platform allocator), so destroying one array's buffer leaves
+    // the others usable.
+    let ctx = context_with(ArenaConfig {
+        allocator: AllocatorKind::Platform,
+        ..test_config()
+    });
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut broken = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    assert_ne!(x.buffer(), broken.buffer(), "one region per array");
+    let mut s = ctx.sequence();
+    for _ in 0..4096 {
+        s.launch(&add)
+            .arg_mut(&mut x)
+            .params(&1u32)
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    // The 4097th dispatch, in the second piece, binds a buffer the device will refuse.
+    s.launch(&add)
+        .arg_mut(&mut broken)
+        .params(&1u32)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    broken.buffer().destroy();
+    let refused = s.submit().unwrap_err();
+    assert!(matches!(refused, Error::Device { .. }), "{refused}");
+    assert!(
+        refused.to_string().contains("nothing of it was submitted"),
+        "{refused}"
+    );
+    ctx.synchronize().unwrap();
+    assert_eq!(
+        ctx.device_get(&x).unwrap(),
+        [0; 64],
+        "the first 4096 dispatches did not run"
+    );
+    // The destroyed buffer is the wgpu validation error this test wanted, not a Vulkan one.
+}
+
+#[gpu_test]
+fn a_sequence_over_4096_dispatches_runs_every_dispatch_in_order() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut s = ctx.sequence();
+    for i in 0..5000u32 {
+        // Parameters differ per dispatch: each piece must read its own.
+        s.launch(&add)
+            .arg_mut(&mut x)
+            .params(&(i % 3))
+            .grid_for(64)
+            .run()
+            .unwrap();
+    }
+    s.submit().unwrap();
+    let expected: u32 = (0..5000u32).map(|i| i % 3).sum();
+    assert_eq!(ctx.device_get(&x).unwrap(), [expected; 64]);
+}
+
+/// Wraps an array for `raw_submit` and, when the use is recorded, notes whether the context's
+/// timeline already shows the submission (which it records once the queue has the work).
+struct Probe<'a> {
+    ctx: &'a Context,
+    array: &'a DeviceArray<u32>,
+    seen: std::sync::Mutex<Option<(SubmissionId, bool)>>,
+}
+
+impl GpuUse for Probe<'_> {
+    fn record_use(&self, id: SubmissionId) {
+        self.array.record_use(id);
+        // Only looks: waiting for the work from here would wait for this very submission.
+        let submitted = self
+            .ctx
+            .memory_timeline()
+            .unwrap()
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, TimelineEventKind::Dispatch { submission, .. } if submission == id.0));
+        *self.seen.lock().unwrap() = Some((id, submitted));
+    }
+
+    fn owning_context(&self) -> Option<Context> {
+        self.array.owning_context()
+    }
+}
+
+#[gpu_test]
+fn raw_submit_records_its_uses_before_the_queue_gets_the_work() {
+    let ctx = context_with(ArenaConfig {
+        timeline_capacity: 1024,
+        ..test_config()
+    });
+    // The source is a buffer of wgpu's own (a copy within one region buffer is refused).
+    let src = ctx.device().create_buffer(&wgpu::BufferDescriptor {
+        label: Some("raw_submit probe source"),
+        size: 256,
+        usage: wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: true,
+    });
+    src.slice(..)
+        .get_mapped_range_mut()
+        .unwrap()
+        .copy_from_slice(bytemuck::cast_slice(&[7u32; 64]));
+    src.unmap();
+    let dst = ctx.device_put(&[0u32; 64], &[64]).unwrap();
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
+    encoder.copy_buffer_to_buffer(&src, 0, dst.buffer(), dst.byte_offset(), 256);
+    let probe = Probe {
+        ctx: &ctx,
+        array: &dst,
+        seen: Default::default(),
+    };
+    let id = ctx.raw_submit([encoder.finish()], &[&probe]).unwrap();
+    let (recorded, submitted_before) = probe.seen.lock().unwrap().take().unwrap();
+    assert_eq!(recorded, id);
+    assert!(
+        !submitted_before,
+        "the use was recorded before the queue got the work"
+    );
+    assert!(
+        ctx.memory_timeline()
+            .unwrap()
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, TimelineEventKind::Dispatch { submission, .. } if submission == id.0)),
+        "the timeline shows the submission afterwards"
+    );
+    assert_eq!(
+        dst.last_use(),
+        id,
+        "the array is in flight until the work completes"
+    );
+    // Another thread's read waits for the work.
+    let read = std::thread::scope(|scope| scope.spawn(|| ctx.device_get(&dst).unwrap()).join());
+    assert_eq!(read.unwrap(), [7; 64]);
+}
+
+#[gpu_test]
+fn a_sequence_of_many_puts_gives_its_extra_staging_buffers_back() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        staging_bytes: 1 << 20,
+        ..test_config()
+    });
+    if !ctx.is_vulkan() {
+        eprintln!("skipped: recorded puts take staging buffers on Vulkan only");
+        return;
+    }
+    let rows: Vec<Vec<u8>> = (0..24u8).map(|i| vec![i; 600 << 10]).collect();
+    let mut s = ctx.sequence();
+    let arrays: Vec<DeviceArray<u8>> = rows
+        .iter()
+        .map(|row| s.put(row, &[row.len()]).unwrap())
+        .collect();
+    assert!(
+        ctx.staging_buffers_created().0 >= 24,
+        "one staging buffer per put while recorded: {:?}",
+        ctx.staging_buffers_created()
+    );
+    s.submit().unwrap();
+    ctx.synchronize().unwrap();
+    let (up, _) = ctx.staging_buffers_created();
+    assert!(up <= 3, "the pool is back to its 3 buffers, holds {up}");
+    for (array, row) in arrays.iter().zip(&rows) {
+        assert!(ctx.device_get(array).unwrap() == *row);
+    }
+    // A dropped sequence gives them back too.
+    let mut s = ctx.sequence();
+    let _more: Vec<DeviceArray<u8>> = rows
+        .iter()
+        .map(|row| s.put(row, &[row.len()]).unwrap())
+        .collect();
+    drop(s);
+    assert!(ctx.staging_buffers_created().0 <= 3);
+}

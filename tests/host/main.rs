@@ -1,0 +1,16 @@
+//! The tests that need no GPU, one binary: the allocator, the memory policy on real tables,
+//! the profile readers and the crate's manifest, on the CPU alone.
+//!
+//! Apart, by need: `tests/config_env.rs` (it changes the process's variables) and
+//! `tests/gpu/` (every test that opens a context, under the GPU harness).
+//!
+//! Below: one module per behaviour, each with a doc that says which.
+
+mod arena_behaviour;
+mod arena_errors;
+mod arena_model;
+mod crate_manifest;
+mod hostile_host_inputs;
+mod memplan_tables;
+mod report_any_numbers;
+mod timeline_readers;
