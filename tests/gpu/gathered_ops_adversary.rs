@@ -854,18 +854,9 @@ const CHILD_SCENARIO: &str = "GATHERED_OPS_ADVERSARY_SCENARIO";
 /// that follows every refused one (seen 1 run in 3 with two such children side by side, never
 /// alone, never without the layer). The read still returns the right data.
 fn run_in_child(test: &str, scenario: &str) {
-    let test = harness::test_name(module_path!(), test);
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([test.as_str(), "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_SCENARIO, scenario)
-        .output()
-        .expect("re-running the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    assert!(output.status.success(), "{text}");
+    let child = harness::run_test_in_child(module_path!(), test, &[(CHILD_SCENARIO, scenario)]);
+    let text = child.text;
+    assert!(child.status.success(), "{text}");
     assert!(text.contains(&format!("{scenario} finished")), "{text}");
     assert!(!text.contains("VUID-"), "{text}");
 }

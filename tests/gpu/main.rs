@@ -28,6 +28,7 @@ mod device_report_table;
 mod gathered_ops;
 mod gathered_ops_adversary;
 mod gathered_uploads;
+mod harness_checks;
 mod hostile_inputs;
 mod kernel_checks;
 mod kernels_dus;

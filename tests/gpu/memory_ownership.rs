@@ -10,7 +10,6 @@
 use crate::harness;
 use crate::harness::{context_with, test_config};
 use gpu_arena::{ArenaConfig, Context, DeviceArray, Error};
-use std::process::Command;
 
 const SCENARIO_VAR: &str = "MEMORY_OWNERSHIP_SCENARIO";
 /// What a child prints last when its scenario ran to the end.
@@ -19,25 +18,16 @@ const DONE: &str = "memory-ownership scenario finished";
 /// Runs `scenario` in a child process and fails unless it finished cleanly, without a crash and
 /// without a Vulkan validation error.
 fn run_in_child(scenario: &str) {
-    let output = Command::new(std::env::current_exe().unwrap())
-        .args([
-            harness::test_name(module_path!(), "child_scenario").as_str(),
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(SCENARIO_VAR, scenario)
-        .output()
-        .expect("re-running the test binary");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+    let child = harness::run_test_in_child(
+        module_path!(),
+        "child_scenario",
+        &[(SCENARIO_VAR, scenario)],
     );
+    let text = &child.text;
     assert!(
-        output.status.success(),
+        child.status.success(),
         "scenario {scenario} failed ({}):\n{text}",
-        output.status
+        child.status
     );
     assert!(
         text.contains(&format!("{DONE}: {scenario}")),

@@ -243,6 +243,8 @@ fn chromium() -> Option<&'static str> {
 /// Chromium blocks on a full pipe. The flags keep it off the network (this machine has none).
 fn run_chromium(browser: &str, args: &[&str], page: &Path, profile: &Path) -> String {
     let mut child = Command::new(browser)
+        // Its own validation reports (it may start Vulkan) are not this binary's.
+        .env_remove(harness::layer_log::SETTINGS_PATH)
         .args([
             "--headless",
             "--no-sandbox",

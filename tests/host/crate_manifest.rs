@@ -109,7 +109,7 @@ fn image_targets_finds_images_and_not_macros() {
 
 #[test]
 fn the_readme_links_its_images_by_absolute_url() {
-    let images = image_targets(include_str!("../README.md"));
+    let images = image_targets(include_str!("../../README.md"));
     assert!(!images.is_empty(), "the README shows the memory report");
     for url in images {
         assert!(

@@ -4,8 +4,9 @@
 //! - contexts on the test machine's GPU (lavapipe in CI) with wgpu's validation on:
 //!   [`context`], [`context_with`], and [`op_paths`] for a test that runs on every path a
 //!   single op can take;
-//! - the logger that counts validation errors and keeps every warning, for tests that read
+//! - the logger that keeps the validation errors that reach the `log` crate and every warning, for tests that read
 //!   their own messages ([`logged_messages_containing`]);
+//! - `layer_log.rs`: the validation layer's reports routed to a FIFO the harness reads;
 //! - `crash_report.rs`: a report of the faulting thread if the binary dies of a signal;
 //! - `ordering.rs`: kernels whose results show the order work ran in.
 
@@ -13,14 +14,13 @@ use gpu_arena::{ArenaConfig, Context};
 
 #[cfg(unix)]
 mod crash_report;
+pub mod layer_log;
 pub mod ordering;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 
-static VALIDATION_ERRORS: AtomicUsize = AtomicUsize::new(0);
-/// The first validation errors logged, for the failure that names them.
+/// The validation errors that reached the `log` crate.
 static VALIDATION_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
-/// How many validation messages a failure quotes.
+/// How many validation errors a failure quotes.
 const QUOTED_VALIDATION_MESSAGES: usize = 5;
 /// Every warning and error logged in this test binary, for tests that read their messages.
 static MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -44,13 +44,10 @@ impl log::Log for CountingLogger {
                 || message.contains("VUID-")
                 || message.contains("Validation Error"));
         if validation {
-            let mut quoted = VALIDATION_MESSAGES
+            VALIDATION_MESSAGES
                 .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if quoted.len() < QUOTED_VALIDATION_MESSAGES {
-                quoted.push(message.clone());
-            }
-            VALIDATION_ERRORS.fetch_add(1, Ordering::SeqCst);
+                .unwrap_or_else(|p| p.into_inner())
+                .push(message.clone());
         }
         MESSAGES
             .lock()
@@ -68,6 +65,7 @@ pub fn init_logging() {
     INIT.call_once(|| {
         #[cfg(unix)]
         crash_report::install();
+        layer_log::start();
         let _ = log::set_logger(&LOGGER);
         log::set_max_level(log::LevelFilter::Warn);
     });
@@ -118,26 +116,60 @@ impl Drop for AfterTest {
         if std::thread::panicking() {
             return;
         }
-        let n = VALIDATION_ERRORS.load(Ordering::SeqCst);
-        if n > 0 {
-            let quoted = VALIDATION_MESSAGES
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+        let reports = validation_reports();
+        if !reports.is_empty() {
             panic!(
-                "{n} Vulkan validation error(s) were logged in this test binary; the first:\n{}",
-                quoted.join("\n")
+                "{} Vulkan validation error(s) were logged in this test binary; the first:\n{}",
+                reports.len(),
+                reports[..reports.len().min(QUOTED_VALIDATION_MESSAGES)].join("\n")
             );
         }
     }
 }
 
-/// The name libtest gives `function` of the module `module_path` (pass `module_path!()`): the
-/// module path without the binary's name. For tests that re-run one test of this binary in a
-/// child process (`--exact NAME`).
-pub fn test_name(module_path: &str, function: &str) -> String {
-    match module_path.split_once("::") {
+/// The Vulkan validation errors reported in this test binary so far: the layer's own reports
+/// (`layer_log.rs`) and those that reached the `log` crate (through a debug messenger).
+pub fn validation_reports() -> Vec<String> {
+    let mut reports = layer_log::reports();
+    reports.extend(
+        VALIDATION_MESSAGES
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned(),
+    );
+    reports
+}
+
+/// How a test re-run in a child process ended: its exit and everything it printed.
+pub struct ChildRun {
+    pub status: std::process::ExitStatus,
+    /// Its standard output, then its standard error.
+    pub text: String,
+}
+
+/// Re-runs the test `function` of the module `module_path` (pass `module_path!()`) alone in a
+/// child process of this binary, with `env` added to its environment and its output captured.
+/// For what must not reach this process's log (refusals a scenario provokes on purpose), and
+/// for what a process does once per life (a crash, a layer's setting).
+pub fn run_test_in_child(module_path: &str, function: &str, env: &[(&str, &str)]) -> ChildRun {
+    let name = match module_path.split_once("::") {
+        // libtest names a test by its module path without the binary's name.
         Some((_binary, module)) => format!("{module}::{function}"),
         None => function.to_string(),
+    };
+    let output = std::process::Command::new(std::env::current_exe().expect("this test binary"))
+        .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .output()
+        .expect("re-running the test binary");
+    ChildRun {
+        status: output.status,
+        text: format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
     }
 }
 
