@@ -322,6 +322,73 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     ran
 }
 
+/// A fused collective's data phase, run once every rank agreed: on the caller's thread for a
+/// blocking call, on the progress thread for a started one.
+pub(crate) type DataPhase<T> = Box<dyn FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send>;
+
+/// A fused collective as every rank describes it in the agreement (its kind, reduction and
+/// root, and the name its errors carry) with the data phase that follows: one description of
+/// each collective, whether the call blocks (`run_list`) or is started (`start_list` in
+/// `progress.rs`).
+pub(crate) struct ListCall<T: bytemuck::Pod> {
+    pub(crate) kind: Kind,
+    pub(crate) op: ReduceOp,
+    pub(crate) root: usize,
+    pub(crate) operation: &'static str,
+    pub(crate) data: DataPhase<T>,
+}
+
+impl<T: CollectiveElement> ListCall<T> {
+    /// `all_reduce_many` under the name `operation`: the arrays reduced with `op`, in place.
+    pub(crate) fn all_reduce(op: ReduceOp, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::AllReduceMany,
+            op,
+            root: 0,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                reduce_list(link, arrays, op, &|v| v, true, operation)
+            }),
+        }
+    }
+
+    /// `broadcast_many` from `root` under the name `operation` (the reduction is not used).
+    pub(crate) fn broadcast(root: usize, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::BroadcastMany,
+            op: ReduceOp::Sum,
+            root,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                broadcast_list(link, arrays, root)
+            }),
+        }
+    }
+}
+
+impl<T: MeanElement> ListCall<T> {
+    /// `all_reduce_mean_many` over `ranks` ranks under the name `operation`: the sum, divided
+    /// by `ranks` on the way back to the device.
+    pub(crate) fn mean(ranks: usize, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::AllReduceMeanMany,
+            op: ReduceOp::Sum,
+            root: 0,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                reduce_list(
+                    link,
+                    arrays,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    operation,
+                )
+            }),
+        }
+    }
+}
+
 const ALL_REDUCE: &str = "all_reduce_many";
 const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
 const BROADCAST: &str = "broadcast_many";
@@ -357,9 +424,7 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         op: ReduceOp,
     ) -> DonatedListResult<T> {
-        self.run_list(arrays, Kind::AllReduceMany, op, 0, ALL_REDUCE, |link, a| {
-            reduce_list(link, a, op, &|v| v, true, ALL_REDUCE)
-        })
+        self.run_list(arrays, ListCall::all_reduce(op, ALL_REDUCE))
     }
 
     /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
@@ -369,24 +434,7 @@ impl Collectives {
         &self,
         arrays: Vec<DeviceArray<T>>,
     ) -> DonatedListResult<T> {
-        let ranks = self.size();
-        self.run_list(
-            arrays,
-            Kind::AllReduceMeanMany,
-            ReduceOp::Sum,
-            0,
-            ALL_REDUCE_MEAN,
-            |link, a| {
-                reduce_list(
-                    link,
-                    a,
-                    ReduceOp::Sum,
-                    &|v| T::divide(v, ranks),
-                    false,
-                    ALL_REDUCE_MEAN,
-                )
-            },
-        )
+        self.run_list(arrays, ListCall::mean(self.size(), ALL_REDUCE_MEAN))
     }
 
     /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
@@ -399,34 +447,23 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         root: usize,
     ) -> DonatedListResult<T> {
-        self.run_list(
-            arrays,
-            Kind::BroadcastMany,
-            ReduceOp::Sum,
-            root,
-            BROADCAST,
-            |link, a| broadcast_list(link, a, root),
-        )
+        self.run_list(arrays, ListCall::broadcast(root, BROADCAST))
     }
 
-    /// A blocking fused collective: the checks, the agreement, then `data` on this thread.
+    /// A blocking fused collective: the checks, the agreement, then the call's data phase on
+    /// this thread.
     fn run_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
-        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
+        call: ListCall<T>,
     ) -> DonatedListResult<T> {
         let started = std::time::Instant::now();
-        let (read, written) =
-            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
-                Ok(bytes) => bytes,
-                Err(error) => return Err(DonatedList { error, arrays }),
-            };
+        let (read, written) = match self.agree_list(&arrays, &call, Ok(()), None) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
         let link = self.link(&self.comm);
-        match data(&link, &arrays) {
+        match (call.data)(&link, &arrays) {
             Ok(()) => {
                 self.count(read, written, started);
                 Ok(arrays)
@@ -439,17 +476,20 @@ impl Collectives {
     /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
     /// read from and written to the device on this rank when all agreed. With `poll`, the
     /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
-    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
     pub(crate) fn agree_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
+        call: &ListCall<T>,
         extra: Result<()>,
         poll: Option<std::time::Duration>,
     ) -> Result<(u64, u64)> {
+        let ListCall {
+            kind,
+            op,
+            root,
+            operation,
+            ..
+        } = *call;
         let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         let broadcast = kind == Kind::BroadcastMany;
         let (read, written) = match (broadcast, root == self.rank()) {
