@@ -253,22 +253,7 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
         return Err(smallest_budget(fit, chain, &rounded, &summaries));
     };
     if n <= GREEDY_LAYER_LIMIT {
-        keep.clear();
-        keep.resize(n, false);
-        for &i in schedule.checkpoints() {
-            keep[i] = true;
-        }
-        let mut recomputed: Vec<usize> = schedule
-            .steps()
-            .iter()
-            .filter_map(|step| match *step {
-                ScheduleStep::Recompute { layer } => Some(layer),
-                _ => None,
-            })
-            .collect();
-        let cost = |i: usize| chain.layers()[i - 1].forward_cost;
-        recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
-        for i in recomputed {
+        for i in greedy_refinement_start(chain, &schedule, &mut keep) {
             keep[i] = true;
             let more = evaluator.evaluate(&keep, None);
             let ranks_higher = by_rank(
@@ -287,6 +272,33 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
         }
     }
     Ok(schedule)
+}
+
+/// Where the greedy refinement of a found `schedule` starts: `keep` set to its checkpoints,
+/// and the layers it recomputes in the order the refinement tries keeping them instead, the
+/// most costly forward pass first. The bounded search and the simple one it is checked
+/// against refine from here alike.
+pub(crate) fn greedy_refinement_start(
+    chain: &Chain,
+    schedule: &Schedule,
+    keep: &mut Vec<bool>,
+) -> Vec<usize> {
+    keep.clear();
+    keep.resize(chain.layer_count(), false);
+    for &i in schedule.checkpoints() {
+        keep[i] = true;
+    }
+    let mut recomputed: Vec<usize> = schedule
+        .steps()
+        .iter()
+        .filter_map(|step| match *step {
+            ScheduleStep::Recompute { layer } => Some(layer),
+            _ => None,
+        })
+        .collect();
+    let cost = |i: usize| chain.layers()[i - 1].forward_cost;
+    recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
+    recomputed
 }
 
 /// Refuses an arena budget for a chain with an activation larger than any arena region.
