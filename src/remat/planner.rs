@@ -422,24 +422,17 @@ pub(crate) fn search_counts(n: usize) -> impl Iterator<Item = usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remat::chain::strategies;
     use crate::remat::reference_planner;
-    use crate::remat::{BackwardReads, Layer};
+    use crate::remat::Layer;
     use proptest::prelude::*;
 
     /// Chains of 1 to 60 layers, with zero costs and equal sizes common (ties in rank), and
     /// every kind of backward step.
     fn chains() -> impl Strategy<Value = Chain> {
-        let reads = prop_oneof![
-            Just(BackwardReads::Input),
-            Just(BackwardReads::Output),
-            Just(BackwardReads::InputAndOutput)
-        ];
         let bytes = prop_oneof![Just(1024u64), 0u64..70_000];
         let cost = prop_oneof![Just(1.0f64), Just(0.0), 0.0f64..10.0];
-        let layer = (bytes, cost, reads)
-            .prop_map(|(bytes, cost, reads)| Layer::new(bytes, cost).with_backward_reads(reads));
-        (0u64..70_000, prop::collection::vec(layer, 1..60))
-            .prop_map(|(input, layers)| Chain::new(input, layers).unwrap())
+        strategies::chains(0u64..70_000, bytes, cost, 1..60)
     }
 
     proptest! {
