@@ -5,7 +5,7 @@ use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
-use crate::donated::{Donated, DonatedResult};
+use crate::donated::{give_back, Donated, DonatedResult};
 use crate::error::{Error, Result};
 use crate::pipelines::Builtin;
 
@@ -57,10 +57,7 @@ impl Context {
     ) -> DonatedResult<T> {
         let mut sequence = self.single_op();
         let array = sequence.fill_pattern(array, pattern, "fill")?;
-        match sequence.submit() {
-            Ok(_) => Ok(array),
-            Err(error) => Err(Donated { error, array }),
-        }
+        give_back(array, sequence.submit().map(drop))
     }
 }
 
@@ -121,10 +118,7 @@ impl Sequence {
             .collect();
         let recorded = self.record_builtin(&mut kernels, &dispatches, operation);
         drop(dispatches);
-        match recorded {
-            Ok(()) => Ok(array),
-            Err(error) => Err(Donated { error, array }),
-        }
+        give_back(array, recorded)
     }
 }
 
