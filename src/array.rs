@@ -281,7 +281,9 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
-    /// [`DeviceArray::check_ready_for`] for the memory itself (what a view holds).
+    /// Errors unless the array belongs to `ctx` and may be used with `access` now (the
+    /// recording model: [`crate::kernels`]): what every single op and host access checks first,
+    /// on the memory of the array or of the view it was given.
     pub(crate) fn check_ready_for(
         &self,
         ctx: &Arc<ContextInner>,
@@ -468,19 +470,6 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     ) -> Result<()> {
         self.storage
             .check_ready_for(ctx, Access::Write, operation, "the array")
-    }
-
-    /// Errors unless the array belongs to `ctx` and may be used with `access` now (the
-    /// recording model: [`crate::kernels`]): what every single op and host access checks first.
-    pub(crate) fn check_ready_for(
-        &self,
-        ctx: &Arc<ContextInner>,
-        access: Access,
-        operation: &'static str,
-        argument: &str,
-    ) -> Result<()> {
-        self.storage
-            .check_ready_for(ctx, access, operation, argument)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.

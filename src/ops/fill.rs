@@ -42,6 +42,7 @@ impl Context {
         value: T,
     ) -> DonatedResult<T> {
         let checked = array
+            .storage
             .check_ready_for(&self.inner, Access::Write, "fill_in_place", "the array")
             .and_then(|()| pattern_of(value, "fill_in_place"));
         match checked {
