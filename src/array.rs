@@ -281,7 +281,9 @@ impl ArrayStorage {
         SubmissionId(self.last_use.load(Ordering::Acquire))
     }
 
-    /// [`DeviceArray::check_ready_for`] for the memory itself (what a view holds).
+    /// Errors unless the array belongs to `ctx` and may be used with `access` now (the
+    /// recording model: [`crate::kernels`]): what every single op and host access checks first,
+    /// on the memory of the array or of the view it was given.
     pub(crate) fn check_ready_for(
         &self,
         ctx: &Arc<ContextInner>,
@@ -330,26 +332,37 @@ impl Drop for ArrayStorage {
     }
 }
 
+/// The accessors of a shaped handle on an array's memory, alike for the array and its views
+/// (`view.rs`): its shape, its number of elements, whether it has none, and their size in
+/// bytes. `$what` names the handle in their docs; the impl block that invokes it has the
+/// element type `T` and a `shape: Vec<usize>` field.
+macro_rules! shape_accessors {
+    ($what:literal) => {
+        #[doc = concat!("The ", $what, "'s shape (rank 0 to [`MAX_RANK`](crate::MAX_RANK)).")]
+        pub fn shape(&self) -> &[usize] {
+            &self.shape
+        }
+
+        /// Number of elements (the product of the shape; 1 for rank 0).
+        pub fn len(&self) -> usize {
+            self.shape.iter().product()
+        }
+
+        #[doc = concat!("True when the ", $what, " has no elements.")]
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Size of the elements in bytes (without the arena's rounding).
+        pub fn size_in_bytes(&self) -> u64 {
+            self.len() as u64 * std::mem::size_of::<T>() as u64
+        }
+    };
+}
+pub(crate) use shape_accessors;
+
 impl<T: bytemuck::Pod> DeviceArray<T> {
-    /// The array's shape (rank 0 to [`MAX_RANK`]).
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// Number of elements (the product of the shape; 1 for rank 0).
-    pub fn len(&self) -> usize {
-        self.shape.iter().product()
-    }
-
-    /// True when the array has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Size of the data in bytes (without the arena's rounding).
-    pub fn size_in_bytes(&self) -> u64 {
-        (self.len() * std::mem::size_of::<T>()) as u64
-    }
+    shape_accessors!("array");
 
     /// **Escape hatch**: the wgpu buffer of the region that holds the array (shared with the
     /// region's other arrays), at [`DeviceArray::byte_offset`]. Prefer [`Context::launch`],
@@ -457,19 +470,6 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     ) -> Result<()> {
         self.storage
             .check_ready_for(ctx, Access::Write, operation, "the array")
-    }
-
-    /// Errors unless the array belongs to `ctx` and may be used with `access` now (the
-    /// recording model: [`crate::kernels`]): what every single op and host access checks first.
-    pub(crate) fn check_ready_for(
-        &self,
-        ctx: &Arc<ContextInner>,
-        access: Access,
-        operation: &'static str,
-        argument: &str,
-    ) -> Result<()> {
-        self.storage
-            .check_ready_for(ctx, access, operation, argument)
     }
 
     /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.

@@ -230,7 +230,6 @@ impl Context {
         };
         device.set_device_lost_callback(move |reason, message| notifier.notify(reason, &message));
 
-        let description = backend::describe_adapter(adapter, config.fallback_device_memory_bytes);
         Self::on_opened_device(
             OpenedDevice {
                 instance: Some(instance.clone()),
@@ -238,7 +237,6 @@ impl Context {
                 device,
                 queue,
                 adapter_info,
-                description,
                 device_lost,
                 app_device: false,
             },
@@ -247,8 +245,8 @@ impl Context {
         )
     }
 
-    /// The context on an open device (its own, or the app's): plans its memory and makes its
-    /// arena, reserving nothing yet. The limits are the device's own (`device.limits()`), which
+    /// The context on an open device (its own, or the app's): reads the adapter's memory table,
+    /// plans its memory and makes its arena, reserving nothing yet. The limits are the device's own (`device.limits()`), which
     /// for an app's device are what the app requested, not what the adapter could give.
     pub(crate) fn on_opened_device(
         opened: OpenedDevice,
@@ -261,10 +259,10 @@ impl Context {
             device,
             queue,
             adapter_info,
-            description,
             device_lost,
             app_device,
         } = opened;
+        let description = backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
         let loss_probe = app_device.then(|| app_device::LossProbe::new(&device));
         let limits = device.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;

@@ -71,3 +71,15 @@ impl<T: bytemuck::Pod> std::error::Error for Donated<T> {
 
 /// `Result` of an operation that takes an array by value.
 pub type DonatedResult<T> = std::result::Result<DeviceArray<T>, Donated<T>>;
+
+/// The array an operation took by value, given back with the operation's `outcome`: the array
+/// itself when it succeeded, else [`Donated`] holding the error and the array.
+pub(crate) fn give_back<T: bytemuck::Pod>(
+    array: DeviceArray<T>,
+    outcome: Result<(), Error>,
+) -> DonatedResult<T> {
+    match outcome {
+        Ok(()) => Ok(array),
+        Err(error) => Err(Donated { error, array }),
+    }
+}

@@ -211,7 +211,9 @@ pub fn gather<T: bytemuck::Pod>(
     let row_shape = first.shape().get(1..).unwrap_or_default();
     let mut rows = 0usize;
     for (i, (ctx, shard)) in contexts.iter().zip(shards).enumerate() {
-        shard.check_ready_for(&ctx.inner, Access::Read, OPERATION, "a shard")?;
+        shard
+            .storage
+            .check_ready_for(&ctx.inner, Access::Read, OPERATION, "a shard")?;
         match shard.shape().split_first() {
             Some((&shard_rows, rest)) if rest == row_shape => {
                 // Zero-size shards can each claim up to 2^63 rows: the sum is checked.

@@ -6,7 +6,7 @@
 //! or a view). Apart from `array.rs` because a view is built on an array and borrows it; the
 //! array knows nothing of its views.
 
-use crate::array::{check_bitcast, check_shape, ArrayStorage, DeviceArray};
+use crate::array::{check_bitcast, check_shape, shape_accessors, ArrayStorage, DeviceArray};
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -98,25 +98,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
 macro_rules! view_accessors {
     ($view:ident) => {
         impl<'a, T: bytemuck::Pod> $view<'a, T> {
-            /// The view's shape.
-            pub fn shape(&self) -> &[usize] {
-                &self.shape
-            }
-
-            /// Number of elements.
-            pub fn len(&self) -> usize {
-                self.shape.iter().product()
-            }
-
-            /// True when the view has no elements.
-            pub fn is_empty(&self) -> bool {
-                self.len() == 0
-            }
-
-            /// Size of the viewed data in bytes.
-            pub fn size_in_bytes(&self) -> u64 {
-                self.len() as u64 * std::mem::size_of::<T>() as u64
-            }
+            shape_accessors!("view");
 
             /// The view's byte offset inside the array's buffer (the array's offset plus the
             /// view's). A kernel binds it directly when this is a multiple of the device's

@@ -12,7 +12,7 @@ use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::{ErrorScopes, ParamsKind};
-use crate::step::{bind_group, encode_bound_steps, encode_steps, Step};
+use crate::step::{encode_bound_steps, encode_steps, Step};
 use crate::submission::SubmissionId;
 use std::sync::Arc;
 
@@ -258,20 +258,11 @@ impl CapturedStep {
                 }
                 continue;
             }
-            let step = &mut steps[i];
-            let uniform_len = step.uniform_params().map(|p| p.len() as u64);
-            if let Step::Dispatch {
-                kernel,
-                ranges,
-                bind_group: group,
-                ..
-            } = step
-            {
-                let slot = match (&uniform, uniform_at[i], uniform_len) {
-                    (Some((buffer, _)), Some(at), Some(len)) => Some((buffer, at as u64, len)),
-                    _ => None,
-                };
-                *group = Some(bind_group(device, kernel, ranges, slot));
+            let slot = || match (&uniform, uniform_at[i]) {
+                (Some((buffer, _)), Some(at)) => Some((buffer, at as u64)),
+                _ => None,
+            };
+            if steps[i].make_bind_group(device, slot) {
                 bind_groups += 1;
             }
         }

@@ -232,7 +232,6 @@ pub(crate) struct OpenedDevice {
     pub(crate) device: wgpu::Device,
     pub(crate) queue: wgpu::Queue,
     pub(crate) adapter_info: wgpu::AdapterInfo,
-    pub(crate) description: crate::memplan::DeviceDescription,
     pub(crate) device_lost: Arc<OnceLock<String>>,
     /// The app's device (its device-lost callback is the app's): waits probe for a loss.
     pub(crate) app_device: bool,
@@ -365,8 +364,6 @@ impl Context {
             return Err(Error::DeviceRequirements { missing });
         }
         let kernels = crate::pipelines::KernelCache::from_env()?;
-        let description =
-            crate::backend::describe_adapter(&adapter, config.fallback_device_memory_bytes);
         Self::on_opened_device(
             OpenedDevice {
                 instance,
@@ -374,7 +371,6 @@ impl Context {
                 device,
                 queue,
                 adapter_info,
-                description,
                 device_lost: Arc::new(OnceLock::new()),
                 app_device: true,
             },

@@ -31,7 +31,7 @@
 use super::ContextInner;
 use crate::error::{Error, Result};
 use crate::pipelines::{DeviceRefusal, ErrorScopes};
-use crate::step::{bind_group, encode_steps, GatheredSteps, Step};
+use crate::step::{encode_steps, GatheredSteps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::gathered_staging::GatheredStaging;
 
@@ -123,24 +123,10 @@ impl ContextInner {
             });
         };
         drop(blocks);
-        let mut slots = slots.into_iter();
+        let mut slots = slots.iter();
         for step in &mut steps {
-            let uniform_len = step.uniform_params().map(|p| p.len() as u64);
-            if let Step::Dispatch {
-                kernel,
-                ranges,
-                bind_group: group,
-                ..
-            } = step
-            {
-                let uniform =
-                    uniform_len.and_then(|len| slots.next().map(|(buffer, at)| (buffer, at, len)));
-                *group = Some(bind_group(
-                    &self.device,
-                    kernel,
-                    ranges,
-                    uniform.as_ref().map(|(b, at, len)| (b, *at, *len)),
-                ));
+            let slot = || slots.next().map(|(buffer, at)| (buffer, *at));
+            if step.make_bind_group(&self.device, slot) {
                 self.count_bind_groups(1);
             }
         }

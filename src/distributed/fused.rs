@@ -93,6 +93,21 @@ fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
     slices
 }
 
+/// The arrays' pieces of `chunk`, each with its slice of `host` (the chunk packed on the
+/// host, pieces one after another): how a packed chunk lies over the arrays, the same whether
+/// the data comes off them ([`read_chunk`]) or goes back ([`write_chunk`]).
+fn pieces_over_host<'i, 'a, 'h, T>(
+    ios: &'i [ArrayIo<'a, T>],
+    chunk: &[Piece],
+    host: &'h mut [T],
+) -> Vec<(&'i ArrayIo<'a, T>, usize, &'h mut [T])> {
+    chunk
+        .iter()
+        .zip(split(host, chunk))
+        .map(|(p, slice)| (&ios[p.array], p.first, slice))
+        .collect()
+}
+
 /// Reads the arrays' pieces of `chunk` into `host`, one after another.
 fn read_chunk<T: bytemuck::Pod>(
     ctx: &ContextInner,
@@ -100,13 +115,7 @@ fn read_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
-    read_pieces(
-        ctx,
-        pieces
-            .map(|(p, out)| (&ios[p.array], p.first, out))
-            .collect(),
-    )
+    read_pieces(ctx, pieces_over_host(ios, chunk, host))
 }
 
 /// Writes `host`, one piece after another, into the arrays' pieces of `chunk`.
@@ -116,17 +125,47 @@ fn write_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
+    let pieces = pieces_over_host(ios, chunk, host);
     write_pieces(
         ctx,
         pieces
-            .map(|(p, data)| (&ios[p.array], p.first, &*data))
+            .into_iter()
+            .map(|(io, first, data)| (io, first, &*data))
             .collect(),
     )
 }
 
 fn elements(chunk: &[Piece]) -> usize {
     chunk.iter().map(|p| p.len).sum()
+}
+
+/// A list of arrays cut for a fused data phase: access to each array and the fusion chunks.
+struct ChunkedList<'a, T> {
+    ios: Vec<ArrayIo<'a, T>>,
+    chunks: Vec<Vec<Piece>>,
+    /// Elements of the widest chunk: what a host buffer must hold.
+    widest: usize,
+}
+
+impl<'a, T: bytemuck::Pod> ChunkedList<'a, T> {
+    /// Access to every array of `arrays` (see [`ArrayIo::new`]) and the chunks of
+    /// [`fusion_chunks`] at one pipeline chunk's capacity: the same chunks on every rank, since
+    /// they follow from the agreed lengths only. `None` when every array is empty: there is
+    /// no data to move.
+    fn new(ctx: &'a Arc<ContextInner>, arrays: &'a [DeviceArray<T>]) -> Result<Option<Self>> {
+        let ios = arrays
+            .iter()
+            .map(|a| ArrayIo::new(ctx, a))
+            .collect::<Result<Vec<_>>>()?;
+        let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+        let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+        let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+        Ok((widest > 0).then_some(ChunkedList {
+            ios,
+            chunks,
+            widest,
+        }))
+    }
 }
 
 /// The data phase of a fused all-reduce (after every rank agreed): every chunk off the
@@ -139,25 +178,18 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     keep: bool,
     operation: &'static str,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
         return Ok(());
-    }
+    };
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
     // One host buffer, kept between calls, for chunks that are not reduced where they lie;
     // a second one for MPI's result only where the library's MPI_IN_PLACE is unknown.
-    let mut packed = link.scratch.take(widest * size, operation)?;
+    let mut packed = link.scratch.take(list.widest * size, operation)?;
     let mut reduced = if in_place {
         Vec::new()
     } else {
-        match link.scratch.take(widest * size, operation) {
+        match link.scratch.take(list.widest * size, operation) {
             Ok(b) => b,
             Err(error) => {
                 link.scratch.give_back(packed);
@@ -172,7 +204,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
         in_place
             && keep
             && fits_staging(link.ctx, (elements(chunk) * size) as u64)
-            && chunk.iter().all(|p| !ios[p.array].is_zero_copy())
+            && chunk.iter().all(|p| !list.ios[p.array].is_zero_copy())
     };
     let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {
         chunk
@@ -191,15 +223,15 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     // staged arrays in the staging pool's buffers; any other chunk is packed into the host
     // buffer, reduced there and copied back.
     let ran = (|| {
-        if chunks.iter().all(|c| staged(c)) {
+        if list.chunks.iter().all(|c| staged(c)) {
             // Every chunk staged: chunk k+1 comes off the device while MPI reduces chunk k.
-            let all: Vec<Vec<Segment<'_>>> = chunks.iter().map(|c| segments(c)).collect();
+            let all: Vec<Vec<Segment<'_>>> = list.chunks.iter().map(|c| segments(c)).collect();
             return reduce_staged_chunks::<T>(link.ctx, link.comm, &all, system, operation);
         }
-        for chunk in &chunks {
+        for chunk in &list.chunks {
             let n = elements(chunk);
             if in_place && keep {
-                let run = mapped_run(chunk.iter().map(|p| (&ios[p.array], p.first, p.len)));
+                let run = mapped_run(chunk.iter().map(|p| (&list.ios[p.array], p.first, p.len)));
                 if let Some(run) = run {
                     MappedElements::<T>::new(run)
                         .ok_or_else(|| misaligned_mapping(operation))?
@@ -220,7 +252,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             }
             used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
-            read_chunk(link.ctx, &ios, chunk, host)?;
+            read_chunk(link.ctx, &list.ios, chunk, host)?;
             let result: &mut [T] = if in_place {
                 all_reduce_in_place(link.comm, &mut host[..], system)
                     .ok_or_else(|| in_place_unknown(operation))?;
@@ -234,7 +266,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             if !keep {
                 result.iter_mut().for_each(|v| *v = finish(*v));
             }
-            write_chunk(link.ctx, &ios, chunk, result)?;
+            write_chunk(link.ctx, &list.ios, chunk, result)?;
         }
         Ok(())
     })();
@@ -253,26 +285,19 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     arrays: &[DeviceArray<T>],
     root: usize,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
         return Ok(());
-    }
+    };
     let is_root = root == link.comm.rank() as usize;
     let process = link.comm.process_at_rank(root as i32);
     let size = std::mem::size_of::<T>();
-    let mut buffer = link.scratch.take(widest * size, BROADCAST)?;
+    let mut buffer = link.scratch.take(list.widest * size, BROADCAST)?;
     let mut used = 0;
     let ran = (|| {
-        for chunk in &chunks {
+        for chunk in &list.chunks {
             let n = elements(chunk);
             if let [piece] = chunk.as_slice() {
-                let io = &ios[piece.array];
+                let io = &list.ios[piece.array];
                 if io.is_zero_copy() {
                     io.with_slice_mut(piece.first, piece.len, |e| process.broadcast_into(e))
                         .ok_or_else(|| misaligned_mapping(BROADCAST))?;
@@ -282,11 +307,11 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
             used = used.max(n * size);
             let host: &mut [T] = elements_of(&mut buffer, n);
             if is_root {
-                read_chunk(link.ctx, &ios, chunk, host)?;
+                read_chunk(link.ctx, &list.ios, chunk, host)?;
             }
             process.broadcast_into(&mut host[..]);
             if !is_root {
-                write_chunk(link.ctx, &ios, chunk, host)?;
+                write_chunk(link.ctx, &list.ios, chunk, host)?;
             }
         }
         Ok(())
@@ -295,6 +320,73 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
         .fetch_max(used as u64, Ordering::Relaxed);
     link.scratch.give_back(buffer);
     ran
+}
+
+/// A fused collective's data phase, run once every rank agreed: on the caller's thread for a
+/// blocking call, on the progress thread for a started one.
+pub(crate) type DataPhase<T> = Box<dyn FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send>;
+
+/// A fused collective as every rank describes it in the agreement (its kind, reduction and
+/// root, and the name its errors carry) with the data phase that follows: one description of
+/// each collective, whether the call blocks (`run_list`) or is started (`start_list` in
+/// `progress.rs`).
+pub(crate) struct ListCall<T: bytemuck::Pod> {
+    pub(crate) kind: Kind,
+    pub(crate) op: ReduceOp,
+    pub(crate) root: usize,
+    pub(crate) operation: &'static str,
+    pub(crate) data: DataPhase<T>,
+}
+
+impl<T: CollectiveElement> ListCall<T> {
+    /// `all_reduce_many` under the name `operation`: the arrays reduced with `op`, in place.
+    pub(crate) fn all_reduce(op: ReduceOp, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::AllReduceMany,
+            op,
+            root: 0,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                reduce_list(link, arrays, op, &|v| v, true, operation)
+            }),
+        }
+    }
+
+    /// `broadcast_many` from `root` under the name `operation` (the reduction is not used).
+    pub(crate) fn broadcast(root: usize, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::BroadcastMany,
+            op: ReduceOp::Sum,
+            root,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                broadcast_list(link, arrays, root)
+            }),
+        }
+    }
+}
+
+impl<T: MeanElement> ListCall<T> {
+    /// `all_reduce_mean_many` over `ranks` ranks under the name `operation`: the sum, divided
+    /// by `ranks` on the way back to the device.
+    pub(crate) fn mean(ranks: usize, operation: &'static str) -> Self {
+        ListCall {
+            kind: Kind::AllReduceMeanMany,
+            op: ReduceOp::Sum,
+            root: 0,
+            operation,
+            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
+                reduce_list(
+                    link,
+                    arrays,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    operation,
+                )
+            }),
+        }
+    }
 }
 
 const ALL_REDUCE: &str = "all_reduce_many";
@@ -332,9 +424,7 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         op: ReduceOp,
     ) -> DonatedListResult<T> {
-        self.run_list(arrays, Kind::AllReduceMany, op, 0, ALL_REDUCE, |link, a| {
-            reduce_list(link, a, op, &|v| v, true, ALL_REDUCE)
-        })
+        self.run_list(arrays, ListCall::all_reduce(op, ALL_REDUCE))
     }
 
     /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
@@ -344,24 +434,7 @@ impl Collectives {
         &self,
         arrays: Vec<DeviceArray<T>>,
     ) -> DonatedListResult<T> {
-        let ranks = self.size();
-        self.run_list(
-            arrays,
-            Kind::AllReduceMeanMany,
-            ReduceOp::Sum,
-            0,
-            ALL_REDUCE_MEAN,
-            |link, a| {
-                reduce_list(
-                    link,
-                    a,
-                    ReduceOp::Sum,
-                    &|v| T::divide(v, ranks),
-                    false,
-                    ALL_REDUCE_MEAN,
-                )
-            },
-        )
+        self.run_list(arrays, ListCall::mean(self.size(), ALL_REDUCE_MEAN))
     }
 
     /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
@@ -374,34 +447,23 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         root: usize,
     ) -> DonatedListResult<T> {
-        self.run_list(
-            arrays,
-            Kind::BroadcastMany,
-            ReduceOp::Sum,
-            root,
-            BROADCAST,
-            |link, a| broadcast_list(link, a, root),
-        )
+        self.run_list(arrays, ListCall::broadcast(root, BROADCAST))
     }
 
-    /// A blocking fused collective: the checks, the agreement, then `data` on this thread.
+    /// A blocking fused collective: the checks, the agreement, then the call's data phase on
+    /// this thread.
     fn run_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
-        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
+        call: ListCall<T>,
     ) -> DonatedListResult<T> {
         let started = std::time::Instant::now();
-        let (read, written) =
-            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
-                Ok(bytes) => bytes,
-                Err(error) => return Err(DonatedList { error, arrays }),
-            };
+        let (read, written) = match self.agree_list(&arrays, &call, Ok(()), None) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
         let link = self.link(&self.comm);
-        match data(&link, &arrays) {
+        match (call.data)(&link, &arrays) {
             Ok(()) => {
                 self.count(read, written, started);
                 Ok(arrays)
@@ -414,17 +476,20 @@ impl Collectives {
     /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
     /// read from and written to the device on this rank when all agreed. With `poll`, the
     /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
-    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
     pub(crate) fn agree_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
+        call: &ListCall<T>,
         extra: Result<()>,
         poll: Option<std::time::Duration>,
     ) -> Result<(u64, u64)> {
+        let ListCall {
+            kind,
+            op,
+            root,
+            operation,
+            ..
+        } = *call;
         let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         let broadcast = kind == Kind::BroadcastMany;
         let (read, written) = match (broadcast, root == self.rank()) {

@@ -67,6 +67,16 @@ mod tests {
         mutex.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes a lock of rank `held`, then, still holding it, one of rank `taken`: the order the
+    /// refusal tests break, each reading another part of the panic message. Both locks are
+    /// taken here, in `src/lock/mod.rs`, the file the messages name.
+    fn take_one_lock_under_another(held: LockRank, taken: LockRank) {
+        let first = Mutex::new(held, ());
+        let second = Mutex::new(taken, ());
+        let _first = lock(&first);
+        let _second = lock(&second);
+    }
+
     #[test]
     fn locks_taken_in_increasing_rank_are_fine() {
         let outer = Mutex::new(OUTER, 1);
@@ -82,30 +92,21 @@ mod tests {
         expected = "lock order violated: test outer lock (rank 1) taken at src/lock/mod.rs"
     )]
     fn a_lock_taken_under_a_higher_rank_panics_naming_the_lower_one() {
-        let outer = Mutex::new(OUTER, ());
-        let inner = Mutex::new(INNER, ());
-        let _inner = lock(&inner);
-        let _outer = lock(&outer);
+        take_one_lock_under_another(INNER, OUTER);
     }
 
     #[test]
     #[cfg(debug_assertions)]
     #[should_panic(expected = "while test inner lock (rank 2) is held, taken at src/lock/mod.rs")]
     fn a_lock_taken_under_a_higher_rank_panics_naming_the_held_one() {
-        let outer = Mutex::new(OUTER, ());
-        let inner = Mutex::new(INNER, ());
-        let _inner = lock(&inner);
-        let _outer = lock(&outer);
+        take_one_lock_under_another(INNER, OUTER);
     }
 
     #[test]
     #[cfg(debug_assertions)]
     #[should_panic(expected = "test inner lock (rank 2) taken at")]
     fn a_lock_of_a_rank_already_held_panics() {
-        let first = Mutex::new(INNER, ());
-        let second = Mutex::new(INNER, ());
-        let _first = lock(&first);
-        let _second = lock(&second);
+        take_one_lock_under_another(INNER, INNER);
     }
 
     #[test]

@@ -46,6 +46,8 @@ pub use plan::{
     UMA_CARVEOUT_RATIO,
 };
 pub use rank::{usable_type_mask, MemoryRequest, MAX_MEMORY_TYPES, USABLE_FLAGS};
+#[cfg(test)]
+pub(crate) use table::vram_and_host_heaps;
 pub use table::{
     DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryHeap, MemoryProperties, MemoryType,
     MemoryTypeFlags, Vendor,

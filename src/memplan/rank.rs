@@ -181,25 +181,18 @@ impl MemoryRequest {
 
 #[cfg(test)]
 mod tests {
-    use super::super::table::{HeapFlags, MemoryHeap, MemoryType};
+    use super::super::table::{vram_and_host_heaps, HeapFlags, MemoryHeap, MemoryType};
     use super::*;
 
+    /// `types` on VRAM (heap 0), host memory (heap 1) and an empty heap (heap 2).
     fn table(types: &[(u32, F)]) -> MemoryProperties {
+        let mut heaps = vram_and_host_heaps();
+        heaps.push(MemoryHeap {
+            size: 0,
+            flags: HeapFlags::empty(),
+        });
         MemoryProperties {
-            heaps: vec![
-                MemoryHeap {
-                    size: 8 << 30,
-                    flags: HeapFlags::DEVICE_LOCAL,
-                },
-                MemoryHeap {
-                    size: 16 << 30,
-                    flags: HeapFlags::empty(),
-                },
-                MemoryHeap {
-                    size: 0,
-                    flags: HeapFlags::empty(),
-                },
-            ],
+            heaps,
             types: types
                 .iter()
                 .map(|&(heap, flags)| MemoryType { heap, flags })

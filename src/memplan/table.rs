@@ -216,6 +216,22 @@ impl MemoryProperties {
     }
 }
 
+/// Heaps for tests, as a discrete GPU has them: 8 GiB of VRAM (heap 0, device-local) and
+/// 16 GiB of host memory (heap 1, no flags).
+#[cfg(test)]
+pub(crate) fn vram_and_host_heaps() -> Vec<MemoryHeap> {
+    vec![
+        MemoryHeap {
+            size: 8 << 30,
+            flags: HeapFlags::DEVICE_LOCAL,
+        },
+        MemoryHeap {
+            size: 16 << 30,
+            flags: HeapFlags::empty(),
+        },
+    ]
+}
+
 /// What kind of device this is (`VkPhysicalDeviceType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

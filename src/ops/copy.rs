@@ -24,7 +24,9 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
-        array.check_ready_for(&self.inner, Access::Read, "copy", "the array")?;
+        array
+            .storage
+            .check_ready_for(&self.inner, Access::Read, "copy", "the array")?;
         let mut sequence = self.single_op();
         let result = sequence.copy(array)?;
         sequence.submit()?;

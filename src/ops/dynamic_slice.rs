@@ -29,7 +29,12 @@ impl Context {
         start: &[i64],
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
-        operand.check_ready_for(&self.inner, Access::Read, "dynamic_slice", "the operand")?;
+        operand.storage.check_ready_for(
+            &self.inner,
+            Access::Read,
+            "dynamic_slice",
+            "the operand",
+        )?;
         let mut sequence = self.single_op();
         let result = sequence.dynamic_slice(operand, start, sizes)?;
         sequence.submit()?;

@@ -5,7 +5,7 @@ use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
-use crate::donated::{Donated, DonatedResult};
+use crate::donated::{give_back, Donated, DonatedResult};
 use crate::error::{Error, Result};
 use crate::pipelines::Builtin;
 
@@ -42,6 +42,7 @@ impl Context {
         value: T,
     ) -> DonatedResult<T> {
         let checked = array
+            .storage
             .check_ready_for(&self.inner, Access::Write, "fill_in_place", "the array")
             .and_then(|()| pattern_of(value, "fill_in_place"));
         match checked {
@@ -57,10 +58,7 @@ impl Context {
     ) -> DonatedResult<T> {
         let mut sequence = self.single_op();
         let array = sequence.fill_pattern(array, pattern, "fill")?;
-        match sequence.submit() {
-            Ok(_) => Ok(array),
-            Err(error) => Err(Donated { error, array }),
-        }
+        give_back(array, sequence.submit().map(drop))
     }
 }
 
@@ -121,10 +119,7 @@ impl Sequence {
             .collect();
         let recorded = self.record_builtin(&mut kernels, &dispatches, operation);
         drop(dispatches);
-        match recorded {
-            Ok(()) => Ok(array),
-            Err(error) => Err(Donated { error, array }),
-        }
+        give_back(array, recorded)
     }
 }
 

@@ -15,7 +15,7 @@ use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
 use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy};
-use crate::donated::{Donated, DonatedResult};
+use crate::donated::{give_back, DonatedResult};
 use crate::error::{Error, Result};
 use crate::pipelines::Builtin;
 
@@ -52,13 +52,7 @@ impl Capture {
                 OPERATION,
             )
         })();
-        match recorded {
-            Ok(()) => Ok(operand),
-            Err(error) => Err(Donated {
-                error,
-                array: operand,
-            }),
-        }
+        give_back(operand, recorded)
     }
 
     /// [`Sequence::dynamic_slice`](crate::Sequence::dynamic_slice) whose start each run sets with [`crate::StepRun::start`]

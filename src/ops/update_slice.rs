@@ -5,9 +5,13 @@ use super::slice_indices::clamp_start;
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
-use crate::donated::{Donated, DonatedResult};
+use crate::donated::{give_back, Donated, DonatedResult};
 use crate::error::Result;
 use crate::transfer::Operand;
+
+/// The operations' names in errors, the same whether the op runs alone or is recorded.
+const UPDATE_SLICE: &str = "dynamic_update_slice";
+const UPDATE_SLICE_COPY: &str = "dynamic_update_slice_copy";
 
 impl Context {
     /// Writes `update` into `operand` at `start` and returns the operand: XLA's
@@ -48,12 +52,12 @@ impl Context {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> DonatedResult<T> {
-        const OPERATION: &str = "dynamic_update_slice";
         let update = update.into();
         let checked = operand
-            .check_ready_for(&self.inner, Access::Write, OPERATION, "the operand")
-            .and_then(|()| check_operand_ready(&update, &self.inner, OPERATION))
-            .and_then(|()| clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION));
+            .storage
+            .check_ready_for(&self.inner, Access::Write, UPDATE_SLICE, "the operand")
+            .and_then(|()| check_operand_ready(&update, &self.inner, UPDATE_SLICE))
+            .and_then(|()| update_start(&operand, &update, start, UPDATE_SLICE));
         let start = match checked {
             Ok(start) => start,
             Err(error) => {
@@ -65,13 +69,7 @@ impl Context {
         };
         let mut sequence = self.single_op();
         let operand = sequence.dynamic_update_slice(operand, update, &start_i64(&start))?;
-        match sequence.submit() {
-            Ok(_) => Ok(operand),
-            Err(error) => Err(Donated {
-                error,
-                array: operand,
-            }),
-        }
+        give_back(operand, sequence.submit().map(drop))
     }
 
     /// [`Context::dynamic_update_slice`] out of place: a new array holding `operand` with
@@ -86,11 +84,15 @@ impl Context {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
-        const OPERATION: &str = "dynamic_update_slice_copy";
-        operand.check_ready_for(&self.inner, Access::Read, OPERATION, "the operand")?;
+        operand.storage.check_ready_for(
+            &self.inner,
+            Access::Read,
+            UPDATE_SLICE_COPY,
+            "the operand",
+        )?;
         let update = update.into();
-        check_operand_ready(&update, &self.inner, OPERATION)?;
-        let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
+        check_operand_ready(&update, &self.inner, UPDATE_SLICE_COPY)?;
+        let start = update_start(operand, &update, start, UPDATE_SLICE_COPY)?;
         let mut sequence = self.single_op();
         let result = sequence.dynamic_update_slice_copy(operand, update, &start_i64(&start))?;
         sequence.submit()?;
@@ -110,35 +112,28 @@ impl Sequence {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> DonatedResult<T> {
-        const OPERATION: &str = "dynamic_update_slice";
         let update = update.into();
         let recorded = operand
-            .check_same_context(&self.ctx.inner, OPERATION)
-            .and_then(|()| clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION))
+            .check_same_context(&self.ctx.inner, UPDATE_SLICE)
+            .and_then(|()| update_start(&operand, &update, start, UPDATE_SLICE))
             .and_then(|start| {
-                let update = self.resolve(update, OPERATION)?;
+                let update = self.resolve(update, UPDATE_SLICE)?;
                 let copy = update_box::<T>(&operand, &update, &start);
                 let uses = [
                     (&*update, Access::Read, "the update"),
                     (&operand, Access::Write, "the operand"),
                 ];
-                if let Some(host) = self.host_path_now(&uses, OPERATION)? {
+                if let Some(host) = self.host_path_now(&uses, UPDATE_SLICE)? {
                     host.copy(0, 1, &copy);
                     return Ok(());
                 }
                 self.record_copies(
                     &[(&update, &operand, copy)],
                     ("the update", "the operand"),
-                    OPERATION,
+                    UPDATE_SLICE,
                 )
             });
-        match recorded {
-            Ok(()) => Ok(operand),
-            Err(error) => Err(Donated {
-                error,
-                array: operand,
-            }),
-        }
+        give_back(operand, recorded)
     }
 
     /// [`Context::dynamic_update_slice_copy`], recorded.
@@ -149,11 +144,10 @@ impl Sequence {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
-        const OPERATION: &str = "dynamic_update_slice_copy";
-        operand.check_same_context(&self.ctx.inner, OPERATION)?;
+        operand.check_same_context(&self.ctx.inner, UPDATE_SLICE_COPY)?;
         let update = update.into();
-        let start = clamp_start(operand.shape(), &operand_shape(&update), start, OPERATION)?;
-        let update = self.resolve(update, OPERATION)?;
+        let start = update_start(operand, &update, start, UPDATE_SLICE_COPY)?;
+        let update = self.resolve(update, UPDATE_SLICE_COPY)?;
         let result = self.new_array::<T>(operand.shape(), None)?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
@@ -163,7 +157,7 @@ impl Sequence {
             (&*update, Access::Read, "the update"),
             (&result, Access::Write, "the result"),
         ];
-        if let Some(host) = self.host_path_now(&uses, OPERATION)? {
+        if let Some(host) = self.host_path_now(&uses, UPDATE_SLICE_COPY)? {
             host.copy(0, 2, &whole_array(operand));
             host.copy(1, 2, &copy);
             return Ok(result);
@@ -174,7 +168,7 @@ impl Sequence {
                 (&update, &result, copy),
             ],
             ("the operand or update", "the result"),
-            OPERATION,
+            UPDATE_SLICE_COPY,
         )?;
         Ok(result)
     }
@@ -197,9 +191,22 @@ fn check_operand_ready<T: bytemuck::Pod>(
     operation: &'static str,
 ) -> Result<()> {
     match update {
-        Operand::Device(a) => a.check_ready_for(ctx, Access::Read, operation, "the update"),
+        Operand::Device(a) => a
+            .storage
+            .check_ready_for(ctx, Access::Read, operation, "the update"),
         _ => Ok(()),
     }
+}
+
+/// Where `update` goes in `operand`: `start` clamped as XLA clamps it, so that the update
+/// fits (see [`clamp_start`]).
+fn update_start<T: bytemuck::Pod>(
+    operand: &DeviceArray<T>,
+    update: &Operand<'_, T>,
+    start: &[i64],
+    operation: &'static str,
+) -> Result<Vec<u64>> {
+    clamp_start(operand.shape(), &operand_shape(update), start, operation)
 }
 
 /// The shape an operand will have on the device, known before any upload.

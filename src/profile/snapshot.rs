@@ -338,20 +338,11 @@ impl ContextInner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memplan::{HeapBudget, HeapFlags, MemoryHeap, MemoryProperties};
+    use crate::memplan::{vram_and_host_heaps, HeapBudget, MemoryProperties};
 
     fn two_heaps() -> MemoryProperties {
         MemoryProperties {
-            heaps: vec![
-                MemoryHeap {
-                    size: 8 << 30,
-                    flags: HeapFlags::DEVICE_LOCAL,
-                },
-                MemoryHeap {
-                    size: 16 << 30,
-                    flags: HeapFlags::empty(),
-                },
-            ],
+            heaps: vram_and_host_heaps(),
             types: Vec::new(),
         }
     }

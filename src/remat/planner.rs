@@ -253,22 +253,7 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
         return Err(smallest_budget(fit, chain, &rounded, &summaries));
     };
     if n <= GREEDY_LAYER_LIMIT {
-        keep.clear();
-        keep.resize(n, false);
-        for &i in schedule.checkpoints() {
-            keep[i] = true;
-        }
-        let mut recomputed: Vec<usize> = schedule
-            .steps()
-            .iter()
-            .filter_map(|step| match *step {
-                ScheduleStep::Recompute { layer } => Some(layer),
-                _ => None,
-            })
-            .collect();
-        let cost = |i: usize| chain.layers()[i - 1].forward_cost;
-        recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
-        for i in recomputed {
+        for i in greedy_refinement_start(chain, &schedule, &mut keep) {
             keep[i] = true;
             let more = evaluator.evaluate(&keep, None);
             let ranks_higher = by_rank(
@@ -287,6 +272,33 @@ fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
         }
     }
     Ok(schedule)
+}
+
+/// Where the greedy refinement of a found `schedule` starts: `keep` set to its checkpoints,
+/// and the layers it recomputes in the order the refinement tries keeping them instead, the
+/// most costly forward pass first. The bounded search and the simple one it is checked
+/// against refine from here alike.
+pub(crate) fn greedy_refinement_start(
+    chain: &Chain,
+    schedule: &Schedule,
+    keep: &mut Vec<bool>,
+) -> Vec<usize> {
+    keep.clear();
+    keep.resize(chain.layer_count(), false);
+    for &i in schedule.checkpoints() {
+        keep[i] = true;
+    }
+    let mut recomputed: Vec<usize> = schedule
+        .steps()
+        .iter()
+        .filter_map(|step| match *step {
+            ScheduleStep::Recompute { layer } => Some(layer),
+            _ => None,
+        })
+        .collect();
+    let cost = |i: usize| chain.layers()[i - 1].forward_cost;
+    recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
+    recomputed
 }
 
 /// Refuses an arena budget for a chain with an activation larger than any arena region.
@@ -410,24 +422,17 @@ pub(crate) fn search_counts(n: usize) -> impl Iterator<Item = usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remat::chain::strategies;
     use crate::remat::reference_planner;
-    use crate::remat::{BackwardReads, Layer};
+    use crate::remat::Layer;
     use proptest::prelude::*;
 
     /// Chains of 1 to 60 layers, with zero costs and equal sizes common (ties in rank), and
     /// every kind of backward step.
     fn chains() -> impl Strategy<Value = Chain> {
-        let reads = prop_oneof![
-            Just(BackwardReads::Input),
-            Just(BackwardReads::Output),
-            Just(BackwardReads::InputAndOutput)
-        ];
         let bytes = prop_oneof![Just(1024u64), 0u64..70_000];
         let cost = prop_oneof![Just(1.0f64), Just(0.0), 0.0f64..10.0];
-        let layer = (bytes, cost, reads)
-            .prop_map(|(bytes, cost, reads)| Layer::new(bytes, cost).with_backward_reads(reads));
-        (0u64..70_000, prop::collection::vec(layer, 1..60))
-            .prop_map(|(input, layers)| Chain::new(input, layers).unwrap())
+        strategies::chains(0u64..70_000, bytes, cost, 1..60)
     }
 
     proptest! {

@@ -9,10 +9,10 @@ use std::collections::HashSet;
 use super::chain::Chain;
 use super::error::RematError;
 use super::planner::{
-    balanced, check_regions_hold_activations, every_nth, keep_all, search_counts,
-    smallest_fitting_arena, Fit, GREEDY_LAYER_LIMIT,
+    balanced, check_regions_hold_activations, every_nth, greedy_refinement_start, keep_all,
+    search_counts, smallest_fitting_arena, Fit, GREEDY_LAYER_LIMIT,
 };
-use super::schedule::{Schedule, ScheduleStep};
+use super::schedule::Schedule;
 use crate::arena::{ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
 fn by_rank(a: &Schedule, b: &Schedule) -> Ordering {
@@ -42,21 +42,8 @@ pub(crate) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematEr
         return Err(smallest_budget(fit, &candidates));
     };
     if n <= GREEDY_LAYER_LIMIT {
-        let mut keep = vec![false; n];
-        for &i in schedule.checkpoints() {
-            keep[i] = true;
-        }
-        let mut recomputed: Vec<usize> = schedule
-            .steps()
-            .iter()
-            .filter_map(|step| match *step {
-                ScheduleStep::Recompute { layer } => Some(layer),
-                _ => None,
-            })
-            .collect();
-        let cost = |i: usize| chain.layers()[i - 1].forward_cost;
-        recomputed.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)));
-        for i in recomputed {
+        let mut keep = Vec::new();
+        for i in greedy_refinement_start(chain, &schedule, &mut keep) {
             keep[i] = true;
             let more = Schedule::build(chain, &keep);
             if by_rank(&more, &schedule).is_lt() && holds(fit, &more) {

@@ -20,7 +20,8 @@ mod encode;
 mod gathered_steps;
 mod timestamps;
 
-pub(crate) use encode::{bind_group, encode_bound_steps, encode_steps};
+use encode::bind_group;
+pub(crate) use encode::{encode_bound_steps, encode_steps};
 pub(crate) use gathered_steps::GatheredSteps;
 pub use gathered_steps::MAX_GATHERED_OPS;
 pub(crate) use timestamps::DispatchTimer;
@@ -95,6 +96,30 @@ impl Step {
             }
             _ => None,
         }
+    }
+
+    /// Makes a dispatch's bind group now, for a step whose uniform parameters already sit in
+    /// their slot: `slot` gives that slot's buffer and offset, and is asked only when the
+    /// kernel reads a `var<uniform>` block. Returns whether a bind group was made: none for a
+    /// step that is not a dispatch.
+    pub(crate) fn make_bind_group<'b>(
+        &mut self,
+        device: &wgpu::Device,
+        slot: impl FnOnce() -> Option<(&'b wgpu::Buffer, u64)>,
+    ) -> bool {
+        let uniform_len = self.uniform_params().map(|p| p.len() as u64);
+        let Step::Dispatch {
+            kernel,
+            ranges,
+            bind_group: group,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let uniform = uniform_len.and_then(|len| slot().map(|(buffer, at)| (buffer, at, len)));
+        *group = Some(bind_group(device, kernel, ranges, uniform));
+        true
     }
 
     /// The staging bytes a [`Step::Upload`] takes in the gathered batch; 0 for other steps.

@@ -65,7 +65,12 @@ impl Context {
         if Arc::ptr_eq(&source, &self.inner) {
             return self.copy(array);
         }
-        array.check_ready_for(&source, crate::array::Access::Read, OPERATION, "the array")?;
+        array.storage.check_ready_for(
+            &source,
+            crate::array::Access::Read,
+            OPERATION,
+            "the array",
+        )?;
         let started = std::time::Instant::now();
         let bytes = array.size_in_bytes();
         let direction = TransferDirection::DeviceToDevice;

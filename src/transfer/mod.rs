@@ -206,7 +206,8 @@ impl Context {
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
         for a in arrays {
-            a.check_ready_for(&self.inner, Access::Read, operation, "the array")?;
+            a.storage
+                .check_ready_for(&self.inner, Access::Read, operation, "the array")?;
         }
         self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
