@@ -35,8 +35,9 @@ mod app_device;
 mod gathered;
 mod kernel_timing;
 
+pub use crate::shortfall::DeviceShortfall;
 pub(crate) use app_device::OpenedDevice;
-pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
+pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements};
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every

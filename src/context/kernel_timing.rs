@@ -311,7 +311,7 @@ impl crate::context::Context {
     ///
     /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
     /// work, a lost device).
-    pub fn kernel_times(&self) -> crate::Result<Option<KernelTimes>> {
+    pub fn kernel_times(&self) -> crate::error::Result<Option<KernelTimes>> {
         let Some(timeline) = self.inner.timeline.as_ref() else {
             return Ok(None);
         };

@@ -127,9 +127,10 @@ pub use mpi;
 pub use progress::{PendingCollective, ARRIVAL_POLL};
 pub use reduce_op::ReduceOp;
 
+use crate::array::DeviceArray;
 use crate::config::TransferDirection;
+use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::{Context, DeviceArray};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,7 +2,8 @@
 //! for a user's [`Sequence`](crate::Sequence) and for the single ops a context gathers alike
 //! (so a guarantee proven for one holds for the other).
 
-use super::{BoundRange, DispatchTimer, Step};
+use super::step::{BoundRange, Step};
+use super::timestamps::DispatchTimer;
 use crate::pipelines::{
     Compiled, DeviceRefusal, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind,
 };

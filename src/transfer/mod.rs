@@ -102,7 +102,7 @@ impl Context {
     /// refusal; [`Error::Device`] when the device fails.
     pub fn device_get_into<'a, T: bytemuck::Pod>(
         &self,
-        source: impl Into<crate::ArrayView<'a, T>>,
+        source: impl Into<crate::view::ArrayView<'a, T>>,
         out: &mut [T],
     ) -> Result<()> {
         self.get_into(&source.into(), out, true, "device_get_into")
@@ -260,7 +260,7 @@ impl Context {
     /// the mapping on UMA and through [`ContextInner::readback`] otherwise.
     pub(crate) fn get_into<T: bytemuck::Pod>(
         &self,
-        source: &crate::ArrayView<'_, T>,
+        source: &crate::view::ArrayView<'_, T>,
         out: &mut [T],
         explicit: bool,
         operation: &'static str,
