@@ -878,7 +878,7 @@ fn crate_sources() -> Vec<(String, String)> {
 }
 
 #[test]
-#[ignore = "2 file cycles remain: run with --ignored to list them"]
+#[ignore = "1 file cycle remains: run with --ignored to list it"]
 fn no_import_cycle_between_files() {
     let graph = file_graph(&crate_sources());
     let cycles = file_cycles(&graph);

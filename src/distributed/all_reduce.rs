@@ -13,8 +13,9 @@
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
+use super::staged::misaligned_mapping;
 use super::staged::{fits_staging, reduce_staged_chunks, Segment};
-use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use super::{CollectiveElement, Collectives, MeanElement, ReduceOp};
 use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::donated::{Donated, DonatedResult};

@@ -232,7 +232,7 @@ impl Header {
     fn describe(&self) -> String {
         let mut text = self.kind.name().to_string();
         if self.op != 0 {
-            let op = crate::distributed::ReduceOp::ALL
+            let op = super::reduce_op::ReduceOp::ALL
                 .iter()
                 .find(|o| o.code() == self.op)
                 .map_or("?", |o| o.name());
