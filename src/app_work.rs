@@ -220,7 +220,7 @@ impl AppWork {
             inner.after_refused_submission();
             inner.device_error(during, reason)
         })?;
-        inner.record(crate::profile::Record::Dispatch {
+        inner.record(crate::profile::timeline::Record::Dispatch {
             name: "AppWork::submit",
             submission: id,
         });

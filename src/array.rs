@@ -178,6 +178,17 @@ impl ArrayStorage {
             .as_ref()
             .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
+
+    /// Writes `bytes` straight into the allocation's mapped memory when zero-copy applies
+    /// (`false`: it does not, nothing was written). For an array fresh from the arena, which
+    /// no GPU work uses yet: both uploads and upload batches make their arrays this way.
+    pub(crate) fn write_zero_copy(&self, bytes: &[u8]) -> bool {
+        let Some(range) = self.host_range() else {
+            return false;
+        };
+        range.write(bytes);
+        true
+    }
 }
 
 impl Drop for ArrayStorage {
@@ -290,7 +301,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
             .set_label(self.storage.allocation.id, Some(label));
         drop(memory);
         let allocation = self.storage.allocation.id;
-        (self.storage.ctx).record(crate::profile::Record::Label { allocation, label });
+        (self.storage.ctx).record(crate::profile::timeline::Record::Label { allocation, label });
         self
     }
 
@@ -495,11 +506,12 @@ impl Context {
     ) -> Result<DeviceArray<T>> {
         // Every array is made here, so no array has a shape ops could overflow on.
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
-        let info = crate::profile::ArrayInfo::new::<T>(shape, site);
-        let (allocation, buffer, mapped) = crate::profile::with_scoped_label(label, |label| {
-            self.inner.allocate(bytes, label, info)
-        })
-        .map_err(|e| self.inner.dump_on_oom(e))?;
+        let info = crate::profile::array_info::ArrayInfo::new::<T>(shape, site);
+        let (allocation, buffer, mapped) =
+            crate::profile::labels::with_scoped_label(label, |label| {
+                self.inner.allocate(bytes, label, info)
+            })
+            .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
             storage: Arc::new(ArrayStorage::new(
                 Arc::clone(&self.inner),

@@ -771,7 +771,7 @@ fn file_graph(sources: &[(String, String)]) -> FileGraph {
 /// The strongly connected sets of two or more files (Tarjan's algorithm), each sorted, in the
 /// order of their first file.
 fn file_cycles(graph: &FileGraph) -> Vec<Vec<usize>> {
-    struct Tarjan<'g> {
+    struct Tarjan {
         next: Vec<Vec<usize>>,
         index: Vec<Option<usize>>,
         low: Vec<usize>,
@@ -779,9 +779,8 @@ fn file_cycles(graph: &FileGraph) -> Vec<Vec<usize>> {
         stack: Vec<usize>,
         counter: usize,
         sets: Vec<Vec<usize>>,
-        _graph: &'g FileGraph,
     }
-    impl Tarjan<'_> {
+    impl Tarjan {
         fn visit(&mut self, v: usize) {
             self.index[v] = Some(self.counter);
             self.low[v] = self.counter;
@@ -827,7 +826,6 @@ fn file_cycles(graph: &FileGraph) -> Vec<Vec<usize>> {
         stack: Vec::new(),
         counter: 0,
         sets: Vec::new(),
-        _graph: graph,
     };
     for v in 0..n {
         if tarjan.index[v].is_none() {

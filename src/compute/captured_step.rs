@@ -691,7 +691,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         step.runs += 1;
         for s in &step.steps {
             if let Step::Dispatch { kernel, .. } = s {
-                inner.record(crate::profile::Record::Dispatch {
+                inner.record(crate::profile::timeline::Record::Dispatch {
                     name: &kernel.name,
                     submission: id,
                 });
