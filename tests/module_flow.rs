@@ -8,6 +8,15 @@
 //! a file of one of those modules names a module it must not (`use crate::...`, `crate::...`
 //! paths in code, `super::` paths that climb to the crate root), so an import against the
 //! flow cannot come back unnoticed.
+//!
+//! Inside and across modules the same one-way flow holds between files: a graph with an edge
+//! A -> B when file A names an item of file B by path (`crate::`, `super::`, `self::`, or a
+//! child's name in its parent), each path resolved to the longest prefix of its segments that
+//! is a file, must have no cycle. A `mod child;` declaration alone is no edge; a parent's
+//! `pub use child::X` or `child::f()` is an edge parent -> child; code in a file's own inline
+//! modules (`#[cfg(test)] mod tests`) counts as that file. The rules, and why, are in the comment
+//! that opens the file graph below; `no_import_cycle_between_files` lists every cycle with one
+//! path per edge.
 
 use std::path::{Path, PathBuf};
 
