@@ -15,11 +15,11 @@
 //! Above `array.rs` and `context.rs` (it holds arrays' memory and submits on the context);
 //! named by the crate root alone.
 
+use crate::array::DeviceArray;
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, APP_WORK_RECORDER_BIT};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
-use crate::DeviceArray;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -220,7 +220,7 @@ impl AppWork {
             inner.after_refused_submission();
             inner.device_error(during, reason)
         })?;
-        inner.record(crate::profile::Record::Dispatch {
+        inner.record(crate::profile::timeline::Record::Dispatch {
             name: "AppWork::submit",
             submission: id,
         });

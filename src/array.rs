@@ -12,6 +12,9 @@ use crate::arena::Allocation;
 use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner, GpuUse};
 use crate::error::{Error, Result};
+pub(crate) use crate::recorder::{
+    Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT, CAPTURE_RECORDER_BIT,
+};
 use crate::submission::SubmissionId;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -50,153 +53,6 @@ pub(crate) struct ArrayStorage {
     /// What unsubmitted user recorders do to the array (the recording model:
     /// [`crate::kernels`]): the library's own single ops never mark it.
     pub(crate) pending: PendingMarks,
-}
-
-/// The high bit of a user recorder's number marks a capture ([`crate::Capture`]): refusals name
-/// it as `Capture #N`, not `Sequence #N`.
-pub(crate) const CAPTURE_RECORDER_BIT: u64 = 1 << 63;
-
-/// The next bit marks an app's work ([`crate::AppWork`]): refusals name it as `AppWork #N`.
-pub(crate) const APP_WORK_RECORDER_BIT: u64 = 1 << 62;
-
-/// How recorded work uses an array: the two kinds of use the recording model tells apart,
-/// since two reads commute and a write does not commute with anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Access {
-    /// The work only reads the array.
-    Read,
-    /// The work writes the array (and may read it).
-    Write,
-}
-
-/// The kinds of user recorder that hold recorded work until it is submitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum RecorderKind {
-    /// A [`crate::Sequence`] (from `Context::sequence`), ended by `submit()`.
-    Sequence,
-    /// A step being captured ([`crate::Capture`], from `Context::capture`), ended by
-    /// `finish()`.
-    Capture,
-    /// An app's own work ([`crate::AppWork`], from `Context::app_work`), ended by `submit()`.
-    AppWork,
-}
-
-impl RecorderKind {
-    /// The call that makes a recorder of this kind.
-    pub fn made_by(self) -> &'static str {
-        match self {
-            RecorderKind::Sequence => "Context::sequence",
-            RecorderKind::Capture => "Context::capture",
-            RecorderKind::AppWork => "Context::app_work",
-        }
-    }
-
-    /// The call that ends its recording (`submit()` or `finish()`).
-    pub fn ends(self) -> &'static str {
-        match self {
-            RecorderKind::Capture => "finish()",
-            RecorderKind::Sequence | RecorderKind::AppWork => "submit()",
-        }
-    }
-
-    /// The state that call leaves it in (`submitted` or `finished`).
-    pub(crate) fn ended(self) -> &'static str {
-        match self {
-            RecorderKind::Capture => "finished",
-            RecorderKind::Sequence | RecorderKind::AppWork => "submitted",
-        }
-    }
-}
-
-impl std::fmt::Display for RecorderKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            RecorderKind::Sequence => "Sequence",
-            RecorderKind::Capture => "Capture",
-            RecorderKind::AppWork => "AppWork",
-        })
-    }
-}
-
-/// One user recorder: its kind and its number (numbers count up per kind family from 1).
-/// Displays as `Sequence #3`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Recorder {
-    /// What kind of recorder it is.
-    pub kind: RecorderKind,
-    /// Its number, as in `Sequence #3`.
-    pub number: u64,
-}
-
-impl Recorder {
-    /// The recorder a pending mark's number stands for (the high bits give the kind).
-    pub(crate) fn from_mark(mark: u64) -> Recorder {
-        let kind = if mark & CAPTURE_RECORDER_BIT != 0 {
-            RecorderKind::Capture
-        } else if mark & APP_WORK_RECORDER_BIT != 0 {
-            RecorderKind::AppWork
-        } else {
-            RecorderKind::Sequence
-        };
-        Recorder {
-            kind,
-            number: mark & !(CAPTURE_RECORDER_BIT | APP_WORK_RECORDER_BIT),
-        }
-    }
-}
-
-impl std::fmt::Display for Recorder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} #{}", self.kind, self.number)
-    }
-}
-
-/// An array as an error names it: element type, shape and label, where known. Displays as
-/// `the f32 [4, 8] array "weights"`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArrayDescription {
-    /// `std::any::type_name` of the element type; `None` when the array is no longer known.
-    pub dtype: Option<&'static str>,
-    /// The array's shape; `None` when the array is no longer known.
-    pub shape: Option<Vec<usize>>,
-    /// The array's label (`DeviceArray::with_label`), if it has one.
-    pub label: Option<String>,
-}
-
-impl std::fmt::Display for ArrayDescription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.dtype, &self.shape) {
-            (Some(dtype), Some(shape)) => write!(f, "the {dtype} {shape:?} array")?,
-            _ => f.write_str("the array")?,
-        }
-        match &self.label {
-            Some(label) => write!(f, " {label:?}"),
-            None => f.write_str(" (no label: name arrays with with_label)"),
-        }
-    }
-}
-
-/// What a recorder recorded on an array, in the refusal's words.
-pub(crate) fn recorded_text(recorded: &Access) -> &'static str {
-    match recorded {
-        Access::Write => "a write to it",
-        Access::Read => "a read of it",
-    }
-}
-
-/// What a single op's `access` would do to work that `recorded` the array, in the refusal's
-/// words.
-pub(crate) fn overtakes_text(recorded: &Access, access: &Access) -> &'static str {
-    match (recorded, access) {
-        (Access::Write, Access::Read) => {
-            "would read it before that write (and see the values from before it)"
-        }
-        (Access::Write, Access::Write) => "would write it before that write",
-        (Access::Read, _) => {
-            "writes it and would run before that read (which would see the new values)"
-        }
-    }
 }
 
 /// The marks unsubmitted user recorders leave on an array: how many record a write to it, how
@@ -324,6 +180,17 @@ impl ArrayStorage {
             .as_ref()
             .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
+
+    /// Writes `bytes` straight into the allocation's mapped memory when zero-copy applies
+    /// (`false`: it does not, nothing was written). For an array fresh from the arena, which
+    /// no GPU work uses yet: both uploads and upload batches make their arrays this way.
+    pub(crate) fn write_zero_copy(&self, bytes: &[u8]) -> bool {
+        let Some(range) = self.host_range() else {
+            return false;
+        };
+        range.write(bytes);
+        true
+    }
 }
 
 impl Drop for ArrayStorage {
@@ -447,7 +314,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
             .set_label(self.storage.allocation.id, Some(label));
         drop(memory);
         let allocation = self.storage.allocation.id;
-        (self.storage.ctx).record(crate::profile::Record::Label { allocation, label });
+        (self.storage.ctx).record(crate::profile::timeline::Record::Label { allocation, label });
         self
     }
 
@@ -470,56 +337,6 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     ) -> Result<()> {
         self.storage
             .check_ready_for(ctx, Access::Write, operation, "the array")
-    }
-
-    /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
-    /// The array is taken by value and given back in the error when the shapes disagree.
-    ///
-    /// ```no_run
-    /// # let ctx = gpu_arena::Context::new(Default::default())?;
-    /// let a = ctx.zeros::<f32>(&[6])?;
-    /// let a = a.reshape(&[2, 3])?;
-    /// assert_eq!(a.shape(), [2, 3]);
-    /// # Ok::<(), gpu_arena::Error>(())
-    /// ```
-    pub fn reshape(self, shape: &[usize]) -> std::result::Result<Self, crate::Donated<T>> {
-        match check_shape(shape, Some(self.len()), std::mem::size_of::<T>(), "reshape") {
-            Ok(_) => Ok(Self {
-                shape: shape.to_vec(),
-                ..self
-            }),
-            Err(error) => Err(crate::Donated { error, array: self }),
-        }
-    }
-}
-
-impl<T: bytemuck::Pod> DeviceArray<T> {
-    /// The same memory seen as elements of type `U` of the same size (no copy, the same shape
-    /// and tracking): deliberate reinterpretation, as `f32::from_bits` for every element. A
-    /// launch refuses an array whose element kind differs from the kernel's (`u32` for
-    /// `array<f32>`); bitcast it when reading its bits so is what you mean.
-    ///
-    /// ```no_run
-    /// # let ctx = gpu_arena::Context::new(Default::default())?;
-    /// let bits = ctx.device_put(&[1.0f32.to_bits(); 4], &[4])?;
-    /// let floats = bits.bitcast::<f32>()?;
-    /// assert_eq!(ctx.device_get(&floats)?, [1.0; 4]);
-    /// # Ok::<(), gpu_arena::Error>(())
-    /// ```
-    ///
-    /// Errors (the array given back intact in [`crate::Donated`]): [`Error::InvalidArgument`]
-    /// when `U` and `T` differ in size.
-    pub fn bitcast<U: bytemuck::Pod>(
-        self,
-    ) -> std::result::Result<DeviceArray<U>, crate::Donated<T>> {
-        match check_bitcast::<T, U>("DeviceArray::bitcast") {
-            Ok(()) => Ok(DeviceArray {
-                storage: self.storage,
-                shape: self.shape,
-                _element: PhantomData,
-            }),
-            Err(error) => Err(crate::Donated { error, array: self }),
-        }
     }
 }
 
@@ -689,11 +506,12 @@ impl Context {
     ) -> Result<DeviceArray<T>> {
         // Every array is made here, so no array has a shape ops could overflow on.
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
-        let info = crate::profile::ArrayInfo::new::<T>(shape, site);
-        let (allocation, buffer, mapped) = crate::profile::with_scoped_label(label, |label| {
-            self.inner.allocate(bytes, label, info)
-        })
-        .map_err(|e| self.inner.dump_on_oom(e))?;
+        let info = crate::profile::array_info::ArrayInfo::new::<T>(shape, site);
+        let (allocation, buffer, mapped) =
+            crate::profile::labels::with_scoped_label(label, |label| {
+                self.inner.allocate(bytes, label, info)
+            })
+            .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
             storage: Arc::new(ArrayStorage::new(
                 Arc::clone(&self.inner),

@@ -35,8 +35,9 @@ mod app_device;
 mod gathered;
 mod kernel_timing;
 
+pub use crate::shortfall::DeviceShortfall;
 pub(crate) use app_device::OpenedDevice;
-pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements, DeviceShortfall};
+pub use app_device::{AppDevice, DeviceLostNotifier, DeviceRequirements};
 
 /// Pending frees (memory of dropped arrays that in-flight GPU work may still use) are
 /// reclaimed by polling the device once they add up to this much, rather than on every
@@ -117,7 +118,7 @@ pub(crate) struct MemoryState {
     /// How long the first-allocation reservation took, once it has happened.
     pub(crate) reserve_duration: Option<Duration>,
     /// Element type, shape and age of every live array, for memory snapshots.
-    pub(crate) arrays: crate::profile::ArrayRegistry,
+    pub(crate) arrays: crate::profile::array_info::ArrayRegistry,
 }
 
 pub(crate) struct ContextInner {
@@ -143,7 +144,7 @@ pub(crate) struct ContextInner {
     pub(crate) transfer_counters: TransferCounters,
     pub(crate) guard_defaults: TransferGuardLevels,
     /// The event timeline; `None` (the default) records nothing.
-    pub(crate) timeline: Option<Arc<crate::profile::Timeline>>,
+    pub(crate) timeline: Option<Arc<crate::profile::timeline::Timeline>>,
     /// GPU timestamps of dispatches; `None` unless the timeline is on and the device has
     /// timestamp queries.
     kernel_timing: Option<kernel_timing::KernelTiming>,
@@ -282,7 +283,7 @@ impl Context {
         }
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
-        let timeline = crate::profile::attach_timeline(&config, &mut arena)?;
+        let timeline = crate::profile::timeline::attach(&config, &mut arena)?;
         let kernel_timing = kernel_timing::KernelTiming::new(timeline.is_some(), &device, &queue);
         Ok(Self {
             inner: Arc::new(ContextInner {
@@ -544,10 +545,11 @@ impl Context {
             self.inner.after_refused_submission();
             self.inner.device_error(during, reason)
         })?;
-        self.inner.record(crate::profile::Record::Dispatch {
-            name: "raw_submit",
-            submission: id,
-        });
+        self.inner
+            .record(crate::profile::timeline::Record::Dispatch {
+                name: "raw_submit",
+                submission: id,
+            });
         Ok(id)
     }
 
@@ -678,7 +680,7 @@ impl ContextInner {
         &self,
         bytes: u64,
         label: Option<&str>,
-        info: crate::profile::ArrayInfo,
+        info: crate::profile::array_info::ArrayInfo,
     ) -> Result<(Allocation, wgpu::Buffer, Option<MappedRange>)> {
         let mut memory = self.lock_memory();
         // Learning which submissions completed costs a device poll; do it once pending frees
@@ -740,7 +742,7 @@ impl ContextInner {
     }
 
     /// Records a transfer, a dispatch or a label on the timeline; one branch when it is off.
-    pub(crate) fn record(&self, record: crate::profile::Record<'_>) {
+    pub(crate) fn record(&self, record: crate::profile::timeline::Record<'_>) {
         if let Some(timeline) = &self.timeline {
             timeline.record(record);
         }

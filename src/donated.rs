@@ -2,8 +2,9 @@
 //! array given back unchanged, as `std::sync::mpsc::SendError<T>` gives back its message.
 //! Apart from `error.rs` because it holds an array: the crate's `Error` stays plain data.
 
-use crate::array::DeviceArray;
+use crate::array::{check_bitcast, check_shape, DeviceArray};
 use crate::error::Error;
+use std::marker::PhantomData;
 
 /// An operation that was given an array by value failed; here is why, and the array, intact
 /// (nothing was written to it).
@@ -81,5 +82,55 @@ pub(crate) fn give_back<T: bytemuck::Pod>(
     match outcome {
         Ok(()) => Ok(array),
         Err(error) => Err(Donated { error, array }),
+    }
+}
+
+/// The calls that take an array by value and give it back in [`Donated`] when they refuse live
+/// here, beside the type they return, so that the array's own file does not name it.
+impl<T: bytemuck::Pod> DeviceArray<T> {
+    /// The same memory under another shape with as many elements (no copy): `jnp.reshape`.
+    /// The array is taken by value and given back in the error when the shapes disagree.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let a = ctx.zeros::<f32>(&[6])?;
+    /// let a = a.reshape(&[2, 3])?;
+    /// assert_eq!(a.shape(), [2, 3]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn reshape(self, shape: &[usize]) -> std::result::Result<Self, Donated<T>> {
+        match check_shape(shape, Some(self.len()), std::mem::size_of::<T>(), "reshape") {
+            Ok(_) => Ok(Self {
+                shape: shape.to_vec(),
+                ..self
+            }),
+            Err(error) => Err(Donated { error, array: self }),
+        }
+    }
+
+    /// The same memory seen as elements of type `U` of the same size (no copy, the same shape
+    /// and tracking): deliberate reinterpretation, as `f32::from_bits` for every element. A
+    /// launch refuses an array whose element kind differs from the kernel's (`u32` for
+    /// `array<f32>`); bitcast it when reading its bits so is what you mean.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let bits = ctx.device_put(&[1.0f32.to_bits(); 4], &[4])?;
+    /// let floats = bits.bitcast::<f32>()?;
+    /// assert_eq!(ctx.device_get(&floats)?, [1.0; 4]);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    ///
+    /// Errors (the array given back intact in [`Donated`]): [`Error::InvalidArgument`]
+    /// when `U` and `T` differ in size.
+    pub fn bitcast<U: bytemuck::Pod>(self) -> std::result::Result<DeviceArray<U>, Donated<T>> {
+        match check_bitcast::<T, U>("DeviceArray::bitcast") {
+            Ok(()) => Ok(DeviceArray {
+                storage: self.storage,
+                shape: self.shape,
+                _element: PhantomData,
+            }),
+            Err(error) => Err(Donated { error, array: self }),
+        }
     }
 }

@@ -5,10 +5,10 @@
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
 use crate::arena::{ArenaError, OutOfMemory};
-use crate::array::{overtakes_text, recorded_text};
-pub use crate::array::{Access, ArrayDescription, Recorder, RecorderKind};
-use crate::config::TransferDirection;
+use crate::config::transfer_guard::TransferDirection;
 use crate::memplan::MemPlanError;
+use crate::recorder::{overtakes_text, recorded_text};
+pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::remat::RematError;
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
@@ -46,7 +46,7 @@ pub enum Error {
     #[error("the device given to Context::from_wgpu lacks what gpu-arena needs: {}; create the device with gpu_arena::DeviceRequirements::for_config(&config): its `features` in DeviceDescriptor::required_features and `limits` (or the adapter's own limits) in required_limits", missing.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     DeviceRequirements {
         /// Every feature, limit and capability the device falls short in.
-        missing: Vec<crate::DeviceShortfall>,
+        missing: Vec<crate::shortfall::DeviceShortfall>,
     },
     /// An array was handed to an app's pass as something the arena's buffers are not made for
     /// (their usages are [`ArenaConfig::array_usages`](crate::ArenaConfig::array_usages)).

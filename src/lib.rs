@@ -134,7 +134,9 @@
 //!   fused over lists of arrays and started on a progress thread, for gradients.
 //! - [`profile`]: statistics, snapshots, the timeline, Perfetto export, the HTML report.
 //! - [`remat`] and [`backprop`]: checkpointing plans and the driver that runs them.
-//! - [`error`]: [`Error`] and [`Result`].
+//! - [`error`]: [`Error`] and [`Result`]; `recorder` and `shortfall` (private): the values
+//!   errors carry that arrays and contexts make (an access and its recorder, an array's
+//!   description; what an app's device lacks), below both.
 //! - `lock` (private): the crate's locks, each with a rank; the order they may be taken in,
 //!   checked in debug builds.
 //!
@@ -162,8 +164,10 @@ pub mod memplan;
 mod ops;
 mod pipelines;
 pub mod profile;
+mod recorder;
 pub mod remat;
 mod sharding;
+mod shortfall;
 mod step;
 mod submission;
 pub mod transfer;

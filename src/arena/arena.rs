@@ -7,11 +7,12 @@ use super::allocation::{
     align_up, round_down, rounded_size, Allocation, AllocationId, ALLOCATION_ALIGNMENT,
 };
 use super::bins::{Bins, ADDRESS_SPACE_BYTES, MAX_CHUNK_BYTES};
+use super::bytes::Bytes;
 use super::chunk::{Chunks, Slot, NIL};
 use super::error::ArenaError;
 use super::events::{ArenaEvent, EventSink, Events};
 use super::frontier::PendingFrees;
-use super::oom::{Bytes, OomCause, OutOfMemory};
+use super::oom::{OomCause, OutOfMemory};
 use super::options::{ArenaMode, ArenaOptions, MAX_RESERVED_REGIONS};
 use super::region::{Region, RegionRefusal, RegionSource};
 use super::snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};

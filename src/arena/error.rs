@@ -1,7 +1,8 @@
 //! The arena's error type.
 
 use super::allocation::{AllocationId, ALLOCATION_ALIGNMENT};
-use super::oom::{Bytes, OutOfMemory};
+use super::bytes::Bytes;
+use super::oom::OutOfMemory;
 use super::options::MAX_RESERVED_REGIONS;
 use super::region::RegionRefusal;
 

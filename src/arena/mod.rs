@@ -14,7 +14,7 @@
 //! Files, one concept each: `allocation` (ids and rounding), `region` (regions and
 //! their source), `options`, `chunk` (the chunk slab), `btree` and `bins` (the free-chunk
 //! index), `frontier` (pending frees), `arena` (the allocator itself), `stats`, `snapshot`,
-//! `events`, `oom` and `error`; and `assignment`, the buffer assignment of a captured step's
+//! `events`, `oom`, `bytes` (byte counts as people read them) and `error`; and `assignment`, the buffer assignment of a captured step's
 //! temporaries (offsets in one block by liveness: the same kind of problem, solved ahead of
 //! time).
 #![deny(unsafe_code)]
@@ -25,6 +25,7 @@ mod arena;
 mod assignment;
 mod bins;
 mod btree;
+mod bytes;
 mod chunk;
 mod error;
 mod events;
@@ -39,9 +40,10 @@ pub(crate) use allocation::rounded_size;
 pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;
 pub use assignment::{assign_buffers, BufferAssignment, Temporary};
+pub use bytes::Bytes;
 pub use error::ArenaError;
 pub use events::{ArenaEvent, EventSink};
-pub use oom::{Bytes, OomCause, OutOfMemory};
+pub use oom::{OomCause, OutOfMemory};
 pub use options::{
     ArenaMode, ArenaOptions, DEFAULT_INITIAL_GROWTH_REGION_BYTES, DEFAULT_LIMIT_BYTES,
     DEFAULT_MAX_REGION_BYTES, MAX_RESERVED_REGIONS,

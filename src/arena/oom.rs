@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::allocation::ALLOCATION_ALIGNMENT;
+use super::bytes::Bytes;
 use super::options::{ArenaMode, DEFAULT_LIMIT_BYTES};
 use super::region::RegionRefusal;
 
@@ -190,38 +191,5 @@ impl fmt::Display for OutOfMemory {
             Bytes(self.max_region_bytes),
         )?;
         write!(f, "  remedy: {}.", self.remedy())
-    }
-}
-
-/// A byte count for people: `256 B`, `1.50 KiB`, `3.00 GiB` (binary units, as `nvidia-smi`
-/// and XLA's OOM messages print them). Used by OOM messages and the memory report alike.
-#[derive(Clone, Copy, Debug)]
-pub struct Bytes(pub u64);
-
-impl fmt::Display for Bytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-        if self.0 < 1024 {
-            return write!(f, "{} B", self.0);
-        }
-        let mut value = self.0 as f64 / 1024.0;
-        let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
-            value /= 1024.0;
-            unit += 1;
-        }
-        write!(f, "{value:.2} {}", UNITS[unit])
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_counts_read_in_binary_units() {
-        assert_eq!(Bytes(256).to_string(), "256 B");
-        assert_eq!(Bytes(1536).to_string(), "1.50 KiB");
-        assert_eq!(Bytes(3 << 30).to_string(), "3.00 GiB");
     }
 }

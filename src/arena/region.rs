@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::oom::Bytes;
+use super::bytes::Bytes;
 
 /// Names a region. The [`RegionSource`] chooses the number; the arena never interprets it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

@@ -6,8 +6,10 @@
 //! It holds four groups:
 //! - **Where regions come from**: `vulkan.rs` (gpu-allocator memory on wgpu's own `VkDevice`,
 //!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
-//!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), and in this file `Regions`, the
-//!   arena's `RegionSource`, with the staging buffers made beside it.
+//!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
+//!   return and how making one fails), `device_kind.rs` (wgpu's device type in the memory
+//!   policy's terms), and in this file `Regions`, the arena's `RegionSource`, with the staging
+//!   buffers made beside it.
 //! - **Host access to mapped memory**: `mapped.rs` (every host read and write of mapped
 //!   device memory, through checked ranges), `host_sync.rs` (flush and invalidate where the
 //!   memory is not coherent), `host_barrier.rs` (the memory dependency that makes GPU writes
@@ -45,6 +47,8 @@
 #![allow(unsafe_code)]
 
 // Where regions come from.
+mod buffer;
+mod device_kind;
 mod plain;
 mod vulkan;
 
@@ -61,6 +65,8 @@ mod private_files;
 #[cfg(feature = "mpi")]
 mod mpi_buffer;
 
+pub(crate) use buffer::DeviceBuffer;
+use buffer::{check_buffer_size, BufferFailure};
 pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
@@ -74,7 +80,7 @@ pub(crate) use private_files::{
 pub use vulkan::VulkanLimits;
 pub(crate) use vulkan::{heap_budgets, vulkan_limits};
 
-use crate::memplan::{DeviceDescription, DeviceKind};
+use crate::memplan::DeviceDescription;
 
 /// The memory table of an adapter: Vulkan's own, or a synthetic one of `fallback_heap_bytes`
 /// on backends that cannot report memory.
@@ -86,72 +92,9 @@ pub(crate) fn describe_adapter(
         .unwrap_or_else(|| plain::synthetic_description(&adapter.get_info(), fallback_heap_bytes))
 }
 
-/// wgpu's device type in the memory policy's terms.
-pub(crate) fn device_kind(device_type: wgpu::DeviceType) -> DeviceKind {
-    match device_type {
-        wgpu::DeviceType::DiscreteGpu => DeviceKind::Discrete,
-        wgpu::DeviceType::IntegratedGpu => DeviceKind::Integrated,
-        wgpu::DeviceType::Cpu => DeviceKind::Cpu,
-        wgpu::DeviceType::VirtualGpu => DeviceKind::Virtual,
-        wgpu::DeviceType::Other => DeviceKind::Other,
-    }
-}
-
 use crate::arena::{RegionId, RegionRefusal, RegionSource};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-
-/// Why a backend could not make a buffer: the step that failed (with the buffer's label and
-/// size) and the typed refusal. The arena reads the refusal; everyone else gets the crate's
-/// [`Error`] (`From`).
-#[derive(Debug)]
-pub(crate) struct BufferFailure {
-    /// What was being done, e.g. `allocating device memory (gpu-arena region 3, 1024 bytes)`.
-    pub(crate) during: String,
-    /// How it failed.
-    pub(crate) refusal: RegionRefusal,
-}
-
-impl From<BufferFailure> for Error {
-    fn from(failure: BufferFailure) -> Self {
-        match failure.refusal {
-            RegionRefusal::DeviceLost { reason } => Error::DeviceLost {
-                during: failure.during,
-                reason,
-            },
-            refusal => Error::Backend {
-                during: failure.during,
-                reason: refusal.to_string(),
-            },
-        }
-    }
-}
-
-/// Refuses a buffer of `size` bytes above the device limit `limit` (named `limit_name`): a size
-/// the device never gives, however much memory is free.
-pub(crate) fn check_buffer_size(
-    size: u64,
-    limit: u64,
-    limit_name: &'static str,
-) -> std::result::Result<(), RegionRefusal> {
-    match size > limit {
-        true => Err(RegionRefusal::TooLarge {
-            size,
-            limit,
-            limit_name,
-        }),
-        false => Ok(()),
-    }
-}
-
-/// A buffer made by a backend, with its mapping when the memory is host-visible (the mapping
-/// keeps the memory allocated on its own, whatever happens to the buffer).
-pub(crate) struct DeviceBuffer {
-    pub(crate) buffer: wgpu::Buffer,
-    pub(crate) mapped: Option<MappedRange>,
-    /// The Vulkan memory type behind it (None on non-Vulkan backends).
-    pub(crate) memory_type: Option<u32>,
-}
 
 /// The memory source of one context.
 pub(crate) enum MemoryBackend {

@@ -7,7 +7,7 @@
 //! rsmpi does not export), so that MPI reduces a chunk where it lies instead of into a second
 //! buffer that must then be copied back; see [`all_reduce_in_place`].
 
-use super::MappedRange;
+use super::mapped::MappedRange;
 use mpi::datatype::{AsDatatype, Buffer, BufferMut, Collection, Equivalence, Pointer, PointerMut};
 use mpi::Count;
 use std::ffi::c_void;

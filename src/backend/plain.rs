@@ -1,6 +1,6 @@
 //! Plain wgpu buffers, for backends where gpu-allocator cannot reach the device (GL, Metal, DX12).
 
-use super::DeviceBuffer;
+use super::buffer::DeviceBuffer;
 use crate::memplan::{
     DeviceDescription, HeapFlags, MemoryHeap, MemoryProperties, MemoryType, MemoryTypeFlags,
 };
@@ -53,7 +53,7 @@ pub(crate) fn synthetic_description(
     DeviceDescription {
         name: info.name.clone(),
         vendor_id: info.vendor,
-        device_kind: super::device_kind(info.device_type),
+        device_kind: super::device_kind::device_kind(info.device_type),
         memory: MemoryProperties {
             heaps: vec![MemoryHeap {
                 size: heap_bytes,

@@ -19,8 +19,9 @@
 //! - The **`VkDevice`** is wgpu's. Every holder of the allocator or of memory holds a
 //!   `wgpu::Device` too, so the device outlives all memory allocated on it.
 
+use super::buffer::{check_buffer_size, BufferFailure, DeviceBuffer};
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
-use super::{BufferFailure, DeviceBuffer, MappedRange};
+use super::mapped::MappedRange;
 use crate::arena::RegionRefusal;
 use crate::error::{Error, Result};
 use crate::lock::{rank, Mutex};
@@ -57,7 +58,7 @@ pub(crate) fn describe_vulkan_adapter(adapter: &wgpu::Adapter) -> Option<DeviceD
     Some(DeviceDescription {
         name: info.name.clone(),
         vendor_id: info.vendor,
-        device_kind: super::device_kind(info.device_type),
+        device_kind: super::device_kind::device_kind(info.device_type),
         memory,
         heap_budgets,
     })
@@ -282,10 +283,10 @@ impl VulkanMemory {
             during: format!("{during} ({label}, {size} bytes)"),
             refusal,
         };
-        super::check_buffer_size(size, device.limits().max_buffer_size, "maxBufferSize")
+        check_buffer_size(size, device.limits().max_buffer_size, "maxBufferSize")
             .map_err(|refusal| failure("creating a buffer", refusal))?;
         if let Some(limit) = self.max_allocation {
-            super::check_buffer_size(size, limit, "maxMemoryAllocationSize")
+            check_buffer_size(size, limit, "maxMemoryAllocationSize")
                 .map_err(|refusal| failure("allocating device memory", refusal))?;
         }
         let info = vk::BufferCreateInfo::default()
@@ -533,29 +534,36 @@ impl BufferRelease {
 mod tests {
     use super::*;
 
-    /// A context on the test machine's Vulkan device (lavapipe in CI); `None` without one.
-    fn vulkan_context() -> Option<crate::Context> {
-        let ctx = crate::Context::new(crate::ArenaConfig {
-            backend: crate::BackendChoice::Vulkan,
-            ..Default::default()
-        })
-        .ok()?;
-        ctx.is_vulkan().then_some(ctx)
+    /// wgpu's Vulkan device on the test machine (lavapipe in CI), its queue, and the memory
+    /// types the memory policy gives upload staging; `None` without one. Opened here rather
+    /// than through a context: the backend is below the context and its tests are too.
+    fn vulkan_device() -> Option<(wgpu::Device, wgpu::Queue, Vec<u32>)> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::VULKAN,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter =
+            pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+                .ok()?;
+        let plan = crate::memplan::plan_memory(&describe_vulkan_adapter(&adapter)?).ok()?;
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).ok()?;
+        Some((device, queue, plan.upload_candidates))
     }
 
     #[test]
     fn memory_is_freed_through_a_poisoned_allocator_lock_when_its_last_holder_goes() {
-        let Some(ctx) = vulkan_context() else {
+        let Some((device, _queue, upload_candidates)) = vulkan_device() else {
             eprintln!("no Vulkan adapter: skipped");
             return;
         };
-        let device = &ctx.inner.device;
+        let device = &device;
         let memory = VulkanMemory::new(device, false).unwrap().unwrap();
         let buffer = memory
             .create_buffer(
                 device,
                 4096,
-                &ctx.inner.plan.upload_candidates,
+                &upload_candidates,
                 wgpu::BufferUsages::COPY_SRC,
                 "poison test",
             )

@@ -15,7 +15,7 @@ use crate::context::Context;
 /// kernel (`ctx.launch(&kernel).arg(input).arg_mut(&mut output)…run()?; Ok(output)`, see the
 /// [module example](super)), or pass it on to a donating operation
 /// ([`Context::fill_in_place`], [`Context::dynamic_update_slice`]) and return what that gives
-/// back. Returning another array is an [`Error::InvalidArgument`](crate::Error) (the driver
+/// back. Returning another array is an [`Error::InvalidArgument`](crate::error::Error) (the driver
 /// must know which buffers are live to hold the schedule's peak); an error from the method
 /// ends the run, and the driver frees everything it allocated.
 ///
@@ -34,8 +34,8 @@ pub trait ChainModel {
     type Element: bytemuck::Pod;
     /// What the methods return on failure; the driver's own errors (out of memory, a shape
     /// that does not match the chain) arrive through `From<gpu_arena::Error>`. Use
-    /// [`crate::Error`] itself, or `anyhow::Error` in an application.
-    type Error: From<crate::Error>;
+    /// [`crate::error::Error`] itself, or `anyhow::Error` in an application.
+    type Error: From<crate::error::Error>;
 
     /// The shape of activation `activation` (1 to n; the input's is its own), or `None`
     /// (the default) for one dimension of `bytes / size_of::<Element>()` elements. The

@@ -99,7 +99,7 @@ impl Schedule {
         &self,
         model: &M,
         input: &DeviceArray<M::Element>,
-    ) -> crate::Result<Vec<Vec<usize>>> {
+    ) -> crate::error::Result<Vec<Vec<usize>>> {
         let element = std::mem::size_of::<M::Element>() as u64;
         let bytes_of = |i| {
             self.bytes(Buffer::Activation(i))
@@ -262,7 +262,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
     }
 
     /// A new array for `buffer`, counted in the held bytes and labelled after the buffer.
-    fn allocate(&mut self, buffer: Buffer) -> crate::Result<DeviceArray<T>> {
+    fn allocate(&mut self, buffer: Buffer) -> crate::error::Result<DeviceArray<T>> {
         let (name, i) = match buffer {
             Buffer::Activation(i) => ("activation", i),
             Buffer::Gradient(i) => ("gradient", i),
@@ -284,7 +284,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
         given: crate::arena::AllocationId,
         method: &str,
         layer: usize,
-    ) -> crate::Result<()> {
+    ) -> crate::error::Result<()> {
         let same = array.check_same_context(&self.ctx.inner, OPERATION).is_ok()
             && array.allocation_id() == given;
         if !same {
@@ -300,7 +300,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
     }
 
     /// The live array of `buffer` (the input for activation 0).
-    fn get(&self, buffer: Buffer) -> crate::Result<&DeviceArray<T>> {
+    fn get(&self, buffer: Buffer) -> crate::error::Result<&DeviceArray<T>> {
         if buffer == Buffer::Activation(0) {
             return Ok(self.input);
         }
@@ -316,7 +316,11 @@ impl<T: bytemuck::Pod> Run<'_, T> {
     }
 
     /// [`get`](Run::get) when `wanted`, else `None`.
-    fn get_if(&self, wanted: bool, buffer: Buffer) -> crate::Result<Option<&DeviceArray<T>>> {
+    fn get_if(
+        &self,
+        wanted: bool,
+        buffer: Buffer,
+    ) -> crate::error::Result<Option<&DeviceArray<T>>> {
         wanted.then(|| self.get(buffer)).transpose()
     }
 }

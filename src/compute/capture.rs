@@ -10,87 +10,17 @@
 //! [`Capture::finish`] instead of `submit`, which plans the step's memory
 //! (`compute/captured_step.rs`).
 
-use super::captured_step::CapturedStep;
+use super::capture_tables::{CaptureTables, CapturedIo};
 use super::sequence::Sequence;
-use crate::array::ArrayStorage;
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::step::Step;
 use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
-
-/// What a capture records beside its steps: which arrays it made, and where each slot acts.
-pub(crate) struct CaptureTables {
-    /// The capture's number (its slots carry it, so a slot of another capture is refused).
-    pub(crate) id: u64,
-    /// Arrays made by the capture's own ops, by storage address: those the user no longer
-    /// holds at `finish` are the step's temporaries. The weak references keep each address
-    /// from being reused by an array made elsewhere after one of these was dropped (an op
-    /// refused after making its result).
-    pub(crate) created: HashMap<usize, Weak<ArrayStorage>>,
-    /// Launches whose parameters come from a slot: `(step index, slot index)`.
-    pub(crate) slotted_params: Vec<(usize, u32)>,
-    /// The byte size of each parameter slot.
-    pub(crate) param_slots: Vec<Vec<u8>>,
-    /// Uploads: each copies `bytes` from `offset` of the step's upload buffer (the copy step's
-    /// index is `step`).
-    pub(crate) inputs: Vec<CapturedIo>,
-    /// The initial host data of every upload, at its offset.
-    pub(crate) upload_bytes: Vec<u8>,
-    /// Reads: each copies `bytes` into `offset` of the step's readback buffer.
-    pub(crate) reads: Vec<CapturedIo>,
-    pub(crate) readback_bytes: u64,
-    /// Copies whose start comes from an index slot.
-    pub(crate) moving: Vec<MovingCopy>,
-    /// The rank of each index slot and its initial start.
-    pub(crate) index_slots: Vec<Vec<i64>>,
-    /// Stands for the upload and readback buffers, made at `finish` once their sizes are known.
-    pub(crate) placeholder: wgpu::Buffer,
-}
-
-/// An upload or a read of a captured step: the copy step, where its bytes lie in the step's
-/// upload or readback buffer, and how many bytes the caller's data holds (the copy's size is
-/// that rounded up to 4).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CapturedIo {
-    pub(crate) step: usize,
-    pub(crate) offset: u64,
-    pub(crate) bytes: u64,
-}
-
-/// A copy kernel whose start comes from an index slot at each run (`ops/moving_copy.rs`
-/// records it): its dispatch is step `step`; the box keeps its shape, only its bases move.
-#[derive(Clone, Debug)]
-pub(crate) struct MovingCopy {
-    pub(crate) step: usize,
-    pub(crate) slot: u32,
-    /// The moving array's shape and the box's sizes (the start is clamped between them).
-    pub(crate) shape: Vec<u64>,
-    pub(crate) sizes: Vec<u64>,
-    /// Bytes between consecutive indices of each dimension of the moving array.
-    pub(crate) strides: Vec<u64>,
-    /// Whether the source moves (a slice) or the destination (an update).
-    pub(crate) source_moves: bool,
-    /// The bytes of the kernel's indexing unit: every start's offset is a multiple of it.
-    pub(crate) unit_bytes: u64,
-    /// The planned parameters, and what sets their source and destination bases (in units) for
-    /// a run (the ops' own geometry: `ops/moving_copy.rs`).
-    pub(crate) params: Vec<u8>,
-    pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), BaseOverflow>,
-}
-
-/// A moving copy's base (in units) that does not fit the kernel's 32-bit parameter: the
-/// planner bound both arrays in one binding a `u32` addresses, so this means a planner bug.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the base {base} does not fit a kernel's 32-bit parameter; this is a gpu-arena bug, please report it with the shapes involved")]
-pub(crate) struct BaseOverflow {
-    /// The base that does not fit.
-    pub(crate) base: u64,
-}
 
 /// A launch's parameter block that each run of a [`CapturedStep`] may set: made by
 /// [`Capture::params_slot`], given to launches with [`crate::Launch::params_slot`] (any number of
@@ -354,22 +284,6 @@ impl Capture {
             len: array.len(),
             _element: PhantomData,
         })
-    }
-
-    /// Plans the step's memory and makes it replayable (see [`CapturedStep`]): the
-    /// temporaries (arrays the capture made and no longer held) get offsets in one block by
-    /// liveness and their own memory goes back to the arena; one block is allocated for them;
-    /// every bind group and the step's parameter, upload and readback buffers are made; the
-    /// whole step is encoded once inside error scopes. Nothing is submitted; the capture's
-    /// arrays stop being pending.
-    ///
-    /// Errors (the capture is gone, and every array it made and you dropped is freed):
-    /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena is as it was before the
-    /// capture, less the outputs you hold), [`Error::Device`] when the device refuses the
-    /// step's bindings or commands, [`Error::DeviceLost`].
-    #[track_caller]
-    pub fn finish(self) -> Result<CapturedStep> {
-        CapturedStep::from_capture(self)
     }
 }
 

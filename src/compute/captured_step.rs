@@ -5,7 +5,8 @@
 //! replay is on CUDA; wgpu command buffers are used once, so the commands are recorded again,
 //! over the same pipelines and bind groups).
 
-use super::capture::{Capture, CaptureTables, CapturedIo, MovingCopy, CAPTURE_RECORDER_BIT};
+use super::capture::{Capture, CAPTURE_RECORDER_BIT};
+use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
 use super::step_staging::StepStaging;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
@@ -399,6 +400,25 @@ impl CapturedStep {
     }
 }
 
+/// `finish` lives with the step it makes, so that the capture's file does not name it.
+impl Capture {
+    /// Plans the step's memory and makes it replayable (see [`CapturedStep`]): the
+    /// temporaries (arrays the capture made and no longer held) get offsets in one block by
+    /// liveness and their own memory goes back to the arena; one block is allocated for them;
+    /// every bind group and the step's parameter, upload and readback buffers are made; the
+    /// whole step is encoded once inside error scopes. Nothing is submitted; the capture's
+    /// arrays stop being pending.
+    ///
+    /// Errors (the capture is gone, and every array it made and you dropped is freed):
+    /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena is as it was before the
+    /// capture, less the outputs you hold), [`Error::Device`] when the device refuses the
+    /// step's bindings or commands, [`Error::DeviceLost`].
+    #[track_caller]
+    pub fn finish(self) -> Result<CapturedStep> {
+        CapturedStep::from_capture(self)
+    }
+}
+
 impl std::fmt::Debug for CapturedStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CapturedStep")
@@ -662,7 +682,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         step.runs += 1;
         for s in &step.steps {
             if let Step::Dispatch { kernel, .. } = s {
-                inner.record(crate::profile::Record::Dispatch {
+                inner.record(crate::profile::timeline::Record::Dispatch {
                     name: &kernel.name,
                     submission: id,
                 });

@@ -10,6 +10,8 @@
 //! - `sequence`: [`Sequence`] and the one submission path.
 //! - `capture`: [`Capture`], a sequence recorded once to be replayed, and its slots (what a
 //!   run may change).
+//! - `capture_tables`: what a capture records beside its steps (arrays made, where slots act),
+//!   read by the sequence that carries them, the capture and the captured step.
 //! - `captured_step`: [`CapturedStep`], a finished capture: its memory plan ([`StepPlan`]) and
 //!   its runs ([`StepRun`]).
 //! - `step_staging`: a captured step's host data path (mapped staging on Vulkan, wgpu's
@@ -25,6 +27,7 @@
 #![deny(unsafe_code)]
 
 mod capture;
+mod capture_tables;
 mod captured_step;
 mod kernel_settings;
 mod launch;
@@ -32,8 +35,8 @@ mod sequence;
 mod step_staging;
 mod user_kernel;
 
-pub(crate) use capture::{BaseOverflow, MovingCopy};
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
+pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::Launch;
 pub use sequence::Sequence;

@@ -33,7 +33,7 @@ const MAX_DISPATCHES_PER_SUBMIT: usize = 4096;
 pub(crate) type TakenCapture = (
     Vec<Step>,
     Vec<(Arc<ArrayStorage>, Access)>,
-    Option<Box<super::capture::CaptureTables>>,
+    Option<Box<super::capture_tables::CaptureTables>>,
 );
 
 /// Source of user sequences' numbers (1, 2, ...), which errors about pending arrays name.
@@ -107,7 +107,7 @@ pub struct Sequence {
     pub(crate) queued_writes: bool,
     /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
     /// sequence.
-    pub(crate) capture: Option<Box<super::capture::CaptureTables>>,
+    pub(crate) capture: Option<Box<super::capture_tables::CaptureTables>>,
 }
 
 impl Context {
@@ -485,7 +485,7 @@ impl ContextInner {
         })?;
         for step in steps {
             if let Step::Dispatch { kernel, .. } = step {
-                self.record(crate::profile::Record::Dispatch {
+                self.record(crate::profile::timeline::Record::Dispatch {
                     name: &kernel.name,
                     submission: id,
                 });

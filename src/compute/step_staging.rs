@@ -14,7 +14,7 @@
 //! Elsewhere (wgpu's GL backend) the step keeps ordinary wgpu buffers: `queue.write_buffer`
 //! into them, `map_async` to read.
 
-use super::capture::CapturedIo;
+use super::capture_tables::CapturedIo;
 use crate::context::ContextInner;
 use crate::error::Result;
 use crate::pipelines::DeviceRefusal;

@@ -5,14 +5,15 @@
 //! the variable rather than a variable that looks unset; a blank value is refused too (unset
 //! the variable to get the default).
 
+use super::arena_config::{
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites,
+    DEFAULT_TIMELINE_CAPACITY,
+};
+use super::mem_fraction::MemFraction;
+use super::transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 use super::validate::{
     binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
-    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, STAGING,
-};
-use super::{
-    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
-    TransferDirection, TransferGuardLevel, TransferGuardLevels, DEFAULT_TIMELINE_CAPACITY,
-    MIN_KERNEL_BINDING_BYTES,
+    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, STAGING,
 };
 use crate::error::{Error, Result};
 use std::ffi::OsString;

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// JAX's default memory fraction: preallocate 75% of device memory.
+pub const DEFAULT_MEM_FRACTION: f64 = 0.75;
+
 /// What a fraction accepts, for error messages.
 pub(crate) const FRACTION_GRAMMAR: &str =
     "a fraction in (0, 1] as \"0.75\", \"0.75+\" or \"0.75-0.85\" (reserve, then limit)";
@@ -130,7 +133,7 @@ fn number(text: &str) -> std::result::Result<f64, MemFractionError> {
 
 impl Default for MemFraction {
     fn default() -> Self {
-        Self::fixed(super::DEFAULT_MEM_FRACTION)
+        Self::fixed(DEFAULT_MEM_FRACTION)
     }
 }
 

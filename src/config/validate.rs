@@ -3,8 +3,10 @@
 //! so a value is accepted or refused alike wherever it came from. Bounds are named constants
 //! next to the reason for each.
 
+use super::arena_config::{
+    AdapterSelector, ArenaConfig, BarWrites, FORBIDDEN_ARRAY_USAGES, REQUIRED_ARRAY_USAGES,
+};
 use super::mem_fraction::FRACTION_GRAMMAR;
-use super::{AdapterSelector, ArenaConfig, BarWrites};
 use crate::error::{flag_names, Error, Result};
 
 /// Bytes in one MiB, the unit of the `*_MB` variables.
@@ -220,17 +222,17 @@ impl ArenaConfig {
                 workgroups_expected(),
             ));
         }
-        let missing = super::REQUIRED_ARRAY_USAGES.difference(self.array_usages);
-        let forbidden = self.array_usages & super::FORBIDDEN_ARRAY_USAGES;
+        let missing = REQUIRED_ARRAY_USAGES.difference(self.array_usages);
+        let forbidden = self.array_usages & FORBIDDEN_ARRAY_USAGES;
         if !missing.is_empty() || !forbidden.is_empty() {
             return Err(field_error(
                 "array_usages",
                 flag_names(self.array_usages.iter_names()),
                 format!(
                     "usages that contain {} (missing: {}) and none of {} (present: {}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
-                    flag_names(super::REQUIRED_ARRAY_USAGES.iter_names()),
+                    flag_names(REQUIRED_ARRAY_USAGES.iter_names()),
                     flag_names(missing.iter_names()),
-                    flag_names(super::FORBIDDEN_ARRAY_USAGES.iter_names()),
+                    flag_names(FORBIDDEN_ARRAY_USAGES.iter_names()),
                     flag_names(forbidden.iter_names()),
                 ),
             ));
@@ -375,14 +377,14 @@ mod tests {
             ),
             (
                 ArenaConfig {
-                    mem_fraction: super::super::MemFraction::fixed(f64::NAN),
+                    mem_fraction: super::super::mem_fraction::MemFraction::fixed(f64::NAN),
                     ..Default::default()
                 },
                 "ArenaConfig::mem_fraction",
             ),
             (
                 ArenaConfig {
-                    mem_fraction: super::super::MemFraction {
+                    mem_fraction: super::super::mem_fraction::MemFraction {
                         reserve: 0.5,
                         limit: f64::INFINITY,
                     },
@@ -392,7 +394,7 @@ mod tests {
             ),
             (
                 ArenaConfig {
-                    mem_fraction: super::super::MemFraction {
+                    mem_fraction: super::super::mem_fraction::MemFraction {
                         reserve: 0.8,
                         limit: 0.5,
                     },
@@ -443,7 +445,7 @@ mod tests {
                 staging_bytes: MAX_STAGING_BYTES,
                 max_region_bytes: Some(u64::MAX),
                 fallback_device_memory_bytes: u64::MAX,
-                mem_fraction: super::super::MemFraction::fixed(1.0),
+                mem_fraction: super::super::mem_fraction::MemFraction::fixed(1.0),
                 ..Default::default()
             },
         ] {

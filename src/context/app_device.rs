@@ -21,6 +21,7 @@
 use super::Context;
 use crate::config::ArenaConfig;
 use crate::error::{Error, Result};
+use crate::shortfall::DeviceShortfall;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -173,23 +174,6 @@ impl DeviceRequirements {
                 });
             });
         missing
-    }
-}
-
-/// One thing a device falls short in ([`Error::DeviceRequirements`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeviceShortfall {
-    /// `limit max_storage_buffers_per_shader_stage`, `features ...`, `downlevel capability ...`.
-    pub name: String,
-    /// What the device has.
-    pub has: String,
-    /// What the arena needs.
-    pub needs: String,
-}
-
-impl std::fmt::Display for DeviceShortfall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} is {}, needs {}", self.name, self.has, self.needs)
     }
 }
 

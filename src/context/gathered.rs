@@ -160,7 +160,7 @@ impl ContextInner {
         before(id);
         for step in &steps {
             if let Step::Dispatch { kernel, .. } = step {
-                self.record(crate::profile::Record::Dispatch {
+                self.record(crate::profile::timeline::Record::Dispatch {
                     name: &kernel.name,
                     submission: id,
                 });

@@ -31,7 +31,8 @@
 
 use super::ContextInner;
 use crate::lock::{rank, Mutex, MutexGuard};
-use crate::profile::{KernelTimes, Record};
+use crate::profile::kernel_times::KernelTimes;
+use crate::profile::timeline::Record;
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
@@ -277,7 +278,7 @@ impl ContextInner {
 
 impl crate::context::Context {
     /// GPU time per kernel (calls, total, mean, max), over every dispatch since the timeline
-    /// started or was last [cleared](crate::profile::Timeline::clear): `Some` when the timeline
+    /// started or was last [cleared](crate::profile::timeline::Timeline::clear): `Some` when the timeline
     /// is on (`ArenaConfig::timeline_capacity`, env `GPU_ARENA_TIMELINE`) and the device has
     /// timestamp queries (wgpu's `TIMESTAMP_QUERY`; lavapipe has them, wgpu's GL backend
     /// may not), `None` otherwise — never an error for a device without them. Waits for the
@@ -311,7 +312,7 @@ impl crate::context::Context {
     ///
     /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
     /// work, a lost device).
-    pub fn kernel_times(&self) -> crate::Result<Option<KernelTimes>> {
+    pub fn kernel_times(&self) -> crate::error::Result<Option<KernelTimes>> {
         let Some(timeline) = self.inner.timeline.as_ref() else {
             return Ok(None);
         };

@@ -13,11 +13,13 @@
 
 use super::array_io::{chunk_elements, chunks, elements_of, ArrayIo};
 use super::header::{agree, Header, Kind};
+use super::staged::misaligned_mapping;
 use super::staged::{fits_staging, reduce_staged_chunks, Segment};
-use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use super::{CollectiveElement, Collectives, MeanElement, ReduceOp};
+use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
+use crate::donated::{Donated, DonatedResult};
 use crate::error::Result;
-use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
 
 const OPERATION: &str = "all_reduce";
@@ -35,10 +37,10 @@ impl Collectives {
     /// ```
     ///
     /// Errors (every rank returns one, and no data moves): the ranks called different
-    /// collectives, element types or shapes ([`crate::Error::Collective`], naming the rank and
+    /// collectives, element types or shapes ([`crate::error::Error::Collective`], naming the rank and
     /// the difference); this rank's array is another context's or pending in an unsubmitted
     /// Sequence, or the transfer guard refuses (this rank returns that error, the others
-    /// [`crate::Error::Collective`]); host memory for the pipeline's buffers. The array comes
+    /// [`crate::error::Error::Collective`]); host memory for the pipeline's buffers. The array comes
     /// back intact in [`Donated`] then. A device error after the agreement (device lost)
     /// gives the array back partly reduced: end the job with [`super::abort_on_error`].
     pub fn all_reduce<T: CollectiveElement>(
@@ -269,8 +271,8 @@ impl Collectives {
 
 /// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
 /// cannot happen: the in-place paths run only when it is known), typed rather than a panic.
-fn in_place_unknown() -> crate::Error {
-    crate::Error::Backend {
+fn in_place_unknown() -> crate::error::Error {
+    crate::error::Error::Backend {
         during: OPERATION.to_string(),
         reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
     }

@@ -4,11 +4,11 @@
 //! uses whatever the array's size.
 
 use crate::array::ArrayStorage;
+use crate::array::DeviceArray;
 use crate::backend::{MappedElements, MappedRange};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::transfer::staging::{ReadbackItem, UploadItem};
-use crate::DeviceArray;
 use std::marker::PhantomData;
 use std::sync::Arc;
 

@@ -2,9 +2,11 @@
 
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree, Header, Kind};
-use super::{misaligned_mapping, CollectiveElement, Collectives};
+use super::staged::misaligned_mapping;
+use super::{CollectiveElement, Collectives};
+use crate::array::DeviceArray;
+use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, Result};
-use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
 
 const OPERATION: &str = "broadcast";

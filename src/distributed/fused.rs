@@ -21,15 +21,13 @@
 use super::array_io::{
     chunk_elements, elements_of, mapped_run, read_pieces, write_pieces, ArrayIo, Scratch,
 };
-use super::donated_list::{DonatedList, DonatedListResult};
-use super::header::{agree_waiting, Header, Kind};
-use super::staged::{fits_staging, reduce_staged_chunks, Segment};
-use super::{misaligned_mapping, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use super::element::CollectiveElement;
+use super::reduce_op::ReduceOp;
+use super::staged::{fits_staging, misaligned_mapping, reduce_staged_chunks, Segment};
+use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
-use crate::config::TransferDirection;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
-use crate::DeviceArray;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -93,21 +91,6 @@ fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
     slices
 }
 
-/// The arrays' pieces of `chunk`, each with its slice of `host` (the chunk packed on the
-/// host, pieces one after another): how a packed chunk lies over the arrays, the same whether
-/// the data comes off them ([`read_chunk`]) or goes back ([`write_chunk`]).
-fn pieces_over_host<'i, 'a, 'h, T>(
-    ios: &'i [ArrayIo<'a, T>],
-    chunk: &[Piece],
-    host: &'h mut [T],
-) -> Vec<(&'i ArrayIo<'a, T>, usize, &'h mut [T])> {
-    chunk
-        .iter()
-        .zip(split(host, chunk))
-        .map(|(p, slice)| (&ios[p.array], p.first, slice))
-        .collect()
-}
-
 /// Reads the arrays' pieces of `chunk` into `host`, one after another.
 fn read_chunk<T: bytemuck::Pod>(
     ctx: &ContextInner,
@@ -115,7 +98,13 @@ fn read_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    read_pieces(ctx, pieces_over_host(ios, chunk, host))
+    let pieces = chunk.iter().zip(split(host, chunk));
+    read_pieces(
+        ctx,
+        pieces
+            .map(|(p, out)| (&ios[p.array], p.first, out))
+            .collect(),
+    )
 }
 
 /// Writes `host`, one piece after another, into the arrays' pieces of `chunk`.
@@ -125,47 +114,17 @@ fn write_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = pieces_over_host(ios, chunk, host);
+    let pieces = chunk.iter().zip(split(host, chunk));
     write_pieces(
         ctx,
         pieces
-            .into_iter()
-            .map(|(io, first, data)| (io, first, &*data))
+            .map(|(p, data)| (&ios[p.array], p.first, &*data))
             .collect(),
     )
 }
 
 fn elements(chunk: &[Piece]) -> usize {
     chunk.iter().map(|p| p.len).sum()
-}
-
-/// A list of arrays cut for a fused data phase: access to each array and the fusion chunks.
-struct ChunkedList<'a, T> {
-    ios: Vec<ArrayIo<'a, T>>,
-    chunks: Vec<Vec<Piece>>,
-    /// Elements of the widest chunk: what a host buffer must hold.
-    widest: usize,
-}
-
-impl<'a, T: bytemuck::Pod> ChunkedList<'a, T> {
-    /// Access to every array of `arrays` (see [`ArrayIo::new`]) and the chunks of
-    /// [`fusion_chunks`] at one pipeline chunk's capacity: the same chunks on every rank, since
-    /// they follow from the agreed lengths only. `None` when every array is empty: there is
-    /// no data to move.
-    fn new(ctx: &'a Arc<ContextInner>, arrays: &'a [DeviceArray<T>]) -> Result<Option<Self>> {
-        let ios = arrays
-            .iter()
-            .map(|a| ArrayIo::new(ctx, a))
-            .collect::<Result<Vec<_>>>()?;
-        let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-        let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-        let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-        Ok((widest > 0).then_some(ChunkedList {
-            ios,
-            chunks,
-            widest,
-        }))
-    }
 }
 
 /// The data phase of a fused all-reduce (after every rank agreed): every chunk off the
@@ -178,18 +137,25 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     keep: bool,
     operation: &'static str,
 ) -> Result<()> {
-    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
+    let ios = arrays
+        .iter()
+        .map(|a| ArrayIo::new(link.ctx, a))
+        .collect::<Result<Vec<_>>>()?;
+    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+    if widest == 0 {
         return Ok(());
-    };
+    }
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
     // One host buffer, kept between calls, for chunks that are not reduced where they lie;
     // a second one for MPI's result only where the library's MPI_IN_PLACE is unknown.
-    let mut packed = link.scratch.take(list.widest * size, operation)?;
+    let mut packed = link.scratch.take(widest * size, operation)?;
     let mut reduced = if in_place {
         Vec::new()
     } else {
-        match link.scratch.take(list.widest * size, operation) {
+        match link.scratch.take(widest * size, operation) {
             Ok(b) => b,
             Err(error) => {
                 link.scratch.give_back(packed);
@@ -204,7 +170,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
         in_place
             && keep
             && fits_staging(link.ctx, (elements(chunk) * size) as u64)
-            && chunk.iter().all(|p| !list.ios[p.array].is_zero_copy())
+            && chunk.iter().all(|p| !ios[p.array].is_zero_copy())
     };
     let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {
         chunk
@@ -223,15 +189,15 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     // staged arrays in the staging pool's buffers; any other chunk is packed into the host
     // buffer, reduced there and copied back.
     let ran = (|| {
-        if list.chunks.iter().all(|c| staged(c)) {
+        if chunks.iter().all(|c| staged(c)) {
             // Every chunk staged: chunk k+1 comes off the device while MPI reduces chunk k.
-            let all: Vec<Vec<Segment<'_>>> = list.chunks.iter().map(|c| segments(c)).collect();
+            let all: Vec<Vec<Segment<'_>>> = chunks.iter().map(|c| segments(c)).collect();
             return reduce_staged_chunks::<T>(link.ctx, link.comm, &all, system, operation);
         }
-        for chunk in &list.chunks {
+        for chunk in &chunks {
             let n = elements(chunk);
             if in_place && keep {
-                let run = mapped_run(chunk.iter().map(|p| (&list.ios[p.array], p.first, p.len)));
+                let run = mapped_run(chunk.iter().map(|p| (&ios[p.array], p.first, p.len)));
                 if let Some(run) = run {
                     MappedElements::<T>::new(run)
                         .ok_or_else(|| misaligned_mapping(operation))?
@@ -252,7 +218,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             }
             used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
-            read_chunk(link.ctx, &list.ios, chunk, host)?;
+            read_chunk(link.ctx, &ios, chunk, host)?;
             let result: &mut [T] = if in_place {
                 all_reduce_in_place(link.comm, &mut host[..], system)
                     .ok_or_else(|| in_place_unknown(operation))?;
@@ -266,7 +232,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             if !keep {
                 result.iter_mut().for_each(|v| *v = finish(*v));
             }
-            write_chunk(link.ctx, &list.ios, chunk, result)?;
+            write_chunk(link.ctx, &ios, chunk, result)?;
         }
         Ok(())
     })();
@@ -285,19 +251,26 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     arrays: &[DeviceArray<T>],
     root: usize,
 ) -> Result<()> {
-    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
+    let ios = arrays
+        .iter()
+        .map(|a| ArrayIo::new(link.ctx, a))
+        .collect::<Result<Vec<_>>>()?;
+    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+    if widest == 0 {
         return Ok(());
-    };
+    }
     let is_root = root == link.comm.rank() as usize;
     let process = link.comm.process_at_rank(root as i32);
     let size = std::mem::size_of::<T>();
-    let mut buffer = link.scratch.take(list.widest * size, BROADCAST)?;
+    let mut buffer = link.scratch.take(widest * size, BROADCAST)?;
     let mut used = 0;
     let ran = (|| {
-        for chunk in &list.chunks {
+        for chunk in &chunks {
             let n = elements(chunk);
             if let [piece] = chunk.as_slice() {
-                let io = &list.ios[piece.array];
+                let io = &ios[piece.array];
                 if io.is_zero_copy() {
                     io.with_slice_mut(piece.first, piece.len, |e| process.broadcast_into(e))
                         .ok_or_else(|| misaligned_mapping(BROADCAST))?;
@@ -307,11 +280,11 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
             used = used.max(n * size);
             let host: &mut [T] = elements_of(&mut buffer, n);
             if is_root {
-                read_chunk(link.ctx, &list.ios, chunk, host)?;
+                read_chunk(link.ctx, &ios, chunk, host)?;
             }
             process.broadcast_into(&mut host[..]);
             if !is_root {
-                write_chunk(link.ctx, &list.ios, chunk, host)?;
+                write_chunk(link.ctx, &ios, chunk, host)?;
             }
         }
         Ok(())
@@ -322,218 +295,8 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     ran
 }
 
-/// A fused collective's data phase, run once every rank agreed: on the caller's thread for a
-/// blocking call, on the progress thread for a started one.
-pub(crate) type DataPhase<T> = Box<dyn FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send>;
-
-/// A fused collective as every rank describes it in the agreement (its kind, reduction and
-/// root, and the name its errors carry) with the data phase that follows: one description of
-/// each collective, whether the call blocks (`run_list`) or is started (`start_list` in
-/// `progress.rs`).
-pub(crate) struct ListCall<T: bytemuck::Pod> {
-    pub(crate) kind: Kind,
-    pub(crate) op: ReduceOp,
-    pub(crate) root: usize,
-    pub(crate) operation: &'static str,
-    pub(crate) data: DataPhase<T>,
-}
-
-impl<T: CollectiveElement> ListCall<T> {
-    /// `all_reduce_many` under the name `operation`: the arrays reduced with `op`, in place.
-    pub(crate) fn all_reduce(op: ReduceOp, operation: &'static str) -> Self {
-        ListCall {
-            kind: Kind::AllReduceMany,
-            op,
-            root: 0,
-            operation,
-            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
-                reduce_list(link, arrays, op, &|v| v, true, operation)
-            }),
-        }
-    }
-
-    /// `broadcast_many` from `root` under the name `operation` (the reduction is not used).
-    pub(crate) fn broadcast(root: usize, operation: &'static str) -> Self {
-        ListCall {
-            kind: Kind::BroadcastMany,
-            op: ReduceOp::Sum,
-            root,
-            operation,
-            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
-                broadcast_list(link, arrays, root)
-            }),
-        }
-    }
-}
-
-impl<T: MeanElement> ListCall<T> {
-    /// `all_reduce_mean_many` over `ranks` ranks under the name `operation`: the sum, divided
-    /// by `ranks` on the way back to the device.
-    pub(crate) fn mean(ranks: usize, operation: &'static str) -> Self {
-        ListCall {
-            kind: Kind::AllReduceMeanMany,
-            op: ReduceOp::Sum,
-            root: 0,
-            operation,
-            data: Box::new(move |link: &Link<'_>, arrays: &[DeviceArray<T>]| {
-                reduce_list(
-                    link,
-                    arrays,
-                    ReduceOp::Sum,
-                    &|v| T::divide(v, ranks),
-                    false,
-                    operation,
-                )
-            }),
-        }
-    }
-}
-
-const ALL_REDUCE: &str = "all_reduce_many";
-const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
-const BROADCAST: &str = "broadcast_many";
-
-impl Collectives {
-    /// Reduces every array of `arrays` across ranks with `op`, in place, as one fused
-    /// collective: what [`Collectives::all_reduce`] does to each, with one agreement round for
-    /// the whole list and the arrays packed into [`super::PIPELINE_CHUNK_BYTES`] chunks, so
-    /// that many small arrays (a model's gradients) cost about what one array of their total
-    /// size costs (Horovod's tensor fusion). Arrays may have any shapes, zero-size included;
-    /// one element type per call (call once per type for mixed lists).
-    ///
-    /// ```no_run
-    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
-    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
-    /// let weights = ctx.device_put(&[1.0f32; 64], &[8, 8])?;
-    /// let bias = ctx.device_put(&[1.0f32; 8], &[8])?;
-    /// let reduced = group.all_reduce_many(vec![weights, bias], ReduceOp::Sum)?;
-    /// let [weights, bias]: [_; 2] = reduced.try_into().expect("as many as were passed");
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Errors (every rank returns one, and no data moves; every array comes back intact in
-    /// [`DonatedList`], in the order passed): the ranks passed lists that differ in length,
-    /// element type, reduction or any array's shape ([`Error::Collective`], naming the first
-    /// difference: e.g. which array's shape); this rank refused (an array of another context
-    /// or pending in an unsubmitted Sequence, the transfer guard, host memory: this rank
-    /// returns that error, the others [`Error::Collective`] naming it). A device error after
-    /// the agreement gives the arrays back partly reduced: end the job with
-    /// [`super::abort_on_error`].
-    pub fn all_reduce_many<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        op: ReduceOp,
-    ) -> DonatedListResult<T> {
-        self.run_list(arrays, ListCall::all_reduce(op, ALL_REDUCE))
-    }
-
-    /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
-    /// gradient averaging): [`Collectives::all_reduce_many`]'s sum divided by
-    /// [`Collectives::size`] on the way back to the device. Errors as `all_reduce_many`.
-    pub fn all_reduce_mean_many<T: MeanElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-    ) -> DonatedListResult<T> {
-        self.run_list(arrays, ListCall::mean(self.size(), ALL_REDUCE_MEAN))
-    }
-
-    /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
-    /// in place, as one fused collective (e.g. a model's parameters at start-up, as DDP does
-    /// when it wraps a module). Errors as [`Collectives::all_reduce_many`]; besides, `root`
-    /// must be a rank of the group ([`Error::InvalidArgument`]) and the same on every rank
-    /// ([`Error::Collective`]).
-    pub fn broadcast_many<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        root: usize,
-    ) -> DonatedListResult<T> {
-        self.run_list(arrays, ListCall::broadcast(root, BROADCAST))
-    }
-
-    /// A blocking fused collective: the checks, the agreement, then the call's data phase on
-    /// this thread.
-    fn run_list<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        call: ListCall<T>,
-    ) -> DonatedListResult<T> {
-        let started = std::time::Instant::now();
-        let (read, written) = match self.agree_list(&arrays, &call, Ok(()), None) {
-            Ok(bytes) => bytes,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
-        let link = self.link(&self.comm);
-        match (call.data)(&link, &arrays) {
-            Ok(()) => {
-                self.count(read, written, started);
-                Ok(arrays)
-            }
-            Err(error) => Err(DonatedList { error, arrays }),
-        }
-    }
-
-    /// The local checks of a fused call (every array ready and this context's, the transfer
-    /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
-    /// read from and written to the device on this rank when all agreed. With `poll`, the
-    /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
-    pub(crate) fn agree_list<T: CollectiveElement>(
-        &self,
-        arrays: &[DeviceArray<T>],
-        call: &ListCall<T>,
-        extra: Result<()>,
-        poll: Option<std::time::Duration>,
-    ) -> Result<(u64, u64)> {
-        let ListCall {
-            kind,
-            op,
-            root,
-            operation,
-            ..
-        } = *call;
-        let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
-        let broadcast = kind == Kind::BroadcastMany;
-        let (read, written) = match (broadcast, root == self.rank()) {
-            (false, _) => (bytes, bytes),
-            (true, true) => (bytes, 0),
-            (true, false) => (0, bytes),
-        };
-        let header = Header::list(
-            kind,
-            if broadcast { 0 } else { op.code() },
-            T::CODE,
-            arrays.iter().map(|a| a.shape().to_vec()).collect(),
-            if broadcast { root as u64 } else { 0 },
-        );
-        let prepared = extra
-            .and_then(|()| {
-                if broadcast && root >= self.size() {
-                    return Err(Error::InvalidArgument {
-                        operation,
-                        reason: format!(
-                            "root {root} is not a rank of this group of {} ranks",
-                            self.size()
-                        ),
-                    });
-                }
-                Ok(())
-            })
-            .and_then(|()| {
-                for array in arrays {
-                    array.check_ready(&self.ctx.inner, operation)?;
-                }
-                for (direction, bytes) in [
-                    (TransferDirection::DeviceToHost, read),
-                    (TransferDirection::HostToDevice, written),
-                ] {
-                    if bytes > 0 {
-                        self.ctx.inner.guard(direction, bytes, operation, true)?;
-                    }
-                }
-                Ok((read, written))
-            });
-        agree_waiting(&self.comm, operation, &header, prepared, poll)
-    }
-}
+/// The name of `broadcast_many` in its errors (the list phase here refuses with it too).
+pub(super) const BROADCAST: &str = "broadcast_many";
 
 /// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
 /// cannot happen: the in-place paths run only when it is known), typed rather than a panic.

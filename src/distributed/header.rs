@@ -16,9 +16,8 @@
 //! differs, and how.
 
 use super::element::name_of;
+use crate::array::MAX_RANK;
 use crate::error::{Error, Result};
-use crate::MAX_RANK;
-use mpi::request::{Request, Scope};
 use mpi::traits::*;
 
 /// Words in a header: magic, kind, reduction, element type, rank of the shape, the shape
@@ -233,7 +232,7 @@ impl Header {
     fn describe(&self) -> String {
         let mut text = self.kind.name().to_string();
         if self.op != 0 {
-            let op = crate::distributed::ReduceOp::ALL
+            let op = super::reduce_op::ReduceOp::ALL
                 .iter()
                 .find(|o| o.code() == self.op)
                 .map_or("?", |o| o.name());
@@ -291,65 +290,6 @@ enum UnreadableHeader {
     UnknownCollective,
 }
 
-/// Which ranks exchanged headers: the words of the errors about what a rank sent follow it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Exchange {
-    /// Every rank of the group, before a collective ([`agree`]).
-    Group,
-    /// A send and its receive ([`agree_pair`]).
-    Pair,
-}
-
-/// The header `rank` sent as `words`, with the fingerprint of its list; else the error every
-/// rank that reads it returns: `rank` sent something this build cannot read as a header, or
-/// it refused its part. Collectives and handshakes read the other ranks' headers alike.
-fn header_sent_by(
-    words: &[u64],
-    rank: usize,
-    operation: &'static str,
-    exchange: Exchange,
-) -> Result<(Header, u64)> {
-    let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| {
-        let reason = match exchange {
-            Exchange::Group => format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
-            Exchange::Pair => format!("rank {rank} sent {what}"),
-        };
-        Error::Collective { operation, reason }
-    })?;
-    if refusal != Refusal::None as u64 {
-        let nothing_moved = match exchange {
-            Exchange::Group => "No rank moved any data",
-            Exchange::Pair => "No data moved",
-        };
-        return Err(Error::Collective {
-            operation,
-            reason: format!(
-                "rank {rank} refused its part ({}); see the error on that rank. {nothing_moved}",
-                Refusal::describe(refusal)
-            ),
-        });
-    }
-    Ok((header, fingerprint))
-}
-
-/// Completes `request`, testing it every `poll` and sleeping in between instead of spinning
-/// in MPI: how a rank waits for others that may come much later (a started collective's
-/// agreement, the progress thread's arrival), leaving the core to other work meanwhile.
-pub(crate) fn wait_sleeping<'a, D: ?Sized, S: Scope<'a>>(
-    mut request: Request<'a, D, S>,
-    poll: std::time::Duration,
-) {
-    loop {
-        match request.test() {
-            Ok(_) => return,
-            Err(pending) => {
-                request = pending;
-                std::thread::sleep(poll);
-            }
-        }
-    }
-}
-
 /// Exchanges headers with every rank of `comm` and returns the common verdict: this rank's
 /// `prepared` part when all ranks called the same collective and none refused; this rank's own
 /// error when its preparation failed; else [`Error::Collective`] naming the rank that refused
@@ -386,16 +326,35 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     match poll {
         None => comm.all_gather_into(&words[..], &mut all[..]),
         Some(poll) => mpi::request::scope(|scope| {
-            wait_sleeping(
-                comm.immediate_all_gather_into(scope, &words[..], &mut all[..]),
-                poll,
-            )
+            let mut request = comm.immediate_all_gather_into(scope, &words[..], &mut all[..]);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(poll);
+                    }
+                }
+            }
         }),
     }
     let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
-        headers.push(header_sent_by(words, rank, operation, Exchange::Group)?);
+        let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| Error::Collective {
+            operation,
+            reason: format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
+        })?;
+        if refusal != Refusal::None as u64 {
+            return Err(Error::Collective {
+                operation,
+                reason: format!(
+                    "rank {rank} refused its part ({}); see the error on that rank. No rank moved any data",
+                    Refusal::describe(refusal)
+                ),
+            });
+        }
+        headers.push((header, fingerprint));
     }
     let (first, first_print) = &headers[0];
     if let Some((rank, (other, _))) = headers.iter().enumerate().find(|(_, h)| h.0 != *first) {
@@ -437,10 +396,17 @@ fn every_rank_sent<C: Communicator>(
     match poll {
         None => comm.all_reduce_into(&both[..], &mut maxima[..], max),
         Some(poll) => mpi::request::scope(|scope| {
-            wait_sleeping(
-                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max),
-                poll,
-            )
+            let mut request =
+                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max);
+            loop {
+                match request.test() {
+                    Ok(_) => break,
+                    Err(pending) => {
+                        request = pending;
+                        std::thread::sleep(poll);
+                    }
+                }
+            }
         }),
     }
     let (largest, smallest_complement) = maxima.split_at(HEADER_WORDS);
@@ -512,7 +478,19 @@ pub(crate) fn agree_pair<C: Communicator, P>(
         process.send_with_tag(&words[..], HANDSHAKE_TAG);
     }
     let prepared = prepared?;
-    let (other, _) = header_sent_by(&theirs, peer, operation, Exchange::Pair)?;
+    let (other, refusal, _) = Header::decode(&theirs).map_err(|what| Error::Collective {
+        operation,
+        reason: format!("rank {peer} sent {what}"),
+    })?;
+    if refusal != Refusal::None as u64 {
+        return Err(Error::Collective {
+            operation,
+            reason: format!(
+                "rank {peer} refused its part ({}); see the error on that rank. No data moved",
+                Refusal::describe(refusal)
+            ),
+        });
+    }
     let expected = if sender { Kind::Recv } else { Kind::Send };
     if other.kind != expected || other.dtype != mine.dtype || other.shape != mine.shape {
         let what = if other.kind != expected {

@@ -94,10 +94,13 @@
 //! - `reduce_op.rs`: [`ReduceOp`].
 //! - `header.rs`: the header exchange that makes every rank agree before data moves.
 //! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
-//! - `fused.rs`: the fused collectives over lists and their fusion chunks.
+//! - `many.rs`: the blocking calls over lists (`all_reduce_many`, `all_reduce_mean_many`,
+//!   `broadcast_many`) and the agreement they share with the started calls.
+//! - `fused.rs`: the fused data phases over lists and their fusion chunks.
 //! - `staged.rs`: an all-reduce of one chunk through the staging pool's buffers, with no host
 //!   chunk (arrays the host cannot map).
-//! - `progress.rs`: started collectives, [`PendingCollective`] and the progress thread.
+//! - `started.rs`: the started calls (`start_*_many`), which queue on the progress thread.
+//! - `progress.rs`: [`PendingCollective`] and the progress thread.
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
 //!   `point_to_point.rs`, `barrier.rs`: one collective each.
@@ -113,11 +116,13 @@ mod element;
 mod failure;
 mod fused;
 mod header;
+mod many;
 mod point_to_point;
 mod progress;
 mod reduce_op;
 mod reduce_scatter;
 mod staged;
+mod started;
 
 pub use array_io::PIPELINE_CHUNK_BYTES;
 pub use donated_list::{DonatedList, DonatedListResult};
@@ -127,9 +132,10 @@ pub use mpi;
 pub use progress::{PendingCollective, ARRIVAL_POLL};
 pub use reduce_op::ReduceOp;
 
+use crate::array::DeviceArray;
 use crate::config::TransferDirection;
+use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::{Context, DeviceArray};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -284,14 +290,5 @@ fn count_transfers(
     }
     if written > 0 {
         ctx.count_transfer(TransferDirection::HostToDevice, true, 1, written, started);
-    }
-}
-
-/// The error of a mapping that could not be lent as elements (it cannot happen: mappings are
-/// page-aligned and arrays 256-aligned), kept typed rather than a panic.
-fn misaligned_mapping(operation: &'static str) -> Error {
-    Error::Backend {
-        during: operation.to_string(),
-        reason: "an array's host mapping is not aligned to its element type".into(),
     }
 }

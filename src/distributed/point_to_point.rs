@@ -4,8 +4,9 @@
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree_pair, Header, Kind, DATA_TAG};
 use super::{CollectiveElement, Collectives};
+use crate::array::DeviceArray;
+use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, Result};
-use crate::{DeviceArray, Donated, DonatedResult};
 use mpi::traits::*;
 
 impl Collectives {

@@ -30,20 +30,16 @@
 //! other ranks' headers in the same sleeping way), so a list that differs between ranks is
 //! refused at the start, on every rank, with every array given back; nothing is queued then.
 
+use super::array_io::Scratch;
 use super::donated_list::{DonatedList, DonatedListResult};
-use super::fused::{Link, ListCall};
-use super::header::wait_sleeping;
-use super::{array_io::Scratch, CollectiveElement, Collectives, MeanElement, ReduceOp};
+use super::fused::Link;
 use crate::backend::ThreadComm;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
-use crate::DeviceArray;
-use mpi::environment::Threading;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 /// How long the progress thread sleeps between tests of its arrival barrier: short beside a
 /// collective worth starting (tens of microseconds on shared memory and more over a network),
@@ -53,12 +49,21 @@ pub const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_micros(5
 
 /// Returns when every rank of `comm` has called it, sleeping [`ARRIVAL_POLL`] between tests
 /// rather than spinning in MPI.
-fn arrive_together(comm: &SimpleCommunicator) {
-    wait_sleeping(comm.immediate_barrier(), ARRIVAL_POLL);
+pub(super) fn arrive_together(comm: &SimpleCommunicator) {
+    let mut request = comm.immediate_barrier();
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => {
+                request = pending;
+                std::thread::sleep(ARRIVAL_POLL);
+            }
+        }
+    }
 }
 
 /// A started collective's data phase, run on the progress thread.
-type Job = Box<dyn FnOnce(&Link<'_>) + Send>;
+pub(super) type Job = Box<dyn FnOnce(&Link<'_>) + Send>;
 
 /// The progress thread of one [`Collectives`], with its own duplicate of the communicator.
 pub(crate) struct Progress {
@@ -67,7 +72,7 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    fn spawn(
+    pub(super) fn spawn(
         comm: ThreadComm,
         ctx: Arc<ContextInner>,
         scratch: Arc<Scratch>,
@@ -98,7 +103,7 @@ impl Progress {
         })
     }
 
-    fn submit(&self, job: Job) -> std::result::Result<(), Job> {
+    pub(super) fn submit(&self, job: Job) -> std::result::Result<(), Job> {
         match &self.jobs {
             Some(jobs) => jobs.send(job).map_err(|mpsc::SendError(job)| job),
             None => Err(job),
@@ -126,10 +131,10 @@ impl Drop for Progress {
 /// the order they were started.
 #[must_use = "a started collective gives its arrays back only through wait()"]
 pub struct PendingCollective<T: bytemuck::Pod> {
-    operation: &'static str,
+    pub(super) operation: &'static str,
     /// The how-manieth start on this group it is (from 0), for messages.
-    number: u64,
-    done: mpsc::Receiver<DonatedListResult<T>>,
+    pub(super) number: u64,
+    pub(super) done: mpsc::Receiver<DonatedListResult<T>>,
 }
 
 impl<T: bytemuck::Pod> PendingCollective<T> {
@@ -167,152 +172,5 @@ impl<T: bytemuck::Pod> std::fmt::Debug for PendingCollective<T> {
             .field("operation", &self.operation)
             .field("number", &self.number)
             .finish()
-    }
-}
-
-const START_ALL_REDUCE: &str = "start_all_reduce_many";
-const START_ALL_REDUCE_MEAN: &str = "start_all_reduce_mean_many";
-const START_BROADCAST: &str = "start_broadcast_many";
-
-impl Collectives {
-    /// Starts [`Collectives::all_reduce_many`] and returns at once with a handle; the
-    /// reduction runs on the group's progress thread while this thread goes on (e.g.
-    /// recording the backward pass of earlier layers, as DDP overlaps gradient buckets).
-    /// A single array is a list of one.
-    ///
-    /// ```no_run
-    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
-    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
-    /// let last_layer = vec![ctx.zeros::<f32>(&[64, 64])?, ctx.zeros::<f32>(&[64])?];
-    /// let pending = group.start_all_reduce_many(last_layer, ReduceOp::Sum)?;
-    /// // ... record and submit the backward pass of the earlier layers ...
-    /// let last_layer = pending.wait()?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Needs MPI at `MPI_THREAD_MULTIPLE` ([`super::init`] asks for it). Every rank must start
-    /// the same collectives in the same order (as with blocking ones); the agreement happens
-    /// here, so errors before any data moves are returned here, on every rank, with every
-    /// array intact: those of [`Collectives::all_reduce_many`], and [`Error::Collective`] when
-    /// MPI runs below `MPI_THREAD_MULTIPLE` on any rank.
-    pub fn start_all_reduce_many<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        op: ReduceOp,
-    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        self.start_list(arrays, ListCall::all_reduce(op, START_ALL_REDUCE))
-    }
-
-    /// Starts [`Collectives::all_reduce_mean_many`]: as
-    /// [`Collectives::start_all_reduce_many`] otherwise.
-    pub fn start_all_reduce_mean_many<T: MeanElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        self.start_list(arrays, ListCall::mean(self.size(), START_ALL_REDUCE_MEAN))
-    }
-
-    /// Starts [`Collectives::broadcast_many`] from `root` and returns at once with a handle;
-    /// the copies run on the group's progress thread (e.g. a model's parameters sent at
-    /// start-up while the first batch is prepared). Waiting gives the arrays back, holding
-    /// the root's values on every rank.
-    ///
-    /// ```no_run
-    /// # use gpu_arena::distributed::Collectives;
-    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
-    /// let params = vec![ctx.zeros::<f32>(&[64, 64])?, ctx.zeros::<f32>(&[64])?];
-    /// let pending = group.start_broadcast_many(params, 0)?;
-    /// // ... prepare the first batch ...
-    /// let params = pending.wait()?; // rank 0's parameters, on every rank
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// Dropping the handle without waiting is as for [`Collectives::start_all_reduce_many`]:
-    /// the broadcast still runs (every rank started it), then its arrays are freed. Errors at
-    /// the start, on every rank with every array intact: those of
-    /// [`Collectives::broadcast_many`] (lists that differ, a root that differs or is not a
-    /// rank), and [`Error::Collective`] when MPI runs below `MPI_THREAD_MULTIPLE`.
-    pub fn start_broadcast_many<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        root: usize,
-    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        self.start_list(arrays, ListCall::broadcast(root, START_BROADCAST))
-    }
-
-    /// A started fused collective: the checks and the agreement on this thread, then the
-    /// call's data phase queued for the progress thread.
-    fn start_list<T: CollectiveElement>(
-        &self,
-        arrays: Vec<DeviceArray<T>>,
-        call: ListCall<T>,
-    ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        let operation = call.operation;
-        let threads = if mpi::environment::threading_support() == Threading::Multiple {
-            Ok(())
-        } else {
-            Err(Error::Collective {
-                operation,
-                reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
-            })
-        };
-        let (read, written) = match self.agree_list(&arrays, &call, threads, Some(ARRIVAL_POLL)) {
-            Ok(bytes) => bytes,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
-        // Every rank agreed, so every rank gets here: the first start duplicates the
-        // communicator for the progress thread (a collective call) on every rank.
-        let progress = match self.progress() {
-            Ok(progress) => progress,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
-        let number = self
-            .started
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (answer, done) = mpsc::sync_channel(1);
-        let data = call.data;
-        let job: Job = Box::new(move |link: &Link<'_>| {
-            arrive_together(link.comm);
-            let started = std::time::Instant::now();
-            let result = match data(link, &arrays) {
-                Ok(()) => {
-                    super::count_transfers(link.ctx, read, written, started);
-                    Ok(arrays)
-                }
-                Err(error) => Err(DonatedList { error, arrays }),
-            };
-            // A dropped handle: the arrays are freed here.
-            let _ = answer.send(result);
-        });
-        if progress.submit(job).is_err() {
-            // The thread is gone (it cannot be: it ends only when the group is dropped); the
-            // job, and so its arrays, went with the refused send.
-            return Err(DonatedList {
-                error: Error::Collective {
-                    operation,
-                    reason: "the collectives' progress thread has ended".into(),
-                },
-                arrays: Vec::new(),
-            });
-        }
-        Ok(PendingCollective {
-            operation,
-            number,
-            done,
-        })
-    }
-
-    /// The progress thread, started on first use with its own duplicate of the communicator.
-    fn progress(&self) -> Result<&Progress> {
-        if let Some(progress) = self.progress.get() {
-            return Ok(progress);
-        }
-        let spawned = Progress::spawn(
-            ThreadComm::new(self.comm.duplicate()),
-            self.ctx.inner.clone(),
-            self.scratch.clone(),
-            self.host_bytes_peak.clone(),
-        )?;
-        Ok(self.progress.get_or_init(|| spawned))
     }
 }

@@ -4,8 +4,8 @@
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree, Header, Kind};
 use super::{CollectiveElement, Collectives, ReduceOp};
+use crate::array::DeviceArray;
 use crate::error::{Error, Result};
-use crate::DeviceArray;
 use mpi::traits::*;
 
 const OPERATION: &str = "reduce_scatter";

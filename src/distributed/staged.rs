@@ -11,7 +11,7 @@
 //! memory, which it reads: a plain wgpu readback buffer cannot be a copy's source) and no host
 //! buffer. MPI still reduces in place (`MPI_IN_PLACE`), the call every other rank makes.
 
-use super::{misaligned_mapping, CollectiveElement};
+use super::element::CollectiveElement;
 use crate::array::ArrayStorage;
 use crate::backend::{all_reduce_in_place, MappedElements};
 use crate::context::ContextInner;
@@ -175,4 +175,13 @@ fn reduce_into_upload<T: CollectiveElement>(
         s.storage.record_use(id);
     }
     Ok(())
+}
+
+/// The error of a mapping that could not be lent as elements (it cannot happen: mappings are
+/// page-aligned and arrays 256-aligned), kept typed rather than a panic.
+pub(super) fn misaligned_mapping(operation: &'static str) -> Error {
+    Error::Backend {
+        during: operation.to_string(),
+        reason: "an array's host mapping is not aligned to its element type".into(),
+    }
 }

@@ -1,7 +1,7 @@
 //! The locks this thread holds, by rank and by where they were taken: the debug-build check of
 //! the lock order (compiled only with `debug_assertions`).
 
-use super::LockRank;
+use super::rank::LockRank;
 use std::cell::RefCell;
 use std::panic::Location;
 

@@ -44,11 +44,11 @@ mod mutex;
 pub(crate) mod rank;
 
 pub(crate) use mutex::{Mutex, MutexGuard};
-pub(crate) use rank::LockRank;
 
 #[cfg(test)]
 mod tests {
-    use super::{LockRank, Mutex};
+    use super::rank::LockRank;
+    use super::Mutex;
 
     const OUTER: LockRank = LockRank {
         name: "test outer lock",

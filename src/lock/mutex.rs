@@ -1,7 +1,7 @@
 //! [`Mutex`]: `std::sync::Mutex` with a [`LockRank`], checked against the locks the thread
 //! holds in debug builds, and the same as `std`'s (poisoning included) otherwise.
 
-use super::LockRank;
+use super::rank::LockRank;
 use std::ops::{Deref, DerefMut};
 use std::sync::{LockResult, PoisonError};
 

@@ -3,7 +3,8 @@
 //! the compiled code to `GPU_ARENA_CACHE_DIR` (see `disk_cache.rs`), so a second process
 //! compiles faster.
 
-use super::disk_cache::{DiskCache, DiskCacheLoad};
+use super::cache_stats::KernelCacheStats;
+use super::disk_cache::DiskCache;
 use super::error_scopes::ErrorScopes;
 use super::library_kernels::Builtin;
 use super::limits::check_device_limits;
@@ -13,39 +14,9 @@ use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WO
 use crate::error::{Error, Result};
 use crate::lock::{rank, Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use wgpu::naga;
-
-/// How this context's kernels were compiled: what a first call pays and a later one does not.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct KernelCacheStats {
-    /// Pipelines compiled so far (each kernel variant, and each user kernel per source, entry
-    /// point and constants, at most once per context).
-    pub pipelines_compiled: u64,
-    /// Look-ups that found their pipeline already compiled (one per library op dispatch kind,
-    /// one per repeated [`crate::Context::kernel`] call).
-    pub pipeline_hits: u64,
-    /// Wall time of every compilation together (reflection, shader module and pipeline).
-    pub compile_time: Duration,
-    /// Each compilation in order: the kernel's name and how long it took.
-    pub compiles: Vec<(String, Duration)>,
-    /// The driver pipeline-cache file, when `GPU_ARENA_CACHE_DIR` is set and the device has
-    /// `Features::PIPELINE_CACHE` (Vulkan).
-    pub disk_cache_file: Option<PathBuf>,
-    /// Bytes of that file whose data seeded the driver cache at the first compilation (0 when
-    /// there was no file or its data was discarded).
-    pub disk_cache_loaded_bytes: u64,
-    /// Whether the file's data was used, missing or discarded (and why), decided at the first
-    /// compilation; [`DiskCacheLoad::Off`] without a cache file.
-    pub disk_cache_load: DiskCacheLoad,
-    /// Bytes of the file as last written (after each compilation; 0 before the first write).
-    pub disk_cache_written_bytes: u64,
-    /// Why the last write of the file failed (a directory in its place, a read-only or
-    /// impossible path); `None` once a write succeeds. Kernels work either way.
-    pub disk_cache_write_error: Option<String>,
-}
 
 /// A compiled kernel: its pipeline, the layout its bind groups follow, and what it binds.
 pub(crate) struct Compiled {

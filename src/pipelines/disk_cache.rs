@@ -22,8 +22,8 @@
 //! - it is written to a new file of an unguessable name (mode 0600), then renamed into place,
 //!   so a link planted at the file's name or any temporary name is replaced, never followed.
 
+use super::cache_stats::{DiskCacheLoad, KernelCacheStats};
 use super::error_scopes::{wgpu_error_causes, ErrorScopes};
-use super::KernelCacheStats;
 use crate::backend::{private_dir, read_private_file, replace_private_file, PrivateFileRefusal};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -48,39 +48,6 @@ const MAX_FILE_BYTES: u64 = 256 << 20;
 /// FNV-1a 64-bit parameters (the offset basis and prime of the published algorithm).
 const FNV_OFFSET_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
-
-/// What became of the pipeline-cache file when the driver cache was opened (at a context's
-/// first kernel compilation).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DiskCacheLoad {
-    /// No file is involved: `GPU_ARENA_CACHE_DIR` is unset or empty, the device has no pipeline
-    /// cache (`wgpu::Features::PIPELINE_CACHE`: Vulkan only), or nothing has compiled yet.
-    #[default]
-    Off,
-    /// There was no file yet: the cache started empty and the first compilation writes one.
-    NoFile,
-    /// The file's data seeded the driver cache. (wgpu and the driver may still skip data that
-    /// an older driver wrote; that costs one compilation per kernel, nothing else.)
-    Used,
-    /// The file could not be used: the cache started empty, a warning was logged, and the
-    /// next compilation overwrites the file where it can be written.
-    Discarded {
-        /// Why, in words: empty, too short or without this crate's trailer, a checksum that does
-        /// not match, a symbolic link (never followed), not a regular file, another user's or
-        /// writable by others, unreadable, or wgpu's own reason (data written for another
-        /// device).
-        reason: String,
-    },
-    /// `GPU_ARENA_CACHE_DIR` names a directory the crate does not use: it belongs to another
-    /// user, its group or other users may write to it (they could plant links or forged
-    /// files), it is not a directory, or it could not be created. Nothing is read or written
-    /// there by this context, a warning was logged, and kernels compile as without a cache.
-    DirectoryRefused {
-        /// Why, in words that say what to change.
-        reason: String,
-    },
-}
 
 /// The driver cache of one context and its file: opened at the first compilation, written
 /// after each. Lives behind the kernel lock.

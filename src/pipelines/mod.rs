@@ -7,8 +7,9 @@
 //! - `source`: what is compiled: [`KernelSource`] (WGSL or SPIR-V) and [`KernelDesc`].
 //! - `library_kernels`: the library's own kernels (`shaders/*.wgsl`) as [`Builtin`] variants.
 //! - `cache`: [`KernelCache`], the compiled pipelines of one context (keyed by source, entry
-//!   point and constants, or by [`Builtin`] variant), the one compilation path, and
-//!   [`KernelCacheStats`].
+//!   point and constants, or by [`Builtin`] variant), and the one compilation path.
+//! - `cache_stats`: what the cache reports, [`KernelCacheStats`] and [`DiskCacheLoad`], filled
+//!   in by `cache` and `disk_cache` alike.
 //! - `source_bounds`: what sources the compiler accepts, and its own thread, so that no source
 //!   aborts or panics the caller.
 //! - `reflect`: what a kernel binds, read from its naga IR (pure). Compilation reflects every
@@ -26,6 +27,7 @@
 #![deny(unsafe_code)]
 
 mod cache;
+mod cache_stats;
 mod disk_cache;
 mod error_scopes;
 mod library_kernels;
@@ -34,8 +36,8 @@ mod reflect;
 mod source;
 mod source_bounds;
 
-pub use cache::KernelCacheStats;
-pub use disk_cache::{DiskCacheLoad, CACHE_DIR_ENV};
+pub use cache_stats::{DiskCacheLoad, KernelCacheStats};
+pub use disk_cache::CACHE_DIR_ENV;
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};

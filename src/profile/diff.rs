@@ -169,7 +169,7 @@ impl fmt::Display for SnapshotDiff {
 mod tests {
     use super::*;
     use crate::arena::{ChunkRecord, RegionId};
-    use crate::profile::{SnapshotChunk, SnapshotRegion};
+    use crate::profile::snapshot::{SnapshotChunk, SnapshotRegion};
 
     fn array(id: u64, size: u64, site: &str, label: Option<&str>) -> SnapshotChunk {
         SnapshotChunk {

@@ -33,31 +33,28 @@
 //! (writing all of it to a directory, on demand or on out-of-memory).
 #![deny(unsafe_code)]
 
-mod array_info;
+pub(crate) mod array_info;
 mod diff;
 mod dump;
 mod event_ring;
-mod kernel_times;
-mod labels;
+pub(crate) mod kernel_times;
+pub(crate) mod labels;
 mod perfetto;
 mod pprof;
 pub mod report;
-mod snapshot;
+pub(crate) mod snapshot;
 mod stats;
-mod timeline;
+pub(crate) mod timeline;
 
-pub(crate) use array_info::{ArrayInfo, ArrayRegistry};
 pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
 pub use kernel_times::{KernelTime, KernelTimes};
-pub(crate) use labels::with_scoped_label;
 pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
 pub use pprof::UNKNOWN_SITE;
 pub use snapshot::{
     MemorySnapshot, SnapshotChunk, SnapshotHeap, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
 };
 pub use stats::ContextMemoryStats;
-pub(crate) use timeline::{attach as attach_timeline, Record};
 pub use timeline::{
     MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
     DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_CAPACITY, MAX_TIMELINE_LABELS,

@@ -108,3 +108,54 @@ fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
         best = (smallest_fitting_arena(better, below), better);
     }
 }
+
+/// The bounded search in `planner` checked against this one: the tests live with the model
+/// they compare to, so the planner's file does not name its test-only reference.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remat::planner;
+    use crate::remat::chain::strategies;
+    use crate::remat::Layer;
+    use proptest::prelude::*;
+
+    /// Chains of 1 to 60 layers, with zero costs and equal sizes common (ties in rank), and
+    /// every kind of backward step.
+    fn chains() -> impl Strategy<Value = Chain> {
+        let bytes = prop_oneof![Just(1024u64), 0u64..70_000];
+        let cost = prop_oneof![Just(1.0f64), Just(0.0), 0.0f64..10.0];
+        strategies::chains(0u64..70_000, bytes, cost, 1..60)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn the_bounded_search_returns_what_building_every_candidate_returned(
+            chain in chains(),
+            per_mille in 0u64..1100,
+        ) {
+            let all = Schedule::build(&chain, &keep_all(chain.layer_count()));
+            let budget = all.peak_bytes() / 1000 * per_mille;
+            for fit in [Fit::Peak(budget), Fit::Arena(budget)] {
+                prop_assert_eq!(
+                    planner::within_budget(&chain, fit),
+                    within_budget(&chain, fit),
+                    "{:?}", fit
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_peak_budget_just_below_save_all_on_3000_layers_plans_as_the_full_search_did() {
+        // Past the greedy step's limit and the exhaustive counts: the sparse search.
+        let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 3000]).unwrap();
+        let all = Schedule::build(&chain, &keep_all(3000));
+        let fit = Fit::Peak(all.peak_bytes() - 256);
+        assert_eq!(
+            planner::within_budget(&chain, fit),
+            within_budget(&chain, fit)
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //! for a user's [`Sequence`](crate::Sequence) and for the single ops a context gathers alike
 //! (so a guarantee proven for one holds for the other).
 
-use super::{BoundRange, DispatchTimer, Step};
+use super::step::{BoundRange, Step};
+use super::timestamps::DispatchTimer;
 use crate::pipelines::{
     Compiled, DeviceRefusal, ErrorScopes, ParamsBlock, ParamsBuffer, ParamsKind,
 };
@@ -52,6 +53,32 @@ pub(crate) fn bind_group(
         layout: &kernel.layout,
         entries: &entries,
     })
+}
+
+impl Step {
+    /// Makes a dispatch's bind group now, for a step whose uniform parameters already sit in
+    /// their slot: `slot` gives that slot's buffer and offset, and is asked only when the
+    /// kernel reads a `var<uniform>` block. Returns whether a bind group was made: none for a
+    /// step that is not a dispatch.
+    pub(crate) fn make_bind_group<'b>(
+        &mut self,
+        device: &wgpu::Device,
+        slot: impl FnOnce() -> Option<(&'b wgpu::Buffer, u64)>,
+    ) -> bool {
+        let uniform_len = self.uniform_params().map(|p| p.len() as u64);
+        let Step::Dispatch {
+            kernel,
+            ranges,
+            bind_group: group,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let uniform = uniform_len.and_then(|len| slot().map(|(buffer, at)| (buffer, at, len)));
+        *group = Some(bind_group(device, kernel, ranges, uniform));
+        true
+    }
 }
 
 /// The uniform parameter bytes of a dispatch that still needs a slot (its bind group is made

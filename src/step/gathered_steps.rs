@@ -9,7 +9,7 @@
 //! written with `queue.write_buffer`, which lands just before the next submission, after the
 //! batch that used them was submitted.
 
-use super::Step;
+use super::step::Step;
 
 /// Most single ops ([`Context::launch`](crate::Context::launch)`(..).run()`, `copy`,
 /// `dynamic_slice`, ...) a context gathers into one submission before it submits them (see

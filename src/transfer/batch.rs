@@ -1,8 +1,8 @@
 //! Batched uploads: many arrays, one staging area, merged copies, one submission.
 
 use super::staging::UploadItem;
-use super::TransferDirection;
 use crate::array::{ArrayStorage, DeviceArray};
+use crate::config::TransferDirection;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
@@ -91,7 +91,7 @@ impl<'data> UploadBatch<'data> {
         )?;
         let DeviceArray { storage, shape, .. } = array;
         // UMA: copy now; nothing needs the GPU.
-        let data = if super::write_zero_copy(&storage, bytes) {
+        let data = if storage.write_zero_copy(bytes) {
             &[][..]
         } else {
             bytes
@@ -147,17 +147,19 @@ impl<'data> UploadBatch<'data> {
                 e.storage.record_use(id);
             }
         }
-        self.ctx.inner.record(crate::profile::Record::Transfer {
-            direction: TransferDirection::HostToDevice,
-            explicit: true,
-            arrays: self.entries.len() as u64,
-            bytes: self
-                .entries
-                .iter()
-                .map(|e| e.storage.allocation.requested)
-                .sum(),
-            started,
-        });
+        self.ctx
+            .inner
+            .record(crate::profile::timeline::Record::Transfer {
+                direction: TransferDirection::HostToDevice,
+                explicit: true,
+                arrays: self.entries.len() as u64,
+                bytes: self
+                    .entries
+                    .iter()
+                    .map(|e| e.storage.allocation.requested)
+                    .sum(),
+                started,
+            });
         Ok(FinishedUpload {
             batch: self.id,
             entries: self

@@ -102,7 +102,7 @@ impl Context {
     /// refusal; [`Error::Device`] when the device fails.
     pub fn device_get_into<'a, T: bytemuck::Pod>(
         &self,
-        source: impl Into<crate::ArrayView<'a, T>>,
+        source: impl Into<crate::view::ArrayView<'a, T>>,
         out: &mut [T],
     ) -> Result<()> {
         self.get_into(&source.into(), out, true, "device_get_into")
@@ -174,7 +174,7 @@ impl Context {
             None,
             std::panic::Location::caller(),
         )?;
-        if write_zero_copy(&array.storage, bytes) || bytes.is_empty() {
+        if array.storage.write_zero_copy(bytes) || bytes.is_empty() {
             // Written in place, or nothing to write.
         } else if let Some(step) = self.inner.gathered_upload(&array.storage, bytes) {
             // Small: staged with the gathered ops, copied by a command of their batch.
@@ -261,7 +261,7 @@ impl Context {
     /// the mapping on UMA and through [`ContextInner::readback`] otherwise.
     pub(crate) fn get_into<T: bytemuck::Pod>(
         &self,
-        source: &crate::ArrayView<'_, T>,
+        source: &crate::view::ArrayView<'_, T>,
         out: &mut [T],
         explicit: bool,
         operation: &'static str,
@@ -364,16 +364,6 @@ fn host_outputs<T: bytemuck::Pod>(
     Ok(outputs)
 }
 
-/// Writes `bytes` straight into the array's mapped memory when zero-copy applies.
-/// The array is fresh from the arena, so no GPU work uses its memory.
-fn write_zero_copy(storage: &ArrayStorage, bytes: &[u8]) -> bool {
-    let Some(range) = storage.host_range() else {
-        return false;
-    };
-    range.write(bytes);
-    true
-}
-
 impl ContextInner {
     /// The step that uploads `bytes` into the fresh array `storage` with the gathered single
     /// ops, when that path applies: Vulkan staging, and at most
@@ -408,7 +398,7 @@ impl ContextInner {
     ) {
         self.transfer_counters
             .record(direction, explicit, arrays, bytes);
-        self.record(crate::profile::Record::Transfer {
+        self.record(crate::profile::timeline::Record::Transfer {
             direction,
             explicit,
             arrays,

@@ -1,0 +1,186 @@
+//! The blocking calls of [`Collectives`] over lists of arrays: `all_reduce_many`,
+//! `all_reduce_mean_many` and `broadcast_many`, with the agreement and the data phase they
+//! share with the started calls. The fused data phases themselves are `fused.rs`, below both
+//! these calls and the progress thread that runs started ones.
+
+use super::donated_list::{DonatedList, DonatedListResult};
+use super::element::{CollectiveElement, MeanElement};
+use super::fused::{broadcast_list, reduce_list, Link, BROADCAST};
+use super::header::{agree_waiting, Header, Kind};
+use super::reduce_op::ReduceOp;
+use super::Collectives;
+use crate::array::DeviceArray;
+use crate::config::TransferDirection;
+use crate::error::{Error, Result};
+
+const ALL_REDUCE: &str = "all_reduce_many";
+const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
+
+impl Collectives {
+    /// Reduces every array of `arrays` across ranks with `op`, in place, as one fused
+    /// collective: what [`Collectives::all_reduce`] does to each, with one agreement round for
+    /// the whole list and the arrays packed into [`super::PIPELINE_CHUNK_BYTES`] chunks, so
+    /// that many small arrays (a model's gradients) cost about what one array of their total
+    /// size costs (Horovod's tensor fusion). Arrays may have any shapes, zero-size included;
+    /// one element type per call (call once per type for mixed lists).
+    ///
+    /// ```no_run
+    /// # use gpu_arena::distributed::{Collectives, ReduceOp};
+    /// # fn f(group: &Collectives, ctx: &gpu_arena::Context) -> gpu_arena::Result<()> {
+    /// let weights = ctx.device_put(&[1.0f32; 64], &[8, 8])?;
+    /// let bias = ctx.device_put(&[1.0f32; 8], &[8])?;
+    /// let reduced = group.all_reduce_many(vec![weights, bias], ReduceOp::Sum)?;
+    /// let [weights, bias]: [_; 2] = reduced.try_into().expect("as many as were passed");
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// Errors (every rank returns one, and no data moves; every array comes back intact in
+    /// [`DonatedList`], in the order passed): the ranks passed lists that differ in length,
+    /// element type, reduction or any array's shape ([`Error::Collective`], naming the first
+    /// difference: e.g. which array's shape); this rank refused (an array of another context
+    /// or pending in an unsubmitted Sequence, the transfer guard, host memory: this rank
+    /// returns that error, the others [`Error::Collective`] naming it). A device error after
+    /// the agreement gives the arrays back partly reduced: end the job with
+    /// [`super::abort_on_error`].
+    pub fn all_reduce_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        op: ReduceOp,
+    ) -> DonatedListResult<T> {
+        self.run_list(arrays, Kind::AllReduceMany, op, 0, ALL_REDUCE, |link, a| {
+            reduce_list(link, a, op, &|v| v, true, ALL_REDUCE)
+        })
+    }
+
+    /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
+    /// gradient averaging): [`Collectives::all_reduce_many`]'s sum divided by
+    /// [`Collectives::size`] on the way back to the device. Errors as `all_reduce_many`.
+    pub fn all_reduce_mean_many<T: MeanElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+    ) -> DonatedListResult<T> {
+        let ranks = self.size();
+        self.run_list(
+            arrays,
+            Kind::AllReduceMeanMany,
+            ReduceOp::Sum,
+            0,
+            ALL_REDUCE_MEAN,
+            |link, a| {
+                reduce_list(
+                    link,
+                    a,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    ALL_REDUCE_MEAN,
+                )
+            },
+        )
+    }
+
+    /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
+    /// in place, as one fused collective (e.g. a model's parameters at start-up, as DDP does
+    /// when it wraps a module). Errors as [`Collectives::all_reduce_many`]; besides, `root`
+    /// must be a rank of the group ([`Error::InvalidArgument`]) and the same on every rank
+    /// ([`Error::Collective`]).
+    pub fn broadcast_many<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        root: usize,
+    ) -> DonatedListResult<T> {
+        self.run_list(
+            arrays,
+            Kind::BroadcastMany,
+            ReduceOp::Sum,
+            root,
+            BROADCAST,
+            |link, a| broadcast_list(link, a, root),
+        )
+    }
+
+    /// A blocking fused collective: the checks, the agreement, then `data` on this thread.
+    fn run_list<T: CollectiveElement>(
+        &self,
+        arrays: Vec<DeviceArray<T>>,
+        kind: Kind,
+        op: ReduceOp,
+        root: usize,
+        operation: &'static str,
+        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
+    ) -> DonatedListResult<T> {
+        let started = std::time::Instant::now();
+        let (read, written) =
+            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
+                Ok(bytes) => bytes,
+                Err(error) => return Err(DonatedList { error, arrays }),
+            };
+        let link = self.link(&self.comm);
+        match data(&link, &arrays) {
+            Ok(()) => {
+                self.count(read, written, started);
+                Ok(arrays)
+            }
+            Err(error) => Err(DonatedList { error, arrays }),
+        }
+    }
+
+    /// The local checks of a fused call (every array ready and this context's, the transfer
+    /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
+    /// read from and written to the device on this rank when all agreed. With `poll`, the
+    /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
+    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
+    pub(crate) fn agree_list<T: CollectiveElement>(
+        &self,
+        arrays: &[DeviceArray<T>],
+        kind: Kind,
+        op: ReduceOp,
+        root: usize,
+        operation: &'static str,
+        extra: Result<()>,
+        poll: Option<std::time::Duration>,
+    ) -> Result<(u64, u64)> {
+        let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
+        let broadcast = kind == Kind::BroadcastMany;
+        let (read, written) = match (broadcast, root == self.rank()) {
+            (false, _) => (bytes, bytes),
+            (true, true) => (bytes, 0),
+            (true, false) => (0, bytes),
+        };
+        let header = Header::list(
+            kind,
+            if broadcast { 0 } else { op.code() },
+            T::CODE,
+            arrays.iter().map(|a| a.shape().to_vec()).collect(),
+            if broadcast { root as u64 } else { 0 },
+        );
+        let prepared = extra
+            .and_then(|()| {
+                if broadcast && root >= self.size() {
+                    return Err(Error::InvalidArgument {
+                        operation,
+                        reason: format!(
+                            "root {root} is not a rank of this group of {} ranks",
+                            self.size()
+                        ),
+                    });
+                }
+                Ok(())
+            })
+            .and_then(|()| {
+                for array in arrays {
+                    array.check_ready(&self.ctx.inner, operation)?;
+                }
+                for (direction, bytes) in [
+                    (TransferDirection::DeviceToHost, read),
+                    (TransferDirection::HostToDevice, written),
+                ] {
+                    if bytes > 0 {
+                        self.ctx.inner.guard(direction, bytes, operation, true)?;
+                    }
+                }
+                Ok((read, written))
+            });
+        agree_waiting(&self.comm, operation, &header, prepared, poll)
+    }
+}
