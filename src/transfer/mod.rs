@@ -162,12 +162,7 @@ impl Context {
         self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
-        self.inner.guard(
-            TransferDirection::HostToDevice,
-            bytes.len() as u64,
-            operation,
-            explicit,
-        )?;
+        self.inner.guard_upload(bytes, operation, explicit)?;
         let array = self.alloc_bytes::<T>(
             shape,
             bytes.len() as u64,
@@ -416,6 +411,22 @@ impl ContextInner {
         explicit: bool,
     ) -> Result<()> {
         check_guard(&self.guard_defaults, direction, bytes, operation, explicit)
+    }
+
+    /// The transfer guard's check of an upload of `bytes` from the host, which `put` and a
+    /// sequence's recorded `put` both make.
+    pub(crate) fn guard_upload(
+        &self,
+        bytes: &[u8],
+        operation: &'static str,
+        explicit: bool,
+    ) -> Result<()> {
+        self.guard(
+            TransferDirection::HostToDevice,
+            bytes.len() as u64,
+            operation,
+            explicit,
+        )
     }
 
     /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.

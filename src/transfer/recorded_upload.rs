@@ -46,12 +46,7 @@ impl Sequence {
         let started = std::time::Instant::now();
         let bytes: &[u8] = bytemuck::cast_slice(data);
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        inner.guard(
-            TransferDirection::HostToDevice,
-            bytes.len() as u64,
-            operation,
-            explicit,
-        )?;
+        inner.guard_upload(bytes, operation, explicit)?;
         let array = self.new_array::<T>(shape, Some(bytes.len() as u64))?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
