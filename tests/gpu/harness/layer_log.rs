@@ -24,6 +24,11 @@ mod linux {
     use std::sync::atomic::{AtomicI32, Ordering};
     use std::sync::Mutex;
 
+    /// Set (to anything), the layer keeps its own settings and prints to stdout, and the
+    /// harness sees only what reaches the `log` crate: for comparing the layer's behaviour
+    /// with and without this routing.
+    const LEAVE_THE_LAYER_ALONE: &str = "GPU_ARENA_TESTS_LAYER_TO_STDOUT";
+
     /// The read end of this process's FIFO (open without blocking), or -1.
     static READER: AtomicI32 = AtomicI32::new(-1);
     /// What has been read from the FIFO and not yet made whole lines.
@@ -40,6 +45,9 @@ mod linux {
     /// settings file and points the layer at it. Nothing here may panic (no unwinding out of
     /// an `extern "C"` function): a failure leaves the layer printing to stdout.
     extern "C" fn route_the_layer_to_a_fifo() {
+        if std::env::var_os(LEAVE_THE_LAYER_ALONE).is_some() {
+            return;
+        }
         let folder = folder();
         let fifo = folder.join("validation-layer.fifo");
         let settings = format!(
