@@ -79,16 +79,22 @@ pub(crate) fn fusion_chunks(lens: &[usize], capacity: usize) -> Vec<Vec<Piece>> 
     chunks
 }
 
-/// `host` cut into one slice per piece of `chunk`, in order.
-fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
+/// Each piece of `chunk` with its array and its slice of `host`, in order: a packed chunk
+/// holds its pieces back to back, so reading it off the device and writing it back walk the
+/// same pairs.
+fn pieces_over_host<'i, 'a, 'h, T>(
+    ios: &'i [ArrayIo<'a, T>],
+    chunk: &[Piece],
+    host: &'h mut [T],
+) -> Vec<(&'i ArrayIo<'a, T>, usize, &'h mut [T])> {
     let mut rest = host;
-    let mut slices = Vec::with_capacity(chunk.len());
+    let mut pieces = Vec::with_capacity(chunk.len());
     for piece in chunk {
         let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.len);
-        slices.push(head);
+        pieces.push((&ios[piece.array], piece.first, head));
         rest = tail;
     }
-    slices
+    pieces
 }
 
 /// Reads the arrays' pieces of `chunk` into `host`, one after another.
@@ -98,13 +104,7 @@ fn read_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
-    read_pieces(
-        ctx,
-        pieces
-            .map(|(p, out)| (&ios[p.array], p.first, out))
-            .collect(),
-    )
+    read_pieces(ctx, pieces_over_host(ios, chunk, host))
 }
 
 /// Writes `host`, one piece after another, into the arrays' pieces of `chunk`.
@@ -114,17 +114,45 @@ fn write_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
+    let pieces = pieces_over_host(ios, chunk, host);
     write_pieces(
         ctx,
         pieces
-            .map(|(p, data)| (&ios[p.array], p.first, &*data))
+            .into_iter()
+            .map(|(io, first, data)| (io, first, &*data))
             .collect(),
     )
 }
 
 fn elements(chunk: &[Piece]) -> usize {
     chunk.iter().map(|p| p.len).sum()
+}
+
+/// A list's arrays opened for host access and cut into fusion chunks: what both fused data
+/// phases start from.
+struct ChunkedList<'a, T> {
+    ios: Vec<ArrayIo<'a, T>>,
+    chunks: Vec<Vec<Piece>>,
+    /// The elements of the largest chunk: the host buffer a packed chunk needs.
+    widest: usize,
+}
+
+impl<'a, T: bytemuck::Pod> ChunkedList<'a, T> {
+    /// `None` when every array is empty (no chunk, nothing to move).
+    fn new(ctx: &'a Arc<ContextInner>, arrays: &'a [DeviceArray<T>]) -> Result<Option<Self>> {
+        let ios = arrays
+            .iter()
+            .map(|a| ArrayIo::new(ctx, a))
+            .collect::<Result<Vec<_>>>()?;
+        let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+        let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+        let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+        Ok((widest > 0).then_some(Self {
+            ios,
+            chunks,
+            widest,
+        }))
+    }
 }
 
 /// The data phase of a fused all-reduce (after every rank agreed): every chunk off the
@@ -137,16 +165,14 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     keep: bool,
     operation: &'static str,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(ChunkedList {
+        ios,
+        chunks,
+        widest,
+    }) = ChunkedList::new(link.ctx, arrays)?
+    else {
         return Ok(());
-    }
+    };
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
     // One host buffer, kept between calls, for chunks that are not reduced where they lie;
@@ -251,16 +277,14 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     arrays: &[DeviceArray<T>],
     root: usize,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(ChunkedList {
+        ios,
+        chunks,
+        widest,
+    }) = ChunkedList::new(link.ctx, arrays)?
+    else {
         return Ok(());
-    }
+    };
     let is_root = root == link.comm.rank() as usize;
     let process = link.comm.process_at_rank(root as i32);
     let size = std::mem::size_of::<T>();
