@@ -16,12 +16,16 @@
 //! from the mappings), MPI reduces the packed chunk in place, and the pieces go back together
 //! (one upload; or copies into the mappings). The data phase
 //! takes a [`Link`], so the same code runs on the caller's thread (blocking calls) and on the
-//! progress thread (started ones, see `progress.rs`).
+//! progress thread (started ones, see `progress.rs`). Each fused call is a [`ListCall`]: what
+//! the agreement describes (kind, reduction, root), the name its errors carry, and its data
+//! phase, built by the same constructor for the blocking call (`many.rs`) and the started one
+//! (`started.rs`).
 
 use super::array_io::{
     chunk_elements, elements_of, mapped_run, read_pieces, write_pieces, ArrayIo, Scratch,
 };
-use super::element::CollectiveElement;
+use super::element::{CollectiveElement, MeanElement};
+use super::header::Kind;
 use super::reduce_op::ReduceOp;
 use super::staged::{fits_staging, misaligned_mapping, reduce_staged_chunks, Segment};
 use crate::array::DeviceArray;
@@ -39,6 +43,69 @@ pub(crate) struct Link<'a> {
     pub(crate) comm: &'a SimpleCommunicator,
     pub(crate) scratch: &'a Scratch,
     pub(crate) host_bytes_peak: &'a AtomicU64,
+}
+
+/// A fused collective's data phase, run once every rank agreed: on the caller's thread for a
+/// blocking call, on the progress thread for a started one.
+pub(crate) type ListData<T> = Box<dyn FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send>;
+
+/// One fused collective over a list, as every rank describes it in the agreement (its kind,
+/// reduction and root), with the name its errors carry and its data phase: what a blocking
+/// call and a started one share.
+pub(crate) struct ListCall<T: bytemuck::Pod> {
+    pub(crate) kind: Kind,
+    pub(crate) op: ReduceOp,
+    pub(crate) root: usize,
+    pub(crate) operation: &'static str,
+    pub(crate) data: ListData<T>,
+}
+
+impl<T: CollectiveElement> ListCall<T> {
+    /// Every array reduced with `op` across ranks, in place.
+    pub(crate) fn all_reduce(op: ReduceOp, operation: &'static str) -> Self {
+        Self {
+            kind: Kind::AllReduceMany,
+            op,
+            root: 0,
+            operation,
+            data: Box::new(move |link, arrays| {
+                reduce_list(link, arrays, op, &|v| v, true, operation)
+            }),
+        }
+    }
+
+    /// Every array of rank `root`'s list copied into every other rank's, in place.
+    pub(crate) fn broadcast(root: usize, operation: &'static str) -> Self {
+        Self {
+            kind: Kind::BroadcastMany,
+            op: ReduceOp::Sum,
+            root,
+            operation,
+            data: Box::new(move |link, arrays| broadcast_list(link, arrays, root)),
+        }
+    }
+}
+
+impl<T: MeanElement> ListCall<T> {
+    /// The sum over `ranks` ranks of every array, divided by `ranks` on the way back.
+    pub(crate) fn mean(ranks: usize, operation: &'static str) -> Self {
+        Self {
+            kind: Kind::AllReduceMeanMany,
+            op: ReduceOp::Sum,
+            root: 0,
+            operation,
+            data: Box::new(move |link, arrays| {
+                reduce_list(
+                    link,
+                    arrays,
+                    ReduceOp::Sum,
+                    &|v| T::divide(v, ranks),
+                    false,
+                    operation,
+                )
+            }),
+        }
+    }
 }
 
 /// Elements `[first, first + len)` of array `array` of the list, in a fusion chunk.
@@ -79,16 +146,22 @@ pub(crate) fn fusion_chunks(lens: &[usize], capacity: usize) -> Vec<Vec<Piece>> 
     chunks
 }
 
-/// `host` cut into one slice per piece of `chunk`, in order.
-fn split<'b, T>(host: &'b mut [T], chunk: &[Piece]) -> Vec<&'b mut [T]> {
+/// Each piece of `chunk` with its array and its slice of `host`, in order: a packed chunk
+/// holds its pieces back to back, so reading it off the device and writing it back walk the
+/// same pairs.
+fn pieces_over_host<'i, 'a, 'h, T>(
+    ios: &'i [ArrayIo<'a, T>],
+    chunk: &[Piece],
+    host: &'h mut [T],
+) -> Vec<(&'i ArrayIo<'a, T>, usize, &'h mut [T])> {
     let mut rest = host;
-    let mut slices = Vec::with_capacity(chunk.len());
+    let mut pieces = Vec::with_capacity(chunk.len());
     for piece in chunk {
         let (head, tail) = std::mem::take(&mut rest).split_at_mut(piece.len);
-        slices.push(head);
+        pieces.push((&ios[piece.array], piece.first, head));
         rest = tail;
     }
-    slices
+    pieces
 }
 
 /// Reads the arrays' pieces of `chunk` into `host`, one after another.
@@ -98,13 +171,7 @@ fn read_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
-    read_pieces(
-        ctx,
-        pieces
-            .map(|(p, out)| (&ios[p.array], p.first, out))
-            .collect(),
-    )
+    read_pieces(ctx, pieces_over_host(ios, chunk, host))
 }
 
 /// Writes `host`, one piece after another, into the arrays' pieces of `chunk`.
@@ -114,17 +181,45 @@ fn write_chunk<T: bytemuck::Pod>(
     chunk: &[Piece],
     host: &mut [T],
 ) -> Result<()> {
-    let pieces = chunk.iter().zip(split(host, chunk));
+    let pieces = pieces_over_host(ios, chunk, host);
     write_pieces(
         ctx,
         pieces
-            .map(|(p, data)| (&ios[p.array], p.first, &*data))
+            .into_iter()
+            .map(|(io, first, data)| (io, first, &*data))
             .collect(),
     )
 }
 
 fn elements(chunk: &[Piece]) -> usize {
     chunk.iter().map(|p| p.len).sum()
+}
+
+/// A list's arrays opened for host access and cut into fusion chunks: what both fused data
+/// phases start from.
+struct ChunkedList<'a, T> {
+    ios: Vec<ArrayIo<'a, T>>,
+    chunks: Vec<Vec<Piece>>,
+    /// The elements of the largest chunk: the host buffer a packed chunk needs.
+    widest: usize,
+}
+
+impl<'a, T: bytemuck::Pod> ChunkedList<'a, T> {
+    /// `None` when every array is empty (no chunk, nothing to move).
+    fn new(ctx: &'a Arc<ContextInner>, arrays: &'a [DeviceArray<T>]) -> Result<Option<Self>> {
+        let ios = arrays
+            .iter()
+            .map(|a| ArrayIo::new(ctx, a))
+            .collect::<Result<Vec<_>>>()?;
+        let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
+        let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
+        let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
+        Ok((widest > 0).then_some(Self {
+            ios,
+            chunks,
+            widest,
+        }))
+    }
 }
 
 /// The data phase of a fused all-reduce (after every rank agreed): every chunk off the
@@ -137,25 +232,18 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     keep: bool,
     operation: &'static str,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
         return Ok(());
-    }
+    };
     let in_place = in_place_sentinel().is_some();
     let size = std::mem::size_of::<T>();
     // One host buffer, kept between calls, for chunks that are not reduced where they lie;
     // a second one for MPI's result only where the library's MPI_IN_PLACE is unknown.
-    let mut packed = link.scratch.take(widest * size, operation)?;
+    let mut packed = link.scratch.take(list.widest * size, operation)?;
     let mut reduced = if in_place {
         Vec::new()
     } else {
-        match link.scratch.take(widest * size, operation) {
+        match link.scratch.take(list.widest * size, operation) {
             Ok(b) => b,
             Err(error) => {
                 link.scratch.give_back(packed);
@@ -170,7 +258,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
         in_place
             && keep
             && fits_staging(link.ctx, (elements(chunk) * size) as u64)
-            && chunk.iter().all(|p| !ios[p.array].is_zero_copy())
+            && chunk.iter().all(|p| !list.ios[p.array].is_zero_copy())
     };
     let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {
         chunk
@@ -189,15 +277,15 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     // staged arrays in the staging pool's buffers; any other chunk is packed into the host
     // buffer, reduced there and copied back.
     let ran = (|| {
-        if chunks.iter().all(|c| staged(c)) {
+        if list.chunks.iter().all(|c| staged(c)) {
             // Every chunk staged: chunk k+1 comes off the device while MPI reduces chunk k.
-            let all: Vec<Vec<Segment<'_>>> = chunks.iter().map(|c| segments(c)).collect();
+            let all: Vec<Vec<Segment<'_>>> = list.chunks.iter().map(|c| segments(c)).collect();
             return reduce_staged_chunks::<T>(link.ctx, link.comm, &all, system, operation);
         }
-        for chunk in &chunks {
+        for chunk in &list.chunks {
             let n = elements(chunk);
             if in_place && keep {
-                let run = mapped_run(chunk.iter().map(|p| (&ios[p.array], p.first, p.len)));
+                let run = mapped_run(chunk.iter().map(|p| (&list.ios[p.array], p.first, p.len)));
                 if let Some(run) = run {
                     MappedElements::<T>::new(run)
                         .ok_or_else(|| misaligned_mapping(operation))?
@@ -218,7 +306,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             }
             used = used.max(n * size * if in_place { 1 } else { 2 });
             let host: &mut [T] = elements_of(&mut packed, n);
-            read_chunk(link.ctx, &ios, chunk, host)?;
+            read_chunk(link.ctx, &list.ios, chunk, host)?;
             let result: &mut [T] = if in_place {
                 all_reduce_in_place(link.comm, &mut host[..], system)
                     .ok_or_else(|| in_place_unknown(operation))?;
@@ -232,7 +320,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
             if !keep {
                 result.iter_mut().for_each(|v| *v = finish(*v));
             }
-            write_chunk(link.ctx, &ios, chunk, result)?;
+            write_chunk(link.ctx, &list.ios, chunk, result)?;
         }
         Ok(())
     })();
@@ -251,26 +339,19 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
     arrays: &[DeviceArray<T>],
     root: usize,
 ) -> Result<()> {
-    let ios = arrays
-        .iter()
-        .map(|a| ArrayIo::new(link.ctx, a))
-        .collect::<Result<Vec<_>>>()?;
-    let lens: Vec<usize> = arrays.iter().map(|a| a.len()).collect();
-    let chunks = fusion_chunks(&lens, chunk_elements::<T>(1));
-    let widest = chunks.iter().map(|c| elements(c)).max().unwrap_or(0);
-    if widest == 0 {
+    let Some(list) = ChunkedList::new(link.ctx, arrays)? else {
         return Ok(());
-    }
+    };
     let is_root = root == link.comm.rank() as usize;
     let process = link.comm.process_at_rank(root as i32);
     let size = std::mem::size_of::<T>();
-    let mut buffer = link.scratch.take(widest * size, BROADCAST)?;
+    let mut buffer = link.scratch.take(list.widest * size, BROADCAST)?;
     let mut used = 0;
     let ran = (|| {
-        for chunk in &chunks {
+        for chunk in &list.chunks {
             let n = elements(chunk);
             if let [piece] = chunk.as_slice() {
-                let io = &ios[piece.array];
+                let io = &list.ios[piece.array];
                 if io.is_zero_copy() {
                     io.with_slice_mut(piece.first, piece.len, |e| process.broadcast_into(e))
                         .ok_or_else(|| misaligned_mapping(BROADCAST))?;
@@ -280,11 +361,11 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
             used = used.max(n * size);
             let host: &mut [T] = elements_of(&mut buffer, n);
             if is_root {
-                read_chunk(link.ctx, &ios, chunk, host)?;
+                read_chunk(link.ctx, &list.ios, chunk, host)?;
             }
             process.broadcast_into(&mut host[..]);
             if !is_root {
-                write_chunk(link.ctx, &ios, chunk, host)?;
+                write_chunk(link.ctx, &list.ios, chunk, host)?;
             }
         }
         Ok(())

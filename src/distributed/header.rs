@@ -326,35 +326,16 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     match poll {
         None => comm.all_gather_into(&words[..], &mut all[..]),
         Some(poll) => mpi::request::scope(|scope| {
-            let mut request = comm.immediate_all_gather_into(scope, &words[..], &mut all[..]);
-            loop {
-                match request.test() {
-                    Ok(_) => break,
-                    Err(pending) => {
-                        request = pending;
-                        std::thread::sleep(poll);
-                    }
-                }
-            }
+            wait_sleeping(
+                comm.immediate_all_gather_into(scope, &words[..], &mut all[..]),
+                poll,
+            )
         }),
     }
     let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
-        let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| Error::Collective {
-            operation,
-            reason: format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
-        })?;
-        if refusal != Refusal::None as u64 {
-            return Err(Error::Collective {
-                operation,
-                reason: format!(
-                    "rank {rank} refused its part ({}); see the error on that rank. No rank moved any data",
-                    Refusal::describe(refusal)
-                ),
-            });
-        }
-        headers.push((header, fingerprint));
+        headers.push(header_sent_by(words, rank, operation, Exchange::Group)?);
     }
     let (first, first_print) = &headers[0];
     if let Some((rank, (other, _))) = headers.iter().enumerate().find(|(_, h)| h.0 != *first) {
@@ -396,17 +377,10 @@ fn every_rank_sent<C: Communicator>(
     match poll {
         None => comm.all_reduce_into(&both[..], &mut maxima[..], max),
         Some(poll) => mpi::request::scope(|scope| {
-            let mut request =
-                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max);
-            loop {
-                match request.test() {
-                    Ok(_) => break,
-                    Err(pending) => {
-                        request = pending;
-                        std::thread::sleep(poll);
-                    }
-                }
-            }
+            wait_sleeping(
+                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max),
+                poll,
+            )
         }),
     }
     let (largest, smallest_complement) = maxima.split_at(HEADER_WORDS);
@@ -414,6 +388,63 @@ fn every_rank_sent<C: Communicator>(
         .iter()
         .zip(smallest_complement)
         .all(|(&max, &not_min)| max == !not_min)
+}
+
+/// How a header reached this rank, which decides what its errors tell the reader.
+#[derive(Clone, Copy)]
+enum Exchange {
+    /// Gathered from every rank of the group.
+    Group,
+    /// Received from the other side of a send/recv.
+    Pair,
+}
+
+/// The header and list fingerprint `rank` sent as `words`; [`Error::Collective`] naming
+/// `rank` when they are not a header this build reads or when that rank refused its part.
+fn header_sent_by(
+    words: &[u64],
+    rank: usize,
+    operation: &'static str,
+    exchange: Exchange,
+) -> Result<(Header, u64)> {
+    let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| Error::Collective {
+        operation,
+        reason: match exchange {
+            Exchange::Group => format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
+            Exchange::Pair => format!("rank {rank} sent {what}"),
+        },
+    })?;
+    if refusal != Refusal::None as u64 {
+        let moved = match exchange {
+            Exchange::Group => "No rank moved any data",
+            Exchange::Pair => "No data moved",
+        };
+        return Err(Error::Collective {
+            operation,
+            reason: format!(
+                "rank {rank} refused its part ({}); see the error on that rank. {moved}",
+                Refusal::describe(refusal)
+            ),
+        });
+    }
+    Ok((header, fingerprint))
+}
+
+/// Returns when `request` completes, testing it every `poll` and sleeping in between rather
+/// than spinning in MPI (a start may come well before the other ranks reach theirs).
+pub(crate) fn wait_sleeping<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
+    mut request: mpi::request::Request<'a, D, S>,
+    poll: std::time::Duration,
+) {
+    loop {
+        match request.test() {
+            Ok(_) => return,
+            Err(pending) => {
+                request = pending;
+                std::thread::sleep(poll);
+            }
+        }
+    }
 }
 
 /// The error of fused calls whose lists agree in length and size but not in shapes: every
@@ -478,19 +509,7 @@ pub(crate) fn agree_pair<C: Communicator, P>(
         process.send_with_tag(&words[..], HANDSHAKE_TAG);
     }
     let prepared = prepared?;
-    let (other, refusal, _) = Header::decode(&theirs).map_err(|what| Error::Collective {
-        operation,
-        reason: format!("rank {peer} sent {what}"),
-    })?;
-    if refusal != Refusal::None as u64 {
-        return Err(Error::Collective {
-            operation,
-            reason: format!(
-                "rank {peer} refused its part ({}); see the error on that rank. No data moved",
-                Refusal::describe(refusal)
-            ),
-        });
-    }
+    let (other, _) = header_sent_by(&theirs, peer, operation, Exchange::Pair)?;
     let expected = if sender { Kind::Recv } else { Kind::Send };
     if other.kind != expected || other.dtype != mine.dtype || other.shape != mine.shape {
         let what = if other.kind != expected {

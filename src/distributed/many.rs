@@ -1,11 +1,12 @@
 //! The blocking calls of [`Collectives`] over lists of arrays: `all_reduce_many`,
 //! `all_reduce_mean_many` and `broadcast_many`, with the agreement and the data phase they
-//! share with the started calls. The fused data phases themselves are `fused.rs`, below both
-//! these calls and the progress thread that runs started ones.
+//! share with the started calls. The fused data phases themselves, and the `ListCall` that
+//! describes each call to both, are `fused.rs`, below both these calls and the progress
+//! thread that runs started ones.
 
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::element::{CollectiveElement, MeanElement};
-use super::fused::{broadcast_list, reduce_list, Link, BROADCAST};
+use super::fused::{ListCall, BROADCAST};
 use super::header::{agree_waiting, Header, Kind};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
@@ -47,9 +48,7 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         op: ReduceOp,
     ) -> DonatedListResult<T> {
-        self.run_list(arrays, Kind::AllReduceMany, op, 0, ALL_REDUCE, |link, a| {
-            reduce_list(link, a, op, &|v| v, true, ALL_REDUCE)
-        })
+        self.run_list(arrays, ListCall::all_reduce(op, ALL_REDUCE))
     }
 
     /// The mean over ranks of every array of `arrays` (`jax.lax.pmean` over a list; DDP's
@@ -59,24 +58,7 @@ impl Collectives {
         &self,
         arrays: Vec<DeviceArray<T>>,
     ) -> DonatedListResult<T> {
-        let ranks = self.size();
-        self.run_list(
-            arrays,
-            Kind::AllReduceMeanMany,
-            ReduceOp::Sum,
-            0,
-            ALL_REDUCE_MEAN,
-            |link, a| {
-                reduce_list(
-                    link,
-                    a,
-                    ReduceOp::Sum,
-                    &|v| T::divide(v, ranks),
-                    false,
-                    ALL_REDUCE_MEAN,
-                )
-            },
-        )
+        self.run_list(arrays, ListCall::mean(self.size(), ALL_REDUCE_MEAN))
     }
 
     /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
@@ -89,34 +71,23 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         root: usize,
     ) -> DonatedListResult<T> {
-        self.run_list(
-            arrays,
-            Kind::BroadcastMany,
-            ReduceOp::Sum,
-            root,
-            BROADCAST,
-            |link, a| broadcast_list(link, a, root),
-        )
+        self.run_list(arrays, ListCall::broadcast(root, BROADCAST))
     }
 
-    /// A blocking fused collective: the checks, the agreement, then `data` on this thread.
+    /// A blocking fused collective: the checks, the agreement, then the call's data phase on
+    /// this thread.
     fn run_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
-        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()>,
+        call: ListCall<T>,
     ) -> DonatedListResult<T> {
         let started = std::time::Instant::now();
-        let (read, written) =
-            match self.agree_list(&arrays, kind, op, root, operation, Ok(()), None) {
-                Ok(bytes) => bytes,
-                Err(error) => return Err(DonatedList { error, arrays }),
-            };
+        let (read, written) = match self.agree_list(&arrays, &call, Ok(()), None) {
+            Ok(bytes) => bytes,
+            Err(error) => return Err(DonatedList { error, arrays }),
+        };
         let link = self.link(&self.comm);
-        match data(&link, &arrays) {
+        match (call.data)(&link, &arrays) {
             Ok(()) => {
                 self.count(read, written, started);
                 Ok(arrays)
@@ -129,17 +100,20 @@ impl Collectives {
     /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
     /// read from and written to the device on this rank when all agreed. With `poll`, the
     /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
-    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
     pub(crate) fn agree_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
+        call: &ListCall<T>,
         extra: Result<()>,
         poll: Option<std::time::Duration>,
     ) -> Result<(u64, u64)> {
+        let ListCall {
+            kind,
+            op,
+            root,
+            operation,
+            ..
+        } = *call;
         let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
         let broadcast = kind == Kind::BroadcastMany;
         let (read, written) = match (broadcast, root == self.rank()) {

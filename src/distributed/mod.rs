@@ -96,7 +96,8 @@
 //! - `array_io.rs`: reading and writing an array's chunks (mapping or staging), chunk size.
 //! - `many.rs`: the blocking calls over lists (`all_reduce_many`, `all_reduce_mean_many`,
 //!   `broadcast_many`) and the agreement they share with the started calls.
-//! - `fused.rs`: the fused data phases over lists and their fusion chunks.
+//! - `fused.rs`: the fused data phases over lists, their fusion chunks, and the call
+//!   (`ListCall`) that a blocking and a started fused collective share.
 //! - `staged.rs`: an all-reduce of one chunk through the staging pool's buffers, with no host
 //!   chunk (arrays the host cannot map).
 //! - `started.rs`: the started calls (`start_*_many`), which queue on the progress thread.

@@ -33,6 +33,7 @@
 use super::array_io::Scratch;
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::fused::Link;
+use super::header::wait_sleeping;
 use crate::backend::ThreadComm;
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
@@ -50,16 +51,7 @@ pub const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_micros(5
 /// Returns when every rank of `comm` has called it, sleeping [`ARRIVAL_POLL`] between tests
 /// rather than spinning in MPI.
 pub(super) fn arrive_together(comm: &SimpleCommunicator) {
-    let mut request = comm.immediate_barrier();
-    loop {
-        match request.test() {
-            Ok(_) => return,
-            Err(pending) => {
-                request = pending;
-                std::thread::sleep(ARRIVAL_POLL);
-            }
-        }
-    }
+    wait_sleeping(comm.immediate_barrier(), ARRIVAL_POLL);
 }
 
 /// A started collective's data phase, run on the progress thread.

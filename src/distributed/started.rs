@@ -5,8 +5,7 @@
 
 use super::donated_list::DonatedList;
 use super::element::{CollectiveElement, MeanElement};
-use super::fused::{broadcast_list, reduce_list, Link};
-use super::header::Kind;
+use super::fused::{Link, ListCall};
 use super::progress::{arrive_together, Job, PendingCollective, Progress, ARRIVAL_POLL};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
@@ -47,14 +46,7 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         op: ReduceOp,
     ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        self.start_list(
-            arrays,
-            Kind::AllReduceMany,
-            op,
-            0,
-            START_ALL_REDUCE,
-            move |link, a| reduce_list(link, a, op, &|v| v, true, START_ALL_REDUCE),
-        )
+        self.start_list(arrays, ListCall::all_reduce(op, START_ALL_REDUCE))
     }
 
     /// Starts [`Collectives::all_reduce_mean_many`]: as
@@ -63,24 +55,7 @@ impl Collectives {
         &self,
         arrays: Vec<DeviceArray<T>>,
     ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        let ranks = self.size();
-        self.start_list(
-            arrays,
-            Kind::AllReduceMeanMany,
-            ReduceOp::Sum,
-            0,
-            START_ALL_REDUCE_MEAN,
-            move |link, a| {
-                reduce_list(
-                    link,
-                    a,
-                    ReduceOp::Sum,
-                    &|v| T::divide(v, ranks),
-                    false,
-                    START_ALL_REDUCE_MEAN,
-                )
-            },
-        )
+        self.start_list(arrays, ListCall::mean(self.size(), START_ALL_REDUCE_MEAN))
     }
 
     /// Starts [`Collectives::broadcast_many`] from `root` and returns at once with a handle;
@@ -108,26 +83,17 @@ impl Collectives {
         arrays: Vec<DeviceArray<T>>,
         root: usize,
     ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
-        self.start_list(
-            arrays,
-            Kind::BroadcastMany,
-            ReduceOp::Sum,
-            root,
-            START_BROADCAST,
-            move |link, a| broadcast_list(link, a, root),
-        )
+        self.start_list(arrays, ListCall::broadcast(root, START_BROADCAST))
     }
 
-    #[allow(clippy::too_many_arguments)] // the list's call, as every rank describes it
+    /// A started fused collective: the checks and the agreement here, then the call's data
+    /// phase queued on the progress thread.
     fn start_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
-        kind: Kind,
-        op: ReduceOp,
-        root: usize,
-        operation: &'static str,
-        data: impl FnOnce(&Link<'_>, &[DeviceArray<T>]) -> Result<()> + Send + 'static,
+        call: ListCall<T>,
     ) -> std::result::Result<PendingCollective<T>, DonatedList<T>> {
+        let operation = call.operation;
         let threads = if mpi::environment::threading_support() == Threading::Multiple {
             Ok(())
         } else {
@@ -136,15 +102,7 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let (read, written) = match self.agree_list(
-            &arrays,
-            kind,
-            op,
-            root,
-            operation,
-            threads,
-            Some(ARRIVAL_POLL),
-        ) {
+        let (read, written) = match self.agree_list(&arrays, &call, threads, Some(ARRIVAL_POLL)) {
             Ok(bytes) => bytes,
             Err(error) => return Err(DonatedList { error, arrays }),
         };
@@ -161,7 +119,7 @@ impl Collectives {
         let job: Job = Box::new(move |link: &Link<'_>| {
             arrive_together(link.comm);
             let started = std::time::Instant::now();
-            let result = match data(link, &arrays) {
+            let result = match (call.data)(link, &arrays) {
                 Ok(()) => {
                     super::count_transfers(link.ctx, read, written, started);
                     Ok(arrays)
