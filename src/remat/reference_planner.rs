@@ -114,8 +114,8 @@ fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::planner;
     use crate::remat::chain::strategies;
+    use crate::remat::planner;
     use crate::remat::Layer;
     use proptest::prelude::*;
 
