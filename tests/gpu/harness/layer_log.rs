@@ -59,6 +59,8 @@ mod linux {
         if std::fs::create_dir_all(&folder).is_err() {
             return;
         }
+        // A FIFO left by an earlier process that had this pid and died before `atexit`.
+        let _ = std::fs::remove_file(&fifo);
         let Ok(path) = CString::new(fifo.as_os_str().as_bytes()) else {
             return;
         };
