@@ -5,8 +5,8 @@
 //!
 //! Apart, by need: `tests/kernels_pipeline_disk_cache.rs` (it sets the process's
 //! `GPU_ARENA_CACHE_DIR`, which every context of a shared process would read),
-//! `tests/distributed.rs` (MPI, under `mpirun`), and the tests with no GPU at all
-//! (`tests/host/`, `tests/config_env.rs`).
+//! `tests/distributed.rs` (MPI, under `mpirun`), `tests/module_flow.rs` (it reads the
+//! sources), and the tests with no GPU at all (`tests/host/`, `tests/config_env.rs`).
 //!
 //! Below: one module per behaviour, each with a doc that says which.
 #[macro_use]

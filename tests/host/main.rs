@@ -1,8 +1,9 @@
 //! The tests that need no GPU, one binary: the allocator, the memory policy on real tables,
 //! the profile readers and the crate's manifest, on the CPU alone.
 //!
-//! Apart, by need: `tests/config_env.rs` (it changes the process's variables) and
-//! `tests/gpu/` (every test that opens a context, under the GPU harness).
+//! Apart, by need: `tests/config_env.rs` (it changes the process's variables),
+//! `tests/module_flow.rs` (the crate's import rules, read from the sources) and `tests/gpu/`
+//! (every test that opens a context, under the GPU harness).
 //!
 //! Below: one module per behaviour, each with a doc that says which.
 
