@@ -8,16 +8,21 @@
 //! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
 //!
 //! Files: `context.rs` (the context, its memory and its submissions), `context/gathered.rs`
-//! (single ops gathered into the context's own submission), `context/app_device.rs` (a
-//! context on a device the app opened: what the arena needs of it, and the app's handlers
-//! left alone), `context/kernel_timing.rs` (each kernel's GPU time, read from the timeline's
-//! query sets).
+//! (single ops gathered into the context's own submission) over `context/gathered_batch.rs`
+//! (the batch they gather into), `context/app_device.rs` (what the arena needs of a device the
+//! app opened, and how it hears of the device's loss) and `context/from_wgpu.rs` (opening a
+//! context on such a device), `context/kernel_timing.rs` (each kernel's GPU time, read from
+//! the timeline's query sets).
 //!
-//! The context owns its staging pool (`transfer/staging.rs`, kept with the other transfer
-//! machinery) and its transfer counters; what a transfer does with them lives in `transfer/`.
+//! The files a context holds parts from name nothing above them, so no file imports the
+//! context back (`tests/module_flow.rs` rejects any cycle between files): the parts' state
+//! lives in one file and what the context does with them in another above it. The context owns
+//! its staging pool (`transfer/staging.rs`, which reaches the context only through
+//! [`StagingMemory`], implemented here) and its transfer counters; what a transfer does with
+//! them lives in `transfer/`.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
-use crate::backend::{self, MappedRange, Regions};
+use crate::backend::{self, DeviceBuffer, MappedRange, Purpose, Regions};
 use crate::config::{AllocatorKind, ArenaConfig, BarWrites, TransferGuardLevels};
 use crate::devices::{devices, DeviceInfo};
 use crate::error::{Error, Result};
@@ -26,13 +31,15 @@ use crate::memplan::{
     plan_memory, BarClass, DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags,
 };
 use crate::submission::{SubmissionId, Submissions};
-use crate::transfer::staging::StagingPool;
+use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory, StagingPool};
 use crate::transfer::stats::TransferCounters;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod app_device;
+mod from_wgpu;
 mod gathered;
+mod gathered_batch;
 mod kernel_timing;
 
 pub use crate::shortfall::DeviceShortfall;
@@ -160,7 +167,7 @@ pub(crate) struct ContextInner {
     loss_probe: Option<app_device::LossProbe>,
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
-    pub(crate) gathered: Mutex<gathered::Gathered>,
+    pub(crate) gathered: Mutex<gathered_batch::GatheredBatch>,
     /// Bind groups made so far, by every recorder ([`Context::bind_groups_made`]).
     bind_groups_made: std::sync::atomic::AtomicU64,
 }
@@ -284,7 +291,7 @@ impl Context {
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
         let timeline = crate::profile::timeline::attach(&config, &mut arena)?;
-        let kernel_timing = kernel_timing::KernelTiming::new(timeline.is_some(), &device, &queue);
+        let kernel_timing = kernel_timing::KernelTiming::new(timeline.as_ref(), &device, &queue);
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -317,7 +324,7 @@ impl Context {
                 bar_writes,
                 device_lost,
                 loss_probe,
-                gathered: Mutex::new(rank::GATHERED, gathered::Gathered::default()),
+                gathered: Mutex::new(rank::GATHERED, gathered_batch::GatheredBatch::default()),
                 bind_groups_made: Default::default(),
             }),
         })
@@ -730,6 +737,51 @@ impl ContextInner {
         Ok((allocation, region.buffer.clone(), mapped))
     }
 
+    /// A timer for the dispatches of `steps` when the context times kernels (see
+    /// `context/kernel_timing.rs`); `None` (the work runs untimed) otherwise.
+    pub(crate) fn dispatch_timer(
+        &self,
+        steps: &[crate::step::Step],
+    ) -> Option<crate::step::DispatchTimer> {
+        self.kernel_timing.as_ref()?.dispatch_timer(steps)
+    }
+
+    /// Hands back the timer of submission `id` (`submitted`: the device accepted it).
+    pub(crate) fn timed_submission(
+        &self,
+        timer: Option<crate::step::DispatchTimer>,
+        id: SubmissionId,
+        submitted: bool,
+    ) {
+        if let Some(timing) = &self.kernel_timing {
+            timing.timed_submission(timer, id, submitted);
+        }
+    }
+
+    /// Puts the times of every completed timed submission on the timeline, without waiting.
+    pub(crate) fn collect_kernel_times(&self) {
+        if let Some(timing) = &self.kernel_timing {
+            timing.collect();
+        }
+    }
+
+    /// The context's kernel timing, when it times kernels.
+    pub(crate) fn kernel_timing(&self) -> Option<&kernel_timing::KernelTiming> {
+        self.kernel_timing.as_ref()
+    }
+
+    /// Records a new array under the arena's lock, dated on the timeline's clock when it is on
+    /// (the arena event of its allocation has just read it).
+    fn register_array(
+        &self,
+        memory: &mut MemoryState,
+        id: crate::arena::AllocationId,
+        mut info: crate::profile::array_info::ArrayInfo,
+    ) {
+        info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
+        memory.arrays.insert(id, info);
+    }
+
     /// Returns an allocation to the arena; it becomes reusable once `last_use` has completed.
     pub(crate) fn free(&self, allocation: &Allocation, last_use: SubmissionId) {
         let frontier = (last_use.0 > self.submissions.completed()).then_some(last_use.0);
@@ -775,7 +827,7 @@ impl ContextInner {
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
-        self.submit_encoder_for(encoder, done, gathered::HostRead::Later)
+        self.submit_encoder_for(encoder, done, gathered_batch::HostRead::Later)
     }
 
     /// [`ContextInner::submit_encoder`] for work whose writes the host reads as soon as it
@@ -786,14 +838,14 @@ impl ContextInner {
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
-        self.submit_encoder_for(encoder, done, gathered::HostRead::Follows)
+        self.submit_encoder_for(encoder, done, gathered_batch::HostRead::Follows)
     }
 
     fn submit_encoder_for(
         &self,
         encoder: wgpu::CommandEncoder,
         done: &str,
-        host_read: gathered::HostRead,
+        host_read: gathered_batch::HostRead,
     ) -> Result<SubmissionId> {
         self.check_device(done)?;
         // One scope for both: its first error is the one to report.
@@ -853,7 +905,7 @@ impl ContextInner {
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
-        self.submit_after_gathered(command_buffers, before, gathered::HostRead::Later)
+        self.submit_after_gathered(command_buffers, before, gathered_batch::HostRead::Later)
     }
 
     /// [`ContextInner::submit_with`] for work whose results the host reads next, as it usually
@@ -864,7 +916,7 @@ impl ContextInner {
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
     ) -> SubmissionId {
-        self.submit_after_gathered(command_buffers, before, gathered::HostRead::Follows)
+        self.submit_after_gathered(command_buffers, before, gathered_batch::HostRead::Follows)
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or
@@ -940,6 +992,53 @@ impl ContextInner {
             }
         }
         self.wait_idle()
+    }
+}
+
+impl StagingMemory for ContextInner {
+    fn completed(&self) -> u64 {
+        self.submissions.completed()
+    }
+
+    fn create_staging(&self, kind: StagingKind, bytes: u64) -> Result<StagingBuffer> {
+        let (candidates, purpose, label) = match kind {
+            StagingKind::Upload => (
+                &self.plan.upload_candidates,
+                Purpose::Upload,
+                "gpu-arena upload staging",
+            ),
+            StagingKind::Readback => (
+                &self.plan.readback_candidates,
+                Purpose::Readback,
+                "gpu-arena readback staging",
+            ),
+        };
+        let size = bytes.next_multiple_of(crate::transfer::staging::COPY_ALIGNMENT);
+        let memory = self.lock_memory();
+        let DeviceBuffer { buffer, mapped, .. } = memory
+            .regions
+            .create_buffer(size, candidates, purpose, label)?;
+        drop(memory);
+        let mapped = mapped.ok_or_else(|| Error::Backend {
+            during: format!("creating {label}"),
+            reason: "the staging memory type is not host-visible".into(),
+        })?;
+        Ok(StagingBuffer {
+            buffer,
+            mapped,
+            size,
+            busy_until: SubmissionId(0),
+        })
+    }
+
+    fn wait_for_staging(&self, id: SubmissionId) -> Result<()> {
+        self.wait_for_work(id)?;
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        Ok(())
+    }
+
+    fn staging_bytes(&self) -> u64 {
+        self.config.staging_bytes
     }
 }
 

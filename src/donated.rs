@@ -2,8 +2,9 @@
 //! array given back unchanged, as `std::sync::mpsc::SendError<T>` gives back its message.
 //! Apart from `error.rs` because it holds an array: the crate's `Error` stays plain data.
 
-use crate::array::{check_bitcast, check_shape, DeviceArray};
+use crate::array::{check_bitcast, DeviceArray};
 use crate::error::Error;
+use crate::shape::check_shape;
 use std::marker::PhantomData;
 
 /// An operation that was given an array by value failed; here is why, and the array, intact

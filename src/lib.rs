@@ -116,6 +116,8 @@
 //! - `context`, `devices` (private): [`Context`], [`GpuUse`], adapters, [`devices()`], and
 //!   contexts on the app's device ([`AppDevice`], [`DeviceRequirements`]).
 //! - `array`, `view`, `donated` (private): [`DeviceArray`], [`ArrayView`], [`Donated`].
+//! - `shape` (private): the limits every shape obeys ([`MAX_RANK`], [`MAX_ARRAY_SPAN_BYTES`])
+//!   and the check each shape passes, below arrays, views, transfers and profiling.
 //! - `app_work` (private): [`AppWork`], arrays in the app's own passes, tracked.
 //! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
 //! - [`kernels`]: the public names of compute ([`Kernel`], [`Launch`], [`Sequence`],
@@ -166,6 +168,7 @@ mod pipelines;
 pub mod profile;
 mod recorder;
 pub mod remat;
+mod shape;
 mod sharding;
 mod shortfall;
 mod step;
@@ -175,7 +178,7 @@ mod view;
 
 pub use app_work::AppWork;
 pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
-pub use array::{DeviceArray, MAX_ARRAY_SPAN_BYTES, MAX_RANK};
+pub use array::DeviceArray;
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
@@ -194,6 +197,7 @@ pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,
 };
+pub use shape::{MAX_ARRAY_SPAN_BYTES, MAX_RANK};
 pub use sharding::{gather, shard, shard_rows, ShardRows};
 pub use submission::SubmissionId;
 pub use transfer::{

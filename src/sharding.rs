@@ -3,9 +3,10 @@
 //! The split follows [`shard_rows`] (`numpy.array_split`'s rule). A module of its own
 //! because it works over several contexts at once, above any one of them.
 
-use crate::array::{check_shape, Access, DeviceArray};
+use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::shape::check_shape;
 use std::ops::Range;
 use std::sync::Arc;
 

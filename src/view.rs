@@ -6,8 +6,9 @@
 //! or a view). Apart from `array.rs` because a view is built on an array and borrows it; the
 //! array knows nothing of its views.
 
-use crate::array::{check_bitcast, check_shape, shape_accessors, ArrayStorage, DeviceArray};
+use crate::array::{check_bitcast, shape_accessors, ArrayStorage, DeviceArray};
 use crate::error::{Error, Result};
+use crate::shape::check_shape;
 use std::marker::PhantomData;
 use std::sync::Arc;
 

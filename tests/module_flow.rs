@@ -885,7 +885,6 @@ fn crate_sources() -> Vec<(String, String)> {
 }
 
 #[test]
-#[ignore = "1 file cycle remains: run with --ignored to list it"]
 fn no_import_cycle_between_files() {
     let graph = file_graph(&crate_sources());
     let cycles = file_cycles(&graph);

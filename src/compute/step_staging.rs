@@ -20,7 +20,7 @@ use crate::error::Result;
 use crate::pipelines::DeviceRefusal;
 use crate::step::Step;
 use crate::submission::SubmissionId;
-use crate::transfer::staging::{create_staging, StagingBuffer, StagingKind};
+use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
 
 /// Upload buffers a step keeps at most: one the GPU copies out of for the run in flight, one
 /// the host fills for the next (double buffering, as the staging pool's buffers take turns).
@@ -133,11 +133,7 @@ impl StepStaging {
             (offset, pieces.len() - 1)
         });
         let readback = if readback_bytes > 0 {
-            Some(create_staging(
-                inner,
-                StagingKind::Readback,
-                readback_bytes,
-            )?)
+            Some(inner.create_staging(StagingKind::Readback, readback_bytes)?)
         } else {
             None
         };
@@ -145,7 +141,7 @@ impl StepStaging {
         // at `finish`, never at a run, and the capture's commands have a buffer to copy from.
         let mut buffers = Vec::new();
         if !mirror.is_empty() {
-            let staging = create_staging(inner, StagingKind::Upload, mirror.len() as u64)?;
+            let staging = inner.create_staging(StagingKind::Upload, mirror.len() as u64)?;
             staging.mapped.write(&mirror);
             buffers.push(UploadBuffer { staging, synced: 1 });
         }
@@ -358,7 +354,7 @@ impl MappedStaging {
             1
         };
         if self.buffers.len() < most {
-            let staging = create_staging(inner, StagingKind::Upload, size)?;
+            let staging = inner.create_staging(StagingKind::Upload, size)?;
             self.buffers.push(UploadBuffer { staging, synced: 0 });
             return Ok(self.buffers.len() - 1);
         }

@@ -2,11 +2,12 @@
 //! ML stack's (CubeCL, Burn), so that the arena and the app share one device and one queue
 //! instead of splitting the GPU's memory between two devices that cannot see each other's.
 //!
-//! What changes against [`Context::new`], and why:
+//! What changes against [`Context::new`](crate::Context::new), and why:
 //! - **Nothing is requested**: the device is the app's, with the features and limits the app
 //!   asked for. The context checks them against [`DeviceRequirements`] and refuses a device
-//!   that falls short ([`Error::DeviceRequirements`], naming each shortfall), and reads the
-//!   device's own limits (`device.limits()`), never the adapter's.
+//!   that falls short ([`Error::DeviceRequirements`](crate::Error::DeviceRequirements), naming
+//!   each shortfall), and reads the device's own limits (`device.limits()`), never the
+//!   adapter's.
 //! - **The app's handlers stay the app's**: wgpu keeps one uncaptured-error handler and one
 //!   device-lost callback per device, so installing ours would silently take them from the
 //!   app. The context installs neither. Its own work runs inside error scopes (per thread, so
@@ -18,9 +19,7 @@
 //!   handles exactly as on a device of its own (`backend/vulkan.rs`); elsewhere plain wgpu
 //!   buffers. Dropping the context frees only what the arena allocated.
 
-use super::Context;
 use crate::config::ArenaConfig;
-use crate::error::{Error, Result};
 use crate::shortfall::DeviceShortfall;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -45,8 +44,8 @@ pub struct AppDevice {
     /// The device's queue: the arena's work goes on it, in order with the app's.
     pub queue: wgpu::Queue,
     /// The instance that enumerated the adapter, when the app hands it over: the context only
-    /// passes it on ([`Context::instance`]) to libraries that start on an existing device and
-    /// want all of it (CubeCL's `WgpuSetup`). `None` by default.
+    /// passes it on ([`Context::instance`](crate::Context::instance)) to libraries that start
+    /// on an existing device and want all of it (CubeCL's `WgpuSetup`). `None` by default.
     pub instance: Option<wgpu::Instance>,
 }
 
@@ -82,8 +81,8 @@ impl AppDevice {
 /// - `downlevel`: compute shaders (any Vulkan, Metal or DX12 device; GL from 4.3 / GLES 3.1).
 /// - Vulkan: no device extension. gpu-allocator runs on core Vulkan (no buffer device
 ///   address), and `VK_EXT_memory_budget` is read when the physical device offers it (heap
-///   budgets in the memory plan and [`Context::heap_budgets`]); without it the plan falls back
-///   to the heap sizes.
+///   budgets in the memory plan and [`Context::heap_budgets`](crate::Context::heap_budgets));
+///   without it the plan falls back to the heap sizes.
 ///
 /// ```no_run
 /// # let adapter: gpu_arena::wgpu::Adapter = todo!();
@@ -180,9 +179,9 @@ impl DeviceRequirements {
 /// How a context learns that its device is lost when the device-lost callback is not its own
 /// (a context on an app's device: wgpu keeps one callback per device, and it is the app's).
 /// Call [`DeviceLostNotifier::notify`] from the app's callback; from then on every call of the
-/// context refuses with [`Error::DeviceLost`], with wgpu's reason. Without it the context finds
-/// the loss itself at its next wait or host read (a probe: a buffer map fails on a lost
-/// device), without wgpu's reason.
+/// context refuses with [`Error::DeviceLost`](crate::Error::DeviceLost), with wgpu's reason.
+/// Without it the context finds the loss itself at its next wait or host read (a probe: a
+/// buffer map fails on a lost device), without wgpu's reason.
 /// It holds only a flag (not the context), so a callback that keeps it keeps nothing alive.
 ///
 /// ```no_run
@@ -287,88 +286,6 @@ impl LossProbe {
             });
         if scopes.pop().is_err() {
             let _ = lost.set(LOST.to_string());
-        }
-    }
-}
-
-impl Context {
-    /// Opens a context on a device the app already has (a renderer's, CubeCL's, Burn's): the
-    /// arena allocates on that device and submits on its queue, in order with the app's work,
-    /// so arrays can be drawn or handed to the app's passes with no copy
-    /// ([`Context::app_work`]). `config` sets everything but the choice of adapter
-    /// (`adapter`, `backend` and `validation` are the app's: its instance and device decide).
-    ///
-    /// What it leaves alone: the device's uncaptured-error handler and device-lost callback
-    /// stay the app's (the context's own work runs inside error scopes; a loss is found by the
-    /// next wait or host read, and forwarding it with [`Context::device_lost_notifier`] gives
-    /// wgpu's reason at once), and dropping the context frees only the arena's memory.
-    /// Several contexts may share one device.
-    ///
-    /// Errors: what [`ArenaConfig::validate`] refuses; [`Error::InvalidArgument`] when the
-    /// device was not made from `adapter`; [`Error::DeviceRequirements`] naming each feature,
-    /// limit or capability the device lacks against [`DeviceRequirements::for_config`];
-    /// [`Error::MemPlan`] when the memory table cannot be planned.
-    ///
-    /// ```no_run
-    /// # let (adapter, device, queue): (gpu_arena::wgpu::Adapter, gpu_arena::wgpu::Device, gpu_arena::wgpu::Queue) = todo!();
-    /// use gpu_arena::{AppDevice, ArenaConfig, Context};
-    /// let ctx = Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), ArenaConfig::default())?;
-    /// let x = ctx.device_put(&[1.0f32, 2.0, 3.0], &[3])?;
-    /// # Ok::<(), gpu_arena::Error>(())
-    /// ```
-    pub fn from_wgpu(app: AppDevice, config: ArenaConfig) -> Result<Self> {
-        config.validate()?;
-        let AppDevice {
-            adapter,
-            device,
-            queue,
-            instance,
-        } = app;
-        let adapter_info = adapter.get_info();
-        let device_info = device.adapter_info();
-        let same = |a: &wgpu::AdapterInfo, b: &wgpu::AdapterInfo| {
-            (a.backend, a.vendor, a.device, &a.name) == (b.backend, b.vendor, b.device, &b.name)
-        };
-        if !same(&adapter_info, &device_info) {
-            return Err(Error::InvalidArgument {
-                operation: "Context::from_wgpu",
-                reason: format!(
-                    "the device was made from adapter {:?} ({:?}) but the adapter given is {:?} ({:?}): pass the adapter the device was requested from",
-                    device_info.name, device_info.backend, adapter_info.name, adapter_info.backend
-                ),
-            });
-        }
-        let needs = DeviceRequirements::for_config(&config);
-        let missing = needs.shortfalls(
-            device.features(),
-            &device.limits(),
-            adapter.get_downlevel_capabilities().flags,
-        );
-        if !missing.is_empty() {
-            return Err(Error::DeviceRequirements { missing });
-        }
-        let kernels = crate::pipelines::KernelCache::from_env()?;
-        Self::on_opened_device(
-            OpenedDevice {
-                instance,
-                adapter,
-                device,
-                queue,
-                adapter_info,
-                device_lost: Arc::new(OnceLock::new()),
-                app_device: true,
-            },
-            config,
-            kernels,
-        )
-    }
-
-    /// What the app's device-lost callback calls so that this context learns of the loss
-    /// ([`DeviceLostNotifier`]). A context that opened its own device hears of it by itself;
-    /// notifying it too is harmless.
-    pub fn device_lost_notifier(&self) -> DeviceLostNotifier {
-        DeviceLostNotifier {
-            lost: Arc::clone(&self.inner.device_lost),
         }
     }
 }

@@ -28,42 +28,17 @@
 //! internal error) is reported by the next call that waits for GPU work or flushes
 //! (`synchronize`, `flush`, a host read): then none of the batch ran.
 
+use super::gathered_batch::{GatheredBatch, HostRead};
 use super::ContextInner;
 use crate::error::{Error, Result};
 use crate::pipelines::{DeviceRefusal, ErrorScopes};
-use crate::step::{encode_steps, GatheredSteps, Step};
+use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::gathered_staging::GatheredStaging;
 
-/// The context's gathered single ops and the submission they will be.
-#[derive(Default)]
-pub(crate) struct Gathered {
-    steps: GatheredSteps,
-    /// Where the batch's small uploads wait for their copy commands.
-    staging: GatheredStaging,
-    /// The id the batch's submission gets: the next one, reserved by its first op.
-    id: SubmissionId,
-    /// The device's refusal of a batch when it was submitted, until a call reports it.
-    refusal: Option<DeviceRefusal>,
-    /// Whether submissions need the memory dependency to host reads (Vulkan), once known.
-    host_barrier_needed: Option<bool>,
-}
-
-/// Whether the host reads what a submission writes as soon as it completes (a readback, a
-/// host read waiting for it): then the submission ends with the memory dependency to host
-/// reads ([`crate::backend::host_read_barrier`]). Other submissions leave it out, and a host
-/// read after them adds it ([`ContextInner::host_visible_through`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum HostRead {
-    /// A host read of the submission's writes follows it.
-    Follows,
-    /// No host read waits for it now.
-    Later,
-}
-
 impl ContextInner {
     #[cfg_attr(debug_assertions, track_caller)]
-    fn lock_gathered(&self) -> crate::lock::MutexGuard<'_, Gathered> {
+    fn lock_gathered(&self) -> crate::lock::MutexGuard<'_, GatheredBatch> {
         // A panic while holding the lock leaves at worst a batch that is submitted later.
         self.gathered.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -177,13 +152,13 @@ impl ContextInner {
     /// held by every submission of the context, first. A refusal is kept for the next call that
     /// reports it ([`ContextInner::flush`]); the id is used all the same (an empty
     /// submission), so that waiting for it ends.
-    pub(crate) fn submit_gathered(&self, gathered: &mut Gathered) {
+    pub(crate) fn submit_gathered(&self, gathered: &mut GatheredBatch) {
         self.submit_gathered_for(gathered, HostRead::Later);
     }
 
     /// [`ContextInner::submit_gathered`], ending with the memory dependency to host reads
     /// when `host_read` says one follows.
-    fn submit_gathered_for(&self, gathered: &mut Gathered, host_read: HostRead) {
+    fn submit_gathered_for(&self, gathered: &mut GatheredBatch, host_read: HostRead) {
         if gathered.steps.is_empty() {
             return;
         }
@@ -240,7 +215,7 @@ impl ContextInner {
     /// the same is not reported: the refusal before it is.
     /// It carries the memory dependency to host reads, which the refused one may have
     /// been meant to carry.
-    fn submit_empty_after_refusal(&self, gathered: &mut Gathered) {
+    fn submit_empty_after_refusal(&self, gathered: &mut GatheredBatch) {
         if self.check_device("").is_err() {
             return;
         }
@@ -300,7 +275,7 @@ impl ContextInner {
         self.lock_gathered().staging.bytes_held(self)
     }
 
-    fn refuse_gathered(&self, gathered: &mut Gathered, steps: usize, reason: DeviceRefusal) {
+    fn refuse_gathered(&self, gathered: &mut GatheredBatch, steps: usize, reason: DeviceRefusal) {
         // A warning, not an error: the next wait or flush returns the refusal as an `Err` (a
         // small upload into a buffer destroyed through the escape hatch is refused here now,
         // where its own submission used to refuse it).
@@ -387,7 +362,7 @@ impl ContextInner {
     }
 
     /// Whether this device's submissions need the memory dependency to host reads (Vulkan).
-    fn host_barrier_needed(&self, gathered: &mut Gathered) -> bool {
+    fn host_barrier_needed(&self, gathered: &mut GatheredBatch) -> bool {
         *gathered
             .host_barrier_needed
             .get_or_insert_with(|| crate::backend::needs_host_read_barrier(&self.device))
@@ -398,7 +373,7 @@ impl ContextInner {
     /// `host_read` says a host read follows. Only with the gathered lock held.
     fn submit_to_queue(
         &self,
-        gathered: &mut Gathered,
+        gathered: &mut GatheredBatch,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         before: impl FnOnce(SubmissionId),
         host_read: HostRead,

@@ -29,10 +29,8 @@
 //! takes none but the timeline's own. The mapping callback takes no lock (it runs inside
 //! `device.poll`, which may be called with the timing lock held).
 
-use super::ContextInner;
 use crate::lock::{rank, Mutex, MutexGuard};
-use crate::profile::kernel_times::KernelTimes;
-use crate::profile::timeline::Record;
+use crate::profile::timeline::{Record, Timeline};
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
@@ -73,6 +71,10 @@ struct TimingState {
 
 /// Kernel timing of a context (see the module docs).
 pub(crate) struct KernelTiming {
+    /// The device the timers' query sets and buffers are made on.
+    device: wgpu::Device,
+    /// The context's timeline, where each dispatch's times go (timing is on only with it).
+    timeline: Arc<Timeline>,
     /// Nanoseconds per timestamp tick.
     period_ns: f64,
     /// The device has `TIMESTAMP_QUERY_INSIDE_PASSES`: dispatches keep sharing passes.
@@ -86,20 +88,24 @@ impl KernelTiming {
     /// Timing for a context whose timeline is on, on a device with `TIMESTAMP_QUERY`; `None`
     /// otherwise.
     pub(crate) fn new(
-        timeline_on: bool,
+        timeline: Option<&Arc<Timeline>>,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Option<Self> {
-        (timeline_on && device.features().contains(wgpu::Features::TIMESTAMP_QUERY)).then(|| {
-            KernelTiming {
+        let timeline = timeline?;
+        device
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+            .then(|| KernelTiming {
+                device: device.clone(),
+                timeline: Arc::clone(timeline),
                 period_ns: f64::from(queue.get_timestamp_period()),
                 inside_passes: device
                     .features()
                     .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
                 force_pass_per_dispatch: AtomicBool::new(false),
                 state: Mutex::new(rank::KERNEL_TIMING, TimingState::default()),
-            }
-        })
+            })
     }
 
     #[cfg_attr(debug_assertions, track_caller)]
@@ -107,14 +113,17 @@ impl KernelTiming {
         // A panic while holding the lock leaves at worst timestamps that are never read.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-impl ContextInner {
+    /// Times each dispatch by a compute pass of its own (see
+    /// `Context::force_kernel_timing_pass_per_dispatch`).
+    pub(crate) fn force_pass_per_dispatch(&self, force: bool) {
+        self.force_pass_per_dispatch.store(force, Ordering::Relaxed);
+    }
+
     /// A timer for the dispatches of `steps`, when kernel timing is on and they have any;
     /// `None` (the work runs untimed) otherwise and while [`MAX_PENDING_READBACKS`] command
     /// buffers' timestamps are unread. Reads completed timestamps first.
     pub(crate) fn dispatch_timer(&self, steps: &[Step]) -> Option<DispatchTimer> {
-        let timing = self.kernel_timing.as_ref()?;
         let dispatches = steps
             .iter()
             .filter(|s| matches!(s, Step::Dispatch { .. }))
@@ -123,14 +132,14 @@ impl ContextInner {
             return None;
         }
         let dispatches = u32::try_from(dispatches).unwrap_or(u32::MAX);
-        let mut state = timing.lock();
-        self.read_completed(timing, &mut state);
+        let mut state = self.lock();
+        self.read_completed(&mut state);
         if state.pending.len() >= MAX_PENDING_READBACKS {
             return None;
         }
-        let now_ns = self.timeline.as_ref().map_or(0, |t| t.now_ns());
+        let now_ns = self.timeline.now_ns();
         let inside_passes =
-            timing.inside_passes && !timing.force_pass_per_dispatch.load(Ordering::Relaxed);
+            self.inside_passes && !self.force_pass_per_dispatch.load(Ordering::Relaxed);
         if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
             let mut timer = state.pool.swap_remove(at);
             timer.handed_out_ns = now_ns;
@@ -165,12 +174,12 @@ impl ContextInner {
         id: SubmissionId,
         submitted: bool,
     ) {
-        let (Some(timing), Some(mut timer)) = (self.kernel_timing.as_ref(), timer) else {
+        let Some(mut timer) = timer else {
             return;
         };
         if !submitted || timer.kernels().is_empty() {
             timer.reset();
-            let mut state = timing.lock();
+            let mut state = self.lock();
             if state.pool.len() < MAX_POOLED_TIMERS {
                 state.pool.push(timer);
             }
@@ -187,7 +196,7 @@ impl ContextInner {
                 );
             },
         );
-        timing.lock().pending.push_back(Readback {
+        self.lock().pending.push_back(Readback {
             timer,
             submission: id,
             mapped,
@@ -196,18 +205,15 @@ impl ContextInner {
 
     /// Reads the timestamps of every completed timed submission onto the timeline, without
     /// waiting (a non-blocking poll lets wgpu finish mappings of work that has completed).
-    pub(crate) fn collect_kernel_times(&self) {
-        let Some(timing) = self.kernel_timing.as_ref() else {
-            return;
-        };
+    pub(crate) fn collect(&self) {
         let _ = self.device.poll(wgpu::PollType::Poll);
-        let mut state = timing.lock();
-        self.read_completed(timing, &mut state);
+        let mut state = self.lock();
+        self.read_completed(&mut state);
     }
 
     /// Records the timestamps of the readbacks whose mapping has completed, oldest first, and
     /// pools their timers.
-    fn read_completed(&self, timing: &KernelTiming, state: &mut TimingState) {
+    fn read_completed(&self, state: &mut TimingState) {
         while let Some(front) = state.pending.front() {
             let status = front.mapped.load(Ordering::Acquire);
             if status == MAP_WAITING {
@@ -227,7 +233,7 @@ impl ContextInner {
                 let ticks = slice.get_mapped_range().map(|mapped| timer.read(&mapped));
                 timer.readback().unmap();
                 if let Ok(ticks) = ticks {
-                    self.record_ticks(timing, state, &timer, &ticks, submission);
+                    self.record_ticks(state, &timer, &ticks, submission);
                     timer.reset();
                     if state.pool.len() < MAX_POOLED_TIMERS {
                         state.pool.push(timer);
@@ -241,16 +247,12 @@ impl ContextInner {
     /// Puts one command buffer's (begin, end) ticks on the timeline.
     fn record_ticks(
         &self,
-        timing: &KernelTiming,
         state: &mut TimingState,
         timer: &DispatchTimer,
         ticks: &[(u64, u64)],
         submission: SubmissionId,
     ) {
-        let Some(timeline) = &self.timeline else {
-            return;
-        };
-        let to_ns = |tick: u64| (tick as f64 * timing.period_ns) as i128;
+        let to_ns = |tick: u64| (tick as f64 * self.period_ns) as i128;
         // Stamps of 0 were never written (a device that skips them); an end before its begin
         // is a clock that wrapped. Neither is a duration.
         let valid = |&(begin, end): &(u64, u64)| begin != 0 && end >= begin;
@@ -265,80 +267,13 @@ impl ContextInner {
             }
             let (begin, end) = *tick;
             let begin_ns = (to_ns(begin) + offset).clamp(0, i128::from(u64::MAX)) as u64;
-            let duration_ns = ((end - begin) as f64 * timing.period_ns) as u64;
-            timeline.record(Record::Kernel {
+            let duration_ns = ((end - begin) as f64 * self.period_ns) as u64;
+            self.timeline.record(Record::Kernel {
                 name: &kernel.name,
                 submission,
                 begin_ns,
                 duration_ns,
             });
         }
-    }
-}
-
-impl crate::context::Context {
-    /// GPU time per kernel (calls, total, mean, max), over every dispatch since the timeline
-    /// started or was last [cleared](crate::profile::timeline::Timeline::clear): `Some` when the timeline
-    /// is on (`ArenaConfig::timeline_capacity`, env `GPU_ARENA_TIMELINE`) and the device has
-    /// timestamp queries (wgpu's `TIMESTAMP_QUERY`; lavapipe has them, wgpu's GL backend
-    /// may not), `None` otherwise — never an error for a device without them. Waits for the
-    /// work submitted so far (as [`Context::synchronize`](crate::Context::synchronize) does),
-    /// so every dispatch called before is in the table. Print it for a table:
-    ///
-    /// ```no_run
-    /// # fn main() -> gpu_arena::Result<()> {
-    /// let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig {
-    ///     timeline_capacity: gpu_arena::profile::DEFAULT_TIMELINE_CAPACITY,
-    ///     ..Default::default()
-    /// })?;
-    /// // ... launch kernels ...
-    /// if let Some(times) = ctx.kernel_times()? {
-    ///     println!("{times}");
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// Rows are by kernel name: a kernel's label, else its entry point (one WGSL source made
-    /// into two kernels under two labels is compiled once, and keeps the first label). Work
-    /// submitted while 256 earlier command buffers' timestamps are still unread (the GPU far
-    /// behind a loop that never waits) runs untimed, which bounds what timing holds.
-    ///
-    /// Each dispatch's begin and duration are also on the timeline
-    /// ([`TimelineEventKind::Kernel`](crate::profile::TimelineEventKind::Kernel)) and slices on
-    /// the `GPU` track of its Perfetto trace. Timing puts each dispatch in a compute pass of its
-    /// own and adds a resolve and a copy at the end of each command buffer; with the timeline
-    /// off none of it happens.
-    ///
-    /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
-    /// work, a lost device).
-    pub fn kernel_times(&self) -> crate::error::Result<Option<KernelTimes>> {
-        let Some(timeline) = self.inner.timeline.as_ref() else {
-            return Ok(None);
-        };
-        if self.inner.kernel_timing.is_none() {
-            return Ok(None);
-        }
-        self.synchronize()?;
-        self.inner.collect_kernel_times();
-        Ok(Some(timeline.kernel_times()))
-    }
-
-    /// Times each dispatch by a compute pass of its own (its pass's timestamps), as on a device
-    /// without `TIMESTAMP_QUERY_INSIDE_PASSES`, so that tests on lavapipe exercise that path.
-    /// Not for production use.
-    #[doc(hidden)]
-    pub fn force_kernel_timing_pass_per_dispatch(&self, force: bool) {
-        if let Some(timing) = &self.inner.kernel_timing {
-            timing
-                .force_pass_per_dispatch
-                .store(force, Ordering::Relaxed);
-        }
-    }
-
-    /// Whether this context times kernels on the GPU: its timeline is on and its device has
-    /// timestamp queries (see [`Context::kernel_times`](crate::Context::kernel_times)).
-    pub fn times_kernels(&self) -> bool {
-        self.inner.kernel_timing.is_some()
     }
 }

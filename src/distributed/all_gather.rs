@@ -3,8 +3,9 @@
 use super::array_io::{chunk_elements, chunks, host_buffer, ArrayIo};
 use super::header::{agree, Header, Kind};
 use super::{CollectiveElement, Collectives};
-use crate::array::{DeviceArray, MAX_RANK};
+use crate::array::DeviceArray;
 use crate::error::{Error, Result};
+use crate::shape::MAX_RANK;
 use mpi::traits::*;
 
 const OPERATION: &str = "all_gather";

@@ -16,8 +16,8 @@
 //! differs, and how.
 
 use super::element::name_of;
-use crate::array::MAX_RANK;
 use crate::error::{Error, Result};
+use crate::shape::MAX_RANK;
 use mpi::traits::*;
 
 /// Words in a header: magic, kind, reduction, element type, rank of the shape, the shape

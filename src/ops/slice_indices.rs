@@ -140,7 +140,7 @@ mod tests {
             let start = prop_oneof![any::<i64>(), Just(i64::MIN), Just(i64::MAX), -4..12i64];
             proptest::collection::vec(
                 (dim, any::<prop::sample::Index>(), start),
-                0..=crate::array::MAX_RANK,
+                0..=crate::shape::MAX_RANK,
             )
             .prop_map(|dims| {
                 let sizes = dims

@@ -8,8 +8,7 @@
 //! pointer copy, where PyTorch's `_record_memory_history` walks a stack per allocation.
 
 use crate::arena::AllocationId;
-use crate::array::MAX_RANK;
-use crate::context::{ContextInner, MemoryState};
+use crate::shape::MAX_RANK;
 use std::panic::Location;
 
 /// The element type, shape, birth time and allocation site of one live array. Fixed-size, so recording it
@@ -83,20 +82,6 @@ impl ArrayRegistry {
             Some((live, info)) if *live == id => Some(info),
             _ => None,
         }
-    }
-}
-
-impl ContextInner {
-    /// Records a new array under the arena's lock, dated on the timeline's clock when it is on
-    /// (the arena event of its allocation has just read it).
-    pub(crate) fn register_array(
-        &self,
-        memory: &mut MemoryState,
-        id: AllocationId,
-        mut info: ArrayInfo,
-    ) {
-        info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
-        memory.arrays.insert(id, info);
     }
 }
 

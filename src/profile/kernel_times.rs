@@ -3,9 +3,9 @@
 //! context writes around each dispatch when its timeline is on and the device has
 //! `TIMESTAMP_QUERY` (`context/kernel_timing.rs`); this file is only the table, so the report,
 //! [`Context::kernel_times`](crate::Context::kernel_times) and
-//! [`MemoryTimeline::kernel_times`] print the same thing.
+//! [`MemoryTimeline::kernel_times`](crate::profile::MemoryTimeline::kernel_times) print the same
+//! thing.
 
-use super::timeline::{MemoryTimeline, TimelineEventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -141,20 +141,6 @@ impl fmt::Display for KernelTimes {
             self.calls(),
             self.total_ns() as f64 / NS_PER_US
         )
-    }
-}
-
-impl MemoryTimeline {
-    /// The per-kernel table of the [`Kernel`](TimelineEventKind::Kernel) events this copy of
-    /// the timeline holds (older ones the ring dropped are not in it;
-    /// [`Context::kernel_times`](crate::Context::kernel_times) counts every one).
-    pub fn kernel_times(&self) -> KernelTimes {
-        KernelTimes::from_durations(self.events.iter().filter_map(|e| match &e.kind {
-            TimelineEventKind::Kernel {
-                name, duration_ns, ..
-            } => Some((name.as_str(), *duration_ns)),
-            _ => None,
-        }))
     }
 }
 

@@ -28,7 +28,8 @@
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
 //! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `kernel_times` (the
-//! per-kernel table), `diff` (snapshot diffs and
+//! per-kernel table), `timeline_calls` (the context's calls that read the timeline and the
+//! kernel times), `diff` (snapshot diffs and
 //! growing sites), `perfetto`, `pprof`, `report` (HTML and SVG) and `dump`
 //! (writing all of it to a directory, on demand or on out-of-memory).
 #![deny(unsafe_code)]
@@ -45,6 +46,7 @@ pub mod report;
 pub(crate) mod snapshot;
 mod stats;
 pub(crate) mod timeline;
+mod timeline_calls;
 
 pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};

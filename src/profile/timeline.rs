@@ -12,10 +12,10 @@ use super::array_info::ArrayInfo;
 use super::event_ring::WordRing;
 use super::kernel_times::{KernelTime, KernelTimes};
 use crate::arena::{AllocationId, ArenaEvent, EventSink, RegionId};
-use crate::array::MAX_RANK;
 use crate::config::TransferDirection;
 use crate::error::{Error, Result};
 use crate::lock::{rank, Mutex, MutexGuard};
+use crate::shape::MAX_RANK;
 use crate::submission::SubmissionId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -994,20 +994,17 @@ pub(crate) fn attach(
     Ok(Some(timeline))
 }
 
-impl crate::context::Context {
-    /// The events recorded so far (allocations, frees, region changes, transfers, dispatches),
-    /// or `None` when the timeline is off (`ArenaConfig::timeline_capacity` 0, the default;
-    /// env `GPU_ARENA_TIMELINE`).
-    /// Kernel times of work that has completed are read first (without waiting for any).
-    pub fn memory_timeline(&self) -> Option<MemoryTimeline> {
-        let timeline = self.inner.timeline.as_ref()?;
-        self.inner.collect_kernel_times();
-        Some(timeline.snapshot())
-    }
-
-    /// The live timeline, to clear it or read its length; `None` when off.
-    pub fn timeline(&self) -> Option<&Timeline> {
-        self.inner.timeline.as_deref()
+impl MemoryTimeline {
+    /// The per-kernel table of the [`Kernel`](TimelineEventKind::Kernel) events this copy of
+    /// the timeline holds (older ones the ring dropped are not in it;
+    /// [`Context::kernel_times`](crate::Context::kernel_times) counts every one).
+    pub fn kernel_times(&self) -> KernelTimes {
+        KernelTimes::from_durations(self.events.iter().filter_map(|e| match &e.kind {
+            TimelineEventKind::Kernel {
+                name, duration_ns, ..
+            } => Some((name.as_str(), *duration_ns)),
+            _ => None,
+        }))
     }
 }
 

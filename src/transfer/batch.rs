@@ -1,6 +1,6 @@
 //! Batched uploads: many arrays, one staging area, merged copies, one submission.
 
-use super::staging::UploadItem;
+use super::staged_copy::UploadItem;
 use crate::array::{ArrayStorage, DeviceArray};
 use crate::config::TransferDirection;
 use crate::context::Context;
@@ -70,7 +70,7 @@ impl<'data> UploadBatch<'data> {
         data: &'data [T],
         shape: &[usize],
     ) -> Result<PendingArray<T>> {
-        crate::array::check_shape(
+        crate::shape::check_shape(
             shape,
             Some(data.len()),
             std::mem::size_of::<T>(),

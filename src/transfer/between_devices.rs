@@ -12,7 +12,8 @@
 //! - other backends use wgpu's readback and `write_buffer`, a chunk at a time.
 
 use super::guard::effective_level;
-use super::staging::{ReadbackItem, StagingBuffer, StagingKind, UploadItem, COPY_ALIGNMENT};
+use super::staged_copy::{ReadbackItem, UploadItem};
+use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
 use super::TransferDirection;
 use crate::array::DeviceArray;
 use crate::backend::MappedRange;

@@ -12,8 +12,7 @@
 //! copies out of the batches submitted before it. The buffers are the plan's upload memory,
 //! made on first use and kept.
 
-use super::staging::{create_staging, StagingBuffer, StagingKind, COPY_ALIGNMENT};
-use crate::context::ContextInner;
+use super::staging::{StagingBuffer, StagingKind, StagingMemory, COPY_ALIGNMENT};
 use crate::error::Result;
 use crate::submission::SubmissionId;
 
@@ -46,16 +45,17 @@ pub(crate) struct GatheredStaging {
 }
 
 impl GatheredStaging {
-    /// The bytes one batch may stage on `ctx` (see [`GATHERED_STAGING_BYTES`]).
-    pub(crate) fn capacity(ctx: &ContextInner) -> u64 {
+    /// The bytes one batch may stage with `memory`'s staging size (see
+    /// [`GATHERED_STAGING_BYTES`]).
+    pub(crate) fn capacity(memory: &impl StagingMemory) -> u64 {
         GATHERED_STAGING_BYTES
-            .min(ctx.config.staging_bytes)
+            .min(memory.staging_bytes())
             .next_multiple_of(COPY_ALIGNMENT)
     }
 
-    /// Whether an upload of `bytes` (its allocation's size) takes this path on `ctx`.
-    pub(crate) fn takes(ctx: &ContextInner, bytes: u64) -> bool {
-        bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(ctx) / 4)
+    /// Whether an upload of `bytes` (its allocation's size) takes this path.
+    pub(crate) fn takes(memory: &impl StagingMemory, bytes: u64) -> bool {
+        bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(memory) / 4)
     }
 
     /// Bytes the batch being gathered has staged.
@@ -64,13 +64,13 @@ impl GatheredStaging {
     }
 
     /// Whether `bytes` more fit beside what the batch has staged.
-    pub(crate) fn has_room(&self, ctx: &ContextInner, bytes: u64) -> bool {
-        self.staged() + bytes <= Self::capacity(ctx)
+    pub(crate) fn has_room(&self, memory: &impl StagingMemory, bytes: u64) -> bool {
+        self.staged() + bytes <= Self::capacity(memory)
     }
 
     /// Bytes of staging the context holds for gathered batches (every buffer made).
-    pub(crate) fn bytes_held(&self, ctx: &ContextInner) -> u64 {
-        self.created as u64 * Self::capacity(ctx)
+    pub(crate) fn bytes_held(&self, memory: &impl StagingMemory) -> u64 {
+        self.created as u64 * Self::capacity(memory)
     }
 
     /// Copies `data` into the batch's staging, zeroed up to `size` bytes (the destination's
@@ -80,13 +80,13 @@ impl GatheredStaging {
     /// `wait` for that (already submitted) batch. The caller checked [`Self::has_room`].
     pub(crate) fn stage(
         &mut self,
-        ctx: &ContextInner,
+        memory: &impl StagingMemory,
         data: &[u8],
         size: u64,
         wait: impl FnOnce(SubmissionId) -> Result<()>,
     ) -> Result<(wgpu::Buffer, u64)> {
         if self.current.is_none() {
-            let buffer = self.take_buffer(ctx, wait)?;
+            let buffer = self.take_buffer(memory, wait)?;
             self.current = Some((buffer, 0));
         }
         let (buffer, cursor) = self.current.as_mut().expect("taken above");
@@ -104,10 +104,10 @@ impl GatheredStaging {
 
     fn take_buffer(
         &mut self,
-        ctx: &ContextInner,
+        memory: &impl StagingMemory,
         wait: impl FnOnce(SubmissionId) -> Result<()>,
     ) -> Result<StagingBuffer> {
-        let completed = ctx.submissions.completed();
+        let completed = memory.completed();
         if let Some(i) = self
             .retired
             .iter()
@@ -116,7 +116,7 @@ impl GatheredStaging {
             return Ok(self.retired.swap_remove(i));
         }
         if self.created < GATHERED_STAGING_BUFFERS || self.retired.is_empty() {
-            let buffer = create_staging(ctx, StagingKind::Upload, Self::capacity(ctx))?;
+            let buffer = memory.create_staging(StagingKind::Upload, Self::capacity(memory))?;
             self.created += 1;
             return Ok(buffer);
         }

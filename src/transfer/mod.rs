@@ -16,8 +16,8 @@
 //! staging the batch owns and copied to their arrays by commands recorded in the batch, so a
 //! loop of them makes no submission of its own (`gathered_staging.rs`).
 //!
-//! Files: `staging.rs` (the pool and copy engine), `gathered_staging.rs` (the gathered batch's
-//! staging), `batch.rs` (upload batches),
+//! Files: `staging.rs` (the staging pool), `staged_copy.rs` (the copy engine that moves arrays
+//! through it), `gathered_staging.rs` (the gathered batch's staging), `batch.rs` (upload batches),
 //! `recorded_upload.rs` (uploads inside a sequence), `between_devices.rs` (arrays from one
 //! context to another), `guard.rs`, `stats.rs`.
 
@@ -26,6 +26,7 @@ mod between_devices;
 pub(crate) mod gathered_staging;
 mod guard;
 mod recorded_upload;
+pub(crate) mod staged_copy;
 pub(crate) mod staging;
 pub(crate) mod stats;
 
@@ -40,11 +41,13 @@ pub use stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use guard::check as check_guard;
 
-use crate::array::{check_shape, Access, ArrayStorage, DeviceArray};
+use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
+use crate::shape::check_shape;
 use crate::submission::SubmissionId;
-use staging::{ReadbackItem, UploadItem, COPY_ALIGNMENT};
+use staged_copy::{ReadbackItem, UploadItem};
+use staging::COPY_ALIGNMENT;
 
 impl Context {
     /// Copies host data to a new device array of the given shape (an explicit transfer).
@@ -432,7 +435,7 @@ impl ContextInner {
     /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.
     pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
         if self.lock_memory().regions.is_vulkan() {
-            return staging::upload(self, items);
+            return staged_copy::upload(self, items);
         }
         self.queue_writes(items);
         Ok(self.submit([]))
@@ -470,7 +473,7 @@ impl ContextInner {
     /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
     pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
         if self.lock_memory().regions.is_vulkan() {
-            return staging::readback(self, items);
+            return staged_copy::readback(self, items);
         }
         let sizes: Vec<u64> = items
             .iter()

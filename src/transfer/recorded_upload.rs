@@ -3,11 +3,13 @@
 //! wgpu's staging elsewhere), and the staging-to-array copy runs as a step of the sequence, so
 //! a decode step's new rows go out in the same submission as the kernels that read them.
 
-use super::staging::{StagingKind, UploadItem, COPY_ALIGNMENT};
+use super::staged_copy::UploadItem;
+use super::staging::{StagingKind, COPY_ALIGNMENT};
 use super::{Operand, ResolvedOperand, TransferDirection};
-use crate::array::{check_shape, Access, DeviceArray};
+use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::error::Result;
+use crate::shape::check_shape;
 use crate::step::Step;
 
 impl Sequence {
@@ -112,7 +114,7 @@ impl Sequence {
             staging.size - cursor >= padded
         };
         if !self.staging.last().is_some_and(room) {
-            let staging = inner.staging.acquire(&inner, StagingKind::Upload)?;
+            let staging = inner.staging.acquire(inner.as_ref(), StagingKind::Upload)?;
             self.staging.push((staging, 0));
         }
         let (staging, cursor) = self.staging.last_mut().expect("acquired above");

@@ -1,18 +1,15 @@
-//! Staging: a reusable pool of host-visible buffers and the copy engine that moves many arrays
-//! through them with few, merged copy commands.
+//! The staging pool: a few reusable host-visible buffers per direction, made on first use and
+//! kept. It holds [`STAGING_BUFFERS`] buffers per direction so that the CPU fills piece k+1 of
+//! a transfer while the GPU copies piece k.
 //!
-//! Uploads pack arrays into a staging buffer at the same spacing they have in the arena, so
-//! arrays that are neighbours in the arena (a batch allocated in order mostly is) become one copy
-//! command. Transfers larger than a staging buffer go through it in pieces, and the pool holds
-//! [`STAGING_BUFFERS`] buffers so that the CPU fills piece k+1 while the GPU copies piece k.
-//!
-//! The pool is part of its context (`ContextInner::staging`), and its transfers run on that
-//! context's device, queue, memory plan and submissions. It is a file of its own because
-//! puts, gets and batches all move their bytes through it when arena memory is not mapped.
+//! The pool is part of its context (`ContextInner::staging`), which makes its buffers and tells
+//! it which submissions have completed ([`StagingMemory`]); the copies through it are
+//! `staged_copy.rs`. It is a file of its own because puts, gets, batches, sequences and
+//! collectives all take their staging buffers from it when arena memory is not mapped, and the
+//! context holds it, so it names nothing above it.
 
-use crate::backend::{copy_threads, DeviceBuffer, MappedRange, Purpose};
-use crate::context::ContextInner;
-use crate::error::{Error, Result};
+use crate::backend::MappedRange;
+use crate::error::Result;
 use crate::lock::{rank, Mutex};
 use crate::submission::SubmissionId;
 
@@ -35,6 +32,23 @@ pub(crate) struct StagingBuffer {
     pub(crate) mapped: MappedRange,
     pub(crate) size: u64,
     pub(crate) busy_until: SubmissionId,
+}
+
+/// What a staging pool (and the gathered batch's staging) needs of the context it serves: which
+/// submissions have completed, new buffers of the plan's upload or readback memory, and waiting
+/// for a submission. The context implements it (`context.rs`); through it the pool names
+/// nothing above itself.
+pub(crate) trait StagingMemory {
+    /// The newest submission known to have completed.
+    fn completed(&self) -> u64;
+    /// A staging buffer of `bytes` (rounded up to a word) of the plan's upload or readback
+    /// memory.
+    fn create_staging(&self, kind: StagingKind, bytes: u64) -> Result<StagingBuffer>;
+    /// Waits until submission `id` has completed (no host read of its writes follows), then
+    /// lets wgpu see what else has.
+    fn wait_for_staging(&self, id: SubmissionId) -> Result<()>;
+    /// The size of the pool's buffers (`ArenaConfig::staging_bytes`).
+    fn staging_bytes(&self) -> u64;
 }
 
 /// The pool: a few staging buffers per direction, made on first use and kept.
@@ -71,9 +85,13 @@ impl StagingPool {
 
     /// Takes a staging buffer that no GPU work uses any more, making one if fewer than
     /// [`STAGING_BUFFERS`] exist, else waiting for the one that frees first.
-    pub(crate) fn acquire(&self, ctx: &ContextInner, kind: StagingKind) -> Result<StagingBuffer> {
+    pub(crate) fn acquire(
+        &self,
+        memory: &impl StagingMemory,
+        kind: StagingKind,
+    ) -> Result<StagingBuffer> {
         loop {
-            let completed = ctx.submissions.completed();
+            let completed = memory.completed();
             {
                 let mut free = self
                     .free_list(kind)
@@ -87,16 +105,15 @@ impl StagingPool {
                     created[kind as usize] += 1;
                     drop(created);
                     drop(free);
-                    return create_staging(ctx, kind, ctx.config.staging_bytes);
+                    return memory.create_staging(kind, memory.staging_bytes());
                 }
                 // Wait for the oldest buffer of the pool.
                 let oldest = free.iter().map(|b| b.busy_until).min().unwrap_or_default();
                 drop(created);
                 drop(free);
                 // The host writes (uploads) or the copy into it waits (readbacks): no read.
-                ctx.wait_for_work(oldest)?;
+                memory.wait_for_staging(oldest)?;
             }
-            let _ = ctx.device.poll(wgpu::PollType::Poll);
         }
     }
 
@@ -118,294 +135,5 @@ impl StagingPool {
             return;
         }
         free.push(buffer);
-    }
-}
-
-/// A staging buffer of `bytes` (rounded up to a word) of the plan's upload or readback memory.
-pub(crate) fn create_staging(
-    ctx: &ContextInner,
-    kind: StagingKind,
-    bytes: u64,
-) -> Result<StagingBuffer> {
-    let (candidates, purpose, label) = match kind {
-        StagingKind::Upload => (
-            &ctx.plan.upload_candidates,
-            Purpose::Upload,
-            "gpu-arena upload staging",
-        ),
-        StagingKind::Readback => (
-            &ctx.plan.readback_candidates,
-            Purpose::Readback,
-            "gpu-arena readback staging",
-        ),
-    };
-    let size = bytes.next_multiple_of(COPY_ALIGNMENT);
-    let memory = ctx.lock_memory();
-    let DeviceBuffer { buffer, mapped, .. } = memory
-        .regions
-        .create_buffer(size, candidates, purpose, label)?;
-    drop(memory);
-    let mapped = mapped.ok_or_else(|| Error::Backend {
-        during: format!("creating {label}"),
-        reason: "the staging memory type is not host-visible".into(),
-    })?;
-    Ok(StagingBuffer {
-        buffer,
-        mapped,
-        size,
-        busy_until: SubmissionId(0),
-    })
-}
-
-/// One array's part in an upload: its bytes and where they go.
-pub(crate) struct UploadItem<'a> {
-    pub(crate) data: &'a [u8],
-    pub(crate) buffer: &'a wgpu::Buffer,
-    pub(crate) offset: u64,
-    /// The allocation's size (rounded to 256): the spacing arrays have in the arena.
-    pub(crate) span: u64,
-}
-
-/// One array's part in a readback.
-pub(crate) struct ReadbackItem<'a> {
-    pub(crate) out: &'a mut [u8],
-    pub(crate) buffer: &'a wgpu::Buffer,
-    pub(crate) offset: u64,
-    pub(crate) span: u64,
-}
-
-/// A copy between a staging buffer and an arena buffer, being built: merged with the next
-/// when both sides continue it.
-struct StagedCopy<'a> {
-    buffer: &'a wgpu::Buffer,
-    staging_offset: u64,
-    offset: u64,
-    len: u64,
-}
-
-fn push_copy<'a>(copies: &mut Vec<StagedCopy<'a>>, next: StagedCopy<'a>) {
-    if let Some(last) = copies.last_mut() {
-        if last.buffer == next.buffer
-            && last.offset + last.len == next.offset
-            && last.staging_offset + last.len == next.staging_offset
-        {
-            last.len += next.len;
-            return;
-        }
-    }
-    copies.push(next);
-}
-
-/// How one item is cut into staging pieces: (item byte offset, bytes of data, bytes to copy,
-/// bytes of staging taken). An item that fits whole takes its arena span, so neighbours merge.
-fn next_piece(data_len: u64, span: u64, done: u64, room: u64) -> Option<(u64, u64, u64)> {
-    let remaining = data_len - done;
-    if done == 0 && span <= room && span >= remaining.next_multiple_of(COPY_ALIGNMENT) {
-        return Some((remaining, span, span));
-    }
-    let fits = room - room % COPY_ALIGNMENT;
-    if fits == 0 {
-        return None;
-    }
-    let data = remaining.min(fits);
-    let copy = data.next_multiple_of(COPY_ALIGNMENT);
-    Some((data, copy, copy))
-}
-
-/// Bytes to place in a staging buffer: `src` at `offset`, zero-padded to a whole word.
-struct Fill<'a> {
-    offset: u64,
-    src: &'a [u8],
-}
-
-/// Writes every fill into the mapped staging buffer, spreading big batches over threads
-/// (each thread takes a run of fills of about equal bytes; a huge fill is split itself).
-fn fill_staging(mapped: &MappedRange, fills: &[Fill<'_>]) {
-    let write = |fill: &Fill<'_>| {
-        // Fills lie inside the staging buffer (planned against its size) and do not overlap;
-        // no GPU work uses the buffer (acquired after its last use).
-        let len = fill.src.len() as u64;
-        let padded = len.next_multiple_of(COPY_ALIGNMENT);
-        let dst = mapped.sub(fill.offset, padded);
-        dst.write(fill.src);
-        // Zero the word padding so no stale staging bytes land in the array's tail word.
-        dst.sub(len, padded - len).zero();
-    };
-    let total: usize = fills.iter().map(|f| f.src.len()).sum();
-    let threads = copy_threads(total);
-    if threads <= 1 || fills.len() < 2 {
-        fills.iter().for_each(write);
-        return;
-    }
-    let share = total.div_ceil(threads);
-    std::thread::scope(|scope| {
-        let mut rest = fills;
-        while !rest.is_empty() {
-            let mut bytes = 0;
-            let take = rest
-                .iter()
-                .position(|f| {
-                    bytes += f.src.len();
-                    bytes >= share
-                })
-                .map_or(rest.len(), |i| i + 1);
-            let (group, tail) = rest.split_at(take);
-            rest = tail;
-            scope.spawn(move || group.iter().for_each(write));
-        }
-    });
-}
-
-/// Uploads every item through the staging pool: one command buffer and one submission per
-/// staging buffer filled (one in all for batches that fit). Returns the last submission.
-pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
-    let pool = &ctx.staging;
-    let mut last = SubmissionId(0);
-    // The staging buffer being planned: its fills and the copies out of it.
-    let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<StagedCopy<'_>>)> = None;
-    let flush = |current: &mut Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<StagedCopy<'_>>)>,
-                 last: &mut SubmissionId|
-     -> Result<()> {
-        if let Some((mut staging, _, fills, copies)) = current.take() {
-            if !copies.is_empty() {
-                fill_staging(&staging.mapped, &fills);
-                let mut encoder = ctx.device.create_command_encoder(&Default::default());
-                for c in &copies {
-                    encoder.copy_buffer_to_buffer(
-                        &staging.buffer,
-                        c.staging_offset,
-                        c.buffer,
-                        c.offset,
-                        c.len,
-                    );
-                }
-                let submitted = ctx.submit_encoder(encoder, "copying uploads out of staging");
-                if let Ok(id) = submitted {
-                    *last = id;
-                    staging.busy_until = id;
-                }
-                pool.release(StagingKind::Upload, staging);
-                return submitted.map(drop);
-            }
-            pool.release(StagingKind::Upload, staging);
-        }
-        Ok(())
-    };
-    for item in items {
-        let data_len = item.data.len() as u64;
-        let mut done = 0;
-        while done < data_len {
-            let piece = match current.as_ref() {
-                Some((staging, cursor, _, _)) => {
-                    next_piece(data_len, item.span, done, staging.size - cursor)
-                }
-                None => None,
-            };
-            let Some((data, copy, taken)) = piece else {
-                flush(&mut current, &mut last)?;
-                current = Some((
-                    pool.acquire(ctx, StagingKind::Upload)?,
-                    0,
-                    Vec::new(),
-                    Vec::new(),
-                ));
-                continue;
-            };
-            let (_, cursor, fills, copies) = current.as_mut().expect("acquired above");
-            fills.push(Fill {
-                offset: *cursor,
-                src: &item.data[done as usize..(done + data) as usize],
-            });
-            push_copy(
-                copies,
-                StagedCopy {
-                    buffer: item.buffer,
-                    staging_offset: *cursor,
-                    offset: item.offset + done,
-                    len: copy,
-                },
-            );
-            *cursor += taken;
-            done += data;
-        }
-    }
-    flush(&mut current, &mut last)?;
-    Ok(last)
-}
-
-/// A staging buffer whose copies were submitted, waiting to be drained to the host.
-struct InFlight {
-    staging: StagingBuffer,
-    /// (item index, item byte offset, staging offset, bytes)
-    pieces: Vec<(usize, u64, u64, u64)>,
-}
-
-/// Reads every item back through the staging pool, pipelined: the GPU copies the next staging
-/// buffer's worth while the CPU drains the previous one.
-pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-    // A host read reports a refusal of the gathered ops first (small uploads among them): were
-    // the copies below refused too, their own error would leave it for a later call.
-    ctx.flush()?;
-    let pool = &ctx.staging;
-    let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
-    let (mut next_item, mut next_done) = (0usize, 0u64);
-    loop {
-        // Keep up to two staging buffers' worth of copies in flight.
-        while next_item < items.len() && in_flight.len() < STAGING_BUFFERS - 1 {
-            let mut staging = pool.acquire(ctx, StagingKind::Readback)?;
-            let mut cursor = 0;
-            let mut copies = Vec::new();
-            let mut pieces = Vec::new();
-            while next_item < items.len() {
-                let item = &items[next_item];
-                let data_len = item.out.len() as u64;
-                if next_done >= data_len {
-                    next_item += 1;
-                    next_done = 0;
-                    continue;
-                }
-                let Some((data, copy, taken)) =
-                    next_piece(data_len, item.span, next_done, staging.size - cursor)
-                else {
-                    break;
-                };
-                push_copy(
-                    &mut copies,
-                    StagedCopy {
-                        buffer: item.buffer,
-                        staging_offset: cursor,
-                        offset: item.offset + next_done,
-                        len: copy,
-                    },
-                );
-                pieces.push((next_item, next_done, cursor, data));
-                cursor += taken;
-                next_done += data;
-            }
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
-            for c in &copies {
-                encoder.copy_buffer_to_buffer(
-                    c.buffer,
-                    c.offset,
-                    &staging.buffer,
-                    c.staging_offset,
-                    c.len,
-                );
-            }
-            staging.busy_until =
-                ctx.submit_encoder_for_host_read(encoder, "copying arrays to readback staging")?;
-            in_flight.push_back(InFlight { staging, pieces });
-        }
-        let Some(done) = in_flight.pop_front() else {
-            return Ok(());
-        };
-        ctx.wait_for(done.staging.busy_until)?;
-        for &(item, item_offset, staging_offset, bytes) in &done.pieces {
-            let out = &mut items[item].out[item_offset as usize..(item_offset + bytes) as usize];
-            // The copy into [staging_offset, +bytes) has completed (waited above) and no other
-            // work uses this staging buffer until it is released below.
-            done.staging.mapped.sub(staging_offset, bytes).read(out);
-        }
-        pool.release(StagingKind::Readback, done.staging);
     }
 }
