@@ -302,6 +302,229 @@ fn two_readers_on_two_threads_never_refuse_each_other() {
     }
 }
 
+/// The configurations the readers' tests below run over: on a CPU adapter (lavapipe) the
+/// library's ops copy on the host by default and run as their WGSL kernels when forced; the
+/// marks must hold on both paths, with and without zero-copy transfers.
+fn reader_configs() -> Vec<ArenaConfig> {
+    let mut configs = Vec::new();
+    for force_device_kernels in [false, true] {
+        for zero_copy in [true, false] {
+            configs.push(ArenaConfig {
+                force_device_kernels,
+                zero_copy,
+                ..test_config()
+            });
+        }
+    }
+    configs
+}
+
+/// Two threads meeting, as at a `std::sync::Barrier`, except that a thread whose partner
+/// panicked fails after a while instead of waiting forever (a hung test reports nothing).
+struct Rendezvous {
+    /// The meeting's number and how many threads have come to it.
+    state: std::sync::Mutex<(u64, usize)>,
+    met: std::sync::Condvar,
+}
+
+impl Rendezvous {
+    fn new() -> Self {
+        Rendezvous {
+            state: std::sync::Mutex::new((0, 0)),
+            met: std::sync::Condvar::new(),
+        }
+    }
+
+    fn meet(&self) {
+        let mut state = self.state.lock().unwrap();
+        let meeting = state.0;
+        state.1 += 1;
+        if state.1 == 2 {
+            *state = (meeting + 1, 0);
+            self.met.notify_all();
+            return;
+        }
+        let (state, waited) = self
+            .met
+            .wait_timeout_while(state, std::time::Duration::from_secs(300), |state| {
+                state.0 == meeting
+            })
+            .unwrap();
+        drop(state);
+        assert!(
+            !waited.timed_out(),
+            "the other thread never came: it failed first (see its panic)"
+        );
+    }
+}
+
+/// Compares element by element, naming the first element that differs.
+fn assert_elements(got: &[u32], want: &[u32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (got, want)) in got.iter().zip(want).enumerate() {
+        assert_eq!(got, want, "{what}: element {i}");
+    }
+}
+
+#[gpu_test]
+fn two_threads_recording_copies_and_slices_of_one_array_in_their_own_sequences_never_refuse_each_other(
+) {
+    const REFUSED: &str = "a reader was refused by a reader";
+    for config in reader_configs() {
+        let name = format!(
+            "force_device_kernels: {}, zero_copy: {}",
+            config.force_device_kernels, config.zero_copy
+        );
+        let ctx = context_with(config);
+        let n = 1000;
+        let data: Vec<u32> = (0..n as u32).map(|i| 7 * i + 3).collect();
+        let shared = ctx
+            .device_put(&data, &[n])
+            .unwrap()
+            .with_label("shared table");
+        let both = Rendezvous::new();
+        std::thread::scope(|scope| {
+            for t in 0..2 {
+                let (ctx, shared, data, both, name) = (&ctx, &shared, &data, &both, &name);
+                scope.spawn(move || {
+                    for round in 0..20 {
+                        // Each thread and round its own window of the array.
+                        let len = 1 + (13 * round + 29 * t) % 64;
+                        let start = (37 * round + 101 * t) % (n - len);
+                        let window = &data[start..start + len];
+                        let mut s = ctx.sequence();
+                        let copied = s.copy(shared).expect(REFUSED);
+                        let sliced = s
+                            .dynamic_slice(shared, &[start as i64], &[len])
+                            .expect(REFUSED);
+                        // Both sequences now hold their reads of `shared`, unsubmitted.
+                        both.meet();
+                        let got = ctx.device_get(shared).expect(REFUSED);
+                        let copied_now = ctx.copy(shared).expect(REFUSED);
+                        let sliced_now = ctx
+                            .dynamic_slice(shared, &[start as i64], &[len])
+                            .expect(REFUSED);
+                        // Neither sequence is submitted before both threads' single ops ran.
+                        both.meet();
+                        s.submit().expect("a sequence of reads submits");
+                        let what = |op: &str| format!("{name}, thread {t}, round {round}: {op}");
+                        assert_elements(&got, data, &what("device_get"));
+                        assert_elements(&ctx.device_get(&copied_now).unwrap(), data, &what("copy"));
+                        assert_elements(
+                            &ctx.device_get(&sliced_now).unwrap(),
+                            window,
+                            &what("dynamic_slice"),
+                        );
+                        assert_elements(
+                            &ctx.device_get(&copied).unwrap(),
+                            data,
+                            &what("the sequence's copy"),
+                        );
+                        assert_elements(
+                            &ctx.device_get(&sliced).unwrap(),
+                            window,
+                            &what("the sequence's dynamic_slice"),
+                        );
+                    }
+                });
+            }
+        });
+        assert_elements(&ctx.device_get(&shared).unwrap(), &data, &name);
+    }
+}
+
+/// Checks that `error` refuses `operation`'s write of the array labelled "shared table" for
+/// the read sequence `number` recorded.
+fn assert_refused_for_a_recorded_read(error: &Error, operation: &str, argument: &str, number: u64) {
+    match error {
+        Error::PendingInRecorder {
+            operation: refused,
+            argument: named,
+            array,
+            recorder:
+                Recorder {
+                    kind: RecorderKind::Sequence,
+                    number: by,
+                    ..
+                },
+            recorded: Access::Read,
+            access: Access::Write,
+            ..
+        } => {
+            assert_eq!(*refused, operation, "{error}");
+            assert_eq!(named, argument, "{error}");
+            assert_eq!(*by, number, "{error}");
+            assert_eq!(array.label.as_deref(), Some("shared table"), "{error}");
+        }
+        other => panic!("{operation}: a write refused for a recorded read, got: {other}"),
+    }
+}
+
+#[gpu_test]
+fn a_write_from_another_thread_is_refused_while_a_sequence_holds_a_read_and_the_array_comes_back_intact(
+) {
+    for config in reader_configs() {
+        let ctx = context_with(config);
+        let n = 1000;
+        let data: Vec<u32> = (0..n as u32).map(|i| 7 * i + 3).collect();
+        let shared = ctx
+            .device_put(&data, &[n])
+            .unwrap()
+            .with_label("shared table");
+        let mut s = ctx.sequence();
+        let copied = s.copy(&shared).unwrap();
+        let sliced = s.dynamic_slice(&shared, &[500], &[40]).unwrap();
+        let number: u64 = format!("{s:?}")
+            .split("User(")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The sequence holds no borrow of `shared`, so another thread may own it meanwhile: its
+        // writes would overtake the recorded reads, and are refused.
+        let (ctx, data) = (&ctx, &data);
+        let shared = std::thread::scope(|scope| {
+            scope
+                .spawn(move || {
+                    let refused = ctx.fill_in_place(shared, 0).unwrap_err();
+                    assert_refused_for_a_recorded_read(
+                        &refused.error,
+                        "fill_in_place",
+                        "the array",
+                        number,
+                    );
+                    let refused = ctx
+                        .dynamic_update_slice(refused.array, &[9u32; 4][..], &[0])
+                        .unwrap_err();
+                    assert_refused_for_a_recorded_read(
+                        &refused.error,
+                        "dynamic_update_slice",
+                        "the operand",
+                        number,
+                    );
+                    // Readers still read it, as it was.
+                    let shared = refused.array;
+                    assert_elements(
+                        &ctx.device_get(&shared)
+                            .expect("a reader was refused by a reader"),
+                        &data,
+                        "the donated array",
+                    );
+                    shared
+                })
+                .join()
+                .unwrap()
+        });
+        s.submit().unwrap();
+        assert_elements(&ctx.device_get(&copied).unwrap(), &data, "copy");
+        assert_elements(&ctx.device_get(&sliced).unwrap(), &data[500..540], "slice");
+        // Submitted: the write is no longer refused.
+        let shared = ctx.fill_in_place(shared, 1).unwrap();
+        assert_elements(&ctx.device_get(&shared).unwrap(), &[1; 1000], "filled");
+    }
+}
+
 #[gpu_test]
 fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
     let ctx = context();
