@@ -135,6 +135,23 @@ impl fmt::Debug for Arena {
     }
 }
 
+/// An alignment the arena serves: a power of two, at least [`ALLOCATION_ALIGNMENT`] (every
+/// chunk starts on that granule, so smaller alignments hold anyway).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Alignment(u64);
+
+impl Alignment {
+    /// `align` as the arena serves it: 0 asks for the default granule, a power of two is
+    /// rounded up to the granule, anything else is [`ArenaError::InvalidAlignment`].
+    fn new(align: u64) -> Result<Alignment, ArenaError> {
+        match align {
+            0 => Ok(Alignment(ALLOCATION_ALIGNMENT)),
+            a if a.is_power_of_two() => Ok(Alignment(a.max(ALLOCATION_ALIGNMENT))),
+            a => Err(ArenaError::InvalidAlignment(a)),
+        }
+    }
+}
+
 impl Arena {
     /// An arena with no regions yet; [`reserve`](Arena::reserve) (or the first allocation)
     /// creates the preallocated base.
@@ -257,24 +274,20 @@ impl Arena {
                 }
             }
         }
+        let align = Alignment::new(align)?;
         self.allocate_slow(size, align, label, source)
     }
 
-    /// Everything `allocate` does beyond the common case: alignment checks, reserving,
-    /// aligned fits, growth, platform regions and out-of-memory reports.
+    /// Everything `allocate` does beyond the common case: reserving, aligned fits, growth,
+    /// platform regions and out-of-memory reports.
     #[inline(never)]
     fn allocate_slow(
         &mut self,
         size: u64,
-        align: u64,
+        Alignment(align): Alignment,
         label: Option<&str>,
         source: &mut dyn RegionSource,
     ) -> Result<Allocation, ArenaError> {
-        let align = match align {
-            0 => ALLOCATION_ALIGNMENT,
-            a if a.is_power_of_two() => a.max(ALLOCATION_ALIGNMENT),
-            a => return Err(ArenaError::InvalidAlignment(a)),
-        };
         if !self.reserved {
             self.reserve(source)?;
         }

@@ -15,7 +15,7 @@ use super::sequence::Sequence;
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
-use crate::step::Step;
+use crate::step::{BufferCopy, Step};
 use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -271,13 +271,13 @@ impl Capture {
             bytes,
         });
         let placeholder = tables.placeholder.clone();
-        self.sequence.steps.push(Step::Copy {
+        self.sequence.steps.push(Step::Copy(BufferCopy {
             src: array.storage.buffer.clone(),
             src_offset: array.storage.allocation.offset,
             dst: placeholder,
             dst_offset: offset,
             size: padded,
-        });
+        }));
         Ok(ReadSlot {
             capture: id,
             index: Some(index),
@@ -364,13 +364,13 @@ impl Sequence {
             bytes: bytes.len() as u64,
         });
         let placeholder = tables.placeholder.clone();
-        self.steps.push(Step::Copy {
+        self.steps.push(Step::Copy(BufferCopy {
             src: placeholder,
             src_offset: offset,
             dst: array.storage.buffer.clone(),
             dst_offset: array.storage.allocation.offset,
             size: padded,
-        });
+        }));
         Some(())
     }
 

@@ -13,7 +13,7 @@ use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::{ErrorScopes, ParamsKind};
-use crate::step::{encode_bound_steps, encode_steps, Step};
+use crate::step::{encode_bound_steps, encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
 use std::sync::Arc;
 
@@ -201,13 +201,13 @@ impl CapturedStep {
                             moved(&mut range.buffer, &mut range.offset);
                         }
                     }
-                    Step::Copy {
+                    Step::Copy(BufferCopy {
                         src,
                         src_offset,
                         dst,
                         dst_offset,
                         ..
-                    } => {
+                    }) => {
                         moved(src, src_offset);
                         moved(dst, dst_offset);
                     }
@@ -281,14 +281,14 @@ impl CapturedStep {
         )?;
         if let Some(upload) = staging.capture_upload() {
             for input in &tables.inputs {
-                if let Some(Step::Copy { src, .. }) = steps.get_mut(input.step) {
+                if let Some(Step::Copy(BufferCopy { src, .. })) = steps.get_mut(input.step) {
                     *src = upload.clone();
                 }
             }
         }
         if let Some(readback) = staging.readback_buffer() {
             for read in &tables.reads {
-                if let Some(Step::Copy { dst, .. }) = steps.get_mut(read.step) {
+                if let Some(Step::Copy(BufferCopy { dst, .. })) = steps.get_mut(read.step) {
                     *dst = readback.clone();
                 }
             }
@@ -637,7 +637,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         )?;
         if let Some(upload) = &buffers.upload {
             for input in &step.inputs {
-                if let Some(Step::Copy { src, .. }) = step.steps.get_mut(input.step) {
+                if let Some(Step::Copy(BufferCopy { src, .. })) = step.steps.get_mut(input.step) {
                     if src != upload {
                         *src = upload.clone();
                     }

@@ -18,7 +18,7 @@ use super::capture_tables::CapturedIo;
 use crate::context::ContextInner;
 use crate::error::Result;
 use crate::pipelines::DeviceRefusal;
-use crate::step::Step;
+use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
 
@@ -317,13 +317,13 @@ impl MappedStaging {
                 if self.pieces[piece].changed_at > self.uniform_on_device =>
             {
                 uniform_generation = Some(self.pieces[piece].changed_at);
-                Some(Step::Copy {
+                Some(Step::Copy(BufferCopy {
                     src: buffer.staging.buffer.clone(),
                     src_offset: at,
                     dst: dst.clone(),
                     dst_offset: 0,
                     size: (block.len() as u64).next_multiple_of(4),
-                })
+                }))
             }
             _ => None,
         };

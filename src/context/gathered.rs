@@ -32,7 +32,7 @@ use super::gathered_batch::{GatheredBatch, HostRead};
 use super::ContextInner;
 use crate::error::{Error, Result};
 use crate::pipelines::{DeviceRefusal, ErrorScopes};
-use crate::step::{encode_steps, Step};
+use crate::step::{encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::gathered_staging::GatheredStaging;
 
@@ -119,13 +119,13 @@ impl ContextInner {
                 let (src, src_offset) = gathered
                     .staging
                     .stage(self, data, *size, |id| self.wait_for_submitted(id))?;
-                *step = Step::Copy {
+                *step = Step::Copy(BufferCopy {
                     src,
                     src_offset,
                     dst: dst.clone(),
                     dst_offset: *dst_offset,
                     size: *size,
-                };
+                });
             }
         }
         if gathered.steps.is_empty() {

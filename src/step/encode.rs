@@ -267,14 +267,8 @@ fn record_into(
                     }
                 }
             }
-            Step::Copy {
-                src,
-                src_offset,
-                dst,
-                dst_offset,
-                size,
-            } => {
-                encoder.copy_buffer_to_buffer(src, *src_offset, dst, *dst_offset, *size);
+            Step::Copy(copy) => {
+                copy.encode(encoder);
                 i += 1;
             }
             Step::Clear {

@@ -9,7 +9,7 @@
 //! written with `queue.write_buffer`, which lands just before the next submission, after the
 //! batch that used them was submitted.
 
-use super::step::Step;
+use super::step::{BufferCopy, Step};
 
 /// Most single ops ([`Context::launch`](crate::Context::launch)`(..).run()`, `copy`,
 /// `dynamic_slice`, ...) a context gathers into one submission before it submits them (see
@@ -109,20 +109,20 @@ impl GatheredSteps {
     pub(crate) fn push(&mut self, steps: Vec<Step>, is_op: bool) {
         for step in steps {
             if let (
-                Some(Step::Copy {
+                Some(Step::Copy(BufferCopy {
                     src,
                     src_offset,
                     dst,
                     dst_offset,
                     size,
-                }),
-                Step::Copy {
+                })),
+                Step::Copy(BufferCopy {
                     src: next_src,
                     src_offset: next_src_offset,
                     dst: next_dst,
                     dst_offset: next_dst_offset,
                     size: next_size,
-                },
+                }),
             ) = (self.steps.last_mut(), &step)
             {
                 if src == next_src

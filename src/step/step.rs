@@ -1,5 +1,5 @@
-//! The step itself: [`Step`], one piece of recorded work, and [`BoundRange`], a byte range a
-//! dispatch binds. The encoder and the gathered batch both read it, so it sits below them
+//! The step itself: [`Step`], one piece of recorded work, [`BoundRange`], a byte range a
+//! dispatch binds, and [`BufferCopy`], a copy between two buffers. The encoder and the gathered batch both read it, so it sits below them
 //! rather than in `mod.rs`, which re-exports it.
 
 use crate::pipelines::Compiled;
@@ -12,6 +12,29 @@ pub(crate) struct BoundRange {
     /// Offset in the buffer (the array's offset plus the range's).
     pub(crate) offset: u64,
     pub(crate) size: u64,
+}
+
+/// A copy of `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`, as
+/// `copy_buffer_to_buffer` takes it.
+pub(crate) struct BufferCopy {
+    pub(crate) src: wgpu::Buffer,
+    pub(crate) src_offset: u64,
+    pub(crate) dst: wgpu::Buffer,
+    pub(crate) dst_offset: u64,
+    pub(crate) size: u64,
+}
+
+impl BufferCopy {
+    /// Records the copy.
+    pub(crate) fn encode(&self, encoder: &mut wgpu::CommandEncoder) {
+        encoder.copy_buffer_to_buffer(
+            &self.src,
+            self.src_offset,
+            &self.dst,
+            self.dst_offset,
+            self.size,
+        );
+    }
 }
 
 /// One recorded step.
@@ -27,13 +50,7 @@ pub(crate) enum Step {
         /// then the refusal of the call that made it). `None`: made when the step is encoded.
         bind_group: Option<wgpu::BindGroup>,
     },
-    Copy {
-        src: wgpu::Buffer,
-        src_offset: u64,
-        dst: wgpu::Buffer,
-        dst_offset: u64,
-        size: u64,
-    },
+    Copy(BufferCopy),
     Clear {
         buffer: wgpu::Buffer,
         offset: u64,
@@ -92,13 +109,10 @@ impl Step {
             Step::Dispatch { ranges, .. } => {
                 ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
             }
-            Step::Copy {
-                src,
-                src_offset,
-                dst,
-                dst_offset,
-                size,
-            } => overlaps(src, *src_offset, *size) || overlaps(dst, *dst_offset, *size),
+            Step::Copy(copy) => {
+                overlaps(&copy.src, copy.src_offset, copy.size)
+                    || overlaps(&copy.dst, copy.dst_offset, copy.size)
+            }
             Step::Clear {
                 buffer,
                 offset,

@@ -161,11 +161,9 @@ impl Context {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
+        // A lost device refuses before anything else is looked at.
         self.inner.check_device(operation)?;
-        let started = std::time::Instant::now();
-        let bytes: &[u8] = bytemuck::cast_slice(data);
-        self.inner.guard_upload(bytes, operation, explicit)?;
+        let (bytes, started) = self.inner.start_put(data, shape, explicit, operation)?;
         let array = self.alloc_bytes::<T>(
             shape,
             bytes.len() as u64,
@@ -187,13 +185,7 @@ impl Context {
             }])?;
             array.storage.record_use(id);
         }
-        self.inner.count_transfer(
-            TransferDirection::HostToDevice,
-            explicit,
-            1,
-            bytes.len() as u64,
-            started,
-        );
+        self.inner.count_put(explicit, bytes, started);
         Ok(array)
     }
 
@@ -416,20 +408,39 @@ impl ContextInner {
         check_guard(&self.guard_defaults, direction, bytes, operation, explicit)
     }
 
-    /// The transfer guard's check of an upload of `bytes` from the host, which `put` and a
-    /// sequence's recorded `put` both make.
-    pub(crate) fn guard_upload(
+    /// Starts a put of one array of host `data` in `shape`, as a single `device_put` and a
+    /// sequence's recorded `put` both do: the shape must hold the data and the transfer guard
+    /// must allow the upload. Returns the bytes to write and when the transfer started, for
+    /// [`ContextInner::count_put`] once the array is written.
+    pub(crate) fn start_put<'a, T: bytemuck::Pod>(
         &self,
-        bytes: &[u8],
-        operation: &'static str,
+        data: &'a [T],
+        shape: &[usize],
         explicit: bool,
-    ) -> Result<()> {
+        operation: &'static str,
+    ) -> Result<(&'a [u8], std::time::Instant)> {
+        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
+        let started = std::time::Instant::now();
+        let bytes: &[u8] = bytemuck::cast_slice(data);
         self.guard(
             TransferDirection::HostToDevice,
             bytes.len() as u64,
             operation,
             explicit,
-        )
+        )?;
+        Ok((bytes, started))
+    }
+
+    /// Counts a put of `bytes` that [`ContextInner::start_put`] started at `started` and that
+    /// wrote its array.
+    pub(crate) fn count_put(&self, explicit: bool, bytes: &[u8], started: std::time::Instant) {
+        self.count_transfer(
+            TransferDirection::HostToDevice,
+            explicit,
+            1,
+            bytes.len() as u64,
+            started,
+        );
     }
 
     /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.

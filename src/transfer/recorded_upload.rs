@@ -5,12 +5,11 @@
 
 use super::staged_copy::UploadItem;
 use super::staging::{StagingKind, COPY_ALIGNMENT};
-use super::{Operand, ResolvedOperand, TransferDirection};
+use super::{Operand, ResolvedOperand};
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::error::Result;
-use crate::shape::check_shape;
-use crate::step::Step;
+use crate::step::{BufferCopy, Step};
 
 impl Sequence {
     /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when
@@ -44,21 +43,12 @@ impl Sequence {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), operation)?;
-        let started = std::time::Instant::now();
-        let bytes: &[u8] = bytemuck::cast_slice(data);
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        inner.guard_upload(bytes, operation, explicit)?;
+        let (bytes, started) = inner.start_put(data, shape, explicit, operation)?;
         let array = self.new_array::<T>(shape, Some(bytes.len() as u64))?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
-        inner.count_transfer(
-            TransferDirection::HostToDevice,
-            explicit,
-            1,
-            bytes.len() as u64,
-            started,
-        );
+        inner.count_put(explicit, bytes, started);
         Ok(array)
     }
 
@@ -123,13 +113,13 @@ impl Sequence {
         target
             .sub(bytes.len() as u64, padded - bytes.len() as u64)
             .zero();
-        let step = Step::Copy {
+        let step = Step::Copy(BufferCopy {
             src: staging.buffer.clone(),
             src_offset: *cursor,
             dst: storage.buffer.clone(),
             dst_offset: storage.allocation.offset,
             size: padded,
-        };
+        });
         *cursor += padded;
         self.steps.push(step);
         Ok(())
