@@ -27,11 +27,11 @@
 //!   ever written through a planted link.
 //!
 //! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
-//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring), `kernel_times` (the
-//! per-kernel table), `timeline_calls` (the context's calls that read the timeline and the
-//! kernel times), `diff` (snapshot diffs and
-//! growing sites), `perfetto`, `pprof`, `report` (HTML and SVG) and `dump`
-//! (writing all of it to a directory, on demand or on out-of-memory).
+//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring),
+//! `kernel_times` (the per-kernel table), `timeline_calls` (the context's calls that read the
+//! timeline and the kernel times), `diff` (snapshot diffs and growing sites), `perfetto`,
+//! `pprof`, `report` (HTML and SVG) and `dump` (writing all of it to a directory, on demand or
+//! on out-of-memory).
 #![deny(unsafe_code)]
 
 pub(crate) mod array_info;

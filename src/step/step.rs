@@ -1,6 +1,7 @@
 //! The step itself: [`Step`], one piece of recorded work, [`BoundRange`], a byte range a
-//! dispatch binds, and [`BufferCopy`], a copy between two buffers. The encoder and the gathered batch both read it, so it sits below them
-//! rather than in `mod.rs`, which re-exports it.
+//! dispatch binds, and [`BufferCopy`], a copy between two buffers. The encoder and the
+//! gathered batch both read it, so it sits below them rather than in `mod.rs`, which
+//! re-exports it.
 
 use crate::pipelines::Compiled;
 use std::sync::Arc;
