@@ -508,7 +508,7 @@ fn a_write_from_another_thread_is_refused_while_a_sequence_holds_a_read_and_the_
                     assert_elements(
                         &ctx.device_get(&shared)
                             .expect("a reader was refused by a reader"),
-                        &data,
+                        data,
                         "the donated array",
                     );
                     shared
@@ -517,7 +517,7 @@ fn a_write_from_another_thread_is_refused_while_a_sequence_holds_a_read_and_the_
                 .unwrap()
         });
         s.submit().unwrap();
-        assert_elements(&ctx.device_get(&copied).unwrap(), &data, "copy");
+        assert_elements(&ctx.device_get(&copied).unwrap(), data, "copy");
         assert_elements(&ctx.device_get(&sliced).unwrap(), &data[500..540], "slice");
         // Submitted: the write is no longer refused.
         let shared = ctx.fill_in_place(shared, 1).unwrap();
