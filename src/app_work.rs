@@ -210,7 +210,7 @@ impl AppWork {
         let inner = &self.ctx.inner;
         let during = "submitting the app's command buffers (AppWork::submit)";
         inner.check_device(during)?;
-        let scopes = crate::pipelines::ErrorScopes::push(&inner.device);
+        let scopes = crate::pipelines::ErrorScopes::push(inner.device());
         let id = inner.submit_with(command_buffers, |id| {
             for (storage, _) in &uses {
                 storage.record_use(id);

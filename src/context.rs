@@ -19,7 +19,8 @@
 //! lives in one file and what the context does with them in another above it. The context owns
 //! its staging pool (`transfer/staging.rs`, which reaches the context only through
 //! [`StagingMemory`], implemented here) and its transfer counters; what a transfer does with
-//! them lives in `transfer/`.
+//! them lives in `transfer/`. The parts are private to these files: the rest of the crate
+//! reaches them through `ContextInner`'s methods.
 
 use crate::arena::{Allocation, Arena, ArenaMode, ArenaOptions, MemoryStats};
 use crate::backend::{self, DeviceBuffer, MappedRange, Purpose, Regions};
@@ -128,46 +129,51 @@ pub(crate) struct MemoryState {
     pub(crate) arrays: crate::profile::array_info::ArrayRegistry,
 }
 
+/// What a [`Context`] shares between its clones: the device, its queue, the arena's memory and
+/// the parts every transfer, kernel and submission uses. Its parts are private: the rest of the
+/// crate reaches them through its methods (a getter for each fixed handle or value,
+/// [`ContextInner::lock_memory`] for the arena, `submit*` and `wait_for*` for the queue), so that
+/// each part has one owner.
 pub(crate) struct ContextInner {
     /// This context's number in the process (1, 2, ...), for messages that name two contexts.
-    pub(crate) id: u64,
+    id: u64,
     /// The instance and adapter the device was opened from, for [`Context::instance`] and
     /// [`Context::adapter`] (the context itself reads neither after opening; an app's device
     /// comes with its instance only when the app hands it over).
     instance: Option<wgpu::Instance>,
     adapter: wgpu::Adapter,
-    pub(crate) device: wgpu::Device,
-    pub(crate) queue: wgpu::Queue,
-    pub(crate) adapter_info: wgpu::AdapterInfo,
-    pub(crate) limits: wgpu::Limits,
-    pub(crate) config: ArenaConfig,
-    pub(crate) plan: MemoryPlan,
-    pub(crate) description: DeviceDescription,
-    pub(crate) memory: Mutex<MemoryState>,
-    pub(crate) submissions: Submissions,
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    adapter_info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    config: ArenaConfig,
+    plan: MemoryPlan,
+    description: DeviceDescription,
+    memory: Mutex<MemoryState>,
+    submissions: Submissions,
     /// Largest region (and so largest array) the device allows.
-    pub(crate) max_region_bytes: u64,
-    pub(crate) staging: StagingPool,
-    pub(crate) transfer_counters: TransferCounters,
-    pub(crate) guard_defaults: TransferGuardLevels,
+    max_region_bytes: u64,
+    staging: StagingPool,
+    transfer_counters: TransferCounters,
+    guard_defaults: TransferGuardLevels,
     /// The event timeline; `None` (the default) records nothing.
-    pub(crate) timeline: Option<Arc<crate::profile::timeline::Timeline>>,
+    timeline: Option<Arc<crate::profile::timeline::Timeline>>,
     /// GPU timestamps of dispatches; `None` unless the timeline is on and the device has
     /// timestamp queries.
     kernel_timing: Option<kernel_timing::KernelTiming>,
     /// Compiled kernels and their parameter buffer.
-    pub(crate) kernels: crate::pipelines::KernelCache,
+    kernels: crate::pipelines::KernelCache,
     /// Whether the arena asks for the BAR type first, so uploads write device memory directly.
-    pub(crate) bar_writes: bool,
+    bar_writes: bool,
     /// Why the device was lost, once wgpu has said so (a lost device, or `Device::destroy`
     /// seen by a later poll); set by wgpu's device-lost callback.
-    pub(crate) device_lost: Arc<std::sync::OnceLock<String>>,
+    device_lost: Arc<std::sync::OnceLock<String>>,
     /// On an app's device (no device-lost callback of ours): how waits learn of a loss the
     /// app did not forward.
     loss_probe: Option<app_device::LossProbe>,
     /// Single ops gathered and not yet submitted (`context/gathered.rs`): every submission
     /// takes this lock and submits them first.
-    pub(crate) gathered: Mutex<gathered_batch::GatheredBatch>,
+    gathered: Mutex<gathered_batch::GatheredBatch>,
     /// Bind groups made so far, by every recorder ([`Context::bind_groups_made`]).
     bind_groups_made: std::sync::atomic::AtomicU64,
 }
@@ -639,6 +645,76 @@ impl Context {
 }
 
 impl ContextInner {
+    /// The device the context opened (or was handed).
+    pub(crate) fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    /// The device's queue, which every submission goes to.
+    pub(crate) fn queue(&self) -> &wgpu::Queue {
+        &self.queue
+    }
+
+    /// What the adapter says of itself: name, vendor, backend, driver.
+    pub(crate) fn adapter_info(&self) -> &wgpu::AdapterInfo {
+        &self.adapter_info
+    }
+
+    /// The limits the device was opened with.
+    pub(crate) fn limits(&self) -> &wgpu::Limits {
+        &self.limits
+    }
+
+    /// The configuration the context was opened under.
+    pub(crate) fn config(&self) -> &ArenaConfig {
+        &self.config
+    }
+
+    /// Which memory types the arena, staging and readbacks use on this device.
+    pub(crate) fn plan(&self) -> &MemoryPlan {
+        &self.plan
+    }
+
+    /// The device's memory heaps and types, as the memory plan read them.
+    pub(crate) fn description(&self) -> &DeviceDescription {
+        &self.description
+    }
+
+    /// The record of submissions made and completed.
+    pub(crate) fn submissions(&self) -> &Submissions {
+        &self.submissions
+    }
+
+    /// Largest region (and so largest array) the device allows, in bytes.
+    pub(crate) fn max_region_bytes(&self) -> u64 {
+        self.max_region_bytes
+    }
+
+    /// The staging pool transfers go through.
+    pub(crate) fn staging(&self) -> &StagingPool {
+        &self.staging
+    }
+
+    /// Counts of transfers and their bytes, by path.
+    pub(crate) fn transfer_counters(&self) -> &TransferCounters {
+        &self.transfer_counters
+    }
+
+    /// The transfer guard's levels that hold where no scope sets others.
+    pub(crate) fn guard_defaults(&self) -> TransferGuardLevels {
+        self.guard_defaults
+    }
+
+    /// The event timeline; `None` (the default) when it records nothing.
+    pub(crate) fn timeline(&self) -> Option<&Arc<crate::profile::timeline::Timeline>> {
+        self.timeline.as_ref()
+    }
+
+    /// Compiled kernels and their parameter buffer.
+    pub(crate) fn kernels(&self) -> &crate::pipelines::KernelCache {
+        &self.kernels
+    }
+
     /// Zero-copy host access to arena memory is allowed when configured and the memory type is
     /// host-visible, coherent or not: on non-coherent memory the mapped range flushes after
     /// host writes and invalidates before host reads.

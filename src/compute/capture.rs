@@ -135,7 +135,7 @@ impl Context {
         let mut sequence = self.sequence();
         let id = sequence.number() | CAPTURE_RECORDER_BIT;
         sequence.set_number(id);
-        let placeholder = self.inner.device.create_buffer(&wgpu::BufferDescriptor {
+        let placeholder = self.inner.device().create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpu-arena capture placeholder"),
             size: 4,
             usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,

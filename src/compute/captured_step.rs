@@ -220,11 +220,12 @@ impl CapturedStep {
             }
             arrays.push((Arc::clone(&block.storage), Access::Write));
         }
-        let device = &inner.device;
+        let device = inner.device();
         let shared = shared_dispatches(&steps, &tables);
         // Uniform parameter blocks, each at an aligned slot of one buffer (a dispatch identical
         // to an earlier one shares its slot).
-        let alignment = u64::from(inner.limits.min_uniform_buffer_offset_alignment).max(4) as usize;
+        let alignment =
+            u64::from(inner.limits().min_uniform_buffer_offset_alignment).max(4) as usize;
         let mut uniform_bytes = Vec::new();
         let mut uniform_at = vec![None; steps.len()];
         for (i, step) in steps.iter().enumerate() {
@@ -294,12 +295,12 @@ impl CapturedStep {
             }
         }
         // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
-        let alignment64 = u64::from(inner.limits.min_uniform_buffer_offset_alignment);
+        let alignment64 = u64::from(inner.limits().min_uniform_buffer_offset_alignment);
         encode_steps(device, alignment64, &mut None, &steps, None).map_err(|reason| {
             inner.device_error("encoding a captured step (nothing was submitted)", reason)
         })?;
         if let Some((buffer, bytes)) = &uniform {
-            inner.queue.write_buffer(buffer, 0, bytes);
+            inner.queue().write_buffer(buffer, 0, bytes);
         }
         let mut slot_targets = vec![Vec::new(); tables.param_slots.len()];
         for &(step, slot) in &tables.slotted_params {
@@ -646,17 +647,17 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         // One scope for the encoding and the submission: the first refusal is the one to report.
         let mut timer = inner.dispatch_timer(&step.steps);
-        let scopes = ErrorScopes::push(&inner.device);
+        let scopes = ErrorScopes::push(inner.device());
         let prelude = buffers.uniform_copy.as_slice();
-        let commands = match encode_bound_steps(&inner.device, prelude, &step.steps, timer.as_mut())
-        {
-            Ok(commands) => commands,
-            Err(reason) => {
-                let _ = scopes.pop();
-                inner.timed_submission(timer, SubmissionId(0), false);
-                return Err(inner.device_error("encoding a captured step's run", reason));
-            }
-        };
+        let commands =
+            match encode_bound_steps(inner.device(), prelude, &step.steps, timer.as_mut()) {
+                Ok(commands) => commands,
+                Err(reason) => {
+                    let _ = scopes.pop();
+                    inner.timed_submission(timer, SubmissionId(0), false);
+                    return Err(inner.device_error("encoding a captured step's run", reason));
+                }
+            };
         let arrays = &step.arrays;
         let record = |id| {
             for (storage, _) in arrays {

@@ -9,6 +9,6 @@ impl Context {
     /// How this context's kernels were compiled: pipelines compiled, cache hits, compile times,
     /// the driver pipeline-cache file (`GPU_ARENA_CACHE_DIR`).
     pub fn kernel_cache_stats(&self) -> KernelCacheStats {
-        self.inner.kernels.lock().stats()
+        self.inner.kernels().lock().stats()
     }
 }

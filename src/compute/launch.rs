@@ -218,7 +218,12 @@ impl<'s, 'a> Launch<'s, 'a> {
 
     fn groups_for(&self, n: u64) -> (u64, u64) {
         let [wx, ..] = self.kernel.workgroup_size();
-        let max = u64::from(self.kernel.ctx.limits.max_compute_workgroups_per_dimension);
+        let max = u64::from(
+            self.kernel
+                .ctx
+                .limits()
+                .max_compute_workgroups_per_dimension,
+        );
         (n.div_ceil(u64::from(wx.max(1))), max)
     }
 
@@ -301,7 +306,7 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// The dispatch step, or `None` for an empty grid.
     fn check(&self) -> Result<Option<Step>> {
         let signature = self.kernel.signature();
-        let limits = &self.kernel.ctx.limits;
+        let limits = self.kernel.ctx.limits();
         if self.args.len() != signature.storage.len() {
             let expected: Vec<String> = signature.storage.iter().map(describe).collect();
             return Err(self.argument_error(

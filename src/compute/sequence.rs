@@ -332,7 +332,7 @@ impl Sequence {
                 }
             }),
             Recorder::User(_) => {
-                let mut kernels = inner.kernels.lock();
+                let mut kernels = inner.kernels().lock();
                 inner.submit_steps(&mut kernels.params, &steps, &touched)
             }
         };
@@ -353,7 +353,10 @@ impl Sequence {
         self.touched_index.clear();
         for (mut staging, _) in self.staging.drain(..) {
             staging.busy_until = staging.busy_until.max(last);
-            self.ctx.inner.staging.release(StagingKind::Upload, staging);
+            self.ctx
+                .inner
+                .staging()
+                .release(StagingKind::Upload, staging);
         }
     }
 }
@@ -426,7 +429,7 @@ impl ContextInner {
             } else {
                 &mut own
             };
-            let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
+            let alignment = u64::from(self.limits().min_uniform_buffer_offset_alignment);
             let unbound = piece
                 .iter()
                 .filter(|s| {
@@ -441,7 +444,7 @@ impl ContextInner {
                 .count();
             self.count_bind_groups(unbound as u64);
             let mut timer = self.dispatch_timer(piece);
-            let encoded = encode_steps(&self.device, alignment, buffer, piece, timer.as_mut());
+            let encoded = encode_steps(self.device(), alignment, buffer, piece, timer.as_mut());
             timers.push(timer);
             if encoded.is_err() {
                 // Nothing is submitted: every piece's timer goes back unread.
@@ -459,12 +462,12 @@ impl ContextInner {
         for (command_buffer, params) in pieces {
             if let Some((buffer, data)) = params {
                 // Lands before this submission's commands and after every earlier one's.
-                self.queue.write_buffer(&buffer, 0, &data);
+                self.queue().write_buffer(&buffer, 0, &data);
             }
             commands.push(command_buffer);
         }
         // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
-        let scopes = ErrorScopes::push(&self.device);
+        let scopes = ErrorScopes::push(self.device());
         // A user's sequence is what a host read of its results usually follows: it carries the
         // memory dependency to host reads, so that read needs no submission of its own.
         let id = self.submit_for_host_read(commands, |id| {

@@ -92,7 +92,7 @@ impl StepStaging {
         readback_bytes: u64,
     ) -> Result<StepStaging> {
         if !inner.lock_memory().regions.is_vulkan() {
-            let device = &inner.device;
+            let device = inner.device();
             let upload = (!upload_bytes.is_empty()).then(|| {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("gpu-arena captured step uploads"),
@@ -100,7 +100,7 @@ impl StepStaging {
                     usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 });
-                inner.queue.write_buffer(&buffer, 0, upload_bytes);
+                inner.queue().write_buffer(&buffer, 0, upload_bytes);
                 buffer
             });
             let readback = (readback_bytes > 0).then(|| {
@@ -191,16 +191,16 @@ impl StepStaging {
                     for (index, data) in inputs {
                         let offset = input_at[*index as usize].offset;
                         if data.len() % 4 == 0 {
-                            inner.queue.write_buffer(upload, offset, data);
+                            inner.queue().write_buffer(upload, offset, data);
                         } else {
                             let mut padded = data.to_vec();
                             padded.resize(data.len().next_multiple_of(4), 0);
-                            inner.queue.write_buffer(upload, offset, &padded);
+                            inner.queue().write_buffer(upload, offset, &padded);
                         }
                     }
                 }
                 if let (Some((buffer, bytes)), true) = (uniform, uniform_changed) {
-                    inner.queue.write_buffer(buffer, 0, bytes);
+                    inner.queue().write_buffer(buffer, 0, bytes);
                 }
                 Ok(RunBuffers {
                     upload: upload.clone(),
@@ -339,7 +339,7 @@ impl MappedStaging {
     /// [`UPLOAD_BUFFERS`] exist (one only for large data), else the older one once its run
     /// has completed.
     fn take_buffer(&mut self, inner: &ContextInner) -> Result<usize> {
-        let completed = inner.submissions.completed();
+        let completed = inner.submissions().completed();
         if let Some(i) = self
             .buffers
             .iter()
@@ -385,7 +385,7 @@ fn read_mapped(
         let _ = tx.send(r);
     });
     inner
-        .device
+        .device()
         .poll(wgpu::PollType::wait_indefinitely())
         .map_err(|e| inner.device_error(during, DeviceRefusal::wait(e)))?;
     rx.recv()

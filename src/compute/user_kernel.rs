@@ -100,8 +100,8 @@ impl Context {
         let inner = &self.inner;
         let compiled =
             inner
-                .kernels
-                .user(&inner.device, &inner.adapter_info, &inner.limits, &desc)?;
+                .kernels()
+                .user(inner.device(), inner.adapter_info(), inner.limits(), &desc)?;
         Ok(Kernel {
             compiled,
             ctx: Arc::clone(inner),

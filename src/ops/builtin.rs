@@ -93,9 +93,9 @@ impl ContextInner {
     /// The most workgroups per grid dimension the library's kernels launch: the device's
     /// limit, or [`ArenaConfig::max_workgroups_per_dimension`](crate::ArenaConfig) when lower.
     pub(crate) fn max_workgroups_per_dimension(&self) -> u64 {
-        let device = self.limits.max_compute_workgroups_per_dimension;
+        let device = self.limits().max_compute_workgroups_per_dimension;
         u64::from(
-            self.config
+            self.config()
                 .max_workgroups_per_dimension
                 .map_or(device, |groups| groups.min(device)),
         )
@@ -119,7 +119,7 @@ impl Sequence {
         // refused op records and marks nothing.
         let compiled = dispatches
             .iter()
-            .map(|d| kernels.builtin(&inner.device, &inner.adapter_info, d.kernel))
+            .map(|d| kernels.builtin(inner.device(), inner.adapter_info(), d.kernel))
             .collect::<Result<Vec<_>>>()?;
         let bindings: Vec<&Binding<'_>> =
             dispatches.iter().flat_map(|d| d.bindings.iter()).collect();
@@ -216,7 +216,7 @@ impl Sequence {
         operation: &'static str,
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        let mut kernels = inner.kernels.lock();
+        let mut kernels = inner.kernels().lock();
         let limits = inner.plan_limits();
         let mut dispatches = Vec::new();
         for (src, dst, copy) in copies {
@@ -233,16 +233,16 @@ impl ContextInner {
         // Clamped to what the kernels' u32 offsets and strides address: some backends allow
         // bindings past 4 GiB (wgpu's Metal backend reports `max_buffer_size`).
         let max_binding_bytes = self
-            .config
+            .config()
             .max_binding_bytes
             .unwrap_or(u64::MAX)
-            .min(self.limits.max_storage_buffer_binding_size)
+            .min(self.limits().max_storage_buffer_binding_size)
             .min(MAX_ADDRESSABLE_BINDING_BYTES);
         PlanLimits {
             max_binding_bytes,
             // At least 16 so that vec4 indexing of a binding is exact. WebGPU caps this limit at
             // 256, the arena's alignment, so a rounded-down offset stays inside the array.
-            binding_alignment: u64::from(self.limits.min_storage_buffer_offset_alignment)
+            binding_alignment: u64::from(self.limits().min_storage_buffer_offset_alignment)
                 .clamp(16, crate::arena::ALLOCATION_ALIGNMENT),
             max_items: MAX_ITEMS,
         }

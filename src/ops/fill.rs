@@ -99,7 +99,7 @@ impl Sequence {
             Err(error) => return Err(Donated { error, array }),
         }
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        let mut kernels = inner.kernels.lock();
+        let mut kernels = inner.kernels().lock();
         let limits = inner.plan_limits();
         let planned = match plan_fill(array.size_in_bytes(), pattern, &limits) {
             Ok(planned) => planned,

@@ -37,8 +37,8 @@ impl ContextInner {
         _kernels: &KernelState,
         arrays: &[&DeviceArray<T>],
     ) -> bool {
-        !self.config.force_device_kernels
-            && self.adapter_info.device_type == wgpu::DeviceType::Cpu
+        !self.config().force_device_kernels
+            && self.adapter_info().device_type == wgpu::DeviceType::Cpu
             && arrays.iter().all(|a| a.storage.host_range().is_some())
             && self.idle_on_gpu(arrays)
     }
@@ -47,11 +47,11 @@ impl ContextInner {
     /// poll learns of work completed since the last one).
     fn idle_on_gpu<T: bytemuck::Pod>(&self, arrays: &[&DeviceArray<T>]) -> bool {
         let idle = |completed: u64| arrays.iter().all(|a| a.last_use().0 <= completed);
-        if idle(self.submissions.completed()) {
+        if idle(self.submissions().completed()) {
             return true;
         }
-        let _ = self.device.poll(wgpu::PollType::Poll);
-        idle(self.submissions.completed())
+        let _ = self.device().poll(wgpu::PollType::Poll);
+        idle(self.submissions().completed())
     }
 
     /// The arrays' mapped bytes when this op should copy on the host (a CPU adapter, every
@@ -100,7 +100,7 @@ impl Sequence {
         // Past this many steps the scan costs more than the kernel it saves on a CPU adapter.
         const MAX_STEPS_SCANNED: usize = 256;
         let inner = Arc::clone(&self.ctx.inner);
-        let kernels = inner.kernels.lock();
+        let kernels = inner.kernels().lock();
         // A capture runs nothing while it records: every op is a step each run repeats.
         if self.is_capture()
             || self.steps.len() > MAX_STEPS_SCANNED

@@ -140,7 +140,7 @@ impl Capture {
             .map(|s| s * element)
             .collect();
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        let mut kernels = inner.kernels.lock();
+        let mut kernels = inner.kernels().lock();
         let limits = inner.plan_limits();
         let planned = plan_movable_copy(
             copy,

@@ -126,7 +126,7 @@ impl ContextInner {
         snapshot: MemorySnapshot,
         how: Files,
     ) -> std::io::Result<ProfileFiles> {
-        let timeline = self.timeline.as_ref().map(|t| t.snapshot());
+        let timeline = self.timeline().map(|t| t.snapshot());
         let files = ProfileFiles {
             snapshot: dir.join(format!("{stem}.json")),
             report: dir.join(format!("{stem}.html")),
@@ -146,7 +146,7 @@ impl ContextInner {
     /// With `dump_on_oom` set, writes the profile for an out-of-memory error and names the
     /// files in its message; any other error, or no directory, passes through unchanged.
     pub(crate) fn dump_on_oom(&self, error: Error) -> Error {
-        let Some(dir) = &self.config.dump_on_oom else {
+        let Some(dir) = &self.config().dump_on_oom else {
             return error;
         };
         let Error::OutOfMemory { report, dump } = error else {

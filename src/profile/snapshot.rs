@@ -306,7 +306,7 @@ impl Context {
 
 impl ContextInner {
     pub(crate) fn memory_snapshot(&self) -> MemorySnapshot {
-        let now_ns = self.timeline.as_ref().map(|t| t.tick());
+        let now_ns = self.timeline().map(|t| t.tick());
         let mut snapshot = {
             let memory = self.lock_memory();
             MemorySnapshot::build(
@@ -316,8 +316,8 @@ impl ContextInner {
                 now_ns,
             )
         };
-        let config = &self.config;
-        let info = &self.adapter_info;
+        let config = self.config();
+        let info = self.adapter_info();
         snapshot.device = info.name.clone();
         snapshot.backend = format!("{:?}", info.backend);
         snapshot.time_ns = now_ns;
@@ -325,12 +325,12 @@ impl ContextInner {
             allocator: config.allocator,
             preallocate: config.preallocate,
             mem_fraction: config.mem_fraction,
-            max_region_bytes: self.max_region_bytes,
+            max_region_bytes: self.max_region_bytes(),
         });
-        snapshot.stats.transfers = self.transfer_counters.snapshot();
-        snapshot.plan = Some(self.plan.clone());
-        let budgets = crate::backend::heap_budgets(&self.device);
-        snapshot.heaps = snapshot_heaps(&self.description.memory, budgets.as_deref());
+        snapshot.stats.transfers = self.transfer_counters().snapshot();
+        snapshot.plan = Some(self.plan().clone());
+        let budgets = crate::backend::heap_budgets(self.device());
+        snapshot.heaps = snapshot_heaps(&self.description().memory, budgets.as_deref());
         snapshot
     }
 }

@@ -13,14 +13,14 @@ impl Context {
     /// env `GPU_ARENA_TIMELINE`).
     /// Kernel times of work that has completed are read first (without waiting for any).
     pub fn memory_timeline(&self) -> Option<MemoryTimeline> {
-        let timeline = self.inner.timeline.as_ref()?;
+        let timeline = self.inner.timeline()?;
         self.inner.collect_kernel_times();
         Some(timeline.snapshot())
     }
 
     /// The live timeline, to clear it or read its length; `None` when off.
     pub fn timeline(&self) -> Option<&Timeline> {
-        self.inner.timeline.as_deref()
+        self.inner.timeline().map(std::sync::Arc::as_ref)
     }
 
     /// GPU time per kernel (calls, total, mean, max), over every dispatch since the timeline
@@ -59,7 +59,7 @@ impl Context {
     /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
     /// work, a lost device).
     pub fn kernel_times(&self) -> Result<Option<KernelTimes>> {
-        let Some(timeline) = self.inner.timeline.as_ref() else {
+        let Some(timeline) = self.inner.timeline() else {
             return Ok(None);
         };
         if self.inner.kernel_timing().is_none() {

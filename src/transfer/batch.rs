@@ -96,7 +96,7 @@ impl<'data> UploadBatch<'data> {
         } else {
             bytes
         };
-        self.ctx.inner.transfer_counters.record(
+        self.ctx.inner.transfer_counters().record(
             TransferDirection::HostToDevice,
             true,
             1,

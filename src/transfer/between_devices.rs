@@ -77,8 +77,8 @@ impl Context {
         let direction = TransferDirection::DeviceToDevice;
         source.guard(direction, bytes, OPERATION, true)?;
         // Ask the destination too when its level differs (a scoped guard applies to both).
-        if effective_level(&self.inner.guard_defaults, direction)
-            != effective_level(&source.guard_defaults, direction)
+        if effective_level(&self.inner.guard_defaults(), direction)
+            != effective_level(&source.guard_defaults(), direction)
         {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
@@ -168,7 +168,7 @@ impl<'a> End<'a> {
     fn chunk_limit(&self) -> u64 {
         match self.access {
             Access::Mapped(_) => u64::MAX,
-            Access::Staged | Access::Wgpu => (self.ctx.config.staging_bytes / COPY_ALIGNMENT
+            Access::Staged | Access::Wgpu => (self.ctx.config().staging_bytes / COPY_ALIGNMENT
                 * COPY_ALIGNMENT)
                 .max(COPY_ALIGNMENT),
         }
@@ -271,9 +271,12 @@ fn start_read(from: &End<'_>, offset: u64, len: u64) -> Result<Chunk> {
     let bytes = match &from.access {
         Access::Mapped(range) => ChunkBytes::Mapped(range.sub(offset, len)),
         Access::Staged => {
-            let pool = &from.ctx.staging;
+            let pool = from.ctx.staging();
             let mut staging = pool.acquire(from.ctx, StagingKind::Readback)?;
-            let mut encoder = from.ctx.device.create_command_encoder(&Default::default());
+            let mut encoder = from
+                .ctx
+                .device()
+                .create_command_encoder(&Default::default());
             encoder.copy_buffer_to_buffer(
                 from.buffer,
                 from.offset + offset,
@@ -338,13 +341,13 @@ fn write_chunk(to: &End<'_>, chunk: &Chunk) -> Result<SubmissionId> {
             Ok(SubmissionId(0))
         }
         Access::Staged => {
-            let pool = &to.ctx.staging;
+            let pool = to.ctx.staging();
             let mut staging = pool.acquire(to.ctx, StagingKind::Upload)?;
             let words = staging.mapped.sub(0, padded(len));
             copy_into(chunk, words.sub(0, len));
             // No stale staging bytes in the array's last word.
             words.sub(len, padded(len) - len).zero();
-            let mut encoder = to.ctx.device.create_command_encoder(&Default::default());
+            let mut encoder = to.ctx.device().create_command_encoder(&Default::default());
             encoder.copy_buffer_to_buffer(
                 &staging.buffer,
                 0,
@@ -395,6 +398,6 @@ fn read_to_host(range: &MappedRange, len: u64) -> Vec<u8> {
 /// Gives a chunk's staging buffer back to the source's pool.
 fn release(from: &End<'_>, chunk: Chunk) {
     if let ChunkBytes::Staged(staging) = chunk.bytes {
-        from.ctx.staging.release(StagingKind::Readback, staging);
+        from.ctx.staging().release(StagingKind::Readback, staging);
     }
 }

@@ -127,13 +127,13 @@ impl Context {
 
     /// Transfers so far, per direction, explicit and implicit apart.
     pub fn transfer_stats(&self) -> TransferStats {
-        self.inner.transfer_counters.snapshot()
+        self.inner.transfer_counters().snapshot()
     }
 
     /// The transfer-guard levels this context started with (from the environment); scoped
     /// [`TransferGuard`]s override them per thread.
     pub fn transfer_guard_defaults(&self) -> TransferGuardLevels {
-        self.inner.guard_defaults
+        self.inner.guard_defaults()
     }
 
     /// Bytes of staging this context holds for small uploads gathered with its single ops (see
@@ -149,7 +149,7 @@ impl Context {
     /// many `put`s takes more while it is recorded and gives the extra ones back when it is
     /// submitted or dropped); the pool does not grow with the number of transfers.
     pub fn staging_buffers_created(&self) -> (usize, usize) {
-        let [up, down] = self.inner.staging.created();
+        let [up, down] = self.inner.staging().created();
         (up, down)
     }
 
@@ -386,7 +386,7 @@ impl ContextInner {
         bytes: u64,
         started: std::time::Instant,
     ) {
-        self.transfer_counters
+        self.transfer_counters()
             .record(direction, explicit, arrays, bytes);
         self.record(crate::profile::timeline::Record::Transfer {
             direction,
@@ -405,7 +405,13 @@ impl ContextInner {
         operation: &'static str,
         explicit: bool,
     ) -> Result<()> {
-        check_guard(&self.guard_defaults, direction, bytes, operation, explicit)
+        check_guard(
+            &self.guard_defaults(),
+            direction,
+            bytes,
+            operation,
+            explicit,
+        )
     }
 
     /// Starts a put of one array of host `data` in `shape`, as a single `device_put` and a
@@ -462,7 +468,7 @@ impl ContextInner {
         let flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
             if let Some((buffer, offset)) = start {
                 run.resize(run.len().next_multiple_of(COPY_ALIGNMENT as usize), 0);
-                self.queue.write_buffer(buffer, offset, run);
+                self.queue().write_buffer(buffer, offset, run);
             }
             run.clear();
         };
@@ -491,13 +497,13 @@ impl ContextInner {
             .map(|i| (i.out.len() as u64).next_multiple_of(COPY_ALIGNMENT))
             .collect();
         let total: u64 = sizes.iter().sum();
-        let target = self.device.create_buffer(&wgpu::BufferDescriptor {
+        let target = self.device().create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpu-arena readback"),
             size: total,
             usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let mut encoder = self.device.create_command_encoder(&Default::default());
+        let mut encoder = self.device().create_command_encoder(&Default::default());
         let mut at = 0;
         for (item, &size) in items.iter().zip(&sizes) {
             encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);

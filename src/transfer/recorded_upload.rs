@@ -93,7 +93,7 @@ impl Sequence {
                 return Ok(());
             }
         }
-        if padded > inner.config.staging_bytes {
+        if padded > inner.config().staging_bytes {
             // More than a staging buffer holds: submissions of its own now, as many as
             // `device_put` makes, which queue order puts before this sequence's.
             let id = inner.upload(&[item])?;
@@ -104,7 +104,9 @@ impl Sequence {
             staging.size - cursor >= padded
         };
         if !self.staging.last().is_some_and(room) {
-            let staging = inner.staging.acquire(inner.as_ref(), StagingKind::Upload)?;
+            let staging = inner
+                .staging()
+                .acquire(inner.as_ref(), StagingKind::Upload)?;
             self.staging.push((staging, 0));
         }
         let (staging, cursor) = self.staging.last_mut().expect("acquired above");

@@ -114,7 +114,7 @@ fn fill_staging(mapped: &MappedRange, fills: &[Fill<'_>]) {
 /// Uploads every item through the staging pool: one command buffer and one submission per
 /// staging buffer filled (one in all for batches that fit). Returns the last submission.
 pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
-    let pool = &ctx.staging;
+    let pool = ctx.staging();
     let mut last = SubmissionId(0);
     // The staging buffer being planned: its fills and the copies out of it.
     let mut current: Option<(StagingBuffer, u64, Vec<Fill<'_>>, Vec<StagedCopy<'_>>)> = None;
@@ -124,7 +124,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
         if let Some((mut staging, _, fills, copies)) = current.take() {
             if !copies.is_empty() {
                 fill_staging(&staging.mapped, &fills);
-                let mut encoder = ctx.device.create_command_encoder(&Default::default());
+                let mut encoder = ctx.device().create_command_encoder(&Default::default());
                 for c in &copies {
                     encoder.copy_buffer_to_buffer(
                         &staging.buffer,
@@ -201,7 +201,7 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
     // A host read reports a refusal of the gathered ops first (small uploads among them): were
     // the copies below refused too, their own error would leave it for a later call.
     ctx.flush()?;
-    let pool = &ctx.staging;
+    let pool = ctx.staging();
     let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
     let (mut next_item, mut next_done) = (0usize, 0u64);
     loop {
@@ -237,7 +237,7 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
                 cursor += taken;
                 next_done += data;
             }
-            let mut encoder = ctx.device.create_command_encoder(&Default::default());
+            let mut encoder = ctx.device().create_command_encoder(&Default::default());
             for c in &copies {
                 encoder.copy_buffer_to_buffer(
                     c.buffer,
