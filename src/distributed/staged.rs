@@ -30,7 +30,7 @@ pub(crate) struct Segment<'a> {
 /// Whether a chunk of `bytes` fits one staging buffer of `ctx` (else the caller reduces it on
 /// a host chunk, through `array_io.rs`).
 pub(crate) fn fits_staging(ctx: &ContextInner, bytes: u64) -> bool {
-    bytes <= ctx.config.staging_bytes
+    bytes <= ctx.config().staging_bytes
 }
 
 /// Reduces every chunk of `chunks` (each made of `segments`, in order, packed) with `op`
@@ -48,7 +48,7 @@ pub(crate) fn reduce_staged_chunks<T: CollectiveElement>(
 ) -> Result<()> {
     // Gathered single ops not yet submitted may write these arrays: they go first.
     ctx.flush()?;
-    let pool = &ctx.staging;
+    let pool = ctx.staging();
     let mut next: Option<StagingBuffer> = None;
     let ran = (|| {
         for (k, chunk) in chunks.iter().enumerate() {
@@ -80,8 +80,8 @@ pub(crate) fn reduce_staged_chunks<T: CollectiveElement>(
 /// Takes a readback staging buffer and submits the device's copies of `segments` into it,
 /// packed; the buffer is busy until they complete.
 fn start_readback(ctx: &ContextInner, segments: &[Segment<'_>]) -> Result<StagingBuffer> {
-    let mut readback = ctx.staging.acquire(ctx, StagingKind::Readback)?;
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let mut readback = ctx.staging().acquire(ctx, StagingKind::Readback)?;
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
     let mut at = 0;
     for s in segments {
         encoder.copy_buffer_to_buffer(
@@ -99,7 +99,7 @@ fn start_readback(ctx: &ContextInner, segments: &[Segment<'_>]) -> Result<Stagin
             Ok(readback)
         }
         Err(error) => {
-            ctx.staging.release(StagingKind::Readback, readback);
+            ctx.staging().release(StagingKind::Readback, readback);
             Err(error)
         }
     }
@@ -120,7 +120,7 @@ fn finish_chunk<T: CollectiveElement>(
         return Ok(());
     }
     ctx.wait_for(readback.busy_until)?;
-    let mut upload = ctx.staging.acquire(ctx, StagingKind::Upload)?;
+    let mut upload = ctx.staging().acquire(ctx, StagingKind::Upload)?;
     let reduced = reduce_into_upload::<T>(
         ctx,
         comm,
@@ -131,7 +131,7 @@ fn finish_chunk<T: CollectiveElement>(
         op,
         operation,
     );
-    ctx.staging.release(StagingKind::Upload, upload);
+    ctx.staging().release(StagingKind::Upload, upload);
     reduced
 }
 
@@ -157,7 +157,7 @@ fn reduce_into_upload<T: CollectiveElement>(
             during: operation.to_string(),
             reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
         })?;
-    let mut encoder = ctx.device.create_command_encoder(&Default::default());
+    let mut encoder = ctx.device().create_command_encoder(&Default::default());
     let mut at = 0;
     for s in segments {
         encoder.copy_buffer_to_buffer(
