@@ -302,9 +302,9 @@ fn two_readers_on_two_threads_never_refuse_each_other() {
     }
 }
 
-/// The configurations the readers' tests below run over: on a CPU adapter (lavapipe) the
-/// library's ops copy on the host by default and run as their WGSL kernels when forced; the
-/// marks must hold on both paths, with and without zero-copy transfers.
+/// The configurations the readers' tests below run over: on a CPU adapter (lavapipe) with
+/// zero-copy on, the library's ops copy on the host; forced, or without zero-copy, they run as
+/// their WGSL kernels. The marks must hold on both paths.
 fn reader_configs() -> Vec<ArenaConfig> {
     let mut configs = Vec::new();
     for force_device_kernels in [false, true] {
@@ -317,6 +317,16 @@ fn reader_configs() -> Vec<ArenaConfig> {
         }
     }
     configs
+}
+
+/// A table of 1000 `u32`s labelled "shared table" on `ctx`, with its host data.
+fn shared_table(ctx: &Context) -> (Vec<u32>, DeviceArray<u32>) {
+    let data: Vec<u32> = (0..1000).map(|i| 7 * i + 3).collect();
+    let shared = ctx
+        .device_put(&data, &[data.len()])
+        .unwrap()
+        .with_label("shared table");
+    (data, shared)
 }
 
 /// Two threads meeting, as at a `std::sync::Barrier`, except that a thread whose partner
@@ -376,12 +386,8 @@ fn two_threads_recording_copies_and_slices_of_one_array_in_their_own_sequences_n
             config.force_device_kernels, config.zero_copy
         );
         let ctx = context_with(config);
-        let n = 1000;
-        let data: Vec<u32> = (0..n as u32).map(|i| 7 * i + 3).collect();
-        let shared = ctx
-            .device_put(&data, &[n])
-            .unwrap()
-            .with_label("shared table");
+        let (data, shared) = shared_table(&ctx);
+        let n = data.len();
         let both = Rendezvous::new();
         std::thread::scope(|scope| {
             for t in 0..2 {
@@ -465,12 +471,7 @@ fn a_write_from_another_thread_is_refused_while_a_sequence_holds_a_read_and_the_
 ) {
     for config in reader_configs() {
         let ctx = context_with(config);
-        let n = 1000;
-        let data: Vec<u32> = (0..n as u32).map(|i| 7 * i + 3).collect();
-        let shared = ctx
-            .device_put(&data, &[n])
-            .unwrap()
-            .with_label("shared table");
+        let (data, shared) = shared_table(&ctx);
         let mut s = ctx.sequence();
         let copied = s.copy(&shared).unwrap();
         let sliced = s.dynamic_slice(&shared, &[500], &[40]).unwrap();
