@@ -1018,3 +1018,21 @@ impl Arena {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alignment_is_the_granule_at_least_and_a_power_of_two_always() {
+        let served = |align| Alignment::new(align).map(|Alignment(a)| a);
+        assert_eq!(served(0), Ok(ALLOCATION_ALIGNMENT));
+        assert_eq!(served(1), Ok(ALLOCATION_ALIGNMENT));
+        assert_eq!(served(ALLOCATION_ALIGNMENT), Ok(ALLOCATION_ALIGNMENT));
+        assert_eq!(served(1 << 20), Ok(1 << 20));
+        assert_eq!(served(1 << 63), Ok(1 << 63));
+        for bad in [3, 768, u64::MAX, (1 << 63) + 1] {
+            assert_eq!(served(bad), Err(ArenaError::InvalidAlignment(bad)));
+        }
+    }
+}
