@@ -72,14 +72,13 @@ pub enum TimelineEventKind {
         /// Its label when it was made (explicit or from a [`label_scope`](super::label_scope)).
         label: Option<String>,
         /// The user's call that made the array (`src/main.rs:12:5`); `None` for allocations
-        /// of a bare arena and past [`MAX_TIMELINE_SITES`] distinct descriptions.
-        #[serde(default)]
+        /// of a bare arena and past [`MAX_TIMELINE_SITES`] distinct descriptions. This and the
+        /// other optional fields read as `None` from JSON written before they existed (serde
+        /// reads a missing `Option` as `None`).
         site: Option<String>,
         /// The array's element type (`f32`), same conditions as `site`.
-        #[serde(default)]
         dtype: Option<String>,
         /// The array's shape, same conditions as `site`.
-        #[serde(default)]
         shape: Option<Vec<usize>>,
     },
     /// An allocation was freed.
@@ -94,19 +93,16 @@ pub enum TimelineEventKind {
         size: u64,
         /// True when queued GPU work still uses the memory, so it is reusable only later.
         pending: bool,
-        /// The freed array's latest label, site, element type and shape, from its allocation
-        /// (and any later [`Label`](TimelineEventKind::Label)) when the timeline still holds
-        /// that event: so a trace can draw each array's life as one slice.
-        #[serde(default)]
+        /// The freed array's latest label, from its allocation (and any later
+        /// [`Label`](TimelineEventKind::Label)) when the timeline still holds that event: so a
+        /// trace can draw each array's life as one slice. `None` otherwise, and in JSON
+        /// written before frees carried it; so are the three fields below.
         label: Option<String>,
-        /// See `label`.
-        #[serde(default)]
+        /// The user's call that made the freed array, from its allocation event.
         site: Option<String>,
-        /// See `label`.
-        #[serde(default)]
+        /// The freed array's element type, from its allocation event.
         dtype: Option<String>,
-        /// See `label`.
-        #[serde(default)]
+        /// The freed array's shape, from its allocation event.
         shape: Option<Vec<usize>>,
     },
     /// A region was obtained from the device.
@@ -942,7 +938,13 @@ fn name_frees(events: &mut [TimelineEvent]) {
     );
     let mut live: HashMap<AllocationId, Known> = HashMap::new();
     for event in events {
+        let freed = matches!(event.kind, TimelineEventKind::Free { .. });
         match &mut event.kind {
+            TimelineEventKind::Label { allocation, label } => {
+                if let Some(known) = live.get_mut(allocation) {
+                    known.0 = Some(label.clone());
+                }
+            }
             TimelineEventKind::Alloc {
                 allocation,
                 label,
@@ -950,18 +952,8 @@ fn name_frees(events: &mut [TimelineEvent]) {
                 dtype,
                 shape,
                 ..
-            } => {
-                live.insert(
-                    *allocation,
-                    (label.clone(), site.clone(), dtype.clone(), shape.clone()),
-                );
             }
-            TimelineEventKind::Label { allocation, label } => {
-                if let Some(known) = live.get_mut(allocation) {
-                    known.0 = Some(label.clone());
-                }
-            }
-            TimelineEventKind::Free {
+            | TimelineEventKind::Free {
                 allocation,
                 label,
                 site,
@@ -969,7 +961,10 @@ fn name_frees(events: &mut [TimelineEvent]) {
                 shape,
                 ..
             } => {
-                if let Some(known) = live.remove(allocation) {
+                if !freed {
+                    let known = (label.clone(), site.clone(), dtype.clone(), shape.clone());
+                    live.insert(*allocation, known);
+                } else if let Some(known) = live.remove(allocation) {
                     (*label, *site, *dtype, *shape) = known;
                 }
             }
@@ -1091,5 +1086,80 @@ mod tests {
         timeline.record_arena(&alloc(1, None));
         assert!(timeline.is_empty());
         assert_eq!(timeline.snapshot().dropped, 1);
+    }
+
+    #[test]
+    fn allocs_and_frees_written_without_their_optional_fields_read_them_as_none() {
+        let described = |kind: &str| {
+            let optional = (
+                Some("weights".to_string()),
+                Some("src/main.rs:3:5".to_string()),
+                Some("f32".to_string()),
+                Some(vec![2, 3]),
+            );
+            let (label, site, dtype, shape) = optional;
+            let (allocation, region, offset, size) = (AllocationId(7), RegionId(2), 512, 256);
+            match kind {
+                "alloc" => TimelineEventKind::Alloc {
+                    allocation,
+                    region,
+                    offset,
+                    size,
+                    requested: 24,
+                    label,
+                    site,
+                    dtype,
+                    shape,
+                },
+                _ => TimelineEventKind::Free {
+                    allocation,
+                    region,
+                    offset,
+                    size,
+                    pending: true,
+                    label,
+                    site,
+                    dtype,
+                    shape,
+                },
+            }
+        };
+        for kind in ["alloc", "free"] {
+            let full = described(kind);
+            let mut json = serde_json::to_value(&full).unwrap();
+            assert_eq!(json["type"], kind);
+            assert_eq!(
+                serde_json::from_value::<TimelineEventKind>(json.clone()).unwrap(),
+                full
+            );
+            for key in ["label", "site", "dtype", "shape"] {
+                json.as_object_mut().unwrap().remove(key);
+            }
+            let old = serde_json::from_value::<TimelineEventKind>(json).unwrap();
+            let bare = match (old, full) {
+                (
+                    TimelineEventKind::Alloc {
+                        label,
+                        site,
+                        dtype,
+                        shape,
+                        ..
+                    },
+                    TimelineEventKind::Alloc { .. },
+                )
+                | (
+                    TimelineEventKind::Free {
+                        label,
+                        site,
+                        dtype,
+                        shape,
+                        ..
+                    },
+                    TimelineEventKind::Free { .. },
+                ) => (label, site, dtype, shape),
+                (old, _) => panic!("{kind} read back as {old:?}"),
+            };
+            assert_eq!(bare, (None, None, None, None), "{kind}");
+        }
     }
 }
