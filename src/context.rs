@@ -297,7 +297,8 @@ impl Context {
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
         let timeline = crate::profile::timeline::attach(&config, &mut arena)?;
-        let kernel_timing = kernel_timing::KernelTiming::new(timeline.as_ref(), &device, &queue);
+        let kernel_timing =
+            kernel_timing::KernelTiming::new(timeline.as_ref(), &config, &device, &queue);
         Ok(Self {
             inner: Arc::new(ContextInner {
                 id: NEXT_CONTEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -210,6 +210,12 @@ pub struct ArenaConfig {
     /// there), so that tests on lavapipe exercise the kernels. Default `false`;
     /// `GPU_ARENA_FORCE_DEVICE_KERNELS`.
     pub force_device_kernels: bool,
+    /// Testing: time each dispatch by a compute pass of its own (the pass's begin and end
+    /// timestamps), as on a device without `TIMESTAMP_QUERY_INSIDE_PASSES`, so that tests on
+    /// lavapipe exercise that path; it changes nothing unless kernels are timed (the timeline
+    /// on, [`kernel_times`](Self::kernel_times) on, a device with timestamp queries). Default
+    /// `false`; `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH`.
+    pub force_pass_per_timed_dispatch: bool,
     /// The most bytes one binding of the library's kernels covers, below the device's
     /// `max_storage_buffer_binding_size` (a larger value changes nothing). Default `None`: the
     /// device's limit. At least [`MIN_KERNEL_BINDING_BYTES`](super::MIN_KERNEL_BINDING_BYTES). A lower value makes ops on small
@@ -251,6 +257,7 @@ impl Default for ArenaConfig {
             dump_on_oom: None,
             force_non_coherent: false,
             force_device_kernels: false,
+            force_pass_per_timed_dispatch: false,
             max_binding_bytes: None,
             max_workgroups_per_dimension: None,
             array_usages: DEFAULT_ARRAY_USAGES,

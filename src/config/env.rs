@@ -111,6 +111,9 @@ impl ArenaConfig {
         if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_DEVICE_KERNELS"])? {
             config.force_device_kernels = parse_bool(&var, &value)?;
         }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH"])? {
+            config.force_pass_per_timed_dispatch = parse_bool(&var, &value)?;
+        }
         if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_BINDING_BYTES"])? {
             config.max_binding_bytes = Some(parse_count(
                 &var,
@@ -498,11 +501,14 @@ mod tests {
     fn kernel_limits_and_device_kernels_are_read_and_bad_values_are_named() {
         let config = config_from(&[
             ("GPU_ARENA_FORCE_DEVICE_KERNELS", "on"),
+            ("GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH", "yes"),
             ("GPU_ARENA_MAX_BINDING_BYTES", "4096"),
             ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", " 7 "),
         ])
         .unwrap();
         assert!(config.force_device_kernels);
+        assert!(config.force_pass_per_timed_dispatch);
+        assert!(!ArenaConfig::default().force_pass_per_timed_dispatch);
         assert_eq!(config.max_binding_bytes, Some(4096));
         assert_eq!(config.max_workgroups_per_dimension, Some(7));
         for (var, value) in [
@@ -514,6 +520,7 @@ mod tests {
             ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", "0"),
             ("GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION", "4294967296"),
             ("GPU_ARENA_FORCE_DEVICE_KERNELS", "sometimes"),
+            ("GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH", "per dispatch"),
         ] {
             match config_from(&[(var, value)]).unwrap_err() {
                 Error::Config {

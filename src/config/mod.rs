@@ -19,6 +19,7 @@
 //! | [`ArenaConfig::dump_on_oom`] | none | a path that is not blank | `GPU_ARENA_DUMP_ON_OOM` | |
 //! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
 //! | [`ArenaConfig::force_device_kernels`] | `false` (testing) | | `GPU_ARENA_FORCE_DEVICE_KERNELS` | |
+//! | [`ArenaConfig::force_pass_per_timed_dispatch`] | `false` (testing) | | `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH` | |
 //! | [`ArenaConfig::max_binding_bytes`] | device limit | ≥ [`MIN_KERNEL_BINDING_BYTES`] | `GPU_ARENA_MAX_BINDING_BYTES` | |
 //! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |

@@ -29,12 +29,13 @@
 //! takes none but the timeline's own. The mapping callback takes no lock (it runs inside
 //! `device.poll`, which may be called with the timing lock held).
 
+use crate::config::ArenaConfig;
 use crate::lock::{rank, Mutex, MutexGuard};
 use crate::profile::timeline::{Record, Timeline};
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// Command buffers whose timestamps may wait to be read at once; a loop that runs this far
@@ -79,8 +80,9 @@ pub(crate) struct KernelTiming {
     period_ns: f64,
     /// The device has `TIMESTAMP_QUERY_INSIDE_PASSES`: dispatches keep sharing passes.
     inside_passes: bool,
-    /// Testing: a pass per timed dispatch even where stamps inside passes are possible.
-    force_pass_per_dispatch: AtomicBool,
+    /// Testing ([`ArenaConfig::force_pass_per_timed_dispatch`]): a pass per timed dispatch even
+    /// where stamps inside passes are possible.
+    force_pass_per_dispatch: bool,
     state: Mutex<TimingState>,
 }
 
@@ -89,6 +91,7 @@ impl KernelTiming {
     /// otherwise.
     pub(crate) fn new(
         timeline: Option<&Arc<Timeline>>,
+        config: &ArenaConfig,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
     ) -> Option<Self> {
@@ -103,7 +106,7 @@ impl KernelTiming {
                 inside_passes: device
                     .features()
                     .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
-                force_pass_per_dispatch: AtomicBool::new(false),
+                force_pass_per_dispatch: config.force_pass_per_timed_dispatch,
                 state: Mutex::new(rank::KERNEL_TIMING, TimingState::default()),
             })
     }
@@ -112,12 +115,6 @@ impl KernelTiming {
     fn lock(&self) -> MutexGuard<'_, TimingState> {
         // A panic while holding the lock leaves at worst timestamps that are never read.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Times each dispatch by a compute pass of its own (see
-    /// `Context::force_kernel_timing_pass_per_dispatch`).
-    pub(crate) fn force_pass_per_dispatch(&self, force: bool) {
-        self.force_pass_per_dispatch.store(force, Ordering::Relaxed);
     }
 
     /// A timer for the dispatches of `steps`, when kernel timing is on and they have any;
@@ -138,8 +135,7 @@ impl KernelTiming {
             return None;
         }
         let now_ns = self.timeline.now_ns();
-        let inside_passes =
-            self.inside_passes && !self.force_pass_per_dispatch.load(Ordering::Relaxed);
+        let inside_passes = self.inside_passes && !self.force_pass_per_dispatch;
         if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
             let mut timer = state.pool.swap_remove(at);
             timer.handed_out_ns = now_ns;

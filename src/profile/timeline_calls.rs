@@ -70,16 +70,6 @@ impl Context {
         Ok(Some(timeline.kernel_times()))
     }
 
-    /// Times each dispatch by a compute pass of its own (its pass's timestamps), as on a device
-    /// without `TIMESTAMP_QUERY_INSIDE_PASSES`, so that tests on lavapipe exercise that path.
-    /// Not for production use.
-    #[doc(hidden)]
-    pub fn force_kernel_timing_pass_per_dispatch(&self, force: bool) {
-        if let Some(timing) = self.inner.kernel_timing() {
-            timing.force_pass_per_dispatch(force);
-        }
-    }
-
     /// Whether this context times kernels on the GPU: its timeline is on and its device has
     /// timestamp queries (see [`Context::kernel_times`](crate::Context::kernel_times)).
     pub fn times_kernels(&self) -> bool {

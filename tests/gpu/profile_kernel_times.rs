@@ -29,9 +29,16 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {
 const SPIN_ELEMENTS: usize = 4096;
 
 fn timed() -> Context {
+    timed_with_a_pass_per_dispatch(false)
+}
+
+/// A timed context; `pass_per_dispatch` times each dispatch by a pass of its own, as on a
+/// device without `TIMESTAMP_QUERY_INSIDE_PASSES`.
+fn timed_with_a_pass_per_dispatch(pass_per_dispatch: bool) -> Context {
     context_with(ArenaConfig {
         timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
         max_region_bytes: Some(8 << 20),
+        force_pass_per_timed_dispatch: pass_per_dispatch,
         ..test_config()
     })
 }
@@ -74,9 +81,8 @@ fn every_launch_path_is_timed_by_a_pass_per_dispatch_without_stamps_inside_passe
 /// timeline, in the table and on the trace's GPU track; `pass_per_dispatch` times them as on a
 /// device without `TIMESTAMP_QUERY_INSIDE_PASSES`.
 fn every_launch_path_is_timed(pass_per_dispatch: bool) {
-    let ctx = timed();
+    let ctx = timed_with_a_pass_per_dispatch(pass_per_dispatch);
     assert!(ctx.times_kernels(), "lavapipe has timestamp queries");
-    ctx.force_kernel_timing_pass_per_dispatch(pass_per_dispatch);
     let single = spin_kernel(&ctx, "single");
     let sequenced = spin_kernel(&ctx, "sequenced");
     let captured = spin_kernel(&ctx, "captured");
@@ -158,8 +164,7 @@ fn every_launch_path_is_timed(pass_per_dispatch: bool) {
 fn a_sequence_past_one_query_set_is_timed_whole() {
     // A pass per dispatch takes two stamps each: 2100 dispatches take 4200 stamps, past the
     // 4096 of one query set.
-    let ctx = timed();
-    ctx.force_kernel_timing_pass_per_dispatch(true);
+    let ctx = timed_with_a_pass_per_dispatch(true);
     let spin = spin_kernel(&ctx, "many");
     let mut a = ctx.zeros::<f32>(&[64]).unwrap();
     const DISPATCHES: u64 = 2100;
