@@ -102,10 +102,17 @@ impl StagingPool {
                 }
                 let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
                 if created[kind as usize] < STAGING_BUFFERS || free.is_empty() {
+                    // Counted before it is made, so that two threads do not both make the
+                    // last one; uncounted again when it cannot be made.
                     created[kind as usize] += 1;
                     drop(created);
                     drop(free);
-                    return memory.create_staging(kind, memory.staging_bytes());
+                    let made = memory.create_staging(kind, memory.staging_bytes());
+                    if made.is_err() {
+                        let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+                        created[kind as usize] = created[kind as usize].saturating_sub(1);
+                    }
+                    return made;
                 }
                 // Wait for the oldest buffer of the pool.
                 let oldest = free.iter().map(|b| b.busy_until).min().unwrap_or_default();
@@ -135,5 +142,53 @@ impl StagingPool {
             return;
         }
         free.push(buffer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+    use std::cell::Cell;
+
+    /// Memory that refuses every staging buffer, and counts the refusals.
+    #[derive(Default)]
+    struct Refusing {
+        refused: Cell<usize>,
+    }
+
+    impl StagingMemory for Refusing {
+        fn completed(&self) -> u64 {
+            0
+        }
+        fn create_staging(&self, _: StagingKind, bytes: u64) -> Result<StagingBuffer> {
+            self.refused.set(self.refused.get() + 1);
+            Err(Error::HostAllocation {
+                purpose: "a staging buffer".into(),
+                bytes,
+            })
+        }
+        fn wait_for_staging(&self, _: SubmissionId) -> Result<()> {
+            unreachable!("an empty pool makes a buffer rather than wait")
+        }
+        fn staging_bytes(&self) -> u64 {
+            1 << 20
+        }
+    }
+
+    #[test]
+    fn a_buffer_that_cannot_be_made_is_not_counted() {
+        let pool = StagingPool::default();
+        let memory = Refusing::default();
+        for (kind, tries) in [(StagingKind::Upload, 5), (StagingKind::Readback, 2)] {
+            for _ in 0..tries {
+                match pool.acquire(&memory, kind) {
+                    Err(Error::HostAllocation { bytes, .. }) => assert_eq!(bytes, 1 << 20),
+                    other => panic!("{kind:?}: {:?}", other.map(|b| b.size)),
+                }
+            }
+        }
+        assert_eq!(memory.refused.get(), 7);
+        assert_eq!(pool.created(), [0, 0]);
     }
 }
