@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
 
-/// A launch's parameter block that each run of a [`CapturedStep`] may set: made by
-/// [`Capture::params_slot`], given to launches with [`crate::Launch::params_slot`] (any number of
-/// them: a position every layer reads), set with [`crate::StepRun::params`].
+/// A launch's parameter block that each run of a [`CapturedStep`](super::CapturedStep) may set:
+/// made by [`Capture::params_slot`], given to launches with [`crate::Launch::params_slot`] (any
+/// number of them: a position every layer reads), set with [`crate::StepRun::params`].
 pub struct ParamsSlot<P> {
     pub(crate) capture: u64,
     pub(crate) index: u32,
@@ -32,9 +32,9 @@ pub struct ParamsSlot<P> {
     _block: PhantomData<fn() -> P>,
 }
 
-/// The host data of an upload that each run of a [`CapturedStep`] may replace: made with its
-/// array by [`Capture::input`], set with [`crate::StepRun::input`] (a run that does not set it
-/// uploads the data of the last run that did, or the data captured).
+/// The host data of an upload that each run of a [`CapturedStep`](super::CapturedStep) may replace:
+/// made with its array by [`Capture::input`], set with [`crate::StepRun::input`] (a run that does
+/// not set it uploads the data of the last run that did, or the data captured).
 pub struct InputSlot<T> {
     pub(crate) capture: u64,
     /// `None` for an empty upload (nothing to copy).
@@ -43,7 +43,7 @@ pub struct InputSlot<T> {
     _element: PhantomData<fn() -> T>,
 }
 
-/// Start indices that each run of a [`CapturedStep`] may set, for
+/// Start indices that each run of a [`CapturedStep`](super::CapturedStep) may set, for
 /// [`Capture::dynamic_update_slice_at`] and [`Capture::dynamic_slice_at`] (any number of ops:
 /// one position for every layer's KV cache). Clamped at each run as XLA clamps.
 pub struct IndexSlot {
@@ -52,8 +52,8 @@ pub struct IndexSlot {
     pub(crate) rank: usize,
 }
 
-/// An array's bytes copied to host memory at each run of a [`CapturedStep`]: made by
-/// [`Capture::read`], read with [`crate::StepRun::read_into`].
+/// An array's bytes copied to host memory at each run of a [`CapturedStep`](super::CapturedStep):
+/// made by [`Capture::read`], read with [`crate::StepRun::read_into`].
 pub struct ReadSlot<T> {
     pub(crate) capture: u64,
     pub(crate) index: Option<u32>,
@@ -85,9 +85,10 @@ impl std::fmt::Debug for IndexSlot {
     }
 }
 
-/// A step being captured: record it as a [`Sequence`] (this dereferences to one), name what
-/// changes between runs with slots, then [`Capture::finish`] it into a [`CapturedStep`] that
-/// runs it again and again as one submission, with no allocation and no bind group made.
+/// A step being captured: record it as a [`Sequence`] (this dereferences to one), name what changes
+/// between runs with slots, then [`Capture::finish`] it into a
+/// [`CapturedStep`](super::CapturedStep) that runs it again and again as one submission, with no
+/// allocation and no bind group made.
 ///
 /// - **Arrays.** The step is captured over real arrays. Arrays made before the capture are its
 ///   inputs (and, when it writes them, its in-place outputs: a donated KV cache stays the same
@@ -129,8 +130,8 @@ pub struct Capture {
 }
 
 impl Context {
-    /// Starts a [`Capture`]: a step recorded once and replayed by the [`CapturedStep`] that
-    /// [`Capture::finish`] makes.
+    /// Starts a [`Capture`]: a step recorded once and replayed by the
+    /// [`CapturedStep`](super::CapturedStep) that [`Capture::finish`] makes.
     pub fn capture(&self) -> Capture {
         let mut sequence = self.sequence();
         let id = sequence.number() | CAPTURE_RECORDER_BIT;
