@@ -508,7 +508,7 @@ fn a_run_refused_for_a_pending_array_applies_none_of_its_slots() {
         .unwrap();
     let at = cap.index_slot(&[0, 0]);
     let cache = cap.dynamic_update_slice_at(cache, &row, &at).unwrap();
-    let read_source = cap.read(&source).unwrap();
+    let _read_source = cap.read(&source).unwrap();
     drop(row);
     let mut step = cap.finish().unwrap();
     step.run()
@@ -557,7 +557,6 @@ fn a_run_refused_for_a_pending_array_applies_none_of_its_slots() {
         .unwrap();
     assert_eq!(out, [42; 8]);
     s.submit().unwrap();
-    drop(read_source);
 }
 
 #[gpu_test]
