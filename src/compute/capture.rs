@@ -172,12 +172,19 @@ impl std::ops::DerefMut for Capture {
     }
 }
 
+/// The capture number of a slot made by a capture whose recorder was moved out of it: no
+/// capture has it (every capture's number carries [`CAPTURE_RECORDER_BIT`]), so every use of
+/// such a slot is refused as a slot of another capture.
+const NO_CAPTURE: u64 = 0;
+
 impl Capture {
-    fn tables(&mut self) -> &mut CaptureTables {
+    /// The capture's tables, or the refusal of `operation` when the recorder was moved out of
+    /// the capture (`std::mem::replace` through `DerefMut`): it records for no capture then.
+    fn tables(&mut self, operation: &'static str) -> Result<&mut CaptureTables> {
         self.sequence
             .capture
-            .as_mut()
-            .expect("a capture's sequence keeps its tables")
+            .as_deref_mut()
+            .ok_or_else(|| recorder_replaced(operation))
     }
 
     /// The capture's number, as refusals name it (`Capture #N`).
@@ -186,15 +193,20 @@ impl Capture {
     }
 
     /// A parameter block that runs may set, starting as `initial`: give it to launches with
-    /// [`crate::Launch::params_slot`].
+    /// [`crate::Launch::params_slot`]. Made after the capture's recorder was moved out of it,
+    /// the slot belongs to no capture, and every use of it is refused.
     pub fn params_slot<P: bytemuck::Pod>(&mut self, initial: &P) -> ParamsSlot<P> {
-        let tables = self.tables();
-        let index = tables.param_slots.len() as u32;
-        tables
-            .param_slots
-            .push(bytemuck::bytes_of(initial).to_vec());
+        let (capture, index) = match self.tables("Capture::params_slot") {
+            Ok(tables) => {
+                tables
+                    .param_slots
+                    .push(bytemuck::bytes_of(initial).to_vec());
+                (tables.id, tables.param_slots.len() as u32 - 1)
+            }
+            Err(_) => (NO_CAPTURE, 0),
+        };
         ParamsSlot {
-            capture: tables.id,
+            capture,
             index,
             initial: bytemuck::bytes_of(initial).to_vec(),
             _block: PhantomData,
@@ -205,15 +217,17 @@ impl Capture {
     /// [`Sequence::put`]), and the slot that sets its data at each run (the same number of
     /// elements). The copy runs at this point of the step, after what was recorded before it.
     ///
-    /// Errors: as [`Sequence::put`].
+    /// Errors: as [`Sequence::put`]; [`Error::InvalidArgument`] when the capture's recorder was
+    /// moved out of it (nothing is recorded).
     pub fn input<T: bytemuck::Pod>(
         &mut self,
         data: &[T],
         shape: &[usize],
     ) -> Result<(DeviceArray<T>, InputSlot<T>)> {
-        let before = self.tables().inputs.len();
+        const OPERATION: &str = "Capture::input";
+        let before = self.tables(OPERATION)?.inputs.len();
         let array = self.sequence.put(data, shape)?;
-        let tables = self.tables();
+        let tables = self.tables(OPERATION)?;
         let index = (tables.inputs.len() > before).then_some(before as u32);
         Ok((
             array,
@@ -228,13 +242,18 @@ impl Capture {
 
     /// Start indices that runs may set, starting as `initial` (one per dimension of the arrays
     /// they will index): for [`Capture::dynamic_update_slice_at`] and
-    /// [`Capture::dynamic_slice_at`].
+    /// [`Capture::dynamic_slice_at`]. Made after the capture's recorder was moved out of it,
+    /// the slot belongs to no capture, and every use of it is refused.
     pub fn index_slot(&mut self, initial: &[i64]) -> IndexSlot {
-        let tables = self.tables();
-        let index = tables.index_slots.len() as u32;
-        tables.index_slots.push(initial.to_vec());
+        let (capture, index) = match self.tables("Capture::index_slot") {
+            Ok(tables) => {
+                tables.index_slots.push(initial.to_vec());
+                (tables.id, tables.index_slots.len() as u32 - 1)
+            }
+            Err(_) => (NO_CAPTURE, 0),
+        };
         IndexSlot {
-            capture: tables.id,
+            capture,
             index,
             rank: initial.len(),
         }
@@ -244,13 +263,15 @@ impl Capture {
     /// [`crate::StepRun::read_into`] (the run then waits for the step).
     ///
     /// Errors: [`Error::ForeignArray`] for an array of another context; a refusal of an array
-    /// pending in another recorder's write, as every recorded read.
+    /// pending in another recorder's write, as every recorded read; [`Error::InvalidArgument`]
+    /// when the capture's recorder was moved out of it (nothing is recorded).
     pub fn read<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ReadSlot<T>> {
         const OPERATION: &str = "Capture::read";
+        self.tables(OPERATION)?;
         self.sequence
             .touch_array(array, Access::Read, OPERATION, "the array")?;
         let bytes = array.size_in_bytes();
-        let tables = self.tables();
+        let tables = self.tables(OPERATION)?;
         let id = tables.id;
         if bytes == 0 {
             return Ok(ReadSlot {
@@ -265,7 +286,7 @@ impl Capture {
         tables.readback_bytes += padded;
         let index = tables.reads.len() as u32;
         let step = self.sequence.steps.len();
-        let tables = self.tables();
+        let tables = self.tables(OPERATION)?;
         tables.reads.push(CapturedIo {
             step,
             offset,
@@ -285,6 +306,14 @@ impl Capture {
             len: array.len(),
             _element: PhantomData,
         })
+    }
+}
+
+/// The refusal of a capture's op after its recorder was moved out of it.
+pub(crate) fn recorder_replaced(operation: &'static str) -> Error {
+    Error::InvalidArgument {
+        operation,
+        reason: "the capture's recorder was replaced: record into the Capture itself".into(),
     }
 }
 

@@ -129,10 +129,8 @@ impl CapturedStep {
         let ctx = sequence.ctx.clone();
         let inner = Arc::clone(&ctx.inner);
         let (mut steps, touched, tables) = sequence.take_capture();
-        let tables: Box<CaptureTables> = tables.ok_or_else(|| Error::InvalidArgument {
-            operation: "Capture::finish",
-            reason: "the capture's recorder was replaced: record into the Capture itself".into(),
-        })?;
+        let tables: Box<CaptureTables> =
+            tables.ok_or_else(|| super::capture::recorder_replaced("Capture::finish"))?;
         inner.check_device("planning a captured step")?;
         // Temporaries: made by the capture and held by nothing but it.
         let (temporaries, mut arrays): (Vec<_>, Vec<_>) =
@@ -550,9 +548,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// submission.
     ///
     /// Errors: [`Error::InvalidArgument`] for a slot of another step, an input or output slice
-    /// of another length than captured, start indices of another rank, or an array of the step
-    /// that a user recorder's pending work would be overtaken on (a [`crate::Sequence`] or
-    /// capture not yet submitted or finished: it names the array and the recorder);
+    /// of another length than captured, or start indices of another rank;
+    /// [`Error::PendingInRecorder`] for an array of the step that a user recorder's pending
+    /// work would be overtaken on (a [`crate::Sequence`] or capture not yet submitted or
+    /// finished: it names the array and the recorder);
     /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`].
     pub fn submit(mut self) -> Result<SubmissionId> {
         const OPERATION: &str = "CapturedStep::run";

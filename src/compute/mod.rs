@@ -35,6 +35,7 @@ mod sequence;
 mod step_staging;
 mod user_kernel;
 
+pub(crate) use capture::recorder_replaced;
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};

@@ -95,11 +95,9 @@ impl Capture {
         rank: usize,
         operation: &'static str,
     ) -> Result<Vec<i64>> {
-        let tables = self
-            .sequence
-            .capture
-            .as_ref()
-            .expect("a capture's sequence keeps its tables");
+        let Some(tables) = self.sequence.capture.as_ref() else {
+            return Err(crate::compute::recorder_replaced(operation));
+        };
         let initial = tables
             .index_slots
             .get(slot.index as usize)

@@ -23,6 +23,7 @@ mod app_device;
 mod backprop;
 mod bar_writes;
 mod captured_steps;
+mod captured_steps_adversary;
 mod device_layer;
 mod device_report_table;
 mod gathered_ops;
