@@ -471,24 +471,18 @@ fn json_tables_with_hostile_numbers_and_flags_are_typed_errors_or_plans() {
             r#"[{"heap": 0, "flags": ["HOST_VISIBLE", "HOST_COHERENT"]}]"#,
             "",
         ),
-        format!(
-            r#"{{"device": "x", "vendor_id": "", "device_type": "cpu", "heaps": [], "types": []}}"#
-        ),
-        format!(
-            r#"{{"device": "x", "vendor_id": "0x", "device_type": "cpu", "heaps": [], "types": []}}"#
-        ),
-        format!(
-            r#"{{"device": "x", "vendor_id": "-0x1", "device_type": "cpu", "heaps": [], "types": []}}"#
-        ),
-        format!(
-            r#"{{"device": "x", "vendor_id": -1, "device_type": "cpu", "heaps": [], "types": []}}"#
-        ),
-        format!(
-            r#"{{"device": "x", "vendor_id": 1.5, "device_type": "cpu", "heaps": [], "types": []}}"#
-        ),
-        format!(
-            r#"{{"device": "x", "vendor_id": "0x10de", "device_type": "", "heaps": [], "types": []}}"#
-        ),
+        r#"{"device": "x", "vendor_id": "", "device_type": "cpu", "heaps": [], "types": []}"#
+            .to_string(),
+        r#"{"device": "x", "vendor_id": "0x", "device_type": "cpu", "heaps": [], "types": []}"#
+            .to_string(),
+        r#"{"device": "x", "vendor_id": "-0x1", "device_type": "cpu", "heaps": [], "types": []}"#
+            .to_string(),
+        r#"{"device": "x", "vendor_id": -1, "device_type": "cpu", "heaps": [], "types": []}"#
+            .to_string(),
+        r#"{"device": "x", "vendor_id": 1.5, "device_type": "cpu", "heaps": [], "types": []}"#
+            .to_string(),
+        r#"{"device": "x", "vendor_id": "0x10de", "device_type": "", "heaps": [], "types": []}"#
+            .to_string(),
     ];
     for text in &cases {
         let outcome = catch_unwind(|| {
@@ -822,5 +816,46 @@ proptest! {
         }
         prop_assert_eq!(result.block_bytes, end);
         prop_assert!(result.block_bytes >= result.lower_bound_bytes);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn budget_plans_of_gib_activations_replay_in_an_arena_of_their_budget(
+        input in 1u64..(3 << 30),
+        layers in prop::collection::vec((1u64..(3 << 30), 0.0f64..4.0), 1..10),
+        budget in (1u64 << 30)..(40u64 << 30),
+    ) {
+        let chain = Chain::new(
+            input,
+            layers.iter().map(|&(bytes, cost)| Layer::new(bytes, cost)).collect(),
+        )
+        .unwrap();
+        let Ok(schedule) = chain.plan(CheckpointPolicy::Budget(budget)) else { return Ok(()) };
+        let mut arena = Arena::new(ArenaOptions::preallocated(budget));
+        let replayed = schedule.replay(&mut arena, &mut VirtualRegions::default());
+        prop_assert!(replayed.is_ok(), "Budget({}) plan does not fit that arena: {:?}", budget, replayed);
+        prop_assert_eq!(replayed.unwrap().peak_bytes_in_use, schedule.peak_bytes());
+    }
+
+    #[test]
+    fn a_replay_that_runs_out_of_memory_frees_everything_it_allocated(
+        chain in any_chain(),
+        share in 0.0f64..1.0,
+    ) {
+        let schedule = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        let limit = ((schedule.peak_bytes() as f64 * share) as u64).max(256 * 4);
+        let mut arena = Arena::new(ArenaOptions::growing(limit));
+        let mut source = VirtualRegions::default();
+        let before = arena.allocate(1, 0, None, &mut source).unwrap();
+        let in_use = arena.stats().bytes_in_use;
+        let outcome = schedule.replay(&mut arena, &mut source);
+        prop_assert_eq!(arena.stats().bytes_in_use, in_use, "{:?}", outcome);
+        prop_assert!(arena.allocation(before.id).is_some());
+        if let Err(error) = outcome {
+            prop_assert!(error.as_out_of_memory().is_some(), "{}", error);
+        }
     }
 }
