@@ -91,21 +91,26 @@ impl Chain {
     ///
     /// # Errors
     /// [`RematError::NoLayers`] for an empty chain, [`RematError::InvalidCost`] for a cost
-    /// that is negative or not finite, and [`RematError::TooLarge`] when the activations and
-    /// gradients together could not be counted in 64 bits.
+    /// that is negative or not finite, or that makes the costs' sum overflow to infinity, and
+    /// [`RematError::TooLarge`] when the activations and gradients together could not be
+    /// counted in 64 bits.
     pub fn new(input_bytes: u64, layers: Vec<Layer>) -> Result<Chain, RematError> {
         if layers.is_empty() {
             return Err(RematError::NoLayers);
         }
-        if let Some((index, layer)) = layers
-            .iter()
-            .enumerate()
-            .find(|(_, l)| !(l.forward_cost.is_finite() && l.forward_cost >= 0.0))
-        {
-            return Err(RematError::InvalidCost {
-                layer: index + 1,
-                cost: layer.forward_cost,
-            });
+        // Each cost finite is not enough: plans add costs up (a schedule's recompute cost, the
+        // forward pass's), and a sum that overflows to infinity ranks every plan alike and
+        // makes the recompute fraction NaN. The first layer whose cost breaks either rule is
+        // named.
+        let mut total = 0.0f64;
+        for (index, layer) in layers.iter().enumerate() {
+            total += layer.forward_cost;
+            if !(layer.forward_cost.is_finite() && layer.forward_cost >= 0.0 && total.is_finite()) {
+                return Err(RematError::InvalidCost {
+                    layer: index + 1,
+                    cost: layer.forward_cost,
+                });
+            }
         }
         // Every buffer at once, rounded, twice over (activations and gradients): if that
         // fits, no sum the schedule takes can overflow.

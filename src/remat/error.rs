@@ -8,10 +8,11 @@ pub enum RematError {
     /// The chain has no layers.
     #[error("a chain needs at least one layer")]
     NoLayers,
-    /// A layer's forward cost is negative, infinite or NaN.
+    /// A layer's forward cost is negative, infinite or NaN, or the sum of the costs up to it
+    /// overflows to infinity.
     #[error(
-        "layer {layer} has forward_cost {cost}: costs must be finite and at least 0 \
-         (any unit: FLOPs, microseconds, or 1 per layer)"
+        "layer {layer} has forward_cost {cost}: costs must be finite and at least 0, and so \
+         must their sum (any unit: FLOPs, microseconds, or 1 per layer)"
     )]
     InvalidCost {
         /// The layer, counted from 1.

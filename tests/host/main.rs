@@ -7,6 +7,7 @@
 //!
 //! Below: one module per behaviour, each with a doc that says which.
 
+mod adversary_config;
 mod arena_behaviour;
 mod arena_errors;
 mod arena_model;
