@@ -758,3 +758,87 @@ fn copies_between_contexts_through_small_odd_pools_arrive_intact_in_both_directi
         );
     }
 }
+
+#[gpu_test]
+fn copies_between_contexts_obey_either_contexts_guard_and_refusals_allocate_nothing() {
+    let strict = |level| {
+        context_with(ArenaConfig {
+            transfer_guard: gpu_arena::TransferGuardLevels {
+                device_to_device: level,
+                ..Default::default()
+            },
+            zero_copy: false,
+            staging_bytes: MIN_STAGING_BYTES,
+            ..test_config()
+        })
+    };
+    let open = context_with(test_config());
+    let closed = strict(TransferGuardLevel::DisallowExplicit);
+    let data: Vec<u32> = (0..3000).collect();
+    let x = open.device_put(&data, &[3000]).unwrap();
+    let y = closed.device_put(&data, &[3000]).unwrap();
+    let (open_mem, closed_mem) = (
+        open.memory_stats().bytes_in_use,
+        closed.memory_stats().bytes_in_use,
+    );
+    // Into the strict context, out of it, and within it: each refused by its guard.
+    for (result, what) in [
+        (closed.device_put_from(&x).map(drop), "into"),
+        (open.device_put_from(&y).map(drop), "out of"),
+        (y.copy_to(&closed).map(drop), "within"),
+    ] {
+        assert!(
+            matches!(
+                result,
+                Err(Error::TransferGuard {
+                    direction: TransferDirection::DeviceToDevice,
+                    ..
+                })
+            ),
+            "{what}: {result:?}"
+        );
+    }
+    assert_eq!(open.memory_stats().bytes_in_use, open_mem);
+    assert_eq!(closed.memory_stats().bytes_in_use, closed_mem);
+    assert_eq!(closed.transfer_stats().device_to_device.explicit.count, 0);
+    assert_eq!(open.transfer_stats().device_to_device.explicit.count, 0);
+    // A scoped guard overrides both contexts' defaults.
+    let _allow = TransferGuard::scoped(TransferGuardLevel::Allow);
+    let z = closed.device_put_from(&x).unwrap();
+    assert_eq!(closed.device_get(&z).unwrap(), data);
+    let w = open.device_put_from(&y).unwrap();
+    assert_eq!(open.device_get(&w).unwrap(), data);
+}
+
+#[gpu_test]
+fn a_scoped_guard_binds_only_its_own_thread() {
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        staging_bytes: MIN_STAGING_BYTES,
+        ..test_config()
+    });
+    let a = ctx.device_put(&[6u16; 5000], &[5000]).unwrap();
+    let refused = std::sync::Barrier::new(2);
+    std::thread::scope(|scope| {
+        let (ctx, a, refused) = (&ctx, &a, &refused);
+        scope.spawn(move || {
+            let _g = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+            for _ in 0..20 {
+                assert!(ctx.device_get(a).is_err());
+                assert!(ctx.copy(a).is_err());
+                assert!(ctx.dynamic_update_slice_copy(a, &[1u16][..], &[0]).is_err());
+            }
+            refused.wait(); // the guard is still alive while the other thread transfers
+        });
+        scope.spawn(move || {
+            for i in 0..20u16 {
+                assert_eq!(a.to_vec().unwrap(), vec![6; 5000]);
+                let c = ctx.copy(a).unwrap();
+                let c = ctx.dynamic_update_slice(c, &[i][..], &[4999]).unwrap();
+                assert_eq!(ctx.device_get(&c).unwrap()[4998..], [6, i]);
+            }
+            refused.wait();
+            assert_eq!(ctx.device_get(a).unwrap(), vec![6; 5000]);
+        });
+    });
+}
