@@ -328,6 +328,9 @@ fn snapshot<T: bytemuck::Pod>(ctx: &Context, a: &DeviceArray<T>) -> (Vec<T>, u64
     )
 }
 
+/// A donated op that must be refused, given the array.
+type Refusal<'a> = Box<dyn Fn(DeviceArray<u16>) -> gpu_arena::DonatedResult<u16> + 'a>;
+
 #[gpu_test]
 fn refused_donated_updates_and_fills_give_the_array_back_unchanged_and_move_nothing() {
     for (path, ctx) in paths() {
@@ -341,7 +344,7 @@ fn refused_donated_updates_and_fills_give_the_array_back_unchanged_and_move_noth
         let long: &[u16] = &[1; 7];
         let short: &[u16] = &[1; 5];
         let shape: &[usize] = &[2, 3];
-        let refusals: Vec<Box<dyn Fn(DeviceArray<u16>) -> gpu_arena::DonatedResult<u16> + '_>> = vec![
+        let refusals: Vec<Refusal<'_>> = vec![
             Box::new(|a| ctx.dynamic_update_slice(a, &big, &[0, 0])),
             Box::new(|a| ctx.dynamic_update_slice(a, &rank1, &[0, 0])),
             Box::new(|a| ctx.dynamic_update_slice(a, &rank1, &[0])),
