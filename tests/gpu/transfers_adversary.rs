@@ -845,3 +845,47 @@ fn a_scoped_guard_binds_only_its_own_thread() {
         });
     });
 }
+
+#[gpu_test]
+fn rank_six_slices_and_updates_with_unit_and_zero_dims_match_the_reference() {
+    for (path, ctx) in paths() {
+        let mut rng = Rng(66);
+        let shape = [2usize, 1, 3, 1, 4, 5];
+        let data: Vec<u16> = (0..shape.iter().product::<usize>())
+            .map(|_| rng.next_u64() as u16)
+            .collect();
+        let a = ctx.device_put(&data, &shape).unwrap();
+        for sizes in [
+            [1usize, 1, 2, 1, 3, 3],
+            [2, 1, 3, 1, 4, 5],
+            [1, 0, 2, 1, 3, 3],
+        ] {
+            let start = [1i64, -4, i64::MAX, 0, 2, -1];
+            let s = ctx.dynamic_slice(&a, &start, &sizes).unwrap();
+            assert_eq!(
+                ctx.device_get(&s).unwrap(),
+                reference_slice(&data, &shape, &start, &sizes),
+                "{path}: {sizes:?}"
+            );
+            let upd: Vec<u16> = (0..sizes.iter().product::<usize>())
+                .map(|i| i as u16 ^ 0x5555)
+                .collect();
+            let b = ctx.copy(&a).unwrap();
+            let b = ctx
+                .dynamic_update_slice(b, (&upd[..], &sizes[..]), &start)
+                .unwrap();
+            assert_eq!(
+                ctx.device_get(&b).unwrap(),
+                reference_update(&data, &shape, &upd, &sizes, &start),
+                "{path}: update {sizes:?}"
+            );
+        }
+        // Zero-sized elements with more elements than any memory holds: nothing to move.
+        let huge = ctx.alloc::<()>(&[1, 1 << 62]).unwrap();
+        assert_eq!(ctx.device_get(&huge).unwrap().len(), 1 << 62, "{path}");
+        let s = ctx.dynamic_slice(&huge, &[0, i64::MAX], &[1, 3]).unwrap();
+        assert_eq!(s.len(), 3);
+        let huge = ctx.fill_in_place(huge, ()).unwrap();
+        assert_eq!(ctx.copy(&huge).unwrap().len(), 1 << 62, "{path}");
+    }
+}
