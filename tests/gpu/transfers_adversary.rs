@@ -889,3 +889,48 @@ fn rank_six_slices_and_updates_with_unit_and_zero_dims_match_the_reference() {
         assert_eq!(ctx.copy(&huge).unwrap().len(), 1 << 62, "{path}");
     }
 }
+
+#[gpu_test]
+fn log_levels_log_each_transfer_once_in_its_own_direction_only() {
+    use crate::harness::logged_messages_containing;
+    let ctx = context_with(ArenaConfig {
+        zero_copy: false,
+        staging_bytes: MIN_STAGING_BYTES,
+        ..test_config()
+    });
+    // Byte counts no other test moves, so the messages are this test's own.
+    let a = ctx.zeros::<u8>(&[20_000]).unwrap();
+    let host = vec![1u8; 17_393];
+    let a = {
+        let _g = TransferGuard::scoped_direction(
+            TransferDirection::HostToDevice,
+            TransferGuardLevel::Log,
+        );
+        // Implicit: logged once, though it goes through staging in pieces.
+        let a = ctx.dynamic_update_slice(a, &host[..], &[3]).unwrap();
+        // Explicit under `log`: passes silently.
+        ctx.device_put(&vec![2u8; 17_394], &[17_394]).unwrap();
+        // Another direction: not logged.
+        assert_eq!(a.to_vec().unwrap()[3..17_396], host[..]);
+        a
+    };
+    let implicit = logged_messages_containing("17393 bytes by dynamic_update_slice (implicit)");
+    assert_eq!(implicit.len(), 1, "{implicit:?}");
+    assert!(
+        implicit[0].starts_with("host-to-device transfer"),
+        "{implicit:?}"
+    );
+    assert!(logged_messages_containing("17394 bytes").is_empty());
+    assert!(logged_messages_containing("20000 bytes by DeviceArray::to_vec").is_empty());
+    {
+        let _g = TransferGuard::scoped_direction(
+            TransferDirection::DeviceToHost,
+            TransferGuardLevel::LogExplicit,
+        );
+        assert_eq!(ctx.device_get(&a).unwrap().len(), 20_000);
+        ctx.device_put(&vec![3u8; 17_395], &[17_395]).unwrap();
+    }
+    let explicit = logged_messages_containing("20000 bytes by device_get (explicit)");
+    assert_eq!(explicit.len(), 1, "{explicit:?}");
+    assert!(logged_messages_containing("17395 bytes").is_empty());
+}
