@@ -54,4 +54,5 @@ mod submission_counts;
 mod sync_validation;
 mod train;
 mod transfers;
+mod transfers_adversary;
 mod user_kernels;
