@@ -163,30 +163,3 @@ impl Chain {
 pub(crate) fn rounded(bytes: u64) -> u64 {
     rounded_size(bytes).unwrap_or(u64::MAX)
 }
-
-/// Proptest strategies for chains, shared by the property tests of the planner and of the
-/// evaluator.
-#[cfg(test)]
-pub(crate) mod strategies {
-    use super::{BackwardReads, Chain, Layer};
-    use proptest::prelude::*;
-
-    /// Chains whose input activation weighs `input` bytes and whose layers (as many as
-    /// `layers` allows) weigh `bytes` and cost `cost` each, with every kind of backward step.
-    pub(crate) fn chains(
-        input: impl Strategy<Value = u64>,
-        bytes: impl Strategy<Value = u64>,
-        cost: impl Strategy<Value = f64>,
-        layers: std::ops::Range<usize>,
-    ) -> impl Strategy<Value = Chain> {
-        let reads = prop_oneof![
-            Just(BackwardReads::Input),
-            Just(BackwardReads::Output),
-            Just(BackwardReads::InputAndOutput)
-        ];
-        let layer = (bytes, cost, reads)
-            .prop_map(|(bytes, cost, reads)| Layer::new(bytes, cost).with_backward_reads(reads));
-        (input, prop::collection::vec(layer, layers))
-            .prop_map(|(input, layers)| Chain::new(input, layers).unwrap())
-    }
-}

@@ -238,12 +238,20 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::chain::strategies;
+    use crate::remat::{BackwardReads, Layer};
     use proptest::prelude::*;
 
     /// Chains of 1 to 40 layers of up to 5000 bytes, with every kind of backward step.
     fn chains() -> impl Strategy<Value = Chain> {
-        strategies::chains(0u64..5000, 0u64..5000, 0.0f64..4.0, 1..40)
+        let reads = prop_oneof![
+            Just(BackwardReads::Input),
+            Just(BackwardReads::Output),
+            Just(BackwardReads::InputAndOutput)
+        ];
+        let layer = (0u64..5000, 0.0f64..4.0, reads)
+            .prop_map(|(bytes, cost, reads)| Layer::new(bytes, cost).with_backward_reads(reads));
+        (0u64..5000, prop::collection::vec(layer, 1..40))
+            .prop_map(|(input, layers)| Chain::new(input, layers).unwrap())
     }
 
     proptest! {

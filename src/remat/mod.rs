@@ -44,9 +44,9 @@
 //!
 //! Files, one concept each: `chain` (the layers), `policy`, `schedule` (steps and their
 //! memory), `planner` (choosing what to keep), `evaluate` (a candidate plan's figures without
-//! its steps, so that a search holds no schedules), `replay` (through an arena) and `error`;
-//! `reference_planner` (tests only) is the search that built every candidate, kept as the
-//! model the bounded one is checked against.
+//! its steps, so that a search holds no schedules), `replay` (through an arena) and `error`.
+//! The budget search is checked against a model that builds every candidate, written on the
+//! public API in `tests/host/remat_reference_planner.rs`.
 #![deny(unsafe_code)]
 
 mod chain;
@@ -54,8 +54,6 @@ mod error;
 mod evaluate;
 mod planner;
 mod policy;
-#[cfg(test)]
-mod reference_planner;
 mod replay;
 mod schedule;
 

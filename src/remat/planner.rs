@@ -21,6 +21,32 @@ impl Chain {
     pub fn plan(&self, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
         plan(self, policy)
     }
+
+    /// The schedule that keeps the activations `keep` selects: checkpoints placed by hand, as
+    /// `jax.checkpoint` around chosen blocks places them. `keep` is asked once for each
+    /// activation from 1 to n − 1, in order; the input and the last activation are always
+    /// kept. As under every policy, a selected activation that no backward step reads and no
+    /// recomputation starts from is freed during the forward pass, so
+    /// [`Schedule::checkpoints`] can list fewer than were selected. Every selection is a plan,
+    /// so this cannot fail.
+    ///
+    /// ```
+    /// use gpu_arena::remat::{Chain, CheckpointPolicy, Layer};
+    ///
+    /// // A checkpoint at each block boundary of 4 layers: what EveryNth(4) keeps.
+    /// let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 16])?;
+    /// let by_hand = chain.plan_keeping(|activation| activation % 4 == 0);
+    /// assert_eq!(by_hand.checkpoints(), [4, 8, 12]);
+    /// assert_eq!(by_hand, chain.plan(CheckpointPolicy::EveryNth(4))?);
+    /// # Ok::<(), gpu_arena::remat::RematError>(())
+    /// ```
+    pub fn plan_keeping(&self, mut keep: impl FnMut(usize) -> bool) -> Schedule {
+        let n = self.layer_count();
+        let keep: Vec<bool> = std::iter::once(true)
+            .chain((1..n).map(&mut keep))
+            .collect();
+        Schedule::build(self, &keep)
+    }
 }
 
 /// Up to this many layers, a budget search tries every number of segments and every interval;
@@ -30,7 +56,7 @@ const EXHAUSTIVE_SEGMENT_COUNTS: usize = 1024;
 
 /// Up to this many layers, a budget search then tries to keep each activation it recomputes
 /// (one plan per layer, O(n²) in all); above, it stops at the best candidate.
-pub(crate) const GREEDY_LAYER_LIMIT: usize = 2048;
+const GREEDY_LAYER_LIMIT: usize = 2048;
 
 /// The schedule `policy` gives for `chain`.
 pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
@@ -82,7 +108,7 @@ impl Fit {
 }
 
 /// Keep flags (indexed by activation) that keep every activation.
-pub(crate) fn keep_all(n: usize) -> Vec<bool> {
+fn keep_all(n: usize) -> Vec<bool> {
     vec![true; n]
 }
 
@@ -90,7 +116,7 @@ pub(crate) fn keep_all(n: usize) -> Vec<bool> {
 /// equal activation bytes (as the arena rounds them): activation `i` is kept where the bytes of
 /// activations 1 to `i` first reach another `1/segments` of the total. One segment keeps
 /// nothing; with equal activations, `n` keep all.
-pub(crate) fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
+fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
     let rounded: Vec<u64> = (0..=chain.layer_count())
         .map(|i| chain.rounded_activation_bytes(i))
         .collect();
@@ -203,7 +229,8 @@ fn by_rank(recompute_cost: f64, peak_bytes: u64, other: (f64, u64)) -> Ordering 
 /// In bounded memory: each candidate is evaluated from its keep flags (an [`Evaluator`]
 /// walks its steps without storing them) and kept as a [`Summary`] of a few numbers; only the
 /// plan returned, and the plans an arena budget replays, are built as schedules. The result
-/// is the one building every candidate gives (the test module checks it against that search).
+/// is the one building every candidate gives (`tests/host/remat_reference_planner.rs` checks
+/// it against that search).
 pub(super) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
     if let Fit::Arena(_) = fit {
         check_regions_hold_activations(chain)?;
@@ -276,13 +303,8 @@ pub(super) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematEr
 
 /// Where the greedy refinement of a found `schedule` starts: `keep` set to its checkpoints,
 /// and the layers it recomputes in the order the refinement tries keeping them instead, the
-/// most costly forward pass first. The bounded search and the simple one it is checked
-/// against refine from here alike.
-pub(crate) fn greedy_refinement_start(
-    chain: &Chain,
-    schedule: &Schedule,
-    keep: &mut Vec<bool>,
-) -> Vec<usize> {
+/// most costly forward pass first.
+fn greedy_refinement_start(chain: &Chain, schedule: &Schedule, keep: &mut Vec<bool>) -> Vec<usize> {
     keep.clear();
     keep.resize(chain.layer_count(), false);
     for &i in schedule.checkpoints() {
@@ -302,7 +324,7 @@ pub(crate) fn greedy_refinement_start(
 }
 
 /// Refuses an arena budget for a chain with an activation larger than any arena region.
-pub(crate) fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
+fn check_regions_hold_activations(chain: &Chain) -> Result<(), RematError> {
     let max_region_bytes = ArenaOptions::default().max_region_bytes;
     let too_large =
         (0..=chain.layer_count()).find(|&i| chain.rounded_activation_bytes(i) > max_region_bytes);
@@ -378,7 +400,7 @@ fn smallest_arena<'s>(
 
 /// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found
 /// by bisection from the plan's peak, below which no arena can hold it.
-pub(crate) fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
+fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
     let (mut low, mut high) = (
         schedule.peak_bytes().saturating_sub(ALLOCATION_ALIGNMENT),
         fits,
@@ -395,13 +417,13 @@ pub(crate) fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
 }
 
 /// Keep flags that keep the output of every `every`-th layer.
-pub(crate) fn every_nth(n: usize, every: usize) -> Vec<bool> {
+fn every_nth(n: usize, every: usize) -> Vec<bool> {
     (0..n).map(|i| i % every == 0).collect()
 }
 
 /// The counts a budget search tries for `n` layers, as numbers of segments and as intervals
 /// between kept activations.
-pub(crate) fn search_counts(n: usize) -> impl Iterator<Item = usize> {
+fn search_counts(n: usize) -> impl Iterator<Item = usize> {
     let mut next = 1;
     std::iter::from_fn(move || {
         if next > n {

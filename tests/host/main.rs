@@ -14,5 +14,6 @@ mod arena_model;
 mod crate_manifest;
 mod hostile_host_inputs;
 mod memplan_tables;
+mod remat_reference_planner;
 mod report_any_numbers;
 mod timeline_readers;
