@@ -116,9 +116,12 @@ impl Sequence {
         }
         let host = inner.host_path(&kernels, arrays)?;
         if host.is_some() {
-            for (array, access, argument) in uses {
-                self.touch_array(array, *access, operation, argument)?;
-            }
+            // All at once: a refusal of one array marks none of them.
+            let touched: Vec<_> = uses
+                .iter()
+                .map(|(array, access, _)| (&array.storage, *access))
+                .collect();
+            self.touch_all(&touched, operation, |i| uses[i].2.to_string())?;
         }
         Ok(host)
     }
