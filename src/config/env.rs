@@ -279,9 +279,8 @@ fn parse_timeline(var: &str, value: &str) -> Result<usize> {
     let capacity = match value.trim().to_ascii_lowercase().as_str() {
         "on" | "true" | "yes" | "1" => Some(DEFAULT_TIMELINE_CAPACITY),
         "off" | "false" | "no" | "0" => Some(0),
-        number => number
-            .parse::<usize>()
-            .ok()
+        number => whole_number(number)
+            .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= MAX_TIMELINE_CAPACITY),
     };
     capacity.ok_or_else(|| Error::Config {
@@ -294,10 +293,7 @@ fn parse_timeline(var: &str, value: &str) -> Result<usize> {
 /// A whole number of MiB, converted to bytes without wrapping and checked against the knob's
 /// bounds; the error gives the range, the largest accepted value included.
 fn parse_mib(knob: &ByteKnob, var: &str, value: &str) -> Result<u64> {
-    value
-        .trim()
-        .parse::<u64>()
-        .ok()
+    whole_number(value.trim())
         .and_then(|mib| mib.checked_mul(MIB))
         .filter(|&bytes| bytes > 0 && knob.accepts(bytes))
         .ok_or_else(|| Error::Config {
@@ -307,14 +303,19 @@ fn parse_mib(knob: &ByteKnob, var: &str, value: &str) -> Result<u64> {
         })
 }
 
-/// A whole number of at least `min` (digits only, so no sign and no unit), or the error that
-/// says what the variable accepts.
-fn parse_count(var: &str, value: &str, min: u64, expected: fn() -> String) -> Result<u64> {
-    let text = value.trim();
+/// `text` as a whole number when it is digits only: no sign (Rust's `parse` would take a
+/// leading `+`), no unit, no spaces inside. Every numeric variable reads its number this way.
+fn whole_number(text: &str) -> Option<u64> {
     text.bytes()
         .all(|b| b.is_ascii_digit())
         .then(|| text.parse::<u64>().ok())
         .flatten()
+}
+
+/// A whole number of at least `min` (see [`whole_number`]), or the error that says what the
+/// variable accepts.
+fn parse_count(var: &str, value: &str, min: u64, expected: fn() -> String) -> Result<u64> {
+    whole_number(value.trim())
         .filter(|&n| n >= min)
         .ok_or_else(|| Error::Config {
             variable: var.into(),
@@ -529,6 +530,34 @@ mod tests {
                     ..
                 } => assert_eq!((variable.as_str(), seen.as_str()), (var, value)),
                 other => panic!("{var}={value}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn every_number_is_digits_only_so_a_sign_is_refused_by_byte_sizes_and_the_timeline_too() {
+        let config = config_from(&[
+            ("GPU_ARENA_STAGING_MB", " 64 "),
+            ("GPU_ARENA_TIMELINE", "4096"),
+        ])
+        .unwrap();
+        assert_eq!(config.staging_bytes, 64 * MIB);
+        assert_eq!(config.timeline_capacity, 4096);
+        for var in [
+            "GPU_ARENA_MAX_REGION_MB",
+            "GPU_ARENA_DEVICE_MEMORY_MB",
+            "GPU_ARENA_STAGING_MB",
+            "GPU_ARENA_TIMELINE",
+        ] {
+            for value in ["+64", "-64", "6 4", "64MB", "0x40"] {
+                match config_from(&[(var, value)]).unwrap_err() {
+                    Error::Config {
+                        variable,
+                        value: seen,
+                        ..
+                    } => assert_eq!((variable.as_str(), seen.as_str()), (var, value)),
+                    other => panic!("{var}={value}: {other:?}"),
+                }
             }
         }
     }
