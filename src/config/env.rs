@@ -232,11 +232,27 @@ impl EnvReader<'_> {
 
     /// The first name in `names` that is set (ours win); aliases after the first name must agree
     /// with each other when ours is unset. Every name that is set must be UTF-8, even one that
-    /// another overrides.
+    /// another overrides, and one that another overrides must not be blank (the one read is
+    /// checked by its parser): a leftover `XLA_...=` is refused as it would be alone.
     fn first(&self, names: &[&str]) -> Result<Option<(String, String)>> {
         let mut values = Vec::with_capacity(names.len());
         for &name in names {
             values.push((name, self.get(name)?));
+        }
+        let set = || values.iter().filter(|(_, value)| value.is_some());
+        if let Some((blank, Some(value))) = set()
+            .skip(1)
+            .find(|(_, value)| value.as_deref().is_some_and(|v| v.trim().is_empty()))
+        {
+            return Err(Error::Config {
+                variable: (*blank).into(),
+                value: value.clone(),
+                expected: format!(
+                    "a value, or the variable unset (a blank value is not read as unset, even \
+                     where {} overrides it)",
+                    set().next().map_or("another variable", |(name, _)| *name)
+                ),
+            });
         }
         let mut values = values
             .into_iter()
@@ -631,6 +647,37 @@ mod tests {
         let msg = error.to_string();
         assert!(msg.starts_with("XLA_PYTHON_CLIENT_MEM_FRACTION"), "{msg}");
         assert!(msg.contains("not UTF-8"), "{msg}");
+    }
+
+    #[test]
+    fn a_blank_alias_is_an_error_even_where_another_variable_wins() {
+        for (ours, alias) in [
+            ("GPU_ARENA_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"),
+            ("GPU_ARENA_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"),
+            ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"),
+            ("GPU_ARENA_TRANSFER_GUARD", "JAX_TRANSFER_GUARD"),
+        ] {
+            let good = if ours.contains("GUARD") { "log" } else { "0.5" };
+            let good = if ours.contains("PREALLOCATE") {
+                "false"
+            } else {
+                good
+            };
+            assert!(config_from(&[(ours, good)]).is_ok(), "{ours}={good}");
+            for blank in ["", "  "] {
+                match config_from(&[(ours, good), (alias, blank)]).unwrap_err() {
+                    Error::Config {
+                        variable,
+                        value,
+                        expected,
+                    } => {
+                        assert_eq!((variable.as_str(), value.as_str()), (alias, blank));
+                        assert!(expected.contains(ours), "{expected}");
+                    }
+                    other => panic!("{alias}={blank:?}: {other:?}"),
+                }
+            }
+        }
     }
 
     #[test]

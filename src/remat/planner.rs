@@ -42,9 +42,7 @@ impl Chain {
     /// ```
     pub fn plan_keeping(&self, mut keep: impl FnMut(usize) -> bool) -> Schedule {
         let n = self.layer_count();
-        let keep: Vec<bool> = std::iter::once(true)
-            .chain((1..n).map(&mut keep))
-            .collect();
+        let keep: Vec<bool> = std::iter::once(true).chain((1..n).map(&mut keep)).collect();
         Schedule::build(self, &keep)
     }
 }
