@@ -184,6 +184,11 @@ fn a_device_missing_what_the_arena_needs_is_refused_naming_it() {
         wgpu::DownlevelFlags::all(),
     );
     assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(
+        (missing[0].name.as_str(), missing[0].has.as_str()),
+        ("features SHADER_F16", "not requested"),
+        "{missing:?}"
+    );
     assert!(
         missing[0].to_string().contains("SHADER_F16"),
         "{}",

@@ -554,6 +554,16 @@ fn activation_shapes_are_used_and_ones_that_do_not_match_the_chain_are_refused()
         vec![None, Some(vec![usize::MAX, usize::MAX]), None, None],
     );
     let error = schedule.run(&ctx, &mut overflowing, &input).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            Error::Shape {
+                operation: "Schedule::run",
+                ..
+            }
+        ),
+        "{error}"
+    );
     assert!(error.to_string().contains("activation_shape(1)"), "{error}");
     assert!(wrong.0.calls.is_empty() && overflowing.0.calls.is_empty());
     assert_eq!(ctx.memory_stats().bytes_in_use, before);

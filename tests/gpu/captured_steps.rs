@@ -506,6 +506,17 @@ fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
     let flat = cap.index_slot(&[0]);
     let refused = cap.dynamic_update_slice_at(cache, &row, &flat).unwrap_err();
     assert!(
+        matches!(
+            refused.error,
+            Error::InvalidArgument {
+                operation: "Capture::dynamic_update_slice_at",
+                ..
+            }
+        ),
+        "{}",
+        refused.error
+    );
+    assert!(
         refused.error.to_string().contains("rank"),
         "{}",
         refused.error
@@ -610,6 +621,16 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
         .run()
         .unwrap_err();
     assert!(
+        matches!(
+            refused,
+            Error::InvalidArgument {
+                operation: "launch",
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    assert!(
         refused.to_string().contains("outside any capture"),
         "{refused}"
     );
@@ -622,6 +643,16 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
         .grid_for(64)
         .run()
         .unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::InvalidArgument {
+                operation: "launch",
+                ..
+            }
+        ),
+        "{refused}"
+    );
     assert!(
         refused.to_string().contains("in another capture"),
         "{refused}"

@@ -87,6 +87,11 @@ fn a_view_bound_to_a_struct_with_a_runtime_array_never_writes_into_the_next_row(
         .grid([1, 1, 1])
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(0) r: R (read_write)"),
+        "{err}"
+    );
     assert!(err.to_string().contains("needs 8"), "{err}");
     // Rows of 12 bytes bind exactly: the kernel sees 2 elements, and row 1 is untouched.
     let mut rows = ctx.device_put(&[7u32; 4 * 3], &[4, 3]).unwrap();
@@ -122,6 +127,11 @@ fn a_view_that_is_not_whole_elements_of_a_runtime_array_is_refused_with_the_stri
         .grid([1, 1, 1])
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(0) r: R (read_write)"),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("8-byte elements") && err.to_string().contains("8 + n × 8"),
         "{err}"
@@ -610,6 +620,11 @@ fn a_cached_kernel_asked_for_under_another_label_keeps_the_first_label() {
         .grid_for(4)
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { kernel, binding, .. }
+            if kernel == "first" && binding == "@binding(0) a: array<f32> (read_write)"),
+        "{err}"
+    );
     assert!(err.to_string().contains("first"), "{err}");
 }
 
@@ -648,6 +663,11 @@ fn a_u32_array_bound_to_array_f32_is_refused_naming_both_and_bitcast() {
         .grid_for(4)
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(0) a: array<f32> (read_write)"),
+        "{err}"
+    );
     assert!(err.to_string().contains("i32"), "{err}");
     // Deliberate: bitcast, no copy, same memory.
     let offset = bits.byte_offset();
@@ -662,6 +682,17 @@ fn a_u32_array_bound_to_array_f32_is_refused_naming_both_and_bitcast() {
     assert_eq!(ctx.device_get(&bits).unwrap(), [3.0f32.to_bits(); 4]);
     // Another size is refused, and the array comes back intact.
     let donated = bits.bitcast::<u64>().unwrap_err();
+    assert!(
+        matches!(
+            donated.error,
+            Error::InvalidArgument {
+                operation: "DeviceArray::bitcast",
+                ..
+            }
+        ),
+        "{}",
+        donated.error
+    );
     assert!(
         donated.error.to_string().contains("same size"),
         "{}",
@@ -697,6 +728,11 @@ fn fixed_rust_arrays_match_wgsl_vectors_of_the_same_scalar_and_structs_match_by_
         .grid([1, 1, 1])
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(0) a: array<vec4<f32>> (read_write)"),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("[u32; 4]") && err.to_string().contains("vec4<f32>"),
         "{err}"
@@ -736,6 +772,11 @@ fn views_bitcast_without_a_copy_and_writes_through_them_land_in_the_array() {
         .grid_for(64)
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(0) a: array<f32> (read_write)"),
+        "{err}"
+    );
     assert!(err.to_string().contains("bitcast"), "{err}");
     let mut row = rows.view_mut(&[1]).unwrap().bitcast::<f32>().unwrap();
     ctx.launch(&k).arg_mut(&mut row).grid_for(64).run().unwrap();
@@ -775,6 +816,11 @@ fn two_threads_launch_over_bitcast_views_of_one_array_and_refuse_its_bits() {
                             .grid_for(64)
                             .run()
                             .unwrap_err();
+                        assert!(
+                            matches!(&err, Error::KernelArgument { binding, .. }
+                                if binding == "@binding(0) x: array<f32> (read)"),
+                            "{err}"
+                        );
                         assert!(err.to_string().contains("bitcast"), "{err}");
                         let row = bits.view(&[t]).unwrap().bitcast::<f32>().unwrap();
                         ctx.launch(&k)

@@ -265,7 +265,16 @@ fn wrong_rank_too_large_update_and_short_start_are_errors_not_panics() {
     let err = ctx
         .dynamic_update_slice_copy(&operand, &row, &[0, 0])
         .unwrap_err();
-    assert!(matches!(err, Error::Shape { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Shape {
+                operation: "dynamic_update_slice_copy",
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("dynamic_update_slice_copy"),
         "{err}"

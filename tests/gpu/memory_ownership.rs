@@ -163,6 +163,7 @@ fn device_destroy(ctx: Context) {
         assert_sentinels_intact(&sentinels);
     }
     let lost = ctx.device_get(&a).unwrap_err();
+    assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
     assert!(
         lost.to_string().contains("lost or was destroyed")
             && lost.to_string().contains("open a new Context"),

@@ -643,12 +643,14 @@ fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched
     let snapshot = ctx.memory_snapshot();
     let timeline = ctx.memory_timeline();
     let err = report::write_html(&snapshot, timeline.as_ref(), dir.join("page.html")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     let err = timeline
         .as_ref()
         .unwrap()
         .write_chrome_trace(dir.join("planted.trace.json"), "test")
         .unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     assert_eq!(std::fs::read(&target).unwrap(), b"the user's data");
     // New files are the user's alone; an existing regular file is replaced.

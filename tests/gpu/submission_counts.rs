@@ -6,7 +6,8 @@
 //! after the work.
 
 use crate::harness::{context_with, op_paths, submissions_made, test_config};
-use gpu_arena::{Context, DeviceArray, Kernel};
+use gpu_arena::error::{Access, Recorder, RecorderKind};
+use gpu_arena::{Context, DeviceArray, Error, Kernel};
 
 const SCORES: &str = r#"
 struct Params { rows: u32, dim: u32 }
@@ -152,6 +153,20 @@ fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() 
             ctx.device_get(&c).unwrap_err(),
             ctx.device_get(&filled).unwrap_err(),
         ] {
+            assert!(
+                matches!(
+                    &err,
+                    Error::PendingInRecorder {
+                        operation: "device_get",
+                        argument,
+                        recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                        recorded: Access::Write,
+                        access: Access::Read,
+                        ..
+                    } if argument == "the array"
+                ),
+                "{err}"
+            );
             assert!(err.to_string().contains("call submit()"), "{err}");
         }
         s.submit().unwrap();

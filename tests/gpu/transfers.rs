@@ -3,6 +3,7 @@
 
 use crate::harness;
 use crate::harness::{context_with, test_config, Rng};
+use gpu_arena::error::{Access, Recorder, RecorderKind};
 use gpu_arena::{
     ArenaConfig, Context, Error, TransferDirection, TransferGuard, TransferGuardLevel,
     TransferGuardLevels,
@@ -436,6 +437,16 @@ fn device_get_into_refuses_a_slice_of_another_length_and_reads_nothing() {
         let err = ctx
             .device_get_into(a.view(&[1]).unwrap(), &mut long)
             .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Shape {
+                    operation: "device_get_into",
+                    ..
+                }
+            ),
+            "{path}: {err}"
+        );
         assert!(err.to_string().contains("holds 4"), "{path}: {err}");
         assert_eq!(
             ctx.transfer_stats().device_to_host.explicit.count,
@@ -484,6 +495,20 @@ fn device_get_into_refuses_an_array_of_an_unsubmitted_sequence() {
     let a = s.put(&[3u32; 8], &[8]).unwrap();
     let mut out = [0u32; 8];
     let err = ctx.device_get_into(&a, &mut out).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::PendingInRecorder {
+                operation: "device_get_into",
+                argument,
+                recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                recorded: Access::Write,
+                access: Access::Read,
+                ..
+            } if argument == "the source"
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("submit"), "{err}");
     s.submit().unwrap();
     ctx.device_get_into(&a, &mut out).unwrap();
@@ -557,6 +582,17 @@ fn device_get_into_and_bitcast_take_zero_size_arrays_and_views_on_every_path() {
             let floats = a.bitcast::<f32>().unwrap();
             assert_eq!(floats.shape(), shape);
             let donated = floats.bitcast::<u64>().unwrap_err();
+            assert!(
+                matches!(
+                    donated.error,
+                    Error::InvalidArgument {
+                        operation: "DeviceArray::bitcast",
+                        ..
+                    }
+                ),
+                "{path}: {}",
+                donated.error
+            );
             assert!(
                 donated.error.to_string().contains("bitcast"),
                 "{}",

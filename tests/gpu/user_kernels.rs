@@ -5,7 +5,8 @@
 
 use crate::harness;
 use crate::harness::{context, context_with, test_config, Rng};
-use gpu_arena::{ArenaConfig, Error, KernelDesc, KernelSource};
+use gpu_arena::error::{Access, Recorder, RecorderKind};
+use gpu_arena::{ArenaConfig, Error, KernelDesc, KernelSource, TransferDirection};
 
 #[repr(C)]
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
@@ -146,6 +147,10 @@ fn bad_kernels_are_compile_errors_with_the_compiler_s_message() {
 
     let err = ctx.kernel(ADD, "nope").unwrap_err();
     assert!(
+        matches!(&err, Error::KernelCompile { kernel, .. } if kernel == "nope"),
+        "{err}"
+    );
+    assert!(
         err.to_string().contains("\"nope\"") && err.to_string().contains("\"main\""),
         "{err}"
     );
@@ -169,10 +174,18 @@ fn bad_kernels_are_compile_errors_with_the_compiler_s_message() {
     let err = ctx
         .kernel_with(KernelDesc::wgsl(ADD, "main").constants(&[("NOPE", 1.0)]))
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelCompile { kernel, .. } if kernel == "main"),
+        "{err}"
+    );
     assert!(err.to_string().contains("NOPE"), "{err}");
     let err = ctx
         .kernel_with(KernelDesc::spirv(&[0x0723_0203, 1, 2], "main"))
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelCompile { kernel, .. } if kernel == "main"),
+        "{err}"
+    );
     assert!(err.to_string().contains("SPIR-V"), "{err}");
 }
 
@@ -410,6 +423,17 @@ fn reshape_keeps_the_memory_and_gives_the_array_back_on_a_bad_shape() {
     assert_eq!((a.buffer().clone(), a.byte_offset()), offset);
     let donated = a.reshape(&[4, 2]).unwrap_err();
     assert!(
+        matches!(
+            donated.error,
+            Error::Shape {
+                operation: "reshape",
+                ..
+            }
+        ),
+        "{}",
+        donated.error
+    );
+    assert!(
         donated.error.to_string().contains("holds 8 elements"),
         "{}",
         donated.error
@@ -514,8 +538,37 @@ fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
     let filled = s.fill(&[8], 3u8).unwrap();
     // Reading back before submit would run before the recorded work: refused, not stale data.
     let err = ctx.device_get(&a).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::PendingInRecorder {
+                operation: "device_get",
+                argument,
+                recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                recorded: Access::Write,
+                access: Access::Read,
+                ..
+            } if argument == "the array"
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("submit"), "{err}");
     let donated = ctx.fill_in_place(a, 0).unwrap_err();
+    assert!(
+        matches!(
+            &donated.error,
+            Error::PendingInRecorder {
+                operation: "fill_in_place",
+                argument,
+                recorder: Recorder { kind: RecorderKind::Sequence, .. },
+                recorded: Access::Write,
+                access: Access::Write,
+                ..
+            } if argument == "the array"
+        ),
+        "{}",
+        donated.error
+    );
     assert!(
         donated.error.to_string().contains("submit"),
         "{}",
@@ -591,7 +644,15 @@ fn an_argument_dropped_while_its_kernel_runs_is_not_reused_until_it_completes() 
 fn donated_operands_survive_every_error_with_their_contents() {
     let ctx = context();
     let contents: Vec<f32> = (0..32).map(|i| i as f32).collect();
-    let check = |donated: gpu_arena::Donated<f32>, part: &str| -> gpu_arena::DeviceArray<f32> {
+    let check = |donated: gpu_arena::Donated<f32>,
+                 variant: fn(&Error) -> bool,
+                 part: &str|
+     -> gpu_arena::DeviceArray<f32> {
+        assert!(
+            variant(&donated.error),
+            "{} is not the expected variant",
+            donated.error
+        );
         assert!(
             donated.error.to_string().contains(part),
             "{} should say {part:?}",
@@ -614,24 +675,74 @@ fn donated_operands_survive_every_error_with_their_contents() {
         // Bad start vector, rank mismatch, too large an update, foreign update.
         a = check(
             dus(a, (&[1.0f32; 8][..], &[1usize, 8][..]).into(), &[0]).unwrap_err(),
+            |e| {
+                matches!(
+                    e,
+                    Error::InvalidArgument {
+                        operation: "dynamic_update_slice",
+                        ..
+                    }
+                )
+            },
             "one per dimension",
         );
         a = check(
             dus(a, (&[1.0f32; 8][..]).into(), &[0, 0]).unwrap_err(),
+            |e| {
+                matches!(
+                    e,
+                    Error::Shape {
+                        operation: "dynamic_update_slice",
+                        ..
+                    }
+                )
+            },
             "rank",
         );
         a = check(
             dus(a, (&[1.0f32; 9][..], &[1usize, 9][..]).into(), &[0, 0]).unwrap_err(),
+            |e| {
+                matches!(
+                    e,
+                    Error::Shape {
+                        operation: "dynamic_update_slice",
+                        ..
+                    }
+                )
+            },
             "larger",
         );
         let other = context();
         let foreign = other.zeros::<f32>(&[1, 8]).unwrap();
-        a = check(dus(a, (&foreign).into(), &[0, 0]).unwrap_err(), "context");
+        a = check(
+            dus(a, (&foreign).into(), &[0, 0]).unwrap_err(),
+            |e| {
+                matches!(
+                    e,
+                    Error::ForeignArray {
+                        operation: "dynamic_update_slice",
+                        ..
+                    }
+                )
+            },
+            "context",
+        );
         // The guard refusing the implicit upload of a host update.
         {
             let _g = gpu_arena::TransferGuard::scoped(gpu_arena::TransferGuardLevel::Disallow);
             a = check(
                 dus(a, (&[1.0f32; 8][..], &[1usize, 8][..]).into(), &[0, 0]).unwrap_err(),
+                |e| {
+                    matches!(
+                        e,
+                        Error::TransferGuard {
+                            direction: TransferDirection::HostToDevice,
+                            bytes: 32,
+                            operation: "dynamic_update_slice",
+                            explicitness: "implicit",
+                        }
+                    )
+                },
                 "Disallowed",
             );
         }
@@ -642,6 +753,17 @@ fn donated_operands_survive_every_error_with_their_contents() {
     let bad = ctx.device_put(&[[0u8; 3]; 4], &[4]).unwrap();
     let donated = ctx.fill_in_place(bad, [1u8; 3]).unwrap_err();
     assert!(
+        matches!(
+            donated.error,
+            Error::InvalidArgument {
+                operation: "fill_in_place",
+                ..
+            }
+        ),
+        "{}",
+        donated.error
+    );
+    assert!(
         donated.error.to_string().contains("divide 16"),
         "{}",
         donated.error
@@ -650,7 +772,19 @@ fn donated_operands_survive_every_error_with_their_contents() {
     // A foreign context's fill_in_place.
     let other = context();
     let donated = other.fill_in_place(a, 1.0).unwrap_err();
-    let a = check(donated, "context");
+    let a = check(
+        donated,
+        |e| {
+            matches!(
+                e,
+                Error::ForeignArray {
+                    operation: "fill_in_place",
+                    ..
+                }
+            )
+        },
+        "context",
+    );
     // Out of memory for a host update: the operand survives.
     let oom_ctx = harness::context_with(gpu_arena::ArenaConfig {
         preallocate: true,
@@ -701,10 +835,19 @@ fn immediate_parameters_work_where_the_device_has_them_and_say_what_to_do_where_
                 .grid_for(100)
                 .run()
                 .unwrap_err();
+            assert!(
+                matches!(&err, Error::KernelArgument { kernel, binding, .. }
+                    if kernel == "main" && binding == "parameter block `add: u32`"),
+                "{err}"
+            );
             assert!(err.to_string().contains("8 bytes given"), "{err}");
         }
         Err(err) => {
             assert!(!has, "{err}");
+            assert!(
+                matches!(&err, Error::KernelCompile { kernel, .. } if kernel == "main"),
+                "{err}"
+            );
             assert!(err.to_string().contains("var<uniform>"), "{err}");
         }
     }
@@ -765,6 +908,10 @@ fn hostile_grids_empty_arrays_and_empty_sequences_are_errors_or_no_ops_never_pan
             .grid_linear(n)
             .run()
             .unwrap_err();
+        assert!(
+            matches!(&err, Error::KernelArgument { binding, .. } if binding == "the grid"),
+            "{err}"
+        );
         assert!(err.to_string().contains("two dimensions"), "{err}");
     }
     // A zero grid and an empty array run nothing and succeed.
@@ -798,6 +945,11 @@ fn hostile_grids_empty_arrays_and_empty_sequences_are_errors_or_no_ops_never_pan
         .grid([1, 1, 1])
         .run()
         .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { binding, .. }
+            if binding == "@binding(1) a: array<u32> (read_write)"),
+        "{err}"
+    );
     assert!(err.to_string().contains("the view is empty"), "{err}");
     assert_eq!(ctx.device_get(&a).unwrap(), [1; 8], "nothing ran on a");
     // Empty sequences, and zero-size ops inside one.

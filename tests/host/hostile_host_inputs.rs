@@ -289,6 +289,11 @@ fn nesting_past_the_recursion_limit_is_refused_as_json_not_a_stack_overflow() {
     assert!(MemorySnapshot::from_json(&snapshot).is_ok());
     // And serde_json's own limit holds for untyped values too.
     let error = serde_json::from_str::<serde_json::Value>(&deep(200)[0]).unwrap_err();
+    assert_eq!(
+        error.classify(),
+        serde_json::error::Category::Syntax,
+        "{error}"
+    );
     assert!(
         error.to_string().contains("recursion limit exceeded"),
         "{error}"
