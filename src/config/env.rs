@@ -376,6 +376,23 @@ mod tests {
         ArenaConfig::from_lookup(|name| map.get(name).cloned())
     }
 
+    /// Asserts that `pairs` are refused with an [`Error::Config`] naming `var` and `value`,
+    /// and returns what it says the variable accepts.
+    #[track_caller]
+    fn refused_naming(pairs: &[(&str, &str)], var: &str, value: &str) -> String {
+        match config_from(pairs).unwrap_err() {
+            Error::Config {
+                variable,
+                value: seen,
+                expected,
+            } => {
+                assert_eq!((variable.as_str(), seen.as_str()), (var, value));
+                expected
+            }
+            other => panic!("{var}={value}: {other:?}"),
+        }
+    }
+
     #[test]
     fn empty_environment_gives_jax_defaults() {
         let config = config_from(&[]).unwrap();
@@ -539,14 +556,7 @@ mod tests {
             ("GPU_ARENA_FORCE_DEVICE_KERNELS", "sometimes"),
             ("GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH", "per dispatch"),
         ] {
-            match config_from(&[(var, value)]).unwrap_err() {
-                Error::Config {
-                    variable,
-                    value: seen,
-                    ..
-                } => assert_eq!((variable.as_str(), seen.as_str()), (var, value)),
-                other => panic!("{var}={value}: {other:?}"),
-            }
+            refused_naming(&[(var, value)], var, value);
         }
     }
 
@@ -566,14 +576,7 @@ mod tests {
             "GPU_ARENA_TIMELINE",
         ] {
             for value in ["+64", "-64", "6 4", "64MB", "0x40"] {
-                match config_from(&[(var, value)]).unwrap_err() {
-                    Error::Config {
-                        variable,
-                        value: seen,
-                        ..
-                    } => assert_eq!((variable.as_str(), seen.as_str()), (var, value)),
-                    other => panic!("{var}={value}: {other:?}"),
-                }
+                refused_naming(&[(var, value)], var, value);
             }
         }
     }
@@ -665,17 +668,8 @@ mod tests {
             };
             assert!(config_from(&[(ours, good)]).is_ok(), "{ours}={good}");
             for blank in ["", "  "] {
-                match config_from(&[(ours, good), (alias, blank)]).unwrap_err() {
-                    Error::Config {
-                        variable,
-                        value,
-                        expected,
-                    } => {
-                        assert_eq!((variable.as_str(), value.as_str()), (alias, blank));
-                        assert!(expected.contains(ours), "{expected}");
-                    }
-                    other => panic!("{alias}={blank:?}: {other:?}"),
-                }
+                let expected = refused_naming(&[(ours, good), (alias, blank)], alias, blank);
+                assert!(expected.contains(ours), "{expected}");
             }
         }
     }
@@ -689,18 +683,19 @@ mod tests {
             "18446744073709551616", // not even a u64
         ] {
             for variable in ["GPU_ARENA_MAX_REGION_MB", "GPU_ARENA_DEVICE_MEMORY_MB"] {
-                let msg = config_from(&[(variable, value)]).unwrap_err().to_string();
-                assert!(msg.starts_with(variable), "{msg}");
-                assert!(msg.contains(&format!("to {largest}")), "{msg}");
+                let expected = refused_naming(&[(variable, value)], variable, value);
+                assert!(expected.contains(&format!("to {largest}")), "{expected}");
             }
         }
         let config = config_from(&[("GPU_ARENA_MAX_REGION_MB", &largest.to_string())]).unwrap();
         assert_eq!(config.max_region_bytes, Some(largest << 20));
         // Staging has a lower bound of its own, and says so.
-        let msg = config_from(&[("GPU_ARENA_STAGING_MB", "4097")])
-            .unwrap_err()
-            .to_string();
-        assert!(msg.contains("from 1 to 4096"), "{msg}");
+        let expected = refused_naming(
+            &[("GPU_ARENA_STAGING_MB", "4097")],
+            "GPU_ARENA_STAGING_MB",
+            "4097",
+        );
+        assert!(expected.contains("from 1 to 4096"), "{expected}");
         assert_eq!(
             config_from(&[("GPU_ARENA_STAGING_MB", "4096")])
                 .unwrap()

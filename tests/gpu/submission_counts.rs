@@ -5,9 +5,10 @@
 //! Submissions are counted by the ids gpu-arena hands out: an empty `raw_submit` before and
 //! after the work.
 
+use crate::harness::refusals::assert_pending_in_sequence;
 use crate::harness::{context_with, op_paths, submissions_made, test_config};
-use gpu_arena::error::{Access, Recorder, RecorderKind};
-use gpu_arena::{Context, DeviceArray, Error, Kernel};
+use gpu_arena::error::Access;
+use gpu_arena::{Context, DeviceArray, Kernel};
 
 const SCORES: &str = r#"
 struct Params { rows: u32, dim: u32 }
@@ -153,21 +154,13 @@ fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() 
             ctx.device_get(&c).unwrap_err(),
             ctx.device_get(&filled).unwrap_err(),
         ] {
-            assert!(
-                matches!(
-                    &err,
-                    Error::PendingInRecorder {
-                        operation: "device_get",
-                        argument,
-                        recorder: Recorder { kind: RecorderKind::Sequence, .. },
-                        recorded: Access::Write,
-                        access: Access::Read,
-                        ..
-                    } if argument == "the array"
-                ),
-                "{err}"
+            assert_pending_in_sequence(
+                &err,
+                "device_get",
+                "the array",
+                Access::Write,
+                Access::Read,
             );
-            assert!(err.to_string().contains("call submit()"), "{err}");
         }
         s.submit().unwrap();
         (c, filled)

@@ -4,8 +4,9 @@
 //! arguments dropped while a kernel runs, donation that gives the array back.
 
 use crate::harness;
+use crate::harness::refusals::assert_pending_in_sequence;
 use crate::harness::{context, context_with, test_config, Rng};
-use gpu_arena::error::{Access, Recorder, RecorderKind};
+use gpu_arena::error::Access;
 use gpu_arena::{ArenaConfig, Error, KernelDesc, KernelSource, TransferDirection};
 
 #[repr(C)]
@@ -538,41 +539,14 @@ fn a_sequence_is_one_submission_and_its_arrays_wait_for_submit() {
     let filled = s.fill(&[8], 3u8).unwrap();
     // Reading back before submit would run before the recorded work: refused, not stale data.
     let err = ctx.device_get(&a).unwrap_err();
-    assert!(
-        matches!(
-            &err,
-            Error::PendingInRecorder {
-                operation: "device_get",
-                argument,
-                recorder: Recorder { kind: RecorderKind::Sequence, .. },
-                recorded: Access::Write,
-                access: Access::Read,
-                ..
-            } if argument == "the array"
-        ),
-        "{err}"
-    );
-    assert!(err.to_string().contains("submit"), "{err}");
+    assert_pending_in_sequence(&err, "device_get", "the array", Access::Write, Access::Read);
     let donated = ctx.fill_in_place(a, 0).unwrap_err();
-    assert!(
-        matches!(
-            &donated.error,
-            Error::PendingInRecorder {
-                operation: "fill_in_place",
-                argument,
-                recorder: Recorder { kind: RecorderKind::Sequence, .. },
-                recorded: Access::Write,
-                access: Access::Write,
-                ..
-            } if argument == "the array"
-        ),
-        "{}",
-        donated.error
-    );
-    assert!(
-        donated.error.to_string().contains("submit"),
-        "{}",
-        donated.error
+    assert_pending_in_sequence(
+        &donated.error,
+        "fill_in_place",
+        "the array",
+        Access::Write,
+        Access::Write,
     );
     a = donated.array;
     let id = s.submit().unwrap();

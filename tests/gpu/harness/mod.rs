@@ -8,7 +8,8 @@
 //!   their own messages ([`logged_messages_containing`]);
 //! - `layer_log.rs`: the validation layer's reports routed to a FIFO the harness reads;
 //! - `crash_report.rs`: a report of the faulting thread if the binary dies of a signal;
-//! - `ordering.rs`: kernels whose results show the order work ran in.
+//! - `ordering.rs`: kernels whose results show the order work ran in;
+//! - `refusals.rs`: checks of the refusals many modules provoke.
 
 use gpu_arena::{ArenaConfig, Context};
 
@@ -16,6 +17,7 @@ use gpu_arena::{ArenaConfig, Context};
 mod crash_report;
 pub mod layer_log;
 pub mod ordering;
+pub mod refusals;
 use std::sync::{Mutex, Once};
 
 /// The validation errors that reached the `log` crate.
