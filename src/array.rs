@@ -157,8 +157,8 @@ impl ArrayStorage {
     /// The array's element type, shape and label, for an error's fields.
     pub(crate) fn description(&self) -> ArrayDescription {
         let memory = self.ctx.lock_memory();
-        let label = memory.arena.label(self.allocation.id).map(str::to_owned);
-        let info = memory.arrays.get(self.allocation.id).copied();
+        let label = memory.arena().label(self.allocation.id).map(str::to_owned);
+        let info = memory.arrays().get(self.allocation.id).copied();
         drop(memory);
         ArrayDescription {
             dtype: info.map(|info| info.dtype),
@@ -306,9 +306,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     pub fn with_label(self, label: &str) -> Self {
         let mut memory = self.storage.ctx.lock_memory();
         // The array is live, so its allocation is too.
-        let _ = memory
-            .arena
-            .set_label(self.storage.allocation.id, Some(label));
+        let _ = memory.set_label(self.storage.allocation.id, Some(label));
         drop(memory);
         let allocation = self.storage.allocation.id;
         (self.storage.ctx).record(crate::profile::timeline::Record::Label { allocation, label });

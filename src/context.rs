@@ -7,7 +7,9 @@
 //! (`tests/module_flow.rs` checks this). [`GpuUse`], the contract of
 //! [`Context::raw_submit`]'s `uses`, lives here so that the context names no array type.
 //!
-//! Files: `context.rs` (the context, its parts and its memory), `context/open.rs` (opening it:
+//! Files: `context.rs` (the context and its parts), `context/memory_state.rs` (the content of
+//! its memory lock: the arena, its regions and the live arrays' descriptions, reached through
+//! its methods), `context/open.rs` (opening it:
 //! the adapter, the memory plan, the arena's options), `context/submit.rs` (submitting work and
 //! waiting for it, with the lost-device checks), `context/gathered.rs`
 //! (single ops gathered into the context's own submission) over `context/gathered_batch.rs`
@@ -24,8 +26,8 @@
 //! them lives in `transfer/`. The parts are private to these files: the rest of the crate
 //! reaches them through `ContextInner`'s methods.
 
-use crate::arena::{Allocation, Arena, MemoryStats};
-use crate::backend::{DeviceBuffer, MappedRange, Purpose, Regions};
+use crate::arena::{Allocation, MemoryStats};
+use crate::backend::{DeviceBuffer, MappedRange, Purpose};
 use crate::config::{ArenaConfig, TransferGuardLevels};
 use crate::error::{Error, Result};
 use crate::lock::{Mutex, MutexGuard};
@@ -34,15 +36,18 @@ use crate::submission::{SubmissionId, Submissions};
 use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory, StagingPool};
 use crate::transfer::stats::TransferCounters;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod app_device;
 mod from_wgpu;
 mod gathered;
 mod gathered_batch;
 mod kernel_timing;
+mod memory_state;
 mod open;
 mod submit;
+
+pub(crate) use memory_state::MemoryState;
 
 pub use crate::shortfall::DeviceShortfall;
 pub(crate) use app_device::OpenedDevice;
@@ -114,17 +119,6 @@ impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&describe_context(&self.inner))
     }
-}
-
-/// The arena and the buffers behind its regions, under one lock: every allocation and free
-/// touches both.
-pub(crate) struct MemoryState {
-    pub(crate) arena: Arena,
-    pub(crate) regions: Regions,
-    /// How long the first-allocation reservation took, once it has happened.
-    pub(crate) reserve_duration: Option<Duration>,
-    /// Element type, shape and age of every live array, for memory snapshots.
-    pub(crate) arrays: crate::profile::array_info::ArrayRegistry,
 }
 
 /// What a [`Context`] shares between its clones: the device, its queue, the arena's memory and
@@ -282,7 +276,7 @@ impl Context {
 
     /// True when regions are gpu-allocator memory on Vulkan under our memory plan.
     pub fn is_vulkan(&self) -> bool {
-        self.inner.lock_memory().regions.is_vulkan()
+        self.inner.lock_memory().regions().is_vulkan()
     }
 
     /// True when the arena asks for the device-local host-visible type first so that uploads
@@ -296,7 +290,7 @@ impl Context {
     /// ARM, Apple's managed memory), or everywhere with
     /// [`ArenaConfig::force_non_coherent`](crate::ArenaConfig::force_non_coherent).
     pub fn host_sync_counts(&self) -> crate::backend::HostSyncCounts {
-        self.inner.lock_memory().regions.host_sync_counts()
+        self.inner.lock_memory().regions().host_sync_counts()
     }
 
     /// The Vulkan limits wgpu's [`wgpu::Limits`] leave out (`nonCoherentAtomSize`,
@@ -314,38 +308,35 @@ impl Context {
 
     /// Reserves the arena's memory now rather than at the first allocation. Idempotent.
     pub fn reserve(&self) -> Result<()> {
-        let mut memory = self.inner.lock_memory();
-        self.inner.reserve_locked(&mut memory)
+        Ok(self.inner.lock_memory().reserve()?)
     }
 
     /// How long the reservation took (the first allocation's extra latency), once it happened.
     pub fn reserve_duration(&self) -> Option<Duration> {
-        self.inner.lock_memory().reserve_duration
+        self.inner.lock_memory().reserve_duration()
     }
 
     /// XLA's memory statistics (`num_allocs`, `bytes_in_use`, `peak_bytes_in_use`, ...).
     pub fn memory_stats(&self) -> MemoryStats {
-        self.inner.lock_memory().arena.stats()
+        self.inner.lock_memory().arena().stats()
     }
 
     /// Resets the peak figures of [`Context::memory_stats`] to the current values.
     pub fn reset_peak_stats(&self) {
-        self.inner.lock_memory().arena.reset_peaks();
+        self.inner.lock_memory().reset_peaks();
     }
 
     /// gpu-allocator's own count of live device-memory allocations and their bytes (Vulkan
     /// only): what the arena really holds from the driver.
     pub fn allocator_report(&self) -> Option<(usize, u64)> {
-        self.inner.lock_memory().regions.allocator_report()
+        self.inner.lock_memory().regions().allocator_report()
     }
 
     /// Gives wholly free regions above the reserved base back to the device; returns the bytes
     /// released.
     pub fn release_free_regions(&self) -> u64 {
         self.inner.retire_completed();
-        let mut memory = self.inner.lock_memory();
-        let MemoryState { arena, regions, .. } = &mut *memory;
-        arena.release_free_regions(regions)
+        self.inner.lock_memory().release_free_regions()
     }
 
     /// **Escape hatch** for command buffers built by hand over [`crate::DeviceArray::raw_binding`]s:
@@ -537,17 +528,6 @@ impl ContextInner {
         memory
     }
 
-    fn reserve_locked(&self, memory: &mut MemoryState) -> Result<()> {
-        if memory.arena.is_reserved() {
-            return Ok(());
-        }
-        let start = Instant::now();
-        let MemoryState { arena, regions, .. } = memory;
-        arena.reserve(regions)?;
-        memory.reserve_duration = Some(start.elapsed());
-        Ok(())
-    }
-
     /// Takes `bytes` from the arena; reserves at the first call; waits for in-flight GPU work
     /// to retire pending frees before giving up with out-of-memory. Returns the allocation with
     /// its region's buffer and (when zero-copy applies) its host mapping.
@@ -560,7 +540,7 @@ impl ContextInner {
         let mut memory = self.lock_memory();
         // Learning which submissions completed costs a device poll; do it once pending frees
         // are worth reclaiming (or below, when the allocation would fail without them).
-        if memory.arena.pending_free_bytes() >= RETIRE_PENDING_BYTES {
+        if memory.arena().pending_free_bytes() >= RETIRE_PENDING_BYTES {
             drop(memory);
             // Frees behind gathered single ops come back only once those are submitted: a
             // growing arena would otherwise grow by a whole batch of temporaries.
@@ -568,22 +548,18 @@ impl ContextInner {
             self.retire_completed();
             memory = self.lock_memory();
         }
-        self.reserve_locked(&mut memory)?;
+        memory.reserve()?;
         let mut waits = 0;
         let allocation = loop {
             if let Some(timeline) = &self.timeline {
                 timeline.describe_next_alloc(&info);
             }
-            let attempt = {
-                let MemoryState { arena, regions, .. } = &mut *memory;
-                arena.allocate(bytes, 0, label, regions)
-            };
-            match attempt {
+            match memory.allocate(bytes, label) {
                 Ok(allocation) => break allocation,
                 // Memory freed by arrays that queued work still uses: wait, then retry. Other
                 // threads may have freed more behind work queued meanwhile (behind their
                 // gathered single ops, not even submitted): wait again then, a few times.
-                Err(_) if memory.arena.pending_free_bytes() > 0 && waits < MAX_OOM_WAITS => {
+                Err(_) if memory.arena().pending_free_bytes() > 0 && waits < MAX_OOM_WAITS => {
                     waits += 1;
                     drop(memory);
                     self.wait_idle()?;
@@ -595,7 +571,7 @@ impl ContextInner {
         };
         self.register_array(&mut memory, allocation.id, info);
         let region = memory
-            .regions
+            .regions()
             .get(allocation.region)
             .expect("the arena only hands out ranges of regions the backend holds");
         let mapped = region
@@ -647,16 +623,14 @@ impl ContextInner {
         mut info: crate::profile::array_info::ArrayInfo,
     ) {
         info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
-        memory.arrays.insert(id, info);
+        memory.register_array(id, info);
     }
 
     /// Returns an allocation to the arena; it becomes reusable once `last_use` has completed.
     pub(crate) fn free(&self, allocation: &Allocation, last_use: SubmissionId) {
         let frontier = (last_use.0 > self.submissions.completed()).then_some(last_use.0);
         let mut memory = self.lock_memory();
-        memory.arrays.remove(allocation.id);
-        let MemoryState { arena, regions, .. } = &mut *memory;
-        if let Err(e) = arena.free(allocation.id, frontier, regions) {
+        if let Err(e) = memory.free(allocation.id, frontier) {
             log::error!("gpu-arena: freeing {:?} failed: {e}", allocation.id);
         }
     }
@@ -696,7 +670,7 @@ impl StagingMemory for ContextInner {
         let size = bytes.next_multiple_of(crate::transfer::staging::COPY_ALIGNMENT);
         let memory = self.lock_memory();
         let DeviceBuffer { buffer, mapped, .. } = memory
-            .regions
+            .regions()
             .create_buffer(size, candidates, purpose, label)?;
         drop(memory);
         let mapped = mapped.ok_or_else(|| Error::Backend {
@@ -731,8 +705,7 @@ impl Drop for ContextInner {
         let mut gathered = std::mem::take(gathered);
         self.submit_gathered(&mut gathered);
         let memory = self.memory.get_mut().unwrap_or_else(|p| p.into_inner());
-        let MemoryState { arena, regions, .. } = memory;
-        arena.release_all(regions);
+        memory.release_all();
         let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
     }
 }

@@ -91,7 +91,7 @@ impl StepStaging {
         uniform: Option<&[u8]>,
         readback_bytes: u64,
     ) -> Result<StepStaging> {
-        if !inner.lock_memory().regions.is_vulkan() {
+        if !inner.lock_memory().regions().is_vulkan() {
             let device = inner.device();
             let upload = (!upload_bytes.is_empty()).then(|| {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {

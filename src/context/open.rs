@@ -157,15 +157,7 @@ impl Context {
                 config: config.clone(),
                 plan,
                 description,
-                memory: Mutex::new(
-                    rank::MEMORY,
-                    MemoryState {
-                        arena,
-                        regions,
-                        reserve_duration: None,
-                        arrays: Default::default(),
-                    },
-                ),
+                memory: Mutex::new(rank::MEMORY, MemoryState::new(arena, regions)),
                 submissions: Submissions::default(),
                 max_region_bytes,
                 staging: StagingPool::default(),

@@ -4,7 +4,7 @@
 //! never wrote. A file of its own because every recorder, transfer and op submits through these
 //! methods, and the lost-device rules live in one place.
 
-use super::{gathered_batch, ContextInner, MemoryState};
+use super::{gathered_batch, ContextInner};
 use crate::error::{Error, Result};
 use crate::submission::SubmissionId;
 
@@ -14,11 +14,7 @@ impl ContextInner {
         // Process wgpu's completion callbacks without blocking.
         let _ = self.device.poll(wgpu::PollType::Poll);
         let completed = self.submissions.completed();
-        let mut memory = self.lock_memory();
-        if memory.arena.pending_free_bytes() > 0 {
-            let MemoryState { arena, regions, .. } = &mut *memory;
-            arena.advance_frontier(completed, regions);
-        }
+        self.lock_memory().retire_completed(completed);
     }
 
     /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses

@@ -310,9 +310,9 @@ impl ContextInner {
         let mut snapshot = {
             let memory = self.lock_memory();
             MemorySnapshot::build(
-                memory.arena.snapshot(),
-                memory.arena.pending_free_bytes(),
-                &memory.arrays,
+                memory.arena().snapshot(),
+                memory.arena().pending_free_bytes(),
+                memory.arrays(),
                 now_ns,
             )
         };

@@ -53,7 +53,7 @@ impl Context {
     pub fn memory_stats_with_transfers(&self) -> ContextMemoryStats {
         let (arena, pending_free_bytes) = {
             let memory = self.inner.lock_memory();
-            (memory.arena.stats(), memory.arena.pending_free_bytes())
+            (memory.arena().stats(), memory.arena().pending_free_bytes())
         };
         ContextMemoryStats {
             arena,

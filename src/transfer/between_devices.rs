@@ -151,7 +151,7 @@ impl<'a> End<'a> {
             .filter(|_| !reading || ctx.host_reads_arena());
         let access = match mapped {
             Some(range) => Access::Mapped(range),
-            None if ctx.lock_memory().regions.is_vulkan() => Access::Staged,
+            None if ctx.lock_memory().regions().is_vulkan() => Access::Staged,
             None => Access::Wgpu,
         };
         End {

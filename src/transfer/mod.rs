@@ -366,7 +366,7 @@ impl ContextInner {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
             && gathered_staging::GatheredStaging::takes(self, size);
-        (fits && !bytes.is_empty() && self.lock_memory().regions.is_vulkan()).then(|| {
+        (fits && !bytes.is_empty() && self.lock_memory().regions().is_vulkan()).then(|| {
             crate::step::Step::Upload {
                 data: bytes.to_vec(),
                 dst: storage.buffer.clone(),
@@ -451,7 +451,7 @@ impl ContextInner {
 
     /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.
     pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
-        if self.lock_memory().regions.is_vulkan() {
+        if self.lock_memory().regions().is_vulkan() {
             return staged_copy::upload(self, items);
         }
         self.queue_writes(items);
@@ -489,7 +489,7 @@ impl ContextInner {
 
     /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
     pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-        if self.lock_memory().regions.is_vulkan() {
+        if self.lock_memory().regions().is_vulkan() {
             return staged_copy::readback(self, items);
         }
         let sizes: Vec<u64> = items
