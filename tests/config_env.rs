@@ -5,36 +5,9 @@
 use gpu_arena::{ArenaConfig, Context, Error};
 use std::ffi::OsString;
 
-/// Every variable the configuration reads, ours and JAX's.
-const EVERY_VARIABLE: [&str; 27] = [
-    "GPU_ARENA_PREALLOCATE",
-    "XLA_PYTHON_CLIENT_PREALLOCATE",
-    "GPU_ARENA_MEM_FRACTION",
-    "XLA_CLIENT_MEM_FRACTION",
-    "XLA_PYTHON_CLIENT_MEM_FRACTION",
-    "GPU_ARENA_ALLOCATOR",
-    "XLA_PYTHON_CLIENT_ALLOCATOR",
-    "GPU_ARENA_MAX_REGION_MB",
-    "GPU_ARENA_ADAPTER",
-    "GPU_ARENA_BACKEND",
-    "GPU_ARENA_ZERO_COPY",
-    "GPU_ARENA_BAR_WRITES",
-    "GPU_ARENA_FORCE_NONCOHERENT",
-    "GPU_ARENA_STAGING_MB",
-    "GPU_ARENA_VALIDATION",
-    "GPU_ARENA_DEVICE_MEMORY_MB",
-    "GPU_ARENA_TRANSFER_GUARD",
-    "JAX_TRANSFER_GUARD",
-    "GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE",
-    "JAX_TRANSFER_GUARD_HOST_TO_DEVICE",
-    "GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_HOST",
-    "JAX_TRANSFER_GUARD_DEVICE_TO_HOST",
-    "GPU_ARENA_TRANSFER_GUARD_DEVICE_TO_DEVICE",
-    "JAX_TRANSFER_GUARD_DEVICE_TO_DEVICE",
-    "GPU_ARENA_TIMELINE",
-    "GPU_ARENA_KERNEL_TIMES",
-    "GPU_ARENA_DUMP_ON_OOM",
-];
+#[path = "host/config_variables.rs"]
+mod config_variables;
+use config_variables::EVERY_VARIABLE;
 
 /// Sets `name` to `value` for the duration of `check`, then restores what was there.
 fn with_var(name: &str, value: impl Into<OsString>, check: impl FnOnce()) {

@@ -355,10 +355,10 @@ fn parse_adapter(var: &str, value: &str) -> Result<AdapterSelector> {
         return Err(refuse());
     }
     if text.bytes().all(|b| b.is_ascii_digit()) {
-        return text
-            .parse()
+        return whole_number(text)
+            .and_then(|index| usize::try_from(index).ok())
             .map(AdapterSelector::Index)
-            .map_err(|_| refuse());
+            .ok_or_else(refuse);
     }
     Ok(AdapterSelector::NameContains(text.to_string()))
 }

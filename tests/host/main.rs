@@ -11,6 +11,7 @@ mod adversary_config;
 mod arena_behaviour;
 mod arena_errors;
 mod arena_model;
+mod config_variables;
 mod crate_manifest;
 mod hostile_host_inputs;
 mod memplan_tables;
