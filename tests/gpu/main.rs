@@ -1,7 +1,9 @@
 //! The GPU tests, one binary: every test that opens a context runs here, under one harness
 //! (`harness/`). Each test carries `#[gpu_test]` instead of `#[test]`, and the harness fails it
-//! if the Vulkan validation layer logged an error, so no test checks by hand. One binary also
-//! links wgpu once instead of once per file.
+//! if the Vulkan validation layer logged an error, so no test checks by hand. The tests run
+//! one at a time (Debian's validation layer races when one thread opens a device while
+//! another calls Vulkan: `harness::AfterTest`); a test's own threads still run together. One
+//! binary also links wgpu once instead of once per file.
 //!
 //! Apart, by need: `tests/kernels_pipeline_disk_cache.rs` (it sets the process's
 //! `GPU_ARENA_CACHE_DIR`, which every context of a shared process would read),

@@ -1,6 +1,7 @@
 //! The GPU test harness: what every test of this binary shares.
 //! - `#[gpu_test]` (the attribute, from `tests/gpu_test_macro`) holds an [`AfterTest`] for the
-//!   length of each test, which fails the test if a Vulkan validation error was logged;
+//!   length of each test, which runs the binary's GPU tests one at a time and fails the test if
+//!   a Vulkan validation error was logged;
 //! - contexts on the test machine's GPU (lavapipe in CI) with wgpu's validation on:
 //!   [`context`], [`context_with`], and [`op_paths`] for a test that runs on every path a
 //!   single op can take;
@@ -18,7 +19,7 @@ mod crash_report;
 pub mod layer_log;
 pub mod ordering;
 pub mod refusals;
-use std::sync::{Mutex, Once};
+use std::sync::{Mutex, MutexGuard, Once};
 
 /// The validation errors that reached the `log` crate.
 static VALIDATION_MESSAGES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -98,18 +99,43 @@ pub fn context() -> Context {
     context_with(test_config())
 }
 
-/// Held by every `#[gpu_test]` for the length of the test (the attribute writes it): when the
-/// test ends without panicking, it fails the test if any Vulkan validation error has been
-/// logged in this binary, quoting the first ones. Counted for the whole binary rather than per
-/// test because the layer reports on whatever thread called Vulkan, and tests spawn threads of
-/// their own: one error fails every test that ends after it, which a clean suite never sees.
-pub struct AfterTest(());
+/// Held by every `#[gpu_test]` for the length of the test (the attribute writes it). It runs
+/// the binary's GPU tests one at a time, and when the test ends without panicking, it fails the
+/// test if any Vulkan validation error has been logged in this binary, quoting the first ones.
+/// Counted for the whole binary rather than per test because the layer reports on whatever
+/// thread called Vulkan, and tests spawn threads of their own: one error fails every test that
+/// ends after it, which a clean suite never sees.
+///
+/// One test at a time because of the validation layer, not the crate: Debian 12's layer
+/// (1.3.239, what CI installs) finds its per-instance and per-device state for every Vulkan call
+/// in one process-wide hash map that creating or destroying any instance or device rewrites
+/// without a lock (`GetLayerDataPtr`, "TODO: We probably should lock here";
+/// KhronosGroup/Vulkan-ValidationLayers#4391). A call on one thread that meets a context opened
+/// or dropped on another can read a half-moved entry, get a fresh empty state back and die of
+/// a null dereference inside the layer: seen as a SIGSEGV in `vkCmdPipelineBarrier`,
+/// `vkBeginCommandBuffer`, `vkEndCommandBuffer` and `vkResetCommandPool` of one test while
+/// another test opened contexts (about one run in 40 of the `multi_device` and
+/// `memory_ownership` modules on a 2-core machine, never with the tests one at a time). The
+/// library allows what raced (Vulkan lets devices be used from any thread); tests that open
+/// contexts on several threads at once keep doing so within themselves.
+pub struct AfterTest {
+    _one_at_a_time: MutexGuard<'static, ()>,
+}
+
+/// Taken by each GPU test for its length ([`AfterTest`]).
+static ONE_TEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl AfterTest {
     /// Installs the logger (a test may open its context without this harness's helpers).
     pub fn begin() -> Self {
         init_logging();
-        AfterTest(())
+        // A test that panicked poisons the lock; the next one runs all the same.
+        let one_at_a_time = ONE_TEST_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        AfterTest {
+            _one_at_a_time: one_at_a_time,
+        }
     }
 }
 
