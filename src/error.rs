@@ -5,6 +5,7 @@
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
 use crate::arena::{ArenaError, OutOfMemory};
+pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::config::transfer_guard::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::recorder::{overtakes_text, recorded_text};
@@ -214,6 +215,9 @@ pub enum Error {
     Collective {
         /// The collective that was called (`all_reduce`, `broadcast`, ...).
         operation: &'static str,
+        /// Which: a mismatch, another rank's refusal (naming the rank), or how MPI was
+        /// started.
+        failure: CollectiveFailure,
         /// What each side asked for, which rank differs, or what failed, and what to do.
         reason: String,
     },

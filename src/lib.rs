@@ -152,6 +152,7 @@ pub mod arena;
 mod array;
 mod backend;
 pub mod backprop;
+mod collective_failure;
 mod compute;
 pub mod config;
 mod context;

@@ -211,11 +211,20 @@ fn collectives_run_over_the_tcp_network_path() {
     passes(2, &["--mca", "btl", "self,tcp"], "collectives", &[]);
 }
 
+/// The failure `mpi_checks` prints after a collective error's message.
+fn failure(failure: &str) -> String {
+    format!("[failure: {failure}]")
+}
+
+/// Runs a scenario in which the last rank calls something else, and checks that every rank
+/// said `says` and names that rank as the one that differs.
 fn mismatch_is_an_error_on_every_rank(ranks: usize, scenario: &str, says: &str) -> String {
     let output = passes(ranks, &[], scenario, &[]);
+    let differing = failure(&format!("Mismatch {{ rank: {} }}", ranks - 1));
     for rank in 0..ranks {
         let l = line(&output, "COLLECTIVE", rank);
         assert!(l.contains(says), "rank {rank} said {l:?}, not {says:?}");
+        assert!(l.ends_with(&differing), "rank {rank} said {l:?}");
     }
     output
 }
@@ -263,7 +272,15 @@ fn a_rank_calling_another_collective_makes_every_rank_return_a_collective_error(
 
 #[test]
 fn a_send_and_a_recv_of_different_shapes_fail_on_both_sides() {
-    mismatch_is_an_error_on_every_rank(2, "mismatch-send", "the shapes differ");
+    let output = passes(2, &[], "mismatch-send", &[]);
+    for (rank, peer) in [(0, 1), (1, 0)] {
+        let l = line(&output, "COLLECTIVE", rank);
+        assert!(l.contains("the shapes differ"), "rank {rank} said {l:?}");
+        assert!(
+            l.ends_with(&failure(&format!("Mismatch {{ rank: {peer} }}"))),
+            "rank {rank} said {l:?}"
+        );
+    }
 }
 
 #[test]
@@ -278,15 +295,41 @@ fn a_guard_refusal_on_one_rank_is_its_own_error_and_a_collective_error_elsewhere
         other.contains("rank 0 refused its part (its transfer guard refused the transfer)"),
         "{other}"
     );
+    assert!(
+        other.ends_with(&failure("Refused { rank: 0, refusal: TransferGuard }")),
+        "{other}"
+    );
 }
 
 #[test]
 fn an_array_pending_in_a_sequence_is_refused_on_its_rank_and_every_rank_learns_it() {
     let output = passes(2, &[], "pending", &[]);
     assert!(line(&output, "LOCAL", 0).contains("submit()"), "{output}");
+    let other = line(&output, "COLLECTIVE", 1);
+    assert!(other.contains("unsubmitted Sequence"), "{output}");
     assert!(
-        line(&output, "COLLECTIVE", 1).contains("unsubmitted Sequence"),
+        other.ends_with(&failure("Refused { rank: 0, refusal: NotReady }")),
+        "{other}"
+    );
+}
+
+#[test]
+fn a_rank_below_mpi_thread_multiple_refuses_a_start_and_every_other_rank_is_told_why() {
+    let output = passes(2, &[], "thread-single", &[]);
+    assert!(
+        line(&output, "LOCAL", 0).contains("needs MPI_THREAD_MULTIPLE"),
         "{output}"
+    );
+    let other = line(&output, "COLLECTIVE", 1);
+    assert!(
+        other.contains(
+            "rank 0 refused its part (its MPI was not initialized with MPI_THREAD_MULTIPLE)"
+        ),
+        "{other}"
+    );
+    assert!(
+        other.ends_with(&failure("Refused { rank: 0, refusal: ThreadSupport }")),
+        "{other}"
     );
 }
 
@@ -385,7 +428,8 @@ fn started_collectives_and_broadcasts_waited_out_of_order_or_dropped_run_in_step
 }
 
 /// Runs a list-mismatch scenario with `GPU_ARENA_ZERO_COPY` at each of `paths` and checks that
-/// every rank said `says` and got its arrays back intact.
+/// every rank said `says`, named the last rank as the one whose list differs, and got its arrays
+/// back intact.
 fn list_mismatch_is_refused_everywhere_with_arrays_intact(
     ranks: usize,
     paths: &[&str],
@@ -394,9 +438,11 @@ fn list_mismatch_is_refused_everywhere_with_arrays_intact(
 ) {
     for &zero_copy in paths {
         let output = passes(ranks, &[], scenario, &[("GPU_ARENA_ZERO_COPY", zero_copy)]);
+        let differing = failure(&format!("Mismatch {{ rank: {} }}", ranks - 1));
         for rank in 0..ranks {
             let l = line(&output, "COLLECTIVE", rank);
             assert!(l.contains(says), "rank {rank} said {l:?}, not {says:?}");
+            assert!(l.ends_with(&differing), "rank {rank} said {l:?}");
             assert!(
                 output.contains(&format!("INTACT rank {rank} true")),
                 "{output}"

@@ -16,7 +16,7 @@
 //! differs, and how.
 
 use super::element::name_of;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, PeerRefusal, Result};
 use crate::shape::MAX_RANK;
 use mpi::traits::*;
 
@@ -92,49 +92,41 @@ impl Kind {
     }
 }
 
-/// Why a rank refused its part before any data moved (its own error says more, on that rank).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Refusal {
-    None = 0,
-    /// The array belongs to another context or is pending in an unsubmitted Sequence.
-    NotReady = 1,
-    TransferGuard = 2,
-    Shape = 3,
-    HostMemory = 4,
-    InvalidArgument = 5,
-    Other = 6,
-    /// MPI was not initialized with `MPI_THREAD_MULTIPLE`, which asynchronous collectives need.
-    ThreadSupport = 7,
+/// What this rank's `error` tells the other ranks it refused for (its own error says more, on
+/// this rank).
+fn refusal_of(error: &Error) -> PeerRefusal {
+    match error {
+        Error::ForeignArray { .. } | Error::PendingInRecorder { .. } => PeerRefusal::NotReady,
+        Error::TransferGuard { .. } => PeerRefusal::TransferGuard,
+        Error::Shape { .. } => PeerRefusal::Shape,
+        Error::HostAllocation { .. } | Error::OutOfMemory { .. } => PeerRefusal::HostMemory,
+        Error::InvalidArgument { .. } => PeerRefusal::InvalidArgument,
+        Error::Collective {
+            failure: CollectiveFailure::ThreadSupport,
+            ..
+        } => PeerRefusal::ThreadSupport,
+        _ => PeerRefusal::Other,
+    }
 }
 
-impl Refusal {
-    /// The refusal a local error stands for.
-    pub(crate) fn of(error: &Error) -> Refusal {
-        match error {
-            Error::ForeignArray { .. } => Refusal::NotReady,
-            Error::PendingInRecorder { .. } => Refusal::NotReady,
-            Error::TransferGuard { .. } => Refusal::TransferGuard,
-            Error::Shape { .. } => Refusal::Shape,
-            Error::HostAllocation { .. } | Error::OutOfMemory { .. } => Refusal::HostMemory,
-            Error::InvalidArgument { .. } => Refusal::InvalidArgument,
-            Error::Collective { reason, .. } if reason.contains("MPI_THREAD_MULTIPLE") => {
-                Refusal::ThreadSupport
-            }
-            _ => Refusal::Other,
-        }
-    }
-
-    fn describe(code: u64) -> &'static str {
-        match code {
-            1 => "its array belongs to another context or is used by an unsubmitted Sequence",
-            2 => "its transfer guard refused the transfer",
-            3 => "its shape does not fit the operation",
-            4 => "it could not allocate memory for the result or the pipeline",
-            5 => "an argument is not valid",
-            7 => "its MPI was not initialized with MPI_THREAD_MULTIPLE",
-            _ => "it failed before moving any data",
-        }
-    }
+/// The refusal a header's refusal word stands for: `None` for 0 (the rank refused nothing);
+/// a code this build does not know is [`PeerRefusal::Other`].
+fn refusal_from_code(code: u64) -> Option<PeerRefusal> {
+    const KNOWN: [PeerRefusal; 7] = [
+        PeerRefusal::NotReady,
+        PeerRefusal::TransferGuard,
+        PeerRefusal::Shape,
+        PeerRefusal::HostMemory,
+        PeerRefusal::InvalidArgument,
+        PeerRefusal::Other,
+        PeerRefusal::ThreadSupport,
+    ];
+    (code != 0).then(|| {
+        KNOWN
+            .into_iter()
+            .find(|&refusal| refusal as u64 == code)
+            .unwrap_or(PeerRefusal::Other)
+    })
 }
 
 /// One rank's call, as the other ranks see it.
@@ -187,7 +179,7 @@ impl Header {
         hash
     }
 
-    fn encode(&self, refusal: Refusal) -> [u64; HEADER_WORDS] {
+    fn encode(&self, refusal: Option<PeerRefusal>) -> [u64; HEADER_WORDS] {
         let mut words = [0u64; HEADER_WORDS];
         words[0] = MAGIC;
         words[1] = self.kind as u64;
@@ -200,7 +192,7 @@ impl Header {
             *w = d as u64;
         }
         words[5 + MAX_RANK] = self.root;
-        words[6 + MAX_RANK] = refusal as u64;
+        words[6 + MAX_RANK] = refusal.map_or(0, |refusal| refusal as u64);
         words[7 + MAX_RANK] = self.fingerprint();
         words
     }
@@ -314,7 +306,7 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     prepared: Result<P>,
     poll: Option<std::time::Duration>,
 ) -> Result<P> {
-    let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
+    let refusal = prepared.as_ref().err().map(refusal_of);
     let words = mine.encode(refusal);
     if every_rank_sent(comm, &words, poll) {
         // Every header is this one, refusal word included: every rank called the same
@@ -341,6 +333,7 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     if let Some((rank, (other, _))) = headers.iter().enumerate().find(|(_, h)| h.0 != *first) {
         return Err(Error::Collective {
             operation,
+            failure: CollectiveFailure::Mismatch { rank },
             reason: format!(
                 "{}: rank 0 called {} but rank {rank} called {}. Every rank must call the same collective with the same element type and shape{} at the same point",
                 first.difference(other),
@@ -350,8 +343,8 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
             ),
         });
     }
-    if headers.iter().any(|(_, print)| print != first_print) {
-        return Err(list_difference(comm, operation, mine));
+    if let Some(rank) = headers.iter().position(|(_, print)| print != first_print) {
+        return Err(list_difference(comm, operation, mine, rank));
     }
     Ok(prepared)
 }
@@ -409,21 +402,22 @@ fn header_sent_by(
 ) -> Result<(Header, u64)> {
     let (header, refusal, fingerprint) = Header::decode(words).map_err(|what| Error::Collective {
         operation,
+        failure: CollectiveFailure::UnreadableHeader { rank },
         reason: match exchange {
             Exchange::Group => format!("rank {rank} sent {what}; every rank must run the same gpu-arena build and call the same collective"),
             Exchange::Pair => format!("rank {rank} sent {what}"),
         },
     })?;
-    if refusal != Refusal::None as u64 {
+    if let Some(refusal) = refusal_from_code(refusal) {
         let moved = match exchange {
             Exchange::Group => "No rank moved any data",
             Exchange::Pair => "No data moved",
         };
         return Err(Error::Collective {
             operation,
+            failure: CollectiveFailure::Refused { rank, refusal },
             reason: format!(
-                "rank {rank} refused its part ({}); see the error on that rank. {moved}",
-                Refusal::describe(refusal)
+                "rank {rank} refused its part ({refusal}); see the error on that rank. {moved}"
             ),
         });
     }
@@ -449,8 +443,14 @@ pub(crate) fn wait_sleeping<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
 
 /// The error of fused calls whose lists agree in length and size but not in shapes: every
 /// rank exchanges its shapes (the same number of them on every rank, as the headers agreed)
-/// and names the first array whose shape differs from rank 0's.
-fn list_difference<C: Communicator>(comm: &C, operation: &'static str, mine: &Header) -> Error {
+/// and names the first array whose shape differs from rank 0's. `first_differing` is the first
+/// rank whose list fingerprint differs, named when no shape does.
+fn list_difference<C: Communicator>(
+    comm: &C,
+    operation: &'static str,
+    mine: &Header,
+    first_differing: usize,
+) -> Error {
     let ranks = comm.size() as usize;
     let mut words = vec![0u64; SHAPE_WORDS * mine.list.len()];
     for (slot, shape) in words.chunks_mut(SHAPE_WORDS).zip(&mine.list) {
@@ -472,6 +472,7 @@ fn list_difference<C: Communicator>(comm: &C, operation: &'static str, mine: &He
         if let Some(rank) = (1..ranks).find(|&r| shape_of(r, index) != reference) {
             return Error::Collective {
                 operation,
+                failure: CollectiveFailure::Mismatch { rank },
                 reason: format!(
                     "the arrays' shapes differ: array {index} of the list is {reference:?} on rank 0 but {:?} on rank {rank}. Every rank must pass arrays of the same shapes in the same order",
                     shape_of(rank, index)
@@ -481,6 +482,9 @@ fn list_difference<C: Communicator>(comm: &C, operation: &'static str, mine: &He
     }
     Error::Collective {
         operation,
+        failure: CollectiveFailure::UnreadableHeader {
+            rank: first_differing,
+        },
         reason: "the lists' fingerprints differ but no shape does (a header of another gpu-arena build?); every rank must run the same build".into(),
     }
 }
@@ -496,7 +500,7 @@ pub(crate) fn agree_pair<C: Communicator, P>(
     peer: usize,
     sender: bool,
 ) -> Result<P> {
-    let refusal = prepared.as_ref().err().map_or(Refusal::None, Refusal::of);
+    let refusal = prepared.as_ref().err().map(refusal_of);
     let words = mine.encode(refusal);
     let mut theirs = [0u64; HEADER_WORDS];
     let process = comm.process_at_rank(peer as i32);
@@ -521,6 +525,7 @@ pub(crate) fn agree_pair<C: Communicator, P>(
         };
         return Err(Error::Collective {
             operation,
+            failure: CollectiveFailure::Mismatch { rank: peer },
             reason: format!(
                 "{what}: this rank called {} but rank {peer} called {}. A send must meet a recv of the same element type and shape",
                 mine.describe(),

@@ -39,10 +39,11 @@
 //! **Every rank agrees or none proceeds.** Before any data moves, ranks compare a small
 //! header (operation, reduction, element type, shape, root, and whether the rank refused its
 //! part, e.g. its transfer guard said no), in one tiny all-reduce of fixed size (see
-//! `header.rs`). A difference makes every rank return
-//! [`Error::Collective`] naming it; a rank that refused returns its own error and the others
-//! [`Error::Collective`] naming that rank. Nothing moved, so a donated array comes back
-//! intact in [`Donated`](crate::Donated).
+//! `header.rs`). A difference makes every rank return [`Error::Collective`] naming it, with
+//! the rank that differs in its `failure` ([`CollectiveFailure::Mismatch`]); a rank that
+//! refused returns its own error and the others [`Error::Collective`] with that rank and what
+//! it refused for ([`CollectiveFailure::Refused`]). Nothing moved, so a donated array comes
+//! back intact in [`Donated`](crate::Donated).
 //!
 //! **Collectives are explicit transfers**: each is checked by the transfer guard (the
 //! device-to-host direction for what it reads, host-to-device for what it writes) and counted
@@ -136,7 +137,7 @@ pub use reduce_op::ReduceOp;
 use crate::array::DeviceArray;
 use crate::config::TransferDirection;
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, Result};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -165,6 +166,7 @@ pub fn init() -> Result<mpi::environment::Universe> {
         .map(|(universe, _granted)| universe)
         .ok_or_else(|| Error::Collective {
         operation: "init",
+        failure: CollectiveFailure::AlreadyInitialized,
         reason: "MPI is already initialized in this process; pass your communicator (e.g. universe.world()) to Collectives::new instead".into(),
     })
 }

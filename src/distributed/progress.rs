@@ -36,7 +36,7 @@ use super::fused::Link;
 use super::header::wait_sleeping;
 use crate::backend::ThreadComm;
 use crate::context::ContextInner;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, Result};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::AtomicU64;
@@ -142,6 +142,7 @@ impl<T: bytemuck::Pod> PendingCollective<T> {
             Err(DonatedList {
                 error: Error::Collective {
                     operation: self.operation,
+                    failure: CollectiveFailure::ProgressThreadEnded,
                     reason: format!(
                         "the progress thread ended before started collective #{} finished; its arrays are lost",
                         self.number

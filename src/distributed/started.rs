@@ -11,7 +11,7 @@ use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
 use crate::backend::ThreadComm;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, Result};
 use mpi::environment::Threading;
 use mpi::traits::*;
 use std::sync::mpsc;
@@ -99,6 +99,7 @@ impl Collectives {
         } else {
             Err(Error::Collective {
                 operation,
+                failure: CollectiveFailure::ThreadSupport,
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
@@ -135,6 +136,7 @@ impl Collectives {
             return Err(DonatedList {
                 error: Error::Collective {
                     operation,
+                    failure: CollectiveFailure::ProgressThreadEnded,
                     reason: "the collectives' progress thread has ended".into(),
                 },
                 arrays: Vec::new(),
