@@ -384,12 +384,27 @@ fn guard(group: &Collectives) -> anyhow::Result<()> {
         ctx.device_get(&donated.array)? == data,
         "the donated array was changed"
     );
-    match (&donated.error, rank) {
-        (Error::TransferGuard { operation, .. }, 0) => {
-            println!("LOCAL rank {rank}: {}", donated.error);
-            ensure!(*operation == "all_reduce", "guard named {operation}");
-        }
-        (Error::Collective { .. }, r) if r > 0 => print_collective(rank, &donated.error),
+    expect_own_error_on_rank_0(rank, &donated.error, |own| {
+        matches!(
+            own,
+            Error::TransferGuard {
+                operation: "all_reduce",
+                ..
+            }
+        )
+    })
+}
+
+/// Rank 0's error is its own (`LOCAL rank 0: <message>`), one that `is_own` accepts; every
+/// other rank's is a collective error (`COLLECTIVE rank R ...`). Fails on anything else.
+fn expect_own_error_on_rank_0(
+    rank: usize,
+    error: &Error,
+    is_own: impl Fn(&Error) -> bool,
+) -> anyhow::Result<()> {
+    match (error, rank) {
+        (own, 0) if is_own(own) => println!("LOCAL rank {rank}: {own}"),
+        (Error::Collective { .. }, r) if r > 0 => print_collective(rank, error),
         (other, _) => bail!("unexpected error {other}"),
     }
     Ok(())
@@ -471,15 +486,10 @@ fn pending(group: &Collectives) -> anyhow::Result<()> {
     let a = match group.all_reduce(a, ReduceOp::Max) {
         Ok(_) => bail!("the all_reduce ran over an array pending in a Sequence"),
         Err(donated) => {
-            match (&donated.error, rank) {
-                (Error::PendingInRecorder { recorder, .. }, 0)
-                    if recorder.kind == RecorderKind::Sequence =>
-                {
-                    println!("LOCAL rank {rank}: {}", donated.error)
-                }
-                (Error::Collective { .. }, r) if r > 0 => print_collective(rank, &donated.error),
-                (other, _) => bail!("unexpected error {other}"),
-            }
+            expect_own_error_on_rank_0(rank, &donated.error, |own| {
+                matches!(own, Error::PendingInRecorder { recorder, .. }
+                    if recorder.kind == RecorderKind::Sequence)
+            })?;
             donated.array
         }
     };
@@ -504,17 +514,15 @@ fn thread_single(group: &Collectives) -> anyhow::Result<()> {
         Ok(_) => bail!("a started collective ran beside a rank below MPI_THREAD_MULTIPLE"),
         Err(donated) => donated,
     };
-    match (&donated.error, rank) {
-        (
+    expect_own_error_on_rank_0(rank, &donated.error, |own| {
+        matches!(
+            own,
             Error::Collective {
                 failure: CollectiveFailure::ThreadSupport,
                 ..
-            },
-            0,
-        ) => println!("LOCAL rank {rank}: {}", donated.error),
-        (Error::Collective { .. }, r) if r > 0 => print_collective(rank, &donated.error),
-        (other, _) => bail!("unexpected error {other}"),
-    }
+            }
+        )
+    })?;
     ensure!(
         donated.arrays.len() == 1 && ctx.device_get(&donated.arrays[0])? == data,
         "the refused start changed its list"
