@@ -357,12 +357,18 @@ fn mismatch(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
     if scenario != "mismatch-send" || rank < 2 {
         expect_collective(rank, outcome)?;
     }
-    // The ranks are still in step: the next collective runs.
-    let b = ctx.device_put(&host::<f32>(rank, 12), &[12])?;
+    still_in_step(group, "the mismatch")
+}
+
+/// The ranks are still in step after a refused collective: the next one (an all_reduce of 12
+/// f32 values) runs and matches the host reference.
+fn still_in_step(group: &Collectives, after: &str) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let b = ctx.device_put(&host::<f32>(group.rank(), 12), &[12])?;
     let b = group.all_reduce(b, ReduceOp::Sum)?;
     ensure!(
-        ctx.device_get(&b)? == reference::<f32>(ranks, 12, ReduceOp::Sum),
-        "the collective after the mismatch differs"
+        ctx.device_get(&b)? == reference::<f32>(group.size(), 12, ReduceOp::Sum),
+        "the all_reduce after {after} differs"
     );
     Ok(())
 }
@@ -507,7 +513,7 @@ fn pending(group: &Collectives) -> anyhow::Result<()> {
 /// intact, and the blocking collectives still run.
 fn thread_single(group: &Collectives) -> anyhow::Result<()> {
     let ctx = group.context();
-    let (rank, ranks) = (group.rank(), group.size());
+    let rank = group.rank();
     let data = host::<f32>(rank, 8);
     let list = vec![ctx.device_put(&data, &[8])?];
     let donated = match group.start_all_reduce_many(list, ReduceOp::Sum) {
@@ -527,13 +533,7 @@ fn thread_single(group: &Collectives) -> anyhow::Result<()> {
         donated.arrays.len() == 1 && ctx.device_get(&donated.arrays[0])? == data,
         "the refused start changed its list"
     );
-    let b = ctx.device_put(&host::<f32>(rank, 12), &[12])?;
-    let b = group.all_reduce(b, ReduceOp::Sum)?;
-    ensure!(
-        ctx.device_get(&b)? == reference::<f32>(ranks, 12, ReduceOp::Sum),
-        "the blocking all_reduce after the refused start differs"
-    );
-    Ok(())
+    still_in_step(group, "the refused start")
 }
 
 /// A second thread reads the array (device_get) while this thread all-gathers it.
