@@ -41,11 +41,13 @@ fn main() -> anyhow::Result<()> {
         }
         Ok(Some(scenario.unwrap_or_default()))
     });
-    // In thread-single, rank 0 (as Open MPI numbers the processes it starts) starts MPI below
-    // MPI_THREAD_MULTIPLE, as a program calling MPI_Init itself would.
-    let universe = if scenario == "thread-single"
-        && std::env::var("OMPI_COMM_WORLD_RANK").as_deref() == Ok("0")
-    {
+    // In thread-single, rank 0 (as the launcher numbers the processes it starts: Open MPI's
+    // variable, or MPICH's) starts MPI below MPI_THREAD_MULTIPLE, as a program calling
+    // MPI_Init itself would.
+    let launched_as_rank_0 = ["OMPI_COMM_WORLD_RANK", "PMI_RANK"]
+        .iter()
+        .any(|variable| std::env::var(variable).as_deref() == Ok("0"));
+    let universe = if scenario == "thread-single" && launched_as_rank_0 {
         distributed::mpi::initialize_with_threading(Threading::Single)
             .map(|(universe, _)| universe)
             .ok_or_else(|| anyhow::anyhow!("MPI could not be started"))?

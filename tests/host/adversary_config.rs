@@ -39,11 +39,14 @@ fn refused_variable(pairs: &[(&str, &str)]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-/// The list of every variable is whole: every variable name the configuration's reader spells out is in it (the
-/// transfer guard's per-direction names are built from a suffix, and listed above by hand).
+/// The list of every variable is exact: every variable name the configuration's reader spells
+/// out is in it, and every name in it is one the reader spells out or a transfer guard's
+/// per-direction name (built from the direction's suffix, which `transfer_guard.rs` spells).
 #[test]
-fn the_list_names_every_variable_the_reader_spells_out() {
+fn the_list_names_every_variable_the_reader_spells_out_and_no_other() {
     let reader = include_str!("../../src/config/env.rs");
+    let suffixes = include_str!("../../src/config/transfer_guard.rs");
+    let quoted = |source: &str, text: &str| source.contains(&format!("\"{text}\""));
     let named = reader.split('"').filter(|text| {
         ["GPU_ARENA_", "XLA_", "JAX_"]
             .iter()
@@ -59,6 +62,16 @@ fn the_list_names_every_variable_the_reader_spells_out() {
         count += 1;
     }
     assert!(count >= 20, "found only {count} names in the reader");
+    for variable in EVERY_VARIABLE {
+        let per_direction = ["GPU_ARENA_TRANSFER_GUARD_", "JAX_TRANSFER_GUARD_"]
+            .iter()
+            .filter_map(|prefix| variable.strip_prefix(prefix))
+            .any(|suffix| quoted(suffixes, suffix));
+        assert!(
+            quoted(reader, variable) || per_direction,
+            "{variable} is listed but the reader does not read it"
+        );
+    }
 }
 
 #[test]

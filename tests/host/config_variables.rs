@@ -1,6 +1,6 @@
 //! Every variable the configuration reads, ours and JAX's: one list for the tests that set each
 //! of them, in `tests/host/` and in `tests/config_env.rs` (which includes this file by path);
-//! `adversary_config.rs` checks that it names every variable the reader spells out.
+//! `adversary_config.rs` checks that it names every variable the reader spells out, and no other.
 
 /// Every variable the configuration reads, the transfer guard's per-direction ones included.
 pub const EVERY_VARIABLE: [&str; 31] = [
