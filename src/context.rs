@@ -537,6 +537,9 @@ impl ContextInner {
         label: Option<&str>,
         info: crate::profile::array_info::ArrayInfo,
     ) -> Result<(Allocation, wgpu::Buffer, Option<MappedRange>)> {
+        // A lost device's memory may still be mapped (UMA), but nothing made on it can be
+        // used: every allocation refuses, as every other call does.
+        self.check_device("allocating an array")?;
         let mut memory = self.lock_memory();
         // Learning which submissions completed costs a device poll; do it once pending frees
         // are worth reclaiming (or below, when the allocation would fail without them).

@@ -11,7 +11,7 @@
 extern crate gpu_arena_test_macro;
 
 // Helpers for the GPU tests; this binary uses only some of them.
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 #[path = "gpu/harness/mod.rs"]
 mod harness;
 #[allow(dead_code)]
@@ -88,8 +88,8 @@ fn kernels_compute_correctly(ctx: &Context) {
     assert!(ctx.kernel_cache_stats().pipelines_compiled >= 4);
 }
 
-/// Whether the device keeps a driver pipeline cache at all (Vulkan); the tests have nothing to
-/// check elsewhere and say so.
+/// Whether the device keeps a driver pipeline cache at all (Vulkan: the tests that need one
+/// say `needs = Vulkan`, and the harness counts them as skipped elsewhere).
 fn has_pipeline_cache(ctx: &Context) -> bool {
     let has = ctx
         .device()
@@ -179,7 +179,7 @@ fn assert_nothing_uncaptured() {
     assert!(uncaptured.is_empty(), "{uncaptured:?}");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn the_driver_pipeline_cache_persists_to_the_cache_dir() {
     let _dir = CacheDir::new("persists");
     let Some((file, written)) = a_valid_cache_file() else {
@@ -211,7 +211,7 @@ fn without_a_cache_dir_nothing_is_read_or_written() {
     assert!(!dir.path.exists());
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn an_empty_cache_file_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("empty");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -221,7 +221,7 @@ fn an_empty_cache_file_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "empty");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_truncated_cache_file_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("truncated");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -239,7 +239,7 @@ fn a_truncated_cache_file_is_discarded_and_rewritten() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_cache_file_of_random_bytes_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("random");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -255,7 +255,7 @@ fn a_cache_file_of_random_bytes_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("adapter-key");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -278,7 +278,7 @@ fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_valid_header_with_a_damaged_body_is_discarded_and_rewritten() {
     let _dir = CacheDir::new("body");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -293,7 +293,7 @@ fn a_valid_header_with_a_damaged_body_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_body_the_driver_does_not_recognise_costs_only_speed() {
     let _dir = CacheDir::new("driver-header");
     let Some((file, bytes)) = a_valid_cache_file() else {
@@ -322,7 +322,7 @@ fn a_body_the_driver_does_not_recognise_costs_only_speed() {
     assert_nothing_uncaptured();
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_directory_where_the_cache_file_should_be_leaves_the_kernels_working() {
     let _dir = CacheDir::new("directory");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -350,7 +350,7 @@ fn a_directory_where_the_cache_file_should_be_leaves_the_kernels_working() {
     assert_nothing_uncaptured();
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn an_unwritable_cache_dir_leaves_the_kernels_working() {
     let dir = CacheDir::new("unwritable");
     // Tests run as root, which writes anywhere a mode allows: a directory under a regular file
@@ -396,7 +396,7 @@ fn the_cache_dir_is_refused_and_kernels_compile(dir: &Path) -> String {
 }
 
 #[cfg(unix)]
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_cache_dir_others_can_write_is_refused_and_kernels_still_compile() {
     use std::os::unix::fs::PermissionsExt;
     let dir = CacheDir::new("open-mode");
@@ -418,7 +418,7 @@ fn a_cache_dir_others_can_write_is_refused_and_kernels_still_compile() {
 }
 
 #[cfg(unix)]
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_cache_dir_of_another_user_is_refused_and_kernels_still_compile() {
     let dir = CacheDir::new("foreign");
     std::fs::create_dir_all(&dir.path).unwrap();
@@ -437,7 +437,7 @@ fn a_cache_dir_of_another_user_is_refused_and_kernels_still_compile() {
 }
 
 #[cfg(unix)]
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn the_cache_dir_is_created_private() {
     use std::os::unix::fs::PermissionsExt;
     let dir = CacheDir::new("created");
@@ -451,7 +451,7 @@ fn the_cache_dir_is_created_private() {
 }
 
 #[cfg(unix)]
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_link_planted_at_the_cache_file_is_replaced_and_its_target_untouched() {
     let dir = CacheDir::new("planted-link");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -475,7 +475,7 @@ fn a_link_planted_at_the_cache_file_is_replaced_and_its_target_untouched() {
 }
 
 #[cfg(unix)]
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_cache_file_others_can_write_is_discarded_and_rewritten() {
     use std::os::unix::fs::PermissionsExt;
     let _dir = CacheDir::new("open-file");
@@ -486,7 +486,7 @@ fn a_cache_file_others_can_write_is_discarded_and_rewritten() {
     the_next_contexts_discard_then_use_the_file(&file, "mode 0666");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn an_oversized_cache_file_is_discarded_without_being_read() {
     let _dir = CacheDir::new("oversized");
     let Some((file, _)) = a_valid_cache_file() else {
@@ -500,7 +500,7 @@ fn an_oversized_cache_file_is_discarded_without_being_read() {
     the_next_contexts_discard_then_use_the_file(&file, "more than");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_fifo_where_the_cache_file_should_be_does_not_block() {
     let _dir = CacheDir::new("fifo");
     let Some((file, _)) = a_valid_cache_file() else {

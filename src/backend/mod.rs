@@ -8,7 +8,8 @@
 //!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
 //!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
 //!   return and how making one fails), `device_kind.rs` (wgpu's device type in the memory
-//!   policy's terms), and in this file `Regions`, the arena's `RegionSource`, with the staging
+//!   policy's terms), `device_origin.rs` (which adapter made a device, by the driver's
+//!   handles), and in this file `Regions`, the arena's `RegionSource`, with the staging
 //!   buffers made beside it.
 //! - **Host access to mapped memory**: `mapped.rs` (every host read and write of mapped
 //!   device memory, through checked ranges), `host_sync.rs` (flush and invalidate where the
@@ -49,6 +50,7 @@
 // Where regions come from.
 mod buffer;
 mod device_kind;
+mod device_origin;
 mod plain;
 mod vulkan;
 
@@ -67,6 +69,7 @@ mod mpi_buffer;
 
 pub(crate) use buffer::DeviceBuffer;
 use buffer::{check_buffer_size, BufferFailure};
+pub(crate) use device_origin::device_made_from;
 pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};

@@ -44,14 +44,17 @@ impl Context {
         } = app;
         let adapter_info = adapter.get_info();
         let device_info = device.adapter_info();
-        let same = |a: &wgpu::AdapterInfo, b: &wgpu::AdapterInfo| {
-            (a.backend, a.vendor, a.device, &a.name) == (b.backend, b.vendor, b.device, &b.name)
-        };
-        if !same(&adapter_info, &device_info) {
+        // The driver's handles where the backend has them (two identical GPUs, or one GPU
+        // seen by two instances, report the same); what the two report elsewhere.
+        let same = crate::backend::device_made_from(&adapter, &device).unwrap_or_else(|| {
+            (adapter_info.vendor, adapter_info.device, &adapter_info.name)
+                == (device_info.vendor, device_info.device, &device_info.name)
+        });
+        if !same {
             return Err(Error::InvalidArgument {
                 operation: "Context::from_wgpu",
                 reason: format!(
-                    "the device was made from adapter {:?} ({:?}) but the adapter given is {:?} ({:?}): pass the adapter the device was requested from",
+                    "the device was not made from the adapter given (the device's is {:?} on {:?}, the adapter is {:?} on {:?}; an adapter of another `wgpu::Instance` or another GPU of the same model is another adapter): pass the adapter the device was requested from",
                     device_info.name, device_info.backend, adapter_info.name, adapter_info.backend
                 ),
             });

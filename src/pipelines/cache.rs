@@ -5,7 +5,7 @@
 
 use super::cache_stats::KernelCacheStats;
 use super::disk_cache::DiskCache;
-use super::error_scopes::ErrorScopes;
+use super::error_scopes::{DeviceRefusal, ErrorScopes};
 use super::library_kernels::Builtin;
 use super::limits::check_device_limits;
 use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, ReflectedKernel};
@@ -234,42 +234,22 @@ impl KernelState {
         let cache = self
             .disk_cache
             .driver_cache(device, adapter, &mut self.stats);
-        let scopes = ErrorScopes::push(device);
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some(name),
-            entries: &layout_entries(&signature),
-        });
-        let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some(name),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: match &signature.params {
-                Some(ParamsBlock {
-                    kind: ParamsKind::Immediate,
-                    size,
-                    ..
-                }) => (*size).next_multiple_of(4) as u32,
-                _ => 0,
-            },
-        });
-        let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(name),
-            source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(module)),
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some(name),
-            layout: Some(&pipeline_layout),
-            module: &shader,
-            entry_point: Some(&entry_point),
-            compilation_options: wgpu::PipelineCompilationOptions {
-                // Overrides were applied during reflection.
-                constants: &[],
-                zero_initialize_workgroup_memory: true,
-            },
-            cache: cache.as_ref(),
-        });
-        scopes
-            .pop()
-            .map_err(|reason| failed(format!("the device refused the kernel: {reason}")))?;
+        // On the compiler's thread too: making the pipeline translates the module to the
+        // backend's language (GLSL on GL, whose writer recurses once per nesting level) and
+        // runs the driver's compiler, which a deep accepted module must not overflow the
+        // caller's stack in.
+        let (pipeline, layout) = on_compiler_thread(|| {
+            make_pipeline(
+                device,
+                name,
+                module,
+                &signature,
+                &entry_point,
+                cache.as_ref(),
+            )
+        })
+        .map_err(|refused| failed(refused.to_string()))?
+        .map_err(|reason| failed(format!("the device refused the kernel: {reason}")))?;
         let compiled = Arc::new(Compiled {
             name: name.to_string(),
             pipeline,
@@ -283,6 +263,88 @@ impl KernelState {
         self.disk_cache.persist(&mut self.stats);
         Ok(compiled)
     }
+}
+
+/// The bind group layout and the pipeline of a reflected module, made inside wgpu error scopes
+/// on the calling thread (wgpu's scopes are per thread), so a module the device refuses is
+/// the scopes' refusal.
+fn make_pipeline(
+    device: &wgpu::Device,
+    name: &str,
+    module: naga::Module,
+    signature: &KernelSignature,
+    entry_point: &str,
+    cache: Option<&wgpu::PipelineCache>,
+) -> std::result::Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout), DeviceRefusal> {
+    let scopes = ErrorScopes::push(device);
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(name),
+        entries: &layout_entries(signature),
+    });
+    let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(name),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: match &signature.params {
+            Some(ParamsBlock {
+                kind: ParamsKind::Immediate,
+                size,
+                ..
+            }) => (*size).next_multiple_of(4) as u32,
+            _ => 0,
+        },
+    });
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(name),
+        source: wgpu::ShaderSource::Naga(std::borrow::Cow::Owned(module)),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(name),
+        layout: Some(&pipeline_layout),
+        module: &shader,
+        entry_point: Some(entry_point),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            // Overrides were applied during reflection.
+            constants: &[],
+            zero_initialize_workgroup_memory: true,
+        },
+        cache,
+    });
+    scopes.pop()?;
+    Ok((pipeline, layout))
+}
+
+/// Why the compiler's thread gave no result.
+#[derive(Debug, thiserror::Error)]
+enum CompilerThreadFailure {
+    #[error("could not start the compiler's thread: {0}")]
+    NotStarted(std::io::Error),
+    #[error("the shader compiler (naga, or the backend's) failed on this module ({0}); it is refused: check that it is valid (spirv-val, naga's CLI)")]
+    Panicked(String),
+}
+
+/// Runs `work` on a thread with [`COMPILER_STACK_BYTES`] of stack and waits for it: every
+/// step that recurses over a module's expressions (naga's front ends, the backend's writer,
+/// the driver's compiler) runs there, never on the caller's thread, whose stack may be small.
+/// A panic there is caught and returned.
+fn on_compiler_thread<R: Send>(
+    work: impl FnOnce() -> R + Send,
+) -> std::result::Result<R, CompilerThreadFailure> {
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .name("gpu-arena-compile".into())
+            .stack_size(COMPILER_STACK_BYTES)
+            .spawn_scoped(scope, work)
+            .map_err(CompilerThreadFailure::NotStarted)?;
+        worker.join().map_err(|panic| {
+            CompilerThreadFailure::Panicked(
+                panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default(),
+            )
+        })
+    })
 }
 
 /// Parses, validates and reflects a user's source on a thread with [`COMPILER_STACK_BYTES`] of
@@ -311,26 +373,9 @@ fn prepare(
         }
         KernelSource::SpirV(_) => {}
     }
-    std::thread::scope(|scope| {
-        let worker = std::thread::Builder::new()
-            .name("gpu-arena-compile".into())
-            .stack_size(COMPILER_STACK_BYTES)
-            .spawn_scoped(scope, || parse_and_reflect(source, entry_point, constants))
-            .map_err(|e| failed(format!("could not start the compiler's thread: {e}")))?;
-        match worker.join() {
-            Ok(reflected) => reflected.map_err(|refused| failed(refused.to_string())),
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default();
-                Err(failed(format!(
-                    "the shader compiler (naga) failed on this module ({what}); it is refused: check that it is valid (spirv-val, naga's CLI)"
-                )))
-            }
-        }
-    })
+    on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
+        .map_err(|failure| failed(failure.to_string()))?
+        .map_err(|refused| failed(refused.to_string()))
 }
 
 /// Why a kernel's source is refused before it reaches the device: the compiler's message, or

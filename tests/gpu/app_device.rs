@@ -76,7 +76,7 @@ fn main(@builtin(global_invocation_id) i: vec3<u32>) {
     if (i.x < arrayLength(&y)) { y[i.x] = 2.0 * x[i.x]; }
 }";
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_device_with_only_the_documented_requirements_runs_the_core_cases() {
     let paths = app_paths();
     let names: Vec<&str> = paths.iter().map(|(name, ..)| *name).collect();
@@ -142,7 +142,7 @@ fn a_device_with_only_the_documented_requirements_runs_the_core_cases() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_device_missing_what_the_arena_needs_is_refused_naming_it() {
     // A device with WebGL2's limits has no storage buffers and no compute.
     let app = app_device_with(
@@ -208,7 +208,7 @@ fn a_device_missing_what_the_arena_needs_is_refused_naming_it() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_usage_the_arena_buffers_lack_is_refused_naming_the_flag() {
     let config = ArenaConfig {
         array_usages: gpu_arena::config::DEFAULT_ARRAY_USAGES - wgpu::BufferUsages::VERTEX,
@@ -249,7 +249,7 @@ fn a_usage_the_arena_buffers_lack_is_refused_naming_the_flag() {
     );
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn the_apps_uncaptured_error_handler_still_receives_the_apps_own_errors() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -285,7 +285,7 @@ fn the_apps_uncaptured_error_handler_still_receives_the_apps_own_errors() {
     drop(ctx);
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
@@ -330,7 +330,7 @@ fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
     ));
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn two_contexts_on_one_device_share_it_without_interfering() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let a = Context::from_wgpu(app.clone(), test_config()).unwrap();
@@ -510,7 +510,7 @@ fn expected_pixels(points: &[[f32; 2]]) -> Vec<u8> {
     pixels
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn an_array_drawn_by_the_app_is_not_reused_before_the_draw_completes() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
@@ -596,7 +596,7 @@ fn app_copy(
     work.submit([encoder.finish()]).unwrap();
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn two_threads_hand_one_array_to_their_own_passes() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
@@ -623,7 +623,7 @@ fn two_threads_hand_one_array_to_their_own_passes() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn an_array_the_apps_pass_writes_is_pending_until_the_work_is_submitted() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let ctx = Context::from_wgpu(app, test_config()).unwrap();
@@ -646,7 +646,7 @@ fn an_array_the_apps_pass_writes_is_pending_until_the_work_is_submitted() {
     assert_eq!(ctx.device_get(&a).unwrap(), [1; 8]);
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn dropping_the_context_leaves_the_apps_device_and_resources_working() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
     let kept = app.device.create_buffer(&wgpu::BufferDescriptor {
@@ -692,7 +692,7 @@ fn dropping_the_context_leaves_the_apps_device_and_resources_working() {
     );
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn the_instance_and_adapter_are_handed_on_when_the_context_has_them() {
     let Some(app) = app_device(wgpu::Backends::VULKAN, &test_config()) else {
         return;

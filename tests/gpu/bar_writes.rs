@@ -5,7 +5,7 @@
 use crate::harness::{context_with, init_logging, test_config};
 use gpu_arena::{ArenaConfig, BarWrites, Context};
 
-#[gpu_test]
+#[gpu_test(needs = HostVisibleArena)]
 fn bar_writes_on_is_a_no_op_on_lavapipe_whose_arena_is_host_visible_already() {
     let ctx = context_with(ArenaConfig {
         bar_writes: BarWrites::On,

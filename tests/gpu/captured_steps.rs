@@ -529,7 +529,7 @@ fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
 fn immediate_parameters_from_a_slot_change_per_run() {
     let ctx = harness::context();
     if !ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
-        println!("no immediates on this device: skipped");
+        harness::skip(harness::Need::Immediates);
         return;
     }
     let k = ctx

@@ -18,7 +18,7 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_saved_table_reads_back_through_the_memplan_loader_and_plans_as_the_live_device() {
     let ctx = context();
     let dir = scratch_dir("device-report-table");

@@ -392,7 +392,7 @@ fn two_threads_gathering_on_one_context_get_every_result() {
 fn immediate_parameters_of_gathered_launches_stay_with_their_launch() {
     let ctx = context_with(test_config());
     if !ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
-        println!("no immediates on this device: skipped");
+        harness::skip(harness::Need::Immediates);
         return;
     }
     let k = ctx

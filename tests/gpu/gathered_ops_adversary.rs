@@ -944,7 +944,7 @@ fn immediate_and_uniform_parameters_interleaved_in_one_batch_stay_with_their_lau
         .features()
         .contains(gpu_arena::wgpu::Features::IMMEDIATES)
     {
-        println!("no immediates on this device: skipped");
+        harness::skip(harness::Need::Immediates);
         return;
     }
     let imm = ctx

@@ -131,7 +131,7 @@ fn two_threads_putting_and_updating_beside_one_shared_array_see_every_result() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn small_puts_in_a_loop_make_one_submission_per_full_staging_and_stay_within_its_cap() {
     let ctx = context_with(ArenaConfig {
         zero_copy: false,
@@ -174,7 +174,7 @@ fn small_puts_in_a_loop_make_one_submission_per_full_staging_and_stay_within_its
     );
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn uploads_above_the_gathered_size_keep_their_own_submission() {
     let ctx = context_with(ArenaConfig {
         zero_copy: false,
@@ -222,7 +222,7 @@ fn a_host_read_right_after_gathered_writes_sees_them_on_every_memory() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = HostVisibleArena)]
 fn host_path_ops_on_arrays_busy_on_the_gpu_are_gathered_instead_of_waiting() {
     // lavapipe with zero-copy: a slice, copy or update of an array no GPU work uses is a host
     // memcpy; of one a gathered launch just wrote, a kernel gathered after it.

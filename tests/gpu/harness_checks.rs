@@ -69,7 +69,7 @@ fn a_test_whose_work_the_validation_layer_refuses_fails_without_a_check_of_its_o
         return;
     }
     if !validation_layer_installed() {
-        eprintln!("skipped: the Khronos validation layer is not installed");
+        harness::skip(harness::Need::ValidationLayer);
         return;
     }
     let child = harness::run_test_in_child(
@@ -79,7 +79,7 @@ fn a_test_whose_work_the_validation_layer_refuses_fails_without_a_check_of_its_o
     );
     let text = &child.text;
     if text.contains("not Vulkan") {
-        eprintln!("skipped: the test context is not on Vulkan here:\n{text}");
+        harness::skip(harness::Need::Vulkan);
         return;
     }
     assert!(text.contains("recorded"), "the child did not run:\n{text}");

@@ -4,8 +4,8 @@
 //! refused without an abort or a panic; override constants by name or id, checked, compiled
 //! once per set; views bound exactly; element types checked, and `bitcast` to say otherwise.
 
-use crate::harness::context;
-use gpu_arena::{Context, Error, KernelDesc};
+use crate::harness::{context, test_config};
+use gpu_arena::{ArenaConfig, BackendChoice, Context, Error, KernelDesc};
 
 fn compile_error(ctx: &Context, source: &str) -> String {
     match ctx.kernel(source, "main") {
@@ -388,8 +388,7 @@ fn deeply_nested_wgsl_is_refused_without_aborting_the_process() {
 }
 
 #[gpu_test]
-fn the_deepest_accepted_wgsl_compiles_from_a_thread_with_a_small_stack() {
-    let ctx = context();
+fn the_deepest_accepted_wgsl_compiles_and_runs_on_every_adapter_from_a_thread_with_a_small_stack() {
     let depth = gpu_arena::kernels::MAX_WGSL_EXPRESSION_DEPTH - 8;
     let chain = " + 1u".repeat(depth);
     let unary = "~".repeat(depth - 1);
@@ -397,15 +396,44 @@ fn the_deepest_accepted_wgsl_compiles_from_a_thread_with_a_small_stack() {
         "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
          @compute @workgroup_size(1) fn main() {{ a[0] = a[0]{chain}; a[1] = {unary}a[1]; }}"
     );
-    // The parser's recursion runs on the library's own thread, not the caller's 256 KiB one.
-    let handle = std::thread::Builder::new()
-        .stack_size(256 << 10)
-        .spawn({
-            let ctx = ctx.clone();
-            move || ctx.kernel(&source, "main").map(|_| ())
-        })
-        .unwrap();
-    handle.join().unwrap().unwrap();
+    // Every adapter the machine has: the default (Vulkan where a driver is installed) and
+    // wgpu's GL backend, where the pipeline is a GLSL translation whose writer recurses once
+    // per nesting level.
+    let mut adapters = vec![context()];
+    if let Ok(gl) = Context::new(ArenaConfig {
+        backend: BackendChoice::Gl,
+        ..test_config()
+    }) {
+        if gl.adapter_info().backend != adapters[0].adapter_info().backend {
+            adapters.push(gl);
+        }
+    }
+    for ctx in adapters {
+        let backend = ctx.adapter_info().backend;
+        // Parsing and making the pipeline run on the library's own thread, not the caller's
+        // 256 KiB one.
+        let handle = std::thread::Builder::new()
+            .stack_size(256 << 10)
+            .spawn({
+                let ctx = ctx.clone();
+                let source = source.clone();
+                move || -> gpu_arena::Result<Vec<u32>> {
+                    let kernel = ctx.kernel(&source, "main")?;
+                    let mut a = ctx.device_put(&[5u32, 0x0F0F_0F0F], &[2])?;
+                    ctx.launch(&kernel).arg_mut(&mut a).grid([1, 1, 1]).run()?;
+                    ctx.device_get(&a)
+                }
+            })
+            .unwrap();
+        let got = handle.join().unwrap().unwrap();
+        // An odd count of `~` flips the bits; the chain adds one per level.
+        let flipped = if (depth - 1) % 2 == 1 {
+            !0x0F0F_0F0Fu32
+        } else {
+            0x0F0F_0F0F
+        };
+        assert_eq!(got, vec![5 + depth as u32, flipped], "{backend:?}");
+    }
 }
 
 /// A valid SPIR-V module with branches, bools, loops and a parameter (from naga's SPIR-V

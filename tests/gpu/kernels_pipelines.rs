@@ -55,6 +55,7 @@ fn cpu_adapters_copy_on_the_host_without_compiling_kernels() {
         || !ctx.memory_plan().arena_host_visible
         || !ctx.is_vulkan()
     {
+        harness::skip(harness::Need::HostVisibleArena);
         return;
     }
     let mut a = ctx.zeros::<u8>(&[33, 7]).unwrap();

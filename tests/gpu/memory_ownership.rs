@@ -295,7 +295,7 @@ fn gl_buffer_and_device_destroy() {
         backend: gpu_arena::BackendChoice::Gl,
         ..test_config()
     }) else {
-        println!("no GL adapter: skipped");
+        harness::skip(harness::Need::GlAdapter);
         return;
     };
     let data = pattern(1000, 5);
@@ -310,35 +310,35 @@ fn gl_buffer_and_device_destroy() {
     let _ = put_then_check(&ctx, &data, "GL put after device destroy");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn device_destroy_never_lets_zero_copy_gets_and_puts_reach_freed_memory() {
     run_in_child("device_destroy_zero_copy");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn device_destroy_never_lets_staging_uploads_and_readbacks_reach_freed_memory() {
     run_in_child("device_destroy_staging");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn device_destroy_on_non_coherent_memory_never_flushes_or_reads_freed_memory() {
     run_in_child("device_destroy_zero_copy+non_coherent");
     run_in_child("device_destroy_staging+non_coherent");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_destroyed_region_buffer_leaves_its_arrays_and_neighbours_readable_or_refused() {
     run_in_child("buffer_destroy_zero_copy");
     run_in_child("buffer_destroy_staging");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_destroyed_region_buffer_on_non_coherent_memory_is_never_flushed_after_free() {
     run_in_child("buffer_destroy_zero_copy+non_coherent");
     run_in_child("buffer_destroy_staging+non_coherent");
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn two_threads_reading_an_array_while_its_buffer_and_device_are_destroyed_see_data_or_errors() {
     run_in_child("buffer_destroy_two_threads");
 }

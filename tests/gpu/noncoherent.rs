@@ -40,7 +40,7 @@ fn since(before: HostSyncCounts, after: HostSyncCounts) -> (u64, u64) {
     )
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn zero_copy_puts_flush_and_gets_invalidate_with_data_intact_at_odd_sizes() {
     let ctx = forced(true);
     assert!(
@@ -77,7 +77,7 @@ fn zero_copy_puts_flush_and_gets_invalidate_with_data_intact_at_odd_sizes() {
     );
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn staging_uploads_flush_and_readbacks_invalidate_with_data_intact_in_pieces() {
     let ctx = forced(false);
     let data: Vec<Vec<u8>> = ODD_LENGTHS
@@ -114,7 +114,7 @@ fn staging_uploads_flush_and_readbacks_invalidate_with_data_intact_in_pieces() {
     );
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn host_path_kernels_invalidate_their_sources_and_flush_their_results() {
     let ctx = forced(true);
     assert_eq!(
@@ -201,7 +201,7 @@ fn coherent_memory_needs_no_flush_or_invalidate_without_the_switch() {
     assert_eq!(ctx.host_sync_counts(), HostSyncCounts::default());
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_sequence_of_recorded_puts_and_device_kernels_reads_back_intact_through_invalidates() {
     // The WGSL kernels, not the host path: the GPU writes the arena, the host reads it after.
     let ctx = context_with(ArenaConfig {

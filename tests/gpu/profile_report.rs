@@ -283,7 +283,7 @@ fn run_chromium(browser: &str, args: &[&str], page: &Path, profile: &Path) -> St
 #[gpu_test]
 fn the_report_renders_in_headless_chromium() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: no chromium installed (apt-get install chromium)");
+        crate::harness::skip(crate::harness::Need::Chromium);
         return;
     };
     let ctx = context_with(ArenaConfig {
@@ -589,7 +589,7 @@ fn a_dump_dir_of_another_user_gets_no_dump_and_the_error_says_why() {
     let dir = scratch_dir("oom-foreign-dir");
     // Only root can give a directory away.
     if std::os::unix::fs::chown(&dir, Some(4242), None).is_err() {
-        eprintln!("not root; nothing to check");
+        crate::harness::skip(crate::harness::Need::Root);
         return;
     }
     let msg = out_of_memory_dumping_to(&dir);

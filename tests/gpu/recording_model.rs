@@ -947,7 +947,7 @@ fn a_sequence_of_many_puts_gives_its_extra_staging_buffers_back() {
         ..test_config()
     });
     if !ctx.is_vulkan() {
-        eprintln!("skipped: recorded puts take staging buffers on Vulkan only");
+        crate::harness::skip(crate::harness::Need::Vulkan);
         return;
     }
     let rows: Vec<Vec<u8>> = (0..24u8).map(|i| vec![i; 600 << 10]).collect();

@@ -132,7 +132,7 @@ fn a_decode_step_as_a_sequence_costs_at_most_the_submissions_of_its_ops() {
     }
 }
 
-#[gpu_test]
+#[gpu_test(needs = HostVisibleArena)]
 fn host_path_ops_recorded_on_a_cpu_adapter_submit_nothing_as_they_would_alone() {
     let ctx = context_with(test_config());
     let cache = ctx.zeros::<f32>(&[4, 8]).unwrap();

@@ -337,7 +337,7 @@ fn the_plain_wgpu_backend_round_trips_and_batches() {
         backend: gpu_arena::BackendChoice::Gl,
         ..test_config()
     }) else {
-        eprintln!("no GL adapter here; skipping");
+        crate::harness::skip(crate::harness::Need::GlAdapter);
         return;
     };
     assert!(!ctx.is_vulkan());

@@ -98,7 +98,7 @@ fn reference_update<T: Copy>(
     out
 }
 
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn multi_piece_transfers_through_small_and_odd_sized_pools_round_trip_bytes_views_and_batches() {
     // The smallest pool, and pools whose size is not a whole number of words.
     for staging_bytes in [MIN_STAGING_BYTES, MIN_STAGING_BYTES + 3, 6002] {

@@ -10,13 +10,17 @@
 //! - `layer_log.rs`: the validation layer's reports routed to a FIFO the harness reads;
 //! - `crash_report.rs`: a report of the faulting thread if the binary dies of a signal;
 //! - `ordering.rs`: kernels whose results show the order work ran in;
-//! - `refusals.rs`: checks of the refusals many modules provoke.
+//! - `refusals.rs`: checks of the refusals many modules provoke;
+//! - `needs.rs`: what a test needs of the machine (`#[gpu_test(needs = Vulkan)]`), and the
+//!   summary of the tests that ran and were skipped, printed when the binary ends.
 
 use gpu_arena::{ArenaConfig, Context};
 
 #[cfg(unix)]
 mod crash_report;
 pub mod layer_log;
+mod needs;
+pub use needs::{skip, Need, Skipped};
 pub mod ordering;
 pub mod refusals;
 use std::sync::{Mutex, MutexGuard, Once};
@@ -129,6 +133,20 @@ static ONE_TEST_AT_A_TIME: Mutex<()> = Mutex::new(());
 impl AfterTest {
     /// Installs the logger (a test may open its context without this harness's helpers).
     pub fn begin() -> Self {
+        let held = Self::hold();
+        needs::count(None, "");
+        held
+    }
+
+    /// [`AfterTest::begin`] for a test that needs `need` (`#[gpu_test(needs = ...)]`): `None`,
+    /// and the test `test` recorded as skipped for the summary, where the machine lacks it.
+    pub fn begin_needing(need: Need, test: &'static str) -> Option<Self> {
+        // Held first: finding what the machine has makes a Vulkan instance (see above).
+        let held = Self::hold();
+        needs::count(Some(need), test).then_some(held)
+    }
+
+    fn hold() -> Self {
         init_logging();
         // A test that panicked poisons the lock; the next one runs all the same.
         let one_at_a_time = ONE_TEST_AT_A_TIME
