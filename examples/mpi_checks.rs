@@ -6,7 +6,8 @@
 //! `mismatch-shape`, `mismatch-type`, `mismatch-op`, `mismatch-root`, `mismatch-kind`,
 //! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`; the fused
 //! and started collectives: `fused`, `started`, `mismatch-list-length`, `mismatch-list-shape`,
-//! `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`, `mismatch-start-broadcast`,
+//! `mismatch-list-size`, `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`,
+//! `mismatch-start-broadcast`, `mixed-start` (the last rank blocks where the others start),
 //! `killed-started`; and `thread-single` (rank 0 below `MPI_THREAD_MULTIPLE`). A collective
 //! error prints its [`CollectiveFailure`] after its message.
 
@@ -25,8 +26,9 @@ const USAGE: &str = "usage: mpi_checks SCENARIO
 The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
 collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
 mismatch-send, guard, refusals, pending, threads, abort, killed, fused, started,
-mismatch-list-length, mismatch-list-shape, mismatch-list-type, mismatch-list-op,
-mismatch-start, mismatch-start-broadcast, killed-started, thread-single.
+mismatch-list-length, mismatch-list-shape, mismatch-list-size, mismatch-list-type,
+mismatch-list-op, mismatch-start, mismatch-start-broadcast, mixed-start, killed-started,
+thread-single.
   -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
@@ -72,6 +74,8 @@ fn main() -> anyhow::Result<()> {
         "started" => started(&group),
         "mismatch-list-length"
         | "mismatch-list-shape"
+        | "mismatch-list-size"
+        | "mixed-start"
         | "mismatch-list-type"
         | "mismatch-list-op"
         | "mismatch-start"
@@ -860,8 +864,9 @@ fn started(group: &Collectives) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Lists that differ between ranks (the last rank's): refused on every rank with
-/// Error::Collective, every array back intact, and the ranks still in step.
+/// Lists that differ between ranks (the last rank's), or a last rank that blocks where the
+/// others start: refused on every rank with Error::Collective, every array back intact, and
+/// the ranks still in step.
 fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
     let ctx = group.context();
     let (rank, ranks) = (group.rank(), group.size());
@@ -886,6 +891,7 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
         "mismatch-list-shape" | "mismatch-start" | "mismatch-start-broadcast" if odd => {
             mine[1] = vec![4, 3]
         }
+        "mismatch-list-size" if odd => mine[1] = vec![13],
         _ => {}
     }
     let (arrays, values) = put(&mine)?;
@@ -909,6 +915,12 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
     } else if scenario == "mismatch-start-broadcast" {
         match group.start_broadcast_many(arrays, 0) {
             Ok(_) => bail!("a started broadcast over differing lists ran"),
+            Err(donated) => (donated.error, donated.arrays),
+        }
+    } else if scenario == "mixed-start" && !odd {
+        // The last rank calls the blocking form (below) with the same list.
+        match group.start_all_reduce_many(arrays, op) {
+            Ok(_) => bail!("a start met a blocking call on another rank and ran"),
             Err(donated) => (donated.error, donated.arrays),
         }
     } else if scenario == "mismatch-start" {

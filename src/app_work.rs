@@ -10,7 +10,9 @@
 //!
 //! Between the hand-out and the submission the work is recorded and not submitted, so the
 //! arrays follow the recording model ([`crate::kernels`]): an array the work writes is pending
-//! for everyone, one it reads for writers only, and a refusal names `AppWork #N`.
+//! for everyone, one it reads for writers only, and a refusal names `AppWork #N`. Dropped
+//! without [`AppWork::submit`], the work un-pends its arrays and logs a warning (what the app
+//! encoded with them and submits itself is then not protected).
 //!
 //! Above `array.rs` and `context.rs` (it holds arrays' memory and submits on the context);
 //! named by the crate root alone.
@@ -197,7 +199,8 @@ impl AppWork {
     /// whether the array is dropped now or later. The arrays stop being pending.
     ///
     /// Errors: [`Error::DeviceLost`]; [`Error::Device`] when wgpu refuses the command buffers
-    /// (for instance a pass that failed validation while it was encoded): nothing of them ran.
+    /// (for instance a pass that failed validation while it was encoded): nothing of them ran,
+    /// and the arrays are intact, usable and no longer pending.
     pub fn submit(
         mut self,
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,

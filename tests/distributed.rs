@@ -488,6 +488,29 @@ fn fused_lists_of_another_element_type_or_reduction_are_refused_on_every_rank() 
 }
 
 #[test]
+fn fused_lists_whose_sizes_differ_name_the_first_array_and_both_shapes_on_every_rank() {
+    list_mismatch_is_refused_everywhere_with_arrays_intact(
+        3,
+        &["1", "0"],
+        "mismatch-list-size",
+        "the arrays' shapes differ: array 1 of the list is [3, 4] on rank 0 but [13] on rank 2",
+    );
+}
+
+#[test]
+fn a_start_against_a_blocking_call_is_refused_on_every_rank_never_a_hang() {
+    // Every launch has its deadline (`passes`): a hang fails the test.
+    for ranks in [2, 3] {
+        list_mismatch_is_refused_everywhere_with_arrays_intact(
+            ranks,
+            &["1", "0"],
+            "mixed-start",
+            &format!("a started and a blocking call differ (a start_*_many call on one rank must meet the same start on every rank): rank 0 called start_all_reduce_many(sum) of 4 f32 arrays (25 elements) but rank {} called all_reduce_many(sum) of 4 f32 arrays (25 elements)", ranks - 1),
+        );
+    }
+}
+
+#[test]
 fn a_started_collective_over_differing_lists_is_refused_at_the_start_on_every_rank() {
     list_mismatch_is_refused_everywhere_with_arrays_intact(
         2,

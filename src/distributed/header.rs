@@ -45,6 +45,12 @@ pub(crate) enum Kind {
     AllReduceMany = 9,
     AllReduceMeanMany = 10,
     BroadcastMany = 11,
+    /// The started forms of the three fused calls: a start on one rank against the blocking
+    /// call on another is a mismatch, refused on every rank (the started call's data phase
+    /// runs on another communicator, so the two would never meet).
+    StartAllReduceMany = 12,
+    StartAllReduceMeanMany = 13,
+    StartBroadcastMany = 14,
 }
 
 impl Kind {
@@ -62,6 +68,9 @@ impl Kind {
             AllReduceMany,
             AllReduceMeanMany,
             BroadcastMany,
+            StartAllReduceMany,
+            StartAllReduceMeanMany,
+            StartBroadcastMany,
         ]
         .into_iter()
         .find(|k| *k as u64 == code)
@@ -80,6 +89,19 @@ impl Kind {
             Kind::AllReduceMany => "all_reduce_many",
             Kind::AllReduceMeanMany => "all_reduce_mean_many",
             Kind::BroadcastMany => "broadcast_many",
+            Kind::StartAllReduceMany => "start_all_reduce_many",
+            Kind::StartAllReduceMeanMany => "start_all_reduce_mean_many",
+            Kind::StartBroadcastMany => "start_broadcast_many",
+        }
+    }
+
+    /// The started form of a fused call (itself for the others).
+    pub(crate) fn started(self) -> Kind {
+        match self {
+            Kind::AllReduceMany => Kind::StartAllReduceMany,
+            Kind::AllReduceMeanMany => Kind::StartAllReduceMeanMany,
+            Kind::BroadcastMany => Kind::StartBroadcastMany,
+            other => other,
         }
     }
 
@@ -87,7 +109,20 @@ impl Kind {
     fn is_list(self) -> bool {
         matches!(
             self,
-            Kind::AllReduceMany | Kind::AllReduceMeanMany | Kind::BroadcastMany
+            Kind::AllReduceMany
+                | Kind::AllReduceMeanMany
+                | Kind::BroadcastMany
+                | Kind::StartAllReduceMany
+                | Kind::StartAllReduceMeanMany
+                | Kind::StartBroadcastMany
+        )
+    }
+
+    /// Whether the call has a root (a broadcast's).
+    fn has_root(self) -> bool {
+        matches!(
+            self,
+            Kind::Broadcast | Kind::BroadcastMany | Kind::StartBroadcastMany
         )
     }
 }
@@ -232,10 +267,9 @@ impl Header {
         }
         match self.kind {
             Kind::Barrier => return text,
-            Kind::Broadcast => text += &format!(" from rank {}", self.root),
             Kind::Send => text += &format!(" to rank {}", self.root),
             Kind::Recv => text += &format!(" from rank {}", self.root),
-            Kind::BroadcastMany => text += &format!(" from rank {}", self.root),
+            kind if kind.has_root() => text += &format!(" from rank {}", self.root),
             _ => {}
         }
         if self.kind.is_list() {
@@ -250,7 +284,9 @@ impl Header {
 
     /// The first field in which `other` differs from this header.
     fn difference(&self, other: &Header) -> &'static str {
-        if self.kind != other.kind {
+        if self.kind != other.kind && self.kind.started() == other.kind.started() {
+            "a started and a blocking call differ (a start_*_many call on one rank must meet the same start on every rank)"
+        } else if self.kind != other.kind {
             "the operations differ"
         } else if self.op != other.op {
             "the reductions differ"
@@ -315,15 +351,12 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     }
     let ranks = comm.size() as usize;
     let mut all = vec![0u64; HEADER_WORDS * ranks];
-    match poll {
-        None => comm.all_gather_into(&words[..], &mut all[..]),
-        Some(poll) => mpi::request::scope(|scope| {
-            wait_sleeping(
-                comm.immediate_all_gather_into(scope, &words[..], &mut all[..]),
-                poll,
-            )
-        }),
-    }
+    mpi::request::scope(|scope| {
+        complete(
+            comm.immediate_all_gather_into(scope, &words[..], &mut all[..]),
+            poll,
+        )
+    });
     let prepared = prepared?;
     let mut headers = Vec::with_capacity(ranks);
     for (rank, words) in all.chunks(HEADER_WORDS).enumerate() {
@@ -331,6 +364,27 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
     }
     let (first, first_print) = &headers[0];
     if let Some((rank, (other, _))) = headers.iter().enumerate().find(|(_, h)| h.0 != *first) {
+        // Lists of as many arrays on every rank, of one call, differing only in their sizes:
+        // the same second round as for differing shapes names the first array that differs
+        // (every rank sees the same headers, so every rank takes it).
+        let same_call_and_length = |(header, _): &(Header, u64)| {
+            (
+                header.kind,
+                header.op,
+                header.dtype,
+                header.root,
+                header.shape.first(),
+            ) == (
+                first.kind,
+                first.op,
+                first.dtype,
+                first.root,
+                first.shape.first(),
+            )
+        };
+        if first.kind.is_list() && headers.iter().all(same_call_and_length) {
+            return Err(list_difference(comm, operation, mine, rank, poll));
+        }
         return Err(Error::Collective {
             operation,
             failure: CollectiveFailure::Mismatch { rank },
@@ -339,12 +393,12 @@ pub(crate) fn agree_waiting<C: Communicator, P>(
                 first.difference(other),
                 first.describe(),
                 other.describe(),
-                if matches!(first.kind, Kind::Broadcast | Kind::BroadcastMany) { " (and root)" } else { "" },
+                if first.kind.has_root() { " (and root)" } else { "" },
             ),
         });
     }
     if let Some(rank) = headers.iter().position(|(_, print)| print != first_print) {
-        return Err(list_difference(comm, operation, mine, rank));
+        return Err(list_difference(comm, operation, mine, rank, poll));
     }
     Ok(prepared)
 }
@@ -367,15 +421,12 @@ fn every_rank_sent<C: Communicator>(
     }
     let mut maxima = [0u64; 2 * HEADER_WORDS];
     let max = mpi::collective::SystemOperation::max();
-    match poll {
-        None => comm.all_reduce_into(&both[..], &mut maxima[..], max),
-        Some(poll) => mpi::request::scope(|scope| {
-            wait_sleeping(
-                comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max),
-                poll,
-            )
-        }),
-    }
+    mpi::request::scope(|scope| {
+        complete(
+            comm.immediate_all_reduce_into(scope, &both[..], &mut maxima[..], max),
+            poll,
+        )
+    });
     let (largest, smallest_complement) = maxima.split_at(HEADER_WORDS);
     largest
         .iter()
@@ -424,6 +475,25 @@ fn header_sent_by(
     Ok((header, fingerprint))
 }
 
+/// Returns when `request` completes: [`wait_sleeping`] with `poll`, MPI's wait without.
+///
+/// Every exchange of the agreement is an immediate (non-blocking) collective, whether the
+/// call is blocking or started: MPI never matches a blocking collective with a non-blocking
+/// one (MPI 4.0, §6.12), so a start polling on one rank and a blocking call on another
+/// would each wait for the other forever; with the same calls on every rank they meet, and
+/// the headers say that the calls differ.
+fn complete<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
+    request: mpi::request::Request<'a, D, S>,
+    poll: Option<std::time::Duration>,
+) {
+    match poll {
+        Some(poll) => wait_sleeping(request, poll),
+        None => {
+            request.wait();
+        }
+    }
+}
+
 /// Returns when `request` completes, testing it every `poll` and sleeping in between rather
 /// than spinning in MPI (a start may come well before the other ranks reach theirs).
 pub(crate) fn wait_sleeping<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
@@ -441,7 +511,7 @@ pub(crate) fn wait_sleeping<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
     }
 }
 
-/// The error of fused calls whose lists agree in length and size but not in shapes: every
+/// The error of fused calls whose lists agree in length but not in shapes (or sizes): every
 /// rank exchanges its shapes (the same number of them on every rank, as the headers agreed)
 /// and names the first array whose shape differs from rank 0's. `first_differing` is the first
 /// rank whose list fingerprint differs, named when no shape does.
@@ -450,6 +520,7 @@ fn list_difference<C: Communicator>(
     operation: &'static str,
     mine: &Header,
     first_differing: usize,
+    poll: Option<std::time::Duration>,
 ) -> Error {
     let ranks = comm.size() as usize;
     let mut words = vec![0u64; SHAPE_WORDS * mine.list.len()];
@@ -461,7 +532,12 @@ fn list_difference<C: Communicator>(
         }
     }
     let mut all = vec![0u64; words.len() * ranks];
-    comm.all_gather_into(&words[..], &mut all[..]);
+    mpi::request::scope(|scope| {
+        complete(
+            comm.immediate_all_gather_into(scope, &words[..], &mut all[..]),
+            poll,
+        )
+    });
     let shape_of = |rank: usize, index: usize| -> Vec<u64> {
         let at = (rank * mine.list.len() + index) * SHAPE_WORDS;
         let dims = all[at] as usize;

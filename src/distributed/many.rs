@@ -121,8 +121,10 @@ impl Collectives {
             (true, true) => (bytes, 0),
             (true, false) => (0, bytes),
         };
+        // A start polls while it waits for the others (`start_list`); its header says it
+        // was started, so that a blocking call on another rank is a mismatch.
         let header = Header::list(
-            kind,
+            if poll.is_some() { kind.started() } else { kind },
             if broadcast { 0 } else { op.code() },
             T::CODE,
             arrays.iter().map(|a| a.shape().to_vec()).collect(),

@@ -37,7 +37,9 @@ impl Collectives {
     /// ```
     ///
     /// Needs MPI at `MPI_THREAD_MULTIPLE` ([`super::init`] asks for it). Every rank must start
-    /// the same collectives in the same order (as with blocking ones); the agreement happens
+    /// the same collectives in the same order (as with blocking ones): a start on one rank
+    /// against the blocking call ([`Collectives::all_reduce_many`]) on another is a mismatch,
+    /// refused on every rank with [`Error::Collective`] and the arrays intact. The agreement happens
     /// here, so errors before any data moves are returned here, on every rank, with every
     /// array intact: those of [`Collectives::all_reduce_many`], and [`Error::Collective`] when
     /// MPI runs below `MPI_THREAD_MULTIPLE` on any rank.

@@ -726,3 +726,120 @@ fn the_instance_and_adapter_are_handed_on_when_the_context_has_them() {
     assert_eq!(own.adapter().get_info().name, own.adapter_info().name);
     drop((with, without, own));
 }
+
+/// An instance, its first adapter of `backends` and a device of it with what the arena needs.
+fn instance_adapter_device(
+    backends: wgpu::Backends,
+) -> Option<(wgpu::Instance, wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        flags: wgpu::InstanceFlags::VALIDATION,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .ok()?;
+    let needs = DeviceRequirements::for_config(&test_config());
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: needs.features,
+        required_limits: needs.limits,
+        ..Default::default()
+    }))
+    .ok()?;
+    Some((instance, adapter, device, queue))
+}
+
+#[gpu_test]
+fn a_device_paired_with_the_same_gpus_adapter_from_another_instance_is_refused() {
+    init_logging();
+    let mut backends_seen = 0;
+    for backends in [wgpu::Backends::VULKAN, wgpu::Backends::GL] {
+        let Some((_first, adapter, device, queue)) = instance_adapter_device(backends) else {
+            continue;
+        };
+        // The same GPU through a second instance: it reports the same name, vendor and id.
+        let Some((_second, other_adapter, _, _)) = instance_adapter_device(backends) else {
+            continue;
+        };
+        backends_seen += 1;
+        assert_eq!(other_adapter.get_info(), adapter.get_info());
+        let error = Context::from_wgpu(
+            AppDevice::new(&other_adapter, &device, &queue),
+            test_config(),
+        )
+        .unwrap_err();
+        let Error::InvalidArgument { operation, reason } = &error else {
+            panic!("{backends:?}: {error:?}");
+        };
+        assert_eq!(*operation, "Context::from_wgpu");
+        assert!(
+            reason.contains("not made from the adapter given"),
+            "{reason}"
+        );
+        // Its own adapter is accepted, and the context works.
+        let ctx =
+            Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), test_config()).unwrap();
+        let x = ctx.device_put(&[7u32; 8], &[8]).unwrap();
+        assert_eq!(ctx.device_get(&x).unwrap(), [7; 8], "{backends:?}");
+    }
+    assert!(backends_seen > 0, "no adapter on Vulkan or GL");
+}
+
+/// Every call that would use a lost device refuses with [`Error::DeviceLost`], allocations
+/// included, on every path (a CPU adapter's arena is still mapped after the loss, so an
+/// allocation there would otherwise succeed); a donated array comes back in the refusal.
+#[gpu_test]
+fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included() {
+    for (path, ctx) in harness::op_paths() {
+        let kernel = ctx
+            .kernel(
+                "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+                 @compute @workgroup_size(1) fn main() { a[0] = 1u; }",
+                "main",
+            )
+            .unwrap();
+        let x = ctx.device_put(&[3u32; 16], &[16]).unwrap();
+        let mut y = ctx.zeros::<u32>(&[16]).unwrap();
+        ctx.synchronize().unwrap();
+        // The app forwards the loss (the case an app's own device-lost callback meets).
+        ctx.device().destroy();
+        let _ = ctx.device().poll(wgpu::PollType::wait_indefinitely());
+        ctx.device_lost_notifier()
+            .notify(wgpu::DeviceLostReason::Destroyed, "destroyed by the test");
+        let lost = |what: &str, error: Option<Error>| match error {
+            Some(Error::DeviceLost { .. }) => {}
+            other => panic!("{path}: {what} after the loss: {other:?}"),
+        };
+        lost("alloc", ctx.alloc::<u32>(&[4]).err());
+        lost("zeros", ctx.zeros::<u32>(&[4]).err());
+        lost("fill", ctx.fill(&[4], 1u32).err());
+        lost("device_put", ctx.device_put(&[1u32; 4], &[4]).err());
+        lost("device_get", ctx.device_get(&x).err());
+        lost("copy", ctx.copy(&x).err());
+        lost("dynamic_slice", ctx.dynamic_slice(&x, &[2], &[4]).err());
+        lost(
+            "launch",
+            ctx.launch(&kernel)
+                .arg_mut(&mut y)
+                .grid([1, 1, 1])
+                .run()
+                .err(),
+        );
+        let mut batch = ctx.upload_batch();
+        let put = batch.put(&[1u32; 4], &[4]);
+        lost("upload_batch", put.err().or_else(|| batch.finish().err()));
+        lost("synchronize", ctx.synchronize().err());
+        lost("flush", ctx.flush().err());
+        let refused = ctx.dynamic_update_slice(y, &x, &[0]).unwrap_err();
+        assert!(
+            matches!(refused.error, Error::DeviceLost { .. }),
+            "{path}: {:?}",
+            refused.error
+        );
+        assert_eq!(
+            refused.array.shape(),
+            [16],
+            "{path}: the donated array comes back"
+        );
+    }
+}
