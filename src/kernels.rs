@@ -38,7 +38,7 @@
 //!   every array it is given the same way, with what it does to it: reading an array a pending
 //!   sequence writes (it would see the values from before that write), or writing an array a
 //!   pending sequence reads or writes (it would run before that work), is refused with
-//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument). The refusal names the argument
+//!   [`Error::PendingInRecorder`](crate::Error::PendingInRecorder). The refusal names the argument
 //!   (a launch's binding, `@binding(1) x: array<f32> (read)`; an op's operand), the array (its
 //!   label when it has one, its element type and shape) and the sequence (`Sequence #7`), and
 //!   says how to order the two: submit that sequence first (when another thread records it,

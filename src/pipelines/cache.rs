@@ -40,6 +40,9 @@ enum CacheKey {
         entry_point: String,
         /// Names and the bits of their values (f64 is not `Eq`), sorted by name.
         constants: Vec<(String, u64)>,
+        /// The kernel's name ([`kernel_name`]): the same module under two names is two
+        /// kernels to the statistics and the timeline, sharing one pipeline.
+        name: String,
     },
 }
 
@@ -98,7 +101,8 @@ impl KernelCache {
     /// constants (in any order, by name or id), and found in the cache after. The source is
     /// parsed and reflected without the kernel lock held, on a thread of its own (see
     /// `source_bounds.rs`), so a hostile source neither blocks other threads' launches nor
-    /// poisons the lock. A kernel found in the cache keeps the label of its first compile.
+    /// poisons the lock. The same module asked for under another name shares the pipeline
+    /// compiled first, under its own name.
     pub(crate) fn user(
         &self,
         device: &wgpu::Device,
@@ -106,7 +110,8 @@ impl KernelCache {
         limits: &wgpu::Limits,
         desc: &KernelDesc<'_>,
     ) -> Result<Arc<Compiled>> {
-        let name = desc.label.unwrap_or(desc.entry_point);
+        let name = kernel_name(desc);
+        let name = name.as_str();
         let source = match desc.source {
             KernelSource::Wgsl(text) => UserSource::Wgsl(text.to_string()),
             KernelSource::SpirV(words) => UserSource::SpirV(words.to_vec()),
@@ -121,6 +126,7 @@ impl KernelCache {
             source,
             entry_point: desc.entry_point.to_string(),
             constants: asked,
+            name: name.to_string(),
         };
         if let Some(compiled) = self.lock().hit(&asked) {
             return Ok(compiled);
@@ -143,10 +149,16 @@ impl KernelCache {
                 .iter()
                 .map(|(key, value)| (key.clone(), normalized_bits(*value)))
                 .collect(),
+            name: name.to_string(),
         };
         let mut state = self.lock();
         if let Some(compiled) = state.hit(&applied) {
             state.pipelines.insert(asked, Arc::clone(&compiled));
+            return Ok(compiled);
+        }
+        if let Some(compiled) = state.renamed(&applied, name) {
+            state.pipelines.insert(asked, Arc::clone(&compiled));
+            state.pipelines.insert(applied, Arc::clone(&compiled));
             return Ok(compiled);
         }
         let compiled = state.compile(device, adapter, limits, name, reflected, started)?;
@@ -154,6 +166,29 @@ impl KernelCache {
         state.pipelines.insert(applied, Arc::clone(&compiled));
         Ok(compiled)
     }
+}
+
+/// A kernel's name in errors, statistics and the timeline: its label, else its entry point and
+/// the first 8 hex digits of a 64-bit FNV-1a hash of its source and entry point
+/// (`main#1a2b3c4d`), the same in every run, so that kernels whose entry points share a name
+/// (every example's `main`) are told apart.
+fn kernel_name(desc: &KernelDesc<'_>) -> String {
+    if let Some(label) = desc.label {
+        return label.to_string();
+    }
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut add = |bytes: &[u8]| {
+        for &byte in bytes {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    match desc.source {
+        KernelSource::Wgsl(text) => add(text.as_bytes()),
+        KernelSource::SpirV(words) => add(bytemuck::cast_slice(words)),
+    }
+    add(&[0]);
+    add(desc.entry_point.as_bytes());
+    format!("{}#{:08x}", desc.entry_point, hash >> 32)
 }
 
 /// An override value's bits for a cache key, with -0.0 as 0.0 (they set the same value).
@@ -199,6 +234,33 @@ impl KernelState {
     /// The kernel under `key` if compiled, counted as a hit.
     fn hit(&mut self, key: &CacheKey) -> Option<Arc<Compiled>> {
         let compiled = Arc::clone(self.pipelines.get(key)?);
+        self.stats.pipeline_hits += 1;
+        Some(compiled)
+    }
+
+    /// The module of user key `key` compiled under another name, as a kernel named `name`
+    /// sharing its pipeline, counted as a hit.
+    fn renamed(&mut self, key: &CacheKey, name: &str) -> Option<Arc<Compiled>> {
+        let unnamed = |key: &CacheKey| match key {
+            CacheKey::User {
+                source,
+                entry_point,
+                constants,
+                ..
+            } => Some((source.clone(), entry_point.clone(), constants.clone())),
+            CacheKey::Builtin(_) => None,
+        };
+        let wanted = unnamed(key)?;
+        let (_, same) = self
+            .pipelines
+            .iter()
+            .find(|(other, _)| unnamed(other).as_ref() == Some(&wanted))?;
+        let compiled = Arc::new(Compiled {
+            name: name.to_string(),
+            pipeline: same.pipeline.clone(),
+            layout: same.layout.clone(),
+            signature: same.signature.clone(),
+        });
         self.stats.pipeline_hits += 1;
         Some(compiled)
     }

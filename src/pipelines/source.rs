@@ -23,9 +23,11 @@ pub struct KernelDesc<'a> {
     /// must be exact for the override's type: finite, whole numbers within range for integers
     /// (`u32`: 0 to 4294967295), 0 or 1 for `bool`, within `f32`'s range for `f32`.
     pub constants: &'a [(&'a str, f64)],
-    /// The name in errors, statistics and the timeline (default: the entry point). A kernel
-    /// is compiled once per source, entry point and constants: asked for again under another
-    /// label, the context returns the kernel it compiled first, **with the first label**.
+    /// The name in errors, statistics, `kernel_times` and the timeline. Default: the entry
+    /// point and a short hash of the source and entry point (`main#1a2b3c4d`, the same in every
+    /// run), so that two kernels whose entry points are both `main` are two rows. A module is
+    /// compiled once per source, entry point and constants: asked for again under another
+    /// label, it shares that pipeline and is a kernel of its own name.
     pub label: Option<&'a str>,
 }
 

@@ -45,8 +45,10 @@ impl Context {
     /// # }
     /// ```
     ///
-    /// Rows are by kernel name: a kernel's label, else its entry point (one WGSL source made
-    /// into two kernels under two labels is compiled once, and keeps the first label). Work
+    /// Rows are by kernel name: a kernel's label, else its entry point and a short hash of its
+    /// source (`main#1a2b3c4d`), so unlabelled kernels whose entry points are all `main` are
+    /// rows of their own; one WGSL source made into two kernels under two labels is compiled
+    /// once and is two rows. Work
     /// submitted while 256 earlier command buffers' timestamps are still unread (the GPU far
     /// behind a loop that never waits) runs untimed, which bounds what timing holds.
     ///

@@ -631,16 +631,31 @@ fn unknown_duplicate_non_finite_fractional_and_out_of_range_constants_are_refuse
 }
 
 #[gpu_test]
-fn a_cached_kernel_asked_for_under_another_label_keeps_the_first_label() {
+fn a_module_asked_for_under_another_label_shares_its_pipeline_under_its_own_name() {
     let ctx = context();
     let first = ctx
         .kernel_with(KernelDesc::wgsl(SCALED, "main").label("first"))
         .unwrap();
+    let compiled = ctx.kernel_cache_stats().pipelines_compiled;
     let second = ctx
         .kernel_with(KernelDesc::wgsl(SCALED, "main").label("second"))
         .unwrap();
     assert_eq!(first.name(), "first");
-    assert_eq!(second.name(), "first", "the first compile's label wins");
+    assert_eq!(second.name(), "second");
+    assert_eq!(
+        ctx.kernel_cache_stats().pipelines_compiled,
+        compiled,
+        "compiled once"
+    );
+    // Unlabelled: the entry point and a hash of the source, stable, distinct per source.
+    let plain = ctx.kernel(SCALED, "main").unwrap();
+    assert!(plain.name().starts_with("main#"), "{}", plain.name());
+    assert_eq!(plain.name().len(), "main#".len() + 8, "{}", plain.name());
+    assert_eq!(ctx.kernel(SCALED, "main").unwrap().name(), plain.name());
+    let other = ctx
+        .kernel(&format!("{SCALED}\n// another source"), "main")
+        .unwrap();
+    assert_ne!(other.name(), plain.name());
     let mut a = ctx.device_put(&[1u32; 4], &[4]).unwrap();
     let err = ctx
         .launch(&second)
@@ -650,10 +665,10 @@ fn a_cached_kernel_asked_for_under_another_label_keeps_the_first_label() {
         .unwrap_err();
     assert!(
         matches!(&err, Error::KernelArgument { kernel, binding, .. }
-            if kernel == "first" && binding == "@binding(0) a: array<f32> (read_write)"),
+            if kernel == "second" && binding == "@binding(0) a: array<f32> (read_write)"),
         "{err}"
     );
-    assert!(err.to_string().contains("first"), "{err}");
+    assert!(err.to_string().contains("second"), "{err}");
 }
 
 // ---- element types, and bitcast ----

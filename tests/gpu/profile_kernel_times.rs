@@ -43,8 +43,7 @@ fn timed_with_a_pass_per_dispatch(pass_per_dispatch: bool) -> Context {
     })
 }
 
-/// The spinning kernel under `label`. Its source carries the label too: the kernel cache
-/// compiles one source once, and the kernel keeps the first label it was made with.
+/// The spinning kernel under `label`, from a source of its own.
 fn spin_kernel(ctx: &Context, label: &str) -> gpu_arena::Kernel {
     let source = format!("// {label}\n{SPIN}");
     ctx.kernel_with(KernelDesc::wgsl(&source, "main").label(label))
@@ -392,4 +391,39 @@ fn the_report_lists_kernel_times() {
     let section = &section[..section.find("</section>").unwrap()];
     assert!(section.contains("reported &lt;kernel&gt;"), "{section}");
     assert!(section.contains("<th class=\"n\">calls</th>"), "{section}");
+}
+
+#[gpu_test]
+fn unlabelled_kernels_whose_entry_points_are_all_main_are_rows_of_their_own() {
+    let ctx = timed();
+    let mut a = ctx.zeros::<f32>(&[SPIN_ELEMENTS]).unwrap();
+    // Three sources, each a kernel whose entry point is `main`, as every README example.
+    let kernels: Vec<gpu_arena::Kernel> = (0..3)
+        .map(|k| ctx.kernel(&format!("// step {k}\n{SPIN}"), "main").unwrap())
+        .collect();
+    for (k, kernel) in kernels.iter().enumerate() {
+        for _ in 0..=k {
+            ctx.launch(kernel)
+                .arg_mut(&mut a)
+                .params(&10u32)
+                .grid_for(SPIN_ELEMENTS as u64)
+                .run()
+                .unwrap();
+        }
+    }
+    ctx.synchronize().unwrap();
+    let times = ctx.kernel_times().unwrap().expect("timed");
+    for (k, kernel) in kernels.iter().enumerate() {
+        assert!(kernel.name().starts_with("main#"), "{}", kernel.name());
+        let row = times
+            .get(kernel.name())
+            .unwrap_or_else(|| panic!("{} in\n{times}", kernel.name()));
+        assert_eq!(row.calls, k as u64 + 1, "{times}");
+    }
+    let mains = times
+        .kernels
+        .iter()
+        .filter(|row| row.name.starts_with("main"))
+        .count();
+    assert_eq!(mains, 3, "{times}");
 }

@@ -811,7 +811,7 @@ fn immediate_parameters_work_where_the_device_has_them_and_say_what_to_do_where_
                 .unwrap_err();
             assert!(
                 matches!(&err, Error::KernelArgument { kernel, binding, .. }
-                    if kernel == "main" && binding == "parameter block `add: u32`"),
+                    if kernel.starts_with("main#") && binding == "parameter block `add: u32`"),
                 "{err}"
             );
             assert!(err.to_string().contains("8 bytes given"), "{err}");
