@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::step::{encode_bound_steps, encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
+use crate::transfer::TransferDirection::{DeviceToHost, HostToDevice};
 use std::sync::Arc;
 
 /// Where a parameter slot's bytes go at a run.
@@ -549,6 +550,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
     ///
     /// Errors: [`Error::InvalidArgument`] for a slot of another step, an input or output slice
     /// of another length than captured, or start indices of another rank;
+    /// [`Error::TransferGuard`] when the transfer guard refuses this run's host data (an
+    /// explicit host-to-device transfer, as `device_put`) or its reads (explicit
+    /// device-to-host, as `device_get_into`): nothing runs. Both are counted in
+    /// [`Context::transfer_stats`] and on the timeline;
     /// [`Error::PendingInRecorder`] for an array of the step that a user recorder's pending
     /// work would be overtaken on (a [`crate::Sequence`] or capture not yet submitted or
     /// finished: it names the array and the recorder);
@@ -575,6 +580,19 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         for (storage, access) in &step.arrays {
             check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
+        }
+        // The host data given to this run and the host memory it reads into are explicit
+        // transfers, as `device_put` and `device_get_into` are: the guard sees them before
+        // anything is written, and the transfer statistics and the timeline count them once
+        // the run has done them.
+        let started = std::time::Instant::now();
+        let input_bytes: u64 = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
+        let read_bytes: u64 = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
+        if !self.inputs.is_empty() {
+            inner.guard(HostToDevice, input_bytes, OPERATION, true)?;
+        }
+        if !self.reads.is_empty() {
+            inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
         }
         // Everything is checked: write what this run changes.
         for (index, bytes) in &self.params {
@@ -680,6 +698,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
         })?;
         step.staging.accepted(&buffers);
         step.runs += 1;
+        if !self.inputs.is_empty() {
+            let inputs = self.inputs.len() as u64;
+            inner.count_transfer(HostToDevice, true, inputs, input_bytes, started);
+        }
         for s in &step.steps {
             if let Step::Dispatch { kernel, .. } = s {
                 inner.record(crate::profile::timeline::Record::Dispatch {
@@ -696,6 +718,8 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 .map(|(index, out)| (step.reads[*index as usize].offset, &mut **out))
                 .collect();
             step.staging.read_completed(&inner, &mut outs)?;
+            let reads = self.reads.len() as u64;
+            inner.count_transfer(DeviceToHost, true, reads, read_bytes, started);
         }
         Ok(id)
     }

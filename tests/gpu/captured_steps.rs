@@ -935,3 +935,75 @@ fn a_recorders_alloc_refuses_hostile_shapes_and_records_nothing() {
         "only the empty array"
     );
 }
+
+/// A run's host data and reads are explicit transfers: the transfer guard refuses them at
+/// each level that refuses explicit transfers (nothing runs), and the transfer statistics
+/// count their bytes, on every path.
+#[gpu_test]
+fn a_runs_inputs_and_reads_are_explicit_transfers_the_guard_sees_and_the_stats_count() {
+    use gpu_arena::{TransferDirection, TransferGuard, TransferGuardLevel};
+    for (path, ctx) in op_paths() {
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+        let before = ctx.transfer_stats();
+        let mut out = vec![0.0f32; WIDTH];
+        let nines = vec![9.0f32; WIDTH];
+        for (direction, input) in [
+            (TransferDirection::HostToDevice, true),
+            (TransferDirection::DeviceToHost, false),
+        ] {
+            let _guard =
+                TransferGuard::scoped_direction(direction, TransferGuardLevel::DisallowExplicit);
+            let run = decode.step.run();
+            let run = if input {
+                run.input(&decode.new_row, &nines)
+            } else {
+                run.read_into(&decode.read, &mut out)
+            };
+            let refused = run.submit().unwrap_err();
+            assert!(
+                matches!(refused, Error::TransferGuard { .. }),
+                "{path}, {direction:?}: {refused:?}"
+            );
+        }
+        assert_eq!(ctx.transfer_stats(), before, "{path}: nothing was counted");
+        assert_eq!(
+            ctx.device_get(&cache).unwrap(),
+            vec![0.0; ROWS * WIDTH],
+            "{path}: nothing ran"
+        );
+        let before = ctx.transfer_stats();
+        decode
+            .step
+            .run()
+            .input(&decode.new_row, &nines)
+            .read_into(&decode.read, &mut out)
+            .submit()
+            .unwrap();
+        let after = ctx.transfer_stats();
+        let bytes = (WIDTH * 4) as u64;
+        let up = after.host_to_device.explicit;
+        let down = after.device_to_host.explicit;
+        assert_eq!(up.count - before.host_to_device.explicit.count, 1, "{path}");
+        assert_eq!(
+            up.bytes - before.host_to_device.explicit.bytes,
+            bytes,
+            "{path}"
+        );
+        assert_eq!(
+            down.count - before.device_to_host.explicit.count,
+            1,
+            "{path}"
+        );
+        assert_eq!(
+            down.bytes - before.device_to_host.explicit.bytes,
+            bytes,
+            "{path}"
+        );
+        assert!(
+            out.iter().any(|&v| v != 0.0),
+            "{path}: the run read its sum"
+        );
+    }
+}
