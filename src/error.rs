@@ -8,7 +8,7 @@ use crate::arena::{ArenaError, OutOfMemory};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::config::transfer_guard::TransferDirection;
 use crate::memplan::MemPlanError;
-use crate::recorder::{overtakes_text, recorded_text};
+use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::remat::RematError;
 
@@ -141,8 +141,9 @@ pub enum Error {
     /// [`Sequence`](crate::Sequence), a [`Capture`](crate::Capture), an
     /// [`AppWork`](crate::AppWork)) recorded on an array: any use of an array it writes, a
     /// write of an array it reads. Nothing was recorded or submitted; end the recorder first,
-    /// or record the op in it.
-    #[error("invalid argument to {operation}: {argument} ({array}) is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join), or record {operation} in it", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends())]
+    /// or record the op in it (a `Sequence` or a `Capture`; not a host read, and not in an
+    /// `AppWork`, which records none: the message offers only what can be done).
+    #[error("invalid argument to {operation}: {argument} ({array}) is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join){}", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends(), record_in_text(&.recorder.kind, .operation))]
     PendingInRecorder {
         /// The operation that was called.
         operation: &'static str,

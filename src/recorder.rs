@@ -136,6 +136,19 @@ pub(crate) fn recorded_text(recorded: &Access) -> &'static str {
     }
 }
 
+/// The refusal's other way out, where there is one: recording `operation` in the recorder.
+/// An [`RecorderKind::AppWork`] records no ops, and no recorder records a host read.
+pub(crate) fn record_in_text(kind: &RecorderKind, operation: &str) -> String {
+    let host_read = ["device_get", "to_vec", "equals_host"]
+        .iter()
+        .any(|read| operation.contains(read));
+    if *kind == RecorderKind::AppWork || host_read {
+        String::new()
+    } else {
+        format!(", or record {operation} in it")
+    }
+}
+
 /// What a single op's `access` would do to work that `recorded` the array, in the refusal's
 /// words.
 pub(crate) fn overtakes_text(recorded: &Access, access: &Access) -> &'static str {

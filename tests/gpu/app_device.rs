@@ -843,3 +843,38 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         );
     }
 }
+
+/// Dropping an `AppWork` without `submit` is seen: its arrays stop being pending and a warning
+/// names the work; while it lived, the refusal offered only what can be done (ending the
+/// work), never recording a host read in it.
+#[gpu_test]
+fn an_app_work_dropped_without_submit_un_pends_its_arrays_and_warns() {
+    let ctx = harness::context();
+    let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let work = {
+        let mut work = ctx.app_work();
+        let _ = work.storage_mut(&mut a).unwrap();
+        work
+    };
+    let refused = ctx.device_get(&a).unwrap_err();
+    assert!(
+        matches!(&refused, Error::PendingInRecorder { .. }),
+        "{refused:?}"
+    );
+    let message = refused.to_string();
+    assert!(
+        message.contains("call submit() on that AppWork first"),
+        "{message}"
+    );
+    assert!(!message.contains("or record"), "{message}");
+    drop(work);
+    assert_eq!(
+        ctx.device_get(&a).unwrap(),
+        vec![1; 64],
+        "no longer pending"
+    );
+    let warnings = harness::logged_messages_containing(
+        "was dropped with 1 array(s) handed out and not submitted",
+    );
+    assert!(!warnings.is_empty(), "the drop is reported");
+}
