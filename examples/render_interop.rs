@@ -176,7 +176,7 @@ fn main() -> anyhow::Result<()> {
     ctx.launch(&kernel)
         .params(&Params { n: particles, size })
         .arg_mut(&mut out)
-        .grid_for(particles.into())
+        .grid_for(particles)
         .run()?;
     let viewport = ctx.device_put(&[size as f32, size as f32, 0.0, 0.0], &[4])?;
 

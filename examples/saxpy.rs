@@ -70,7 +70,7 @@ fn main() -> anyhow::Result<()> {
         .arg(&x)
         .arg_mut(&mut y)
         .params(&Params { n, a: 2.0 })
-        .grid_for(n.into())
+        .grid_for(n)
         .run()
         .expect_err("a u32 array bound to array<f32> is refused");
     println!("refused as expected: {refused}");
@@ -81,7 +81,7 @@ fn main() -> anyhow::Result<()> {
         .arg(&x)
         .arg_mut(&mut y)
         .params(&Params { n, a: 2.0 })
-        .grid_for(n.into())
+        .grid_for(n)
         .run()?;
     let result = ctx.device_get(&y)?; // waits for the kernel
     let took = started.elapsed();

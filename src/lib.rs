@@ -191,7 +191,7 @@ pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
-    Capture, CapturedStep, IndexSlot, InputSlot, Kernel, KernelCacheStats, KernelDesc,
+    Capture, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, KernelCacheStats, KernelDesc,
     KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot, Sequence, StepPlan, StepRun,
 };
 pub use memplan::{BarClass, MemoryPlan};

@@ -179,9 +179,15 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// index with `global_invocation_id.x` and check it against `n` (the last workgroup may run
     /// past it).
     ///
+    /// `n` is any primitive integer ([`ItemCount`]): a `usize` length, a `u32` count or a
+    /// bare literal, without a cast.
+    ///
     /// Errors at [`Launch::run`] when `n` needs more workgroups than one dimension allows (on
-    /// most GPUs 65535): then use [`Launch::grid_linear`].
-    pub fn grid_for(mut self, n: u64) -> Self {
+    /// most GPUs 65535): then use [`Launch::grid_linear`]; and when `n` is negative.
+    pub fn grid_for(mut self, n: impl ItemCount) -> Self {
+        let Some(n) = self.items(n) else {
+            return self;
+        };
         let (groups, max) = self.groups_for(n);
         if groups > max {
             let [wx, ..] = self.kernel.workgroup_size();
@@ -200,7 +206,11 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// A grid covering `n` items of any count: 1-D while it fits, else spread over x and y
     /// (`[max, ceil(groups / max), 1]`). Kernels must then index linearly:
     /// `let i = gid.x + gid.y * num_workgroups.x * WORKGROUP_SIZE_X;` and check `i < n`.
-    pub fn grid_linear(mut self, n: u64) -> Self {
+    /// `n` is any primitive integer, as for [`Launch::grid_for`].
+    pub fn grid_linear(mut self, n: impl ItemCount) -> Self {
+        let Some(n) = self.items(n) else {
+            return self;
+        };
         let (groups, max) = self.groups_for(n);
         let rows = groups.div_ceil(max.max(1));
         if rows > max {
@@ -214,6 +224,21 @@ impl<'s, 'a> Launch<'s, 'a> {
             self.grid = Some([max as u32, rows as u32, 1]);
         }
         self
+    }
+
+    /// `n` as a count, or `None` with the refusal noted for [`Launch::run`].
+    fn items(&mut self, n: impl ItemCount) -> Option<u64> {
+        let count = n.count();
+        if count.is_none() {
+            self.set_error(self.argument_error(
+                "the grid",
+                format!(
+                    "{n} items: a count of items is 0 or more and at most {}",
+                    u64::MAX
+                ),
+            ));
+        }
+        count
     }
 
     fn groups_for(&self, n: u64) -> (u64, u64) {
@@ -545,3 +570,23 @@ fn describe(binding: &StorageBinding) -> String {
         binding.binding, binding.name
     )
 }
+
+/// A count of items for [`Launch::grid_for`] and [`Launch::grid_linear`]: any primitive
+/// integer, so that a `usize` length, a `u32` count and a bare literal all pass without a
+/// cast. A negative count (or one beyond `u64`) is refused when the launch runs.
+pub trait ItemCount: Copy + std::fmt::Display {
+    /// The count, `None` when it is negative or does not fit in a `u64`.
+    fn count(self) -> Option<u64>;
+}
+
+macro_rules! item_count {
+    ($($integer:ty),*) => {
+        $(impl ItemCount for $integer {
+            fn count(self) -> Option<u64> {
+                u64::try_from(self).ok()
+            }
+        })*
+    };
+}
+
+item_count!(u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize);

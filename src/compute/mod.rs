@@ -39,6 +39,6 @@ pub(crate) use capture::recorder_replaced;
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
-pub use launch::Launch;
+pub use launch::{ItemCount, Launch};
 pub use sequence::Sequence;
 pub use user_kernel::Kernel;

@@ -981,3 +981,58 @@ fn a_device_refusal_states_its_cause_once() {
     assert!(message.contains("same buffer"), "{message}");
     assert_each_cause_once(&message);
 }
+
+#[gpu_test]
+fn grids_take_the_integers_users_hold_and_refuse_a_negative_count() {
+    let ctx = context();
+    let k = ctx.kernel(ADD, "main").unwrap();
+    let len: usize = 130;
+    let mut a = ctx.device_put(&vec![1u32; len], &[len]).unwrap();
+    // A usize length, a u32 count, a bare literal, an i64: no casts.
+    let rows: u32 = 130;
+    ctx.launch(&k)
+        .params(&1u32)
+        .arg_mut(&mut a)
+        .grid_for(len)
+        .run()
+        .unwrap();
+    ctx.launch(&k)
+        .params(&1u32)
+        .arg_mut(&mut a)
+        .grid_for(rows)
+        .run()
+        .unwrap();
+    ctx.launch(&k)
+        .params(&1u32)
+        .arg_mut(&mut a)
+        .grid_for(130)
+        .run()
+        .unwrap();
+    ctx.launch(&k)
+        .params(&1u32)
+        .arg_mut(&mut a)
+        .grid_linear(130i64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![5; len]);
+    for refused in [
+        ctx.launch(&k)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_for(-1)
+            .run(),
+        ctx.launch(&k)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_linear(-5isize)
+            .run(),
+    ] {
+        let error = refused.unwrap_err();
+        assert!(
+            matches!(&error, Error::KernelArgument { binding, .. } if binding == "the grid"),
+            "{error:?}"
+        );
+        assert!(error.to_string().contains("0 or more"), "{error}");
+    }
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![5; len], "nothing ran");
+}
