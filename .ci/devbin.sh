@@ -18,8 +18,8 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
 fi
 cargo build --release --examples --tests
 rm -rf .devbin && mkdir -p .devbin/tests
-for ex in tour memplan bench_transfers bench_update memory_report bench_launch decode saxpy \
-  device_report multi_device train; do
+for ex in tour memplan bench_transfers bench_update memory_report bench_launch bench_capture \
+  decode saxpy device_report multi_device train; do
   [ -f "target/release/examples/$ex" ] && cp "target/release/examples/$ex" .devbin/
 done
 # The GPU tests are one binary (tests/gpu/); gpu-check.sh runs the modules named in

@@ -99,6 +99,8 @@ expect 2 '--iters must be between 1 and 1000' "$bin/bench_update" --iters 1001
 expect 2 "$over" "$bin/decode" --steps 65536 --layers 65536 --dim 65536
 expect 2 '--dim must be between 1 and 65536' "$bin/decode" --dim 65537
 expect 2 '--launches must be between 1 and 10000' "$bin/bench_launch" --launches 10001
+expect 2 '--ops must be lengths between 1 and 100000' "$bin/bench_capture" --ops 100001
+expect 2 '--repeat must be between 1 and 20' "$bin/bench_capture" --repeat 0
 expect 2 '--mib must be between 1 and 4096' "$bin/cubecl_interop" --mib 4097
 expect 2 '--iters must be between 1 and 100' "$bin/cubecl_interop" --iters 0
 expect 2 '--steps must be between 1 and 1000000' "$bin/train" --steps 1000001

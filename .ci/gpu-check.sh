@@ -35,6 +35,7 @@ GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=20 run bench_update_cached $B/benc
 # Users' kernels and sequences, the device report (full size, with the
 # memory table saved), device-to-device copies, and training under each checkpointing policy.
 TAIL=10 run bench_launch $B/bench_launch --json
+TAIL=10 run bench_capture $B/bench_capture --json
 TAIL=10 run decode $B/decode --steps 256 --dim 1024 --layers 8
 TAIL=200 T=180 run device_report $B/device_report --save "$OUT"
 TAIL=20 run multi_device $B/multi_device --mib 1024

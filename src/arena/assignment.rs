@@ -23,8 +23,86 @@ pub struct Temporary {
 }
 
 impl Temporary {
-    fn overlaps_in_time(&self, other: &Temporary) -> bool {
-        self.first_step <= other.last_step && other.first_step <= self.last_step
+    /// The steps it is live over, first to last (a last step before the first is taken as
+    /// live over both and the steps between).
+    fn life(&self) -> (usize, usize) {
+        (
+            self.first_step.min(self.last_step),
+            self.first_step.max(self.last_step),
+        )
+    }
+}
+
+/// The temporaries placed so far, found by the steps they live over in O(log n) plus what is
+/// found (XLA's heap simulator keeps an interval tree for the same question), where comparing
+/// each new temporary with every placed one grew with the square of the step. Steps are
+/// numbered by rank among the lives' ends, so a step index of any size costs nothing.
+struct PlacedByTime {
+    /// Every first and last step, sorted, without repeats: a step's rank is its position.
+    ends: Vec<usize>,
+    /// A segment tree over the ranks (leaves from `leaves` on): each node, the placed
+    /// temporaries whose life covers all of its ranks and not all of its parent's.
+    covering: Vec<Vec<usize>>,
+    leaves: usize,
+    /// The placed temporaries by the rank of their first step.
+    by_first: std::collections::BTreeMap<usize, Vec<usize>>,
+}
+
+impl PlacedByTime {
+    fn new(temporaries: &[Temporary]) -> Self {
+        let mut ends: Vec<usize> = temporaries
+            .iter()
+            .flat_map(|t| [t.life().0, t.life().1])
+            .collect();
+        ends.sort_unstable();
+        ends.dedup();
+        let leaves = ends.len().next_power_of_two().max(1);
+        Self {
+            ends,
+            covering: vec![Vec::new(); 2 * leaves],
+            leaves,
+            by_first: Default::default(),
+        }
+    }
+
+    fn rank(&self, step: usize) -> usize {
+        self.ends.partition_point(|&end| end < step)
+    }
+
+    fn insert(&mut self, index: usize, temporary: &Temporary) {
+        let (first, last) = temporary.life();
+        let (first, last) = (self.rank(first), self.rank(last));
+        self.by_first.entry(first).or_default().push(index);
+        let (mut low, mut high) = (first + self.leaves, last + self.leaves + 1);
+        while low < high {
+            if low & 1 == 1 {
+                self.covering[low].push(index);
+                low += 1;
+            }
+            if high & 1 == 1 {
+                high -= 1;
+                self.covering[high].push(index);
+            }
+            low >>= 1;
+            high >>= 1;
+        }
+    }
+
+    /// The placed temporaries live at some step of `temporary`'s life: those live at its
+    /// first step, and those that come in after it and by its last.
+    fn overlapping(&self, temporary: &Temporary, found: &mut Vec<usize>) {
+        let (first, last) = temporary.life();
+        let (first, last) = (self.rank(first), self.rank(last));
+        let mut node = first + self.leaves;
+        while node >= 1 {
+            found.extend_from_slice(&self.covering[node]);
+            node >>= 1;
+        }
+        if last > first {
+            for (_, starting) in self.by_first.range(first + 1..=last) {
+                found.extend_from_slice(starting);
+            }
+        }
     }
 }
 
@@ -57,15 +135,17 @@ pub fn assign_buffers(temporaries: &[Temporary], alignment: u64) -> BufferAssign
             .then(a.cmp(&b))
     });
     let mut offsets = vec![0u64; temporaries.len()];
-    let mut placed: Vec<usize> = Vec::with_capacity(temporaries.len());
+    let mut placed = PlacedByTime::new(temporaries);
+    let mut live_together = Vec::new();
     let mut block_bytes = 0u64;
     for &index in &order {
         let temporary = &temporaries[index];
         let size = round(temporary.size);
         // The byte ranges of placed temporaries live at the same time, by offset.
-        let mut busy: Vec<(u64, u64)> = placed
+        live_together.clear();
+        placed.overlapping(temporary, &mut live_together);
+        let mut busy: Vec<(u64, u64)> = live_together
             .iter()
-            .filter(|&&p| temporaries[p].overlaps_in_time(temporary))
             .map(|&p| {
                 (
                     offsets[p],
@@ -88,7 +168,7 @@ pub fn assign_buffers(temporaries: &[Temporary], alignment: u64) -> BufferAssign
         let offset = best.map_or(cursor, |(_, offset)| offset);
         offsets[index] = offset;
         block_bytes = block_bytes.max(offset.saturating_add(size));
-        placed.push(index);
+        placed.insert(index, temporary);
     }
     BufferAssignment {
         offsets,
@@ -100,17 +180,29 @@ pub fn assign_buffers(temporaries: &[Temporary], alignment: u64) -> BufferAssign
 /// The most bytes live at any one step, each temporary rounded up to `alignment`.
 fn lower_bound(temporaries: &[Temporary], alignment: u64) -> u64 {
     let round = |size: u64| size.div_ceil(alignment).saturating_mul(alignment);
-    // Only the first step of each temporary can be the start of a new maximum.
-    temporaries
-        .iter()
-        .map(|t| {
-            temporaries
-                .iter()
-                .filter(|o| o.first_step <= t.first_step && t.first_step <= o.last_step)
-                .fold(0u64, |sum, o| sum.saturating_add(round(o.size)))
-        })
-        .max()
-        .unwrap_or(0)
+    // A sweep over the steps: each temporary comes in at its first step and leaves after its
+    // last; leaving sorts before coming in at the same step, and only a step where one comes
+    // in can hold a new maximum.
+    let mut events: Vec<(usize, bool, u64)> = Vec::with_capacity(2 * temporaries.len());
+    for t in temporaries {
+        let (first, last) = t.life();
+        events.push((first, true, round(t.size)));
+        // After the last step; one that ends at the last index never leaves.
+        if let Some(after) = last.checked_add(1) {
+            events.push((after, false, round(t.size)));
+        }
+    }
+    events.sort_unstable();
+    let (mut live, mut most) = (0u64, 0u64);
+    for (_, comes_in, size) in events {
+        if comes_in {
+            live = live.saturating_add(size);
+            most = most.max(live);
+        } else {
+            live = live.saturating_sub(size);
+        }
+    }
+    most
 }
 
 #[cfg(test)]
@@ -126,6 +218,87 @@ mod tests {
         }
     }
 
+    /// The assignment by its definition, comparing every temporary with every placed one and
+    /// every step with every temporary: what the interval lookups and the sweep must equal.
+    fn reference(temporaries: &[Temporary], alignment: u64) -> BufferAssignment {
+        let alignment = alignment.max(1);
+        let round = |size: u64| size.div_ceil(alignment).saturating_mul(alignment);
+        let together = |a: &Temporary, b: &Temporary| {
+            let ((fa, la), (fb, lb)) = (a.life(), b.life());
+            fa <= lb && fb <= la
+        };
+        let mut order: Vec<usize> = (0..temporaries.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (ta, tb) = (&temporaries[a], &temporaries[b]);
+            round(tb.size)
+                .cmp(&round(ta.size))
+                .then(ta.first_step.cmp(&tb.first_step))
+                .then(a.cmp(&b))
+        });
+        let mut offsets = vec![0u64; temporaries.len()];
+        let mut placed: Vec<usize> = Vec::new();
+        let mut block_bytes = 0u64;
+        for &index in &order {
+            let size = round(temporaries[index].size);
+            let mut busy: Vec<(u64, u64)> = placed
+                .iter()
+                .filter(|&&p| together(&temporaries[p], &temporaries[index]))
+                .map(|&p| {
+                    (
+                        offsets[p],
+                        offsets[p].saturating_add(round(temporaries[p].size)),
+                    )
+                })
+                .collect();
+            busy.sort_unstable();
+            let (mut best, mut cursor): (Option<(u64, u64)>, u64) = (None, 0);
+            for &(start, end) in &busy {
+                if start > cursor {
+                    let gap = start - cursor;
+                    if gap >= size && best.is_none_or(|(g, _)| gap < g) {
+                        best = Some((gap, cursor));
+                    }
+                }
+                cursor = cursor.max(end);
+            }
+            offsets[index] = best.map_or(cursor, |(_, offset)| offset);
+            block_bytes = block_bytes.max(offsets[index].saturating_add(size));
+            placed.push(index);
+        }
+        let lower_bound_bytes = temporaries
+            .iter()
+            .map(|t| {
+                temporaries
+                    .iter()
+                    .filter(|o| o.life().0 <= t.life().0 && t.life().0 <= o.life().1)
+                    .fold(0u64, |sum, o| sum.saturating_add(round(o.size)))
+            })
+            .max()
+            .unwrap_or(0);
+        BufferAssignment {
+            offsets,
+            block_bytes,
+            lower_bound_bytes,
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_assignment_equals_its_definition(
+            raw in proptest::collection::vec((0u64..5000, 0usize..40, 0usize..12), 0..64),
+            alignment in prop_oneof![Just(1u64), Just(256u64), 1u64..700],
+        ) {
+            let temporaries: Vec<Temporary> = raw
+                .iter()
+                .map(|&(size, first, len)| t(size, first, first + len))
+                .collect();
+            prop_assert_eq!(
+                assign_buffers(&temporaries, alignment),
+                reference(&temporaries, alignment)
+            );
+        }
+    }
+
     /// Every pair live together lies apart, every offset is aligned, the block holds them all
     /// and is at least the lower bound.
     fn check(temporaries: &[Temporary], alignment: u64, plan: &BufferAssignment) {
@@ -134,7 +307,8 @@ mod tests {
             assert_eq!(plan.offsets[i] % alignment, 0);
             assert!(plan.offsets[i] + round(a.size) <= plan.block_bytes);
             for (j, b) in temporaries.iter().enumerate().skip(i + 1) {
-                if a.overlaps_in_time(b) && a.size > 0 && b.size > 0 {
+                let ((fa, la), (fb, lb)) = (a.life(), b.life());
+                if fa <= lb && fb <= la && a.size > 0 && b.size > 0 {
                     let (a0, a1) = (plan.offsets[i], plan.offsets[i] + round(a.size));
                     let (b0, b1) = (plan.offsets[j], plan.offsets[j] + round(b.size));
                     assert!(a1 <= b0 || b1 <= a0, "{i} and {j} overlap: {plan:?}");

@@ -8,6 +8,7 @@
 use super::capture::{Capture, CAPTURE_RECORDER_BIT};
 use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
 use super::step_staging::StepStaging;
+use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
@@ -141,30 +142,29 @@ impl CapturedStep {
                     .contains_key(&(Arc::as_ptr(storage) as usize))
                     && Arc::strong_count(storage) == 1
             });
-        let mut placed = Vec::new();
-        let mut lives = Vec::new();
-        for (storage, _) in &temporaries {
-            let (buffer, offset, size) = (
+        // Each temporary's life, in one pass over the steps; those no step touches need no
+        // room in the block.
+        let index = TemporaryIndex::new(temporaries.iter().map(|(storage, _)| {
+            (
                 &storage.buffer,
                 storage.allocation.offset,
                 storage.allocation.size,
-            );
-            let touching: Vec<usize> = steps
-                .iter()
-                .enumerate()
-                .filter(|(_, step)| step.touches(buffer, offset, size))
-                .map(|(i, _)| i)
-                .collect();
-            if let (Some(&first_step), Some(&last_step)) = (touching.first(), touching.last()) {
-                placed.push((buffer.clone(), offset, size));
-                lives.push(Temporary {
-                    size,
+            )
+        }));
+        let lives = index.lives(&steps, temporaries.len());
+        let mut placed_as = vec![None; temporaries.len()];
+        let mut placed = Vec::new();
+        for (number, (storage, _)) in temporaries.iter().enumerate() {
+            if let Some((first_step, last_step)) = lives[number] {
+                placed_as[number] = Some(placed.len());
+                placed.push(Temporary {
+                    size: storage.allocation.size,
                     first_step,
                     last_step,
                 });
             }
         }
-        let assignment = assign_buffers(&lives, ALLOCATION_ALIGNMENT);
+        let assignment = assign_buffers(&placed, ALLOCATION_ALIGNMENT);
         // Their own memory goes back first (nothing ran on it), so the block may take it.
         drop(temporaries);
         let block = if assignment.block_bytes > 0 {
@@ -184,39 +184,9 @@ impl CapturedStep {
         };
         if let Some(block) = &block {
             let base = block.storage.allocation.offset;
-            let moved = |buffer: &mut wgpu::Buffer, offset: &mut u64| {
-                for ((from, start, size), at) in placed.iter().zip(&assignment.offsets) {
-                    if *buffer == *from && *offset >= *start && *offset < start + size {
-                        *buffer = block.storage.buffer.clone();
-                        *offset = base + at + (*offset - start);
-                        return;
-                    }
-                }
-            };
-            for step in &mut steps {
-                match step {
-                    Step::Dispatch { ranges, .. } => {
-                        for range in ranges {
-                            moved(&mut range.buffer, &mut range.offset);
-                        }
-                    }
-                    Step::Copy(BufferCopy {
-                        src,
-                        src_offset,
-                        dst,
-                        dst_offset,
-                        ..
-                    }) => {
-                        moved(src, src_offset);
-                        moved(dst, dst_offset);
-                    }
-                    Step::Clear { buffer, offset, .. } => moved(buffer, offset),
-                    // Only single ops record host bytes for the gathered batch to stage.
-                    Step::Upload {
-                        dst, dst_offset, ..
-                    } => moved(dst, dst_offset),
-                }
-            }
+            index.relocate(&mut steps, &block.storage.buffer, |number| {
+                placed_as[number].map(|at: usize| base + assignment.offsets[at])
+            });
             arrays.push((Arc::clone(&block.storage), Access::Write));
         }
         let device = inner.device();
@@ -320,15 +290,15 @@ impl CapturedStep {
             slot_targets[slot as usize].push(target);
         }
         let temporaries_planned = {
-            let mut order: Vec<usize> = (0..lives.len()).collect();
-            order.sort_by_key(|&i| (std::cmp::Reverse(lives[i].size), lives[i].first_step, i));
+            let mut order: Vec<usize> = (0..placed.len()).collect();
+            order.sort_by_key(|&i| (std::cmp::Reverse(placed[i].size), placed[i].first_step, i));
             order
                 .into_iter()
                 .map(|i| PlannedTemporary {
-                    bytes: lives[i].size,
+                    bytes: placed[i].size,
                     offset: assignment.offsets[i],
-                    first_step: lives[i].first_step,
-                    last_step: lives[i].last_step,
+                    first_step: placed[i].first_step,
+                    last_step: placed[i].last_step,
                 })
                 .collect()
         };

@@ -16,6 +16,8 @@
 //!   its runs ([`StepRun`]).
 //! - `step_staging`: a captured step's host data path (mapped staging on Vulkan, wgpu's
 //!   buffers elsewhere).
+//! - `temporaries`: a captured step's temporaries by buffer and offset: their lives and their
+//!   move into the block, in one pass over the steps.
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
 //!
 //! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
@@ -33,6 +35,7 @@ mod kernel_settings;
 mod launch;
 mod sequence;
 mod step_staging;
+mod temporaries;
 mod user_kernel;
 
 pub(crate) use capture::recorder_replaced;

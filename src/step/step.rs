@@ -100,31 +100,68 @@ impl Step {
         }
     }
 
-    /// Whether the step reads or writes any byte of `buffer` in `offset..offset + size`.
-    pub(crate) fn touches(&self, buffer: &wgpu::Buffer, offset: u64, size: u64) -> bool {
-        let (start, end) = (offset, offset + size);
-        let overlaps = |b: &wgpu::Buffer, offset: u64, size: u64| {
-            b == buffer && offset < end && offset + size > start
-        };
+    /// Calls `visit` with every byte range the step reads or writes: buffer, offset, size.
+    pub(crate) fn for_each_range(&self, mut visit: impl FnMut(&wgpu::Buffer, u64, u64)) {
         match self {
             Step::Dispatch { ranges, .. } => {
-                ranges.iter().any(|r| overlaps(&r.buffer, r.offset, r.size))
+                for r in ranges {
+                    visit(&r.buffer, r.offset, r.size);
+                }
             }
             Step::Copy(copy) => {
-                overlaps(&copy.src, copy.src_offset, copy.size)
-                    || overlaps(&copy.dst, copy.dst_offset, copy.size)
+                visit(&copy.src, copy.src_offset, copy.size);
+                visit(&copy.dst, copy.dst_offset, copy.size);
             }
             Step::Clear {
                 buffer,
                 offset,
                 size,
-            } => overlaps(buffer, *offset, *size),
+            } => visit(buffer, *offset, *size),
             Step::Upload {
                 dst,
                 dst_offset,
                 size,
                 ..
-            } => overlaps(dst, *dst_offset, *size),
+            } => visit(dst, *dst_offset, *size),
         }
+    }
+
+    /// Calls `relocate` on the buffer and offset of every range the step reads or writes,
+    /// with the range's size, to move them elsewhere.
+    pub(crate) fn relocate_ranges(
+        &mut self,
+        mut relocate: impl FnMut(&mut wgpu::Buffer, &mut u64),
+    ) {
+        match self {
+            Step::Dispatch { ranges, .. } => {
+                for range in ranges {
+                    relocate(&mut range.buffer, &mut range.offset);
+                }
+            }
+            Step::Copy(BufferCopy {
+                src,
+                src_offset,
+                dst,
+                dst_offset,
+                ..
+            }) => {
+                relocate(src, src_offset);
+                relocate(dst, dst_offset);
+            }
+            Step::Clear { buffer, offset, .. } => relocate(buffer, offset),
+            Step::Upload {
+                dst, dst_offset, ..
+            } => relocate(dst, dst_offset),
+        }
+    }
+
+    /// Whether the step reads or writes any byte of `buffer` in `offset..offset + size`.
+    pub(crate) fn touches(&self, buffer: &wgpu::Buffer, offset: u64, size: u64) -> bool {
+        let end = offset + size;
+        let mut touches = false;
+        self.for_each_range(|b, start, len| {
+            touches |= b == buffer && start < end && start + len > offset;
+        });
+        touches
     }
 }
