@@ -158,6 +158,17 @@ pub enum Error {
         /// What the refused op would do to it.
         access: Access,
     },
+    /// A single op or launch was called on the context (not on the capture) from the thread
+    /// that holds a [`Capture`](crate::Capture) of it open, in the default
+    /// [`CaptureMode::ThreadLocal`](crate::CaptureMode::ThreadLocal): it would run at once and
+    /// not be part of the step. Nothing ran.
+    #[error("{operation} was called on the context while this thread holds Capture #{capture} of it open: it would run now and not be part of the captured step. Record it in the capture instead (cap.{operation}(..)), finish the capture first, or call cap.set_mode(CaptureMode::Relaxed) to run eager work beside an open capture on purpose")]
+    EagerDuringCapture {
+        /// The op that was called.
+        operation: &'static str,
+        /// The open capture's number.
+        capture: u64,
+    },
     /// The transfer guard refused a transfer; nothing was transferred.
     #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). Set the transfer guard to \"allow\" or \"log\" for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make the transfer explicit")]
     TransferGuard {

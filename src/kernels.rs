@@ -90,8 +90,8 @@
 //!   (`synchronize`, `flush`, a host read of any array), and then none of that batch ran.
 
 pub use crate::compute::{
-    Capture, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch, ParamsSlot,
-    PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
+    Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
+    ParamsSlot, PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
 };
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, ParamsBlock,

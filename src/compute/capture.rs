@@ -10,6 +10,7 @@
 //! [`Capture::finish`] instead of `submit`, which plans the step's memory
 //! (`compute/captured_step.rs`).
 
+use super::capture_mode::{CaptureMode, OpenCapture};
 use super::capture_tables::{CaptureTables, CapturedIo};
 use super::sequence::Sequence;
 use crate::array::{Access, DeviceArray};
@@ -127,6 +128,8 @@ impl std::fmt::Debug for IndexSlot {
 /// ```
 pub struct Capture {
     pub(crate) sequence: Sequence,
+    /// Its entry among the open captures, for the capture mode ([`CaptureMode`]).
+    pub(crate) open: OpenCapture,
 }
 
 impl Context {
@@ -155,7 +158,8 @@ impl Context {
             index_slots: Vec::new(),
             placeholder,
         }));
-        Capture { sequence }
+        let open = OpenCapture::open(self, id & !CAPTURE_RECORDER_BIT);
+        Capture { sequence, open }
     }
 }
 
@@ -190,6 +194,24 @@ impl Capture {
     /// The capture's number, as refusals name it (`Capture #N`).
     pub fn number(&self) -> u64 {
         self.sequence.number() & !CAPTURE_RECORDER_BIT
+    }
+
+    /// What eager work on the context from the thread that opened this capture does while it
+    /// is open: refused by default ([`CaptureMode::ThreadLocal`]: a `ctx.launch(..)` meant as
+    /// `cap.launch(..)` would run at once and not be part of the step), or let through on
+    /// purpose ([`CaptureMode::Relaxed`]). Other threads are never refused.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// use gpu_arena::CaptureMode;
+    /// let mut cap = ctx.capture();
+    /// assert!(ctx.fill(&[4], 1u32).is_err()); // eager, on the capturing thread: refused
+    /// cap.set_mode(CaptureMode::Relaxed);
+    /// let ones = ctx.fill(&[4], 1u32)?;       // runs now, not part of the step
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn set_mode(&mut self, mode: CaptureMode) {
+        self.open.set_mode(mode);
     }
 
     /// A parameter block that runs may set, starting as `initial`: give it to launches with

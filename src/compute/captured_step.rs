@@ -127,7 +127,8 @@ impl CapturedStep {
     /// [`Capture::finish`].
     #[track_caller]
     pub(crate) fn from_capture(capture: Capture) -> Result<CapturedStep> {
-        let Capture { mut sequence } = capture;
+        // The capture stops being open when `finish` returns, whatever it returns.
+        let Capture { mut sequence, .. } = capture;
         let ctx = sequence.ctx.clone();
         let inner = Arc::clone(&ctx.inner);
         let (mut steps, touched, tables) = sequence.take_capture();

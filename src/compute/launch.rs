@@ -96,7 +96,11 @@ impl Context {
     /// submission that runs after everything called before it. To record many launches and ops
     /// and submit them all or nothing, use [`Context::sequence`].
     pub fn launch<'a>(&self, kernel: &Kernel) -> Launch<'static, 'a> {
-        Launch::new(Target::Own(self.single_op()), kernel)
+        let mut launch = Launch::new(Target::Own(self.single_op()), kernel);
+        if let Err(refused) = self.check_not_capturing("launch") {
+            launch.set_error(refused);
+        }
+        launch
     }
 }
 

@@ -16,6 +16,8 @@
 //!   its runs ([`StepRun`]).
 //! - `step_staging`: a captured step's host data path (mapped staging on Vulkan, wgpu's
 //!   buffers elsewhere).
+//! - `capture_mode`: [`CaptureMode`], what an open capture does to eager single ops and
+//!   launches from the thread that opened it.
 //! - `temporaries`: a captured step's temporaries by buffer and offset: their lives and their
 //!   move into the block, in one pass over the steps.
 //! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
@@ -29,6 +31,7 @@
 #![deny(unsafe_code)]
 
 mod capture;
+mod capture_mode;
 mod capture_tables;
 mod captured_step;
 mod kernel_settings;
@@ -40,6 +43,7 @@ mod user_kernel;
 
 pub(crate) use capture::recorder_replaced;
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
+pub use capture_mode::CaptureMode;
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};

@@ -24,6 +24,7 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
+        self.check_not_capturing("copy")?;
         array
             .storage
             .check_ready_for(&self.inner, Access::Read, "copy", "the array")?;

@@ -29,6 +29,7 @@ impl Context {
         start: &[i64],
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
+        self.check_not_capturing("dynamic_slice")?;
         operand.storage.check_ready_for(
             &self.inner,
             Access::Read,

@@ -26,6 +26,7 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
+        self.check_not_capturing("fill")?;
         let pattern = pattern_of(value, "fill")?;
         let array = self.alloc::<T>(shape)?;
         self.fill_pattern(array, pattern).map_err(Error::from)
@@ -41,9 +42,16 @@ impl Context {
         array: DeviceArray<T>,
         value: T,
     ) -> DonatedResult<T> {
-        let checked = array
-            .storage
-            .check_ready_for(&self.inner, Access::Write, "fill_in_place", "the array")
+        let checked = self
+            .check_not_capturing("fill_in_place")
+            .and_then(|()| {
+                array.storage.check_ready_for(
+                    &self.inner,
+                    Access::Write,
+                    "fill_in_place",
+                    "the array",
+                )
+            })
             .and_then(|()| pattern_of(value, "fill_in_place"));
         match checked {
             Ok(pattern) => self.fill_pattern(array, pattern),

@@ -53,9 +53,16 @@ impl Context {
         start: &[i64],
     ) -> DonatedResult<T> {
         let update = update.into();
-        let checked = operand
-            .storage
-            .check_ready_for(&self.inner, Access::Write, UPDATE_SLICE, "the operand")
+        let checked = self
+            .check_not_capturing(UPDATE_SLICE)
+            .and_then(|()| {
+                operand.storage.check_ready_for(
+                    &self.inner,
+                    Access::Write,
+                    UPDATE_SLICE,
+                    "the operand",
+                )
+            })
             .and_then(|()| check_operand_ready(&update, &self.inner, UPDATE_SLICE))
             .and_then(|()| update_start(&operand, &update, start, UPDATE_SLICE));
         let start = match checked {
@@ -84,6 +91,7 @@ impl Context {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
+        self.check_not_capturing(UPDATE_SLICE_COPY)?;
         operand.storage.check_ready_for(
             &self.inner,
             Access::Read,

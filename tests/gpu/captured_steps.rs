@@ -611,6 +611,8 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
     let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
     let mut y = ctx.zeros::<f32>(&[64]).unwrap();
     let mut cap = ctx.capture();
+    // Eager work beside the open capture on purpose (else the launch is refused for that).
+    cap.set_mode(gpu_arena::CaptureMode::Relaxed);
     let slot = cap.params_slot(&affine(1));
     let refused = ctx
         .launch(&k)
@@ -1006,4 +1008,82 @@ fn a_runs_inputs_and_reads_are_explicit_transfers_the_guard_sees_and_the_stats_c
             "{path}: the run read its sum"
         );
     }
+}
+
+/// An open capture refuses eager single ops and launches on its context from the thread that
+/// opened it (a `ctx.launch` meant as `cap.launch` would run now and not be part of the step),
+/// names the capture and the op, runs nothing; in `CaptureMode::Relaxed` they run; another
+/// thread is never refused; after `finish` the context is as before.
+#[gpu_test]
+fn eager_work_on_the_capturing_thread_is_refused_unless_the_capture_is_relaxed() {
+    use gpu_arena::CaptureMode;
+    let ctx = harness::context();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let x = ctx.device_put(&vec![1.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut cap = ctx.capture();
+    let number = cap.number();
+    let refused = |what: &str, error: Error| match &error {
+        Error::EagerDuringCapture { operation, capture } => {
+            assert_eq!(*capture, number, "{what}");
+            assert!(
+                error.to_string().contains(&format!("cap.{operation}(..)")),
+                "{error}"
+            );
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    refused(
+        "launch",
+        ctx.launch(&k)
+            .arg(&x)
+            .arg_mut(&mut y)
+            .params(&affine(1))
+            .grid_for(WIDTH)
+            .run()
+            .unwrap_err(),
+    );
+    refused("copy", ctx.copy(&x).unwrap_err());
+    refused("fill", ctx.fill(&[4], 1u32).unwrap_err());
+    refused(
+        "dynamic_slice",
+        ctx.dynamic_slice(&x, &[0], &[4]).unwrap_err(),
+    );
+    let donated = ctx.fill_in_place(y, 2.0).unwrap_err();
+    refused("fill_in_place", donated.error);
+    let mut y = donated.array;
+    // Another thread's work is its own.
+    std::thread::scope(|scope| {
+        scope.spawn(|| ctx.copy(&x).unwrap());
+    });
+    cap.set_mode(CaptureMode::Relaxed);
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params(&affine(1))
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    cap.set_mode(CaptureMode::ThreadLocal);
+    assert!(ctx.copy(&x).is_err(), "refused again");
+    // The capture itself records as before, and finishing it ends the refusals.
+    let mut z = cap.alloc::<f32>(&[WIDTH]).unwrap();
+    cap.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut z)
+        .params(&affine(0))
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    step.run().submit().unwrap();
+    // y = x * scale + shift, with x all ones.
+    let want = vec![affine(1).scale + affine(1).shift; WIDTH];
+    assert_eq!(ctx.device_get(&y).unwrap(), want, "the relaxed launch ran");
+    ctx.copy(&x).unwrap();
+    // Dropping a capture ends its refusals too.
+    let cap = ctx.capture();
+    assert!(ctx.copy(&x).is_err());
+    drop(cap);
+    ctx.copy(&x).unwrap();
 }
