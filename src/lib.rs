@@ -142,8 +142,10 @@
 //! - `lock` (private): the crate's locks, each with a rank; the order they may be taken in,
 //!   checked in debug builds.
 //!
-//! The README (on the repository and crates.io) has the set-up commands, the configuration
-//! table, the memory policy and the benchmarks.
+//! The [`guide`] has a chapter per topic (kernels, captured steps, your app's device, the
+//! configuration table and the memory policy, seeing memory, checkpointing, several devices,
+//! MPI, and the changes since the last release); the README (on the repository and
+//! crates.io) is its front page, with the set-up commands and the benchmarks.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
@@ -161,6 +163,7 @@ mod devices;
 pub mod distributed;
 mod donated;
 pub mod error;
+pub mod guide;
 pub mod kernels;
 mod lock;
 pub mod memplan;
