@@ -49,6 +49,12 @@
 //!   timeline on; [`remat`] plans gradient
 //!   checkpointing that fits a memory budget and [`backprop`] runs the plan with your kernels.
 //! - Errors: one [`Error`] enum; the library does not panic on user input.
+//! - Threads: [`Context`] (a cheap handle: clone it), [`DeviceArray`], [`ArrayView`],
+//!   [`Kernel`], [`Sequence`], [`Capture`], [`CapturedStep`], its slots, [`AppWork`],
+//!   [`UploadBatch`], [`Error`] and [`Donated`] are `Send + Sync`: share a context between
+//!   threads, and single ops on one array from several threads never refuse each other (the
+//!   recording model, in [`kernels`], says when a recorder's pending work does). A
+//!   [`TransferGuard`] is a scope of the thread that made it, and is neither.
 //! - Reads into your own memory: [`Context::device_get_into`] (an array or a view, no
 //!   allocation: a reused buffer skips the page faults of fresh memory).
 //! - Dependencies: [`bytemuck`] and [`wgpu`] are re-exported, so a dependent needs gpu-arena

@@ -17,4 +17,5 @@ mod hostile_host_inputs;
 mod memplan_tables;
 mod remat_reference_planner;
 mod report_any_numbers;
+mod thread_safety;
 mod timeline_readers;
