@@ -61,6 +61,12 @@ pub struct StepPlan {
     /// nothing, with nothing else allocated this is `peak_bytes_in_use` over any number of
     /// runs, to the byte.
     pub bytes_in_use: u64,
+    /// Inputs and outputs you have dropped and the step still uses, as
+    /// [`CapturedStep::plan`] is called: the step holds them (every run reads or writes
+    /// them), so their memory comes back only when the step is dropped.
+    pub arrays_held_by_the_step_alone: usize,
+    /// Their arena bytes.
+    pub bytes_held_by_the_step_alone: u64,
 }
 
 impl std::fmt::Display for StepPlan {
@@ -75,6 +81,13 @@ impl std::fmt::Display for StepPlan {
             self.array_bytes,
             self.bytes_in_use
         )?;
+        if self.arrays_held_by_the_step_alone > 0 {
+            writeln!(
+                f,
+                "{} of its arrays ({} bytes) are held by the step alone: you dropped them and every run still uses them; their memory comes back when the step is dropped",
+                self.arrays_held_by_the_step_alone, self.bytes_held_by_the_step_alone
+            )?;
+        }
         writeln!(f, "{:>12} {:>12} {:>8}", "bytes", "offset", "steps")?;
         for t in &self.temporaries {
             writeln!(
@@ -315,6 +328,8 @@ impl CapturedStep {
             lower_bound_bytes: assignment.lower_bound_bytes,
             array_bytes,
             bytes_in_use: array_bytes + block.as_ref().map_or(0, |b| b.storage.allocation.size),
+            arrays_held_by_the_step_alone: 0,
+            bytes_held_by_the_step_alone: 0,
         };
         Ok(CapturedStep {
             ctx,
@@ -335,9 +350,22 @@ impl CapturedStep {
         })
     }
 
-    /// The memory plan, known before the first run.
-    pub fn plan(&self) -> &StepPlan {
-        &self.plan
+    /// The memory plan, known before the first run, with the step's arrays you have dropped
+    /// so far ([`StepPlan::arrays_held_by_the_step_alone`]).
+    pub fn plan(&self) -> StepPlan {
+        // The block, when there is one, is the last array and always the step's alone.
+        let with_block = usize::from(self.plan.block_bytes > 0);
+        let arrays = &self.arrays[..self.arrays.len() - with_block];
+        let alone: Vec<&Arc<ArrayStorage>> = arrays
+            .iter()
+            .map(|(storage, _)| storage)
+            .filter(|storage| Arc::strong_count(storage) == 1)
+            .collect();
+        StepPlan {
+            arrays_held_by_the_step_alone: alone.len(),
+            bytes_held_by_the_step_alone: alone.iter().map(|s| s.allocation.size).sum(),
+            ..self.plan.clone()
+        }
     }
 
     /// Runs made so far (submitted).

@@ -231,7 +231,7 @@ fn the_plan_states_the_peak_of_every_run_to_the_byte() {
         let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
         let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
         let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
-        let plan = decode.step.plan().clone();
+        let plan = decode.step.plan();
         // Three temporaries (the uploaded row, the scaled row, the row sliced back), each live
         // over part of the step: a block of at most 1.05 times the least any plan could use.
         assert_eq!(plan.temporaries.len(), 3, "{plan}");
@@ -1086,4 +1086,56 @@ fn eager_work_on_the_capturing_thread_is_refused_unless_the_capture_is_relaxed()
     assert!(ctx.copy(&x).is_err());
     drop(cap);
     ctx.copy(&x).unwrap();
+}
+
+/// An input or output dropped while the step still uses it stays held by the step, and the
+/// plan says so (its memory comes back with the step).
+#[gpu_test]
+fn the_plan_names_arrays_the_user_dropped_that_the_step_still_holds() {
+    let ctx = harness::context();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let x = ctx.device_put(&vec![1.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut cap = ctx.capture();
+    cap.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .params(&affine(1))
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    let plan = step.plan();
+    assert_eq!(plan.arrays_held_by_the_step_alone, 0, "{plan}");
+    assert!(
+        !plan.to_string().contains("held by the step alone"),
+        "{plan}"
+    );
+    let in_use = ctx.memory_stats().bytes_in_use;
+    drop(x);
+    ctx.synchronize().unwrap();
+    let plan = step.plan();
+    assert_eq!(plan.arrays_held_by_the_step_alone, 1, "{plan}");
+    assert_eq!(
+        plan.bytes_held_by_the_step_alone,
+        (WIDTH * 4) as u64,
+        "{plan}"
+    );
+    assert!(
+        plan.to_string()
+            .contains("1 of its arrays (256 bytes) are held by the step alone"),
+        "{plan}"
+    );
+    assert_eq!(
+        ctx.memory_stats().bytes_in_use,
+        in_use,
+        "its memory is still held"
+    );
+    step.run().submit().unwrap();
+    drop(step);
+    ctx.synchronize().unwrap();
+    assert!(
+        ctx.memory_stats().bytes_in_use < in_use,
+        "it comes back with the step"
+    );
 }
