@@ -1,7 +1,7 @@
 //! The limits every array's shape obeys (rank, byte span) and the check each shape passes
-//! when an array or a view takes it. A file of its own because arrays, views, transfers,
-//! sharding and profiling all need the limits, and none of them should need the array type
-//! for it.
+//! when an array or a view takes it, and XLA's start index of a slice in a dimension. A file of
+//! its own because arrays, views, transfers, sharding, profiling, the library's ops and
+//! captured steps all need them, and none of them should need the array type for it.
 
 use crate::error::{Error, Result};
 
@@ -73,4 +73,30 @@ pub(crate) fn check_span(
             ),
         }),
     }
+}
+
+/// A start index of a slice of `size` in a dimension of `dim` (`size <= dim`): XLA's clamp into
+/// `[0, dim - size]`, or, with `strict` ([`ArenaConfig::strict_starts`](crate::ArenaConfig)),
+/// [`Error::InvalidArgument`] for a start outside that range. In `u64` and saturating, so no
+/// dimension (above `i64::MAX`, zero) or start (`i64::MIN`, `i64::MAX`) can wrap or panic.
+pub(crate) fn start_index(
+    start: i64,
+    dim: u64,
+    size: u64,
+    strict: bool,
+    dimension: usize,
+    operation: &'static str,
+) -> Result<u64> {
+    let last_start = dim.saturating_sub(size);
+    // A negative start clamps to 0.
+    let clamped = u64::try_from(start).map_or(0, |start| start.min(last_start));
+    if strict && u64::try_from(start) != Ok(clamped) {
+        return Err(Error::InvalidArgument {
+            operation,
+            reason: format!(
+                "start {start} of dimension {dimension} lies outside 0..={last_start} (the operand's {dim} less the slice's {size}); GPU_ARENA_STRICT_STARTS (ArenaConfig::strict_starts) refuses it where XLA would clamp it to {clamped}"
+            ),
+        });
+    }
+    Ok(clamped)
 }

@@ -14,6 +14,7 @@ use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::pipelines::{ErrorScopes, ParamsKind};
+use crate::shape::start_index;
 use crate::step::{encode_bound_steps, encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::TransferDirection::{DeviceToHost, HostToDevice};
@@ -593,6 +594,26 @@ impl<'s, 'r> StepRun<'s, 'r> {
         if !self.reads.is_empty() {
             inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
         }
+        // Every start of this run, checked (strict starts) before anything is written.
+        let strict = inner.config().strict_starts;
+        let mut offsets = Vec::new();
+        for (index, start) in &self.starts {
+            for (m, moving) in step.moving.iter().enumerate() {
+                if moving.slot != *index {
+                    continue;
+                }
+                let mut offset = 0u64;
+                for (d, ((&s, (&dim, &size)), &stride)) in start
+                    .iter()
+                    .zip(moving.shape.iter().zip(&moving.sizes))
+                    .zip(&moving.strides)
+                    .enumerate()
+                {
+                    offset += start_index(s, dim, size, strict, d, OPERATION)? * stride;
+                }
+                offsets.push((m, offset));
+            }
+        }
         // Everything is checked: write what this run changes.
         for (index, bytes) in &self.params {
             for target in &step.slot_targets[*index as usize] {
@@ -610,36 +631,25 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 }
             }
         }
-        for (index, start) in &self.starts {
-            for moving in step.moving.iter().filter(|m| m.slot == *index) {
-                let offset: u64 = start
-                    .iter()
-                    .zip(moving.shape.iter().zip(&moving.sizes))
-                    .zip(&moving.strides)
-                    .map(|((&s, (&dim, &size)), &stride)| {
-                        // XLA clamps each start into [0, dim - size].
-                        let hi = dim.saturating_sub(size);
-                        (s.max(0) as u64).min(hi) * stride
-                    })
-                    .sum();
-                let (src, dst) = if moving.source_moves {
-                    (offset, 0)
-                } else {
-                    (0, offset)
-                };
-                let mut params = moving.params.clone();
-                let unit = moving.unit_bytes.max(1);
-                (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
-                    Error::InvalidArgument {
-                        operation: OPERATION,
-                        reason: overflow.to_string(),
-                    }
-                })?;
-                if let (Some((_, uniform)), Some(at)) =
-                    (&mut step.uniform, step.uniform_at[moving.step])
-                {
-                    uniform[at..at + params.len()].copy_from_slice(&params);
+        for &(m, offset) in &offsets {
+            let moving = &step.moving[m];
+            let (src, dst) = if moving.source_moves {
+                (offset, 0)
+            } else {
+                (0, offset)
+            };
+            let mut params = moving.params.clone();
+            let unit = moving.unit_bytes.max(1);
+            (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
+                Error::InvalidArgument {
+                    operation: OPERATION,
+                    reason: overflow.to_string(),
                 }
+            })?;
+            if let (Some((_, uniform)), Some(at)) =
+                (&mut step.uniform, step.uniform_at[moving.step])
+            {
+                uniform[at..at + params.len()].copy_from_slice(&params);
             }
         }
         let uniform_changed = !self.params.is_empty() || !self.starts.is_empty();

@@ -216,6 +216,13 @@ pub struct ArenaConfig {
     /// on, [`kernel_times`](Self::kernel_times) on, a device with timestamp queries). Default
     /// `false`; `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH`.
     pub force_pass_per_timed_dispatch: bool,
+    /// Debugging: refuse a start index of `dynamic_slice` / `dynamic_update_slice` that lies
+    /// outside `[0, operand_dim - slice_dim]` with [`Error::InvalidArgument`](crate::Error)
+    /// naming the dimension and where XLA would clamp it, instead of clamping it as XLA does;
+    /// for single ops, sequences, captures and every run of a captured step alike. An index
+    /// that runs past the end is usually a bug that clamping hides. Default `false` (clamp,
+    /// XLA's semantics); `GPU_ARENA_STRICT_STARTS`.
+    pub strict_starts: bool,
     /// The most bytes one binding of the library's kernels covers, below the device's
     /// `max_storage_buffer_binding_size` (a larger value changes nothing). Default `None`: the
     /// device's limit. At least [`MIN_KERNEL_BINDING_BYTES`](super::MIN_KERNEL_BINDING_BYTES). A lower value makes ops on small
@@ -258,6 +265,7 @@ impl Default for ArenaConfig {
             force_non_coherent: false,
             force_device_kernels: false,
             force_pass_per_timed_dispatch: false,
+            strict_starts: false,
             max_binding_bytes: None,
             max_workgroups_per_dimension: None,
             array_usages: DEFAULT_ARRAY_USAGES,

@@ -114,6 +114,9 @@ impl ArenaConfig {
         if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH"])? {
             config.force_pass_per_timed_dispatch = parse_bool(&var, &value)?;
         }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_STRICT_STARTS"])? {
+            config.strict_starts = parse_bool(&var, &value)?;
+        }
         if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_BINDING_BYTES"])? {
             config.max_binding_bytes = Some(parse_count(
                 &var,

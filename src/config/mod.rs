@@ -20,6 +20,7 @@
 //! | [`ArenaConfig::force_non_coherent`] | `false` (testing) | | `GPU_ARENA_FORCE_NONCOHERENT` | |
 //! | [`ArenaConfig::force_device_kernels`] | `false` (testing) | | `GPU_ARENA_FORCE_DEVICE_KERNELS` | |
 //! | [`ArenaConfig::force_pass_per_timed_dispatch`] | `false` (testing) | | `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH` | |
+//! | [`ArenaConfig::strict_starts`] | `false` (debugging) | | `GPU_ARENA_STRICT_STARTS` | |
 //! | [`ArenaConfig::max_binding_bytes`] | device limit | ≥ [`MIN_KERNEL_BINDING_BYTES`] | `GPU_ARENA_MAX_BINDING_BYTES` | |
 //! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |

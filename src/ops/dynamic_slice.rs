@@ -55,7 +55,8 @@ impl Sequence {
     ) -> Result<DeviceArray<T>> {
         const OPERATION: &str = "dynamic_slice";
         operand.check_same_context(&self.ctx.inner, OPERATION)?;
-        let start = clamp_start(operand.shape(), sizes, start, OPERATION)?;
+        let strict = operand.storage.ctx.config().strict_starts;
+        let start = clamp_start(operand.shape(), sizes, start, strict, OPERATION)?;
         let result = self.new_array::<T>(sizes, None)?;
         let copy = slice_box::<T>(operand, &start, sizes);
         let uses = [

@@ -40,7 +40,8 @@ impl Capture {
             operand.check_same_context(&self.ctx.inner, OPERATION)?;
             update.check_same_context(&self.ctx.inner, OPERATION)?;
             let initial = self.slot_start(start, operand.shape().len(), OPERATION)?;
-            let at = clamp_start(operand.shape(), update.shape(), &initial, OPERATION)?;
+            let strict = operand.storage.ctx.config().strict_starts;
+            let at = clamp_start(operand.shape(), update.shape(), &initial, strict, OPERATION)?;
             let copy = update_box::<T>(&operand, update, &at);
             self.record_moving(
                 (update, Access::Read, "the update"),
@@ -72,7 +73,8 @@ impl Capture {
         const OPERATION: &str = "Capture::dynamic_slice_at";
         operand.check_same_context(&self.ctx.inner, OPERATION)?;
         let initial = self.slot_start(start, operand.shape().len(), OPERATION)?;
-        let at = clamp_start(operand.shape(), sizes, &initial, OPERATION)?;
+        let strict = operand.storage.ctx.config().strict_starts;
+        let at = clamp_start(operand.shape(), sizes, &initial, strict, OPERATION)?;
         let result = self.new_array::<T>(sizes, None)?;
         let copy = slice_box::<T>(operand, &at, sizes);
         self.record_moving(

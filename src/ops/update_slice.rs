@@ -214,7 +214,14 @@ fn update_start<T: bytemuck::Pod>(
     start: &[i64],
     operation: &'static str,
 ) -> Result<Vec<u64>> {
-    clamp_start(operand.shape(), &operand_shape(update), start, operation)
+    let strict = operand.storage.ctx.config().strict_starts;
+    clamp_start(
+        operand.shape(),
+        &operand_shape(update),
+        start,
+        strict,
+        operation,
+    )
 }
 
 /// The shape an operand will have on the device, known before any upload.

@@ -1139,3 +1139,51 @@ fn the_plan_names_arrays_the_user_dropped_that_the_step_still_holds() {
         "it comes back with the step"
     );
 }
+
+/// With `strict_starts` (a debugging option), a start outside the operand is refused where XLA
+/// would clamp it, by single ops and by every run of a captured step alike, and nothing runs;
+/// starts in range work as ever.
+#[gpu_test]
+fn strict_starts_refuse_what_would_be_clamped_in_single_ops_and_captured_runs() {
+    let ctx = context_with(ArenaConfig {
+        strict_starts: true,
+        ..test_config()
+    });
+    let x = ctx
+        .device_put(&(0..40u32).collect::<Vec<_>>(), &[4, 10])
+        .unwrap();
+    let strict = |error: Error| match &error {
+        Error::InvalidArgument { reason, .. } => {
+            assert!(reason.contains("GPU_ARENA_STRICT_STARTS"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        ctx.device_get(&ctx.dynamic_slice(&x, &[3, 8], &[1, 2]).unwrap())
+            .unwrap(),
+        [38, 39]
+    );
+    strict(ctx.dynamic_slice(&x, &[3, 9], &[1, 2]).unwrap_err());
+    strict(ctx.dynamic_slice(&x, &[-1, 0], &[1, 2]).unwrap_err());
+    let row = ctx.device_put(&[7u32; 10], &[1, 10]).unwrap();
+    let refused = ctx.dynamic_update_slice(x, &row, &[4, 0]).unwrap_err();
+    strict(refused.error);
+    let x = refused.array;
+    assert_eq!(
+        ctx.device_get(&x).unwrap(),
+        (0..40u32).collect::<Vec<_>>(),
+        "intact"
+    );
+
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
+    let run = |step: &mut gpu_arena::CapturedStep, at: &gpu_arena::IndexSlot, row: i64| {
+        step.run().start(at, &[row, 0]).submit()
+    };
+    run(&mut decode.step, &decode.at, ROWS as i64 - 1).unwrap();
+    let before = ctx.device_get(&cache).unwrap();
+    strict(run(&mut decode.step, &decode.at, ROWS as i64).unwrap_err());
+    strict(run(&mut decode.step, &decode.at, -1).unwrap_err());
+    assert_eq!(ctx.device_get(&cache).unwrap(), before, "nothing ran");
+}

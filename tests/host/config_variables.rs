@@ -3,7 +3,7 @@
 //! `adversary_config.rs` checks that it names every variable the reader spells out, and no other.
 
 /// Every variable the configuration reads, the transfer guard's per-direction ones included.
-pub const EVERY_VARIABLE: [&str; 31] = [
+pub const EVERY_VARIABLE: [&str; 32] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
@@ -33,6 +33,7 @@ pub const EVERY_VARIABLE: [&str; 31] = [
     "GPU_ARENA_DUMP_ON_OOM",
     "GPU_ARENA_FORCE_DEVICE_KERNELS",
     "GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH",
+    "GPU_ARENA_STRICT_STARTS",
     "GPU_ARENA_MAX_BINDING_BYTES",
     "GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION",
 ];
