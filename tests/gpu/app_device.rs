@@ -20,6 +20,17 @@ fn app_device_with(
     features: wgpu::Features,
     limits: wgpu::Limits,
 ) -> Option<AppDevice> {
+    let (instance, adapter, device, queue) = instance_adapter_device(backends, features, limits)?;
+    Some(AppDevice::new(&adapter, &device, &queue).with_instance(&instance))
+}
+
+/// An instance, its first adapter of `backends`, and a device of it with `features` and
+/// `limits`: the parts an app holds.
+fn instance_adapter_device(
+    backends: wgpu::Backends,
+    features: wgpu::Features,
+    limits: wgpu::Limits,
+) -> Option<(wgpu::Instance, wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
     init_logging();
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends,
@@ -36,7 +47,7 @@ fn app_device_with(
         ..Default::default()
     }))
     .ok()?;
-    Some(AppDevice::new(&adapter, &device, &queue).with_instance(&instance))
+    Some((instance, adapter, device, queue))
 }
 
 /// An app's device with only what the docs list for `config`.
@@ -727,38 +738,18 @@ fn the_instance_and_adapter_are_handed_on_when_the_context_has_them() {
     drop((with, without, own));
 }
 
-/// An instance, its first adapter of `backends` and a device of it with what the arena needs.
-fn instance_adapter_device(
-    backends: wgpu::Backends,
-) -> Option<(wgpu::Instance, wgpu::Adapter, wgpu::Device, wgpu::Queue)> {
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
-        backends,
-        flags: wgpu::InstanceFlags::VALIDATION,
-        ..wgpu::InstanceDescriptor::new_without_display_handle()
-    });
-    let adapter =
-        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
-            .ok()?;
-    let needs = DeviceRequirements::for_config(&test_config());
-    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
-        required_features: needs.features,
-        required_limits: needs.limits,
-        ..Default::default()
-    }))
-    .ok()?;
-    Some((instance, adapter, device, queue))
-}
-
 #[gpu_test]
 fn a_device_paired_with_the_same_gpus_adapter_from_another_instance_is_refused() {
     init_logging();
     let mut backends_seen = 0;
     for backends in [wgpu::Backends::VULKAN, wgpu::Backends::GL] {
-        let Some((_first, adapter, device, queue)) = instance_adapter_device(backends) else {
+        let needs = DeviceRequirements::for_config(&test_config());
+        let parts = || instance_adapter_device(backends, needs.features, needs.limits.clone());
+        let Some((_first, adapter, device, queue)) = parts() else {
             continue;
         };
         // The same GPU through a second instance: it reports the same name, vendor and id.
-        let Some((_second, other_adapter, _, _)) = instance_adapter_device(backends) else {
+        let Some((_second, other_adapter, _, _)) = parts() else {
             continue;
         };
         backends_seen += 1;
