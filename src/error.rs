@@ -11,6 +11,7 @@ use crate::memplan::MemPlanError;
 use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::remat::RematError;
+pub use crate::run_refusal::{RunRefusal, SlotKind};
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
 /// shapes, out-of-memory, guard violations and missing adapters all arrive here.
@@ -157,6 +158,14 @@ pub enum Error {
         recorded: Access,
         /// What the refused op would do to it.
         access: Access,
+    },
+    /// A run of a captured step was given what it cannot take (a slot of another capture, a
+    /// slice of another length than captured, start indices of another rank): `refusal` says
+    /// which, with the values. Nothing ran and nothing the run set was kept.
+    #[error("invalid argument to CapturedStep::run: {refusal}")]
+    CapturedRun {
+        /// What was refused, with its values.
+        refusal: RunRefusal,
     },
     /// A single op or launch was called on the context (not on the capture) from the thread
     /// that holds a [`Capture`](crate::Capture) of it open, in the default

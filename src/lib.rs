@@ -178,6 +178,7 @@ mod pipelines;
 pub mod profile;
 mod recorder;
 pub mod remat;
+mod run_refusal;
 mod shape;
 mod sharding;
 mod shortfall;

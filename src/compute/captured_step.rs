@@ -12,7 +12,7 @@ use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, RunRefusal, SlotKind};
 use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::shape::start_index;
 use crate::step::{encode_bound_steps, encode_steps, BufferCopy, Step};
@@ -369,6 +369,12 @@ impl CapturedStep {
         }
     }
 
+    /// The number of the capture the step came from, as refusals name it (`Capture #N`, and
+    /// [`RunRefusal::ForeignSlot`]'s fields).
+    pub fn number(&self) -> u64 {
+        self.id & !CAPTURE_RECORDER_BIT
+    }
+
     /// Runs made so far (submitted).
     pub fn runs(&self) -> u64 {
         self.runs
@@ -444,25 +450,20 @@ pub struct StepRun<'s, 'r> {
 }
 
 impl<'s, 'r> StepRun<'s, 'r> {
-    fn refuse(&mut self, reason: String) {
-        self.error.get_or_insert(Error::InvalidArgument {
-            operation: "CapturedStep::run",
-            reason,
-        });
+    fn refuse(&mut self, refusal: RunRefusal) {
+        self.error.get_or_insert(Error::CapturedRun { refusal });
     }
 
     /// Whether `capture` is this step's; else notes the refusal of a foreign slot.
-    fn owns(&mut self, capture: u64, what: &str) -> bool {
+    fn owns(&mut self, capture: u64, slot: SlotKind) -> bool {
         if capture == self.step.id {
             return true;
         }
-        let (theirs, ours) = (
-            capture & !CAPTURE_RECORDER_BIT,
-            self.step.id & !CAPTURE_RECORDER_BIT,
-        );
-        self.refuse(format!(
-            "the {what} belongs to Capture #{theirs}, and this step is Capture #{ours}: give a run the slots its own capture made"
-        ));
+        self.refuse(RunRefusal::ForeignSlot {
+            slot,
+            slot_capture: capture & !CAPTURE_RECORDER_BIT,
+            step_capture: self.step.id & !CAPTURE_RECORDER_BIT,
+        });
         false
     }
 
@@ -472,7 +473,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         slot: &super::capture::ParamsSlot<P>,
         value: &P,
     ) -> Self {
-        if self.owns(slot.capture, "parameter slot") {
+        if self.owns(slot.capture, SlotKind::Params) {
             self.params
                 .push((slot.index, bytemuck::bytes_of(value).to_vec()));
         }
@@ -486,16 +487,14 @@ impl<'s, 'r> StepRun<'s, 'r> {
         slot: &super::capture::InputSlot<T>,
         data: &'r [T],
     ) -> Self {
-        if !self.owns(slot.capture, "input slot") {
+        if !self.owns(slot.capture, SlotKind::Input) {
             return self;
         }
         if data.len() != slot.len {
-            self.refuse(format!(
-                "the input has {} elements and the captured upload {}: give each run exactly {} elements",
-                data.len(),
-                slot.len,
-                slot.len
-            ));
+            self.refuse(RunRefusal::InputLength {
+                given: data.len(),
+                captured: slot.len,
+            });
         } else if let Some(index) = slot.index {
             self.inputs.push((index, bytemuck::cast_slice(data)));
         }
@@ -505,15 +504,14 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// Sets start indices ([`crate::Capture::index_slot`]) for this run and later ones: one per
     /// dimension, clamped into range at each op as XLA clamps.
     pub fn start(mut self, slot: &super::capture::IndexSlot, start: &[i64]) -> Self {
-        if !self.owns(slot.capture, "index slot") {
+        if !self.owns(slot.capture, SlotKind::Index) {
             return self;
         }
         if start.len() != slot.rank {
-            self.refuse(format!(
-                "{} start indices given for an index slot of rank {}: give one per dimension",
-                start.len(),
-                slot.rank
-            ));
+            self.refuse(RunRefusal::StartRank {
+                given: start.len(),
+                rank: slot.rank,
+            });
         } else {
             self.starts.push((slot.index, start.to_vec()));
         }
@@ -527,16 +525,14 @@ impl<'s, 'r> StepRun<'s, 'r> {
         slot: &super::capture::ReadSlot<T>,
         out: &'r mut [T],
     ) -> Self {
-        if !self.owns(slot.capture, "read slot") {
+        if !self.owns(slot.capture, SlotKind::Read) {
             return self;
         }
         if out.len() != slot.len {
-            self.refuse(format!(
-                "the output slice holds {} elements and the captured read {}: pass exactly {}",
-                out.len(),
-                slot.len,
-                slot.len
-            ));
+            self.refuse(RunRefusal::ReadLength {
+                given: out.len(),
+                captured: slot.len,
+            });
         } else if let Some(index) = slot.index {
             self.reads.push((index, bytemuck::cast_slice_mut(out)));
         }
@@ -548,8 +544,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// ops called before. Waits only when the run reads into host memory. Returns the
     /// submission.
     ///
-    /// Errors: [`Error::InvalidArgument`] for a slot of another step, an input or output slice
-    /// of another length than captured, or start indices of another rank;
+    /// Errors: [`Error::CapturedRun`] for a slot of another step, an input or output slice of
+    /// another length than captured, or start indices of another rank (its
+    /// [`RunRefusal`](crate::error::RunRefusal) holds the values);
     /// [`Error::TransferGuard`] when the transfer guard refuses this run's host data (an
     /// explicit host-to-device transfer, as `device_put`) or its reads (explicit
     /// device-to-host, as `device_get_into`): nothing runs. Both are counted in
@@ -569,12 +566,11 @@ impl<'s, 'r> StepRun<'s, 'r> {
         for (index, bytes) in &self.params {
             let expected = step.slot_sizes[*index as usize];
             if bytes.len() != expected {
-                return Err(Error::InvalidArgument {
-                    operation: OPERATION,
-                    reason: format!(
-                        "{} parameter bytes given for a slot of {expected}: pass a value of the slot's type",
-                        bytes.len()
-                    ),
+                return Err(Error::CapturedRun {
+                    refusal: RunRefusal::ParamsSize {
+                        given: bytes.len(),
+                        expected,
+                    },
                 });
             }
         }

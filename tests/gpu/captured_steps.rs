@@ -318,15 +318,33 @@ fn a_run_with_a_wrong_slice_rank_or_foreign_slot_is_refused_and_changes_nothing(
             .submit()
             .unwrap_err(),
     ];
-    for (refused, says) in refusals.iter().zip([
+    use gpu_arena::error::{RunRefusal, SlotKind};
+    let (step_capture, other_capture) = (decode.step.number(), other.step.number());
+    let expected = [
+        RunRefusal::InputLength {
+            given: WIDTH - 1,
+            captured: WIDTH,
+        },
+        RunRefusal::StartRank { given: 1, rank: 2 },
+        RunRefusal::ForeignSlot {
+            slot: SlotKind::Params,
+            slot_capture: other_capture,
+            step_capture,
+        },
+        RunRefusal::ReadLength {
+            given: 3,
+            captured: WIDTH,
+        },
+    ];
+    for ((refused, want), says) in refusals.iter().zip(expected).zip([
         "63 elements",
         "rank 2",
         "belongs to Capture #",
         "holds 3 elements",
     ]) {
         assert!(
-            matches!(refused, Error::InvalidArgument { .. }),
-            "{refused}"
+            matches!(refused, Error::CapturedRun { refusal } if *refusal == want),
+            "{refused:?}"
         );
         assert!(refused.to_string().contains(says), "{refused}");
     }

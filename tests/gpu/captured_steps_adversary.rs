@@ -171,9 +171,8 @@ fn slots_of_a_capture_on_another_context_are_refused_and_change_nothing() {
         assert!(
             matches!(
                 refused,
-                Error::InvalidArgument {
-                    operation: "CapturedStep::run",
-                    ..
+                Error::CapturedRun {
+                    refusal: gpu_arena::error::RunRefusal::ForeignSlot { .. }
                 }
             ),
             "{refused}"
@@ -310,10 +309,30 @@ fn a_rank_zero_index_slot_updates_a_scalar_and_an_empty_slice_reads_nothing() {
         .submit()
         .unwrap();
     assert_eq!(ctx.device_get(&scalar).unwrap(), [7]);
+    use gpu_arena::error::RunRefusal;
     let refused = step.run().start(&none, &[0]).submit().unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(
+        matches!(
+            refused,
+            Error::CapturedRun {
+                refusal: RunRefusal::StartRank { given: 1, rank: 0 }
+            }
+        ),
+        "{refused}"
+    );
     let refused = step.run().input(&new_value, &[]).submit().unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(
+        matches!(
+            refused,
+            Error::CapturedRun {
+                refusal: RunRefusal::InputLength {
+                    given: 0,
+                    captured: 1
+                }
+            }
+        ),
+        "{refused}"
+    );
     assert_eq!(ctx.device_get(&scalar).unwrap(), [7]);
     assert_eq!(ctx.device_get(&matrix).unwrap(), [1; 12]);
 }
