@@ -80,6 +80,17 @@ fn mpirun(
     for (key, value) in env {
         command.env(key, value);
     }
+    // A session directory of its own per job: Open MPI 4.1's launchers, started at once by
+    // tests running in parallel, race to create the shared `/tmp/ompi.<host>.<uid>` ("A call
+    // to mkdir was unable to create the desired directory ... File exists", orte_init fails).
+    static JOBS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let session = std::env::temp_dir().join(format!(
+        "gpu-arena-mpi-{}-{}",
+        std::process::id(),
+        JOBS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&session).expect("a session directory for mpirun");
+    command.env("OMPI_MCA_orte_tmpdir_base", &session);
     let started = Instant::now();
     let mut child = command
         .spawn()
@@ -108,6 +119,7 @@ fn mpirun(
         std::thread::sleep(Duration::from_millis(100));
     };
     let took = started.elapsed();
+    let _ = std::fs::remove_dir_all(&session);
     let output = format!(
         "{}\n--- stderr ---\n{}",
         out.join().unwrap_or_default(),
