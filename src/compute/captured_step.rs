@@ -591,25 +591,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
             inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
         }
         // Every start of this run, checked (strict starts) before anything is written.
-        let strict = inner.config().strict_starts;
-        let mut offsets = Vec::new();
-        for (index, start) in &self.starts {
-            for (m, moving) in step.moving.iter().enumerate() {
-                if moving.slot != *index {
-                    continue;
-                }
-                let mut offset = 0u64;
-                for (d, ((&s, (&dim, &size)), &stride)) in start
-                    .iter()
-                    .zip(moving.shape.iter().zip(&moving.sizes))
-                    .zip(&moving.strides)
-                    .enumerate()
-                {
-                    offset += start_index(s, dim, size, strict, d, OPERATION)? * stride;
-                }
-                offsets.push((m, offset));
-            }
-        }
+        let offsets = moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)?;
         // Everything is checked: write what this run changes.
         for (index, bytes) in &self.params {
             for target in &step.slot_targets[*index as usize] {
@@ -728,6 +710,33 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         Ok(id)
     }
+}
+
+/// The byte offset of each moving copy (by position in `moving`) that `starts` (index slot,
+/// start indices) place this run, each start clamped as XLA clamps it or, with `strict`,
+/// refused outside the operand ([`start_index`]). A later start of a slot wins, as the
+/// later write of it would.
+fn moving_offsets(
+    moving: &[MovingCopy],
+    starts: &[(u32, Vec<i64>)],
+    strict: bool,
+) -> Result<Vec<(usize, u64)>> {
+    let mut offsets = Vec::new();
+    for (index, start) in starts {
+        for (m, copy) in moving.iter().enumerate().filter(|(_, c)| c.slot == *index) {
+            let mut offset = 0u64;
+            for (d, ((&s, (&dim, &size)), &stride)) in start
+                .iter()
+                .zip(copy.shape.iter().zip(&copy.sizes))
+                .zip(&copy.strides)
+                .enumerate()
+            {
+                offset += start_index(s, dim, size, strict, d, "CapturedStep::run")? * stride;
+            }
+            offsets.push((m, offset));
+        }
+    }
+    Ok(offsets)
 }
 
 /// For each step, the earlier dispatch it is identical to, when it may share that one's bind
