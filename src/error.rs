@@ -6,7 +6,7 @@
 
 use crate::arena::{ArenaError, OutOfMemory};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
-use crate::config::transfer_guard::TransferDirection;
+use crate::guard_levels::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};

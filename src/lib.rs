@@ -169,6 +169,7 @@ mod devices;
 pub mod distributed;
 mod donated;
 pub mod error;
+mod guard_levels;
 pub mod guide;
 pub mod kernels;
 mod lock;

@@ -4,7 +4,7 @@
 //! lists and re-exports.
 
 use super::mem_fraction::MemFraction;
-use super::transfer_guard::TransferGuardLevels;
+use crate::guard_levels::TransferGuardLevels;
 use serde::{Deserialize, Serialize};
 
 /// Default size of the reusable staging pool for transfers (64 MiB: big enough to keep the copy

@@ -10,12 +10,12 @@ use super::arena_config::{
     DEFAULT_TIMELINE_CAPACITY,
 };
 use super::mem_fraction::MemFraction;
-use super::transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 use super::validate::{
     binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
     MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, STAGING,
 };
 use crate::error::{Error, Result};
+use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 use std::ffi::OsString;
 
 impl ArenaConfig {

@@ -36,7 +36,7 @@
 //!
 //! Files: `mod.rs` (this table and the re-exports), `arena_config.rs` (the knobs and their
 //! defaults), `mem_fraction.rs` (XLA's fraction
-//! grammar), `transfer_guard.rs` (the guard's directions and levels, as data), `env.rs`
+//! grammar), `env.rs`
 //! (reading the variables), `validate.rs` (the rules and their bounds).
 
 // Configuration handles user numbers: no arithmetic here may wrap or panic.
@@ -45,16 +45,15 @@
 mod arena_config;
 mod env;
 mod mem_fraction;
-pub(crate) mod transfer_guard;
 mod validate;
 
+pub use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use arena_config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, DEFAULT_ARRAY_USAGES,
     DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES, DEFAULT_STAGING_BYTES, DEFAULT_TIMELINE_CAPACITY,
     FORBIDDEN_ARRAY_USAGES, REQUIRED_ARRAY_USAGES,
 };
 pub use mem_fraction::{MemFraction, MemFractionError, DEFAULT_MEM_FRACTION};
-pub use transfer_guard::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use validate::{
     MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES,
     MIN_KERNEL_BINDING_BYTES, MIN_REGION_BYTES, MIN_STAGING_BYTES,

@@ -1,9 +1,10 @@
-//! The transfer guard's settings as data: the directions data moves in, JAX's five levels, and
-//! one level per direction ([`crate::ArenaConfig::transfer_guard`]).
+//! The transfer guard's vocabulary: the directions data moves in, JAX's five levels, and one
+//! level per direction ([`crate::ArenaConfig::transfer_guard`]).
 //!
-//! These are configuration, so they live here, below what they configure: the guard itself
-//! (the scoped overrides and the check every transfer makes) is `crate::transfer::guard`,
-//! which reads these types. Parsing them from the environment is in `env.rs`.
+//! Plain data with no behaviour of the guard's: the configuration holds a level per direction,
+//! the guard itself (`crate::transfer::guard`: the scoped overrides and the check every
+//! transfer makes) compares them, and a refusal ([`crate::Error::TransferGuard`]) names the
+//! direction. Parsing the levels from the environment is in `config/env.rs`.
 
 use serde::{Deserialize, Serialize};
 
