@@ -40,6 +40,10 @@ pub enum CollectiveFailure {
     /// The collectives' progress thread ended before a started collective finished (it
     /// panicked).
     ProgressThreadEnded,
+    /// The MPI library's `MPI_IN_PLACE` is unknown to the MPI bindings, so an in-place
+    /// reduction cannot be asked for (gpu-arena takes the in-place paths only where it is
+    /// known; the bindings' build decides).
+    InPlaceUnknown,
 }
 
 /// What another rank refused a collective for, as it reported it in its header (the numbers

@@ -4,7 +4,7 @@
 //! do. It is a module of its own because every other module returns it; the pure modules
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
-use crate::arena::{ArenaError, OutOfMemory};
+use crate::arena::{ArenaError, OutOfMemory, RegionRefusal};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::guard_levels::TransferDirection;
 use crate::memplan::MemPlanError;
@@ -96,6 +96,22 @@ pub enum Error {
     /// A checkpointing chain or plan was refused (see [`RematError`]).
     #[error(transparent)]
     Remat(#[from] RematError),
+    /// The device refused a buffer outside the arena (the staging memory transfers go
+    /// through): `refusal` tells memory that is short now
+    /// ([`RegionRefusal::OutOfMemory`]: free device memory or lower the staging) from a size
+    /// beyond a device limit ([`RegionRefusal::TooLarge`], with the size, the limit and its
+    /// name). A lost device is [`Error::DeviceLost`] instead. Nothing was changed.
+    #[error(
+        "GPU memory backend failed during {during}: {refusal}{}",
+        buffer_refusal_hint(refusal)
+    )]
+    BufferRefused {
+        /// What was being done, with the buffer's label and size.
+        during: String,
+        /// How the device refused it.
+        #[source]
+        refusal: RegionRefusal,
+    },
     /// The Vulkan driver or gpu-allocator failed.
     #[error("GPU memory backend failed during {during}: {reason}")]
     Backend {
@@ -257,6 +273,18 @@ impl From<ArenaError> for Error {
             },
             other => Error::Arena(other),
         }
+    }
+}
+
+/// What to do about a refused buffer, by the kind of refusal.
+fn buffer_refusal_hint(refusal: &RegionRefusal) -> &'static str {
+    match refusal {
+        RegionRefusal::OutOfMemory { .. } => {
+            "; free device memory (drop arrays, lower GPU_ARENA_MEM_FRACTION) or lower \
+             GPU_ARENA_STAGING_MB"
+        }
+        RegionRefusal::TooLarge { .. } => "; lower GPU_ARENA_STAGING_MB below the limit",
+        _ => "",
     }
 }
 

@@ -37,6 +37,7 @@ pub enum ArenaError {
         /// The size of the region that was refused.
         region_bytes: u64,
         /// Why the source refused it.
+        #[source]
         refusal: RegionRefusal,
     },
     /// The options allow no region at all: `max_region_bytes` is below the 256-byte granule.

@@ -8,7 +8,8 @@ use crate::error::Error;
 
 /// Why a backend could not make a buffer: the step that failed (with the buffer's label and
 /// size) and the typed refusal. The arena reads the refusal; everyone else gets the crate's
-/// [`Error`] (`From`).
+/// [`Error`] (`From`): [`Error::DeviceLost`] for a lost device, [`Error::BufferRefused`] with
+/// the refusal for the rest.
 #[derive(Debug)]
 pub(crate) struct BufferFailure {
     /// What was being done, e.g. `allocating device memory (gpu-arena region 3, 1024 bytes)`.
@@ -24,9 +25,9 @@ impl From<BufferFailure> for Error {
                 during: failure.during,
                 reason,
             },
-            refusal => Error::Backend {
+            refusal => Error::BufferRefused {
                 during: failure.during,
-                reason: refusal.to_string(),
+                refusal,
             },
         }
     }
@@ -56,4 +57,61 @@ pub(crate) struct DeviceBuffer {
     pub(crate) mapped: Option<MappedRange>,
     /// The Vulkan memory type behind it (None on non-Vulkan backends).
     pub(crate) memory_type: Option<u32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(refusal: RegionRefusal) -> Error {
+        Error::from(BufferFailure {
+            during: "creating a buffer (staging, 4096 bytes)".into(),
+            refusal,
+        })
+    }
+
+    #[test]
+    fn a_refused_buffer_keeps_its_kind_and_values_in_the_crate_error() {
+        match failure(RegionRefusal::out_of_memory(
+            "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+        )) {
+            Error::BufferRefused {
+                during,
+                refusal: RegionRefusal::OutOfMemory { reason },
+            } => {
+                assert!(during.contains("4096 bytes"), "{during}");
+                assert_eq!(reason, "VK_ERROR_OUT_OF_DEVICE_MEMORY");
+            }
+            other => panic!("expected BufferRefused(OutOfMemory), got {other:?}"),
+        }
+        let too_large = failure(check_buffer_size(1 << 20, 1 << 10, "maxBufferSize").unwrap_err());
+        let text = too_large.to_string();
+        match too_large {
+            Error::BufferRefused {
+                refusal:
+                    RegionRefusal::TooLarge {
+                        size,
+                        limit,
+                        limit_name,
+                    },
+                ..
+            } => assert_eq!(
+                (size, limit, limit_name),
+                (1 << 20, 1 << 10, "maxBufferSize")
+            ),
+            other => panic!("expected BufferRefused(TooLarge), got {other:?}"),
+        }
+        assert!(
+            text.contains("maxBufferSize") && text.contains("GPU_ARENA_STAGING_MB"),
+            "{text}"
+        );
+        let source = std::error::Error::source(&failure(RegionRefusal::out_of_memory("x")));
+        assert!(source.is_some_and(|s| s.is::<RegionRefusal>()));
+        match failure(RegionRefusal::DeviceLost {
+            reason: "reset".into(),
+        }) {
+            Error::DeviceLost { reason, .. } => assert_eq!(reason, "reset"),
+            other => panic!("expected DeviceLost, got {other:?}"),
+        }
+    }
 }

@@ -7,7 +7,7 @@
 
 use super::capture::{Capture, CAPTURE_RECORDER_BIT};
 use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
-use super::step_staging::StepStaging;
+use super::step_staging::{InPlaceInputs, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
@@ -37,7 +37,8 @@ pub struct PlannedTemporary {
     pub bytes: u64,
     /// Its offset from the block's first byte.
     pub offset: u64,
-    /// The first step that touches it.
+    /// The first step that touches it; 0 for an input's host data where the arena is
+    /// host-visible (UMA with zero-copy on), which a run may write before its first command.
     pub first_step: usize,
     /// The last step that touches it.
     pub last_step: usize,
@@ -166,7 +167,8 @@ impl CapturedStep {
                 storage.allocation.size,
             )
         }));
-        let lives = index.lives(&steps, temporaries.len());
+        let mut lives = index.lives(&steps, temporaries.len());
+        inputs_live_from_the_start(&index, &tables.inputs, &steps, &temporaries, &mut lives);
         let mut placed_as = vec![None; temporaries.len()];
         let mut placed = Vec::new();
         for (number, (storage, _)) in temporaries.iter().enumerate() {
@@ -257,7 +259,7 @@ impl CapturedStep {
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
         // The step's own staging: its uploads' host data and its reads' destination.
-        let staging = StepStaging::new(
+        let mut staging = StepStaging::new(
             &inner,
             &tables.upload_bytes,
             tables.inputs.iter().map(|io| (io.offset, io.bytes)),
@@ -270,6 +272,9 @@ impl CapturedStep {
                     *src = upload.clone();
                 }
             }
+        }
+        if let Some(in_place) = in_place_inputs(&tables.inputs, &steps, &arrays) {
+            staging.write_inputs_in_place(in_place);
         }
         if let Some(readback) = staging.readback_buffer() {
             for read in &tables.reads {
@@ -653,15 +658,21 @@ impl<'s, 'r> StepRun<'s, 'r> {
         let mut timer = inner.dispatch_timer(&step.steps);
         let scopes = ErrorScopes::push(inner.device());
         let prelude = buffers.uniform_copy.as_slice();
-        let commands =
-            match encode_bound_steps(inner.device(), prelude, &step.steps, timer.as_mut()) {
-                Ok(commands) => commands,
-                Err(reason) => {
-                    let _ = scopes.pop();
-                    inner.timed_submission(timer, SubmissionId(0), false);
-                    return Err(inner.device_error("encoding a captured step's run", reason));
-                }
-            };
+        let omitted = step.staging.omitted_copies(&buffers);
+        let commands = match encode_bound_steps(
+            inner.device(),
+            prelude,
+            &step.steps,
+            omitted,
+            timer.as_mut(),
+        ) {
+            Ok(commands) => commands,
+            Err(reason) => {
+                let _ = scopes.pop();
+                inner.timed_submission(timer, SubmissionId(0), false);
+                return Err(inner.device_error("encoding a captured step's run", reason));
+            }
+        };
         let arrays = &step.arrays;
         let record = |id| {
             for (storage, _) in arrays {
@@ -709,6 +720,76 @@ impl<'s, 'r> StepRun<'s, 'r> {
             inner.count_transfer(DeviceToHost, true, reads, read_bytes, started);
         }
         Ok(id)
+    }
+}
+
+/// Where a run could write its inputs in place ([`InPlaceInputs`]): when every input's bytes
+/// lie in mapped arena memory (UMA, zero-copy on) of one of the step's `arrays` (the block, for
+/// a temporary). `None` elsewhere: runs copy their inputs from an upload buffer.
+fn in_place_inputs(
+    inputs: &[CapturedIo],
+    steps: &[Step],
+    arrays: &[(Arc<ArrayStorage>, Access)],
+) -> Option<InPlaceInputs> {
+    use std::collections::{BTreeMap, HashMap};
+    // The step's arrays by buffer and start: the one holding a byte is the last one starting
+    // at or before it (allocations never overlap).
+    let mut by_buffer: HashMap<&wgpu::Buffer, BTreeMap<u64, &Arc<ArrayStorage>>> = HashMap::new();
+    for (storage, _) in arrays {
+        by_buffer
+            .entry(&storage.buffer)
+            .or_default()
+            .insert(storage.allocation.offset, storage);
+    }
+    let mut in_place = InPlaceInputs {
+        ranges: Vec::with_capacity(inputs.len()),
+        holders: Vec::new(),
+        copies: Vec::with_capacity(inputs.len()),
+    };
+    for input in inputs {
+        let Some(Step::Copy(copy)) = steps.get(input.step) else {
+            return None;
+        };
+        let (_, holder) = by_buffer
+            .get(&copy.dst)?
+            .range(..=copy.dst_offset)
+            .next_back()?;
+        let end = holder.allocation.offset + holder.allocation.size;
+        if copy.dst_offset + input.bytes > end {
+            return None;
+        }
+        in_place
+            .ranges
+            .push(holder.mapped.as_ref()?.sub(copy.dst_offset, input.bytes));
+        if !in_place.holders.iter().any(|h| Arc::ptr_eq(h, holder)) {
+            in_place.holders.push(Arc::clone(holder));
+        }
+        in_place.copies.push(input.step);
+    }
+    in_place.copies.sort_unstable();
+    (!in_place.ranges.is_empty()).then_some(in_place)
+}
+
+/// Makes every input that is a temporary in mapped memory live from the step's first step: a
+/// run that writes its inputs in place writes them before any of its commands run, so no
+/// temporary before an input's copy may share its bytes.
+fn inputs_live_from_the_start(
+    index: &TemporaryIndex,
+    inputs: &[CapturedIo],
+    steps: &[Step],
+    temporaries: &[(Arc<ArrayStorage>, Access)],
+    lives: &mut [Option<(usize, usize)>],
+) {
+    for input in inputs {
+        if let Some(Step::Copy(copy)) = steps.get(input.step) {
+            index.overlapping(&copy.dst, copy.dst_offset, copy.size, |number| {
+                if temporaries[number].0.mapped.is_some() {
+                    if let Some(life) = &mut lives[number] {
+                        life.0 = 0;
+                    }
+                }
+            });
+        }
     }
 }
 

@@ -11,16 +11,25 @@
 //! host keeps the latest bytes of every input (the step's mirror), and a buffer takes the
 //! pieces that changed since it was last written.
 //!
+//! On UMA with zero-copy on, where the arena itself is mapped, a run whose inputs no GPU work
+//! uses any more (the step's previous run has completed, as in a loop that reads every run)
+//! writes its inputs' host data straight into their arrays instead, as a `device_put` does,
+//! and its commands leave the input copies out ([`InPlaceInputs`]); while the previous run is
+//! still in flight, the run takes an upload buffer as above and does not wait.
+//!
 //! Elsewhere (wgpu's GL backend) the step keeps ordinary wgpu buffers: `queue.write_buffer`
 //! into them, `map_async` to read.
 
 use super::capture_tables::CapturedIo;
+use crate::array::ArrayStorage;
+use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
 use crate::pipelines::DeviceRefusal;
 use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
+use std::sync::Arc;
 
 /// Upload buffers a step keeps at most: one the GPU copies out of for the run in flight, one
 /// the host fills for the next (double buffering, as the staging pool's buffers take turns).
@@ -45,6 +54,16 @@ struct UploadBuffer {
     synced: u64,
 }
 
+/// Where a run may write its inputs' host data itself (UMA, zero-copy): each input's bytes in
+/// the mapped arena, in the order of the step's inputs; the arrays that hold them, which no GPU
+/// work may still use when the host writes; and the positions of the input copies in the
+/// step (sorted), which such a run leaves out.
+pub(crate) struct InPlaceInputs {
+    pub(crate) ranges: Vec<MappedRange>,
+    pub(crate) holders: Vec<Arc<ArrayStorage>>,
+    pub(crate) copies: Vec<usize>,
+}
+
 /// The mapped staging of a step on Vulkan.
 pub(crate) struct MappedStaging {
     /// The latest bytes of every piece: inputs at their offsets, then the uniform block.
@@ -57,6 +76,7 @@ pub(crate) struct MappedStaging {
     /// The generation of the uniform block the parameter buffer holds.
     uniform_on_device: u64,
     readback: Option<StagingBuffer>,
+    in_place: Option<InPlaceInputs>,
 }
 
 /// The step's host data path, chosen by the backend.
@@ -78,6 +98,8 @@ pub(crate) struct RunBuffers {
     buffer: Option<usize>,
     /// The uniform block's generation `uniform_copy` brings to the device.
     uniform_generation: Option<u64>,
+    /// The run wrote its inputs in place: its input copies are left out.
+    pub(crate) in_place: bool,
 }
 
 impl StepStaging {
@@ -154,7 +176,28 @@ impl StepStaging {
             // The parameter buffer was written with the captured block at `finish`.
             uniform_on_device: 1,
             readback,
+            in_place: None,
         }))
+    }
+
+    /// Lets runs write their inputs in place (see [`InPlaceInputs`]); on the mapped path only.
+    pub(crate) fn write_inputs_in_place(&mut self, in_place: InPlaceInputs) {
+        if let StepStaging::Mapped(mapped) = self {
+            mapped.in_place = Some(in_place);
+        }
+    }
+
+    /// The positions of the input copies a run that wrote its inputs in place leaves out.
+    pub(crate) fn omitted_copies(&self, buffers: &RunBuffers) -> &[usize] {
+        match (self, buffers.in_place) {
+            (
+                StepStaging::Mapped(MappedStaging {
+                    in_place: Some(p), ..
+                }),
+                true,
+            ) => &p.copies,
+            _ => &[],
+        }
     }
 
     /// The buffer the input copies read, for the capture's first encoding.
@@ -207,6 +250,7 @@ impl StepStaging {
                     uniform_copy: None,
                     buffer: None,
                     uniform_generation: None,
+                    in_place: false,
                 })
             }
             StepStaging::Mapped(mapped) => {
@@ -290,18 +334,27 @@ impl MappedStaging {
             self.mirror[at..at + block.len()].copy_from_slice(block);
             self.pieces[piece].changed_at = self.generation;
         }
-        if self.mirror.is_empty() {
+        let in_place = self.write_in_place(inner);
+        let uniform_behind = match (self.uniform, uniform) {
+            (Some((_, piece)), Some(_)) => self.pieces[piece].changed_at > self.uniform_on_device,
+            _ => false,
+        };
+        if self.mirror.is_empty() || (in_place && !uniform_behind) {
             return Ok(RunBuffers {
                 upload: None,
                 uniform_copy: None,
                 buffer: None,
                 uniform_generation: None,
+                in_place,
             });
         }
         let i = self.take_buffer(inner)?;
         let buffer = &mut self.buffers[i];
-        for piece in &self.pieces {
-            if piece.changed_at > buffer.synced && piece.bytes > 0 {
+        for (number, piece) in self.pieces.iter().enumerate() {
+            // In place, only the uniform block goes through the buffer, which then stays as
+            // old as `synced` says for the next run that copies its inputs.
+            let wanted = !in_place || self.uniform.is_some_and(|(_, u)| u == number);
+            if wanted && piece.changed_at > buffer.synced && piece.bytes > 0 {
                 let (at, len) = (piece.offset as usize, piece.bytes as usize);
                 buffer
                     .staging
@@ -310,7 +363,9 @@ impl MappedStaging {
                     .write(&self.mirror[at..at + len]);
             }
         }
-        buffer.synced = self.generation;
+        if !in_place {
+            buffer.synced = self.generation;
+        }
         let mut uniform_generation = None;
         let uniform_copy = match (self.uniform, uniform) {
             (Some((at, piece)), Some((dst, block)))
@@ -328,11 +383,31 @@ impl MappedStaging {
             _ => None,
         };
         Ok(RunBuffers {
-            upload: Some(buffer.staging.buffer.clone()),
+            upload: (!in_place).then(|| buffer.staging.buffer.clone()),
             uniform_copy,
             buffer: Some(i),
             uniform_generation,
+            in_place,
         })
+    }
+
+    /// Writes every input's latest bytes straight into its array when the run may (see
+    /// [`InPlaceInputs`]): all of them, since the step's own work may have overwritten an
+    /// input's memory after its last use. `false`: the run copies them from an upload buffer.
+    fn write_in_place(&self, inner: &ContextInner) -> bool {
+        let completed = inner.submissions().completed();
+        let Some(in_place) = self
+            .in_place
+            .as_ref()
+            .filter(|p| p.holders.iter().all(|h| h.last_use().0 <= completed))
+        else {
+            return false;
+        };
+        for (piece, range) in self.pieces.iter().zip(&in_place.ranges) {
+            let (at, len) = (piece.offset as usize, piece.bytes as usize);
+            range.write(&self.mirror[at..at + len]);
+        }
+        true
     }
 
     /// An upload buffer no GPU work reads any more: a free one, a new one while fewer than

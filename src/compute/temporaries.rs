@@ -32,7 +32,7 @@ impl TemporaryIndex {
     }
 
     /// The temporaries with a byte in `offset..offset + size` of `buffer`, by number.
-    fn overlapping(
+    pub(crate) fn overlapping(
         &self,
         buffer: &wgpu::Buffer,
         offset: u64,

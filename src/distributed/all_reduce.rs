@@ -269,11 +269,7 @@ impl Collectives {
     }
 }
 
-/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
-/// cannot happen: the in-place paths run only when it is known), typed rather than a panic.
+/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown.
 fn in_place_unknown() -> crate::error::Error {
-    crate::error::Error::Backend {
-        during: OPERATION.to_string(),
-        reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
-    }
+    super::fused::in_place_unknown(OPERATION)
 }

@@ -31,7 +31,7 @@ use super::staged::{fits_staging, misaligned_mapping, reduce_staged_chunks, Segm
 use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
 use crate::context::ContextInner;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, Result};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -379,12 +379,15 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
 /// The name of `broadcast_many` in its errors (the list phase here refuses with it too).
 pub(super) const BROADCAST: &str = "broadcast_many";
 
-/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (it
-/// cannot happen: the in-place paths run only when it is known), typed rather than a panic.
-fn in_place_unknown(operation: &'static str) -> Error {
-    Error::Backend {
-        during: operation.to_string(),
-        reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
+/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (the
+/// in-place paths run only where it is known), typed rather than a panic.
+pub(super) fn in_place_unknown(operation: &'static str) -> Error {
+    Error::Collective {
+        operation,
+        failure: CollectiveFailure::InPlaceUnknown,
+        reason: "the MPI bindings do not know this MPI library's MPI_IN_PLACE; build the `mpi` \
+                 crate against the MPI library mpirun runs"
+            .into(),
     }
 }
 

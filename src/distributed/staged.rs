@@ -153,10 +153,7 @@ fn reduce_into_upload<T: CollectiveElement>(
     MappedElements::<T>::new(chunk)
         .ok_or_else(|| misaligned_mapping(operation))?
         .write_with(|e| all_reduce_in_place(comm, e, op))
-        .ok_or_else(|| Error::Backend {
-            during: operation.to_string(),
-            reason: "this MPI library's MPI_IN_PLACE is unknown".into(),
-        })?;
+        .ok_or_else(|| super::fused::in_place_unknown(operation))?;
     let mut encoder = ctx.device().create_command_encoder(&Default::default());
     let mut at = 0;
     for s in segments {

@@ -153,19 +153,29 @@ pub(crate) fn encode_steps(
 /// Encodes `prelude` then `steps`, whose every dispatch has its bind group (a captured step's
 /// copies of the run's parameters, then its commands), into one command buffer, without error
 /// scopes of its own: the caller's scope, around this and the submission, catches a refusal.
-/// `timer` times the dispatches of `steps` as for [`encode_steps`].
+/// The copies of `steps` at `omitted_copies` (sorted positions) are left out. `timer` times the
+/// dispatches of `steps` as for [`encode_steps`].
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
     prelude: &[Step],
     steps: &[Step],
+    omitted_copies: &[usize],
     timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, DeviceRefusal> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena captured run"),
     });
     let none = vec![None; prelude.len().max(steps.len())];
-    record_into(&mut encoder, device, prelude, &none, None, None)?;
-    record_into(&mut encoder, device, steps, &none, None, timer)?;
+    record_into(&mut encoder, device, prelude, &none, &[], None, None)?;
+    record_into(
+        &mut encoder,
+        device,
+        steps,
+        &none,
+        omitted_copies,
+        None,
+        timer,
+    )?;
     Ok(encoder.finish())
 }
 
@@ -182,17 +192,27 @@ fn record_commands(
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
         label: Some("gpu-arena steps"),
     });
-    record_into(&mut encoder, device, steps, offsets, params_buffer, timer)?;
+    record_into(
+        &mut encoder,
+        device,
+        steps,
+        offsets,
+        &[],
+        params_buffer,
+        timer,
+    )?;
     Ok(encoder.finish())
 }
 
-/// Records `steps` into `encoder` ([`record_commands`]), the timer's stamps resolved at the
-/// end.
+/// Records `steps` into `encoder` ([`record_commands`]), but the copies at the positions in
+/// `omitted_copies` (sorted: a captured run that wrote its inputs in place leaves their copies
+/// out), the timer's stamps resolved at the end.
 fn record_into(
     encoder: &mut wgpu::CommandEncoder,
     device: &wgpu::Device,
     steps: &[Step],
     offsets: &[Option<u64>],
+    omitted_copies: &[usize],
     params_buffer: Option<&wgpu::Buffer>,
     mut timer: Option<&mut DispatchTimer>,
 ) -> Result<(), DeviceRefusal> {
@@ -268,7 +288,9 @@ fn record_into(
                 }
             }
             Step::Copy(copy) => {
-                copy.encode(encoder);
+                if omitted_copies.binary_search(&i).is_err() {
+                    copy.encode(encoder);
+                }
                 i += 1;
             }
             Step::Clear {

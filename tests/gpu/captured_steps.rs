@@ -1205,3 +1205,158 @@ fn strict_starts_refuse_what_would_be_clamped_in_single_ops_and_captured_runs() 
     strict(run(&mut decode.step, &decode.at, -1).unwrap_err());
     assert_eq!(ctx.device_get(&cache).unwrap(), before, "nothing ran");
 }
+
+/// On UMA with zero-copy on, a run whose step is idle writes its inputs straight into their
+/// arrays before its commands run and leaves their copies out; otherwise it copies them from
+/// an upload buffer. Either way a run sees exactly the data of its copy's point in the step:
+/// an input never shares bytes with a temporary that dies before the input's copy, and an
+/// input the step overwrites after using it is whole again at the next run that does not set
+/// it. Runs alternate between waiting (idle: in place) and back-to-back (in flight).
+#[gpu_test]
+fn inputs_written_in_place_or_copied_give_every_run_its_own_data_on_every_path() {
+    let n = 256usize;
+    for (path, ctx) in every_path() {
+        let affine = ctx.kernel(AFFINE, "main").unwrap();
+        let host: Vec<f32> = (0..n).map(|i| i as f32 - 100.0).collect();
+        let x = ctx.device_put(&host, &[n]).unwrap();
+        let mut cap = ctx.capture();
+        // Dies before the input is copied in: the plan could give both the same bytes.
+        let mut early = cap.alloc::<f32>(&[n]).unwrap();
+        cap.launch(&affine)
+            .arg(&x)
+            .arg_mut(&mut early)
+            .params(&Affine {
+                scale: 2.0,
+                shift: 0.0,
+            })
+            .grid_for(n)
+            .run()
+            .unwrap();
+        let read_early = cap.read(&early).unwrap();
+        drop(early);
+        let (mut input, slot) = cap.input(&vec![0.5f32; n], &[n]).unwrap();
+        let mut out = cap.alloc::<f32>(&[n]).unwrap();
+        cap.launch(&affine)
+            .arg(&input)
+            .arg_mut(&mut out)
+            .params(&Affine {
+                scale: 1.0,
+                shift: 1.0,
+            })
+            .grid_for(n)
+            .run()
+            .unwrap();
+        // The step overwrites its own input after using it.
+        cap.launch(&affine)
+            .arg(&x)
+            .arg_mut(&mut input)
+            .params(&Affine {
+                scale: 0.0,
+                shift: -5.0,
+            })
+            .grid_for(n)
+            .run()
+            .unwrap();
+        drop(input);
+        let read_out = cap.read(&out).unwrap();
+        let mut step = cap.finish().unwrap();
+        let mut latest = vec![0.5f32; n];
+        for run in 0..8 {
+            let data: Vec<f32> = (0..n).map(|i| (run * 1000 + i) as f32).collect();
+            let sets = run % 3 != 2;
+            if sets {
+                latest = data.clone();
+            }
+            let (mut got_early, mut got_out) = (vec![0.0f32; n], vec![0.0f32; n]);
+            let mut r = step.run();
+            if sets {
+                r = r.input(&slot, &data);
+            }
+            if run % 2 == 0 {
+                r.read_into(&read_early, &mut got_early)
+                    .read_into(&read_out, &mut got_out)
+                    .submit()
+                    .unwrap();
+                let expect_out: Vec<f32> = latest.iter().map(|v| v + 1.0).collect();
+                let expect_early: Vec<f32> = host.iter().map(|v| v * 2.0).collect();
+                assert_eq!(bits(&got_out), bits(&expect_out), "{path}, run {run}");
+                assert_eq!(bits(&got_early), bits(&expect_early), "{path}, run {run}");
+            } else {
+                // Back to back: the next run may find this one in flight.
+                r.submit().unwrap();
+            }
+        }
+        drop(out);
+        ctx.synchronize().unwrap();
+    }
+}
+
+/// Where the arena is host-visible, an input that is a temporary is planned live from the
+/// step's first step (its run may write it before any command), so it shares no bytes with a
+/// temporary that lives before its copy.
+#[gpu_test(needs = HostVisibleArena)]
+fn an_input_in_host_visible_memory_is_planned_live_from_the_first_step() {
+    let ctx = harness::context();
+    let affine = ctx.kernel(AFFINE, "main").unwrap();
+    let n = 64usize;
+    let x = ctx.device_put(&vec![1.0f32; n], &[n]).unwrap();
+    let mut cap = ctx.capture();
+    let mut early = cap.alloc::<f32>(&[n]).unwrap();
+    cap.launch(&affine)
+        .arg(&x)
+        .arg_mut(&mut early)
+        .params(&Affine {
+            scale: 1.0,
+            shift: 0.0,
+        })
+        .grid_for(n)
+        .run()
+        .unwrap();
+    let mut late = cap.alloc::<f32>(&[n]).unwrap();
+    cap.launch(&affine)
+        .arg(&early)
+        .arg_mut(&mut late)
+        .params(&Affine {
+            scale: 1.0,
+            shift: 0.0,
+        })
+        .grid_for(n)
+        .run()
+        .unwrap();
+    drop(early);
+    let (input, _slot) = cap.input(&vec![2.0f32; n], &[n]).unwrap();
+    let mut out = cap.alloc::<f32>(&[n]).unwrap();
+    cap.launch(&affine)
+        .arg(&input)
+        .arg_mut(&mut out)
+        .params(&Affine {
+            scale: 1.0,
+            shift: 0.0,
+        })
+        .grid_for(n)
+        .run()
+        .unwrap();
+    drop((input, late));
+    let _read = cap.read(&out).unwrap();
+    let step = cap.finish().unwrap();
+    let plan = step.plan();
+    // early: steps 0-1; late: 1; the input: its copy at step 2, planned from 0.
+    let lives: Vec<(usize, usize)> = plan
+        .temporaries
+        .iter()
+        .map(|t| (t.first_step, t.last_step))
+        .collect();
+    assert_eq!(lives.len(), 3, "{lives:?}");
+    assert_eq!(
+        lives.iter().filter(|(first, _)| *first == 0).count(),
+        2,
+        "early and the input start at step 0: {lives:?}"
+    );
+    for (i, a) in plan.temporaries.iter().enumerate() {
+        for b in &plan.temporaries[i + 1..] {
+            let share_bytes = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+            let share_steps = a.first_step <= b.last_step && b.first_step <= a.last_step;
+            assert!(!(share_bytes && share_steps), "{a:?} and {b:?} overlap");
+        }
+    }
+}
