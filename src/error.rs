@@ -5,13 +5,13 @@
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
 use crate::arena::{ArenaError, OutOfMemory, RegionRefusal};
+pub use crate::capture_refusal::{CaptureRefusal, RunRefusal, SlotKind};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::guard_levels::TransferDirection;
 use crate::memplan::MemPlanError;
 use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::remat::RematError;
-pub use crate::run_refusal::{RunRefusal, SlotKind};
 
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
 /// shapes, out-of-memory, guard violations and missing adapters all arrive here.
@@ -182,6 +182,18 @@ pub enum Error {
     CapturedRun {
         /// What was refused, with its values.
         refusal: RunRefusal,
+    },
+    /// An op of a [`Capture`](crate::Capture) (or a launch given a capture's parameter slot)
+    /// was refused before anything was recorded: a slot of another capture, an index slot of
+    /// another rank, a capture whose recorder was moved out of it, or a moving box too large
+    /// for one dispatch. `refusal` says which, with the values; a donated operand comes back
+    /// intact.
+    #[error("invalid argument to {operation}: {refusal}")]
+    Capture {
+        /// The op that was refused.
+        operation: &'static str,
+        /// What was refused, with its values.
+        refusal: CaptureRefusal,
     },
     /// A single op or launch was called on the context (not on the capture) from the thread
     /// that holds a [`Capture`](crate::Capture) of it open, in the default

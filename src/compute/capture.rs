@@ -15,7 +15,7 @@ use super::capture_tables::{CaptureTables, CapturedIo};
 use super::sequence::Sequence;
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 use crate::step::{BufferCopy, Step};
 use std::collections::HashMap;
 use std::marker::PhantomData;
@@ -239,8 +239,9 @@ impl Capture {
     /// [`Sequence::put`]), and the slot that sets its data at each run (the same number of
     /// elements). The copy runs at this point of the step, after what was recorded before it.
     ///
-    /// Errors: as [`Sequence::put`]; [`Error::InvalidArgument`] when the capture's recorder was
-    /// moved out of it (nothing is recorded).
+    /// Errors: as [`Sequence::put`]; [`Error::Capture`] with
+    /// [`CaptureRefusal::RecorderReplaced`] when the capture's recorder was moved out of it
+    /// (nothing is recorded).
     pub fn input<T: bytemuck::Pod>(
         &mut self,
         data: &[T],
@@ -285,8 +286,9 @@ impl Capture {
     /// [`crate::StepRun::read_into`] (the run then waits for the step).
     ///
     /// Errors: [`Error::ForeignArray`] for an array of another context; a refusal of an array
-    /// pending in another recorder's write, as every recorded read; [`Error::InvalidArgument`]
-    /// when the capture's recorder was moved out of it (nothing is recorded).
+    /// pending in another recorder's write, as every recorded read; [`Error::Capture`] with
+    /// [`CaptureRefusal::RecorderReplaced`] when the capture's recorder was moved out of it
+    /// (nothing is recorded).
     pub fn read<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ReadSlot<T>> {
         const OPERATION: &str = "Capture::read";
         self.tables(OPERATION)?;
@@ -333,9 +335,9 @@ impl Capture {
 
 /// The refusal of a capture's op after its recorder was moved out of it.
 pub(crate) fn recorder_replaced(operation: &'static str) -> Error {
-    Error::InvalidArgument {
+    Error::Capture {
         operation,
-        reason: "the capture's recorder was replaced: record into the Capture itself".into(),
+        refusal: CaptureRefusal::RecorderReplaced,
     }
 }
 
@@ -427,17 +429,19 @@ impl Sequence {
     }
 
     /// Errors unless this recorder is capture `capture`, whose parameter slot a launch names
-    /// ([`Error::InvalidArgument`], before anything is recorded).
+    /// ([`Error::Capture`], before anything is recorded).
     pub(crate) fn check_params_slot(&self, capture: u64) -> Result<()> {
         match &self.capture {
             Some(tables) if tables.id == capture => Ok(()),
-            _ => Err(Error::InvalidArgument {
+            recorded_in => Err(Error::Capture {
                 operation: "launch",
-                reason: format!(
-                    "the parameter slot belongs to Capture #{}, and this launch is recorded {}: give a launch a slot of the capture it is recorded in, or pass the value with .params(&value)",
-                    capture & !CAPTURE_RECORDER_BIT,
-                    if self.is_capture() { "in another capture" } else { "outside any capture" }
-                ),
+                refusal: CaptureRefusal::ForeignSlot {
+                    slot: SlotKind::Params,
+                    slot_capture: capture & !CAPTURE_RECORDER_BIT,
+                    capture: recorded_in
+                        .as_ref()
+                        .map(|tables| tables.id & !CAPTURE_RECORDER_BIT),
+                },
             }),
         }
     }

@@ -16,8 +16,9 @@ use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
 use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy};
 use crate::donated::{give_back, DonatedResult};
-use crate::error::{Error, Result};
+use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 use crate::pipelines::Builtin;
+use crate::recorder::CAPTURE_RECORDER_BIT;
 
 impl Capture {
     /// [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice) whose start each run sets with
@@ -26,9 +27,11 @@ impl Capture {
     /// comes back at once (the same array: a KV cache stays one array across runs).
     ///
     /// Errors (the operand given back intact): as [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice);
-    /// [`Error::InvalidArgument`] for a slot of another capture or of another rank than the
-    /// operand, or when one dispatch over the whole arrays cannot copy the box on this device
-    /// (arrays above the binding limit: record the op per run in a [`Sequence`](crate::Sequence) instead).
+    /// [`Error::Capture`] for a slot of another capture or of another rank than the operand
+    /// ([`CaptureRefusal::ForeignSlot`], [`CaptureRefusal::SlotRank`]), or when one dispatch
+    /// over the whole arrays cannot copy the box on this device
+    /// ([`CaptureRefusal::BoxTooLarge`]: record the op per run in a
+    /// [`Sequence`](crate::Sequence) instead).
     pub fn dynamic_update_slice_at<T: bytemuck::Pod>(
         &mut self,
         operand: DeviceArray<T>,
@@ -60,9 +63,10 @@ impl Capture {
     /// (from `start`'s initial value now): a new array of shape `sizes` that every run fills
     /// with `operand` at the clamped start.
     ///
-    /// Errors: as [`Sequence::dynamic_slice`](crate::Sequence::dynamic_slice); [`Error::InvalidArgument`] for a slot of another
-    /// capture or of another rank than the operand, or when one dispatch over the whole arrays
-    /// cannot copy the box on this device.
+    /// Errors: as [`Sequence::dynamic_slice`](crate::Sequence::dynamic_slice); [`Error::Capture`]
+    /// for a slot of another capture or of another rank than the operand, or when one dispatch
+    /// over the whole arrays cannot copy the box on this device (as
+    /// [`Capture::dynamic_update_slice_at`]).
     #[track_caller]
     pub fn dynamic_slice_at<T: bytemuck::Pod>(
         &mut self,
@@ -106,16 +110,20 @@ impl Capture {
             .filter(|_| slot.capture == tables.id);
         match initial {
             Some(initial) if initial.len() == rank => Ok(initial.clone()),
-            Some(initial) => Err(Error::InvalidArgument {
+            Some(initial) => Err(Error::Capture {
                 operation,
-                reason: format!(
-                    "the index slot has {} indices and the array rank {rank}: make one slot per rank",
-                    initial.len()
-                ),
+                refusal: CaptureRefusal::SlotRank {
+                    slot_rank: initial.len(),
+                    array_rank: rank,
+                },
             }),
-            None => Err(Error::InvalidArgument {
+            None => Err(Error::Capture {
                 operation,
-                reason: "the index slot belongs to another capture: use a slot this capture made with index_slot".into(),
+                refusal: CaptureRefusal::ForeignSlot {
+                    slot: SlotKind::Index,
+                    slot_capture: slot.capture & !CAPTURE_RECORDER_BIT,
+                    capture: Some(tables.id & !CAPTURE_RECORDER_BIT),
+                },
             }),
         }
     }
@@ -173,12 +181,12 @@ impl Capture {
         let max = inner.max_workgroups_per_dimension();
         let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * per_group;
         if u64::from(planned.params.items) > per_dispatch {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Capture {
                 operation,
-                reason: format!(
-                    "a start that changes between runs needs one dispatch, and the box's {} items exceed the {per_dispatch} one grid takes on this device: copy smaller boxes",
-                    planned.params.items
-                ),
+                refusal: CaptureRefusal::BoxTooLarge {
+                    items: u64::from(planned.params.items),
+                    per_dispatch,
+                },
             });
         }
         let dispatch = Dispatch {

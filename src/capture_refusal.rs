@@ -1,7 +1,9 @@
-//! Why a run of a captured step was refused before anything ran, as values a program can act
-//! on: [`RunRefusal`], the `refusal` of [`Error::CapturedRun`](crate::Error::CapturedRun). A
-//! file of its own beside `error.rs`, which holds it, as `collective_failure.rs` is for
-//! collectives; `compute/captured_step.rs` decides which one a run gets.
+//! Why a capture refused an op ([`CaptureRefusal`], the `refusal` of
+//! [`Error::Capture`](crate::Error::Capture)) or a run of a captured step was refused
+//! ([`RunRefusal`], of [`Error::CapturedRun`](crate::Error::CapturedRun)) before anything was
+//! recorded or ran, as values a program can act on. A file of its own beside `error.rs`, which
+//! holds them, as `collective_failure.rs` is for collectives; `compute/` and
+//! `ops/moving_copy.rs` decide which one an op gets.
 
 /// Which kind of slot a refusal names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,5 +79,44 @@ pub enum RunRefusal {
         given: usize,
         /// The slot's block size in bytes.
         expected: usize,
+    },
+}
+
+/// What a capture's op was given that the capture cannot record. Nothing was recorded, and a
+/// donated operand comes back intact.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaptureRefusal {
+    /// A slot made by another capture (`slot_capture`) than the one the op is recorded in
+    /// (`capture`; `None`: the op is recorded outside any capture).
+    #[error("the {slot} belongs to Capture #{slot_capture}, and this op is recorded {}: use a slot of the capture the op is recorded in{}", match capture { Some(c) => format!("in Capture #{c}"), None => "outside any capture".to_string() }, match slot { SlotKind::Params => ", or pass the value with .params(&value)", _ => "" })]
+    ForeignSlot {
+        /// Which kind of slot.
+        slot: SlotKind,
+        /// The capture that made the slot.
+        slot_capture: u64,
+        /// The capture the op is recorded in, if any.
+        capture: Option<u64>,
+    },
+    /// An index slot of another rank than the array it indexes.
+    #[error("the index slot has {slot_rank} indices and the array rank {array_rank}: make one slot per rank")]
+    SlotRank {
+        /// The slot's number of indices.
+        slot_rank: usize,
+        /// The array's rank.
+        array_rank: usize,
+    },
+    /// The capture's recorder was moved out of it (`std::mem::swap` / `replace` of the
+    /// `Capture`'s inside): record into the `Capture` itself.
+    #[error("the capture's recorder was replaced: record into the Capture itself")]
+    RecorderReplaced,
+    /// A box whose start changes between runs must be one dispatch, and this one's `items`
+    /// exceed what one grid takes on this device (`per_dispatch`).
+    #[error("a start that changes between runs needs one dispatch, and the box's {items} items exceed the {per_dispatch} one grid takes on this device: copy smaller boxes")]
+    BoxTooLarge {
+        /// The box's items (words or vec4s of the copy).
+        items: u64,
+        /// What one dispatch takes on this device.
+        per_dispatch: u64,
     },
 }
