@@ -34,96 +34,182 @@ pub fn curves(
     out_of_memory: bool,
 ) -> Option<String> {
     let events = &timeline.events;
-    // A timeline is in time order, but one built or edited by hand may not be: take the
-    // extremes, and keep every difference below in range whatever the stamps.
-    let t0 = events.iter().map(|e| e.time_ns).min()?;
-    let t1 = events
-        .iter()
-        .map(|e| e.time_ns)
-        .chain(snapshot_ns)
-        .max()
-        .unwrap_or(t0)
-        .max(t0.saturating_add(1));
-    // The peak of bytes in use and its first moment.
-    let (peak_ns, peak) = events.iter().fold((t0, 0u64), |(at, peak), e| {
-        if e.bytes_in_use > peak {
-            (e.time_ns, e.bytes_in_use)
-        } else {
-            (at, peak)
-        }
-    });
-    let most_reserved = events.iter().map(|e| e.bytes_reserved).max().unwrap_or(0);
-    // The limit is drawn when it is near the curve; a limit far above would flatten it.
-    let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
-    let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
-    let axis_top = y_max as u64;
-    let span = t1.saturating_sub(t0).max(1) as f64;
-    let x = |t: u64| LEFT_PX + t.saturating_sub(t0) as f64 / span * PLOT_WIDTH_PX;
-    // Values above the axis (the reservation, mostly) are pinned to its top.
-    let y = |bytes: u64| TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes.min(axis_top) as f64 / y_max);
-    let width = LEFT_PX + PLOT_WIDTH_PX + 20.0;
-    let height = TOP_PX + PLOT_HEIGHT_PX + BOTTOM_PX;
-
+    let chart = Chart::measure(events, limit, snapshot_ns)?;
     let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="bytes in use and reserved over time" data-axis-bytes="{axis_top}" data-peak-bytes="{peak}">"#
-    );
-    // Grid and byte axis.
-    for i in 0..=TICKS {
-        let bytes = (y_max * f64::from(i) / f64::from(TICKS)) as u64;
-        let yy = y(bytes);
-        let _ = write!(
-            svg,
-            r##"<line x1="{LEFT_PX}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e6e9ee" stroke-width="1"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">{}</text>"##,
-            LEFT_PX + PLOT_WIDTH_PX,
-            LEFT_PX - 8.0,
-            yy + 4.0,
-            Bytes(bytes)
-        );
+    chart.write_open_tag(&mut svg);
+    chart.write_byte_axis(&mut svg);
+    chart.write_time_axis(&mut svg);
+    chart.write_region_events(&mut svg, events);
+    chart.write_limit(&mut svg);
+    chart.write_curves(&mut svg, events);
+    chart.write_peak(&mut svg);
+    chart.write_transfers(&mut svg, events);
+    if let Some(t) = snapshot_ns.filter(|&t| t >= chart.t0) {
+        chart.write_snapshot_marker(&mut svg, t, out_of_memory);
     }
-    // Time axis.
-    let axis_y = TOP_PX + PLOT_HEIGHT_PX;
-    for i in 0..=TICKS {
-        // In u128: the span times the tick index may exceed 64 bits.
-        let offset = u128::from(t1 - t0) * u128::from(i) / u128::from(TICKS);
-        let t = t0.saturating_add(u64::try_from(offset).unwrap_or(u64::MAX));
-        let xx = x(t);
-        let anchor = match i {
-            0 => "start",
-            TICKS => "end",
-            _ => "middle",
-        };
-        let _ = write!(
-            svg,
-            r##"<line x1="{xx:.1}" y1="{axis_y}" x2="{xx:.1}" y2="{:.1}" stroke="#9aa3b2" stroke-width="1"/><text x="{xx:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">{}</text>"##,
-            axis_y + 5.0,
-            axis_y + 18.0,
-            duration_ns(t)
-        );
-    }
-    // Region reserves and releases: dotted verticals.
-    for e in events {
-        if let TimelineEventKind::RegionReserve { region, size }
-        | TimelineEventKind::RegionRelease { region, size } = &e.kind
-        {
-            let verb = if matches!(e.kind, TimelineEventKind::RegionReserve { .. }) {
-                "reserve"
+    write_legend(&mut svg);
+    svg.push_str("</svg>");
+    Some(svg)
+}
+
+/// The y of the time axis: the bottom edge of the plot area.
+const AXIS_Y_PX: f64 = TOP_PX + PLOT_HEIGHT_PX;
+
+/// What the chart is drawn from: the time span, the peak of bytes in use, the most bytes
+/// reserved and the limit to draw, with the byte axis scaled to them. Measured once, so every
+/// part of the chart places times and byte counts the same way.
+struct Chart {
+    /// The first instant shown.
+    t0: u64,
+    /// The last instant shown (the snapshot's included), after `t0`.
+    t1: u64,
+    /// `t1 - t0` in nanoseconds as a float, at least 1.
+    span: f64,
+    /// The peak of bytes in use.
+    peak: u64,
+    /// The first moment of the peak.
+    peak_ns: u64,
+    /// The highest bytes reserved.
+    most_reserved: u64,
+    /// The limit, when it is near enough to the curve to draw.
+    limit: Option<u64>,
+    /// The top of the byte axis: a round number above the peak and the limit.
+    y_max: f64,
+    /// `y_max` in bytes: values above it are pinned to the top.
+    axis_top: u64,
+}
+
+impl Chart {
+    /// The chart's measures for `events`, or `None` when there is none.
+    fn measure(
+        events: &[TimelineEvent],
+        limit: Option<u64>,
+        snapshot_ns: Option<u64>,
+    ) -> Option<Chart> {
+        // A timeline is in time order, but one built or edited by hand may not be: take the
+        // extremes, and keep every difference below in range whatever the stamps.
+        let t0 = events.iter().map(|e| e.time_ns).min()?;
+        let t1 = events
+            .iter()
+            .map(|e| e.time_ns)
+            .chain(snapshot_ns)
+            .max()
+            .unwrap_or(t0)
+            .max(t0.saturating_add(1));
+        // The peak of bytes in use and its first moment.
+        let (peak_ns, peak) = events.iter().fold((t0, 0u64), |(at, peak), e| {
+            if e.bytes_in_use > peak {
+                (e.time_ns, e.bytes_in_use)
             } else {
-                "release"
-            };
-            let xx = x(e.time_ns);
+                (at, peak)
+            }
+        });
+        let most_reserved = events.iter().map(|e| e.bytes_reserved).max().unwrap_or(0);
+        // The limit is drawn when it is near the curve; a limit far above would flatten it.
+        let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
+        let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
+        Some(Chart {
+            t0,
+            t1,
+            span: t1.saturating_sub(t0).max(1) as f64,
+            peak,
+            peak_ns,
+            most_reserved,
+            limit,
+            y_max,
+            axis_top: y_max as u64,
+        })
+    }
+
+    /// The x of instant `t`.
+    fn x(&self, t: u64) -> f64 {
+        LEFT_PX + t.saturating_sub(self.t0) as f64 / self.span * PLOT_WIDTH_PX
+    }
+
+    /// The y of `bytes`; values above the axis (the reservation, mostly) are pinned to its top.
+    fn y(&self, bytes: u64) -> f64 {
+        TOP_PX + PLOT_HEIGHT_PX * (1.0 - bytes.min(self.axis_top) as f64 / self.y_max)
+    }
+
+    /// The `<svg>` tag, with the axis top and the peak as data attributes for tests and tools.
+    fn write_open_tag(&self, svg: &mut String) {
+        let width = LEFT_PX + PLOT_WIDTH_PX + 20.0;
+        let height = TOP_PX + PLOT_HEIGHT_PX + BOTTOM_PX;
+        let (axis_top, peak) = (self.axis_top, self.peak);
+        let _ = write!(
+            svg,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="curves" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="bytes in use and reserved over time" data-axis-bytes="{axis_top}" data-peak-bytes="{peak}">"#
+        );
+    }
+
+    /// The grid lines and the byte axis's labels.
+    fn write_byte_axis(&self, svg: &mut String) {
+        for i in 0..=TICKS {
+            let bytes = (self.y_max * f64::from(i) / f64::from(TICKS)) as u64;
+            let yy = self.y(bytes);
             let _ = write!(
                 svg,
-                r##"<line class="region-event" x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{axis_y}" stroke="#9aa3b2" stroke-width="1" stroke-dasharray="2,3"><title>{verb} region {} ({}) at {}</title></line>"##,
-                region.0,
-                Bytes(*size),
-                duration_ns(e.time_ns)
+                r##"<line x1="{LEFT_PX}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e6e9ee" stroke-width="1"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">{}</text>"##,
+                LEFT_PX + PLOT_WIDTH_PX,
+                LEFT_PX - 8.0,
+                yy + 4.0,
+                Bytes(bytes)
             );
         }
     }
-    if let Some(limit) = limit {
-        let yy = y(limit);
+
+    /// The time axis's ticks and labels.
+    fn write_time_axis(&self, svg: &mut String) {
+        let (t0, t1) = (self.t0, self.t1);
+        for i in 0..=TICKS {
+            // In u128: the span times the tick index may exceed 64 bits.
+            let offset = u128::from(t1 - t0) * u128::from(i) / u128::from(TICKS);
+            let t = t0.saturating_add(u64::try_from(offset).unwrap_or(u64::MAX));
+            let xx = self.x(t);
+            let anchor = match i {
+                0 => "start",
+                TICKS => "end",
+                _ => "middle",
+            };
+            let _ = write!(
+                svg,
+                r##"<line x1="{xx:.1}" y1="{AXIS_Y_PX}" x2="{xx:.1}" y2="{:.1}" stroke="#9aa3b2" stroke-width="1"/><text x="{xx:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">{}</text>"##,
+                AXIS_Y_PX + 5.0,
+                AXIS_Y_PX + 18.0,
+                duration_ns(t)
+            );
+        }
+    }
+
+    /// Region reserves and releases: dotted verticals.
+    fn write_region_events(&self, svg: &mut String, events: &[TimelineEvent]) {
+        for e in events {
+            if let TimelineEventKind::RegionReserve { region, size }
+            | TimelineEventKind::RegionRelease { region, size } = &e.kind
+            {
+                let verb = if matches!(e.kind, TimelineEventKind::RegionReserve { .. }) {
+                    "reserve"
+                } else {
+                    "release"
+                };
+                let xx = self.x(e.time_ns);
+                let _ = write!(
+                    svg,
+                    r##"<line class="region-event" x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{AXIS_Y_PX}" stroke="#9aa3b2" stroke-width="1" stroke-dasharray="2,3"><title>{verb} region {} ({}) at {}</title></line>"##,
+                    region.0,
+                    Bytes(*size),
+                    duration_ns(e.time_ns)
+                );
+            }
+        }
+    }
+
+    /// The limit as a dashed horizontal, when it is drawn.
+    fn write_limit(&self, svg: &mut String) {
+        let Some(limit) = self.limit else {
+            return;
+        };
+        let yy = self.y(limit);
         let _ = write!(
             svg,
             r##"<line x1="{LEFT_PX}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#1d2430" stroke-width="1" stroke-dasharray="6,4"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">limit {}</text>"##,
@@ -133,43 +219,55 @@ pub fn curves(
             Bytes(limit)
         );
     }
-    // The curves: in use filled, reserved as a line.
-    let in_use = step_points(events, |e| e.bytes_in_use, &x, t1);
-    let reserved = step_points(events, |e| e.bytes_reserved, &x, t1);
-    let path = |points: &[(f64, u64)]| {
-        points
-            .iter()
-            .map(|&(px, bytes)| format!("{px:.1},{:.1}", y(bytes)))
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
-    let _ = write!(
-        svg,
-        r#"<polygon class="in-use-area" points="{LEFT_PX},{axis_y} {} {:.1},{axis_y}" fill="{IN_USE_STROKE}" fill-opacity="0.16"/>"#,
-        path(&in_use),
-        LEFT_PX + PLOT_WIDTH_PX
-    );
-    let _ = write!(
-        svg,
-        r#"<polyline class="bytes-reserved" points="{}" fill="none" stroke="{RESERVED_STROKE}" stroke-width="2"/>"#,
-        path(&reserved)
-    );
-    let _ = write!(
-        svg,
-        r#"<polyline class="bytes-in-use" points="{}" fill="none" stroke="{IN_USE_STROKE}" stroke-width="1.6"/>"#,
-        path(&in_use)
-    );
-    if most_reserved > axis_top {
+
+    /// The curves: bytes in use filled, bytes reserved as a line, and the reservation's value
+    /// where it goes above the axis.
+    fn write_curves(&self, svg: &mut String, events: &[TimelineEvent]) {
+        let x = |t: u64| self.x(t);
+        let in_use = step_points(events, |e| e.bytes_in_use, &x, self.t1);
+        let reserved = step_points(events, |e| e.bytes_reserved, &x, self.t1);
         let _ = write!(
             svg,
-            r#"<text class="reserved-above axis" x="{:.1}" y="{:.1}" text-anchor="end" fill="{RESERVED_STROKE}">bytes reserved up to {} (above the axis)</text>"#,
-            LEFT_PX + PLOT_WIDTH_PX - 4.0,
-            TOP_PX + 12.0,
-            Bytes(most_reserved)
+            r#"<polygon class="in-use-area" points="{LEFT_PX},{AXIS_Y_PX} {} {:.1},{AXIS_Y_PX}" fill="{IN_USE_STROKE}" fill-opacity="0.16"/>"#,
+            self.points(&in_use),
+            LEFT_PX + PLOT_WIDTH_PX
         );
+        let _ = write!(
+            svg,
+            r#"<polyline class="bytes-reserved" points="{}" fill="none" stroke="{RESERVED_STROKE}" stroke-width="2"/>"#,
+            self.points(&reserved)
+        );
+        let _ = write!(
+            svg,
+            r#"<polyline class="bytes-in-use" points="{}" fill="none" stroke="{IN_USE_STROKE}" stroke-width="1.6"/>"#,
+            self.points(&in_use)
+        );
+        if self.most_reserved > self.axis_top {
+            let _ = write!(
+                svg,
+                r#"<text class="reserved-above axis" x="{:.1}" y="{:.1}" text-anchor="end" fill="{RESERVED_STROKE}">bytes reserved up to {} (above the axis)</text>"#,
+                LEFT_PX + PLOT_WIDTH_PX - 4.0,
+                TOP_PX + 12.0,
+                Bytes(self.most_reserved)
+            );
+        }
     }
-    if peak > 0 {
-        let (px, py) = (x(peak_ns), y(peak));
+
+    /// A step curve's points as an SVG `points` attribute.
+    fn points(&self, points: &[(f64, u64)]) -> String {
+        points
+            .iter()
+            .map(|&(px, bytes)| format!("{px:.1},{:.1}", self.y(bytes)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The peak of bytes in use: a dot, labelled on the side with more room.
+    fn write_peak(&self, svg: &mut String) {
+        if self.peak == 0 {
+            return;
+        }
+        let (px, py) = (self.x(self.peak_ns), self.y(self.peak));
         let anchor = if px > LEFT_PX + PLOT_WIDTH_PX / 2.0 {
             "end"
         } else {
@@ -181,42 +279,52 @@ pub fn curves(
             r#"<g class="peak"><circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{IN_USE_STROKE}"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="{anchor}">peak {} at {}</text></g>"#,
             px + dx,
             py + 14.0,
-            Bytes(peak),
-            duration_ns(peak_ns)
+            Bytes(self.peak),
+            duration_ns(self.peak_ns)
         );
     }
-    // Transfers: ticks in a lane under the axis, wide as their duration.
-    let lane = axis_y + 26.0;
-    let _ = write!(
-        svg,
-        r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">transfers</text>"#,
-        LEFT_PX - 8.0,
-        lane + 9.0
-    );
-    for e in events {
-        if let TimelineEventKind::Transfer {
-            direction,
-            bytes,
-            explicit,
-            duration_ns: d,
-            ..
-        } = &e.kind
-        {
-            let xx = x(e.time_ns);
-            let w = (x(e.time_ns.saturating_add(*d)).min(LEFT_PX + PLOT_WIDTH_PX) - xx).max(1.0);
-            let colour = if *explicit { "#59a14f" } else { "#e15759" };
-            let _ = write!(
-                svg,
-                r#"<rect class="transfer" x="{xx:.1}" y="{lane}" width="{w:.1}" height="12" fill="{colour}" fill-opacity="0.75"><title>{direction} {} ({}) at {} for {}</title></rect>"#,
-                Bytes(*bytes),
-                if *explicit { "explicit" } else { "implicit" },
-                duration_ns(e.time_ns),
-                duration_ns(*d)
-            );
+
+    /// Transfers: ticks in a lane under the axis, wide as their duration.
+    fn write_transfers(&self, svg: &mut String, events: &[TimelineEvent]) {
+        let lane = AXIS_Y_PX + 26.0;
+        let _ = write!(
+            svg,
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="end">transfers</text>"#,
+            LEFT_PX - 8.0,
+            lane + 9.0
+        );
+        for e in events {
+            if let TimelineEventKind::Transfer {
+                direction,
+                bytes,
+                explicit,
+                duration_ns: d,
+                ..
+            } = &e.kind
+            {
+                let xx = self.x(e.time_ns);
+                let w = (self
+                    .x(e.time_ns.saturating_add(*d))
+                    .min(LEFT_PX + PLOT_WIDTH_PX)
+                    - xx)
+                    .max(1.0);
+                let colour = if *explicit { "#59a14f" } else { "#e15759" };
+                let _ = write!(
+                    svg,
+                    r#"<rect class="transfer" x="{xx:.1}" y="{lane}" width="{w:.1}" height="12" fill="{colour}" fill-opacity="0.75"><title>{direction} {} ({}) at {} for {}</title></rect>"#,
+                    Bytes(*bytes),
+                    if *explicit { "explicit" } else { "implicit" },
+                    duration_ns(e.time_ns),
+                    duration_ns(*d)
+                );
+            }
         }
     }
-    if let Some(t) = snapshot_ns.filter(|&t| t >= t0) {
-        let xx = x(t);
+
+    /// The snapshot's instant `t` as a vertical, named "out of memory" when the snapshot was
+    /// taken on one.
+    fn write_snapshot_marker(&self, svg: &mut String, t: u64, out_of_memory: bool) {
+        let xx = self.x(t);
         let (text, colour) = if out_of_memory {
             ("out of memory", "#e15759")
         } else {
@@ -224,18 +332,19 @@ pub fn curves(
         };
         let _ = write!(
             svg,
-            r#"<line x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{axis_y}" stroke="{colour}" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end" fill="{colour}">{text}</text>"#,
+            r#"<line x1="{xx:.1}" y1="{TOP_PX}" x2="{xx:.1}" y2="{AXIS_Y_PX}" stroke="{colour}" stroke-width="1.5"/><text x="{:.1}" y="{:.1}" class="axis" text-anchor="end" fill="{colour}">{text}</text>"#,
             xx - 4.0,
             TOP_PX + 12.0
         );
     }
-    // Legend.
+}
+
+/// The legend: the two curves and the two kinds of transfer.
+fn write_legend(svg: &mut String) {
     let _ = write!(
         svg,
         r##"<g class="legend" transform="translate({LEFT_PX},4)"><rect x="0" y="4" width="14" height="4" fill="{IN_USE_STROKE}"/><text x="20" y="11" class="axis">bytes in use</text><rect x="120" y="4" width="14" height="4" fill="{RESERVED_STROKE}"/><text x="140" y="11" class="axis">bytes reserved</text><rect x="262" y="1" width="10" height="10" fill="#59a14f"/><text x="278" y="11" class="axis">explicit transfer</text><rect x="398" y="1" width="10" height="10" fill="#e15759"/><text x="414" y="11" class="axis">implicit transfer</text></g>"##
     );
-    svg.push_str("</svg>");
-    Some(svg)
 }
 
 /// A step curve of `value` reduced to at most four points per pixel column: where the column
