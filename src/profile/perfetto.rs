@@ -6,7 +6,7 @@
 //! with its allocation site), as Perfetto users read an allocator's track.
 
 use super::report::format::Bytes;
-use super::timeline::{MemoryTimeline, TimelineEventKind};
+use super::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
 use crate::arena::AllocationId;
 use serde::Serialize;
 use serde_json::json;
@@ -91,6 +91,51 @@ impl MemoryTimeline {
     /// free, named by its latest label (or its element type and shape), with its size and
     /// allocation site in the arguments; an array still alive at the end has no end.
     pub fn to_chrome_trace(&self, process: &str) -> String {
+        let mut trace = TraceWriter::new(process, &self.events);
+        for event in &self.events {
+            trace.push(event);
+        }
+        let document = json!({
+            "traceEvents": trace.out,
+            "displayTimeUnit": "ms",
+            "otherData": {
+                "producer": "gpu-arena",
+                "dropped_events": self.dropped,
+                "capacity": self.capacity,
+            },
+        });
+        document.to_string()
+    }
+
+    /// Writes [`MemoryTimeline::to_chrome_trace`] to `path`: a regular file there is replaced,
+    /// a new one is created readable by the user alone (mode 0600 on Unix). A symbolic link at
+    /// `path` is refused rather than followed, and a FIFO without waiting for a reader.
+    ///
+    /// # Errors
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that
+    /// is not regular at `path`.
+    pub fn write_chrome_trace(&self, path: impl AsRef<Path>, process: &str) -> std::io::Result<()> {
+        crate::backend::write_named_file(path.as_ref(), self.to_chrome_trace(process).as_bytes())
+    }
+}
+
+/// The trace's events as they are made from the timeline's, in order. It holds what one event
+/// needs from those before it: each array's latest label, the array slices begun and not yet
+/// ended (so an end carries its begin's name and id), and the counters last sampled.
+struct TraceWriter<'a> {
+    /// The trace so far.
+    out: Vec<TraceEvent>,
+    /// Each allocation's latest label, from the whole timeline.
+    renamed: HashMap<AllocationId, &'a str>,
+    /// Arrays whose slice has begun, with the slice's name.
+    open: HashMap<AllocationId, String>,
+    /// Bytes in use and reserved as last sampled.
+    last_counters: Option<(u64, u64)>,
+}
+
+impl<'a> TraceWriter<'a> {
+    /// A trace holding the metadata (process and track names, track order) for `events`.
+    fn new(process: &str, events: &'a [TimelineEvent]) -> TraceWriter<'a> {
         let mut out = vec![TraceEvent::metadata(
             "process_name",
             0,
@@ -111,189 +156,204 @@ impl MemoryTimeline {
         // Arrays are often named just after they are made (`device_put(..)?.with_label(..)`):
         // name each allocation by its latest label.
         let mut renamed: HashMap<AllocationId, &str> = HashMap::new();
-        for event in &self.events {
+        for event in events {
             if let TimelineEventKind::Label { allocation, label } = &event.kind {
                 renamed.insert(*allocation, label);
             }
         }
-        let mut last_counters: Option<(u64, u64)> = None;
-        // Arrays whose slice has begun, with the slice's name.
-        let mut open: HashMap<AllocationId, String> = HashMap::new();
-        for event in &self.events {
-            let t = event.time_ns;
-            let mut trace = match &event.kind {
-                TimelineEventKind::Alloc {
-                    allocation,
-                    region,
-                    offset,
-                    size,
-                    requested,
-                    label,
-                    site,
-                    dtype,
-                    shape,
-                } => {
-                    let label = renamed.get(allocation).copied().or(label.as_deref());
-                    let name = array_name(label, dtype.as_deref(), shape.as_deref());
-                    let args = json!({ "allocation": allocation.0, "region": region.0,
-                        "offset": offset, "size": size, "requested": requested, "label": label,
-                        "site": site, "dtype": dtype, "shape": shape });
-                    let mut slice = TraceEvent::new(name.clone(), "b", t, ARENA_TRACK);
-                    slice.cat = "array";
-                    slice.id = Some(format!("{:#x}", allocation.0));
-                    slice.args = args.clone();
-                    out.push(slice);
-                    let mut e = TraceEvent::new(
-                        format!("alloc {name} {}", Bytes(*size)),
-                        "i",
-                        t,
-                        ARENA_TRACK,
-                    );
-                    open.insert(*allocation, name);
-                    e.s = Some("t");
-                    e.args = args;
-                    e
-                }
-                TimelineEventKind::Free {
-                    allocation,
-                    region,
-                    offset,
-                    size,
-                    pending,
-                    label,
-                    site,
-                    dtype,
-                    shape,
-                } => {
-                    let args = json!({ "allocation": allocation.0, "region": region.0,
-                        "offset": offset, "size": size, "pending": pending, "label": label,
-                        "site": site, "dtype": dtype, "shape": shape });
-                    let name = match open.remove(allocation) {
-                        Some(name) => {
-                            let mut end = TraceEvent::new(name.clone(), "e", t, ARENA_TRACK);
-                            end.cat = "array";
-                            end.id = Some(format!("{:#x}", allocation.0));
-                            out.push(end);
-                            name
-                        }
-                        None => array_name(label.as_deref(), dtype.as_deref(), shape.as_deref()),
-                    };
-                    let mut e = TraceEvent::new(
-                        format!("free {name} {}", Bytes(*size)),
-                        "i",
-                        t,
-                        ARENA_TRACK,
-                    );
-                    e.s = Some("t");
-                    e.args = args;
-                    e
-                }
-                TimelineEventKind::RegionReserve { region, size } => {
-                    let mut e = TraceEvent::new(
-                        format!("reserve region {} ({})", region.0, Bytes(*size)),
-                        "i",
-                        t,
-                        ARENA_TRACK,
-                    );
-                    e.s = Some("p");
-                    e.args = json!({ "region": region.0, "size": size });
-                    e
-                }
-                TimelineEventKind::RegionRelease { region, size } => {
-                    let mut e = TraceEvent::new(
-                        format!("release region {} ({})", region.0, Bytes(*size)),
-                        "i",
-                        t,
-                        ARENA_TRACK,
-                    );
-                    e.s = Some("p");
-                    e.args = json!({ "region": region.0, "size": size });
-                    e
-                }
-                TimelineEventKind::Transfer {
-                    direction,
-                    bytes,
-                    arrays,
-                    explicit,
-                    duration_ns,
-                } => {
-                    let mut e = TraceEvent::new(
-                        format!(
-                            "{direction} {} ({})",
-                            Bytes(*bytes),
-                            if *explicit { "explicit" } else { "implicit" }
-                        ),
-                        "X",
-                        t,
-                        TRANSFER_TRACK,
-                    );
-                    e.dur = Some(*duration_ns as f64 / NS_PER_US);
-                    e.args = json!({ "direction": direction, "bytes": bytes,
-                        "arrays": arrays, "explicit": explicit });
-                    e
-                }
-                TimelineEventKind::Label { allocation, label } => {
-                    let mut e = TraceEvent::new(format!("label {label}"), "i", t, ARENA_TRACK);
-                    e.s = Some("t");
-                    e.args = json!({ "allocation": allocation.0, "label": label });
-                    e
-                }
-                TimelineEventKind::Dispatch { name, submission } => {
-                    let mut e = TraceEvent::new(name.clone(), "i", t, DISPATCH_TRACK);
-                    e.s = Some("t");
-                    e.args = json!({ "submission": submission });
-                    e
-                }
-                TimelineEventKind::Kernel {
-                    name,
-                    submission,
-                    duration_ns,
-                } => {
-                    let mut e = TraceEvent::new(name.clone(), "X", t, GPU_TRACK);
-                    e.dur = Some(*duration_ns as f64 / NS_PER_US);
-                    e.args = json!({ "submission": submission, "gpu_ns": duration_ns });
-                    e
-                }
-            };
-            trace.cat = match event.kind {
-                TimelineEventKind::Transfer { .. } => "transfer",
-                TimelineEventKind::Dispatch { .. } => "dispatch",
-                TimelineEventKind::Kernel { .. } => "kernel",
-                _ => "memory",
-            };
-            out.push(trace);
-            let counters = (event.bytes_in_use, event.bytes_reserved);
-            if last_counters != Some(counters) {
-                for (name, value) in [("bytes_in_use", counters.0), ("bytes_reserved", counters.1)]
-                {
-                    let mut c = TraceEvent::new(name.to_string(), "C", t, 0);
-                    c.args = json!({ "bytes": value });
-                    out.push(c);
-                }
-                last_counters = Some(counters);
-            }
+        TraceWriter {
+            out,
+            renamed,
+            open: HashMap::new(),
+            last_counters: None,
         }
-        let document = json!({
-            "traceEvents": out,
-            "displayTimeUnit": "ms",
-            "otherData": {
-                "producer": "gpu-arena",
-                "dropped_events": self.dropped,
-                "capacity": self.capacity,
-            },
-        });
-        document.to_string()
     }
 
-    /// Writes [`MemoryTimeline::to_chrome_trace`] to `path`: a regular file there is replaced,
-    /// a new one is created readable by the user alone (mode 0600 on Unix). A symbolic link at
-    /// `path` is refused rather than followed, and a FIFO without waiting for a reader.
-    ///
-    /// # Errors
-    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that
-    /// is not regular at `path`.
-    pub fn write_chrome_trace(&self, path: impl AsRef<Path>, process: &str) -> std::io::Result<()> {
-        crate::backend::write_named_file(path.as_ref(), self.to_chrome_trace(process).as_bytes())
+    /// Adds `event`: its trace event (after the array slice's begin or end it makes), then a
+    /// counter sample where the bytes in use or reserved changed.
+    fn push(&mut self, event: &TimelineEvent) {
+        let mut trace = self.trace_of(event);
+        trace.cat = category(&event.kind);
+        self.out.push(trace);
+        let counters = (event.bytes_in_use, event.bytes_reserved);
+        if self.last_counters != Some(counters) {
+            for (name, value) in [("bytes_in_use", counters.0), ("bytes_reserved", counters.1)] {
+                let mut c = TraceEvent::new(name.to_string(), "C", event.time_ns, 0);
+                c.args = json!({ "bytes": value });
+                self.out.push(c);
+            }
+            self.last_counters = Some(counters);
+        }
+    }
+
+    /// The trace event that stands for `event`; an allocation or a free also begins or ends
+    /// its array's slice.
+    fn trace_of(&mut self, event: &TimelineEvent) -> TraceEvent {
+        let t = event.time_ns;
+        match &event.kind {
+            TimelineEventKind::Alloc {
+                allocation,
+                region,
+                offset,
+                size,
+                requested,
+                label,
+                site,
+                dtype,
+                shape,
+            } => {
+                let label = self.renamed.get(allocation).copied().or(label.as_deref());
+                let name = array_name(label, dtype.as_deref(), shape.as_deref());
+                let args = json!({ "allocation": allocation.0, "region": region.0,
+                    "offset": offset, "size": size, "requested": requested, "label": label,
+                    "site": site, "dtype": dtype, "shape": shape });
+                self.begin_array_slice(*allocation, &name, t, args.clone());
+                let alloc = format!("alloc {name} {}", Bytes(*size));
+                instant(alloc, t, ARENA_TRACK, "t", args)
+            }
+            TimelineEventKind::Free {
+                allocation,
+                region,
+                offset,
+                size,
+                pending,
+                label,
+                site,
+                dtype,
+                shape,
+            } => {
+                let args = json!({ "allocation": allocation.0, "region": region.0,
+                    "offset": offset, "size": size, "pending": pending, "label": label,
+                    "site": site, "dtype": dtype, "shape": shape });
+                let name = self.end_array_slice(*allocation, t).unwrap_or_else(|| {
+                    array_name(label.as_deref(), dtype.as_deref(), shape.as_deref())
+                });
+                instant(
+                    format!("free {name} {}", Bytes(*size)),
+                    t,
+                    ARENA_TRACK,
+                    "t",
+                    args,
+                )
+            }
+            TimelineEventKind::RegionReserve { region, size } => {
+                region_instant("reserve", region.0, *size, t)
+            }
+            TimelineEventKind::RegionRelease { region, size } => {
+                region_instant("release", region.0, *size, t)
+            }
+            TimelineEventKind::Transfer {
+                direction,
+                bytes,
+                arrays,
+                explicit,
+                duration_ns,
+            } => {
+                let how = if *explicit { "explicit" } else { "implicit" };
+                let name = format!("{direction} {} ({how})", Bytes(*bytes));
+                let args = json!({ "direction": direction, "bytes": bytes,
+                    "arrays": arrays, "explicit": explicit });
+                complete_slice(name, t, *duration_ns, TRANSFER_TRACK, args)
+            }
+            TimelineEventKind::Label { allocation, label } => {
+                let args = json!({ "allocation": allocation.0, "label": label });
+                instant(format!("label {label}"), t, ARENA_TRACK, "t", args)
+            }
+            TimelineEventKind::Dispatch { name, submission } => {
+                let args = json!({ "submission": submission });
+                instant(name.clone(), t, DISPATCH_TRACK, "t", args)
+            }
+            TimelineEventKind::Kernel {
+                name,
+                submission,
+                duration_ns,
+            } => {
+                let args = json!({ "submission": submission, "gpu_ns": duration_ns });
+                complete_slice(name.clone(), t, *duration_ns, GPU_TRACK, args)
+            }
+        }
+    }
+
+    /// Begins the async slice of `allocation`'s array, named `name`, at `time_ns`.
+    fn begin_array_slice(
+        &mut self,
+        allocation: AllocationId,
+        name: &str,
+        time_ns: u64,
+        args: serde_json::Value,
+    ) {
+        let mut slice = array_slice_edge(name.to_string(), "b", allocation, time_ns);
+        slice.args = args;
+        self.out.push(slice);
+        self.open.insert(allocation, name.to_string());
+    }
+
+    /// Ends the slice of `allocation`'s array at `time_ns` and returns its name, or `None`
+    /// when the trace holds no begin for it (its allocation is older than the timeline).
+    fn end_array_slice(&mut self, allocation: AllocationId, time_ns: u64) -> Option<String> {
+        let name = self.open.remove(&allocation)?;
+        let end = array_slice_edge(name.clone(), "e", allocation, time_ns);
+        self.out.push(end);
+        Some(name)
+    }
+}
+
+/// The begin (`b`) or end (`e`) of an array's async slice: both carry the array category and
+/// the allocation as the id that pairs them.
+fn array_slice_edge(
+    name: String,
+    ph: &'static str,
+    allocation: AllocationId,
+    time_ns: u64,
+) -> TraceEvent {
+    let mut edge = TraceEvent::new(name, ph, time_ns, ARENA_TRACK);
+    edge.cat = "array";
+    edge.id = Some(format!("{:#x}", allocation.0));
+    edge
+}
+
+/// An instant event on track `tid`, scoped to the track (`t`) or the whole process (`p`).
+fn instant(
+    name: String,
+    time_ns: u64,
+    tid: u32,
+    scope: &'static str,
+    args: serde_json::Value,
+) -> TraceEvent {
+    let mut e = TraceEvent::new(name, "i", time_ns, tid);
+    e.s = Some(scope);
+    e.args = args;
+    e
+}
+
+/// A process-wide instant for a region reserved or released (`verb`).
+fn region_instant(verb: &str, region: u64, size: u64, time_ns: u64) -> TraceEvent {
+    let name = format!("{verb} region {region} ({})", Bytes(size));
+    let args = json!({ "region": region, "size": size });
+    instant(name, time_ns, ARENA_TRACK, "p", args)
+}
+
+/// A complete slice (`X`): from `time_ns` for `duration_ns`, on track `tid`.
+fn complete_slice(
+    name: String,
+    time_ns: u64,
+    duration_ns: u64,
+    tid: u32,
+    args: serde_json::Value,
+) -> TraceEvent {
+    let mut e = TraceEvent::new(name, "X", time_ns, tid);
+    e.dur = Some(duration_ns as f64 / NS_PER_US);
+    e.args = args;
+    e
+}
+
+/// The category a viewer filters an event's trace by.
+fn category(kind: &TimelineEventKind) -> &'static str {
+    match kind {
+        TimelineEventKind::Transfer { .. } => "transfer",
+        TimelineEventKind::Dispatch { .. } => "dispatch",
+        TimelineEventKind::Kernel { .. } => "kernel",
+        _ => "memory",
     }
 }
 
