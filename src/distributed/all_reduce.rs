@@ -20,6 +20,7 @@ use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel};
 use crate::donated::{Donated, DonatedResult};
 use crate::error::Result;
+use mpi::collective::SystemOperation;
 use mpi::traits::*;
 
 const OPERATION: &str = "all_reduce";
@@ -130,6 +131,49 @@ impl Collectives {
         let first: &mut [T] = elements_of(first, chunk);
         let second: &mut [T] = elements_of(second, chunk);
         let result: &mut [T] = elements_of(result, chunk);
+        let path = self.all_reduce_path::<T>(&io, kind, chunk);
+        self.note_host_bytes(path.host_chunks(kind) * chunk * std::mem::size_of::<T>());
+        let op = op.system();
+        let pieces: Vec<(usize, usize)> = chunks(array.len(), chunk).collect();
+        match path {
+            Path::MappedInPlace => {
+                self.reduce_mapped_in_place(&io, &pieces, op, kind, first, finish)
+            }
+            Path::StagingInPlace => {
+                let size = std::mem::size_of::<T>();
+                // Staged, in place in an upload staging buffer: no host chunk at all, and chunk
+                // k+1 comes off the device while MPI reduces chunk k (see `staged.rs`).
+                let chunks: Vec<Vec<Segment<'_>>> = pieces
+                    .iter()
+                    .map(|&(start, len)| {
+                        vec![Segment {
+                            storage: &array.storage,
+                            offset: (start * size) as u64,
+                            bytes: (len * size) as u64,
+                        }]
+                    })
+                    .collect();
+                reduce_staged_chunks::<T>(&self.ctx.inner, &self.comm, &chunks, op, OPERATION)
+            }
+            Path::HostChunkInPlace => {
+                self.reduce_host_chunk_in_place(&io, &pieces, op, first, finish)
+            }
+            Path::MappedPipelined => {
+                self.reduce_mapped_pipelined(&io, &pieces, op, [first, second], finish)
+            }
+            Path::StagedPipelined => {
+                self.reduce_staged_pipelined(&io, &pieces, op, [first, second, result], finish)
+            }
+        }
+    }
+
+    /// How this rank reduces an array reached through `io`, `chunk` elements at a time.
+    fn all_reduce_path<T: CollectiveElement>(
+        &self,
+        io: &ArrayIo<'_, T>,
+        kind: Kind,
+        chunk: usize,
+    ) -> Path {
         let in_place = self.reduces_in_place();
         // Staged chunks go through the staging pool's buffers, with no host chunk, where MPI
         // reduces in place, the chunk fits a staging buffer and no division follows.
@@ -137,107 +181,123 @@ impl Collectives {
             && !io.is_zero_copy()
             && kind != Kind::AllReduceMean
             && fits_staging(&self.ctx.inner, (chunk * std::mem::size_of::<T>()) as u64);
-        let used = match (in_place, io.is_zero_copy()) {
-            (true, true) => usize::from(kind == Kind::AllReduceMean),
-            (true, false) => usize::from(!staged),
-            (false, true) => 2,
-            (false, false) => 3,
-        };
-        self.note_host_bytes(used * chunk * std::mem::size_of::<T>());
-        let op = op.system();
-        let pieces: Vec<(usize, usize)> = chunks(array.len(), chunk).collect();
-        if in_place && io.is_zero_copy() {
-            // MPI reduces each chunk where it lies in the mapping: no host copy at all, but
-            // for the mean's division.
-            for &(start, len) in &pieces {
-                io.with_slice_mut(start, len, |elements| {
-                    all_reduce_in_place(&self.comm, elements, op)
-                })
-                .ok_or_else(|| misaligned_mapping(OPERATION))?
-                .ok_or_else(in_place_unknown)?;
-                if kind == Kind::AllReduceMean {
-                    io.read(start, &mut first[..len])?;
-                    first[..len].iter_mut().for_each(|v| *v = finish(*v));
-                    io.write(start, &first[..len])?;
-                }
+        match (in_place, io.is_zero_copy()) {
+            (true, true) => Path::MappedInPlace,
+            (true, false) if staged => Path::StagingInPlace,
+            (true, false) => Path::HostChunkInPlace,
+            (false, true) => Path::MappedPipelined,
+            (false, false) => Path::StagedPipelined,
+        }
+    }
+
+    /// MPI reduces each chunk where it lies in the mapping: no host copy at all, but for the
+    /// mean's division, which goes through `scratch`.
+    fn reduce_mapped_in_place<T: CollectiveElement>(
+        &self,
+        io: &ArrayIo<'_, T>,
+        pieces: &[(usize, usize)],
+        op: SystemOperation,
+        kind: Kind,
+        scratch: &mut [T],
+        finish: &impl Fn(T) -> T,
+    ) -> Result<()> {
+        for &(start, len) in pieces {
+            io.with_slice_mut(start, len, |elements| {
+                all_reduce_in_place(&self.comm, elements, op)
+            })
+            .ok_or_else(|| misaligned_mapping(OPERATION))?
+            .ok_or_else(in_place_unknown)?;
+            if kind == Kind::AllReduceMean {
+                io.read(start, &mut scratch[..len])?;
+                scratch[..len].iter_mut().for_each(|v| *v = finish(*v));
+                io.write(start, &scratch[..len])?;
             }
-            return Ok(());
         }
-        if staged {
-            let size = std::mem::size_of::<T>();
-            // Staged, in place in an upload staging buffer: no host chunk at all, and chunk
-            // k+1 comes off the device while MPI reduces chunk k (see `staged.rs`).
-            let chunks: Vec<Vec<Segment<'_>>> = pieces
-                .iter()
-                .map(|&(start, len)| {
-                    vec![Segment {
-                        storage: &array.storage,
-                        offset: (start * size) as u64,
-                        bytes: (len * size) as u64,
-                    }]
-                })
-                .collect();
-            return reduce_staged_chunks::<T>(&self.ctx.inner, &self.comm, &chunks, op, OPERATION);
+        Ok(())
+    }
+
+    /// Staged, in place on one host chunk: off the device, reduced where it lies, back
+    /// through the staging pool (which copies it before `write` returns). The blocking
+    /// MPI_Allreduce leaves nothing to overlap the read with, but it is the call the
+    /// zero-copy ranks make (blocking and immediate collectives do not match), and it
+    /// runs Open MPI's tuned algorithms, well ahead of the immediate form's.
+    fn reduce_host_chunk_in_place<T: CollectiveElement>(
+        &self,
+        io: &ArrayIo<'_, T>,
+        pieces: &[(usize, usize)],
+        op: SystemOperation,
+        host: &mut [T],
+        finish: &impl Fn(T) -> T,
+    ) -> Result<()> {
+        for &(start, len) in pieces {
+            io.read(start, &mut host[..len])?;
+            all_reduce_in_place(&self.comm, &mut host[..len], op).ok_or_else(in_place_unknown)?;
+            host[..len].iter_mut().for_each(|v| *v = finish(*v));
+            io.write(start, &host[..len])?;
         }
-        if in_place {
-            // Staged, in place on one host chunk: off the device, reduced where it lies, back
-            // through the staging pool (which copies it before `write` returns). The blocking
-            // MPI_Allreduce leaves nothing to overlap the read with, but it is the call the
-            // zero-copy ranks make (blocking and immediate collectives do not match), and it
-            // runs Open MPI's tuned algorithms, well ahead of the immediate form's.
-            for &(start, len) in &pieces {
-                io.read(start, &mut first[..len])?;
-                all_reduce_in_place(&self.comm, &mut first[..len], op)
-                    .ok_or_else(in_place_unknown)?;
-                first[..len].iter_mut().for_each(|v| *v = finish(*v));
-                io.write(start, &first[..len])?;
-            }
-            return Ok(());
-        }
-        if io.is_zero_copy() {
-            // MPI reads chunk k straight from the mapping into one buffer while the result of
-            // chunk k−1, in the other, is written back into the mapping.
-            let mut pending: Option<(usize, usize)> = None;
-            for (k, &(start, len)) in pieces.iter().enumerate() {
-                let (current, previous) = if k % 2 == 0 {
-                    (&mut *first, &*second)
-                } else {
-                    (&mut *second, &*first)
-                };
-                let written = io
-                    .with_slice(start, len, |src| {
-                        mpi::request::scope(|scope| {
-                            let request = self.comm.immediate_all_reduce_into(
-                                scope,
-                                src,
-                                &mut current[..len],
-                                op,
-                            );
-                            let written = match pending {
-                                Some((at, n)) => io.write(at, &previous[..n]),
-                                None => Ok(()),
-                            };
-                            request.wait();
-                            written
-                        })
+        Ok(())
+    }
+
+    /// MPI reads chunk k straight from the mapping into one buffer while the result of
+    /// chunk k−1, in the other, is written back into the mapping.
+    fn reduce_mapped_pipelined<T: CollectiveElement>(
+        &self,
+        io: &ArrayIo<'_, T>,
+        pieces: &[(usize, usize)],
+        op: SystemOperation,
+        [first, second]: [&mut [T]; 2],
+        finish: &impl Fn(T) -> T,
+    ) -> Result<()> {
+        let mut pending: Option<(usize, usize)> = None;
+        for (k, &(start, len)) in pieces.iter().enumerate() {
+            let (current, previous) = if k % 2 == 0 {
+                (&mut *first, &*second)
+            } else {
+                (&mut *second, &*first)
+            };
+            let written = io
+                .with_slice(start, len, |src| {
+                    mpi::request::scope(|scope| {
+                        let request = self.comm.immediate_all_reduce_into(
+                            scope,
+                            src,
+                            &mut current[..len],
+                            op,
+                        );
+                        let written = match pending {
+                            Some((at, n)) => io.write(at, &previous[..n]),
+                            None => Ok(()),
+                        };
+                        request.wait();
+                        written
                     })
-                    .ok_or_else(|| misaligned_mapping(OPERATION))?;
-                written?;
-                current[..len].iter_mut().for_each(|v| *v = finish(*v));
-                pending = Some((start, len));
-            }
-            if let Some((at, n)) = pending {
-                let last = if pieces.len() % 2 == 1 {
-                    &*first
-                } else {
-                    &*second
-                };
-                io.write(at, &last[..n])?;
-            }
-            return Ok(());
+                })
+                .ok_or_else(|| misaligned_mapping(OPERATION))?;
+            written?;
+            current[..len].iter_mut().for_each(|v| *v = finish(*v));
+            pending = Some((start, len));
         }
-        // Staged: chunk k+1 comes off the device while MPI reduces chunk k; the result of
-        // chunk k goes back through the staging pool without waiting for the copy.
+        if let Some((at, n)) = pending {
+            let last = if pieces.len() % 2 == 1 {
+                &*first
+            } else {
+                &*second
+            };
+            io.write(at, &last[..n])?;
+        }
+        Ok(())
+    }
+
+    /// Staged: chunk k+1 comes off the device while MPI reduces chunk k into `result`; the
+    /// result of chunk k goes back through the staging pool without waiting for the copy.
+    fn reduce_staged_pipelined<T: CollectiveElement>(
+        &self,
+        io: &ArrayIo<'_, T>,
+        pieces: &[(usize, usize)],
+        op: SystemOperation,
+        [first, second, result]: [&mut [T]; 3],
+        finish: &impl Fn(T) -> T,
+    ) -> Result<()> {
         if let Some(&(start, len)) = pieces.first() {
             io.read(start, &mut first[..len])?;
         }
@@ -266,6 +326,36 @@ impl Collectives {
             io.write(start, &result[..len])?;
         }
         Ok(())
+    }
+}
+
+/// The ways [`Collectives::all_reduce`] reduces a chunk, one per kind of MPI library (known
+/// `MPI_IN_PLACE` or not) and arena (zero-copy or staged).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Path {
+    /// In place on the array's own mapping.
+    MappedInPlace,
+    /// In place in an upload staging buffer (`staged.rs`).
+    StagingInPlace,
+    /// In place on one host chunk between the staging copies (the mean, or chunks larger
+    /// than a staging buffer).
+    HostChunkInPlace,
+    /// Immediate all-reduce from the mapping into a host buffer, pipelined with the writes back.
+    MappedPipelined,
+    /// Immediate all-reduce of host chunks, pipelined with the staging copies.
+    StagedPipelined,
+}
+
+impl Path {
+    /// Host chunk buffers the path uses (for the host-memory count).
+    fn host_chunks(self, kind: Kind) -> usize {
+        match self {
+            Path::MappedInPlace => usize::from(kind == Kind::AllReduceMean),
+            Path::StagingInPlace => 0,
+            Path::HostChunkInPlace => 1,
+            Path::MappedPipelined => 2,
+            Path::StagedPipelined => 3,
+        }
     }
 }
 
