@@ -45,14 +45,33 @@ pub(crate) fn check_device_limits(
     limits: &wgpu::Limits,
     immediates: bool,
 ) -> Result<(), DeviceLimitExceeded> {
-    let over = |what: String, limit: &'static str, value: u64, advice: &'static str| {
-        Err(DeviceLimitExceeded::Limit {
-            what,
-            limit,
-            value,
-            advice,
-        })
-    };
+    check_workgroup(signature, limits)?;
+    check_bindings(signature, limits)?;
+    check_params(signature, limits, immediates)
+}
+
+/// The refusal of `what` for exceeding the limit named `limit`, of `value` on this device: the
+/// one shape every check below refuses in (all but immediate data's).
+fn over(
+    what: String,
+    limit: &'static str,
+    value: u64,
+    advice: &'static str,
+) -> Result<(), DeviceLimitExceeded> {
+    Err(DeviceLimitExceeded::Limit {
+        what,
+        limit,
+        value,
+        advice,
+    })
+}
+
+/// The workgroup's limits: its size on each axis, its invocations and its `var<workgroup>`
+/// memory.
+fn check_workgroup(
+    signature: &KernelSignature,
+    limits: &wgpu::Limits,
+) -> Result<(), DeviceLimitExceeded> {
     let [x, y, z] = signature.workgroup_size;
     for (axis, size, limit, name) in [
         (
@@ -105,6 +124,15 @@ pub(crate) fn check_device_limits(
             "use smaller workgroup arrays (or tile the work)",
         );
     }
+    Ok(())
+}
+
+/// The bind group's limits: the group itself, the number of storage bindings, the binding
+/// numbers and each storage binding's size.
+fn check_bindings(
+    signature: &KernelSignature,
+    limits: &wgpu::Limits,
+) -> Result<(), DeviceLimitExceeded> {
     // The bind group's index plus one groups must be allowed.
     if limits.max_bind_groups < KERNEL_BIND_GROUP + 1 {
         return over(
@@ -150,6 +178,16 @@ pub(crate) fn check_device_limits(
             "declare a smaller (or runtime-sized) array",
         );
     }
+    Ok(())
+}
+
+/// The parameter block's limits: a uniform block's count and size, or immediate data's size
+/// and feature (`immediates`).
+fn check_params(
+    signature: &KernelSignature,
+    limits: &wgpu::Limits,
+    immediates: bool,
+) -> Result<(), DeviceLimitExceeded> {
     let Some(params) = &signature.params else {
         return Ok(());
     };
