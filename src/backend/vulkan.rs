@@ -296,11 +296,52 @@ impl VulkanMemory {
         // SAFETY: a valid create-info on wgpu's live device.
         let raw = unsafe { self.device.create_buffer(&info, None) }
             .map_err(|e| failure("vkCreateBuffer", vk_refusal(e, e.to_string())))?;
+        let (allocation, memory_type) = match self.allocate_dedicated(raw, candidates, label) {
+            Ok(allocated) => allocated,
+            Err(refusal) => {
+                // SAFETY: the buffer has no memory bound and no user.
+                unsafe { self.device.destroy_buffer(raw, None) };
+                return Err(failure("allocating device memory", refusal));
+            }
+        };
+        // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
+        if let Err(e) = unsafe {
+            self.device
+                .bind_buffer_memory(raw, allocation.memory(), allocation.offset())
+        } {
+            free_allocation(&self.allocator, allocation, label);
+            // SAFETY: the buffer is unused.
+            unsafe { self.device.destroy_buffer(raw, None) };
+            return Err(failure("vkBindBufferMemory", vk_refusal(e, e.to_string())));
+        }
+        let (memory, mapped) = self.own_memory(device, allocation, memory_type, size, label);
+        let release = BufferRelease {
+            device: self.device.clone(),
+            raw,
+            memory,
+        };
+        let buffer = release.import(device, size, usage, label);
+        Ok(DeviceBuffer {
+            buffer,
+            mapped,
+            memory_type: Some(memory_type),
+        })
+    }
+
+    /// A dedicated allocation for `raw` in the first memory type of `candidates` that its
+    /// requirements allow and that has room, with that type; else the last type's refusal (a
+    /// lost device ends the search at once). Apart from `create_buffer` because every way out
+    /// of it leaves `raw` without memory, for the caller to destroy.
+    fn allocate_dedicated(
+        &self,
+        raw: vk::Buffer,
+        candidates: &[u32],
+        label: &str,
+    ) -> std::result::Result<(Allocation, u32), RegionRefusal> {
         // SAFETY: `raw` was just created on this device.
         let requirements = unsafe { self.device.get_buffer_memory_requirements(raw) };
         let mut last_error =
             RegionRefusal::other("no memory type of the plan is allowed for this buffer");
-        let mut allocation = None;
         for &memory_type in candidates {
             let bits = requirements.memory_type_bits & (1u32 << memory_type);
             if bits == 0 {
@@ -318,10 +359,7 @@ impl VulkanMemory {
                 linear: true,
                 allocation_scheme: AllocationScheme::DedicatedBuffer(raw),
             }) {
-                Ok(a) => {
-                    allocation = Some((a, memory_type));
-                    break;
-                }
+                Ok(a) => return Ok((a, memory_type)),
                 Err(e) => {
                     last_error = allocation_refusal(&e, format!("memory type {memory_type}: {e}"));
                     // No other memory type helps a lost device.
@@ -331,21 +369,20 @@ impl VulkanMemory {
                 }
             }
         }
-        let Some((allocation, memory_type)) = allocation else {
-            // SAFETY: the buffer has no memory bound and no user.
-            unsafe { self.device.destroy_buffer(raw, None) };
-            return Err(failure("allocating device memory", last_error));
-        };
-        // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
-        if let Err(e) = unsafe {
-            self.device
-                .bind_buffer_memory(raw, allocation.memory(), allocation.offset())
-        } {
-            free_allocation(&self.allocator, allocation, label);
-            // SAFETY: the buffer is unused.
-            unsafe { self.device.destroy_buffer(raw, None) };
-            return Err(failure("vkBindBufferMemory", vk_refusal(e, e.to_string())));
-        }
+        Err(last_error)
+    }
+
+    /// Moves `allocation` (bound to a buffer, of `memory_type`) into its shared owner, and
+    /// makes the mapped range of its first `size` bytes when it is host-visible: coherent, or
+    /// with the flushes and invalidates of non-coherent memory.
+    fn own_memory(
+        &self,
+        device: &wgpu::Device,
+        allocation: Allocation,
+        memory_type: u32,
+        size: u64,
+        label: &str,
+    ) -> (Arc<DedicatedMemory>, Option<MappedRange>) {
         let coherent = 1u32
             .checked_shl(memory_type)
             .is_some_and(|bit| self.coherent_types & bit != 0);
@@ -383,40 +420,7 @@ impl VulkanMemory {
             );
             range.non_coherent(sync, memory_offset)
         });
-        let release = BufferRelease {
-            device: self.device.clone(),
-            raw,
-            memory,
-        };
-        // SAFETY: `raw` is valid and bound to memory that stays allocated while `release`
-        // holds it, and the callback, which destroys `raw`, runs once: when wgpu-hal destroys
-        // the buffer, after wgpu-core has waited for every submission that used it, whether the
-        // last handle was dropped or the buffer or device was destroyed early. wgpu never maps
-        // it (no MAP usages) and never uses `raw` after the callback.
-        let hal_buffer = unsafe {
-            wgpu::hal::vulkan::Buffer::from_raw_externally_owned(
-                raw,
-                Box::new(move || release.run()),
-            )
-        };
-        // SAFETY: the hal buffer was created on this device with the Vulkan usages of `usage`
-        // (`vulkan_usage`, as wgpu-hal would make them).
-        let buffer = unsafe {
-            device.create_buffer_from_hal::<VulkanApi>(
-                hal_buffer,
-                &wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size,
-                    usage,
-                    mapped_at_creation: false,
-                },
-            )
-        };
-        Ok(DeviceBuffer {
-            buffer,
-            mapped,
-            memory_type: Some(memory_type),
-        })
+        (memory, mapped)
     }
 
     /// Flushes and invalidates so far, over every mapping made here.
@@ -520,6 +524,39 @@ struct BufferRelease {
 }
 
 impl BufferRelease {
+    /// wgpu's buffer of `size` bytes with the usages `usage` over `raw`: wgpu owns the
+    /// `VkBuffer` from here, and the buffer's drop callback runs this release.
+    fn import(
+        self,
+        device: &wgpu::Device,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        label: &str,
+    ) -> wgpu::Buffer {
+        let raw = self.raw;
+        // SAFETY: `raw` is valid and bound to memory that stays allocated while this release
+        // holds it, and the callback, which destroys `raw`, runs once: when wgpu-hal destroys
+        // the buffer, after wgpu-core has waited for every submission that used it, whether the
+        // last handle was dropped or the buffer or device was destroyed early. wgpu never maps
+        // it (no MAP usages) and never uses `raw` after the callback.
+        let hal_buffer = unsafe {
+            wgpu::hal::vulkan::Buffer::from_raw_externally_owned(raw, Box::new(move || self.run()))
+        };
+        // SAFETY: the hal buffer was created on this device with the Vulkan usages of `usage`
+        // (`vulkan_usage`, as wgpu-hal would make them).
+        unsafe {
+            device.create_buffer_from_hal::<VulkanApi>(
+                hal_buffer,
+                &wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                },
+            )
+        }
+    }
+
     fn run(self) {
         // SAFETY: wgpu-hal runs this from its own `destroy_buffer`, once no GPU work uses `raw`
         // and on the live device that made it; nothing uses `raw` afterwards.
