@@ -17,6 +17,7 @@ use super::validate::{
 use crate::error::{Error, Result};
 use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 impl ArenaConfig {
     /// The defaults overridden by the process environment (see the module docs for the names).
@@ -45,26 +46,12 @@ impl ArenaConfig {
             "XLA_CLIENT_MEM_FRACTION",
             "XLA_PYTHON_CLIENT_MEM_FRACTION",
         ])? {
-            config.mem_fraction = MemFraction::parse(&value).map_err(|why| Error::Config {
-                variable: var.clone(),
-                value: value.clone(),
-                expected: format!("{}: {why}", super::mem_fraction::FRACTION_GRAMMAR),
-            })?;
+            config.mem_fraction = parse_mem_fraction(&var, &value)?;
         }
         if let Some((var, value)) =
             env.first(&["GPU_ARENA_ALLOCATOR", "XLA_PYTHON_CLIENT_ALLOCATOR"])?
         {
-            config.allocator = match value.trim().to_ascii_lowercase().as_str() {
-                "bfc" | "default" => AllocatorKind::Bfc,
-                "platform" => AllocatorKind::Platform,
-                _ => {
-                    return Err(Error::Config {
-                        variable: var,
-                        value,
-                        expected: "\"bfc\" or \"platform\"".into(),
-                    })
-                }
-            };
+            config.allocator = parse_allocator(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&[MAX_REGION.variable])? {
             config.max_region_bytes = Some(parse_mib(&MAX_REGION, &var, &value)?);
@@ -73,37 +60,13 @@ impl ArenaConfig {
             config.adapter = Some(parse_adapter(&var, &value)?);
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_BACKEND"])? {
-            config.backend = match value.trim().to_ascii_lowercase().as_str() {
-                "auto" => BackendChoice::Auto,
-                "vulkan" | "vk" => BackendChoice::Vulkan,
-                "gl" | "gles" | "opengl" => BackendChoice::Gl,
-                "metal" => BackendChoice::Metal,
-                "dx12" | "d3d12" => BackendChoice::Dx12,
-                _ => {
-                    return Err(Error::Config {
-                        variable: var,
-                        value,
-                        expected: "one of auto, vulkan, gl, metal, dx12".into(),
-                    })
-                }
-            };
+            config.backend = parse_backend(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_ZERO_COPY"])? {
             config.zero_copy = parse_bool(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_BAR_WRITES"])? {
-            config.bar_writes = match value.trim().to_ascii_lowercase().as_str() {
-                "auto" => BarWrites::Auto,
-                "on" | "true" | "1" | "yes" => BarWrites::On,
-                "off" | "false" | "0" | "no" => BarWrites::Off,
-                _ => {
-                    return Err(Error::Config {
-                        variable: var,
-                        value,
-                        expected: "auto, on or off".into(),
-                    })
-                }
-            };
+            config.bar_writes = parse_bar_writes(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
             config.force_non_coherent = parse_bool(&var, &value)?;
@@ -126,13 +89,7 @@ impl ArenaConfig {
             )?);
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION"])? {
-            let groups = parse_count(&var, &value, 1, workgroups_expected)?;
-            config.max_workgroups_per_dimension =
-                Some(u32::try_from(groups).map_err(|_| Error::Config {
-                    variable: var,
-                    value,
-                    expected: workgroups_expected(),
-                })?);
+            config.max_workgroups_per_dimension = Some(parse_workgroups(&var, &value)?);
         }
         if let Some((var, value)) = env.first(&[STAGING.variable])? {
             config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
@@ -151,14 +108,7 @@ impl ArenaConfig {
             config.kernel_times = parse_bool(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
-            if value.trim().is_empty() {
-                return Err(Error::Config {
-                    variable: var,
-                    value,
-                    expected: "a directory path (unset the variable for no dump)".into(),
-                });
-            }
-            config.dump_on_oom = Some(value.trim().into());
+            config.dump_on_oom = Some(parse_dump_directory(&var, &value)?);
         }
         // Each value was checked above under its variable's name; this is the same set of
         // rules `Context::new` applies, so nothing read here can be refused there.
@@ -289,6 +239,80 @@ fn parse_bool(var: &str, value: &str) -> Result<bool> {
             expected: "true/false (also 1/0, yes/no, on/off)".into(),
         }),
     }
+}
+
+/// A fraction of device memory in XLA's grammar (see [`MemFraction::parse`]).
+fn parse_mem_fraction(var: &str, value: &str) -> Result<MemFraction> {
+    MemFraction::parse(value).map_err(|why| Error::Config {
+        variable: var.into(),
+        value: value.into(),
+        expected: format!("{}: {why}", super::mem_fraction::FRACTION_GRAMMAR),
+    })
+}
+
+/// JAX's allocator names: `bfc` (or `default`) and `platform`, in any case.
+fn parse_allocator(var: &str, value: &str) -> Result<AllocatorKind> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "bfc" | "default" => Ok(AllocatorKind::Bfc),
+        "platform" => Ok(AllocatorKind::Platform),
+        _ => Err(Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "\"bfc\" or \"platform\"".into(),
+        }),
+    }
+}
+
+/// A wgpu backend by its common names (`vk`, `gles`, `d3d12` and so on), or `auto`.
+fn parse_backend(var: &str, value: &str) -> Result<BackendChoice> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(BackendChoice::Auto),
+        "vulkan" | "vk" => Ok(BackendChoice::Vulkan),
+        "gl" | "gles" | "opengl" => Ok(BackendChoice::Gl),
+        "metal" => Ok(BackendChoice::Metal),
+        "dx12" | "d3d12" => Ok(BackendChoice::Dx12),
+        _ => Err(Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "one of auto, vulkan, gl, metal, dx12".into(),
+        }),
+    }
+}
+
+/// `auto`, or a boolean spelling (as [`parse_bool`] reads them) for on and off.
+fn parse_bar_writes(var: &str, value: &str) -> Result<BarWrites> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(BarWrites::Auto),
+        "on" | "true" | "1" | "yes" => Ok(BarWrites::On),
+        "off" | "false" | "0" | "no" => Ok(BarWrites::Off),
+        _ => Err(Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "auto, on or off".into(),
+        }),
+    }
+}
+
+/// A count of workgroups per dimension: at least 1, and within `u32` (wgpu's type for it).
+fn parse_workgroups(var: &str, value: &str) -> Result<u32> {
+    let groups = parse_count(var, value, 1, workgroups_expected)?;
+    u32::try_from(groups).map_err(|_| Error::Config {
+        variable: var.into(),
+        value: value.into(),
+        expected: workgroups_expected(),
+    })
+}
+
+/// A directory path, trimmed; a blank one is refused (unset the variable for no dump).
+fn parse_dump_directory(var: &str, value: &str) -> Result<PathBuf> {
+    if value.trim().is_empty() {
+        return Err(Error::Config {
+            variable: var.into(),
+            value: value.into(),
+            expected: "a directory path (unset the variable for no dump)".into(),
+        });
+    }
+    Ok(value.trim().into())
 }
 
 /// `on`/`true`/`yes`/`1` mean the default capacity (a one-event ring would be useless, so 1
