@@ -806,16 +806,12 @@ impl Timeline {
                 ring.dropped,
             )
         };
+        // One lock at a time: each table is copied under its own lock, released before the next.
         let names = lock(&self.labels).names.clone();
-        let label = |index: u32| names.get(index as usize).map(|l| l.to_string());
         let descriptions = lock(&self.descriptions).list.clone();
-        let describe = |index: u64| match descriptions.get(index as usize) {
-            Some(d) => (
-                Some(d.site.to_string()),
-                Some(d.dtype.to_string()),
-                Some(d.dims[..d.rank as usize].to_vec()),
-            ),
-            None => (None, None, None),
+        let interned = InternedCopy {
+            names,
+            descriptions,
         };
 
         // Records `cleared..end` the ring no longer holds; `read_from` returns only records of
@@ -826,92 +822,12 @@ impl Timeline {
             .saturating_sub(arena.len() as u64);
         let mut dropped = arena_dropped.saturating_add(context_dropped);
         let mut events: Vec<TimelineEvent> = Vec::with_capacity(arena.len() + context.len());
-        for (_, [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d]) in arena {
-            let kind = match tag & 0xff {
-                TAG_ALLOC => {
-                    let (site, dtype, shape) = describe((tag >> DESC_SHIFT) & DESC_MASK);
-                    TimelineEventKind::Alloc {
-                        allocation: AllocationId(b),
-                        region: RegionId(a),
-                        offset: c,
-                        size: d,
-                        requested: d - ((tag >> SLACK_SHIFT) & SLACK_MASK),
-                        label: label(((tag >> LABEL_SHIFT) & LABEL_MASK) as u32),
-                        site,
-                        dtype,
-                        shape,
-                    }
-                }
-                TAG_FREE => TimelineEventKind::Free {
-                    allocation: AllocationId(b),
-                    region: RegionId(a),
-                    offset: c,
-                    size: d,
-                    pending: tag & PENDING_BIT != 0,
-                    label: None,
-                    site: None,
-                    dtype: None,
-                    shape: None,
-                },
-                TAG_RESERVE => TimelineEventKind::RegionReserve {
-                    region: RegionId(a),
-                    size: b,
-                },
-                _ => TimelineEventKind::RegionRelease {
-                    region: RegionId(a),
-                    size: b,
-                },
-            };
-            events.push(TimelineEvent {
-                time_ns,
-                bytes_in_use,
-                bytes_reserved,
-                kind,
-            });
-        }
-        for e in context {
-            let kind = match e.kind {
-                ContextKind::Transfer {
-                    direction,
-                    explicit,
-                    arrays,
-                    bytes,
-                    duration_ns,
-                } => TimelineEventKind::Transfer {
-                    direction,
-                    bytes,
-                    arrays,
-                    explicit,
-                    duration_ns,
-                },
-                ContextKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
-                    name: label(name).unwrap_or_default(),
-                    submission,
-                },
-                ContextKind::Label {
-                    allocation,
-                    label: index,
-                } => TimelineEventKind::Label {
-                    allocation,
-                    label: label(index).unwrap_or_default(),
-                },
-                ContextKind::Kernel {
-                    name,
-                    submission,
-                    duration_ns,
-                } => TimelineEventKind::Kernel {
-                    name: label(name).unwrap_or_default(),
-                    submission,
-                    duration_ns,
-                },
-            };
-            events.push(TimelineEvent {
-                time_ns: e.time_ns,
-                bytes_in_use: e.bytes_in_use,
-                bytes_reserved: e.bytes_reserved,
-                kind,
-            });
-        }
+        events.extend(
+            arena
+                .into_iter()
+                .map(|(_, record)| interned.arena_event(record)),
+        );
+        events.extend(context.into_iter().map(|e| interned.context_event(e)));
         events.sort_by_key(|e| e.time_ns);
         if events.len() > self.capacity {
             let excess = events.len() - self.capacity;
@@ -923,6 +839,129 @@ impl Timeline {
             events,
             dropped,
             capacity: self.capacity,
+        }
+    }
+}
+
+/// The timeline's interned tables, copied out of their locks for [`Timeline::snapshot`]: what
+/// turns the indices the rings hold back into names, sites, types and shapes, so the records
+/// decode into events without a lock held.
+struct InternedCopy {
+    /// Labels and kernel names, by index.
+    names: Vec<Arc<str>>,
+    /// Array descriptions, by index.
+    descriptions: Vec<Description>,
+}
+
+impl InternedCopy {
+    /// The label or name at `index`; `None` for an index the table does not hold (as
+    /// `NO_LABEL`, which an event without a label carries).
+    fn label(&self, index: u32) -> Option<String> {
+        self.names.get(index as usize).map(|l| l.to_string())
+    }
+
+    /// The site, element type and shape of description `index`, each `None` for an index the
+    /// table does not hold.
+    fn describe(&self, index: u64) -> (Option<String>, Option<String>, Option<Vec<usize>>) {
+        match self.descriptions.get(index as usize) {
+            Some(d) => (
+                Some(d.site.to_string()),
+                Some(d.dtype.to_string()),
+                Some(d.dims[..d.rank as usize].to_vec()),
+            ),
+            None => (None, None, None),
+        }
+    }
+
+    /// The event of one arena record: time, bytes in use, bytes reserved, the tag word and
+    /// four fields whose meaning the tag's kind gives.
+    fn arena_event(&self, record: [u64; ARENA_WORDS]) -> TimelineEvent {
+        let [time_ns, bytes_in_use, bytes_reserved, tag, a, b, c, d] = record;
+        let kind = match tag & 0xff {
+            TAG_ALLOC => {
+                let (site, dtype, shape) = self.describe((tag >> DESC_SHIFT) & DESC_MASK);
+                TimelineEventKind::Alloc {
+                    allocation: AllocationId(b),
+                    region: RegionId(a),
+                    offset: c,
+                    size: d,
+                    requested: d - ((tag >> SLACK_SHIFT) & SLACK_MASK),
+                    label: self.label(((tag >> LABEL_SHIFT) & LABEL_MASK) as u32),
+                    site,
+                    dtype,
+                    shape,
+                }
+            }
+            TAG_FREE => TimelineEventKind::Free {
+                allocation: AllocationId(b),
+                region: RegionId(a),
+                offset: c,
+                size: d,
+                pending: tag & PENDING_BIT != 0,
+                label: None,
+                site: None,
+                dtype: None,
+                shape: None,
+            },
+            TAG_RESERVE => TimelineEventKind::RegionReserve {
+                region: RegionId(a),
+                size: b,
+            },
+            _ => TimelineEventKind::RegionRelease {
+                region: RegionId(a),
+                size: b,
+            },
+        };
+        TimelineEvent {
+            time_ns,
+            bytes_in_use,
+            bytes_reserved,
+            kind,
+        }
+    }
+
+    /// The event of one context event, its interned names given back as text.
+    fn context_event(&self, e: ContextEvent) -> TimelineEvent {
+        let kind = match e.kind {
+            ContextKind::Transfer {
+                direction,
+                explicit,
+                arrays,
+                bytes,
+                duration_ns,
+            } => TimelineEventKind::Transfer {
+                direction,
+                bytes,
+                arrays,
+                explicit,
+                duration_ns,
+            },
+            ContextKind::Dispatch { name, submission } => TimelineEventKind::Dispatch {
+                name: self.label(name).unwrap_or_default(),
+                submission,
+            },
+            ContextKind::Label {
+                allocation,
+                label: index,
+            } => TimelineEventKind::Label {
+                allocation,
+                label: self.label(index).unwrap_or_default(),
+            },
+            ContextKind::Kernel {
+                name,
+                submission,
+                duration_ns,
+            } => TimelineEventKind::Kernel {
+                name: self.label(name).unwrap_or_default(),
+                submission,
+                duration_ns,
+            },
+        };
+        TimelineEvent {
+            time_ns: e.time_ns,
+            bytes_in_use: e.bytes_in_use,
+            bytes_reserved: e.bytes_reserved,
+            kind,
         }
     }
 }
