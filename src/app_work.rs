@@ -20,7 +20,7 @@
 use crate::array::DeviceArray;
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, APP_WORK_RECORDER_BIT};
 use crate::context::Context;
-use crate::error::{Error, Result};
+use crate::error::{AppWorkRefusal, Error, Result};
 use crate::submission::SubmissionId;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,7 +75,8 @@ impl AppWork {
     /// The array's bytes as a vertex buffer: `pass.set_vertex_buffer(slot, slice)`.
     ///
     /// Errors: [`Error::ArrayUsage`] when [`crate::ArenaConfig::array_usages`] lacks VERTEX;
-    /// [`Error::InvalidArgument`] for an empty array (wgpu has no empty slices);
+    /// [`Error::AppWork`] ([`AppWorkRefusal::EmptyArray`]) for an empty array (wgpu has no
+    /// empty slices);
     /// [`Error::PendingInRecorder`] for one pending in a recorder that writes it;
     /// [`Error::ForeignArray`].
     pub fn vertex_buffer<'a, T: bytemuck::Pod>(
@@ -91,8 +92,8 @@ impl AppWork {
     /// (`u16`-sized elements: `Uint16`, `u32`-sized: `Uint32`):
     /// `pass.set_index_buffer(slice, format)`.
     ///
-    /// Errors: as [`AppWork::vertex_buffer`] (with INDEX), and [`Error::InvalidArgument`] for
-    /// elements of another size.
+    /// Errors: as [`AppWork::vertex_buffer`] (with INDEX), and [`Error::AppWork`]
+    /// ([`AppWorkRefusal::IndexElementSize`]) for elements of another size.
     pub fn index_buffer<'a, T: bytemuck::Pod>(
         &mut self,
         array: &'a DeviceArray<T>,
@@ -102,12 +103,12 @@ impl AppWork {
             2 => wgpu::IndexFormat::Uint16,
             4 => wgpu::IndexFormat::Uint32,
             other => {
-                return Err(Error::InvalidArgument {
+                return Err(Error::AppWork {
                     operation: op,
-                    reason: format!(
-                        "indices are 2 or 4 bytes (u16 or u32) but {} is {other}: bitcast or convert the array",
-                        std::any::type_name::<T>()
-                    ),
+                    refusal: AppWorkRefusal::IndexElementSize {
+                        element: std::any::type_name::<T>(),
+                        bytes: other,
+                    },
                 })
             }
         };
@@ -130,8 +131,9 @@ impl AppWork {
 
     /// The array as a uniform-buffer binding, for a bind group of the app's pipeline.
     ///
-    /// Errors: as [`AppWork::vertex_buffer`] (with UNIFORM), and [`Error::InvalidArgument`]
-    /// when the array is larger than the device's `max_uniform_buffer_binding_size`.
+    /// Errors: as [`AppWork::vertex_buffer`] (with UNIFORM), and [`Error::AppWork`]
+    /// ([`AppWorkRefusal::BindingTooLarge`]) when the array is larger than the device's
+    /// `max_uniform_buffer_binding_size`.
     pub fn uniform<'a, T: bytemuck::Pod>(
         &mut self,
         array: &'a DeviceArray<T>,
@@ -148,8 +150,8 @@ impl AppWork {
     /// the same pass (arrays share region buffers; see [`DeviceArray::raw_binding`]).
     ///
     /// Errors: as [`AppWork::vertex_buffer`] (with STORAGE, always allowed), and
-    /// [`Error::InvalidArgument`] when the array is larger than the device's
-    /// `max_storage_buffer_binding_size`.
+    /// [`Error::AppWork`] ([`AppWorkRefusal::BindingTooLarge`]) when the array is larger than
+    /// the device's `max_storage_buffer_binding_size`.
     pub fn storage<'a, T: bytemuck::Pod>(
         &mut self,
         array: &'a DeviceArray<T>,
@@ -250,12 +252,11 @@ impl AppWork {
             });
         }
         if array.size_in_bytes() == 0 {
-            return Err(Error::InvalidArgument {
+            return Err(Error::AppWork {
                 operation,
-                reason: format!(
-                    "{} is empty, and wgpu binds no empty range: leave it out of the pass",
-                    storage.describe()
-                ),
+                refusal: AppWorkRefusal::EmptyArray {
+                    array: storage.description(),
+                },
             });
         }
         let key = Arc::as_ptr(storage) as usize;
@@ -312,18 +313,20 @@ fn slice<T: bytemuck::Pod>(array: &DeviceArray<T>) -> wgpu::BufferSlice<'_> {
 fn check_binding_size<T: bytemuck::Pod>(
     array: &DeviceArray<T>,
     limit: u64,
-    limit_name: &str,
+    limit_name: &'static str,
     operation: &'static str,
 ) -> Result<()> {
     let bytes = array.size_in_bytes().next_multiple_of(4);
     if bytes <= limit {
         return Ok(());
     }
-    Err(Error::InvalidArgument {
+    Err(Error::AppWork {
         operation,
-        reason: format!(
-            "{} is {bytes} bytes, above this device's {limit_name} ({limit}): bind a slice of it (Context::dynamic_slice) or request a higher limit",
-            array.storage.describe()
-        ),
+        refusal: AppWorkRefusal::BindingTooLarge {
+            array: array.storage.description(),
+            bytes,
+            limit,
+            limit_name,
+        },
     })
 }

@@ -148,12 +148,6 @@ impl ArrayStorage {
         check_not_pending(self, access, operation, argument)
     }
 
-    /// How the array is described in errors: its label when it has one, its element type and
-    /// the shape it was made with (`the f32 [16, 3] array "kv cache"`).
-    pub(crate) fn describe(&self) -> String {
-        self.description().to_string()
-    }
-
     /// The array's element type, shape and label, for an error's fields.
     pub(crate) fn description(&self) -> ArrayDescription {
         let memory = self.ctx.lock_memory();

@@ -107,8 +107,9 @@ pub enum CaptureRefusal {
         array_rank: usize,
     },
     /// The capture's recorder was moved out of it (`std::mem::swap` / `replace` of the
-    /// `Capture`'s inside): record into the `Capture` itself.
-    #[error("the capture's recorder was replaced: record into the Capture itself")]
+    /// `Capture`'s inside): the capture, the recorder moved out, and the slots made after the
+    /// move refuse every op.
+    #[error("the capture's recorder was moved out of it: record into the Capture itself, and call finish() on the Capture")]
     RecorderReplaced,
     /// A box whose start changes between runs must be one dispatch, and this one's `items`
     /// exceed what one grid takes on this device (`per_dispatch`).

@@ -4,6 +4,7 @@
 //! do. It is a module of its own because every other module returns it; the pure modules
 //! (`arena`, `memplan`, `remat`) keep errors of their own, which convert into it.
 
+pub use crate::app_work_refusal::AppWorkRefusal;
 use crate::arena::{ArenaError, OutOfMemory, RegionRefusal};
 pub use crate::capture_refusal::{CaptureRefusal, RunRefusal, SlotKind};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
@@ -182,6 +183,16 @@ pub enum Error {
     CapturedRun {
         /// What was refused, with its values.
         refusal: RunRefusal,
+    },
+    /// An [`AppWork`](crate::AppWork) refused to hand out an array for the app's pass: an
+    /// empty array, index elements of another size than 2 or 4 bytes, or a binding above a
+    /// device limit. `refusal` says which, with the values; nothing was recorded.
+    #[error("invalid argument to {operation}: {refusal}")]
+    AppWork {
+        /// The call that was refused (`AppWork::uniform`, ...).
+        operation: &'static str,
+        /// What was refused, with its values.
+        refusal: AppWorkRefusal,
     },
     /// An op of a [`Capture`](crate::Capture) (or a launch given a capture's parameter slot)
     /// was refused before anything was recorded: a slot of another capture, an index slot of

@@ -156,6 +156,7 @@
 #![deny(unsafe_code)]
 
 mod app_work;
+mod app_work_refusal;
 pub mod arena;
 mod array;
 mod backend;

@@ -179,7 +179,7 @@ impl std::ops::DerefMut for Capture {
 /// The capture number of a slot made by a capture whose recorder was moved out of it: no
 /// capture has it (every capture's number carries [`CAPTURE_RECORDER_BIT`]), so every use of
 /// such a slot is refused as a slot of another capture.
-const NO_CAPTURE: u64 = 0;
+pub(crate) const NO_CAPTURE: u64 = 0;
 
 impl Capture {
     /// The capture's tables, or the refusal of `operation` when the recorder was moved out of
@@ -433,6 +433,7 @@ impl Sequence {
     pub(crate) fn check_params_slot(&self, capture: u64) -> Result<()> {
         match &self.capture {
             Some(tables) if tables.id == capture => Ok(()),
+            _ if capture == NO_CAPTURE => Err(recorder_replaced("launch")),
             recorded_in => Err(Error::Capture {
                 operation: "launch",
                 refusal: CaptureRefusal::ForeignSlot {

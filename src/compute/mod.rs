@@ -41,7 +41,7 @@ mod step_staging;
 mod temporaries;
 mod user_kernel;
 
-pub(crate) use capture::recorder_replaced;
+pub(crate) use capture::{recorder_replaced, NO_CAPTURE};
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use capture_mode::CaptureMode;
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};

@@ -302,10 +302,7 @@ impl Sequence {
     pub fn submit(mut self) -> Result<SubmissionId> {
         if self.capture.is_some() {
             // Only reachable by moving a capture's recorder out of it.
-            return Err(Error::InvalidArgument {
-                operation: "Sequence::submit",
-                reason: "this sequence records a Capture: call finish() on the Capture".into(),
-            });
+            return Err(crate::compute::recorder_replaced("Sequence::submit"));
         }
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);

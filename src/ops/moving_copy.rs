@@ -14,7 +14,7 @@ use super::geometry::{
 use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
-use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy};
+use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy, NO_CAPTURE};
 use crate::donated::{give_back, DonatedResult};
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 use crate::pipelines::Builtin;
@@ -117,6 +117,7 @@ impl Capture {
                     array_rank: rank,
                 },
             }),
+            None if slot.capture == NO_CAPTURE => Err(crate::compute::recorder_replaced(operation)),
             None => Err(Error::Capture {
                 operation,
                 refusal: CaptureRefusal::ForeignSlot {

@@ -869,3 +869,69 @@ fn an_app_work_dropped_without_submit_un_pends_its_arrays_and_warns() {
     );
     assert!(!warnings.is_empty(), "the drop is reported");
 }
+
+/// What an `AppWork` cannot hand out is an [`Error::AppWork`] whose `refusal` holds the values
+/// (an empty array, index elements of another size, a binding above the device's limit), and
+/// nothing is recorded: on two threads over one array, each refused the same way, after which
+/// both hand the array out as storage and submit.
+#[gpu_test]
+fn app_work_refusals_are_typed_with_their_values_and_record_nothing() {
+    use gpu_arena::error::AppWorkRefusal;
+    let ctx = harness::context();
+    let mut work = ctx.app_work();
+    let empty = ctx.zeros::<f32>(&[0]).unwrap();
+    match work.storage(&empty).unwrap_err() {
+        Error::AppWork {
+            operation: "AppWork::storage",
+            refusal: AppWorkRefusal::EmptyArray { array },
+        } => assert_eq!(array.shape, Some(vec![0])),
+        other => panic!("{other:?}"),
+    }
+    let bytes = ctx.device_put(&[1u8; 6], &[6]).unwrap();
+    match work.index_buffer(&bytes).unwrap_err() {
+        Error::AppWork {
+            refusal: AppWorkRefusal::IndexElementSize { element, bytes },
+            ..
+        } => assert_eq!((element, bytes), ("u8", 1)),
+        other => panic!("{other:?}"),
+    }
+    assert!(work.is_empty(), "refused uses record nothing");
+    drop(work);
+    let limit = ctx.device().limits().max_uniform_buffer_binding_size;
+    let words = (limit / 4 + 1) as usize;
+    let big = ctx.zeros::<u32>(&[words]).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut work = ctx.app_work();
+                let error = work.uniform(&big).unwrap_err();
+                match &error {
+                    Error::AppWork {
+                        operation: "AppWork::uniform",
+                        refusal:
+                            AppWorkRefusal::BindingTooLarge {
+                                bytes,
+                                limit: got,
+                                limit_name,
+                                ..
+                            },
+                    } => {
+                        assert_eq!((*bytes, *got), (words as u64 * 4, limit));
+                        assert_eq!(*limit_name, "max_uniform_buffer_binding_size");
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert!(
+                    error
+                        .to_string()
+                        .contains("max_uniform_buffer_binding_size"),
+                    "{error}"
+                );
+                assert!(work.is_empty());
+                work.storage(&big).unwrap();
+                work.submit(Vec::new()).unwrap();
+            });
+        }
+    });
+    assert_eq!(ctx.device_get(&big).unwrap(), vec![0u32; words]);
+}

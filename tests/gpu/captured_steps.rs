@@ -526,9 +526,12 @@ fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
     assert!(
         matches!(
             refused.error,
-            Error::InvalidArgument {
+            Error::Capture {
                 operation: "Capture::dynamic_update_slice_at",
-                ..
+                refusal: gpu_arena::error::CaptureRefusal::SlotRank {
+                    slot_rank: 1,
+                    array_rank: 2
+                },
             }
         ),
         "{}",
@@ -643,8 +646,21 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
     assert!(
         matches!(
             refused,
-            Error::InvalidArgument {
+            Error::Capture {
                 operation: "launch",
+                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
+                    slot: gpu_arena::error::SlotKind::Params,
+                    ..
+                },
+            }
+        ),
+        "{refused}"
+    );
+    assert!(
+        matches!(
+            refused,
+            Error::Capture {
+                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot { capture: None, .. },
                 ..
             }
         ),
@@ -666,15 +682,34 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
     assert!(
         matches!(
             refused,
-            Error::InvalidArgument {
+            Error::Capture {
                 operation: "launch",
-                ..
+                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
+                    slot: gpu_arena::error::SlotKind::Params,
+                    ..
+                },
             }
         ),
         "{refused}"
     );
     assert!(
-        refused.to_string().contains("in another capture"),
+        matches!(
+            refused,
+            Error::Capture {
+                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
+                    slot_capture,
+                    capture: Some(recorded_in),
+                    ..
+                },
+                ..
+            } if slot_capture == cap.number() && recorded_in == other.number()
+        ),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains(&format!("recorded in Capture #{}", other.number())),
         "{refused}"
     );
     assert!(other.is_empty(), "the refused launch recorded nothing");

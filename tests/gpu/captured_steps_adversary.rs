@@ -5,6 +5,7 @@
 //! threads running their own steps over one shared array.
 
 use crate::harness;
+use gpu_arena::error::{CaptureRefusal, SlotKind};
 use gpu_arena::{Context, DeviceArray, Error};
 
 /// `a += p` elementwise.
@@ -40,6 +41,17 @@ fn is_invalid_argument(error: &Error) -> bool {
     matches!(error, Error::InvalidArgument { .. })
 }
 
+/// A refusal because the capture's recorder was moved out of it.
+fn is_recorder_replaced(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::Capture {
+            refusal: CaptureRefusal::RecorderReplaced,
+            ..
+        }
+    )
+}
+
 /// XLA's clamp of one start index into `[0, dim - size]`.
 fn clamp(start: i64, dim: usize, size: usize) -> usize {
     start.clamp(0, (dim - size) as i64) as usize
@@ -54,18 +66,18 @@ fn a_capture_whose_recorder_was_moved_out_refuses_its_ops_with_errors_and_never_
     // Safe code may move the capture's recorder out through `DerefMut`.
     let moved = std::mem::replace(&mut *cap, ctx.sequence());
     let refused = cap.input(&[5u32; 4], &[4]).unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
     let refused = cap.read(&operand).unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
     // Slots made now belong to no capture: every use of them is refused.
     let at = cap.index_slot(&[0]);
     let params = cap.params_slot(&1u32);
     let refused = cap.dynamic_slice_at(&operand, &at, &[1]).unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
     let refused = cap
         .dynamic_update_slice_at(operand, &update, &at)
         .unwrap_err();
-    assert!(is_invalid_argument(&refused.error), "{}", refused.error);
+    assert!(is_recorder_replaced(&refused.error), "{}", refused.error);
     let operand = refused.array;
     let k = ctx.kernel(ADD, "main").unwrap();
     let mut target = ctx.zeros::<u32>(&[4]).unwrap();
@@ -76,15 +88,15 @@ fn a_capture_whose_recorder_was_moved_out_refuses_its_ops_with_errors_and_never_
         .grid_for(4)
         .run()
         .unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
     assert!(cap.is_empty(), "the refused ops recorded nothing");
     // Nothing was marked pending by the refusals: single ops and host reads go on.
     assert_eq!(ctx.device_get(&operand).unwrap(), [1, 2, 3, 4]);
     assert_eq!(ctx.device_get(&target).unwrap(), [0; 4]);
     let refused = cap.finish().unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
     let refused = moved.submit().unwrap_err();
-    assert!(is_invalid_argument(&refused), "{refused}");
+    assert!(is_recorder_replaced(&refused), "{refused}");
 }
 
 #[gpu_test]
@@ -125,7 +137,21 @@ fn slots_of_a_capture_on_another_context_are_refused_and_change_nothing() {
     let refused = third
         .dynamic_update_slice_at(mine, &update, &their_at)
         .unwrap_err();
-    assert!(is_invalid_argument(&refused.error), "{}", refused.error);
+    assert!(
+        matches!(
+            &refused.error,
+            Error::Capture {
+                refusal: CaptureRefusal::ForeignSlot {
+                    slot: SlotKind::Index,
+                    slot_capture,
+                    capture: Some(capture),
+                },
+                ..
+            } if *slot_capture == foreign.number() && *capture == third.number()
+        ),
+        "{}",
+        refused.error
+    );
     assert!(third.is_empty());
     let outsider = other.zeros::<u32>(&[4]).unwrap();
     let foreign_read = third.read(&outsider).unwrap_err();
@@ -358,7 +384,7 @@ fn hostile_index_slots_and_boxes_at_capture_are_refused_and_give_the_operand_bac
         assert!(
             matches!(
                 refused.error,
-                Error::InvalidArgument { .. } | Error::Shape { .. }
+                Error::InvalidArgument { .. } | Error::Shape { .. } | Error::Capture { .. }
             ),
             "{}",
             refused.error
@@ -375,7 +401,10 @@ fn hostile_index_slots_and_boxes_at_capture_are_refused_and_give_the_operand_bac
     ] {
         let refused = cap.dynamic_slice_at(&operand, slot, &sizes).unwrap_err();
         assert!(
-            matches!(refused, Error::InvalidArgument { .. } | Error::Shape { .. }),
+            matches!(
+                refused,
+                Error::InvalidArgument { .. } | Error::Shape { .. } | Error::Capture { .. }
+            ),
             "{sizes:?}: {refused}"
         );
         assert!(cap.is_empty(), "a refused op records nothing");
