@@ -7,11 +7,11 @@
 
 use super::capture::{Capture, CAPTURE_RECORDER_BIT};
 use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
-use super::step_staging::{InPlaceInputs, StepStaging};
+use super::step_staging::{InPlaceInputs, RunBuffers, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
-use crate::context::Context;
+use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result, RunRefusal, SlotKind};
 use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::shape::start_index;
@@ -158,72 +158,17 @@ impl CapturedStep {
                     .contains_key(&(Arc::as_ptr(storage) as usize))
                     && Arc::strong_count(storage) == 1
             });
-        // Each temporary's life, in one pass over the steps; those no step touches need no
-        // room in the block.
-        let index = TemporaryIndex::new(temporaries.iter().map(|(storage, _)| {
-            (
-                &storage.buffer,
-                storage.allocation.offset,
-                storage.allocation.size,
-            )
-        }));
-        let mut lives = index.lives(&steps, temporaries.len());
-        inputs_live_from_the_start(&index, &tables.inputs, &steps, &temporaries, &mut lives);
-        let mut placed_as = vec![None; temporaries.len()];
-        let mut placed = Vec::new();
-        for (number, (storage, _)) in temporaries.iter().enumerate() {
-            if let Some((first_step, last_step)) = lives[number] {
-                placed_as[number] = Some(placed.len());
-                placed.push(Temporary {
-                    size: storage.allocation.size,
-                    first_step,
-                    last_step,
-                });
-            }
-        }
-        let assignment = assign_buffers(&placed, ALLOCATION_ALIGNMENT);
-        // Their own memory goes back first (nothing ran on it), so the block may take it.
-        drop(temporaries);
-        let block = if assignment.block_bytes > 0 {
-            let label = format!(
-                "captured step #{} temporaries",
-                tables.id & !CAPTURE_RECORDER_BIT
-            );
-            let block: DeviceArray<u8> = ctx.alloc_bytes(
-                &[assignment.block_bytes as usize],
-                assignment.block_bytes,
-                Some(&label),
-                std::panic::Location::caller(),
-            )?;
-            Some(block)
-        } else {
-            None
-        };
-        if let Some(block) = &block {
-            let base = block.storage.allocation.offset;
-            index.relocate(&mut steps, &block.storage.buffer, |number| {
-                placed_as[number].map(|at: usize| base + assignment.offsets[at])
-            });
-            arrays.push((Arc::clone(&block.storage), Access::Write));
+        let placed = place_temporaries(&ctx, &mut steps, temporaries, &tables)?;
+        let block_bytes = placed.block.as_ref().map_or(0, |b| b.allocation.size);
+        let array_bytes: u64 = arrays.iter().map(|(s, _)| s.allocation.size).sum();
+        if let Some(block) = placed.block {
+            arrays.push((block, Access::Write));
         }
         let device = inner.device();
         let shared = shared_dispatches(&steps, &tables);
-        // Uniform parameter blocks, each at an aligned slot of one buffer (a dispatch identical
-        // to an earlier one shares its slot).
         let alignment =
             u64::from(inner.limits().min_uniform_buffer_offset_alignment).max(4) as usize;
-        let mut uniform_bytes = Vec::new();
-        let mut uniform_at = vec![None; steps.len()];
-        for (i, step) in steps.iter().enumerate() {
-            if let Some(first) = shared[i] {
-                uniform_at[i] = uniform_at[first];
-            } else if let Some(block) = step.uniform_params() {
-                let at = uniform_bytes.len().next_multiple_of(alignment);
-                uniform_bytes.resize(at, 0);
-                uniform_bytes.extend_from_slice(block);
-                uniform_at[i] = Some(at);
-            }
-        }
+        let (uniform_bytes, uniform_at) = lay_out_uniforms(&steps, &shared, alignment);
         let scopes = ErrorScopes::push(device);
         let uniform = (!uniform_bytes.is_empty()).then(|| {
             let buffer = device.create_buffer(&wgpu::BufferDescriptor {
@@ -234,55 +179,13 @@ impl CapturedStep {
             });
             (buffer, uniform_bytes)
         });
-        let mut bind_groups = 0;
-        for i in 0..steps.len() {
-            if let Some(first) = shared[i] {
-                let group = match &steps[first] {
-                    Step::Dispatch { bind_group, .. } => bind_group.clone(),
-                    _ => None,
-                };
-                if let Step::Dispatch { bind_group, .. } = &mut steps[i] {
-                    *bind_group = group;
-                }
-                continue;
-            }
-            let slot = || match (&uniform, uniform_at[i]) {
-                (Some((buffer, _)), Some(at)) => Some((buffer, at as u64)),
-                _ => None,
-            };
-            if steps[i].make_bind_group(device, slot) {
-                bind_groups += 1;
-            }
-        }
+        let uniform_buffer = uniform.as_ref().map(|(buffer, _)| buffer);
+        let bind_groups = bind(device, &mut steps, &shared, uniform_buffer, &uniform_at);
         inner.count_bind_groups(bind_groups);
         scopes
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
-        // The step's own staging: its uploads' host data and its reads' destination.
-        let mut staging = StepStaging::new(
-            &inner,
-            &tables.upload_bytes,
-            tables.inputs.iter().map(|io| (io.offset, io.bytes)),
-            uniform.as_ref().map(|(_, bytes)| bytes.as_slice()),
-            tables.readback_bytes,
-        )?;
-        if let Some(upload) = staging.capture_upload() {
-            for input in &tables.inputs {
-                if let Some(Step::Copy(BufferCopy { src, .. })) = steps.get_mut(input.step) {
-                    *src = upload.clone();
-                }
-            }
-        }
-        if let Some(in_place) = in_place_inputs(&tables.inputs, &steps, &arrays) {
-            staging.write_inputs_in_place(in_place);
-        }
-        if let Some(readback) = staging.readback_buffer() {
-            for read in &tables.reads {
-                if let Some(Step::Copy(BufferCopy { dst, .. })) = steps.get_mut(read.step) {
-                    *dst = readback.clone();
-                }
-            }
-        }
+        let staging = attach_staging(&inner, &mut steps, &arrays, &tables, &uniform)?;
         // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
         let alignment64 = u64::from(inner.limits().min_uniform_buffer_offset_alignment);
         encode_steps(device, alignment64, &mut None, &steps, None).map_err(|reason| {
@@ -291,49 +194,13 @@ impl CapturedStep {
         if let Some((buffer, bytes)) = &uniform {
             inner.queue().write_buffer(buffer, 0, bytes);
         }
-        let mut slot_targets = vec![Vec::new(); tables.param_slots.len()];
-        for &(step, slot) in &tables.slotted_params {
-            let target = match &steps[step] {
-                Step::Dispatch { kernel, .. }
-                    if matches!(
-                        kernel.signature.params.as_ref().map(|b| b.kind),
-                        Some(ParamsKind::Immediate)
-                    ) =>
-                {
-                    ParamTarget::Immediate(step)
-                }
-                _ => match uniform_at[step] {
-                    Some(at) => ParamTarget::Uniform(at),
-                    None => continue,
-                },
-            };
-            slot_targets[slot as usize].push(target);
-        }
-        let temporaries_planned = {
-            let mut order: Vec<usize> = (0..placed.len()).collect();
-            order.sort_by_key(|&i| (std::cmp::Reverse(placed[i].size), placed[i].first_step, i));
-            order
-                .into_iter()
-                .map(|i| PlannedTemporary {
-                    bytes: placed[i].size,
-                    offset: assignment.offsets[i],
-                    first_step: placed[i].first_step,
-                    last_step: placed[i].last_step,
-                })
-                .collect()
-        };
-        let array_bytes: u64 = arrays
-            .iter()
-            .filter(|(s, _)| block.as_ref().is_none_or(|b| !Arc::ptr_eq(s, &b.storage)))
-            .map(|(s, _)| s.allocation.size)
-            .sum();
         let plan = StepPlan {
             steps: steps.len(),
-            temporaries: temporaries_planned,
-            block_bytes: block.as_ref().map_or(0, |b| b.storage.allocation.size),
-            lower_bound_bytes: assignment.lower_bound_bytes,
+            temporaries: placed.planned,
+            block_bytes,
+            lower_bound_bytes: placed.lower_bound_bytes,
             array_bytes,
-            bytes_in_use: array_bytes + block.as_ref().map_or(0, |b| b.storage.allocation.size),
+            bytes_in_use: array_bytes + block_bytes,
             arrays_held_by_the_step_alone: 0,
             bytes_held_by_the_step_alone: 0,
         };
@@ -341,7 +208,7 @@ impl CapturedStep {
             ctx,
             id: tables.id,
             slot_sizes: tables.param_slots.iter().map(Vec::len).collect(),
-            slot_targets,
+            slot_targets: slot_targets(&tables, &steps, &uniform_at),
             steps,
             arrays,
             uniform,
@@ -565,76 +432,15 @@ impl<'s, 'r> StepRun<'s, 'r> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
-        let step = &mut *self.step;
-        let inner = Arc::clone(&step.ctx.inner);
+        let inner = Arc::clone(&self.step.ctx.inner);
         inner.check_device(OPERATION)?;
-        for (index, bytes) in &self.params {
-            let expected = step.slot_sizes[*index as usize];
-            if bytes.len() != expected {
-                return Err(Error::CapturedRun {
-                    refusal: RunRefusal::ParamsSize {
-                        given: bytes.len(),
-                        expected,
-                    },
-                });
-            }
-        }
-        for (storage, access) in &step.arrays {
-            check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
-        }
-        // The host data given to this run and the host memory it reads into are explicit
-        // transfers, as `device_put` and `device_get_into` are: the guard sees them before
-        // anything is written, and the transfer statistics and the timeline count them once
-        // the run has done them.
         let started = std::time::Instant::now();
+        let offsets = self.check(&inner)?;
         let input_bytes: u64 = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
         let read_bytes: u64 = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
-        if !self.inputs.is_empty() {
-            inner.guard(HostToDevice, input_bytes, OPERATION, true)?;
-        }
-        if !self.reads.is_empty() {
-            inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
-        }
-        // Every start of this run, checked (strict starts) before anything is written.
-        let offsets = moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)?;
+        let step = &mut *self.step;
         // Everything is checked: write what this run changes.
-        for (index, bytes) in &self.params {
-            for target in &step.slot_targets[*index as usize] {
-                match *target {
-                    ParamTarget::Uniform(at) => {
-                        if let Some((_, uniform)) = &mut step.uniform {
-                            uniform[at..at + bytes.len()].copy_from_slice(bytes);
-                        }
-                    }
-                    ParamTarget::Immediate(i) => {
-                        if let Step::Dispatch { params, .. } = &mut step.steps[i] {
-                            *params = Some(bytes.clone());
-                        }
-                    }
-                }
-            }
-        }
-        for &(m, offset) in &offsets {
-            let moving = &step.moving[m];
-            let (src, dst) = if moving.source_moves {
-                (offset, 0)
-            } else {
-                (0, offset)
-            };
-            let mut params = moving.params.clone();
-            let unit = moving.unit_bytes.max(1);
-            (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
-                Error::InvalidArgument {
-                    operation: OPERATION,
-                    reason: overflow.to_string(),
-                }
-            })?;
-            if let (Some((_, uniform)), Some(at)) =
-                (&mut step.uniform, step.uniform_at[moving.step])
-            {
-                uniform[at..at + params.len()].copy_from_slice(&params);
-            }
-        }
+        step.apply(&self.params, &offsets)?;
         let uniform_changed = !self.params.is_empty() || !self.starts.is_empty();
         let buffers = step.staging.write_run(
             &inner,
@@ -654,59 +460,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 }
             }
         }
-        // One scope for the encoding and the submission: the first refusal is the one to report.
-        let mut timer = inner.dispatch_timer(&step.steps);
-        let scopes = ErrorScopes::push(inner.device());
-        let prelude = buffers.uniform_copy.as_slice();
-        let omitted = step.staging.omitted_copies(&buffers);
-        let commands = match encode_bound_steps(
-            inner.device(),
-            prelude,
-            &step.steps,
-            omitted,
-            timer.as_mut(),
-        ) {
-            Ok(commands) => commands,
-            Err(reason) => {
-                let _ = scopes.pop();
-                inner.timed_submission(timer, SubmissionId(0), false);
-                return Err(inner.device_error("encoding a captured step's run", reason));
-            }
-        };
-        let arrays = &step.arrays;
-        let record = |id| {
-            for (storage, _) in arrays {
-                storage.record_use(id);
-            }
-        };
-        // A run that reads into host memory carries the memory dependency to host reads; one
-        // that does not leaves it to the host read that may follow (a loop of runs pays it
-        // once, at the read).
-        let id = if self.reads.is_empty() {
-            inner.submit_with([commands], record)
-        } else {
-            inner.submit_for_host_read([commands], record)
-        };
-        step.staging.submitted(&buffers, id);
-        let popped = scopes.pop();
-        inner.timed_submission(timer, id, popped.is_ok());
-        popped.map_err(|reason| {
-            inner.after_refused_submission();
-            inner.device_error("submitting a captured step's run", reason)
-        })?;
-        step.staging.accepted(&buffers);
-        step.runs += 1;
+        let id = step.submit_commands(&inner, &buffers, !self.reads.is_empty())?;
         if !self.inputs.is_empty() {
             let inputs = self.inputs.len() as u64;
             inner.count_transfer(HostToDevice, true, inputs, input_bytes, started);
-        }
-        for s in &step.steps {
-            if let Step::Dispatch { kernel, .. } = s {
-                inner.record(crate::profile::timeline::Record::Dispatch {
-                    name: &kernel.name,
-                    submission: id,
-                });
-            }
         }
         if !self.reads.is_empty() {
             inner.wait_for(id)?;
@@ -721,6 +478,351 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         Ok(id)
     }
+}
+
+impl StepRun<'_, '_> {
+    /// Everything this run sets, checked before anything is written: parameter sizes, the
+    /// step's arrays against user recorders' pending work, the transfer guard on the run's host
+    /// data and reads (explicit transfers, as `device_put` and `device_get_into`), and every
+    /// start (strict starts): the byte offset of each moving copy this run places.
+    fn check(&self, inner: &ContextInner) -> Result<Vec<(usize, u64)>> {
+        const OPERATION: &str = "CapturedStep::run";
+        let step = &*self.step;
+        for (index, bytes) in &self.params {
+            let expected = step.slot_sizes[*index as usize];
+            if bytes.len() != expected {
+                return Err(Error::CapturedRun {
+                    refusal: RunRefusal::ParamsSize {
+                        given: bytes.len(),
+                        expected,
+                    },
+                });
+            }
+        }
+        for (storage, access) in &step.arrays {
+            check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
+        }
+        if !self.inputs.is_empty() {
+            let bytes = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
+            inner.guard(HostToDevice, bytes, OPERATION, true)?;
+        }
+        if !self.reads.is_empty() {
+            let bytes = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
+            inner.guard(DeviceToHost, bytes, OPERATION, true)?;
+        }
+        moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)
+    }
+}
+
+impl CapturedStep {
+    /// Writes a checked run's parameter values (into the uniform block or a dispatch's
+    /// immediates) and the bases of its moving copies at `offsets` (into their uniform slots).
+    fn apply(&mut self, params: &[(u32, Vec<u8>)], offsets: &[(usize, u64)]) -> Result<()> {
+        for (index, bytes) in params {
+            for target in &self.slot_targets[*index as usize] {
+                match *target {
+                    ParamTarget::Uniform(at) => {
+                        if let Some((_, uniform)) = &mut self.uniform {
+                            uniform[at..at + bytes.len()].copy_from_slice(bytes);
+                        }
+                    }
+                    ParamTarget::Immediate(i) => {
+                        if let Step::Dispatch { params, .. } = &mut self.steps[i] {
+                            *params = Some(bytes.clone());
+                        }
+                    }
+                }
+            }
+        }
+        for &(m, offset) in offsets {
+            let moving = &self.moving[m];
+            let (src, dst) = if moving.source_moves {
+                (offset, 0)
+            } else {
+                (0, offset)
+            };
+            let mut params = moving.params.clone();
+            let unit = moving.unit_bytes.max(1);
+            (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
+                Error::InvalidArgument {
+                    operation: "CapturedStep::run",
+                    reason: overflow.to_string(),
+                }
+            })?;
+            if let (Some((_, uniform)), Some(at)) =
+                (&mut self.uniform, self.uniform_at[moving.step])
+            {
+                uniform[at..at + params.len()].copy_from_slice(&params);
+            }
+        }
+        Ok(())
+    }
+
+    /// Encodes the run's commands after `buffers`' uniform copy, without the input copies a
+    /// run that wrote its inputs in place leaves out, and submits them as one submission (with
+    /// the memory dependency to host reads when `for_host_read`), in one error scope: the first
+    /// refusal is the one reported. Notes the arrays' use, the staging's, the dispatches on the
+    /// timeline and the run.
+    fn submit_commands(
+        &mut self,
+        inner: &ContextInner,
+        buffers: &RunBuffers,
+        for_host_read: bool,
+    ) -> Result<SubmissionId> {
+        let mut timer = inner.dispatch_timer(&self.steps);
+        let scopes = ErrorScopes::push(inner.device());
+        let prelude = buffers.uniform_copy.as_slice();
+        let omitted = self.staging.omitted_copies(buffers);
+        let commands = match encode_bound_steps(
+            inner.device(),
+            prelude,
+            &self.steps,
+            omitted,
+            timer.as_mut(),
+        ) {
+            Ok(commands) => commands,
+            Err(reason) => {
+                let _ = scopes.pop();
+                inner.timed_submission(timer, SubmissionId(0), false);
+                return Err(inner.device_error("encoding a captured step's run", reason));
+            }
+        };
+        let arrays = &self.arrays;
+        let record = |id| {
+            for (storage, _) in arrays {
+                storage.record_use(id);
+            }
+        };
+        // A run that reads into host memory carries the memory dependency to host reads; one
+        // that does not leaves it to the host read that may follow (a loop of runs pays it
+        // once, at the read).
+        let id = if for_host_read {
+            inner.submit_for_host_read([commands], record)
+        } else {
+            inner.submit_with([commands], record)
+        };
+        self.staging.submitted(buffers, id);
+        let popped = scopes.pop();
+        inner.timed_submission(timer, id, popped.is_ok());
+        popped.map_err(|reason| {
+            inner.after_refused_submission();
+            inner.device_error("submitting a captured step's run", reason)
+        })?;
+        self.staging.accepted(buffers);
+        self.runs += 1;
+        for s in &self.steps {
+            if let Step::Dispatch { kernel, .. } = s {
+                inner.record(crate::profile::timeline::Record::Dispatch {
+                    name: &kernel.name,
+                    submission: id,
+                });
+            }
+        }
+        Ok(id)
+    }
+}
+
+/// A capture's temporaries placed in one block: the block's memory (none when no temporary
+/// needs room), each temporary's place and life, and the lower bound of any placement.
+struct PlacedTemporaries {
+    block: Option<Arc<ArrayStorage>>,
+    planned: Vec<PlannedTemporary>,
+    lower_bound_bytes: u64,
+}
+
+/// Places the capture's `temporaries` in one block by liveness (XLA's buffer assignment): each
+/// one's life in one pass over `steps` (an input's from step 0 where a run may write it in
+/// place), their offsets, the block allocated once their own memory is back, and every range
+/// of `steps` in a temporary moved into the block.
+#[track_caller]
+fn place_temporaries(
+    ctx: &Context,
+    steps: &mut [Step],
+    temporaries: Vec<(Arc<ArrayStorage>, Access)>,
+    tables: &CaptureTables,
+) -> Result<PlacedTemporaries> {
+    let index = TemporaryIndex::new(temporaries.iter().map(|(storage, _)| {
+        (
+            &storage.buffer,
+            storage.allocation.offset,
+            storage.allocation.size,
+        )
+    }));
+    let mut lives = index.lives(steps, temporaries.len());
+    inputs_live_from_the_start(&index, &tables.inputs, steps, &temporaries, &mut lives);
+    // Those no step touches need no room in the block.
+    let mut placed_as = vec![None; temporaries.len()];
+    let mut placed = Vec::new();
+    for (number, (storage, _)) in temporaries.iter().enumerate() {
+        if let Some((first_step, last_step)) = lives[number] {
+            placed_as[number] = Some(placed.len());
+            placed.push(Temporary {
+                size: storage.allocation.size,
+                first_step,
+                last_step,
+            });
+        }
+    }
+    let assignment = assign_buffers(&placed, ALLOCATION_ALIGNMENT);
+    // Their own memory goes back first (nothing ran on it), so the block may take it.
+    drop(temporaries);
+    let block = match assignment.block_bytes {
+        0 => None,
+        bytes => {
+            let label = format!(
+                "captured step #{} temporaries",
+                tables.id & !CAPTURE_RECORDER_BIT
+            );
+            let block: DeviceArray<u8> = ctx.alloc_bytes(
+                &[bytes as usize],
+                bytes,
+                Some(&label),
+                std::panic::Location::caller(),
+            )?;
+            let base = block.storage.allocation.offset;
+            index.relocate(steps, &block.storage.buffer, |number| {
+                placed_as[number].map(|at: usize| base + assignment.offsets[at])
+            });
+            Some(Arc::clone(&block.storage))
+        }
+    };
+    let mut order: Vec<usize> = (0..placed.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(placed[i].size), placed[i].first_step, i));
+    let planned = order
+        .into_iter()
+        .map(|i| PlannedTemporary {
+            bytes: placed[i].size,
+            offset: assignment.offsets[i],
+            first_step: placed[i].first_step,
+            last_step: placed[i].last_step,
+        })
+        .collect();
+    Ok(PlacedTemporaries {
+        block,
+        planned,
+        lower_bound_bytes: assignment.lower_bound_bytes,
+    })
+}
+
+/// The uniform parameter blocks of `steps`, each at an `alignment`-aligned slot of one
+/// buffer's bytes (a dispatch identical to an earlier one, `shared`, takes its slot): the
+/// bytes, and each step's slot.
+fn lay_out_uniforms(
+    steps: &[Step],
+    shared: &[Option<usize>],
+    alignment: usize,
+) -> (Vec<u8>, Vec<Option<usize>>) {
+    let mut bytes = Vec::new();
+    let mut at = vec![None; steps.len()];
+    for (i, step) in steps.iter().enumerate() {
+        if let Some(first) = shared[i] {
+            at[i] = at[first];
+        } else if let Some(block) = step.uniform_params() {
+            let slot = bytes.len().next_multiple_of(alignment);
+            bytes.resize(slot, 0);
+            bytes.extend_from_slice(block);
+            at[i] = Some(slot);
+        }
+    }
+    (bytes, at)
+}
+
+/// Makes the bind group of every dispatch of `steps`, over its slot of `uniform` (a dispatch
+/// identical to an earlier one, `shared`, takes that one's group): how many were made.
+fn bind(
+    device: &wgpu::Device,
+    steps: &mut [Step],
+    shared: &[Option<usize>],
+    uniform: Option<&wgpu::Buffer>,
+    uniform_at: &[Option<usize>],
+) -> u64 {
+    let mut made = 0;
+    for i in 0..steps.len() {
+        if let Some(first) = shared[i] {
+            let group = match &steps[first] {
+                Step::Dispatch { bind_group, .. } => bind_group.clone(),
+                _ => None,
+            };
+            if let Step::Dispatch { bind_group, .. } = &mut steps[i] {
+                *bind_group = group;
+            }
+            continue;
+        }
+        let slot = || {
+            uniform
+                .zip(uniform_at[i])
+                .map(|(buffer, at)| (buffer, at as u64))
+        };
+        if steps[i].make_bind_group(device, slot) {
+            made += 1;
+        }
+    }
+    made
+}
+
+/// The step's own staging ([`StepStaging`]), with the input copies of `steps` pointed at its
+/// upload buffer, its read copies at its readback buffer, and, where every input lies in
+/// mapped arena memory of `arrays`, runs allowed to write their inputs in place.
+fn attach_staging(
+    inner: &ContextInner,
+    steps: &mut [Step],
+    arrays: &[(Arc<ArrayStorage>, Access)],
+    tables: &CaptureTables,
+    uniform: &Option<(wgpu::Buffer, Vec<u8>)>,
+) -> Result<StepStaging> {
+    let mut staging = StepStaging::new(
+        inner,
+        &tables.upload_bytes,
+        tables.inputs.iter().map(|io| (io.offset, io.bytes)),
+        uniform.as_ref().map(|(_, bytes)| bytes.as_slice()),
+        tables.readback_bytes,
+    )?;
+    if let Some(upload) = staging.capture_upload() {
+        for input in &tables.inputs {
+            if let Some(Step::Copy(BufferCopy { src, .. })) = steps.get_mut(input.step) {
+                *src = upload.clone();
+            }
+        }
+    }
+    if let Some(in_place) = in_place_inputs(&tables.inputs, steps, arrays) {
+        staging.write_inputs_in_place(in_place);
+    }
+    if let Some(readback) = staging.readback_buffer() {
+        for read in &tables.reads {
+            if let Some(Step::Copy(BufferCopy { dst, .. })) = steps.get_mut(read.step) {
+                *dst = readback.clone();
+            }
+        }
+    }
+    Ok(staging)
+}
+
+/// Where each parameter slot's bytes go at a run: the immediates of the dispatches that take
+/// them so, else their slot of the uniform buffer (`uniform_at`).
+fn slot_targets(
+    tables: &CaptureTables,
+    steps: &[Step],
+    uniform_at: &[Option<usize>],
+) -> Vec<Vec<ParamTarget>> {
+    let mut targets = vec![Vec::new(); tables.param_slots.len()];
+    for &(step, slot) in &tables.slotted_params {
+        let target = match &steps[step] {
+            Step::Dispatch { kernel, .. }
+                if matches!(
+                    kernel.signature.params.as_ref().map(|b| b.kind),
+                    Some(ParamsKind::Immediate)
+                ) =>
+            {
+                ParamTarget::Immediate(step)
+            }
+            _ => match uniform_at[step] {
+                Some(at) => ParamTarget::Uniform(at),
+                None => continue,
+            },
+        };
+        targets[slot as usize].push(target);
+    }
+    targets
 }
 
 /// Where a run could write its inputs in place ([`InPlaceInputs`]): when every input's bytes
