@@ -11,7 +11,7 @@
 
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::pipelines::ErrorScopes;
 use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
@@ -449,9 +449,11 @@ impl ContextInner {
                     self.timed_submission(timer, SubmissionId(0), false);
                 }
             }
-            let piece = encoded.map_err(|refusal| Error::Device {
-                during: "encoding a gpu-arena sequence (nothing of it was submitted)".into(),
-                reason: refusal.to_string(),
+            let piece = encoded.map_err(|refusal| {
+                self.device_error(
+                    "encoding a gpu-arena sequence (nothing of it was submitted)",
+                    refusal,
+                )
             })?;
             pieces.push(piece);
         }
@@ -478,10 +480,7 @@ impl ContextInner {
         }
         popped.map_err(|refusal| {
             self.after_refused_submission();
-            Error::Device {
-                during: "submitting a gpu-arena sequence".into(),
-                reason: refusal.to_string(),
-            }
+            self.device_error("submitting a gpu-arena sequence", refusal)
         })?;
         for step in steps {
             if let Step::Dispatch { kernel, .. } = step {

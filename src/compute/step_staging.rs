@@ -25,7 +25,6 @@ use crate::array::ArrayStorage;
 use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
-use crate::pipelines::DeviceRefusal;
 use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
@@ -294,12 +293,14 @@ impl StepStaging {
                 Ok(())
             }
             StepStaging::Queued { readback, .. } => match readback {
-                Some(buffer) => read_mapped(inner, buffer, |mapped| {
-                    for (offset, out) in outs.iter_mut() {
-                        let at = *offset as usize;
-                        out.copy_from_slice(&mapped[at..at + out.len()]);
-                    }
-                }),
+                Some(buffer) => {
+                    inner.read_mapped(buffer, "mapping a captured step's reads", |mapped| {
+                        for (offset, out) in outs.iter_mut() {
+                            let at = *offset as usize;
+                            out.copy_from_slice(&mapped[at..at + out.len()]);
+                        }
+                    })
+                }
                 None => Ok(()),
             },
         }
@@ -444,35 +445,4 @@ impl MappedStaging {
         inner.wait_for_work(oldest)?;
         Ok(i)
     }
-}
-
-/// Maps `buffer` (a readback buffer whose copies have completed) for reading, hands its bytes
-/// to `read`, and unmaps it.
-fn read_mapped(
-    inner: &ContextInner,
-    buffer: &wgpu::Buffer,
-    read: impl FnOnce(&[u8]),
-) -> Result<()> {
-    let during = "mapping a captured step's reads";
-    let slice = buffer.slice(..);
-    let (tx, rx) = std::sync::mpsc::channel();
-    slice.map_async(wgpu::MapMode::Read, move |r| {
-        let _ = tx.send(r);
-    });
-    inner
-        .device()
-        .poll(wgpu::PollType::wait_indefinitely())
-        .map_err(|e| inner.device_error(during, DeviceRefusal::wait(e)))?;
-    rx.recv()
-        .map_err(DeviceRefusal::wait)
-        .and_then(|r| r.map_err(DeviceRefusal::wait))
-        .map_err(|refusal| inner.device_error(during, refusal))?;
-    {
-        let view = slice
-            .get_mapped_range()
-            .map_err(|e| inner.device_error(during, DeviceRefusal::wait(e)))?;
-        read(&view);
-    }
-    buffer.unmap();
-    Ok(())
 }

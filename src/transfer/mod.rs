@@ -44,6 +44,7 @@ pub(crate) use guard::check as check_guard;
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
+use crate::pipelines::DeviceRefusal;
 use crate::shape::check_shape;
 use crate::submission::SubmissionId;
 use staged_copy::{ReadbackItem, UploadItem};
@@ -510,32 +511,42 @@ impl ContextInner {
             at += size;
         }
         self.submit_encoder(encoder, "copying arrays for readback")?;
-        let slice = target.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        self.wait_idle()?;
-        rx.recv()
-            .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()))
-            .map_err(|reason| Error::Device {
-                during: "mapping the readback buffer".into(),
-                reason,
-            })?;
-        {
-            let view = slice.get_mapped_range().map_err(|e| Error::Device {
-                during: "reading the readback buffer".into(),
-                reason: e.to_string(),
-            })?;
+        self.read_mapped(&target, "mapping the readback buffer", |view| {
             let mut at = 0usize;
             for (item, &size) in items.iter_mut().zip(&sizes) {
                 let len = item.out.len();
                 item.out.copy_from_slice(&view[at..at + len]);
                 at += size as usize;
             }
+        })
+    }
+
+    /// Maps `buffer` (a wgpu readback buffer, `MAP_READ`, whose copies were submitted) for
+    /// reading once the queue is idle, hands its bytes to `read`, and unmaps it: the one wgpu
+    /// readback, for the backends where staging is wgpu's own.
+    pub(crate) fn read_mapped(
+        &self,
+        buffer: &wgpu::Buffer,
+        during: &str,
+        read: impl FnOnce(&[u8]),
+    ) -> Result<()> {
+        let slice = buffer.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.wait_idle()?;
+        rx.recv()
+            .map_err(DeviceRefusal::wait)
+            .and_then(|r| r.map_err(DeviceRefusal::wait))
+            .map_err(|refusal| self.device_error(during, refusal))?;
+        {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| self.device_error(during, DeviceRefusal::wait(e)))?;
+            read(&view);
         }
-        target.unmap();
+        buffer.unmap();
         Ok(())
     }
 }

@@ -778,7 +778,9 @@ fn a_device_paired_with_the_same_gpus_adapter_from_another_instance_is_refused()
 
 /// Every call that would use a lost device refuses with [`Error::DeviceLost`], allocations
 /// included, on every path (a CPU adapter's arena is still mapped after the loss, so an
-/// allocation there would otherwise succeed); a donated array comes back in the refusal.
+/// allocation there would otherwise succeed), and so does every kind of submission made ready
+/// before the loss (a sequence, a captured step's run, a capture's finish, app work); a
+/// donated array comes back in the refusal.
 #[gpu_test]
 fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included() {
     for (path, ctx) in harness::op_paths() {
@@ -791,6 +793,26 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
             .unwrap();
         let x = ctx.device_put(&[3u32; 16], &[16]).unwrap();
         let mut y = ctx.zeros::<u32>(&[16]).unwrap();
+        // One of every submission kind, made before the loss and submitted after it.
+        let mut z = ctx.zeros::<u32>(&[16]).unwrap();
+        let mut w = ctx.zeros::<u32>(&[16]).unwrap();
+        let mut sequence = ctx.sequence();
+        sequence
+            .launch(&kernel)
+            .arg_mut(&mut z)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+        let mut cap = ctx.capture();
+        cap.launch(&kernel)
+            .arg_mut(&mut w)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+        let mut step = cap.finish().unwrap();
+        let mut v = ctx.zeros::<u32>(&[16]).unwrap();
+        let mut work = ctx.app_work();
+        let _ = work.storage_mut(&mut v).unwrap();
         ctx.synchronize().unwrap();
         // The app forwards the loss (the case an app's own device-lost callback meets).
         ctx.device().destroy();
@@ -821,6 +843,12 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         lost("upload_batch", put.err().or_else(|| batch.finish().err()));
         lost("synchronize", ctx.synchronize().err());
         lost("flush", ctx.flush().err());
+        lost("Sequence::submit", sequence.submit().err());
+        lost("CapturedStep::run", step.run().submit().err());
+        let mut late = ctx.capture();
+        let _ = late.launch(&kernel).arg_mut(&mut w).grid([1, 1, 1]).run();
+        lost("Capture::finish", late.finish().err());
+        lost("AppWork::submit", work.submit(Vec::new()).err());
         let refused = ctx.dynamic_update_slice(y, &x, &[0]).unwrap_err();
         assert!(
             matches!(refused.error, Error::DeviceLost { .. }),
