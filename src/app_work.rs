@@ -255,7 +255,7 @@ impl AppWork {
             return Err(Error::AppWork {
                 operation,
                 refusal: AppWorkRefusal::EmptyArray {
-                    array: storage.description(),
+                    array: Box::new(storage.description()),
                 },
             });
         }
@@ -323,7 +323,7 @@ fn check_binding_size<T: bytemuck::Pod>(
     Err(Error::AppWork {
         operation,
         refusal: AppWorkRefusal::BindingTooLarge {
-            array: array.storage.description(),
+            array: Box::new(array.storage.description()),
             bytes,
             limit,
             limit_name,

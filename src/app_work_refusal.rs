@@ -13,8 +13,8 @@ pub enum AppWorkRefusal {
     /// The array has no elements, and wgpu binds no empty range.
     #[error("{array} is empty, and wgpu binds no empty range: leave it out of the pass")]
     EmptyArray {
-        /// The array.
-        array: ArrayDescription,
+        /// The array (boxed: an error stays small to pass around).
+        array: Box<ArrayDescription>,
     },
     /// An index buffer's elements are neither 2 nor 4 bytes (`u16` or `u32`).
     #[error("indices are 2 or 4 bytes (u16 or u32) but {element} is {bytes}: bitcast or convert the array")]
@@ -27,8 +27,8 @@ pub enum AppWorkRefusal {
     /// The array's binding (its bytes rounded up to a word) is above a device limit.
     #[error("{array} is {bytes} bytes, above this device's {limit_name} ({limit}): bind a slice of it (Context::dynamic_slice) or request a higher limit")]
     BindingTooLarge {
-        /// The array.
-        array: ArrayDescription,
+        /// The array (boxed: an error stays small to pass around).
+        array: Box<ArrayDescription>,
         /// The binding's bytes.
         bytes: u64,
         /// The limit in bytes.

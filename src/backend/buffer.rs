@@ -105,7 +105,8 @@ mod tests {
             text.contains("maxBufferSize") && text.contains("GPU_ARENA_STAGING_MB"),
             "{text}"
         );
-        let source = std::error::Error::source(&failure(RegionRefusal::out_of_memory("x")));
+        let refused = failure(RegionRefusal::out_of_memory("x"));
+        let source = std::error::Error::source(&refused);
         assert!(source.is_some_and(|s| s.is::<RegionRefusal>()));
         match failure(RegionRefusal::DeviceLost {
             reason: "reset".into(),

@@ -833,6 +833,9 @@ fn in_place_inputs(
     steps: &[Step],
     arrays: &[(Arc<ArrayStorage>, Access)],
 ) -> Option<InPlaceInputs> {
+    // A `wgpu::Buffer` hashes and compares by its id, which never changes: clippy's
+    // `mutable_key_type` sees the interior mutability of wgpu's handle, not of the key.
+    #![allow(clippy::mutable_key_type)]
     use std::collections::{BTreeMap, HashMap};
     // The step's arrays by buffer and start: the one holding a byte is the last one starting
     // at or before it (allocations never overlap).

@@ -75,7 +75,7 @@ pub(crate) struct MappedStaging {
     /// The generation of the uniform block the parameter buffer holds.
     uniform_on_device: u64,
     readback: Option<StagingBuffer>,
-    in_place: Option<InPlaceInputs>,
+    in_place: Option<Box<InPlaceInputs>>,
 }
 
 /// The step's host data path, chosen by the backend.
@@ -182,7 +182,7 @@ impl StepStaging {
     /// Lets runs write their inputs in place (see [`InPlaceInputs`]); on the mapped path only.
     pub(crate) fn write_inputs_in_place(&mut self, in_place: InPlaceInputs) {
         if let StepStaging::Mapped(mapped) = self {
-            mapped.in_place = Some(in_place);
+            mapped.in_place = Some(Box::new(in_place));
         }
     }
 

@@ -37,10 +37,6 @@ struct Affine {
     shift: f32,
 }
 
-fn is_invalid_argument(error: &Error) -> bool {
-    matches!(error, Error::InvalidArgument { .. })
-}
-
 /// A refusal because the capture's recorder was moved out of it.
 fn is_recorder_replaced(error: &Error) -> bool {
     matches!(

@@ -41,11 +41,11 @@ fn refused_variable(pairs: &[(&str, &str)]) -> String {
 
 /// The list of every variable is exact: every variable name the configuration's reader spells
 /// out is in it, and every name in it is one the reader spells out or a transfer guard's
-/// per-direction name (built from the direction's suffix, which `transfer_guard.rs` spells).
+/// per-direction name (built from the direction's suffix, which `guard_levels.rs` spells).
 #[test]
 fn the_list_names_every_variable_the_reader_spells_out_and_no_other() {
     let reader = include_str!("../../src/config/env.rs");
-    let suffixes = include_str!("../../src/config/transfer_guard.rs");
+    let suffixes = include_str!("../../src/guard_levels.rs");
     let quoted = |source: &str, text: &str| source.contains(&format!("\"{text}\""));
     let named = reader.split('"').filter(|text| {
         ["GPU_ARENA_", "XLA_", "JAX_"]
