@@ -12,7 +12,7 @@
 
 use super::capture_mode::{CaptureMode, OpenCapture};
 use super::capture_tables::{CaptureTables, CapturedIo};
-use super::sequence::Sequence;
+use super::sequence::{recorder_replaced, Sequence};
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
@@ -330,14 +330,6 @@ impl Capture {
             len: array.len(),
             _element: PhantomData,
         })
-    }
-}
-
-/// The refusal of a capture's op after its recorder was moved out of it.
-pub(crate) fn recorder_replaced(operation: &'static str) -> Error {
-    Error::Capture {
-        operation,
-        refusal: CaptureRefusal::RecorderReplaced,
     }
 }
 

@@ -148,7 +148,7 @@ impl CapturedStep {
         let inner = Arc::clone(&ctx.inner);
         let (mut steps, touched, tables) = sequence.take_capture();
         let tables: Box<CaptureTables> =
-            tables.ok_or_else(|| super::capture::recorder_replaced("Capture::finish"))?;
+            tables.ok_or_else(|| super::sequence::recorder_replaced("Capture::finish"))?;
         inner.check_device("planning a captured step")?;
         // Temporaries: made by the capture and held by nothing but it.
         let (temporaries, mut arrays): (Vec<_>, Vec<_>) =

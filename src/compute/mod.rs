@@ -41,11 +41,12 @@ mod step_staging;
 mod temporaries;
 mod user_kernel;
 
-pub(crate) use capture::{recorder_replaced, NO_CAPTURE};
+pub(crate) use capture::NO_CAPTURE;
 pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use capture_mode::CaptureMode;
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
+pub(crate) use sequence::recorder_replaced;
 pub use sequence::Sequence;
 pub use user_kernel::Kernel;

@@ -11,7 +11,7 @@
 
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
-use crate::error::Result;
+use crate::error::{CaptureRefusal, Error, Result};
 use crate::pipelines::ErrorScopes;
 use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
@@ -302,7 +302,7 @@ impl Sequence {
     pub fn submit(mut self) -> Result<SubmissionId> {
         if self.capture.is_some() {
             // Only reachable by moving a capture's recorder out of it.
-            return Err(crate::compute::recorder_replaced("Sequence::submit"));
+            return Err(recorder_replaced("Sequence::submit"));
         }
         let inner = Arc::clone(&self.ctx.inner);
         let steps = std::mem::take(&mut self.steps);
@@ -491,5 +491,13 @@ impl ContextInner {
             }
         }
         Ok(id)
+    }
+}
+
+/// The refusal of a capture's op after its recorder was moved out of it.
+pub(crate) fn recorder_replaced(operation: &'static str) -> Error {
+    Error::Capture {
+        operation,
+        refusal: CaptureRefusal::RecorderReplaced,
     }
 }

@@ -361,5 +361,5 @@ impl Path {
 
 /// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown.
 fn in_place_unknown() -> crate::error::Error {
-    super::fused::in_place_unknown(OPERATION)
+    super::staged::in_place_unknown(OPERATION)
 }

@@ -27,11 +27,13 @@ use super::array_io::{
 use super::element::{CollectiveElement, MeanElement};
 use super::header::Kind;
 use super::reduce_op::ReduceOp;
-use super::staged::{fits_staging, misaligned_mapping, reduce_staged_chunks, Segment};
+use super::staged::{
+    fits_staging, in_place_unknown, misaligned_mapping, reduce_staged_chunks, Segment,
+};
 use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
 use crate::context::ContextInner;
-use crate::error::{CollectiveFailure, Error, Result};
+use crate::error::Result;
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -378,18 +380,6 @@ pub(crate) fn broadcast_list<T: CollectiveElement>(
 
 /// The name of `broadcast_many` in its errors (the list phase here refuses with it too).
 pub(super) const BROADCAST: &str = "broadcast_many";
-
-/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (the
-/// in-place paths run only where it is known), typed rather than a panic.
-pub(super) fn in_place_unknown(operation: &'static str) -> Error {
-    Error::Collective {
-        operation,
-        failure: CollectiveFailure::InPlaceUnknown,
-        reason: "the MPI bindings do not know this MPI library's MPI_IN_PLACE; build the `mpi` \
-                 crate against the MPI library mpirun runs"
-            .into(),
-    }
-}
 
 #[cfg(test)]
 mod tests {

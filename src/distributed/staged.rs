@@ -15,7 +15,7 @@ use super::element::CollectiveElement;
 use crate::array::ArrayStorage;
 use crate::backend::{all_reduce_in_place, MappedElements};
 use crate::context::ContextInner;
-use crate::error::{Error, Result};
+use crate::error::{CollectiveFailure, Error, Result};
 use crate::transfer::staging::{StagingBuffer, StagingKind};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
@@ -153,7 +153,7 @@ fn reduce_into_upload<T: CollectiveElement>(
     MappedElements::<T>::new(chunk)
         .ok_or_else(|| misaligned_mapping(operation))?
         .write_with(|e| all_reduce_in_place(comm, e, op))
-        .ok_or_else(|| super::fused::in_place_unknown(operation))?;
+        .ok_or_else(|| in_place_unknown(operation))?;
     let mut encoder = ctx.device().create_command_encoder(&Default::default());
     let mut at = 0;
     for s in segments {
@@ -172,6 +172,18 @@ fn reduce_into_upload<T: CollectiveElement>(
         s.storage.record_use(id);
     }
     Ok(())
+}
+
+/// The error of an in-place reduction on a library whose `MPI_IN_PLACE` is unknown (the
+/// in-place paths run only where it is known), typed rather than a panic.
+pub(super) fn in_place_unknown(operation: &'static str) -> Error {
+    Error::Collective {
+        operation,
+        failure: CollectiveFailure::InPlaceUnknown,
+        reason: "the MPI bindings do not know this MPI library's MPI_IN_PLACE; build the `mpi` \
+                 crate against the MPI library mpirun runs"
+            .into(),
+    }
 }
 
 /// The error of a mapping that could not be lent as elements (it cannot happen: mappings are
