@@ -16,11 +16,15 @@ if ! ls .gl/*.deb >/dev/null 2>&1; then
   (cd .gl && apt-get "${o[@]}" download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 \
     libgles2 vulkan-tools libwayland-client0)
 fi
-cargo build --release --examples --tests
+# The examples (benchmarks among them) from the `figures` profile, as a user's release build
+# has this crate (no debug assertions or lock-order checks); the tests from `--release`, with
+# them on.
+cargo build --profile figures --examples
+cargo build --release --tests
 rm -rf .devbin && mkdir -p .devbin/tests
 for ex in tour memplan bench_transfers bench_update memory_report bench_launch bench_capture \
   decode saxpy device_report multi_device train; do
-  [ -f "target/release/examples/$ex" ] && cp "target/release/examples/$ex" .devbin/
+  [ -f "target/figures/examples/$ex" ] && cp "target/figures/examples/$ex" .devbin/
 done
 # The GPU tests are one binary (tests/gpu/); gpu-check.sh runs the modules named in
 # .devbin/tests/modules, each as a run of its own.

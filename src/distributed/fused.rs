@@ -62,6 +62,16 @@ pub(crate) struct ListCall<T: bytemuck::Pod> {
     pub(crate) data: ListData<T>,
 }
 
+impl<T: bytemuck::Pod> ListCall<T> {
+    /// The same call on a list of one array, under the single-array collective's kind
+    /// (`all_reduce`, `all_reduce_mean`, `broadcast`): its header carries the array's shape,
+    /// so a refusal describes the array rather than a list.
+    pub(crate) fn single(mut self) -> Self {
+        self.kind = self.kind.single();
+        self
+    }
+}
+
 impl<T: CollectiveElement> ListCall<T> {
     /// Every array reduced with `op` across ranks, in place.
     pub(crate) fn all_reduce(op: ReduceOp, operation: &'static str) -> Self {

@@ -95,6 +95,16 @@ impl Kind {
         }
     }
 
+    /// The single-array form of a fused call (itself for the others).
+    pub(crate) fn single(self) -> Kind {
+        match self {
+            Kind::AllReduceMany => Kind::AllReduce,
+            Kind::AllReduceMeanMany => Kind::AllReduceMean,
+            Kind::BroadcastMany => Kind::Broadcast,
+            other => other,
+        }
+    }
+
     /// The started form of a fused call (itself for the others).
     pub(crate) fn started(self) -> Kind {
         match self {
@@ -106,7 +116,7 @@ impl Kind {
     }
 
     /// Whether the call carries a list of arrays (its shape is `[arrays, elements]`).
-    fn is_list(self) -> bool {
+    pub(crate) fn is_list(self) -> bool {
         matches!(
             self,
             Kind::AllReduceMany
@@ -119,7 +129,7 @@ impl Kind {
     }
 
     /// Whether the call has a root (a broadcast's).
-    fn has_root(self) -> bool {
+    pub(crate) fn has_root(self) -> bool {
         matches!(
             self,
             Kind::Broadcast | Kind::BroadcastMany | Kind::StartBroadcastMany

@@ -7,7 +7,7 @@
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::element::{CollectiveElement, MeanElement};
 use super::fused::{ListCall, BROADCAST};
-use super::header::{agree_waiting, Header, Kind};
+use super::header::{agree_waiting, Header};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
@@ -76,7 +76,7 @@ impl Collectives {
 
     /// A blocking fused collective: the checks, the agreement, then the call's data phase on
     /// this thread.
-    fn run_list<T: CollectiveElement>(
+    pub(super) fn run_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
         call: ListCall<T>,
@@ -115,7 +115,7 @@ impl Collectives {
             ..
         } = *call;
         let bytes: u64 = arrays.iter().map(|a| a.size_in_bytes()).sum();
-        let broadcast = kind == Kind::BroadcastMany;
+        let broadcast = kind.has_root();
         let (read, written) = match (broadcast, root == self.rank()) {
             (false, _) => (bytes, bytes),
             (true, true) => (bytes, 0),
@@ -123,13 +123,28 @@ impl Collectives {
         };
         // A start polls while it waits for the others (`start_list`); its header says it
         // was started, so that a blocking call on another rank is a mismatch.
-        let header = Header::list(
-            if poll.is_some() { kind.started() } else { kind },
-            if broadcast { 0 } else { op.code() },
-            T::CODE,
-            arrays.iter().map(|a| a.shape().to_vec()).collect(),
-            if broadcast { root as u64 } else { 0 },
-        );
+        let (op, root_word) = match broadcast {
+            true => (0, root as u64),
+            false => (op.code(), 0),
+        };
+        let header = match (kind.is_list(), arrays) {
+            // A single-array call: the array's own shape.
+            (false, [array]) => Header {
+                kind,
+                op,
+                dtype: T::CODE,
+                shape: array.shape().to_vec(),
+                root: root_word,
+                list: Vec::new(),
+            },
+            _ => Header::list(
+                if poll.is_some() { kind.started() } else { kind },
+                op,
+                T::CODE,
+                arrays.iter().map(|a| a.shape().to_vec()).collect(),
+                root_word,
+            ),
+        };
         let prepared = extra
             .and_then(|()| {
                 if broadcast && root >= self.size() {

@@ -26,15 +26,15 @@
 //! back. On UMA devices with zero-copy (integrated GPUs, lavapipe) MPI reads the array's
 //! mapping directly and results are written back into it; elsewhere chunks go through the
 //! context's staging pool. Either way a collective works in chunks of
-//! [`PIPELINE_CHUNK_BYTES`]. all_reduce reduces each chunk in place (`MPI_IN_PLACE`, on
-//! Open MPI and MPICH-based libraries): on the array's mapping itself when zero-copy, with no
-//! host copy; else in the staging pool's own upload buffer, after one host copy out of
-//! readback staging (`staged.rs`), or on one host chunk between the staging copies for the
-//! mean and for chunks larger than a staging buffer. On other MPI libraries it is
-//! pipelined instead: chunk k+1 comes off the device while MPI reduces chunk k into a second
-//! buffer (an immediate collective) and the result of chunk k−1 is on its way back. Host
-//! buffers stay at three chunks or fewer per collective (all_gather: one chunk per rank)
-//! whatever the array's size; [`Collectives::host_bytes_peak`] reports the most used so far.
+//! [`PIPELINE_CHUNK_BYTES`]. An all-reduce (of one array or of a fused list: the single-array
+//! calls are list calls of one) reduces each chunk in place (`MPI_IN_PLACE`, on Open MPI and
+//! MPICH-based libraries): on the array's mapping itself when zero-copy, with no host copy;
+//! else in the staging pool's own upload buffers, chunk k+1 coming off the device while MPI
+//! reduces chunk k (`staged.rs`), or on one host chunk between the staging copies for the mean
+//! and for chunks larger than a staging buffer. On other MPI libraries each chunk is reduced
+//! into a second host buffer and copied back. Host buffers stay at three chunks or fewer per
+//! collective (all_gather: one chunk per rank) whatever the array's size;
+//! [`Collectives::host_bytes_peak`] reports the most used so far.
 //!
 //! **Every rank agrees or none proceeds.** Before any data moves, ranks compare a small
 //! header (operation, reduction, element type, shape, root, and whether the rank refused its
@@ -109,10 +109,8 @@
 //! - `failure.rs`: [`abort_on_error`], the failure policy.
 
 mod all_gather;
-mod all_reduce;
 mod array_io;
 mod barrier;
-mod broadcast;
 mod donated_list;
 mod element;
 mod failure;
@@ -123,6 +121,7 @@ mod point_to_point;
 mod progress;
 mod reduce_op;
 mod reduce_scatter;
+mod single;
 mod staged;
 mod started;
 
