@@ -7,6 +7,7 @@
 
 /// Which kind of slot a refusal names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SlotKind {
     /// A [`ParamsSlot`](crate::ParamsSlot).
     Params,
@@ -16,6 +17,8 @@ pub enum SlotKind {
     Index,
     /// A [`ReadSlot`](crate::ReadSlot).
     Read,
+    /// An [`ArraySlot`](crate::ArraySlot).
+    Array,
 }
 
 impl std::fmt::Display for SlotKind {
@@ -25,6 +28,7 @@ impl std::fmt::Display for SlotKind {
             SlotKind::Input => "input slot",
             SlotKind::Index => "index slot",
             SlotKind::Read => "read slot",
+            SlotKind::Array => "array slot",
         })
     }
 }
@@ -70,6 +74,21 @@ pub enum RunRefusal {
         /// The slot's rank.
         rank: usize,
     },
+    /// An array of another shape than the array slot's.
+    #[error("the array has shape {given:?} and the array slot {captured:?}: bind an array of the captured shape")]
+    ArrayShape {
+        /// The array's shape.
+        given: Vec<usize>,
+        /// The slot's shape.
+        captured: Vec<usize>,
+    },
+    /// An array bound to an array slot that the step also uses elsewhere (the step was planned
+    /// over distinct arrays).
+    #[error("the array bound to array slot {slot} is also one the step uses: bind an array the step does not use otherwise")]
+    ArrayUsedByTheStep {
+        /// The slot it was bound to (its number in the capture, in order of making).
+        slot: u32,
+    },
     /// A parameter value of another size than the slot's block.
     #[error(
         "{given} parameter bytes given for a slot of {expected}: pass a value of the slot's type"
@@ -111,6 +130,10 @@ pub enum CaptureRefusal {
     /// move refuse every op.
     #[error("the capture's recorder was moved out of it: record into the Capture itself, and call finish() on the Capture")]
     RecorderReplaced,
+    /// An array slot asked for an array the capture made: its memory is the step's own
+    /// (a temporary or an output of the step).
+    #[error("the array was made by this capture, and its memory is the step's own: make array slots of arrays made outside the capture")]
+    ArrayMadeByCapture,
     /// A box whose start changes between runs must be one dispatch, and this one's `items`
     /// exceed what one grid takes on this device (`per_dispatch`).
     #[error("a start that changes between runs needs one dispatch, and the box's {items} items exceed the {per_dispatch} one grid takes on this device: copy smaller boxes")]

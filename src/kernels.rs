@@ -90,7 +90,7 @@
 //!   (`synchronize`, `flush`, a host read of any array), and then none of that batch ran.
 
 pub use crate::compute::{
-    Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
+    ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
     ParamsSlot, PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
 };
 pub use crate::pipelines::{

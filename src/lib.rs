@@ -203,9 +203,9 @@ pub use devices::{devices, DeviceInfo};
 pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
-    Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, KernelCacheStats,
-    KernelDesc, KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot, Sequence, StepPlan,
-    StepRun,
+    ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel,
+    KernelCacheStats, KernelDesc, KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot,
+    Sequence, StepPlan, StepRun,
 };
 pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{

@@ -44,6 +44,17 @@ pub struct InputSlot<T> {
     _element: PhantomData<fn() -> T>,
 }
 
+/// An array that each run of a [`CapturedStep`](super::CapturedStep) may replace with another
+/// of the same element type and shape: made by [`Capture::array_slot`] from an array the
+/// capture's ops use, set with [`crate::StepRun::array`] (a run that does not set it uses the
+/// array the slot was made from).
+pub struct ArraySlot<T> {
+    pub(crate) capture: u64,
+    pub(crate) index: u32,
+    pub(crate) shape: Vec<usize>,
+    _element: PhantomData<fn() -> T>,
+}
+
 /// Start indices that each run of a [`CapturedStep`](super::CapturedStep) may set, for
 /// [`Capture::dynamic_update_slice_at`] and [`Capture::dynamic_slice_at`] (any number of ops:
 /// one position for every layer's KV cache). Clamped at each run as XLA clamps.
@@ -74,7 +85,7 @@ macro_rules! slot_debug {
         }
     )*};
 }
-slot_debug!(ParamsSlot, InputSlot, ReadSlot);
+slot_debug!(ParamsSlot, InputSlot, ReadSlot, ArraySlot);
 
 impl std::fmt::Debug for IndexSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -156,6 +167,7 @@ impl Context {
             readback_bytes: 0,
             moving: Vec::new(),
             index_slots: Vec::new(),
+            array_slots: Vec::new(),
             placeholder,
         }));
         let open = OpenCapture::open(self, id & !CAPTURE_RECORDER_BIT);
@@ -261,6 +273,62 @@ impl Capture {
                 _element: PhantomData,
             },
         ))
+    }
+
+    /// Makes `array` (one made outside the capture: a KV cache, weights, an output) a slot that
+    /// each run may bind another array to: every op of the step that uses `array` uses, in a
+    /// run that sets the slot ([`crate::StepRun::array`]), the run's array instead, in place,
+    /// as a CUDA graph's replay with updated kernel arguments does. A server decoding for
+    /// several requests, each with its own cache, captures the step once. Make the slot before
+    /// or after the ops that use the array; a run that does not set it uses `array`.
+    ///
+    /// ```no_run
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// # let k = ctx.kernel("@group(0) @binding(0) var<storage, read_write> a: array<u32>; @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) { if (i.x < arrayLength(&a)) { a[i.x] += 1u; } }", "main")?;
+    /// let mut first = ctx.zeros::<u32>(&[64])?;
+    /// let mut second = ctx.zeros::<u32>(&[64])?;
+    /// let mut cap = ctx.capture();
+    /// let cache = cap.array_slot(&first)?;
+    /// cap.launch(&k).arg_mut(&mut first).grid_for(64).run()?;
+    /// let mut step = cap.finish()?;
+    /// step.run().submit()?;                          // on `first`
+    /// step.run().array(&cache, &mut second).submit()?; // the same step on `second`
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    ///
+    /// Errors: [`Error::ForeignArray`] for an array of another context; [`Error::Capture`]
+    /// with [`CaptureRefusal::ArrayMadeByCapture`] for an array made by this capture (its
+    /// memory is the step's own) and [`CaptureRefusal::RecorderReplaced`] as for every op.
+    pub fn array_slot<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ArraySlot<T>> {
+        const OPERATION: &str = "Capture::array_slot";
+        array.check_same_context(&self.ctx.inner, OPERATION)?;
+        let tables = self.tables(OPERATION)?;
+        if tables
+            .created
+            .contains_key(&(Arc::as_ptr(&array.storage) as usize))
+        {
+            return Err(Error::Capture {
+                operation: OPERATION,
+                refusal: CaptureRefusal::ArrayMadeByCapture,
+            });
+        }
+        let index = match tables
+            .array_slots
+            .iter()
+            .position(|s| Arc::ptr_eq(s, &array.storage))
+        {
+            Some(index) => index,
+            None => {
+                tables.array_slots.push(Arc::clone(&array.storage));
+                tables.array_slots.len() - 1
+            }
+        };
+        Ok(ArraySlot {
+            capture: tables.id,
+            index: index as u32,
+            shape: array.shape().to_vec(),
+            _element: PhantomData,
+        })
     }
 
     /// Start indices that runs may set, starting as `initial` (one per dimension of the arrays

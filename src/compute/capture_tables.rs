@@ -5,7 +5,7 @@
 
 use crate::array::ArrayStorage;
 use std::collections::HashMap;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 /// What a capture records beside its steps: which arrays it made, and where each slot acts.
 pub(crate) struct CaptureTables {
@@ -32,6 +32,8 @@ pub(crate) struct CaptureTables {
     pub(crate) moving: Vec<MovingCopy>,
     /// The rank of each index slot and its initial start.
     pub(crate) index_slots: Vec<Vec<i64>>,
+    /// The array each array slot was made from (what a run that sets none binds).
+    pub(crate) array_slots: Vec<Arc<ArrayStorage>>,
     /// Stands for the upload and readback buffers, made at `finish` once their sizes are known.
     pub(crate) placeholder: wgpu::Buffer,
 }

@@ -5,12 +5,13 @@
 //! replay is on CUDA; wgpu command buffers are used once, so the commands are recorded again,
 //! over the same pipelines and bind groups).
 
+use super::array_slots::ArraySlots;
 use super::capture::{Capture, CAPTURE_RECORDER_BIT};
 use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
 use super::step_staging::{InPlaceInputs, RunBuffers, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
-use crate::array::{check_not_pending, Access, ArrayStorage, DeviceArray};
+use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result, RunRefusal, SlotKind};
 use crate::pipelines::{ErrorScopes, ParamsKind};
@@ -133,6 +134,7 @@ pub struct CapturedStep {
     inputs: Vec<CapturedIo>,
     reads: Vec<CapturedIo>,
     moving: Vec<MovingCopy>,
+    array_slots: ArraySlots,
     plan: StepPlan,
     runs: u64,
     bind_groups: u64,
@@ -194,6 +196,7 @@ impl CapturedStep {
         if let Some((buffer, bytes)) = &uniform {
             inner.queue().write_buffer(buffer, 0, bytes);
         }
+        let array_slots = ArraySlots::new(&tables.array_slots, &steps, &arrays);
         let plan = StepPlan {
             steps: steps.len(),
             temporaries: placed.planned,
@@ -217,6 +220,7 @@ impl CapturedStep {
             inputs: tables.inputs.clone(),
             reads: tables.reads.clone(),
             moving: tables.moving.clone(),
+            array_slots,
             plan,
             runs: 0,
             bind_groups,
@@ -274,6 +278,7 @@ impl CapturedStep {
             inputs: Vec::new(),
             starts: Vec::new(),
             reads: Vec::new(),
+            bound: Vec::new(),
         }
     }
 }
@@ -319,6 +324,7 @@ pub struct StepRun<'s, 'r> {
     inputs: Vec<(u32, &'r [u8])>,
     starts: Vec<(u32, Vec<i64>)>,
     reads: Vec<(u32, &'r mut [u8])>,
+    bound: Vec<(u32, &'r Arc<ArrayStorage>)>,
 }
 
 impl<'s, 'r> StepRun<'s, 'r> {
@@ -390,6 +396,30 @@ impl<'s, 'r> StepRun<'s, 'r> {
         self
     }
 
+    /// Binds `array` to an array slot ([`crate::Capture::array_slot`]) for this run only:
+    /// every op of the step that uses the slot's array uses `array` instead, in place (a run
+    /// that does not set the slot uses the slot's own array). The same element type and shape;
+    /// bind groups are made the first time an array is bound and reused while it lives.
+    pub fn array<T: bytemuck::Pod>(
+        mut self,
+        slot: &super::capture::ArraySlot<T>,
+        array: &'r mut DeviceArray<T>,
+    ) -> Self {
+        if !self.owns(slot.capture, SlotKind::Array) {
+            return self;
+        }
+        let array: &'r DeviceArray<T> = array;
+        if array.shape() != slot.shape.as_slice() {
+            self.refuse(RunRefusal::ArrayShape {
+                given: array.shape().to_vec(),
+                captured: slot.shape.clone(),
+            });
+        } else {
+            self.bound.push((slot.index, &array.storage));
+        }
+        self
+    }
+
     /// Fills `out` with the array that [`crate::Capture::read`] names, as this run left it
     /// (`submit` then waits for the run): exactly as many elements as the array.
     pub fn read_into<T: bytemuck::Pod>(
@@ -441,6 +471,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         let step = &mut *self.step;
         // Everything is checked: write what this run changes.
         step.apply(&self.params, &offsets)?;
+        step.bind_array_slots(&inner, &self.bound);
         let uniform_changed = !self.params.is_empty() || !self.starts.is_empty();
         let buffers = step.staging.write_run(
             &inner,
@@ -460,7 +491,8 @@ impl<'s, 'r> StepRun<'s, 'r> {
                 }
             }
         }
-        let id = step.submit_commands(&inner, &buffers, !self.reads.is_empty())?;
+        let bound: Vec<&Arc<ArrayStorage>> = self.bound.iter().map(|&(_, a)| a).collect();
+        let id = step.submit_commands(&inner, &buffers, !self.reads.is_empty(), &bound)?;
         if !self.inputs.is_empty() {
             let inputs = self.inputs.len() as u64;
             inner.count_transfer(HostToDevice, true, inputs, input_bytes, started);
@@ -485,7 +517,7 @@ impl StepRun<'_, '_> {
     /// step's arrays against user recorders' pending work, the transfer guard on the run's host
     /// data and reads (explicit transfers, as `device_put` and `device_get_into`), and every
     /// start (strict starts): the byte offset of each moving copy this run places.
-    fn check(&self, inner: &ContextInner) -> Result<Vec<(usize, u64)>> {
+    fn check(&self, inner: &Arc<ContextInner>) -> Result<Vec<(usize, u64)>> {
         const OPERATION: &str = "CapturedStep::run";
         let step = &*self.step;
         for (index, bytes) in &self.params {
@@ -502,6 +534,7 @@ impl StepRun<'_, '_> {
         for (storage, access) in &step.arrays {
             check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
         }
+        self.check_bound(inner)?;
         if !self.inputs.is_empty() {
             let bytes = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
             inner.guard(HostToDevice, bytes, OPERATION, true)?;
@@ -511,6 +544,33 @@ impl StepRun<'_, '_> {
             inner.guard(DeviceToHost, bytes, OPERATION, true)?;
         }
         moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)
+    }
+}
+
+impl StepRun<'_, '_> {
+    /// The arrays this run binds to array slots: of this context, each bound once and used by
+    /// the step nowhere else (its plan assumed distinct arrays), and not pending in a user
+    /// recorder for how the step uses the slot.
+    fn check_bound(&self, inner: &Arc<ContextInner>) -> Result<()> {
+        const OPERATION: &str = "CapturedStep::run";
+        // Two slots of one run cannot take one array: each takes it `&mut`.
+        for &(slot, array) in &self.bound {
+            check_context(array, inner, OPERATION)?;
+            let Some((access, captured)) = self.step.array_slots.slot(slot) else {
+                continue;
+            };
+            if !Arc::ptr_eq(array, captured)
+                && self.step.arrays.iter().any(|(s, _)| Arc::ptr_eq(s, array))
+            {
+                return Err(Error::CapturedRun {
+                    refusal: RunRefusal::ArrayUsedByTheStep { slot },
+                });
+            }
+            if let Some(access) = access {
+                check_not_pending(array, access, OPERATION, "an array bound to an array slot")?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -558,6 +618,22 @@ impl CapturedStep {
         Ok(())
     }
 
+    /// Points the steps that use array slots at the arrays this run binds (`bound`), making
+    /// the bind groups an array needs the first time it is bound.
+    fn bind_array_slots(&mut self, inner: &ContextInner, bound: &[(u32, &Arc<ArrayStorage>)]) {
+        let (uniform, uniform_at) = (&self.uniform, &self.uniform_at);
+        let made = self
+            .array_slots
+            .bind(inner.device(), &mut self.steps, bound, |i| {
+                uniform
+                    .as_ref()
+                    .zip(uniform_at[i])
+                    .map(|((buffer, _), at)| (buffer, at as u64))
+            });
+        self.bind_groups += made;
+        inner.count_bind_groups(made);
+    }
+
     /// Encodes the run's commands after `buffers`' uniform copy, without the input copies a
     /// run that wrote its inputs in place leaves out, and submits them as one submission (with
     /// the memory dependency to host reads when `for_host_read`), in one error scope: the first
@@ -568,6 +644,7 @@ impl CapturedStep {
         inner: &ContextInner,
         buffers: &RunBuffers,
         for_host_read: bool,
+        bound: &[&Arc<ArrayStorage>],
     ) -> Result<SubmissionId> {
         let mut timer = inner.dispatch_timer(&self.steps);
         let scopes = ErrorScopes::push(inner.device());
@@ -589,7 +666,7 @@ impl CapturedStep {
         };
         let arrays = &self.arrays;
         let record = |id| {
-            for (storage, _) in arrays {
+            for storage in arrays.iter().map(|(s, _)| s).chain(bound.iter().copied()) {
                 storage.record_use(id);
             }
         };

@@ -15,7 +15,9 @@
 //! - `captured_step`: [`CapturedStep`], a finished capture: its memory plan ([`StepPlan`]) and
 //!   its runs ([`StepRun`]).
 //! - `step_staging`: a captured step's host data path (mapped staging on Vulkan, wgpu's
-//!   buffers elsewhere).
+//!   buffers elsewhere; inputs written in place on UMA).
+//! - `array_slots`: a captured step's array slots: the steps each slot's array is used in, and
+//!   the bind groups made for the arrays runs bind in its place.
 //! - `capture_mode`: [`CaptureMode`], what an open capture does to eager single ops and
 //!   launches from the thread that opened it.
 //! - `temporaries`: a captured step's temporaries by buffer and offset: their lives and their
@@ -30,6 +32,7 @@
 //! under it) nor the `kernels` facade. `tests/module_flow.rs` checks this.
 #![deny(unsafe_code)]
 
+mod array_slots;
 mod capture;
 mod capture_mode;
 mod capture_tables;
@@ -42,7 +45,7 @@ mod temporaries;
 mod user_kernel;
 
 pub(crate) use capture::NO_CAPTURE;
-pub use capture::{Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
+pub use capture::{ArraySlot, Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use capture_mode::CaptureMode;
 pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};

@@ -7,6 +7,7 @@ use crate::pipelines::Compiled;
 use std::sync::Arc;
 
 /// A byte range of an array's buffer that a dispatch binds.
+#[derive(Clone)]
 pub(crate) struct BoundRange {
     pub(crate) binding: u32,
     pub(crate) buffer: wgpu::Buffer,
@@ -17,6 +18,7 @@ pub(crate) struct BoundRange {
 
 /// A copy of `size` bytes from `src` at `src_offset` to `dst` at `dst_offset`, as
 /// `copy_buffer_to_buffer` takes it.
+#[derive(Clone)]
 pub(crate) struct BufferCopy {
     pub(crate) src: wgpu::Buffer,
     pub(crate) src_offset: u64,
@@ -39,6 +41,7 @@ impl BufferCopy {
 }
 
 /// One recorded step.
+#[derive(Clone)]
 pub(crate) enum Step {
     Dispatch {
         kernel: Arc<Compiled>,

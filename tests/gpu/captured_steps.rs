@@ -61,6 +61,9 @@ struct Decode {
     params: gpu_arena::ParamsSlot<Affine>,
     at: gpu_arena::IndexSlot,
     read: gpu_arena::ReadSlot<f32>,
+    /// The cache and the sum as array slots: a run may bind another request's.
+    cache_slot: gpu_arena::ArraySlot<f32>,
+    sum_slot: gpu_arena::ArraySlot<f32>,
 }
 
 fn capture_decode(
@@ -71,6 +74,8 @@ fn capture_decode(
     let affine_k = ctx.kernel(AFFINE, "main").unwrap();
     let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
     let mut cap = ctx.capture();
+    let cache_slot = cap.array_slot(&cache).unwrap();
+    let sum_slot = cap.array_slot(&*sum).unwrap();
     let (row, new_row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
     let params = cap.params_slot(&affine(0));
     let mut scaled = cap.fill(&[1, WIDTH], 0.0f32).unwrap();
@@ -100,6 +105,8 @@ fn capture_decode(
             params,
             at,
             read,
+            cache_slot,
+            sum_slot,
         },
         cache,
     )
@@ -1394,4 +1401,244 @@ fn an_input_in_host_visible_memory_is_planned_live_from_the_first_step() {
             assert!(!(share_bytes && share_steps), "{a:?} and {b:?} overlap");
         }
     }
+}
+
+/// One capture serves four requests, each with its own KV cache and sum bound to the step's
+/// array slots per run: every read and the final arrays are bitwise those of four captures,
+/// one per request; no bind group is made after each request's first run; the arrays the
+/// capture was made over are left untouched.
+#[gpu_test]
+fn one_capture_serves_four_requests_with_their_own_caches_bitwise_as_four_captures() {
+    for (path, ctx) in every_path() {
+        let new = || {
+            (
+                ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap(),
+                ctx.zeros::<f32>(&[WIDTH]).unwrap(),
+            )
+        };
+        let (cache, mut sum) = new();
+        let (mut shared, captured_cache) = capture_decode(&ctx, cache, &mut sum);
+        let mut requests: Vec<(DeviceArray<f32>, DeviceArray<f32>)> =
+            (0..4).map(|_| new()).collect();
+        let mut own: Vec<(Decode, DeviceArray<f32>, DeviceArray<f32>)> = (0..4)
+            .map(|_| {
+                let (cache, mut sum) = new();
+                let (decode, cache) = capture_decode(&ctx, cache, &mut sum);
+                (decode, cache, sum)
+            })
+            .collect();
+        let mut groups_after_first_round = 0;
+        for t in 0..ROWS + 3 {
+            for (r, ((cache, sum), (decode, _, _))) in requests.iter_mut().zip(&mut own).enumerate()
+            {
+                let row = query(t * 4 + r);
+                let p = affine(t + r);
+                let start = [(t % ROWS) as i64, 0];
+                let (mut got, mut want) = (vec![0.0f32; WIDTH], vec![0.0f32; WIDTH]);
+                shared
+                    .step
+                    .run()
+                    .input(&shared.new_row, &row)
+                    .params(&shared.params, &p)
+                    .start(&shared.at, &start)
+                    .array(&shared.cache_slot, cache)
+                    .array(&shared.sum_slot, sum)
+                    .read_into(&shared.read, &mut got)
+                    .submit()
+                    .unwrap();
+                decode
+                    .step
+                    .run()
+                    .input(&decode.new_row, &row)
+                    .params(&decode.params, &p)
+                    .start(&decode.at, &start)
+                    .read_into(&decode.read, &mut want)
+                    .submit()
+                    .unwrap();
+                assert_eq!(bits(&got), bits(&want), "{path}: request {r}, step {t}");
+            }
+            if t == 0 {
+                groups_after_first_round = shared.step.bind_groups();
+            }
+        }
+        assert_eq!(
+            shared.step.bind_groups(),
+            groups_after_first_round,
+            "{path}: a bind group was made after each cache's first run"
+        );
+        for (r, ((cache, sum), (_, own_cache, own_sum))) in requests.iter().zip(&own).enumerate() {
+            let (got, want) = (
+                ctx.device_get(cache).unwrap(),
+                ctx.device_get(own_cache).unwrap(),
+            );
+            assert_eq!(bits(&got), bits(&want), "{path}: request {r}'s cache");
+            let (got, want) = (
+                ctx.device_get(sum).unwrap(),
+                ctx.device_get(own_sum).unwrap(),
+            );
+            assert_eq!(bits(&got), bits(&want), "{path}: request {r}'s sum");
+        }
+        assert_eq!(
+            ctx.device_get(&captured_cache).unwrap(),
+            vec![0.0; ROWS * WIDTH],
+            "{path}"
+        );
+        assert_eq!(ctx.device_get(&sum).unwrap(), vec![0.0; WIDTH], "{path}");
+        // A run that binds nothing uses the arrays the capture was made over again.
+        shared
+            .step
+            .run()
+            .start(&shared.at, &[1, 0])
+            .submit()
+            .unwrap();
+        let cache = ctx.device_get(&captured_cache).unwrap();
+        assert!(cache[WIDTH..2 * WIDTH].iter().any(|&v| v != 0.0), "{path}");
+    }
+}
+
+/// What a run cannot bind is refused before anything runs, with the values: an array of
+/// another shape, a slot of another capture, an array the step uses elsewhere, an array of
+/// another context; a capture refuses a slot of an
+/// array it made itself.
+#[gpu_test]
+fn array_slots_refuse_what_a_run_cannot_bind_and_change_nothing() {
+    use gpu_arena::error::{CaptureRefusal, RunRefusal, SlotKind};
+    let ctx = harness::context();
+    let other_ctx = harness::context();
+    let (cache, mut sum) = (
+        ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap(),
+        ctx.zeros::<f32>(&[WIDTH]).unwrap(),
+    );
+    let (mut decode, _cache) = capture_decode(&ctx, cache, &mut sum);
+    let (cache2, mut sum2) = (
+        ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap(),
+        ctx.zeros::<f32>(&[WIDTH]).unwrap(),
+    );
+    let (other, _cache2) = capture_decode(&ctx, cache2, &mut sum2);
+    let mut wrong_shape = ctx.zeros::<f32>(&[ROWS + 1, WIDTH]).unwrap();
+    let mut spare = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut foreign = other_ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let runs = decode.step.runs();
+    let refused = decode
+        .step
+        .run()
+        .array(&decode.cache_slot, &mut wrong_shape)
+        .submit()
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::CapturedRun { refusal: RunRefusal::ArrayShape { given, captured } }
+            if *given == [ROWS + 1, WIDTH] && *captured == [ROWS, WIDTH]),
+        "{refused:?}"
+    );
+    let refused = decode
+        .step
+        .run()
+        .array(&other.sum_slot, &mut spare)
+        .submit()
+        .unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            Error::CapturedRun {
+                refusal: RunRefusal::ForeignSlot {
+                    slot: SlotKind::Array,
+                    ..
+                }
+            }
+        ),
+        "{refused:?}"
+    );
+    let refused = decode
+        .step
+        .run()
+        .array(&decode.sum_slot, &mut foreign)
+        .submit()
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::ForeignArray { .. }),
+        "{refused:?}"
+    );
+    // An array the step also uses elsewhere cannot stand in for a slot's: the step was planned
+    // over distinct arrays.
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let (mut a, b) = (
+        ctx.zeros::<f32>(&[WIDTH]).unwrap(),
+        ctx.zeros::<f32>(&[WIDTH]).unwrap(),
+    );
+    let mut cap = ctx.capture();
+    let slot_a = cap.array_slot(&a).unwrap();
+    cap.launch(&accumulate)
+        .arg(&b)
+        .arg_mut(&mut a)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let mut small = cap.finish().unwrap();
+    let mut b = b;
+    let refused = small.run().array(&slot_a, &mut b).submit().unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            Error::CapturedRun {
+                refusal: RunRefusal::ArrayUsedByTheStep { slot: 0 }
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(small.runs(), 0);
+    // Its own array stands for itself.
+    small.run().array(&slot_a, &mut a).submit().unwrap();
+    let mut cap = ctx.capture();
+    let (made, _slot) = cap.input(&[1.0f32; 4], &[4]).unwrap();
+    let refused = cap.array_slot(&made).unwrap_err();
+    assert!(
+        matches!(
+            &refused,
+            Error::Capture {
+                refusal: CaptureRefusal::ArrayMadeByCapture,
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    drop(cap);
+    assert_eq!(decode.step.runs(), runs, "the refused runs ran nothing");
+    assert_eq!(ctx.device_get(&spare).unwrap(), vec![0.0; WIDTH]);
+}
+
+/// Two threads run their own captured steps, each binding one shared array to its array slot
+/// per run: the step's pending and use tracking order them, and no update is lost.
+#[gpu_test]
+fn two_threads_binding_one_shared_array_to_their_steps_lose_no_update() {
+    const RUNS: usize = 40;
+    let ctx = harness::context();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let ones = ctx.device_put(&vec![1.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut shared = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let shared_lock = std::sync::Mutex::new(&mut shared);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut own = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+                let mut cap = ctx.capture();
+                let slot = cap.array_slot(&own).unwrap();
+                cap.launch(&accumulate)
+                    .arg(&ones)
+                    .arg_mut(&mut own)
+                    .grid_for(WIDTH)
+                    .run()
+                    .unwrap();
+                let mut step = cap.finish().unwrap();
+                for _ in 0..RUNS {
+                    let mut guard = shared_lock.lock().unwrap();
+                    step.run().array(&slot, &mut **guard).submit().unwrap();
+                }
+                assert_eq!(ctx.device_get(&own).unwrap(), vec![0.0; WIDTH]);
+            });
+        }
+    });
+    assert_eq!(
+        ctx.device_get(&shared).unwrap(),
+        vec![2.0 * RUNS as f32; WIDTH]
+    );
 }
