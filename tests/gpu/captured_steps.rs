@@ -657,18 +657,9 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
                 operation: "launch",
                 refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
                     slot: gpu_arena::error::SlotKind::Params,
+                    capture: None,
                     ..
                 },
-            }
-        ),
-        "{refused}"
-    );
-    assert!(
-        matches!(
-            refused,
-            Error::Capture {
-                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot { capture: None, .. },
-                ..
             }
         ),
         "{refused}"
@@ -693,22 +684,9 @@ fn a_parameter_slot_outside_its_capture_is_refused_and_records_nothing() {
                 operation: "launch",
                 refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
                     slot: gpu_arena::error::SlotKind::Params,
-                    ..
-                },
-            }
-        ),
-        "{refused}"
-    );
-    assert!(
-        matches!(
-            refused,
-            Error::Capture {
-                refusal: gpu_arena::error::CaptureRefusal::ForeignSlot {
                     slot_capture,
                     capture: Some(recorded_in),
-                    ..
                 },
-                ..
             } if slot_capture == cap.number() && recorded_in == other.number()
         ),
         "{refused}"
