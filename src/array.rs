@@ -12,9 +12,7 @@ use crate::arena::Allocation;
 use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner, GpuUse};
 use crate::error::{Error, Result};
-pub(crate) use crate::recorder::{
-    Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT, CAPTURE_RECORDER_BIT,
-};
+pub(crate) use crate::recorder::{Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT};
 use crate::shape::{check_shape, check_span};
 use crate::submission::SubmissionId;
 use std::marker::PhantomData;

@@ -11,7 +11,7 @@
 //! (`compute/captured_step.rs`).
 
 use super::capture_mode::{CaptureMode, OpenCapture};
-use super::capture_tables::{CaptureTables, CapturedIo};
+use super::capture_tables::{CaptureId, CaptureTables, CapturedIo};
 use super::sequence::{recorder_replaced, Sequence};
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
@@ -21,13 +21,11 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-pub(crate) use crate::array::CAPTURE_RECORDER_BIT;
-
 /// A launch's parameter block that each run of a [`CapturedStep`](super::CapturedStep) may set:
 /// made by [`Capture::params_slot`], given to launches with [`crate::Launch::params_slot`] (any
 /// number of them: a position every layer reads), set with [`crate::StepRun::params`].
 pub struct ParamsSlot<P> {
-    pub(crate) capture: u64,
+    pub(crate) capture: CaptureId,
     pub(crate) index: u32,
     pub(crate) initial: Vec<u8>,
     _block: PhantomData<fn() -> P>,
@@ -37,7 +35,7 @@ pub struct ParamsSlot<P> {
 /// made with its array by [`Capture::input`], set with [`crate::StepRun::input`] (a run that does
 /// not set it uploads the data of the last run that did, or the data captured).
 pub struct InputSlot<T> {
-    pub(crate) capture: u64,
+    pub(crate) capture: CaptureId,
     /// `None` for an empty upload (nothing to copy).
     pub(crate) index: Option<u32>,
     pub(crate) len: usize,
@@ -49,7 +47,7 @@ pub struct InputSlot<T> {
 /// capture's ops use, set with [`crate::StepRun::array`] (a run that does not set it uses the
 /// array the slot was made from).
 pub struct ArraySlot<T> {
-    pub(crate) capture: u64,
+    pub(crate) capture: CaptureId,
     pub(crate) index: u32,
     pub(crate) shape: Vec<usize>,
     _element: PhantomData<fn() -> T>,
@@ -59,7 +57,7 @@ pub struct ArraySlot<T> {
 /// [`Capture::dynamic_update_slice_at`] and [`Capture::dynamic_slice_at`] (any number of ops:
 /// one position for every layer's KV cache). Clamped at each run as XLA clamps.
 pub struct IndexSlot {
-    pub(crate) capture: u64,
+    pub(crate) capture: CaptureId,
     pub(crate) index: u32,
     pub(crate) rank: usize,
 }
@@ -67,7 +65,7 @@ pub struct IndexSlot {
 /// An array's bytes copied to host memory at each run of a [`CapturedStep`](super::CapturedStep):
 /// made by [`Capture::read`], read with [`crate::StepRun::read_into`].
 pub struct ReadSlot<T> {
-    pub(crate) capture: u64,
+    pub(crate) capture: CaptureId,
     pub(crate) index: Option<u32>,
     pub(crate) len: usize,
     _element: PhantomData<fn() -> T>,
@@ -148,8 +146,8 @@ impl Context {
     /// [`CapturedStep`](super::CapturedStep) that [`Capture::finish`] makes.
     pub fn capture(&self) -> Capture {
         let mut sequence = self.sequence();
-        let id = sequence.number() | CAPTURE_RECORDER_BIT;
-        sequence.set_number(id);
+        let id = CaptureId::of_sequence(sequence.number());
+        sequence.set_number(id.mark());
         let placeholder = self.inner.device().create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpu-arena capture placeholder"),
             size: 4,
@@ -170,7 +168,7 @@ impl Context {
             array_slots: Vec::new(),
             placeholder,
         }));
-        let open = OpenCapture::open(self, id & !CAPTURE_RECORDER_BIT);
+        let open = OpenCapture::open(self, id.number());
         Capture { sequence, open }
     }
 }
@@ -188,11 +186,6 @@ impl std::ops::DerefMut for Capture {
     }
 }
 
-/// The capture number of a slot made by a capture whose recorder was moved out of it: no
-/// capture has it (every capture's number carries [`CAPTURE_RECORDER_BIT`]), so every use of
-/// such a slot is refused as a slot of another capture.
-pub(crate) const NO_CAPTURE: u64 = 0;
-
 impl Capture {
     /// The capture's tables, or the refusal of `operation` when the recorder was moved out of
     /// the capture (`std::mem::replace` through `DerefMut`): it records for no capture then.
@@ -205,7 +198,7 @@ impl Capture {
 
     /// The capture's number, as refusals name it (`Capture #N`).
     pub fn number(&self) -> u64 {
-        self.sequence.number() & !CAPTURE_RECORDER_BIT
+        CaptureId::of_sequence(self.sequence.number()).number()
     }
 
     /// What eager work on the context from the thread that opened this capture does while it
@@ -237,7 +230,7 @@ impl Capture {
                     .push(bytemuck::bytes_of(initial).to_vec());
                 (tables.id, tables.param_slots.len() as u32 - 1)
             }
-            Err(_) => (NO_CAPTURE, 0),
+            Err(_) => (CaptureId::NONE, 0),
         };
         ParamsSlot {
             capture,
@@ -341,7 +334,7 @@ impl Capture {
                 tables.index_slots.push(initial.to_vec());
                 (tables.id, tables.index_slots.len() as u32 - 1)
             }
-            Err(_) => (NO_CAPTURE, 0),
+            Err(_) => (CaptureId::NONE, 0),
         };
         IndexSlot {
             capture,
@@ -490,18 +483,16 @@ impl Sequence {
 
     /// Errors unless this recorder is capture `capture`, whose parameter slot a launch names
     /// ([`Error::Capture`], before anything is recorded).
-    pub(crate) fn check_params_slot(&self, capture: u64) -> Result<()> {
+    pub(crate) fn check_params_slot(&self, capture: CaptureId) -> Result<()> {
         match &self.capture {
             Some(tables) if tables.id == capture => Ok(()),
-            _ if capture == NO_CAPTURE => Err(recorder_replaced("launch")),
+            _ if capture == CaptureId::NONE => Err(recorder_replaced("launch")),
             recorded_in => Err(Error::Capture {
                 operation: "launch",
                 refusal: CaptureRefusal::ForeignSlot {
                     slot: SlotKind::Params,
-                    slot_capture: capture & !CAPTURE_RECORDER_BIT,
-                    capture: recorded_in
-                        .as_ref()
-                        .map(|tables| tables.id & !CAPTURE_RECORDER_BIT),
+                    slot_capture: capture.number(),
+                    capture: recorded_in.as_ref().map(|tables| tables.id.number()),
                 },
             }),
         }

@@ -4,13 +4,41 @@
 //! plans from them all read them, so they sit below all three.
 
 use crate::array::ArrayStorage;
+use crate::recorder::CAPTURE_RECORDER_BIT;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 
+/// A capture's identity: the recorder mark its work carries (its sequence number with
+/// [`CAPTURE_RECORDER_BIT`], so refusals say `Capture #N`) and the number refusals and
+/// [`crate::Capture::number`] give. Its slots carry it, so a slot of another capture is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CaptureId(u64);
+
+impl CaptureId {
+    /// What a slot made after its capture's recorder was moved out carries: no capture has it
+    /// (every capture's mark has the bit), so every use of such a slot is refused.
+    pub(crate) const NONE: CaptureId = CaptureId(0);
+
+    /// The capture recorded by the sequence numbered `sequence`.
+    pub(crate) fn of_sequence(sequence: u64) -> Self {
+        CaptureId(sequence | CAPTURE_RECORDER_BIT)
+    }
+
+    /// The recorder mark its pending arrays carry.
+    pub(crate) fn mark(self) -> u64 {
+        self.0
+    }
+
+    /// The number refusals name (`Capture #N`).
+    pub(crate) fn number(self) -> u64 {
+        self.0 & !CAPTURE_RECORDER_BIT
+    }
+}
+
 /// What a capture records beside its steps: which arrays it made, and where each slot acts.
 pub(crate) struct CaptureTables {
-    /// The capture's number (its slots carry it, so a slot of another capture is refused).
-    pub(crate) id: u64,
+    /// The capture's identity.
+    pub(crate) id: CaptureId,
     /// Arrays made by the capture's own ops, by storage address: those the user no longer
     /// holds at `finish` are the step's temporaries. The weak references keep each address
     /// from being reused by an array made elsewhere after one of these was dropped (an op

@@ -6,8 +6,8 @@
 //! over the same pipelines and bind groups).
 
 use super::array_slots::ArraySlots;
-use super::capture::{Capture, CAPTURE_RECORDER_BIT};
-use super::capture_tables::{CaptureTables, CapturedIo, MovingCopy};
+use super::capture::Capture;
+use super::capture_tables::{CaptureId, CaptureTables, CapturedIo, MovingCopy};
 use super::step_staging::{InPlaceInputs, RunBuffers, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
@@ -123,7 +123,7 @@ impl std::fmt::Display for StepPlan {
 /// completed (the arena's frontier, as for any array).
 pub struct CapturedStep {
     ctx: Context,
-    id: u64,
+    id: CaptureId,
     steps: Vec<Step>,
     arrays: Vec<(Arc<ArrayStorage>, Access)>,
     uniform: Option<(wgpu::Buffer, Vec<u8>)>,
@@ -248,7 +248,7 @@ impl CapturedStep {
     /// The number of the capture the step came from, as refusals name it (`Capture #N`, and
     /// [`RunRefusal::ForeignSlot`]'s fields).
     pub fn number(&self) -> u64 {
-        self.id & !CAPTURE_RECORDER_BIT
+        self.id.number()
     }
 
     /// Runs made so far (submitted).
@@ -305,7 +305,7 @@ impl Capture {
 impl std::fmt::Debug for CapturedStep {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CapturedStep")
-            .field("capture", &(self.id & !CAPTURE_RECORDER_BIT))
+            .field("capture", &self.id.number())
             .field("steps", &self.steps.len())
             .field("arrays", &self.arrays.len())
             .field("runs", &self.runs)
@@ -333,14 +333,14 @@ impl<'s, 'r> StepRun<'s, 'r> {
     }
 
     /// Whether `capture` is this step's; else notes the refusal of a foreign slot.
-    fn owns(&mut self, capture: u64, slot: SlotKind) -> bool {
+    fn owns(&mut self, capture: CaptureId, slot: SlotKind) -> bool {
         if capture == self.step.id {
             return true;
         }
         self.refuse(RunRefusal::ForeignSlot {
             slot,
-            slot_capture: capture & !CAPTURE_RECORDER_BIT,
-            step_capture: self.step.id & !CAPTURE_RECORDER_BIT,
+            slot_capture: capture.number(),
+            step_capture: self.step.id.number(),
         });
         false
     }
@@ -746,10 +746,7 @@ fn place_temporaries(
     let block = match assignment.block_bytes {
         0 => None,
         bytes => {
-            let label = format!(
-                "captured step #{} temporaries",
-                tables.id & !CAPTURE_RECORDER_BIT
-            );
+            let label = format!("captured step #{} temporaries", tables.id.number());
             let block: DeviceArray<u8> = ctx.alloc_bytes(
                 &[bytes as usize],
                 bytes,

@@ -55,7 +55,7 @@ pub struct Launch<'s, 'a> {
     args: Vec<Arg>,
     params: Option<Vec<u8>>,
     /// The capture's parameter slot the parameters come from: `(capture, slot)`.
-    params_slot: Option<(u64, u32)>,
+    params_slot: Option<(super::capture_tables::CaptureId, u32)>,
     grid: Option<[u32; 3]>,
     /// The first mistake made while describing the launch, reported by `run`.
     error: Option<Error>,
@@ -164,8 +164,8 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// run of the captured step sets ([`crate::StepRun::params`]). Sizes are checked as for
     /// [`Launch::params`].
     ///
-    /// Errors at [`Launch::run`]: [`Error::InvalidArgument`] when the launch is not recorded in
-    /// the capture that made the slot.
+    /// Errors at [`Launch::run`]: [`Error::Capture`] ([`crate::error::CaptureRefusal::ForeignSlot`])
+    /// when the launch is not recorded in the capture that made the slot.
     pub fn params_slot<P: bytemuck::Pod>(mut self, slot: &super::capture::ParamsSlot<P>) -> Self {
         self.params = Some(slot.initial.clone());
         self.params_slot = Some((slot.capture, slot.index));

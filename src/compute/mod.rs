@@ -44,10 +44,9 @@ mod step_staging;
 mod temporaries;
 mod user_kernel;
 
-pub(crate) use capture::NO_CAPTURE;
 pub use capture::{ArraySlot, Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use capture_mode::CaptureMode;
-pub(crate) use capture_tables::{BaseOverflow, MovingCopy};
+pub(crate) use capture_tables::{BaseOverflow, CaptureId, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
 pub(crate) use sequence::recorder_replaced;

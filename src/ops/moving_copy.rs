@@ -14,11 +14,10 @@ use super::geometry::{
 use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
-use crate::compute::{BaseOverflow, Capture, IndexSlot, MovingCopy, NO_CAPTURE};
+use crate::compute::{BaseOverflow, Capture, CaptureId, IndexSlot, MovingCopy};
 use crate::donated::{give_back, DonatedResult};
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 use crate::pipelines::Builtin;
-use crate::recorder::CAPTURE_RECORDER_BIT;
 
 impl Capture {
     /// [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice) whose start each run sets with
@@ -117,13 +116,15 @@ impl Capture {
                     array_rank: rank,
                 },
             }),
-            None if slot.capture == NO_CAPTURE => Err(crate::compute::recorder_replaced(operation)),
+            None if slot.capture == CaptureId::NONE => {
+                Err(crate::compute::recorder_replaced(operation))
+            }
             None => Err(Error::Capture {
                 operation,
                 refusal: CaptureRefusal::ForeignSlot {
                     slot: SlotKind::Index,
-                    slot_capture: slot.capture & !CAPTURE_RECORDER_BIT,
-                    capture: Some(tables.id & !CAPTURE_RECORDER_BIT),
+                    slot_capture: slot.capture.number(),
+                    capture: Some(tables.id.number()),
                 },
             }),
         }
