@@ -1620,3 +1620,42 @@ fn two_threads_binding_one_shared_array_to_their_steps_lose_no_update() {
         vec![2.0 * RUNS as f32; WIDTH]
     );
 }
+
+/// An array bound to a slot for one run and dropped right after the run was submitted keeps
+/// its memory until the run completes: an array made at once never takes its bytes while the
+/// run still reads them. A slot of an empty array binds empty arrays.
+#[gpu_test]
+fn an_array_bound_for_one_run_and_dropped_in_flight_is_not_reused_before_the_run_completes() {
+    let ctx = harness::context();
+    let slow = ctx
+        .kernel(&harness::slow_copy_wgsl("read"), "main")
+        .unwrap();
+    let n = 4096usize;
+    let data: Vec<u32> = (0..n as u32).map(|i| i.wrapping_mul(2654435761)).collect();
+    let captured_source = ctx.zeros::<u32>(&[n]).unwrap();
+    let mut y = ctx.zeros::<u32>(&[n]).unwrap();
+    let mut sink = ctx.zeros::<u32>(&[n]).unwrap();
+    let empty = ctx.zeros::<u32>(&[0]).unwrap();
+    let mut cap = ctx.capture();
+    let source_slot = cap.array_slot(&captured_source).unwrap();
+    let empty_slot = cap.array_slot(&empty).unwrap();
+    cap.launch(&slow)
+        .arg(&captured_source)
+        .arg_mut(&mut y)
+        .arg_mut(&mut sink)
+        .grid_for(n)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    let mut source = ctx.device_put(&data, &[n]).unwrap();
+    let mut other_empty = ctx.zeros::<u32>(&[0]).unwrap();
+    ctx.synchronize().unwrap();
+    let at = (source.buffer().clone(), source.byte_offset());
+    step.run()
+        .array(&source_slot, &mut source)
+        .array(&empty_slot, &mut other_empty)
+        .submit()
+        .unwrap();
+    drop(source);
+    harness::assert_dropped_source_was_not_reused(&ctx, at, &y, &data, "array slot");
+}
