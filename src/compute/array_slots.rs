@@ -33,6 +33,9 @@ pub(crate) struct ArraySlots {
     captured_steps: Vec<(usize, Step)>,
     /// Bind groups by dispatch and the addresses of the arrays bound to its slots.
     groups: HashMap<(usize, Vec<usize>), SlotGroup>,
+    /// Whether the steps point at arrays a run bound (else they are as captured, and a run
+    /// that binds nothing has nothing to restore).
+    moved: bool,
 }
 
 impl ArraySlots {
@@ -70,6 +73,7 @@ impl ArraySlots {
             captured_steps: used.into_iter().map(|i| (i, steps[i].clone())).collect(),
             slots,
             groups: HashMap::new(),
+            moved: false,
         }
     }
 
@@ -91,10 +95,11 @@ impl ArraySlots {
         bound: &[(u32, &Arc<ArrayStorage>)],
         slot_of_uniform: impl Fn(usize) -> Option<(&'b wgpu::Buffer, u64)>,
     ) -> u64 {
-        if self.slots.is_empty() {
+        if self.slots.is_empty() || (bound.is_empty() && !self.moved) {
             return 0;
         }
-        if !bound.is_empty() {
+        self.moved = !bound.is_empty();
+        if self.moved {
             self.groups
                 .retain(|_, g| g.arrays.iter().all(|a| a.strong_count() > 0));
         }

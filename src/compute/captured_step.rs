@@ -465,9 +465,11 @@ impl<'s, 'r> StepRun<'s, 'r> {
         let inner = Arc::clone(&self.step.ctx.inner);
         inner.check_device(OPERATION)?;
         let started = std::time::Instant::now();
-        let offsets = self.check(&inner)?;
-        let input_bytes: u64 = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
-        let read_bytes: u64 = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
+        let Checked {
+            offsets,
+            input_bytes,
+            read_bytes,
+        } = self.check(&inner)?;
         let step = &mut *self.step;
         // Everything is checked: write what this run changes.
         step.apply(&self.params, &offsets)?;
@@ -512,12 +514,20 @@ impl<'s, 'r> StepRun<'s, 'r> {
     }
 }
 
+/// What a run's checks found: the byte offset of each moving copy it places, and the bytes of
+/// its host data and of its reads (for the transfer statistics).
+struct Checked {
+    offsets: Vec<(usize, u64)>,
+    input_bytes: u64,
+    read_bytes: u64,
+}
+
 impl StepRun<'_, '_> {
     /// Everything this run sets, checked before anything is written: parameter sizes, the
     /// step's arrays against user recorders' pending work, the transfer guard on the run's host
     /// data and reads (explicit transfers, as `device_put` and `device_get_into`), and every
-    /// start (strict starts): the byte offset of each moving copy this run places.
-    fn check(&self, inner: &Arc<ContextInner>) -> Result<Vec<(usize, u64)>> {
+    /// start (strict starts): what [`Checked`] holds.
+    fn check(&self, inner: &Arc<ContextInner>) -> Result<Checked> {
         const OPERATION: &str = "CapturedStep::run";
         let step = &*self.step;
         for (index, bytes) in &self.params {
@@ -535,15 +545,20 @@ impl StepRun<'_, '_> {
             check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
         }
         self.check_bound(inner)?;
+        let input_bytes = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
+        let read_bytes = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
         if !self.inputs.is_empty() {
-            let bytes = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
-            inner.guard(HostToDevice, bytes, OPERATION, true)?;
+            inner.guard(HostToDevice, input_bytes, OPERATION, true)?;
         }
         if !self.reads.is_empty() {
-            let bytes = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
-            inner.guard(DeviceToHost, bytes, OPERATION, true)?;
+            inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
         }
-        moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)
+        let offsets = moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)?;
+        Ok(Checked {
+            offsets,
+            input_bytes,
+            read_bytes,
+        })
     }
 }
 

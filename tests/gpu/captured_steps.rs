@@ -1659,3 +1659,56 @@ fn an_array_bound_for_one_run_and_dropped_in_flight_is_not_reused_before_the_run
     drop(source);
     harness::assert_dropped_source_was_not_reused(&ctx, at, &y, &data, "array slot");
 }
+
+/// An array a run binds to a slot the step only reads is not refused for a user recorder's
+/// pending read of it (two readers never refuse each other), and is refused for a pending
+/// write, with nothing run; after the recorder is submitted the run goes through.
+#[gpu_test]
+fn a_bound_array_pending_in_a_recorder_is_refused_for_a_write_never_for_a_read() {
+    let ctx = harness::context();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let captured_x = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut out = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut cap = ctx.capture();
+    let x_slot = cap.array_slot(&captured_x).unwrap();
+    cap.launch(&accumulate)
+        .arg(&captured_x)
+        .arg_mut(&mut out)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    let mut shared = ctx.device_put(&vec![2.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut elsewhere = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    // A pending read of `shared`: the run, which only reads it, goes through.
+    let mut reader = ctx.sequence();
+    reader
+        .launch(&accumulate)
+        .arg(&shared)
+        .arg_mut(&mut elsewhere)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    step.run().array(&x_slot, &mut shared).submit().unwrap();
+    reader.submit().unwrap();
+    // A pending write of `shared`: refused, nothing run.
+    let mut writer = ctx.sequence();
+    writer
+        .launch(&accumulate)
+        .arg(&elsewhere)
+        .arg_mut(&mut shared)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let runs = step.runs();
+    let refused = step.run().array(&x_slot, &mut shared).submit().unwrap_err();
+    assert!(
+        matches!(&refused, Error::PendingInRecorder { .. }),
+        "{refused:?}"
+    );
+    assert_eq!(step.runs(), runs);
+    writer.submit().unwrap();
+    step.run().array(&x_slot, &mut shared).submit().unwrap();
+    // out = 2 (first run) + (2 + 2) (after the writer added `elsewhere` = 2 into shared).
+    assert_eq!(ctx.device_get(&out).unwrap(), vec![6.0f32; WIDTH]);
+}
