@@ -1,7 +1,8 @@
 //! `AppWork`: arena arrays in the app's own render and compute passes, tracked.
 //!
 //! An app that draws what a kernel computed binds the array as a vertex, index, uniform,
-//! storage or indirect buffer in passes it encodes itself. The danger is the one of every
+//! storage or indirect buffer in passes it encodes itself, each array in a buffer of its own on
+//! Vulkan (an alias of its memory: `backend/alias.rs`). The danger is the one of every
 //! escape hatch: an array dropped while that work is queued has its memory handed to the next
 //! allocation while the GPU still reads it. [`AppWork`] closes it by construction: the only way
 //! to get an array's buffer range from it also records the array, and [`AppWork::submit`]
@@ -45,6 +46,17 @@ static NEXT_APP_WORK: AtomicU64 = AtomicU64::new(1);
 /// # Ok::<(), gpu_arena::Error>(())
 /// ```
 ///
+/// **Each array is a buffer of its own** in the app's passes, as the app's own buffers are, so
+/// one pass may use arrays of one arena region in different ways (draw arena vertices while a
+/// fragment shader writes another arena array). On Vulkan the buffers handed out are aliases:
+/// a `VkBuffer` over exactly the array's memory, at offset 0 (no copy, no memory of its own),
+/// made at the array's first hand-out and kept with the array; [`AppWork::submit`] puts a
+/// global memory barrier before and after the app's command buffers, since wgpu does not know
+/// that an alias and the region's buffer share memory. Elsewhere (GL, Metal, DX12: no
+/// aliasing in wgpu) the arrays stay in their region's buffer at
+/// [`DeviceArray::byte_offset`]; there the `platform` allocator
+/// ([`crate::AllocatorKind::Platform`]) gives every array a region, so a buffer, of its own.
+///
 /// What is not safe, as with every escape hatch: handing a range out here and submitting the
 /// work some other way (`queue.submit`); dropping an `AppWork` whose ranges were handed out
 /// without submitting logs a warning for that reason.
@@ -57,6 +69,8 @@ pub struct AppWork {
     uses: Vec<(Arc<ArrayStorage>, Access)>,
     /// Position in `uses` by storage address.
     index: HashMap<usize, usize>,
+    /// Whether an array was handed out in a buffer of its own (then `submit` adds barriers).
+    uses_own_buffers: bool,
 }
 
 impl Context {
@@ -67,6 +81,7 @@ impl Context {
             number: NEXT_APP_WORK.fetch_add(1, Ordering::Relaxed) | APP_WORK_RECORDER_BIT,
             uses: Vec::new(),
             index: HashMap::new(),
+            uses_own_buffers: false,
         }
     }
 }
@@ -85,7 +100,7 @@ impl AppWork {
     ) -> Result<wgpu::BufferSlice<'a>> {
         let op = "AppWork::vertex_buffer";
         self.record(array, wgpu::BufferUsages::VERTEX, Access::Read, op)?;
-        Ok(slice(array))
+        Ok(self.slice(array))
     }
 
     /// The array's bytes as an index buffer and the index format its element size gives
@@ -113,7 +128,7 @@ impl AppWork {
             }
         };
         self.record(array, wgpu::BufferUsages::INDEX, Access::Read, op)?;
-        Ok((slice(array), format))
+        Ok((self.slice(array), format))
     }
 
     /// The array as an indirect-arguments buffer: `pass.draw_indirect(buffer, offset)` (or
@@ -126,7 +141,7 @@ impl AppWork {
     ) -> Result<(&'a wgpu::Buffer, u64)> {
         let op = "AppWork::indirect_buffer";
         self.record(array, wgpu::BufferUsages::INDIRECT, Access::Read, op)?;
-        Ok((&array.storage.buffer, array.storage.allocation.offset))
+        Ok(self.buffer(array))
     }
 
     /// The array as a uniform-buffer binding, for a bind group of the app's pipeline.
@@ -142,12 +157,12 @@ impl AppWork {
         let limit = self.ctx.limits().max_uniform_buffer_binding_size;
         check_binding_size(array, limit, "max_uniform_buffer_binding_size", op)?;
         self.record(array, wgpu::BufferUsages::UNIFORM, Access::Read, op)?;
-        Ok(wgpu::BindingResource::Buffer(array.raw_binding()))
+        Ok(self.binding(array))
     }
 
-    /// The array as a storage-buffer binding the app's shader only reads. Declare it
-    /// `var<storage, read_write>` when another array of the same region is bound writable in
-    /// the same pass (arrays share region buffers; see [`DeviceArray::raw_binding`]).
+    /// The array as a storage-buffer binding the app's shader only reads (`var<storage, read>`
+    /// is fine beside another array bound writable: each array is a buffer of its own here on
+    /// Vulkan; see [`AppWork`]).
     ///
     /// Errors: as [`AppWork::vertex_buffer`] (with STORAGE, always allowed), and
     /// [`Error::AppWork`] ([`AppWorkRefusal::BindingTooLarge`]) when the array is larger than
@@ -182,7 +197,7 @@ impl AppWork {
         let limit = self.ctx.limits().max_storage_buffer_binding_size;
         check_binding_size(array, limit, "max_storage_buffer_binding_size", op)?;
         self.record(array, wgpu::BufferUsages::STORAGE, access, op)?;
-        Ok(wgpu::BindingResource::Buffer(array.raw_binding()))
+        Ok(self.binding(array))
     }
 
     /// How many arrays this work has handed out.
@@ -216,6 +231,17 @@ impl AppWork {
         let during = "submitting the app's command buffers (AppWork::submit)";
         inner.check_device(during)?;
         let scopes = crate::pipelines::ErrorScopes::push(inner.device());
+        // Arrays handed out in buffers of their own share memory with the region buffers the
+        // library's work uses, which wgpu does not know: barriers on both sides order the two.
+        let barrier = || {
+            self.uses_own_buffers
+                .then(|| crate::backend::memory_barrier(inner.device()))
+                .flatten()
+        };
+        let command_buffers = barrier()
+            .into_iter()
+            .chain(command_buffers)
+            .chain(barrier());
         let id = inner.submit_with(command_buffers, |id| {
             for (storage, _) in &uses {
                 storage.record_use(id);
@@ -230,6 +256,37 @@ impl AppWork {
             submission: id,
         });
         Ok(id)
+    }
+
+    /// The buffer the app's passes use for `array` and the array's offset in it
+    /// ([`ArrayStorage::app_buffer`]); a buffer of the array's own makes this work order itself
+    /// against the library's work with memory barriers.
+    fn buffer<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> (&'a wgpu::Buffer, u64) {
+        let (buffer, offset, own) = array.storage.app_buffer();
+        self.uses_own_buffers |= own;
+        (buffer, offset)
+    }
+
+    /// The array's data as a buffer slice (its size, not the arena's rounding).
+    fn slice<'a, T: bytemuck::Pod>(&mut self, array: &'a DeviceArray<T>) -> wgpu::BufferSlice<'a> {
+        let (buffer, offset) = self.buffer(array);
+        buffer.slice(offset..offset + array.size_in_bytes())
+    }
+
+    /// The array as a buffer binding (its size rounded up to a word, as WGSL arrays need).
+    fn binding<'a, T: bytemuck::Pod>(
+        &mut self,
+        array: &'a DeviceArray<T>,
+    ) -> wgpu::BindingResource<'a> {
+        let (buffer, offset) = self.buffer(array);
+        wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer,
+            offset,
+            size: wgpu::BufferSize::new(array.size_in_bytes().next_multiple_of(4)),
+        })
     }
 
     /// Checks that `array` may be used as `usage` with `access` now, then records it (a
@@ -297,15 +354,6 @@ impl Drop for AppWork {
             self.uses.len()
         );
     }
-}
-
-/// The array's data as a buffer slice (its size, not the arena's rounding).
-fn slice<T: bytemuck::Pod>(array: &DeviceArray<T>) -> wgpu::BufferSlice<'_> {
-    let start = array.storage.allocation.offset;
-    array
-        .storage
-        .buffer
-        .slice(start..start + array.size_in_bytes())
 }
 
 /// Errors when the array's binding (its bytes rounded up to a word) exceeds the device's

@@ -9,7 +9,7 @@
 //! below it.
 
 use crate::arena::Allocation;
-use crate::backend::MappedRange;
+use crate::backend::{AliasableMemory, ArrayRegion, MappedRange};
 use crate::context::{Context, ContextInner, GpuUse};
 use crate::error::{Error, Result};
 pub(crate) use crate::recorder::{Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT};
@@ -17,7 +17,7 @@ use crate::shape::{check_shape, check_span};
 use crate::submission::SubmissionId;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// An array in device memory, allocated from the context's arena.
 ///
@@ -44,6 +44,12 @@ pub(crate) struct ArrayStorage {
     pub(crate) buffer: wgpu::Buffer,
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
     pub(crate) mapped: Option<MappedRange>,
+    /// The region's memory, from which the app's own passes get a buffer of the array's own
+    /// (Vulkan only; [`ArrayStorage::app_buffer`]).
+    aliases: Option<Arc<AliasableMemory>>,
+    /// That buffer, made at the first hand-out and kept with the array (`None`: the device
+    /// refused it, and the app's passes get the region's buffer).
+    own_buffer: OnceLock<Option<wgpu::Buffer>>,
     pub(crate) last_use: AtomicU64,
     /// What unsubmitted user recorders do to the array (the recording model:
     /// [`crate::kernels`]): the library's own single ops never mark it.
@@ -112,19 +118,39 @@ impl PendingMarks {
 }
 
 impl ArrayStorage {
-    pub(crate) fn new(
-        ctx: Arc<ContextInner>,
-        allocation: Allocation,
-        buffer: wgpu::Buffer,
-        mapped: Option<MappedRange>,
-    ) -> Self {
+    pub(crate) fn new(ctx: Arc<ContextInner>, allocation: Allocation, region: ArrayRegion) -> Self {
         Self {
             ctx,
             allocation,
-            buffer,
-            mapped,
+            buffer: region.buffer,
+            mapped: region.mapped,
+            aliases: region.aliases,
+            own_buffer: OnceLock::new(),
             last_use: AtomicU64::new(0),
             pending: PendingMarks::default(),
+        }
+    }
+
+    /// The buffer the app's own passes ([`crate::AppWork`]) use for the array, the array's
+    /// offset in it, and whether it is the array's own. On Vulkan it is a buffer of its own over
+    /// the array's memory (no copy), made at the first call: a pass may then use arrays of one
+    /// region in different ways, as it may buffers of the app's own. Elsewhere, or when the
+    /// device refuses such a buffer, it is the region's buffer.
+    pub(crate) fn app_buffer(&self) -> (&wgpu::Buffer, u64, bool) {
+        let own = self.own_buffer.get_or_init(|| {
+            let aliases = self.aliases.as_ref()?;
+            let label = format!("gpu-arena array at {}", self.allocation.offset);
+            let (offset, size) = (self.allocation.offset, self.allocation.size);
+            aliases
+                .alias(self.ctx.device(), offset, size, &label)
+                .inspect_err(|refusal| {
+                    log::debug!("gpu-arena: {refusal}; the region's buffer is used instead")
+                })
+                .ok()
+        });
+        match own {
+            Some(buffer) => (buffer, 0, true),
+            None => (&self.buffer, self.allocation.offset, false),
         }
     }
 
@@ -258,8 +284,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// **Escape hatch**: a wgpu binding of the array's range, for command buffers built by
     /// hand and submitted with [`Context::raw_submit`]. Prefer [`Context::kernel`] and
     /// [`Context::launch`], which bind, check and track arrays for you, and for the app's own
-    /// render or compute passes [`Context::app_work`], which hands out the same binding and
-    /// tracks the array itself.
+    /// render or compute passes [`Context::app_work`], which tracks the array itself and, on
+    /// Vulkan, binds it as a buffer of its own (no usage conflicts with its region's other
+    /// arrays).
     ///
     /// ```ignore
     /// wgpu::BindGroupEntry { binding: 0, resource: wgpu::BindingResource::Buffer(a.raw_binding()) }
@@ -429,17 +456,15 @@ impl Context {
         // Every array is made here, so no array has a shape ops could overflow on.
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
         let info = crate::profile::array_info::ArrayInfo::new::<T>(shape, site);
-        let (allocation, buffer, mapped) =
-            crate::profile::labels::with_scoped_label(label, |label| {
-                self.inner.allocate(bytes, label, info)
-            })
-            .map_err(|e| self.inner.dump_on_oom(e))?;
+        let (allocation, region) = crate::profile::labels::with_scoped_label(label, |label| {
+            self.inner.allocate(bytes, label, info)
+        })
+        .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
             storage: Arc::new(ArrayStorage::new(
                 Arc::clone(&self.inner),
                 allocation,
-                buffer,
-                mapped,
+                region,
             )),
             shape: shape.to_vec(),
             _element: PhantomData,

@@ -27,7 +27,7 @@
 //! reaches them through `ContextInner`'s methods.
 
 use crate::arena::{Allocation, MemoryStats};
-use crate::backend::{DeviceBuffer, MappedRange, Purpose};
+use crate::backend::{DeviceBuffer, Purpose};
 use crate::config::{ArenaConfig, TransferGuardLevels};
 use crate::error::{Error, Result};
 use crate::lock::{Mutex, MutexGuard};
@@ -530,13 +530,13 @@ impl ContextInner {
 
     /// Takes `bytes` from the arena; reserves at the first call; waits for in-flight GPU work
     /// to retire pending frees before giving up with out-of-memory. Returns the allocation with
-    /// its region's buffer and (when zero-copy applies) its host mapping.
+    /// what it needs of its region.
     pub(crate) fn allocate(
         &self,
         bytes: u64,
         label: Option<&str>,
         info: crate::profile::array_info::ArrayInfo,
-    ) -> Result<(Allocation, wgpu::Buffer, Option<MappedRange>)> {
+    ) -> Result<(Allocation, crate::backend::ArrayRegion)> {
         // A lost device's memory may still be mapped (UMA), but nothing made on it can be
         // used: every allocation refuses, as every other call does.
         self.check_device("allocating an array")?;
@@ -581,7 +581,12 @@ impl ContextInner {
             .mapped
             .clone()
             .filter(|_| self.zero_copy_allowed(region.memory_type));
-        Ok((allocation, region.buffer.clone(), mapped))
+        let region = crate::backend::ArrayRegion {
+            buffer: region.buffer.clone(),
+            mapped,
+            aliases: region.aliases.clone(),
+        };
+        Ok((allocation, region))
     }
 
     /// A timer for the dispatches of `steps` when the context times kernels (see

@@ -2,6 +2,7 @@
 //! and how making one fails ([`BufferFailure`], [`check_buffer_size`]). Both backends return
 //! these and the region table in `mod.rs` keeps them, so they sit below all three.
 
+use super::alias::AliasableMemory;
 use super::mapped::MappedRange;
 use crate::arena::RegionRefusal;
 use crate::error::Error;
@@ -57,6 +58,16 @@ pub(crate) struct DeviceBuffer {
     pub(crate) mapped: Option<MappedRange>,
     /// The Vulkan memory type behind it (None on non-Vulkan backends).
     pub(crate) memory_type: Option<u32>,
+    /// Its memory, for buffers of their own over parts of it (Vulkan only).
+    pub(crate) aliases: Option<std::sync::Arc<AliasableMemory>>,
+}
+
+/// What an array holds of its region: the buffer, the host mapping when zero-copy access is
+/// allowed, and the memory the app's passes alias (Vulkan).
+pub(crate) struct ArrayRegion {
+    pub(crate) buffer: wgpu::Buffer,
+    pub(crate) mapped: Option<MappedRange>,
+    pub(crate) aliases: Option<std::sync::Arc<AliasableMemory>>,
 }
 
 #[cfg(test)]

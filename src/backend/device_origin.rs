@@ -3,7 +3,7 @@
 //! and device id, and so does one GPU enumerated by two `wgpu::Instance`s; only the driver's
 //! handles tell them apart.
 
-use super::vulkan::VulkanApi;
+use super::vulkan_buffer::VulkanApi;
 
 type GlesApi = wgpu::hal::api::Gles;
 

@@ -13,7 +13,7 @@
 //! `host_visible_through`). Integrated GPUs with non-coherent caches could read stale data
 //! without it, and Khronos' synchronization validation reports the hazard.
 
-use super::vulkan::VulkanApi;
+use super::vulkan_buffer::VulkanApi;
 use ash::vk;
 
 /// Whether submissions on `device` need [`host_read_barrier`] before the host reads what they

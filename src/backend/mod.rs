@@ -6,6 +6,8 @@
 //! It holds four groups:
 //! - **Where regions come from**: `vulkan.rs` (gpu-allocator memory on wgpu's own `VkDevice`,
 //!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
+//!   `alias.rs` (buffers of their own over one array's part of a Vulkan region, for the app's
+//!   passes, and the barrier that orders them),
 //!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
 //!   return and how making one fails), `device_kind.rs` (wgpu's device type in the memory
 //!   policy's terms), `device_origin.rs` (which adapter made a device, by the driver's
@@ -33,8 +35,8 @@
 //!   closes after all of it (destroying or losing the device does not close it).
 //! - **gpu-allocator** (`vulkan.rs`): one per context, in an `Arc` shared by the context's
 //!   `Regions` and by every allocation it made; dropped after the last of them.
-//! - **Device memory** (`vulkan.rs`, `DedicatedMemory`): one dedicated allocation per region or
-//!   staging buffer, in an `Arc` held by wgpu's buffer (through its drop callback) and by every
+//! - **Device memory** (`vulkan.rs`, `AllocatedMemory`): one gpu-allocator allocation per
+//!   region or staging buffer (dedicated for staging; regions may share a block), in an `Arc` held by wgpu's buffer (through its drop callback) and by every
 //!   [`MappedRange`] of it: the region's `DeviceBuffer`, each array's storage, each staging
 //!   buffer, and ranges cut from them while an op runs. Freed when the last holder drops it.
 //! - **`VkBuffer`**: wgpu's, destroyed by our drop callback when wgpu destroys the buffer,
@@ -48,11 +50,13 @@
 #![allow(unsafe_code)]
 
 // Where regions come from.
+mod alias;
 mod buffer;
 mod device_kind;
 mod device_origin;
 mod plain;
 mod vulkan;
+mod vulkan_buffer;
 
 // Host access to mapped memory.
 mod host_barrier;
@@ -67,8 +71,9 @@ mod private_files;
 #[cfg(feature = "mpi")]
 mod mpi_buffer;
 
-pub(crate) use buffer::DeviceBuffer;
+pub(crate) use alias::{memory_barrier, AliasableMemory};
 use buffer::{check_buffer_size, BufferFailure};
+pub(crate) use buffer::{ArrayRegion, DeviceBuffer};
 pub(crate) use device_origin::device_made_from;
 pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;
@@ -167,7 +172,8 @@ impl Regions {
         };
         match &self.backend {
             MemoryBackend::Vulkan(vk) => {
-                vk.create_buffer(&self.device, size, candidates, usage, label)
+                let aliasable = purpose == Purpose::Arena;
+                vk.create_buffer(&self.device, size, candidates, usage, aliasable, label)
             }
             MemoryBackend::Plain => {
                 // wgpu reports an oversized buffer as a validation error, not a result.

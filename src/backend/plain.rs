@@ -40,6 +40,7 @@ pub(crate) fn create_buffer(
         buffer,
         mapped: None,
         memory_type: None,
+        aliases: None,
     }
 }
 

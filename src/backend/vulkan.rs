@@ -7,7 +7,7 @@
 //!
 //! Who owns what (see also the module doc of `backend`):
 //! - The **memory** (the gpu-allocator allocation, mapped when host-visible) is owned by the
-//!   crate: a [`DedicatedMemory`] in an `Arc`, held by wgpu's buffer (through its drop
+//!   crate: a [`AllocatedMemory`] in an `Arc`, held by wgpu's buffer (through its drop
 //!   callback) and by every mapped range of it (the region's, each array's, each staging
 //!   buffer's). It is freed when the last of them is gone, never earlier.
 //! - The **`VkBuffer`** is owned by wgpu: our drop callback destroys it when wgpu destroys its
@@ -19,9 +19,13 @@
 //! - The **`VkDevice`** is wgpu's. Every holder of the allocator or of memory holds a
 //!   `wgpu::Device` too, so the device outlives all memory allocated on it.
 
+use super::alias::AliasableMemory;
 use super::buffer::{check_buffer_size, BufferFailure, DeviceBuffer};
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
 use super::mapped::MappedRange;
+use super::vulkan_buffer::{
+    free_allocation, vulkan_usage, AllocatedMemory, BufferRelease, VulkanApi,
+};
 use crate::arena::RegionRefusal;
 use crate::error::{Error, Result};
 use crate::lock::{rank, Mutex};
@@ -33,10 +37,8 @@ use ash::vk;
 use gpu_allocator::vulkan::{
     Allocation, AllocationCreateDesc, AllocationScheme, Allocator, AllocatorCreateDesc,
 };
-use gpu_allocator::{AllocationError, MemoryLocation};
+use gpu_allocator::{AllocationError, AllocationSizes, MemoryLocation};
 use std::sync::Arc;
-
-pub(super) type VulkanApi = wgpu::hal::api::Vulkan;
 
 /// What one Vulkan device's memory looks like: the table the memory plan is made from.
 pub(crate) fn describe_vulkan_adapter(adapter: &wgpu::Adapter) -> Option<DeviceDescription> {
@@ -190,6 +192,12 @@ fn has_memory_budget(instance: &ash::Instance, physical: vk::PhysicalDevice) -> 
         .any(|e| e.extension_name_as_c_str() == Ok(ash::ext::memory_budget::NAME))
 }
 
+/// The size of the `VkDeviceMemory` blocks gpu-allocator shares between arena regions: a
+/// region larger than this gets a block of its own, smaller ones share one. gpu-allocator's
+/// smallest (its defaults, 256 MiB on the device and 64 MiB on the host, would hold memory
+/// the arena's limit does not count).
+const SHARED_BLOCK_BYTES: u64 = 4 << 20;
+
 /// gpu-allocator on wgpu's device, shared with the memory it hands out.
 pub(crate) struct VulkanMemory {
     device: ash::Device,
@@ -216,7 +224,7 @@ impl VulkanMemory {
         // SAFETY: we clone the instance/device function tables and handles; wgpu keeps them
         // valid for as long as a `wgpu::Device` handle exists (`Device::destroy` and device
         // loss leave the `VkDevice` itself open), and everything that keeps a clone (this
-        // value, each `DedicatedMemory`) also holds a `wgpu::Device` (see the module doc).
+        // value, each `AllocatedMemory`) also holds a `wgpu::Device` (see the module doc).
         let Some(hal_device) = (unsafe { device.as_hal::<VulkanApi>() }) else {
             return Ok(None);
         };
@@ -247,7 +255,7 @@ impl VulkanMemory {
             physical_device: hal_device.raw_physical_device(),
             debug_settings: Default::default(),
             buffer_device_address: false,
-            allocation_sizes: Default::default(),
+            allocation_sizes: AllocationSizes::new(SHARED_BLOCK_BYTES, SHARED_BLOCK_BYTES),
         })
         .map_err(|e| Error::Backend {
             during: "creating gpu-allocator on wgpu's Vulkan device".into(),
@@ -271,12 +279,17 @@ impl VulkanMemory {
     /// not wgpu). When the memory is host-visible, the returned buffer carries gpu-allocator's
     /// persistent mapping. A failure says which step failed and how (out of memory, too large
     /// for the device, device lost, other), so the arena can react to it.
+    ///
+    /// An `aliasable` buffer (an arena region) gets memory without Vulkan's dedicated-allocation
+    /// hint, which would forbid binding any other buffer to it, and carries that memory for
+    /// aliases ([`AliasableMemory`]); other buffers (staging) get a dedicated allocation.
     pub(crate) fn create_buffer(
         &self,
         device: &wgpu::Device,
         size: u64,
         candidates: &[u32],
         usage: wgpu::BufferUsages,
+        aliasable: bool,
         label: &str,
     ) -> std::result::Result<DeviceBuffer, BufferFailure> {
         let failure = |during: &str, refusal: RegionRefusal| BufferFailure {
@@ -296,7 +309,11 @@ impl VulkanMemory {
         // SAFETY: a valid create-info on wgpu's live device.
         let raw = unsafe { self.device.create_buffer(&info, None) }
             .map_err(|e| failure("vkCreateBuffer", vk_refusal(e, e.to_string())))?;
-        let (allocation, memory_type) = match self.allocate_dedicated(raw, candidates, label) {
+        let scheme = match aliasable {
+            true => AllocationScheme::GpuAllocatorManaged,
+            false => AllocationScheme::DedicatedBuffer(raw),
+        };
+        let (allocation, memory_type) = match self.allocate(raw, scheme, candidates, label) {
             Ok(allocated) => allocated,
             Err(refusal) => {
                 // SAFETY: the buffer has no memory bound and no user.
@@ -304,7 +321,7 @@ impl VulkanMemory {
                 return Err(failure("allocating device memory", refusal));
             }
         };
-        // SAFETY: fresh dedicated allocation for this buffer, offset satisfies its requirements.
+        // SAFETY: a fresh allocation for this buffer's requirements, at an offset they allow.
         if let Err(e) = unsafe {
             self.device
                 .bind_buffer_memory(raw, allocation.memory(), allocation.offset())
@@ -315,6 +332,8 @@ impl VulkanMemory {
             return Err(failure("vkBindBufferMemory", vk_refusal(e, e.to_string())));
         }
         let (memory, mapped) = self.own_memory(device, allocation, memory_type, size, label);
+        let aliases =
+            aliasable.then(|| AliasableMemory::new(&self.device, &memory, memory_type, usage));
         let release = BufferRelease {
             device: self.device.clone(),
             raw,
@@ -325,21 +344,37 @@ impl VulkanMemory {
             buffer,
             mapped,
             memory_type: Some(memory_type),
+            aliases,
         })
     }
 
-    /// A dedicated allocation for `raw` in the first memory type of `candidates` that its
+    /// An allocation for `raw` under `scheme` in the first memory type of `candidates` that its
     /// requirements allow and that has room, with that type; else the last type's refusal (a
     /// lost device ends the search at once). Apart from `create_buffer` because every way out
     /// of it leaves `raw` without memory, for the caller to destroy.
-    fn allocate_dedicated(
+    ///
+    /// A dedicated allocation is a whole `VkDeviceMemory`; one that is not starts and ends on a
+    /// whole `nonCoherentAtomSize`, so the flushes and invalidates of it, rounded out to atoms,
+    /// stay inside it (gpu-allocator may place such allocations next to each other in one
+    /// `VkDeviceMemory`).
+    fn allocate(
         &self,
         raw: vk::Buffer,
+        scheme: AllocationScheme,
         candidates: &[u32],
         label: &str,
     ) -> std::result::Result<(Allocation, u32), RegionRefusal> {
         // SAFETY: `raw` was just created on this device.
         let requirements = unsafe { self.device.get_buffer_memory_requirements(raw) };
+        // A dedicated allocation is a whole `VkDeviceMemory` of exactly the buffer's size.
+        let requirements = match scheme {
+            AllocationScheme::GpuAllocatorManaged => vk::MemoryRequirements {
+                size: requirements.size.next_multiple_of(self.atom.max(1)),
+                alignment: requirements.alignment.max(self.atom),
+                ..requirements
+            },
+            _ => requirements,
+        };
         let mut last_error =
             RegionRefusal::other("no memory type of the plan is allowed for this buffer");
         for &memory_type in candidates {
@@ -357,7 +392,7 @@ impl VulkanMemory {
                 // Our plan has already chosen the type: mask it in and let gpu-allocator take it.
                 location: MemoryLocation::Unknown,
                 linear: true,
-                allocation_scheme: AllocationScheme::DedicatedBuffer(raw),
+                allocation_scheme: scheme,
             }) {
                 Ok(a) => return Ok((a, memory_type)),
                 Err(e) => {
@@ -382,29 +417,24 @@ impl VulkanMemory {
         memory_type: u32,
         size: u64,
         label: &str,
-    ) -> (Arc<DedicatedMemory>, Option<MappedRange>) {
+    ) -> (Arc<AllocatedMemory>, Option<MappedRange>) {
         let coherent = 1u32
             .checked_shl(memory_type)
             .is_some_and(|bit| self.coherent_types & bit != 0);
         // Read before the allocation moves into its owner; both stay valid while it lives.
         let mapped_ptr = allocation.mapped_ptr();
-        // Every allocation here is a dedicated block, so the allocation is the whole
-        // `VkDeviceMemory` (gpu-allocator allocates `requirements.size` and maps it whole).
+        // The range of the `VkDeviceMemory` that flushes and invalidates may cover: the
+        // allocation (the whole memory, or whole atoms of a shared one: `allocate`).
         let (memory_offset, memory_size) =
             (allocation.offset(), allocation.offset() + allocation.size());
         // SAFETY: the handle is only stored in the `HostSync` of mapped ranges below, whose
         // owner (`memory`) keeps this allocation, and so the handle, alive.
         let memory_handle = unsafe { allocation.memory() };
-        let memory = Arc::new(DedicatedMemory {
-            allocation: Some(allocation),
-            allocator: Arc::clone(&self.allocator),
-            label: label.to_string(),
-            _wgpu_device: device.clone(),
-        });
+        let memory = AllocatedMemory::new(allocation, &self.allocator, label, device);
         let mapped = mapped_ptr.map(|p| {
             let owner: super::mapped::MappingOwner = memory.clone();
-            // SAFETY: gpu-allocator maps the whole dedicated block persistently, so `p` is
-            // valid for reads and writes of the block (at least `size` bytes) until the
+            // SAFETY: gpu-allocator maps its memory blocks persistently, so `p` is valid for
+            // reads and writes of the allocation (at least `size` bytes) until the
             // allocation is freed, which `owner` prevents while any range of it lives; the
             // crate never makes references into mapped memory.
             let range = unsafe { MappedRange::new(p.cast(), size, owner) };
@@ -463,110 +493,6 @@ fn allocation_refusal(error: &AllocationError, reason: String) -> RegionRefusal 
     }
 }
 
-/// The Vulkan usage flags of a buffer wgpu knows with `usage`, as wgpu-hal's own
-/// `conv::map_buffer_usage` makes them for the usages gpu-arena gives (the MAP_* usages need no
-/// Vulkan flag and are never given: gpu-allocator maps the memory).
-fn vulkan_usage(usage: wgpu::BufferUsages) -> vk::BufferUsageFlags {
-    use wgpu::BufferUsages as U;
-    [
-        (U::COPY_SRC, vk::BufferUsageFlags::TRANSFER_SRC),
-        (U::COPY_DST, vk::BufferUsageFlags::TRANSFER_DST),
-        (U::STORAGE, vk::BufferUsageFlags::STORAGE_BUFFER),
-        (U::UNIFORM, vk::BufferUsageFlags::UNIFORM_BUFFER),
-        (U::VERTEX, vk::BufferUsageFlags::VERTEX_BUFFER),
-        (U::INDEX, vk::BufferUsageFlags::INDEX_BUFFER),
-        (U::INDIRECT, vk::BufferUsageFlags::INDIRECT_BUFFER),
-    ]
-    .into_iter()
-    .filter(|(wgpu_usage, _)| usage.contains(*wgpu_usage))
-    .fold(vk::BufferUsageFlags::empty(), |flags, (_, vk_usage)| {
-        flags | vk_usage
-    })
-}
-
-/// One gpu-allocator allocation (a dedicated `VkDeviceMemory`, persistently mapped when
-/// host-visible), owned by the crate rather than by wgpu: freed when the last holder (wgpu's
-/// buffer through its drop callback, or a mapped range of it) drops it.
-struct DedicatedMemory {
-    /// Taken out in `drop`, to be freed.
-    allocation: Option<Allocation>,
-    allocator: Arc<Mutex<Allocator>>,
-    /// The buffer's label, for the log when freeing fails.
-    label: String,
-    /// Keeps the `VkDevice` open until the memory is freed (declared last, so dropped last).
-    _wgpu_device: wgpu::Device,
-}
-
-impl Drop for DedicatedMemory {
-    fn drop(&mut self) {
-        if let Some(allocation) = self.allocation.take() {
-            free_allocation(&self.allocator, allocation, &self.label);
-        }
-    }
-}
-
-/// Gives an allocation back to gpu-allocator. A lock poisoned by a panic elsewhere is
-/// recovered (the allocator's state is updated under it in one call, so it stays consistent),
-/// as everywhere else; a failure cannot be returned from a drop, so it is logged.
-fn free_allocation(allocator: &Mutex<Allocator>, allocation: Allocation, label: &str) {
-    let mut allocator = allocator.lock().unwrap_or_else(|p| p.into_inner());
-    if let Err(e) = allocator.free(allocation) {
-        log::error!("gpu-arena: freeing the device memory of {label} failed: {e}");
-    }
-}
-
-/// What a buffer's drop callback needs: the `VkBuffer` to destroy, and its reference to the
-/// memory to drop.
-struct BufferRelease {
-    device: ash::Device,
-    raw: vk::Buffer,
-    memory: Arc<DedicatedMemory>,
-}
-
-impl BufferRelease {
-    /// wgpu's buffer of `size` bytes with the usages `usage` over `raw`: wgpu owns the
-    /// `VkBuffer` from here, and the buffer's drop callback runs this release.
-    fn import(
-        self,
-        device: &wgpu::Device,
-        size: u64,
-        usage: wgpu::BufferUsages,
-        label: &str,
-    ) -> wgpu::Buffer {
-        let raw = self.raw;
-        // SAFETY: `raw` is valid and bound to memory that stays allocated while this release
-        // holds it, and the callback, which destroys `raw`, runs once: when wgpu-hal destroys
-        // the buffer, after wgpu-core has waited for every submission that used it, whether the
-        // last handle was dropped or the buffer or device was destroyed early. wgpu never maps
-        // it (no MAP usages) and never uses `raw` after the callback.
-        let hal_buffer = unsafe {
-            wgpu::hal::vulkan::Buffer::from_raw_externally_owned(raw, Box::new(move || self.run()))
-        };
-        // SAFETY: the hal buffer was created on this device with the Vulkan usages of `usage`
-        // (`vulkan_usage`, as wgpu-hal would make them).
-        unsafe {
-            device.create_buffer_from_hal::<VulkanApi>(
-                hal_buffer,
-                &wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size,
-                    usage,
-                    mapped_at_creation: false,
-                },
-            )
-        }
-    }
-
-    fn run(self) {
-        // SAFETY: wgpu-hal runs this from its own `destroy_buffer`, once no GPU work uses `raw`
-        // and on the live device that made it; nothing uses `raw` afterwards.
-        unsafe { self.device.destroy_buffer(self.raw, None) };
-        // The memory is freed here only if no mapped range of it is left; otherwise by the
-        // last range, so host access never reaches freed memory.
-        drop(self.memory);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -602,6 +528,7 @@ mod tests {
                 4096,
                 &upload_candidates,
                 wgpu::BufferUsages::COPY_SRC,
+                false,
                 "poison test",
             )
             .unwrap();

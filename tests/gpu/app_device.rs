@@ -963,3 +963,176 @@ fn app_work_refusals_are_typed_with_their_values_and_record_nothing() {
     });
     assert_eq!(ctx.device_get(&big).unwrap(), vec![0u32; words]);
 }
+
+/// Points drawn from an arena vertex buffer whose fragment shader adds the arena uniform
+/// `weight.x` to each covered pixel's count in another arena array.
+const MARK_POINTS: &str = "
+@group(0) @binding(0) var<storage, read_write> marks: array<atomic<u32>>;
+@group(0) @binding(1) var<uniform> weight: vec4<u32>;
+struct Out { @builtin(position) pos: vec4<f32> }
+@vertex fn vs(@location(0) p: vec2<f32>) -> Out {
+    var o: Out;
+    o.pos = vec4<f32>(p.x / 8.0 - 1.0, 1.0 - p.y / 8.0, 0.0, 1.0);
+    return o;
+}
+@fragment fn fs(in: Out) -> @location(0) vec4<f32> {
+    atomicAdd(&marks[u32(in.pos.y) * 16u + u32(in.pos.x)], weight.x);
+    return vec4<f32>(1.0, 0.0, 0.0, 1.0);
+}";
+
+/// Draws `vertices` as points into a fresh 16×16 texture in one pass whose fragment shader
+/// writes `marks` and reads `weight`, all three handed out by one `AppWork`; returns the
+/// texture.
+fn draw_and_mark(
+    ctx: &Context,
+    device: &wgpu::Device,
+    vertices: &DeviceArray<[f32; 2]>,
+    marks: &mut DeviceArray<u32>,
+    weight: &DeviceArray<u32>,
+) -> wgpu::Texture {
+    let texture = device.create_texture(&wgpu::TextureDescriptor {
+        label: Some("marked points"),
+        size: wgpu::Extent3d {
+            width: 16,
+            height: 16,
+            depth_or_array_layers: 1,
+        },
+        mip_level_count: 1,
+        sample_count: 1,
+        dimension: wgpu::TextureDimension::D2,
+        format: wgpu::TextureFormat::R8Unorm,
+        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
+        view_formats: &[],
+    });
+    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("mark points"),
+        source: wgpu::ShaderSource::Wgsl(MARK_POINTS.into()),
+    });
+    let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
+        label: Some("mark points"),
+        layout: None,
+        vertex: wgpu::VertexState {
+            module: &shader,
+            entry_point: Some("vs"),
+            compilation_options: Default::default(),
+            buffers: &[Some(wgpu::VertexBufferLayout {
+                array_stride: 8,
+                step_mode: wgpu::VertexStepMode::Vertex,
+                attributes: &wgpu::vertex_attr_array![0 => Float32x2],
+            })],
+        },
+        primitive: wgpu::PrimitiveState {
+            topology: wgpu::PrimitiveTopology::PointList,
+            ..Default::default()
+        },
+        depth_stencil: None,
+        multisample: Default::default(),
+        fragment: Some(wgpu::FragmentState {
+            module: &shader,
+            entry_point: Some("fs"),
+            compilation_options: Default::default(),
+            targets: &[Some(wgpu::TextureFormat::R8Unorm.into())],
+        }),
+        multiview_mask: None,
+        cache: None,
+    });
+    let view = texture.create_view(&Default::default());
+    let mut encoder = device.create_command_encoder(&Default::default());
+    let mut work = ctx.app_work();
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("mark points"),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: work.storage_mut(marks).unwrap(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: work.uniform(weight).unwrap(),
+            },
+        ],
+    });
+    {
+        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+            label: Some("mark points"),
+            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+                view: &view,
+                depth_slice: None,
+                resolve_target: None,
+                ops: wgpu::Operations {
+                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                    store: wgpu::StoreOp::Store,
+                },
+            })],
+            ..Default::default()
+        });
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.set_vertex_buffer(0, work.vertex_buffer(vertices).unwrap());
+        pass.draw(0..vertices.len() as u32, 0..1);
+    }
+    work.submit([encoder.finish()]).unwrap();
+    texture
+}
+
+/// One app pass draws arena vertices while its fragment shader writes another arena array and
+/// reads a third as a uniform, all three in one region's buffer on Vulkan (in `platform` mode,
+/// as the docs say for GL, each in its own). The marks are filled by a library op just before
+/// and read by one just after, so both sides of the pass are ordered against the library's own
+/// work; the result is checked against the host.
+#[gpu_test(needs = Vulkan)]
+fn one_pass_draws_arena_vertices_while_its_fragment_shader_writes_another_arena_array() {
+    let points: Vec<[f32; 2]> = (0..16)
+        .map(|i| [i as f32 + 0.5, (i * 5 % 16) as f32 + 0.5])
+        .collect();
+    for (name, backends, config) in [
+        ("vulkan zero-copy", wgpu::Backends::VULKAN, test_config()),
+        (
+            "vulkan staging",
+            wgpu::Backends::VULKAN,
+            ArenaConfig {
+                zero_copy: false,
+                ..test_config()
+            },
+        ),
+        (
+            "gl platform",
+            wgpu::Backends::GL,
+            ArenaConfig {
+                allocator: gpu_arena::AllocatorKind::Platform,
+                ..test_config()
+            },
+        ),
+    ] {
+        let Some(app) = app_device(backends, &config) else {
+            assert!(name.starts_with("gl"), "{name}: no adapter");
+            continue;
+        };
+        let ctx = Context::from_wgpu(app.clone(), config).unwrap();
+        let vertices = ctx.device_put(&points, &[points.len()]).unwrap();
+        let weight = ctx.device_put(&[7u32, 0, 0, 0], &[4]).unwrap();
+        let marks = ctx.zeros::<u32>(&[256]).unwrap();
+        let mut marks = ctx.fill_in_place(marks, 100).unwrap();
+        let one_buffer = marks.buffer() == vertices.buffer() && weight.buffer() == marks.buffer();
+        assert_eq!(one_buffer, name.starts_with("vulkan"), "{name}");
+        for round in 1..=2u32 {
+            let texture = draw_and_mark(&ctx, &app.device, &vertices, &mut marks, &weight);
+            assert_eq!(
+                read_pixels(&app.device, &app.queue, &texture),
+                expected_pixels(&points),
+                "{name}"
+            );
+            let want: Vec<u32> = expected_pixels(&points)
+                .iter()
+                .map(|&p| if p == 255 { 100 + 7 * round } else { 100 })
+                .collect();
+            assert_eq!(
+                ctx.device_get(&marks).unwrap(),
+                want,
+                "{name}, round {round}"
+            );
+        }
+        assert_eq!(ctx.device_get(&vertices).unwrap(), points, "{name}");
+    }
+}
