@@ -235,7 +235,7 @@ impl AppWork {
         // library's work uses, which wgpu does not know: barriers on both sides order the two.
         let barrier = || {
             self.uses_own_buffers
-                .then(|| crate::backend::memory_barrier(inner.device()))
+                .then(|| crate::backend::alias_barrier(inner.device()))
                 .flatten()
         };
         let command_buffers = barrier()

@@ -1,5 +1,4 @@
-//! Buffers of their own over part of a region's memory (Vulkan only), and the memory barrier
-//! that orders work through them against work through the region's buffer.
+//! Buffers of their own over part of a region's memory (Vulkan only).
 //!
 //! wgpu tracks usage per buffer: a pass may not use one buffer both as writable storage and in
 //! any other way. Arena arrays share their region's buffer, so without this an app's pass could
@@ -9,12 +8,11 @@
 //! of its own).
 //!
 //! wgpu inserts barriers per buffer, and it does not know that an alias and the region's buffer
-//! are one memory. [`memory_barrier`] is a command buffer with one global memory barrier (every
-//! write before it available and visible to every access after it), submitted before and after
-//! work that uses aliases, so that such work and the library's own work through the region's
+//! are one memory: work that uses aliases is submitted between two global barriers
+//! (`barrier.rs`, `alias_barrier`), so that it and the library's own work through the region's
 //! buffer see each other's writes.
 
-use super::vulkan_buffer::{vulkan_usage, AllocatedMemory, BufferRelease, VulkanApi};
+use super::vulkan_buffer::{vulkan_usage, AllocatedMemory, BufferRelease};
 use crate::arena::RegionRefusal;
 use ash::vk;
 use std::sync::Arc;
@@ -104,38 +102,4 @@ impl AliasableMemory {
         };
         Ok(release.import(wgpu_device, size, self.usage, label))
     }
-}
-
-/// A command buffer holding one global memory barrier: all commands before it, all writes,
-/// made available and visible to every access of all commands after it. `None` when the device
-/// is not Vulkan (no aliases exist there).
-pub(crate) fn memory_barrier(device: &wgpu::Device) -> Option<wgpu::CommandBuffer> {
-    // SAFETY: the hal device is only read (its function table) while the guard lives.
-    let raw_device = unsafe { device.as_hal::<VulkanApi>() }?
-        .raw_device()
-        .clone();
-    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-        label: Some("gpu-arena memory barrier"),
-    });
-    let barrier = vk::MemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
-        .dst_access_mask(vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE);
-    // SAFETY: wgpu opens the encoder's command buffer for the callback; a pipeline barrier
-    // outside any render pass is valid there, and it touches no resource wgpu tracks.
-    unsafe {
-        encoder.as_hal_mut::<VulkanApi, _, _>(|hal| {
-            if let Some(hal) = hal {
-                raw_device.cmd_pipeline_barrier(
-                    hal.raw_handle(),
-                    vk::PipelineStageFlags::ALL_COMMANDS,
-                    vk::PipelineStageFlags::ALL_COMMANDS,
-                    vk::DependencyFlags::empty(),
-                    &[barrier],
-                    &[],
-                    &[],
-                );
-            }
-        })
-    };
-    Some(encoder.finish())
 }

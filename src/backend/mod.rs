@@ -7,7 +7,7 @@
 //! - **Where regions come from**: `vulkan.rs` (gpu-allocator memory on wgpu's own `VkDevice`,
 //!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
 //!   `alias.rs` (buffers of their own over one array's part of a Vulkan region, for the app's
-//!   passes, and the barrier that orders them),
+//!   passes),
 //!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
 //!   return and how making one fails), `device_kind.rs` (wgpu's device type in the memory
 //!   policy's terms), `device_origin.rs` (which adapter made a device, by the driver's
@@ -15,8 +15,8 @@
 //!   buffers made beside it.
 //! - **Host access to mapped memory**: `mapped.rs` (every host read and write of mapped
 //!   device memory, through checked ranges), `host_sync.rs` (flush and invalidate where the
-//!   memory is not coherent), `host_barrier.rs` (the memory dependency that makes GPU writes
-//!   visible to host reads).
+//!   memory is not coherent), `barrier.rs` (the global memory barriers wgpu does not record: GPU
+//!   writes made visible to host reads, work through aliases ordered).
 //! - **Files**: `private_files.rs` (the operating system's side of the files the crate writes:
 //!   never through a planted link, never trusting another user's files; below both of its
 //!   users, the pipeline cache on disk and the memory-profile dumps), `pipeline_cache.rs` (the
@@ -59,7 +59,7 @@ mod vulkan;
 mod vulkan_buffer;
 
 // Host access to mapped memory.
-mod host_barrier;
+mod barrier;
 mod host_sync;
 mod mapped;
 
@@ -71,11 +71,11 @@ mod private_files;
 #[cfg(feature = "mpi")]
 mod mpi_buffer;
 
-pub(crate) use alias::{memory_barrier, AliasableMemory};
+pub(crate) use alias::AliasableMemory;
+pub(crate) use barrier::{alias_barrier, host_read_barrier, needs_host_read_barrier};
 use buffer::{check_buffer_size, BufferFailure};
 pub(crate) use buffer::{ArrayRegion, DeviceBuffer};
 pub(crate) use device_origin::device_made_from;
-pub(crate) use host_barrier::{host_read_barrier, needs_host_read_barrier};
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]
