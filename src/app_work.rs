@@ -228,9 +228,8 @@ impl AppWork {
             storage.pending.unmark(*access);
         }
         let inner = &self.ctx.inner;
-        let during = "submitting the app's command buffers (AppWork::submit)";
-        inner.check_device(during)?;
-        let scopes = crate::pipelines::ErrorScopes::push(inner.device());
+        let submission =
+            inner.submission("submitting the app's command buffers (AppWork::submit)")?;
         // Arrays handed out in buffers of their own share memory with the region buffers the
         // library's work uses, which wgpu does not know: barriers on both sides order the two.
         let barrier = || {
@@ -242,20 +241,12 @@ impl AppWork {
             .into_iter()
             .chain(command_buffers)
             .chain(barrier());
-        let id = inner.submit_with(command_buffers, |id| {
+        let record = |id| {
             for (storage, _) in &uses {
                 storage.record_use(id);
             }
-        });
-        scopes.pop().map_err(|reason| {
-            inner.after_refused_submission();
-            inner.device_error(during, reason)
-        })?;
-        inner.record(crate::profile::timeline::Record::Dispatch {
-            name: "AppWork::submit",
-            submission: id,
-        });
-        Ok(id)
+        };
+        submission.submit(command_buffers, record, ["AppWork::submit"])
     }
 
     /// The buffer the app's passes use for `array` and the array's offset in it

@@ -371,26 +371,16 @@ impl Context {
             }
             array.check_ready("raw_submit")?;
         }
-        let during = "submitting command buffers (raw_submit)";
-        self.inner.check_device(during)?;
-        let scopes = crate::pipelines::ErrorScopes::push(&self.inner.device);
         // The uses are recorded before the queue gets the work, as sequences do: another
         // thread's host read of one of these arrays then waits for it.
-        let id = self.inner.submit_with(command_buffers, |id| {
+        let record = |id| {
             for array in uses {
                 array.record_use(id);
             }
-        });
-        scopes.pop().map_err(|reason| {
-            self.inner.after_refused_submission();
-            self.inner.device_error(during, reason)
-        })?;
+        };
         self.inner
-            .record(crate::profile::timeline::Record::Dispatch {
-                name: "raw_submit",
-                submission: id,
-            });
-        Ok(id)
+            .submission("submitting command buffers (raw_submit)")?
+            .submit(command_buffers, record, ["raw_submit"])
     }
 
     /// Bind groups this context has made so far: one per dispatch of a single op or a
@@ -433,9 +423,10 @@ impl ContextInner {
         &self.device
     }
 
-    /// The device's queue, which every submission goes to.
-    pub(crate) fn queue(&self) -> &wgpu::Queue {
-        &self.queue
+    /// Writes `bytes` into `buffer` at `offset` through wgpu's own staging: they land before
+    /// the next submission's commands (unlike [`Context::queue`], this submits nothing).
+    pub(crate) fn write_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+        self.queue.write_buffer(buffer, offset, bytes);
     }
 
     /// What the adapter says of itself: name, vendor, backend, driver.

@@ -194,7 +194,7 @@ impl CapturedStep {
             inner.device_error("encoding a captured step (nothing was submitted)", reason)
         })?;
         if let Some((buffer, bytes)) = &uniform {
-            inner.queue().write_buffer(buffer, 0, bytes);
+            inner.write_buffer(buffer, 0, bytes);
         }
         let array_slots = ArraySlots::new(&tables.array_slots, &steps, &arrays);
         let plan = StepPlan {
@@ -661,55 +661,38 @@ impl CapturedStep {
         for_host_read: bool,
         bound: &[&Arc<ArrayStorage>],
     ) -> Result<SubmissionId> {
+        let mut submission = inner.submission("submitting a captured step's run")?;
+        // A run that reads into host memory carries the memory dependency to host reads; one
+        // that does not leaves it to the host read that may follow (a loop of runs pays it
+        // once, at the read).
+        if for_host_read {
+            submission = submission.for_host_read();
+        }
         let mut timer = inner.dispatch_timer(&self.steps);
-        let scopes = ErrorScopes::push(inner.device());
         let prelude = buffers.uniform_copy.as_slice();
         let omitted = self.staging.omitted_copies(buffers);
-        let commands = match encode_bound_steps(
+        let encoded = encode_bound_steps(
             inner.device(),
             prelude,
             &self.steps,
             omitted,
             timer.as_mut(),
-        ) {
+        );
+        submission.timed(timer);
+        let commands = match encoded {
             Ok(commands) => commands,
-            Err(reason) => {
-                let _ = scopes.pop();
-                inner.timed_submission(timer, SubmissionId(0), false);
-                return Err(inner.device_error("encoding a captured step's run", reason));
-            }
+            Err(reason) => return Err(submission.abandon("encoding a captured step's run", reason)),
         };
-        let arrays = &self.arrays;
+        let (arrays, staging) = (&self.arrays, &mut self.staging);
         let record = |id| {
             for storage in arrays.iter().map(|(s, _)| s).chain(bound.iter().copied()) {
                 storage.record_use(id);
             }
+            staging.submitted(buffers, id);
         };
-        // A run that reads into host memory carries the memory dependency to host reads; one
-        // that does not leaves it to the host read that may follow (a loop of runs pays it
-        // once, at the read).
-        let id = if for_host_read {
-            inner.submit_for_host_read([commands], record)
-        } else {
-            inner.submit_with([commands], record)
-        };
-        self.staging.submitted(buffers, id);
-        let popped = scopes.pop();
-        inner.timed_submission(timer, id, popped.is_ok());
-        popped.map_err(|reason| {
-            inner.after_refused_submission();
-            inner.device_error("submitting a captured step's run", reason)
-        })?;
+        let id = submission.submit([commands], record, crate::step::dispatch_names(&self.steps))?;
         self.staging.accepted(buffers);
         self.runs += 1;
-        for s in &self.steps {
-            if let Step::Dispatch { kernel, .. } = s {
-                inner.record(crate::profile::timeline::Record::Dispatch {
-                    name: &kernel.name,
-                    submission: id,
-                });
-            }
-        }
         Ok(id)
     }
 }

@@ -12,7 +12,6 @@
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{CaptureRefusal, Error, Result};
-use crate::pipelines::ErrorScopes;
 use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
@@ -311,11 +310,14 @@ impl Sequence {
             if std::mem::take(&mut self.queued_writes) {
                 // Only queued uploads: one (empty) submission carries them.
                 let touched = &self.touched;
-                last = inner.submit_with([], |id| {
+                let record = |id| {
                     for (storage, _) in touched {
                         storage.record_use(id);
                     }
-                });
+                };
+                last = inner
+                    .submission("submitting a sequence's uploads")?
+                    .submit([], record, [])?;
             }
             self.finish(last);
             return Ok(last);
@@ -398,11 +400,13 @@ impl ContextInner {
         steps: &[Step],
         touched: &[(Arc<ArrayStorage>, Access)],
     ) -> Result<SubmissionId> {
-        // Nothing of a lost device is touched, the parameter buffer included.
-        self.check_device("submitting recorded GPU work")?;
+        // Nothing of a lost device is touched, the parameter buffer included. A user's
+        // sequence is what a host read of its results usually follows: it carries the memory
+        // dependency to host reads, so that read needs no submission of its own.
+        let mut submission = self
+            .submission("submitting a gpu-arena sequence")?
+            .for_host_read();
         let mut pieces = Vec::new();
-        // The kernel timer of each piece (`None`: untimed).
-        let mut timers = Vec::new();
         let mut rest = steps;
         while !rest.is_empty() {
             let mut dispatches = 0;
@@ -442,55 +446,29 @@ impl ContextInner {
             self.count_bind_groups(unbound as u64);
             let mut timer = self.dispatch_timer(piece);
             let encoded = encode_steps(self.device(), alignment, buffer, piece, timer.as_mut());
-            timers.push(timer);
-            if encoded.is_err() {
-                // Nothing is submitted: every piece's timer goes back unread.
-                for timer in timers.drain(..) {
-                    self.timed_submission(timer, SubmissionId(0), false);
+            submission.timed(timer);
+            match encoded {
+                Ok(piece) => pieces.push(piece),
+                Err(refusal) => {
+                    let during = "encoding a gpu-arena sequence (nothing of it was submitted)";
+                    return Err(submission.abandon(during, refusal));
                 }
             }
-            let piece = encoded.map_err(|refusal| {
-                self.device_error(
-                    "encoding a gpu-arena sequence (nothing of it was submitted)",
-                    refusal,
-                )
-            })?;
-            pieces.push(piece);
         }
         let mut commands = Vec::with_capacity(pieces.len());
         for (command_buffer, params) in pieces {
             if let Some((buffer, data)) = params {
                 // Lands before this submission's commands and after every earlier one's.
-                self.queue().write_buffer(&buffer, 0, &data);
+                self.write_buffer(&buffer, 0, &data);
             }
             commands.push(command_buffer);
         }
-        // Errors of the submission itself (a buffer destroyed meanwhile) are caught too.
-        let scopes = ErrorScopes::push(self.device());
-        // A user's sequence is what a host read of its results usually follows: it carries the
-        // memory dependency to host reads, so that read needs no submission of its own.
-        let id = self.submit_for_host_read(commands, |id| {
+        let record = |id| {
             for (storage, _) in touched {
                 storage.record_use(id);
             }
-        });
-        let popped = scopes.pop();
-        for timer in timers {
-            self.timed_submission(timer, id, popped.is_ok());
-        }
-        popped.map_err(|refusal| {
-            self.after_refused_submission();
-            self.device_error("submitting a gpu-arena sequence", refusal)
-        })?;
-        for step in steps {
-            if let Step::Dispatch { kernel, .. } = step {
-                self.record(crate::profile::timeline::Record::Dispatch {
-                    name: &kernel.name,
-                    submission: id,
-                });
-            }
-        }
-        Ok(id)
+        };
+        submission.submit(commands, record, crate::step::dispatch_names(steps))
     }
 }
 

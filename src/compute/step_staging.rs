@@ -121,7 +121,7 @@ impl StepStaging {
                     usage: wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
                     mapped_at_creation: false,
                 });
-                inner.queue().write_buffer(&buffer, 0, upload_bytes);
+                inner.write_buffer(&buffer, 0, upload_bytes);
                 buffer
             });
             let readback = (readback_bytes > 0).then(|| {
@@ -233,16 +233,16 @@ impl StepStaging {
                     for (index, data) in inputs {
                         let offset = input_at[*index as usize].offset;
                         if data.len() % 4 == 0 {
-                            inner.queue().write_buffer(upload, offset, data);
+                            inner.write_buffer(upload, offset, data);
                         } else {
                             let mut padded = data.to_vec();
                             padded.resize(data.len().next_multiple_of(4), 0);
-                            inner.queue().write_buffer(upload, offset, &padded);
+                            inner.write_buffer(upload, offset, &padded);
                         }
                     }
                 }
                 if let (Some((buffer, bytes)), true) = (uniform, uniform_changed) {
-                    inner.queue().write_buffer(buffer, 0, bytes);
+                    inner.write_buffer(buffer, 0, bytes);
                 }
                 Ok(RunBuffers {
                     upload: upload.clone(),

@@ -1,12 +1,87 @@
-//! How a context submits work and waits for it: command buffers go to the queue after the
-//! single ops gathered so far (`context/gathered.rs`), inside wgpu's error scopes, and every
-//! wait ends by checking that the device is not lost, so that nothing reads memory the device
-//! never wrote. A file of its own because every recorder, transfer and op submits through these
-//! methods, and the lost-device rules live in one place.
+//! How a context submits work and waits for it: every kind of work (transfers, a user's
+//! sequence, a captured run, app work, raw submits) goes through one [`Submission`], which
+//! refuses a lost device, puts the work in wgpu's error scopes, hands it to the queue after the
+//! single ops gathered so far (`context/gathered.rs`), records the arrays' use, hands back the
+//! kernel timers, does the bookkeeping a refused submission needs and puts the work on the
+//! timeline; and every wait ends by checking that the device is not lost, so that nothing reads
+//! memory the device never wrote. A file of its own because every recorder, transfer and op
+//! submits through it, and the lost-device rules live in one place.
 
-use super::{gathered_batch, ContextInner};
+use super::gathered_batch::HostRead;
+use super::ContextInner;
 use crate::error::{Error, Result};
+use crate::pipelines::{DeviceRefusal, ErrorScopes};
+use crate::step::DispatchTimer;
 use crate::submission::SubmissionId;
+
+/// One submission in the making ([`ContextInner::submission`]): whatever is encoded while it
+/// is open is inside its error scopes, so the first refusal, at encoding or at submission, is
+/// the one reported.
+#[must_use = "a submission does nothing until submit() or abandon()"]
+pub(crate) struct Submission<'c> {
+    inner: &'c ContextInner,
+    /// What is being done, for the error.
+    during: &'c str,
+    scopes: ErrorScopes,
+    host_read: HostRead,
+    /// The kernel timers of the work, handed back once it is known whether the device took it.
+    timers: Vec<Option<DispatchTimer>>,
+}
+
+impl<'c> Submission<'c> {
+    /// Ends the submission with the memory dependency to host reads: for work whose results
+    /// the host reads next (readback copies, usually a user's sequence).
+    pub(crate) fn for_host_read(mut self) -> Self {
+        self.host_read = HostRead::Follows;
+        self
+    }
+
+    /// Adds a kernel timer of the work.
+    pub(crate) fn timed(&mut self, timer: Option<DispatchTimer>) {
+        self.timers.push(timer);
+    }
+
+    /// Gives up before submitting (encoding failed with `refusal` while `during`): nothing is
+    /// submitted, the timers go back unread; the error to return.
+    pub(crate) fn abandon(self, during: &str, refusal: DeviceRefusal) -> Error {
+        let _ = self.scopes.pop();
+        for timer in self.timers {
+            self.inner.timed_submission(timer, SubmissionId(0), false);
+        }
+        self.inner.device_error(during, refusal)
+    }
+
+    /// Hands `command_buffers` to the queue after the gathered ops, running `before` with the
+    /// submission's id just before (arrays record their use there, so another thread's read of
+    /// one waits for this work), and puts one dispatch per name of `on_timeline` on the
+    /// timeline. Errors: [`Error::Device`] when wgpu refuses the work (none of it ran; the id
+    /// `before` saw is completed by an empty submission, so waits for it end),
+    /// [`Error::DeviceLost`] once the device is lost.
+    pub(crate) fn submit<'n>(
+        self,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+        before: impl FnOnce(SubmissionId),
+        on_timeline: impl IntoIterator<Item = &'n str>,
+    ) -> Result<SubmissionId> {
+        let inner = self.inner;
+        let id = inner.submit_after_gathered(command_buffers, before, self.host_read);
+        let popped = self.scopes.pop();
+        for timer in self.timers {
+            inner.timed_submission(timer, id, popped.is_ok());
+        }
+        popped.map_err(|refusal| {
+            inner.after_refused_submission();
+            inner.device_error(self.during, refusal)
+        })?;
+        for name in on_timeline {
+            inner.record(crate::profile::timeline::Record::Dispatch {
+                name,
+                submission: id,
+            });
+        }
+        Ok(id)
+    }
+}
 
 impl ContextInner {
     /// Tells the arena which submissions have completed, so their pending frees become free.
@@ -15,6 +90,19 @@ impl ContextInner {
         let _ = self.device.poll(wgpu::PollType::Poll);
         let completed = self.submissions.completed();
         self.lock_memory().retire_completed(completed);
+    }
+
+    /// Opens a [`Submission`] of work described by `during`. Errors: [`Error::DeviceLost`]
+    /// once the device is lost (nothing of it is touched).
+    pub(crate) fn submission<'c>(&'c self, during: &'c str) -> Result<Submission<'c>> {
+        self.check_device(during)?;
+        Ok(Submission {
+            inner: self,
+            during,
+            scopes: ErrorScopes::push(&self.device),
+            host_read: HostRead::Later,
+            timers: Vec::new(),
+        })
     }
 
     /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
@@ -26,7 +114,8 @@ impl ContextInner {
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
-        self.submit_encoder_for(encoder, done, gathered_batch::HostRead::Later)
+        self.submission(done)?
+            .submit([encoder.finish()], |_| {}, [])
     }
 
     /// [`ContextInner::submit_encoder`] for work whose writes the host reads as soon as it
@@ -37,25 +126,9 @@ impl ContextInner {
         encoder: wgpu::CommandEncoder,
         done: &str,
     ) -> Result<SubmissionId> {
-        self.submit_encoder_for(encoder, done, gathered_batch::HostRead::Follows)
-    }
-
-    fn submit_encoder_for(
-        &self,
-        encoder: wgpu::CommandEncoder,
-        done: &str,
-        host_read: gathered_batch::HostRead,
-    ) -> Result<SubmissionId> {
-        self.check_device(done)?;
-        // One scope for both: its first error is the one to report.
-        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
-        let commands = encoder.finish();
-        let id = self.submit_after_gathered([commands], |_| {}, host_read);
-        scopes.pop().map_err(|reason| {
-            self.after_refused_submission();
-            self.device_error(done, reason)
-        })?;
-        Ok(id)
+        self.submission(done)?
+            .for_host_read()
+            .submit([encoder.finish()], |_| {}, [])
     }
 
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every
@@ -72,50 +145,13 @@ impl ContextInner {
 
     /// The error for wgpu's `reason` while `during`: [`Error::DeviceLost`] when the device is
     /// lost, else [`Error::Device`].
-    pub(crate) fn device_error(
-        &self,
-        during: &str,
-        refusal: crate::pipelines::DeviceRefusal,
-    ) -> Error {
+    pub(crate) fn device_error(&self, during: &str, refusal: DeviceRefusal) -> Error {
         self.check_device(during)
             .err()
             .unwrap_or_else(|| Error::Device {
                 during: during.to_string(),
                 reason: refusal.to_string(),
             })
-    }
-
-    pub(crate) fn submit(
-        &self,
-        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-    ) -> SubmissionId {
-        self.submit_with(command_buffers, |_| {})
-    }
-
-    /// Submits `command_buffers`, running `before` with the submission's id just before the
-    /// queue gets them (arrays record their use there), after the single ops gathered so far
-    /// (`context/gathered.rs`), which go first as a submission of their own, so nothing
-    /// submitted overtakes an op called before it. It leaves out the memory dependency to host
-    /// reads ([`crate::backend::host_read_barrier`]; a fence wait alone does not make device writes
-    /// visible to the host): a host read after it adds one
-    /// ([`ContextInner::host_visible_through`]).
-    pub(crate) fn submit_with(
-        &self,
-        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-        before: impl FnOnce(SubmissionId),
-    ) -> SubmissionId {
-        self.submit_after_gathered(command_buffers, before, gathered_batch::HostRead::Later)
-    }
-
-    /// [`ContextInner::submit_with`] for work whose results the host reads next, as it usually
-    /// does after a user's sequence: it ends with the memory dependency to host reads on
-    /// Vulkan (other submissions leave it out; see `context/gathered.rs`).
-    pub(crate) fn submit_for_host_read(
-        &self,
-        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
-        before: impl FnOnce(SubmissionId),
-    ) -> SubmissionId {
-        self.submit_after_gathered(command_buffers, before, gathered_batch::HostRead::Follows)
     }
 
     /// Waits for all submitted work. Errors: [`Error::DeviceLost`] when the device is lost or
@@ -130,7 +166,7 @@ impl ContextInner {
         let during = "waiting for submitted work";
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| self.device_error(during, crate::pipelines::DeviceRefusal::wait(e)))?;
+            .map_err(|e| self.device_error(during, DeviceRefusal::wait(e)))?;
         self.check_device_after_wait(during)
     }
 
@@ -181,9 +217,7 @@ impl ContextInner {
                 // A submission wgpu refused (numbered, never handed to the GPU) and no
                 // successful one after it yet: nothing of it runs, so wait for the queue.
                 Err(wgpu::PollError::WrongSubmissionIndex(..)) => {}
-                Err(e) => {
-                    return Err(self.device_error(during, crate::pipelines::DeviceRefusal::wait(e)))
-                }
+                Err(e) => return Err(self.device_error(during, DeviceRefusal::wait(e))),
                 Ok(_) if id.0 <= self.submissions.completed() => {
                     return self.check_device_after_wait(during)
                 }

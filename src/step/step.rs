@@ -75,6 +75,14 @@ pub(crate) enum Step {
     },
 }
 
+/// The kernel name of every dispatch of `steps`, in order: what the timeline records.
+pub(crate) fn dispatch_names(steps: &[Step]) -> impl Iterator<Item = &str> {
+    steps.iter().filter_map(|step| match step {
+        Step::Dispatch { kernel, .. } => Some(kernel.name.as_str()),
+        _ => None,
+    })
+}
+
 impl Step {
     /// The uniform parameter bytes of a dispatch whose kernel reads a `var<uniform>` block
     /// (what takes a slot of a parameter buffer); `None` for other steps.

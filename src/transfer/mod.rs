@@ -455,8 +455,11 @@ impl ContextInner {
         if self.lock_memory().regions().is_vulkan() {
             return staged_copy::upload(self, items);
         }
+        // The writes are inside the submission's error scopes: one into a buffer destroyed
+        // through the escape hatch is an `Error::Device`.
+        let submission = self.submission("uploading through wgpu's staging")?;
         self.queue_writes(items);
-        Ok(self.submit([]))
+        submission.submit([], |_| {}, [])
     }
 
     /// `queue.write_buffer` for each item (wgpu's own staging): the bytes land at the start of
@@ -469,7 +472,7 @@ impl ContextInner {
         let flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
             if let Some((buffer, offset)) = start {
                 run.resize(run.len().next_multiple_of(COPY_ALIGNMENT as usize), 0);
-                self.queue().write_buffer(buffer, offset, run);
+                self.write_buffer(buffer, offset, run);
             }
             run.clear();
         };
