@@ -145,6 +145,8 @@ pub(crate) struct ContextInner {
     submissions: Submissions,
     /// Largest region (and so largest array) the device allows.
     max_region_bytes: u64,
+    /// How host bytes reach the arrays and come back, chosen when the context opened.
+    host_link: crate::transfer::host_link::HostLink,
     staging: StagingPool,
     transfer_counters: TransferCounters,
     guard_defaults: TransferGuardLevels,
@@ -276,7 +278,7 @@ impl Context {
 
     /// True when regions are gpu-allocator memory on Vulkan under our memory plan.
     pub fn is_vulkan(&self) -> bool {
-        self.inner.lock_memory().regions().is_vulkan()
+        self.inner.host_link() == crate::transfer::host_link::HostLink::Mapped
     }
 
     /// True when the arena asks for the device-local host-visible type first so that uploads
@@ -462,6 +464,11 @@ impl ContextInner {
     /// Largest region (and so largest array) the device allows, in bytes.
     pub(crate) fn max_region_bytes(&self) -> u64 {
         self.max_region_bytes
+    }
+
+    /// How host bytes reach the arrays and come back on this context.
+    pub(crate) fn host_link(&self) -> crate::transfer::host_link::HostLink {
+        self.host_link
     }
 
     /// The staging pool transfers go through.

@@ -27,6 +27,7 @@ use crate::context::ContextInner;
 use crate::error::Result;
 use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
+use crate::transfer::host_link::HostLink;
 use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
 use std::sync::Arc;
 
@@ -112,7 +113,7 @@ impl StepStaging {
         uniform: Option<&[u8]>,
         readback_bytes: u64,
     ) -> Result<StepStaging> {
-        if !inner.lock_memory().regions().is_vulkan() {
+        if inner.host_link() == HostLink::Wgpu {
             let device = inner.device();
             let upload = (!upload_bytes.is_empty()).then(|| {
                 let buffer = device.create_buffer(&wgpu::BufferDescriptor {

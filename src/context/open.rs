@@ -136,6 +136,7 @@ impl Context {
             config.array_usages,
             config.force_non_coherent,
         )?;
+        let is_vulkan = regions.is_vulkan();
         let mut max_region_bytes = limits.max_buffer_size;
         if let Some(cap) = config.max_region_bytes {
             max_region_bytes = max_region_bytes.min(cap);
@@ -160,6 +161,7 @@ impl Context {
                 memory: Mutex::new(rank::MEMORY, MemoryState::new(arena, regions)),
                 submissions: Submissions::default(),
                 max_region_bytes,
+                host_link: crate::transfer::host_link::HostLink::for_memory(is_vulkan),
                 staging: StagingPool::default(),
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,

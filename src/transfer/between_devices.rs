@@ -12,6 +12,7 @@
 //! - other backends use wgpu's readback and `write_buffer`, a chunk at a time.
 
 use super::guard::effective_level;
+use super::host_link::HostLink;
 use super::staged_copy::{ReadbackItem, UploadItem};
 use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
 use super::TransferDirection;
@@ -151,7 +152,7 @@ impl<'a> End<'a> {
             .filter(|_| !reading || ctx.host_reads_arena());
         let access = match mapped {
             Some(range) => Access::Mapped(range),
-            None if ctx.lock_memory().regions().is_vulkan() => Access::Staged,
+            None if ctx.host_link() == HostLink::Mapped => Access::Staged,
             None => Access::Wgpu,
         };
         End {

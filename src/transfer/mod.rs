@@ -25,6 +25,7 @@ mod batch;
 mod between_devices;
 pub(crate) mod gathered_staging;
 mod guard;
+pub(crate) mod host_link;
 mod recorded_upload;
 pub(crate) mod staged_copy;
 pub(crate) mod staging;
@@ -40,6 +41,7 @@ pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLeve
 pub use stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use guard::check as check_guard;
+pub(crate) use host_link::HostLink;
 
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
@@ -367,7 +369,7 @@ impl ContextInner {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
             && gathered_staging::GatheredStaging::takes(self, size);
-        (fits && !bytes.is_empty() && self.lock_memory().regions().is_vulkan()).then(|| {
+        (fits && !bytes.is_empty() && self.host_link() == HostLink::Mapped).then(|| {
             crate::step::Step::Upload {
                 data: bytes.to_vec(),
                 dst: storage.buffer.clone(),
@@ -452,7 +454,7 @@ impl ContextInner {
 
     /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.
     pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
-        if self.lock_memory().regions().is_vulkan() {
+        if self.host_link() == HostLink::Mapped {
             return staged_copy::upload(self, items);
         }
         // The writes are inside the submission's error scopes: one into a buffer destroyed
@@ -493,7 +495,7 @@ impl ContextInner {
 
     /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
     pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-        if self.lock_memory().regions().is_vulkan() {
+        if self.host_link() == HostLink::Mapped {
             return staged_copy::readback(self, items);
         }
         let sizes: Vec<u64> = items

@@ -78,7 +78,7 @@ impl Sequence {
             offset: storage.allocation.offset,
             span: storage.allocation.size,
         };
-        if !inner.lock_memory().regions().is_vulkan() {
+        if inner.host_link() == super::HostLink::Wgpu {
             // wgpu's own staging (non-Vulkan backends): the write lands at the start of the
             // next submission, this sequence's own at the latest (it is submitted even with no
             // step), so the upload costs no submission of its own.

@@ -1,0 +1,27 @@
+//! The host link: how a context's host bytes reach its arrays and come back, chosen once when
+//! the context opens from where its memory comes from, and asked by every upload, readback and
+//! staging path (single transfers, batches, sequences, captured runs, copies between devices)
+//! instead of each asking the backend.
+
+/// The way host bytes travel on one context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum HostLink {
+    /// Vulkan, memory from gpu-allocator: staging buffers of the memory plan that the crate
+    /// maps and writes or reads itself (the staging pool, the gathered batch's staging, a
+    /// captured step's), and, where zero-copy applies, the arena's own mapped memory.
+    Mapped,
+    /// Other backends (GL, Metal, DX12): wgpu's own staging, `queue.write_buffer` on the way
+    /// in and a mappable buffer (`map_async`) on the way out.
+    Wgpu,
+}
+
+impl HostLink {
+    /// The link for a context whose arena memory comes from gpu-allocator (`mapped_memory`) or
+    /// from plain wgpu buffers.
+    pub(crate) fn for_memory(mapped_memory: bool) -> Self {
+        match mapped_memory {
+            true => HostLink::Mapped,
+            false => HostLink::Wgpu,
+        }
+    }
+}
