@@ -328,7 +328,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         let _ = memory.set_label(self.storage.allocation.id, Some(label));
         drop(memory);
         let allocation = self.storage.allocation.id;
-        (self.storage.ctx).record(crate::profile::timeline::Record::Label { allocation, label });
+        (self.storage.ctx).record(crate::trace::timeline::Record::Label { allocation, label });
         self
     }
 
@@ -455,8 +455,8 @@ impl Context {
     ) -> Result<DeviceArray<T>> {
         // Every array is made here, so no array has a shape ops could overflow on.
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
-        let info = crate::profile::array_info::ArrayInfo::new::<T>(shape, site);
-        let (allocation, region) = crate::profile::labels::with_scoped_label(label, |label| {
+        let info = crate::trace::array_info::ArrayInfo::new::<T>(shape, site);
+        let (allocation, region) = crate::trace::labels::with_scoped_label(label, |label| {
             self.inner.allocate(bytes, label, info)
         })
         .map_err(|e| self.inner.dump_on_oom(e))?;

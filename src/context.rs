@@ -30,11 +30,11 @@ use crate::arena::{Allocation, MemoryStats};
 use crate::backend::{DeviceBuffer, Purpose};
 use crate::config::{ArenaConfig, TransferGuardLevels};
 use crate::error::{Error, Result};
+use crate::host_link::staging::{StagingBuffer, StagingKind, StagingMemory, StagingPool};
+use crate::host_link::stats::TransferCounters;
 use crate::lock::{Mutex, MutexGuard};
 use crate::memplan::{DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags};
 use crate::submission::{SubmissionId, Submissions};
-use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory, StagingPool};
-use crate::transfer::stats::TransferCounters;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -146,12 +146,12 @@ pub(crate) struct ContextInner {
     /// Largest region (and so largest array) the device allows.
     max_region_bytes: u64,
     /// How host bytes reach the arrays and come back, chosen when the context opened.
-    host_link: crate::transfer::host_link::HostLink,
+    host_link: crate::host_link::HostLink,
     staging: StagingPool,
     transfer_counters: TransferCounters,
     guard_defaults: TransferGuardLevels,
     /// The event timeline; `None` (the default) records nothing.
-    timeline: Option<Arc<crate::profile::timeline::Timeline>>,
+    timeline: Option<Arc<crate::trace::timeline::Timeline>>,
     /// GPU timestamps of dispatches; `None` unless the timeline is on and the device has
     /// timestamp queries.
     kernel_timing: Option<kernel_timing::KernelTiming>,
@@ -278,7 +278,7 @@ impl Context {
 
     /// True when regions are gpu-allocator memory on Vulkan under our memory plan.
     pub fn is_vulkan(&self) -> bool {
-        self.inner.host_link() == crate::transfer::host_link::HostLink::Mapped
+        self.inner.host_link() == crate::host_link::HostLink::Mapped
     }
 
     /// True when the arena asks for the device-local host-visible type first so that uploads
@@ -467,7 +467,7 @@ impl ContextInner {
     }
 
     /// How host bytes reach the arrays and come back on this context.
-    pub(crate) fn host_link(&self) -> crate::transfer::host_link::HostLink {
+    pub(crate) fn host_link(&self) -> crate::host_link::HostLink {
         self.host_link
     }
 
@@ -487,7 +487,7 @@ impl ContextInner {
     }
 
     /// The event timeline; `None` (the default) when it records nothing.
-    pub(crate) fn timeline(&self) -> Option<&Arc<crate::profile::timeline::Timeline>> {
+    pub(crate) fn timeline(&self) -> Option<&Arc<crate::trace::timeline::Timeline>> {
         self.timeline.as_ref()
     }
 
@@ -533,7 +533,7 @@ impl ContextInner {
         &self,
         bytes: u64,
         label: Option<&str>,
-        info: crate::profile::array_info::ArrayInfo,
+        info: crate::trace::array_info::ArrayInfo,
     ) -> Result<(Allocation, crate::backend::ArrayRegion)> {
         // A lost device's memory may still be mapped (UMA), but nothing made on it can be
         // used: every allocation refuses, as every other call does.
@@ -626,7 +626,7 @@ impl ContextInner {
         &self,
         memory: &mut MemoryState,
         id: crate::arena::AllocationId,
-        mut info: crate::profile::array_info::ArrayInfo,
+        mut info: crate::trace::array_info::ArrayInfo,
     ) {
         info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
         memory.register_array(id, info);
@@ -642,7 +642,7 @@ impl ContextInner {
     }
 
     /// Records a transfer, a dispatch or a label on the timeline; one branch when it is off.
-    pub(crate) fn record(&self, record: crate::profile::timeline::Record<'_>) {
+    pub(crate) fn record(&self, record: crate::trace::timeline::Record<'_>) {
         if let Some(timeline) = &self.timeline {
             timeline.record(record);
         }
@@ -673,7 +673,7 @@ impl StagingMemory for ContextInner {
                 "gpu-arena readback staging",
             ),
         };
-        let size = bytes.next_multiple_of(crate::transfer::staging::COPY_ALIGNMENT);
+        let size = bytes.next_multiple_of(crate::host_link::staging::COPY_ALIGNMENT);
         let memory = self.lock_memory();
         let DeviceBuffer { buffer, mapped, .. } = memory
             .regions()

@@ -125,7 +125,13 @@
 //! - `shape` (private): the limits every shape obeys ([`MAX_RANK`], [`MAX_ARRAY_SPAN_BYTES`])
 //!   and the check each shape passes, below arrays, views, transfers and profiling.
 //! - `app_work` (private): [`AppWork`], arrays in the app's own passes, tracked.
-//! - [`transfer`]: puts, gets, batches, staging, transfers between devices, the guard.
+//! - [`transfer`]: puts, gets, batches, transfers between devices, the guard.
+//! - `host_link` (private): how host bytes reach a context's arrays, chosen once when it
+//!   opens: the staging pool, the gathered batch's staging, the transfer counters; held by the
+//!   context, below it.
+//! - `trace` (private): what a context records as it runs (the timeline, each array's type,
+//!   shape and call site, label scopes, kernel times), below the context that writes it and
+//!   the [`profile`] that reads it.
 //! - [`kernels`]: the public names of compute ([`Kernel`], [`Launch`], [`Sequence`],
 //!   [`Capture`], [`CapturedStep`],
 //!   [`KernelSignature`], the compile cache's statistics); a facade over three private rooms:
@@ -173,6 +179,7 @@ mod donated;
 pub mod error;
 mod guard_levels;
 pub mod guide;
+mod host_link;
 pub mod kernels;
 mod lock;
 pub mod memplan;
@@ -186,6 +193,7 @@ mod sharding;
 mod shortfall;
 mod step;
 mod submission;
+mod trace;
 pub mod transfer;
 mod view;
 

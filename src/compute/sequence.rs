@@ -12,10 +12,10 @@
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{CaptureRefusal, Error, Result};
+use crate::host_link::staging::{StagingBuffer, StagingKind};
 use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
-use crate::transfer::staging::{StagingBuffer, StagingKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -25,10 +25,10 @@ use crate::array::ArrayStorage;
 use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
+use crate::host_link::staging::{StagingBuffer, StagingKind, StagingMemory};
+use crate::host_link::HostLink;
 use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
-use crate::transfer::host_link::HostLink;
-use crate::transfer::staging::{StagingBuffer, StagingKind, StagingMemory};
 use std::sync::Arc;
 
 /// Upload buffers a step keeps at most: one the GPU copies out of for the run in flight, one

@@ -31,10 +31,10 @@
 use super::gathered_batch::{GatheredBatch, HostRead};
 use super::ContextInner;
 use crate::error::{Error, Result};
+use crate::host_link::gathered_staging::GatheredStaging;
 use crate::pipelines::{DeviceRefusal, ErrorScopes};
 use crate::step::{encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
-use crate::transfer::gathered_staging::GatheredStaging;
 
 impl ContextInner {
     #[cfg_attr(debug_assertions, track_caller)]
@@ -135,7 +135,7 @@ impl ContextInner {
         before(id);
         for step in &steps {
             if let Step::Dispatch { kernel, .. } = step {
-                self.record(crate::profile::timeline::Record::Dispatch {
+                self.record(crate::trace::timeline::Record::Dispatch {
                     name: &kernel.name,
                     submission: id,
                 });

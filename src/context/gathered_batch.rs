@@ -4,10 +4,10 @@
 //! (gathering, submitting, flushing) is `gathered.rs`; this file is apart because the context
 //! holds the batch, so it names nothing above it.
 
+use crate::host_link::gathered_staging::GatheredStaging;
 use crate::pipelines::DeviceRefusal;
 use crate::step::GatheredSteps;
 use crate::submission::SubmissionId;
-use crate::transfer::gathered_staging::GatheredStaging;
 
 /// The context's gathered single ops and the submission they will be.
 #[derive(Default)]

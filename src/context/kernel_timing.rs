@@ -31,9 +31,9 @@
 
 use crate::config::ArenaConfig;
 use crate::lock::{rank, Mutex, MutexGuard};
-use crate::profile::timeline::{Record, Timeline};
 use crate::step::{DispatchTimer, Step};
 use crate::submission::SubmissionId;
+use crate::trace::timeline::{Record, Timeline};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 
 use crate::arena::{Allocation, AllocationId, Arena, ArenaError};
 use crate::backend::Regions;
-use crate::profile::array_info::{ArrayInfo, ArrayRegistry};
+use crate::trace::array_info::{ArrayInfo, ArrayRegistry};
 use std::time::{Duration, Instant};
 
 /// The arena and the buffers behind its regions, under one lock: every allocation and free

@@ -14,11 +14,11 @@ use crate::backend::{self, Regions};
 use crate::config::{AllocatorKind, ArenaConfig, BarWrites};
 use crate::devices::{devices, DeviceInfo};
 use crate::error::{Error, Result};
+use crate::host_link::staging::StagingPool;
+use crate::host_link::stats::TransferCounters;
 use crate::lock::{rank, Mutex};
 use crate::memplan::{plan_memory, BarClass, MemoryPlan};
 use crate::submission::Submissions;
-use crate::transfer::staging::StagingPool;
-use crate::transfer::stats::TransferCounters;
 use std::sync::Arc;
 
 /// Source of context numbers (see `ContextInner::id`).
@@ -143,7 +143,7 @@ impl Context {
         }
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
-        let timeline = crate::profile::timeline::attach(&config, &mut arena)?;
+        let timeline = crate::trace::timeline::attach(&config, &mut arena)?;
         let kernel_timing =
             kernel_timing::KernelTiming::new(timeline.as_ref(), &config, &device, &queue);
         Ok(Self {
@@ -161,7 +161,7 @@ impl Context {
                 memory: Mutex::new(rank::MEMORY, MemoryState::new(arena, regions)),
                 submissions: Submissions::default(),
                 max_region_bytes,
-                host_link: crate::transfer::host_link::HostLink::for_memory(is_vulkan),
+                host_link: crate::host_link::HostLink::for_memory(is_vulkan),
                 staging: StagingPool::default(),
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,

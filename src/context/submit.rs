@@ -74,7 +74,7 @@ impl<'c> Submission<'c> {
             inner.device_error(self.during, refusal)
         })?;
         for name in on_timeline {
-            inner.record(crate::profile::timeline::Record::Dispatch {
+            inner.record(crate::trace::timeline::Record::Dispatch {
                 name,
                 submission: id,
             });

@@ -16,7 +16,7 @@ use crate::array::ArrayStorage;
 use crate::backend::{all_reduce_in_place, MappedElements};
 use crate::context::ContextInner;
 use crate::error::{CollectiveFailure, Error, Result};
-use crate::transfer::staging::{StagingBuffer, StagingKind};
+use crate::host_link::staging::{StagingBuffer, StagingKind};
 use mpi::collective::SystemOperation;
 use mpi::topology::SimpleCommunicator;
 

@@ -4,8 +4,8 @@
 //! profiles. The same grouping over the timeline gives the report's "growing" table.
 
 use super::snapshot::MemorySnapshot;
-use super::timeline::{MemoryTimeline, TimelineEventKind};
 use crate::arena::{AllocationId, Bytes, ChunkState};
+use crate::trace::timeline::{MemoryTimeline, TimelineEventKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -26,39 +26,33 @@
 //!   others may write gets no dump), and dump files are created new with mode 0600: no file is
 //!   ever written through a planted link.
 //!
-//! Files, one concept each: `stats`, `snapshot`, `array_info` (element type and shape per
-//! allocation), `labels`, `timeline`, `event_ring` (the timeline's lock-free ring),
-//! `kernel_times` (the per-kernel table), `timeline_calls` (the context's calls that read the
-//! timeline and the kernel times), `diff` (snapshot diffs and growing sites), `perfetto`,
-//! `pprof`, `report` (HTML and SVG) and `dump` (writing all of it to a directory, on demand or
-//! on out-of-memory).
+//! Files, one concept each: `stats`, `snapshot`, `timeline_calls` (the context's calls that
+//! read the timeline and the kernel times), `diff` (snapshot diffs and growing sites),
+//! `perfetto`, `pprof`, `report` (HTML and SVG) and `dump` (writing all of it to a directory,
+//! on demand or on out-of-memory). What they read is recorded below the context, in
+//! `crate::trace` (the timeline, array info, labels and the per-kernel table).
 #![deny(unsafe_code)]
 
-pub(crate) mod array_info;
 mod diff;
 mod dump;
-mod event_ring;
-pub(crate) mod kernel_times;
-pub(crate) mod labels;
 mod perfetto;
 mod pprof;
 pub mod report;
 pub(crate) mod snapshot;
 mod stats;
-pub(crate) mod timeline;
 mod timeline_calls;
 
+pub use crate::trace::kernel_times::{KernelTime, KernelTimes};
+pub use crate::trace::labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
+pub use crate::trace::timeline::{
+    MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
+    DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_CAPACITY, MAX_TIMELINE_LABELS,
+    MAX_TIMELINE_SITES,
+};
 pub use diff::{SiteGrowth, SnapshotDiff};
 pub use dump::{ProfileFiles, OOM_DUMP_STEM};
-pub use kernel_times::{KernelTime, KernelTimes};
-pub use labels::{current_label_scope, label_scope, LabelScope, SCOPE_SEPARATOR};
 pub use pprof::UNKNOWN_SITE;
 pub use snapshot::{
     MemorySnapshot, SnapshotChunk, SnapshotHeap, SnapshotRegion, SnapshotSettings, SNAPSHOT_FORMAT,
 };
 pub use stats::ContextMemoryStats;
-pub use timeline::{
-    MemoryTimeline, Timeline, TimelineEvent, TimelineEventKind, CLOCK_STRIDE,
-    DEFAULT_TIMELINE_CAPACITY, LABEL_TABLE_FULL, MAX_TIMELINE_CAPACITY, MAX_TIMELINE_LABELS,
-    MAX_TIMELINE_SITES,
-};

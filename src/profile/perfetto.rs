@@ -6,8 +6,8 @@
 //! with its allocation site), as Perfetto users read an allocator's track.
 
 use super::report::format::Bytes;
-use super::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
 use crate::arena::AllocationId;
+use crate::trace::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
 use serde::Serialize;
 use serde_json::json;
 use std::collections::HashMap;
@@ -369,9 +369,9 @@ fn array_name(label: Option<&str>, dtype: Option<&str>, shape: Option<&[usize]>)
 
 #[cfg(test)]
 mod tests {
-    use super::super::timeline::TimelineEvent;
     use super::*;
     use crate::arena::RegionId;
+    use crate::trace::timeline::TimelineEvent;
     use crate::transfer::TransferDirection;
 
     #[test]

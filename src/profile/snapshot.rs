@@ -1,12 +1,12 @@
 //! The memory snapshot: every region and chunk with what the caller knows about it (label,
 //! element type, shape, age), the memory plan and the statistics, as one serde value.
 
-use super::array_info::ArrayRegistry;
 use super::stats::ContextMemoryStats;
 use crate::arena::{AllocationId, ArenaSnapshot, ChunkRecord, ChunkState, RegionId};
 use crate::config::{AllocatorKind, MemFraction};
 use crate::context::{Context, ContextInner};
 use crate::memplan::MemoryPlan;
+use crate::trace::array_info::ArrayRegistry;
 use serde::{Deserialize, Serialize};
 
 /// The value of [`MemorySnapshot::format`], bumped when the layout changes incompatibly.

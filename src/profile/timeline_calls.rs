@@ -2,10 +2,10 @@
 //! the timeline (`timeline.rs`) and the kernel timing (`context/kernel_timing.rs`) are parts the
 //! context holds, below it, while these calls are on the context, above both.
 
-use super::kernel_times::KernelTimes;
-use super::timeline::{MemoryTimeline, Timeline};
 use crate::context::Context;
 use crate::error::Result;
+use crate::trace::kernel_times::KernelTimes;
+use crate::trace::timeline::{MemoryTimeline, Timeline};
 
 impl Context {
     /// The events recorded so far (allocations, frees, region changes, transfers, dispatches),
@@ -24,7 +24,7 @@ impl Context {
     }
 
     /// GPU time per kernel (calls, total, mean, max), over every dispatch since the timeline
-    /// started or was last [cleared](crate::profile::timeline::Timeline::clear): `Some` when the timeline
+    /// started or was last [cleared](crate::trace::timeline::Timeline::clear): `Some` when the timeline
     /// is on (`ArenaConfig::timeline_capacity`, env `GPU_ARENA_TIMELINE`) and the device has
     /// timestamp queries (wgpu's `TIMESTAMP_QUERY`; lavapipe has them, wgpu's GL backend
     /// may not), `None` otherwise — never an error for a device without them. Waits for the

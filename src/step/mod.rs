@@ -1,7 +1,7 @@
 //! `Step`: one piece of recorded GPU work (a dispatch, a copy or a clear), as a
 //! [`Sequence`](crate::Sequence) or the context's gathered single ops hold it until it is
 //! encoded. Users' launches (`compute/launch.rs`), the library's ops (`ops/builtin.rs`),
-//! recorded uploads (`transfer/recorded_upload.rs`) and `Context::zeros` (`array.rs`) all make
+//! recorded uploads (`compute/recorded_upload.rs`) and `Context::zeros` (`array.rs`) all make
 //! steps; `compute/sequence.rs` submits a user's sequence and `context/gathered.rs` the single
 //! ops: so the step lives on the floor below all of them, beside `submission.rs`, which numbers
 //! what is submitted.

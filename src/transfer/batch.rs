@@ -149,7 +149,7 @@ impl<'data> UploadBatch<'data> {
         }
         self.ctx
             .inner
-            .record(crate::profile::timeline::Record::Transfer {
+            .record(crate::trace::timeline::Record::Transfer {
                 direction: TransferDirection::HostToDevice,
                 explicit: true,
                 arrays: self.entries.len() as u64,

@@ -12,14 +12,14 @@
 //! - other backends use wgpu's readback and `write_buffer`, a chunk at a time.
 
 use super::guard::effective_level;
-use super::host_link::HostLink;
 use super::staged_copy::{ReadbackItem, UploadItem};
-use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
 use super::TransferDirection;
 use crate::array::DeviceArray;
 use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::Result;
+use crate::host_link::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
+use crate::host_link::HostLink;
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ const OPERATION: &str = "device_put_from";
 /// Source chunks in flight at once: one being moved by the host, the next ones being copied
 /// into staging by the source device (one less than the pool's buffers, so the pool never
 /// waits on itself).
-const CHUNKS_IN_FLIGHT: usize = super::staging::STAGING_BUFFERS - 1;
+const CHUNKS_IN_FLIGHT: usize = crate::host_link::staging::STAGING_BUFFERS - 1;
 
 impl Context {
     /// A copy of `array`, which may belong to any context, as a new array on this context: an

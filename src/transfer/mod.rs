@@ -14,43 +14,38 @@
 //! Small uploads on the staging path (a single `device_put`, a single op's host operand, up to
 //! [`MAX_GATHERED_UPLOAD_BYTES`]) go with the context's gathered single ops: copied into
 //! staging the batch owns and copied to their arrays by commands recorded in the batch, so a
-//! loop of them makes no submission of its own (`gathered_staging.rs`).
+//! loop of them makes no submission of its own (`host_link/gathered_staging.rs`).
 //!
-//! Files: `staging.rs` (the staging pool), `staged_copy.rs` (the copy engine that moves arrays
-//! through it), `gathered_staging.rs` (the gathered batch's staging), `batch.rs` (upload batches),
-//! `recorded_upload.rs` (uploads inside a sequence), `between_devices.rs` (arrays from one
-//! context to another), `guard.rs`, `stats.rs`.
+//! The staging buffers, the gathered batch's staging and the transfer statistics are the
+//! context's host link (`crate::host_link`, below the context). Files here: `staged_copy.rs`
+//! (the copy engine that moves arrays through the staging pool), `batch.rs` (upload batches),
+//! `between_devices.rs` (arrays from one context to another), `guard.rs`.
 
 mod batch;
 mod between_devices;
-pub(crate) mod gathered_staging;
 mod guard;
-pub(crate) mod host_link;
-mod recorded_upload;
 pub(crate) mod staged_copy;
-pub(crate) mod staging;
-pub(crate) mod stats;
 
-pub use batch::{FinishedUpload, PendingArray, UploadBatch};
-pub use gathered_staging::{
+pub use crate::host_link::gathered_staging::{
     GATHERED_STAGING_BUFFERS, GATHERED_STAGING_BYTES, MAX_GATHERED_UPLOAD_BYTES,
 };
+pub use batch::{FinishedUpload, PendingArray, UploadBatch};
 pub use guard::TransferGuard;
 // The guard's levels are configuration (`crate::config`); re-exported where they were first.
 pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
-pub use stats::{DirectionStats, TransferCounter, TransferStats};
+pub use crate::host_link::stats::{DirectionStats, TransferCounter, TransferStats};
 
+pub(crate) use crate::host_link::HostLink;
 pub(crate) use guard::check as check_guard;
-pub(crate) use host_link::HostLink;
 
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
+use crate::host_link::staging::COPY_ALIGNMENT;
 use crate::pipelines::DeviceRefusal;
 use crate::shape::check_shape;
 use crate::submission::SubmissionId;
 use staged_copy::{ReadbackItem, UploadItem};
-use staging::COPY_ALIGNMENT;
 
 impl Context {
     /// Copies host data to a new device array of the given shape (an explicit transfer).
@@ -368,7 +363,7 @@ impl ContextInner {
     ) -> Option<crate::step::Step> {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
-            && gathered_staging::GatheredStaging::takes(self, size);
+            && crate::host_link::gathered_staging::GatheredStaging::takes(self, size);
         (fits && !bytes.is_empty() && self.host_link() == HostLink::Mapped).then(|| {
             crate::step::Step::Upload {
                 data: bytes.to_vec(),
@@ -391,7 +386,7 @@ impl ContextInner {
     ) {
         self.transfer_counters()
             .record(direction, explicit, arrays, bytes);
-        self.record(crate::profile::timeline::Record::Transfer {
+        self.record(crate::trace::timeline::Record::Transfer {
             direction,
             explicit,
             arrays,

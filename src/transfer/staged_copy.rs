@@ -6,10 +6,10 @@
 //! context, because it runs on the context's device, queue and submissions while the pool it
 //! uses is a part the context holds.
 
-use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT, STAGING_BUFFERS};
 use crate::backend::{copy_threads, MappedRange};
 use crate::context::ContextInner;
 use crate::error::Result;
+use crate::host_link::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT, STAGING_BUFFERS};
 use crate::submission::SubmissionId;
 
 /// One array's part in an upload: its bytes and where they go.

@@ -8,7 +8,7 @@
 
 use super::colours::{IN_USE_STROKE, RESERVED_STROKE};
 use super::format::{duration_ns, Bytes};
-use crate::profile::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
+use crate::trace::timeline::{MemoryTimeline, TimelineEvent, TimelineEventKind};
 use std::fmt::Write;
 
 /// Width of the plot area in CSS pixels; the curves are reduced to at most four points per

@@ -23,8 +23,8 @@ pub use curves::PLOT_WIDTH_PX;
 pub use region_map::{MAP_WIDTH_PX, MIN_CHUNK_PX};
 
 use super::snapshot::{MemorySnapshot, SnapshotChunk, SnapshotRegion};
-use super::timeline::MemoryTimeline;
 use crate::arena::ChunkState;
+use crate::trace::timeline::MemoryTimeline;
 use crate::transfer::{DirectionStats, TransferStats};
 use colours::{LabelColours, FREE_FILL, PENDING_SWATCH, UNLABELLED_FILL};
 use format::{duration_ns, percent, total, Bytes, Escape};

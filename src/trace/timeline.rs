@@ -69,7 +69,7 @@ pub enum TimelineEventKind {
         size: u64,
         /// Bytes asked for.
         requested: u64,
-        /// Its label when it was made (explicit or from a [`label_scope`](super::label_scope)).
+        /// Its label when it was made (explicit or from a [`label_scope`](crate::profile::label_scope)).
         label: Option<String>,
         /// The user's call that made the array (`src/main.rs:12:5`); `None` for allocations
         /// of a bare arena and past [`MAX_TIMELINE_SITES`] distinct descriptions. This and the

@@ -1,7 +1,18 @@
-//! The host link: how a context's host bytes reach its arrays and come back, chosen once when
-//! the context opens from where its memory comes from, and asked by every upload, readback and
-//! staging path (single transfers, batches, sequences, captured runs, copies between devices)
-//! instead of each asking the backend.
+//! The host link: how a context's host bytes reach its arrays and come back, and what it
+//! counts of them. The context holds it (below the context, naming nothing above); transfers,
+//! sequences, captured runs and collectives go through it.
+//!
+//! - [`HostLink`] (here): the way bytes travel, chosen once when the context opens from where
+//!   its memory comes from, and asked by every upload, readback and staging path instead of
+//!   each asking the backend.
+//! - `staging.rs`: the staging pool, host-visible buffers retired by submission, and the
+//!   [`staging::StagingMemory`] the context provides to make and wait for them.
+//! - `gathered_staging.rs`: the staging the context's gathered batch fills with small uploads.
+//! - `stats.rs`: transfer statistics, per direction, explicit and implicit apart.
+
+pub(crate) mod gathered_staging;
+pub(crate) mod staging;
+pub(crate) mod stats;
 
 /// The way host bytes travel on one context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,13 +3,13 @@
 //! wgpu's staging elsewhere), and the staging-to-array copy runs as a step of the sequence, so
 //! a decode step's new rows go out in the same submission as the kernels that read them.
 
-use super::staged_copy::UploadItem;
-use super::staging::{StagingKind, COPY_ALIGNMENT};
-use super::{Operand, ResolvedOperand};
+use super::Sequence;
 use crate::array::{Access, DeviceArray};
-use crate::compute::Sequence;
 use crate::error::Result;
+use crate::host_link::staging::{StagingKind, COPY_ALIGNMENT};
 use crate::step::{BufferCopy, Step};
+use crate::transfer::staged_copy::UploadItem;
+use crate::transfer::{Operand, ResolvedOperand};
 
 impl Sequence {
     /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when
@@ -78,7 +78,7 @@ impl Sequence {
             offset: storage.allocation.offset,
             span: storage.allocation.size,
         };
-        if inner.host_link() == super::HostLink::Wgpu {
+        if inner.host_link() == crate::host_link::HostLink::Wgpu {
             // wgpu's own staging (non-Vulkan backends): the write lands at the start of the
             // next submission, this sequence's own at the latest (it is submitted even with no
             // step), so the upload costs no submission of its own.
@@ -100,7 +100,7 @@ impl Sequence {
             storage.record_use(id);
             return Ok(());
         }
-        let room = |(staging, cursor): &(super::staging::StagingBuffer, u64)| {
+        let room = |(staging, cursor): &(crate::host_link::staging::StagingBuffer, u64)| {
             staging.size - cursor >= padded
         };
         if !self.staging.last().is_some_and(room) {
