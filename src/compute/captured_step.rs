@@ -8,10 +8,11 @@
 use super::array_slots::ArraySlots;
 use super::capture::Capture;
 use super::capture_tables::{CaptureId, CaptureTables, CapturedIo, MovingCopy};
-use super::step_staging::{InPlaceInputs, RunBuffers, StepStaging};
+use super::step_staging::{InPlaceInputs, InPlaceReads, RunBuffers, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
+use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result, RunRefusal, SlotKind};
 use crate::pipelines::{ErrorScopes, ParamsKind};
@@ -501,10 +502,13 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         if !self.reads.is_empty() {
             inner.wait_for(id)?;
-            let mut outs: Vec<(u64, &mut [u8])> = self
+            let mut outs: Vec<(usize, u64, &mut [u8])> = self
                 .reads
                 .iter_mut()
-                .map(|(index, out)| (step.reads[*index as usize].offset, &mut **out))
+                .map(|(index, out)| {
+                    let read = *index as usize;
+                    (read, step.reads[read].offset, &mut **out)
+                })
                 .collect();
             step.staging.read_completed(&inner, &mut outs)?;
             let reads = self.reads.len() as u64;
@@ -856,9 +860,11 @@ fn attach_staging(
             }
         }
     }
-    if let Some(in_place) = in_place_inputs(&tables.inputs, steps, arrays) {
-        staging.write_inputs_in_place(in_place);
-    }
+    let reads = inner
+        .host_reads_arena()
+        .then(|| in_place_reads(&tables.reads, steps, arrays, &tables.array_slots))
+        .flatten();
+    staging.use_arrays_in_place(in_place_inputs(&tables.inputs, steps, arrays), reads);
     if let Some(readback) = staging.readback_buffer() {
         for read in &tables.reads {
             if let Some(Step::Copy(BufferCopy { dst, .. })) = steps.get_mut(read.step) {
@@ -945,6 +951,48 @@ fn in_place_inputs(
     }
     in_place.copies.sort_unstable();
     (!in_place.ranges.is_empty()).then_some(in_place)
+}
+
+/// Where runs could take their reads from the arrays ([`InPlaceReads`]): each read whose
+/// source lies in mapped arena memory of one of the step's `arrays` (the block, for a
+/// temporary) that is no array slot's (a run may bind another array there), and no step after
+/// the read uses its bytes (the host reads them when the whole run has completed; a temporary
+/// whose bytes a later one takes is copied, so the plan stays as small). The others
+/// (all of them elsewhere: `None`) are copied into the readback buffer.
+fn in_place_reads(
+    reads: &[CapturedIo],
+    steps: &[Step],
+    arrays: &[(Arc<ArrayStorage>, Access)],
+    slot_arrays: &[Arc<ArrayStorage>],
+) -> Option<InPlaceReads> {
+    let in_place = |read: &CapturedIo| -> Option<MappedRange> {
+        let Some(Step::Copy(copy)) = steps.get(read.step) else {
+            return None;
+        };
+        let (holder, _) = arrays.iter().find(|(storage, _)| {
+            storage.buffer == copy.src
+                && (storage.allocation.offset..storage.allocation.offset + storage.allocation.size)
+                    .contains(&copy.src_offset)
+        })?;
+        let end = holder.allocation.offset + holder.allocation.size;
+        // Exact ranges suffice: a dispatch reaches only the ranges it binds, a copy its own.
+        let used_later = steps[read.step + 1..]
+            .iter()
+            .any(|later| later.touches(&copy.src, copy.src_offset, read.bytes));
+        let slot = slot_arrays.iter().any(|s| Arc::ptr_eq(s, holder));
+        if used_later || slot || copy.src_offset + read.bytes > end {
+            return None;
+        }
+        Some(holder.mapped.as_ref()?.sub(copy.src_offset, read.bytes))
+    };
+    let ranges: Vec<Option<MappedRange>> = reads.iter().map(in_place).collect();
+    let mut copies: Vec<usize> = reads
+        .iter()
+        .zip(&ranges)
+        .filter_map(|(read, range)| range.as_ref().map(|_| read.step))
+        .collect();
+    copies.sort_unstable();
+    (!copies.is_empty()).then_some(InPlaceReads { ranges, copies })
 }
 
 /// Makes every input that is a temporary in mapped memory live from the step's first step: a

@@ -64,6 +64,16 @@ pub(crate) struct InPlaceInputs {
     pub(crate) copies: Vec<usize>,
 }
 
+/// Which of a run's reads come straight from the step's arrays (UMA, zero-copy, the host reads
+/// the arena): each read's bytes in the mapped arena, in the order of the step's reads (`None`:
+/// that read is copied into the readback buffer), and the positions of the read copies in the
+/// step (sorted) that every run leaves out. The host copies the bytes out once the run has
+/// completed, as `device_get` does there.
+pub(crate) struct InPlaceReads {
+    pub(crate) ranges: Vec<Option<MappedRange>>,
+    pub(crate) copies: Vec<usize>,
+}
+
 /// The mapped staging of a step on Vulkan.
 pub(crate) struct MappedStaging {
     /// The latest bytes of every piece: inputs at their offsets, then the uniform block.
@@ -77,11 +87,15 @@ pub(crate) struct MappedStaging {
     uniform_on_device: u64,
     readback: Option<StagingBuffer>,
     in_place: Option<Box<InPlaceInputs>>,
+    in_place_reads: Option<Box<InPlaceReads>>,
+    /// The step's copies every run leaves out (the read copies, when reads are in place), and
+    /// those a run that writes its inputs in place leaves out (input and read copies), sorted.
+    omitted: [Vec<usize>; 2],
 }
 
 /// The step's host data path, chosen by the backend.
 pub(crate) enum StepStaging {
-    Mapped(MappedStaging),
+    Mapped(Box<MappedStaging>),
     /// wgpu's own buffers (non-Vulkan backends).
     Queued {
         upload: Option<wgpu::Buffer>,
@@ -167,7 +181,7 @@ impl StepStaging {
             staging.mapped.write(&mirror);
             buffers.push(UploadBuffer { staging, synced: 1 });
         }
-        Ok(StepStaging::Mapped(MappedStaging {
+        Ok(StepStaging::Mapped(Box::new(MappedStaging {
             mirror,
             pieces,
             uniform,
@@ -177,26 +191,36 @@ impl StepStaging {
             uniform_on_device: 1,
             readback,
             in_place: None,
-        }))
+            in_place_reads: None,
+            omitted: Default::default(),
+        })))
     }
 
-    /// Lets runs write their inputs in place (see [`InPlaceInputs`]); on the mapped path only.
-    pub(crate) fn write_inputs_in_place(&mut self, in_place: InPlaceInputs) {
-        if let StepStaging::Mapped(mapped) = self {
-            mapped.in_place = Some(Box::new(in_place));
-        }
+    /// Lets runs write their inputs in place (see [`InPlaceInputs`]) and take their reads
+    /// from the arrays (see [`InPlaceReads`]); on the mapped path only.
+    pub(crate) fn use_arrays_in_place(
+        &mut self,
+        inputs: Option<InPlaceInputs>,
+        reads: Option<InPlaceReads>,
+    ) {
+        let StepStaging::Mapped(mapped) = self else {
+            return;
+        };
+        let reads_copies = reads.as_ref().map_or(&[][..], |r| &r.copies[..]);
+        let mut both: Vec<usize> = inputs.as_ref().map_or(&[][..], |i| &i.copies[..]).to_vec();
+        both.extend_from_slice(reads_copies);
+        both.sort_unstable();
+        mapped.omitted = [reads_copies.to_vec(), both];
+        mapped.in_place = inputs.map(Box::new);
+        mapped.in_place_reads = reads.map(Box::new);
     }
 
-    /// The positions of the input copies a run that wrote its inputs in place leaves out.
+    /// The positions of the copies the run that got `buffers` leaves out: the read copies
+    /// when reads are in place, and the input copies when it wrote its inputs in place.
     pub(crate) fn omitted_copies(&self, buffers: &RunBuffers) -> &[usize] {
-        match (self, buffers.in_place) {
-            (
-                StepStaging::Mapped(MappedStaging {
-                    in_place: Some(p), ..
-                }),
-                true,
-            ) => &p.copies,
-            _ => &[],
+        match self {
+            StepStaging::Mapped(mapped) => &mapped.omitted[usize::from(buffers.in_place)],
+            StepStaging::Queued { .. } => &[],
         }
     }
 
@@ -278,17 +302,25 @@ impl StepStaging {
     }
 
     /// After the run that wrote the reads completed (the caller waited for it): copies each
-    /// read's bytes, at its offset in the readback, into its slice.
+    /// read's bytes (by its number among the step's reads, and its offset in the readback)
+    /// into its slice, from the array itself when reads are in place.
     pub(crate) fn read_completed(
         &self,
         inner: &ContextInner,
-        outs: &mut [(u64, &mut [u8])],
+        outs: &mut [(usize, u64, &mut [u8])],
     ) -> Result<()> {
         match self {
             StepStaging::Mapped(mapped) => {
-                if let Some(readback) = &mapped.readback {
-                    for (offset, out) in outs.iter_mut() {
-                        readback.mapped.sub(*offset, out.len() as u64).read(out);
+                for (read, offset, out) in outs.iter_mut() {
+                    let bytes = out.len() as u64;
+                    let in_place = mapped.in_place_reads.as_ref();
+                    match (
+                        in_place.and_then(|r| r.ranges[*read].as_ref()),
+                        &mapped.readback,
+                    ) {
+                        (Some(range), _) => range.sub(0, bytes).read(out),
+                        (None, Some(readback)) => readback.mapped.sub(*offset, bytes).read(out),
+                        (None, None) => {}
                     }
                 }
                 Ok(())
@@ -296,7 +328,7 @@ impl StepStaging {
             StepStaging::Queued { readback, .. } => match readback {
                 Some(buffer) => {
                     inner.read_mapped(buffer, "mapping a captured step's reads", |mapped| {
-                        for (offset, out) in outs.iter_mut() {
+                        for (_, offset, out) in outs.iter_mut() {
                             let at = *offset as usize;
                             out.copy_from_slice(&mapped[at..at + out.len()]);
                         }

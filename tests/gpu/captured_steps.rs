@@ -1712,3 +1712,80 @@ fn a_bound_array_pending_in_a_recorder_is_refused_for_a_write_never_for_a_read()
     // out = 2 (first run) + (2 + 2) (after the writer added `elsewhere` = 2 into shared).
     assert_eq!(ctx.device_get(&out).unwrap(), vec![6.0f32; WIDTH]);
 }
+
+/// Where the arena is mapped on UMA, a run takes its reads from the arrays themselves once it
+/// has completed (no copy into readback staging); every read still sees its array as it was at
+/// the read's place in the step: a temporary whose bytes a later temporary could take, an
+/// array the step writes again after reading it, and an array slot bound to another array.
+/// On every path, against the host.
+#[gpu_test(needs = Vulkan)]
+fn every_read_sees_its_array_as_it_was_at_the_read_on_every_path() {
+    let n = 256usize;
+    for (path, ctx) in every_path() {
+        let affine = ctx.kernel(AFFINE, "main").unwrap();
+        let host: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let x = ctx.device_put(&host, &[n]).unwrap();
+        // As the kernel computes it (`x * scale + 0.0`: no negative zero).
+        let scaled = |scale: f32| -> Vec<f32> { host.iter().map(|v| v * scale + 0.0).collect() };
+        let params = |scale: f32| Affine { scale, shift: 0.0 };
+        let launch = |cap: &mut gpu_arena::Capture, out: &mut DeviceArray<f32>, scale: f32| {
+            cap.launch(&affine)
+                .arg(&x)
+                .arg_mut(out)
+                .params(&params(scale))
+                .grid_for(n)
+                .run()
+                .unwrap();
+        };
+        // Reads nothing writes afterwards: temporaries and a slot.
+        let mut first = ctx.zeros::<f32>(&[n]).unwrap();
+        let mut other = ctx.zeros::<f32>(&[n]).unwrap();
+        let mut cap = ctx.capture();
+        let slot = cap.array_slot(&first).unwrap();
+        let mut t = cap.alloc::<f32>(&[n]).unwrap();
+        launch(&mut cap, &mut t, 5.0);
+        let read_t = cap.read(&t).unwrap();
+        drop(t);
+        let mut u = cap.alloc::<f32>(&[n]).unwrap();
+        launch(&mut cap, &mut u, 7.0);
+        let read_u = cap.read(&u).unwrap();
+        drop(u);
+        launch(&mut cap, &mut first, 3.0);
+        let read_slot = cap.read(&first).unwrap();
+        let mut step = cap.finish().unwrap();
+        for run in 0..3 {
+            let (mut got_t, mut got_u, mut got_slot) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+            let r = step.run();
+            let r = match run {
+                1 => r.array(&slot, &mut other),
+                _ => r,
+            };
+            r.read_into(&read_t, &mut got_t)
+                .read_into(&read_u, &mut got_u)
+                .read_into(&read_slot, &mut got_slot)
+                .submit()
+                .unwrap();
+            assert_eq!(bits(&got_t), bits(&scaled(5.0)), "{path}, run {run}");
+            assert_eq!(bits(&got_u), bits(&scaled(7.0)), "{path}, run {run}");
+            assert_eq!(bits(&got_slot), bits(&scaled(3.0)), "{path}, run {run}");
+        }
+        ctx.fill_in_place(first, 0.0).unwrap();
+        // A read of an array the step writes again after it.
+        let mut again = ctx.zeros::<f32>(&[n]).unwrap();
+        let mut cap = ctx.capture();
+        launch(&mut cap, &mut again, 2.0);
+        let read_before = cap.read(&again).unwrap();
+        launch(&mut cap, &mut again, -4.0);
+        let read_after = cap.read(&again).unwrap();
+        let mut step = cap.finish().unwrap();
+        let (mut before, mut after) = (vec![0.0; n], vec![0.0; n]);
+        step.run()
+            .read_into(&read_before, &mut before)
+            .read_into(&read_after, &mut after)
+            .submit()
+            .unwrap();
+        assert_eq!(bits(&before), bits(&scaled(2.0)), "{path}");
+        assert_eq!(bits(&after), bits(&scaled(-4.0)), "{path}");
+        assert_eq!(bits(&ctx.device_get(&again).unwrap()), bits(&scaled(-4.0)));
+    }
+}
