@@ -25,7 +25,7 @@ use crate::array::ArrayStorage;
 use crate::backend::MappedRange;
 use crate::context::ContextInner;
 use crate::error::Result;
-use crate::host_link::staging::{StagingBuffer, StagingKind, StagingMemory};
+use crate::host_link::staging::{next_turn, StagingBuffer, StagingKind, StagingMemory, Turn};
 use crate::host_link::HostLink;
 use crate::step::{BufferCopy, Step};
 use crate::submission::SubmissionId;
@@ -448,34 +448,28 @@ impl MappedStaging {
     /// [`UPLOAD_BUFFERS`] exist (one only for large data), else the older one once its run
     /// has completed.
     fn take_buffer(&mut self, inner: &ContextInner) -> Result<usize> {
-        let completed = inner.submissions().completed();
-        if let Some(i) = self
-            .buffers
-            .iter()
-            .position(|b| b.staging.busy_until.0 <= completed)
-        {
-            return Ok(i);
-        }
         let size = self.mirror.len() as u64;
         let most = if size <= MAX_DOUBLE_BUFFERED_BYTES {
             UPLOAD_BUFFERS
         } else {
             1
         };
-        if self.buffers.len() < most {
-            let staging = inner.create_staging(StagingKind::Upload, size)?;
-            self.buffers.push(UploadBuffer { staging, synced: 0 });
-            return Ok(self.buffers.len() - 1);
+        // The step's buffers stay on hand (taken by position), so all of them are counted.
+        let busy = self.buffers.iter().map(|b| b.staging.busy_until);
+        let completed = inner.submissions().completed();
+        match next_turn(busy, completed, self.buffers.len(), most) {
+            Turn::Free(i) => Ok(i),
+            Turn::Make => {
+                let staging = inner.create_staging(StagingKind::Upload, size)?;
+                self.buffers.push(UploadBuffer { staging, synced: 0 });
+                Ok(self.buffers.len() - 1)
+            }
+            Turn::Wait(i, oldest) => {
+                // The host writes the buffer after the GPU's copies out of it: no host read
+                // follows.
+                inner.wait_for_work(oldest)?;
+                Ok(i)
+            }
         }
-        let (i, oldest) = self
-            .buffers
-            .iter()
-            .enumerate()
-            .map(|(i, b)| (i, b.staging.busy_until))
-            .min_by_key(|(_, id)| id.0)
-            .unwrap_or((0, SubmissionId(0)));
-        // The host writes the buffer after the GPU's copies out of it: no host read follows.
-        inner.wait_for_work(oldest)?;
-        Ok(i)
     }
 }

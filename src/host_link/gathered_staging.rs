@@ -12,7 +12,7 @@
 //! copies out of the batches submitted before it. The buffers are the plan's upload memory,
 //! made on first use and kept.
 
-use super::staging::{StagingBuffer, StagingKind, StagingMemory, COPY_ALIGNMENT};
+use super::staging::{next_turn, StagingBuffer, StagingKind, StagingMemory, Turn, COPY_ALIGNMENT};
 use crate::error::Result;
 use crate::submission::SubmissionId;
 
@@ -107,28 +107,24 @@ impl GatheredStaging {
         memory: &impl StagingMemory,
         wait: impl FnOnce(SubmissionId) -> Result<()>,
     ) -> Result<StagingBuffer> {
-        let completed = memory.completed();
-        if let Some(i) = self
-            .retired
-            .iter()
-            .position(|b| b.busy_until.0 <= completed)
-        {
-            return Ok(self.retired.swap_remove(i));
+        let busy = self.retired.iter().map(|b| b.busy_until);
+        match next_turn(
+            busy,
+            memory.completed(),
+            self.created,
+            GATHERED_STAGING_BUFFERS,
+        ) {
+            Turn::Free(i) => Ok(self.retired.swap_remove(i)),
+            Turn::Make => {
+                let buffer = memory.create_staging(StagingKind::Upload, Self::capacity(memory))?;
+                self.created += 1;
+                Ok(buffer)
+            }
+            Turn::Wait(i, oldest) => {
+                wait(oldest)?;
+                Ok(self.retired.swap_remove(i))
+            }
         }
-        if self.created < GATHERED_STAGING_BUFFERS || self.retired.is_empty() {
-            let buffer = memory.create_staging(StagingKind::Upload, Self::capacity(memory))?;
-            self.created += 1;
-            return Ok(buffer);
-        }
-        let (i, oldest) = self
-            .retired
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, b)| b.busy_until)
-            .map(|(i, b)| (i, b.busy_until))
-            .expect("not empty");
-        wait(oldest)?;
-        Ok(self.retired.swap_remove(i))
     }
 
     /// The batch was submitted as `id`: its buffer is busy until that completes.

@@ -5,8 +5,10 @@
 //! - [`HostLink`] (here): the way bytes travel, chosen once when the context opens from where
 //!   its memory comes from, and asked by every upload, readback and staging path instead of
 //!   each asking the backend.
-//! - `staging.rs`: the staging pool, host-visible buffers retired by submission, and the
-//!   [`staging::StagingMemory`] the context provides to make and wait for them.
+//! - `staging.rs`: the staging pool, host-visible buffers retired by submission; the rule by
+//!   which every ring of staging buffers takes its turns ([`staging::next_turn`]: the pool's,
+//!   the gathered batch's and each captured step's); and the [`staging::StagingMemory`] the
+//!   context provides to make and wait for them.
 //! - `gathered_staging.rs`: the staging the context's gathered batch fills with small uploads.
 //! - `stats.rs`: transfer statistics, per direction, explicit and implicit apart.
 

@@ -51,6 +51,43 @@ pub(crate) trait StagingMemory {
     fn staging_bytes(&self) -> u64;
 }
 
+/// What a ring of staging buffers does next to hand out a buffer: the rule every ring of the
+/// crate follows (the pool's per direction, the gathered batch's, each captured step's), so
+/// that they share it rather than each writing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Turn {
+    /// Take the buffer at this position: no GPU work uses it any more.
+    Free(usize),
+    /// Make a buffer: fewer than the ring's most exist, or none is there to wait for.
+    Make,
+    /// Wait for this submission, then take the buffer at this position (the first to free).
+    Wait(usize, SubmissionId),
+}
+
+/// The turn of a ring whose buffers on hand are busy until `busy` (in order), of which
+/// `created` exist in all and at most `most` are wanted, when submission `completed` is the
+/// newest known to have completed.
+pub(crate) fn next_turn(
+    busy: impl Iterator<Item = SubmissionId>,
+    completed: u64,
+    created: usize,
+    most: usize,
+) -> Turn {
+    let mut oldest: Option<(usize, SubmissionId)> = None;
+    for (i, until) in busy.enumerate() {
+        if until.0 <= completed {
+            return Turn::Free(i);
+        }
+        if oldest.is_none_or(|(_, o)| until < o) {
+            oldest = Some((i, until));
+        }
+    }
+    match oldest {
+        Some((i, until)) if created >= most => Turn::Wait(i, until),
+        _ => Turn::Make,
+    }
+}
+
 /// The pool: a few staging buffers per direction, made on first use and kept.
 pub(crate) struct StagingPool {
     upload: Mutex<Vec<StagingBuffer>>,
@@ -92,16 +129,15 @@ impl StagingPool {
     ) -> Result<StagingBuffer> {
         loop {
             let completed = memory.completed();
-            {
-                let mut free = self
-                    .free_list(kind)
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
-                if let Some(i) = free.iter().position(|b| b.busy_until.0 <= completed) {
-                    return Ok(free.swap_remove(i));
-                }
-                let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
-                if created[kind as usize] < STAGING_BUFFERS || free.is_empty() {
+            let mut free = self
+                .free_list(kind)
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let mut created = self.created.lock().unwrap_or_else(|p| p.into_inner());
+            let busy = free.iter().map(|b| b.busy_until);
+            match next_turn(busy, completed, created[kind as usize], STAGING_BUFFERS) {
+                Turn::Free(i) => return Ok(free.swap_remove(i)),
+                Turn::Make => {
                     // Counted before it is made, so that two threads do not both make the
                     // last one; uncounted again when it cannot be made.
                     created[kind as usize] += 1;
@@ -114,12 +150,13 @@ impl StagingPool {
                     }
                     return made;
                 }
-                // Wait for the oldest buffer of the pool.
-                let oldest = free.iter().map(|b| b.busy_until).min().unwrap_or_default();
-                drop(created);
-                drop(free);
-                // The host writes (uploads) or the copy into it waits (readbacks): no read.
-                memory.wait_for_staging(oldest)?;
+                Turn::Wait(_, oldest) => {
+                    drop(created);
+                    drop(free);
+                    // The host writes (uploads) or the copy into it waits (readbacks): no
+                    // read. Then look again: another thread may have taken it meanwhile.
+                    memory.wait_for_staging(oldest)?;
+                }
             }
         }
     }
@@ -174,6 +211,20 @@ mod tests {
         fn staging_bytes(&self) -> u64 {
             1 << 20
         }
+    }
+
+    #[test]
+    fn a_ring_takes_a_free_buffer_else_makes_one_under_its_most_else_waits_for_the_oldest() {
+        let ids = |ids: &[u64]| ids.iter().map(|&i| SubmissionId(i)).collect::<Vec<_>>();
+        let turn = |busy: &[u64], completed, created, most| {
+            next_turn(ids(busy).into_iter(), completed, created, most)
+        };
+        assert_eq!(turn(&[9, 4, 7], 5, 3, 3), Turn::Free(1));
+        assert_eq!(turn(&[9, 8], 5, 2, 3), Turn::Make);
+        assert_eq!(turn(&[9, 6, 8], 5, 3, 3), Turn::Wait(1, SubmissionId(6)));
+        // All taken elsewhere: nothing to wait for, so one more is made past the most.
+        assert_eq!(turn(&[], 5, 3, 3), Turn::Make);
+        assert_eq!(turn(&[], 0, 0, 2), Turn::Make);
     }
 
     #[test]
