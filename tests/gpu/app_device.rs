@@ -849,6 +849,8 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         let _ = late.launch(&kernel).arg_mut(&mut w).grid([1, 1, 1]).run();
         lost("Capture::finish", late.finish().err());
         lost("AppWork::submit", work.submit(Vec::new()).err());
+        let raw = ctx.device().create_command_encoder(&Default::default()).finish();
+        lost("raw_submit", ctx.raw_submit([raw], &[&x]).err());
         let refused = ctx.dynamic_update_slice(y, &x, &[0]).unwrap_err();
         assert!(
             matches!(refused.error, Error::DeviceLost { .. }),
