@@ -6,9 +6,9 @@
 //! It holds four groups:
 //! - **Where regions come from**: `vulkan.rs` (gpu-allocator memory on wgpu's own `VkDevice`,
 //!   imported into wgpu as buffers; the device's memory table, limits and heap budgets),
-//!   `alias.rs` (buffers of their own over one array's part of a Vulkan region, for the app's
-//!   passes),
-//!   `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
+//!   `vulkan_buffer.rs` (a `VkBuffer` imported into wgpu and the memory it is bound to, who
+//!   owns each), `alias.rs` (buffers of their own over one array's part of a Vulkan region,
+//!   for the app's passes), `plain.rs` (plain wgpu buffers on GL, Metal and DX12), `buffer.rs` (the buffer both
 //!   return and how making one fails), `device_kind.rs` (wgpu's device type in the memory
 //!   policy's terms), `device_origin.rs` (which adapter made a device, by the driver's
 //!   handles), and in this file `Regions`, the arena's `RegionSource`, with the staging

@@ -400,16 +400,15 @@ struct Out { @builtin(position) pos: vec4<f32> }
 @fragment fn fs() -> @location(0) vec4<f32> { return vec4<f32>(1.0, 0.0, 0.0, 1.0); }
 ";
 
-/// Draws `vertices` (handed out by `work`) as points into a fresh 16×16 texture, submits
-/// through `work`, and returns the texture.
-fn draw_points(
-    ctx: &Context,
+/// A fresh 16×16 R8 texture to draw into, and a point-list pipeline of `wgsl` (entry points
+/// `vs` and `fs`, one `vec2<f32>` vertex attribute) that draws into it.
+fn points_target(
     device: &wgpu::Device,
-    vertices: &DeviceArray<[f32; 2]>,
-    drop_after_handing_out: impl FnOnce(),
-) -> wgpu::Texture {
+    wgsl: &str,
+    label: &str,
+) -> (wgpu::Texture, wgpu::RenderPipeline) {
     let texture = device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("points"),
+        label: Some(label),
         size: wgpu::Extent3d {
             width: 16,
             height: 16,
@@ -423,11 +422,11 @@ fn draw_points(
         view_formats: &[],
     });
     let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("slow points"),
-        source: wgpu::ShaderSource::Wgsl(SLOW_POINTS.into()),
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
     });
     let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some("slow points"),
+        label: Some(label),
         layout: None,
         vertex: wgpu::VertexState {
             module: &shader,
@@ -454,23 +453,43 @@ fn draw_points(
         multiview_mask: None,
         cache: None,
     });
+    (texture, pipeline)
+}
+
+/// A render pass over `view`, cleared to black first.
+fn clear_pass<'e>(
+    encoder: &'e mut wgpu::CommandEncoder,
+    view: &wgpu::TextureView,
+) -> wgpu::RenderPass<'e> {
+    encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
+        label: Some("points"),
+        color_attachments: &[Some(wgpu::RenderPassColorAttachment {
+            view,
+            depth_slice: None,
+            resolve_target: None,
+            ops: wgpu::Operations {
+                load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
+                store: wgpu::StoreOp::Store,
+            },
+        })],
+        ..Default::default()
+    })
+}
+
+/// Draws `vertices` (handed out by `work`) as points into a fresh 16×16 texture, submits
+/// through `work`, and returns the texture.
+fn draw_points(
+    ctx: &Context,
+    device: &wgpu::Device,
+    vertices: &DeviceArray<[f32; 2]>,
+    drop_after_handing_out: impl FnOnce(),
+) -> wgpu::Texture {
+    let (texture, pipeline) = points_target(device, SLOW_POINTS, "slow points");
     let view = texture.create_view(&Default::default());
     let mut encoder = device.create_command_encoder(&Default::default());
     let mut work = ctx.app_work();
     {
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("points"),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            ..Default::default()
-        });
+        let mut pass = clear_pass(&mut encoder, &view);
         pass.set_pipeline(&pipeline);
         pass.set_vertex_buffer(0, work.vertex_buffer(vertices).unwrap());
         pass.draw(0..vertices.len() as u32, 0..1);
@@ -849,7 +868,10 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         let _ = late.launch(&kernel).arg_mut(&mut w).grid([1, 1, 1]).run();
         lost("Capture::finish", late.finish().err());
         lost("AppWork::submit", work.submit(Vec::new()).err());
-        let raw = ctx.device().create_command_encoder(&Default::default()).finish();
+        let raw = ctx
+            .device()
+            .create_command_encoder(&Default::default())
+            .finish();
         lost("raw_submit", ctx.raw_submit([raw], &[&x]).err());
         let refused = ctx.dynamic_update_slice(y, &x, &[0]).unwrap_err();
         assert!(
@@ -992,52 +1014,7 @@ fn draw_and_mark(
     marks: &mut DeviceArray<u32>,
     weight: &DeviceArray<u32>,
 ) -> wgpu::Texture {
-    let texture = device.create_texture(&wgpu::TextureDescriptor {
-        label: Some("marked points"),
-        size: wgpu::Extent3d {
-            width: 16,
-            height: 16,
-            depth_or_array_layers: 1,
-        },
-        mip_level_count: 1,
-        sample_count: 1,
-        dimension: wgpu::TextureDimension::D2,
-        format: wgpu::TextureFormat::R8Unorm,
-        usage: wgpu::TextureUsages::RENDER_ATTACHMENT | wgpu::TextureUsages::COPY_SRC,
-        view_formats: &[],
-    });
-    let shader = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("mark points"),
-        source: wgpu::ShaderSource::Wgsl(MARK_POINTS.into()),
-    });
-    let pipeline = device.create_render_pipeline(&wgpu::RenderPipelineDescriptor {
-        label: Some("mark points"),
-        layout: None,
-        vertex: wgpu::VertexState {
-            module: &shader,
-            entry_point: Some("vs"),
-            compilation_options: Default::default(),
-            buffers: &[Some(wgpu::VertexBufferLayout {
-                array_stride: 8,
-                step_mode: wgpu::VertexStepMode::Vertex,
-                attributes: &wgpu::vertex_attr_array![0 => Float32x2],
-            })],
-        },
-        primitive: wgpu::PrimitiveState {
-            topology: wgpu::PrimitiveTopology::PointList,
-            ..Default::default()
-        },
-        depth_stencil: None,
-        multisample: Default::default(),
-        fragment: Some(wgpu::FragmentState {
-            module: &shader,
-            entry_point: Some("fs"),
-            compilation_options: Default::default(),
-            targets: &[Some(wgpu::TextureFormat::R8Unorm.into())],
-        }),
-        multiview_mask: None,
-        cache: None,
-    });
+    let (texture, pipeline) = points_target(device, MARK_POINTS, "mark points");
     let view = texture.create_view(&Default::default());
     let mut encoder = device.create_command_encoder(&Default::default());
     let mut work = ctx.app_work();
@@ -1056,19 +1033,7 @@ fn draw_and_mark(
         ],
     });
     {
-        let mut pass = encoder.begin_render_pass(&wgpu::RenderPassDescriptor {
-            label: Some("mark points"),
-            color_attachments: &[Some(wgpu::RenderPassColorAttachment {
-                view: &view,
-                depth_slice: None,
-                resolve_target: None,
-                ops: wgpu::Operations {
-                    load: wgpu::LoadOp::Clear(wgpu::Color::BLACK),
-                    store: wgpu::StoreOp::Store,
-                },
-            })],
-            ..Default::default()
-        });
+        let mut pass = clear_pass(&mut encoder, &view);
         pass.set_pipeline(&pipeline);
         pass.set_bind_group(0, &bind_group, &[]);
         pass.set_vertex_buffer(0, work.vertex_buffer(vertices).unwrap());
