@@ -164,6 +164,7 @@ impl CapturedStep {
         let placed = place_temporaries(&ctx, &mut steps, temporaries, &tables)?;
         let block_bytes = placed.block.as_ref().map_or(0, |b| b.allocation.size);
         let array_bytes: u64 = arrays.iter().map(|(s, _)| s.allocation.size).sum();
+        let block = placed.block.clone();
         if let Some(block) = placed.block {
             arrays.push((block, Access::Write));
         }
@@ -183,12 +184,12 @@ impl CapturedStep {
             (buffer, uniform_bytes)
         });
         let uniform_buffer = uniform.as_ref().map(|(buffer, _)| buffer);
-        let bind_groups = bind(device, &mut steps, &shared, uniform_buffer, &uniform_at);
+        let bind_groups = bind(device, &mut steps, uniform_buffer, &uniform_at);
         inner.count_bind_groups(bind_groups);
         scopes
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
-        let staging = attach_staging(&inner, &mut steps, &arrays, &tables, &uniform)?;
+        let staging = attach_staging(&inner, &mut steps, &arrays, block, &tables, &uniform)?;
         // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
         let alignment64 = u64::from(inner.limits().min_uniform_buffer_offset_alignment);
         encode_steps(device, alignment64, &mut None, &steps, None).map_err(|reason| {
@@ -258,7 +259,9 @@ impl CapturedStep {
     }
 
     /// Bind groups the step made, all at capture (a run makes none; [`Context::bind_groups_made`]
-    /// counts every bind group of the context).
+    /// counts every bind group of the context): one per kernel and set of bound array ranges,
+    /// whatever the launches' parameters (each launch's parameter block is bound at its own
+    /// dynamic offset), plus those made for arrays bound to array slots.
     pub fn bind_groups(&self) -> u64 {
         self.bind_groups
     }
@@ -803,34 +806,41 @@ fn lay_out_uniforms(
     (bytes, at)
 }
 
-/// Makes the bind group of every dispatch of `steps`, over its slot of `uniform` (a dispatch
-/// identical to an earlier one, `shared`, takes that one's group): how many were made.
+/// Makes the bind group of every dispatch of `steps`, with its slot of `uniform` as its dynamic
+/// offset (a dispatch of the same kernel over the same ranges as an earlier one takes that
+/// one's group): how many were made.
 fn bind(
     device: &wgpu::Device,
     steps: &mut [Step],
-    shared: &[Option<usize>],
     uniform: Option<&wgpu::Buffer>,
     uniform_at: &[Option<usize>],
 ) -> u64 {
+    let shared = shared_bind_groups(steps);
     let mut made = 0;
     for i in 0..steps.len() {
-        if let Some(first) = shared[i] {
-            let group = match &steps[first] {
-                Step::Dispatch { bind_group, .. } => bind_group.clone(),
-                _ => None,
-            };
-            if let Step::Dispatch { bind_group, .. } = &mut steps[i] {
-                *bind_group = group;
-            }
-            continue;
-        }
         let slot = || {
             uniform
                 .zip(uniform_at[i])
                 .map(|(buffer, at)| (buffer, at as u64))
         };
-        if steps[i].make_bind_group(device, slot) {
-            made += 1;
+        let Some(first) = shared[i] else {
+            if steps[i].make_bind_group(device, slot) {
+                made += 1;
+            }
+            continue;
+        };
+        let group = match &steps[first] {
+            Step::Dispatch { bind_group, .. } => bind_group.clone(),
+            _ => None,
+        };
+        if let Step::Dispatch {
+            bind_group,
+            params_at,
+            ..
+        } = &mut steps[i]
+        {
+            *bind_group = group;
+            *params_at = uniform_at[i].map_or(0, |at| at as u32);
         }
     }
     made
@@ -843,6 +853,7 @@ fn attach_staging(
     inner: &ContextInner,
     steps: &mut [Step],
     arrays: &[(Arc<ArrayStorage>, Access)],
+    block: Option<Arc<ArrayStorage>>,
     tables: &CaptureTables,
     uniform: &Option<(wgpu::Buffer, Vec<u8>)>,
 ) -> Result<StepStaging> {
@@ -860,10 +871,9 @@ fn attach_staging(
             }
         }
     }
-    let reads = inner
-        .host_reads_arena()
-        .then(|| in_place_reads(&tables.reads, steps, arrays, &tables.array_slots))
-        .flatten();
+    let reads = block
+        .filter(|_| inner.host_reads_arena())
+        .and_then(|block| in_place_reads(&tables.reads, steps, &block));
     staging.use_arrays_in_place(in_place_inputs(&tables.inputs, steps, arrays), reads);
     if let Some(readback) = staging.readback_buffer() {
         for read in &tables.reads {
@@ -953,37 +963,34 @@ fn in_place_inputs(
     (!in_place.ranges.is_empty()).then_some(in_place)
 }
 
-/// Where runs could take their reads from the arrays ([`InPlaceReads`]): each read whose
-/// source lies in mapped arena memory of one of the step's `arrays` (the block, for a
-/// temporary) that is no array slot's (a run may bind another array there), and no step after
-/// the read uses its bytes (the host reads them when the whole run has completed; a temporary
-/// whose bytes a later one takes is copied, so the plan stays as small). The others
-/// (all of them elsewhere: `None`) are copied into the readback buffer.
+/// Where runs could take their reads from the step's own memory ([`InPlaceReads`]): each read
+/// of a temporary (in the step's `block`, mapped on UMA with zero-copy on) whose bytes no later
+/// step uses; the host reads them once the whole run has completed. Only the block: no other
+/// work reaches it between the run and the read (runs of one step come one at a time), while an
+/// array the user holds may be written by another thread's work the moment the run completes,
+/// which the read must not see. The other reads are copied into the readback buffer.
 fn in_place_reads(
     reads: &[CapturedIo],
     steps: &[Step],
-    arrays: &[(Arc<ArrayStorage>, Access)],
-    slot_arrays: &[Arc<ArrayStorage>],
+    block: &Arc<ArrayStorage>,
 ) -> Option<InPlaceReads> {
+    let mapped = block.mapped.as_ref()?;
+    let (start, end) = (
+        block.allocation.offset,
+        block.allocation.offset + block.allocation.size,
+    );
     let in_place = |read: &CapturedIo| -> Option<MappedRange> {
         let Some(Step::Copy(copy)) = steps.get(read.step) else {
             return None;
         };
-        let (holder, _) = arrays.iter().find(|(storage, _)| {
-            storage.buffer == copy.src
-                && (storage.allocation.offset..storage.allocation.offset + storage.allocation.size)
-                    .contains(&copy.src_offset)
-        })?;
-        let end = holder.allocation.offset + holder.allocation.size;
+        let inside = copy.src == block.buffer
+            && copy.src_offset >= start
+            && copy.src_offset + read.bytes <= end;
         // Exact ranges suffice: a dispatch reaches only the ranges it binds, a copy its own.
         let used_later = steps[read.step + 1..]
             .iter()
             .any(|later| later.touches(&copy.src, copy.src_offset, read.bytes));
-        let slot = slot_arrays.iter().any(|s| Arc::ptr_eq(s, holder));
-        if used_later || slot || copy.src_offset + read.bytes > end {
-            return None;
-        }
-        Some(holder.mapped.as_ref()?.sub(copy.src_offset, read.bytes))
+        (inside && !used_later).then(|| mapped.sub(copy.src_offset, read.bytes))
     };
     let ranges: Vec<Option<MappedRange>> = reads.iter().map(in_place).collect();
     let mut copies: Vec<usize> = reads
@@ -1045,12 +1052,11 @@ fn moving_offsets(
     Ok(offsets)
 }
 
-/// For each step, the earlier dispatch it is identical to, when it may share that one's bind
-/// group and parameter slot: the same kernel, the same bound ranges and the same uniform
-/// parameters, neither's parameters set by runs (a parameter slot or a moving start). A step
-/// that repeats an op (the same update every layer, a bench's loop) then costs one bind group.
+/// For each step, the earlier dispatch it is identical to, when it may share that one's
+/// parameter slot: the same kernel, the same bound ranges and the same uniform parameters,
+/// neither's parameters set by runs (a parameter slot or a moving start). A step that repeats
+/// an op (the same update every layer, a bench's loop) then costs one slot.
 fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize>> {
-    type Key = (usize, Vec<(u32, u64, u64)>, Vec<u8>);
     let mut run_set = vec![false; steps.len()];
     for &(step, _) in &tables.slotted_params {
         run_set[step] = true;
@@ -1058,24 +1064,48 @@ fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize
     for moving in &tables.moving {
         run_set[moving.step] = true;
     }
+    first_alike(steps, |i| !run_set[i], true)
+}
+
+/// For each step, the earlier dispatch whose bind group it may take: the same kernel over the
+/// same bound ranges (the parameter block is bound at a dynamic offset, so its slot may
+/// differ). 100 launches of one kernel over the same arrays then cost one bind group, as raw
+/// wgpu that reuses one.
+fn shared_bind_groups(steps: &[Step]) -> Vec<Option<usize>> {
+    first_alike(steps, |_| true, false)
+}
+
+/// For each dispatch that `may_share`, the first earlier one that may too with the same kernel
+/// and bound ranges (and, with `same_params`, the same uniform parameters).
+fn first_alike(
+    steps: &[Step],
+    may_share: impl Fn(usize) -> bool,
+    same_params: bool,
+) -> Vec<Option<usize>> {
+    type Key = (usize, Vec<(u32, u64, u64)>, Vec<u8>);
     let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
     let mut shared = vec![None; steps.len()];
     for (i, step) in steps.iter().enumerate() {
         let Step::Dispatch { kernel, ranges, .. } = step else {
             continue;
         };
-        if run_set[i] {
+        if !may_share(i) {
             continue;
         }
+        let params = match same_params {
+            true => step
+                .uniform_params()
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
         let key = (
             Arc::as_ptr(kernel) as usize,
             ranges
                 .iter()
                 .map(|r| (r.binding, r.offset, r.size))
                 .collect(),
-            step.uniform_params()
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default(),
+            params,
         );
         let candidates = seen.entry(key).or_default();
         let same_buffers = |&j: &usize| match &steps[j] {

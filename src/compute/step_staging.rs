@@ -64,8 +64,8 @@ pub(crate) struct InPlaceInputs {
     pub(crate) copies: Vec<usize>,
 }
 
-/// Which of a run's reads come straight from the step's arrays (UMA, zero-copy, the host reads
-/// the arena): each read's bytes in the mapped arena, in the order of the step's reads (`None`:
+/// Which of a run's reads come straight from the step's own block of temporaries (UMA,
+/// zero-copy, the host reads the arena): each read's bytes in the mapped arena, in the order of the step's reads (`None`:
 /// that read is copied into the readback buffer), and the positions of the read copies in the
 /// step (sorted) that every run leaves out. The host copies the bytes out once the run has
 /// completed, as `device_get` does there.

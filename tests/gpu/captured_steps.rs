@@ -721,7 +721,7 @@ fn an_empty_capture_runs_as_an_empty_submission_and_a_step_moves_between_threads
 }
 
 #[gpu_test]
-fn identical_dispatches_share_one_bind_group_and_still_each_run() {
+fn dispatches_over_the_same_arrays_share_one_bind_group_whatever_their_parameters() {
     let ctx = harness::context();
     let add = ctx
         .kernel(
@@ -745,7 +745,7 @@ fn identical_dispatches_share_one_bind_group_and_still_each_run() {
             .run()
             .unwrap();
     }
-    // Set per run: never shared, even when its value matches another launch's.
+    // Its parameters are set per run (their own slot), its bind group is shared all the same.
     cap.launch(&add)
         .params_slot(&slot)
         .arg_mut(&mut a)
@@ -753,8 +753,9 @@ fn identical_dispatches_share_one_bind_group_and_still_each_run() {
         .run()
         .unwrap();
     let mut step = cap.finish().unwrap();
-    // (1, a) three times share one; (1, b), (2, a) and the slotted launch have their own.
-    assert_eq!(step.bind_groups(), 4);
+    // One over `a` (whatever the parameters, set per run or not), one over `b`: each
+    // dispatch's parameter block is bound at its own dynamic offset.
+    assert_eq!(step.bind_groups(), 2);
     let run = |x: u32, p: u32| x * 2 + p;
     let (mut ma, mut mb) = (0u32, 0u32);
     for value in [3u32, 1] {
@@ -1713,11 +1714,11 @@ fn a_bound_array_pending_in_a_recorder_is_refused_for_a_write_never_for_a_read()
     assert_eq!(ctx.device_get(&out).unwrap(), vec![6.0f32; WIDTH]);
 }
 
-/// Where the arena is mapped on UMA, a run takes its reads from the arrays themselves once it
-/// has completed (no copy into readback staging); every read still sees its array as it was at
-/// the read's place in the step: a temporary whose bytes a later temporary could take, an
-/// array the step writes again after reading it, and an array slot bound to another array.
-/// On every path, against the host.
+/// Where the arena is mapped on UMA, a run takes its reads of temporaries from the step's own
+/// memory once it has completed (no copy into readback staging); every read still sees its
+/// array as it was at the read's place in the step: temporaries whose bytes a later temporary
+/// could take, an array the step writes again after reading it, and an array slot bound to
+/// another array. On every path, against the host.
 #[gpu_test(needs = Vulkan)]
 fn every_read_sees_its_array_as_it_was_at_the_read_on_every_path() {
     let n = 256usize;
