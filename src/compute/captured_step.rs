@@ -184,7 +184,7 @@ impl CapturedStep {
             (buffer, uniform_bytes)
         });
         let uniform_buffer = uniform.as_ref().map(|(buffer, _)| buffer);
-        let bind_groups = bind(device, &mut steps, uniform_buffer, &uniform_at);
+        let bind_groups = bind(device, &mut steps, &shared, uniform_buffer, &uniform_at);
         inner.count_bind_groups(bind_groups);
         scopes
             .pop()
@@ -259,9 +259,7 @@ impl CapturedStep {
     }
 
     /// Bind groups the step made, all at capture (a run makes none; [`Context::bind_groups_made`]
-    /// counts every bind group of the context): one per kernel and set of bound array ranges,
-    /// whatever the launches' parameters (each launch's parameter block is bound at its own
-    /// dynamic offset), plus those made for arrays bound to array slots.
+    /// counts every bind group of the context).
     pub fn bind_groups(&self) -> u64 {
         self.bind_groups
     }
@@ -806,41 +804,34 @@ fn lay_out_uniforms(
     (bytes, at)
 }
 
-/// Makes the bind group of every dispatch of `steps`, with its slot of `uniform` as its dynamic
-/// offset (a dispatch of the same kernel over the same ranges as an earlier one takes that
-/// one's group): how many were made.
+/// Makes the bind group of every dispatch of `steps`, over its slot of `uniform` (a dispatch
+/// identical to an earlier one, `shared`, takes that one's group): how many were made.
 fn bind(
     device: &wgpu::Device,
     steps: &mut [Step],
+    shared: &[Option<usize>],
     uniform: Option<&wgpu::Buffer>,
     uniform_at: &[Option<usize>],
 ) -> u64 {
-    let shared = shared_bind_groups(steps);
     let mut made = 0;
     for i in 0..steps.len() {
+        if let Some(first) = shared[i] {
+            let group = match &steps[first] {
+                Step::Dispatch { bind_group, .. } => bind_group.clone(),
+                _ => None,
+            };
+            if let Step::Dispatch { bind_group, .. } = &mut steps[i] {
+                *bind_group = group;
+            }
+            continue;
+        }
         let slot = || {
             uniform
                 .zip(uniform_at[i])
                 .map(|(buffer, at)| (buffer, at as u64))
         };
-        let Some(first) = shared[i] else {
-            if steps[i].make_bind_group(device, slot) {
-                made += 1;
-            }
-            continue;
-        };
-        let group = match &steps[first] {
-            Step::Dispatch { bind_group, .. } => bind_group.clone(),
-            _ => None,
-        };
-        if let Step::Dispatch {
-            bind_group,
-            params_at,
-            ..
-        } = &mut steps[i]
-        {
-            *bind_group = group;
-            *params_at = uniform_at[i].map_or(0, |at| at as u32);
+        if steps[i].make_bind_group(device, slot) {
+            made += 1;
         }
     }
     made
@@ -1052,11 +1043,12 @@ fn moving_offsets(
     Ok(offsets)
 }
 
-/// For each step, the earlier dispatch it is identical to, when it may share that one's
-/// parameter slot: the same kernel, the same bound ranges and the same uniform parameters,
-/// neither's parameters set by runs (a parameter slot or a moving start). A step that repeats
-/// an op (the same update every layer, a bench's loop) then costs one slot.
+/// For each step, the earlier dispatch it is identical to, when it may share that one's bind
+/// group and parameter slot: the same kernel, the same bound ranges and the same uniform
+/// parameters, neither's parameters set by runs (a parameter slot or a moving start). A step
+/// that repeats an op (the same update every layer, a bench's loop) then costs one bind group.
 fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize>> {
+    type Key = (usize, Vec<(u32, u64, u64)>, Vec<u8>);
     let mut run_set = vec![false; steps.len()];
     for &(step, _) in &tables.slotted_params {
         run_set[step] = true;
@@ -1064,48 +1056,24 @@ fn shared_dispatches(steps: &[Step], tables: &CaptureTables) -> Vec<Option<usize
     for moving in &tables.moving {
         run_set[moving.step] = true;
     }
-    first_alike(steps, |i| !run_set[i], true)
-}
-
-/// For each step, the earlier dispatch whose bind group it may take: the same kernel over the
-/// same bound ranges (the parameter block is bound at a dynamic offset, so its slot may
-/// differ). 100 launches of one kernel over the same arrays then cost one bind group, as raw
-/// wgpu that reuses one.
-fn shared_bind_groups(steps: &[Step]) -> Vec<Option<usize>> {
-    first_alike(steps, |_| true, false)
-}
-
-/// For each dispatch that `may_share`, the first earlier one that may too with the same kernel
-/// and bound ranges (and, with `same_params`, the same uniform parameters).
-fn first_alike(
-    steps: &[Step],
-    may_share: impl Fn(usize) -> bool,
-    same_params: bool,
-) -> Vec<Option<usize>> {
-    type Key = (usize, Vec<(u32, u64, u64)>, Vec<u8>);
     let mut seen: std::collections::HashMap<Key, Vec<usize>> = Default::default();
     let mut shared = vec![None; steps.len()];
     for (i, step) in steps.iter().enumerate() {
         let Step::Dispatch { kernel, ranges, .. } = step else {
             continue;
         };
-        if !may_share(i) {
+        if run_set[i] {
             continue;
         }
-        let params = match same_params {
-            true => step
-                .uniform_params()
-                .map(<[u8]>::to_vec)
-                .unwrap_or_default(),
-            false => Vec::new(),
-        };
         let key = (
             Arc::as_ptr(kernel) as usize,
             ranges
                 .iter()
                 .map(|r| (r.binding, r.offset, r.size))
                 .collect(),
-            params,
+            step.uniform_params()
+                .map(<[u8]>::to_vec)
+                .unwrap_or_default(),
         );
         let candidates = seen.entry(key).or_default();
         let same_buffers = |&j: &usize| match &steps[j] {

@@ -406,7 +406,6 @@ impl<'s, 'a> Launch<'s, 'a> {
             params: self.params.clone(),
             grid,
             bind_group: None,
-            params_at: 0,
         }))
     }
 

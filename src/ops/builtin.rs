@@ -152,7 +152,6 @@ impl Sequence {
                     params: Some(d.params.bytes_from(first)),
                     grid,
                     bind_group: None,
-                    params_at: 0,
                 });
                 match u32::try_from(u64::from(first) + per_dispatch) {
                     Ok(next) if u64::from(next) < items => first = next,

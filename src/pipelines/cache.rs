@@ -478,7 +478,7 @@ fn parse_and_reflect(
 }
 
 /// The bind group layout of a kernel: every storage array `read_write` (see `reflect.rs`), the
-/// parameter block as a uniform at a dynamic offset, all visible to the compute stage.
+/// parameter block as a uniform, all visible to the compute stage.
 fn layout_entries(signature: &KernelSignature) -> Vec<wgpu::BindGroupLayoutEntry> {
     let storage = signature
         .storage
@@ -499,9 +499,7 @@ fn layout_entries(signature: &KernelSignature) -> Vec<wgpu::BindGroupLayoutEntry
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
                 ty: wgpu::BufferBindingType::Uniform,
-                // Its place is set per dispatch, so one bind group serves dispatches over the
-                // same arrays with their parameters in different slots.
-                has_dynamic_offset: true,
+                has_dynamic_offset: false,
                 min_binding_size: wgpu::BufferSize::new(p.size),
             },
             count: None,

@@ -18,7 +18,7 @@ pub(crate) fn bind_group(
     device: &wgpu::Device,
     kernel: &Compiled,
     ranges: &[BoundRange],
-    uniform: Option<(&wgpu::Buffer, u64)>,
+    uniform: Option<(&wgpu::Buffer, u64, u64)>,
 ) -> wgpu::BindGroup {
     let mut entries: Vec<wgpu::BindGroupEntry<'_>> = ranges
         .iter()
@@ -36,15 +36,14 @@ pub(crate) fn bind_group(
             kind: ParamsKind::Uniform { binding },
             ..
         }),
-        Some((buffer, size)),
+        Some((buffer, offset, size)),
     ) = (&kernel.signature.params, uniform)
     {
-        // From offset 0: the block's place is the dispatch's dynamic offset.
         entries.push(wgpu::BindGroupEntry {
             binding: *binding,
             resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                 buffer,
-                offset: 0,
+                offset,
                 size: wgpu::BufferSize::new(size),
             }),
         });
@@ -71,27 +70,15 @@ impl Step {
             kernel,
             ranges,
             bind_group: group,
-            params_at,
             ..
         } = self
         else {
             return false;
         };
-        let slot = uniform_len.and_then(|len| slot().map(|(buffer, at)| (buffer, at, len)));
-        if let Some((_, at, _)) = slot {
-            *params_at = dynamic_offset(at);
-        }
-        let uniform = slot.map(|(buffer, _, len)| (buffer, len));
+        let uniform = uniform_len.and_then(|len| slot().map(|(buffer, at)| (buffer, at, len)));
         *group = Some(bind_group(device, kernel, ranges, uniform));
         true
     }
-}
-
-/// A parameter block's place as a dynamic offset. Uniform buffers are far below 4 GiB (the
-/// device's `max_uniform_buffer_binding_size` bounds a block, and slots are packed), so the
-/// offset fits.
-fn dynamic_offset(at: u64) -> u32 {
-    u32::try_from(at).unwrap_or(u32::MAX)
 }
 
 /// The uniform parameter bytes of a dispatch that still needs a slot (its bind group is made
@@ -256,33 +243,24 @@ fn record_into(
                     params: step_params,
                     grid,
                     bind_group: recorded,
-                    params_at,
                 }) = steps.get(i)
                 {
                     let made;
-                    let (group, at) = match recorded {
-                        Some(group) => (group, *params_at),
+                    let group = match recorded {
+                        Some(group) => group,
                         None => {
-                            let uniform = match (params_buffer, step_params) {
-                                (Some(buffer), Some(p)) => Some((buffer, p.len() as u64)),
+                            let uniform = match (params_buffer, offsets[i], step_params) {
+                                (Some(buffer), Some(at), Some(p)) => {
+                                    Some((buffer, at, p.len() as u64))
+                                }
                                 _ => None,
                             };
                             made = bind_group(device, kernel, ranges, uniform);
-                            (&made, offsets[i].map_or(0, dynamic_offset))
+                            &made
                         }
                     };
                     pass.set_pipeline(&kernel.pipeline);
-                    let uniform_block = matches!(
-                        kernel.signature.params,
-                        Some(ParamsBlock {
-                            kind: ParamsKind::Uniform { .. },
-                            ..
-                        })
-                    );
-                    match uniform_block {
-                        true => pass.set_bind_group(0, group, &[at]),
-                        false => pass.set_bind_group(0, group, &[]),
-                    }
+                    pass.set_bind_group(0, group, &[]);
                     if let (
                         Some(ParamsBlock {
                             kind: ParamsKind::Immediate,

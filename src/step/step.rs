@@ -53,11 +53,6 @@ pub(crate) enum Step {
         /// whose parameters already sit in their slot: the device's refusal of its bindings is
         /// then the refusal of the call that made it). `None`: made when the step is encoded.
         bind_group: Option<wgpu::BindGroup>,
-        /// Where the parameter block sits in the uniform buffer the bind group binds (a
-        /// dynamic offset; 0 without a block or before one is placed): the group binds that
-        /// buffer from offset 0, so dispatches over the same arrays share one group whatever
-        /// their parameters.
-        params_at: u32,
     },
     Copy(BufferCopy),
     Clear {
