@@ -559,4 +559,51 @@ mod tests {
             "the last holder freed it"
         );
     }
+
+    #[test]
+    fn an_alias_inside_its_memory_is_made_and_one_past_its_end_is_refused_making_nothing() {
+        let Some((device, _queue, upload_candidates)) = vulkan_device() else {
+            eprintln!("no Vulkan adapter: skipped");
+            return;
+        };
+        let device = &device;
+        let memory = VulkanMemory::new(device, false).unwrap().unwrap();
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+        let region = memory
+            .create_buffer(device, 4096, &upload_candidates, usage, true, "alias test")
+            .unwrap();
+        let aliases = region
+            .aliases
+            .as_ref()
+            .expect("an aliasable buffer carries its memory");
+        let staging = memory
+            .create_buffer(device, 4096, &upload_candidates, usage, false, "staging")
+            .unwrap();
+        assert!(staging.aliases.is_none(), "dedicated memory is not aliased");
+        let alias = aliases.alias(device, 256, 256, "inside").unwrap();
+        assert_eq!(alias.size(), 256);
+        let allocations = memory.allocator_report();
+        match aliases.alias(device, 4096, 256, "past the end") {
+            Err(RegionRefusal::Other { reason }) => {
+                assert!(reason.contains("past the end"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|b| b.size())),
+        }
+        assert_eq!(
+            memory.allocator_report(),
+            allocations,
+            "no memory was taken"
+        );
+        // The alias keeps the memory: the region's buffer goes first, the memory stays.
+        drop(region);
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        assert_eq!(
+            memory.allocator_report().0,
+            2,
+            "the region's memory and the staging's"
+        );
+        drop(alias);
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        assert_eq!(memory.allocator_report().0, 1, "only the staging's is left");
+    }
 }
