@@ -12,6 +12,7 @@
 //! (`barrier.rs`, `alias_barrier`), so that it and the library's own work through the region's
 //! buffer see each other's writes.
 
+use super::vulkan::vk_refusal;
 use super::vulkan_buffer::{vulkan_usage, AllocatedMemory, BufferRelease};
 use crate::arena::RegionRefusal;
 use ash::vk;
@@ -46,7 +47,8 @@ impl AliasableMemory {
     /// A wgpu buffer of `size` bytes over the memory's bytes from `offset`, with the usages of
     /// the buffer the memory was made for. Refused (`RegionRefusal::Other`, naming the step)
     /// when the device requires an alignment or memory type that the range does not have;
-    /// `OutOfMemory` when Vulkan has no room for the buffer object.
+    /// a failed Vulkan call is refused as the rest of the backend refuses it (`vk_refusal`:
+    /// `OutOfMemory`, `DeviceLost`, `Other`).
     pub(crate) fn alias(
         &self,
         wgpu_device: &wgpu::Device,
@@ -54,15 +56,15 @@ impl AliasableMemory {
         size: u64,
         label: &str,
     ) -> Result<wgpu::Buffer, RegionRefusal> {
-        let failure = |during: &str, reason: String| {
-            let reason = format!("{during} ({label}, {size} bytes at {offset}): {reason}");
-            match reason.contains("OUT_OF_") {
-                true => RegionRefusal::OutOfMemory { reason },
-                false => RegionRefusal::Other { reason },
-            }
+        let text = |during: &str, reason: &dyn std::fmt::Display| {
+            format!("{during} ({label}, {size} bytes at {offset}): {reason}")
+        };
+        let failure = |during: &str, result: vk::Result| vk_refusal(result, text(during, &result));
+        let refused = |reason: &dyn std::fmt::Display| RegionRefusal::Other {
+            reason: text("aliasing memory", reason),
         };
         let Some((memory, memory_offset, memory_size)) = self.memory.range() else {
-            return Err(failure("aliasing memory", "the memory is freed".into()));
+            return Err(refused(&"the memory is freed"));
         };
         let info = vk::BufferCreateInfo::default()
             .size(size)
@@ -70,7 +72,7 @@ impl AliasableMemory {
             .sharing_mode(vk::SharingMode::EXCLUSIVE);
         // SAFETY: a valid create-info on the live device that made the memory.
         let raw = unsafe { self.device.create_buffer(&info, None) }
-            .map_err(|e| failure("vkCreateBuffer", e.to_string()))?;
+            .map_err(|e| failure("vkCreateBuffer", e))?;
         // SAFETY: `raw` was just created on this device.
         let needs = unsafe { self.device.get_buffer_memory_requirements(raw) };
         let at = memory_offset + offset;
@@ -81,14 +83,11 @@ impl AliasableMemory {
             // SAFETY: the range lies inside the live allocation, with the type and alignment
             // the buffer requires; aliasing buffers over one memory is allowed by Vulkan.
             true => unsafe { self.device.bind_buffer_memory(raw, memory, at) }
-                .map_err(|e| failure("vkBindBufferMemory", e.to_string())),
-            false => Err(failure(
-                "aliasing memory",
-                format!(
-                    "the range does not meet the buffer's requirements (alignment {}, {} bytes, memory types {:#b})",
-                    needs.alignment, needs.size, needs.memory_type_bits
-                ),
-            )),
+                .map_err(|e| failure("vkBindBufferMemory", e)),
+            false => Err(refused(&format_args!(
+                "the range does not meet the buffer's requirements (alignment {}, {} bytes, memory types {:#b})",
+                needs.alignment, needs.size, needs.memory_type_bits
+            ))),
         };
         if let Err(refused) = bound {
             // SAFETY: the buffer is unused and bound to nothing of ours.

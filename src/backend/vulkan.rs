@@ -467,7 +467,7 @@ impl VulkanMemory {
 }
 
 /// The refusal kind of a failed Vulkan call, with `reason` as its text.
-fn vk_refusal(result: vk::Result, reason: String) -> RegionRefusal {
+pub(super) fn vk_refusal(result: vk::Result, reason: String) -> RegionRefusal {
     match result {
         vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
             RegionRefusal::OutOfMemory { reason }

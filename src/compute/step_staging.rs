@@ -65,9 +65,9 @@ pub(crate) struct InPlaceInputs {
 }
 
 /// Which of a run's reads come straight from the step's own block of temporaries (UMA,
-/// zero-copy, the host reads the arena): each read's bytes in the mapped arena, in the order of the step's reads (`None`:
-/// that read is copied into the readback buffer), and the positions of the read copies in the
-/// step (sorted) that every run leaves out. The host copies the bytes out once the run has
+/// zero-copy, the host reads the arena): each read's bytes in the mapped arena, in the order
+/// of the step's reads (`None`: that read is copied into the readback buffer), and the
+/// positions of the read copies in the step (sorted) that every run leaves out. The host copies the bytes out once the run has
 /// completed, as `device_get` does there.
 pub(crate) struct InPlaceReads {
     pub(crate) ranges: Vec<Option<MappedRange>>,
@@ -196,8 +196,8 @@ impl StepStaging {
         })))
     }
 
-    /// Lets runs write their inputs in place (see [`InPlaceInputs`]) and take their reads
-    /// from the arrays (see [`InPlaceReads`]); on the mapped path only.
+    /// Lets runs write their inputs in place (see [`InPlaceInputs`]) and take their reads of
+    /// temporaries from the step's block (see [`InPlaceReads`]); on the mapped path only.
     pub(crate) fn use_arrays_in_place(
         &mut self,
         inputs: Option<InPlaceInputs>,
@@ -303,7 +303,7 @@ impl StepStaging {
 
     /// After the run that wrote the reads completed (the caller waited for it): copies each
     /// read's bytes (by its number among the step's reads, and its offset in the readback)
-    /// into its slice, from the array itself when reads are in place.
+    /// into its slice, from the step's block for a read in place.
     pub(crate) fn read_completed(
         &self,
         inner: &ContextInner,
