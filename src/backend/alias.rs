@@ -12,8 +12,7 @@
 //! (`barrier.rs`, `alias_barrier`), so that it and the library's own work through the region's
 //! buffer see each other's writes.
 
-use super::vulkan::vk_refusal;
-use super::vulkan_buffer::{vulkan_usage, AllocatedMemory, BufferRelease};
+use super::vulkan_buffer::{vk_refusal, vulkan_usage, AllocatedMemory, BufferRelease};
 use crate::arena::RegionRefusal;
 use ash::vk;
 use std::sync::Arc;

@@ -24,7 +24,7 @@ use super::buffer::{check_buffer_size, BufferFailure, DeviceBuffer};
 use super::host_sync::{HostSync, HostSyncCounts, SyncCounters};
 use super::mapped::MappedRange;
 use super::vulkan_buffer::{
-    free_allocation, vulkan_usage, AllocatedMemory, BufferRelease, VulkanApi,
+    free_allocation, vk_refusal, vulkan_usage, AllocatedMemory, BufferRelease, VulkanApi,
 };
 use crate::arena::RegionRefusal;
 use crate::error::{Error, Result};
@@ -463,17 +463,6 @@ impl VulkanMemory {
         let allocator = self.allocator.lock().unwrap_or_else(|p| p.into_inner());
         let report = allocator.generate_report();
         (report.allocations.len(), report.total_allocated_bytes)
-    }
-}
-
-/// The refusal kind of a failed Vulkan call, with `reason` as its text.
-pub(super) fn vk_refusal(result: vk::Result, reason: String) -> RegionRefusal {
-    match result {
-        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
-            RegionRefusal::OutOfMemory { reason }
-        }
-        vk::Result::ERROR_DEVICE_LOST => RegionRefusal::DeviceLost { reason },
-        _ => RegionRefusal::Other { reason },
     }
 }
 

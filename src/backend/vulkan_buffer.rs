@@ -3,6 +3,7 @@
 //! bind buffers to memory: `vulkan.rs` (a buffer with memory of its own) and `alias.rs` (a
 //! second buffer over memory that a region's buffer already uses).
 
+use crate::arena::RegionRefusal;
 use crate::lock::Mutex;
 use ash::vk;
 use gpu_allocator::vulkan::{Allocation, Allocator};
@@ -137,5 +138,16 @@ impl BufferRelease {
         // The memory is freed here only if no mapped range of it is left; otherwise by the
         // last range, so host access never reaches freed memory.
         drop(self.memory);
+    }
+}
+
+/// The refusal kind of a failed Vulkan call, with `reason` as its text.
+pub(super) fn vk_refusal(result: vk::Result, reason: String) -> RegionRefusal {
+    match result {
+        vk::Result::ERROR_OUT_OF_DEVICE_MEMORY | vk::Result::ERROR_OUT_OF_HOST_MEMORY => {
+            RegionRefusal::OutOfMemory { reason }
+        }
+        vk::Result::ERROR_DEVICE_LOST => RegionRefusal::DeviceLost { reason },
+        _ => RegionRefusal::Other { reason },
     }
 }
