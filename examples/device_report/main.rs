@@ -338,8 +338,8 @@ fn print_report(report: &serde_json::Value) {
     }
     let plan = &report["plan"];
     println!(
-        "plan:     arena type {} on heap {}{}, upload type {}, readback type {}, BAR {}, \
-         UMA {}, preallocates {}{}",
+        "plan:     arena type {} on heap {}{}, upload type {}, readback type {}, pinned host {}, \
+         BAR {}, UMA {}, preallocates {}{}",
         plan["arena_type"],
         plan["arena_heap"],
         if plan["arena_host_visible"] == true {
@@ -349,6 +349,10 @@ fn print_report(report: &serde_json::Value) {
         },
         plan["upload_type"],
         plan["readback_type"],
+        match &plan["pinned_host"] {
+            serde_json::Value::Null => "none".to_string(),
+            host => format!("type {} on heap {}", host["memory_type"], host["heap"]),
+        },
         text(&plan["bar"]),
         plan["uma"],
         bytes(&report["prealloc_bytes"]),

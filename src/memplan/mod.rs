@@ -16,7 +16,9 @@
 //! - puts the arena on the largest device-local heap: plain VRAM on a discrete GPU, a
 //!   host-visible type on UMA, and on a UMA device whose device-local heap is a small
 //!   carve-out (AMD APUs), on the large host heap of the same DRAM;
-//! - keeps staging in host memory: write-combined for uploads, host-cached for readbacks.
+//! - keeps staging in host memory: write-combined for uploads, host-cached for readbacks;
+//! - places the pinned-host memory kind ([`PinnedHostPlan`]): the system heap on a discrete
+//!   GPU (never a device-local heap), the arena's heap on UMA, host-cached first.
 //!
 //! Apply a plan by masking `memory_type_bits` with [`MemoryPlan::type_mask`] of a candidate
 //! list. The Vulkan backend converts `vk::PhysicalDeviceMemoryProperties` into
@@ -36,11 +38,13 @@
 
 mod error;
 mod json;
+mod pinned_host;
 mod plan;
 mod rank;
 mod table;
 
 pub use error::MemPlanError;
+pub use pinned_host::PinnedHostPlan;
 pub use plan::{
     plan_memory, BarClass, MemoryPlan, NO_BUDGET_PERCENT, PREALLOC_ALIGN, SMALL_BAR_MAX,
     UMA_CARVEOUT_RATIO,

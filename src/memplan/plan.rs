@@ -6,6 +6,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::error::MemPlanError;
+use super::pinned_host::{choose_pinned_host, PinnedHostPlan};
 use super::rank::{skip_reason, MemoryRequest, Skip, MAX_MEMORY_TYPES};
 use super::table::{
     DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemoryProperties, MemoryTypeFlags as F,
@@ -104,6 +105,11 @@ pub struct MemoryPlan {
     /// managed memory through MoltenVK): readback prefers cached memory even then, as VMA does,
     /// and every host read of readback staging is preceded by `vkInvalidateMappedMemoryRanges`.
     pub readback_coherent: bool,
+    /// Where arrays of the pinned-host memory kind live: the system heap on a discrete GPU
+    /// (never a device-local heap), the arena's heap on UMA; `None` when a discrete device
+    /// exposes no host-visible memory outside its device-local heaps.
+    #[serde(default)]
+    pub pinned_host: Option<PinnedHostPlan>,
     /// The heap the preallocation is sized from: always the arena's heap.
     pub prealloc_heap: u32,
     /// The size of [`prealloc_heap`](Self::prealloc_heap) in bytes.
@@ -251,6 +257,7 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     }
     let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
     let (readback_type, readback_candidates) = choose_readback(memory, &bar, &mut reasons);
+    let pinned_host = choose_pinned_host(memory, uma, arena.heap, &mut reasons);
     let reserve = reservable(device, arena.heap, &mut reasons);
 
     let flags = |ty: u32| memory.types[ty as usize].flags;
@@ -272,6 +279,7 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
         readback_type,
         readback_candidates,
         readback_coherent: flags(readback_type).contains(F::HOST_COHERENT),
+        pinned_host,
         prealloc_heap: arena.heap,
         heap_bytes: memory.heaps[arena.heap as usize].size,
         budget_bytes: reserve.budget,
@@ -444,14 +452,15 @@ fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>
     }
 }
 
-/// Where the arena goes: its memory type, that type's heap, and the ranked candidate types.
-struct ArenaPlacement {
-    ty: u32,
+/// Where a use of memory goes (the arena, the pinned-host kind): its memory type, that type's
+/// heap, and the ranked candidate types.
+pub(super) struct Placement {
+    pub(super) ty: u32,
     heap: u32,
-    candidates: Vec<u32>,
+    pub(super) candidates: Vec<u32>,
 }
 
-fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> ArenaPlacement {
+fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Placement {
     let ranked = if uma {
         // Host-visible first, so puts and gets can map the arena; then coherent, and
         // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
@@ -662,7 +671,7 @@ const ARENA_HOST_ACCESS: &str =
 
 /// For a host-visible type without HOST_COHERENT, what host access costs there (`access` says
 /// which driver call runs when); empty for coherent or unmappable types.
-fn non_coherent_note(flags: F, access: &str) -> String {
+pub(super) fn non_coherent_note(flags: F, access: &str) -> String {
     if !flags.contains(F::HOST_VISIBLE) || flags.contains(F::HOST_COHERENT) {
         return String::new();
     }
@@ -740,7 +749,7 @@ fn reservable(device: &DeviceDescription, heap: u32, reasons: &mut Vec<String>) 
 
 /// The heap, among those of `ranked` types, with the most bytes; of equal heaps, the one
 /// holding the best-ranked type.
-fn largest_heap(memory: &MemoryProperties, ranked: &[u32]) -> Option<u32> {
+pub(super) fn largest_heap(memory: &MemoryProperties, ranked: &[u32]) -> Option<u32> {
     let heap_of = |t: u32| memory.types[t as usize].heap;
     let max = ranked
         .iter()
@@ -762,19 +771,19 @@ fn first_on_heap(memory: &MemoryProperties, ranked: &[u32], heap: u32) -> u32 {
 }
 
 /// `ranked` reordered so the types on `heap` come first (each part keeps its order).
-fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32) -> ArenaPlacement {
+pub(super) fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32) -> Placement {
     let (mut candidates, others): (Vec<u32>, Vec<u32>) = ranked
         .into_iter()
         .partition(|&t| memory.types[t as usize].heap == heap);
     candidates.extend(others);
-    ArenaPlacement {
+    Placement {
         ty: candidates.first().copied().unwrap_or(0),
         heap,
         candidates,
     }
 }
 
-fn heap_size(memory: &MemoryProperties, heap: u32) -> u64 {
+pub(super) fn heap_size(memory: &MemoryProperties, heap: u32) -> u64 {
     memory.heaps.get(heap as usize).map_or(0, |h| h.size)
 }
 
@@ -800,7 +809,7 @@ fn index_list(indices: &[u32]) -> String {
 }
 
 /// Bytes for people: "246 MiB", "7.84 GiB".
-fn fmt_bytes(bytes: u64) -> String {
+pub(super) fn fmt_bytes(bytes: u64) -> String {
     const MIB: u64 = 1 << 20;
     const GIB: u64 = 1 << 30;
     if bytes >= GIB {

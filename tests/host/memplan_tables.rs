@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use gpu_arena::memplan::{
     plan_memory, BarClass, DeviceDescription, DeviceKind, HeapBudget, HeapFlags, MemPlanError,
     MemoryHeap, MemoryPlan, MemoryProperties, MemoryRequest, MemoryType, MemoryTypeFlags as F,
-    Vendor, PREALLOC_ALIGN, SMALL_BAR_MAX,
+    PinnedHostPlan, Vendor, PREALLOC_ALIGN, SMALL_BAR_MAX,
 };
 use proptest::prelude::*;
 
@@ -274,6 +274,8 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
         }
     }
 
+    check_pinned_host(device, plan);
+
     // Preallocation: bounded, aligned, monotone in the fraction.
     assert!(plan.reservable_bytes <= plan.heap_bytes);
     let mut last = 0;
@@ -302,7 +304,13 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
     );
 
     // Reasons, one per choice at least.
-    for prefix in ["arena:", "upload:", "readback:", "preallocate from heap"] {
+    for prefix in [
+        "arena:",
+        "upload:",
+        "readback:",
+        "pinned host:",
+        "preallocate from heap",
+    ] {
         assert!(
             plan.reasons.iter().any(|r| r.starts_with(prefix)),
             "a reason starts with {prefix:?}: {:#?}",
@@ -314,6 +322,83 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
     assert_eq!(&plan_memory(device).unwrap(), plan, "same table, same plan");
     let text = serde_json::to_string(plan).unwrap();
     assert_eq!(&serde_json::from_str::<MemoryPlan>(&text).unwrap(), plan);
+}
+
+/// The pinned-host kind: off every device-local heap on a discrete GPU (absent only when no
+/// host-visible type is), the arena's heap on UMA, host-cached first as for readback.
+fn check_pinned_host(device: &DeviceDescription, plan: &MemoryPlan) {
+    let memory = &device.memory;
+    let device_local_heap = |t: u32| {
+        flags(device, t).contains(F::DEVICE_LOCAL)
+            || memory.heaps[heap_of(device, t) as usize]
+                .flags
+                .contains(HeapFlags::DEVICE_LOCAL)
+    };
+    let mut eligible = usable_with(memory, F::HOST_VISIBLE);
+    if !plan.uma {
+        eligible.retain(|&t| !device_local_heap(t));
+    }
+    let Some(host) = &plan.pinned_host else {
+        assert!(!plan.uma, "UMA always has the arena's host-visible memory");
+        assert!(
+            eligible.is_empty(),
+            "pinned host is placed when it can be: {eligible:?}"
+        );
+        return;
+    };
+    assert_eq!(host.candidates.first(), Some(&host.memory_type));
+    let mut sorted = host.candidates.clone();
+    sorted.sort_unstable();
+    assert_eq!(
+        sorted,
+        {
+            let mut e = eligible.clone();
+            e.sort_unstable();
+            e
+        },
+        "every eligible type is a candidate, once"
+    );
+    assert_eq!(host.heap, heap_of(device, host.memory_type));
+    assert_eq!(host.heap_bytes, heap_size(device, host.heap));
+    let f = flags(device, host.memory_type);
+    assert_eq!(
+        (host.cached, host.coherent),
+        (f.contains(F::HOST_CACHED), f.contains(F::HOST_COHERENT))
+    );
+    if plan.uma {
+        let on_arena_heap = eligible
+            .iter()
+            .any(|&t| heap_of(device, t) == plan.arena_heap);
+        if on_arena_heap {
+            assert_eq!(host.heap, plan.arena_heap, "UMA: the arena's heap");
+        }
+    } else {
+        assert!(
+            !device_local_heap(host.memory_type),
+            "discrete: never a device-local heap"
+        );
+        if let Some(bar) = plan.bar_type {
+            assert!(!host.candidates.contains(&bar), "never the BAR type");
+        }
+    }
+    // Host-cached where the heap has it (the host reads these arrays back), then coherent.
+    let key = |t: u32| {
+        let f = flags(device, t);
+        (
+            vma_cost(f, F::HOST_CACHED, F::DEVICE_LOCAL),
+            !f.contains(F::HOST_COHERENT),
+        )
+    };
+    let best_on_heap = eligible
+        .iter()
+        .filter(|&&t| heap_of(device, t) == host.heap)
+        .map(|&t| key(t))
+        .min();
+    assert_eq!(
+        Some(key(host.memory_type)),
+        best_on_heap,
+        "the best type on its heap"
+    );
 }
 
 #[test]
@@ -1028,4 +1113,78 @@ proptest! {
         after.reasons = before.reasons.clone();
         prop_assert_eq!(after, before);
     }
+}
+
+#[test]
+fn the_pinned_host_kind_is_system_memory_on_discrete_tables_and_the_arena_heap_on_uma() {
+    let discrete = class("discrete", |_, _, plan| !plan.uma);
+    for (name, device, plan) in &discrete {
+        let host = plan
+            .pinned_host
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name}: every real discrete table has a system heap"));
+        let heap = &device.memory.heaps[host.heap as usize];
+        assert!(!heap.flags.contains(HeapFlags::DEVICE_LOCAL), "{name}");
+        assert_ne!(host.heap, plan.arena_heap, "{name}: not the VRAM heap");
+        assert!(
+            host.cached,
+            "{name}: real drivers offer cached system memory"
+        );
+    }
+    let uma = class("UMA", |_, _, plan| plan.uma);
+    for (name, _, plan) in &uma {
+        let host = plan.pinned_host.as_ref().expect("UMA has host memory");
+        assert_eq!(
+            host.heap, plan.arena_heap,
+            "{name}: the same DRAM as the arena"
+        );
+    }
+    let h200 = table("nvidia-h200-linux-580.json");
+    let plan = plan_memory(&h200).unwrap();
+    assert_eq!(
+        plan.pinned_host,
+        Some(PinnedHostPlan {
+            memory_type: 3,
+            heap: 1,
+            heap_bytes: h200.memory.heaps[1].size,
+            candidates: vec![3, 2],
+            cached: true,
+            coherent: true,
+        })
+    );
+}
+
+#[test]
+fn a_discrete_table_whose_host_visible_memory_is_all_device_local_has_no_pinned_host_kind() {
+    let device = DeviceDescription {
+        name: "BAR only".into(),
+        vendor_id: 0x10de,
+        device_kind: DeviceKind::Discrete,
+        memory: MemoryProperties {
+            heaps: vec![MemoryHeap {
+                size: 8 * GIB,
+                flags: HeapFlags::DEVICE_LOCAL,
+            }],
+            types: vec![
+                MemoryType {
+                    heap: 0,
+                    flags: F::DEVICE_LOCAL,
+                },
+                MemoryType {
+                    heap: 0,
+                    flags: F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT,
+                },
+            ],
+        },
+        heap_budgets: None,
+    };
+    let plan = plan_memory(&device).unwrap();
+    assert_eq!(plan.pinned_host, None);
+    assert!(
+        plan.reasons
+            .iter()
+            .any(|r| r.starts_with("pinned host: none")),
+        "{:#?}",
+        plan.reasons
+    );
 }

@@ -570,7 +570,7 @@ fn plan_section(page: &mut String, snapshot: &MemorySnapshot) {
         );
         return;
     };
-    let rows: [(&str, String); 8] = [
+    let rows: [(&str, String); 9] = [
         (
             "device",
             format!(
@@ -599,6 +599,12 @@ fn plan_section(page: &mut String, snapshot: &MemorySnapshot) {
                 "upload type {}, readback type {}",
                 plan.upload_type, plan.readback_type
             ),
+        ),
+        (
+            "pinned host memory",
+            plan.pinned_host.as_ref().map_or("none".into(), |host| {
+                format!("type {} on heap {}", host.memory_type, host.heap)
+            }),
         ),
         ("heap size", Bytes(plan.heap_bytes).to_string()),
         (
