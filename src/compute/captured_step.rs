@@ -17,7 +17,7 @@ use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result, RunRefusal, SlotKind};
 use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::shape::start_index;
-use crate::step::{encode_bound_steps, encode_steps, BufferCopy, Step};
+use crate::step::{encode_bound_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
 use crate::transfer::TransferDirection::{DeviceToHost, HostToDevice};
 use std::sync::Arc;
@@ -190,9 +190,12 @@ impl CapturedStep {
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
         let staging = attach_staging(&inner, &mut steps, &arrays, block, &tables, &uniform)?;
-        // Encoded once now, inside error scopes, so the device's refusal is `finish`'s error.
-        let alignment64 = u64::from(inner.limits().min_uniform_buffer_offset_alignment);
-        encode_steps(device, alignment64, &mut None, &steps, None).map_err(|reason| {
+        // Encoded once now, as every run encodes it (reads taken in place left out), inside
+        // error scopes, so the device's refusal is `finish`'s error.
+        let scopes = ErrorScopes::push(device);
+        let encoded = encode_bound_steps(device, &[], &steps, staging.omitted_reads(), None);
+        let popped = scopes.pop();
+        encoded.and(popped).map_err(|reason| {
             inner.device_error("encoding a captured step (nothing was submitted)", reason)
         })?;
         if let Some((buffer, bytes)) = &uniform {
@@ -838,7 +841,8 @@ fn bind(
 }
 
 /// The step's own staging ([`StepStaging`]), with the input copies of `steps` pointed at its
-/// upload buffer, its read copies at its readback buffer, and, where every input lies in
+/// upload buffer, its read copies at its readback buffer (none when every read is taken in
+/// place), and, where every input lies in
 /// mapped arena memory of `arrays`, runs allowed to write their inputs in place.
 fn attach_staging(
     inner: &ContextInner,
@@ -848,12 +852,20 @@ fn attach_staging(
     tables: &CaptureTables,
     uniform: &Option<(wgpu::Buffer, Vec<u8>)>,
 ) -> Result<StepStaging> {
+    let reads = block
+        .filter(|_| inner.host_reads_arena())
+        .and_then(|block| in_place_reads(&tables.reads, steps, &block));
+    // Reads all taken in place need no readback staging.
+    let readback_bytes = match &reads {
+        Some(reads) if reads.ranges.iter().all(Option::is_some) => 0,
+        _ => tables.readback_bytes,
+    };
     let mut staging = StepStaging::new(
         inner,
         &tables.upload_bytes,
         tables.inputs.iter().map(|io| (io.offset, io.bytes)),
         uniform.as_ref().map(|(_, bytes)| bytes.as_slice()),
-        tables.readback_bytes,
+        readback_bytes,
     )?;
     if let Some(upload) = staging.capture_upload() {
         for input in &tables.inputs {
@@ -862,9 +874,6 @@ fn attach_staging(
             }
         }
     }
-    let reads = block
-        .filter(|_| inner.host_reads_arena())
-        .and_then(|block| in_place_reads(&tables.reads, steps, &block));
     staging.use_arrays_in_place(in_place_inputs(&tables.inputs, steps, arrays), reads);
     if let Some(readback) = staging.readback_buffer() {
         for read in &tables.reads {

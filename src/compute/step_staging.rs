@@ -224,6 +224,14 @@ impl StepStaging {
         }
     }
 
+    /// The positions of the read copies every run leaves out (reads taken in place).
+    pub(crate) fn omitted_reads(&self) -> &[usize] {
+        match self {
+            StepStaging::Mapped(mapped) => &mapped.omitted[0],
+            StepStaging::Queued { .. } => &[],
+        }
+    }
+
     /// The buffer the input copies read, for the capture's first encoding.
     pub(crate) fn capture_upload(&self) -> Option<wgpu::Buffer> {
         match self {

@@ -39,6 +39,7 @@
 mod error;
 mod json;
 mod pinned_host;
+mod placement;
 mod plan;
 mod rank;
 mod table;

@@ -10,7 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note};
+use super::placement::{fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note};
 use super::rank::MemoryRequest;
 use super::table::{HeapFlags, MemoryProperties, MemoryTypeFlags as F};
 

@@ -1789,3 +1789,63 @@ fn every_read_sees_its_array_as_it_was_at_the_read_on_every_path() {
         assert_eq!(bits(&ctx.device_get(&again).unwrap()), bits(&scaled(-4.0)));
     }
 }
+
+#[gpu_test]
+fn a_step_whose_reads_are_all_taken_in_place_makes_no_readback_staging() {
+    let n = 4096usize;
+    for (path, ctx) in every_path() {
+        let affine = ctx.kernel(AFFINE, "main").unwrap();
+        let host: Vec<f32> = (0..n).map(|i| i as f32 - 100.0).collect();
+        let x = ctx.device_put(&host, &[n]).unwrap();
+        let capture = |with_reads: bool| {
+            let mut cap = ctx.capture();
+            let mut held = Vec::new();
+            for scale in 0..2 {
+                let mut t = cap.alloc::<f32>(&[n]).unwrap();
+                cap.launch(&affine)
+                    .arg(&x)
+                    .arg_mut(&mut t)
+                    .params(&Affine {
+                        scale: scale as f32 + 2.0,
+                        shift: 0.0,
+                    })
+                    .grid_for(n)
+                    .run()
+                    .unwrap();
+                held.push(t);
+            }
+            // Read after both are written, so neither shares the other's bytes; dropped
+            // before `finish`, so both are temporaries of the step's block.
+            let read: Vec<_> = match with_reads {
+                true => held.iter().map(|t| cap.read(t).unwrap()).collect(),
+                false => Vec::new(),
+            };
+            drop(held);
+            let before = ctx.allocator_report();
+            let step = cap.finish().unwrap();
+            let made = ctx
+                .allocator_report()
+                .map(|(count, _)| count - before.unwrap().0);
+            (step, read, made)
+        };
+        let (mut step, reads, made) = capture(true);
+        let (_, _, made_without_reads) = capture(false);
+        if path == "zero-copy" || path == "non-coherent zero-copy" {
+            // The step's block of temporaries is read in place: no more than the same step
+            // without its reads makes.
+            assert_eq!(made, made_without_reads, "{path}");
+        }
+        for _ in 0..2 {
+            let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+            step.run()
+                .read_into(&reads[0], &mut a)
+                .read_into(&reads[1], &mut b)
+                .submit()
+                .unwrap();
+            let want =
+                |s: f32| -> Vec<u32> { host.iter().map(|v| (v * s + 0.0).to_bits()).collect() };
+            assert_eq!(bits(&a), want(2.0), "{path}");
+            assert_eq!(bits(&b), want(3.0), "{path}");
+        }
+    }
+}
