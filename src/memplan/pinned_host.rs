@@ -10,8 +10,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::placement::{fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note};
-use super::rank::MemoryRequest;
+use super::placement::{
+    fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note, ranked_for_host_reads,
+};
 use super::table::{HeapFlags, MemoryProperties, MemoryTypeFlags as F};
 
 /// The memory type and heap behind the pinned-host memory kind on one device.
@@ -54,17 +55,8 @@ pub(super) fn choose_pinned_host(
     arena_heap: u32,
     reasons: &mut Vec<String>,
 ) -> Option<PinnedHostPlan> {
-    // Readback's ranking: cached first (the host reads these arrays back), then coherent.
-    let cached = MemoryRequest {
-        required: F::HOST_VISIBLE,
-        preferred: F::HOST_CACHED,
-        not_preferred: F::DEVICE_LOCAL,
-    };
-    let coherent = MemoryRequest {
-        preferred: F::HOST_COHERENT,
-        ..MemoryRequest::ANY
-    };
-    let mut ranked = cached.rank_then(memory, &coherent);
+    // Readback's ranking: the host reads these arrays back.
+    let mut ranked = ranked_for_host_reads(memory);
     if !uma {
         // Device-local by its heap or by its own flags (a BAR type is DEVICE_LOCAL even where
         // a malformed table puts it on a host heap).

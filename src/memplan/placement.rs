@@ -3,7 +3,26 @@
 //! ranked types, a heap's types first), and the phrases their reasons share (byte sizes, what a
 //! non-coherent type costs). Below both the plan and the pinned-host choice.
 
+use super::rank::MemoryRequest;
 use super::table::{MemoryProperties, MemoryTypeFlags as F};
+
+/// Host-visible types ranked for memory the host reads (readback staging, pinned-host arrays):
+/// host-cached, coherent or not (VMA's GPU_TO_CPU ranking), since the CPU reads cached memory
+/// at memory speed where uncached or BAR memory is read a word at a time, an order of magnitude
+/// slower, and an invalidate before each read costs one driver call; among equally good types,
+/// coherent ones first.
+pub(super) fn ranked_for_host_reads(memory: &MemoryProperties) -> Vec<u32> {
+    let cached = MemoryRequest {
+        required: F::HOST_VISIBLE,
+        preferred: F::HOST_CACHED,
+        not_preferred: F::DEVICE_LOCAL,
+    };
+    let coherent = MemoryRequest {
+        preferred: F::HOST_COHERENT,
+        ..MemoryRequest::ANY
+    };
+    cached.rank_then(memory, &coherent)
+}
 
 /// Where a use of memory goes (the arena, the pinned-host kind): its memory type, that type's
 /// heap, and the ranked candidate types.

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::error::MemPlanError;
 use super::pinned_host::{choose_pinned_host, PinnedHostPlan};
 use super::placement::{
-    first_on_heap, fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note, Placement,
+    first_on_heap, fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note,
+    ranked_for_host_reads, Placement,
 };
 use super::rank::{skip_reason, MemoryRequest, Skip, MAX_MEMORY_TYPES};
 use super::table::{
@@ -626,21 +627,7 @@ fn choose_readback(
     bar: &Bar,
     reasons: &mut Vec<String>,
 ) -> (u32, Vec<u32>) {
-    // Host-cached, coherent or not (VMA's GPU_TO_CPU ranking): the CPU reads cached memory at
-    // memory speed, where uncached or BAR memory is read a word at a time, an order of
-    // magnitude slower; an invalidate before each read costs one driver call. Among equally
-    // good types, coherent ones first.
-    let cached = MemoryRequest {
-        required: F::HOST_VISIBLE,
-        preferred: F::HOST_CACHED,
-        not_preferred: F::DEVICE_LOCAL,
-    };
-    let coherent = MemoryRequest {
-        preferred: F::HOST_COHERENT,
-        ..MemoryRequest::ANY
-    };
-    let ranked = cached.rank_then(memory, &coherent);
-    let ranked = without_window(memory, ranked, bar);
+    let ranked = without_window(memory, ranked_for_host_reads(memory), bar);
     let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
