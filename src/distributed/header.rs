@@ -343,8 +343,8 @@ pub(crate) fn agree<C: Communicator, P>(
 }
 
 /// [`agree`], waiting for the other ranks' headers by testing a non-blocking all-gather every
-/// `poll` and sleeping in between when `poll` is given (a start, which may come well before the
-/// other ranks reach theirs: MPI's blocking calls would spin a core meanwhile).
+/// `poll` and sleeping in between when `poll` is given (a start on a machine whose ranks
+/// outnumber its cores, where MPI's busy wait would take the core a late peer needs).
 pub(crate) fn agree_waiting<C: Communicator, P>(
     comm: &C,
     operation: &'static str,
@@ -505,7 +505,7 @@ fn complete<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
 }
 
 /// Returns when `request` completes, testing it every `poll` and sleeping in between rather
-/// than spinning in MPI (a start may come well before the other ranks reach theirs).
+/// than busy-waiting in MPI.
 pub(crate) fn wait_sleeping<'a, D: ?Sized, S: mpi::request::Scope<'a>>(
     mut request: mpi::request::Request<'a, D, S>,
     poll: std::time::Duration,

@@ -8,6 +8,7 @@ use super::donated_list::{DonatedList, DonatedListResult};
 use super::element::{CollectiveElement, MeanElement};
 use super::fused::{ListCall, BROADCAST};
 use super::header::{agree_waiting, Header};
+use super::progress::PeerWait;
 use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
@@ -98,14 +99,15 @@ impl Collectives {
 
     /// The local checks of a fused call (every array ready and this context's, the transfer
     /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
-    /// read from and written to the device on this rank when all agreed. With `poll`, the
-    /// wait for the other ranks' headers sleeps between tests instead of spinning (a start).
+    /// read from and written to the device on this rank when all agreed. `started`: a start,
+    /// whose header says so and which waits for the other ranks' headers as the group's
+    /// [`PeerWait`] says; `None`: a blocking call, which waits in MPI.
     pub(crate) fn agree_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
         call: &ListCall<T>,
         extra: Result<()>,
-        poll: Option<std::time::Duration>,
+        started: Option<PeerWait>,
     ) -> Result<(u64, u64)> {
         let ListCall {
             kind,
@@ -121,8 +123,8 @@ impl Collectives {
             (true, true) => (bytes, 0),
             (true, false) => (0, bytes),
         };
-        // A start polls while it waits for the others (`start_list`); its header says it
-        // was started, so that a blocking call on another rank is a mismatch.
+        // A start's header says it was started, so that a blocking call on another rank is a
+        // mismatch.
         let (op, root_word) = match broadcast {
             true => (0, root as u64),
             false => (op.code(), 0),
@@ -138,7 +140,7 @@ impl Collectives {
                 list: Vec::new(),
             },
             _ => Header::list(
-                if poll.is_some() { kind.started() } else { kind },
+                if started.is_some() { kind.started() } else { kind },
                 op,
                 T::CODE,
                 arrays.iter().map(|a| a.shape().to_vec()).collect(),
@@ -172,6 +174,7 @@ impl Collectives {
                 }
                 Ok((read, written))
             });
+        let poll = started.and_then(PeerWait::poll);
         agree_waiting(&self.comm, operation, &header, prepared, poll)
     }
 }

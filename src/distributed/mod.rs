@@ -188,16 +188,20 @@ pub struct Collectives {
     scratch: Arc<array_io::Scratch>,
     /// Collectives started so far (numbers the handles).
     started: AtomicU64,
+    /// How started collectives wait for the other ranks on this machine.
+    peer_wait: progress::PeerWait,
 }
 
 impl Collectives {
     /// Collectives of `ctx`'s arrays over the ranks of `comm` (collective: every rank of
     /// `comm` calls it).
     pub fn new<C: Communicator>(ctx: &Context, comm: &C) -> Self {
+        let comm = comm.duplicate();
         Self {
+            peer_wait: progress::PeerWait::for_group(&comm),
             progress: OnceLock::new(),
             ctx: ctx.clone(),
-            comm: comm.duplicate(),
+            comm,
             host_bytes_peak: Default::default(),
             scratch: Default::default(),
             started: AtomicU64::new(0),

@@ -17,17 +17,23 @@
 //! [`super::init`] asks for it; a start on an MPI started at a lower level is refused on
 //! every rank.
 //!
-//! **Waiting without spinning.** MPI's blocking calls busy-poll while a peer has not arrived,
-//! which on a started collective means a core taken from the caller's work (the rest of the
-//! backward pass; on a CPU device, the device itself) for as long as the slowest rank takes to
-//! start the same collective. So the progress thread first waits for every rank at a
-//! non-blocking barrier, testing it every [`ARRIVAL_POLL`] and sleeping in between (as
-//! Horovod's background thread sleeps its cycle time between rounds), and only then makes the
-//! blocking calls, with every rank there.
+//! **Waiting: in MPI where cores allow, sleeping where they are short.** A started
+//! collective waits for the other ranks twice: at its start (the agreement, on the caller's
+//! thread) and on the progress thread before its data moves (an arrival barrier, so that
+//! MPI's blocking calls start with every rank there). How it waits is chosen once per group
+//! ([`PeerWait`]): where this machine has a core for every rank of the group on it, in MPI's
+//! own wait, as blocking collectives wait (the latency of a rank's arrival is then a few
+//! microseconds); where it has fewer cores than ranks (Open MPI's `mpirun` says so; elsewhere
+//! the ranks on the machine are counted against the cores), by testing a non-blocking call every
+//! [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background thread sleeps its cycle
+//! time between rounds), because a rank that busy-polls there takes the core its late peer
+//! needs to arrive. Measured at `-np 2` on two cores (BENCHMARKS.md): waiting in MPI made 4
+//! started buckets cost 1.03× one blocking call, against 1.13–1.22× sleeping; at `-np 3` on the
+//! same two cores it cost 1.9–2.0× against 1.2–1.3× sleeping.
 //!
 //! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
 //! on the caller's thread, in program order with the blocking collectives (waiting for the
-//! other ranks' headers in the same sleeping way), so a list that differs between ranks is
+//! other ranks' headers as above), so a list that differs between ranks is
 //! refused at the start, on every rank, with every array given back; nothing is queued then.
 
 use super::array_io::Scratch;
@@ -42,16 +48,71 @@ use mpi::traits::*;
 use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc};
 
-/// How long the progress thread sleeps between tests of its arrival barrier: short beside a
-/// collective worth starting (tens of microseconds on shared memory and more over a network),
-/// long enough that waiting for a late rank costs the other work almost no CPU. Horovod's
-/// background thread sleeps 1 ms between rounds (`HOROVOD_CYCLE_TIME`).
+/// How long a started collective sleeps between tests when it waits for the other ranks on a
+/// machine with fewer cores than ranks ([`PeerWait::Sleep`]): short beside a collective worth
+/// starting (tens of microseconds on shared memory and more over a network), long enough that
+/// waiting for a late rank costs the other work almost no CPU. Horovod's background thread
+/// sleeps 1 ms between rounds (`HOROVOD_CYCLE_TIME`).
 pub const ARRIVAL_POLL: std::time::Duration = std::time::Duration::from_micros(50);
 
-/// Returns when every rank of `comm` has called it, sleeping [`ARRIVAL_POLL`] between tests
-/// rather than spinning in MPI.
-pub(super) fn arrive_together(comm: &SimpleCommunicator) {
-    wait_sleeping(comm.immediate_barrier(), ARRIVAL_POLL);
+/// The variable in which Open MPI's `mpirun` tells its ranks whether it placed more ranks on
+/// a machine than it has cores ("1") or not ("0").
+const OPEN_MPI_OVERSUBSCRIBED: &str = "OMPI_MCA_mpi_oversubscribe";
+
+/// How a group's started collectives wait for the other ranks (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerWait {
+    /// In MPI's own wait: every rank on this machine has a core.
+    InMpi,
+    /// Testing every [`ARRIVAL_POLL`], sleeping in between: cores are short.
+    Sleeping,
+}
+
+impl PeerWait {
+    /// The wait for a group whose ranks on this machine are `local_ranks`, on `cores` cores.
+    pub(super) fn for_cores(local_ranks: usize, cores: usize) -> Self {
+        match local_ranks <= cores {
+            true => PeerWait::InMpi,
+            false => PeerWait::Sleeping,
+        }
+    }
+
+    /// The wait for `comm`'s ranks on this machine (collective: every rank of `comm` calls
+    /// it). Open MPI's own verdict when it gives one (`OMPI_MCA_mpi_oversubscribe`, set by
+    /// `mpirun`: it binds each rank to a core when there are enough, so a rank alone cannot
+    /// count the machine's cores); else the ranks on this machine against the cores this
+    /// process may use.
+    pub(super) fn for_group(comm: &SimpleCommunicator) -> Self {
+        let local_ranks = comm.split_shared(0).size().max(1) as usize;
+        match std::env::var(OPEN_MPI_OVERSUBSCRIBED).as_deref() {
+            Ok("1") => PeerWait::Sleeping,
+            Ok("0") => PeerWait::InMpi,
+            _ => {
+                let cores = std::thread::available_parallelism().map_or(1, usize::from);
+                Self::for_cores(local_ranks, cores)
+            }
+        }
+    }
+
+    /// How often to test a non-blocking call while waiting; `None`: wait in MPI.
+    pub(super) fn poll(self) -> Option<std::time::Duration> {
+        match self {
+            PeerWait::InMpi => None,
+            PeerWait::Sleeping => Some(ARRIVAL_POLL),
+        }
+    }
+}
+
+/// Returns when every rank of `comm` has called it, waiting as `wait` says.
+pub(super) fn arrive_together(comm: &SimpleCommunicator, wait: PeerWait) {
+    match wait {
+        // The non-blocking barrier either way: a blocking one would not match it on a rank
+        // that chose otherwise.
+        PeerWait::InMpi => {
+            comm.immediate_barrier().wait();
+        }
+        PeerWait::Sleeping => wait_sleeping(comm.immediate_barrier(), ARRIVAL_POLL),
+    }
 }
 
 /// A started collective's data phase, run on the progress thread.
@@ -165,5 +226,19 @@ impl<T: bytemuck::Pod> std::fmt::Debug for PendingCollective<T> {
             .field("operation", &self.operation)
             .field("number", &self.number)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_with_a_core_each_wait_in_mpi_and_more_ranks_than_cores_sleep() {
+        assert_eq!(PeerWait::for_cores(2, 2), PeerWait::InMpi);
+        assert_eq!(PeerWait::for_cores(1, 16), PeerWait::InMpi);
+        assert_eq!(PeerWait::for_cores(3, 2), PeerWait::Sleeping);
+        assert_eq!(PeerWait::InMpi.poll(), None);
+        assert_eq!(PeerWait::Sleeping.poll(), Some(ARRIVAL_POLL));
     }
 }

@@ -6,7 +6,7 @@
 use super::donated_list::DonatedList;
 use super::element::{CollectiveElement, MeanElement};
 use super::fused::{Link, ListCall};
-use super::progress::{arrive_together, Job, PendingCollective, Progress, ARRIVAL_POLL};
+use super::progress::{arrive_together, Job, PendingCollective, Progress};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
@@ -105,7 +105,8 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let (read, written) = match self.agree_list(&arrays, &call, threads, Some(ARRIVAL_POLL)) {
+        let wait = self.peer_wait;
+        let (read, written) = match self.agree_list(&arrays, &call, threads, Some(wait)) {
             Ok(bytes) => bytes,
             Err(error) => return Err(DonatedList { error, arrays }),
         };
@@ -120,7 +121,7 @@ impl Collectives {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (answer, done) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |link: &Link<'_>| {
-            arrive_together(link.comm);
+            arrive_together(link.comm, wait);
             let started = std::time::Instant::now();
             let result = match (call.data)(link, &arrays) {
                 Ok(()) => {
