@@ -550,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn an_alias_inside_its_memory_is_made_and_one_past_its_end_is_refused_making_nothing() {
+    fn an_alias_inside_its_memory_is_made_and_one_past_its_end_or_misaligned_is_refused_making_nothing() {
         let Some((device, _queue, upload_candidates)) = vulkan_device() else {
             eprintln!("no Vulkan adapter: skipped");
             return;
@@ -575,6 +575,14 @@ mod tests {
         match aliases.alias(device, 4096, 256, "past the end") {
             Err(RegionRefusal::Other { reason }) => {
                 assert!(reason.contains("past the end"), "{reason}")
+            }
+            other => panic!("expected a refusal, got {:?}", other.map(|b| b.size())),
+        }
+        // An offset the device's buffer alignment does not allow: refused, nothing made (the
+        // array then keeps its region's buffer).
+        match aliases.alias(device, 1, 256, "misaligned") {
+            Err(RegionRefusal::Other { reason }) => {
+                assert!(reason.contains("alignment"), "{reason}")
             }
             other => panic!("expected a refusal, got {:?}", other.map(|b| b.size())),
         }
