@@ -49,7 +49,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{mpsc, Arc};
 
 /// How long a started collective sleeps between tests when it waits for the other ranks on a
-/// machine with fewer cores than ranks ([`PeerWait::Sleep`]): short beside a collective worth
+/// machine with fewer cores than ranks (elsewhere it waits in MPI): short beside a collective worth
 /// starting (tens of microseconds on shared memory and more over a network), long enough that
 /// waiting for a late rank costs the other work almost no CPU. Horovod's background thread
 /// sleeps 1 ms between rounds (`HOROVOD_CYCLE_TIME`).
