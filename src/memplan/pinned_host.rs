@@ -87,10 +87,11 @@ pub(super) fn choose_pinned_host(
     let flags = memory.types[ty as usize].flags;
     let cached = flags.contains(F::HOST_CACHED);
     let (where_, speed) = match (uma, cached) {
-        (true, _) => (
+        (true, _) if heap == arena_heap => (
             "the arena's heap: the same DRAM, under a limit of its own",
             "",
         ),
+        (true, _) => ("host memory: the arena's heap has no host-visible type", ""),
         (false, true) => (
             "system memory, off every device-local heap",
             ", host-cached",

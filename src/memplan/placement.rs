@@ -80,6 +80,7 @@ pub(super) fn heap_first(memory: &MemoryProperties, ranked: Vec<u32>, heap: u32)
     }
 }
 
+/// The size of `heap` in bytes (0 for a heap the table does not have).
 pub(super) fn heap_size(memory: &MemoryProperties, heap: u32) -> u64 {
     memory.heaps.get(heap as usize).map_or(0, |h| h.size)
 }

@@ -1188,3 +1188,48 @@ fn a_discrete_table_whose_host_visible_memory_is_all_device_local_has_no_pinned_
         plan.reasons
     );
 }
+
+#[test]
+fn a_uma_table_whose_arena_heap_cannot_be_mapped_puts_the_pinned_host_kind_on_host_memory() {
+    let device = DeviceDescription {
+        name: "UMA, unmappable arena heap".into(),
+        vendor_id: 0x8086,
+        device_kind: DeviceKind::Integrated,
+        memory: MemoryProperties {
+            heaps: vec![
+                MemoryHeap {
+                    size: 2 * GIB,
+                    flags: HeapFlags::DEVICE_LOCAL,
+                },
+                MemoryHeap {
+                    size: GIB,
+                    flags: HeapFlags::empty(),
+                },
+            ],
+            types: vec![
+                MemoryType {
+                    heap: 0,
+                    flags: F::DEVICE_LOCAL,
+                },
+                MemoryType {
+                    heap: 1,
+                    flags: F::HOST_VISIBLE | F::HOST_COHERENT,
+                },
+            ],
+        },
+        heap_budgets: None,
+    };
+    let plan = plan_memory(&device).unwrap();
+    assert!(plan.uma && !plan.arena_host_visible);
+    let host = plan.pinned_host.as_ref().expect("host memory exists");
+    assert_eq!((host.memory_type, host.heap), (1, 1));
+    let reason = plan
+        .reasons
+        .iter()
+        .find(|r| r.starts_with("pinned host:"))
+        .unwrap();
+    assert!(
+        reason.contains("the arena's heap has no host-visible type"),
+        "{reason}"
+    );
+}
