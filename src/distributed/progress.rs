@@ -23,13 +23,14 @@
 //! MPI's blocking calls start with every rank there). How it waits is chosen once per group
 //! ([`PeerWait`]): where this machine has a core for every rank of the group on it, in MPI's
 //! own wait, as blocking collectives wait (the latency of a rank's arrival is then a few
-//! microseconds); where it has fewer cores than ranks (Open MPI's `mpirun` says so; elsewhere
-//! the ranks on the machine are counted against the cores), by testing a non-blocking call every
-//! [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background thread sleeps its cycle
-//! time between rounds), because a rank that busy-polls there takes the core its late peer
-//! needs to arrive. Measured at `-np 2` on two cores (BENCHMARKS.md): waiting in MPI made 4
-//! started buckets cost 1.03× one blocking call, against 1.13–1.22× sleeping; at `-np 3` on the
-//! same two cores it cost 1.9–2.0× against 1.2–1.3× sleeping.
+//! microseconds); where it has fewer cores than ranks (Open MPI's `mpirun` says so;
+//! elsewhere the ranks on the machine are counted against the cores), by testing a
+//! non-blocking call every [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background
+//! thread sleeps its cycle time between rounds), because a rank that busy-polls there takes
+//! the core its late peer needs to arrive. Measured at `-np 2` on two cores (BENCHMARKS.md):
+//! waiting in MPI made 4 started buckets cost 1.02–1.04× one blocking call, against
+//! 1.12–1.22× sleeping; at `-np 3` on the same two cores it cost 1.9–2.0× against 1.2–1.3×
+//! sleeping.
 //!
 //! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
 //! on the caller's thread, in program order with the blocking collectives (waiting for the
