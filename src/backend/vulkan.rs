@@ -550,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn an_alias_inside_its_memory_is_made_and_one_past_its_end_or_misaligned_is_refused_making_nothing() {
+    fn an_alias_is_made_inside_its_memory_and_refused_past_it_or_misaligned() {
         let Some((device, _queue, upload_candidates)) = vulkan_device() else {
             eprintln!("no Vulkan adapter: skipped");
             return;

@@ -140,7 +140,11 @@ impl Collectives {
                 list: Vec::new(),
             },
             _ => Header::list(
-                if started.is_some() { kind.started() } else { kind },
+                if started.is_some() {
+                    kind.started()
+                } else {
+                    kind
+                },
                 op,
                 T::CODE,
                 arrays.iter().map(|a| a.shape().to_vec()).collect(),
