@@ -175,6 +175,9 @@ pub struct ArenaConfig {
     /// `max_buffer_size`.
     pub staging_bytes: u64,
     /// Turn on wgpu's validation (the Khronos layer on Vulkan, when installed). Default `false`.
+    /// Its checks make every submission's host work several times heavier, so the started
+    /// collectives of a context with it wait for the other ranks by sleeping, never in MPI's
+    /// busy wait (the MPI guide says why).
     pub validation: bool,
     /// Device memory assumed where the backend cannot report it (non-Vulkan), default 1 GiB,
     /// at least [`MIN_FALLBACK_DEVICE_MEMORY_BYTES`](super::MIN_FALLBACK_DEVICE_MEMORY_BYTES).

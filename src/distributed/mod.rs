@@ -198,7 +198,7 @@ impl Collectives {
     pub fn new<C: Communicator>(ctx: &Context, comm: &C) -> Self {
         let comm = comm.duplicate();
         Self {
-            peer_wait: progress::PeerWait::for_group(&comm),
+            peer_wait: progress::PeerWait::for_group(&comm, ctx.config().validation),
             progress: OnceLock::new(),
             ctx: ctx.clone(),
             comm,

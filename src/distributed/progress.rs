@@ -24,13 +24,15 @@
 //! ([`PeerWait`]): where this machine has a core for every rank of the group on it, in MPI's
 //! own wait, as blocking collectives wait (the latency of a rank's arrival is then a few
 //! microseconds); where it has fewer cores than ranks (Open MPI's `mpirun` says so;
-//! elsewhere the ranks on the machine are counted against the cores), by testing a
+//! elsewhere the ranks on the machine are counted against the cores), or where the context
+//! runs with [`ArenaConfig::validation`](crate::ArenaConfig::validation), by testing a
 //! non-blocking call every [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background
 //! thread sleeps its cycle time between rounds), because a rank that busy-polls there takes
-//! the core its late peer needs to arrive. Measured at `-np 2` on two cores (BENCHMARKS.md):
-//! waiting in MPI made 4 started buckets cost 1.02–1.04× one blocking call, against
-//! 1.12–1.22× sleeping; at `-np 3` on the same two cores it cost 1.9–2.0× against 1.2–1.3×
-//! sleeping.
+//! the core that its own host work or a late peer needs. Measured at `-np 2` on two cores
+//! (BENCHMARKS.md): waiting in MPI made 4 started buckets cost 1.03–1.06× one blocking call,
+//! against 1.16–1.35× sleeping; at `-np 3` on the same two cores it cost 1.9–2.0× against
+//! 1.2–1.3× sleeping; under the validation layer, whose checks make every submission's host
+//! work several times heavier, 1.62–1.74× against 1.37–1.46× sleeping.
 //!
 //! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
 //! on the caller's thread, in program order with the blocking collectives (waiting for the
@@ -70,9 +72,10 @@ pub(crate) enum PeerWait {
 }
 
 impl PeerWait {
-    /// The wait for a group whose ranks on this machine are `local_ranks`, on `cores` cores.
-    pub(super) fn for_cores(local_ranks: usize, cores: usize) -> Self {
-        match local_ranks <= cores {
+    /// The wait for a group whose ranks on this machine are `local_ranks`, on `cores` cores,
+    /// with this rank's context under the validation layer or not.
+    pub(super) fn for_cores(local_ranks: usize, cores: usize, validation: bool) -> Self {
+        match local_ranks <= cores && !validation {
             true => PeerWait::InMpi,
             false => PeerWait::Sleeping,
         }
@@ -82,17 +85,15 @@ impl PeerWait {
     /// it). Open MPI's own verdict when it gives one (`OMPI_MCA_mpi_oversubscribe`, set by
     /// `mpirun`: it binds each rank to a core when there are enough, so a rank alone cannot
     /// count the machine's cores); else the ranks on this machine against the cores this
-    /// process may use.
-    pub(super) fn for_group(comm: &SimpleCommunicator) -> Self {
+    /// process may use. Sleeping under the validation layer either way.
+    pub(super) fn for_group(comm: &SimpleCommunicator, validation: bool) -> Self {
         let local_ranks = comm.split_shared(0).size().max(1) as usize;
-        match std::env::var(OPEN_MPI_OVERSUBSCRIBED).as_deref() {
-            Ok("1") => PeerWait::Sleeping,
-            Ok("0") => PeerWait::InMpi,
-            _ => {
-                let cores = std::thread::available_parallelism().map_or(1, usize::from);
-                Self::for_cores(local_ranks, cores)
-            }
-        }
+        let cores = match std::env::var(OPEN_MPI_OVERSUBSCRIBED).as_deref() {
+            Ok("1") => 0,
+            Ok("0") => local_ranks,
+            _ => std::thread::available_parallelism().map_or(1, usize::from),
+        };
+        Self::for_cores(local_ranks, cores, validation)
     }
 
     /// How often to test a non-blocking call while waiting; `None`: wait in MPI.
@@ -235,10 +236,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranks_with_a_core_each_wait_in_mpi_and_more_ranks_than_cores_sleep() {
-        assert_eq!(PeerWait::for_cores(2, 2), PeerWait::InMpi);
-        assert_eq!(PeerWait::for_cores(1, 16), PeerWait::InMpi);
-        assert_eq!(PeerWait::for_cores(3, 2), PeerWait::Sleeping);
+    fn ranks_with_a_core_each_wait_in_mpi_and_more_ranks_than_cores_or_validation_sleep() {
+        assert_eq!(PeerWait::for_cores(2, 2, false), PeerWait::InMpi);
+        assert_eq!(PeerWait::for_cores(1, 16, false), PeerWait::InMpi);
+        assert_eq!(PeerWait::for_cores(3, 2, false), PeerWait::Sleeping);
+        assert_eq!(PeerWait::for_cores(1, 16, true), PeerWait::Sleeping);
         assert_eq!(PeerWait::InMpi.poll(), None);
         assert_eq!(PeerWait::Sleeping.poll(), Some(ARRIVAL_POLL));
     }
