@@ -14,7 +14,7 @@
 use anyhow::{bail, ensure, Context as _};
 use gpu_arena::distributed::mpi::environment::Threading;
 use gpu_arena::distributed::{self, abort_on_error, CollectiveElement, Collectives, ReduceOp};
-use gpu_arena::error::{CollectiveFailure, RecorderKind};
+use gpu_arena::error::{CollectiveFailure, IndexRefusal, RecorderKind};
 use gpu_arena::{Context, DeviceArray, Error, TransferGuard, TransferGuardLevel};
 use lexopt::prelude::*;
 
@@ -441,6 +441,15 @@ fn refusals(group: &Collectives) -> anyhow::Result<()> {
     let a = ctx.device_put(&data, &[6])?;
     let a = match group.broadcast(a, ranks + 4) {
         Err(donated) => {
+            let root = IndexRefusal::Root {
+                root: ranks + 4,
+                ranks,
+            };
+            ensure!(
+                matches!(&donated.error, Error::Index { refusal, .. } if *refusal == root),
+                "a root past the group: {:?}",
+                donated.error
+            );
             report("root", donated.error);
             donated.array
         }
@@ -466,8 +475,13 @@ fn refusals(group: &Collectives) -> anyhow::Result<()> {
         Ok(_) => bail!("an all_gather past the maximum rank ran"),
     }
     match group.send(&a, rank) {
-        Err(error) => report("send", error),
-        Ok(()) => bail!("a send to this rank itself ran"),
+        Err(
+            error @ Error::Index {
+                refusal: IndexRefusal::Peer { .. },
+                ..
+            },
+        ) => report("send", error),
+        other => bail!("a send to this rank itself gave {other:?}"),
     }
     match group.recv(a, ranks + 1) {
         Err(donated) => report("recv", donated.error),

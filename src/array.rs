@@ -11,7 +11,7 @@
 use crate::arena::Allocation;
 use crate::backend::{AliasableMemory, ArrayRegion, MappedRange};
 use crate::context::{Context, ContextInner, GpuUse};
-use crate::error::{Error, Result};
+use crate::error::{ElementRefusal, Error, Result};
 pub(crate) use crate::recorder::{Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT};
 use crate::shape::{check_shape, check_span};
 use crate::submission::SubmissionId;
@@ -503,12 +503,13 @@ pub(crate) fn check_bitcast<T, U>(operation: &'static str) -> Result<()> {
     if from == to {
         return Ok(());
     }
-    Err(Error::InvalidArgument {
+    Err(Error::Element {
         operation,
-        reason: format!(
-            "{} is {from} bytes and {} is {to}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)",
-            std::any::type_name::<T>(),
-            std::any::type_name::<U>()
-        ),
+        refusal: ElementRefusal::BitcastSize {
+            from: std::any::type_name::<T>(),
+            from_bytes: from,
+            to: std::any::type_name::<U>(),
+            to_bytes: to,
+        },
     })
 }

@@ -143,4 +143,13 @@ pub enum CaptureRefusal {
         /// What one dispatch takes on this device.
         per_dispatch: u64,
     },
+    /// A box whose start changes between runs binds both arrays whole, and one of them
+    /// (`bytes`) is larger than a binding may be on this device (`limit`).
+    #[error("a start that changes between runs needs both arrays bound whole, and {bytes} bytes exceed this device's binding limit ({limit}): slice the arrays smaller, or record the op per run in a Sequence")]
+    BindingTooLarge {
+        /// The larger array's bound bytes.
+        bytes: u64,
+        /// The device's binding limit.
+        limit: u64,
+    },
 }

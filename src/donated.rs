@@ -122,8 +122,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     ///
-    /// Errors (the array given back intact in [`Donated`]): [`Error::InvalidArgument`]
-    /// when `U` and `T` differ in size.
+    /// Errors (the array given back intact in [`Donated`]): [`Error::Element`]
+    /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when `U`
+    /// and `T` differ in size.
     pub fn bitcast<U: bytemuck::Pod>(self) -> std::result::Result<DeviceArray<U>, Donated<T>> {
         match check_bitcast::<T, U>("DeviceArray::bitcast") {
             Ok(()) => Ok(DeviceArray {

@@ -6,6 +6,7 @@
 
 pub use crate::app_work_refusal::AppWorkRefusal;
 use crate::arena::{ArenaError, OutOfMemory, RegionRefusal};
+pub use crate::argument_refusal::{ElementRefusal, IndexRefusal};
 pub use crate::capture_refusal::{CaptureRefusal, RunRefusal, SlotKind};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::guard_levels::TransferDirection;
@@ -155,6 +156,39 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// An index the call cannot take: start indices not one per dimension, a view's index
+    /// past its dimension, a start outside the operand under
+    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts), a rank not in the MPI
+    /// group. `refusal` says which, with the values; nothing was read, written or sent, and a
+    /// donated operand comes back intact.
+    #[error("invalid argument to {operation}: {refusal}")]
+    Index {
+        /// The call that was refused.
+        operation: &'static str,
+        /// What was refused, with its values.
+        refusal: IndexRefusal,
+    },
+    /// An element type whose size the call cannot take: a fill's element that does not divide
+    /// 16 bytes, a bitcast to a type of another size. `refusal` says which, with the types and
+    /// sizes; nothing was changed, and a donated array comes back intact.
+    #[error("invalid argument to {operation}: {refusal}")]
+    Element {
+        /// The call that was refused.
+        operation: &'static str,
+        /// What was refused, with its values.
+        refusal: ElementRefusal,
+    },
+    /// A check inside gpu-arena failed: a plan it made does not hold (a value its kernels
+    /// cannot take, a buffer its schedule reads before making it). This is a bug in
+    /// gpu-arena, not in the caller's arguments; nothing ran, and the message (with the
+    /// shapes involved) is what to report.
+    #[error("internal error in {operation}: {reason}; this is a gpu-arena bug, please report it with the shapes involved")]
+    Internal {
+        /// The call that found it.
+        operation: &'static str,
+        /// What does not hold.
+        reason: String,
+    },
     /// A single op would overtake work that an unsubmitted user recorder (a
     /// [`Sequence`](crate::Sequence), a [`Capture`](crate::Capture), an
     /// [`AppWork`](crate::AppWork)) recorded on an array: any use of an array it writes, a
@@ -197,7 +231,7 @@ pub enum Error {
     /// An op of a [`Capture`](crate::Capture) (or a launch given a capture's parameter slot)
     /// was refused before anything was recorded: a slot of another capture, an index slot of
     /// another rank, a capture whose recorder was moved out of it, or a moving box too large
-    /// for one dispatch. `refusal` says which, with the values; a donated operand comes back
+    /// for one dispatch or over arrays too large to bind whole. `refusal` says which, with the values; a donated operand comes back
     /// intact.
     #[error("invalid argument to {operation}: {refusal}")]
     Capture {

@@ -164,6 +164,7 @@
 mod app_work;
 mod app_work_refusal;
 pub mod arena;
+mod argument_refusal;
 mod array;
 mod backend;
 pub mod backprop;

@@ -3,7 +3,7 @@
 //! its own because arrays, views, transfers, sharding, profiling, the library's ops and
 //! captured steps all need them, and none of them should need the array type for it.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IndexRefusal, Result};
 
 /// The highest rank an array may have (XLA's kernels go further; six covers real workloads and
 /// keeps kernel parameters fixed-size).
@@ -77,7 +77,7 @@ pub(crate) fn check_span(
 
 /// A start index of a slice of `size` in a dimension of `dim` (`size <= dim`): XLA's clamp into
 /// `[0, dim - size]`, or, with `strict` ([`ArenaConfig::strict_starts`](crate::ArenaConfig)),
-/// [`Error::InvalidArgument`] for a start outside that range. In `u64` and saturating, so no
+/// [`IndexRefusal::StartOutOfRange`] for a start outside that range. In `u64` and saturating, so no
 /// dimension (above `i64::MAX`, zero) or start (`i64::MIN`, `i64::MAX`) can wrap or panic.
 pub(crate) fn start_index(
     start: i64,
@@ -91,11 +91,16 @@ pub(crate) fn start_index(
     // A negative start clamps to 0.
     let clamped = u64::try_from(start).map_or(0, |start| start.min(last_start));
     if strict && u64::try_from(start) != Ok(clamped) {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Index {
             operation,
-            reason: format!(
-                "start {start} of dimension {dimension} lies outside 0..={last_start} (the operand's {dim} less the slice's {size}); GPU_ARENA_STRICT_STARTS (ArenaConfig::strict_starts) refuses it where XLA would clamp it to {clamped}"
-            ),
+            refusal: IndexRefusal::StartOutOfRange {
+                dimension,
+                start,
+                last_start,
+                operand: dim,
+                slice: size,
+                clamped,
+            },
         });
     }
     Ok(clamped)

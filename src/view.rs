@@ -7,7 +7,7 @@
 //! array knows nothing of its views.
 
 use crate::array::{check_bitcast, shape_accessors, ArrayStorage, DeviceArray};
-use crate::error::{Error, Result};
+use crate::error::{Error, IndexRefusal, Result};
 use crate::shape::check_shape;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -49,8 +49,9 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// The sub-array at the leading indices `index`: `a.view(&[l, t])` of an array of shape
     /// `[L, S, D]` is the row `a[l, t, :]` of shape `[D]`; an empty `index` is the whole array.
     ///
-    /// Errors: [`Error::InvalidArgument`] for more indices than the rank or an index past its
-    /// dimension.
+    /// Errors: [`Error::Index`] for more indices than the rank
+    /// ([`IndexRefusal::IndexCount`](crate::error::IndexRefusal::IndexCount)) or an index past
+    /// its dimension ([`IndexRefusal::OutOfRange`](crate::error::IndexRefusal::OutOfRange)).
     pub fn view(&self, index: &[usize]) -> Result<ArrayView<'_, T>> {
         let (offset, shape) = sub_array::<T>(&self.shape, 0, index, "DeviceArray::view")?;
         Ok(ArrayView {
@@ -131,7 +132,9 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     /// reading `array<f32>` on purpose (a launch refuses it otherwise). Shape and tracking
     /// stay those of the view.
     ///
-    /// Errors: [`Error::InvalidArgument`] when `U` and `T` differ in size.
+    /// Errors: [`Error::Element`]
+    /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when `U`
+    /// and `T` differ in size.
     pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayView<'a, U>> {
         check_bitcast::<T, U>("ArrayView::bitcast")?;
         Ok(ArrayView {
@@ -194,7 +197,9 @@ impl<'a, T: bytemuck::Pod> From<&ArrayView<'a, T>> for ArrayView<'a, T> {
 impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
     /// [`ArrayView::bitcast`], writable: the kernel's writes land in the array's bytes.
     ///
-    /// Errors: [`Error::InvalidArgument`] when `U` and `T` differ in size.
+    /// Errors: [`Error::Element`]
+    /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when `U`
+    /// and `T` differ in size.
     pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayViewMut<'a, U>> {
         check_bitcast::<T, U>("ArrayViewMut::bitcast")?;
         Ok(ArrayViewMut {
@@ -230,22 +235,23 @@ fn sub_array<T>(
     operation: &'static str,
 ) -> Result<(u64, Vec<usize>)> {
     if index.len() > shape.len() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Index {
             operation,
-            reason: format!(
-                "{} indices given for shape {shape:?} of rank {}; give at most one per dimension",
-                index.len(),
-                shape.len()
-            ),
+            refusal: IndexRefusal::IndexCount {
+                given: index.len(),
+                shape: shape.to_vec(),
+            },
         });
     }
     if let Some(d) = (0..index.len()).find(|&d| index[d] >= shape[d]) {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Index {
             operation,
-            reason: format!(
-                "index {} is out of range for dimension {d} of shape {shape:?} (size {})",
-                index[d], shape[d]
-            ),
+            refusal: IndexRefusal::OutOfRange {
+                dimension: d,
+                index: index[d],
+                size: shape[d],
+                shape: shape.to_vec(),
+            },
         });
     }
     // The shape's element count fits in usize (the array exists), so these products do too.

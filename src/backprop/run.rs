@@ -306,12 +306,9 @@ impl<T: bytemuck::Pod> Run<'_, T> {
         }
         self.live[self.schedule.slot(buffer)]
             .as_ref()
-            .ok_or_else(|| Error::InvalidArgument {
+            .ok_or_else(|| Error::Internal {
                 operation: OPERATION,
-                reason: format!(
-                    "the schedule reads {buffer:?} while it is not live; this is a bug in \
-                     gpu-arena's planner, please report it"
-                ),
+                reason: format!("the schedule reads {buffer:?} while it is not live"),
             })
     }
 

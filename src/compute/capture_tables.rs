@@ -100,7 +100,7 @@ pub(crate) struct MovingCopy {
 /// A moving copy's base (in units) that does not fit the kernel's 32-bit parameter: the
 /// planner bound both arrays in one binding a `u32` addresses, so this means a planner bug.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("the base {base} does not fit a kernel's 32-bit parameter; this is a gpu-arena bug, please report it with the shapes involved")]
+#[error("the base {base} does not fit a kernel's 32-bit parameter")]
 pub(crate) struct BaseOverflow {
     /// The base that does not fit.
     pub(crate) base: u64,

@@ -627,7 +627,7 @@ impl CapturedStep {
             let mut params = moving.params.clone();
             let unit = moving.unit_bytes.max(1);
             (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
-                Error::InvalidArgument {
+                Error::Internal {
                     operation: "CapturedStep::run",
                     reason: overflow.to_string(),
                 }

@@ -220,8 +220,9 @@ pub struct ArenaConfig {
     /// `false`; `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH`.
     pub force_pass_per_timed_dispatch: bool,
     /// Debugging: refuse a start index of `dynamic_slice` / `dynamic_update_slice` that lies
-    /// outside `[0, operand_dim - slice_dim]` with [`Error::InvalidArgument`](crate::Error)
-    /// naming the dimension and where XLA would clamp it, instead of clamping it as XLA does;
+    /// outside `[0, operand_dim - slice_dim]` with [`Error::Index`](crate::Error::Index)
+    /// ([`IndexRefusal::StartOutOfRange`](crate::error::IndexRefusal::StartOutOfRange), naming
+    /// the dimension and where XLA would clamp it), instead of clamping it as XLA does;
     /// for single ops, sequences, captures and every run of a captured step alike. An index
     /// that runs past the end is usually a bug that clamping hides. Default `false` (clamp,
     /// XLA's semantics); `GPU_ARENA_STRICT_STARTS`.

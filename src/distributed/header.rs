@@ -145,7 +145,7 @@ fn refusal_of(error: &Error) -> PeerRefusal {
         Error::TransferGuard { .. } => PeerRefusal::TransferGuard,
         Error::Shape { .. } => PeerRefusal::Shape,
         Error::HostAllocation { .. } | Error::OutOfMemory { .. } => PeerRefusal::HostMemory,
-        Error::InvalidArgument { .. } => PeerRefusal::InvalidArgument,
+        Error::InvalidArgument { .. } | Error::Index { .. } => PeerRefusal::InvalidArgument,
         Error::Collective {
             failure: CollectiveFailure::ThreadSupport,
             ..

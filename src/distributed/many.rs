@@ -13,7 +13,7 @@ use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
 use crate::config::TransferDirection;
-use crate::error::{Error, Result};
+use crate::error::{Error, IndexRefusal, Result};
 
 const ALL_REDUCE: &str = "all_reduce_many";
 const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
@@ -65,7 +65,7 @@ impl Collectives {
     /// Copies every array of rank `root`'s list into the arrays of every other rank's list,
     /// in place, as one fused collective (e.g. a model's parameters at start-up, as DDP does
     /// when it wraps a module). Errors as [`Collectives::all_reduce_many`]; besides, `root`
-    /// must be a rank of the group ([`Error::InvalidArgument`]) and the same on every rank
+    /// must be a rank of the group ([`Error::Index`], [`IndexRefusal::Root`]) and the same on every rank
     /// ([`Error::Collective`]).
     pub fn broadcast_many<T: CollectiveElement>(
         &self,
@@ -154,12 +154,12 @@ impl Collectives {
         let prepared = extra
             .and_then(|()| {
                 if broadcast && root >= self.size() {
-                    return Err(Error::InvalidArgument {
+                    return Err(Error::Index {
                         operation,
-                        reason: format!(
-                            "root {root} is not a rank of this group of {} ranks",
-                            self.size()
-                        ),
+                        refusal: IndexRefusal::Root {
+                            root,
+                            ranks: self.size(),
+                        },
                     });
                 }
                 Ok(())

@@ -6,7 +6,7 @@ use super::header::{agree_pair, Header, Kind, DATA_TAG};
 use super::{CollectiveElement, Collectives};
 use crate::array::DeviceArray;
 use crate::donated::{Donated, DonatedResult};
-use crate::error::{Error, Result};
+use crate::error::{Error, IndexRefusal, Result};
 use mpi::traits::*;
 
 impl Collectives {
@@ -14,13 +14,13 @@ impl Collectives {
     /// there is no peer to tell.
     fn check_peer(&self, peer: usize, operation: &'static str) -> Result<()> {
         if peer >= self.size() || peer == self.rank() {
-            return Err(Error::InvalidArgument {
+            return Err(Error::Index {
                 operation,
-                reason: format!(
-                    "rank {peer} is not another rank of this group (this is rank {} of {})",
-                    self.rank(),
-                    self.size()
-                ),
+                refusal: IndexRefusal::Peer {
+                    peer,
+                    rank: self.rank(),
+                    ranks: self.size(),
+                },
             });
         }
         Ok(())
@@ -30,7 +30,7 @@ impl Collectives {
     /// the same element type and shape (`MPI_Send`, in chunks). Returns once the data has
     /// left this rank.
     ///
-    /// Errors: [`crate::Error::InvalidArgument`] when `dest` is this rank or not a rank of
+    /// Errors: [`crate::Error::Index`] ([`IndexRefusal::Peer`]) when `dest` is this rank or not a rank of
     /// the group (nothing is sent); a refusal on either side or a different element type or
     /// shape ([`crate::Error::Collective`] on both, no data moves); the checks of
     /// [`Collectives::all_reduce`].

@@ -48,7 +48,8 @@ impl Collectives {
     /// is given back unchanged): MPI's `MPI_Bcast`, e.g. initial parameters from rank 0.
     ///
     /// Errors as [`Collectives::all_reduce`]; besides, `root` must be a rank of the group
-    /// ([`crate::Error::InvalidArgument`] on every rank that passed a wrong one) and the same
+    /// ([`crate::Error::Index`] with [`crate::error::IndexRefusal::Root`] on every rank that
+    /// passed a wrong one) and the same
     /// on every rank ([`crate::Error::Collective`]).
     pub fn broadcast<T: CollectiveElement>(
         &self,

@@ -8,7 +8,7 @@ use super::geometry::{
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::ContextInner;
-use crate::error::{Error, Result};
+use crate::error::{CaptureRefusal, Error, Result};
 use crate::pipelines::{Builtin, KernelState};
 use crate::step::{BoundRange, Step};
 
@@ -166,8 +166,8 @@ impl Sequence {
 /// The dispatches of one box copy from `src` to `dst`, appended to `out`; `names` are the
 /// op's names for the two arrays (its refusals name them).
 ///
-/// Errors: [`Error::InvalidArgument`] if a planned parameter did not fit the kernels' `u32`s
-/// (a planning bug: refused rather than truncated into a copy of the wrong bytes).
+/// Errors: [`Error::Internal`] if a planned parameter did not fit the kernels' `u32`s (a
+/// planning bug: refused rather than truncated into a copy of the wrong bytes).
 pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     src: &'a DeviceArray<T>,
     dst: &'a DeviceArray<T>,
@@ -198,11 +198,25 @@ pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
     Ok(())
 }
 
-/// A plan refused, as the error of the op that asked for it.
+/// A plan refused, as the error of the op that asked for it: a moving copy past the device's
+/// limits is the capture's refusal; a value that does not fit is a planning bug.
 pub(crate) fn planning_error(operation: &'static str, refused: PlanError) -> Error {
-    Error::InvalidArgument {
-        operation,
-        reason: refused.to_string(),
+    match refused {
+        PlanError::MovingBindingTooLarge { bytes, limit } => Error::Capture {
+            operation,
+            refusal: CaptureRefusal::BindingTooLarge { bytes, limit },
+        },
+        PlanError::MovingBoxTooManyItems { items, limit } => Error::Capture {
+            operation,
+            refusal: CaptureRefusal::BoxTooLarge {
+                items,
+                per_dispatch: limit,
+            },
+        },
+        PlanError::ParameterOverflow { .. } => Error::Internal {
+            operation,
+            reason: refused.to_string(),
+        },
     }
 }
 
@@ -246,5 +260,55 @@ impl ContextInner {
                 .clamp(16, crate::arena::ALLOCATION_ALIGNMENT),
             max_items: MAX_ITEMS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_plan_is_the_capture_s_refusal_or_an_internal_error() {
+        let binding = planning_error(
+            "t",
+            PlanError::MovingBindingTooLarge {
+                bytes: 8192,
+                limit: 4096,
+            },
+        );
+        assert!(matches!(
+            binding,
+            Error::Capture {
+                operation: "t",
+                refusal: CaptureRefusal::BindingTooLarge {
+                    bytes: 8192,
+                    limit: 4096
+                }
+            }
+        ));
+        let items = planning_error("t", PlanError::MovingBoxTooManyItems { items: 9, limit: 8 });
+        assert!(matches!(
+            items,
+            Error::Capture {
+                refusal: CaptureRefusal::BoxTooLarge {
+                    items: 9,
+                    per_dispatch: 8
+                },
+                ..
+            }
+        ));
+        let overflow = planning_error(
+            "t",
+            PlanError::ParameterOverflow {
+                what: "source stride",
+                value: 5_000_000_000,
+            },
+        );
+        assert!(matches!(overflow, Error::Internal { operation: "t", .. }));
+        let text = overflow.to_string();
+        assert!(
+            text.contains("source stride (5000000000)") && text.contains("gpu-arena bug"),
+            "{text}"
+        );
     }
 }

@@ -10,10 +10,14 @@ use crate::error::Result;
 impl Context {
     /// A new array of shape `sizes` holding `operand[start .. start + sizes]`: XLA's
     /// `DynamicSlice`. Each start index is clamped into `[0, operand_dim - size]`, so negative
-    /// and too-large starts are not errors.
+    /// and too-large starts are not errors (unless
+    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) asks for them).
     ///
     /// Errors: [`crate::Error::Shape`] when `sizes` has another rank than the operand or exceeds
-    /// it, [`crate::Error::InvalidArgument`] when `start` does not have one index per dimension,
+    /// it, [`crate::Error::Index`] when `start` does not have one index per dimension
+    /// ([`IndexRefusal::StartCount`](crate::error::IndexRefusal::StartCount)) or, with strict
+    /// starts, lies outside the operand
+    /// ([`IndexRefusal::StartOutOfRange`](crate::error::IndexRefusal::StartOutOfRange)),
     /// out-of-memory for the result.
     ///
     /// ```no_run

@@ -6,7 +6,7 @@ use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
 use crate::donated::{give_back, Donated, DonatedResult};
-use crate::error::{Error, Result};
+use crate::error::{ElementRefusal, Error, Result};
 use crate::pipelines::Builtin;
 
 /// The fill kernel writes 16-byte patterns, so the element size must divide 16.
@@ -15,8 +15,9 @@ const PATTERN_BYTES: usize = 16;
 impl Context {
     /// A new array of `shape` with every element `value` (`jnp.full`).
     ///
-    /// Errors: [`Error::InvalidArgument`] when the element size does not divide 16 bytes (1, 2,
-    /// 4, 8 and 16 do), shape errors and out-of-memory as [`Context::alloc`].
+    /// Errors: [`Error::Element`] ([`ElementRefusal::FillSize`]) when the element size does not
+    /// divide 16 bytes (1, 2, 4, 8 and 16 do), shape errors and out-of-memory as
+    /// [`Context::alloc`].
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
@@ -138,13 +139,12 @@ fn pattern_of<T: bytemuck::Pod>(value: T, operation: &'static str) -> Result<[u3
         return Ok([0; 4]);
     }
     if !PATTERN_BYTES.is_multiple_of(bytes.len()) {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Element {
             operation,
-            reason: format!(
-                "elements of {} bytes ({}) cannot be filled: the element size must divide 16 (1, 2, 4, 8 or 16 bytes)",
-                bytes.len(),
-                std::any::type_name::<T>()
-            ),
+            refusal: ElementRefusal::FillSize {
+                element: std::any::type_name::<T>(),
+                bytes: bytes.len(),
+            },
         });
     }
     let mut pattern = [0u8; PATTERN_BYTES];

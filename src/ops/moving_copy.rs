@@ -29,8 +29,9 @@ impl Capture {
     /// [`Error::Capture`] for a slot of another capture or of another rank than the operand
     /// ([`CaptureRefusal::ForeignSlot`], [`CaptureRefusal::SlotRank`]), or when one dispatch
     /// over the whole arrays cannot copy the box on this device
-    /// ([`CaptureRefusal::BoxTooLarge`]: record the op per run in a
-    /// [`Sequence`](crate::Sequence) instead).
+    /// ([`CaptureRefusal::BoxTooLarge`]) or an array is larger than one binding may be
+    /// ([`CaptureRefusal::BindingTooLarge`]): record the op per run in a
+    /// [`Sequence`](crate::Sequence) instead.
     pub fn dynamic_update_slice_at<T: bytemuck::Pod>(
         &mut self,
         operand: DeviceArray<T>,

@@ -9,14 +9,14 @@
 //! and starts (`i64::MIN`, `i64::MAX`).
 #![deny(clippy::arithmetic_side_effects)]
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IndexRefusal, Result};
 use crate::shape::start_index;
 
 /// Checks that a slice of `sizes` fits an operand of `operand` shape and clamps `start` into
 /// `[0, operand[d] - sizes[d]]` per dimension.
 ///
 /// Errors: a slice of another rank, or larger than the operand in some dimension
-/// ([`Error::Shape`]); a start of the wrong length ([`Error::InvalidArgument`]). Never panics.
+/// ([`Error::Shape`]); a start of the wrong length ([`IndexRefusal::StartCount`]). Never panics.
 pub(crate) fn clamp_start(
     operand: &[usize],
     sizes: &[usize],
@@ -44,13 +44,12 @@ pub(crate) fn clamp_start(
         });
     }
     if start.len() != operand.len() {
-        return Err(Error::InvalidArgument {
+        return Err(Error::Index {
             operation,
-            reason: format!(
-                "{} start indices given for an operand of rank {} ({operand:?}); give one per dimension",
-                start.len(),
-                operand.len()
-            ),
+            refusal: IndexRefusal::StartCount {
+                given: start.len(),
+                shape: operand.to_vec(),
+            },
         });
     }
     operand
@@ -78,7 +77,13 @@ mod tests {
         for start in [[-1, 0], [8, 0], [0, 7], [i64::MIN, 0], [0, i64::MAX]] {
             let refused = clamp_start(&[10, 8], &[3, 2], &start, true, "t").unwrap_err();
             assert!(
-                matches!(&refused, Error::InvalidArgument { operation: "t", .. }),
+                matches!(
+                    &refused,
+                    Error::Index {
+                        operation: "t",
+                        refusal: IndexRefusal::StartOutOfRange { .. }
+                    }
+                ),
                 "{refused:?}"
             );
             assert!(
@@ -216,6 +221,15 @@ mod tests {
         let large = clamp_start(&[4, 4], &[2, 5], &[0, 0], false, "t").unwrap_err();
         assert!(large.to_string().contains("dimension 1 (5 > 4)"), "{large}");
         let start = clamp_start(&[4, 4], &[2, 2], &[0], false, "t").unwrap_err();
-        assert!(matches!(start, Error::InvalidArgument { .. }), "{start}");
+        assert!(
+            matches!(
+                start,
+                Error::Index {
+                    refusal: IndexRefusal::StartCount { given: 1, .. },
+                    ..
+                }
+            ),
+            "{start}"
+        );
     }
 }

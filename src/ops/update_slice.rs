@@ -33,7 +33,9 @@ impl Context {
     /// submission); later GPU work and reads are ordered after it.
     ///
     /// Errors: [`crate::Error::Shape`] for a rank mismatch or a too-large update,
-    /// [`crate::Error::InvalidArgument`] when `start` does not have one index per dimension,
+    /// [`crate::Error::Index`] when `start` does not have one index per dimension or, with
+    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts), lies outside the
+    /// operand,
     /// [`crate::Error::ForeignArray`] for an array of another context, the guard's refusal
     /// of a host update, out-of-memory for a host update's upload, a device error. **On error
     /// the donated operand comes back intact** in [`Donated::array`] (`?` turns the error into

@@ -5,6 +5,7 @@
 
 use crate::harness;
 use crate::harness::{context_with, op_paths, submissions_made, test_config};
+use gpu_arena::error::{CaptureRefusal, IndexRefusal};
 use gpu_arena::{ArenaConfig, Context, DeviceArray, Error};
 
 /// `y = x * p.scale + p.shift` elementwise (not commutative with the cache updates).
@@ -520,7 +521,16 @@ fn a_moving_start_over_arrays_above_the_binding_limit_is_refused_at_capture() {
     let mut cap = ctx.capture();
     let at = cap.index_slot(&[0, 0]);
     let refused = cap.dynamic_update_slice_at(cache, &row, &at).unwrap_err();
-    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert!(matches!(
+        refused.error,
+        Error::Capture {
+            refusal: CaptureRefusal::BindingTooLarge {
+                bytes: 16384,
+                limit: 4096
+            },
+            ..
+        }
+    ));
     assert!(
         refused.error.to_string().contains("binding limit"),
         "{}",
@@ -812,7 +822,16 @@ fn a_moving_start_just_over_the_binding_limit_is_refused_and_at_it_is_accepted()
     let mut cap = ctx.capture();
     let start = cap.index_slot(&[0]);
     let refused = cap.dynamic_update_slice_at(over, &row, &start).unwrap_err();
-    assert!(matches!(refused.error, Error::InvalidArgument { .. }));
+    assert!(matches!(
+        refused.error,
+        Error::Capture {
+            refusal: CaptureRefusal::BindingTooLarge {
+                bytes: 4112,
+                limit: 4096
+            },
+            ..
+        }
+    ));
     assert_eq!(
         refused.array.shape(),
         [1025],
@@ -1191,9 +1210,13 @@ fn strict_starts_refuse_what_would_be_clamped_in_single_ops_and_captured_runs() 
         .device_put(&(0..40u32).collect::<Vec<_>>(), &[4, 10])
         .unwrap();
     let strict = |error: Error| match &error {
-        Error::InvalidArgument { reason, .. } => {
-            assert!(reason.contains("GPU_ARENA_STRICT_STARTS"), "{reason}")
-        }
+        Error::Index {
+            refusal: IndexRefusal::StartOutOfRange { .. },
+            ..
+        } => assert!(
+            error.to_string().contains("GPU_ARENA_STRICT_STARTS"),
+            "{error}"
+        ),
         other => panic!("{other:?}"),
     };
     assert_eq!(

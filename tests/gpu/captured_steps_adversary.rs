@@ -380,7 +380,10 @@ fn hostile_index_slots_and_boxes_at_capture_are_refused_and_give_the_operand_bac
         assert!(
             matches!(
                 refused.error,
-                Error::InvalidArgument { .. } | Error::Shape { .. } | Error::Capture { .. }
+                Error::InvalidArgument { .. }
+                    | Error::Index { .. }
+                    | Error::Shape { .. }
+                    | Error::Capture { .. }
             ),
             "{}",
             refused.error
@@ -399,7 +402,10 @@ fn hostile_index_slots_and_boxes_at_capture_are_refused_and_give_the_operand_bac
         assert!(
             matches!(
                 refused,
-                Error::InvalidArgument { .. } | Error::Shape { .. } | Error::Capture { .. }
+                Error::InvalidArgument { .. }
+                    | Error::Index { .. }
+                    | Error::Shape { .. }
+                    | Error::Capture { .. }
             ),
             "{sizes:?}: {refused}"
         );

@@ -50,7 +50,16 @@ fn fill_in_place_keeps_the_memory_and_its_neighbours() {
 fn fill_refuses_element_sizes_that_do_not_divide_16() {
     let ctx = kernel_context();
     let err = ctx.fill(&[4], [1u8, 2, 3]).unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::Element {
+                refusal: gpu_arena::error::ElementRefusal::FillSize { bytes: 3, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("must divide 16"), "{err}");
 }
 

@@ -2,6 +2,7 @@
 
 use crate::harness::Rng;
 use crate::kernels_common::{both_paths, kernel_context};
+use gpu_arena::error::IndexRefusal;
 use gpu_arena::Error;
 
 fn strides(shape: &[usize]) -> Vec<usize> {
@@ -114,5 +115,14 @@ fn bad_slice_sizes_and_starts_are_errors_that_say_why() {
     let err = ctx.dynamic_slice(&x, &[0, 0], &[1]).unwrap_err();
     assert!(err.to_string().contains("ranks must match"), "{err}");
     let err = ctx.dynamic_slice(&x, &[0, 0, 0], &[1, 1]).unwrap_err();
-    assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    assert!(
+        matches!(
+            &err,
+            Error::Index {
+                operation: "dynamic_slice",
+                refusal: IndexRefusal::StartCount { given: 3, shape },
+            } if shape == &[3, 3]
+        ),
+        "{err}"
+    );
 }

@@ -222,7 +222,10 @@ fn outcome<T, E: std::borrow::Borrow<Error>>(
 ) -> Result<(), TestCaseError> {
     match (result.as_ref().map_err(|e| e.borrow()), expect) {
         (Ok(_), Expect::Ok) => Ok(()),
-        (Err(Error::Shape { .. } | Error::InvalidArgument { .. }), Expect::Invalid) => Ok(()),
+        (
+            Err(Error::Shape { .. } | Error::InvalidArgument { .. } | Error::Index { .. }),
+            Expect::Invalid,
+        ) => Ok(()),
         (Err(Error::TransferGuard { .. }), Expect::Refused) => Ok(()),
         (Ok(_), _) => Err(TestCaseError::fail(format!(
             "{what}: Ok where the model expects {expect:?}"

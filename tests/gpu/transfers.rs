@@ -578,7 +578,7 @@ fn device_get_into_and_bitcast_take_zero_size_arrays_and_views_on_every_path() {
             assert!(
                 matches!(
                     donated.error,
-                    Error::InvalidArgument {
+                    Error::Element {
                         operation: "DeviceArray::bitcast",
                         ..
                     }

@@ -652,9 +652,9 @@ fn donated_operands_survive_every_error_with_their_contents() {
             |e| {
                 matches!(
                     e,
-                    Error::InvalidArgument {
+                    Error::Index {
                         operation: "dynamic_update_slice",
-                        ..
+                        refusal: gpu_arena::error::IndexRefusal::StartCount { given: 1, .. },
                     }
                 )
             },
@@ -729,9 +729,9 @@ fn donated_operands_survive_every_error_with_their_contents() {
     assert!(
         matches!(
             donated.error,
-            Error::InvalidArgument {
+            Error::Element {
                 operation: "fill_in_place",
-                ..
+                refusal: gpu_arena::error::ElementRefusal::FillSize { .. },
             }
         ),
         "{}",

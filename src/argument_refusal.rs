@@ -1,0 +1,107 @@
+//! Why an argument was refused, as values a program can act on: [`IndexRefusal`] (the
+//! `refusal` of [`Error::Index`](crate::Error::Index)) for indices, slice starts and ranks, and
+//! [`ElementRefusal`] (of [`Error::Element`](crate::Error::Element)) for element types whose
+//! size a call cannot take. A file of its own beside `error.rs`, which holds them, as
+//! `capture_refusal.rs` is for captures; `view.rs`, `shape.rs`, `ops/slice_indices.rs`,
+//! `ops/fill.rs`, `array.rs` and the collectives decide which one a call gets.
+
+/// An index (of an element, a slice's start, a rank of an MPI group) that a call cannot take.
+/// Nothing was read, written or sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IndexRefusal {
+    /// Start indices not one per dimension of the operand (a dynamic slice or update).
+    #[error("{given} start indices given for an operand of rank {} ({shape:?}); give one per dimension", shape.len())]
+    StartCount {
+        /// Indices given.
+        given: usize,
+        /// The operand's shape.
+        shape: Vec<usize>,
+    },
+    /// More indices than the array's rank (a view).
+    #[error("{given} indices given for shape {shape:?} of rank {}; give at most one per dimension", shape.len())]
+    IndexCount {
+        /// Indices given.
+        given: usize,
+        /// The array's shape.
+        shape: Vec<usize>,
+    },
+    /// An index past its dimension (a view).
+    #[error(
+        "index {index} is out of range for dimension {dimension} of shape {shape:?} (size {size})"
+    )]
+    OutOfRange {
+        /// The dimension.
+        dimension: usize,
+        /// The index given.
+        index: usize,
+        /// The dimension's size.
+        size: usize,
+        /// The array's shape.
+        shape: Vec<usize>,
+    },
+    /// A slice's start outside `0..=last_start`, refused under
+    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) where XLA would clamp
+    /// it to `clamped` (single ops and captured runs alike).
+    #[error("start {start} of dimension {dimension} lies outside 0..={last_start} (the operand's {operand} less the slice's {slice}); GPU_ARENA_STRICT_STARTS (ArenaConfig::strict_starts) refuses it where XLA would clamp it to {clamped}")]
+    StartOutOfRange {
+        /// The dimension.
+        dimension: usize,
+        /// The start given.
+        start: i64,
+        /// The largest start that keeps the slice inside the operand.
+        last_start: u64,
+        /// The operand's size in the dimension.
+        operand: u64,
+        /// The slice's size in the dimension.
+        slice: u64,
+        /// Where XLA's clamp would have put the start.
+        clamped: u64,
+    },
+    /// A send's destination or a receive's source that is not another rank of the group.
+    #[error("rank {peer} is not another rank of this group (this is rank {rank} of {ranks})")]
+    Peer {
+        /// The rank given.
+        peer: usize,
+        /// This rank.
+        rank: usize,
+        /// The group's size.
+        ranks: usize,
+    },
+    /// A root that is not a rank of the group; refused on every rank, as the others see it
+    /// refused.
+    #[error("root {root} is not a rank of this group of {ranks} ranks")]
+    Root {
+        /// The root given.
+        root: usize,
+        /// The group's size.
+        ranks: usize,
+    },
+}
+
+/// An element type whose size a call cannot take. Nothing was changed, and a donated array
+/// comes back intact.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElementRefusal {
+    /// A fill's element size does not divide the 16 bytes its kernel writes at a time.
+    #[error("elements of {bytes} bytes ({element}) cannot be filled: the element size must divide 16 (1, 2, 4, 8 or 16 bytes)")]
+    FillSize {
+        /// The element type's name.
+        element: &'static str,
+        /// Its size in bytes.
+        bytes: usize,
+    },
+    /// A bitcast between types of different sizes (a bitcast keeps every element's bytes).
+    #[error("{from} is {from_bytes} bytes and {to} is {to_bytes}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)")]
+    BitcastSize {
+        /// The array's element type.
+        from: &'static str,
+        /// Its size in bytes.
+        from_bytes: usize,
+        /// The type asked for.
+        to: &'static str,
+        /// Its size in bytes.
+        to_bytes: usize,
+    },
+}
