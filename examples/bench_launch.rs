@@ -13,6 +13,8 @@
 //!
 //! `us_per_op` is the CPU cost of issuing the work (what gpu-arena and sequences change); each
 //! round then waits for the GPU outside that timing, and `end_to_end_us_per_op` adds the wait.
+//! The 100-op ways run interleaved, round by round, each [`OPS_RUNS`] times back to back in a
+//! round, as a loop issues them (the median of a round's runs, then of the rounds).
 //! On lavapipe the GPU side of a tiny dispatch is itself tens of µs (its threads wake for each
 //! one), so end to end the two ways differ by less than their issue costs do.
 //!
@@ -80,6 +82,10 @@ const OPS: usize = 100;
 /// Rounds of the `ops100` case: its end-to-end figures on lavapipe vary by ±30% from round to
 /// round on a shared machine, so the ways run interleaved and the medians of many count.
 const OPS_ROUNDS: usize = 15;
+/// Runs of each way back to back in a round of the `ops100` case (their median counts): a step
+/// is issued in a loop, and the first run after the other ways pays for the caches they left
+/// cold, by an amount that depends on how much each way touches, not on what it costs warm.
+const OPS_RUNS: usize = 5;
 
 /// Per-op figures of one way of issuing work, in µs: the CPU cost of issuing it, and the cost
 /// with the wait for the GPU added.
@@ -359,31 +365,32 @@ fn main() -> anyhow::Result<()> {
     // Interleaved rounds, so both paths see the same machine.
     // `ops` single launches then one wait, with `flush()` after each when `flush_each` (a
     // submission each, as raw wgpu makes).
-    let single_ops = |a: &mut gpu_arena::DeviceArray<u32>, ops: usize, flush_each: bool| {
-        measure(
-            1,
-            ops,
-            || {
-                for _ in 0..ops {
-                    ctx.launch(&kernel)
-                        .params(&1u32)
-                        .arg_mut(a)
-                        .grid_for(N as u64)
-                        .run()?;
-                    if flush_each {
-                        ctx.flush()?;
+    let single_ops =
+        |a: &mut gpu_arena::DeviceArray<u32>, ops: usize, flush_each: bool, runs: usize| {
+            measure(
+                runs,
+                ops,
+                || {
+                    for _ in 0..ops {
+                        ctx.launch(&kernel)
+                            .params(&1u32)
+                            .arg_mut(a)
+                            .grid_for(N as u64)
+                            .run()?;
+                        if flush_each {
+                            ctx.flush()?;
+                        }
                     }
-                }
-                Ok(())
-            },
-            || Ok(ctx.synchronize()?),
-        )
-    };
+                    Ok(())
+                },
+                || Ok(ctx.synchronize()?),
+            )
+        };
     let rounds = 7;
     let (mut ours, mut ours_flushed, mut raw) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        ours.push(single_ops(&mut a, launches, false)?);
-        ours_flushed.push(single_ops(&mut a, launches, true)?);
+        ours.push(single_ops(&mut a, launches, false, 1)?);
+        ours_flushed.push(single_ops(&mut a, launches, true, 1)?);
         raw.push(measure(
             1,
             launches,
@@ -425,10 +432,10 @@ fn main() -> anyhow::Result<()> {
     let (mut sequenced, mut captured, mut prebuilt) = (Vec::new(), Vec::new(), Vec::new());
     let mut prebuilt_groups = Vec::new();
     for _ in 0..OPS_ROUNDS {
-        gathered.push(single_ops(&mut a, OPS, false)?);
-        each.push(single_ops(&mut a, OPS, true)?);
+        gathered.push(single_ops(&mut a, OPS, false, OPS_RUNS)?);
+        each.push(single_ops(&mut a, OPS, true, OPS_RUNS)?);
         sequenced.push(measure(
-            1,
+            OPS_RUNS,
             OPS,
             || {
                 let mut s = ctx.sequence();
@@ -445,7 +452,7 @@ fn main() -> anyhow::Result<()> {
             || Ok(ctx.synchronize()?),
         )?);
         captured.push(measure(
-            1,
+            OPS_RUNS,
             OPS,
             || {
                 step.run().submit()?;
@@ -455,7 +462,7 @@ fn main() -> anyhow::Result<()> {
         )?);
         for (group_per_op, figures) in [(false, &mut prebuilt), (true, &mut prebuilt_groups)] {
             figures.push(measure(
-                1,
+                OPS_RUNS,
                 OPS,
                 || {
                     raw_prebuilt(group_per_op);
@@ -479,8 +486,8 @@ fn main() -> anyhow::Result<()> {
     );
     drop(step);
     // Every launch added 1 to every element: check the work really ran (the captured step
-    // ran once before the rounds, once per round and once more after).
-    let expected = (10 + 2 * rounds * launches + 4 * OPS_ROUNDS * OPS + 2 * OPS) as u32;
+    // ran once before the rounds, OPS_RUNS times per round and once more after).
+    let expected = (10 + 2 * rounds * launches + 4 * OPS_ROUNDS * OPS_RUNS * OPS + 2 * OPS) as u32;
     let got = ctx.device_get(&a)?;
     anyhow::ensure!(
         got.iter().all(|&v| v == expected),
@@ -530,7 +537,7 @@ fn main() -> anyhow::Result<()> {
         );
     } else {
         println!(
-            "CPU cost of issuing, on {} (medians of {rounds} rounds, {OPS_ROUNDS} for 100 ops; end to end with the GPU's wait in brackets):",
+            "CPU cost of issuing, on {} (medians of {rounds} rounds, {OPS_ROUNDS} of {OPS_RUNS} runs for 100 ops; end to end with the GPU's wait in brackets):",
             ctx.adapter_info().name
         );
         println!(

@@ -68,8 +68,8 @@ pub enum IndexRefusal {
         /// The group's size.
         ranks: usize,
     },
-    /// A root that is not a rank of the group; refused on every rank, as the others see it
-    /// refused.
+    /// A broadcast's root that is not a rank of the group: the error of each rank that passed
+    /// it (the others get [`Error::Collective`](crate::Error::Collective) naming that rank).
     #[error("root {root} is not a rank of this group of {ranks} ranks")]
     Root {
         /// The root given.

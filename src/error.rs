@@ -231,8 +231,8 @@ pub enum Error {
     /// An op of a [`Capture`](crate::Capture) (or a launch given a capture's parameter slot)
     /// was refused before anything was recorded: a slot of another capture, an index slot of
     /// another rank, a capture whose recorder was moved out of it, or a moving box too large
-    /// for one dispatch or over arrays too large to bind whole. `refusal` says which, with the values; a donated operand comes back
-    /// intact.
+    /// for one dispatch or over arrays too large to bind whole. `refusal` says which, with the
+    /// values; a donated operand comes back intact.
     #[error("invalid argument to {operation}: {refusal}")]
     Capture {
         /// The op that was refused.
