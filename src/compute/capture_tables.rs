@@ -4,6 +4,7 @@
 //! plans from them all read them, so they sit below all three.
 
 use crate::array::ArrayStorage;
+use crate::backend::MappedRange;
 use crate::recorder::CAPTURE_RECORDER_BIT;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -95,6 +96,23 @@ pub(crate) struct MovingCopy {
     /// a run (the ops' own geometry: `ops/moving_copy.rs`).
     pub(crate) params: Vec<u8>,
     pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), BaseOverflow>,
+    /// The moving side's offset in bytes at the capture (the slot's initial start).
+    pub(crate) initial_offset: u64,
+    /// The box on the host, for runs that copy it there (`None`: the kernel binds a part of an
+    /// array, not the whole of both).
+    pub(crate) host: Option<Arc<dyn HostBox>>,
+}
+
+/// A moving copy's box as the host copies it (the ops' own geometry: `ops/moving_copy.rs`),
+/// for a run on a CPU adapter with zero-copy that makes the copy with `memcpy` rather than
+/// the kernel (as single ops and sequences do there: `ops/host.rs`).
+pub(crate) trait HostBox: Send + Sync + std::fmt::Debug {
+    /// The bytes the box covers, from its first to past its last, in the source and in the
+    /// destination (`(offset, len)` from each array's first byte) with the moving side at
+    /// `offset`.
+    fn spans(&self, offset: u64) -> [(u64, u64); 2];
+    /// Copies the box, its moving side at `offset`, from `src` to `dst` (each an array's bytes).
+    fn copy(&self, offset: u64, src: &MappedRange, dst: &MappedRange);
 }
 
 /// A moving copy's base (in units) that does not fit the kernel's 32-bit parameter: the

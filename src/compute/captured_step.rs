@@ -139,6 +139,10 @@ pub struct CapturedStep {
     plan: StepPlan,
     runs: u64,
     bind_groups: u64,
+    /// Each moving copy's offset now (the moving side's first byte in its array).
+    moving_at: Vec<u64>,
+    /// Moving copies made on the host so far ([`CapturedStep::host_copies`]).
+    host_copies: u64,
 }
 
 impl CapturedStep {
@@ -224,11 +228,13 @@ impl CapturedStep {
             staging,
             inputs: tables.inputs.clone(),
             reads: tables.reads.clone(),
+            moving_at: tables.moving.iter().map(|m| m.initial_offset).collect(),
             moving: tables.moving.clone(),
             array_slots,
             plan,
             runs: 0,
             bind_groups,
+            host_copies: 0,
         })
     }
 
@@ -265,6 +271,19 @@ impl CapturedStep {
     /// counts every bind group of the context).
     pub fn bind_groups(&self) -> u64 {
         self.bind_groups
+    }
+
+    /// Moving copies (`dynamic_update_slice_at`, `dynamic_slice_at`) that runs made on the
+    /// host so far. On a CPU adapter (lavapipe, SwiftShader, WARP) with zero-copy, where a
+    /// `memcpy` beats the copy kernel as for single ops, a run copies a moving box itself,
+    /// before it submits, when both arrays are mapped, no GPU work uses them any more, and no
+    /// earlier step of the run touches the box's bytes; the rest of the run is unchanged, and
+    /// so are its results. Never on a GPU, while kernels are timed, or with
+    /// [`ArenaConfig::force_device_kernels`](crate::ArenaConfig::force_device_kernels). The
+    /// copies come after every check of the run; a run that the device then refuses (a lost
+    /// device) may have made them.
+    pub fn host_copies(&self) -> u64 {
+        self.host_copies
     }
 
     /// The context the step runs on.
@@ -618,6 +637,7 @@ impl CapturedStep {
             }
         }
         for &(m, offset) in offsets {
+            self.moving_at[m] = offset;
             let moving = &self.moving[m];
             let (src, dst) = if moving.source_moves {
                 (offset, 0)
@@ -679,11 +699,25 @@ impl CapturedStep {
         let mut timer = inner.dispatch_timer(&self.steps);
         let prelude = buffers.uniform_copy.as_slice();
         let omitted = self.staging.omitted_copies(buffers);
+        // Timed runs keep every dispatch: the timer stamps each one.
+        let on_host = match timer {
+            None => self.copy_on_host(inner, omitted),
+            Some(_) => Vec::new(),
+        };
+        let left_out: Vec<usize> = match on_host.is_empty() {
+            true => omitted.to_vec(),
+            false => {
+                let mut all = [omitted, &on_host].concat();
+                all.sort_unstable();
+                all
+            }
+        };
+        self.host_copies += on_host.len() as u64;
         let encoded = encode_bound_steps(
             inner.device(),
             prelude,
             &self.steps,
-            omitted,
+            &left_out,
             timer.as_mut(),
         );
         submission.timed(timer);
@@ -698,10 +732,96 @@ impl CapturedStep {
             }
             staging.submitted(buffers, id);
         };
-        let id = submission.submit([commands], record, crate::step::dispatch_names(&self.steps))?;
+        let names = self
+            .steps
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| on_host.binary_search(i).is_err())
+            .filter_map(|(_, step)| match step {
+                Step::Dispatch { kernel, .. } => Some(kernel.name.as_str()),
+                _ => None,
+            });
+        let id = submission.submit([commands], record, names)?;
         self.staging.accepted(buffers);
         self.runs += 1;
         Ok(id)
+    }
+}
+
+impl CapturedStep {
+    /// On a CPU adapter with zero-copy, makes on the host the moving copies of this run that
+    /// can run before its submission (see [`CapturedStep::host_copies`]); returns their steps'
+    /// positions, sorted, for the encoder to leave out. `omitted`: the steps the run leaves
+    /// out already (input copies written in place).
+    fn copy_on_host(&self, inner: &ContextInner, omitted: &[usize]) -> Vec<usize> {
+        // Past this many steps the scans cost more than the kernels they save.
+        const MAX_STEPS_SCANNED: usize = 256;
+        let mut on_host = Vec::new();
+        if self.moving.is_empty()
+            || self.steps.len() > MAX_STEPS_SCANNED
+            || inner.config().force_device_kernels
+            || inner.adapter_info().device_type != wgpu::DeviceType::Cpu
+        {
+            return on_host;
+        }
+        // Every thread gathers its GPU work under the kernel lock: none can start using the
+        // arrays between the checks below and the copies.
+        let _kernels = inner.kernels().lock();
+        let _ = inner.device().poll(wgpu::PollType::Poll);
+        let completed = inner.submissions().completed();
+        // The array of the step holding bytes `[offset, offset + size)` of `buffer`, mapped and
+        // idle on the GPU, with those bytes as its own range.
+        let idle_array = |buffer: &wgpu::Buffer, offset: u64, size: u64| {
+            self.arrays.iter().find_map(|(storage, _)| {
+                let start = storage.allocation.offset;
+                let inside = storage.buffer == *buffer
+                    && offset >= start
+                    && offset + size <= start + storage.allocation.size;
+                let mapped = storage.mapped.as_ref()?;
+                (inside && storage.last_use().0 <= completed).then(|| mapped.sub(offset, size))
+            })
+        };
+        for (moving, &at) in self.moving.iter().zip(&self.moving_at) {
+            let Some(host) = &moving.host else { continue };
+            let Some(Step::Dispatch { ranges, .. }) = self.steps.get(moving.step) else {
+                continue;
+            };
+            let bound = |binding| ranges.iter().find(|r| r.binding == binding);
+            // The copy kernel binds the source at 1 and the destination at 2, each whole.
+            let (Some(src), Some(dst)) = (bound(1), bound(2)) else {
+                continue;
+            };
+            let [(src_at, src_len), (dst_at, dst_len)] = host.spans(at);
+            let kept_before = |buffer: &wgpu::Buffer, offset: u64, len: u64| {
+                self.steps[..moving.step]
+                    .iter()
+                    .enumerate()
+                    .any(|(i, step)| {
+                        omitted.binary_search(&i).is_err()
+                            && on_host.binary_search(&i).is_err()
+                            && step.touches(buffer, offset, len)
+                    })
+            };
+            // Arrays that share bytes (one region's buffer holds many) are left to the kernel.
+            let overlap = src.buffer == dst.buffer
+                && src.offset < dst.offset + dst.size
+                && dst.offset < src.offset + src.size;
+            if overlap
+                || kept_before(&src.buffer, src.offset + src_at, src_len)
+                || kept_before(&dst.buffer, dst.offset + dst_at, dst_len)
+            {
+                continue;
+            }
+            let (Some(from), Some(to)) = (
+                idle_array(&src.buffer, src.offset, src.size),
+                idle_array(&dst.buffer, dst.offset, dst.size),
+            ) else {
+                continue;
+            };
+            host.copy(at, &from, &to);
+            on_host.push(moving.step);
+        }
+        on_host
     }
 }
 

@@ -166,6 +166,26 @@ impl BoxCopy {
         }
     }
 
+    /// The bytes the box covers, from its first to past its last, in the source and in the
+    /// destination: `(offset, len)` each (`len` 0 for an empty box).
+    pub(crate) fn spans(&self) -> [(u64, u64); 2] {
+        let extent = |stride: fn(&OuterDim) -> u64| match self.is_empty() {
+            true => 0,
+            false => {
+                self.row_bytes
+                    + self
+                        .outer
+                        .iter()
+                        .map(|d| (d.count - 1) * stride(d))
+                        .sum::<u64>()
+            }
+        };
+        [
+            (self.src_offset, extent(|d| d.src_stride)),
+            (self.dst_offset, extent(|d| d.dst_stride)),
+        ]
+    }
+
     /// True when the box holds no bytes.
     pub(crate) fn is_empty(&self) -> bool {
         self.row_bytes == 0 || self.outer.iter().any(|d| d.count == 0)

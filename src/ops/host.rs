@@ -128,6 +128,11 @@ impl Sequence {
 }
 
 impl HostArrays {
+    /// The arrays' mapped bytes, for a caller that found them idle itself (a captured run).
+    pub(crate) fn of(ranges: Vec<MappedRange>) -> Self {
+        HostArrays(ranges)
+    }
+
     /// Copies `copy` from array `src` to array `dst` (indices into the arrays given to
     /// [`ContextInner::host_path`]).
     pub(crate) fn copy(&self, src: usize, dst: usize, copy: &BoxCopy) {

@@ -8,13 +8,15 @@
 use super::builtin::{planning_error, Binding, Dispatch, Params};
 use super::dynamic_slice::slice_box;
 use super::geometry::{
-    plan_movable_copy, row_major_strides, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
+    plan_movable_copy, row_major_strides, BoxCopy, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
     WORKGROUP,
 };
+use super::host::HostArrays;
 use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
-use crate::compute::{BaseOverflow, Capture, CaptureId, IndexSlot, MovingCopy};
+use crate::backend::MappedRange;
+use crate::compute::{BaseOverflow, Capture, CaptureId, HostBox, IndexSlot, MovingCopy};
 use crate::donated::{give_back, DonatedResult};
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 use crate::pipelines::Builtin;
@@ -138,7 +140,7 @@ impl Capture {
         &mut self,
         src: (&DeviceArray<T>, Access, &'static str),
         dst: (&DeviceArray<T>, Access, &'static str),
-        copy: &super::geometry::BoxCopy,
+        copy: &BoxCopy,
         slot: &IndexSlot,
         (moving_shape, sizes): (&[usize], &[usize]),
         source_moves: bool,
@@ -219,6 +221,13 @@ impl Capture {
             .capture
             .as_mut()
             .expect("a capture's sequence keeps its tables");
+        // The host copies the box between the arrays' own bytes, so only where the kernel
+        // binds both whole (its bases are then offsets from the arrays' first bytes).
+        let whole = planned.src.offset == 0 && planned.dst.offset == 0;
+        let moving_box = MovingBox {
+            copy: copy.clone(),
+            source_moves,
+        };
         tables.moving.push(MovingCopy {
             step,
             slot: slot.index,
@@ -229,8 +238,48 @@ impl Capture {
             unit_bytes: planned.unit.bytes(),
             params: bytemuck::bytes_of(&planned.params).to_vec(),
             rebase: rebase_copy,
+            initial_offset: moving_box.moving_offset(),
+            host: whole.then(|| std::sync::Arc::new(moving_box) as std::sync::Arc<dyn HostBox>),
         });
         Ok(())
+    }
+}
+
+/// A moving copy's box on the host ([`HostBox`]): the box as captured, its moving side's offset
+/// replaced by each run's.
+#[derive(Debug)]
+struct MovingBox {
+    copy: BoxCopy,
+    source_moves: bool,
+}
+
+impl MovingBox {
+    /// The box with its moving side at `offset`.
+    fn at(&self, offset: u64) -> BoxCopy {
+        let mut copy = self.copy.clone();
+        match self.source_moves {
+            true => copy.src_offset = offset,
+            false => copy.dst_offset = offset,
+        }
+        copy
+    }
+
+    /// The moving side's offset as captured.
+    fn moving_offset(&self) -> u64 {
+        match self.source_moves {
+            true => self.copy.src_offset,
+            false => self.copy.dst_offset,
+        }
+    }
+}
+
+impl HostBox for MovingBox {
+    fn spans(&self, offset: u64) -> [(u64, u64); 2] {
+        self.at(offset).spans()
+    }
+
+    fn copy(&self, offset: u64, src: &MappedRange, dst: &MappedRange) {
+        HostArrays::of(vec![src.clone(), dst.clone()]).copy(0, 1, &self.at(offset));
     }
 }
 

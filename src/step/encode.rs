@@ -153,13 +153,14 @@ pub(crate) fn encode_steps(
 /// Encodes `prelude` then `steps`, whose every dispatch has its bind group (a captured step's
 /// copies of the run's parameters, then its commands), into one command buffer, without error
 /// scopes of its own: the caller's scope, around this and the submission, catches a refusal.
-/// The copies of `steps` at `omitted_copies` (sorted positions) are left out. `timer` times the
+/// The steps at `omitted` (sorted positions: copies a run took in place, moving copies it made
+/// on the host) are left out. `timer` times the
 /// dispatches of `steps` as for [`encode_steps`].
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
     prelude: &[Step],
     steps: &[Step],
-    omitted_copies: &[usize],
+    omitted: &[usize],
     timer: Option<&mut DispatchTimer>,
 ) -> Result<wgpu::CommandBuffer, DeviceRefusal> {
     let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -167,15 +168,7 @@ pub(crate) fn encode_bound_steps(
     });
     let none = vec![None; prelude.len().max(steps.len())];
     record_into(&mut encoder, device, prelude, &none, &[], None, None)?;
-    record_into(
-        &mut encoder,
-        device,
-        steps,
-        &none,
-        omitted_copies,
-        None,
-        timer,
-    )?;
+    record_into(&mut encoder, device, steps, &none, omitted, None, timer)?;
     Ok(encoder.finish())
 }
 
@@ -204,20 +197,24 @@ fn record_commands(
     Ok(encoder.finish())
 }
 
-/// Records `steps` into `encoder` ([`record_commands`]), but the copies at the positions in
-/// `omitted_copies` (sorted: a captured run that wrote its inputs in place leaves their copies
-/// out), the timer's stamps resolved at the end.
+/// Records `steps` into `encoder` ([`record_commands`]), but the steps at the positions in
+/// `omitted` (sorted: see [`encode_bound_steps`]), the timer's stamps resolved at the end.
 fn record_into(
     encoder: &mut wgpu::CommandEncoder,
     device: &wgpu::Device,
     steps: &[Step],
     offsets: &[Option<u64>],
-    omitted_copies: &[usize],
+    omitted: &[usize],
     params_buffer: Option<&wgpu::Buffer>,
     mut timer: Option<&mut DispatchTimer>,
 ) -> Result<(), DeviceRefusal> {
+    let left_out = |i: usize| omitted.binary_search(&i).is_ok();
     let mut i = 0;
     while i < steps.len() {
+        if left_out(i) {
+            i += 1;
+            continue;
+        }
         match &steps[i] {
             Step::Dispatch { kernel, .. } => {
                 // Consecutive dispatches share one compute pass (wgpu orders them), except
@@ -245,6 +242,10 @@ fn record_into(
                     bind_group: recorded,
                 }) = steps.get(i)
                 {
+                    if left_out(i) {
+                        i += 1;
+                        continue;
+                    }
                     let made;
                     let group = match recorded {
                         Some(group) => group,
@@ -288,9 +289,7 @@ fn record_into(
                 }
             }
             Step::Copy(copy) => {
-                if omitted_copies.binary_search(&i).is_err() {
-                    copy.encode(encoder);
-                }
+                copy.encode(encoder);
                 i += 1;
             }
             Step::Clear {

@@ -1872,3 +1872,183 @@ fn a_step_whose_reads_are_all_taken_in_place_makes_no_readback_staging() {
         }
     }
 }
+
+/// A step whose host row goes straight into the cache at a moving start and is sliced straight
+/// back out: both moving copies read what the run wrote in place (no kernel before them).
+struct HostMoves {
+    step: gpu_arena::CapturedStep,
+    row: gpu_arena::InputSlot<f32>,
+    at: gpu_arena::IndexSlot,
+    read: gpu_arena::ReadSlot<f32>,
+}
+
+fn capture_host_moves(
+    ctx: &Context,
+    cache: DeviceArray<f32>,
+    sum: &mut DeviceArray<f32>,
+) -> (HostMoves, DeviceArray<f32>) {
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut cap = ctx.capture();
+    let (new_row, row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &new_row, &at).unwrap();
+    let back = cap.dynamic_slice_at(&cache, &at, &[1, WIDTH]).unwrap();
+    cap.launch(&accumulate)
+        .arg(&back)
+        .arg_mut(sum)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let read = cap.read(&*sum).unwrap();
+    drop((new_row, back));
+    let step = cap.finish().unwrap();
+    (
+        HostMoves {
+            step,
+            row,
+            at,
+            read,
+        },
+        cache,
+    )
+}
+
+/// Whether moving copies may run on the host on this path: a CPU adapter (lavapipe) whose
+/// arena is mapped (zero-copy on Vulkan), kernels not forced.
+fn host_moves_expected(ctx: &Context, path: &str) -> bool {
+    ctx.adapter_info().device_type == gpu_arena::wgpu::DeviceType::Cpu
+        && ctx.is_vulkan()
+        && path.contains("zero-copy")
+}
+
+/// On a CPU adapter with zero-copy, a run makes its moving copies on the host (a `memcpy`,
+/// as single ops there) when their arrays are idle and no earlier step of the run touches the
+/// box; everywhere the results are the kernels' bit for bit, clamped starts included.
+#[gpu_test]
+fn moving_copies_run_on_the_host_on_a_cpu_adapter_with_the_kernels_results() {
+    for (path, ctx) in every_path() {
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let (mut moves, cache) = capture_host_moves(&ctx, cache, &mut sum);
+        let mut want_cache = vec![0.0f32; ROWS * WIDTH];
+        let mut want_sum = vec![0.0f32; WIDTH];
+        // 20 and 99 clamp to the last row, as XLA clamps.
+        let starts = [0usize, 1, 2, 3, 7, 15, 20, 4, 99];
+        for &t in &starts {
+            let row = query(t);
+            let mut read = vec![0.0f32; WIDTH];
+            moves
+                .step
+                .run()
+                .input(&moves.row, &row)
+                .start(&moves.at, &[t as i64, 0])
+                .read_into(&moves.read, &mut read)
+                .submit()
+                .unwrap();
+            let at = t.min(ROWS - 1) * WIDTH;
+            want_cache[at..at + WIDTH].copy_from_slice(&row);
+            for (s, v) in want_sum.iter_mut().zip(&row) {
+                *s += v;
+            }
+            assert_eq!(bits(&read), bits(&want_sum), "{path}: the sum at t = {t}");
+        }
+        assert_eq!(
+            bits(&ctx.device_get(&cache).unwrap()),
+            bits(&want_cache),
+            "{path}: the cache"
+        );
+        let made = moves.step.host_copies();
+        match host_moves_expected(&ctx, path) {
+            // Each run read back and waited, so each found its arrays idle: both copies.
+            true => assert_eq!(made, 2 * starts.len() as u64, "{path}"),
+            false => assert_eq!(made, 0, "{path}"),
+        }
+    }
+}
+
+/// A moving copy into an array that gathered GPU work still uses runs as the kernel, after that
+/// work, and the run's results are the same as ever.
+#[gpu_test]
+fn a_moving_copy_into_an_array_the_gpu_still_uses_runs_as_a_kernel_after_it() {
+    let ctx = context_with(test_config());
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut moves, mut cache) = capture_host_moves(&ctx, cache, &mut sum);
+    let run = |moves: &mut HostMoves, t: usize, read: &mut [f32]| {
+        moves
+            .step
+            .run()
+            .input(&moves.row, &query(t))
+            .start(&moves.at, &[t as i64, 0])
+            .read_into(&moves.read, read)
+            .submit()
+            .unwrap()
+    };
+    let mut read = vec![0.0f32; WIDTH];
+    run(&mut moves, 0, &mut read);
+    let before = moves.step.host_copies();
+    // A gathered launch (not submitted yet) writes the whole cache: ones everywhere.
+    let ones = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let one = ctx
+        .device_put(&vec![1.0f32; ROWS * WIDTH], &[ROWS, WIDTH])
+        .unwrap();
+    ctx.launch(&ones)
+        .arg(&one)
+        .arg_mut(&mut cache)
+        .grid_for(ROWS * WIDTH)
+        .run()
+        .unwrap();
+    run(&mut moves, 5, &mut read);
+    if host_moves_expected(&ctx, "zero-copy") {
+        // The update waited its turn as a kernel; the slice after it read the cache a kernel
+        // wrote in the same run, so it stayed a kernel too.
+        assert_eq!(moves.step.host_copies(), before);
+    }
+    let got = ctx.device_get(&cache).unwrap();
+    let mut want = vec![1.0f32; ROWS * WIDTH];
+    for (w, v) in want[..WIDTH].iter_mut().zip(query(0)) {
+        *w = v + 1.0;
+    }
+    want[5 * WIDTH..6 * WIDTH].copy_from_slice(&query(5));
+    assert_eq!(bits(&got), bits(&want), "the launch, then the run's row");
+    let sum: Vec<f32> = query(0).iter().zip(query(5)).map(|(a, b)| a + b).collect();
+    assert_eq!(bits(&read), bits(&sum));
+}
+
+/// Two threads on one cache: one runs the step (its moving copies on the host where they may
+/// be), the other reads the cache meanwhile. Every element the reader sees is either not yet
+/// written or the row's value, and the cache ends as the runs left it.
+#[gpu_test]
+fn a_thread_reading_the_cache_while_another_runs_host_moves_sees_only_whole_values() {
+    let ctx = context_with(test_config());
+    let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut moves, cache) = capture_host_moves(&ctx, cache, &mut sum);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for t in 0..ROWS {
+                let mut read = vec![0.0f32; WIDTH];
+                moves
+                    .step
+                    .run()
+                    .input(&moves.row, &query(t))
+                    .start(&moves.at, &[t as i64, 0])
+                    .read_into(&moves.read, &mut read)
+                    .submit()
+                    .unwrap();
+            }
+        });
+        s.spawn(|| {
+            for _ in 0..ROWS {
+                let seen = ctx.device_get(&cache).unwrap();
+                for (r, row) in seen.chunks(WIDTH).enumerate() {
+                    for (&v, w) in row.iter().zip(query(r)) {
+                        assert!(v == 0.0 || v.to_bits() == w.to_bits(), "row {r}: {v}");
+                    }
+                }
+            }
+        });
+    });
+    let want: Vec<f32> = (0..ROWS).flat_map(query).collect();
+    assert_eq!(bits(&ctx.device_get(&cache).unwrap()), bits(&want));
+}
