@@ -208,9 +208,10 @@ pub struct ArenaConfig {
     /// the paths of Intel non-LLC, ARM and Apple GPUs on lavapipe under the validation layer.
     /// Default `false`; `GPU_ARENA_FORCE_NONCOHERENT`.
     pub force_non_coherent: bool,
-    /// Testing: run the library's ops (copies, fills, slices, updates) as their WGSL kernels on
-    /// CPU adapters too, where they otherwise copy on the host when the arrays are idle (faster
-    /// there), so that tests on lavapipe exercise the kernels. Default `false`;
+    /// Testing: run the library's ops (copies, fills, slices, updates, and captured runs'
+    /// moving copies) as their WGSL kernels on CPU adapters too, where they otherwise copy on
+    /// the host when the arrays are idle (faster there), so that tests on lavapipe exercise
+    /// the kernels. Default `false`;
     /// `GPU_ARENA_FORCE_DEVICE_KERNELS`.
     pub force_device_kernels: bool,
     /// Testing: time each dispatch by a compute pass of its own (the pass's begin and end

@@ -154,8 +154,7 @@ pub(crate) fn encode_steps(
 /// copies of the run's parameters, then its commands), into one command buffer, without error
 /// scopes of its own: the caller's scope, around this and the submission, catches a refusal.
 /// The steps at `omitted` (sorted positions: copies a run took in place, moving copies it made
-/// on the host) are left out. `timer` times the
-/// dispatches of `steps` as for [`encode_steps`].
+/// on the host) are left out. `timer` times the dispatches of `steps` as for [`encode_steps`].
 pub(crate) fn encode_bound_steps(
     device: &wgpu::Device,
     prelude: &[Step],
