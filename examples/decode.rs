@@ -287,6 +287,9 @@ struct Measured {
     /// The captured step's plan (captured way only): temporaries, block and lower bound in
     /// bytes, and the µs the capture and its `finish` took.
     plan: Option<(usize, u64, u64, f64)>,
+    /// Moving copies a captured run made on the host, per run (`CapturedStep::host_copies`:
+    /// on a CPU adapter with zero-copy).
+    host_copies_per_run: f64,
     /// The cache after the last step.
     cache: Vec<f32>,
 }
@@ -373,6 +376,10 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, way: Way) -> anyhow::Result<M
             ),
         }
     }
+    // Every step ran twice: once read back, once timed to its issue.
+    let host_copies_per_run = captured
+        .as_ref()
+        .map_or(0.0, |d| d.step.host_copies() as f64 / (2 * steps) as f64);
     drop(captured);
     Ok(Measured {
         us_per_step: busy / steps as f64 * 1e6,
@@ -381,6 +388,7 @@ fn run(ctx: &Context, shape: &Shape, steps: usize, way: Way) -> anyhow::Result<M
         submissions_per_step,
         allocations_per_step,
         plan,
+        host_copies_per_run,
         cache: ctx.device_get(&cache)?,
     })
 }
@@ -518,7 +526,8 @@ fn main() -> anyhow::Result<()> {
         ] {
             let extra = match way {
                 Way::Captured => format!(
-                    ", \"issue_vs_sequence\": {issue_ratio:.3}, \"end_to_end_vs_sequence\": {end_to_end_ratio:.3}, \"temporaries\": {temporaries}, \"block_bytes\": {block_bytes}, \"lower_bound_bytes\": {lower_bound_bytes}, \"capture_us\": {capture_us:.1}"
+                    ", \"issue_vs_sequence\": {issue_ratio:.3}, \"end_to_end_vs_sequence\": {end_to_end_ratio:.3}, \"temporaries\": {temporaries}, \"block_bytes\": {block_bytes}, \"lower_bound_bytes\": {lower_bound_bytes}, \"capture_us\": {capture_us:.1}, \"host_copies_per_run\": {:.1}",
+                    captured.host_copies_per_run
                 ),
                 _ => String::new(),
             };
@@ -556,7 +565,8 @@ fn main() -> anyhow::Result<()> {
             "  captured vs sequence: issue {issue_ratio:.2}x (goal <= 0.5x), end to end {end_to_end_ratio:.2}x (goal <= 1.0x)"
         );
         println!(
-            "  captured plan: {temporaries} temporaries in a block of {block_bytes} B, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us"
+            "  captured plan: {temporaries} temporaries in a block of {block_bytes} B, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us; {:.1} moving copies per run on the host",
+            captured.host_copies_per_run
         );
         println!(
             "  bytes_in_use flat across steps: {} B (per op), {} B (sequence), {} B (captured); scores match the CPU bit for bit",
