@@ -278,7 +278,8 @@ impl CapturedStep {
     /// `memcpy` beats the copy kernel as for single ops, a run copies a moving box itself,
     /// before it submits, when both arrays are mapped, no GPU work uses them any more, and no
     /// earlier step of the run touches the box's bytes; the rest of the run is unchanged, and
-    /// so are its results. Never on a GPU, while kernels are timed, or with
+    /// so are its results. Never on a GPU, in a run that binds arrays to slots, while kernels
+    /// are timed, or with
     /// [`ArenaConfig::force_device_kernels`](crate::ArenaConfig::force_device_kernels). The
     /// copies come after every check of the run; a run that the device then refuses (a lost
     /// device) may have made them.
@@ -700,9 +701,11 @@ impl CapturedStep {
         let prelude = buffers.uniform_copy.as_slice();
         let omitted = self.staging.omitted_copies(buffers);
         // Timed runs keep every dispatch: the timer stamps each one.
-        let on_host = match timer {
-            None => self.copy_on_host(inner, omitted),
-            Some(_) => Vec::new(),
+        // A run that binds arrays to slots keeps every dispatch too: its dispatches' ranges are
+        // the captured arrays' (a bound array changes only their bind groups).
+        let on_host = match (&timer, bound.is_empty()) {
+            (None, true) => self.copy_on_host(inner, omitted),
+            _ => Vec::new(),
         };
         let left_out: Vec<usize> = match on_host.is_empty() {
             true => omitted.to_vec(),

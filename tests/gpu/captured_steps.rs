@@ -2052,3 +2052,78 @@ fn a_thread_reading_the_cache_while_another_runs_host_moves_sees_only_whole_valu
     let want: Vec<f32> = (0..ROWS).flat_map(query).collect();
     assert_eq!(bits(&ctx.device_get(&cache).unwrap()), bits(&want));
 }
+
+/// A run that binds another cache to the cache's array slot writes that cache, whether its
+/// moving copies run on the host or as kernels, and leaves the captured one alone.
+#[gpu_test]
+fn a_host_move_into_a_slot_bound_for_one_run_writes_the_bound_array() {
+    for (path, ctx) in every_path() {
+        let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+        let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        let mut cap = ctx.capture();
+        let slot = cap.array_slot(&cache).unwrap();
+        let (new_row, row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
+        let at = cap.index_slot(&[0, 0]);
+        let cache = cap.dynamic_update_slice_at(cache, &new_row, &at).unwrap();
+        let back = cap.dynamic_slice_at(&cache, &at, &[1, WIDTH]).unwrap();
+        cap.launch(&accumulate)
+            .arg(&back)
+            .arg_mut(&mut sum)
+            .grid_for(WIDTH)
+            .run()
+            .unwrap();
+        drop((new_row, back));
+        let mut step = cap.finish().unwrap();
+        let mut other = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+        for t in [3usize, 9] {
+            step.run()
+                .input(&row, &query(t))
+                .start(&at, &[t as i64, 0])
+                .array(&slot, &mut other)
+                .submit()
+                .unwrap();
+        }
+        // A run that binds arrays leaves its copies to the kernels.
+        assert_eq!(step.host_copies(), 0, "{path}");
+        ctx.synchronize().unwrap();
+        step.run()
+            .input(&row, &query(1))
+            .start(&at, &[1, 0])
+            .submit()
+            .unwrap();
+        let on_host = if host_moves_expected(&ctx, path) {
+            2
+        } else {
+            0
+        };
+        assert_eq!(
+            step.host_copies(),
+            on_host,
+            "{path}: the run on the captured cache"
+        );
+        let mut want_other = vec![0.0f32; ROWS * WIDTH];
+        want_other[3 * WIDTH..4 * WIDTH].copy_from_slice(&query(3));
+        want_other[9 * WIDTH..10 * WIDTH].copy_from_slice(&query(9));
+        let mut want_cache = vec![0.0f32; ROWS * WIDTH];
+        want_cache[WIDTH..2 * WIDTH].copy_from_slice(&query(1));
+        assert_eq!(
+            bits(&ctx.device_get(&other).unwrap()),
+            bits(&want_other),
+            "{path}"
+        );
+        assert_eq!(
+            bits(&ctx.device_get(&cache).unwrap()),
+            bits(&want_cache),
+            "{path}"
+        );
+        let want_sum: Vec<f32> = (0..WIDTH)
+            .map(|i| query(3)[i] + query(9)[i] + query(1)[i])
+            .collect();
+        assert_eq!(
+            bits(&ctx.device_get(&sum).unwrap()),
+            bits(&want_sum),
+            "{path}"
+        );
+    }
+}
