@@ -1880,6 +1880,8 @@ struct HostMoves {
     row: gpu_arena::InputSlot<f32>,
     at: gpu_arena::IndexSlot,
     read: gpu_arena::ReadSlot<f32>,
+    /// The cache as an array slot: a run may bind another cache.
+    cache_slot: gpu_arena::ArraySlot<f32>,
 }
 
 fn capture_host_moves(
@@ -1889,6 +1891,7 @@ fn capture_host_moves(
 ) -> (HostMoves, DeviceArray<f32>) {
     let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
     let mut cap = ctx.capture();
+    let cache_slot = cap.array_slot(&cache).unwrap();
     let (new_row, row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
     let at = cap.index_slot(&[0, 0]);
     let cache = cap.dynamic_update_slice_at(cache, &new_row, &at).unwrap();
@@ -1908,6 +1911,7 @@ fn capture_host_moves(
             row,
             at,
             read,
+            cache_slot,
         },
         cache,
     )
@@ -2058,23 +2062,16 @@ fn a_thread_reading_the_cache_while_another_runs_host_moves_sees_only_whole_valu
 #[gpu_test]
 fn a_host_move_into_a_slot_bound_for_one_run_writes_the_bound_array() {
     for (path, ctx) in every_path() {
-        let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
         let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
         let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
-        let mut cap = ctx.capture();
-        let slot = cap.array_slot(&cache).unwrap();
-        let (new_row, row) = cap.input(&query(0), &[1, WIDTH]).unwrap();
-        let at = cap.index_slot(&[0, 0]);
-        let cache = cap.dynamic_update_slice_at(cache, &new_row, &at).unwrap();
-        let back = cap.dynamic_slice_at(&cache, &at, &[1, WIDTH]).unwrap();
-        cap.launch(&accumulate)
-            .arg(&back)
-            .arg_mut(&mut sum)
-            .grid_for(WIDTH)
-            .run()
-            .unwrap();
-        drop((new_row, back));
-        let mut step = cap.finish().unwrap();
+        let (moves, cache) = capture_host_moves(&ctx, cache, &mut sum);
+        let HostMoves {
+            mut step,
+            row,
+            at,
+            cache_slot: slot,
+            ..
+        } = moves;
         let mut other = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
         for t in [3usize, 9] {
             step.run()
