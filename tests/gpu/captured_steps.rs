@@ -2124,3 +2124,42 @@ fn a_host_move_into_a_slot_bound_for_one_run_writes_the_bound_array() {
         );
     }
 }
+
+/// Two threads run two steps captured over one cache, each writing its own rows: every row
+/// ends written and each step's sums are its own rows', whether a run's moving copies went to
+/// the host or waited as kernels behind the other step's work.
+#[gpu_test]
+fn two_steps_on_one_cache_from_two_threads_keep_each_others_rows() {
+    let ctx = context_with(test_config());
+    let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
+    let (mut sum_a, mut sum_b) = (
+        ctx.zeros::<f32>(&[1, WIDTH]).unwrap(),
+        ctx.zeros::<f32>(&[1, WIDTH]).unwrap(),
+    );
+    let (mut a, cache) = capture_host_moves(&ctx, cache, &mut sum_a);
+    let (mut b, cache) = capture_host_moves(&ctx, cache, &mut sum_b);
+    let run = |moves: &mut HostMoves, first: usize| {
+        let mut want = vec![0.0f32; WIDTH];
+        for t in (first..ROWS).step_by(2) {
+            let mut read = vec![0.0f32; WIDTH];
+            moves
+                .step
+                .run()
+                .input(&moves.row, &query(t))
+                .start(&moves.at, &[t as i64, 0])
+                .read_into(&moves.read, &mut read)
+                .submit()
+                .unwrap();
+            for (w, v) in want.iter_mut().zip(query(t)) {
+                *w += v;
+            }
+            assert_eq!(bits(&read), bits(&want), "rows from {first}, at {t}");
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| run(&mut a, 0));
+        s.spawn(|| run(&mut b, 1));
+    });
+    let want: Vec<f32> = (0..ROWS).flat_map(query).collect();
+    assert_eq!(bits(&ctx.device_get(&cache).unwrap()), bits(&want));
+}
