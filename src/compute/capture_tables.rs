@@ -98,9 +98,8 @@ pub(crate) struct MovingCopy {
     pub(crate) rebase: fn(&mut [u8], u64, u64) -> std::result::Result<(), BaseOverflow>,
     /// The moving side's offset in bytes at the capture (the slot's initial start).
     pub(crate) initial_offset: u64,
-    /// The box on the host, for runs that copy it there (`None`: the kernel binds a part of an
-    /// array, not the whole of both).
-    pub(crate) host: Option<Arc<dyn HostBox>>,
+    /// The box on the host, for runs that copy it there.
+    pub(crate) host: Arc<dyn HostBox>,
 }
 
 /// A moving copy's box as the host copies it (the ops' own geometry: `ops/moving_copy.rs`),

@@ -735,15 +735,7 @@ impl CapturedStep {
             }
             staging.submitted(buffers, id);
         };
-        let names = self
-            .steps
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| on_host.binary_search(i).is_err())
-            .filter_map(|(_, step)| match step {
-                Step::Dispatch { kernel, .. } => Some(kernel.name.as_str()),
-                _ => None,
-            });
+        let names = crate::step::dispatch_names(&self.steps, &on_host);
         let id = submission.submit([commands], record, names)?;
         self.staging.accepted(buffers);
         self.runs += 1;
@@ -762,8 +754,7 @@ impl CapturedStep {
         let mut on_host = Vec::new();
         if self.moving.is_empty()
             || self.steps.len() > MAX_STEPS_SCANNED
-            || inner.config().force_device_kernels
-            || inner.adapter_info().device_type != wgpu::DeviceType::Cpu
+            || !inner.host_copies_pay()
         {
             return on_host;
         }
@@ -785,7 +776,6 @@ impl CapturedStep {
             })
         };
         for (moving, &at) in self.moving.iter().zip(&self.moving_at) {
-            let Some(host) = &moving.host else { continue };
             let Some(Step::Dispatch { ranges, .. }) = self.steps.get(moving.step) else {
                 continue;
             };
@@ -794,7 +784,7 @@ impl CapturedStep {
             let (Some(src), Some(dst)) = (bound(1), bound(2)) else {
                 continue;
             };
-            let [(src_at, src_len), (dst_at, dst_len)] = host.spans(at);
+            let [(src_at, src_len), (dst_at, dst_len)] = moving.host.spans(at);
             let kept_before = |buffer: &wgpu::Buffer, offset: u64, len: u64| {
                 self.steps[..moving.step]
                     .iter()
@@ -821,7 +811,7 @@ impl CapturedStep {
             ) else {
                 continue;
             };
-            host.copy(at, &from, &to);
+            moving.host.copy(at, &from, &to);
             on_host.push(moving.step);
         }
         on_host

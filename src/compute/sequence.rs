@@ -468,7 +468,7 @@ impl ContextInner {
                 storage.record_use(id);
             }
         };
-        submission.submit(commands, record, crate::step::dispatch_names(steps))
+        submission.submit(commands, record, crate::step::dispatch_names(steps, &[]))
     }
 }
 

@@ -37,10 +37,17 @@ impl ContextInner {
         _kernels: &KernelState,
         arrays: &[&DeviceArray<T>],
     ) -> bool {
-        !self.config().force_device_kernels
-            && self.adapter_info().device_type == wgpu::DeviceType::Cpu
+        self.host_copies_pay()
             && arrays.iter().all(|a| a.storage.host_range().is_some())
             && self.idle_on_gpu(arrays)
+    }
+
+    /// Whether copies of mapped, idle arrays are made on the host rather than by kernels: a CPU
+    /// adapter, device kernels not forced (see the module docs). Single ops, sequences and
+    /// captured runs' moving copies all ask here.
+    pub(crate) fn host_copies_pay(&self) -> bool {
+        !self.config().force_device_kernels
+            && self.adapter_info().device_type == wgpu::DeviceType::Cpu
     }
 
     /// Whether no gathered or submitted GPU work uses any of `arrays` any more (a non-blocking

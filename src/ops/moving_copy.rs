@@ -221,9 +221,6 @@ impl Capture {
             .capture
             .as_mut()
             .expect("a capture's sequence keeps its tables");
-        // The host copies the box between the arrays' own bytes, so only where the kernel
-        // binds both whole (its bases are then offsets from the arrays' first bytes).
-        let whole = planned.src.offset == 0 && planned.dst.offset == 0;
         let moving_box = MovingBox {
             copy: copy.clone(),
             source_moves,
@@ -239,7 +236,7 @@ impl Capture {
             params: bytemuck::bytes_of(&planned.params).to_vec(),
             rebase: rebase_copy,
             initial_offset: moving_box.moving_offset(),
-            host: whole.then(|| std::sync::Arc::new(moving_box) as std::sync::Arc<dyn HostBox>),
+            host: std::sync::Arc::new(moving_box),
         });
         Ok(())
     }

@@ -75,12 +75,20 @@ pub(crate) enum Step {
     },
 }
 
-/// The kernel name of every dispatch of `steps`, in order: what the timeline records.
-pub(crate) fn dispatch_names(steps: &[Step]) -> impl Iterator<Item = &str> {
-    steps.iter().filter_map(|step| match step {
-        Step::Dispatch { kernel, .. } => Some(kernel.name.as_str()),
-        _ => None,
-    })
+/// The kernel name of every dispatch of `steps`, in order, but those at `left_out` (sorted
+/// positions a run did not submit): what the timeline records.
+pub(crate) fn dispatch_names<'s>(
+    steps: &'s [Step],
+    left_out: &'s [usize],
+) -> impl Iterator<Item = &'s str> {
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| left_out.binary_search(i).is_err())
+        .filter_map(|(_, step)| match step {
+            Step::Dispatch { kernel, .. } => Some(kernel.name.as_str()),
+            _ => None,
+        })
 }
 
 impl Step {
