@@ -12,6 +12,7 @@ use crate::arena::Allocation;
 use crate::backend::{AliasableMemory, ArrayRegion, MappedRange};
 use crate::context::{Context, ContextInner, GpuUse};
 use crate::error::{ElementRefusal, Error, Result};
+use crate::memory_kind::MemoryKind;
 pub(crate) use crate::recorder::{Access, ArrayDescription, Recorder, APP_WORK_RECORDER_BIT};
 use crate::shape::{check_shape, check_span};
 use crate::submission::SubmissionId;
@@ -40,6 +41,8 @@ pub struct DeviceArray<T: bytemuck::Pod> {
 /// reused once that submission has completed.
 pub(crate) struct ArrayStorage {
     pub(crate) ctx: Arc<ContextInner>,
+    /// The memory kind whose arena holds the allocation.
+    pub(crate) kind: MemoryKind,
     pub(crate) allocation: Allocation,
     pub(crate) buffer: wgpu::Buffer,
     /// The host mapping of the region when zero-copy access is allowed (UMA, coherent).
@@ -118,9 +121,15 @@ impl PendingMarks {
 }
 
 impl ArrayStorage {
-    pub(crate) fn new(ctx: Arc<ContextInner>, allocation: Allocation, region: ArrayRegion) -> Self {
+    pub(crate) fn new(
+        ctx: Arc<ContextInner>,
+        kind: MemoryKind,
+        allocation: Allocation,
+        region: ArrayRegion,
+    ) -> Self {
         Self {
             ctx,
+            kind,
             allocation,
             buffer: region.buffer,
             mapped: region.mapped,
@@ -175,8 +184,10 @@ impl ArrayStorage {
     /// The array's element type, shape and label, for an error's fields.
     pub(crate) fn description(&self) -> ArrayDescription {
         let memory = self.ctx.lock_memory();
-        let label = memory.arena().label(self.allocation.id).map(str::to_owned);
-        let info = memory.arrays().get(self.allocation.id).copied();
+        let arena = memory.arena_of(self.kind);
+        let label = arena.and_then(|a| a.label(self.allocation.id).map(str::to_owned));
+        let arrays = memory.arrays_of(self.kind);
+        let info = arrays.and_then(|a| a.get(self.allocation.id).copied());
         drop(memory);
         ArrayDescription {
             dtype: info.map(|info| info.dtype),
@@ -196,6 +207,13 @@ impl ArrayStorage {
             .map(|m| m.sub(self.allocation.offset, self.allocation.size))
     }
 
+    /// The allocation's bytes in host memory when the host reads them at memory speed, so a
+    /// read takes them in place rather than through readback staging: device memory on UMA,
+    /// pinned-host memory where it is host-cached (see [`ContextInner::host_reads`]).
+    pub(crate) fn host_read_range(&self) -> Option<MappedRange> {
+        self.host_range().filter(|_| self.ctx.host_reads(self.kind))
+    }
+
     /// Writes `bytes` straight into the allocation's mapped memory when zero-copy applies
     /// (`false`: it does not, nothing was written). For an array fresh from the arena, which
     /// no GPU work uses yet: both uploads and upload batches make their arrays this way.
@@ -210,7 +228,7 @@ impl ArrayStorage {
 
 impl Drop for ArrayStorage {
     fn drop(&mut self) {
-        self.ctx.free(&self.allocation, self.last_use());
+        self.ctx.free(self.kind, &self.allocation, self.last_use());
     }
 }
 
@@ -276,9 +294,17 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self.storage.allocation.size
     }
 
-    /// The arena's id of this array's allocation (as in [`crate::arena::ArenaSnapshot`]).
+    /// The arena's id of this array's allocation (as in [`crate::arena::ArenaSnapshot`]):
+    /// unique within its memory kind's arena (arrays of two kinds may share an id).
     pub fn allocation_id(&self) -> crate::arena::AllocationId {
         self.storage.allocation.id
+    }
+
+    /// The memory space the array lives in (JAX's `array.sharding.memory_kind`): chosen when it
+    /// was made ([`Context::device_put_in`], [`Context::alloc_in`]) and kept for life; the
+    /// arrays of ops and kernels are of [`MemoryKind::Device`] unless said otherwise.
+    pub fn memory_kind(&self) -> MemoryKind {
+        self.storage.kind
     }
 
     /// **Escape hatch**: a wgpu binding of the array's range, for command buffers built by
@@ -325,7 +351,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     pub fn with_label(self, label: &str) -> Self {
         let mut memory = self.storage.ctx.lock_memory();
         // The array is live, so its allocation is too.
-        let _ = memory.set_label(self.storage.allocation.id, Some(label));
+        let _ = memory.set_label(self.storage.kind, self.storage.allocation.id, Some(label));
         drop(memory);
         let allocation = self.storage.allocation.id;
         (self.storage.ctx).record(crate::trace::timeline::Record::Label { allocation, label });
@@ -435,6 +461,20 @@ impl Context {
     /// out-of-memory.
     #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
+        self.alloc_in(MemoryKind::Device, shape)
+    }
+
+    /// [`Context::alloc`] in the memory of `kind` (see [`MemoryKind`]).
+    ///
+    /// Errors: as [`Context::alloc`]; an out-of-memory of the pinned-host kind names it and its
+    /// limit ([`ArenaConfig::pinned_host_bytes`](crate::ArenaConfig)); and
+    /// [`Error::MemoryKindUnavailable`] where the device has no memory of that kind.
+    #[track_caller]
+    pub fn alloc_in<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        shape: &[usize],
+    ) -> Result<DeviceArray<T>> {
         let elements = check_shape(shape, None, std::mem::size_of::<T>(), "alloc")?;
         let bytes = (elements as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
@@ -442,12 +482,13 @@ impl Context {
                 operation: "alloc",
                 reason: format!("shape {shape:?} is too large to address"),
             })?;
-        self.alloc_bytes(shape, bytes, None, std::panic::Location::caller())
+        self.alloc_bytes(kind, shape, bytes, None, std::panic::Location::caller())
     }
 
-    /// Allocates `bytes` for a `T` array of `shape` made by the user's call at `site`.
+    /// Allocates `bytes` in `kind` for a `T` array of `shape` made by the user's call at `site`.
     pub(crate) fn alloc_bytes<T: bytemuck::Pod>(
         &self,
+        kind: MemoryKind,
         shape: &[usize],
         bytes: u64,
         label: Option<&str>,
@@ -457,12 +498,13 @@ impl Context {
         check_span(shape, std::mem::size_of::<T>(), "alloc")?;
         let info = crate::trace::array_info::ArrayInfo::new::<T>(shape, site);
         let (allocation, region) = crate::trace::labels::with_scoped_label(label, |label| {
-            self.inner.allocate(bytes, label, info)
+            self.inner.allocate(kind, bytes, label, info)
         })
         .map_err(|e| self.inner.dump_on_oom(e))?;
         Ok(DeviceArray {
             storage: Arc::new(ArrayStorage::new(
                 Arc::clone(&self.inner),
+                kind,
                 allocation,
                 region,
             )),
@@ -474,13 +516,24 @@ impl Context {
     /// Allocates an array filled with zero bytes.
     #[track_caller]
     pub fn zeros<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
-        let array = self.alloc::<T>(shape)?;
+        self.zeros_in(MemoryKind::Device, shape)
+    }
+
+    /// [`Context::zeros`] in the memory of `kind`; errors as [`Context::alloc_in`].
+    #[track_caller]
+    pub fn zeros_in<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        shape: &[usize],
+    ) -> Result<DeviceArray<T>> {
+        let array = self.alloc_in::<T>(kind, shape)?;
         let bytes = array.storage.allocation.size;
         if bytes == 0 {
             return Ok(array);
         }
         if let Some(range) = array.storage.host_range() {
-            // UMA: the memory is ours alone (the arena hands out only retired chunks).
+            // Mapped (UMA, pinned host): the memory is ours alone (the arena hands out only
+            // retired chunks).
             range.zero();
             return Ok(array);
         }

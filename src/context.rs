@@ -33,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::host_link::staging::{StagingBuffer, StagingKind, StagingMemory, StagingPool};
 use crate::host_link::stats::TransferCounters;
 use crate::lock::{Mutex, MutexGuard};
+use crate::memory_kind::MemoryKind;
 use crate::memplan::{DeviceDescription, HeapBudget, MemoryPlan, MemoryTypeFlags};
 use crate::submission::{SubmissionId, Submissions};
 use std::sync::Arc;
@@ -47,7 +48,7 @@ mod memory_state;
 mod open;
 mod submit;
 
-pub(crate) use memory_state::MemoryState;
+pub(crate) use memory_state::{KindMemory, MemoryState};
 
 pub use crate::shortfall::DeviceShortfall;
 pub(crate) use app_device::OpenedDevice;
@@ -318,12 +319,30 @@ impl Context {
         self.inner.lock_memory().reserve_duration()
     }
 
-    /// XLA's memory statistics (`num_allocs`, `bytes_in_use`, `peak_bytes_in_use`, ...).
+    /// XLA's memory statistics (`num_allocs`, `bytes_in_use`, `peak_bytes_in_use`, ...) of
+    /// device memory ([`MemoryKind::Device`]).
     pub fn memory_stats(&self) -> MemoryStats {
         self.inner.lock_memory().arena().stats()
     }
 
-    /// Resets the peak figures of [`Context::memory_stats`] to the current values.
+    /// [`Context::memory_stats`] of the arena of `kind`, under XLA's keys (`bytes_limit` is
+    /// the kind's limit: for the pinned-host kind
+    /// [`ArenaConfig::pinned_host_bytes`](crate::ArenaConfig)); `None` where the device has no
+    /// memory of that kind.
+    ///
+    /// ```no_run
+    /// use gpu_arena::MemoryKind;
+    /// # let ctx = gpu_arena::Context::new(Default::default())?;
+    /// let host = ctx.memory_stats_of(MemoryKind::PinnedHost);
+    /// println!("pinned host: {:?} B in use", host.map(|s| s.bytes_in_use));
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn memory_stats_of(&self, kind: MemoryKind) -> Option<MemoryStats> {
+        Some(self.inner.lock_memory().arena_of(kind)?.stats())
+    }
+
+    /// Resets the peak figures of every kind's statistics ([`Context::memory_stats`],
+    /// [`Context::memory_stats_of`]) to the current values.
     pub fn reset_peak_stats(&self) {
         self.inner.lock_memory().reset_peaks();
     }
@@ -334,8 +353,9 @@ impl Context {
         self.inner.lock_memory().regions().allocator_report()
     }
 
-    /// Gives wholly free regions above the reserved base back to the device; returns the bytes
-    /// released.
+    /// Gives wholly free regions above the reserved base back to the device (in every memory
+    /// kind: the pinned-host kind reserves nothing, so all of its free regions); returns the
+    /// bytes released.
     pub fn release_free_regions(&self) -> u64 {
         self.inner.retire_completed();
         self.inner.lock_memory().release_free_regions()
@@ -513,6 +533,18 @@ impl ContextInner {
         self.plan.uma
     }
 
+    /// Whether the host reads mapped memory of `kind` fast enough to read arrays directly:
+    /// the device kind as [`ContextInner::host_reads_arena`] says; the pinned-host kind where
+    /// its memory is host-cached (system memory the CPU caches) or on UMA.
+    pub(crate) fn host_reads(&self, kind: MemoryKind) -> bool {
+        match kind {
+            MemoryKind::Device => self.host_reads_arena(),
+            MemoryKind::PinnedHost => {
+                self.plan.uma || self.plan.pinned_host.as_ref().is_some_and(|h| h.cached)
+            }
+        }
+    }
+
     #[cfg_attr(debug_assertions, track_caller)]
     pub(crate) fn lock_memory(&self) -> MutexGuard<'_, MemoryState> {
         // A panic while holding the lock cannot leave the arena half-updated in a way that
@@ -526,11 +558,12 @@ impl ContextInner {
         memory
     }
 
-    /// Takes `bytes` from the arena; reserves at the first call; waits for in-flight GPU work
-    /// to retire pending frees before giving up with out-of-memory. Returns the allocation with
-    /// what it needs of its region.
+    /// Takes `bytes` from the arena of `kind`; reserves the device arena at the first call;
+    /// waits for in-flight GPU work to retire pending frees before giving up with
+    /// out-of-memory. Returns the allocation with what it needs of its region.
     pub(crate) fn allocate(
         &self,
+        kind: MemoryKind,
         bytes: u64,
         label: Option<&str>,
         info: crate::trace::array_info::ArrayInfo,
@@ -541,7 +574,7 @@ impl ContextInner {
         let mut memory = self.lock_memory();
         // Learning which submissions completed costs a device poll; do it once pending frees
         // are worth reclaiming (or below, when the allocation would fail without them).
-        if memory.arena().pending_free_bytes() >= RETIRE_PENDING_BYTES {
+        if memory.pending_free_bytes() >= RETIRE_PENDING_BYTES {
             drop(memory);
             // Frees behind gathered single ops come back only once those are submitted: a
             // growing arena would otherwise grow by a whole batch of temporaries.
@@ -552,15 +585,22 @@ impl ContextInner {
         memory.reserve()?;
         let mut waits = 0;
         let allocation = loop {
-            if let Some(timeline) = &self.timeline {
+            // The timeline follows the device arena (its events are that arena's).
+            if let (Some(timeline), MemoryKind::Device) = (&self.timeline, kind) {
                 timeline.describe_next_alloc(&info);
             }
-            match memory.allocate(bytes, label) {
+            let outcome = memory.allocate(kind, bytes, label).ok_or_else(|| {
+                Error::MemoryKindUnavailable {
+                    kind,
+                    device: self.adapter_info.name.clone(),
+                }
+            })?;
+            match outcome {
                 Ok(allocation) => break allocation,
                 // Memory freed by arrays that queued work still uses: wait, then retry. Other
                 // threads may have freed more behind work queued meanwhile (behind their
                 // gathered single ops, not even submitted): wait again then, a few times.
-                Err(_) if memory.arena().pending_free_bytes() > 0 && waits < MAX_OOM_WAITS => {
+                Err(_) if memory.pending_free_bytes() > 0 && waits < MAX_OOM_WAITS => {
                     waits += 1;
                     drop(memory);
                     self.wait_idle()?;
@@ -570,9 +610,9 @@ impl ContextInner {
                 Err(e) => return Err(e.into()),
             }
         };
-        self.register_array(&mut memory, allocation.id, info);
+        self.register_array(&mut memory, kind, allocation.id, info);
         let region = memory
-            .regions()
+            .regions_of(kind)
             .get(allocation.region)
             .expect("the arena only hands out ranges of regions the backend holds");
         let mapped = region
@@ -625,18 +665,20 @@ impl ContextInner {
     fn register_array(
         &self,
         memory: &mut MemoryState,
+        kind: MemoryKind,
         id: crate::arena::AllocationId,
         mut info: crate::trace::array_info::ArrayInfo,
     ) {
         info.born_ns = self.timeline.as_ref().map(|t| t.last_reading_ns());
-        memory.register_array(id, info);
+        memory.register_array(kind, id, info);
     }
 
-    /// Returns an allocation to the arena; it becomes reusable once `last_use` has completed.
-    pub(crate) fn free(&self, allocation: &Allocation, last_use: SubmissionId) {
+    /// Returns an allocation to the arena of `kind`; it becomes reusable once `last_use` has
+    /// completed.
+    pub(crate) fn free(&self, kind: MemoryKind, allocation: &Allocation, last_use: SubmissionId) {
         let frontier = (last_use.0 > self.submissions.completed()).then_some(last_use.0);
         let mut memory = self.lock_memory();
-        if let Err(e) = memory.free(allocation.id, frontier) {
+        if let Err(e) = memory.free(kind, allocation.id, frontier) {
             log::error!("gpu-arena: freeing {:?} failed: {e}", allocation.id);
         }
     }

@@ -10,6 +10,7 @@ pub use crate::argument_refusal::{ElementRefusal, IndexRefusal};
 pub use crate::capture_refusal::{CaptureRefusal, RunRefusal, SlotKind};
 pub use crate::collective_failure::{CollectiveFailure, PeerRefusal};
 use crate::guard_levels::TransferDirection;
+use crate::memory_kind::MemoryKind;
 use crate::memplan::MemPlanError;
 use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
@@ -88,6 +89,21 @@ pub enum Error {
         report: Box<OutOfMemory>,
         /// Where `GPU_ARENA_DUMP_ON_OOM` wrote the snapshot and report, if it did.
         dump: String,
+    },
+    /// The device has no memory of this kind: a discrete GPU whose memory table has no
+    /// host-visible type outside its device-local heaps has no pinned-host memory
+    /// ([`MemoryPlan::pinned_host`](crate::MemoryPlan) is `None`; `device_report` shows the
+    /// table). Nothing was allocated; keep such arrays in [`MemoryKind::Device`].
+    #[error(
+        "{device} has no {kind} memory: its memory table has no host-visible type outside the \
+         device-local heaps (MemoryPlan::pinned_host is None; device_report prints the table); \
+         keep the array in device memory (MemoryKind::Device)"
+    )]
+    MemoryKindUnavailable {
+        /// The kind asked for.
+        kind: MemoryKind,
+        /// The device's name.
+        device: String,
     },
     /// Misuse of the arena's API (unknown allocation, bad alignment) or a region the device refused.
     #[error(transparent)]

@@ -183,6 +183,7 @@ pub mod guide;
 mod host_link;
 pub mod kernels;
 mod lock;
+mod memory_kind;
 pub mod memplan;
 mod ops;
 mod pipelines;
@@ -216,6 +217,7 @@ pub use kernels::{
     KernelCacheStats, KernelDesc, KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot,
     Sequence, StepPlan, StepRun,
 };
+pub use memory_kind::MemoryKind;
 pub use memplan::{BarClass, MemoryPlan};
 pub use profile::{
     label_scope, report, ContextMemoryStats, MemorySnapshot, MemoryTimeline, Timeline,

@@ -17,6 +17,7 @@ use super::options::{ArenaMode, ArenaOptions, MAX_RESERVED_REGIONS};
 use super::region::{Region, RegionRefusal, RegionSource};
 use super::snapshot::{ArenaSnapshot, ChunkRecord, ChunkSnapshot, ChunkState, RegionSnapshot};
 use super::stats::{fragmentation, MemoryStats};
+use crate::memory_kind::MemoryKind;
 
 /// The most chunks one allocation can add to the slab: an alignment gap, the allocation and
 /// the remainder after it.
@@ -1015,6 +1016,7 @@ impl Arena {
             cause,
             mode: self.options.mode,
             label: label.map(String::from),
+            memory_kind: MemoryKind::Device,
         }))
     }
 }

@@ -7,11 +7,14 @@ use super::allocation::ALLOCATION_ALIGNMENT;
 use super::bytes::Bytes;
 use super::options::{ArenaMode, DEFAULT_LIMIT_BYTES};
 use super::region::RegionRefusal;
+use crate::memory_kind::MemoryKind;
 
 /// The knob that sets the arena's share of device memory (read by the device layer).
 const MEM_FRACTION_ENV: &str = "GPU_ARENA_MEM_FRACTION";
 /// JAX's name for the same knob, accepted as an alias by the device layer.
 const JAX_MEM_FRACTION_ENV: &str = "XLA_PYTHON_CLIENT_MEM_FRACTION";
+/// The knob that sets the limit of the pinned-host kind's arena, in MiB (device layer).
+const PINNED_HOST_ENV: &str = "GPU_ARENA_PINNED_HOST_MB";
 /// The knob that turns preallocation on or off (read by the device layer).
 const PREALLOCATE_ENV: &str = "GPU_ARENA_PREALLOCATE";
 
@@ -62,6 +65,9 @@ pub struct OutOfMemory {
     pub mode: ArenaMode,
     /// The label of the failed request, if it had one.
     pub label: Option<String>,
+    /// The memory kind whose arena refused (the arena itself says `Device`; the context sets
+    /// the kind of the arena it asked): the remedy names that kind's knob.
+    pub memory_kind: MemoryKind,
 }
 
 impl OutOfMemory {
@@ -74,7 +80,17 @@ impl OutOfMemory {
 
     /// What the user can change so the request succeeds.
     pub fn remedy(&self) -> String {
+        let pinned_host = self.memory_kind == MemoryKind::PinnedHost;
         let mut remedy = match &self.cause {
+            OomCause::Fragmentation | OomCause::LimitReached if pinned_host => format!(
+                "raise the pinned-host limit {PINNED_HOST_ENV} (ArenaConfig::pinned_host_bytes) \
+                 above the current {}, or free pinned-host arrays that are no longer needed",
+                Bytes(self.bytes_limit)
+            ),
+            OomCause::SourceExhausted(RegionRefusal::OutOfMemory { .. }) if pinned_host => format!(
+                "the system has no pinned memory left for a new region: free host memory, or \
+                 lower the pinned-host limit {PINNED_HOST_ENV} so the kind stops short of it"
+            ),
             OomCause::LargerThanAnyRegion => format!(
                 "split the data into pieces of at most {}: that is the largest region (buffer) \
                  the device allows, and no memory setting raises it",
@@ -158,6 +174,9 @@ impl OutOfMemory {
 impl fmt::Display for OutOfMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "out of memory: cannot allocate {}", Bytes(self.rounded))?;
+        if self.memory_kind != MemoryKind::Device {
+            write!(f, " of {} memory", self.memory_kind)?;
+        }
         if let Some(label) = &self.label {
             write!(f, " for \"{label}\"")?;
         }

@@ -104,7 +104,8 @@ use crate::arena::{RegionId, RegionRefusal, RegionSource};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 
-/// The memory source of one context.
+/// The memory source of one context (shared by the arenas of its memory kinds).
+#[derive(Clone)]
 pub(crate) enum MemoryBackend {
     /// gpu-allocator on wgpu's Vulkan device, under the memory plan.
     Vulkan(Box<vulkan::VulkanMemory>),
@@ -145,6 +146,19 @@ impl Regions {
             regions: HashMap::new(),
             next_id: 0,
         })
+    }
+
+    /// Regions from the same memory source (one gpu-allocator per context) in other memory
+    /// types, `arena_types` best first: the arena of another memory kind.
+    pub(crate) fn sibling(&self, arena_types: Vec<u32>) -> Regions {
+        Regions {
+            device: self.device.clone(),
+            backend: self.backend.clone(),
+            arena_types,
+            arena_usages: self.arena_usages,
+            regions: HashMap::new(),
+            next_id: 0,
+        }
     }
 
     /// True when regions come from gpu-allocator under our memory plan.

@@ -199,6 +199,7 @@ fn has_memory_budget(instance: &ash::Instance, physical: vk::PhysicalDevice) -> 
 const SHARED_BLOCK_BYTES: u64 = 4 << 20;
 
 /// gpu-allocator on wgpu's device, shared with the memory it hands out.
+#[derive(Clone)]
 pub(crate) struct VulkanMemory {
     device: ash::Device,
     allocator: Arc<Mutex<Allocator>>,

@@ -423,22 +423,32 @@ impl Sequence {
         self.new_array(shape, None)
     }
 
-    /// Makes an array for one of this recorder's ops (a result, an upload): a capture notes it,
-    /// so that it becomes a temporary if the user drops it before `finish`.
+    /// Makes an array of device memory for one of this recorder's ops (a result, an upload).
     #[track_caller]
     pub(crate) fn new_array<T: bytemuck::Pod>(
         &mut self,
         shape: &[usize],
         bytes: Option<u64>,
     ) -> Result<DeviceArray<T>> {
+        self.new_array_in(crate::MemoryKind::Device, shape, bytes)
+    }
+
+    /// Makes an array of `kind` for one of this recorder's ops: a capture notes one of device
+    /// memory, so that it becomes a temporary in the step's block if the user drops it before
+    /// `finish`; one of another kind stays an array of its own that every run writes.
+    #[track_caller]
+    pub(crate) fn new_array_in<T: bytemuck::Pod>(
+        &mut self,
+        kind: crate::MemoryKind,
+        shape: &[usize],
+        bytes: Option<u64>,
+    ) -> Result<DeviceArray<T>> {
+        let site = std::panic::Location::caller();
         let array = match bytes {
-            Some(bytes) => {
-                self.ctx
-                    .alloc_bytes::<T>(shape, bytes, None, std::panic::Location::caller())?
-            }
-            None => self.ctx.alloc::<T>(shape)?,
+            Some(bytes) => self.ctx.alloc_bytes::<T>(kind, shape, bytes, None, site)?,
+            None => self.ctx.alloc_in::<T>(kind, shape)?,
         };
-        if let Some(tables) = &mut self.capture {
+        if let (Some(tables), crate::MemoryKind::Device) = (&mut self.capture, kind) {
             tables.created.insert(
                 Arc::as_ptr(&array.storage) as usize,
                 Arc::downgrade(&array.storage),

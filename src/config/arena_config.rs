@@ -174,6 +174,16 @@ pub struct ArenaConfig {
     /// [`MIN_STAGING_BYTES`](super::MIN_STAGING_BYTES) to [`MAX_STAGING_BYTES`](super::MAX_STAGING_BYTES) and at most the device's
     /// `max_buffer_size`.
     pub staging_bytes: u64,
+    /// The most bytes the arena of the pinned-host memory kind
+    /// ([`MemoryKind::PinnedHost`](crate::MemoryKind)) may hold, at least
+    /// [`MIN_REGION_BYTES`](super::MIN_REGION_BYTES); `GPU_ARENA_PINNED_HOST_MB`. Default
+    /// `None`: [`DEFAULT_PINNED_HOST_PERCENT`](super::DEFAULT_PINNED_HOST_PERCENT)% of the heap
+    /// the memory plan places the kind on (on UMA the device arena's heap, whose default
+    /// `mem_fraction` of 75% leaves that share free). The kind's arena reserves nothing up
+    /// front: it grows by regions as arrays are made, up to this limit (with
+    /// [`AllocatorKind::Platform`](super::AllocatorKind), one region per array, as the device
+    /// arena).
+    pub pinned_host_bytes: Option<u64>,
     /// Turn on wgpu's validation (the Khronos layer on Vulkan, when installed). Default `false`.
     /// Its checks make every submission's host work several times heavier, so the started
     /// collectives of a context with it wait for the other ranks by sleeping, never in MPI's
@@ -261,6 +271,7 @@ impl Default for ArenaConfig {
             zero_copy: true,
             bar_writes: BarWrites::Auto,
             staging_bytes: DEFAULT_STAGING_BYTES,
+            pinned_host_bytes: None,
             validation: false,
             fallback_device_memory_bytes: DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES,
             transfer_guard: TransferGuardLevels::default(),

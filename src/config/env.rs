@@ -12,7 +12,7 @@ use super::arena_config::{
 use super::mem_fraction::MemFraction;
 use super::validate::{
     binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
-    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, STAGING,
+    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, PINNED_HOST, STAGING,
 };
 use crate::error::{Error, Result};
 use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
@@ -93,6 +93,9 @@ impl ArenaConfig {
         }
         if let Some((var, value)) = env.first(&[STAGING.variable])? {
             config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&[PINNED_HOST.variable])? {
+            config.pinned_host_bytes = Some(parse_mib(&PINNED_HOST, &var, &value)?);
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_VALIDATION"])? {
             config.validation = parse_bool(&var, &value)?;

@@ -11,6 +11,7 @@
 //! | [`ArenaConfig::zero_copy`] | `true` | | `GPU_ARENA_ZERO_COPY` | |
 //! | [`ArenaConfig::bar_writes`] | `auto` (off for now) | `on` needs `zero_copy` | `GPU_ARENA_BAR_WRITES` | |
 //! | [`ArenaConfig::staging_bytes`] | 64 MiB | 4 KiB to 4 GiB, and the device's `max_buffer_size` | `GPU_ARENA_STAGING_MB` | |
+//! | [`ArenaConfig::pinned_host_bytes`] | [`DEFAULT_PINNED_HOST_PERCENT`]% of its heap | ≥ 256 bytes | `GPU_ARENA_PINNED_HOST_MB` | |
 //! | [`ArenaConfig::validation`] | `false` | | `GPU_ARENA_VALIDATION` | |
 //! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | ≥ 1 MiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |
 //! | [`ArenaConfig::transfer_guard`] | allow | | `GPU_ARENA_TRANSFER_GUARD[_HOST_TO_DEVICE\|_DEVICE_TO_HOST\|_DEVICE_TO_DEVICE]` | `JAX_TRANSFER_GUARD[...]` |
@@ -55,8 +56,9 @@ pub use arena_config::{
 };
 pub use mem_fraction::{MemFraction, MemFractionError, DEFAULT_MEM_FRACTION};
 pub use validate::{
-    MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY, MIN_FALLBACK_DEVICE_MEMORY_BYTES,
-    MIN_KERNEL_BINDING_BYTES, MIN_REGION_BYTES, MIN_STAGING_BYTES,
+    DEFAULT_PINNED_HOST_PERCENT, MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY,
+    MIN_FALLBACK_DEVICE_MEMORY_BYTES, MIN_KERNEL_BINDING_BYTES, MIN_REGION_BYTES,
+    MIN_STAGING_BYTES,
 };
 
 pub(crate) use validate::check_staging_fits_device;

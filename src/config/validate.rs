@@ -85,6 +85,21 @@ pub(crate) const STAGING: ByteKnob = ByteKnob {
     device_bound: ", and at most the device's max_buffer_size",
 };
 
+/// [`ArenaConfig::pinned_host_bytes`].
+pub(crate) const PINNED_HOST: ByteKnob = ByteKnob {
+    field: "pinned_host_bytes",
+    variable: "GPU_ARENA_PINNED_HOST_MB",
+    min: MIN_REGION_BYTES,
+    max: u64::MAX,
+    device_bound: "",
+};
+
+/// The share of its heap the pinned-host kind may hold when
+/// [`ArenaConfig::pinned_host_bytes`] is not set, in percent: on UMA what the device arena's
+/// default 75% leaves of the same heap; on a discrete GPU a quarter of the system heap, leaving
+/// the rest to the operating system and the app's own pages.
+pub const DEFAULT_PINNED_HOST_PERCENT: u64 = 25;
+
 /// [`ArenaConfig::fallback_device_memory_bytes`].
 pub(crate) const FALLBACK_MEMORY: ByteKnob = ByteKnob {
     field: "fallback_device_memory_bytes",
@@ -198,6 +213,9 @@ impl ArenaConfig {
             });
         }
         STAGING.check_field(self.staging_bytes)?;
+        if let Some(bytes) = self.pinned_host_bytes {
+            PINNED_HOST.check_field(bytes)?;
+        }
         FALLBACK_MEMORY.check_field(self.fallback_device_memory_bytes)?;
         if self.timeline_capacity > MAX_TIMELINE_CAPACITY {
             return Err(field_error(

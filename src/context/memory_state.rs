@@ -1,5 +1,6 @@
 //! The content of the context's memory lock ([`ContextInner::lock_memory`](super::ContextInner)):
-//! the arena, the buffers behind its regions, and what memory snapshots say of live arrays.
+//! the arena of each memory kind, the buffers behind its regions, and what memory snapshots say
+//! of live arrays.
 //!
 //! A file of its own so that the state has one owner: its parts are private to this file, and
 //! the rest of the crate reaches them through the methods below, which read a part or do one
@@ -8,44 +9,97 @@
 
 use crate::arena::{Allocation, AllocationId, Arena, ArenaError};
 use crate::backend::Regions;
+use crate::memory_kind::MemoryKind;
 use crate::trace::array_info::{ArrayInfo, ArrayRegistry};
 use std::time::{Duration, Instant};
 
-/// The arena and the buffers behind its regions, under one lock: every allocation and free
-/// touches both.
-pub(crate) struct MemoryState {
+/// One memory kind's arena, the buffers behind its regions, and its live arrays.
+pub(crate) struct KindMemory {
     arena: Arena,
     regions: Regions,
-    /// How long the first-allocation reservation took, once it has happened.
-    reserve_duration: Option<Duration>,
     /// Element type, shape and age of every live array, for memory snapshots.
     arrays: ArrayRegistry,
 }
 
-impl MemoryState {
-    /// The memory of a newly opened context: nothing reserved, no array yet.
+impl KindMemory {
+    /// A kind's memory: `arena` over `regions`, no array yet.
     pub(crate) fn new(arena: Arena, regions: Regions) -> Self {
         Self {
             arena,
             regions,
-            reserve_duration: None,
             arrays: ArrayRegistry::default(),
         }
     }
+}
 
-    /// The arena, for its figures, labels and snapshots.
+/// The arenas of the context's memory kinds and the buffers behind their regions, under one
+/// lock: every allocation and free touches an arena and its regions.
+pub(crate) struct MemoryState {
+    device: KindMemory,
+    /// The pinned-host kind's memory; `None` where the device has none (a discrete device
+    /// without host-visible system memory: `MemoryPlan::pinned_host`).
+    pinned_host: Option<KindMemory>,
+    /// How long the first-allocation reservation took, once it has happened.
+    reserve_duration: Option<Duration>,
+}
+
+impl MemoryState {
+    /// The memory of a newly opened context: nothing reserved, no array yet.
+    pub(crate) fn new(device: KindMemory, pinned_host: Option<KindMemory>) -> Self {
+        Self {
+            device,
+            pinned_host,
+            reserve_duration: None,
+        }
+    }
+
+    fn kind(&self, kind: MemoryKind) -> Option<&KindMemory> {
+        match kind {
+            MemoryKind::Device => Some(&self.device),
+            MemoryKind::PinnedHost => self.pinned_host.as_ref(),
+        }
+    }
+
+    fn kind_mut(&mut self, kind: MemoryKind) -> Option<&mut KindMemory> {
+        match kind {
+            MemoryKind::Device => Some(&mut self.device),
+            MemoryKind::PinnedHost => self.pinned_host.as_mut(),
+        }
+    }
+
+    /// Every kind's memory the device has.
+    fn kinds_mut(&mut self) -> impl Iterator<Item = &mut KindMemory> {
+        std::iter::once(&mut self.device).chain(self.pinned_host.as_mut())
+    }
+
+    /// The device arena, for its figures, labels and snapshots.
     pub(crate) fn arena(&self) -> &Arena {
-        &self.arena
+        &self.device.arena
     }
 
-    /// The buffers behind the arena's regions and the backend they come from.
+    /// The arena of `kind`, when the device has that kind.
+    pub(crate) fn arena_of(&self, kind: MemoryKind) -> Option<&Arena> {
+        self.kind(kind).map(|k| &k.arena)
+    }
+
+    /// The buffers behind the device arena's regions and the backend they come from.
     pub(crate) fn regions(&self) -> &Regions {
-        &self.regions
+        &self.device.regions
     }
 
-    /// The description of every live array, for memory snapshots and errors.
+    /// The buffers behind the regions of `kind` (it exists: an array of it does).
+    pub(crate) fn regions_of(&self, kind: MemoryKind) -> &Regions {
+        &self.kind(kind).unwrap_or(&self.device).regions
+    }
+
+    /// The description of every live array of the device kind, for memory snapshots.
     pub(crate) fn arrays(&self) -> &ArrayRegistry {
-        &self.arrays
+        &self.device.arrays
+    }
+
+    /// The description of every live array of `kind`.
+    pub(crate) fn arrays_of(&self, kind: MemoryKind) -> Option<&ArrayRegistry> {
+        self.kind(kind).map(|k| &k.arrays)
     }
 
     /// How long the reservation took, once it has happened.
@@ -53,74 +107,112 @@ impl MemoryState {
         self.reserve_duration
     }
 
-    /// Reserves the arena's base now, timing it; does nothing once it is reserved.
+    /// Reserves the device arena's base now, timing it; does nothing once it is reserved.
     pub(crate) fn reserve(&mut self) -> Result<(), ArenaError> {
-        if self.arena.is_reserved() {
+        if self.device.arena.is_reserved() {
             return Ok(());
         }
         let start = Instant::now();
-        self.arena.reserve(&mut self.regions)?;
+        self.device.arena.reserve(&mut self.device.regions)?;
         self.reserve_duration = Some(start.elapsed());
         Ok(())
     }
 
-    /// Takes `bytes` (default alignment) from the arena, growing it by a region if it must.
+    /// Takes `bytes` (default alignment) from the arena of `kind`, growing it by a region if it
+    /// must; `None` when the device has no such kind. An out-of-memory names the kind.
     #[inline]
     pub(crate) fn allocate(
         &mut self,
+        kind: MemoryKind,
         bytes: u64,
         label: Option<&str>,
-    ) -> Result<Allocation, ArenaError> {
-        self.arena.allocate(bytes, 0, label, &mut self.regions)
+    ) -> Option<Result<Allocation, ArenaError>> {
+        let memory = self.kind_mut(kind)?;
+        Some(
+            memory
+                .arena
+                .allocate(bytes, 0, label, &mut memory.regions)
+                .map_err(|error| match error {
+                    ArenaError::OutOfMemory(mut report) => {
+                        report.memory_kind = kind;
+                        ArenaError::OutOfMemory(report)
+                    }
+                    other => other,
+                }),
+        )
     }
 
-    /// Records the description of the array that has just taken allocation `id`.
-    pub(crate) fn register_array(&mut self, id: AllocationId, info: ArrayInfo) {
-        self.arrays.insert(id, info);
-    }
-
-    /// Forgets the array of allocation `id` and gives its memory back to the arena, reusable
-    /// once submission `frontier` has completed (at once when `None`).
-    #[inline]
-    pub(crate) fn free(
-        &mut self,
-        id: AllocationId,
-        frontier: Option<u64>,
-    ) -> Result<(), ArenaError> {
-        self.arrays.remove(id);
-        self.arena.free(id, frontier, &mut self.regions)
-    }
-
-    /// Makes free the pending frees behind submissions up to `completed`; skips the arena's
-    /// walk when nothing is pending.
-    pub(crate) fn retire_completed(&mut self, completed: u64) {
-        if self.arena.pending_free_bytes() > 0 {
-            self.arena.advance_frontier(completed, &mut self.regions);
+    /// Records the description of the array that has just taken allocation `id` of `kind`.
+    pub(crate) fn register_array(&mut self, kind: MemoryKind, id: AllocationId, info: ArrayInfo) {
+        if let Some(memory) = self.kind_mut(kind) {
+            memory.arrays.insert(id, info);
         }
     }
 
-    /// Names allocation `id` in snapshots and OOM reports.
+    /// Forgets the array of allocation `id` of `kind` and gives its memory back to that arena,
+    /// reusable once submission `frontier` has completed (at once when `None`).
+    #[inline]
+    pub(crate) fn free(
+        &mut self,
+        kind: MemoryKind,
+        id: AllocationId,
+        frontier: Option<u64>,
+    ) -> Result<(), ArenaError> {
+        let memory = self
+            .kind_mut(kind)
+            .ok_or(ArenaError::UnknownAllocation(id))?;
+        memory.arrays.remove(id);
+        memory.arena.free(id, frontier, &mut memory.regions)
+    }
+
+    /// Bytes freed in every kind and waiting for queued GPU work.
+    pub(crate) fn pending_free_bytes(&self) -> u64 {
+        let pinned = self.pinned_host.as_ref();
+        self.device.arena.pending_free_bytes() + pinned.map_or(0, |k| k.arena.pending_free_bytes())
+    }
+
+    /// Makes free the pending frees behind submissions up to `completed`, in every kind; skips
+    /// an arena's walk when nothing is pending there.
+    pub(crate) fn retire_completed(&mut self, completed: u64) {
+        for memory in self.kinds_mut() {
+            if memory.arena.pending_free_bytes() > 0 {
+                memory
+                    .arena
+                    .advance_frontier(completed, &mut memory.regions);
+            }
+        }
+    }
+
+    /// Names allocation `id` of `kind` in snapshots and OOM reports.
     pub(crate) fn set_label(
         &mut self,
+        kind: MemoryKind,
         id: AllocationId,
         label: Option<&str>,
     ) -> Result<(), ArenaError> {
-        self.arena.set_label(id, label)
+        let memory = self
+            .kind_mut(kind)
+            .ok_or(ArenaError::UnknownAllocation(id))?;
+        memory.arena.set_label(id, label)
     }
 
-    /// Resets the arena's peak figures to the current values.
+    /// Resets every kind's peak figures to the current values.
     pub(crate) fn reset_peaks(&mut self) {
-        self.arena.reset_peaks();
+        self.kinds_mut()
+            .for_each(|memory| memory.arena.reset_peaks());
     }
 
-    /// Gives wholly free regions above the reserved base back to the device; returns the bytes
-    /// released.
+    /// Gives wholly free regions above the reserved base back, in every kind; returns the
+    /// bytes released.
     pub(crate) fn release_free_regions(&mut self) -> u64 {
-        self.arena.release_free_regions(&mut self.regions)
+        self.kinds_mut()
+            .map(|memory| memory.arena.release_free_regions(&mut memory.regions))
+            .sum()
     }
 
     /// Gives every region back to the device, when the context goes away.
     pub(crate) fn release_all(&mut self) {
-        self.arena.release_all(&mut self.regions);
+        self.kinds_mut()
+            .for_each(|memory| memory.arena.release_all(&mut memory.regions));
     }
 }

@@ -7,11 +7,11 @@
 
 use super::{
     app_device, gathered_batch, kernel_timing, Context, ContextInner, DeviceLostNotifier,
-    MemoryState, OpenedDevice,
+    KindMemory, MemoryState, OpenedDevice,
 };
 use crate::arena::{Arena, ArenaMode, ArenaOptions};
 use crate::backend::{self, Regions};
-use crate::config::{AllocatorKind, ArenaConfig, BarWrites};
+use crate::config::{AllocatorKind, ArenaConfig, BarWrites, DEFAULT_PINNED_HOST_PERCENT};
 use crate::devices::{devices, DeviceInfo};
 use crate::error::{Error, Result};
 use crate::host_link::staging::StagingPool;
@@ -144,6 +144,10 @@ impl Context {
         max_region_bytes -= max_region_bytes % crate::arena::ALLOCATION_ALIGNMENT;
         let mut arena = Arena::new(arena_options(&config, &plan, max_region_bytes));
         let timeline = crate::trace::timeline::attach(&config, &mut arena)?;
+        let pinned_host = pinned_host_types(&plan, is_vulkan).map(|types| {
+            let options = pinned_host_options(&config, &plan, max_region_bytes);
+            KindMemory::new(Arena::new(options), regions.sibling(types))
+        });
         let kernel_timing =
             kernel_timing::KernelTiming::new(timeline.as_ref(), &config, &device, &queue);
         Ok(Self {
@@ -158,7 +162,10 @@ impl Context {
                 config: config.clone(),
                 plan,
                 description,
-                memory: Mutex::new(rank::MEMORY, MemoryState::new(arena, regions)),
+                memory: Mutex::new(
+                    rank::MEMORY,
+                    MemoryState::new(KindMemory::new(arena, regions), pinned_host),
+                ),
                 submissions: Submissions::default(),
                 max_region_bytes,
                 host_link: crate::host_link::HostLink::for_memory(is_vulkan),
@@ -292,6 +299,46 @@ pub(crate) fn arena_options(
         ..ArenaOptions::default()
     }
 }
+
+/// The memory types of the pinned-host kind's regions: the plan's on Vulkan (`None` where the
+/// device has no host-visible system memory), none to choose elsewhere (plain wgpu buffers,
+/// placed by the driver).
+fn pinned_host_types(plan: &MemoryPlan, is_vulkan: bool) -> Option<Vec<u32>> {
+    match is_vulkan {
+        true => plan
+            .pinned_host
+            .as_ref()
+            .map(|host| host.candidates.clone()),
+        false => Some(Vec::new()),
+    }
+}
+
+/// The pinned-host kind's arena: nothing reserved, growing up to
+/// `ArenaConfig::pinned_host_bytes`, else [`DEFAULT_PINNED_HOST_PERCENT`]% of the heap the plan
+/// places the kind on (the arena's heap where the plan names none: plain wgpu buffers).
+pub(crate) fn pinned_host_options(
+    config: &ArenaConfig,
+    plan: &MemoryPlan,
+    max_region_bytes: u64,
+) -> ArenaOptions {
+    let heap_bytes = plan
+        .pinned_host
+        .as_ref()
+        .map_or(plan.heap_bytes, |host| host.heap_bytes);
+    let limit_bytes = config
+        .pinned_host_bytes
+        .unwrap_or(heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT);
+    ArenaOptions {
+        mode: match config.allocator {
+            AllocatorKind::Bfc => ArenaMode::Bfc,
+            AllocatorKind::Platform => ArenaMode::Platform,
+        },
+        limit_bytes,
+        max_region_bytes,
+        ..ArenaOptions::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

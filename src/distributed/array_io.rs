@@ -110,10 +110,7 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
     /// Access to `array`, after the GPU work that uses it has completed when access is
     /// direct (staged copies are ordered after that work by the queue).
     pub(crate) fn new(ctx: &'a Arc<ContextInner>, array: &'a DeviceArray<T>) -> Result<Self> {
-        let mapped = array
-            .storage
-            .host_range()
-            .filter(|_| ctx.host_reads_arena());
+        let mapped = array.storage.host_read_range();
         if mapped.is_some() {
             ctx.wait_for(array.storage.last_use())?;
         }

@@ -84,6 +84,7 @@ impl<'data> UploadBatch<'data> {
             true,
         )?;
         let array = self.ctx.alloc_bytes::<T>(
+            crate::MemoryKind::Device,
             shape,
             bytes.len() as u64,
             None,

@@ -83,8 +83,13 @@ impl Context {
         {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
-        let copy =
-            self.alloc_bytes::<T>(array.shape(), bytes, None, std::panic::Location::caller())?;
+        let copy = self.alloc_bytes::<T>(
+            crate::MemoryKind::Device,
+            array.shape(),
+            bytes,
+            None,
+            std::panic::Location::caller(),
+        )?;
         if bytes > 0 {
             let from = End::of(&source, array, true);
             let to = End::of(&self.inner, &copy, false);
@@ -146,10 +151,10 @@ impl<'a> End<'a> {
         array: &'a DeviceArray<T>,
         reading: bool,
     ) -> Self {
-        let mapped = array
-            .storage
-            .host_range()
-            .filter(|_| !reading || ctx.host_reads_arena());
+        let mapped = match reading {
+            true => array.storage.host_read_range(),
+            false => array.storage.host_range(),
+        };
         let access = match mapped {
             Some(range) => Access::Mapped(range),
             None if ctx.host_link() == HostLink::Mapped => Access::Staged,

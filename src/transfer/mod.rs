@@ -42,6 +42,7 @@ use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::host_link::staging::COPY_ALIGNMENT;
+use crate::memory_kind::MemoryKind;
 use crate::pipelines::DeviceRefusal;
 use crate::shape::check_shape;
 use crate::submission::SubmissionId;
@@ -63,7 +64,33 @@ impl Context {
         data: &[T],
         shape: &[usize],
     ) -> Result<DeviceArray<T>> {
-        self.put(data, shape, true, "device_put")
+        self.put(MemoryKind::Device, data, shape, true, "device_put")
+    }
+
+    /// [`Context::device_put`] into the memory of `kind` (JAX's
+    /// `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`). A pinned-host array
+    /// is written in place through its mapping where the memory is host-visible (on Vulkan);
+    /// elsewhere it takes the path `device_put` takes. Guarded and counted as a host-to-device
+    /// transfer, as every put.
+    ///
+    /// Errors: as [`Context::device_put`]; out-of-memory of the kind (naming its limit),
+    /// [`Error::MemoryKindUnavailable`] where the device has no memory of that kind.
+    ///
+    /// ```no_run
+    /// use gpu_arena::{Context, MemoryKind};
+    /// # let ctx = Context::new(Default::default())?;
+    /// let moments = ctx.device_put_in(MemoryKind::PinnedHost, &[0.0f32; 1024], &[1024])?;
+    /// assert_eq!(moments.memory_kind(), MemoryKind::PinnedHost);
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn device_put_in<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        data: &[T],
+        shape: &[usize],
+    ) -> Result<DeviceArray<T>> {
+        self.put(kind, data, shape, true, "device_put_in")
     }
 
     /// Copies a device array back to the host (an explicit transfer). Waits for GPU work that
@@ -154,6 +181,7 @@ impl Context {
     #[track_caller]
     pub(crate) fn put<T: bytemuck::Pod>(
         &self,
+        kind: MemoryKind,
         data: &[T],
         shape: &[usize],
         explicit: bool,
@@ -163,6 +191,7 @@ impl Context {
         self.inner.check_device(operation)?;
         let (bytes, started) = self.inner.start_put(data, shape, explicit, operation)?;
         let array = self.alloc_bytes::<T>(
+            kind,
             shape,
             bytes.len() as u64,
             None,
@@ -213,10 +242,7 @@ impl Context {
         let mut staged = Vec::new();
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
-            let direct = array
-                .storage
-                .host_range()
-                .filter(|_| self.inner.host_reads_arena());
+            let direct = array.storage.host_read_range();
             if let Some(range) = direct {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(array.storage.last_use())?;
@@ -273,9 +299,7 @@ impl Context {
         self.inner
             .guard(TransferDirection::DeviceToHost, bytes, operation, explicit)?;
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-        let direct = storage
-            .host_range()
-            .filter(|_| self.inner.host_reads_arena());
+        let direct = storage.host_read_range();
         if let Some(range) = direct {
             // UMA: wait for GPU work that may still write the array, then copy from the mapping.
             self.inner.wait_for(storage.last_use())?;

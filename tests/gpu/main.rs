@@ -39,6 +39,7 @@ mod kernels_fill_copy;
 mod kernels_limits;
 mod kernels_pipelines;
 mod kernels_slice;
+mod memory_kinds;
 mod memory_ownership;
 mod multi_device;
 mod noncoherent;
