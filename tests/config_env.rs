@@ -58,6 +58,7 @@ fn bad_values_in_the_process_environment_are_errors_naming_the_variable() {
         "GPU_ARENA_MAX_REGION_MB",
         "GPU_ARENA_DEVICE_MEMORY_MB",
         "GPU_ARENA_STAGING_MB",
+        "GPU_ARENA_PINNED_HOST_MB",
     ] {
         for value in ["17592186044416", "18446744073709551615"] {
             with_var(variable, value, || {

@@ -430,7 +430,7 @@ impl Sequence {
         shape: &[usize],
         bytes: Option<u64>,
     ) -> Result<DeviceArray<T>> {
-        self.new_array_in(crate::MemoryKind::Device, shape, bytes)
+        self.new_array_in(crate::memory_kind::MemoryKind::Device, shape, bytes)
     }
 
     /// Makes an array of `kind` for one of this recorder's ops: a capture notes one of device
@@ -439,7 +439,7 @@ impl Sequence {
     #[track_caller]
     pub(crate) fn new_array_in<T: bytemuck::Pod>(
         &mut self,
-        kind: crate::MemoryKind,
+        kind: crate::memory_kind::MemoryKind,
         shape: &[usize],
         bytes: Option<u64>,
     ) -> Result<DeviceArray<T>> {
@@ -448,7 +448,7 @@ impl Sequence {
             Some(bytes) => self.ctx.alloc_bytes::<T>(kind, shape, bytes, None, site)?,
             None => self.ctx.alloc_in::<T>(kind, shape)?,
         };
-        if let (Some(tables), crate::MemoryKind::Device) = (&mut self.capture, kind) {
+        if let (Some(tables), crate::memory_kind::MemoryKind::Device) = (&mut self.capture, kind) {
             tables.created.insert(
                 Arc::as_ptr(&array.storage) as usize,
                 Arc::downgrade(&array.storage),

@@ -867,7 +867,7 @@ fn place_temporaries(
         bytes => {
             let label = format!("captured step #{} temporaries", tables.id.number());
             let block: DeviceArray<u8> = ctx.alloc_bytes(
-                crate::MemoryKind::Device,
+                crate::memory_kind::MemoryKind::Device,
                 &[bytes as usize],
                 bytes,
                 Some(&label),

@@ -175,7 +175,7 @@ pub struct ArenaConfig {
     /// `max_buffer_size`.
     pub staging_bytes: u64,
     /// The most bytes the arena of the pinned-host memory kind
-    /// ([`MemoryKind::PinnedHost`](crate::MemoryKind)) may hold, at least
+    /// ([`MemoryKind::PinnedHost`](crate::memory_kind::MemoryKind)) may hold, at least
     /// [`MIN_REGION_BYTES`](super::MIN_REGION_BYTES); `GPU_ARENA_PINNED_HOST_MB`. Default
     /// `None`: [`DEFAULT_PINNED_HOST_PERCENT`](super::DEFAULT_PINNED_HOST_PERCENT)% of the heap
     /// the memory plan places the kind on (on UMA the device arena's heap, whose default

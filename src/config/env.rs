@@ -511,6 +511,7 @@ mod tests {
             ("GPU_ARENA_BACKEND", "vulkan"),
             ("GPU_ARENA_ZERO_COPY", "off"),
             ("GPU_ARENA_STAGING_MB", "8"),
+            ("GPU_ARENA_PINNED_HOST_MB", "96"),
             ("GPU_ARENA_VALIDATION", "1"),
             ("GPU_ARENA_DEVICE_MEMORY_MB", "512"),
             ("GPU_ARENA_MEM_FRACTION", "0.5-0.6"),
@@ -525,6 +526,7 @@ mod tests {
         assert_eq!(config.backend, BackendChoice::Vulkan);
         assert!(!config.zero_copy);
         assert_eq!(config.staging_bytes, 8 << 20);
+        assert_eq!(config.pinned_host_bytes, Some(96 << 20));
         assert!(config.validation);
         assert_eq!(config.fallback_device_memory_bytes, 512 << 20);
         assert_eq!(config.mem_fraction.limit, 0.6);
@@ -736,6 +738,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("GPU_ARENA_STAGING_MB"), "{msg}");
+        // The pinned-host limit takes whole MiB, at least one.
+        for value in ["0", "-1", "1.5", "17592186044416"] {
+            refused_naming(
+                &[("GPU_ARENA_PINNED_HOST_MB", value)],
+                "GPU_ARENA_PINNED_HOST_MB",
+                value,
+            );
+        }
     }
 
     #[test]

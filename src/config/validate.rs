@@ -328,6 +328,26 @@ mod tests {
     }
 
     #[test]
+    fn a_pinned_host_limit_below_one_granule_is_refused_naming_the_field() {
+        for bytes in [0, MIN_REGION_BYTES - 1] {
+            let error = ArenaConfig {
+                pinned_host_bytes: Some(bytes),
+                ..ArenaConfig::default()
+            }
+            .validate()
+            .unwrap_err();
+            let msg = error.to_string();
+            assert!(msg.contains("ArenaConfig::pinned_host_bytes"), "{msg}");
+            assert!(msg.contains("GPU_ARENA_PINNED_HOST_MB"), "{msg}");
+        }
+        let fine = ArenaConfig {
+            pinned_host_bytes: Some(MIN_REGION_BYTES),
+            ..ArenaConfig::default()
+        };
+        fine.validate().unwrap();
+    }
+
+    #[test]
     fn zero_staging_bytes_set_in_code_are_refused_naming_the_field() {
         let error = ArenaConfig {
             staging_bytes: 0,

@@ -92,11 +92,6 @@ impl MemoryState {
         &self.kind(kind).unwrap_or(&self.device).regions
     }
 
-    /// The description of every live array of the device kind, for memory snapshots.
-    pub(crate) fn arrays(&self) -> &ArrayRegistry {
-        &self.device.arrays
-    }
-
     /// The description of every live array of `kind`.
     pub(crate) fn arrays_of(&self, kind: MemoryKind) -> Option<&ArrayRegistry> {
         self.kind(kind).map(|k| &k.arrays)

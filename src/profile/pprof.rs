@@ -8,6 +8,7 @@
 
 use super::snapshot::MemorySnapshot;
 use crate::arena::ChunkState;
+use crate::memory_kind::MemoryKind;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -110,13 +111,23 @@ fn file_and_line(site: &str) -> (&str, u64) {
 impl MemorySnapshot {
     /// The live arrays as an uncompressed `profile.proto`: two sample types,
     /// `allocations/count` and `space/bytes` (the default), one sample per allocation site,
-    /// label, element type and shape, whose one frame is the site (function name
-    /// `file:line:column`, with the file and line), and pprof labels `label`, `dtype` and
-    /// `shape`.
+    /// label, element type, shape and memory kind, whose one frame is the site (function name
+    /// `file:line:column`, with the file and line), and pprof labels `label`, `dtype`,
+    /// `shape` and, for arrays of pinned host memory, `memory_kind` (`pinned_host`).
     fn pprof_proto(&self) -> Vec<u8> {
-        type Key<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<String>);
+        type Key<'a> = (
+            &'a str,
+            Option<&'a str>,
+            Option<&'a str>,
+            Option<String>,
+            Option<&'static str>,
+        );
         let mut groups: HashMap<Key<'_>, (u64, u64)> = HashMap::new();
-        for (_, chunk) in self.chunks() {
+        let chunks = self.kinds().flat_map(|(kind, snapshot)| {
+            let kind = (kind != MemoryKind::Device).then_some(kind.name());
+            snapshot.chunks().map(move |(_, chunk)| (kind, chunk))
+        });
+        for (kind, chunk) in chunks {
             if chunk.state != ChunkState::InUse {
                 continue;
             }
@@ -125,6 +136,7 @@ impl MemorySnapshot {
                 chunk.label.as_deref(),
                 chunk.dtype.as_deref(),
                 chunk.shape.as_ref().map(|s| format!("{s:?}")),
+                kind,
             );
             let entry = groups.entry(key).or_default();
             entry.0 += 1;
@@ -143,7 +155,7 @@ impl MemorySnapshot {
         }
         // One function and one location per site; ids from 1.
         let mut sites: HashMap<&str, u64> = HashMap::new();
-        for ((site, label, dtype, shape), (count, bytes)) in &groups {
+        for ((site, label, dtype, shape, kind), (count, bytes)) in &groups {
             let next = sites.len() as u64 + 1;
             let location = *sites.entry(site).or_insert(next);
             let mut sample = Message::default();
@@ -153,6 +165,7 @@ impl MemorySnapshot {
                 ("label", *label),
                 ("dtype", *dtype),
                 ("shape", shape.as_deref()),
+                ("memory_kind", *kind),
             ] {
                 if let Some(value) = value {
                     let mut tag = Message::default();

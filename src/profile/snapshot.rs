@@ -5,6 +5,7 @@ use super::stats::ContextMemoryStats;
 use crate::arena::{AllocationId, ArenaSnapshot, ChunkRecord, ChunkState, RegionId};
 use crate::config::{AllocatorKind, MemFraction};
 use crate::context::{Context, ContextInner};
+use crate::memory_kind::MemoryKind;
 use crate::memplan::MemoryPlan;
 use crate::trace::array_info::ArrayRegistry;
 use serde::{Deserialize, Serialize};
@@ -187,6 +188,12 @@ pub struct MemorySnapshot {
     pub regions: Vec<SnapshotRegion>,
     /// The out-of-memory report this snapshot was taken for, when it was.
     pub out_of_memory: Option<String>,
+    /// The arena of the pinned-host memory kind ([`MemoryKind::PinnedHost`]) at the same
+    /// instant, as a snapshot of its own (its statistics, regions and arrays; no device, plan
+    /// or transfers): `None` where the device has no such kind, for a bare arena, and in
+    /// snapshots written before gpu-arena had memory kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_host: Option<Box<MemorySnapshot>>,
 }
 
 impl MemorySnapshot {
@@ -247,7 +254,16 @@ impl MemorySnapshot {
             heaps: Vec::new(),
             regions,
             out_of_memory: None,
+            pinned_host: None,
         }
+    }
+
+    /// The snapshot of each memory kind the device has: this one's own arena
+    /// ([`MemoryKind::Device`]), then [`pinned_host`](Self::pinned_host) when present.
+    pub fn kinds(&self) -> impl Iterator<Item = (MemoryKind, &MemorySnapshot)> {
+        let pinned = self.pinned_host.as_deref();
+        std::iter::once((MemoryKind::Device, self))
+            .chain(pinned.map(|snapshot| (MemoryKind::PinnedHost, snapshot)))
     }
 
     /// Every chunk with its region, in region then address order.
@@ -309,12 +325,18 @@ impl ContextInner {
         let now_ns = self.timeline().map(|t| t.tick());
         let mut snapshot = {
             let memory = self.lock_memory();
-            MemorySnapshot::build(
-                memory.arena().snapshot(),
-                memory.arena().pending_free_bytes(),
-                memory.arrays(),
-                now_ns,
-            )
+            let of = |kind| {
+                let arena = memory.arena_of(kind)?;
+                Some(MemorySnapshot::build(
+                    arena.snapshot(),
+                    arena.pending_free_bytes(),
+                    memory.arrays_of(kind)?,
+                    now_ns,
+                ))
+            };
+            let mut snapshot = of(MemoryKind::Device).expect("every device has device memory");
+            snapshot.pinned_host = of(MemoryKind::PinnedHost).map(Box::new);
+            snapshot
         };
         let config = self.config();
         let info = self.adapter_info();

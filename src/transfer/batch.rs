@@ -84,7 +84,7 @@ impl<'data> UploadBatch<'data> {
             true,
         )?;
         let array = self.ctx.alloc_bytes::<T>(
-            crate::MemoryKind::Device,
+            crate::memory_kind::MemoryKind::Device,
             shape,
             bytes.len() as u64,
             None,

@@ -84,7 +84,7 @@ impl Context {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
         let copy = self.alloc_bytes::<T>(
-            crate::MemoryKind::Device,
+            crate::memory_kind::MemoryKind::Device,
             array.shape(),
             bytes,
             None,

@@ -402,3 +402,48 @@ fn the_pinned_host_kind_has_its_own_limit_and_statistics() {
         Some(limited.memory_stats())
     );
 }
+
+#[gpu_test]
+fn snapshots_reports_and_pprof_show_each_kind_apart() {
+    let ctx = context_with(test_config());
+    let host = ctx
+        .device_put_in(MemoryKind::PinnedHost, &[1u32; 1000], &[1000])
+        .unwrap()
+        .with_label("adam moments");
+    let device = ctx
+        .device_put(&[2u32; 10], &[10])
+        .unwrap()
+        .with_label("weights");
+    let snapshot = ctx.memory_snapshot();
+    let kinds: Vec<MemoryKind> = snapshot.kinds().map(|(kind, _)| kind).collect();
+    assert_eq!(kinds, [MemoryKind::Device, MemoryKind::PinnedHost]);
+    let pinned = snapshot.pinned_host.as_deref().unwrap();
+    let chunk = pinned.chunk(host.allocation_id()).unwrap();
+    assert_eq!(chunk.label.as_deref(), Some("adam moments"));
+    assert_eq!(chunk.shape.as_deref(), Some(&[1000][..]));
+    assert_eq!(pinned.stats.arena.bytes_in_use, host.allocated_bytes());
+    assert!(
+        snapshot
+            .chunks()
+            .all(|(_, c)| c.label.as_deref() != Some("adam moments")),
+        "the device arena's chunks are its own"
+    );
+    let device_chunk = snapshot.chunk(device.allocation_id()).unwrap();
+    assert_eq!(device_chunk.label.as_deref(), Some("weights"));
+    let read = gpu_arena::profile::MemorySnapshot::from_json(&snapshot.to_json()).unwrap();
+    assert_eq!(read, snapshot);
+    let html = gpu_arena::report::render_html(&snapshot, None);
+    assert!(
+        html.contains("Pinned host memory"),
+        "the report has the section"
+    );
+    assert!(html.contains("adam moments"));
+    // pprof's gzip is of stored blocks: the string table reads as is.
+    let pprof = snapshot.to_pprof();
+    let has = |needle: &[u8]| pprof.windows(needle.len()).any(|w| w == needle);
+    assert!(has(b"memory_kind") && has(b"pinned_host") && has(b"adam moments"));
+    drop(host);
+    ctx.synchronize().unwrap();
+    let pinned = ctx.memory_snapshot().pinned_host.unwrap();
+    assert_eq!(pinned.stats.arena.bytes_in_use, 0);
+}

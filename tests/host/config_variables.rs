@@ -3,7 +3,7 @@
 //! `adversary_config.rs` checks that it names every variable the reader spells out, and no other.
 
 /// Every variable the configuration reads, the transfer guard's per-direction ones included.
-pub const EVERY_VARIABLE: [&str; 32] = [
+pub const EVERY_VARIABLE: [&str; 33] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
@@ -18,6 +18,7 @@ pub const EVERY_VARIABLE: [&str; 32] = [
     "GPU_ARENA_BAR_WRITES",
     "GPU_ARENA_FORCE_NONCOHERENT",
     "GPU_ARENA_STAGING_MB",
+    "GPU_ARENA_PINNED_HOST_MB",
     "GPU_ARENA_VALIDATION",
     "GPU_ARENA_DEVICE_MEMORY_MB",
     "GPU_ARENA_TRANSFER_GUARD",

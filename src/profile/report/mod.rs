@@ -83,6 +83,7 @@ pub fn render_html(snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>)
     }
     cards(&mut page, snapshot);
     map_section(&mut page, snapshot, &colours, &labels);
+    pinned_host_section(&mut page, snapshot, &colours);
     curves_section(&mut page, snapshot, timeline);
     growing_section(&mut page, timeline);
     kernels_section(&mut page, timeline);
@@ -304,6 +305,37 @@ fn map_section(
     page.push_str("</div>");
     page.push_str(&region_map::region_map(snapshot, colours));
     page.push_str("</section>");
+}
+
+/// The pinned-host kind's arena, when the snapshot has one: its figures, its regions drawn as
+/// the device arena's are, and its largest arrays.
+fn pinned_host_section(page: &mut String, snapshot: &MemorySnapshot, colours: &LabelColours) {
+    let Some(host) = snapshot.pinned_host.as_deref() else {
+        return;
+    };
+    let stats = &host.stats.arena;
+    let arrays = host
+        .chunks()
+        .filter(|(_, c)| c.state == ChunkState::InUse)
+        .count();
+    let _ = write!(
+        page,
+        r#"<section id="pinned-host"><h2>Pinned host memory</h2><p class="note">The pinned_host memory kind's own arena: {} in use in {} arrays (peak {}), {} held in {} regions of a {} limit, {} pending free.</p>"#,
+        Bytes(stats.bytes_in_use),
+        arrays,
+        Bytes(stats.peak_bytes_in_use),
+        Bytes(stats.bytes_reserved),
+        host.regions.len(),
+        stats
+            .bytes_limit
+            .map_or("no".to_string(), |l| Bytes(l).to_string()),
+        Bytes(host.stats.pending_free_bytes),
+    );
+    if !host.regions.is_empty() {
+        page.push_str(&region_map::region_map(host, colours));
+    }
+    page.push_str("</section>");
+    top_allocations(page, host, colours);
 }
 
 fn curves_section(page: &mut String, snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>) {
