@@ -1017,6 +1017,7 @@ impl Arena {
             mode: self.options.mode,
             label: label.map(String::from),
             memory_kind: MemoryKind::Device,
+            pinned_host_room: None,
         }))
     }
 }

@@ -68,6 +68,10 @@ pub struct OutOfMemory {
     /// The memory kind whose arena refused (the arena itself says `Device`; the context sets
     /// the kind of the arena it asked): the remedy names that kind's knob.
     pub memory_kind: MemoryKind,
+    /// For device memory, the bytes the pinned-host kind could still take below its limit
+    /// (set by the context; `None` for a bare arena or a device without that kind): when it
+    /// holds the request, the remedy suggests moving arrays that wait between uses there.
+    pub pinned_host_room: Option<u64>,
 }
 
 impl OutOfMemory {
@@ -128,6 +132,20 @@ impl OutOfMemory {
                  {MEM_FRACTION_ENV} so the arenas fit side by side"
             ),
         };
+        let beyond_any_region = matches!(
+            self.cause,
+            OomCause::LargerThanAnyRegion
+                | OomCause::SourceExhausted(RegionRefusal::TooLarge { .. })
+        );
+        let room = self.pinned_host_room.filter(|&room| room >= self.rounded);
+        if let Some(room) = room.filter(|_| !beyond_any_region) {
+            remedy.push_str(&format!(
+                "; or keep arrays that wait between uses (optimizer state, saved activations) in \
+                 pinned host memory, which has {} free: Context::offload moves one there and \
+                 Context::prefetch brings it back",
+                Bytes(room)
+            ));
+        }
         if self.pending_free_bytes > 0 {
             remedy.push_str(&format!(
                 "; {} is freed but still used by queued GPU work, so waiting for the queue \

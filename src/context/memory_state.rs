@@ -114,7 +114,8 @@ impl MemoryState {
     }
 
     /// Takes `bytes` (default alignment) from the arena of `kind`, growing it by a region if it
-    /// must; `None` when the device has no such kind. An out-of-memory names the kind.
+    /// must; `None` when the device has no such kind. An out-of-memory names the kind, and one
+    /// of device memory says how much the pinned-host kind could still take.
     #[inline]
     pub(crate) fn allocate(
         &mut self,
@@ -122,6 +123,11 @@ impl MemoryState {
         bytes: u64,
         label: Option<&str>,
     ) -> Option<Result<Allocation, ArenaError>> {
+        let pinned_room = self.pinned_host.as_ref().map(|host| {
+            let stats = host.arena.stats();
+            let limit = stats.bytes_limit.unwrap_or(u64::MAX);
+            limit.saturating_sub(stats.bytes_in_use)
+        });
         let memory = self.kind_mut(kind)?;
         Some(
             memory
@@ -130,6 +136,9 @@ impl MemoryState {
                 .map_err(|error| match error {
                     ArenaError::OutOfMemory(mut report) => {
                         report.memory_kind = kind;
+                        if kind == MemoryKind::Device {
+                            report.pinned_host_room = pinned_room;
+                        }
                         ArenaError::OutOfMemory(report)
                     }
                     other => other,

@@ -447,3 +447,32 @@ fn snapshots_reports_and_pprof_show_each_kind_apart() {
     let pinned = ctx.memory_snapshot().pinned_host.unwrap();
     assert_eq!(pinned.stats.arena.bytes_in_use, 0);
 }
+
+#[gpu_test]
+fn a_device_out_of_memory_suggests_the_pinned_host_kind_when_it_has_room() {
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed(0.01),
+        ..test_config()
+    });
+    let limit = ctx.memory_stats().bytes_limit.unwrap();
+    let error = ctx.alloc::<u8>(&[limit as usize + 1]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &error else {
+        panic!("{error}");
+    };
+    assert_eq!(report.memory_kind, MemoryKind::Device);
+    let room = ctx
+        .memory_stats_of(MemoryKind::PinnedHost)
+        .unwrap()
+        .bytes_limit;
+    assert_eq!(report.pinned_host_room, room);
+    assert!(report.remedy().contains("Context::offload"), "{error}");
+    // Too large for the pinned-host kind as well: no such hint.
+    let limited = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed(0.01),
+        pinned_host_bytes: Some(1 << 20),
+        ..test_config()
+    });
+    let limit = limited.memory_stats().bytes_limit.unwrap();
+    let error = limited.alloc::<u8>(&[limit as usize + 1]).unwrap_err();
+    assert!(!error.to_string().contains("Context::offload"), "{error}");
+}
