@@ -10,6 +10,7 @@
 //! - [`configuration`]: the variables and the vendor-aware memory policy.
 //! - [`device_report`]: a report of your GPU.
 //! - [`memory`]: statistics, snapshots, leaks, kernel times, the timeline and the report.
+//! - [`memory_spaces`]: memory kinds (device and pinned host), offload and prefetch.
 //! - [`checkpointing`]: gradient checkpointing under a memory budget.
 //! - [`devices`]: several devices per process.
 //! - [`mpi`]: collectives across machines (feature `mpi`).
@@ -35,6 +36,9 @@ pub mod device_report {}
 
 #[doc = include_str!("memory.md")]
 pub mod memory {}
+
+#[doc = include_str!("memory_spaces.md")]
+pub mod memory_spaces {}
 
 #[doc = include_str!("checkpointing.md")]
 pub mod checkpointing {}
