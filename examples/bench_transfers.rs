@@ -1,7 +1,7 @@
 //! Transfer benchmark: gpu-arena against wgpu's own ways of moving data, side by side in one run.
 //!
 //! ```text
-//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+//! cargo run --release --example bench_transfers -- [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N] [--kind-mib N]
 //! cargo run --release --example bench_transfers -- --help
 //! ```
 //! Cases (each the median of `--iters` synchronized runs):
@@ -21,6 +21,11 @@
 //!    both staging pools or one `memcpy` between mappings on UMA, vs `device_get` then
 //!    `device_put` through a host `Vec` (`via_host_vec`). The gpu-arena row carries the ratio
 //!    (`speedup_over_via_host_vec`).
+//! 4. `memory_kinds`: one array of `--kind-mib` (64) MiB offloaded to pinned host memory and
+//!    prefetched back (`gpu-arena`: `Context::offload` then `Context::prefetch`, GPU copies)
+//!    vs the host link's own round trip of the same bytes on the same path (`put_get_into`:
+//!    `device_put` then `device_get_into` a reused buffer). The gpu-arena row carries
+//!    `ratio_to_host_link` (its bandwidth over the host link's; goal ≥ 0.8).
 //!
 //! With `--json`, one JSON object per line: `case`, `method`, `seconds`, and `us_per_array` or
 //! `gbps`. Without it, a table with ratios against gpu-arena.
@@ -42,7 +47,7 @@ const MAX_SIZE_MIB: usize = (flags::MAX_ALLOCATION_BYTES >> 20) as usize;
 const MAX_ITERS: usize = 1000;
 
 const USAGE: &str =
-    "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N]
+    "usage: bench_transfers [--json] [--size-mib N] [--arrays N] [--iters N] [--d2d-mib N] [--kind-mib N]
 
 gpu-arena's transfers against wgpu's own ways of moving data, side by side.
   --json          one JSON object per case and method instead of a table
@@ -50,6 +55,7 @@ gpu-arena's transfers against wgpu's own ways of moving data, side by side.
   --arrays N      how many 4 KiB arrays the small-uploads case uploads (default 10000)
   --iters N       synchronized runs per case; the median is reported (default 5)
   --d2d-mib N     the array copied between two contexts, in MiB (default 256)
+  --kind-mib N    the array offloaded to pinned host memory and back, in MiB (default 64)
   -h, --help      this text";
 
 struct Args {
@@ -58,6 +64,7 @@ struct Args {
     arrays: usize,
     iters: usize,
     d2d_mib: usize,
+    kind_mib: usize,
 }
 
 fn parse_args() -> Args {
@@ -68,6 +75,7 @@ fn parse_args() -> Args {
             arrays: 10_000,
             iters: 5,
             d2d_mib: 256,
+            kind_mib: 64,
         };
         while let Some(arg) = parser.next()? {
             match arg {
@@ -79,6 +87,9 @@ fn parse_args() -> Args {
                 Long("iters") => args.iters = flags::in_range(parser, "iters", 1..=MAX_ITERS)?,
                 Long("d2d-mib") => {
                     args.d2d_mib = flags::in_range(parser, "d2d-mib", 1..=MAX_SIZE_MIB)?
+                }
+                Long("kind-mib") => {
+                    args.kind_mib = flags::in_range(parser, "kind-mib", 1..=MAX_SIZE_MIB)?
                 }
                 // Passed by `cargo bench` to every target it runs.
                 Long("bench") => {}
@@ -383,7 +394,45 @@ fn main() -> anyhow::Result<()> {
             "{method}: the device-to-device copy differs"
         );
     }
+    drop((source, copied, other, d2d_data));
+
+    // ---- memory kinds ----------------------------------------------------------------------
+    let kind_bytes = (args.kind_mib << 20).min(ctx.max_array_bytes() as usize);
+    let kind_data: Vec<u8> = (0..kind_bytes).map(|i| (i * 5 + (i >> 9)) as u8).collect();
+    let round_trip = Figure::Bandwidth(2 * kind_bytes);
+    let mut moving = Some(ctx.device_put(&kind_data, &[kind_bytes])?);
+    ctx.synchronize()?;
+    bench.run("memory_kinds", "gpu-arena", round_trip, |_| {
+        let host = ctx.offload(moving.take().expect("put back each run"))?;
+        moving = Some(ctx.prefetch(host)?);
+        ctx.synchronize()?;
+        Ok(())
+    })?;
+    anyhow::ensure!(
+        ctx.device_get(moving.as_ref().expect("kept"))? == kind_data,
+        "offload and prefetch changed the data"
+    );
+    drop(moving);
+    let mut sink = vec![0u8; kind_bytes];
+    bench.run("memory_kinds", "put_get_into", round_trip, |_| {
+        let array = ctx.device_put(&kind_data, &[kind_bytes])?;
+        ctx.device_get_into(&array, &mut sink)?;
+        Ok(())
+    })?;
+    anyhow::ensure!(
+        sink == kind_data,
+        "the host link's round trip changed the data"
+    );
+
     let rows = bench.rows;
+    let kind_ratio = {
+        let gbps = |method: &str| {
+            rows.iter()
+                .find(|r| r.case == "memory_kinds" && r.method == method)
+                .map_or(f64::NAN, |r| r.figure.1)
+        };
+        gbps("gpu-arena") / gbps("put_get_into")
+    };
     let d2d_speedup = {
         let seconds = |method: &str| {
             rows.iter()
@@ -422,6 +471,9 @@ fn main() -> anyhow::Result<()> {
             }
             if r.case == "large_readback" && r.method == "gpu-arena-into" {
                 o["speedup_over_device_get"] = into_speedup.into();
+            }
+            if r.case == "memory_kinds" && r.method == "gpu-arena" {
+                o["ratio_to_host_link"] = kind_ratio.into();
             }
             println!("{o}");
         }
@@ -466,6 +518,10 @@ fn main() -> anyhow::Result<()> {
     println!(
         "device_to_device ({} MiB): gpu-arena {d2d_speedup:.2}x faster than via_host_vec",
         d2d_bytes >> 20
+    );
+    println!(
+        "memory_kinds ({} MiB): offload + prefetch at {kind_ratio:.2}x the host link's round trip bandwidth (goal >= 0.8x)",
+        kind_bytes >> 20
     );
     Ok(())
 }

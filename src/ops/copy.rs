@@ -8,6 +8,7 @@ use crate::context::Context;
 use crate::donated::{Donated, DonatedResult};
 use crate::error::Result;
 use crate::memory_kind::MemoryKind;
+use crate::step::{BufferCopy, Step};
 use crate::transfer::TransferDirection;
 
 impl Context {
@@ -38,8 +39,9 @@ impl Context {
     }
 
     /// Moves the donated `array` to pinned host memory ([`MemoryKind::PinnedHost`]): a new
-    /// array of the same shape and contents there, copied by the GPU (gathered with the other
-    /// single ops, like every op). The source's memory returns to its arena once the copy has
+    /// array of the same shape and contents there, copied on the GPU's copy path
+    /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped, a `memcpy`), gathered
+    /// with the other single ops like every op. The source's memory returns to its arena once the copy has
     /// run. An array already in pinned host memory comes back as it is, with no copy. An
     /// **explicit** device-to-host transfer: guarded, counted in [`Context::transfer_stats`],
     /// on the timeline. JAX: `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`.
@@ -170,6 +172,23 @@ impl Sequence {
         ];
         match self.host_path_now(&uses, operation)? {
             Some(host) => host.copy(0, 1, &whole_array(array)),
+            // Between kinds: the copy path (`copy_buffer_to_buffer`, the DMA engine on discrete
+            // GPUs), leaving the compute units to the kernels it overlaps with.
+            None if array.memory_kind() != kind => {
+                for (used, access, name) in uses {
+                    self.touch_array(used, access, operation, name)?;
+                }
+                let size = (array.storage.allocation.size).min(result.storage.allocation.size);
+                if size > 0 {
+                    self.steps.push(Step::Copy(BufferCopy {
+                        src: array.storage.buffer.clone(),
+                        src_offset: array.storage.allocation.offset,
+                        dst: result.storage.buffer.clone(),
+                        dst_offset: result.storage.allocation.offset,
+                        size,
+                    }));
+                }
+            }
             None => self.record_copies(
                 &[(array, &result, whole_array(array))],
                 ("the array", "the copy"),
