@@ -686,6 +686,17 @@ impl Mlp {
                 ScheduleStep::Free(buffer) => {
                     live.remove(&buffer);
                 }
+                // In a capture the pinned-host copy is an array of the step's own that every
+                // run writes; the prefetched one is a temporary again.
+                ScheduleStep::Offload { activation } | ScheduleStep::Prefetch { activation } => {
+                    let buffer = Buffer::Activation(activation);
+                    let array = live.remove(&buffer).ok_or_else(|| missing(buffer))?;
+                    let moved = match step {
+                        ScheduleStep::Offload { .. } => cap.offload(array)?,
+                        _ => cap.prefetch(array)?,
+                    };
+                    live.insert(buffer, moved);
+                }
             }
         }
         // Everything the schedule made is a temporary (the planner places them by the steps

@@ -28,6 +28,10 @@ pub struct RunReport {
     /// counted from the arrays the driver allocated (rounded as the arena rounds them): the
     /// schedule's [`peak_bytes`](Schedule::peak_bytes).
     pub schedule_peak_bytes: u64,
+    /// The most bytes the run's offloaded activations held in pinned host memory at once
+    /// (rounded as the arena rounds them): the schedule's
+    /// [`host_peak_bytes`](Schedule::host_peak_bytes); 0 for a plan that offloads nothing.
+    pub host_peak_bytes: u64,
 }
 
 impl RunReport {
@@ -83,6 +87,8 @@ impl Schedule {
             live: (0..self.slot_count()).map(|_| None).collect(),
             held_bytes: input.allocated_bytes(),
             peak_bytes: input.allocated_bytes(),
+            host_bytes: 0,
+            host_peak_bytes: 0,
         };
         for &step in self.steps() {
             run.step(model, step)?;
@@ -91,6 +97,7 @@ impl Schedule {
             peak_bytes_in_use: ctx.memory_stats().peak_bytes_in_use,
             resident_bytes,
             schedule_peak_bytes: run.peak_bytes,
+            host_peak_bytes: run.host_peak_bytes,
         })
     }
 
@@ -166,9 +173,12 @@ struct Run<'s, T: bytemuck::Pod> {
     input: &'s DeviceArray<T>,
     shapes: Vec<Vec<usize>>,
     live: Vec<Option<DeviceArray<T>>>,
-    /// Arena bytes of the input and the live buffers.
+    /// Arena bytes of the input and the live buffers in device memory.
     held_bytes: u64,
     peak_bytes: u64,
+    /// Bytes of the activations offloaded to pinned host memory now, and at most.
+    host_bytes: u64,
+    host_peak_bytes: u64,
 }
 
 impl<T: bytemuck::Pod> Run<'_, T> {
@@ -257,7 +267,44 @@ impl<T: bytemuck::Pod> Run<'_, T> {
                     self.held_bytes -= array.allocated_bytes();
                 }
             }
+            ScheduleStep::Offload { activation } | ScheduleStep::Prefetch { activation } => {
+                self.move_activation(activation, matches!(step, ScheduleStep::Offload { .. }))?;
+            }
         }
+        Ok(())
+    }
+
+    /// Offloads activation `i` to pinned host memory (`offload`) or prefetches it back,
+    /// counting its device bytes; on a refusal the activation stays where it was.
+    fn move_activation(&mut self, i: usize, offload: bool) -> crate::error::Result<()> {
+        let slot = self.schedule.slot(Buffer::Activation(i));
+        self.get(Buffer::Activation(i))?;
+        let array = self.live[slot].take().expect("checked live just above");
+        let bytes = array.allocated_bytes();
+        let moved = match offload {
+            true => self.ctx.offload(array),
+            false => self.ctx.prefetch(array),
+        };
+        let array = match moved {
+            Ok(array) => array,
+            Err(donated) => {
+                self.live[slot] = Some(donated.array);
+                return Err(donated.error);
+            }
+        };
+        match offload {
+            true => {
+                self.held_bytes -= bytes;
+                self.host_bytes += bytes;
+                self.host_peak_bytes = self.host_peak_bytes.max(self.host_bytes);
+            }
+            false => {
+                self.host_bytes -= bytes;
+                self.held_bytes += bytes;
+                self.peak_bytes = self.peak_bytes.max(self.held_bytes);
+            }
+        }
+        self.live[slot] = Some(array);
         Ok(())
     }
 

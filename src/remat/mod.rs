@@ -61,7 +61,7 @@ pub use chain::{BackwardReads, Chain, Layer};
 pub use error::RematError;
 pub use policy::CheckpointPolicy;
 pub use replay::ReplayReport;
-pub use schedule::{Buffer, Schedule, ScheduleStep};
+pub use schedule::{Buffer, Placement, Schedule, ScheduleStep};
 
 /// The old name of [`ScheduleStep`], kept so code written against it still compiles.
 #[deprecated(note = "renamed to `ScheduleStep` (one step of a `Schedule`)")]

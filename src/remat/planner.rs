@@ -7,7 +7,7 @@ use super::chain::Chain;
 use super::error::RematError;
 use super::evaluate::Evaluator;
 use super::policy::CheckpointPolicy;
-use super::schedule::{Schedule, ScheduleStep};
+use super::schedule::{Placement, Schedule, ScheduleStep};
 use crate::arena::{ArenaOptions, ALLOCATION_ALIGNMENT, DEFAULT_LIMIT_BYTES};
 
 /// The planner as a method of the chain it plans (written here so that `chain.rs`, which the
@@ -41,9 +41,44 @@ impl Chain {
     /// # Ok::<(), gpu_arena::remat::RematError>(())
     /// ```
     pub fn plan_keeping(&self, mut keep: impl FnMut(usize) -> bool) -> Schedule {
+        self.plan_placing(|activation| match keep(activation) {
+            true => Placement::Keep,
+            false => Placement::Recompute,
+        })
+    }
+
+    /// The schedule that places each activation as `place` says: kept on the device, kept in
+    /// pinned host memory between the passes ([`Placement::Offload`]: an
+    /// [`Offload`](ScheduleStep::Offload) after its last forward use and a
+    /// [`Prefetch`](ScheduleStep::Prefetch) before its first backward use), or recomputed.
+    /// The manual form of JAX's offloading checkpoint policies
+    /// (`save_and_offload_only_these_names`). `place` is asked once for each activation from
+    /// 1 to n − 1, in order; the input and the last activation stay on the device. As in
+    /// [`Chain::plan_keeping`], an activation no backward step reads is freed during the
+    /// forward pass, offloaded or not. Every placement is a plan, so this cannot fail.
+    ///
+    /// ```
+    /// use gpu_arena::remat::{Chain, CheckpointPolicy, Layer, Placement, ScheduleStep};
+    ///
+    /// let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 8])?;
+    /// // Every activation kept, the first four in pinned host memory.
+    /// let plan = chain.plan_placing(|i| if i <= 4 { Placement::Offload } else { Placement::Keep });
+    /// assert_eq!(plan.offloaded(), [1, 2, 3, 4]);
+    /// assert_eq!(plan.recompute_cost(), 0.0);
+    /// assert_eq!(plan.host_peak_bytes(), 4 << 20);
+    /// let save_all = chain.plan(CheckpointPolicy::SaveAll)?;
+    /// assert_eq!(plan.peak_bytes(), save_all.peak_bytes() - (4 << 20));
+    /// assert!(plan.steps().contains(&ScheduleStep::Offload { activation: 1 }));
+    /// # Ok::<(), gpu_arena::remat::RematError>(())
+    /// ```
+    pub fn plan_placing(&self, mut place: impl FnMut(usize) -> Placement) -> Schedule {
         let n = self.layer_count();
-        let keep: Vec<bool> = std::iter::once(true).chain((1..n).map(&mut keep)).collect();
-        Schedule::build(self, &keep)
+        let placed: Vec<Placement> = std::iter::once(Placement::Keep)
+            .chain((1..n).map(&mut place))
+            .collect();
+        let keep: Vec<bool> = placed.iter().map(|&p| p != Placement::Recompute).collect();
+        let offload: Vec<bool> = placed.iter().map(|&p| p == Placement::Offload).collect();
+        Schedule::build_offloading(self, &keep, &offload)
     }
 }
 
@@ -66,6 +101,7 @@ pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, 
         CheckpointPolicy::Sqrt => balanced(chain, (n as f64).sqrt().round() as usize),
         CheckpointPolicy::Budget(budget) => return within_budget(chain, Fit::Arena(budget)),
         CheckpointPolicy::PeakBudget(budget) => return within_budget(chain, Fit::Peak(budget)),
+        CheckpointPolicy::OffloadBudget(budget) => return offload_within_budget(chain, budget),
     };
     Ok(Schedule::build(chain, &keep))
 }
@@ -370,14 +406,7 @@ fn smallest_arena<'s>(
     by_peak.sort_by_key(|s| s.peak_bytes);
     let first = *by_peak.first()?;
     let first_schedule = first.schedule(chain, rounded);
-    // Arena sizes double from the bytes the plan ever allocates: in one region that always
-    // fits (each buffer fits past the highest one placed so far); with several regions, more
-    // does (once there are more regions than buffers live at once, one is empty).
-    let mut bound = first_schedule.allocated_bytes();
-    while !first_schedule.fits_in_arena(bound) {
-        bound = bound.checked_mul(2).filter(|&b| b <= DEFAULT_LIMIT_BYTES)?;
-    }
-    let mut best = (smallest_fitting_arena(&first_schedule, bound), first);
+    let mut best = (smallest_arena_of(&first_schedule)?, first);
     // Another candidate may fit below the best so far; the sizes a plan fits in need not be
     // one interval, so look again until none fits 256 bytes lower.
     loop {
@@ -394,6 +423,61 @@ fn smallest_arena<'s>(
         };
         best = (smallest_fitting_arena(&schedule, below), better);
     }
+}
+
+/// The smallest arena (a multiple of 256 bytes) found that holds `schedule`; `None` when none
+/// below [`DEFAULT_LIMIT_BYTES`] does.
+fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
+    // Arena sizes double from the bytes the plan ever allocates: in one region that always
+    // fits (each buffer fits past the highest one placed so far); with several regions, more
+    // does (once there are more regions than buffers live at once, one is empty).
+    let mut bound = schedule.allocated_bytes();
+    while !schedule.fits_in_arena(bound) {
+        bound = bound.checked_mul(2).filter(|&b| b <= DEFAULT_LIMIT_BYTES)?;
+    }
+    Some(smallest_fitting_arena(schedule, bound))
+}
+
+/// The plan of [`CheckpointPolicy::OffloadBudget`]: every activation kept, as few offloaded
+/// as the search finds for a plan that replays in an arena of `budget` bytes.
+fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
+    check_regions_hold_activations(chain)?;
+    let fit = Fit::Arena(budget);
+    let n = chain.layer_count();
+    let keep = keep_all(n);
+    // Keeping everything on the device, when it fits, moves nothing.
+    let on_device = Schedule::build(chain, &keep);
+    if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
+        return Ok(fits);
+    }
+    let mut offload = vec![true; n];
+    let all = Schedule::build_offloading(chain, &keep, &offload);
+    let Some(mut schedule) = fit.schedule_if_fits(all.peak_bytes(), || all.clone()) else {
+        return Err(match smallest_arena_of(&all) {
+            Some(smallest_budget) => RematError::BudgetTooSmall {
+                budget,
+                smallest_budget,
+                smallest_peak: all.peak_bytes(),
+                checkpoints: all.checkpoints().len(),
+            },
+            None => RematError::TooLarge,
+        });
+    };
+    if n <= GREEDY_LAYER_LIMIT {
+        // Back on the device, the largest first (the fewest bytes moved), and of equal ones
+        // the last (the backward pass needs it first).
+        let mut order: Vec<usize> = schedule.offloaded();
+        order.sort_by_key(|&i| std::cmp::Reverse((chain.rounded_activation_bytes(i), i)));
+        for i in order {
+            offload[i] = false;
+            let candidate = Schedule::build_offloading(chain, &keep, &offload);
+            match fit.schedule_if_fits(candidate.peak_bytes(), || candidate) {
+                Some(fits) => schedule = fits,
+                None => offload[i] = true,
+            }
+        }
+    }
+    Ok(schedule)
 }
 
 /// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found

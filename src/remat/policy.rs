@@ -41,4 +41,19 @@ pub enum CheckpointPolicy {
     /// buffers go: for allocators that give each buffer its own memory (the arena's platform
     /// mode), or for a bound to compare with. Faster to plan (no replay).
     PeakBudget(u64),
+    /// Fit an arena of this many bytes (as [`Budget`](Self::Budget) fits one) by offloading
+    /// rather than recomputing: every activation is kept, and as few as the search finds are
+    /// kept in pinned host memory between the passes
+    /// ([`Placement::Offload`](crate::remat::Placement): offloaded after their last forward
+    /// use, prefetched before their first backward use), so the plan recomputes nothing and
+    /// moves [`offloaded_bytes`](crate::remat::Schedule::offloaded_bytes) over the host link.
+    /// It fits budgets recomputation cannot reach: with every activation offloaded, the device
+    /// holds little more than the layers in flight and their gradients. The search starts
+    /// from every activation offloaded and brings each back to the device, the largest first,
+    /// wherever the plan still fits (up to 2,048 layers; above, every activation stays
+    /// offloaded). When even offloading every activation does not fit,
+    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest arena
+    /// that plan fits. Its host memory is [`host_peak_bytes`](crate::remat::Schedule::host_peak_bytes)
+    /// (the context's pinned-host kind must hold that much).
+    OffloadBudget(u64),
 }

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::schedule::{Buffer, Schedule, ScheduleStep};
+use super::schedule::{Buffer, Schedule};
 use crate::arena::{AllocationId, Arena, ArenaError, ArenaOptions, RegionSource, VirtualRegions};
 
 /// What [`Schedule::replay`] measured.
@@ -71,10 +71,10 @@ impl Schedule {
         let mut live: Vec<Option<AllocationId>> = vec![None; self.slot_count()];
         // Each step as what it allocates and what it frees, after the input's allocation.
         let input = (Some(Buffer::Activation(0)), None);
-        let actions = self.steps().iter().map(|step| match *step {
-            ScheduleStep::Free(buffer) => (None, Some(buffer)),
-            step => (step.allocates(), None),
-        });
+        let actions = self
+            .steps()
+            .iter()
+            .map(|step| (step.allocates(), step.frees()));
         let mut outcome = Ok(());
         for (allocates, frees) in std::iter::once(input).chain(actions) {
             if let Some(buffer) = allocates {

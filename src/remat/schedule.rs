@@ -45,6 +45,18 @@ pub enum ScheduleStep {
     },
     /// The buffer is no longer needed.
     Free(Buffer),
+    /// Move activation `activation` to pinned host memory after its last use in the forward
+    /// pass (`Context::offload`): its device memory is free until it is prefetched.
+    Offload {
+        /// The activation, from 1.
+        activation: usize,
+    },
+    /// Bring activation `activation` back from pinned host memory before its first use in
+    /// the backward pass (`Context::prefetch`): allocates it in device memory again.
+    Prefetch {
+        /// The activation, from 1.
+        activation: usize,
+    },
 }
 
 impl ScheduleStep {
@@ -56,9 +68,34 @@ impl ScheduleStep {
             }
             ScheduleStep::LossGradient { layer } => Some(Buffer::Gradient(layer)),
             ScheduleStep::Backward { layer } if layer > 1 => Some(Buffer::Gradient(layer - 1)),
-            ScheduleStep::Backward { .. } | ScheduleStep::Free(_) => None,
+            ScheduleStep::Prefetch { activation } => Some(Buffer::Activation(activation)),
+            ScheduleStep::Backward { .. }
+            | ScheduleStep::Free(_)
+            | ScheduleStep::Offload { .. } => None,
         }
     }
+
+    /// The buffer whose device memory this step gives back, if any: a free, or an offload
+    /// (the activation lives on in pinned host memory).
+    pub fn frees(&self) -> Option<Buffer> {
+        match *self {
+            ScheduleStep::Free(buffer) => Some(buffer),
+            ScheduleStep::Offload { activation } => Some(Buffer::Activation(activation)),
+            _ => None,
+        }
+    }
+}
+
+/// Where the backward pass finds an activation it reads ([`Chain::plan_placing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Placement {
+    /// Kept in device memory from the forward pass to the backward pass (a checkpoint).
+    Keep,
+    /// Kept, in pinned host memory: offloaded after its last forward use and prefetched
+    /// before its first backward use (JAX's `save_and_offload_only_these_names`).
+    Offload,
+    /// Recomputed from the checkpoint below it when the backward pass needs it.
+    Recompute,
 }
 
 /// The plan for one forward and backward pass: the steps in order, what they keep, what they
@@ -72,6 +109,8 @@ pub struct Schedule {
     /// What each layer's backward step reads, layer 1 first.
     backward_reads: Vec<BackwardReads>,
     peak_bytes: u64,
+    /// The most bytes of offloaded activations in pinned host memory at once (rounded).
+    host_peak_bytes: u64,
     recompute_cost: f64,
     forward_cost: f64,
 }
@@ -87,6 +126,13 @@ impl Schedule {
     /// The schedule that keeps activation `i` (1 ≤ i < n) where `keep[i]` is set and the
     /// backward pass can use it; the input and the last activation are always kept.
     pub(crate) fn build(chain: &Chain, keep: &[bool]) -> Schedule {
+        Schedule::build_offloading(chain, keep, &[])
+    }
+
+    /// [`Schedule::build`], with the kept activations `i` where `offload[i]` is set moved to
+    /// pinned host memory between their last forward use and their first backward use
+    /// (`offload` may be shorter than `keep`: the rest stays on the device).
+    pub(crate) fn build_offloading(chain: &Chain, keep: &[bool], offload: &[bool]) -> Schedule {
         #[cfg(test)]
         BUILDS.with(|builds| builds.set(builds.get() + 1));
         let n = chain.layer_count();
@@ -96,6 +142,7 @@ impl Schedule {
             activation_bytes: (0..=n).map(|i| chain.activation_bytes(i)).collect(),
             backward_reads: chain.layers().iter().map(|l| l.backward_reads).collect(),
             peak_bytes: 0,
+            host_peak_bytes: 0,
             recompute_cost: 0.0,
             // Folds from +0.0: `sum` starts at −0.0, which prints as "-0.0" for no cost.
             forward_cost: chain
@@ -106,12 +153,68 @@ impl Schedule {
         let compute = schedule.compute_steps(keep);
         schedule.steps = schedule.with_frees(&compute);
         schedule.checkpoints = schedule.kept_through_forward();
+        let offloaded: Vec<usize> = (schedule.checkpoints.iter().copied())
+            .filter(|&i| offload.get(i).copied().unwrap_or(false))
+            .collect();
+        if !offloaded.is_empty() {
+            schedule.steps = schedule.with_moves(&offloaded);
+        }
         schedule.recompute_cost = schedule.steps.iter().fold(0.0, |sum, step| match *step {
             ScheduleStep::Recompute { layer } => sum + chain.layers()[layer - 1].forward_cost,
             _ => sum,
         });
         schedule.peak_bytes = schedule.live_bytes().max().unwrap_or(0);
+        schedule.host_peak_bytes = schedule.host_bytes().max().unwrap_or(0);
         schedule
+    }
+
+    /// `steps` with each activation of `offloaded` (checkpoints, in order) offloaded right
+    /// after the forward step that reads it (the next layer's) and prefetched right before the
+    /// first step of the backward pass that reads it.
+    fn with_moves(&self, offloaded: &[usize]) -> Vec<ScheduleStep> {
+        let mut is_offloaded = vec![false; self.layer_count() + 1];
+        offloaded.iter().for_each(|&i| is_offloaded[i] = true);
+        let mut steps = Vec::with_capacity(self.steps.len() + 2 * offloaded.len());
+        let mut backward = false;
+        let mut reads = Vec::with_capacity(3);
+        for &step in &self.steps {
+            if let ScheduleStep::LossGradient { .. } = step {
+                backward = true;
+            }
+            if backward {
+                reads.clear();
+                self.push_reads(step, &mut reads);
+                for &buffer in &reads {
+                    if let Buffer::Activation(i) = buffer {
+                        if std::mem::replace(&mut is_offloaded[i], false) {
+                            steps.push(ScheduleStep::Prefetch { activation: i });
+                        }
+                    }
+                }
+            }
+            steps.push(step);
+            if let ScheduleStep::Forward { layer } = step {
+                if is_offloaded[layer - 1] {
+                    steps.push(ScheduleStep::Offload {
+                        activation: layer - 1,
+                    });
+                }
+            }
+        }
+        steps
+    }
+
+    /// Bytes of offloaded activations in pinned host memory (rounded) after each step.
+    fn host_bytes(&self) -> impl Iterator<Item = u64> + '_ {
+        let taken = |activation| rounded(self.bytes_of_step_buffer(Buffer::Activation(activation)));
+        std::iter::once(0).chain(self.steps.iter().scan(0, move |host, step| {
+            match *step {
+                ScheduleStep::Offload { activation } => *host += taken(activation),
+                ScheduleStep::Prefetch { activation } => *host -= taken(activation),
+                _ => {}
+            }
+            Some(*host)
+        }))
     }
 
     /// The steps that compute (no frees) for keep flags `keep`: every layer forward, the loss
@@ -218,7 +321,8 @@ impl Schedule {
                     reads.push(Buffer::Activation(layer));
                 }
             }
-            ScheduleStep::Free(_) => {}
+            ScheduleStep::Offload { activation } => reads.push(Buffer::Activation(activation)),
+            ScheduleStep::Free(_) | ScheduleStep::Prefetch { .. } => {}
         }
     }
 
@@ -262,8 +366,37 @@ impl Schedule {
         &self.checkpoints
     }
 
-    /// The most bytes in use at once, the input included, each buffer rounded up to 256 bytes
-    /// as the arena rounds it: what [`replay`](Schedule::replay) measures.
+    /// The activations the plan keeps in pinned host memory between the passes (ascending):
+    /// each has an [`Offload`](ScheduleStep::Offload) and a
+    /// [`Prefetch`](ScheduleStep::Prefetch) step. Empty unless the plan offloads.
+    pub fn offloaded(&self) -> Vec<usize> {
+        let mut offloaded: Vec<usize> = (self.steps.iter())
+            .filter_map(|step| match *step {
+                ScheduleStep::Offload { activation } => Some(activation),
+                _ => None,
+            })
+            .collect();
+        offloaded.sort_unstable();
+        offloaded
+    }
+
+    /// The most bytes of offloaded activations in pinned host memory at once, each rounded up
+    /// to 256 bytes as the arena of that kind rounds it (0 for a plan that offloads nothing).
+    pub fn host_peak_bytes(&self) -> u64 {
+        self.host_peak_bytes
+    }
+
+    /// The bytes the plan moves between device and host per pass: each offloaded activation
+    /// out and back (unrounded).
+    pub fn offloaded_bytes(&self) -> u64 {
+        (self.offloaded().iter())
+            .map(|&i| 2 * self.bytes_of_step_buffer(Buffer::Activation(i)))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The most bytes of device memory in use at once, the input included, each buffer rounded
+    /// up to 256 bytes as the arena rounds it: what [`replay`](Schedule::replay) measures.
+    /// Offloaded activations count from their prefetch to their free, and until their offload.
     pub fn peak_bytes(&self) -> u64 {
         self.peak_bytes
     }
@@ -319,7 +452,7 @@ impl Schedule {
                 live += 1;
                 most = most.max(live);
             }
-            if let ScheduleStep::Free(_) = step {
+            if step.frees().is_some() {
                 live -= 1;
             }
         }
@@ -334,7 +467,7 @@ impl Schedule {
             if let Some(buffer) = step.allocates() {
                 *live += taken(buffer);
             }
-            if let ScheduleStep::Free(buffer) = *step {
+            if let Some(buffer) = step.frees() {
                 *live -= taken(buffer);
             }
             Some(*live)

@@ -7,7 +7,7 @@ use gpu_arena::backprop::{BackwardArrays, ChainModel};
 use gpu_arena::remat::{
     BackwardReads, Chain, CheckpointPolicy, Layer, RematError, Schedule, ScheduleStep,
 };
-use gpu_arena::{Context, DeviceArray, Error};
+use gpu_arena::{Context, DeviceArray, Error, MemoryKind};
 
 /// A step of the model, as it saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -221,6 +221,9 @@ fn plan(chain: &Chain, policy: CheckpointPolicy) -> Schedule {
         }) => {
             let retry = match policy {
                 CheckpointPolicy::PeakBudget(_) => CheckpointPolicy::PeakBudget(smallest_budget),
+                CheckpointPolicy::OffloadBudget(_) => {
+                    CheckpointPolicy::OffloadBudget(smallest_budget)
+                }
                 _ => CheckpointPolicy::Budget(smallest_budget),
             };
             chain.plan(retry).unwrap()
@@ -241,6 +244,8 @@ fn policies(chain: &Chain) -> Vec<CheckpointPolicy> {
         CheckpointPolicy::Budget(all / 2),
         CheckpointPolicy::Budget(all / 4 * 3),
         CheckpointPolicy::PeakBudget(all / 2),
+        CheckpointPolicy::OffloadBudget(all / 2),
+        CheckpointPolicy::OffloadBudget(all / 5),
     ]
 }
 
@@ -307,7 +312,9 @@ fn expected_calls(schedule: &Schedule) -> Vec<Call> {
             ScheduleStep::Recompute { layer } => Some(Call::Recompute(layer)),
             ScheduleStep::LossGradient { .. } => Some(Call::LossGradient),
             ScheduleStep::Backward { layer } => Some(Call::Backward(layer)),
-            ScheduleStep::Free(_) => None,
+            ScheduleStep::Free(_)
+            | ScheduleStep::Offload { .. }
+            | ScheduleStep::Prefetch { .. } => None,
         })
         .collect()
 }
@@ -320,6 +327,7 @@ fn every_policy_peaks_at_its_plan_to_the_byte_and_gives_the_same_gradients() {
         let input = input(&ctx, &chain);
         let reference = reference_gradients(&chain);
         let mut recomputing_policies = 0;
+        let mut offloading_policies = 0;
         for policy in policies(&chain) {
             let schedule = plan(&chain, policy);
             let mut probe = Probe::new(chain.layer_count());
@@ -344,12 +352,26 @@ fn every_policy_peaks_at_its_plan_to_the_byte_and_gives_the_same_gradients() {
                 "{context}: the run frees all it made"
             );
             assert_eq!(probe.calls, expected_calls(&schedule), "{context}");
+            assert_eq!(
+                report.host_peak_bytes,
+                schedule.host_peak_bytes(),
+                "{context}"
+            );
+            let host = ctx.memory_stats_of(MemoryKind::PinnedHost).unwrap();
+            assert_eq!(
+                host.peak_bytes_in_use,
+                schedule.host_peak_bytes(),
+                "{context}"
+            );
+            assert_eq!(host.bytes_in_use, 0, "{context}: every offload came back");
+            offloading_policies += usize::from(!schedule.offloaded().is_empty());
             recomputing_policies += usize::from(schedule.recompute_cost() > 0.0);
             // The same gradients as computed on the host with everything kept, so the same
             // under every policy.
             assert_eq!(probe.parameter_gradients, reference, "{context}");
         }
         assert!(recomputing_policies >= 4, "the policies recompute");
+        assert!(offloading_policies >= 2, "the policies offload");
     }
 }
 
@@ -751,4 +773,47 @@ fn user_kernels_give_the_hosts_gradients_bit_for_bit_under_every_policy() {
         expected.iter().flatten().any(|&g| g > 0.0),
         "some gradient flows"
     );
+}
+
+#[gpu_test]
+fn a_chain_recomputation_cannot_fit_trains_by_offloading_with_the_same_gradients() {
+    let ctx = harness::context();
+    // 48 layers of 8 KiB activations, backward reads by turns.
+    let reads = [
+        BackwardReads::Input,
+        BackwardReads::Output,
+        BackwardReads::InputAndOutput,
+    ];
+    let layers = (0..48)
+        .map(|i| Layer::new(8 << 10, 1.0).with_backward_reads(reads[i % 3]))
+        .collect();
+    let chain = Chain::new(8 << 10, layers).unwrap();
+    let input = input(&ctx, &chain);
+    let reference = reference_gradients(&chain);
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let budget = all.peak_bytes() / 4;
+    assert!(
+        matches!(
+            chain.plan(CheckpointPolicy::Budget(budget)),
+            Err(RematError::BudgetTooSmall { .. })
+        ),
+        "recomputation alone fits a quarter of keeping everything: pick a smaller budget"
+    );
+    let schedule = chain.plan(CheckpointPolicy::OffloadBudget(budget)).unwrap();
+    assert!(schedule.peak_bytes() <= budget);
+    assert!(!schedule.offloaded().is_empty());
+    assert_eq!(schedule.recompute_cost(), 0.0);
+    let mut probe = Probe::new(chain.layer_count());
+    let report = schedule.run(&ctx, &mut probe, &input).unwrap();
+    assert_eq!(
+        report.peak_bytes_in_use,
+        schedule.peak_bytes(),
+        "to the byte"
+    );
+    assert_eq!(report.host_peak_bytes, schedule.host_peak_bytes());
+    assert_eq!(
+        probe.parameter_gradients, reference,
+        "the same as keeping everything"
+    );
+    assert_eq!(ctx.memory_stats().bytes_in_use, input.allocated_bytes());
 }

@@ -7,7 +7,8 @@ use std::collections::HashSet;
 
 use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions, ALLOCATION_ALIGNMENT};
 use gpu_arena::remat::{
-    BackwardReads, Buffer, Chain, CheckpointPolicy, Layer, RematError, Schedule, ScheduleStep,
+    BackwardReads, Buffer, Chain, CheckpointPolicy, Layer, Placement, RematError, Schedule,
+    ScheduleStep,
 };
 use proptest::prelude::*;
 
@@ -45,6 +46,8 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
     let mut used_by_last_step: Vec<Buffer> = vec![];
     // Recomputed activations nothing has read yet.
     let mut unread_recomputations: HashSet<Buffer> = HashSet::new();
+    // Activations in pinned host memory now.
+    let mut offloaded: HashSet<usize> = HashSet::new();
     let mut add = |live: &mut HashSet<Buffer>, b: Buffer, bytes_live: &mut u64| {
         assert!(live.insert(b), "{b:?} allocated while live");
         *bytes_live += rounded(bytes(b));
@@ -57,8 +60,9 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
             }
             ScheduleStep::LossGradient { layer } => {
                 assert_eq!(layer, n);
-                let live_activations: HashSet<usize> =
-                    (1..n).filter(|&i| live.contains(&Activation(i))).collect();
+                let live_activations: HashSet<usize> = (1..n)
+                    .filter(|&i| live.contains(&Activation(i)) || offloaded.contains(&i))
+                    .collect();
                 assert_eq!(
                     live_activations, kept,
                     "checkpoints are what the forward pass held"
@@ -89,6 +93,32 @@ fn check(chain: &Chain, schedule: &Schedule) -> u64 {
                     "{buffer:?} recomputed for nothing"
                 );
                 bytes_live -= rounded(bytes(buffer));
+                continue;
+            }
+            ScheduleStep::Offload { activation } => {
+                assert!(backward.is_empty(), "{step:?} during the backward pass");
+                assert!(
+                    kept.contains(&activation),
+                    "{step:?} of an activation not kept"
+                );
+                assert!(
+                    live.remove(&Activation(activation)),
+                    "{step:?} while not live"
+                );
+                assert!(
+                    used_by_last_step.contains(&Activation(activation)),
+                    "{step:?} later than right after its last forward use"
+                );
+                offloaded.insert(activation);
+                bytes_live -= rounded(bytes(Activation(activation)));
+                continue;
+            }
+            ScheduleStep::Prefetch { activation } => {
+                assert!(
+                    offloaded.remove(&activation),
+                    "{step:?} of one not offloaded"
+                );
+                add(&mut live, Activation(activation), &mut bytes_live);
                 continue;
             }
         };
@@ -219,6 +249,69 @@ proptest! {
             prop_assert_eq!(report.peak_bytes_in_use, peak, "{:?}", policy);
             prop_assert!(report.peak_bytes_reserved >= peak);
             prop_assert_eq!(arena.stats().bytes_in_use, 0, "the replay frees what it made");
+        }
+    }
+
+    #[test]
+    fn every_placement_with_offloads_is_a_plan_whose_device_and_host_peaks_are_exact(
+        chain in chains(), placements in prop::collection::vec(0..3u8, 64)
+    ) {
+        let (mut arena, mut regions) = arena();
+        let place = |i: usize| match placements[i % placements.len()] {
+            0 => Placement::Keep,
+            1 => Placement::Offload,
+            _ => Placement::Recompute,
+        };
+        let schedule = chain.plan_placing(place);
+        let peak = check(&chain, &schedule);
+        prop_assert_eq!(schedule.peak_bytes(), peak);
+        let report = schedule.replay(&mut arena, &mut regions).unwrap();
+        prop_assert_eq!(report.peak_bytes_in_use, peak);
+        prop_assert_eq!(arena.stats().bytes_in_use, 0);
+        // Offloaded: the checkpoints placed so; all of them on the host at the forward pass's
+        // end, the most the host ever holds.
+        let offloaded: Vec<usize> = (schedule.checkpoints().iter().copied())
+            .filter(|&i| place(i) == Placement::Offload)
+            .collect();
+        prop_assert_eq!(schedule.offloaded(), offloaded.clone());
+        let host: u64 = offloaded
+            .iter()
+            .map(|&i| rounded(chain.layers()[i - 1].activation_bytes))
+            .sum();
+        prop_assert_eq!(schedule.host_peak_bytes(), host);
+        // The same plan without the offloads: the same compute, more device memory.
+        let kept = chain.plan_placing(|i| match place(i) {
+            Placement::Offload => Placement::Keep,
+            other => other,
+        });
+        prop_assert_eq!(schedule.recompute_cost(), kept.recompute_cost());
+        prop_assert!(schedule.peak_bytes() <= kept.peak_bytes());
+    }
+
+    #[test]
+    fn an_offload_budget_plan_recomputes_nothing_and_fits_where_it_says(
+        chain in chains(), fractions in prop::collection::vec(0.0..1.1f64, 3)
+    ) {
+        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        for fraction in fractions {
+            let budget = (all.peak_bytes() as f64 * fraction) as u64;
+            match chain.plan(CheckpointPolicy::OffloadBudget(budget)) {
+                Ok(schedule) => {
+                    check(&chain, &schedule);
+                    prop_assert_eq!(schedule.recompute_cost(), 0.0);
+                    prop_assert!(replays_in(&schedule, budget), "the plan runs out of memory");
+                    if replays_in(&all, budget) {
+                        prop_assert!(schedule.offloaded().is_empty(), "nothing to offload");
+                    }
+                }
+                Err(RematError::BudgetTooSmall { smallest_budget, .. }) => {
+                    let fits = chain.plan(CheckpointPolicy::OffloadBudget(smallest_budget));
+                    prop_assert!(fits.is_ok(), "{:?}", fits);
+                    let everything = chain.plan_placing(|_| Placement::Offload);
+                    prop_assert!(!replays_in(&everything, budget));
+                }
+                Err(other) => prop_assert!(false, "unexpected error {}", other),
+            }
         }
     }
 
