@@ -1,6 +1,7 @@
 //! Training through gpu-arena under each gradient-checkpointing policy: an MLP of ReLU layers,
 //! written as WGSL kernels launched over arena arrays, learns a synthetic regression with SGD,
-//! once per policy (keep everything, every n-th, √n, a budget), each step run by
+//! once per policy (keep everything, every n-th, √n, a budget, a quarter of keeping
+//! everything met by offloading to pinned host memory), each step run by
 //! `Schedule::run`.
 //!
 //! ```text
@@ -465,9 +466,10 @@ fn check_captured(
     Ok(())
 }
 
-/// The policies compared, named, with their plans: keep everything, every n-th, √n, and a
+/// The policies compared, named, with their plans: keep everything, every n-th, √n, a
 /// budget halfway between √n's peak and keeping everything (or the smallest that fits, if
-/// that is less than any plan needs).
+/// that is less than any plan needs), and a quarter of keeping everything met by offloading
+/// activations to pinned host memory (or the least that offloading fits).
 fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
     let all = chain.plan(CheckpointPolicy::SaveAll)?;
     let sqrt = chain.plan(CheckpointPolicy::Sqrt)?;
@@ -477,6 +479,14 @@ fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
             smallest_budget, ..
         }) => smallest_budget,
         other => other.map(|_| halfway)?,
+    };
+    // A quarter of keeping everything, by offloading (or the least that offloading fits).
+    let quarter = all.peak_bytes() / 4;
+    let offload_budget = match chain.plan(CheckpointPolicy::OffloadBudget(quarter)) {
+        Err(RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) => smallest_budget,
+        other => other.map(|_| quarter)?,
     };
     Ok(vec![
         ("save all".into(), all),
@@ -488,6 +498,10 @@ fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
         (
             format!("budget {}", Bytes(budget)),
             chain.plan(CheckpointPolicy::Budget(budget))?,
+        ),
+        (
+            format!("offload {}", Bytes(offload_budget)),
+            chain.plan(CheckpointPolicy::OffloadBudget(offload_budget))?,
         ),
     ])
 }
