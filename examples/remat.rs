@@ -11,7 +11,8 @@
 //! With `--layers N` it measures only the planner: a budget search on a chain of N layers of
 //! 1 KiB, its peak budget 256 bytes below the save-all plan's peak (so the search cannot stop at
 //! keeping everything), timed against one save-all plan of the same chain (one schedule built),
-//! as a ratio. Measure its memory with `/usr/bin/time -v` (maximum resident set size).
+//! as a ratio; then an offload-budget plan for a quarter of keeping everything (or the least
+//! offloading fits). Measure its memory with `/usr/bin/time -v` (maximum resident set size).
 
 use gpu_arena::arena::{Arena, ArenaOptions, Bytes, VirtualRegions};
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
@@ -71,11 +72,27 @@ fn bench_planner(layers: usize, json: bool) -> anyhow::Result<()> {
     let plan = chain.plan(CheckpointPolicy::PeakBudget(budget))?;
     let budget_ms = started.elapsed().as_secs_f64() * 1e3;
     let ratio = budget_ms / save_all_ms.max(1e-6);
+    // Offloading to a quarter of keeping everything (or the least it fits).
+    let started = std::time::Instant::now();
+    let quarter = (budget + 256) / 4;
+    let offload = match chain.plan(CheckpointPolicy::OffloadBudget(quarter)) {
+        Err(gpu_arena::remat::RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) => chain.plan(CheckpointPolicy::OffloadBudget(smallest_budget))?,
+        other => other?,
+    };
+    let offload_ms = started.elapsed().as_secs_f64() * 1e3;
     if json {
         println!(
             "{{\"bench\":\"remat_planner\",\"case\":\"peak_budget_just_below_save_all\",\"layers\":{layers},\"budget_ms\":{budget_ms:.1},\"save_all_ms\":{save_all_ms:.2},\"ratio\":{ratio:.1},\"checkpoints\":{},\"peak_bytes\":{}}}",
             plan.checkpoints().len(),
             plan.peak_bytes()
+        );
+        println!(
+            "{{\"bench\":\"remat_planner\",\"case\":\"offload_budget_quarter_of_save_all\",\"layers\":{layers},\"offload_ms\":{offload_ms:.1},\"offloaded\":{},\"peak_bytes\":{},\"host_peak_bytes\":{}}}",
+            offload.offloaded().len(),
+            offload.peak_bytes(),
+            offload.host_peak_bytes()
         );
     } else {
         println!(
@@ -83,6 +100,13 @@ fn bench_planner(layers: usize, json: bool) -> anyhow::Result<()> {
              {ratio:.1}× one save-all plan ({save_all_ms:.2} ms); {} kept, peak {}",
             plan.checkpoints().len(),
             Bytes(plan.peak_bytes())
+        );
+        println!(
+            "offload budget (a quarter of keeping everything, or the least it fits): planned in {offload_ms:.1} ms; \
+             {} offloaded, device peak {}, host peak {}",
+            offload.offloaded().len(),
+            Bytes(offload.peak_bytes()),
+            Bytes(offload.host_peak_bytes())
         );
     }
     Ok(())

@@ -450,8 +450,7 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
     if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
         return Ok(fits);
     }
-    let mut offload = vec![true; n];
-    let all = Schedule::build_offloading(chain, &keep, &offload);
+    let all = Schedule::build_offloading(chain, &keep, &vec![true; n]);
     let Some(mut schedule) = fit.schedule_if_fits(all.peak_bytes(), || all.clone()) else {
         return Err(match smallest_arena_of(&all) {
             Some(smallest_budget) => RematError::BudgetTooSmall {
@@ -463,17 +462,36 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
             None => RematError::TooLarge,
         });
     };
+    // Back on the device, the largest first (the fewest bytes moved), and of equal ones the
+    // last (the backward pass needs it first): the longest prefix of that order that fits,
+    // found by bisection (more on the device holds more at the forward pass's end), then, up
+    // to GREEDY_LAYER_LIMIT layers, each later one wherever the plan still fits.
+    let mut order: Vec<usize> = schedule.offloaded();
+    order.sort_by_key(|&i| std::cmp::Reverse((chain.rounded_activation_bytes(i), i)));
+    let build = |back: &[usize]| {
+        let mut offload = vec![true; n];
+        back.iter().for_each(|&i| offload[i] = false);
+        Schedule::build_offloading(chain, &keep, &offload)
+    };
+    let (mut low, mut high) = (0, order.len());
+    while low < high {
+        let mid = (low + high).div_ceil(2);
+        let candidate = build(&order[..mid]);
+        match fit.schedule_if_fits(candidate.peak_bytes(), || candidate) {
+            Some(fits) => (low, schedule) = (mid, fits),
+            None => high = mid - 1,
+        }
+    }
     if n <= GREEDY_LAYER_LIMIT {
-        // Back on the device, the largest first (the fewest bytes moved), and of equal ones
-        // the last (the backward pass needs it first).
-        let mut order: Vec<usize> = schedule.offloaded();
-        order.sort_by_key(|&i| std::cmp::Reverse((chain.rounded_activation_bytes(i), i)));
-        for i in order {
-            offload[i] = false;
-            let candidate = Schedule::build_offloading(chain, &keep, &offload);
+        let mut back = order[..low].to_vec();
+        for &i in &order[low..] {
+            back.push(i);
+            let candidate = build(&back);
             match fit.schedule_if_fits(candidate.peak_bytes(), || candidate) {
                 Some(fits) => schedule = fits,
-                None => offload[i] = true,
+                None => {
+                    back.pop();
+                }
             }
         }
     }

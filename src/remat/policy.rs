@@ -49,9 +49,9 @@ pub enum CheckpointPolicy {
     /// moves [`offloaded_bytes`](crate::remat::Schedule::offloaded_bytes) over the host link.
     /// It fits budgets recomputation cannot reach: with every activation offloaded, the device
     /// holds little more than the layers in flight and their gradients. The search starts
-    /// from every activation offloaded and brings each back to the device, the largest first,
-    /// wherever the plan still fits (up to 2,048 layers; above, every activation stays
-    /// offloaded). When even offloading every activation does not fit,
+    /// from every activation offloaded and brings them back to the device, the largest first:
+    /// the longest run of that order that fits (by bisection), then, up to 2,048 layers, each
+    /// later one wherever the plan still fits. When even offloading every activation does not fit,
     /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest arena
     /// that plan fits. Its host memory is [`host_peak_bytes`](crate::remat::Schedule::host_peak_bytes)
     /// (the context's pinned-host kind must hold that much).
