@@ -353,8 +353,11 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         // The array is live, so its allocation is too.
         let _ = memory.set_label(self.storage.kind, self.storage.allocation.id, Some(label));
         drop(memory);
-        let allocation = self.storage.allocation.id;
-        (self.storage.ctx).record(crate::trace::timeline::Record::Label { allocation, label });
+        // The timeline follows the device arena, whose allocation ids its events carry.
+        if self.storage.kind == MemoryKind::Device {
+            let allocation = self.storage.allocation.id;
+            (self.storage.ctx).record(crate::trace::timeline::Record::Label { allocation, label });
+        }
         self
     }
 

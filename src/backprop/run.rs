@@ -333,6 +333,7 @@ impl<T: bytemuck::Pod> Run<'_, T> {
         layer: usize,
     ) -> crate::error::Result<()> {
         let same = array.check_same_context(&self.ctx.inner, OPERATION).is_ok()
+            && array.memory_kind() == crate::memory_kind::MemoryKind::Device
             && array.allocation_id() == given;
         if !same {
             return Err(returned_other(
