@@ -167,6 +167,7 @@ impl Context {
             index_slots: Vec::new(),
             array_slots: Vec::new(),
             placeholder,
+            transfers: Vec::new(),
         }));
         let open = OpenCapture::open(self, id.number());
         Capture { sequence, open }
@@ -460,6 +461,20 @@ impl Sequence {
     /// Whether this recorder is a capture (nothing may run while it records).
     pub(crate) fn is_capture(&self) -> bool {
         self.capture.is_some()
+    }
+
+    /// Counts an explicit transfer of `bytes` between arrays that began at `started`: now, or,
+    /// in a capture, at every run (which guards it again), since recording moves nothing.
+    pub(crate) fn count_array_transfer(
+        &mut self,
+        direction: crate::guard_levels::TransferDirection,
+        bytes: u64,
+        started: std::time::Instant,
+    ) {
+        match &mut self.capture {
+            Some(tables) => tables.transfers.push((direction, bytes)),
+            None => (self.ctx.inner).count_transfer(direction, true, 1, bytes, started),
+        }
     }
 
     /// Records an upload of `bytes` into `array` as a copy from the capture's upload buffer

@@ -5,6 +5,7 @@
 
 use crate::array::ArrayStorage;
 use crate::backend::MappedRange;
+use crate::guard_levels::TransferDirection;
 use crate::recorder::CAPTURE_RECORDER_BIT;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -65,6 +66,9 @@ pub(crate) struct CaptureTables {
     pub(crate) array_slots: Vec<Arc<ArrayStorage>>,
     /// Stands for the upload and readback buffers, made at `finish` once their sizes are known.
     pub(crate) placeholder: wgpu::Buffer,
+    /// The explicit transfers between arrays the step makes (copies, moves between memory
+    /// kinds), by direction and bytes: every run guards and counts them, as the op would.
+    pub(crate) transfers: Vec<(TransferDirection, u64)>,
 }
 
 /// An upload or a read of a captured step: the copy step, where its bytes lie in the step's

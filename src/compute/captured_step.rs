@@ -19,7 +19,7 @@ use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::shape::start_index;
 use crate::step::{encode_bound_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
-use crate::transfer::TransferDirection::{DeviceToHost, HostToDevice};
+use crate::transfer::TransferDirection::{self, DeviceToHost, HostToDevice};
 use std::sync::Arc;
 
 /// Where a parameter slot's bytes go at a run.
@@ -143,6 +143,8 @@ pub struct CapturedStep {
     moving_at: Vec<u64>,
     /// Moving copies made on the host so far ([`CapturedStep::host_copies`]).
     host_copies: u64,
+    /// The explicit transfers between arrays each run makes: (direction, ops, bytes).
+    transfers: Vec<(TransferDirection, u64, u64)>,
 }
 
 impl CapturedStep {
@@ -235,6 +237,7 @@ impl CapturedStep {
             runs: 0,
             bind_groups,
             host_copies: 0,
+            transfers: by_direction(&tables.transfers),
         })
     }
 
@@ -520,6 +523,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         let bound: Vec<&Arc<ArrayStorage>> = self.bound.iter().map(|&(_, a)| a).collect();
         let id = step.submit_commands(&inner, &buffers, !self.reads.is_empty(), &bound)?;
+        for &(direction, ops, bytes) in &step.transfers {
+            inner.count_transfer(direction, true, ops, bytes, started);
+        }
         if !self.inputs.is_empty() {
             let inputs = self.inputs.len() as u64;
             inner.count_transfer(HostToDevice, true, inputs, input_bytes, started);
@@ -540,6 +546,19 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         Ok(id)
     }
+}
+
+/// The transfers of a capture (direction, bytes), summed per direction: (direction, ops,
+/// bytes), in the order each direction first appears.
+fn by_direction(transfers: &[(TransferDirection, u64)]) -> Vec<(TransferDirection, u64, u64)> {
+    let mut sums: Vec<(TransferDirection, u64, u64)> = Vec::new();
+    for &(direction, bytes) in transfers {
+        match sums.iter_mut().find(|(d, _, _)| *d == direction) {
+            Some((_, ops, sum)) => (*ops, *sum) = (*ops + 1, sum.saturating_add(bytes)),
+            None => sums.push((direction, 1, bytes)),
+        }
+    }
+    sums
 }
 
 /// What a run's checks found: the byte offset of each moving copy it places, and the bytes of
@@ -580,6 +599,9 @@ impl StepRun<'_, '_> {
         }
         if !self.reads.is_empty() {
             inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
+        }
+        for &(direction, _, bytes) in &step.transfers {
+            inner.guard(direction, bytes, OPERATION, true)?;
         }
         let offsets = moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)?;
         Ok(Checked {

@@ -195,9 +195,7 @@ impl Sequence {
                 operation,
             )?,
         }
-        self.ctx
-            .inner
-            .count_transfer(direction, true, 1, bytes, started);
+        self.count_array_transfer(direction, bytes, started);
         Ok(result)
     }
 }

@@ -203,11 +203,32 @@ fn moves_record_in_sequences_and_captured_steps() {
         for seed in [5u32, 6] {
             let input = pattern(300, seed);
             let mut out = vec![0u32; 300];
+            let (out_before, in_before) = {
+                let stats = ctx.transfer_stats();
+                (stats.device_to_host.explicit, stats.host_to_device.explicit)
+            };
             step.run()
                 .input(&slot, &input)
                 .read_into(&read, &mut out)
                 .submit()
                 .unwrap();
+            // Each run counts its moves (one offload out, one prefetch in) beside its input
+            // and its read.
+            let stats = ctx.transfer_stats();
+            let out_after = stats.device_to_host.explicit;
+            let in_after = stats.host_to_device.explicit;
+            assert_eq!(
+                out_after.count,
+                out_before.count + 2,
+                "{path}: offload and read"
+            );
+            assert_eq!(out_after.bytes, out_before.bytes + 2400, "{path}");
+            assert_eq!(
+                in_after.count,
+                in_before.count + 2,
+                "{path}: prefetch and input"
+            );
+            assert_eq!(in_after.bytes, in_before.bytes + 2400, "{path}");
             let expected: Vec<u32> = input.iter().map(|x| 3u32.wrapping_mul(*x)).collect();
             assert_eq!(
                 out, expected,
@@ -215,6 +236,32 @@ fn moves_record_in_sequences_and_captured_steps() {
             );
             assert_eq!(ctx.device_get(&saved).unwrap(), expected, "{path}: {seed}");
         }
+        // The guard sees a run's moves: refused before anything runs.
+        let guard = TransferGuard::scoped_direction(
+            TransferDirection::DeviceToHost,
+            TransferGuardLevel::DisallowExplicit,
+        );
+        let refused = step.run().input(&slot, &pattern(300, 9)).submit();
+        assert!(
+            matches!(
+                refused,
+                Err(Error::TransferGuard {
+                    direction: TransferDirection::DeviceToHost,
+                    ..
+                })
+            ),
+            "{path}: {refused:?}"
+        );
+        drop(guard);
+        let expected: Vec<u32> = pattern(300, 6)
+            .iter()
+            .map(|x| 3u32.wrapping_mul(*x))
+            .collect();
+        assert_eq!(
+            ctx.device_get(&saved).unwrap(),
+            expected,
+            "{path}: nothing ran"
+        );
     }
 }
 
