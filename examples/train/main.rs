@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _, Result};
 use gpu_arena::arena::Bytes;
-use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule};
+use gpu_arena::remat::{Chain, CheckpointPolicy, RematError, Schedule, StepCosts};
 use gpu_arena::{bytemuck, ArenaConfig, Context, DeviceArray};
 use lexopt::prelude::*;
 use mlp::{CapturedTraining, Mlp, MlpKernels, MlpShape};
@@ -257,19 +257,20 @@ fn run(options: &Options) -> Result<()> {
         .iter()
         .map(|run| captured_plan(&ctx, &config, &kernels, &stacked, run))
         .collect::<Result<Vec<_>>>()?;
+    let costs = step_costs(&ctx, &chain, &runs)?;
     let trained = &runs[CAPTURED_POLICY.min(runs.len() - 1)];
     let captured = train_captured(&ctx, &config, &kernels, &stacked, trained)
         .with_context(|| "training with the captured step failed")?;
 
     if options.json {
         for run in &runs {
-            println!("{}", row(&ctx, &config, run));
+            println!("{}", row(&ctx, &config, run, &costs));
         }
         for plan in &plans {
             println!("{}", captured_row(&ctx, &config, plan, &captured));
         }
     } else {
-        print_table(&ctx, &config, &runs);
+        print_table(&ctx, &config, &runs, &costs);
         print_captured(&plans, &captured, trained);
     }
     check(&config, &runs)?;
@@ -559,7 +560,41 @@ fn train(
     })
 }
 
-fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun]) {
+/// The step costs measured on this device, for the plans' predicted step times: the save-all
+/// run's step time as the base, the √n run's extra time per unit of recomputation, and the
+/// host link's bandwidth for moves of the chain's largest activation (offload then prefetch,
+/// timed over `MOVES` round trips).
+fn step_costs(ctx: &Context, chain: &Chain, runs: &[PolicyRun]) -> Result<StepCosts> {
+    const MOVES: usize = 32;
+    let seconds = |name: &str| -> Result<(f64, &Schedule)> {
+        let run = runs.iter().find(|r| r.name == name).context("policy ran")?;
+        Ok((run.time_per_step.as_secs_f64(), &run.schedule))
+    };
+    let (base_seconds, _) = seconds("save all")?;
+    let (sqrt_seconds, sqrt) = seconds("sqrt")?;
+    let seconds_per_cost = ((sqrt_seconds - base_seconds) / sqrt.recompute_cost()).max(0.0);
+    let largest = (1..=chain.layer_count())
+        .map(|i| chain.layers()[i - 1].activation_bytes)
+        .max()
+        .unwrap_or(4);
+    let mut array = Some(ctx.zeros::<f32>(&[(largest / 4) as usize])?);
+    ctx.synchronize()?;
+    let started = Instant::now();
+    for _ in 0..MOVES {
+        let host = ctx.offload(array.take().context("kept")?)?;
+        array = Some(ctx.prefetch(host)?);
+        ctx.synchronize()?;
+    }
+    let host_link_bytes_per_second =
+        (2 * MOVES) as f64 * largest as f64 / started.elapsed().as_secs_f64();
+    Ok(StepCosts {
+        base_seconds,
+        seconds_per_cost,
+        host_link_bytes_per_second,
+    })
+}
+
+fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun], costs: &StepCosts) {
     let shape = &config.shape;
     println!(
         "train on {}: {} linear layers ({} -> {} x{} -> {}) with ReLU, batch {}, {} SGD steps \
@@ -576,7 +611,7 @@ fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun]) {
         config.batches * shape.batch
     );
     println!(
-        "{:<18} {:>5} {:>10} {:>15} {:>10} {:>10} {:>10} {:>9} {:>9}",
+        "{:<18} {:>5} {:>10} {:>15} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9}",
         "policy",
         "kept",
         "recompute",
@@ -584,12 +619,13 @@ fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun]) {
         "resident",
         "plan peak",
         "time/step",
+        "predicted",
         "loss 0",
         "loss end"
     );
     for run in runs {
         println!(
-            "{:<18} {:>5} {:>9.1}% {:>15} {:>10} {:>10} {:>8.2}ms {:>9.5} {:>9.5}",
+            "{:<18} {:>5} {:>9.1}% {:>15} {:>10} {:>10} {:>8.2}ms {:>8.2}ms {:>9.5} {:>9.5}",
             run.name,
             run.schedule.checkpoints().len(),
             100.0 * run.schedule.recompute_fraction(),
@@ -597,19 +633,24 @@ fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun]) {
             run.resident_bytes,
             run.schedule.peak_bytes(),
             run.time_per_step.as_secs_f64() * 1e3,
+            run.schedule.predicted_step(costs).total_seconds * 1e3,
             run.initial_loss(),
             run.final_loss(config.batches)
         );
     }
     println!(
         "peaks in bytes; kept: activations checkpointed besides the input and the output; \
-         recompute: forward FLOPs run again, of one forward pass; loss end: mean over the last \
-         pass over the data"
+         recompute: forward FLOPs run again, of one forward pass; predicted: from save all's \
+         and sqrt's measured times and the host link's measured bandwidth ({:.2} GB/s for the \
+         largest activation); loss end: mean over the last pass over the data",
+        costs.host_link_bytes_per_second / 1e9
     );
 }
 
-fn row(ctx: &Context, config: &Config, run: &PolicyRun) -> serde_json::Value {
+fn row(ctx: &Context, config: &Config, run: &PolicyRun, costs: &StepCosts) -> serde_json::Value {
     let shape = &config.shape;
+    let predicted = run.schedule.predicted_step(costs);
+    let measured = run.time_per_step.as_secs_f64();
     json!({
         "case": "train",
         "adapter": ctx.adapter_info().name,
@@ -619,7 +660,13 @@ fn row(ctx: &Context, config: &Config, run: &PolicyRun) -> serde_json::Value {
         "peak_bytes_in_use": run.peak_bytes_in_use,
         "resident_bytes": run.resident_bytes,
         "plan_peak_bytes": run.schedule.peak_bytes(),
-        "us_per_step": run.time_per_step.as_secs_f64() * 1e6,
+        "us_per_step": measured * 1e6,
+        "predicted_us_per_step": predicted.total_seconds * 1e6,
+        "predicted_over_measured": predicted.total_seconds / measured,
+        "predicted_recompute_us": predicted.recompute_seconds * 1e6,
+        "predicted_transfer_us": predicted.transfer_seconds * 1e6,
+        "offloaded_bytes": run.schedule.offloaded_bytes(),
+        "host_peak_bytes": run.schedule.host_peak_bytes(),
         "initial_loss": run.initial_loss(),
         "final_loss": run.final_loss(config.batches),
         "steps": config.steps,

@@ -43,13 +43,14 @@
 //! ```
 //!
 //! Files, one concept each: `chain` (the layers), `policy`, `schedule` (steps and their
-//! memory), `planner` (choosing what to keep), `evaluate` (a candidate plan's figures without
+//! memory), `planner` (choosing what to keep), `cost` (a plan's predicted step time), `evaluate` (a candidate plan's figures without
 //! its steps, so that a search holds no schedules), `replay` (through an arena) and `error`.
 //! The budget search is checked against a model that builds every candidate, written on the
 //! public API in `tests/host/remat_reference_planner.rs`.
 #![deny(unsafe_code)]
 
 mod chain;
+mod cost;
 mod error;
 mod evaluate;
 mod planner;
@@ -58,6 +59,7 @@ mod replay;
 mod schedule;
 
 pub use chain::{BackwardReads, Chain, Layer};
+pub use cost::{PredictedStep, StepCosts};
 pub use error::RematError;
 pub use policy::CheckpointPolicy;
 pub use replay::ReplayReport;

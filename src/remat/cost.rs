@@ -1,0 +1,161 @@
+//! A plan's step time predicted from costs measured on the device: what chooses between
+//! recomputing and offloading when both fit a budget.
+
+use serde::Serialize;
+
+use super::chain::Chain;
+use super::error::RematError;
+use super::policy::CheckpointPolicy;
+use super::schedule::Schedule;
+
+/// What one training step costs on a device, measured there: the figures a plan's step time is
+/// predicted from ([`Schedule::predicted_step`]).
+///
+/// `base_seconds` is a step that recomputes and moves nothing (a
+/// [`SaveAll`](CheckpointPolicy::SaveAll) run, forward, backward and update); each unit of
+/// [`Layer::forward_cost`](super::Layer) run again costs `seconds_per_cost` (measure a plan that
+/// recomputes: its extra time over `base_seconds` divided by its
+/// [`recompute_cost`](Schedule::recompute_cost)); each byte moved between device and pinned
+/// host memory costs `1 / host_link_bytes_per_second` (measure `Context::offload` and
+/// `prefetch` of an array; `bench_transfers` prints it). Moves are counted in full, not
+/// overlapped with compute: one queue runs them in order.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct StepCosts {
+    /// Seconds of a step that recomputes and moves nothing.
+    pub base_seconds: f64,
+    /// Seconds per unit of forward cost recomputed.
+    pub seconds_per_cost: f64,
+    /// Bytes per second of a move between device and pinned host memory, each way.
+    pub host_link_bytes_per_second: f64,
+}
+
+/// A plan's predicted step time and its parts, in seconds ([`Schedule::predicted_step`]).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct PredictedStep {
+    /// The step without recomputation or moves.
+    pub base_seconds: f64,
+    /// The forward passes run again.
+    pub recompute_seconds: f64,
+    /// The offloads and prefetches.
+    pub transfer_seconds: f64,
+    /// The sum of the parts.
+    pub total_seconds: f64,
+}
+
+impl Schedule {
+    /// The step time this plan is predicted to take under `costs`: the base step, plus its
+    /// recomputation, plus its moves ([`offloaded_bytes`](Schedule::offloaded_bytes) over the
+    /// host link). A bandwidth that is 0, negative or NaN makes moves infinitely slow.
+    ///
+    /// ```
+    /// use gpu_arena::remat::{Chain, Layer, Placement, StepCosts};
+    /// let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 8])?;
+    /// let costs = StepCosts { base_seconds: 0.010, seconds_per_cost: 0.001, host_link_bytes_per_second: 1e9 };
+    /// let offload = chain.plan_placing(|i| if i < 4 { Placement::Offload } else { Placement::Keep });
+    /// let step = offload.predicted_step(&costs);
+    /// assert_eq!(step.recompute_seconds, 0.0);
+    /// assert!((step.transfer_seconds - 6.0 * 1048576.0 / 1e9).abs() < 1e-12);
+    /// # Ok::<(), gpu_arena::remat::RematError>(())
+    /// ```
+    pub fn predicted_step(&self, costs: &StepCosts) -> PredictedStep {
+        let recompute_seconds = self.recompute_cost() * costs.seconds_per_cost;
+        let moved = self.offloaded_bytes() as f64;
+        let transfer_seconds = match moved {
+            0.0 => 0.0,
+            _ if costs.host_link_bytes_per_second > 0.0 => moved / costs.host_link_bytes_per_second,
+            _ => f64::INFINITY,
+        };
+        PredictedStep {
+            base_seconds: costs.base_seconds,
+            recompute_seconds,
+            transfer_seconds,
+            total_seconds: costs.base_seconds + recompute_seconds + transfer_seconds,
+        }
+    }
+}
+
+impl Chain {
+    /// The plan for an arena of `budget` bytes with the least predicted step time under
+    /// `costs`: [`Budget`](CheckpointPolicy::Budget)'s (recomputing) or
+    /// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s (offloading), whichever fits and
+    /// is faster. The choice is between those two plans, not per activation.
+    ///
+    /// # Errors
+    /// [`RematError::BudgetTooSmall`] when neither fits, naming the smaller of their smallest
+    /// budgets; the errors of both policies otherwise.
+    pub fn plan_fastest(&self, budget: u64, costs: &StepCosts) -> Result<Schedule, RematError> {
+        let recompute = self.plan(CheckpointPolicy::Budget(budget));
+        let offload = self.plan(CheckpointPolicy::OffloadBudget(budget));
+        let seconds = |plan: &Schedule| plan.predicted_step(costs).total_seconds;
+        match (recompute, offload) {
+            (Ok(a), Ok(b)) => Ok(if seconds(&b) < seconds(&a) { b } else { a }),
+            (Ok(plan), Err(_)) | (Err(_), Ok(plan)) => Ok(plan),
+            (
+                Err(RematError::BudgetTooSmall {
+                    smallest_budget: a, ..
+                }),
+                Err(
+                    other @ RematError::BudgetTooSmall {
+                        smallest_budget: b, ..
+                    },
+                ),
+            ) if b < a => Err(other),
+            (Err(error), _) => Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remat::Layer;
+
+    fn costs(seconds_per_cost: f64, host_link_bytes_per_second: f64) -> StepCosts {
+        StepCosts {
+            base_seconds: 1.0,
+            seconds_per_cost,
+            host_link_bytes_per_second,
+        }
+    }
+
+    #[test]
+    fn the_fastest_plan_recomputes_or_offloads_by_the_measured_costs() {
+        let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 32]).unwrap();
+        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        let budget = all.peak_bytes() / 2;
+        // Recomputation cheap, the host link slow: recompute.
+        let plan = chain.plan_fastest(budget, &costs(1e-6, 1e3)).unwrap();
+        assert!(plan.recompute_cost() > 0.0 && plan.offloaded().is_empty());
+        // Recomputation costly, the host link fast: offload.
+        let plan = chain.plan_fastest(budget, &costs(1.0, 1e12)).unwrap();
+        assert!(plan.recompute_cost() == 0.0 && !plan.offloaded().is_empty());
+        let step = plan.predicted_step(&costs(1.0, 1e12));
+        let moved = plan.offloaded_bytes() as f64 / 1e12;
+        assert_eq!(step.transfer_seconds, moved);
+        assert_eq!(step.total_seconds, 1.0 + moved);
+        // A budget only offloading meets: offload, whatever the costs.
+        let offload_only = chain
+            .plan_placing(|_| crate::remat::Placement::Offload)
+            .peak_bytes();
+        let plan = chain
+            .plan_fastest(offload_only + 4096, &costs(1e-9, 1.0))
+            .unwrap();
+        assert!(!plan.offloaded().is_empty());
+        // Nothing fits: the smaller of the two smallest budgets.
+        let refused = chain.plan_fastest(1024, &costs(1.0, 1.0)).unwrap_err();
+        let RematError::BudgetTooSmall {
+            smallest_budget, ..
+        } = refused
+        else {
+            panic!("{refused}");
+        };
+        assert!(chain
+            .plan_fastest(smallest_budget, &costs(1.0, 1.0))
+            .is_ok());
+        // No bandwidth: moves never pay.
+        assert_eq!(
+            plan.predicted_step(&costs(1.0, 0.0)).total_seconds,
+            f64::INFINITY
+        );
+    }
+}
