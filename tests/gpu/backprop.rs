@@ -5,7 +5,7 @@
 use crate::harness;
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
 use gpu_arena::remat::{
-    BackwardReads, Chain, CheckpointPolicy, Layer, RematError, Schedule, ScheduleStep,
+    BackwardReads, Chain, CheckpointPolicy, Layer, Placement, RematError, Schedule, ScheduleStep,
 };
 use gpu_arena::{Context, DeviceArray, Error, MemoryKind};
 
@@ -816,4 +816,30 @@ fn a_chain_recomputation_cannot_fit_trains_by_offloading_with_the_same_gradients
         "the same as keeping everything"
     );
     assert_eq!(ctx.memory_stats().bytes_in_use, input.allocated_bytes());
+}
+
+#[gpu_test]
+fn keep_recompute_and_offload_mixes_give_the_same_gradients_at_their_planned_peaks() {
+    let ctx = harness::context();
+    for mixed_reads in [false, true] {
+        let chain = chain(mixed_reads);
+        let input = input(&ctx, &chain);
+        let reference = reference_gradients(&chain);
+        let places = [Placement::Keep, Placement::Offload, Placement::Recompute];
+        for turn in 0..3 {
+            let schedule = chain.plan_placing(|i| places[(i + turn) % 3]);
+            let mut probe = Probe::new(chain.layer_count());
+            let report = schedule.run(&ctx, &mut probe, &input).unwrap();
+            let context = format!("turn {turn}, mixed reads {mixed_reads}");
+            assert_eq!(report.peak_bytes_in_use, schedule.peak_bytes(), "{context}");
+            assert_eq!(
+                report.host_peak_bytes,
+                schedule.host_peak_bytes(),
+                "{context}"
+            );
+            assert!(!schedule.offloaded().is_empty(), "{context}");
+            assert_eq!(probe.calls, expected_calls(&schedule), "{context}");
+            assert_eq!(probe.parameter_gradients, reference, "{context}");
+        }
+    }
 }
