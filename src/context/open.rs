@@ -359,6 +359,42 @@ mod tests {
     }
 
     #[test]
+    fn the_pinned_host_kind_takes_the_plan_s_types_and_a_quarter_of_its_heap() {
+        let mut h200 = plan_of("nvidia-h200-linux-580.json");
+        let host = h200.pinned_host.clone().unwrap();
+        assert_eq!(
+            pinned_host_types(&h200, true),
+            Some(host.candidates.clone())
+        );
+        // Plain wgpu buffers choose no type; a Vulkan device without the kind has none.
+        assert_eq!(pinned_host_types(&h200, false), Some(Vec::new()));
+        let options = pinned_host_options(&ArenaConfig::default(), &h200, 1 << 32);
+        assert_eq!(
+            options.limit_bytes,
+            host.heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT
+        );
+        assert_eq!((options.reserve_bytes, options.mode), (0, ArenaMode::Bfc));
+        let set = ArenaConfig {
+            pinned_host_bytes: Some(5 << 20),
+            allocator: AllocatorKind::Platform,
+            ..ArenaConfig::default()
+        };
+        let options = pinned_host_options(&set, &h200, 1 << 32);
+        assert_eq!(
+            (options.limit_bytes, options.mode),
+            (5 << 20, ArenaMode::Platform)
+        );
+        h200.pinned_host = None;
+        assert_eq!(pinned_host_types(&h200, true), None);
+        // Without a placement the limit is a share of the arena's heap.
+        let options = pinned_host_options(&ArenaConfig::default(), &h200, 1 << 32);
+        assert_eq!(
+            options.limit_bytes,
+            h200.heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT
+        );
+    }
+
+    #[test]
     fn bar_writes_on_a_full_bar_gpu_put_the_bar_type_first() {
         let h200 = plan_of("nvidia-h200-linux-580.json");
         let on = bar_write_candidates(&config(BarWrites::On, true), &h200).unwrap();
