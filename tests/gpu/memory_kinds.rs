@@ -523,3 +523,87 @@ fn a_device_out_of_memory_suggests_the_pinned_host_kind_when_it_has_room() {
     let error = limited.alloc::<u8>(&[limit as usize + 1]).unwrap_err();
     assert!(!error.to_string().contains("Context::offload"), "{error}");
 }
+
+#[gpu_test]
+fn moves_refuse_foreign_and_pending_arrays_and_give_them_back() {
+    let ctx = context_with(test_config());
+    let other = context_with(test_config());
+    let data = pattern(100, 13);
+    let foreign = other.device_put(&data, &[100]).unwrap();
+    let donated = ctx.offload(foreign).unwrap_err();
+    assert!(
+        matches!(
+            donated.error,
+            Error::ForeignArray {
+                operation: "offload",
+                ..
+            }
+        ),
+        "{}",
+        donated.error
+    );
+    assert_eq!(other.device_get(&donated.array).unwrap(), data);
+    let mut sequence = ctx.sequence();
+    let foreign = sequence.prefetch(donated.array).unwrap();
+    assert_eq!(
+        foreign.memory_kind(),
+        MemoryKind::Device,
+        "already on the device"
+    );
+    let donated = ctx.sequence().offload(foreign).unwrap_err();
+    assert!(
+        matches!(donated.error, Error::ForeignArray { .. }),
+        "{}",
+        donated.error
+    );
+    drop(sequence);
+
+    // An array a user sequence writes is pending: the move would read it too early.
+    let k = ctx.kernel(SCALE_ADD, "main").unwrap();
+    let x = ctx.device_put(&data, &[100]).unwrap();
+    let mut y = ctx.device_put(&data, &[100]).unwrap();
+    let mut recording = ctx.sequence();
+    recording
+        .launch(&k)
+        .arg(&x)
+        .arg_mut(&mut y)
+        .grid_for(100)
+        .run()
+        .unwrap();
+    let donated = ctx.offload(y).unwrap_err();
+    crate::harness::refusals::assert_pending_in_sequence(
+        &donated.error,
+        "offload",
+        "the array",
+        gpu_arena::error::Access::Write,
+        gpu_arena::error::Access::Read,
+    );
+    assert_eq!(pinned_in_use(&ctx), 0, "nothing allocated");
+    recording.submit().unwrap();
+    let y = ctx.offload(donated.array).unwrap();
+    let expected: Vec<u32> = data.iter().map(|v| v.wrapping_mul(4)).collect();
+    assert_eq!(ctx.device_get(&y).unwrap(), expected);
+}
+
+#[gpu_test]
+fn empty_and_oversized_arrays_of_the_pinned_host_kind() {
+    for (path, ctx) in kind_paths() {
+        let empty = ctx
+            .device_put_in::<f32>(MemoryKind::PinnedHost, &[], &[0, 3])
+            .unwrap();
+        assert_eq!(empty.memory_kind(), MemoryKind::PinnedHost);
+        let moved = ctx.prefetch(empty).unwrap();
+        assert_eq!(
+            (moved.shape(), moved.memory_kind()),
+            (&[0, 3][..], MemoryKind::Device)
+        );
+        let back = ctx.offload(moved).unwrap();
+        assert!(ctx.device_get(&back).unwrap().is_empty(), "{path}");
+        let before = pinned_in_use(&ctx);
+        let huge = ctx.alloc_in::<u64>(MemoryKind::PinnedHost, &[usize::MAX / 4, 8]);
+        assert!(matches!(huge, Err(Error::Shape { .. })), "{path}: {huge:?}");
+        let bad = ctx.device_put_in(MemoryKind::PinnedHost, &[1u8, 2, 3], &[2, 2]);
+        assert!(matches!(bad, Err(Error::Shape { .. })), "{path}: {bad:?}");
+        assert_eq!(pinned_in_use(&ctx), before, "{path}: refusals allocate nothing");
+    }
+}
