@@ -5,6 +5,8 @@ use serde::Serialize;
 
 use super::chain::Chain;
 use super::error::RematError;
+use super::planner::fastest_within_budget;
+#[cfg(doc)]
 use super::policy::CheckpointPolicy;
 use super::schedule::Schedule;
 
@@ -76,39 +78,29 @@ impl Schedule {
 
 impl Chain {
     /// The plan for an arena of `budget` bytes with the least predicted step time under
-    /// `costs`: [`Budget`](CheckpointPolicy::Budget)'s (recomputing) or
-    /// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s (offloading), whichever fits and
-    /// is faster. The choice is between those two plans, not per activation.
+    /// `costs`, choosing for each activation to keep it on the device, recompute it or keep it
+    /// in pinned host memory: among [`Budget`](CheckpointPolicy::Budget)'s plan (recomputing),
+    /// and, for each set of checkpoints the budget search tries (everything, every n-th, the
+    /// √n-style cuts), the plan that offloads as few of them as fit (keeping everything so is
+    /// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s plan), the one predicted fastest
+    /// ([`Schedule::predicted_step`]). A search over those families, not an optimum over every
+    /// placement.
     ///
     /// # Errors
-    /// [`RematError::BudgetTooSmall`] when neither fits, naming the smaller of their smallest
-    /// budgets; the errors of both policies otherwise.
+    /// [`RematError::BudgetTooSmall`] when no plan fits, naming the smaller of the smallest
+    /// budgets of recomputing and of offloading every activation; the errors of
+    /// [`Chain::plan`] otherwise.
     pub fn plan_fastest(&self, budget: u64, costs: &StepCosts) -> Result<Schedule, RematError> {
-        let recompute = self.plan(CheckpointPolicy::Budget(budget));
-        let offload = self.plan(CheckpointPolicy::OffloadBudget(budget));
-        let seconds = |plan: &Schedule| plan.predicted_step(costs).total_seconds;
-        match (recompute, offload) {
-            (Ok(a), Ok(b)) => Ok(if seconds(&b) < seconds(&a) { b } else { a }),
-            (Ok(plan), Err(_)) | (Err(_), Ok(plan)) => Ok(plan),
-            (
-                Err(RematError::BudgetTooSmall {
-                    smallest_budget: a, ..
-                }),
-                Err(
-                    other @ RematError::BudgetTooSmall {
-                        smallest_budget: b, ..
-                    },
-                ),
-            ) if b < a => Err(other),
-            (Err(error), _) => Err(error),
-        }
+        fastest_within_budget(self, budget, |plan| {
+            plan.predicted_step(costs).total_seconds
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::Layer;
+    use crate::remat::{CheckpointPolicy, Layer};
 
     fn costs(seconds_per_cost: f64, host_link_bytes_per_second: f64) -> StepCosts {
         StepCosts {

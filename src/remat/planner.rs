@@ -442,17 +442,9 @@ fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
 /// as the search finds for a plan that replays in an arena of `budget` bytes.
 fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
     check_regions_hold_activations(chain)?;
-    let fit = Fit::Arena(budget);
-    let n = chain.layer_count();
-    let keep = keep_all(n);
-    // Keeping everything on the device, when it fits, moves nothing.
-    let on_device = Schedule::build(chain, &keep);
-    if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
-        return Ok(fits);
-    }
-    let all = Schedule::build_offloading(chain, &keep, &vec![true; n]);
-    let Some(mut schedule) = fit.schedule_if_fits(all.peak_bytes(), || all.clone()) else {
-        return Err(match smallest_arena_of(&all) {
+    let keep = keep_all(chain.layer_count());
+    offload_to_fit(chain, &keep, Fit::Arena(budget)).or_else(|all| {
+        Err(match smallest_arena_of(&all) {
             Some(smallest_budget) => RematError::BudgetTooSmall {
                 budget,
                 smallest_budget,
@@ -460,18 +452,33 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
                 checkpoints: all.checkpoints().len(),
             },
             None => RematError::TooLarge,
-        });
+        })
+    })
+}
+
+/// The plan keeping `keep` that offloads as few of its checkpoints as the search finds and
+/// fits: none when the plan fits as it is; else every one, then back on the device the largest
+/// first (the fewest bytes moved), and of equal ones the last (the backward pass needs it
+/// first): the longest prefix of that order that fits, found by bisection (more on the device
+/// holds more at the forward pass's end), then, up to [`GREEDY_LAYER_LIMIT`] layers, each later
+/// one wherever the plan still fits. `Err`: the plan with every checkpoint offloaded, which
+/// does not fit either.
+fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Schedule> {
+    let n = chain.layer_count();
+    let on_device = Schedule::build(chain, keep);
+    if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
+        return Ok(fits);
+    }
+    let all = Schedule::build_offloading(chain, keep, &vec![true; n]);
+    let Some(mut schedule) = fit.schedule_if_fits(all.peak_bytes(), || all.clone()) else {
+        return Err(all);
     };
-    // Back on the device, the largest first (the fewest bytes moved), and of equal ones the
-    // last (the backward pass needs it first): the longest prefix of that order that fits,
-    // found by bisection (more on the device holds more at the forward pass's end), then, up
-    // to GREEDY_LAYER_LIMIT layers, each later one wherever the plan still fits.
     let mut order: Vec<usize> = schedule.offloaded();
     order.sort_by_key(|&i| std::cmp::Reverse((chain.rounded_activation_bytes(i), i)));
     let build = |back: &[usize]| {
         let mut offload = vec![true; n];
         back.iter().for_each(|&i| offload[i] = false);
-        Schedule::build_offloading(chain, &keep, &offload)
+        Schedule::build_offloading(chain, keep, &offload)
     };
     let (mut low, mut high) = (0, order.len());
     while low < high {
@@ -496,6 +503,58 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
         }
     }
     Ok(schedule)
+}
+
+/// [`Chain::plan_fastest`]: the least predicted step time among the plans that fit an arena of
+/// `budget`: [`Budget`](CheckpointPolicy::Budget)'s, and for each keep set the budget search
+/// tries (everything, every n-th, the balanced cuts) the plan that offloads as few of its
+/// checkpoints as fit ([`offload_to_fit`]); keeping everything so is
+/// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s plan. `cost` predicts a plan's time.
+pub(super) fn fastest_within_budget(
+    chain: &Chain,
+    budget: u64,
+    cost: impl Fn(&Schedule) -> f64,
+) -> Result<Schedule, RematError> {
+    let recompute = within_budget(chain, Fit::Arena(budget));
+    let n = chain.layer_count();
+    let rounded: Vec<u64> = (0..=n).map(|i| chain.rounded_activation_bytes(i)).collect();
+    let mut best: Option<(f64, Schedule)> = None;
+    let mut consider = |plan: Schedule| {
+        let seconds = cost(&plan);
+        if best.as_ref().is_none_or(|(fastest, _)| seconds < *fastest) {
+            best = Some((seconds, plan));
+        }
+    };
+    if let Ok(plan) = &recompute {
+        consider(plan.clone());
+    }
+    let (mut keep, mut seen) = (Vec::new(), HashSet::new());
+    for candidate in Candidate::all(n) {
+        candidate.keep_into(&rounded, &mut keep);
+        if seen.insert(keep_key(&keep)) {
+            if let Ok(plan) = offload_to_fit(chain, &keep, Fit::Arena(budget)) {
+                consider(plan);
+            }
+        }
+    }
+    match best {
+        Some((_, plan)) => Ok(plan),
+        // Nothing fits: the smaller budget of recomputing and of offloading everything.
+        None => match (recompute, offload_within_budget(chain, budget)) {
+            (
+                Err(RematError::BudgetTooSmall {
+                    smallest_budget: a, ..
+                }),
+                Err(
+                    other @ RematError::BudgetTooSmall {
+                        smallest_budget: b, ..
+                    },
+                ),
+            ) if b < a => Err(other),
+            (Err(error), _) => Err(error),
+            (Ok(plan), _) => Ok(plan),
+        },
+    }
 }
 
 /// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found

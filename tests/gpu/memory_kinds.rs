@@ -604,6 +604,10 @@ fn empty_and_oversized_arrays_of_the_pinned_host_kind() {
         assert!(matches!(huge, Err(Error::Shape { .. })), "{path}: {huge:?}");
         let bad = ctx.device_put_in(MemoryKind::PinnedHost, &[1u8, 2, 3], &[2, 2]);
         assert!(matches!(bad, Err(Error::Shape { .. })), "{path}: {bad:?}");
-        assert_eq!(pinned_in_use(&ctx), before, "{path}: refusals allocate nothing");
+        assert_eq!(
+            pinned_in_use(&ctx),
+            before,
+            "{path}: refusals allocate nothing"
+        );
     }
 }

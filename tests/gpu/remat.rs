@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use gpu_arena::arena::{Arena, ArenaOptions, VirtualRegions, ALLOCATION_ALIGNMENT};
 use gpu_arena::remat::{
     BackwardReads, Buffer, Chain, CheckpointPolicy, Layer, Placement, RematError, Schedule,
-    ScheduleStep,
+    ScheduleStep, StepCosts,
 };
 use proptest::prelude::*;
 
@@ -312,6 +312,44 @@ proptest! {
                 }
                 Err(other) => prop_assert!(false, "unexpected error {}", other),
             }
+        }
+    }
+
+    #[test]
+    fn the_fastest_plan_fits_and_is_predicted_no_slower_than_recomputing_or_offloading_alone(
+        chain in chains(),
+        fraction in 0.05..1.1f64,
+        seconds_per_cost in 0.0..1e-3f64,
+        bandwidth in 1e6..1e10f64,
+    ) {
+        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        let budget = (all.peak_bytes() as f64 * fraction) as u64;
+        let costs = StepCosts {
+            base_seconds: 0.01,
+            seconds_per_cost,
+            host_link_bytes_per_second: bandwidth,
+        };
+        let seconds = |plan: &Schedule| plan.predicted_step(&costs).total_seconds;
+        let alone: Vec<Schedule> = [
+            CheckpointPolicy::Budget(budget),
+            CheckpointPolicy::OffloadBudget(budget),
+        ]
+        .into_iter()
+        .filter_map(|policy| chain.plan(policy).ok())
+        .collect();
+        match chain.plan_fastest(budget, &costs) {
+            Ok(plan) => {
+                check(&chain, &plan);
+                prop_assert!(replays_in(&plan, budget));
+                for other in &alone {
+                    prop_assert!(seconds(&plan) <= seconds(other));
+                }
+            }
+            Err(RematError::BudgetTooSmall { smallest_budget, .. }) => {
+                prop_assert!(alone.is_empty(), "a plan fits");
+                prop_assert!(chain.plan_fastest(smallest_budget, &costs).is_ok());
+            }
+            Err(other) => prop_assert!(false, "unexpected error {}", other),
         }
     }
 
