@@ -443,16 +443,14 @@ fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
 fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
     check_regions_hold_activations(chain)?;
     let keep = keep_all(chain.layer_count());
-    offload_to_fit(chain, &keep, Fit::Arena(budget)).or_else(|all| {
-        Err(match smallest_arena_of(&all) {
-            Some(smallest_budget) => RematError::BudgetTooSmall {
-                budget,
-                smallest_budget,
-                smallest_peak: all.peak_bytes(),
-                checkpoints: all.checkpoints().len(),
-            },
-            None => RematError::TooLarge,
-        })
+    offload_to_fit(chain, &keep, Fit::Arena(budget)).map_err(|all| match smallest_arena_of(&all) {
+        Some(smallest_budget) => RematError::BudgetTooSmall {
+            budget,
+            smallest_budget,
+            smallest_peak: all.peak_bytes(),
+            checkpoints: all.checkpoints().len(),
+        },
+        None => RematError::TooLarge,
     })
 }
 
@@ -463,7 +461,7 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
 /// holds more at the forward pass's end), then, up to [`GREEDY_LAYER_LIMIT`] layers, each later
 /// one wherever the plan still fits. `Err`: the plan with every checkpoint offloaded, which
 /// does not fit either.
-fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Schedule> {
+fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Box<Schedule>> {
     let n = chain.layer_count();
     let on_device = Schedule::build(chain, keep);
     if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
@@ -471,7 +469,7 @@ fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Sc
     }
     let all = Schedule::build_offloading(chain, keep, &vec![true; n]);
     let Some(mut schedule) = fit.schedule_if_fits(all.peak_bytes(), || all.clone()) else {
-        return Err(all);
+        return Err(Box::new(all));
     };
     let mut order: Vec<usize> = schedule.offloaded();
     order.sort_by_key(|&i| std::cmp::Reverse((chain.rounded_activation_bytes(i), i)));
