@@ -14,6 +14,10 @@
 //! gradients are bit-identical to those of keeping everything (read back and compared as
 //! bytes), the whole loss curve is too, and training cut the loss to under half.
 //!
+//! With `--budget-kib N` it also trains under the plan `Chain::plan_fastest` predicts fastest
+//! for N KiB of activations and gradients (keep, recompute or offload per activation), from the
+//! step costs it measured on the first policies, with the same checks.
+//!
 //! Then the training step (forward, loss, backward under the schedule, SGD update) captured
 //! once per policy (`Context::capture`): each capture's memory plan (its temporaries, every
 //! activation and gradient, placed in one block by liveness) is printed next to the remat
@@ -50,6 +54,9 @@ that the gradients are bit-identical across policies and that the loss falls.
   --large      a real GPU's sizes: 16 layers of 1024 units, batch 512
   --steps N    SGD steps per policy (default 200; 300 with --large)
   --json       one JSON row per policy instead of the table
+  --budget-kib N  also train under the plan predicted fastest for a device budget of N KiB
+               for the activations and gradients (keep, recompute or offload per activation,
+               from the step costs measured on the first policies)
   -h, --help   this text";
 
 /// What the command line asked for.
@@ -58,6 +65,7 @@ struct Options {
     large: bool,
     steps: Option<usize>,
     json: bool,
+    budget_kib: Option<u64>,
 }
 
 /// Reads the flags; `Ok(None)` when `--help` was asked for. Errors name the bad argument.
@@ -69,6 +77,10 @@ fn parse_args(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Er
             Long("large") => options.large = true,
             Long("json") => options.json = true,
             Long("steps") => options.steps = Some(flags::in_range(parser, "steps", 1..=MAX_STEPS)?),
+            Long("budget-kib") => {
+                options.budget_kib =
+                    Some(flags::in_range(parser, "budget-kib", 1..=MAX_BUDGET_KIB)?)
+            }
             _ => return Err(arg.unexpected()),
         }
     }
@@ -188,6 +200,9 @@ struct CapturedRun {
 /// The policy whose captured step trains (it recomputes, so the capture replays recomputation).
 const CAPTURED_POLICY: usize = 2;
 
+/// The largest `--budget-kib`: 1 TiB, beyond any device.
+const MAX_BUDGET_KIB: u64 = 1 << 30;
+
 /// The captured plan's block may exceed its lower bound by this factor at most.
 const BLOCK_OVER_LOWER_BOUND: f64 = 1.05;
 
@@ -228,13 +243,29 @@ fn run(options: &Options) -> Result<()> {
         .collect::<gpu_arena::Result<Vec<_>>>()?;
 
     let chain = shape.chain()?;
-    let runs = policies(&chain)?
+    let mut runs = policies(&chain)?
         .into_iter()
         .map(|(name, schedule)| {
             train(&ctx, &config, &kernels, &dataset, name, schedule)
                 .with_context(|| "training failed")
         })
         .collect::<Result<Vec<_>>>()?;
+    let costs = step_costs(&ctx, &chain, &runs)?;
+    if let Some(kib) = options.budget_kib {
+        let budget = kib << 10;
+        let schedule = chain
+            .plan_fastest(budget, &costs)
+            .with_context(|| format!("no plan fits a budget of {kib} KiB"))?;
+        ensure!(
+            schedule.peak_bytes() <= budget,
+            "the plan's peak exceeds the budget"
+        );
+        let name = format!("fastest {kib} KiB");
+        runs.push(
+            train(&ctx, &config, &kernels, &dataset, name, schedule)
+                .with_context(|| "training under the budget failed")?,
+        );
+    }
 
     // The data set stacked, `[batches, batch, features]`, for a captured step to slice.
     let stacked = (
@@ -257,7 +288,6 @@ fn run(options: &Options) -> Result<()> {
         .iter()
         .map(|run| captured_plan(&ctx, &config, &kernels, &stacked, run))
         .collect::<Result<Vec<_>>>()?;
-    let costs = step_costs(&ctx, &chain, &runs)?;
     let trained = &runs[CAPTURED_POLICY.min(runs.len() - 1)];
     let captured = train_captured(&ctx, &config, &kernels, &stacked, trained)
         .with_context(|| "training with the captured step failed")?;
@@ -754,9 +784,15 @@ mod tests {
             Some(Options {
                 large: true,
                 steps: Some(7),
-                json: true
+                json: true,
+                budget_kib: None,
             })
         );
+        assert_eq!(
+            parse(&["--budget-kib", "40"]).unwrap().unwrap().budget_kib,
+            Some(40)
+        );
+        assert!(parse(&["--budget-kib", "0"]).is_err());
         assert_eq!(parse(&["--steps=12"]).unwrap().unwrap().steps, Some(12));
         assert_eq!(parse(&[]).unwrap(), Some(Options::default()));
         assert_eq!(parse(&["--help"]).unwrap(), None);
