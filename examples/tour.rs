@@ -9,7 +9,7 @@
 //! cannot return as an error (a failed free, an uncaptured device error) through the `log`
 //! crate: the tour prints warnings and errors (`RUST_LOG` changes the level).
 
-use gpu_arena::{ArenaConfig, Context, TransferGuard, TransferGuardLevel};
+use gpu_arena::{ArenaConfig, Context, MemoryKind, TransferGuard, TransferGuardLevel};
 use std::time::Instant;
 
 #[path = "flags/mod.rs"]
@@ -178,6 +178,23 @@ fn main() -> anyhow::Result<()> {
             .map(|b| &b.name)
             .collect::<Vec<_>>()
     );
+
+    println!("\n== memory kinds (as JAX's device and pinned_host)");
+    let moved = ctx.offload(ctx.device_put(&[3.0f32; 1 << 16], &[1 << 16])?)?;
+    let host = ctx.memory_stats_of(MemoryKind::PinnedHost);
+    println!(
+        "  offloaded 256 KiB to {}: {} B of pinned host memory in use, limit {:?}",
+        moved.memory_kind(),
+        host.as_ref().map_or(0, |s| s.bytes_in_use),
+        host.as_ref().and_then(|s| s.bytes_limit)
+    );
+    let back = ctx.prefetch(moved)?;
+    println!(
+        "  prefetched back to {}: intact = {}",
+        back.memory_kind(),
+        ctx.device_get(&back)?.iter().all(|&v| v == 3.0)
+    );
+    drop(back);
 
     println!("\n== memory stats (XLA's keys)");
     let stats = ctx.memory_stats();

@@ -348,7 +348,8 @@ impl Context {
     }
 
     /// gpu-allocator's own count of live device-memory allocations and their bytes (Vulkan
-    /// only): what the arena really holds from the driver.
+    /// only): what the arenas of every memory kind and the staging buffers really hold from
+    /// the driver (one gpu-allocator serves them all).
     pub fn allocator_report(&self) -> Option<(usize, u64)> {
         self.inner.lock_memory().regions().allocator_report()
     }
