@@ -40,7 +40,8 @@ impl Context {
 
     /// Moves the donated `array` to pinned host memory ([`MemoryKind::PinnedHost`]): a new
     /// array of the same shape and contents there, copied on the GPU's copy path
-    /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped, a `memcpy`), gathered
+    /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped and idle, a
+    /// `memcpy`), gathered
     /// with the other single ops like every op. The source's memory returns to its arena once the copy has
     /// run. An array already in pinned host memory comes back as it is, with no copy. An
     /// **explicit** device-to-host transfer: guarded, counted in [`Context::transfer_stats`],

@@ -69,8 +69,9 @@ impl Context {
 
     /// [`Context::device_put`] into the memory of `kind` (JAX's
     /// `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`). A pinned-host array
-    /// is written in place through its mapping where the memory is host-visible (on Vulkan);
-    /// elsewhere it takes the path `device_put` takes. Guarded and counted as a host-to-device
+    /// is written in place through its mapping where its memory is host-visible (on Vulkan,
+    /// with [`ArenaConfig::zero_copy`](crate::ArenaConfig) on); elsewhere it takes the path
+    /// `device_put` takes. Guarded and counted as a host-to-device
     /// transfer, as every put.
     ///
     /// Errors: as [`Context::device_put`]; out-of-memory of the kind (naming its limit),
