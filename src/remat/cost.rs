@@ -100,7 +100,9 @@ impl Chain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::{CheckpointPolicy, Layer};
+    use crate::remat::chain::Layer;
+    use crate::remat::policy::CheckpointPolicy;
+    use crate::remat::schedule::Placement;
 
     fn costs(seconds_per_cost: f64, host_link_bytes_per_second: f64) -> StepCosts {
         StepCosts {
@@ -126,9 +128,7 @@ mod tests {
         assert_eq!(step.transfer_seconds, moved);
         assert_eq!(step.total_seconds, 1.0 + moved);
         // A budget only offloading meets: offload, whatever the costs.
-        let offload_only = chain
-            .plan_placing(|_| crate::remat::Placement::Offload)
-            .peak_bytes();
+        let offload_only = chain.plan_placing(|_| Placement::Offload).peak_bytes();
         let plan = chain
             .plan_fastest(offload_only + 4096, &costs(1e-9, 1.0))
             .unwrap();

@@ -238,7 +238,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::{BackwardReads, Layer};
+    use crate::remat::chain::{BackwardReads, Layer};
     use proptest::prelude::*;
 
     /// Chains of 1 to 40 layers of up to 5000 bytes, with every kind of backward step.

@@ -601,7 +601,7 @@ fn search_counts(n: usize) -> impl Iterator<Item = usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::remat::Layer;
+    use crate::remat::chain::Layer;
 
     #[test]
     fn a_peak_budget_search_over_20000_layers_builds_one_schedule_not_one_per_candidate() {
