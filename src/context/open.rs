@@ -316,7 +316,7 @@ fn pinned_host_types(plan: &MemoryPlan, is_vulkan: bool) -> Option<Vec<u32>> {
 /// The pinned-host kind's arena: nothing reserved, growing up to
 /// `ArenaConfig::pinned_host_bytes`, else [`DEFAULT_PINNED_HOST_PERCENT`]% of the heap the plan
 /// places the kind on (the arena's heap where the plan names none: plain wgpu buffers).
-pub(crate) fn pinned_host_options(
+fn pinned_host_options(
     config: &ArenaConfig,
     plan: &MemoryPlan,
     max_region_bytes: u64,
