@@ -123,27 +123,25 @@ impl MemoryState {
         bytes: u64,
         label: Option<&str>,
     ) -> Option<Result<Allocation, ArenaError>> {
-        let pinned_room = self.pinned_host.as_ref().map(|host| {
-            let stats = host.arena.stats();
-            let limit = stats.bytes_limit.unwrap_or(u64::MAX);
-            limit.saturating_sub(stats.bytes_in_use)
-        });
         let memory = self.kind_mut(kind)?;
-        Some(
-            memory
-                .arena
-                .allocate(bytes, 0, label, &mut memory.regions)
-                .map_err(|error| match error {
-                    ArenaError::OutOfMemory(mut report) => {
-                        report.memory_kind = kind;
-                        if kind == MemoryKind::Device {
-                            report.pinned_host_room = pinned_room;
-                        }
-                        ArenaError::OutOfMemory(report)
-                    }
-                    other => other,
-                }),
-        )
+        let outcome = (memory.arena).allocate(bytes, 0, label, &mut memory.regions);
+        Some(outcome.map_err(|error| match error {
+            ArenaError::OutOfMemory(mut report) => {
+                report.memory_kind = kind;
+                if kind == MemoryKind::Device {
+                    report.pinned_host_room = self.pinned_host_room();
+                }
+                ArenaError::OutOfMemory(report)
+            }
+            other => other,
+        }))
+    }
+
+    /// The bytes the pinned-host kind could still take below its limit, if the device has it.
+    fn pinned_host_room(&self) -> Option<u64> {
+        let stats = self.pinned_host.as_ref()?.arena.stats();
+        let limit = stats.bytes_limit.unwrap_or(u64::MAX);
+        Some(limit.saturating_sub(stats.bytes_in_use))
     }
 
     /// Records the description of the array that has just taken allocation `id` of `kind`.
