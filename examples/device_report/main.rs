@@ -185,6 +185,9 @@ fn report_adapter(
         },
         "plan": plan,
         "prealloc_bytes": plan.prealloc_bytes(config.mem_fraction.reserve),
+        "pinned_host_limit_bytes": ctx
+            .memory_stats_of(gpu_arena::MemoryKind::PinnedHost)
+            .and_then(|stats| stats.bytes_limit),
     });
     let figures = measure::measure_all(&ctx, sizes).context("measuring")?;
     report["figures"] = serde_json::to_value(&figures)?;
@@ -351,7 +354,12 @@ fn print_report(report: &serde_json::Value) {
         plan["readback_type"],
         match &plan["pinned_host"] {
             serde_json::Value::Null => "none".to_string(),
-            host => format!("type {} on heap {}", host["memory_type"], host["heap"]),
+            host => format!(
+                "type {} on heap {} (limit {})",
+                host["memory_type"],
+                host["heap"],
+                bytes(&report["pinned_host_limit_bytes"])
+            ),
         },
         text(&plan["bar"]),
         plan["uma"],

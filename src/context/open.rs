@@ -325,9 +325,8 @@ fn pinned_host_options(
         .pinned_host
         .as_ref()
         .map_or(plan.heap_bytes, |host| host.heap_bytes);
-    let limit_bytes = config
-        .pinned_host_bytes
-        .unwrap_or(heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT);
+    let share = u128::from(heap_bytes) * u128::from(DEFAULT_PINNED_HOST_PERCENT) / 100;
+    let limit_bytes = (config.pinned_host_bytes).unwrap_or(share as u64);
     ArenaOptions {
         mode: match config.allocator {
             AllocatorKind::Bfc => ArenaMode::Bfc,
@@ -371,7 +370,7 @@ mod tests {
         let options = pinned_host_options(&ArenaConfig::default(), &h200, 1 << 32);
         assert_eq!(
             options.limit_bytes,
-            host.heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT
+            host.heap_bytes * DEFAULT_PINNED_HOST_PERCENT / 100
         );
         assert_eq!((options.reserve_bytes, options.mode), (0, ArenaMode::Bfc));
         let set = ArenaConfig {
@@ -390,7 +389,7 @@ mod tests {
         let options = pinned_host_options(&ArenaConfig::default(), &h200, 1 << 32);
         assert_eq!(
             options.limit_bytes,
-            h200.heap_bytes / 100 * DEFAULT_PINNED_HOST_PERCENT
+            h200.heap_bytes * DEFAULT_PINNED_HOST_PERCENT / 100
         );
     }
 

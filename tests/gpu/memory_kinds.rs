@@ -418,7 +418,7 @@ fn the_pinned_host_kind_has_its_own_limit_and_statistics() {
         .as_ref()
         .map_or(plan.heap_bytes, |h| h.heap_bytes);
     let percent = gpu_arena::config::DEFAULT_PINNED_HOST_PERCENT;
-    assert_eq!(stats.bytes_limit, Some(heap / 100 * percent / 256 * 256));
+    assert_eq!(stats.bytes_limit, Some(heap * percent / 100 / 256 * 256));
     assert_eq!(
         (stats.bytes_in_use, stats.bytes_reserved),
         (0, 0),
