@@ -83,8 +83,8 @@ impl Chain {
     /// and, for each set of checkpoints the budget search tries (everything, every n-th, the
     /// √n-style cuts), the plan that offloads as few of them as fit (keeping everything so is
     /// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s plan), the one predicted fastest
-    /// ([`Schedule::predicted_step`]). A search over those families, not an optimum over every
-    /// placement.
+    /// ([`Schedule::predicted_step`]). A search over those families (at most 64 keep sets,
+    /// spread over the budget search's), not an optimum over every placement.
     ///
     /// # Errors
     /// [`RematError::BudgetTooSmall`] when no plan fits, naming the smaller of the smallest

@@ -91,6 +91,10 @@ const EXHAUSTIVE_SEGMENT_COUNTS: usize = 1024;
 /// (one plan per layer, O(n²) in all); above, it stops at the best candidate.
 const GREEDY_LAYER_LIMIT: usize = 2048;
 
+/// The most keep sets [`Chain::plan_fastest`] offloads into a budget (spread over the budget
+/// search's candidates), so that planning stays within seconds at thousands of layers.
+const FASTEST_KEEP_SETS: usize = 64;
+
 /// The schedule `policy` gives for `chain`.
 pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
     let n = chain.layer_count();
@@ -443,14 +447,16 @@ fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
 fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
     check_regions_hold_activations(chain)?;
     let keep = keep_all(chain.layer_count());
-    offload_to_fit(chain, &keep, Fit::Arena(budget)).map_err(|all| match smallest_arena_of(&all) {
-        Some(smallest_budget) => RematError::BudgetTooSmall {
-            budget,
-            smallest_budget,
-            smallest_peak: all.peak_bytes(),
-            checkpoints: all.checkpoints().len(),
-        },
-        None => RematError::TooLarge,
+    offload_to_fit(chain, &keep, Fit::Arena(budget), true).map_err(|all| {
+        match smallest_arena_of(&all) {
+            Some(smallest_budget) => RematError::BudgetTooSmall {
+                budget,
+                smallest_budget,
+                smallest_peak: all.peak_bytes(),
+                checkpoints: all.checkpoints().len(),
+            },
+            None => RematError::TooLarge,
+        }
     })
 }
 
@@ -458,10 +464,15 @@ fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematEr
 /// fits: none when the plan fits as it is; else every one, then back on the device the largest
 /// first (the fewest bytes moved), and of equal ones the last (the backward pass needs it
 /// first): the longest prefix of that order that fits, found by bisection (more on the device
-/// holds more at the forward pass's end), then, up to [`GREEDY_LAYER_LIMIT`] layers, each later
-/// one wherever the plan still fits. `Err`: the plan with every checkpoint offloaded, which
-/// does not fit either.
-fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Box<Schedule>> {
+/// holds more at the forward pass's end), then, with `refine` and up to [`GREEDY_LAYER_LIMIT`]
+/// layers, each later one wherever the plan still fits. `Err`: the plan with every checkpoint
+/// offloaded, which does not fit either.
+fn offload_to_fit(
+    chain: &Chain,
+    keep: &[bool],
+    fit: Fit,
+    refine: bool,
+) -> Result<Schedule, Box<Schedule>> {
     let n = chain.layer_count();
     let on_device = Schedule::build(chain, keep);
     if let Some(fits) = fit.schedule_if_fits(on_device.peak_bytes(), || on_device) {
@@ -487,7 +498,7 @@ fn offload_to_fit(chain: &Chain, keep: &[bool], fit: Fit) -> Result<Schedule, Bo
             None => high = mid - 1,
         }
     }
-    if n <= GREEDY_LAYER_LIMIT {
+    if refine && n <= GREEDY_LAYER_LIMIT {
         let mut back = order[..low].to_vec();
         for &i in &order[low..] {
             back.push(i);
@@ -526,11 +537,15 @@ pub(super) fn fastest_within_budget(
     if let Ok(plan) = &recompute {
         consider(plan.clone());
     }
+    // Each keep set costs a bisection of plan builds: a spread of at most
+    // FASTEST_KEEP_SETS of them, keeping everything (refined, as OffloadBudget) first.
+    let candidates: Vec<Candidate> = Candidate::all(n).collect();
+    let every = candidates.len().div_ceil(FASTEST_KEEP_SETS).max(1);
     let (mut keep, mut seen) = (Vec::new(), HashSet::new());
-    for candidate in Candidate::all(n) {
+    for (i, candidate) in candidates.into_iter().enumerate().step_by(every) {
         candidate.keep_into(&rounded, &mut keep);
         if seen.insert(keep_key(&keep)) {
-            if let Ok(plan) = offload_to_fit(chain, &keep, Fit::Arena(budget)) {
+            if let Ok(plan) = offload_to_fit(chain, &keep, Fit::Arena(budget), i == 0) {
                 consider(plan);
             }
         }
