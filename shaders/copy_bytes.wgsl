@@ -58,8 +58,11 @@ fn main(
     @builtin(num_workgroups) groups: vec3<u32>,
     @builtin(local_invocation_index) lane: u32,
 ) {
-    let item = p.first_item + linear_workgroup(group, groups) * WORKGROUP + lane;
-    if (item < p.items) {
-        copy_word(item);
+    let base = p.first_item + linear_workgroup(group, groups) * WORKGROUP * PER_INVOCATION + lane;
+    for (var k = 0u; k < PER_INVOCATION; k++) {
+        let item = base + k * WORKGROUP;
+        if (item < p.items) {
+            copy_word(item);
+        }
     }
 }

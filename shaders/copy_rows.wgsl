@@ -3,18 +3,16 @@
 // row length a multiple of 16 bytes) or `alias Unit = u32;` (multiples of 4): one kernel, two
 // pipelines. Units are whole words, so no two invocations ever write the same word.
 //
-// Each invocation moves PER_INVOCATION units, a workgroup apart so that the workgroup's accesses
-// stay contiguous, with all loads issued before the stores (several loads in flight per
-// invocation is what a copy needs to reach the bandwidth of the memory). Workgroups are numbered
-// linearly over a 1-D, 2-D or 3-D grid (past 65535 workgroups per dimension) from `first_item`,
-// so the host can also split a copy into several dispatches; there is no loop, which is what
-// software rasterisers (lavapipe) run fastest.
+// Each invocation moves PER_INVOCATION units, a workgroup apart, with all loads issued before
+// the stores (several loads in flight per invocation is what a copy needs to reach the bandwidth
+// of the memory). Workgroups are numbered linearly over a 1-D, 2-D or 3-D grid (past 65535
+// workgroups per dimension) from `first_item`, so the host can also split a copy into several
+// dispatches.
 //
 // The host prepends grid.wgsl and box_copy.wgsl: the parameters, the bindings and
-// `row_start` come from there.
-
-// The fast path below is written out for four.
-const PER_INVOCATION: u32 = 4u;
+// `row_start` come from there; and `fn copy_all(base: u32)`, the loads and then the stores of
+// PER_INVOCATION items written out one by one (no loop and no local array, which software
+// rasterisers such as lavapipe run several times slower).
 
 // True for the pipeline of boxes that are one contiguous row (after merging dimensions): the
 // compiler then drops the row arithmetic altogether.
@@ -37,18 +35,7 @@ fn main(
     let base = p.first_item + linear_workgroup(group, groups) * WORKGROUP * PER_INVOCATION + lane;
     if (base + (PER_INVOCATION - 1u) * WORKGROUP < p.items) {
         // Every item of this invocation is in range: all loads, then all stores.
-        let at0 = unit_at(base);
-        let at1 = unit_at(base + WORKGROUP);
-        let at2 = unit_at(base + 2u * WORKGROUP);
-        let at3 = unit_at(base + 3u * WORKGROUP);
-        let v0 = src[at0.x];
-        let v1 = src[at1.x];
-        let v2 = src[at2.x];
-        let v3 = src[at3.x];
-        dst[at0.y] = v0;
-        dst[at1.y] = v1;
-        dst[at2.y] = v2;
-        dst[at3.y] = v3;
+        copy_all(base);
     } else {
         for (var k = 0u; k < PER_INVOCATION; k++) {
             let item = base + k * WORKGROUP;

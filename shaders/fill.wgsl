@@ -14,8 +14,6 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> dst: array<vec4<u32>>;
 
-const PER_INVOCATION: u32 = 4u;
-
 @compute @workgroup_size(WORKGROUP)
 fn main(
     @builtin(workgroup_id) group: vec3<u32>,

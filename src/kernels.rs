@@ -2,7 +2,8 @@
 //! [`Sequence`], captured steps: [`Capture`], [`CapturedStep`], [`StepRun`], [`StepPlan`] and the
 //! slots), what reflection reads from a kernel ([`KernelSignature`] and its parts), the
 //! compiler's bounds and the compile cache ([`KernelCacheStats`], [`DiskCacheLoad`],
-//! [`CACHE_DIR_ENV`]).
+//! [`CACHE_DIR_ENV`]), and kernel tuning ([`KernelTuning`], [`KernelShape`], [`SizeClass`],
+//! [`KernelTuningReport`]).
 //!
 //! A facade: the code lives in three private modules by what it is for, `compute/` (what users
 //! call), `ops/` (the library's ops over arrays) and `pipelines/` (compilation, caches, error
@@ -93,9 +94,11 @@ pub use crate::compute::{
     ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
     ParamsSlot, PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
 };
+pub use crate::config::KernelTuning;
+pub use crate::kernel_shape::KernelShape;
 pub use crate::pipelines::{
-    DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, ParamsBlock,
-    ParamsKind, StorageBinding, CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS,
-    MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
+    DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, KernelTuningReport,
+    ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TuningOrigin, CACHE_DIR_ENV,
+    KERNEL_BIND_GROUP, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
 };
 pub use crate::step::MAX_GATHERED_OPS;

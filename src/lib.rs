@@ -181,6 +181,7 @@ pub mod error;
 mod guard_levels;
 pub mod guide;
 mod host_link;
+mod kernel_shape;
 pub mod kernels;
 mod lock;
 mod memory_kind;
@@ -204,7 +205,8 @@ pub use arena::{MemoryStats, ALLOCATION_ALIGNMENT};
 pub use array::DeviceArray;
 pub use backend::{HostSyncCounts, VulkanLimits};
 pub use config::{
-    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, MemFraction,
+    AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, KernelTuning,
+    MemFraction,
 };
 pub use context::{
     AppDevice, Context, DeviceLostNotifier, DeviceRequirements, DeviceShortfall, GpuUse,
@@ -214,8 +216,8 @@ pub use donated::{Donated, DonatedResult};
 pub use error::{Error, Result};
 pub use kernels::{
     ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel,
-    KernelCacheStats, KernelDesc, KernelSignature, KernelSource, Launch, ParamsSlot, ReadSlot,
-    Sequence, StepPlan, StepRun,
+    KernelCacheStats, KernelDesc, KernelShape, KernelSignature, KernelSource, KernelTuningReport,
+    Launch, ParamsSlot, ReadSlot, Sequence, StepPlan, StepRun,
 };
 pub use memory_kind::MemoryKind;
 pub use memplan::{BarClass, MemoryPlan};

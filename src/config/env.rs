@@ -9,6 +9,7 @@ use super::arena_config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites,
     DEFAULT_TIMELINE_CAPACITY,
 };
+use super::kernel_tuning::KernelTuning;
 use super::mem_fraction::MemFraction;
 use super::validate::{
     binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
@@ -16,6 +17,7 @@ use super::validate::{
 };
 use crate::error::{Error, Result};
 use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
+use crate::kernel_shape::KernelShape;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -79,6 +81,9 @@ impl ArenaConfig {
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_STRICT_STARTS"])? {
             config.strict_starts = parse_bool(&var, &value)?;
+        }
+        if let Some((var, value)) = env.first(&["GPU_ARENA_KERNEL_TUNING"])? {
+            config.kernel_tuning = parse_kernel_tuning(&var, &value)?;
         }
         if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_BINDING_BYTES"])? {
             config.max_binding_bytes = Some(parse_count(
@@ -293,6 +298,23 @@ fn parse_bar_writes(var: &str, value: &str) -> Result<BarWrites> {
             value: value.into(),
             expected: "auto, on or off".into(),
         }),
+    }
+}
+
+/// `on`, `cached`, `off` (boolean spellings too), or a kernel shape such as `128x8`.
+fn parse_kernel_tuning(var: &str, value: &str) -> Result<KernelTuning> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(KernelTuning::On),
+        "cached" => Ok(KernelTuning::Cached),
+        "off" | "false" | "0" | "no" => Ok(KernelTuning::Off),
+        shape => shape
+            .parse::<KernelShape>()
+            .map(KernelTuning::Forced)
+            .map_err(|expected| Error::Config {
+                variable: var.into(),
+                value: value.into(),
+                expected: format!("on, cached, off, or {expected}"),
+            }),
     }
 }
 

@@ -22,6 +22,7 @@
 //! | [`ArenaConfig::force_device_kernels`] | `false` (testing) | | `GPU_ARENA_FORCE_DEVICE_KERNELS` | |
 //! | [`ArenaConfig::force_pass_per_timed_dispatch`] | `false` (testing) | | `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH` | |
 //! | [`ArenaConfig::strict_starts`] | `false` (debugging) | | `GPU_ARENA_STRICT_STARTS` | |
+//! | [`ArenaConfig::kernel_tuning`] | `on` | `on`, `cached`, `off`, or a shape `WxN` ([`KernelShape`]) | `GPU_ARENA_KERNEL_TUNING` | |
 //! | [`ArenaConfig::max_binding_bytes`] | device limit | ≥ [`MIN_KERNEL_BINDING_BYTES`] | `GPU_ARENA_MAX_BINDING_BYTES` | |
 //! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |
@@ -36,7 +37,7 @@
 //! is refused with the largest accepted one.
 //!
 //! Files: `mod.rs` (this table and the re-exports), `arena_config.rs` (the knobs and their
-//! defaults), `mem_fraction.rs` (XLA's fraction
+//! defaults), `kernel_tuning.rs` (the tuning knob and kernel shapes), `mem_fraction.rs` (XLA's fraction
 //! grammar), `env.rs`
 //! (reading the variables), `validate.rs` (the rules and their bounds).
 
@@ -45,6 +46,7 @@
 
 mod arena_config;
 mod env;
+mod kernel_tuning;
 mod mem_fraction;
 mod validate;
 
@@ -54,6 +56,7 @@ pub use arena_config::{
     DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES, DEFAULT_STAGING_BYTES, DEFAULT_TIMELINE_CAPACITY,
     FORBIDDEN_ARRAY_USAGES, REQUIRED_ARRAY_USAGES,
 };
+pub use kernel_tuning::KernelTuning;
 pub use mem_fraction::{MemFraction, MemFractionError, DEFAULT_MEM_FRACTION};
 pub use validate::{
     DEFAULT_PINNED_HOST_PERCENT, MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY,

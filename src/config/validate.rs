@@ -240,6 +240,12 @@ impl ArenaConfig {
                 workgroups_expected(),
             ));
         }
+        if let super::kernel_tuning::KernelTuning::Forced(shape) = self.kernel_tuning {
+            if !shape.is_valid() {
+                let expected = crate::kernel_shape::shape_expected();
+                return Err(field_error("kernel_tuning", shape.to_string(), expected));
+            }
+        }
         let missing = REQUIRED_ARRAY_USAGES.difference(self.array_usages);
         let forbidden = self.array_usages & FORBIDDEN_ARRAY_USAGES;
         if !missing.is_empty() || !forbidden.is_empty() {

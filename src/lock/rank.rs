@@ -30,6 +30,19 @@ pub(crate) const KERNEL_CACHE: LockRank = LockRank {
     order: 20,
 };
 
+/// `pipelines/tuned_choices.rs`: one kernel tuning job at a time in the process. Taken under
+/// the kernel cache of the context that tunes; the job compiles, submits and waits (which
+/// runs wgpu's callbacks, taking the locks below).
+pub(crate) const TUNING_JOB: LockRank = LockRank {
+    name: "tuned_choices::TUNING_JOB",
+    order: 22,
+};
+/// `pipelines/tuned_choices.rs`: every device's tuned kernel shapes in the process, read and
+/// written briefly (and the tuning file with them), never across a tuning job's measuring.
+pub(crate) const TUNED_CHOICES: LockRank = LockRank {
+    name: "tuned_choices::CHOICES",
+    order: 24,
+};
 /// `context/gathered.rs`: the single ops gathered and not yet submitted, and their staging.
 /// Every submission of a context takes it first and submits the gathered ops under it.
 pub(crate) const GATHERED: LockRank = LockRank {

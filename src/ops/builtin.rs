@@ -3,13 +3,15 @@
 
 use super::geometry::{
     grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanError, PlanLimits,
-    MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS, PER_INVOCATION, WORKGROUP,
+    MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS,
 };
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::compute::Sequence;
+use crate::config::KernelTuning;
 use crate::context::ContextInner;
 use crate::error::{CaptureRefusal, Error, Result};
-use crate::pipelines::{Builtin, KernelState};
+use crate::kernel_shape::KernelShape;
+use crate::pipelines::{Builtin, KernelState, SizeClass};
 use crate::step::{BoundRange, Step};
 
 /// An array and a byte range of it, relative to the array's first byte; what the kernel
@@ -80,13 +82,22 @@ impl Params {
     }
 }
 
-/// One dispatch: a kernel, its storage bindings (binding 1, 2, ...), its parameters (binding 0),
-/// and how many items one workgroup takes.
+/// One dispatch: a kernel in a shape, its storage bindings (binding 1, 2, ...) and its
+/// parameters (binding 0).
 pub(crate) struct Dispatch<'a> {
     pub(crate) kernel: Builtin,
+    pub(crate) shape: KernelShape,
     pub(crate) bindings: Vec<Binding<'a>>,
     pub(crate) params: Params,
-    pub(crate) per_group: u64,
+}
+
+/// Bytes one item of `kernel` moves: a `vec4`, or a word (the byte kernel's items are
+/// destination words).
+fn item_bytes(kernel: Builtin) -> u64 {
+    match kernel {
+        Builtin::CopyRowsVec4 { .. } | Builtin::Fill => 16,
+        Builtin::CopyRowsWord { .. } | Builtin::CopyBytes => 4,
+    }
 }
 
 impl ContextInner {
@@ -103,6 +114,48 @@ impl ContextInner {
 }
 
 impl Sequence {
+    /// The shape `kernel` runs in for a dispatch of `items` items, under the context's
+    /// [`KernelTuning`]: the choice tuning made for its size class; when there is none yet and
+    /// tuning is on, a single op tunes it now (a user's sequence or capture never does: it
+    /// takes the fixed shape until a single op has tuned the pair).
+    pub(crate) fn kernel_shape(
+        &self,
+        kernels: &mut KernelState,
+        kernel: Builtin,
+        items: u64,
+    ) -> KernelShape {
+        let inner = &self.ctx.inner;
+        let tuning = inner.config().kernel_tuning;
+        match tuning {
+            KernelTuning::Off => return kernel.fixed_shape(),
+            KernelTuning::Forced(shape) => return shape,
+            KernelTuning::On | KernelTuning::Cached => {}
+        }
+        let class = SizeClass::of(items.saturating_mul(item_bytes(kernel)));
+        let adapter = inner.adapter_info();
+        let dir = kernels.cache_dir().map(std::path::Path::to_path_buf);
+        let chosen = || crate::pipelines::chosen(adapter, dir.as_deref(), kernel, class);
+        if let Some(shape) = chosen() {
+            return shape;
+        }
+        if tuning == KernelTuning::Cached || !self.is_single_op() {
+            return kernel.fixed_shape();
+        }
+        let _job = crate::pipelines::TUNING_JOB
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // Another context may have tuned the pair while this one waited for the job.
+        if let Some(shape) = chosen() {
+            return shape;
+        }
+        let started = std::time::Instant::now();
+        let candidates = crate::pipelines::candidates(adapter);
+        let tuned = super::tuner::tune(inner, kernels, kernel, class, &candidates);
+        let shape = tuned.shape;
+        crate::pipelines::record(adapter, dir.as_deref(), kernel, tuned, started.elapsed());
+        shape
+    }
+
     /// Records the library's `dispatches` in order (each sees the previous one's writes: wgpu
     /// puts a barrier between dispatches that use a buffer read_write). Grids past max³
     /// workgroups (never at 65535 per dimension, but at the test limits) become several
@@ -119,7 +172,7 @@ impl Sequence {
         // refused op records and marks nothing.
         let compiled = dispatches
             .iter()
-            .map(|d| kernels.builtin(inner.device(), inner.adapter_info(), d.kernel))
+            .map(|d| kernels.builtin(inner.device(), inner.adapter_info(), d.kernel, d.shape))
             .collect::<Result<Vec<_>>>()?;
         let bindings: Vec<&Binding<'_>> =
             dispatches.iter().flat_map(|d| d.bindings.iter()).collect();
@@ -127,13 +180,14 @@ impl Sequence {
         self.touch_all(&uses, operation, |i| bindings[i].argument.to_string())?;
         for (d, compiled) in dispatches.iter().zip(compiled) {
             let items = d.params.items();
-            let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * d.per_group;
+            let per_group = d.shape.per_group();
+            let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * per_group;
             // Dispatches start below `items`, itself a `u32`.
             let mut first: u32 = 0;
             loop {
                 let groups = (items - u64::from(first))
                     .min(per_dispatch)
-                    .div_ceil(d.per_group);
+                    .div_ceil(per_group);
                 let grid = grid(groups, max).expect("at most max³ workgroups");
                 let ranges = d
                     .bindings
@@ -163,39 +217,13 @@ impl Sequence {
     }
 }
 
-/// The dispatches of one box copy from `src` to `dst`, appended to `out`; `names` are the
-/// op's names for the two arrays (its refusals name them).
-///
-/// Errors: [`Error::Internal`] if a planned parameter did not fit the kernels' `u32`s (a
-/// planning bug: refused rather than truncated into a copy of the wrong bytes).
-pub(crate) fn copy_dispatches<'a, T: bytemuck::Pod>(
-    src: &'a DeviceArray<T>,
-    dst: &'a DeviceArray<T>,
-    copy: &BoxCopy,
-    names: (&'static str, &'static str),
-    limits: &PlanLimits,
-    operation: &'static str,
-    out: &mut Vec<Dispatch<'a>>,
-) -> Result<()> {
-    let planned = plan_copy(copy, limits).map_err(|reason| planning_error(operation, reason))?;
-    for d in planned {
-        let contiguous = d.params.outer_rank == 0;
-        let (kernel, per_invocation) = match d.unit {
-            CopyUnit::Vec4 => (Builtin::CopyRowsVec4 { contiguous }, PER_INVOCATION),
-            CopyUnit::Word => (Builtin::CopyRowsWord { contiguous }, PER_INVOCATION),
-            CopyUnit::Byte => (Builtin::CopyBytes, 1),
-        };
-        out.push(Dispatch {
-            kernel,
-            bindings: vec![
-                Binding::read(src, d.src, names.0),
-                Binding::write(dst, d.dst, names.1),
-            ],
-            params: Params::Copy(d.params),
-            per_group: WORKGROUP * per_invocation,
-        });
+/// The kernel that copies in `unit`, for one contiguous row or for rows.
+pub(crate) fn copy_kernel(unit: CopyUnit, contiguous: bool) -> Builtin {
+    match unit {
+        CopyUnit::Vec4 => Builtin::CopyRowsVec4 { contiguous },
+        CopyUnit::Word => Builtin::CopyRowsWord { contiguous },
+        CopyUnit::Byte => Builtin::CopyBytes,
     }
-    Ok(())
 }
 
 /// A plan refused, as the error of the op that asked for it: a moving copy past the device's
@@ -223,6 +251,9 @@ pub(crate) fn planning_error(operation: &'static str, refused: PlanError) -> Err
 impl Sequence {
     /// Records box copies between arrays (`(src, dst, box)` each, in order) as copy kernels;
     /// `names` are the op's names for the source and the destination.
+    ///
+    /// Errors: [`Error::Internal`] if a planned parameter did not fit the kernels' `u32`s (a
+    /// planning bug: refused rather than truncated into a copy of the wrong bytes).
     pub(crate) fn record_copies<T: bytemuck::Pod>(
         &mut self,
         copies: &[(&DeviceArray<T>, &DeviceArray<T>, BoxCopy)],
@@ -234,7 +265,20 @@ impl Sequence {
         let limits = inner.plan_limits();
         let mut dispatches = Vec::new();
         for (src, dst, copy) in copies {
-            copy_dispatches(src, dst, copy, names, &limits, operation, &mut dispatches)?;
+            let planned =
+                plan_copy(copy, &limits).map_err(|reason| planning_error(operation, reason))?;
+            for d in planned {
+                let kernel = copy_kernel(d.unit, d.params.outer_rank == 0);
+                dispatches.push(Dispatch {
+                    kernel,
+                    shape: self.kernel_shape(&mut kernels, kernel, u64::from(d.params.items)),
+                    bindings: vec![
+                        Binding::read(src, d.src, names.0),
+                        Binding::write(dst, d.dst, names.1),
+                    ],
+                    params: Params::Copy(d.params),
+                });
+            }
         }
         self.record_builtin(&mut kernels, &dispatches, operation)
     }

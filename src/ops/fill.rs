@@ -1,7 +1,7 @@
 //! `fill` and `fill_in_place`: every element set to one value.
 
 use super::builtin::{planning_error, Binding, Dispatch, Params};
-use super::geometry::{plan_fill, PER_INVOCATION, WORKGROUP};
+use super::geometry::plan_fill;
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
@@ -121,9 +121,9 @@ impl Sequence {
             .into_iter()
             .map(|d| Dispatch {
                 kernel: Builtin::Fill,
+                shape: self.kernel_shape(&mut kernels, Builtin::Fill, u64::from(d.params.items)),
                 bindings: vec![Binding::write(&array, d.dst, "the array")],
                 params: Params::Fill(d.params),
-                per_group: WORKGROUP * PER_INVOCATION,
             })
             .collect();
         let recorded = self.record_builtin(&mut kernels, &dispatches, operation);

@@ -6,17 +6,6 @@
 //! (the whole update into a box of the operand), `dynamic_slice` (a box of the operand into a
 //! whole result) and `copy` (one contiguous row).
 
-/// Workgroup size of every kernel of this module (`const WORKGROUP` in the shaders): 256 is a
-/// multiple of every vendor's SIMD width (32 on NVIDIA, 64 on AMD wave64) and within WebGPU's
-/// default `max_compute_invocations_per_workgroup`.
-pub(crate) const WORKGROUP: u64 = 256;
-
-/// Units each invocation of the row and fill kernels moves (`PER_INVOCATION` in the shaders).
-/// One `vec4` per invocation moved only 692 GB/s on an H200 through wgpu's Vulkan path; several
-/// independent loads in flight per invocation is the usual way a copy kernel gets closer to the
-/// memory's bandwidth, and four keeps enough workgroups for small copies.
-pub(crate) const PER_INVOCATION: u64 = 4;
-
 /// Most work items one dispatch may have. Shaders index with `u32`, and grid rounding can launch
 /// up to twice the workgroups needed, so 2^30 keeps every index below 2^32.
 pub(crate) const MAX_ITEMS: u64 = 1 << 30;

@@ -8,11 +8,13 @@
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
+//! - `tuner`: kernel tuning's measuring: every shape of a library kernel timed on the device,
+//!   the fastest kept (`pipelines::tuned_choices` keeps the choices).
 //! - `moving_copy`: `dynamic_update_slice` and `dynamic_slice` in a [`Capture`](crate::Capture)
 //!   whose start each run sets (one dispatch over whole bindings, its bases rewritten per run).
 //!
-//! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate; their
-//! variants are `pipelines::Builtin`.
+//! The kernels themselves are `shaders/*.wgsl`, one per file, built into the crate; the
+//! kernels are `pipelines::Builtin`, each in any [`KernelShape`](crate::KernelShape).
 //!
 //! **May import**: `compute` (to record into a `Sequence`), `pipelines`, `step`, `context`,
 //! `array`, `donated`, `transfer`, `error`, `arena`, `backend`; nothing imports it but the
@@ -28,4 +30,5 @@ mod geometry;
 mod host;
 mod moving_copy;
 mod slice_indices;
+mod tuner;
 mod update_slice;

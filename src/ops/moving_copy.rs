@@ -5,12 +5,9 @@
 //! and a run only rewrites the parameters' bases (a KV cache's write position, XLA's dynamic
 //! offsets).
 
-use super::builtin::{planning_error, Binding, Dispatch, Params};
+use super::builtin::{copy_kernel, planning_error, Binding, Dispatch, Params};
 use super::dynamic_slice::slice_box;
-use super::geometry::{
-    plan_movable_copy, row_major_strides, BoxCopy, CopyParams, CopyUnit, MAX_ITEMS, PER_INVOCATION,
-    WORKGROUP,
-};
+use super::geometry::{plan_movable_copy, row_major_strides, BoxCopy, CopyParams, MAX_ITEMS};
 use super::host::HostArrays;
 use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
@@ -19,7 +16,6 @@ use crate::backend::MappedRange;
 use crate::compute::{BaseOverflow, Capture, CaptureId, HostBox, IndexSlot, MovingCopy};
 use crate::donated::{give_back, DonatedResult};
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
-use crate::pipelines::Builtin;
 
 impl Capture {
     /// [`Sequence::dynamic_update_slice`](crate::Sequence::dynamic_update_slice) whose start each run sets with
@@ -167,22 +163,10 @@ impl Capture {
             // An empty box moves nothing: nothing to record.
             return Ok(());
         };
-        let (kernel, per_invocation) = match planned.unit {
-            CopyUnit::Vec4 => (
-                Builtin::CopyRowsVec4 {
-                    contiguous: planned.params.outer_rank == 0,
-                },
-                PER_INVOCATION,
-            ),
-            CopyUnit::Word => (
-                Builtin::CopyRowsWord {
-                    contiguous: planned.params.outer_rank == 0,
-                },
-                PER_INVOCATION,
-            ),
-            CopyUnit::Byte => (Builtin::CopyBytes, 1),
-        };
-        let per_group = WORKGROUP * per_invocation;
+        let kernel = copy_kernel(planned.unit, planned.params.outer_rank == 0);
+        let kernel_shape =
+            (self.sequence).kernel_shape(&mut kernels, kernel, planned.params.items.into());
+        let per_group = kernel_shape.per_group();
         let max = inner.max_workgroups_per_dimension();
         let per_dispatch = max.saturating_pow(3).min(MAX_ITEMS) * per_group;
         if u64::from(planned.params.items) > per_dispatch {
@@ -196,6 +180,7 @@ impl Capture {
         }
         let dispatch = Dispatch {
             kernel,
+            shape: kernel_shape,
             bindings: vec![
                 Binding {
                     storage: &src.0.storage,
@@ -211,7 +196,6 @@ impl Capture {
                 },
             ],
             params: Params::Copy(planned.params),
-            per_group,
         };
         let step = self.sequence.steps.len();
         self.sequence

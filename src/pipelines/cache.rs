@@ -12,6 +12,7 @@ use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, R
 use super::source::{KernelDesc, KernelSource};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
 use crate::error::{Error, Result};
+use crate::kernel_shape::KernelShape;
 use crate::lock::{rank, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ pub(crate) struct Compiled {
 /// What identifies a compiled kernel in the cache.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum CacheKey {
-    Builtin(Builtin),
+    Builtin(Builtin, KernelShape),
     /// A user's kernel. Two keys lead to one compiled kernel: the constants as asked for
     /// (sorted by the name or id given), found without parsing, and as applied (sorted by
     /// naga's key for each override, see [`ReflectedKernel::constants`]), so that a set given
@@ -61,6 +62,10 @@ pub(crate) struct KernelCache {
 /// Everything behind the kernel lock.
 pub(crate) struct KernelState {
     pipelines: HashMap<CacheKey, Arc<Compiled>>,
+    /// Shapes of the library's kernels compiled for tuning and not (yet) used by an op, with
+    /// what each took to compile: kept out of the statistics until an op uses one, which then
+    /// counts as that op's compilation (so tuning does not change what the statistics say).
+    candidates: HashMap<(Builtin, KernelShape), (Arc<Compiled>, std::time::Duration)>,
     disk_cache: DiskCache,
     stats: KernelCacheStats,
     /// The uniform buffer parameter blocks are written to, one slot per dispatch aligned to
@@ -83,6 +88,7 @@ impl KernelCache {
                 rank::KERNEL_CACHE,
                 KernelState {
                     pipelines: HashMap::new(),
+                    candidates: HashMap::new(),
                     disk_cache: DiskCache::from_env()?,
                     stats: KernelCacheStats::default(),
                     params: None,
@@ -205,20 +211,64 @@ impl KernelState {
         self.stats.clone()
     }
 
-    /// The compiled pipeline of one of the library's kernels, compiling it at the first use.
+    /// The compiled pipeline of one of the library's kernels in `shape`, compiling it at the
+    /// first use (or taking it from the tuner's candidates).
     pub(crate) fn builtin(
         &mut self,
         device: &wgpu::Device,
         adapter: &wgpu::AdapterInfo,
         kernel: Builtin,
+        shape: KernelShape,
     ) -> Result<Arc<Compiled>> {
-        let key = CacheKey::Builtin(kernel);
-        if let Some(compiled) = self.pipelines.get(&key) {
-            self.stats.pipeline_hits += 1;
+        let key = CacheKey::Builtin(kernel, shape);
+        if let Some(compiled) = self.hit(&key) {
+            return Ok(compiled);
+        }
+        let (compiled, took) = match self.candidates.remove(&(kernel, shape)) {
+            Some(candidate) => candidate,
+            None => self.make_builtin(device, adapter, kernel, shape)?,
+        };
+        self.count(kernel.name(), took);
+        self.pipelines.insert(key, Arc::clone(&compiled));
+        Ok(compiled)
+    }
+
+    /// One of the library's kernels in `shape` for the tuner to time: the compiled pipeline if
+    /// an op uses it already, else compiled once and kept (uncounted) for the next tuning or op.
+    pub(crate) fn tuning_candidate(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        kernel: Builtin,
+        shape: KernelShape,
+    ) -> Result<Arc<Compiled>> {
+        if let Some(compiled) = self.pipelines.get(&CacheKey::Builtin(kernel, shape)) {
             return Ok(Arc::clone(compiled));
         }
+        if let Some((compiled, _)) = self.candidates.get(&(kernel, shape)) {
+            return Ok(Arc::clone(compiled));
+        }
+        let (compiled, took) = self.make_builtin(device, adapter, kernel, shape)?;
+        self.candidates
+            .insert((kernel, shape), (Arc::clone(&compiled), took));
+        Ok(compiled)
+    }
+
+    /// The directory of the pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where tuned
+    /// choices are kept too.
+    pub(crate) fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.disk_cache.dir()
+    }
+
+    fn make_builtin(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        kernel: Builtin,
+        shape: KernelShape,
+    ) -> Result<(Arc<Compiled>, std::time::Duration)> {
         let started = Instant::now();
-        let source = kernel.source();
+        let source = kernel.source(shape);
         // The library's own sources are small and shallow: parsed on the caller's thread.
         let reflected = parse_and_reflect(KernelSource::Wgsl(&source), "main", kernel.constants())
             .map_err(|refused| Error::KernelCompile {
@@ -226,9 +276,7 @@ impl KernelState {
                 message: refused.to_string(),
             })?;
         let limits = device.limits();
-        let compiled = self.compile(device, adapter, &limits, kernel.name(), reflected, started)?;
-        self.pipelines.insert(key, Arc::clone(&compiled));
-        Ok(compiled)
+        self.make(device, adapter, &limits, kernel.name(), reflected, started)
     }
 
     /// The kernel under `key` if compiled, counted as a hit.
@@ -248,7 +296,7 @@ impl KernelState {
                 constants,
                 ..
             } => Some((source.clone(), entry_point.clone(), constants.clone())),
-            CacheKey::Builtin(_) => None,
+            CacheKey::Builtin(..) => None,
         };
         let wanted = unnamed(key)?;
         let (_, same) = self
@@ -279,6 +327,28 @@ impl KernelState {
         reflected: ReflectedKernel,
         started: Instant,
     ) -> Result<Arc<Compiled>> {
+        let (compiled, took) = self.make(device, adapter, limits, name, reflected, started)?;
+        self.count(name, took);
+        Ok(compiled)
+    }
+
+    /// Counts a compilation of `name` that took `took` in the statistics.
+    fn count(&mut self, name: &str, took: std::time::Duration) {
+        self.stats.pipelines_compiled += 1;
+        self.stats.compile_time += took;
+        self.stats.compiles.push((name.to_string(), took));
+    }
+
+    /// The pipeline of a reflected module, and the time since `started` (uncounted).
+    fn make(
+        &mut self,
+        device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
+        limits: &wgpu::Limits,
+        name: &str,
+        reflected: ReflectedKernel,
+        started: Instant,
+    ) -> Result<(Arc<Compiled>, std::time::Duration)> {
         let failed = |message: String| Error::KernelCompile {
             kernel: name.to_string(),
             message,
@@ -319,11 +389,8 @@ impl KernelState {
             signature,
         });
         let took = started.elapsed();
-        self.stats.pipelines_compiled += 1;
-        self.stats.compile_time += took;
-        self.stats.compiles.push((name.to_string(), took));
         self.disk_cache.persist(&mut self.stats);
-        Ok(compiled)
+        Ok((compiled, took))
     }
 }
 

@@ -96,6 +96,11 @@ impl DiskCache {
         })
     }
 
+    /// `GPU_ARENA_CACHE_DIR` when the context opened.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// The driver cache to compile pipelines with, opened at the first call: seeded from the
     /// file when `GPU_ARENA_CACHE_DIR` is set and its data is usable, empty otherwise. `None`
     /// when the device has no pipeline cache. Records what happened in `stats`.
@@ -231,21 +236,21 @@ fn describe(error: &wgpu::Error) -> String {
 }
 
 /// A cache file's contents whose trailer checked out.
-struct CacheFileData {
+pub(super) struct CacheFileData {
     bytes: Vec<u8>,
     file_bytes: u64,
 }
 
 impl CacheFileData {
     /// What `get_data` returned when the file was written (the file without its trailer).
-    fn driver_data(&self) -> &[u8] {
+    pub(super) fn driver_data(&self) -> &[u8] {
         &self.bytes[..self.bytes.len() - TRAILER_BYTES]
     }
 }
 
 /// Why the cache file is not used or not written: each variant's text says what is wrong.
 #[derive(Debug, thiserror::Error)]
-enum CacheFileRefusal {
+pub(super) enum CacheFileRefusal {
     /// Refused as a private file (a link, another user's file, a FIFO, ...).
     #[error(transparent)]
     File(#[from] PrivateFileRefusal),
@@ -281,7 +286,7 @@ enum CacheFileRefusal {
 /// The file's data if it is there and intact; `Ok(None)` when there is no file; otherwise
 /// why it cannot be used. A link is not followed, a FIFO not waited on, and a file another
 /// user could have written is not used (`read_private_file`).
-fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, CacheFileRefusal> {
+pub(super) fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, CacheFileRefusal> {
     let Some(bytes) = read_private_file(file, MAX_FILE_BYTES)? else {
         return Ok(None);
     };
@@ -310,7 +315,7 @@ fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, CacheFileRefusa
 /// Writes `data` and its trailer to `file` through a new temporary file of an unguessable name
 /// and a rename, so that a reader never sees half a file and a planted link is replaced, never
 /// written through; returns the bytes written or why not.
-fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, CacheFileRefusal> {
+pub(super) fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, CacheFileRefusal> {
     if data.len() as u64 + TRAILER_BYTES as u64 > MAX_FILE_BYTES {
         return Err(CacheFileRefusal::TooLarge {
             data_bytes: data.len(),
@@ -327,7 +332,7 @@ fn write_cache_file(file: &Path, data: &[u8]) -> Result<u64, CacheFileRefusal> {
 
 /// FNV-1a, 64 bits: enough to tell a damaged file from an intact one, and small enough to
 /// write here rather than depend on a crate.
-fn checksum(bytes: &[u8]) -> u64 {
+pub(super) fn checksum(bytes: &[u8]) -> u64 {
     bytes.iter().fold(FNV_OFFSET_BASIS, |hash, &byte| {
         (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME)
     })

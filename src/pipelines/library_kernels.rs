@@ -1,7 +1,10 @@
 //! The library's own kernels (`shaders/*.wgsl`, built into the crate) as the variants the
-//! compile cache knows: each [`Builtin`] names one pipeline, its WGSL (the shared grid and
-//! box-copy preludes prepended) and its override constants. The ops that record them are
-//! `ops/builtin.rs`; they are named here, below the ops, because the cache keys on them.
+//! compile cache knows: each [`Builtin`] in a [`KernelShape`] is one pipeline, its WGSL (the
+//! shape's constants and the shared grid and box-copy preludes prepended) and its override
+//! constants. The ops that record them are `ops/builtin.rs`; they are named here, below the
+//! ops, because the cache keys on them.
+
+use crate::kernel_shape::KernelShape;
 
 const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
 const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");
@@ -11,9 +14,9 @@ const GRID_WGSL: &str = include_str!("../../shaders/grid.wgsl");
 /// Prepended to both box-copy kernels: parameters, bindings, row starts.
 const BOX_COPY_WGSL: &str = include_str!("../../shaders/box_copy.wgsl");
 
-/// One of the library's own kernel variants: one pipeline each, compiled through the same path
-/// as users' kernels (`KernelState::compile`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// One of the library's own kernels; in a [`KernelShape`] it is one pipeline, compiled through
+/// the same path as users' kernels (`KernelState::compile`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Builtin {
     /// `copy_rows.wgsl` over `vec4<u32>` units, for one contiguous row (`CONTIGUOUS`) or rows.
     CopyRowsVec4 { contiguous: bool },
@@ -26,7 +29,25 @@ pub(crate) enum Builtin {
 }
 
 impl Builtin {
-    /// The variant's name in statistics and labels.
+    /// Every kernel, in the order reports list them.
+    pub(crate) const ALL: [Builtin; 6] = [
+        Builtin::CopyRowsVec4 { contiguous: true },
+        Builtin::CopyRowsVec4 { contiguous: false },
+        Builtin::CopyRowsWord { contiguous: true },
+        Builtin::CopyRowsWord { contiguous: false },
+        Builtin::CopyBytes,
+        Builtin::Fill,
+    ];
+
+    /// The shape the kernel has without tuning.
+    pub(crate) fn fixed_shape(self) -> KernelShape {
+        match self {
+            Builtin::CopyBytes => KernelShape::FIXED_BYTES,
+            _ => KernelShape::FIXED,
+        }
+    }
+
+    /// The kernel's name in statistics, labels and the timeline (every shape of it alike).
     pub(crate) fn name(self) -> &'static str {
         match self {
             Builtin::CopyRowsVec4 { contiguous: true } => "copy_rows<vec4<u32>>(contiguous)",
@@ -47,19 +68,61 @@ impl Builtin {
         }
     }
 
-    /// The module's source; variants of one kernel that differ only in constants share it.
-    pub(super) fn source(self) -> String {
+    /// The module's source in `shape`; variants of one kernel that differ only in override
+    /// constants share it.
+    pub(super) fn source(self, shape: KernelShape) -> String {
+        let KernelShape {
+            workgroup,
+            per_invocation,
+        } = shape;
+        let shape = format!(
+            "const WORKGROUP: u32 = {workgroup}u;\nconst PER_INVOCATION: u32 = {per_invocation}u;\n"
+        );
+        let copy_all = copy_all(per_invocation);
         match self {
-            Builtin::CopyRowsVec4 { .. } => {
-                format!("alias Unit = vec4<u32>;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
-            }
-            Builtin::CopyRowsWord { .. } => {
-                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_ROWS_WGSL}")
-            }
+            Builtin::CopyRowsVec4 { .. } => format!(
+                "alias Unit = vec4<u32>;\n{shape}{GRID_WGSL}{BOX_COPY_WGSL}{copy_all}{COPY_ROWS_WGSL}"
+            ),
+            Builtin::CopyRowsWord { .. } => format!(
+                "alias Unit = u32;\n{shape}{GRID_WGSL}{BOX_COPY_WGSL}{copy_all}{COPY_ROWS_WGSL}"
+            ),
             Builtin::CopyBytes => {
-                format!("alias Unit = u32;\n{GRID_WGSL}{BOX_COPY_WGSL}{COPY_BYTES_WGSL}")
+                format!("alias Unit = u32;\n{shape}{GRID_WGSL}{BOX_COPY_WGSL}{COPY_BYTES_WGSL}")
             }
-            Builtin::Fill => format!("{GRID_WGSL}{FILL_WGSL}"),
+            Builtin::Fill => format!("{shape}{GRID_WGSL}{FILL_WGSL}"),
         }
     }
+
+    /// A checksum of every kernel's source in every shape tuning may measure on a device
+    /// whose subgroups are `subgroup_max` lanes wide: a tuned choice recorded under another
+    /// checksum was measured on another kernel set and is measured again.
+    pub(crate) fn variants_checksum(subgroup_max: u32) -> u64 {
+        let mut text = String::new();
+        for kernel in Builtin::ALL {
+            for shape in KernelShape::candidates(subgroup_max) {
+                text.push_str(&kernel.source(shape));
+            }
+        }
+        super::disk_cache::checksum(text.as_bytes())
+    }
+}
+
+/// `copy_rows.wgsl`'s `fn copy_all(base: u32)` for `per_invocation` items: every item's place,
+/// then every load, then every store, one statement each.
+fn copy_all(per_invocation: u32) -> String {
+    let items = 0..per_invocation;
+    let mut text = String::from("fn copy_all(base: u32) {\n");
+    for k in items.clone() {
+        text.push_str(&format!(
+            "    let at{k} = unit_at(base + {k}u * WORKGROUP);\n"
+        ));
+    }
+    for k in items.clone() {
+        text.push_str(&format!("    let v{k} = src[at{k}.x];\n"));
+    }
+    for k in items {
+        text.push_str(&format!("    dst[at{k}.y] = v{k};\n"));
+    }
+    text.push_str("}\n");
+    text
 }

@@ -5,7 +5,8 @@
 //! scopes, so this module sits below `context.rs` as well.
 //!
 //! - `source`: what is compiled: [`KernelSource`] (WGSL or SPIR-V) and [`KernelDesc`].
-//! - `library_kernels`: the library's own kernels (`shaders/*.wgsl`) as [`Builtin`] variants.
+//! - `library_kernels`: the library's own kernels (`shaders/*.wgsl`) as [`Builtin`]s, each
+//!   in any [`KernelShape`](crate::KernelShape).
 //! - `cache`: [`KernelCache`], the compiled pipelines of one context (keyed by source, entry
 //!   point and constants, or by [`Builtin`] variant), and the one compilation path.
 //! - `cache_stats`: what the cache reports, [`KernelCacheStats`] and [`DiskCacheLoad`], filled
@@ -19,9 +20,12 @@
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
 //!   file costs speed, never the kernels, and nothing another user could have written is used
 //!   (a private directory; no link followed, no FIFO waited on).
+//! - `tuned_choices`: the kernel shapes tuning chose, per device, for the process and on disk
+//!   beside the pipeline cache (hardened as it is).
 //! - `error_scopes`: wgpu errors as `Result`s.
 //!
-//! **May import**: `error`, `backend`, `arena` (constants) and wgpu/naga; never what is above
+//! **May import**: `error`, `backend`, `config` (kernel shapes), `arena` (constants) and
+//! wgpu/naga; never what is above
 //! it (`context`, `array`, `transfer`, `step`, `compute`, `ops`, `kernels`): it knows sources,
 //! devices and pipelines, not arrays or contexts. `tests/module_flow.rs` checks this.
 #![deny(unsafe_code)]
@@ -35,13 +39,16 @@ mod limits;
 mod reflect;
 mod source;
 mod source_bounds;
+mod tuned_choices;
 
 pub use cache_stats::{DiskCacheLoad, KernelCacheStats};
 pub use disk_cache::CACHE_DIR_ENV;
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
+pub use tuned_choices::{KernelTuningReport, SizeClass, TunedKernel, TuningOrigin};
 
 pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
 pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;
+pub(crate) use tuned_choices::{candidates, chosen, record, report, TUNING_JOB};

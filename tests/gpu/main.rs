@@ -34,6 +34,7 @@ mod gathered_uploads;
 mod harness_checks;
 mod hostile_inputs;
 mod kernel_checks;
+mod kernel_tuning;
 mod kernels_dus;
 mod kernels_fill_copy;
 mod kernels_limits;

@@ -3,7 +3,7 @@
 //! `adversary_config.rs` checks that it names every variable the reader spells out, and no other.
 
 /// Every variable the configuration reads, the transfer guard's per-direction ones included.
-pub const EVERY_VARIABLE: [&str; 33] = [
+pub const EVERY_VARIABLE: [&str; 34] = [
     "GPU_ARENA_PREALLOCATE",
     "XLA_PYTHON_CLIENT_PREALLOCATE",
     "GPU_ARENA_MEM_FRACTION",
@@ -35,6 +35,7 @@ pub const EVERY_VARIABLE: [&str; 33] = [
     "GPU_ARENA_FORCE_DEVICE_KERNELS",
     "GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH",
     "GPU_ARENA_STRICT_STARTS",
+    "GPU_ARENA_KERNEL_TUNING",
     "GPU_ARENA_MAX_BINDING_BYTES",
     "GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION",
 ];

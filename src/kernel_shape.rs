@@ -1,0 +1,123 @@
+//! [`KernelShape`]: how one of the library's kernels spreads its work over the GPU. A value
+//! type of its own, below both the configuration (which can force a shape) and the pipelines
+//! (which compile a kernel in each shape).
+
+use serde::{Deserialize, Serialize};
+
+/// How one of the library's kernels spreads its work over the GPU: invocations per workgroup
+/// and items (16-byte units, words, or destination words of a byte copy) each invocation
+/// moves. Every shape writes exactly the same bytes; they differ only in speed, which depends
+/// on the device (its SIMD width, its memory, a CPU's lanes). Kernel tuning
+/// ([`KernelTuning`](crate::KernelTuning)) measures them and keeps the fastest per kernel and
+/// size class; [`KernelTuning::Forced`](crate::KernelTuning::Forced) picks one by hand.
+///
+/// Written `256x4` (workgroup, then items per invocation) in `GPU_ARENA_KERNEL_TUNING` and in
+/// reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct KernelShape {
+    /// Invocations per workgroup: one of [`KernelShape::WORKGROUPS`] or the device's subgroup
+    /// size.
+    pub workgroup: u32,
+    /// Items each invocation moves, a workgroup apart: one of
+    /// [`KernelShape::PER_INVOCATION`].
+    pub per_invocation: u32,
+}
+
+impl KernelShape {
+    /// The shape of the copy and fill kernels without tuning: 256 invocations (a multiple of
+    /// every vendor's SIMD width, 32 on NVIDIA and 64 on AMD's wave64, and within WebGPU's
+    /// default `max_compute_invocations_per_workgroup`), four 16-byte units each.
+    pub const FIXED: KernelShape = KernelShape {
+        workgroup: 256,
+        per_invocation: 4,
+    };
+
+    /// The shape of the byte-box copy without tuning: one destination word per invocation.
+    pub const FIXED_BYTES: KernelShape = KernelShape {
+        workgroup: 256,
+        per_invocation: 1,
+    };
+
+    /// Workgroup sizes every device is tuned over (WebGPU guarantees 256 invocations).
+    pub const WORKGROUPS: [u32; 3] = [64, 128, 256];
+
+    /// Items per invocation every device is tuned over.
+    pub const PER_INVOCATION: [u32; 4] = [1, 2, 4, 8];
+
+    /// The shapes tuning measures on a device whose subgroups are `subgroup_max` lanes wide
+    /// (wgpu's `AdapterInfo::subgroup_max_size`; 0 when unknown): every pair of
+    /// [`KernelShape::WORKGROUPS`] and [`KernelShape::PER_INVOCATION`], and workgroups of one
+    /// subgroup when that is between 32 and 256 lanes and not already there.
+    pub fn candidates(subgroup_max: u32) -> Vec<KernelShape> {
+        let mut workgroups = Self::WORKGROUPS.to_vec();
+        if (32..=256).contains(&subgroup_max)
+            && subgroup_max.is_power_of_two()
+            && !workgroups.contains(&subgroup_max)
+        {
+            workgroups.insert(0, subgroup_max);
+        }
+        workgroups
+            .into_iter()
+            .flat_map(|workgroup| {
+                Self::PER_INVOCATION.map(|per_invocation| KernelShape {
+                    workgroup,
+                    per_invocation,
+                })
+            })
+            .collect()
+    }
+
+    /// Items one workgroup takes.
+    pub(crate) fn per_group(self) -> u64 {
+        u64::from(self.workgroup).saturating_mul(u64::from(self.per_invocation))
+    }
+
+    /// Whether the shape is one a kernel may take: a workgroup that is a power of two from 32
+    /// to 256 and one of [`KernelShape::PER_INVOCATION`].
+    pub fn is_valid(self) -> bool {
+        (32..=256).contains(&self.workgroup)
+            && self.workgroup.is_power_of_two()
+            && Self::PER_INVOCATION.contains(&self.per_invocation)
+    }
+}
+
+impl std::fmt::Display for KernelShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}x{}", self.workgroup, self.per_invocation)
+    }
+}
+
+impl std::str::FromStr for KernelShape {
+    type Err = String;
+
+    /// `WORKGROUPxPER_INVOCATION`, e.g. `128x8`: a workgroup that is a power of two from 32 to
+    /// 256 and one of [`KernelShape::PER_INVOCATION`]. The error says what was expected.
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let expected = || {
+            format!(
+                "a kernel shape WORKGROUPxPER_INVOCATION with a workgroup of 32, 64, 128 or                  256 and {:?} items per invocation (e.g. 256x4)",
+                KernelShape::PER_INVOCATION
+            )
+        };
+        let (workgroup, per_invocation) =
+            text.trim().split_once(['x', 'X']).ok_or_else(expected)?;
+        let shape = KernelShape {
+            workgroup: workgroup.trim().parse().map_err(|_| expected())?,
+            per_invocation: per_invocation.trim().parse().map_err(|_| expected())?,
+        };
+        if shape.is_valid() {
+            Ok(shape)
+        } else {
+            Err(expected())
+        }
+    }
+}
+
+/// What a kernel shape may be, in words (the error of a shape refused).
+pub(crate) fn shape_expected() -> String {
+    format!(
+        "a kernel shape WORKGROUPxPER_INVOCATION with a workgroup of 32, 64, 128 or 256 and \
+         {:?} items per invocation (e.g. 256x4)",
+        KernelShape::PER_INVOCATION
+    )
+}

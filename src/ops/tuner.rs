@@ -1,0 +1,414 @@
+//! Kernel tuning's measuring: one job per library kernel and [`SizeClass`], run by the first
+//! single op that needs the pair (never while a user's sequence or capture records), on
+//! scratch buffers of its own. Every candidate shape ([`KernelShape::candidates`]) is timed on
+//! the same workload, with the fixed shape and the device's own copy beside them: round by
+//! round, candidates interleaved in an order that rotates, each a submission timed by the wall
+//! clock until it completes, and the median of the rounds decides (the machines that run this
+//! are shared and noisy; a median of interleaved rounds is what survives that). Shapes far
+//! behind after the first rounds are dropped. The choice is kept by `pipelines/tuned_choices.rs`.
+//!
+//! The work goes through the context's one submission path; it touches no array, so nothing a
+//! user recorded waits on it or sees it.
+
+use super::geometry::{
+    grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
+};
+use crate::context::ContextInner;
+use crate::kernel_shape::KernelShape;
+use crate::pipelines::{Builtin, KernelState, SizeClass, TunedKernel, TuningOrigin};
+use std::time::{Duration, Instant};
+
+/// Rounds of timing when no shape is dropped early.
+const ROUNDS: usize = 5;
+
+/// Rounds after which shapes slower than [`PRUNE_RATIO`] × the best median are dropped.
+const PRUNE_AFTER: usize = 2;
+
+/// How much slower than the best a shape may be after [`PRUNE_AFTER`] rounds and still be
+/// timed: a shape 1.5× behind does not catch up through noise.
+const PRUNE_RATIO: f64 = 1.5;
+
+/// How much faster than the fixed shape the best must be to replace it: a choice decided by
+/// noise would change from process to process for nothing.
+const KEEP_FIXED_WITHIN: f64 = 1.05;
+
+/// Wall time one timed submission should take at least: the kernel is dispatched as many
+/// times as this needs (up to [`MAX_REPEATS`]), so that a submission's fixed cost does not
+/// decide between shapes of small kernels.
+const SAMPLE_TIME: Duration = Duration::from_millis(1);
+
+/// The most dispatches of one shape in one timed submission.
+const MAX_REPEATS: u32 = 256;
+
+/// What a tuning job of one kernel moves: its parameters, its bindings in the scratch
+/// buffers, its items and its bytes.
+struct Workload {
+    params: Vec<u8>,
+    /// The source range (copies) in the source scratch buffer.
+    src: Option<BindRange>,
+    dst: BindRange,
+    items: u64,
+    bytes: u64,
+}
+
+/// Tunes `kernel` for `class` on the context's device and returns the outcome, or `None`
+/// when measuring failed (the reason is logged; the caller keeps the fixed shape).
+pub(crate) fn tune(
+    inner: &ContextInner,
+    kernels: &mut KernelState,
+    kernel: Builtin,
+    class: SizeClass,
+    candidates: &[KernelShape],
+) -> TunedKernel {
+    let measured = measure(inner, kernels, kernel, class, candidates);
+    let fixed_shape = kernel.fixed_shape();
+    match measured {
+        Ok(medians) => choose(kernel, class, &medians),
+        Err(reason) => {
+            log::warn!(
+                "gpu-arena: could not tune {} for {} dispatches: {reason} (it keeps its fixed \
+                 shape {fixed_shape})",
+                kernel.name(),
+                class.name()
+            );
+            TunedKernel {
+                kernel: kernel.name(),
+                size_class: class,
+                shape: fixed_shape,
+                fixed_shape,
+                bytes_per_second: 0.0,
+                fixed_bytes_per_second: 0.0,
+                device_copy_bytes_per_second: 0.0,
+                origin: TuningOrigin::Failed,
+            }
+        }
+    }
+}
+
+/// Medians of one job: bytes per second of each shape still timed at the end, and of the
+/// device's own copy.
+struct Medians {
+    shapes: Vec<(KernelShape, f64)>,
+    device_copy: f64,
+}
+
+/// The fastest shape of `medians`, unless the fixed shape is within [`KEEP_FIXED_WITHIN`].
+fn choose(kernel: Builtin, class: SizeClass, medians: &Medians) -> TunedKernel {
+    let fixed_shape = kernel.fixed_shape();
+    let rate = |shape| {
+        medians
+            .shapes
+            .iter()
+            .find(|(s, _)| *s == shape)
+            .map_or(0.0, |(_, r)| *r)
+    };
+    let fixed = rate(fixed_shape);
+    let (best, best_rate) =
+        medians
+            .shapes
+            .iter()
+            .copied()
+            .fold((fixed_shape, fixed), |best, candidate| {
+                if candidate.1 > best.1 {
+                    candidate
+                } else {
+                    best
+                }
+            });
+    let shape = if best_rate > fixed * KEEP_FIXED_WITHIN {
+        best
+    } else {
+        fixed_shape
+    };
+    TunedKernel {
+        kernel: kernel.name(),
+        size_class: class,
+        shape,
+        fixed_shape,
+        bytes_per_second: rate(shape),
+        fixed_bytes_per_second: fixed,
+        device_copy_bytes_per_second: medians.device_copy,
+        origin: TuningOrigin::Measured,
+    }
+}
+
+/// Times every candidate (the fixed shape among them) and the device's copy, round by round.
+fn measure(
+    inner: &ContextInner,
+    kernels: &mut KernelState,
+    kernel: Builtin,
+    class: SizeClass,
+    candidates: &[KernelShape],
+) -> Result<Medians, String> {
+    let started = Instant::now();
+    let limits = inner.plan_limits();
+    let work = workload(kernel, class, &limits)?;
+    let device = inner.device();
+    let mut shapes = candidates.to_vec();
+    if !shapes.contains(&kernel.fixed_shape()) {
+        shapes.push(kernel.fixed_shape());
+    }
+    let compiled = shapes
+        .iter()
+        .map(|&shape| {
+            kernels
+                .tuning_candidate(device, inner.adapter_info(), kernel, shape)
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    log::debug!(
+        "gpu-arena: tuning {} for {} dispatches: {} shapes compiled in {:?}",
+        kernel.name(),
+        class.name(),
+        shapes.len(),
+        started.elapsed()
+    );
+    let scratch = Scratch::new(inner, &work);
+    let bind_groups: Vec<wgpu::BindGroup> = compiled
+        .iter()
+        .map(|c| scratch.bind_group(device, &c.layout, &work))
+        .collect();
+    let max = inner.max_workgroups_per_dimension();
+    let grids = shapes
+        .iter()
+        .map(|shape| grid(work.items.div_ceil(shape.per_group()), max))
+        .collect::<Option<Vec<_>>>()
+        .ok_or("the tuning workload needs more workgroups than the device launches")?;
+    let run = |index: usize, repeats: u32| -> Result<Duration, String> {
+        let mut encoder = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(&compiled[index].pipeline);
+            pass.set_bind_group(0, &bind_groups[index], &[]);
+            let [x, y, z] = grids[index];
+            for _ in 0..repeats {
+                pass.dispatch_workgroups(x, y, z);
+            }
+        }
+        timed(inner, encoder)
+    };
+    // Buffer copies and clears move whole words.
+    let copy_bytes = work.bytes - work.bytes % wgpu::COPY_BUFFER_ALIGNMENT;
+    let device_copy = |repeats: u32| -> Result<Duration, String> {
+        let mut encoder = device.create_command_encoder(&Default::default());
+        for _ in 0..repeats {
+            match &scratch.src {
+                Some(src) => encoder.copy_buffer_to_buffer(src, 0, &scratch.dst, 0, copy_bytes),
+                None => encoder.clear_buffer(&scratch.dst, 0, Some(copy_bytes)),
+            }
+        }
+        timed(inner, encoder)
+    };
+    // How many dispatches make a sample, from the fixed shape's second run (its first pays
+    // for the pipeline's first use). Other shapes' first uses fall in the first round, which
+    // the medians outvote.
+    let fixed_index = shapes
+        .iter()
+        .position(|&s| s == kernel.fixed_shape())
+        .expect("the fixed shape is a candidate");
+    run(fixed_index, 1)?;
+    let one = run(fixed_index, 1)?.max(Duration::from_micros(1));
+    let repeats = u32::try_from(SAMPLE_TIME.as_nanos() / one.as_nanos())
+        .unwrap_or(MAX_REPEATS)
+        .clamp(1, MAX_REPEATS);
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); shapes.len()];
+    let mut copies = Vec::new();
+    let mut alive: Vec<usize> = (0..shapes.len()).collect();
+    for round in 0..ROUNDS {
+        let turn = round % alive.len();
+        for k in 0..alive.len() {
+            let index = alive[(turn + k) % alive.len()];
+            samples[index].push(run(index, repeats)?);
+        }
+        copies.push(device_copy(repeats)?);
+        if round + 1 == PRUNE_AFTER {
+            let best = alive
+                .iter()
+                .map(|&i| median(&samples[i]))
+                .min()
+                .unwrap_or_default();
+            alive.retain(|&i| {
+                i == fixed_index
+                    || median(&samples[i]).as_secs_f64() <= best.as_secs_f64() * PRUNE_RATIO
+            });
+        }
+    }
+    log::debug!(
+        "gpu-arena: tuned {} for {} dispatches in {:?} ({repeats} dispatches per sample)",
+        kernel.name(),
+        class.name(),
+        started.elapsed()
+    );
+    let rate = |d: Duration| (work.bytes * u64::from(repeats)) as f64 / d.as_secs_f64().max(1e-9);
+    Ok(Medians {
+        shapes: alive
+            .into_iter()
+            .map(|i| (shapes[i], rate(median(&samples[i]))))
+            .collect(),
+        device_copy: (copy_bytes * u64::from(repeats)) as f64
+            / median(&copies).as_secs_f64().max(1e-9),
+    })
+}
+
+/// Submits `encoder` through the context's submission path and waits for it: its wall time.
+fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration, String> {
+    let started = Instant::now();
+    let id = inner
+        .submit_encoder(encoder, "tuning a library kernel")
+        .map_err(|e| e.to_string())?;
+    inner.wait_for_work(id).map_err(|e| e.to_string())?;
+    Ok(started.elapsed())
+}
+
+/// The middle sample (the upper one of an even count).
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// The box or fill a tuning job of `kernel` times for `class`: as the ops plan it, in the
+/// unit and layout that select `kernel` (a contiguous row, or rows of about 1 KiB with gaps
+/// between them; word and byte boxes at starts that rule out the wider units).
+fn workload(kernel: Builtin, class: SizeClass, limits: &PlanLimits) -> Result<Workload, String> {
+    let bytes = class.tuning_bytes();
+    let rows =
+        |row_bytes: u64, src_gap: u64, dst_gap: u64, src_offset: u64, dst_offset: u64| BoxCopy {
+            outer: vec![OuterDim {
+                count: bytes / row_bytes,
+                src_stride: row_bytes + src_gap,
+                dst_stride: row_bytes + dst_gap,
+            }],
+            row_bytes,
+            src_offset,
+            dst_offset,
+        };
+    let row = |offset: u64| BoxCopy {
+        outer: Vec::new(),
+        row_bytes: bytes,
+        src_offset: offset,
+        dst_offset: offset,
+    };
+    let (copy, unit) = match kernel {
+        Builtin::Fill => {
+            let planned = plan_fill(bytes, [1, 2, 3, 4], limits).map_err(|e| e.to_string())?;
+            let [d] = planned.as_slice() else {
+                return Err("the tuning fill does not plan as one dispatch".into());
+            };
+            return Ok(Workload {
+                params: bytemuck::bytes_of(&d.params).to_vec(),
+                src: None,
+                dst: d.dst,
+                items: u64::from(d.params.items),
+                bytes,
+            });
+        }
+        Builtin::CopyRowsVec4 { contiguous: true } => (row(0), CopyUnit::Vec4),
+        Builtin::CopyRowsVec4 { contiguous: false } => (rows(1024, 16, 32, 0, 0), CopyUnit::Vec4),
+        Builtin::CopyRowsWord { contiguous: true } => (row(4), CopyUnit::Word),
+        Builtin::CopyRowsWord { contiguous: false } => (rows(1020, 8, 12, 4, 4), CopyUnit::Word),
+        Builtin::CopyBytes => (rows(1021, 6, 8, 1, 3), CopyUnit::Byte),
+    };
+    let planned = plan_copy(&copy, limits).map_err(|e| e.to_string())?;
+    let [d] = planned.as_slice() else {
+        return Err("the tuning box does not plan as one dispatch".into());
+    };
+    let contiguous = d.params.outer_rank == 0;
+    let planned_kernel = match d.unit {
+        CopyUnit::Vec4 => Builtin::CopyRowsVec4 { contiguous },
+        CopyUnit::Word => Builtin::CopyRowsWord { contiguous },
+        CopyUnit::Byte => Builtin::CopyBytes,
+    };
+    if d.unit != unit || planned_kernel != kernel {
+        return Err(format!(
+            "the tuning box plans as {} rather than {}",
+            planned_kernel.name(),
+            kernel.name()
+        ));
+    }
+    Ok(Workload {
+        params: bytemuck::bytes_of(&d.params).to_vec(),
+        src: Some(d.src),
+        dst: d.dst,
+        items: u64::from(d.params.items),
+        bytes: copy.row_bytes * copy.outer.first().map_or(1, |o| o.count),
+    })
+}
+
+/// The buffers a tuning job binds: made for the job and dropped after it (outside the arena,
+/// so its statistics and limits never see them).
+struct Scratch {
+    params: wgpu::Buffer,
+    src: Option<wgpu::Buffer>,
+    dst: wgpu::Buffer,
+}
+
+impl Scratch {
+    fn new(inner: &ContextInner, work: &Workload) -> Self {
+        let device = inner.device();
+        let storage = |range: &BindRange, label| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                // At least the device copy's bytes from offset 0, and the bound range.
+                size: (range.offset + range.size)
+                    .max(work.bytes)
+                    .next_multiple_of(256),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        };
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("gpu-arena tuning parameters"),
+            size: (work.params.len() as u64).next_multiple_of(16),
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        inner.write_buffer(&params, 0, &work.params);
+        Scratch {
+            params,
+            src: work
+                .src
+                .as_ref()
+                .map(|r| storage(r, "gpu-arena tuning source")),
+            dst: storage(&work.dst, "gpu-arena tuning destination"),
+        }
+    }
+
+    /// The bind group of one compiled shape: parameters, then the source (copies) and the
+    /// destination.
+    fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        work: &Workload,
+    ) -> wgpu::BindGroup {
+        fn range<'b>(buffer: &'b wgpu::Buffer, r: &BindRange) -> wgpu::BindingResource<'b> {
+            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer,
+                offset: r.offset,
+                size: std::num::NonZeroU64::new(r.size),
+            })
+        }
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: self.params.as_entire_binding(),
+        }];
+        if let (Some(src), Some(r)) = (&self.src, &work.src) {
+            entries.push(wgpu::BindGroupEntry {
+                binding: 1,
+                resource: range(src, r),
+            });
+        }
+        entries.push(wgpu::BindGroupEntry {
+            binding: entries.len() as u32,
+            resource: range(&self.dst, &work.dst),
+        });
+        device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("gpu-arena tuning"),
+            layout,
+            entries: &entries,
+        })
+    }
+}

@@ -1,0 +1,384 @@
+//! The shapes kernel tuning chose, per device: kept for the whole process (every context on the
+//! same device and driver reuses them) and, with `GPU_ARENA_CACHE_DIR` set, in a file beside the
+//! pipeline cache that later processes read. [`SizeClass`], [`TunedKernel`] and
+//! [`KernelTuningReport`] are what a program sees of them. The measuring is `ops/tuner.rs`.
+//!
+//! The file is hardened as the pipeline cache is (`disk_cache.rs`): a private directory, no
+//! link followed, a checksum trailer, and contents checked line by line. It names the device
+//! and a checksum of every kernel source in every shape; a file for another device or kernel
+//! set, a damaged file, or a line naming a shape tuning never measures is ignored with a
+//! warning and rewritten after the next tuning. A planted file can at worst pick a slower
+//! shape: every shape writes the same bytes, so no file can make a kernel wrong.
+
+use super::cache_stats::DiskCacheLoad;
+use super::disk_cache::{checksum, read_cache_file, write_cache_file};
+use super::library_kernels::Builtin;
+use crate::backend::private_dir;
+use crate::kernel_shape::KernelShape;
+use crate::lock::{rank, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The first line of a tuning file (changes with its layout).
+const FILE_HEADER: &str = "gpu-arena kernel tuning 1";
+
+/// How many bytes one dispatch of a library kernel moves, in three classes that are tuned
+/// apart: few workgroups favour small shapes, many favour more items per invocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SizeClass {
+    /// Under 256 KiB (tuned on 64 KiB).
+    Small,
+    /// 256 KiB up to 4 MiB (tuned on 1 MiB).
+    Medium,
+    /// 4 MiB and more (tuned on 8 MiB).
+    Large,
+}
+
+impl SizeClass {
+    /// Every class, smallest first.
+    pub const ALL: [SizeClass; 3] = [SizeClass::Small, SizeClass::Medium, SizeClass::Large];
+
+    /// The class of a dispatch that moves `bytes`.
+    pub fn of(bytes: u64) -> SizeClass {
+        match bytes {
+            0..0x40000 => SizeClass::Small,
+            0x40000..0x40_0000 => SizeClass::Medium,
+            _ => SizeClass::Large,
+        }
+    }
+
+    /// The bytes tuning moves per kernel run for this class: near the middle of the class, and
+    /// small enough that tuning every shape stays well under a second on a CPU adapter.
+    pub fn tuning_bytes(self) -> u64 {
+        match self {
+            SizeClass::Small => 64 << 10,
+            SizeClass::Medium => 1 << 20,
+            SizeClass::Large => 8 << 20,
+        }
+    }
+
+    /// The class's name in reports and the tuning file.
+    pub fn name(self) -> &'static str {
+        match self {
+            SizeClass::Small => "small",
+            SizeClass::Medium => "medium",
+            SizeClass::Large => "large",
+        }
+    }
+}
+
+/// Where a tuned choice came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TuningOrigin {
+    /// Measured by this process.
+    Measured,
+    /// Read from the tuning file of an earlier process.
+    File,
+    /// Measuring failed (the reason was logged): the kernel keeps its fixed shape in this
+    /// process, and nothing is written to the file.
+    Failed,
+}
+
+/// One kernel and size class as tuning left it: the shape its ops now run in, and the
+/// bandwidths measured on the tuning workload ([`SizeClass::tuning_bytes`], median of the
+/// rounds; bytes moved, read and written counted once, per second).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunedKernel {
+    /// The kernel's name, as in [`KernelCacheStats::compiles`](crate::KernelCacheStats) and
+    /// the timeline (`copy_rows<vec4<u32>>(contiguous)`, `copy_rows<u32>`, `copy_bytes`,
+    /// `fill`, ...).
+    pub kernel: &'static str,
+    /// The size class the choice is for.
+    pub size_class: SizeClass,
+    /// The shape chosen.
+    pub shape: KernelShape,
+    /// The shape without tuning.
+    pub fixed_shape: KernelShape,
+    /// Bytes per second of the chosen shape.
+    pub bytes_per_second: f64,
+    /// Bytes per second of the fixed shape, measured in the same rounds.
+    pub fixed_bytes_per_second: f64,
+    /// Bytes per second of the device's own copy of the same bytes (`copy_buffer_to_buffer`;
+    /// `clear_buffer` for `fill`), measured in the same rounds: the reference a kernel that
+    /// moves bytes is held to.
+    pub device_copy_bytes_per_second: f64,
+    /// Measured now, read from the file, or failed.
+    pub origin: TuningOrigin,
+}
+
+/// What kernel tuning did on a context's device: [`Context::kernel_tuning`](crate::Context::kernel_tuning).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTuningReport {
+    /// The choices known for the device (this process's and the file's), by kernel and class.
+    pub kernels: Vec<TunedKernel>,
+    /// Tuning jobs this process ran on the device (one per kernel and size class).
+    pub jobs: u64,
+    /// Wall time of those jobs together (compiling the shapes and timing them).
+    pub tuning_time: Duration,
+    /// The tuning file, when `GPU_ARENA_CACHE_DIR` is set.
+    pub file: Option<PathBuf>,
+    /// What became of the file when the device's choices were first looked up.
+    pub file_load: DiskCacheLoad,
+    /// Why the last write of the file failed; `None` once one succeeds.
+    pub file_write_error: Option<String>,
+}
+
+/// The choices of one device (backend, adapter, driver).
+struct DeviceChoices {
+    /// [`device_key`].
+    key: String,
+    /// Checksum of the kernel set: a file for another one is not used.
+    variants: u64,
+    /// The device's shapes to choose from (the subgroup size adds one workgroup).
+    candidates: Vec<KernelShape>,
+    choices: BTreeMap<(Builtin, SizeClass), TunedKernel>,
+    jobs: u64,
+    tuning_time: Duration,
+    file: Option<PathBuf>,
+    file_load: DiskCacheLoad,
+    file_write_error: Option<String>,
+}
+
+/// Every device's choices in this process, by [`device_key`].
+static CHOICES: Mutex<Option<HashMap<String, DeviceChoices>>> =
+    Mutex::new(rank::TUNED_CHOICES, None);
+
+/// Held while a tuning job measures: one job at a time in the process, so that two jobs
+/// never time each other's work, and a thread that needs a kernel being tuned waits for that
+/// job and then finds its choice.
+pub(crate) static TUNING_JOB: Mutex<()> = Mutex::new(rank::TUNING_JOB, ());
+
+/// Names one device and driver: choices made on it hold for it alone.
+fn device_key(adapter: &wgpu::AdapterInfo) -> String {
+    format!(
+        "{:?} {:04x}:{:04x} {} | {} | {} | subgroup {}",
+        adapter.backend,
+        adapter.vendor,
+        adapter.device,
+        adapter.name,
+        adapter.driver,
+        adapter.driver_info,
+        adapter.subgroup_max_size
+    )
+    .replace(['\n', '\r', '\t'], " ")
+}
+
+/// Runs `f` on the device's choices, loading the tuning file from `dir` the first time the
+/// device is met in this process.
+fn with_device<R>(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    f: impl FnOnce(&mut DeviceChoices) -> R,
+) -> R {
+    let key = device_key(adapter);
+    let mut all = CHOICES.lock().unwrap_or_else(|p| p.into_inner());
+    let device = all
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with_key(|key| DeviceChoices::load(key, adapter, dir));
+    f(device)
+}
+
+/// The shape chosen for `kernel` in `class` on the device, if any (from this process or the
+/// file).
+pub(crate) fn chosen(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    kernel: Builtin,
+    class: SizeClass,
+) -> Option<KernelShape> {
+    with_device(adapter, dir, |device| {
+        device.choices.get(&(kernel, class)).map(|c| c.shape)
+    })
+}
+
+/// The shapes tuning measures on the device.
+pub(crate) fn candidates(adapter: &wgpu::AdapterInfo) -> Vec<KernelShape> {
+    KernelShape::candidates(adapter.subgroup_max_size)
+}
+
+/// Keeps a tuning job's outcome for the process and, when it was measured, in the file.
+pub(crate) fn record(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    kernel: Builtin,
+    tuned: TunedKernel,
+    took: Duration,
+) {
+    with_device(adapter, dir, |device| {
+        device.jobs += 1;
+        device.tuning_time += took;
+        let measured = tuned.origin == TuningOrigin::Measured;
+        device.choices.insert((kernel, tuned.size_class), tuned);
+        if measured {
+            device.write();
+        }
+    });
+}
+
+/// The report of the device's choices under `mode`.
+pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelTuningReport {
+    with_device(adapter, dir, |device| KernelTuningReport {
+        kernels: device.choices.values().cloned().collect(),
+        jobs: device.jobs,
+        tuning_time: device.tuning_time,
+        file: device.file.clone(),
+        file_load: device.file_load.clone(),
+        file_write_error: device.file_write_error.clone(),
+    })
+}
+
+impl DeviceChoices {
+    /// The device's choices as the file in `dir` holds them (none without a directory or a
+    /// usable file; a refused file is logged and recorded in `file_load`).
+    fn load(key: &str, adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> Self {
+        let candidates = candidates(adapter);
+        let mut device = DeviceChoices {
+            key: key.to_string(),
+            variants: Builtin::variants_checksum(adapter.subgroup_max_size),
+            candidates,
+            choices: BTreeMap::new(),
+            jobs: 0,
+            tuning_time: Duration::ZERO,
+            file: None,
+            file_load: DiskCacheLoad::Off,
+            file_write_error: None,
+        };
+        let Some(dir) = dir else {
+            return device;
+        };
+        if let Err(reason) = private_dir(dir) {
+            log::warn!(
+                "gpu-arena: not keeping kernel tuning in {} (GPU_ARENA_CACHE_DIR): {reason} \
+                 (kernels are tuned again in each process)",
+                dir.display()
+            );
+            device.file_load = DiskCacheLoad::DirectoryRefused {
+                reason: reason.to_string(),
+            };
+            return device;
+        }
+        let file = dir.join(format!(
+            "kernel-tuning-{:016x}.txt",
+            checksum(key.as_bytes())
+        ));
+        device.file = Some(file.clone());
+        let parsed = match read_cache_file(&file) {
+            Ok(None) => {
+                device.file_load = DiskCacheLoad::NoFile;
+                return device;
+            }
+            Ok(Some(data)) => device.parse(data.driver_data()),
+            Err(refused) => Err(refused.to_string()),
+        };
+        match parsed {
+            Ok(choices) => {
+                device.choices = choices;
+                device.file_load = DiskCacheLoad::Used;
+            }
+            Err(reason) => {
+                log::warn!(
+                    "gpu-arena: ignoring the kernel tuning file {}: {reason} (kernels are \
+                     tuned again; the file is rewritten after the next tuning)",
+                    file.display()
+                );
+                device.file_load = DiskCacheLoad::Discarded { reason };
+            }
+        }
+        device
+    }
+
+    /// The choices a file's body holds, or why none of them is used.
+    fn parse(&self, body: &[u8]) -> Result<BTreeMap<(Builtin, SizeClass), TunedKernel>, String> {
+        let text = std::str::from_utf8(body).map_err(|_| "it is not UTF-8 text".to_string())?;
+        let mut lines = text.lines();
+        if lines.next() != Some(FILE_HEADER) {
+            return Err(format!("it does not start with \"{FILE_HEADER}\""));
+        }
+        if lines.next() != Some(&format!("device {}", self.key)) {
+            return Err("it was written for another device or driver".into());
+        }
+        if lines.next() != Some(&format!("variants {:016x}", self.variants)) {
+            return Err("it was measured on another set of kernel shapes".into());
+        }
+        let mut choices = BTreeMap::new();
+        for (number, line) in lines.enumerate() {
+            let (kernel, tuned) = self.parse_line(line).ok_or_else(|| {
+                format!("choice {} is not one tuning makes: {line:?}", number + 1)
+            })?;
+            choices.insert((kernel, tuned.size_class), tuned);
+        }
+        Ok(choices)
+    }
+
+    /// One line: kernel, class, shape, then the three bandwidths; `None` if any field is not
+    /// one tuning writes.
+    fn parse_line(&self, line: &str) -> Option<(Builtin, TunedKernel)> {
+        let fields: Vec<&str> = line.split('\t').collect();
+        let [kernel, class, shape, chosen, fixed, device_copy] = fields[..] else {
+            return None;
+        };
+        let kernel = Builtin::ALL.into_iter().find(|k| k.name() == kernel)?;
+        let size_class = SizeClass::ALL.into_iter().find(|c| c.name() == class)?;
+        let shape: KernelShape = shape.parse().ok()?;
+        if !self.candidates.contains(&shape) {
+            return None;
+        }
+        let rate = |text: &str| {
+            text.parse::<f64>()
+                .ok()
+                .filter(|r| r.is_finite() && *r >= 0.0)
+        };
+        let tuned = TunedKernel {
+            kernel: kernel.name(),
+            size_class,
+            shape,
+            fixed_shape: kernel.fixed_shape(),
+            bytes_per_second: rate(chosen)?,
+            fixed_bytes_per_second: rate(fixed)?,
+            device_copy_bytes_per_second: rate(device_copy)?,
+            origin: TuningOrigin::File,
+        };
+        Some((kernel, tuned))
+    }
+
+    /// Writes every measured or loaded choice to the file (a failure is logged once and kept
+    /// in the report: it costs the next process a tuning, nothing else).
+    fn write(&mut self) {
+        let Some(file) = &self.file else {
+            return;
+        };
+        let mut text = format!(
+            "{FILE_HEADER}\ndevice {}\nvariants {:016x}\n",
+            self.key, self.variants
+        );
+        for ((kernel, class), tuned) in &self.choices {
+            if tuned.origin == TuningOrigin::Failed {
+                continue;
+            }
+            text.push_str(&format!(
+                "{}\t{}\t{}\t{}\t{}\t{}\n",
+                kernel.name(),
+                class.name(),
+                tuned.shape,
+                tuned.bytes_per_second,
+                tuned.fixed_bytes_per_second,
+                tuned.device_copy_bytes_per_second
+            ));
+        }
+        match write_cache_file(file, text.as_bytes()) {
+            Ok(_) => self.file_write_error = None,
+            Err(reason) => {
+                if self.file_write_error.is_none() {
+                    log::warn!(
+                        "gpu-arena: could not write the kernel tuning file {}: {reason} \
+                         (kernels are tuned again in the next process)",
+                        file.display()
+                    );
+                }
+                self.file_write_error = Some(reason.to_string());
+            }
+        }
+    }
+}
