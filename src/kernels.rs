@@ -94,8 +94,7 @@ pub use crate::compute::{
     ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
     ParamsSlot, PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
 };
-pub use crate::config::KernelTuning;
-pub use crate::kernel_shape::KernelShape;
+pub use crate::kernel_tuning::{KernelShape, KernelTuning};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, KernelTuningReport,
     ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TuningOrigin, CACHE_DIR_ENV,

@@ -181,7 +181,7 @@ pub mod error;
 mod guard_levels;
 pub mod guide;
 mod host_link;
-mod kernel_shape;
+mod kernel_tuning;
 pub mod kernels;
 mod lock;
 mod memory_kind;

@@ -15,7 +15,8 @@ impl Context {
     }
 
     /// What kernel tuning ([`ArenaConfig::kernel_tuning`](crate::ArenaConfig)) chose on this
-    /// context's device so far, in this process or read from the tuning file: per library
+    /// context's device so far (tuned at the first op of each kernel and size class, or all
+    /// at once by [`Context::tune_kernels`]), in this process or read from the tuning file: per library
     /// kernel and [`SizeClass`](crate::kernels::SizeClass), the shape, its bandwidth against
     /// the fixed shape's and the device's own copy, and what the tuning jobs cost. Every
     /// context on the same device and driver shares these choices.
@@ -29,7 +30,8 @@ impl Context {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     pub fn kernel_tuning(&self) -> KernelTuningReport {
-        let kernels = self.inner.kernels().lock();
-        crate::pipelines::report(self.inner.adapter_info(), kernels.cache_dir())
+        let dir: Option<std::path::PathBuf> =
+            self.inner.kernels().lock().cache_dir().map(Into::into);
+        crate::pipelines::report(self.inner.adapter_info(), dir.as_deref())
     }
 }

@@ -243,7 +243,7 @@ pub struct ArenaConfig {
     /// `cached`, `off`, or a shape such as `128x8` for
     /// [`KernelTuning::Forced`](super::KernelTuning::Forced)). Results are byte-identical
     /// under every setting.
-    pub kernel_tuning: super::kernel_tuning::KernelTuning,
+    pub kernel_tuning: crate::kernel_tuning::KernelTuning,
     /// The most bytes one binding of the library's kernels covers, below the device's
     /// `max_storage_buffer_binding_size` (a larger value changes nothing). Default `None`: the
     /// device's limit. At least [`MIN_KERNEL_BINDING_BYTES`](super::MIN_KERNEL_BINDING_BYTES). A lower value makes ops on small
@@ -288,7 +288,7 @@ impl Default for ArenaConfig {
             force_device_kernels: false,
             force_pass_per_timed_dispatch: false,
             strict_starts: false,
-            kernel_tuning: super::kernel_tuning::KernelTuning::On,
+            kernel_tuning: crate::kernel_tuning::KernelTuning::On,
             max_binding_bytes: None,
             max_workgroups_per_dimension: None,
             array_usages: DEFAULT_ARRAY_USAGES,

@@ -9,7 +9,6 @@ use super::arena_config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites,
     DEFAULT_TIMELINE_CAPACITY,
 };
-use super::kernel_tuning::KernelTuning;
 use super::mem_fraction::MemFraction;
 use super::validate::{
     binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
@@ -17,7 +16,7 @@ use super::validate::{
 };
 use crate::error::{Error, Result};
 use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
-use crate::kernel_shape::KernelShape;
+use crate::kernel_tuning::{KernelShape, KernelTuning};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -583,6 +582,60 @@ mod tests {
             msg,
             "GPU_ARENA_BAR_WRITES=\"always\" is not valid: expected auto, on or off"
         );
+    }
+
+    #[test]
+    fn kernel_tuning_reads_on_cached_off_and_shapes_and_names_bad_values() {
+        use crate::kernel_tuning::{KernelShape, KernelTuning};
+        assert_eq!(config_from(&[]).unwrap().kernel_tuning, KernelTuning::On);
+        for (value, want) in [
+            ("on", KernelTuning::On),
+            (" Cached ", KernelTuning::Cached),
+            ("OFF", KernelTuning::Off),
+            ("0", KernelTuning::Off),
+            (
+                "128x8",
+                KernelTuning::Forced(KernelShape {
+                    workgroup: 128,
+                    per_invocation: 8,
+                }),
+            ),
+            (
+                " 32 X 1 ",
+                KernelTuning::Forced(KernelShape {
+                    workgroup: 32,
+                    per_invocation: 1,
+                }),
+            ),
+        ] {
+            let config = config_from(&[("GPU_ARENA_KERNEL_TUNING", value)]).unwrap();
+            assert_eq!(config.kernel_tuning, want, "{value}");
+            if let KernelTuning::Forced(shape) = want {
+                assert_eq!(shape.to_string().parse::<KernelShape>(), Ok(shape));
+            }
+        }
+        for bad in [
+            "always", "256", "256x3", "48x4", "512x4", "x4", "256x", "-64x4", "256x4x1",
+        ] {
+            match config_from(&[("GPU_ARENA_KERNEL_TUNING", bad)]) {
+                Err(Error::Config {
+                    variable,
+                    value,
+                    expected,
+                }) => {
+                    assert_eq!(
+                        (variable.as_str(), value.as_str()),
+                        ("GPU_ARENA_KERNEL_TUNING", bad)
+                    );
+                    assert!(
+                        expected.starts_with("on, cached, off, or a kernel shape")
+                            && expected.contains("e.g. 256x4"),
+                        "{expected}"
+                    );
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //! is refused with the largest accepted one.
 //!
 //! Files: `mod.rs` (this table and the re-exports), `arena_config.rs` (the knobs and their
-//! defaults), `kernel_tuning.rs` (the tuning knob and kernel shapes), `mem_fraction.rs` (XLA's fraction
+//! defaults), `mem_fraction.rs` (XLA's fraction
 //! grammar), `env.rs`
 //! (reading the variables), `validate.rs` (the rules and their bounds).
 
@@ -46,17 +46,16 @@
 
 mod arena_config;
 mod env;
-mod kernel_tuning;
 mod mem_fraction;
 mod validate;
 
 pub use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
+pub use crate::kernel_tuning::KernelTuning;
 pub use arena_config::{
     AdapterSelector, AllocatorKind, ArenaConfig, BackendChoice, BarWrites, DEFAULT_ARRAY_USAGES,
     DEFAULT_FALLBACK_DEVICE_MEMORY_BYTES, DEFAULT_STAGING_BYTES, DEFAULT_TIMELINE_CAPACITY,
     FORBIDDEN_ARRAY_USAGES, REQUIRED_ARRAY_USAGES,
 };
-pub use kernel_tuning::KernelTuning;
 pub use mem_fraction::{MemFraction, MemFractionError, DEFAULT_MEM_FRACTION};
 pub use validate::{
     DEFAULT_PINNED_HOST_PERCENT, MAX_STAGING_BYTES, MAX_TIMELINE_CAPACITY,

@@ -240,9 +240,9 @@ impl ArenaConfig {
                 workgroups_expected(),
             ));
         }
-        if let super::kernel_tuning::KernelTuning::Forced(shape) = self.kernel_tuning {
+        if let crate::kernel_tuning::KernelTuning::Forced(shape) = self.kernel_tuning {
             if !shape.is_valid() {
-                let expected = crate::kernel_shape::shape_expected();
+                let expected = crate::kernel_tuning::shape_expected();
                 return Err(field_error("kernel_tuning", shape.to_string(), expected));
             }
         }

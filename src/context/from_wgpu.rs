@@ -68,7 +68,7 @@ impl Context {
         if !missing.is_empty() {
             return Err(Error::DeviceRequirements { missing });
         }
-        let kernels = crate::pipelines::KernelCache::from_env()?;
+        let kernels = crate::pipelines::KernelCache::from_env(config.kernel_tuning)?;
         Self::on_opened_device(
             OpenedDevice {
                 instance,

@@ -49,7 +49,7 @@ impl Context {
         config: ArenaConfig,
     ) -> Result<Self> {
         // Before any device call: a bad GPU_ARENA_CACHE_DIR is the caller's to fix.
-        let kernels = crate::pipelines::KernelCache::from_env()?;
+        let kernels = crate::pipelines::KernelCache::from_env(config.kernel_tuning)?;
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;

@@ -5,12 +5,12 @@ use super::geometry::{
     grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanError, PlanLimits,
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS,
 };
+use super::tuner::shape_for;
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::compute::Sequence;
-use crate::config::KernelTuning;
 use crate::context::ContextInner;
 use crate::error::{CaptureRefusal, Error, Result};
-use crate::kernel_shape::KernelShape;
+use crate::kernel_tuning::KernelShape;
 use crate::pipelines::{Builtin, KernelState, SizeClass};
 use crate::step::{BoundRange, Step};
 
@@ -114,46 +114,17 @@ impl ContextInner {
 }
 
 impl Sequence {
-    /// The shape `kernel` runs in for a dispatch of `items` items, under the context's
-    /// [`KernelTuning`]: the choice tuning made for its size class; when there is none yet and
-    /// tuning is on, a single op tunes it now (a user's sequence or capture never does: it
-    /// takes the fixed shape until a single op has tuned the pair).
+    /// The shape `kernel` runs in for a dispatch of `items` items: see
+    /// [`shape_for`](super::tuner::shape_for); a single op may tune, a user's sequence or
+    /// capture never does.
     pub(crate) fn kernel_shape(
         &self,
         kernels: &mut KernelState,
         kernel: Builtin,
         items: u64,
     ) -> KernelShape {
-        let inner = &self.ctx.inner;
-        let tuning = inner.config().kernel_tuning;
-        match tuning {
-            KernelTuning::Off => return kernel.fixed_shape(),
-            KernelTuning::Forced(shape) => return shape,
-            KernelTuning::On | KernelTuning::Cached => {}
-        }
         let class = SizeClass::of(items.saturating_mul(item_bytes(kernel)));
-        let adapter = inner.adapter_info();
-        let dir = kernels.cache_dir().map(std::path::Path::to_path_buf);
-        let chosen = || crate::pipelines::chosen(adapter, dir.as_deref(), kernel, class);
-        if let Some(shape) = chosen() {
-            return shape;
-        }
-        if tuning == KernelTuning::Cached || !self.is_single_op() {
-            return kernel.fixed_shape();
-        }
-        let _job = crate::pipelines::TUNING_JOB
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        // Another context may have tuned the pair while this one waited for the job.
-        if let Some(shape) = chosen() {
-            return shape;
-        }
-        let started = std::time::Instant::now();
-        let candidates = crate::pipelines::candidates(adapter);
-        let tuned = super::tuner::tune(inner, kernels, kernel, class, &candidates);
-        let shape = tuned.shape;
-        crate::pipelines::record(adapter, dir.as_deref(), kernel, tuned, started.elapsed());
-        shape
+        shape_for(&self.ctx.inner, kernels, kernel, class, self.is_single_op())
     }
 
     /// Records the library's `dispatches` in order (each sees the previous one's writes: wgpu

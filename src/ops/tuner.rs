@@ -13,9 +13,12 @@
 use super::geometry::{
     grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
 };
-use crate::context::ContextInner;
-use crate::kernel_shape::KernelShape;
-use crate::pipelines::{Builtin, KernelState, SizeClass, TunedKernel, TuningOrigin};
+use crate::context::{Context, ContextInner};
+use crate::error::Result;
+use crate::kernel_tuning::{KernelShape, KernelTuning};
+use crate::pipelines::{
+    Builtin, KernelState, KernelTuningReport, SizeClass, TunedKernel, TuningOrigin, TUNING_JOB,
+};
 use std::time::{Duration, Instant};
 
 /// Rounds of timing when no shape is dropped early.
@@ -51,9 +54,107 @@ struct Workload {
     bytes: u64,
 }
 
-/// Tunes `kernel` for `class` on the context's device and returns the outcome, or `None`
-/// when measuring failed (the reason is logged; the caller keeps the fixed shape).
-pub(crate) fn tune(
+impl Context {
+    /// Tunes every library kernel in every [`SizeClass`] not tuned yet on this device (in
+    /// this process or by the tuning file), now rather than at the first op that needs each:
+    /// what a program calls at start-up so that no op pays for tuning later, and what
+    /// `device_report` measures. Under [`KernelTuning::Cached`] it measures too (an explicit
+    /// request); under [`KernelTuning::Off`] and [`KernelTuning::Forced`] it measures nothing.
+    /// Returns [`Context::kernel_tuning`]'s report. About 2 s on lavapipe for all of them
+    /// (18 jobs), far less on a GPU; a kernel whose measuring fails keeps its fixed shape.
+    ///
+    /// Errors: [`Error::DeviceLost`](crate::Error::DeviceLost).
+    pub fn tune_kernels(&self) -> Result<KernelTuningReport> {
+        self.inner.check_device("tuning the library's kernels")?;
+        {
+            let mut kernels = self.inner.kernels().lock();
+            if matches!(kernels.tuning(), KernelTuning::On | KernelTuning::Cached) {
+                for kernel in Builtin::ALL {
+                    for class in SizeClass::ALL {
+                        tuned(&self.inner, &mut kernels, kernel, class, true);
+                    }
+                }
+            }
+        }
+        Ok(self.kernel_tuning())
+    }
+
+    /// Changes [`ArenaConfig::kernel_tuning`](crate::ArenaConfig) for the ops recorded from
+    /// now on (what is recorded already keeps its shapes); results are byte-identical under
+    /// every setting. For benchmarks that compare shapes on one context.
+    ///
+    /// Errors: [`Error::Config`](crate::Error::Config) for a forced shape the kernels cannot
+    /// take (nothing changes).
+    pub fn set_kernel_tuning(&self, tuning: KernelTuning) -> Result<()> {
+        if let KernelTuning::Forced(shape) = tuning {
+            if !shape.is_valid() {
+                return Err(crate::Error::Config {
+                    variable: "Context::set_kernel_tuning".into(),
+                    value: shape.to_string(),
+                    expected: crate::kernel_tuning::shape_expected(),
+                });
+            }
+        }
+        self.inner.kernels().lock().set_tuning(tuning);
+        Ok(())
+    }
+}
+
+/// The shape `kernel` runs in for dispatches of `class`, under the context's
+/// [`KernelTuning`]: the fixed or forced shape, or the choice tuning made for the device (in
+/// this process or read from the tuning file). With none yet and tuning on, `may_tune` (a
+/// single op) tunes the pair now; otherwise (a user's sequence or capture) the fixed shape
+/// runs until a single op has tuned it.
+pub(crate) fn shape_for(
+    inner: &ContextInner,
+    kernels: &mut KernelState,
+    kernel: Builtin,
+    class: SizeClass,
+    may_tune: bool,
+) -> KernelShape {
+    match kernels.tuning() {
+        KernelTuning::Off => kernel.fixed_shape(),
+        KernelTuning::Forced(shape) => shape,
+        KernelTuning::Cached => tuned(inner, kernels, kernel, class, false),
+        KernelTuning::On => tuned(inner, kernels, kernel, class, may_tune),
+    }
+}
+
+/// The choice made for `kernel` and `class` on the device, made now when there is none and
+/// `measure` says so; the fixed shape otherwise.
+fn tuned(
+    inner: &ContextInner,
+    kernels: &mut KernelState,
+    kernel: Builtin,
+    class: SizeClass,
+    measure: bool,
+) -> KernelShape {
+    let adapter = inner.adapter_info();
+    let dir = kernels.cache_dir().map(std::path::Path::to_path_buf);
+    let chosen = || crate::pipelines::chosen(adapter, dir.as_deref(), kernel, class);
+    if let Some(shape) = chosen() {
+        return shape;
+    }
+    if !measure {
+        return kernel.fixed_shape();
+    }
+    let _job = TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
+    // Another context may have tuned the pair while this one waited for the job.
+    if let Some(shape) = chosen() {
+        return shape;
+    }
+    let started = Instant::now();
+    let candidates = crate::pipelines::candidates(adapter);
+    let outcome = tune(inner, kernels, kernel, class, &candidates);
+    let shape = outcome.shape;
+    crate::pipelines::record(adapter, dir.as_deref(), kernel, outcome, started.elapsed());
+    shape
+}
+
+/// Times every candidate of `kernel` for `class` on the context's device: the fastest, or
+/// the fixed shape marked [`TuningOrigin::Failed`] when measuring failed (the reason is
+/// logged).
+fn tune(
     inner: &ContextInner,
     kernels: &mut KernelState,
     kernel: Builtin,
@@ -141,7 +242,12 @@ fn measure(
     candidates: &[KernelShape],
 ) -> Result<Medians, String> {
     let started = Instant::now();
-    let limits = inner.plan_limits();
+    // The device's own limits: the workload is the tuner's, not the configuration's, and
+    // the shape it picks holds whatever limits an op splits its grid by.
+    let limits = PlanLimits {
+        max_binding_bytes: inner.limits().max_storage_buffer_binding_size,
+        ..inner.plan_limits()
+    };
     let work = workload(kernel, class, &limits)?;
     let device = inner.device();
     let mut shapes = candidates.to_vec();
@@ -168,7 +274,7 @@ fn measure(
         .iter()
         .map(|c| scratch.bind_group(device, &c.layout, &work))
         .collect();
-    let max = inner.max_workgroups_per_dimension();
+    let max = u64::from(inner.limits().max_compute_workgroups_per_dimension);
     let grids = shapes
         .iter()
         .map(|shape| grid(work.items.div_ceil(shape.per_group()), max))
@@ -410,5 +516,85 @@ impl Scratch {
             layout,
             entries: &entries,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(workgroup: u32, per_invocation: u32) -> KernelShape {
+        KernelShape {
+            workgroup,
+            per_invocation,
+        }
+    }
+
+    #[test]
+    fn the_fastest_shape_wins_unless_the_fixed_one_is_within_five_percent() {
+        let medians = |best: f64| Medians {
+            shapes: vec![
+                (shape(64, 1), 1.0),
+                (KernelShape::FIXED, 2.0),
+                (shape(128, 8), best),
+            ],
+            device_copy: 9.0,
+        };
+        let clear = choose(Builtin::Fill, SizeClass::Large, &medians(2.2));
+        assert_eq!(clear.shape, shape(128, 8));
+        assert_eq!(
+            (clear.bytes_per_second, clear.fixed_bytes_per_second),
+            (2.2, 2.0)
+        );
+        assert_eq!(clear.device_copy_bytes_per_second, 9.0);
+        assert_eq!(clear.origin, TuningOrigin::Measured);
+        let noise = choose(Builtin::Fill, SizeClass::Large, &medians(2.05));
+        assert_eq!(noise.shape, KernelShape::FIXED);
+        assert_eq!(noise.bytes_per_second, 2.0);
+        // The byte kernel's fixed shape is its own.
+        let bytes = choose(
+            Builtin::CopyBytes,
+            SizeClass::Small,
+            &Medians {
+                shapes: vec![(KernelShape::FIXED_BYTES, 1.0), (KernelShape::FIXED, 1.01)],
+                device_copy: 5.0,
+            },
+        );
+        assert_eq!(
+            (bytes.shape, bytes.fixed_shape),
+            (KernelShape::FIXED_BYTES, KernelShape::FIXED_BYTES)
+        );
+    }
+
+    #[test]
+    fn every_kernel_has_a_tuning_workload_that_plans_as_that_kernel() {
+        let limits = PlanLimits {
+            max_binding_bytes: 128 << 20,
+            binding_alignment: 256,
+            max_items: crate::ops::geometry::MAX_ITEMS,
+        };
+        for kernel in Builtin::ALL {
+            for class in SizeClass::ALL {
+                let work = workload(kernel, class, &limits).unwrap();
+                assert!(work.items > 0 && work.bytes > 0, "{}", kernel.name());
+                assert!(work.bytes <= class.tuning_bytes());
+                assert_eq!(
+                    SizeClass::of(work.bytes),
+                    class,
+                    "{} {}",
+                    kernel.name(),
+                    class.name()
+                );
+                assert_eq!(work.src.is_none(), kernel == Builtin::Fill);
+            }
+        }
+    }
+
+    #[test]
+    fn the_median_is_the_middle_sample() {
+        let ms = Duration::from_millis;
+        assert_eq!(median(&[ms(5), ms(1), ms(9)]), ms(5));
+        assert_eq!(median(&[ms(5), ms(1), ms(9), ms(7)]), ms(7));
+        assert_eq!(median(&[]), Duration::ZERO);
     }
 }

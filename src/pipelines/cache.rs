@@ -12,7 +12,7 @@ use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, R
 use super::source::{KernelDesc, KernelSource};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
 use crate::error::{Error, Result};
-use crate::kernel_shape::KernelShape;
+use crate::kernel_tuning::{KernelShape, KernelTuning};
 use crate::lock::{rank, Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -66,6 +66,9 @@ pub(crate) struct KernelState {
     /// what each took to compile: kept out of the statistics until an op uses one, which then
     /// counts as that op's compilation (so tuning does not change what the statistics say).
     candidates: HashMap<(Builtin, KernelShape), (Arc<Compiled>, std::time::Duration)>,
+    /// [`ArenaConfig::kernel_tuning`](crate::ArenaConfig), or what
+    /// [`Context::set_kernel_tuning`](crate::Context::set_kernel_tuning) set since.
+    tuning: KernelTuning,
     disk_cache: DiskCache,
     stats: KernelCacheStats,
     /// The uniform buffer parameter blocks are written to, one slot per dispatch aligned to
@@ -79,16 +82,18 @@ pub(crate) struct KernelState {
 pub(crate) type ParamsBuffer = Option<(wgpu::Buffer, u64)>;
 
 impl KernelCache {
-    /// An empty cache; the persistent directory comes from `GPU_ARENA_CACHE_DIR`.
+    /// An empty cache whose library kernels are tuned as `tuning` says; the persistent
+    /// directory comes from `GPU_ARENA_CACHE_DIR`.
     ///
     /// Errors: a blank `GPU_ARENA_CACHE_DIR` ([`Error::Config`]).
-    pub(crate) fn from_env() -> Result<Self> {
+    pub(crate) fn from_env(tuning: KernelTuning) -> Result<Self> {
         Ok(Self {
             state: Mutex::new(
                 rank::KERNEL_CACHE,
                 KernelState {
                     pipelines: HashMap::new(),
                     candidates: HashMap::new(),
+                    tuning,
                     disk_cache: DiskCache::from_env()?,
                     stats: KernelCacheStats::default(),
                     params: None,
@@ -252,6 +257,16 @@ impl KernelState {
         self.candidates
             .insert((kernel, shape), (Arc::clone(&compiled), took));
         Ok(compiled)
+    }
+
+    /// Whether and how the library's kernels are tuned on this context.
+    pub(crate) fn tuning(&self) -> KernelTuning {
+        self.tuning
+    }
+
+    /// Changes the tuning setting for ops recorded from now on.
+    pub(crate) fn set_tuning(&mut self, tuning: KernelTuning) {
+        self.tuning = tuning;
     }
 
     /// The directory of the pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where tuned

@@ -4,7 +4,7 @@
 //! constants. The ops that record them are `ops/builtin.rs`; they are named here, below the
 //! ops, because the cache keys on them.
 
-use crate::kernel_shape::KernelShape;
+use crate::kernel_tuning::KernelShape;
 
 const COPY_ROWS_WGSL: &str = include_str!("../../shaders/copy_rows.wgsl");
 const COPY_BYTES_WGSL: &str = include_str!("../../shaders/copy_bytes.wgsl");

@@ -14,7 +14,7 @@ use super::cache_stats::DiskCacheLoad;
 use super::disk_cache::{checksum, read_cache_file, write_cache_file};
 use super::library_kernels::Builtin;
 use crate::backend::private_dir;
-use crate::kernel_shape::KernelShape;
+use crate::kernel_tuning::KernelShape;
 use crate::lock::{rank, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -380,5 +380,173 @@ impl DeviceChoices {
                 self.file_write_error = Some(reason.to_string());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adapter(name: &str) -> wgpu::AdapterInfo {
+        let mut adapter = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
+        adapter.name = name.into();
+        adapter.driver = "test driver 1.0".into();
+        adapter
+    }
+
+    fn temporary_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "gpu-arena-tuned-choices-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn measured(shape: KernelShape) -> TunedKernel {
+        TunedKernel {
+            kernel: Builtin::Fill.name(),
+            size_class: SizeClass::Medium,
+            shape,
+            fixed_shape: KernelShape::FIXED,
+            bytes_per_second: 2.5e9,
+            fixed_bytes_per_second: 2e9,
+            device_copy_bytes_per_second: 1e10,
+            origin: TuningOrigin::Measured,
+        }
+    }
+
+    /// A device's choices as loaded from `dir`, with one measured choice written back.
+    fn written(dir: &Path, adapter: &wgpu::AdapterInfo) -> DeviceChoices {
+        let mut device = DeviceChoices::load(&device_key(adapter), adapter, Some(dir));
+        let shape = KernelShape {
+            workgroup: 128,
+            per_invocation: 8,
+        };
+        let failed = TunedKernel {
+            size_class: SizeClass::Small,
+            origin: TuningOrigin::Failed,
+            ..measured(KernelShape::FIXED)
+        };
+        device
+            .choices
+            .insert((Builtin::Fill, SizeClass::Medium), measured(shape));
+        device
+            .choices
+            .insert((Builtin::Fill, SizeClass::Small), failed);
+        device.write();
+        device
+    }
+
+    #[test]
+    fn size_classes_split_at_256_kib_and_4_mib() {
+        assert_eq!(SizeClass::of(0), SizeClass::Small);
+        assert_eq!(SizeClass::of((256 << 10) - 1), SizeClass::Small);
+        assert_eq!(SizeClass::of(256 << 10), SizeClass::Medium);
+        assert_eq!(SizeClass::of((4 << 20) - 1), SizeClass::Medium);
+        assert_eq!(SizeClass::of(4 << 20), SizeClass::Large);
+        assert_eq!(SizeClass::of(u64::MAX), SizeClass::Large);
+        for class in SizeClass::ALL {
+            assert_eq!(SizeClass::of(class.tuning_bytes()), class);
+        }
+    }
+
+    #[test]
+    fn a_written_file_gives_the_next_process_its_measured_choices_only() {
+        let dir = temporary_dir("round-trip");
+        let adapter = adapter("round trip");
+        let first = written(&dir, &adapter);
+        assert_eq!(first.file_load, DiskCacheLoad::NoFile);
+        assert_eq!(first.file_write_error, None);
+        let next = DeviceChoices::load(&device_key(&adapter), &adapter, Some(&dir));
+        assert_eq!(next.file_load, DiskCacheLoad::Used);
+        let mut expected = measured(KernelShape {
+            workgroup: 128,
+            per_invocation: 8,
+        });
+        expected.origin = TuningOrigin::File;
+        assert_eq!(
+            next.choices.into_iter().collect::<Vec<_>>(),
+            [((Builtin::Fill, SizeClass::Medium), expected)]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_file_for_another_device_or_kernel_set_or_with_any_bad_line_is_not_used() {
+        let dir = temporary_dir("refusals");
+        let adapter = adapter("refusals");
+        let key = device_key(&adapter);
+        let device = written(&dir, &adapter);
+        let file = device.file.clone().expect("a file in the directory");
+        let good = read_cache_file(&file)
+            .unwrap()
+            .unwrap()
+            .driver_data()
+            .to_vec();
+        let good = String::from_utf8(good).unwrap();
+        let header = format!(
+            "{FILE_HEADER}\ndevice {key}\nvariants {:016x}\n",
+            device.variants
+        );
+        let line = |fields: &str| format!("{header}{fields}\n");
+        let cases = [
+            (
+                "header",
+                good.replacen(FILE_HEADER, "gpu-arena kernel tuning 0", 1),
+            ),
+            ("device", good.replacen(&key, "another GPU", 1)),
+            ("variants", good.replacen("variants ", "variants 1", 1)),
+            ("shape", line("fill\tmedium\t1024x8\t1\t1\t1")),
+            ("candidate", line("fill\tmedium\t32x4\t1\t1\t1")),
+            ("kernel", line("scatter\tmedium\t256x4\t1\t1\t1")),
+            ("class", line("fill\thuge\t256x4\t1\t1\t1")),
+            ("rate", line("fill\tmedium\t256x4\tNaN\t1\t1")),
+            ("negative", line("fill\tmedium\t256x4\t1\t-1\t1")),
+            ("fields", line("fill\tmedium\t256x4\t1\t1")),
+        ]
+        .map(|(what, text)| (what, text.into_bytes()));
+        for (what, bytes) in cases.into_iter().chain([("utf8", vec![0xff, 0xfe, 0xfd])]) {
+            write_cache_file(&file, &bytes).unwrap();
+            let loaded = DeviceChoices::load(&key, &adapter, Some(&dir));
+            assert!(
+                matches!(&loaded.file_load, DiskCacheLoad::Discarded { .. }),
+                "{what}: {:?}",
+                loaded.file_load
+            );
+            assert!(loaded.choices.is_empty(), "{what}");
+        }
+        // A damaged body, a truncated file.
+        write_cache_file(&file, good.as_bytes()).unwrap();
+        let mut damaged = std::fs::read(&file).unwrap();
+        let last = damaged.len() - 20;
+        damaged[last] ^= 1;
+        std::fs::write(&file, &damaged).unwrap();
+        let loaded = DeviceChoices::load(&key, &adapter, Some(&dir));
+        assert!(
+            matches!(&loaded.file_load, DiskCacheLoad::Discarded { reason } if reason.contains("checksum"))
+        );
+        std::fs::write(&file, &damaged[..7]).unwrap();
+        let loaded = DeviceChoices::load(&key, &adapter, Some(&dir));
+        assert!(
+            matches!(&loaded.file_load, DiskCacheLoad::Discarded { reason } if reason.contains("truncated"))
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_one_keeps_choices_in_the_process_only() {
+        let dir = temporary_dir("not-a-directory");
+        std::fs::write(&dir, b"a file").unwrap();
+        let adapter = adapter("refused directory");
+        let mut device = DeviceChoices::load(&device_key(&adapter), &adapter, Some(&dir));
+        assert!(matches!(
+            device.file_load,
+            DiskCacheLoad::DirectoryRefused { .. }
+        ));
+        assert_eq!(device.file, None);
+        device.write();
+        assert_eq!(std::fs::read(&dir).unwrap(), b"a file");
+        let _ = std::fs::remove_file(&dir);
     }
 }

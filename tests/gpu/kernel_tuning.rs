@@ -233,7 +233,43 @@ fn a_forced_shape_the_kernels_cannot_take_is_refused_by_the_configuration() {
             }
             other => panic!("{shape}: {:?}", other.map(|_| "a context")),
         }
+        // At run time too, and the context keeps its setting.
+        let ctx = tuned_context(KernelTuning::Off, None);
+        match ctx.set_kernel_tuning(KernelTuning::Forced(shape)) {
+            Err(Error::Config { variable, .. }) => {
+                assert_eq!(variable, "Context::set_kernel_tuning")
+            }
+            other => panic!("{shape}: {other:?}"),
+        }
+        assert_eq!(ctx.tune_kernels().unwrap().jobs, ctx.kernel_tuning().jobs);
     }
+}
+
+#[gpu_test]
+fn two_threads_switching_shapes_on_one_array_keep_every_result_exact() {
+    let ctx = tuned_context(KernelTuning::Off, None);
+    let shapes = KernelShape::candidates(ctx.adapter_info().subgroup_max_size);
+    let array = std::sync::Mutex::new(Some(ctx.fill(&[512, 64], 0u32).unwrap()));
+    std::thread::scope(|s| {
+        for thread in 0..2u32 {
+            let (ctx, shapes, array) = (&ctx, &shapes, &array);
+            s.spawn(move || {
+                for (i, shape) in shapes.iter().enumerate() {
+                    ctx.set_kernel_tuning(KernelTuning::Forced(*shape)).unwrap();
+                    let value = thread * 100 + i as u32;
+                    let row = ctx.fill(&[1, 64], value).unwrap();
+                    let mut guard = array.lock().unwrap();
+                    let operand = guard.take().unwrap();
+                    let start = [i64::from(thread * 100) + i as i64, 0];
+                    let operand = ctx.dynamic_update_slice(operand, &row, &start).unwrap();
+                    let back = ctx.dynamic_slice(&operand, &start, &[1, 64]).unwrap();
+                    *guard = Some(operand);
+                    drop(guard);
+                    assert_eq!(ctx.device_get(&back).unwrap(), vec![value; 64], "{shape}");
+                }
+            });
+        }
+    });
 }
 
 #[gpu_test]
