@@ -17,6 +17,9 @@
 //!   `write_buffer` and `map_async`, and donated in-place `dynamic_update_slice` of 1 MiB and
 //!   256 MiB against `copy_buffer_to_buffer`. Each figure is the median of 5 synchronized runs
 //!   (`--quick`: smaller sizes, 3 runs, for CI on lavapipe);
+//! - the library's kernels tuned on the device ([`Context::tune_kernels`]): the shape chosen
+//!   per kernel and size class, its bandwidth against the fixed shape's and the device's own
+//!   copy (`copy_buffer_to_buffer`, `clear_buffer` for fill), and what tuning cost;
 //! - direct writes through a full Resizable BAR (`GPU_ARENA_BAR_WRITES=on`) against the staging
 //!   path, where the device has one.
 //!
@@ -191,10 +194,72 @@ fn report_adapter(
     });
     let figures = measure::measure_all(&ctx, sizes).context("measuring")?;
     report["figures"] = serde_json::to_value(&figures)?;
+    report["kernel_tuning"] = kernel_tuning(&ctx)?;
     // The BAR comparison opens contexts of its own: this one's arena must be gone first.
     drop(ctx);
     report["bar_writes"] = bar_writes(config, sizes, &plan)?;
     Ok(report)
+}
+
+/// Every library kernel tuned on the device (the `GPU_ARENA_KERNEL_TUNING` setting applies:
+/// `off` and forced shapes measure nothing): the shape chosen per kernel and size class, and
+/// the bandwidth of the chosen and the fixed shape against the device's own copy.
+fn kernel_tuning(ctx: &Context) -> Result<serde_json::Value> {
+    let report = ctx.tune_kernels().context("tuning the library's kernels")?;
+    let kernels: Vec<_> = report
+        .kernels
+        .iter()
+        .map(|k| {
+            json!({
+                "kernel": k.kernel,
+                "size_class": k.size_class.name(),
+                "shape": k.shape.to_string(),
+                "fixed_shape": k.fixed_shape.to_string(),
+                "gb_per_s": k.bytes_per_second / 1e9,
+                "fixed_gb_per_s": k.fixed_bytes_per_second / 1e9,
+                "device_copy_gb_per_s": k.device_copy_bytes_per_second / 1e9,
+                "origin": format!("{:?}", k.origin),
+            })
+        })
+        .collect();
+    Ok(json!({
+        "setting": ArenaConfig::from_env()?.kernel_tuning.to_string(),
+        "jobs": report.jobs,
+        "tuning_seconds": report.tuning_time.as_secs_f64(),
+        "file": report.file.map(|f| f.display().to_string()),
+        "kernels": kernels,
+    }))
+}
+
+fn print_kernel_tuning(tuning: &serde_json::Value) {
+    println!(
+        "kernel tuning ({}): {} jobs in {:.2} s{}",
+        text(&tuning["setting"]),
+        tuning["jobs"],
+        tuning["tuning_seconds"].as_f64().unwrap_or(f64::NAN),
+        match tuning["file"].as_str() {
+            Some(file) => format!(", kept in {file}"),
+            None => String::new(),
+        }
+    );
+    println!(
+        "  {:<36} {:<7} {:>6} {:>11} {:>11} {:>11} {:>8} {:>8}",
+        "kernel", "class", "shape", "GB/s", "fixed GB/s", "copy GB/s", "x fixed", "x copy"
+    );
+    for k in tuning["kernels"].as_array().into_iter().flatten() {
+        let rate = |key: &str| k[key].as_f64().unwrap_or(f64::NAN);
+        println!(
+            "  {:<36} {:<7} {:>6} {:>11.2} {:>11.2} {:>11.2} {:>7.2}x {:>7.2}x",
+            text(&k["kernel"]),
+            text(&k["size_class"]),
+            text(&k["shape"]),
+            rate("gb_per_s"),
+            rate("fixed_gb_per_s"),
+            rate("device_copy_gb_per_s"),
+            rate("gb_per_s") / rate("fixed_gb_per_s"),
+            rate("gb_per_s") / rate("device_copy_gb_per_s"),
+        );
+    }
 }
 
 /// Direct writes through a full BAR against staging, each measured on a context of its own;
@@ -375,6 +440,7 @@ fn print_report(report: &serde_json::Value) {
     }
     println!("figures (median of synchronized runs; x > 1: gpu-arena is that many times better):");
     print_figures(&report["figures"]);
+    print_kernel_tuning(&report["kernel_tuning"]);
     let bar = &report["bar_writes"];
     if bar["available"] == true {
         println!("direct BAR writes against staging (GPU_ARENA_BAR_WRITES; auto is off for now):");

@@ -5,7 +5,8 @@
 //! round, candidates interleaved in an order that rotates, each a submission timed by the wall
 //! clock until it completes, and the median of the rounds decides (the machines that run this
 //! are shared and noisy; a median of interleaved rounds is what survives that). Shapes far
-//! behind after the first rounds are dropped. The choice is kept by `pipelines/tuned_choices.rs`.
+//! behind after the first round are dropped, and a job stops after three rounds once it has
+//! spent its budget. The choice is kept by `pipelines/tuned_choices.rs`.
 //!
 //! The work goes through the context's one submission path; it touches no array, so nothing a
 //! user recorded waits on it or sees it.
@@ -21,15 +22,20 @@ use crate::pipelines::{
 };
 use std::time::{Duration, Instant};
 
-/// Rounds of timing when no shape is dropped early.
+/// Rounds of timing at most.
 const ROUNDS: usize = 5;
 
-/// Rounds after which shapes slower than [`PRUNE_RATIO`] × the best median are dropped.
-const PRUNE_AFTER: usize = 2;
+/// Rounds every job times, whatever its budget: the median of three outvotes one outlier.
+const MIN_ROUNDS: usize = 3;
 
-/// How much slower than the best a shape may be after [`PRUNE_AFTER`] rounds and still be
-/// timed: a shape 1.5× behind does not catch up through noise.
+/// After the first round, shapes slower than this many times the fastest are dropped: a
+/// shape 1.5× behind does not catch up through noise, and the rounds that follow time the
+/// few that might win.
 const PRUNE_RATIO: f64 = 1.5;
+
+/// Wall time after which a job stops timing once it has [`MIN_ROUNDS`]: slow kernels (bytes
+/// on a CPU adapter) get fewer rounds rather than seconds of tuning.
+const JOB_BUDGET: Duration = Duration::from_millis(150);
 
 /// How much faster than the fixed shape the best must be to replace it: a choice decided by
 /// noise would change from process to process for nothing.
@@ -42,6 +48,10 @@ const SAMPLE_TIME: Duration = Duration::from_millis(1);
 
 /// The most dispatches of one shape in one timed submission.
 const MAX_REPEATS: u32 = 256;
+
+/// The fewest bytes a slow kernel is timed on (its class's bytes halved until a round fits
+/// the budget).
+const MIN_TUNING_BYTES: u64 = 256 << 10;
 
 /// What a tuning job of one kernel moves: its parameters, its bindings in the scratch
 /// buffers, its items and its bytes.
@@ -242,81 +252,38 @@ fn measure(
     candidates: &[KernelShape],
 ) -> Result<Medians, String> {
     let started = Instant::now();
-    // The device's own limits: the workload is the tuner's, not the configuration's, and
-    // the shape it picks holds whatever limits an op splits its grid by.
-    let limits = PlanLimits {
-        max_binding_bytes: inner.limits().max_storage_buffer_binding_size,
-        ..inner.plan_limits()
-    };
-    let work = workload(kernel, class, &limits)?;
-    let device = inner.device();
     let mut shapes = candidates.to_vec();
     if !shapes.contains(&kernel.fixed_shape()) {
         shapes.push(kernel.fixed_shape());
     }
+    let fixed = shapes
+        .iter()
+        .position(|&s| s == kernel.fixed_shape())
+        .expect("the fixed shape is a candidate");
     let compiled = shapes
         .iter()
         .map(|&shape| {
             kernels
-                .tuning_candidate(device, inner.adapter_info(), kernel, shape)
+                .tuning_candidate(inner.device(), inner.adapter_info(), kernel, shape)
                 .map_err(|e| e.to_string())
         })
         .collect::<Result<Vec<_>, _>>()?;
-    log::debug!(
-        "gpu-arena: tuning {} for {} dispatches: {} shapes compiled in {:?}",
-        kernel.name(),
-        class.name(),
-        shapes.len(),
-        started.elapsed()
-    );
-    let scratch = Scratch::new(inner, &work);
-    let bind_groups: Vec<wgpu::BindGroup> = compiled
-        .iter()
-        .map(|c| scratch.bind_group(device, &c.layout, &work))
-        .collect();
-    let max = u64::from(inner.limits().max_compute_workgroups_per_dimension);
-    let grids = shapes
-        .iter()
-        .map(|shape| grid(work.items.div_ceil(shape.per_group()), max))
-        .collect::<Option<Vec<_>>>()
-        .ok_or("the tuning workload needs more workgroups than the device launches")?;
-    let run = |index: usize, repeats: u32| -> Result<Duration, String> {
-        let mut encoder = device.create_command_encoder(&Default::default());
-        {
-            let mut pass = encoder.begin_compute_pass(&Default::default());
-            pass.set_pipeline(&compiled[index].pipeline);
-            pass.set_bind_group(0, &bind_groups[index], &[]);
-            let [x, y, z] = grids[index];
-            for _ in 0..repeats {
-                pass.dispatch_workgroups(x, y, z);
-            }
-        }
-        timed(inner, encoder)
-    };
-    // Buffer copies and clears move whole words.
-    let copy_bytes = work.bytes - work.bytes % wgpu::COPY_BUFFER_ALIGNMENT;
-    let device_copy = |repeats: u32| -> Result<Duration, String> {
-        let mut encoder = device.create_command_encoder(&Default::default());
-        for _ in 0..repeats {
-            match &scratch.src {
-                Some(src) => encoder.copy_buffer_to_buffer(src, 0, &scratch.dst, 0, copy_bytes),
-                None => encoder.clear_buffer(&scratch.dst, 0, Some(copy_bytes)),
-            }
-        }
-        timed(inner, encoder)
-    };
-    // How many dispatches make a sample, from the fixed shape's second run (its first pays
-    // for the pipeline's first use). Other shapes' first uses fall in the first round, which
-    // the medians outvote.
-    let fixed_index = shapes
-        .iter()
-        .position(|&s| s == kernel.fixed_shape())
-        .expect("the fixed shape is a candidate");
-    run(fixed_index, 1)?;
-    let one = run(fixed_index, 1)?.max(Duration::from_micros(1));
-    let repeats = u32::try_from(SAMPLE_TIME.as_nanos() / one.as_nanos())
-        .unwrap_or(MAX_REPEATS)
-        .clamp(1, MAX_REPEATS);
+    let mut bench = Bench::new(inner, kernel, class.tuning_bytes(), &shapes, &compiled)?;
+    // The fixed shape's second run (its first pays for the pipeline's first use) says how
+    // long one dispatch takes. A kernel so slow that a round would take more than a third of
+    // the budget is timed on fewer bytes (halved down to MIN_TUNING_BYTES): its shapes rank
+    // the same, and tuning stays short.
+    bench.run(fixed, 1)?;
+    let mut one = bench.run(fixed, 1)?;
+    while one * shapes.len() as u32 > JOB_BUDGET / 3 && bench.work.bytes / 2 >= MIN_TUNING_BYTES {
+        bench = Bench::new(inner, kernel, bench.work.bytes / 2, &shapes, &compiled)?;
+        bench.run(fixed, 1)?;
+        one = bench.run(fixed, 1)?;
+    }
+    let repeats =
+        u32::try_from(SAMPLE_TIME.as_nanos() / one.max(Duration::from_micros(1)).as_nanos())
+            .unwrap_or(MAX_REPEATS)
+            .clamp(1, MAX_REPEATS);
     let mut samples: Vec<Vec<Duration>> = vec![Vec::new(); shapes.len()];
     let mut copies = Vec::new();
     let mut alive: Vec<usize> = (0..shapes.len()).collect();
@@ -324,36 +291,127 @@ fn measure(
         let turn = round % alive.len();
         for k in 0..alive.len() {
             let index = alive[(turn + k) % alive.len()];
-            samples[index].push(run(index, repeats)?);
+            samples[index].push(bench.run(index, repeats)?);
         }
-        copies.push(device_copy(repeats)?);
-        if round + 1 == PRUNE_AFTER {
+        copies.push(bench.device_copy(repeats)?);
+        if round + 1 >= MIN_ROUNDS && started.elapsed() > JOB_BUDGET {
+            break;
+        }
+        if round == 0 {
             let best = alive
                 .iter()
                 .map(|&i| median(&samples[i]))
                 .min()
                 .unwrap_or_default();
             alive.retain(|&i| {
-                i == fixed_index
-                    || median(&samples[i]).as_secs_f64() <= best.as_secs_f64() * PRUNE_RATIO
+                i == fixed || median(&samples[i]).as_secs_f64() <= best.as_secs_f64() * PRUNE_RATIO
             });
         }
     }
     log::debug!(
-        "gpu-arena: tuned {} for {} dispatches in {:?} ({repeats} dispatches per sample)",
+        "gpu-arena: tuned {} for {} dispatches in {:?} ({} bytes, {repeats} dispatches per sample)",
         kernel.name(),
         class.name(),
-        started.elapsed()
+        started.elapsed(),
+        bench.work.bytes
     );
-    let rate = |d: Duration| (work.bytes * u64::from(repeats)) as f64 / d.as_secs_f64().max(1e-9);
+    let rate =
+        |bytes: u64, d: Duration| (bytes * u64::from(repeats)) as f64 / d.as_secs_f64().max(1e-9);
     Ok(Medians {
         shapes: alive
             .into_iter()
-            .map(|i| (shapes[i], rate(median(&samples[i]))))
+            .map(|i| (shapes[i], rate(bench.work.bytes, median(&samples[i]))))
             .collect(),
-        device_copy: (copy_bytes * u64::from(repeats)) as f64
-            / median(&copies).as_secs_f64().max(1e-9),
+        device_copy: rate(bench.copy_bytes(), median(&copies)),
     })
+}
+
+/// One tuning workload, ready to time in every shape: its scratch buffers, a bind group and
+/// a grid per shape.
+struct Bench<'a> {
+    inner: &'a ContextInner,
+    work: Workload,
+    scratch: Scratch,
+    pipelines: Vec<&'a wgpu::ComputePipeline>,
+    bind_groups: Vec<wgpu::BindGroup>,
+    grids: Vec<[u32; 3]>,
+}
+
+impl<'a> Bench<'a> {
+    fn new(
+        inner: &'a ContextInner,
+        kernel: Builtin,
+        bytes: u64,
+        shapes: &[KernelShape],
+        compiled: &'a [std::sync::Arc<crate::pipelines::Compiled>],
+    ) -> Result<Self, String> {
+        // The device's own limits: the workload is the tuner's, not the configuration's, and
+        // the shape it picks holds whatever limits an op splits its grid by.
+        let limits = PlanLimits {
+            max_binding_bytes: inner.limits().max_storage_buffer_binding_size,
+            ..inner.plan_limits()
+        };
+        let work = workload(kernel, bytes, &limits)?;
+        let scratch = Scratch::new(inner, &work);
+        let bind_groups = compiled
+            .iter()
+            .map(|c| scratch.bind_group(inner.device(), &c.layout, &work))
+            .collect();
+        let max = u64::from(inner.limits().max_compute_workgroups_per_dimension);
+        let grids = shapes
+            .iter()
+            .map(|shape| grid(work.items.div_ceil(shape.per_group()), max))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("the tuning workload needs more workgroups than the device launches")?;
+        Ok(Bench {
+            inner,
+            work,
+            scratch,
+            pipelines: compiled.iter().map(|c| &c.pipeline).collect(),
+            bind_groups,
+            grids,
+        })
+    }
+
+    /// The wall time of `repeats` dispatches of shape `index` in one submission.
+    fn run(&self, index: usize, repeats: u32) -> Result<Duration, String> {
+        let mut encoder = self
+            .inner
+            .device()
+            .create_command_encoder(&Default::default());
+        {
+            let mut pass = encoder.begin_compute_pass(&Default::default());
+            pass.set_pipeline(self.pipelines[index]);
+            pass.set_bind_group(0, &self.bind_groups[index], &[]);
+            let [x, y, z] = self.grids[index];
+            for _ in 0..repeats {
+                pass.dispatch_workgroups(x, y, z);
+            }
+        }
+        timed(self.inner, encoder)
+    }
+
+    /// Bytes the device's copy moves: the workload's, in whole words (buffer copies and
+    /// clears move words).
+    fn copy_bytes(&self) -> u64 {
+        self.work.bytes - self.work.bytes % wgpu::COPY_BUFFER_ALIGNMENT
+    }
+
+    /// The wall time of `repeats` device copies (clears for fill) in one submission.
+    fn device_copy(&self, repeats: u32) -> Result<Duration, String> {
+        let mut encoder = self
+            .inner
+            .device()
+            .create_command_encoder(&Default::default());
+        let (bytes, dst) = (self.copy_bytes(), &self.scratch.dst);
+        for _ in 0..repeats {
+            match &self.scratch.src {
+                Some(src) => encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes),
+                None => encoder.clear_buffer(dst, 0, Some(bytes)),
+            }
+        }
+        timed(self.inner, encoder)
+    }
 }
 
 /// Submits `encoder` through the context's submission path and waits for it: its wall time.
@@ -373,11 +431,10 @@ fn median(samples: &[Duration]) -> Duration {
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
 }
 
-/// The box or fill a tuning job of `kernel` times for `class`: as the ops plan it, in the
-/// unit and layout that select `kernel` (a contiguous row, or rows of about 1 KiB with gaps
+/// The box or fill of about `bytes` a tuning job of `kernel` times: as the ops plan it, in
+/// the unit and layout that select `kernel` (a contiguous row, or rows of about 1 KiB with gaps
 /// between them; word and byte boxes at starts that rule out the wider units).
-fn workload(kernel: Builtin, class: SizeClass, limits: &PlanLimits) -> Result<Workload, String> {
-    let bytes = class.tuning_bytes();
+fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload, String> {
     let rows =
         |row_bytes: u64, src_gap: u64, dst_gap: u64, src_offset: u64, dst_offset: u64| BoxCopy {
             outer: vec![OuterDim {
@@ -575,17 +632,16 @@ mod tests {
         };
         for kernel in Builtin::ALL {
             for class in SizeClass::ALL {
-                let work = workload(kernel, class, &limits).unwrap();
+                let work = workload(kernel, class.tuning_bytes(), &limits).unwrap();
                 assert!(work.items > 0 && work.bytes > 0, "{}", kernel.name());
                 assert!(work.bytes <= class.tuning_bytes());
-                assert_eq!(
-                    SizeClass::of(work.bytes),
-                    class,
-                    "{} {}",
-                    kernel.name(),
-                    class.name()
-                );
+                let name = (kernel.name(), class.name());
+                // Within a row of the class's bytes (rows of about 1 KiB do not divide them).
+                assert!(work.bytes + 1024 > class.tuning_bytes(), "{name:?}");
                 assert_eq!(work.src.is_none(), kernel == Builtin::Fill);
+                let small = workload(kernel, MIN_TUNING_BYTES, &limits).unwrap();
+                let halves = MIN_TUNING_BYTES / 2..=MIN_TUNING_BYTES;
+                assert!(halves.contains(&small.bytes), "{name:?}");
             }
         }
     }

@@ -31,7 +31,7 @@ pub enum SizeClass {
     Small,
     /// 256 KiB up to 4 MiB (tuned on 1 MiB).
     Medium,
-    /// 4 MiB and more (tuned on 8 MiB).
+    /// 4 MiB and more (tuned on 4 MiB).
     Large,
 }
 
@@ -54,7 +54,7 @@ impl SizeClass {
         match self {
             SizeClass::Small => 64 << 10,
             SizeClass::Medium => 1 << 20,
-            SizeClass::Large => 8 << 20,
+            SizeClass::Large => 4 << 20,
         }
     }
 
