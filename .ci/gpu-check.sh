@@ -32,6 +32,10 @@ done
 TAIL=12 run bench_transfers $B/bench_transfers
 TAIL=20 run bench_update $B/bench_update --json
 GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=20 run bench_update_cached $B/bench_update
+# Kernel tuning: every shape against the fixed and the tuned one (issue 48's rows), and a second
+# process that must read the tuning file and measure nothing.
+TAIL=20 T=240 run bench_update_variants $B/bench_update --variants --size-mib 256 --iters 15
+GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=3 run bench_update_variants_cached $B/bench_update --variants --size-mib 1 --iters 15
 # Users' kernels and sequences, the device report (full size, with the
 # memory table saved), device-to-device copies, and training under each checkpointing policy.
 TAIL=10 run bench_launch $B/bench_launch --json

@@ -22,6 +22,9 @@
 //!
 //! On a CPU adapter (lavapipe) the ops copy on the host, which is faster there;
 //! `--device-kernels` runs the WGSL kernels instead, and the pipeline timings always do.
+//!
+//! `--variants` compares the library's kernels in every shape instead: the fixed shape, the
+//! tuned one and each candidate, interleaved round by round (`kernel_variants/mod.rs`).
 
 use anyhow::{Context as _, Result};
 use gpu_arena::{wgpu, ArenaConfig, Context, DeviceArray, KernelCacheStats};
@@ -58,11 +61,14 @@ const MIN_SIZE_MIB: u64 = 16;
 
 #[path = "flags/mod.rs"]
 mod flags;
+#[path = "kernel_variants/mod.rs"]
+mod kernel_variants;
 #[path = "raw_range/mod.rs"]
 mod raw_range;
 use raw_range::raw_write_range;
 
-const USAGE: &str = "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels]
+const USAGE: &str =
+    "usage: bench_update [--json] [--size-mib N] [--iters N] [--device-kernels] [--variants]
 
 Donated dynamic_update_slice against its peers, side by side.
   --json            one JSON object per case and method instead of a table
@@ -70,6 +76,9 @@ Donated dynamic_update_slice against its peers, side by side.
                     allocated)
   --iters N         synchronized calls per method and case; the median is reported (default 20)
   --device-kernels  run the WGSL kernels on a CPU adapter too (where ops copy on the host)
+  --variants        the library's kernels in every shape against the fixed and the tuned one
+                    (update, slice, copy, fill at 1 MiB and --size-mib up to 256; --iters
+                    rounds, at least 15)
   -h, --help        this text
 GPU_ARENA_CACHE_DIR=DIR keeps the driver's pipeline cache there for the next run.";
 
@@ -92,6 +101,7 @@ const NAIVE_WORKGROUP: u64 = 256;
 struct Options {
     json: bool,
     device_kernels: bool,
+    variants: bool,
     size_mib: u64,
     iters: usize,
 }
@@ -101,6 +111,7 @@ fn options() -> Options {
         let mut options = Options {
             json: false,
             device_kernels: false,
+            variants: false,
             size_mib: DEFAULT_SIZE_MIB,
             iters: DEFAULT_ITERS,
         };
@@ -108,6 +119,7 @@ fn options() -> Options {
             match arg {
                 Long("json") => options.json = true,
                 Long("device-kernels") => options.device_kernels = true,
+                Long("variants") => options.variants = true,
                 Long("size-mib") => {
                     options.size_mib = flags::in_range(parser, "size-mib", 1..=MAX_SIZE_MIB)?
                 }
@@ -360,6 +372,14 @@ fn main() -> Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let options = options();
     let config = ArenaConfig::from_env().context("reading GPU_ARENA_* variables")?;
+    if options.variants {
+        let ctx = Context::new(ArenaConfig {
+            force_device_kernels: options.device_kernels || config.force_device_kernels,
+            ..config
+        })
+        .context("opening the GPU")?;
+        return kernel_variants::run(&ctx, options.size_mib, options.iters, options.json);
+    }
     let (first, cached, stats) = pipeline_timing(&config)?;
     let ctx = Context::new(ArenaConfig {
         force_device_kernels: options.device_kernels || config.force_device_kernels,

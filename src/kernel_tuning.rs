@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 /// they differ in speed and in what a first op pays.
 ///
 /// Tuning follows CubeCL's autotune and Triton's autotuner: the first single op that needs a
-/// kernel for a size class ([`SizeClass`](crate::SizeClass)) times every
+/// kernel for a size class ([`SizeClass`](crate::kernels::SizeClass)) times every
 /// [`KernelShape::candidates`] on the device on scratch buffers of its own (round by round,
-/// candidates interleaved, medians; wall clock around each submission), keeps the fastest, and
+/// candidates interleaved, each shape's best round; wall clock around each submission), keeps the fastest, and
 /// reuses it for every later op of that kernel and class, in every context of the process on
 /// the same device and driver, and, with `GPU_ARENA_CACHE_DIR` set, in later processes (a file
 /// beside the pipeline cache). Threads that need a kernel being tuned wait for that one job.

@@ -97,7 +97,8 @@ pub use crate::compute::{
 pub use crate::kernel_tuning::{KernelShape, KernelTuning};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, KernelTuningReport,
-    ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TuningOrigin, CACHE_DIR_ENV,
-    KERNEL_BIND_GROUP, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
+    ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TunedUserKernel, TuningOrigin,
+    CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH,
+    MAX_WGSL_SOURCE_BYTES,
 };
 pub use crate::step::MAX_GATHERED_OPS;

@@ -24,7 +24,10 @@
 //!   launches from the thread that opened it.
 //! - `temporaries`: a captured step's temporaries by buffer and offset: their lives and their
 //!   move into the block, in one pass over the steps.
-//! - `kernel_settings`: `Context::kernel_cache_stats` and the test-only kernel limits.
+//! - `kernel_settings`: `Context::kernel_cache_stats` and `Context::kernel_tuning`, what the
+//!   context says of its kernels.
+//! - `tuned_kernel`: `Context::tune_kernel`, a user's kernel tuned over the values of one of
+//!   its override constants.
 //!
 //! Compilation, reflection, device limits and source bounds are `pipelines/` (below this
 //! module, shared with the library's ops); the recorded steps are `step/`.
@@ -45,6 +48,7 @@ mod recorded_upload;
 mod sequence;
 mod step_staging;
 mod temporaries;
+mod tuned_kernel;
 mod user_kernel;
 
 pub use capture::{ArraySlot, Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};

@@ -3,8 +3,9 @@
 //! scratch buffers of its own. Every candidate shape ([`KernelShape::candidates`]) is timed on
 //! the same workload, with the fixed shape and the device's own copy beside them: round by
 //! round, candidates interleaved in an order that rotates, each a submission timed by the wall
-//! clock until it completes, and the median of the rounds decides (the machines that run this
-//! are shared and noisy; a median of interleaved rounds is what survives that). Shapes far
+//! clock until it completes, and each shape's fastest round decides (the machines that run
+//! this are shared and noisy: interference only ever adds time, so the fastest of interleaved
+//! rounds is what survives it). Shapes far
 //! behind after the first round are dropped, and a job stops after three rounds once it has
 //! spent its budget. The choice is kept by `pipelines/tuned_choices.rs`.
 //!
@@ -25,7 +26,7 @@ use std::time::{Duration, Instant};
 /// Rounds of timing at most.
 const ROUNDS: usize = 5;
 
-/// Rounds every job times, whatever its budget: the median of three outvotes one outlier.
+/// Rounds every job times, whatever its budget.
 const MIN_ROUNDS: usize = 3;
 
 /// After the first round, shapes slower than this many times the fastest are dropped: a
@@ -174,7 +175,7 @@ fn tune(
     let measured = measure(inner, kernels, kernel, class, candidates);
     let fixed_shape = kernel.fixed_shape();
     match measured {
-        Ok(medians) => choose(kernel, class, &medians),
+        Ok(rates) => choose(kernel, class, &rates),
         Err(reason) => {
             log::warn!(
                 "gpu-arena: could not tune {} for {} dispatches: {reason} (it keeps its fixed \
@@ -196,18 +197,18 @@ fn tune(
     }
 }
 
-/// Medians of one job: bytes per second of each shape still timed at the end, and of the
+/// Rates of one job: bytes per second of each shape still timed at the end, and of the
 /// device's own copy.
-struct Medians {
+struct Rates {
     shapes: Vec<(KernelShape, f64)>,
     device_copy: f64,
 }
 
-/// The fastest shape of `medians`, unless the fixed shape is within [`KEEP_FIXED_WITHIN`].
-fn choose(kernel: Builtin, class: SizeClass, medians: &Medians) -> TunedKernel {
+/// The fastest shape of `rates`, unless the fixed shape is within [`KEEP_FIXED_WITHIN`].
+fn choose(kernel: Builtin, class: SizeClass, rates: &Rates) -> TunedKernel {
     let fixed_shape = kernel.fixed_shape();
     let rate = |shape| {
-        medians
+        rates
             .shapes
             .iter()
             .find(|(s, _)| *s == shape)
@@ -215,7 +216,7 @@ fn choose(kernel: Builtin, class: SizeClass, medians: &Medians) -> TunedKernel {
     };
     let fixed = rate(fixed_shape);
     let (best, best_rate) =
-        medians
+        rates
             .shapes
             .iter()
             .copied()
@@ -238,7 +239,7 @@ fn choose(kernel: Builtin, class: SizeClass, medians: &Medians) -> TunedKernel {
         fixed_shape,
         bytes_per_second: rate(shape),
         fixed_bytes_per_second: fixed,
-        device_copy_bytes_per_second: medians.device_copy,
+        device_copy_bytes_per_second: rates.device_copy,
         origin: TuningOrigin::Measured,
     }
 }
@@ -250,7 +251,7 @@ fn measure(
     kernel: Builtin,
     class: SizeClass,
     candidates: &[KernelShape],
-) -> Result<Medians, String> {
+) -> Result<Rates, String> {
     let started = Instant::now();
     let mut shapes = candidates.to_vec();
     if !shapes.contains(&kernel.fixed_shape()) {
@@ -300,11 +301,11 @@ fn measure(
         if round == 0 {
             let best = alive
                 .iter()
-                .map(|&i| median(&samples[i]))
+                .map(|&i| fastest(&samples[i]))
                 .min()
                 .unwrap_or_default();
             alive.retain(|&i| {
-                i == fixed || median(&samples[i]).as_secs_f64() <= best.as_secs_f64() * PRUNE_RATIO
+                i == fixed || fastest(&samples[i]).as_secs_f64() <= best.as_secs_f64() * PRUNE_RATIO
             });
         }
     }
@@ -317,12 +318,12 @@ fn measure(
     );
     let rate =
         |bytes: u64, d: Duration| (bytes * u64::from(repeats)) as f64 / d.as_secs_f64().max(1e-9);
-    Ok(Medians {
+    Ok(Rates {
         shapes: alive
             .into_iter()
-            .map(|i| (shapes[i], rate(bench.work.bytes, median(&samples[i]))))
+            .map(|i| (shapes[i], rate(bench.work.bytes, fastest(&samples[i]))))
             .collect(),
-        device_copy: rate(bench.copy_bytes(), median(&copies)),
+        device_copy: rate(bench.copy_bytes(), fastest(&copies)),
     })
 }
 
@@ -424,11 +425,9 @@ fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration
     Ok(started.elapsed())
 }
 
-/// The middle sample (the upper one of an even count).
-fn median(samples: &[Duration]) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+/// The fastest sample.
+fn fastest(samples: &[Duration]) -> Duration {
+    samples.iter().min().copied().unwrap_or_default()
 }
 
 /// The box or fill of about `bytes` a tuning job of `kernel` times: as the ops plan it, in
@@ -589,7 +588,7 @@ mod tests {
 
     #[test]
     fn the_fastest_shape_wins_unless_the_fixed_one_is_within_five_percent() {
-        let medians = |best: f64| Medians {
+        let rates = |best: f64| Rates {
             shapes: vec![
                 (shape(64, 1), 1.0),
                 (KernelShape::FIXED, 2.0),
@@ -597,7 +596,7 @@ mod tests {
             ],
             device_copy: 9.0,
         };
-        let clear = choose(Builtin::Fill, SizeClass::Large, &medians(2.2));
+        let clear = choose(Builtin::Fill, SizeClass::Large, &rates(2.2));
         assert_eq!(clear.shape, shape(128, 8));
         assert_eq!(
             (clear.bytes_per_second, clear.fixed_bytes_per_second),
@@ -605,14 +604,14 @@ mod tests {
         );
         assert_eq!(clear.device_copy_bytes_per_second, 9.0);
         assert_eq!(clear.origin, TuningOrigin::Measured);
-        let noise = choose(Builtin::Fill, SizeClass::Large, &medians(2.05));
+        let noise = choose(Builtin::Fill, SizeClass::Large, &rates(2.05));
         assert_eq!(noise.shape, KernelShape::FIXED);
         assert_eq!(noise.bytes_per_second, 2.0);
         // The byte kernel's fixed shape is its own.
         let bytes = choose(
             Builtin::CopyBytes,
             SizeClass::Small,
-            &Medians {
+            &Rates {
                 shapes: vec![(KernelShape::FIXED_BYTES, 1.0), (KernelShape::FIXED, 1.01)],
                 device_copy: 5.0,
             },
@@ -647,10 +646,9 @@ mod tests {
     }
 
     #[test]
-    fn the_median_is_the_middle_sample() {
+    fn a_shape_is_as_fast_as_its_fastest_round() {
         let ms = Duration::from_millis;
-        assert_eq!(median(&[ms(5), ms(1), ms(9)]), ms(5));
-        assert_eq!(median(&[ms(5), ms(1), ms(9), ms(7)]), ms(7));
-        assert_eq!(median(&[]), Duration::ZERO);
+        assert_eq!(fastest(&[ms(5), ms(1), ms(9)]), ms(1));
+        assert_eq!(fastest(&[]), Duration::ZERO);
     }
 }

@@ -46,9 +46,14 @@ pub use disk_cache::CACHE_DIR_ENV;
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
-pub use tuned_choices::{KernelTuningReport, SizeClass, TunedKernel, TuningOrigin};
+pub use tuned_choices::{
+    KernelTuningReport, SizeClass, TunedKernel, TunedUserKernel, TuningOrigin,
+};
 
 pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
 pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;
-pub(crate) use tuned_choices::{candidates, chosen, record, report, TUNING_JOB};
+pub(crate) use tuned_choices::{
+    candidates, chosen, chosen_user, record, record_user, report, user_key, TUNING_JOB,
+    USER_TUNING_JOB,
+};

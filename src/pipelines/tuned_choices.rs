@@ -81,8 +81,9 @@ pub enum TuningOrigin {
 }
 
 /// One kernel and size class as tuning left it: the shape its ops now run in, and the
-/// bandwidths measured on the tuning workload ([`SizeClass::tuning_bytes`], median of the
-/// rounds; bytes moved, read and written counted once, per second).
+/// bandwidths measured on the tuning workload ([`SizeClass::tuning_bytes`], fewer for a kernel
+/// too slow to time on that many; the fastest of the rounds; bytes moved, read and written
+/// counted once, per second).
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunedKernel {
     /// The kernel's name, as in [`KernelCacheStats::compiles`](crate::KernelCacheStats) and
@@ -107,11 +108,29 @@ pub struct TunedKernel {
     pub origin: TuningOrigin,
 }
 
+/// A user's kernel tuned over the values of one of its override constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TunedUserKernel {
+    /// The kernel's name (its label, or its entry point).
+    pub kernel: String,
+    /// The override constant tuned.
+    pub constant: String,
+    /// The value chosen.
+    pub value: f64,
+    /// Seconds of the fastest round of each value measured (none when read from the file).
+    pub seconds: Vec<(f64, f64)>,
+    /// Measured now or read from the file.
+    pub origin: TuningOrigin,
+}
+
 /// What kernel tuning did on a context's device: [`Context::kernel_tuning`](crate::Context::kernel_tuning).
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTuningReport {
     /// The choices known for the device (this process's and the file's), by kernel and class.
     pub kernels: Vec<TunedKernel>,
+    /// Users' kernels tuned over an override constant
+    /// ([`Context::tune_kernel`](crate::Context::tune_kernel)), this process's and the file's.
+    pub user_kernels: Vec<TunedUserKernel>,
     /// Tuning jobs this process ran on the device (one per kernel and size class).
     pub jobs: u64,
     /// Wall time of those jobs together (compiling the shapes and timing them).
@@ -124,6 +143,28 @@ pub struct KernelTuningReport {
     pub file_write_error: Option<String>,
 }
 
+/// The library's and users' choices, as a file holds them.
+type Choices = (
+    BTreeMap<(Builtin, SizeClass), TunedKernel>,
+    BTreeMap<u64, TunedUserKernel>,
+);
+
+/// One user line after `user\t`: key, kernel name, constant, value.
+fn parse_user_line(fields: &str) -> Option<(u64, TunedUserKernel)> {
+    let [key, kernel, constant, value] = fields.split('\t').collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    let value = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
+    let tuned = TunedUserKernel {
+        kernel: kernel.to_string(),
+        constant: constant.to_string(),
+        value,
+        seconds: Vec::new(),
+        origin: TuningOrigin::File,
+    };
+    Some((u64::from_str_radix(key, 16).ok()?, tuned))
+}
+
 /// The choices of one device (backend, adapter, driver).
 struct DeviceChoices {
     /// [`device_key`].
@@ -133,6 +174,8 @@ struct DeviceChoices {
     /// The device's shapes to choose from (the subgroup size adds one workgroup).
     candidates: Vec<KernelShape>,
     choices: BTreeMap<(Builtin, SizeClass), TunedKernel>,
+    /// Users' kernels by [`user_key`].
+    user: BTreeMap<u64, TunedUserKernel>,
     jobs: u64,
     tuning_time: Duration,
     file: Option<PathBuf>,
@@ -148,6 +191,11 @@ static CHOICES: Mutex<Option<HashMap<String, DeviceChoices>>> =
 /// never time each other's work, and a thread that needs a kernel being tuned waits for that
 /// job and then finds its choice.
 pub(crate) static TUNING_JOB: Mutex<()> = Mutex::new(rank::TUNING_JOB, ());
+
+/// Held while a user's kernel is tuned ([`Context::tune_kernel`](crate::Context::tune_kernel)):
+/// one such job at a time in the process, taken before any other lock (the user's launches
+/// inside it take the kernel cache).
+pub(crate) static USER_TUNING_JOB: Mutex<()> = Mutex::new(rank::USER_TUNING_JOB, ());
 
 /// Names one device and driver: choices made on it hold for it alone.
 fn device_key(adapter: &wgpu::AdapterInfo) -> String {
@@ -193,6 +241,44 @@ pub(crate) fn chosen(
     })
 }
 
+/// Names a user's kernel tuning: its source, entry point, other constants, and the constant
+/// tuned with the values it is tuned over (another set of values is another tuning).
+pub(crate) fn user_key(parts: &[&[u8]]) -> u64 {
+    let mut bytes = Vec::new();
+    for part in parts {
+        bytes.extend_from_slice(&(part.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(part);
+    }
+    checksum(&bytes)
+}
+
+/// The value chosen for the user's kernel tuning `key` on the device, if any.
+pub(crate) fn chosen_user(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    key: u64,
+) -> Option<f64> {
+    with_device(adapter, dir, |device| {
+        device.user.get(&key).map(|t| t.value)
+    })
+}
+
+/// Keeps a user's kernel tuning for the process and in the file.
+pub(crate) fn record_user(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    key: u64,
+    tuned: TunedUserKernel,
+    took: Duration,
+) {
+    with_device(adapter, dir, |device| {
+        device.jobs += 1;
+        device.tuning_time += took;
+        device.user.insert(key, tuned);
+        device.write();
+    });
+}
+
 /// The shapes tuning measures on the device.
 pub(crate) fn candidates(adapter: &wgpu::AdapterInfo) -> Vec<KernelShape> {
     KernelShape::candidates(adapter.subgroup_max_size)
@@ -221,6 +307,7 @@ pub(crate) fn record(
 pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelTuningReport {
     with_device(adapter, dir, |device| KernelTuningReport {
         kernels: device.choices.values().cloned().collect(),
+        user_kernels: device.user.values().cloned().collect(),
         jobs: device.jobs,
         tuning_time: device.tuning_time,
         file: device.file.clone(),
@@ -239,6 +326,7 @@ impl DeviceChoices {
             variants: Builtin::variants_checksum(adapter.subgroup_max_size),
             candidates,
             choices: BTreeMap::new(),
+            user: BTreeMap::new(),
             jobs: 0,
             tuning_time: Duration::ZERO,
             file: None,
@@ -273,8 +361,9 @@ impl DeviceChoices {
             Err(refused) => Err(refused.to_string()),
         };
         match parsed {
-            Ok(choices) => {
+            Ok((choices, user)) => {
                 device.choices = choices;
+                device.user = user;
                 device.file_load = DiskCacheLoad::Used;
             }
             Err(reason) => {
@@ -290,7 +379,7 @@ impl DeviceChoices {
     }
 
     /// The choices a file's body holds, or why none of them is used.
-    fn parse(&self, body: &[u8]) -> Result<BTreeMap<(Builtin, SizeClass), TunedKernel>, String> {
+    fn parse(&self, body: &[u8]) -> Result<Choices, String> {
         let text = std::str::from_utf8(body).map_err(|_| "it is not UTF-8 text".to_string())?;
         let mut lines = text.lines();
         if lines.next() != Some(FILE_HEADER) {
@@ -303,13 +392,18 @@ impl DeviceChoices {
             return Err("it was measured on another set of kernel shapes".into());
         }
         let mut choices = BTreeMap::new();
+        let mut user = BTreeMap::new();
         for (number, line) in lines.enumerate() {
-            let (kernel, tuned) = self.parse_line(line).ok_or_else(|| {
-                format!("choice {} is not one tuning makes: {line:?}", number + 1)
-            })?;
-            choices.insert((kernel, tuned.size_class), tuned);
+            let refused = || format!("choice {} is not one tuning makes: {line:?}", number + 1);
+            if let Some(fields) = line.strip_prefix("user\t") {
+                let (key, tuned) = parse_user_line(fields).ok_or_else(refused)?;
+                user.insert(key, tuned);
+            } else {
+                let (kernel, tuned) = self.parse_line(line).ok_or_else(refused)?;
+                choices.insert((kernel, tuned.size_class), tuned);
+            }
         }
-        Ok(choices)
+        Ok((choices, user))
     }
 
     /// One line: kernel, class, shape, then the three bandwidths; `None` if any field is not
@@ -365,6 +459,16 @@ impl DeviceChoices {
                 tuned.bytes_per_second,
                 tuned.fixed_bytes_per_second,
                 tuned.device_copy_bytes_per_second
+            ));
+        }
+        // Names are the user's: kept to one field of one line.
+        let field = |text: &str| text.replace(['\t', '\n', '\r'], " ");
+        for (key, tuned) in &self.user {
+            text.push_str(&format!(
+                "user\t{key:016x}\t{}\t{}\t{}\n",
+                field(&tuned.kernel),
+                field(&tuned.constant),
+                tuned.value
             ));
         }
         match write_cache_file(file, text.as_bytes()) {
@@ -434,8 +538,20 @@ mod tests {
         device
             .choices
             .insert((Builtin::Fill, SizeClass::Small), failed);
+        device.user.insert(0xabc, user_choice());
         device.write();
         device
+    }
+
+    fn user_choice() -> TunedUserKernel {
+        TunedUserKernel {
+            // Tabs and line ends in a user's name stay inside its field.
+            kernel: "scale\tby\ntwo".into(),
+            constant: "WG".into(),
+            value: 128.0,
+            seconds: vec![(64.0, 2e-3), (128.0, 1e-3)],
+            origin: TuningOrigin::Measured,
+        }
     }
 
     #[test]
@@ -469,6 +585,13 @@ mod tests {
             next.choices.into_iter().collect::<Vec<_>>(),
             [((Builtin::Fill, SizeClass::Medium), expected)]
         );
+        let user = TunedUserKernel {
+            kernel: "scale by two".into(),
+            seconds: Vec::new(),
+            origin: TuningOrigin::File,
+            ..user_choice()
+        };
+        assert_eq!(next.user.into_iter().collect::<Vec<_>>(), [(0xabc, user)]);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -504,6 +627,9 @@ mod tests {
             ("rate", line("fill\tmedium\t256x4\tNaN\t1\t1")),
             ("negative", line("fill\tmedium\t256x4\t1\t-1\t1")),
             ("fields", line("fill\tmedium\t256x4\t1\t1")),
+            ("user value", line("user\t0abc\tk\tWG\tinf")),
+            ("user key", line("user\tnot-hex\tk\tWG\t64")),
+            ("user fields", line("user\t0abc\tk\t64")),
         ]
         .map(|(what, text)| (what, text.into_bytes()));
         for (what, bytes) in cases.into_iter().chain([("utf8", vec![0xff, 0xfe, 0xfd])]) {

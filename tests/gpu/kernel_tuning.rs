@@ -456,7 +456,21 @@ fn child_with_a_tuning_file() {
     let ctx = tuned_context(KernelTuning::On, None);
     let a = ctx.fill(&[70_000], 4u32).unwrap();
     assert_eq!(ctx.device_get(&a).unwrap(), vec![4; 70_000]);
+    // A user's kernel tuned over its workgroup size, kept in the same file.
+    let mut y = ctx.device_put(&[0.0f32; 1024], &[1024]).unwrap();
+    let mut calls = 0;
+    let desc = gpu_arena::kernels::KernelDesc::wgsl(USER_WGSL, "main");
+    let user = ctx
+        .tune_kernel(desc, "WG", &[32.0, 64.0], |k| {
+            calls += 1;
+            ctx.launch(k).arg_mut(&mut y).grid_for(1024usize).run()
+        })
+        .unwrap();
+    assert!([32, 64].contains(&user.workgroup_size()[0]));
     let report = ctx.kernel_tuning();
+    let [tuned_user] = report.user_kernels.as_slice() else {
+        panic!("{report:?}");
+    };
     assert!(
         report.file.is_some() && report.file_write_error.is_none(),
         "{report:?}"
@@ -469,11 +483,15 @@ fn child_with_a_tuning_file() {
     match scenario.to_str().unwrap() {
         "first" => {
             assert_eq!(report.file_load, DiskCacheLoad::NoFile);
-            assert_eq!((report.jobs, fill.origin), (1, TuningOrigin::Measured));
+            assert_eq!((report.jobs, fill.origin), (2, TuningOrigin::Measured));
+            assert_eq!(tuned_user.origin, TuningOrigin::Measured);
+            assert!(calls >= 2 * 4, "{calls}");
         }
         "next" => {
             assert_eq!(report.file_load, DiskCacheLoad::Used);
             assert_eq!((report.jobs, fill.origin), (0, TuningOrigin::File));
+            assert_eq!((tuned_user.origin, calls), (TuningOrigin::File, 0));
+            assert_eq!(tuned_user.value, f64::from(user.workgroup_size()[0]));
             // `cached` uses the file's choice too.
             let cached = tuned_context(KernelTuning::Cached, None);
             let b = cached.fill(&[70_000], 5u32).unwrap();
@@ -485,9 +503,134 @@ fn child_with_a_tuning_file() {
                 matches!(&report.file_load, DiskCacheLoad::Discarded { reason } if !reason.is_empty()),
                 "{report:?}"
             );
-            assert_eq!((report.jobs, fill.origin), (1, TuningOrigin::Measured));
+            assert_eq!((report.jobs, fill.origin), (2, TuningOrigin::Measured));
             println!("damaged file ok");
         }
         other => panic!("scenario {other}"),
     }
+}
+
+/// A user's kernel whose workgroup size is an override constant.
+const USER_WGSL: &str = "override WG: u32 = 64u;
+    override SCALE: f32 = 2.0;
+    @group(0) @binding(0) var<storage, read_write> y: array<f32>;
+    @compute @workgroup_size(WG)
+    fn main(@builtin(global_invocation_id) i: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {
+        let at = i.x + i.y * n.x * WG;
+        if (at < arrayLength(&y)) { y[at] = y[at] * SCALE + 1.0; }
+    }";
+
+#[gpu_test]
+fn a_users_kernel_is_tuned_over_its_constant_once_and_the_choice_is_reused() {
+    use gpu_arena::kernels::KernelDesc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let ctx = tuned_context(KernelTuning::On, None);
+    let values = [32.0, 64.0, 128.0];
+    // A label of its own: other tests of this binary tune other kernels.
+    let desc = KernelDesc::wgsl(USER_WGSL, "main").label("tuned-scale");
+    let y = std::sync::Mutex::new(ctx.fill(&[4096], 1.0f32).unwrap());
+    let calls = AtomicUsize::new(0);
+    let run = |k: &gpu_arena::Kernel| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        let mut y = y.lock().unwrap();
+        ctx.launch(k).arg_mut(&mut *y).grid_for(4096usize).run()
+    };
+    // Two threads at once: one job measures, the other waits for it and gets its choice.
+    let kernels: Vec<_> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| ctx.tune_kernel(desc, "WG", &values, run).unwrap()))
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    let measured = calls.load(Ordering::Relaxed);
+    assert!(
+        (values.len() * 4..=values.len() * 6).contains(&measured),
+        "{measured} calls"
+    );
+    let wg = kernels[0].workgroup_size()[0];
+    assert_eq!(kernels[1].workgroup_size()[0], wg);
+    assert!(values.contains(&f64::from(wg)), "{wg}");
+    let report = ctx.kernel_tuning();
+    let tuned = report
+        .user_kernels
+        .iter()
+        .find(|k| k.kernel == "tuned-scale")
+        .unwrap_or_else(|| panic!("{report:?}"));
+    assert_eq!(
+        (tuned.constant.as_str(), tuned.value),
+        ("WG", f64::from(wg))
+    );
+    assert_eq!(tuned.origin, TuningOrigin::Measured);
+    assert_eq!(tuned.seconds.len(), 3);
+    assert!(tuned.seconds.iter().all(|&(_, s)| s > 0.0));
+    // Asked again (any context of the process): no call, the same kernel.
+    let again = tuned_context(KernelTuning::On, None)
+        .tune_kernel(desc, "WG", &values, |_| panic!("measured again"))
+        .unwrap();
+    assert_eq!(again.workgroup_size()[0], wg);
+    // The kernel it returns computes: every element went through each call's y * 2 + 1.
+    let mut y = y.into_inner().unwrap();
+    let mut expected = 1.0f32;
+    for _ in 0..measured {
+        expected = expected * 2.0 + 1.0;
+    }
+    let chosen = kernels[0].clone();
+    ctx.launch(&chosen)
+        .arg_mut(&mut y)
+        .grid_for(4096usize)
+        .run()
+        .unwrap();
+    let got = ctx.device_get(&y).unwrap();
+    assert!(
+        got.iter().all(|&v| v == expected * 2.0 + 1.0),
+        "{:?}",
+        &got[..4]
+    );
+}
+
+#[gpu_test]
+fn tuning_a_users_kernel_refuses_what_cannot_compile_and_keeps_nothing_a_run_failed() {
+    use gpu_arena::kernels::KernelDesc;
+    let ctx = tuned_context(KernelTuning::On, None);
+    let desc = KernelDesc::wgsl(USER_WGSL, "main").label("refused-scale");
+    let never = |_: &gpu_arena::Kernel| -> gpu_arena::Result<()> { panic!("run called") };
+    let compile_error = |result: gpu_arena::Result<gpu_arena::Kernel>| match result {
+        Err(Error::KernelCompile { kernel, message }) => (kernel, message),
+        other => panic!("{:?}", other.map(|k| k.workgroup_size())),
+    };
+    let (kernel, message) = compile_error(ctx.tune_kernel(desc, "WG", &[], never));
+    assert_eq!(kernel, "refused-scale");
+    assert!(
+        message.contains("no values") && message.contains("WG"),
+        "{message}"
+    );
+    compile_error(ctx.tune_kernel(desc, "NOT_THERE", &[64.0], never));
+    compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 1.5], never));
+    compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 4096.0], never));
+    let both = KernelDesc::wgsl(USER_WGSL, "main").constants(&[("WG", 64.0)]);
+    compile_error(ctx.tune_kernel(both, "WG", &[64.0, 128.0], never));
+    // A run that fails: its error comes back, nothing is kept, the next call measures.
+    let failing = |_: &gpu_arena::Kernel| -> gpu_arena::Result<()> {
+        Err(Error::KernelCompile {
+            kernel: "run".into(),
+            message: "refused on purpose".into(),
+        })
+    };
+    let (kernel, _) = compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 128.0], failing));
+    assert_eq!(kernel, "run");
+    assert!(ctx
+        .kernel_tuning()
+        .user_kernels
+        .iter()
+        .all(|k| k.kernel != "refused-scale"));
+    // Off and forced shapes measure nothing: the first value.
+    for tuning in [KernelTuning::Off, KernelTuning::Forced(KernelShape::FIXED)] {
+        ctx.set_kernel_tuning(tuning).unwrap();
+        let k = ctx.tune_kernel(desc, "WG", &[128.0, 64.0], never).unwrap();
+        assert_eq!(k.workgroup_size(), [128, 1, 1]);
+    }
+    // Cached, never tuned: the first value, nothing measured.
+    ctx.set_kernel_tuning(KernelTuning::Cached).unwrap();
+    let k = ctx.tune_kernel(desc, "SCALE", &[3.0, 4.0], never).unwrap();
+    assert_eq!(k.workgroup_size(), [64, 1, 1]);
 }

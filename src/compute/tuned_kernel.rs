@@ -1,0 +1,168 @@
+//! [`Context::tune_kernel`]: a user's kernel tuned over the values of one of its override
+//! constants (a workgroup size, items per invocation, a tile), measured on the device with the
+//! user's own launches and kept as the library's kernels' choices are (for the process, and
+//! beside the pipeline cache with `GPU_ARENA_CACHE_DIR`).
+
+use super::user_kernel::Kernel;
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::kernel_tuning::KernelTuning;
+use crate::pipelines::{KernelDesc, KernelSource, TunedUserKernel, TuningOrigin, USER_TUNING_JOB};
+use std::time::{Duration, Instant};
+
+/// Rounds of timing at most, at least, and the wall time after which a job stops once it has
+/// its least (as the library's tuning: `ops/tuner.rs`).
+const ROUNDS: usize = 5;
+const MIN_ROUNDS: usize = 3;
+const JOB_BUDGET: Duration = Duration::from_millis(500);
+
+impl Context {
+    /// The kernel of `desc` with its override constant `constant` set to whichever of `values`
+    /// runs `run` fastest on this device: each value is compiled once, then `run` (your launch
+    /// of the kernel on arrays of your choosing, e.g. `|k| ctx.launch(k).arg(&x).arg_mut(&mut
+    /// y).grid_for(n).run()`) is timed with each, followed by a synchronize, interleaved round
+    /// by round; a value's fastest round counts. The choice is kept as the library's kernels'
+    /// are (see [`KernelTuning`]): later calls with the same source, entry point, constants and
+    /// values, in this process or (with `GPU_ARENA_CACHE_DIR`) the next, return it without
+    /// calling `run`; [`Context::kernel_tuning`] lists it. Under `KernelTuning::Cached` nothing
+    /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
+    /// first value is used. A value in the file that is not among `values` is not trusted:
+    /// the kernel is tuned again. Tuning jobs of users' kernels run one at a time in the
+    /// process; a thread that asks while one runs waits for it. `run` must not record into a
+    /// [`Sequence`](crate::Sequence) or capture: each call is timed alone.
+    ///
+    /// Errors: those of [`Context::kernel_with`] for any value (an unknown constant, one
+    /// already in `desc`'s constants, a value not exact for its type, a workgroup the device
+    /// cannot run), [`Error::KernelCompile`] when `values` is empty, and the first error `run`
+    /// returns (nothing is kept then).
+    ///
+    /// ```no_run
+    /// use gpu_arena::kernels::KernelDesc;
+    /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
+    /// let wgsl = "override WG: u32 = 64u;
+    ///     @group(0) @binding(0) var<storage, read_write> y: array<f32>;
+    ///     @compute @workgroup_size(WG)
+    ///     fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    ///         if (i.x < arrayLength(&y)) { y[i.x] = y[i.x] * 2.0; }
+    ///     }";
+    /// let mut y = ctx.zeros::<f32>(&[1 << 20])?;
+    /// let kernel = ctx.tune_kernel(KernelDesc::wgsl(wgsl, "main"), "WG", &[64.0, 128.0, 256.0], |k| {
+    ///     ctx.launch(k).arg_mut(&mut y).grid_for(1 << 20).run()
+    /// })?;
+    /// println!("WG = {:?}", kernel.workgroup_size());
+    /// # Ok::<(), gpu_arena::Error>(())
+    /// ```
+    pub fn tune_kernel(
+        &self,
+        desc: KernelDesc<'_>,
+        constant: &str,
+        values: &[f64],
+        mut run: impl FnMut(&Kernel) -> Result<()>,
+    ) -> Result<Kernel> {
+        let name = desc.label.unwrap_or(desc.entry_point).to_string();
+        let Some(&first) = values.first() else {
+            return Err(Error::KernelCompile {
+                kernel: name,
+                message: format!("no values to tune the override constant `{constant}` over"),
+            });
+        };
+        let with = |value: f64| {
+            let mut constants = desc.constants.to_vec();
+            constants.push((constant, value));
+            self.kernel_with(KernelDesc {
+                constants: &constants,
+                ..desc
+            })
+        };
+        let kernels = values
+            .iter()
+            .map(|&v| with(v))
+            .collect::<Result<Vec<_>>>()?;
+        let tuning = self.inner.kernels().lock().tuning();
+        if matches!(tuning, KernelTuning::Off | KernelTuning::Forced(_)) {
+            return Ok(kernels[0].clone());
+        }
+        let adapter = self.inner.adapter_info();
+        let dir: Option<std::path::PathBuf> =
+            self.inner.kernels().lock().cache_dir().map(Into::into);
+        let key = user_key(&desc, constant, values);
+        let _job = USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
+        let pick = |value: f64| values.iter().position(|&v| v.to_bits() == value.to_bits());
+        let chosen = crate::pipelines::chosen_user(adapter, dir.as_deref(), key).and_then(pick);
+        match (chosen, tuning) {
+            (Some(index), _) => return Ok(kernels[index].clone()),
+            (None, KernelTuning::Cached) => return Ok(kernels[0].clone()),
+            _ => {}
+        }
+        let started = Instant::now();
+        let fastest = time_values(self, &kernels, &mut run)?;
+        let best = (0..values.len()).min_by_key(|&i| fastest[i]).unwrap_or(0);
+        let tuned = TunedUserKernel {
+            kernel: name,
+            constant: constant.to_string(),
+            value: if best == 0 { first } else { values[best] },
+            seconds: values
+                .iter()
+                .zip(&fastest)
+                .map(|(&v, d)| (v, d.as_secs_f64()))
+                .collect(),
+            origin: TuningOrigin::Measured,
+        };
+        crate::pipelines::record_user(adapter, dir.as_deref(), key, tuned, started.elapsed());
+        Ok(kernels[best].clone())
+    }
+}
+
+/// The fastest round of `run` with each kernel, rounds interleaved in an order that rotates.
+fn time_values(
+    ctx: &Context,
+    kernels: &[Kernel],
+    run: &mut impl FnMut(&Kernel) -> Result<()>,
+) -> Result<Vec<Duration>> {
+    let started = Instant::now();
+    // A first call of each pays for its pipeline's first use: not timed.
+    for kernel in kernels {
+        run(kernel)?;
+    }
+    ctx.synchronize()?;
+    let mut fastest = vec![Duration::MAX; kernels.len()];
+    for round in 0..ROUNDS {
+        for k in 0..kernels.len() {
+            let index = (round + k) % kernels.len();
+            let call = Instant::now();
+            run(&kernels[index])?;
+            ctx.synchronize()?;
+            fastest[index] = fastest[index].min(call.elapsed());
+        }
+        if round + 1 >= MIN_ROUNDS && started.elapsed() > JOB_BUDGET {
+            break;
+        }
+    }
+    Ok(fastest)
+}
+
+/// What names this tuning: the source, entry point, other constants, the constant and its
+/// values.
+fn user_key(desc: &KernelDesc<'_>, constant: &str, values: &[f64]) -> u64 {
+    let source: Vec<u8> = match desc.source {
+        KernelSource::Wgsl(text) => text.as_bytes().to_vec(),
+        KernelSource::SpirV(words) => words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+    };
+    let mut constants: Vec<String> = desc
+        .constants
+        .iter()
+        .map(|(name, value)| format!("{name}={:016x}", value.to_bits()))
+        .collect();
+    constants.sort();
+    let values: Vec<u8> = values
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .collect();
+    crate::pipelines::user_key(&[
+        &source,
+        desc.entry_point.as_bytes(),
+        constants.join(",").as_bytes(),
+        constant.as_bytes(),
+        &values,
+    ])
+}
