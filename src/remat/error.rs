@@ -30,9 +30,11 @@ pub enum RematError {
     #[error(
         "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget found \
          that holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
-         activations whose peak is {smallest_peak} bytes). Plan with that budget, or split the \
-         layers with the largest activations (best fit places buffers differently in arenas \
-         of different sizes, so that budget can even be below this one)",
+         activations whose peak is {smallest_peak} bytes). Plan with that budget, offload \
+         activations to pinned host memory instead of recomputing them \
+         (CheckpointPolicy::OffloadBudget, Chain::plan_fastest), or split the layers with the \
+         largest activations (best fit places buffers differently in arenas of different \
+         sizes, so that budget can even be below this one)",
         Bytes(*.budget),
         Bytes(*.smallest_budget)
     )]
