@@ -16,6 +16,28 @@ const ROUNDS: usize = 5;
 const MIN_ROUNDS: usize = 3;
 const JOB_BUDGET: Duration = Duration::from_millis(500);
 
+thread_local! {
+    /// Whether this thread is inside a `run` of [`Context::tune_kernel`]: a tuning asked for
+    /// there measures nothing (the job lock is the thread's already).
+    static TUNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the thread as tuning while it lives.
+struct TuningMark;
+
+impl TuningMark {
+    fn set() -> Self {
+        TUNING.with(|t| t.set(true));
+        TuningMark
+    }
+}
+
+impl Drop for TuningMark {
+    fn drop(&mut self) {
+        TUNING.with(|t| t.set(false));
+    }
+}
+
 impl Context {
     /// The kernel of `desc` with its override constant `constant` set to whichever of `values`
     /// runs `run` fastest on this device: each value is compiled once, then `run` (your launch
@@ -28,7 +50,8 @@ impl Context {
     /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
     /// first value is used. A value in the file that is not among `values` is not trusted:
     /// the kernel is tuned again. Tuning jobs of users' kernels run one at a time in the
-    /// process; a thread that asks while one runs waits for it. `run` must not record into a
+    /// process; a thread that asks while one runs waits for it, and a `tune_kernel` inside
+    /// `run` measures nothing (as under `Cached`). `run` must not record into a
     /// [`Sequence`](crate::Sequence) or capture: each call is timed alone.
     ///
     /// Errors: those of [`Context::kernel_with`] for any value (an unknown constant, one
@@ -78,15 +101,19 @@ impl Context {
             .iter()
             .map(|&v| with(v))
             .collect::<Result<Vec<_>>>()?;
-        let tuning = self.inner.kernels().lock().tuning();
+        let mut tuning = self.inner.kernels().lock().tuning();
         if matches!(tuning, KernelTuning::Off | KernelTuning::Forced(_)) {
             return Ok(kernels[0].clone());
+        }
+        let nested = TUNING.with(|t| t.get());
+        if nested {
+            tuning = KernelTuning::Cached;
         }
         let adapter = self.inner.adapter_info();
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
         let key = user_key(&desc, constant, values);
-        let _job = USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
+        let _job = (!nested).then(|| USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner()));
         let pick = |value: f64| values.iter().position(|&v| v.to_bits() == value.to_bits());
         let chosen = crate::pipelines::chosen_user(adapter, dir.as_deref(), key).and_then(pick);
         match (chosen, tuning) {
@@ -95,7 +122,9 @@ impl Context {
             _ => {}
         }
         let started = Instant::now();
+        let mark = TuningMark::set();
         let fastest = time_values(self, &kernels, &mut run)?;
+        drop(mark);
         let best = (0..values.len()).min_by_key(|&i| fastest[i]).unwrap_or(0);
         let tuned = TunedUserKernel {
             kernel: name,

@@ -71,8 +71,8 @@ impl Context {
     /// what a program calls at start-up so that no op pays for tuning later, and what
     /// `device_report` measures. Under [`KernelTuning::Cached`] it measures too (an explicit
     /// request); under [`KernelTuning::Off`] and [`KernelTuning::Forced`] it measures nothing.
-    /// Returns [`Context::kernel_tuning`]'s report. About 2 s on lavapipe for all of them
-    /// (18 jobs), far less on a GPU; a kernel whose measuring fails keeps its fixed shape.
+    /// Returns [`Context::kernel_tuning`]'s report. 1.5 to 2 s on lavapipe for all of them
+    /// (18 jobs); a kernel whose measuring fails keeps its fixed shape.
     ///
     /// Errors: [`Error::DeviceLost`](crate::Error::DeviceLost).
     pub fn tune_kernels(&self) -> Result<KernelTuningReport> {

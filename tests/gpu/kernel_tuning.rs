@@ -623,6 +623,17 @@ fn tuning_a_users_kernel_refuses_what_cannot_compile_and_keeps_nothing_a_run_fai
         .user_kernels
         .iter()
         .all(|k| k.kernel != "refused-scale"));
+    // A tuning asked for inside another's run measures nothing (and does not wait for the
+    // job its own thread holds).
+    let mut y = ctx.device_put(&[1.0f32; 256], &[256]).unwrap();
+    let outer = ctx
+        .tune_kernel(desc, "WG", &[64.0, 32.0], |k| {
+            let inner = ctx.tune_kernel(desc, "SCALE", &[5.0, 6.0], never)?;
+            assert_eq!(inner.workgroup_size(), [64, 1, 1]);
+            ctx.launch(k).arg_mut(&mut y).grid_for(256usize).run()
+        })
+        .unwrap();
+    assert!([32, 64].contains(&outer.workgroup_size()[0]));
     // Off and forced shapes measure nothing: the first value.
     for tuning in [KernelTuning::Off, KernelTuning::Forced(KernelShape::FIXED)] {
         ctx.set_kernel_tuning(tuning).unwrap();
