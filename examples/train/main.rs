@@ -250,7 +250,7 @@ fn run(options: &Options) -> Result<()> {
                 .with_context(|| "training failed")
         })
         .collect::<Result<Vec<_>>>()?;
-    let costs = step_costs(&ctx, &chain, &runs)?;
+    let costs = step_costs(&ctx, &runs)?;
     if let Some(kib) = options.budget_kib {
         let budget = kib << 10;
         let schedule = chain
@@ -592,10 +592,8 @@ fn train(
 
 /// The step costs measured on this device, for the plans' predicted step times: the save-all
 /// run's step time as the base, the √n run's extra time per unit of recomputation, and the
-/// host link's bandwidth for moves of the chain's largest activation (offload then prefetch,
-/// timed over `MOVES` round trips).
-fn step_costs(ctx: &Context, chain: &Chain, runs: &[PolicyRun]) -> Result<StepCosts> {
-    const MOVES: usize = 32;
+/// host link's bandwidth (`Context::host_link_bandwidth`).
+fn step_costs(ctx: &Context, runs: &[PolicyRun]) -> Result<StepCosts> {
     let seconds = |name: &str| -> Result<(f64, &Schedule)> {
         let run = runs.iter().find(|r| r.name == name).context("policy ran")?;
         Ok((run.time_per_step.as_secs_f64(), &run.schedule))
@@ -603,20 +601,8 @@ fn step_costs(ctx: &Context, chain: &Chain, runs: &[PolicyRun]) -> Result<StepCo
     let (base_seconds, _) = seconds("save all")?;
     let (sqrt_seconds, sqrt) = seconds("sqrt")?;
     let seconds_per_cost = ((sqrt_seconds - base_seconds) / sqrt.recompute_cost()).max(0.0);
-    let largest = (1..=chain.layer_count())
-        .map(|i| chain.layers()[i - 1].activation_bytes)
-        .max()
-        .unwrap_or(4);
-    let mut array = Some(ctx.zeros::<f32>(&[(largest / 4) as usize])?);
-    ctx.synchronize()?;
-    let started = Instant::now();
-    for _ in 0..MOVES {
-        let host = ctx.offload(array.take().context("kept")?)?;
-        array = Some(ctx.prefetch(host)?);
-        ctx.synchronize()?;
-    }
-    let host_link_bytes_per_second =
-        (2 * MOVES) as f64 * largest as f64 / started.elapsed().as_secs_f64();
+    // Measured once per device and kept beside the pipeline cache (GPU_ARENA_CACHE_DIR).
+    let host_link_bytes_per_second = ctx.host_link_bandwidth()?;
     Ok(StepCosts {
         base_seconds,
         seconds_per_cost,

@@ -58,4 +58,5 @@ pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
 pub(crate) use sequence::recorder_replaced;
 pub use sequence::Sequence;
+pub(crate) use tuned_kernel::measuring_job;
 pub use user_kernel::Kernel;

@@ -38,6 +38,14 @@ impl Drop for TuningMark {
     }
 }
 
+/// The process's job lock for measurements users ask for (a user's kernel tuned, the host
+/// link measured): one at a time, and a thread that asks while one runs waits for it. `None`
+/// inside a `run` of [`Context::tune_kernel`], whose thread holds the lock already.
+pub(crate) fn measuring_job() -> Option<crate::lock::MutexGuard<'static, ()>> {
+    let nested = TUNING.with(|t| t.get());
+    (!nested).then(|| USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
 impl Context {
     /// The kernel of `desc` with its override constant `constant` set to whichever of `values`
     /// runs `run` fastest on this device: each value is compiled once, then `run` (your launch
@@ -113,7 +121,7 @@ impl Context {
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
         let key = user_key(&desc, constant, values);
-        let _job = (!nested).then(|| USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner()));
+        let _job = measuring_job();
         let pick = |value: f64| values.iter().position(|&v| v.to_bits() == value.to_bits());
         let chosen = crate::pipelines::chosen_user(adapter, dir.as_deref(), key).and_then(pick);
         match (chosen, tuning) {

@@ -8,6 +8,8 @@
 //! - `geometry`: which bytes move where, split to fit one binding and one dispatch (pure).
 //! - `builtin`: the library's kernels as sequence steps (grids cut to the device's limits).
 //! - `host`: on CPU adapters with zero-copy memory, the same ops as host `memcpy`s.
+//! - `host_link_bandwidth`: `Context::host_link_bandwidth`, offload and prefetch timed once
+//!   per device and kept with the tuned kernel choices.
 //! - `tuner`: kernel tuning's measuring: every shape of a library kernel timed on the device,
 //!   the fastest kept (`pipelines::tuned_choices` keeps the choices).
 //! - `moving_copy`: `dynamic_update_slice` and `dynamic_slice` in a [`Capture`](crate::Capture)
@@ -28,6 +30,7 @@ mod dynamic_slice;
 mod fill;
 mod geometry;
 mod host;
+mod host_link_bandwidth;
 mod moving_copy;
 mod slice_indices;
 mod tuner;

@@ -19,7 +19,8 @@ use crate::context::{Context, ContextInner};
 use crate::error::Result;
 use crate::kernel_tuning::{KernelShape, KernelTuning};
 use crate::pipelines::{
-    Builtin, KernelState, KernelTuningReport, SizeClass, TunedKernel, TuningOrigin, TUNING_JOB,
+    Builtin, ErrorScopes, KernelState, KernelTuningReport, SizeClass, TunedKernel, TuningOrigin,
+    TUNING_JOB,
 };
 use std::time::{Duration, Instant};
 
@@ -146,7 +147,8 @@ fn tuned(
     if let Some(shape) = chosen() {
         return shape;
     }
-    if !measure {
+    // A lost device has nothing to measure: the op that asked fails on its own.
+    if !measure || inner.check_device("tuning a library kernel").is_err() {
         return kernel.fixed_shape();
     }
     let _job = TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
@@ -353,11 +355,15 @@ impl<'a> Bench<'a> {
             ..inner.plan_limits()
         };
         let work = workload(kernel, bytes, &limits)?;
+        // Buffers and bind groups inside error scopes: a device that refuses them (lost
+        // meanwhile, out of memory) fails the job, never reaches the uncaptured-error handler.
+        let scopes = ErrorScopes::push(inner.device());
         let scratch = Scratch::new(inner, &work);
         let bind_groups = compiled
             .iter()
             .map(|c| scratch.bind_group(inner.device(), &c.layout, &work))
             .collect();
+        scopes.pop().map_err(|refused| refused.to_string())?;
         let max = u64::from(inner.limits().max_compute_workgroups_per_dimension);
         let grids = shapes
             .iter()

@@ -126,3 +126,52 @@ fn copy_all(per_invocation: u32) -> String {
     text.push_str("}\n");
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_tuning_every_kernel_keeps_the_shape_it_always_had() {
+        for kernel in Builtin::ALL {
+            let fixed = kernel.fixed_shape();
+            let (workgroup, per_invocation) = match kernel {
+                Builtin::CopyBytes => (256, 1),
+                _ => (256, 4),
+            };
+            assert_eq!(
+                (fixed.workgroup, fixed.per_invocation),
+                (workgroup, per_invocation)
+            );
+            let source = kernel.source(fixed);
+            assert!(source.contains(&format!("const WORKGROUP: u32 = {workgroup}u;")));
+            assert!(source.contains(&format!("const PER_INVOCATION: u32 = {per_invocation}u;")));
+        }
+    }
+
+    #[test]
+    fn the_row_copy_moves_each_item_of_an_invocation_once_loads_before_stores() {
+        for n in KernelShape::PER_INVOCATION {
+            let text = copy_all(n);
+            let loads: Vec<usize> = (0..n)
+                .map(|k| text.find(&format!("let v{k} = src[at{k}.x];")).unwrap())
+                .collect();
+            let stores: Vec<usize> = (0..n)
+                .map(|k| text.find(&format!("dst[at{k}.y] = v{k};")).unwrap())
+                .collect();
+            assert!(loads.iter().max() < stores.iter().min(), "{text}");
+            assert_eq!(text.matches("unit_at(").count(), n as usize);
+            assert!(!text.contains(&format!("v{n}")), "{text}");
+        }
+    }
+
+    #[test]
+    fn another_kernel_set_has_another_checksum() {
+        assert_eq!(Builtin::variants_checksum(0), Builtin::variants_checksum(0));
+        // A device with 32-wide subgroups tunes more shapes: another set.
+        assert_ne!(
+            Builtin::variants_checksum(0),
+            Builtin::variants_checksum(32)
+        );
+    }
+}

@@ -54,6 +54,6 @@ pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
 pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;
 pub(crate) use tuned_choices::{
-    candidates, chosen, chosen_user, record, record_user, report, user_key, TUNING_JOB,
-    USER_TUNING_JOB,
+    candidates, chosen, chosen_user, host_link, record, record_host_link, record_user, report,
+    user_key, TUNING_JOB, USER_TUNING_JOB,
 };

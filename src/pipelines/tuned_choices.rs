@@ -131,6 +131,10 @@ pub struct KernelTuningReport {
     /// Users' kernels tuned over an override constant
     /// ([`Context::tune_kernel`](crate::Context::tune_kernel)), this process's and the file's.
     pub user_kernels: Vec<TunedUserKernel>,
+    /// The host link's bandwidth, offload and prefetch together, in bytes per second, once
+    /// [`Context::host_link_bandwidth`](crate::Context::host_link_bandwidth) has measured it
+    /// (in this process or an earlier one).
+    pub host_link_bytes_per_second: Option<f64>,
     /// Tuning jobs this process ran on the device (one per kernel and size class).
     pub jobs: u64,
     /// Wall time of those jobs together (compiling the shapes and timing them).
@@ -143,10 +147,11 @@ pub struct KernelTuningReport {
     pub file_write_error: Option<String>,
 }
 
-/// The library's and users' choices, as a file holds them.
+/// The library's and users' choices and the host link's bandwidth, as a file holds them.
 type Choices = (
     BTreeMap<(Builtin, SizeClass), TunedKernel>,
     BTreeMap<u64, TunedUserKernel>,
+    Option<f64>,
 );
 
 /// One user line after `user\t`: key, kernel name, constant, value.
@@ -176,6 +181,7 @@ struct DeviceChoices {
     choices: BTreeMap<(Builtin, SizeClass), TunedKernel>,
     /// Users' kernels by [`user_key`].
     user: BTreeMap<u64, TunedUserKernel>,
+    host_link: Option<f64>,
     jobs: u64,
     tuning_time: Duration,
     file: Option<PathBuf>,
@@ -192,9 +198,9 @@ static CHOICES: Mutex<Option<HashMap<String, DeviceChoices>>> =
 /// job and then finds its choice.
 pub(crate) static TUNING_JOB: Mutex<()> = Mutex::new(rank::TUNING_JOB, ());
 
-/// Held while a user's kernel is tuned ([`Context::tune_kernel`](crate::Context::tune_kernel)):
-/// one such job at a time in the process, taken before any other lock (the user's launches
-/// inside it take the kernel cache).
+/// Held while a user's kernel is tuned ([`Context::tune_kernel`](crate::Context::tune_kernel))
+/// or the host link measured: one such job at a time in the process, taken before any other
+/// lock (the user's launches inside it take the kernel cache).
 pub(crate) static USER_TUNING_JOB: Mutex<()> = Mutex::new(rank::USER_TUNING_JOB, ());
 
 /// Names one device and driver: choices made on it hold for it alone.
@@ -279,6 +285,19 @@ pub(crate) fn record_user(
     });
 }
 
+/// The host link's bandwidth measured on the device, if it was.
+pub(crate) fn host_link(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> Option<f64> {
+    with_device(adapter, dir, |device| device.host_link)
+}
+
+/// Keeps the host link's measured bandwidth for the process and in the file.
+pub(crate) fn record_host_link(adapter: &wgpu::AdapterInfo, dir: Option<&Path>, rate: f64) {
+    with_device(adapter, dir, |device| {
+        device.host_link = Some(rate);
+        device.write();
+    });
+}
+
 /// The shapes tuning measures on the device.
 pub(crate) fn candidates(adapter: &wgpu::AdapterInfo) -> Vec<KernelShape> {
     KernelShape::candidates(adapter.subgroup_max_size)
@@ -308,6 +327,7 @@ pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelT
     with_device(adapter, dir, |device| KernelTuningReport {
         kernels: device.choices.values().cloned().collect(),
         user_kernels: device.user.values().cloned().collect(),
+        host_link_bytes_per_second: device.host_link,
         jobs: device.jobs,
         tuning_time: device.tuning_time,
         file: device.file.clone(),
@@ -327,6 +347,7 @@ impl DeviceChoices {
             candidates,
             choices: BTreeMap::new(),
             user: BTreeMap::new(),
+            host_link: None,
             jobs: 0,
             tuning_time: Duration::ZERO,
             file: None,
@@ -361,9 +382,10 @@ impl DeviceChoices {
             Err(refused) => Err(refused.to_string()),
         };
         match parsed {
-            Ok((choices, user)) => {
+            Ok((choices, user, host_link)) => {
                 device.choices = choices;
                 device.user = user;
+                device.host_link = host_link;
                 device.file_load = DiskCacheLoad::Used;
             }
             Err(reason) => {
@@ -393,17 +415,24 @@ impl DeviceChoices {
         }
         let mut choices = BTreeMap::new();
         let mut user = BTreeMap::new();
+        let mut host_link = None;
         for (number, line) in lines.enumerate() {
             let refused = || format!("choice {} is not one tuning makes: {line:?}", number + 1);
             if let Some(fields) = line.strip_prefix("user\t") {
                 let (key, tuned) = parse_user_line(fields).ok_or_else(refused)?;
                 user.insert(key, tuned);
+            } else if let Some(rate) = line.strip_prefix("host_link\t") {
+                let rate = rate
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|r| r.is_finite() && *r > 0.0);
+                host_link = Some(rate.ok_or_else(refused)?);
             } else {
                 let (kernel, tuned) = self.parse_line(line).ok_or_else(refused)?;
                 choices.insert((kernel, tuned.size_class), tuned);
             }
         }
-        Ok((choices, user))
+        Ok((choices, user, host_link))
     }
 
     /// One line: kernel, class, shape, then the three bandwidths; `None` if any field is not
@@ -470,6 +499,9 @@ impl DeviceChoices {
                 field(&tuned.constant),
                 tuned.value
             ));
+        }
+        if let Some(rate) = self.host_link {
+            text.push_str(&format!("host_link\t{rate}\n"));
         }
         match write_cache_file(file, text.as_bytes()) {
             Ok(_) => self.file_write_error = None,
@@ -539,6 +571,7 @@ mod tests {
             .choices
             .insert((Builtin::Fill, SizeClass::Small), failed);
         device.user.insert(0xabc, user_choice());
+        device.host_link = Some(1.5e10);
         device.write();
         device
     }
@@ -592,6 +625,7 @@ mod tests {
             ..user_choice()
         };
         assert_eq!(next.user.into_iter().collect::<Vec<_>>(), [(0xabc, user)]);
+        assert_eq!(next.host_link, Some(1.5e10));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -630,6 +664,7 @@ mod tests {
             ("user value", line("user\t0abc\tk\tWG\tinf")),
             ("user key", line("user\tnot-hex\tk\tWG\t64")),
             ("user fields", line("user\t0abc\tk\t64")),
+            ("host link", line("host_link\t-5")),
         ]
         .map(|(what, text)| (what, text.into_bytes()));
         for (what, bytes) in cases.into_iter().chain([("utf8", vec![0xff, 0xfe, 0xfd])]) {

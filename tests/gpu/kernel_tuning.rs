@@ -292,6 +292,32 @@ fn child_tunes_once_per_kernel_and_class() {
         return;
     }
     let candidates = |ctx: &Context| KernelShape::candidates(ctx.adapter_info().subgroup_max_size);
+    // The host link: a guard that refuses explicit transfers refuses its measurement, and
+    // nothing is kept; two threads then measure it once and read the same figure.
+    let guarded = context_with(ArenaConfig {
+        transfer_guard: gpu_arena::TransferGuardLevels::all(
+            gpu_arena::TransferGuardLevel::DisallowExplicit,
+        ),
+        ..test_config()
+    });
+    assert!(matches!(
+        guarded.host_link_bandwidth(),
+        Err(Error::TransferGuard { .. })
+    ));
+    assert_eq!(guarded.kernel_tuning().host_link_bytes_per_second, None);
+    drop(guarded);
+    let link = tuned_context(KernelTuning::Off, None);
+    let rates: Vec<f64> = std::thread::scope(|s| {
+        let threads: Vec<_> = (0..2)
+            .map(|_| s.spawn(|| link.host_link_bandwidth().unwrap()))
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    assert_eq!(rates[0], rates[1]);
+    assert_eq!(
+        link.kernel_tuning().host_link_bytes_per_second,
+        Some(rates[0])
+    );
     // `cached` and `off` never measure.
     for tuning in [KernelTuning::Cached, KernelTuning::Off] {
         let ctx = tuned_context(tuning, None);
@@ -482,12 +508,18 @@ fn child_with_a_tuning_file() {
         .unwrap_or_else(|| panic!("{report:?}"));
     match scenario.to_str().unwrap() {
         "first" => {
+            // The host link, measured once and kept in the same file.
+            let rate = ctx.host_link_bandwidth().unwrap();
+            assert!(rate > 0.0 && rate.is_finite());
+            assert_eq!(ctx.host_link_bandwidth().unwrap(), rate);
+            assert_eq!(ctx.kernel_tuning().host_link_bytes_per_second, Some(rate));
             assert_eq!(report.file_load, DiskCacheLoad::NoFile);
             assert_eq!((report.jobs, fill.origin), (2, TuningOrigin::Measured));
             assert_eq!(tuned_user.origin, TuningOrigin::Measured);
             assert!(calls >= 2 * 4, "{calls}");
         }
         "next" => {
+            assert!(report.host_link_bytes_per_second.is_some(), "{report:?}");
             assert_eq!(report.file_load, DiskCacheLoad::Used);
             assert_eq!((report.jobs, fill.origin), (0, TuningOrigin::File));
             assert_eq!((tuned_user.origin, calls), (TuningOrigin::File, 0));
@@ -499,6 +531,7 @@ fn child_with_a_tuning_file() {
             assert_eq!(cached.kernel_tuning().jobs, 0);
         }
         "damaged" => {
+            ctx.host_link_bandwidth().unwrap();
             assert!(
                 matches!(&report.file_load, DiskCacheLoad::Discarded { reason } if !reason.is_empty()),
                 "{report:?}"

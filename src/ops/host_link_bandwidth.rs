@@ -1,0 +1,58 @@
+//! `Context::host_link_bandwidth`: what offload and prefetch move per second on this device,
+//! measured once (the checkpointing planner's cost model needs it) and kept with the tuned
+//! kernel choices: for every context of the process on the device and, with
+//! `GPU_ARENA_CACHE_DIR`, beside the pipeline cache for the next process.
+
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::memory_kind::MemoryKind;
+use std::time::{Duration, Instant};
+
+/// Bytes one move of the measurement carries: large enough that a move's fixed cost is small
+/// beside its bytes, small enough for any pinned-host limit worth using.
+const MEASURE_BYTES: usize = 16 << 20;
+
+/// Round trips (offload, then prefetch) timed; the fastest counts.
+const ROUND_TRIPS: usize = 8;
+
+impl Context {
+    /// Bytes per second the host link moves, offload and prefetch together
+    /// ([`Context::offload`], [`Context::prefetch`] of a 16 MiB array, each round trip
+    /// followed by a synchronize; the fastest of 8): what
+    /// [`StepCosts::host_link_bytes_per_second`](crate::remat::StepCosts) asks for. Measured
+    /// at the first call on a device and kept as tuned kernel choices are (for every context of
+    /// the process on the device, and with `GPU_ARENA_CACHE_DIR` in the tuning file beside the
+    /// pipeline cache), so later calls, and later processes, return at once;
+    /// [`Context::kernel_tuning`] shows it.
+    ///
+    /// Errors: those of `offload` and `prefetch` (the transfer guard's refusal of explicit
+    /// transfers, out of memory of either kind, a lost device); nothing is kept then.
+    pub fn host_link_bandwidth(&self) -> Result<f64> {
+        let adapter = self.inner.adapter_info();
+        let dir: Option<std::path::PathBuf> =
+            self.inner.kernels().lock().cache_dir().map(Into::into);
+        if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
+            return Ok(rate);
+        }
+        let _job = crate::compute::measuring_job();
+        if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
+            return Ok(rate);
+        }
+        let mut array = Some(self.zeros_in::<u32>(MemoryKind::Device, &[MEASURE_BYTES / 4])?);
+        self.synchronize()?;
+        let mut fastest = Duration::MAX;
+        for _ in 0..ROUND_TRIPS {
+            let started = Instant::now();
+            let device = array
+                .take()
+                .expect("the array is back after each round trip");
+            let host = self.offload(device).map_err(Error::from)?;
+            array = Some(self.prefetch(host).map_err(Error::from)?);
+            self.synchronize()?;
+            fastest = fastest.min(started.elapsed());
+        }
+        let rate = (2 * MEASURE_BYTES) as f64 / fastest.as_secs_f64().max(1e-9);
+        crate::pipelines::record_host_link(adapter, dir.as_deref(), rate);
+        Ok(rate)
+    }
+}
