@@ -5,9 +5,9 @@
 //! round, candidates interleaved in an order that rotates, each a submission timed by the wall
 //! clock until it completes, and each shape's fastest round decides (the machines that run
 //! this are shared and noisy: interference only ever adds time, so the fastest of interleaved
-//! rounds is what survives it). Shapes far
-//! behind after the first round are dropped, and a job stops after three rounds once it has
-//! spent its budget. The choice is kept by `pipelines/tuned_choices.rs`.
+//! rounds is what survives it). Shapes far behind after the first round are dropped, a kernel
+//! too slow for its class's bytes is timed on fewer, and a job stops after three rounds once
+//! it has spent its budget. The choice is kept by `pipelines/tuned_choices.rs`.
 //!
 //! The work goes through the context's one submission path; it touches no array, so nothing a
 //! user recorded waits on it or sees it.

@@ -277,11 +277,26 @@ pub(crate) fn record_user(
     tuned: TunedUserKernel,
     took: Duration,
 ) {
+    record_job(adapter, dir, took, |device| {
+        device.user.insert(key, tuned);
+        true
+    });
+}
+
+/// Counts a tuning job that took `took` and keeps its outcome with `keep`, which says whether
+/// the file is to be written.
+fn record_job(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    took: Duration,
+    keep: impl FnOnce(&mut DeviceChoices) -> bool,
+) {
     with_device(adapter, dir, |device| {
         device.jobs += 1;
         device.tuning_time += took;
-        device.user.insert(key, tuned);
-        device.write();
+        if keep(device) {
+            device.write();
+        }
     });
 }
 
@@ -311,18 +326,15 @@ pub(crate) fn record(
     tuned: TunedKernel,
     took: Duration,
 ) {
-    with_device(adapter, dir, |device| {
-        device.jobs += 1;
-        device.tuning_time += took;
+    record_job(adapter, dir, took, |device| {
         let measured = tuned.origin == TuningOrigin::Measured;
         device.choices.insert((kernel, tuned.size_class), tuned);
-        if measured {
-            device.write();
-        }
+        measured
     });
 }
 
-/// The report of the device's choices under `mode`.
+/// The device's choices, jobs and file, as
+/// [`Context::kernel_tuning`](crate::Context::kernel_tuning) reports them.
 pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelTuningReport {
     with_device(adapter, dir, |device| KernelTuningReport {
         kernels: device.choices.values().cloned().collect(),
