@@ -4,7 +4,8 @@
 //! single ops gathered so far (`context/gathered.rs`), records the arrays' use, hands back the
 //! kernel timers, does the bookkeeping a refused submission needs and puts the work on the
 //! timeline; and every wait ends by checking that the device is not lost, so that nothing reads
-//! memory the device never wrote. A file of its own because every recorder, transfer and op
+//! memory the device never wrote. The library's own measurements (kernel tuning) run beside
+//! that record (`run_measurement`), so that they change nothing a program counts or sees. A file of its own because every recorder, transfer and op
 //! submits through it, and the lost-device rules live in one place.
 
 use super::gathered_batch::HostRead;
@@ -129,6 +130,26 @@ impl ContextInner {
         self.submission(done)?
             .for_host_read()
             .submit([encoder.finish()], |_| {}, [])
+    }
+
+    /// Runs `encoder`, the library's own measurement on buffers no array shares (kernel
+    /// tuning), and waits for it. Outside the record on purpose: it takes no submission id,
+    /// leaves the gathered ops gathered and is not on the timeline, so what a program counts
+    /// and sees of its own work is the same whether or not tuning ran in between; like every
+    /// submission it checks the device first and runs inside wgpu's error scopes.
+    ///
+    /// Errors: [`Error::DeviceLost`], [`Error::Device`] when wgpu refuses the work or the wait.
+    pub(crate) fn run_measurement(&self, encoder: wgpu::CommandEncoder, done: &str) -> Result<()> {
+        self.check_device(done)?;
+        let scopes = ErrorScopes::push(&self.device);
+        let index = self.queue.submit([encoder.finish()]);
+        let waited = self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: None,
+        });
+        scopes.pop().map_err(|refusal| self.device_error(done, refusal))?;
+        waited.map_err(|e| self.device_error(done, DeviceRefusal::wait(e)))?;
+        self.check_device(done)
     }
 
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every

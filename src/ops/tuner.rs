@@ -9,8 +9,9 @@
 //! too slow for its class's bytes is timed on fewer, and a job stops after three rounds once
 //! it has spent its budget. The choice is kept by `pipelines/tuned_choices.rs`.
 //!
-//! The work goes through the context's one submission path; it touches no array, so nothing a
-//! user recorded waits on it or sees it.
+//! The work runs as the context's measurement (`ContextInner::run_measurement`): it touches no
+//! array, takes no submission id and leaves the gathered ops gathered, so nothing a program
+//! records, counts or waits on sees it.
 
 use super::geometry::{
     grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
@@ -421,13 +422,12 @@ impl<'a> Bench<'a> {
     }
 }
 
-/// Submits `encoder` through the context's submission path and waits for it: its wall time.
+/// Runs `encoder` as the context's measurement and waits for it: its wall time.
 fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration, String> {
     let started = Instant::now();
-    let id = inner
-        .submit_encoder(encoder, "tuning a library kernel")
+    inner
+        .run_measurement(encoder, "tuning a library kernel")
         .map_err(|e| e.to_string())?;
-    inner.wait_for_work(id).map_err(|e| e.to_string())?;
     Ok(started.elapsed())
 }
 
