@@ -147,7 +147,9 @@ impl ContextInner {
             submission_index: Some(index),
             timeout: None,
         });
-        scopes.pop().map_err(|refusal| self.device_error(done, refusal))?;
+        scopes
+            .pop()
+            .map_err(|refusal| self.device_error(done, refusal))?;
         waited.map_err(|e| self.device_error(done, DeviceRefusal::wait(e)))?;
         self.check_device(done)
     }
