@@ -13,17 +13,29 @@
 //! array, takes no submission id and leaves the gathered ops gathered, so nothing a program
 //! records, counts or waits on sees it.
 
+use super::builtin::planning_error;
 use super::geometry::{
     grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
 };
 use crate::context::{Context, ContextInner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel_tuning::{KernelShape, KernelTuning};
 use crate::pipelines::{
     Builtin, ErrorScopes, KernelState, KernelTuningReport, SizeClass, TunedKernel, TuningOrigin,
     TUNING_JOB,
 };
 use std::time::{Duration, Instant};
+
+/// What tuning is called in errors.
+const TUNING: &str = "tuning a library kernel";
+
+/// A tuning workload that does not plan as the kernel it is for: a bug of this file.
+fn internal(reason: &str) -> Error {
+    Error::Internal {
+        operation: TUNING,
+        reason: reason.to_string(),
+    }
+}
 
 /// Rounds of timing at most.
 const ROUNDS: usize = 5;
@@ -149,7 +161,7 @@ fn tuned(
         return shape;
     }
     // A lost device has nothing to measure: the op that asked fails on its own.
-    if !measure || inner.check_device("tuning a library kernel").is_err() {
+    if !measure || inner.check_device(TUNING).is_err() {
         return kernel.fixed_shape();
     }
     let _job = TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
@@ -254,7 +266,7 @@ fn measure(
     kernel: Builtin,
     class: SizeClass,
     candidates: &[KernelShape],
-) -> Result<Rates, String> {
+) -> Result<Rates> {
     let started = Instant::now();
     let mut shapes = candidates.to_vec();
     if !shapes.contains(&kernel.fixed_shape()) {
@@ -266,12 +278,8 @@ fn measure(
         .expect("the fixed shape is a candidate");
     let compiled = shapes
         .iter()
-        .map(|&shape| {
-            kernels
-                .tuning_candidate(inner.device(), inner.adapter_info(), kernel, shape)
-                .map_err(|e| e.to_string())
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|&shape| kernels.tuning_candidate(inner.device(), inner.adapter_info(), kernel, shape))
+        .collect::<Result<Vec<_>>>()?;
     let mut bench = Bench::new(inner, kernel, class.tuning_bytes(), &shapes, &compiled)?;
     // The fixed shape's second run (its first pays for the pipeline's first use) says how
     // long one dispatch takes. A kernel so slow that a round would take more than a third of
@@ -348,7 +356,7 @@ impl<'a> Bench<'a> {
         bytes: u64,
         shapes: &[KernelShape],
         compiled: &'a [std::sync::Arc<crate::pipelines::Compiled>],
-    ) -> Result<Self, String> {
+    ) -> Result<Self> {
         // The device's own limits: the workload is the tuner's, not the configuration's, and
         // the shape it picks holds whatever limits an op splits its grid by.
         let limits = PlanLimits {
@@ -364,13 +372,17 @@ impl<'a> Bench<'a> {
             .iter()
             .map(|c| scratch.bind_group(inner.device(), &c.layout, &work))
             .collect();
-        scopes.pop().map_err(|refused| refused.to_string())?;
+        scopes
+            .pop()
+            .map_err(|refused| inner.device_error(TUNING, refused))?;
         let max = u64::from(inner.limits().max_compute_workgroups_per_dimension);
         let grids = shapes
             .iter()
             .map(|shape| grid(work.items.div_ceil(shape.per_group()), max))
             .collect::<Option<Vec<_>>>()
-            .ok_or("the tuning workload needs more workgroups than the device launches")?;
+            .ok_or_else(|| {
+                internal("the tuning workload needs more workgroups than the device launches")
+            })?;
         Ok(Bench {
             inner,
             work,
@@ -382,7 +394,7 @@ impl<'a> Bench<'a> {
     }
 
     /// The wall time of `repeats` dispatches of shape `index` in one submission.
-    fn run(&self, index: usize, repeats: u32) -> Result<Duration, String> {
+    fn run(&self, index: usize, repeats: u32) -> Result<Duration> {
         let mut encoder = self
             .inner
             .device()
@@ -406,7 +418,7 @@ impl<'a> Bench<'a> {
     }
 
     /// The wall time of `repeats` device copies (clears for fill) in one submission.
-    fn device_copy(&self, repeats: u32) -> Result<Duration, String> {
+    fn device_copy(&self, repeats: u32) -> Result<Duration> {
         let mut encoder = self
             .inner
             .device()
@@ -423,11 +435,9 @@ impl<'a> Bench<'a> {
 }
 
 /// Runs `encoder` as the context's measurement and waits for it: its wall time.
-fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration, String> {
+fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration> {
     let started = Instant::now();
-    inner
-        .run_measurement(encoder, "tuning a library kernel")
-        .map_err(|e| e.to_string())?;
+    inner.run_measurement(encoder, TUNING)?;
     Ok(started.elapsed())
 }
 
@@ -439,7 +449,7 @@ fn fastest(samples: &[Duration]) -> Duration {
 /// The box or fill of about `bytes` a tuning job of `kernel` times: as the ops plan it, in
 /// the unit and layout that select `kernel` (a contiguous row, or rows of about 1 KiB with gaps
 /// between them; word and byte boxes at starts that rule out the wider units).
-fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload, String> {
+fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload> {
     let rows =
         |row_bytes: u64, src_gap: u64, dst_gap: u64, src_offset: u64, dst_offset: u64| BoxCopy {
             outer: vec![OuterDim {
@@ -459,9 +469,10 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
     };
     let (copy, unit) = match kernel {
         Builtin::Fill => {
-            let planned = plan_fill(bytes, [1, 2, 3, 4], limits).map_err(|e| e.to_string())?;
+            let planned = plan_fill(bytes, [1, 2, 3, 4], limits)
+                .map_err(|refused| planning_error(TUNING, refused))?;
             let [d] = planned.as_slice() else {
-                return Err("the tuning fill does not plan as one dispatch".into());
+                return Err(internal("the tuning fill does not plan as one dispatch"));
             };
             return Ok(Workload {
                 params: bytemuck::bytes_of(&d.params).to_vec(),
@@ -477,9 +488,9 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
         Builtin::CopyRowsWord { contiguous: false } => (rows(1020, 8, 12, 4, 4), CopyUnit::Word),
         Builtin::CopyBytes => (rows(1021, 6, 8, 1, 3), CopyUnit::Byte),
     };
-    let planned = plan_copy(&copy, limits).map_err(|e| e.to_string())?;
+    let planned = plan_copy(&copy, limits).map_err(|refused| planning_error(TUNING, refused))?;
     let [d] = planned.as_slice() else {
-        return Err("the tuning box does not plan as one dispatch".into());
+        return Err(internal("the tuning box does not plan as one dispatch"));
     };
     let contiguous = d.params.outer_rank == 0;
     let planned_kernel = match d.unit {
@@ -488,11 +499,14 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
         CopyUnit::Byte => Builtin::CopyBytes,
     };
     if d.unit != unit || planned_kernel != kernel {
-        return Err(format!(
-            "the tuning box plans as {} rather than {}",
-            planned_kernel.name(),
-            kernel.name()
-        ));
+        return Err(Error::Internal {
+            operation: TUNING,
+            reason: format!(
+                "the tuning box plans as {} rather than {}",
+                planned_kernel.name(),
+                kernel.name()
+            ),
+        });
     }
     Ok(Workload {
         params: bytemuck::bytes_of(&d.params).to_vec(),

@@ -11,7 +11,7 @@
 //! shape: every shape writes the same bytes, so no file can make a kernel wrong.
 
 use super::cache_stats::DiskCacheLoad;
-use super::disk_cache::{checksum, read_cache_file, write_cache_file};
+use super::disk_cache::{checksum, read_cache_file, write_cache_file, CacheFileRefusal};
 use super::library_kernels::Builtin;
 use crate::backend::private_dir;
 use crate::kernel_tuning::KernelShape;
@@ -145,6 +145,25 @@ pub struct KernelTuningReport {
     pub file_load: DiskCacheLoad,
     /// Why the last write of the file failed; `None` once one succeeds.
     pub file_write_error: Option<String>,
+}
+
+/// Why a tuning file is not used; each variant's text says what is wrong.
+#[derive(Debug, thiserror::Error)]
+enum TuningFileRefusal {
+    /// Refused as a cache file (a link, another user's, damaged, truncated, ...).
+    #[error(transparent)]
+    File(#[from] CacheFileRefusal),
+    #[error("it is not UTF-8 text")]
+    NotText,
+    #[error("it does not start with \"{FILE_HEADER}\"")]
+    Header,
+    #[error("it was written for another device or driver")]
+    AnotherDevice,
+    #[error("it was measured on another set of kernel shapes")]
+    AnotherKernelSet,
+    /// A line that is not one tuning writes (a shape it never measures, a bad number, ...).
+    #[error("choice {number} is not one tuning makes: {line:?}")]
+    Line { number: usize, line: String },
 }
 
 /// The library's and users' choices and the host link's bandwidth, as a file holds them.
@@ -391,7 +410,7 @@ impl DeviceChoices {
                 return device;
             }
             Ok(Some(data)) => device.parse(data.driver_data()),
-            Err(refused) => Err(refused.to_string()),
+            Err(refused) => Err(TuningFileRefusal::File(refused)),
         };
         match parsed {
             Ok((choices, user, host_link)) => {
@@ -400,36 +419,41 @@ impl DeviceChoices {
                 device.host_link = host_link;
                 device.file_load = DiskCacheLoad::Used;
             }
-            Err(reason) => {
+            Err(refused) => {
                 log::warn!(
-                    "gpu-arena: ignoring the kernel tuning file {}: {reason} (kernels are \
+                    "gpu-arena: ignoring the kernel tuning file {}: {refused} (kernels are \
                      tuned again; the file is rewritten after the next tuning)",
                     file.display()
                 );
-                device.file_load = DiskCacheLoad::Discarded { reason };
+                device.file_load = DiskCacheLoad::Discarded {
+                    reason: refused.to_string(),
+                };
             }
         }
         device
     }
 
     /// The choices a file's body holds, or why none of them is used.
-    fn parse(&self, body: &[u8]) -> Result<Choices, String> {
-        let text = std::str::from_utf8(body).map_err(|_| "it is not UTF-8 text".to_string())?;
+    fn parse(&self, body: &[u8]) -> Result<Choices, TuningFileRefusal> {
+        let text = std::str::from_utf8(body).map_err(|_| TuningFileRefusal::NotText)?;
         let mut lines = text.lines();
         if lines.next() != Some(FILE_HEADER) {
-            return Err(format!("it does not start with \"{FILE_HEADER}\""));
+            return Err(TuningFileRefusal::Header);
         }
         if lines.next() != Some(&format!("device {}", self.key)) {
-            return Err("it was written for another device or driver".into());
+            return Err(TuningFileRefusal::AnotherDevice);
         }
         if lines.next() != Some(&format!("variants {:016x}", self.variants)) {
-            return Err("it was measured on another set of kernel shapes".into());
+            return Err(TuningFileRefusal::AnotherKernelSet);
         }
         let mut choices = BTreeMap::new();
         let mut user = BTreeMap::new();
         let mut host_link = None;
         for (number, line) in lines.enumerate() {
-            let refused = || format!("choice {} is not one tuning makes: {line:?}", number + 1);
+            let refused = || TuningFileRefusal::Line {
+                number: number + 1,
+                line: line.to_string(),
+            };
             if let Some(fields) = line.strip_prefix("user\t") {
                 let (key, tuned) = parse_user_line(fields).ok_or_else(refused)?;
                 user.insert(key, tuned);
