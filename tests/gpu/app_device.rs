@@ -849,6 +849,7 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         lost("device_get", ctx.device_get(&x).err());
         lost("copy", ctx.copy(&x).err());
         lost("dynamic_slice", ctx.dynamic_slice(&x, &[2], &[4]).err());
+        lost("tune_kernels", ctx.tune_kernels().err());
         lost(
             "launch",
             ctx.launch(&kernel)

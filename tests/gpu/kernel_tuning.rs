@@ -306,6 +306,18 @@ fn child_tunes_once_per_kernel_and_class() {
     ));
     assert_eq!(guarded.kernel_tuning().host_link_bytes_per_second, None);
     drop(guarded);
+    // A pinned-host kind too small for the measurement's array: its out of memory, nothing
+    // kept.
+    let small = context_with(ArenaConfig {
+        pinned_host_bytes: Some(256),
+        ..test_config()
+    });
+    assert!(matches!(
+        small.host_link_bandwidth(),
+        Err(Error::OutOfMemory { .. })
+    ));
+    assert_eq!(small.kernel_tuning().host_link_bytes_per_second, None);
+    drop(small);
     let link = tuned_context(KernelTuning::Off, None);
     let rates: Vec<f64> = std::thread::scope(|s| {
         let threads: Vec<_> = (0..2)
