@@ -91,12 +91,12 @@ impl Context {
         mut run: impl FnMut(&Kernel) -> Result<()>,
     ) -> Result<Kernel> {
         let name = desc.label.unwrap_or(desc.entry_point).to_string();
-        let Some(&first) = values.first() else {
+        if values.is_empty() {
             return Err(Error::KernelCompile {
                 kernel: name,
                 message: format!("no values to tune the override constant `{constant}` over"),
             });
-        };
+        }
         let with = |value: f64| {
             let mut constants = desc.constants.to_vec();
             constants.push((constant, value));
@@ -137,7 +137,7 @@ impl Context {
         let tuned = TunedUserKernel {
             kernel: name,
             constant: constant.to_string(),
-            value: if best == 0 { first } else { values[best] },
+            value: values[best],
             seconds: values
                 .iter()
                 .zip(&fastest)
