@@ -5,13 +5,12 @@ use super::geometry::{
     grid, plan_copy, BindRange, BoxCopy, CopyParams, CopyUnit, FillParams, PlanError, PlanLimits,
     MAX_ADDRESSABLE_BINDING_BYTES, MAX_ITEMS,
 };
-use super::tuner::shape_for;
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::ContextInner;
 use crate::error::{CaptureRefusal, Error, Result};
 use crate::kernel_tuning::KernelShape;
-use crate::pipelines::{Builtin, KernelState, SizeClass};
+use crate::pipelines::{Builtin, KernelState};
 use crate::step::{BoundRange, Step};
 
 /// An array and a byte range of it, relative to the array's first byte; what the kernel
@@ -91,15 +90,6 @@ pub(crate) struct Dispatch<'a> {
     pub(crate) params: Params,
 }
 
-/// Bytes one item of `kernel` moves: a `vec4`, or a word (the byte kernel's items are
-/// destination words).
-fn item_bytes(kernel: Builtin) -> u64 {
-    match kernel {
-        Builtin::CopyRowsVec4 { .. } | Builtin::Fill => 16,
-        Builtin::CopyRowsWord { .. } | Builtin::CopyBytes => 4,
-    }
-}
-
 impl ContextInner {
     /// The most workgroups per grid dimension the library's kernels launch: the device's
     /// limit, or [`ArenaConfig::max_workgroups_per_dimension`](crate::ArenaConfig) when lower.
@@ -114,19 +104,6 @@ impl ContextInner {
 }
 
 impl Sequence {
-    /// The shape `kernel` runs in for a dispatch of `items` items: see
-    /// [`shape_for`](super::tuner::shape_for); a single op may tune, a user's sequence or
-    /// capture never does.
-    pub(crate) fn kernel_shape(
-        &self,
-        kernels: &mut KernelState,
-        kernel: Builtin,
-        items: u64,
-    ) -> KernelShape {
-        let class = SizeClass::of(items.saturating_mul(item_bytes(kernel)));
-        shape_for(&self.ctx.inner, kernels, kernel, class, self.is_single_op())
-    }
-
     /// Records the library's `dispatches` in order (each sees the previous one's writes: wgpu
     /// puts a barrier between dispatches that use a buffer read_write). Grids past max³
     /// workgroups (never at 65535 per dimension, but at the test limits) become several

@@ -17,6 +17,7 @@ use super::builtin::planning_error;
 use super::geometry::{
     grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
 };
+use crate::compute::Sequence;
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
 use crate::kernel_tuning::{KernelShape, KernelTuning};
@@ -122,6 +123,29 @@ impl Context {
         }
         self.inner.kernels().lock().set_tuning(tuning);
         Ok(())
+    }
+}
+
+/// Bytes one item of `kernel` moves: a `vec4`, or a word (the byte kernel's items are
+/// destination words).
+fn item_bytes(kernel: Builtin) -> u64 {
+    match kernel {
+        Builtin::CopyRowsVec4 { .. } | Builtin::Fill => 16,
+        Builtin::CopyRowsWord { .. } | Builtin::CopyBytes => 4,
+    }
+}
+
+impl Sequence {
+    /// The shape `kernel` runs in for a dispatch of `items` items: see [`shape_for`]; a single
+    /// op may tune, a user's sequence or capture never does.
+    pub(crate) fn kernel_shape(
+        &self,
+        kernels: &mut KernelState,
+        kernel: Builtin,
+        items: u64,
+    ) -> KernelShape {
+        let class = SizeClass::of(items.saturating_mul(item_bytes(kernel)));
+        shape_for(&self.ctx.inner, kernels, kernel, class, self.is_single_op())
     }
 }
 
