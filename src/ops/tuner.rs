@@ -178,10 +178,14 @@ fn tuned(
     class: SizeClass,
     measure: bool,
 ) -> KernelShape {
+    if let Some(shape) = kernels.chosen_shape(kernel, class) {
+        return shape;
+    }
     let adapter = inner.adapter_info();
     let dir = kernels.cache_dir().map(std::path::Path::to_path_buf);
     let chosen = || crate::pipelines::chosen(adapter, dir.as_deref(), kernel, class);
     if let Some(shape) = chosen() {
+        kernels.remember_shape(kernel, class, shape);
         return shape;
     }
     // A lost device has nothing to measure: the op that asked fails on its own.
@@ -191,6 +195,7 @@ fn tuned(
     let _job = TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner());
     // Another context may have tuned the pair while this one waited for the job.
     if let Some(shape) = chosen() {
+        kernels.remember_shape(kernel, class, shape);
         return shape;
     }
     let started = Instant::now();
@@ -198,6 +203,7 @@ fn tuned(
     let outcome = tune(inner, kernels, kernel, class, &candidates);
     let shape = outcome.shape;
     crate::pipelines::record(adapter, dir.as_deref(), kernel, outcome, started.elapsed());
+    kernels.remember_shape(kernel, class, shape);
     shape
 }
 

@@ -11,6 +11,7 @@ use super::limits::check_device_limits;
 use super::reflect::{reflect_kernel, KernelSignature, ParamsBlock, ParamsKind, ReflectedKernel};
 use super::source::{KernelDesc, KernelSource};
 use super::source_bounds::{check_wgsl_bounds, COMPILER_STACK_BYTES, MAX_SPIRV_WORDS};
+use super::tuned_choices::SizeClass;
 use crate::error::{Error, Result};
 use crate::kernel_tuning::{KernelShape, KernelTuning};
 use crate::lock::{rank, Mutex, MutexGuard};
@@ -66,6 +67,9 @@ pub(crate) struct KernelState {
     /// what each took to compile: kept out of the statistics until an op uses one, which then
     /// counts as that op's compilation (so tuning does not change what the statistics say).
     candidates: HashMap<(Builtin, KernelShape), (Arc<Compiled>, std::time::Duration)>,
+    /// The shapes this context's ops found chosen for the device (in the process's table or
+    /// the tuning file), so that an op looks them up there once, not at every dispatch.
+    chosen: HashMap<(Builtin, SizeClass), KernelShape>,
     /// [`ArenaConfig::kernel_tuning`](crate::ArenaConfig), or what
     /// [`Context::set_kernel_tuning`](crate::Context::set_kernel_tuning) set since.
     tuning: KernelTuning,
@@ -93,6 +97,7 @@ impl KernelCache {
                 KernelState {
                     pipelines: HashMap::new(),
                     candidates: HashMap::new(),
+                    chosen: HashMap::new(),
                     tuning,
                     disk_cache: DiskCache::from_env()?,
                     stats: KernelCacheStats::default(),
@@ -257,6 +262,16 @@ impl KernelState {
         self.candidates
             .insert((kernel, shape), (Arc::clone(&compiled), took));
         Ok(compiled)
+    }
+
+    /// The shape chosen for `kernel` and `class` that this context met already.
+    pub(crate) fn chosen_shape(&self, kernel: Builtin, class: SizeClass) -> Option<KernelShape> {
+        self.chosen.get(&(kernel, class)).copied()
+    }
+
+    /// Remembers the shape chosen for `kernel` and `class` for this context's later ops.
+    pub(crate) fn remember_shape(&mut self, kernel: Builtin, class: SizeClass, shape: KernelShape) {
+        self.chosen.insert((kernel, class), shape);
     }
 
     /// Whether and how the library's kernels are tuned on this context.
