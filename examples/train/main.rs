@@ -12,7 +12,10 @@
 //! time per step and the loss. It exits with an error unless, for every policy, every step's
 //! peak is the resident bytes plus the plan's peak to the byte, the first step's parameter
 //! gradients are bit-identical to those of keeping everything (read back and compared as
-//! bytes), the whole loss curve is too, and training cut the loss to under half.
+//! bytes), the whole loss curve and the trained parameters are too, and training cut the loss
+//! to under half; and unless the offload policy's budget is one that keeping everything needs
+//! at least 4 times over and under which recomputation alone (`CheckpointPolicy::Budget`)
+//! finds no plan.
 //!
 //! With `--budget-kib N` it also trains under the plan `Chain::plan_fastest` predicts fastest
 //! for N KiB of activations and gradients (keep, recompute or offload per activation), from the
@@ -46,7 +49,7 @@ use serde_json::json;
 const USAGE: &str = "\
 usage: train [--large] [--steps N] [--json]
 
-Trains an MLP (8 linear layers of 64 ReLU units, batch 32) on a synthetic regression with SGD
+Trains an MLP (16 linear layers of 64 ReLU units, batch 32) on a synthetic regression with SGD
 under each checkpointing policy (save all, every 3rd, sqrt, a budget), every step run through
 gpu-arena's Schedule::run with WGSL kernels, and checks that each step's peak is the plan's,
 that the gradients are bit-identical across policies and that the loss falls.
@@ -121,7 +124,7 @@ const CI: Config = Config {
         inputs: 16,
         width: 64,
         outputs: 4,
-        linear_layers: 8,
+        linear_layers: 16,
     },
     batches: 16,
     steps: 200,
@@ -142,8 +145,9 @@ const LARGE: Config = Config {
     learning_rate: 0.02,
 };
 
-/// The issue's floor: at least 8 linear layers, at either size.
-const _: () = assert!(CI.shape.linear_layers >= 8 && LARGE.shape.linear_layers >= 8);
+/// At least 16 linear layers at either size: deep enough that keeping everything needs 4x the
+/// offload policy's budget.
+const _: () = assert!(CI.shape.linear_layers >= 16 && LARGE.shape.linear_layers >= 16);
 
 fn main() -> ExitCode {
     // wgpu's warnings and validation errors go to stderr (CI looks for the latter).
@@ -243,7 +247,8 @@ fn run(options: &Options) -> Result<()> {
         .collect::<gpu_arena::Result<Vec<_>>>()?;
 
     let chain = shape.chain()?;
-    let mut runs = policies(&chain)?
+    let (schedules, claim) = policies(&chain)?;
+    let mut runs = schedules
         .into_iter()
         .map(|(name, schedule)| {
             train(&ctx, &config, &kernels, &dataset, name, schedule)
@@ -296,14 +301,17 @@ fn run(options: &Options) -> Result<()> {
         for run in &runs {
             println!("{}", row(&ctx, &config, run, &costs));
         }
+        println!("{}", claim.row());
         for plan in &plans {
             println!("{}", captured_row(&ctx, &config, plan, &captured));
         }
     } else {
         print_table(&ctx, &config, &runs, &costs);
+        println!("{}", claim.describe());
         print_captured(&plans, &captured, trained);
     }
     check(&config, &runs)?;
+    claim.check()?;
     check_captured(&plans, &captured, trained)
 }
 
@@ -501,7 +509,7 @@ fn check_captured(
 /// budget halfway between √n's peak and keeping everything (or the smallest that fits, if
 /// that is less than any plan needs), and a quarter of keeping everything met by offloading
 /// activations to pinned host memory (or the least that offloading fits).
-fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
+fn policies(chain: &Chain) -> Result<(Vec<(String, Schedule)>, OffloadClaim)> {
     let all = chain.plan(CheckpointPolicy::SaveAll)?;
     let sqrt = chain.plan(CheckpointPolicy::Sqrt)?;
     let halfway = (all.peak_bytes() + sqrt.peak_bytes()) / 2;
@@ -519,7 +527,17 @@ fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
         }) => smallest_budget,
         other => other.map(|_| quarter)?,
     };
-    Ok(vec![
+    let claim = OffloadClaim {
+        budget: offload_budget,
+        save_all_bytes: all.peak_bytes(),
+        recompute_alone_bytes: match chain.plan(CheckpointPolicy::Budget(offload_budget)) {
+            Err(RematError::BudgetTooSmall {
+                smallest_budget, ..
+            }) => Some(smallest_budget),
+            other => other.map(|_| None)?,
+        },
+    };
+    let schedules = vec![
         ("save all".into(), all),
         (
             format!("every nth ({EVERY})"),
@@ -534,7 +552,57 @@ fn policies(chain: &Chain) -> Result<Vec<(String, Schedule)>> {
             format!("offload {}", Bytes(offload_budget)),
             chain.plan(CheckpointPolicy::OffloadBudget(offload_budget))?,
         ),
-    ])
+    ];
+    Ok((schedules, claim))
+}
+
+/// What the offload policy shows: a budget that keeping everything needs several times over
+/// and that recomputation alone (`CheckpointPolicy::Budget`) cannot meet.
+struct OffloadClaim {
+    budget: u64,
+    save_all_bytes: u64,
+    /// The smallest budget recomputation alone fits, when it does not fit `budget`.
+    recompute_alone_bytes: Option<u64>,
+}
+
+impl OffloadClaim {
+    fn save_all_over_budget(&self) -> f64 {
+        self.save_all_bytes as f64 / self.budget as f64
+    }
+
+    fn describe(&self) -> String {
+        let recompute = match self.recompute_alone_bytes {
+            Some(bytes) => format!("recomputation alone finds no plan (it needs {bytes} B)"),
+            None => "recomputation alone also fits it".into(),
+        };
+        format!(
+            "offload {}: keeping everything needs {:.2}x this budget; {recompute}",
+            Bytes(self.budget),
+            self.save_all_over_budget()
+        )
+    }
+
+    fn row(&self) -> serde_json::Value {
+        json!({
+            "case": "train_offload_budget",
+            "budget_bytes": self.budget,
+            "save_all_bytes": self.save_all_bytes,
+            "save_all_over_budget": self.save_all_over_budget(),
+            "recompute_alone_bytes": self.recompute_alone_bytes,
+        })
+    }
+
+    /// At the example's sizes the offload policy trains under a budget that keeping
+    /// everything needs at least 4 times over and that recomputation alone cannot meet.
+    fn check(&self) -> Result<()> {
+        ensure!(
+            self.save_all_over_budget() >= 4.0 && self.recompute_alone_bytes.is_some(),
+            "{}: the offload policy should train where keeping everything needs 4x the budget \
+             and recomputation alone cannot",
+            self.describe()
+        );
+        Ok(())
+    }
 }
 
 /// Trains a new network from the same start for `config.steps` SGD steps under `schedule`.
@@ -737,6 +805,12 @@ fn check(config: &Config, runs: &[PolicyRun]) -> Result<()> {
             run.name,
             first.name
         );
+        ensure!(
+            bytes(&run.parameters) == bytes(&first.parameters),
+            "{}: the trained parameters differ from {}'s in their bits",
+            run.name,
+            first.name
+        );
     }
     let (initial, last) = (first.initial_loss(), first.final_loss(config.batches));
     ensure!(
@@ -746,10 +820,12 @@ fn check(config: &Config, runs: &[PolicyRun]) -> Result<()> {
         config.steps
     );
     eprintln!(
-        "checked: each step's peak = resident + plan peak; first-step gradients ({} bytes) and \
-         all {} losses bit-identical under {} policies; loss {initial:.5} -> {last:.5}",
+        "checked: each step's peak = resident + plan peak; first-step gradients ({} bytes), \
+         all {} losses and the trained parameters ({} bytes) bit-identical under {} policies; \
+         loss {initial:.5} -> {last:.5}",
         reference.len(),
         first.losses.len(),
+        bytes(&first.parameters).len(),
         runs.len()
     );
     Ok(())

@@ -91,6 +91,15 @@ const EXHAUSTIVE_SEGMENT_COUNTS: usize = 1024;
 /// (one plan per layer, O(n²) in all); above, it stops at the best candidate.
 const GREEDY_LAYER_LIMIT: usize = 2048;
 
+/// Up to this many layers, [`Chain::plan_fastest`] then improves its plan one activation's
+/// placement at a time (two plans per layer and pass, each O(n)); above, it stops at the
+/// fastest of its families.
+const LOCAL_SEARCH_LAYER_LIMIT: usize = 512;
+
+/// The most passes of that local search (each accepted change makes the plan faster, so it
+/// ends anyway; this bounds its time).
+const LOCAL_SEARCH_PASSES: usize = 16;
+
 /// The most keep sets [`Chain::plan_fastest`] offloads into a budget (spread over the budget
 /// search's candidates), so that planning stays within seconds at thousands of layers.
 const FASTEST_KEEP_SETS: usize = 64;
@@ -518,7 +527,8 @@ fn offload_to_fit(
 /// `budget`: [`Budget`](CheckpointPolicy::Budget)'s, and for each keep set the budget search
 /// tries (everything, every n-th, the balanced cuts) the plan that offloads as few of its
 /// checkpoints as fit ([`offload_to_fit`]); keeping everything so is
-/// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s plan. `cost` predicts a plan's time.
+/// [`OffloadBudget`](CheckpointPolicy::OffloadBudget)'s plan; then improved one placement at
+/// a time ([`improve_placements`]). `cost` predicts a plan's time.
 pub(super) fn fastest_within_budget(
     chain: &Chain,
     budget: u64,
@@ -551,7 +561,7 @@ pub(super) fn fastest_within_budget(
         }
     }
     match best {
-        Some((_, plan)) => Ok(plan),
+        Some(best) => Ok(improve_placements(chain, best, Fit::Arena(budget), cost).1),
         // Nothing fits: the smaller budget of recomputing and of offloading everything.
         None => match (recompute, offload_within_budget(chain, budget)) {
             (
@@ -568,6 +578,62 @@ pub(super) fn fastest_within_budget(
             (Ok(plan), _) => Ok(plan),
         },
     }
+}
+
+/// Where `schedule` places each activation below `n`: offloaded, else kept (a checkpoint),
+/// else recomputed.
+fn placements(schedule: &Schedule, n: usize) -> Vec<Placement> {
+    let mut placed = vec![Placement::Recompute; n];
+    for &i in schedule.checkpoints().iter().filter(|&&i| i < n) {
+        placed[i] = Placement::Keep;
+    }
+    for i in schedule.offloaded() {
+        placed[i] = Placement::Offload;
+    }
+    placed
+}
+
+/// The local search after [`fastest_within_budget`]'s families, up to
+/// [`LOCAL_SEARCH_LAYER_LIMIT`] layers: one activation's placement changed at a time (to either
+/// other placement) wherever the plan still fits and is predicted faster, pass after pass until
+/// no single change helps (or [`LOCAL_SEARCH_PASSES`] passes). Every plan taken fits and beats
+/// the one before, so the result is never slower than `best`.
+fn improve_placements(
+    chain: &Chain,
+    mut best: (f64, Schedule),
+    fit: Fit,
+    cost: impl Fn(&Schedule) -> f64,
+) -> (f64, Schedule) {
+    let n = chain.layer_count();
+    if n > LOCAL_SEARCH_LAYER_LIMIT {
+        return best;
+    }
+    let mut placed = placements(&best.1, n);
+    for _ in 0..LOCAL_SEARCH_PASSES {
+        let mut improved = false;
+        for i in 1..n {
+            for other in [Placement::Keep, Placement::Offload, Placement::Recompute] {
+                let was = placed[i];
+                if other == was {
+                    continue;
+                }
+                placed[i] = other;
+                let candidate = chain.plan_placing(|j| placed[j]);
+                let faster = fit
+                    .schedule_if_fits(candidate.peak_bytes(), || candidate)
+                    .map(|fits| (cost(&fits), fits))
+                    .filter(|(seconds, _)| *seconds < best.0);
+                match faster {
+                    Some(taken) => (best, improved) = (taken, true),
+                    None => placed[i] = was,
+                }
+            }
+        }
+        if !improved {
+            break;
+        }
+    }
+    best
 }
 
 /// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found
