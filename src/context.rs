@@ -446,6 +446,11 @@ impl ContextInner {
         &self.device
     }
 
+    /// Nanoseconds per tick of the device's timestamps.
+    pub(crate) fn timestamp_period_ns(&self) -> f64 {
+        f64::from(self.queue.get_timestamp_period())
+    }
+
     /// Writes `bytes` into `buffer` at `offset` through wgpu's own staging: they land before
     /// the next submission's commands (unlike [`Context::queue`], this submits nothing).
     pub(crate) fn write_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {

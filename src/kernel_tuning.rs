@@ -51,6 +51,17 @@ impl std::fmt::Display for KernelTuning {
     }
 }
 
+/// How kernel tuning times its candidates on a device
+/// ([`KernelTuningReport::clock`](crate::kernels::KernelTuningReport::clock)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TuningClock {
+    /// The device's timestamps (wgpu's `TIMESTAMP_QUERY`), written before and after the timed
+    /// work: GPU time alone, without the submission and the wait.
+    Timestamps,
+    /// The wall clock from submission to completion, on a device without timestamps.
+    WallClock,
+}
+
 /// How one of the library's kernels spreads its work over the GPU: invocations per workgroup
 /// and items (16-byte units, words, or destination words of a byte copy) each invocation
 /// moves. Every shape writes exactly the same bytes; they differ only in speed, which depends

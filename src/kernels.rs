@@ -3,7 +3,7 @@
 //! slots), what reflection reads from a kernel ([`KernelSignature`] and its parts), the
 //! compiler's bounds and the compile cache ([`KernelCacheStats`], [`DiskCacheLoad`],
 //! [`CACHE_DIR_ENV`]), and kernel tuning ([`KernelTuning`], [`KernelShape`], [`SizeClass`],
-//! [`KernelTuningReport`]).
+//! [`KernelTuningReport`], [`TuningClock`]).
 //!
 //! A facade: the code lives in three private modules by what it is for, `compute/` (what users
 //! call), `ops/` (the library's ops over arrays) and `pipelines/` (compilation, caches, error
@@ -94,7 +94,7 @@ pub use crate::compute::{
     ArraySlot, Capture, CaptureMode, CapturedStep, IndexSlot, InputSlot, ItemCount, Kernel, Launch,
     ParamsSlot, PlannedTemporary, ReadSlot, Sequence, StepPlan, StepRun,
 };
-pub use crate::kernel_tuning::{KernelShape, KernelTuning};
+pub use crate::kernel_tuning::{KernelShape, KernelTuning, TuningClock};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, KernelTuningReport,
     ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TunedUserKernel, TuningOrigin,

@@ -38,6 +38,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use gpu_arena::config::{AdapterSelector, ArenaConfig, BarWrites};
+use gpu_arena::kernels::TuningClock;
 use gpu_arena::{Context, Error};
 use lexopt::prelude::*;
 use measure::{human_bytes, Figure, Sizes};
@@ -226,6 +227,10 @@ fn kernel_tuning(ctx: &Context) -> Result<serde_json::Value> {
         "setting": ArenaConfig::from_env()?.kernel_tuning.to_string(),
         "jobs": report.jobs,
         "tuning_seconds": report.tuning_time.as_secs_f64(),
+        "clock": match report.clock {
+            TuningClock::Timestamps => "timestamps",
+            TuningClock::WallClock => "wall clock",
+        },
         "file": report.file.map(|f| f.display().to_string()),
         "kernels": kernels,
     }))
@@ -233,10 +238,11 @@ fn kernel_tuning(ctx: &Context) -> Result<serde_json::Value> {
 
 fn print_kernel_tuning(tuning: &serde_json::Value) {
     println!(
-        "kernel tuning ({}): {} jobs in {:.2} s{}",
+        "kernel tuning ({}): {} jobs in {:.2} s, timed by the {}{}",
         text(&tuning["setting"]),
         tuning["jobs"],
         tuning["tuning_seconds"].as_f64().unwrap_or(f64::NAN),
+        text(&tuning["clock"]),
         match tuning["file"].as_str() {
             Some(file) => format!(", kept in {file}"),
             None => String::new(),

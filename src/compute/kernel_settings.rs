@@ -32,6 +32,7 @@ impl Context {
     pub fn kernel_tuning(&self) -> KernelTuningReport {
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
-        crate::pipelines::report(self.inner.adapter_info(), dir.as_deref())
+        let clock = crate::pipelines::tuning_clock(self.inner.device());
+        crate::pipelines::report(self.inner.adapter_info(), dir.as_deref(), clock)
     }
 }

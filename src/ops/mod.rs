@@ -12,6 +12,7 @@
 //!   per device and kept with the tuned kernel choices.
 //! - `tuner`: kernel tuning's measuring: every shape of a library kernel timed on the device,
 //!   the fastest kept (`pipelines::tuned_choices` keeps the choices).
+//! - `stopwatch`: how the tuner times a submission (device timestamps, else the wall clock).
 //! - `moving_copy`: `dynamic_update_slice` and `dynamic_slice` in a [`Capture`](crate::Capture)
 //!   whose start each run sets (one dispatch over whole bindings, its bases rewritten per run).
 //!
@@ -33,5 +34,6 @@ mod host;
 mod host_link_bandwidth;
 mod moving_copy;
 mod slice_indices;
+mod stopwatch;
 mod tuner;
 mod update_slice;

@@ -2,8 +2,9 @@
 //! single op that needs the pair (never while a user's sequence or capture records), on
 //! scratch buffers of its own. Every candidate shape ([`KernelShape::candidates`]) is timed on
 //! the same workload, with the fixed shape and the device's own copy beside them: round by
-//! round, candidates interleaved in an order that rotates, each a submission timed by the wall
-//! clock until it completes, and each shape's fastest round decides (the machines that run
+//! round, candidates interleaved in an order that rotates, each a submission timed by the
+//! device's timestamps where it has them, else by the wall clock until it completes
+//! (`stopwatch.rs`), and each shape's fastest round decides (the machines that run
 //! this are shared and noisy: interference only ever adds time, so the fastest of interleaved
 //! rounds is what survives it). Shapes far behind after the first round are dropped, a kernel
 //! too slow for its class's bytes is timed on fewer, and a job stops after three rounds once
@@ -17,6 +18,7 @@ use super::builtin::planning_error;
 use super::geometry::{
     grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
 };
+use super::stopwatch::Stopwatch;
 use crate::compute::Sequence;
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
@@ -377,6 +379,7 @@ struct Bench<'a> {
     pipelines: Vec<&'a wgpu::ComputePipeline>,
     bind_groups: Vec<wgpu::BindGroup>,
     grids: Vec<[u32; 3]>,
+    stopwatch: Stopwatch,
 }
 
 impl<'a> Bench<'a> {
@@ -402,6 +405,7 @@ impl<'a> Bench<'a> {
             .iter()
             .map(|c| scratch.bind_group(inner.device(), &c.layout, &work))
             .collect();
+        let stopwatch = Stopwatch::new(inner);
         scopes
             .pop()
             .map_err(|refused| inner.device_error(TUNING, refused))?;
@@ -420,16 +424,13 @@ impl<'a> Bench<'a> {
             pipelines: compiled.iter().map(|c| &c.pipeline).collect(),
             bind_groups,
             grids,
+            stopwatch,
         })
     }
 
-    /// The wall time of `repeats` dispatches of shape `index` in one submission.
+    /// The time of `repeats` dispatches of shape `index` in one submission.
     fn run(&self, index: usize, repeats: u32) -> Result<Duration> {
-        let mut encoder = self
-            .inner
-            .device()
-            .create_command_encoder(&Default::default());
-        {
+        self.stopwatch.time(self.inner, TUNING, |encoder| {
             let mut pass = encoder.begin_compute_pass(&Default::default());
             pass.set_pipeline(self.pipelines[index]);
             pass.set_bind_group(0, &self.bind_groups[index], &[]);
@@ -437,8 +438,7 @@ impl<'a> Bench<'a> {
             for _ in 0..repeats {
                 pass.dispatch_workgroups(x, y, z);
             }
-        }
-        timed(self.inner, encoder)
+        })
     }
 
     /// Bytes the device's copy moves: the workload's, in whole words (buffer copies and
@@ -447,28 +447,18 @@ impl<'a> Bench<'a> {
         self.work.bytes - self.work.bytes % wgpu::COPY_BUFFER_ALIGNMENT
     }
 
-    /// The wall time of `repeats` device copies (clears for fill) in one submission.
+    /// The time of `repeats` device copies (clears for fill) in one submission.
     fn device_copy(&self, repeats: u32) -> Result<Duration> {
-        let mut encoder = self
-            .inner
-            .device()
-            .create_command_encoder(&Default::default());
         let (bytes, dst) = (self.copy_bytes(), &self.scratch.dst);
-        for _ in 0..repeats {
-            match &self.scratch.src {
-                Some(src) => encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes),
-                None => encoder.clear_buffer(dst, 0, Some(bytes)),
+        self.stopwatch.time(self.inner, TUNING, |encoder| {
+            for _ in 0..repeats {
+                match &self.scratch.src {
+                    Some(src) => encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes),
+                    None => encoder.clear_buffer(dst, 0, Some(bytes)),
+                }
             }
-        }
-        timed(self.inner, encoder)
+        })
     }
-}
-
-/// Runs `encoder` as the context's measurement and waits for it: its wall time.
-fn timed(inner: &ContextInner, encoder: wgpu::CommandEncoder) -> Result<Duration> {
-    let started = Instant::now();
-    inner.run_measurement(encoder, TUNING)?;
-    Ok(started.elapsed())
 }
 
 /// The fastest sample.

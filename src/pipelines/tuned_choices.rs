@@ -14,7 +14,7 @@ use super::cache_stats::DiskCacheLoad;
 use super::disk_cache::{checksum, read_cache_file, write_cache_file, CacheFileRefusal};
 use super::library_kernels::Builtin;
 use crate::backend::private_dir;
-use crate::kernel_tuning::KernelShape;
+use crate::kernel_tuning::{KernelShape, TuningClock};
 use crate::lock::{rank, Mutex};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -145,6 +145,9 @@ pub struct KernelTuningReport {
     pub file_load: DiskCacheLoad,
     /// Why the last write of the file failed; `None` once one succeeds.
     pub file_write_error: Option<String>,
+    /// How this context's device times tuning jobs: by its timestamps where it has them
+    /// (choices read from the file were timed however the process that wrote them timed).
+    pub clock: TuningClock,
 }
 
 /// Why a tuning file is not used; each variant's text says what is wrong.
@@ -352,9 +355,21 @@ pub(crate) fn record(
     });
 }
 
+/// How tuning times its work on `device`: by its timestamps where it has `TIMESTAMP_QUERY`.
+pub(crate) fn tuning_clock(device: &wgpu::Device) -> TuningClock {
+    match device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        true => TuningClock::Timestamps,
+        false => TuningClock::WallClock,
+    }
+}
+
 /// The device's choices, jobs and file, as
 /// [`Context::kernel_tuning`](crate::Context::kernel_tuning) reports them.
-pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelTuningReport {
+pub(crate) fn report(
+    adapter: &wgpu::AdapterInfo,
+    dir: Option<&Path>,
+    clock: TuningClock,
+) -> KernelTuningReport {
     with_device(adapter, dir, |device| KernelTuningReport {
         kernels: device.choices.values().cloned().collect(),
         user_kernels: device.user.values().cloned().collect(),
@@ -364,6 +379,7 @@ pub(crate) fn report(adapter: &wgpu::AdapterInfo, dir: Option<&Path>) -> KernelT
         file: device.file.clone(),
         file_load: device.file_load.clone(),
         file_write_error: device.file_write_error.clone(),
+        clock,
     })
 }
 

@@ -7,7 +7,7 @@
 
 use crate::harness::{self, context_with, test_config, Rng};
 use gpu_arena::kernels::{
-    DiskCacheLoad, KernelShape, KernelTuning, SizeClass, TuningOrigin, CACHE_DIR_ENV,
+    DiskCacheLoad, KernelShape, KernelTuning, SizeClass, TuningClock, TuningOrigin, CACHE_DIR_ENV,
 };
 use gpu_arena::{ArenaConfig, Context, Error};
 
@@ -285,6 +285,76 @@ fn tuning_measures_each_kernel_and_size_class_once_and_every_context_shares_the_
 
 /// Set in the children this file starts.
 const CHILD: &str = "GPU_ARENA_TEST_TUNING_CHILD";
+
+#[gpu_test]
+fn tuning_times_by_the_devices_timestamps_where_it_has_them() {
+    let child =
+        harness::run_test_in_child(module_path!(), "child_tunes_by_timestamps", &[(CHILD, "1")]);
+    assert!(child.status.success(), "{}", child.text);
+}
+
+#[gpu_test]
+fn child_tunes_by_timestamps() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    // Without the timeline the device is asked for no timestamps: the wall clock.
+    let plain = tuned_context(KernelTuning::On, None);
+    assert_eq!(plain.kernel_tuning().clock, TuningClock::WallClock);
+    let timed = context_with(ArenaConfig {
+        force_device_kernels: true,
+        timeline_capacity: gpu_arena::profile::DEFAULT_TIMELINE_CAPACITY,
+        ..test_config()
+    });
+    let has = timed
+        .device()
+        .features()
+        .contains(gpu_arena::wgpu::Features::TIMESTAMP_QUERY);
+    let clock = timed.kernel_tuning().clock;
+    assert_eq!(
+        clock,
+        if has {
+            TuningClock::Timestamps
+        } else {
+            TuningClock::WallClock
+        }
+    );
+    // Two threads need the same kernel and class: one job, timed by that clock, and the
+    // choice is one tuning may make.
+    std::thread::scope(|s| {
+        for value in [4u32, 5] {
+            let timed = &timed;
+            s.spawn(move || {
+                let a = timed.fill(&[70_000], value).unwrap();
+                assert_eq!(timed.device_get(&a).unwrap(), vec![value; 70_000]);
+            });
+        }
+    });
+    let report = timed.kernel_tuning();
+    assert_eq!(report.jobs, 1, "{report:?}");
+    let [fill] = report.kernels.as_slice() else {
+        panic!("{report:?}");
+    };
+    assert_eq!(fill.origin, TuningOrigin::Measured);
+    assert!(KernelShape::candidates(timed.adapter_info().subgroup_max_size).contains(&fill.shape));
+    for rate in [
+        fill.bytes_per_second,
+        fill.fixed_bytes_per_second,
+        fill.device_copy_bytes_per_second,
+    ] {
+        assert!(rate.is_finite() && rate > 0.0, "{fill:?}");
+    }
+    assert!(
+        fill.bytes_per_second >= fill.fixed_bytes_per_second,
+        "{fill:?}"
+    );
+    // Tuning's stamps and dispatches are not the program's: the timeline times only the op.
+    let times = timed.kernel_times().unwrap();
+    if has {
+        let times = times.expect("the timeline times kernels");
+        assert_eq!(times.get("fill").map(|k| k.calls), Some(2), "{times}");
+    }
+}
 
 #[gpu_test]
 fn child_tunes_once_per_kernel_and_class() {

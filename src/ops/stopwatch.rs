@@ -1,0 +1,117 @@
+//! How the tuner times one submission of its work: by the device's timestamps where it has
+//! them ([`TuningClock::Timestamps`]: an empty compute pass stamps before the work, another
+//! after it, resolved and read back in the same submission), else by the wall clock from
+//! submission to completion. Timestamps leave out what the wall clock adds to every sample
+//! (recording, submitting, waking the waiting thread), which on a GPU is as long as a small
+//! kernel runs; on lavapipe they are the CPU's clock as its worker runs the commands.
+
+use crate::context::ContextInner;
+use crate::error::Result;
+use crate::kernel_tuning::TuningClock;
+use crate::pipelines::tuning_clock;
+use std::time::{Duration, Instant};
+
+/// Bytes of the two resolved timestamps.
+const STAMP_BYTES: u64 = 2 * wgpu::QUERY_SIZE as u64;
+
+/// Times submissions of encoded work (see the module docs).
+pub(super) struct Stopwatch {
+    stamps: Option<Stamps>,
+}
+
+/// The query set of the two stamps and where they resolve and are read.
+struct Stamps {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    readback: wgpu::Buffer,
+    period_ns: f64,
+}
+
+impl Stopwatch {
+    /// A stopwatch for `inner`'s device. Its query set and buffers are made in the caller's
+    /// error scopes.
+    pub(super) fn new(inner: &ContextInner) -> Self {
+        let device = inner.device();
+        let stamps = (tuning_clock(device) == TuningClock::Timestamps).then(|| {
+            let buffer = |label, usage| {
+                device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(label),
+                    size: STAMP_BYTES,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            };
+            Stamps {
+                set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: Some("gpu-arena tuning timestamps"),
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2,
+                }),
+                resolve: buffer(
+                    "gpu-arena tuning timestamps (resolved)",
+                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                ),
+                readback: buffer(
+                    "gpu-arena tuning timestamps (readback)",
+                    wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                ),
+                period_ns: inner.timestamp_period_ns(),
+            }
+        });
+        Stopwatch { stamps }
+    }
+
+    /// The time the work `encode` records takes on the device: its GPU time between the two
+    /// stamps, or the wall time of its submission where the device has no timestamps (or
+    /// gives two that do not advance).
+    pub(super) fn time(
+        &self,
+        inner: &ContextInner,
+        during: &str,
+        encode: impl FnOnce(&mut wgpu::CommandEncoder),
+    ) -> Result<Duration> {
+        let mut encoder = inner.device().create_command_encoder(&Default::default());
+        if let Some(stamps) = &self.stamps {
+            stamps.stamp(&mut encoder, 0);
+        }
+        encode(&mut encoder);
+        if let Some(stamps) = &self.stamps {
+            stamps.stamp(&mut encoder, 1);
+            encoder.resolve_query_set(&stamps.set, 0..2, &stamps.resolve, 0);
+            encoder.copy_buffer_to_buffer(&stamps.resolve, 0, &stamps.readback, 0, STAMP_BYTES);
+        }
+        let started = Instant::now();
+        inner.run_measurement(encoder, during)?;
+        let wall = started.elapsed();
+        let Some(stamps) = &self.stamps else {
+            return Ok(wall);
+        };
+        let mut ticks = [0u64; 2];
+        inner.read_mapped(&stamps.readback, during, |mapped| {
+            if let Some(bytes) = mapped.get(..STAMP_BYTES as usize) {
+                ticks = bytemuck::pod_read_unaligned(bytes);
+            }
+        })?;
+        Ok(match ticks[1].checked_sub(ticks[0]) {
+            Some(elapsed) if elapsed > 0 => {
+                Duration::from_nanos((elapsed as f64 * stamps.period_ns) as u64)
+            }
+            _ => wall,
+        })
+    }
+}
+
+impl Stamps {
+    /// An empty compute pass that writes stamp `index` (the pass's timestamp writes are what
+    /// `TIMESTAMP_QUERY` allows outside passes of work).
+    fn stamp(&self, encoder: &mut wgpu::CommandEncoder, index: u32) {
+        encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("gpu-arena tuning timestamp"),
+            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                query_set: &self.set,
+                beginning_of_pass_write_index: Some(index),
+                end_of_pass_write_index: None,
+            }),
+        });
+    }
+}
