@@ -291,6 +291,21 @@ fn choose(kernel: Builtin, class: SizeClass, rates: &Rates) -> TunedKernel {
     }
 }
 
+/// What a job of the large class moves on a GPU: more than the L2 caches hold (50 MB on an
+/// H100), so that the shapes are timed against device memory, as the large copies they serve
+/// run. A GPU moves it in well under a millisecond; a slow device is timed on fewer bytes.
+const GPU_LARGE_TUNING_BYTES: u64 = 64 << 20;
+
+/// The bytes a tuning job of `class` starts from on `inner`'s device: the class's
+/// ([`SizeClass::tuning_bytes`]), or [`GPU_LARGE_TUNING_BYTES`] for the large class on a device
+/// that is not a CPU.
+fn tuning_bytes(inner: &ContextInner, class: SizeClass) -> u64 {
+    match (class, inner.adapter_info().device_type) {
+        (SizeClass::Large, device) if device != wgpu::DeviceType::Cpu => GPU_LARGE_TUNING_BYTES,
+        _ => class.tuning_bytes(),
+    }
+}
+
 /// Times every candidate (the fixed shape among them) and the device's copy, round by round.
 fn measure(
     inner: &ContextInner,
@@ -312,7 +327,13 @@ fn measure(
         .iter()
         .map(|&shape| kernels.tuning_candidate(inner.device(), inner.adapter_info(), kernel, shape))
         .collect::<Result<Vec<_>>>()?;
-    let mut bench = Bench::new(inner, kernel, class.tuning_bytes(), &shapes, &compiled)?;
+    let mut bench = Bench::new(
+        inner,
+        kernel,
+        tuning_bytes(inner, class),
+        &shapes,
+        &compiled,
+    )?;
     // The fixed shape's second run (its first pays for the pipeline's first use) says how
     // long one dispatch takes. A kernel so slow that a round would take more than a third of
     // the budget is timed on fewer bytes (halved down to MIN_TUNING_BYTES): its shapes rank
@@ -678,6 +699,8 @@ mod tests {
                 // Within a row of the class's bytes (rows of about 1 KiB do not divide them).
                 assert!(work.bytes + 1024 > class.tuning_bytes(), "{name:?}");
                 assert_eq!(work.src.is_none(), kernel == Builtin::Fill);
+                let large = workload(kernel, GPU_LARGE_TUNING_BYTES, &limits).unwrap();
+                assert!(large.bytes + 1024 > GPU_LARGE_TUNING_BYTES, "{name:?}");
                 let small = workload(kernel, MIN_TUNING_BYTES, &limits).unwrap();
                 let halves = MIN_TUNING_BYTES / 2..=MIN_TUNING_BYTES;
                 assert!(halves.contains(&small.bytes), "{name:?}");

@@ -49,7 +49,10 @@ impl SizeClass {
     }
 
     /// The bytes tuning moves per kernel run for this class: near the middle of the class, and
-    /// small enough that tuning every shape stays well under a second on a CPU adapter.
+    /// small enough that tuning every shape stays well under a second on a CPU adapter. On a
+    /// GPU the large class moves 64 MiB instead, more than its L2 cache holds (50 MB on an
+    /// H100), so that its shapes are timed against device memory as large copies run; a
+    /// kernel too slow for its bytes is timed on fewer, halved down to 256 KiB.
     pub fn tuning_bytes(self) -> u64 {
         match self {
             SizeClass::Small => 64 << 10,
