@@ -490,6 +490,30 @@ impl DeviceChoices {
         Ok((choices, user, host_link))
     }
 
+    /// Takes the choices of the file as it is now (a file this process would not use is left
+    /// to be overwritten) wherever this process has none, or only a failed one.
+    fn merge_file(&mut self, file: &Path) {
+        let Ok(Some(data)) = read_cache_file(file) else {
+            return;
+        };
+        let Ok((choices, user, host_link)) = self.parse(data.driver_data()) else {
+            return;
+        };
+        for (pair, tuned) in choices {
+            if self
+                .choices
+                .get(&pair)
+                .is_none_or(|ours| ours.origin == TuningOrigin::Failed)
+            {
+                self.choices.insert(pair, tuned);
+            }
+        }
+        for (key, tuned) in user {
+            self.user.entry(key).or_insert(tuned);
+        }
+        self.host_link = self.host_link.or(host_link);
+    }
+
     /// One line: kernel, class, shape, then the three bandwidths; `None` if any field is not
     /// one tuning writes.
     fn parse_line(&self, line: &str) -> Option<(Builtin, TunedKernel)> {
@@ -522,11 +546,15 @@ impl DeviceChoices {
     }
 
     /// Writes every measured or loaded choice to the file (a failure is logged once and kept
-    /// in the report: it costs the next process a tuning, nothing else).
+    /// in the report: it costs the next process a tuning, nothing else). Choices another
+    /// process wrote there since this one read it are kept, and this process takes them too
+    /// (its own win where both have one), so processes that tune side by side share the file
+    /// rather than the last writer's choices alone.
     fn write(&mut self) {
-        let Some(file) = &self.file else {
+        let Some(file) = self.file.clone() else {
             return;
         };
+        self.merge_file(&file);
         let mut text = format!(
             "{FILE_HEADER}\ndevice {}\nvariants {:016x}\n",
             self.key, self.variants
@@ -558,7 +586,7 @@ impl DeviceChoices {
         if let Some(rate) = self.host_link {
             text.push_str(&format!("host_link\t{rate}\n"));
         }
-        match write_cache_file(file, text.as_bytes()) {
+        match write_cache_file(&file, text.as_bytes()) {
             Ok(_) => self.file_write_error = None,
             Err(reason) => {
                 if self.file_write_error.is_none() {
@@ -681,6 +709,63 @@ mod tests {
         };
         assert_eq!(next.user.into_iter().collect::<Vec<_>>(), [(0xabc, user)]);
         assert_eq!(next.host_link, Some(1.5e10));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn two_processes_tuning_side_by_side_keep_both_their_choices_in_the_file() {
+        let dir = temporary_dir("side-by-side");
+        let adapter = adapter("side by side");
+        let key = device_key(&adapter);
+        // Both read the file before either wrote.
+        let mut first = DeviceChoices::load(&key, &adapter, Some(&dir));
+        let mut second = DeviceChoices::load(&key, &adapter, Some(&dir));
+        let shape = KernelShape {
+            workgroup: 64,
+            per_invocation: 2,
+        };
+        first
+            .choices
+            .insert((Builtin::Fill, SizeClass::Medium), measured(shape));
+        first.host_link = Some(2e10);
+        first.write();
+        let small = TunedKernel {
+            size_class: SizeClass::Small,
+            ..measured(KernelShape::FIXED)
+        };
+        let failed = TunedKernel {
+            origin: TuningOrigin::Failed,
+            ..measured(KernelShape::FIXED)
+        };
+        second
+            .choices
+            .insert((Builtin::Fill, SizeClass::Small), small);
+        // Its own failed job yields to the other process's measured choice.
+        second
+            .choices
+            .insert((Builtin::Fill, SizeClass::Medium), failed);
+        second.user.insert(0xdef, user_choice());
+        second.write();
+        assert_eq!(
+            second.choices[&(Builtin::Fill, SizeClass::Medium)].shape,
+            shape
+        );
+        let next = DeviceChoices::load(&key, &adapter, Some(&dir));
+        assert_eq!(next.file_load, DiskCacheLoad::Used);
+        let shapes: Vec<_> = next
+            .choices
+            .iter()
+            .map(|(pair, tuned)| (*pair, tuned.shape))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ((Builtin::Fill, SizeClass::Small), KernelShape::FIXED),
+                ((Builtin::Fill, SizeClass::Medium), shape)
+            ]
+        );
+        assert_eq!(next.user.keys().collect::<Vec<_>>(), [&0xdef]);
+        assert_eq!(next.host_link, Some(2e10));
         let _ = std::fs::remove_dir_all(&dir);
     }
 
