@@ -9,6 +9,7 @@ use crate::context::ContextInner;
 use crate::error::Result;
 use crate::kernel_tuning::TuningClock;
 use crate::pipelines::tuning_clock;
+use crate::step::timestamp_buffers;
 use std::time::{Duration, Instant};
 
 /// Bytes of the two resolved timestamps.
@@ -33,28 +34,15 @@ impl Stopwatch {
     pub(super) fn new(inner: &ContextInner) -> Self {
         let device = inner.device();
         let stamps = (tuning_clock(device) == TuningClock::Timestamps).then(|| {
-            let buffer = |label, usage| {
-                device.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some(label),
-                    size: STAMP_BYTES,
-                    usage,
-                    mapped_at_creation: false,
-                })
-            };
+            let (resolve, readback) = timestamp_buffers(device, STAMP_BYTES);
             Stamps {
                 set: device.create_query_set(&wgpu::QuerySetDescriptor {
                     label: Some("gpu-arena tuning timestamps"),
                     ty: wgpu::QueryType::Timestamp,
                     count: 2,
                 }),
-                resolve: buffer(
-                    "gpu-arena tuning timestamps (resolved)",
-                    wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-                ),
-                readback: buffer(
-                    "gpu-arena tuning timestamps (readback)",
-                    wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                ),
+                resolve,
+                readback,
                 period_ns: inner.timestamp_period_ns(),
             }
         });

@@ -27,4 +27,4 @@ pub(crate) use encode::{encode_bound_steps, encode_steps};
 pub(crate) use gathered_steps::GatheredSteps;
 pub use gathered_steps::MAX_GATHERED_OPS;
 pub(crate) use step::{dispatch_names, BoundRange, BufferCopy, Step};
-pub(crate) use timestamps::DispatchTimer;
+pub(crate) use timestamps::{timestamp_buffers, DispatchTimer};

@@ -45,6 +45,29 @@ pub(crate) struct DispatchTimer {
     pub(crate) handed_out_ns: u64,
 }
 
+/// The buffer `bytes` of resolved timestamps go to (`QUERY_RESOLVE | COPY_SRC`) and the one
+/// the host maps to read them (`MAP_READ | COPY_DST`).
+pub(crate) fn timestamp_buffers(device: &wgpu::Device, bytes: u64) -> (wgpu::Buffer, wgpu::Buffer) {
+    let buffer = |label, usage| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: bytes,
+            usage,
+            mapped_at_creation: false,
+        })
+    };
+    (
+        buffer(
+            "gpu-arena timestamps (resolved)",
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        ),
+        buffer(
+            "gpu-arena timestamps (readback)",
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        ),
+    )
+}
+
 impl DispatchTimer {
     /// A timer for up to `capacity` dispatches (at least 1). The device's refusal (out of
     /// memory) reaches the caller's error scope.
@@ -62,25 +85,11 @@ impl DispatchTimer {
             })
             .collect();
         // Sets resolve back to back: set `s` at `s * SET_BYTES`.
-        let bytes = u64::from(queries) * TIMESTAMP_BYTES;
-        let buffer = |label, usage| {
-            device.create_buffer(&wgpu::BufferDescriptor {
-                label: Some(label),
-                size: bytes,
-                usage,
-                mapped_at_creation: false,
-            })
-        };
+        let (resolve, readback) = timestamp_buffers(device, u64::from(queries) * TIMESTAMP_BYTES);
         DispatchTimer {
             sets,
-            resolve: buffer(
-                "gpu-arena kernel timestamps (resolved)",
-                wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
-            ),
-            readback: buffer(
-                "gpu-arena kernel timestamps (readback)",
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
+            resolve,
+            readback,
             capacity,
             inside_passes: false,
             queries: 0,
