@@ -79,6 +79,22 @@ impl Submissions {
         SubmissionId(id)
     }
 
+    /// Hands work that takes no id to the queue (the library's own measurements, on buffers no
+    /// array shares): under the lock that keeps ids in queue order, so that it never lands
+    /// between a numbered submission's record and its handing over. wgpu's index, to wait for
+    /// it.
+    pub(crate) fn submit_unnumbered(
+        &self,
+        queue: &wgpu::Queue,
+        command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
+    ) -> wgpu::SubmissionIndex {
+        let _last = self
+            .last_submitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        queue.submit(command_buffers)
+    }
+
     /// wgpu's index of submission `id`, while it is among the recent ones. A submission whose
     /// arrays already carry its id may still be on its way to the queue (uses are recorded just
     /// before): this first waits for the submission in progress, if any, to be handed over,

@@ -5,8 +5,9 @@
 //! kernel timers, does the bookkeeping a refused submission needs and puts the work on the
 //! timeline; and every wait ends by checking that the device is not lost, so that nothing reads
 //! memory the device never wrote. The library's own measurements (kernel tuning) run beside
-//! that record (`run_measurement`), so that they change nothing a program counts or sees. A file of its own because every recorder, transfer and op
-//! submits through it, and the lost-device rules live in one place.
+//! that record (`run_measurement`, unnumbered), so that they change nothing a program counts or
+//! sees. A file of its own because every recorder, transfer and op submits through it, and the
+//! lost-device rules live in one place.
 
 use super::gathered_batch::HostRead;
 use super::ContextInner;
@@ -133,16 +134,33 @@ impl ContextInner {
     }
 
     /// Runs `encoder`, the library's own measurement on buffers no array shares (kernel
-    /// tuning), and waits for it. Outside the record on purpose: it takes no submission id,
-    /// leaves the gathered ops gathered and is not on the timeline, so what a program counts
-    /// and sees of its own work is the same whether or not tuning ran in between; like every
-    /// submission it checks the device first and runs inside wgpu's error scopes.
+    /// tuning), and waits for it; with `readback` (a `MAP_READ` buffer the work copies into),
+    /// returns that buffer's bytes. Outside the record on purpose: it takes no submission id
+    /// (`Submissions::submit_unnumbered`), leaves the gathered ops gathered, waits for nothing
+    /// else and is not on the timeline, so what a program counts and sees of its own work is
+    /// the same whether or not tuning ran in between; like every submission it checks the
+    /// device first and runs inside wgpu's error scopes.
     ///
-    /// Errors: [`Error::DeviceLost`], [`Error::Device`] when wgpu refuses the work or the wait.
-    pub(crate) fn run_measurement(&self, encoder: wgpu::CommandEncoder, done: &str) -> Result<()> {
+    /// Errors: [`Error::DeviceLost`], [`Error::Device`] when wgpu refuses the work, the wait or
+    /// the mapping.
+    pub(crate) fn run_measurement(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        readback: Option<&wgpu::Buffer>,
+        done: &str,
+    ) -> Result<Vec<u8>> {
         self.check_device(done)?;
         let scopes = ErrorScopes::push(&self.device);
-        let index = self.queue.submit([encoder.finish()]);
+        let index = self
+            .submissions
+            .submit_unnumbered(&self.queue, [encoder.finish()]);
+        // Mapped once the work completes: the wait below runs the callback.
+        let (mapped, mapping) = std::sync::mpsc::channel();
+        if let Some(buffer) = readback {
+            buffer.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+                let _ = mapped.send(r);
+            });
+        }
         let waited = self.device.poll(wgpu::PollType::Wait {
             submission_index: Some(index),
             timeout: None,
@@ -151,7 +169,22 @@ impl ContextInner {
             .pop()
             .map_err(|refusal| self.device_error(done, refusal))?;
         waited.map_err(|e| self.device_error(done, DeviceRefusal::wait(e)))?;
-        self.check_device(done)
+        self.check_device_after_wait(done)?;
+        let Some(buffer) = readback else {
+            return Ok(Vec::new());
+        };
+        mapping
+            .recv()
+            .map_err(DeviceRefusal::wait)
+            .and_then(|r| r.map_err(DeviceRefusal::wait))
+            .map_err(|refusal| self.device_error(done, refusal))?;
+        let bytes = buffer
+            .slice(..)
+            .get_mapped_range()
+            .map(|view| view.to_vec())
+            .map_err(|e| self.device_error(done, DeviceRefusal::wait(e)));
+        buffer.unmap();
+        bytes
     }
 
     /// [`Error::DeviceLost`] once wgpu has reported the device lost or destroyed: what every

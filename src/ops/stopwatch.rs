@@ -69,17 +69,16 @@ impl Stopwatch {
             encoder.copy_buffer_to_buffer(&stamps.resolve, 0, &stamps.readback, 0, STAMP_BYTES);
         }
         let started = Instant::now();
-        inner.run_measurement(encoder, during)?;
+        let readback = self.stamps.as_ref().map(|stamps| &stamps.readback);
+        let bytes = inner.run_measurement(encoder, readback, during)?;
         let wall = started.elapsed();
         let Some(stamps) = &self.stamps else {
             return Ok(wall);
         };
-        let mut ticks = [0u64; 2];
-        inner.read_mapped(&stamps.readback, during, |mapped| {
-            if let Some(bytes) = mapped.get(..STAMP_BYTES as usize) {
-                ticks = bytemuck::pod_read_unaligned(bytes);
-            }
-        })?;
+        let ticks: [u64; 2] = match bytes.get(..STAMP_BYTES as usize) {
+            Some(bytes) => bytemuck::pod_read_unaligned(bytes),
+            None => [0; 2],
+        };
         Ok(match ticks[1].checked_sub(ticks[0]) {
             Some(elapsed) if elapsed > 0 => {
                 Duration::from_nanos((elapsed as f64 * stamps.period_ns) as u64)

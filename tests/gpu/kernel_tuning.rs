@@ -319,22 +319,32 @@ fn child_tunes_by_timestamps() {
             TuningClock::WallClock
         }
     );
-    // Two threads need the same kernel and class: one job, timed by that clock, and the
-    // choice is one tuning may make.
+    // The op that tunes (stamps, their readback and all) makes the submissions an op of a
+    // tuned class makes, and leaves what was gathered gathered.
+    let submissions = |value: u32| {
+        let (made, filled) = harness::submissions_made(&timed, || timed.fill(&[70_000], value));
+        (made, filled.unwrap())
+    };
+    let (tuning_op, a) = submissions(3);
+    let (tuned_op, _) = submissions(3);
+    assert_eq!(tuning_op, tuned_op);
+    assert_eq!(timed.device_get(&a).unwrap(), vec![3; 70_000]);
+    // Two threads need another class: one job, timed by that clock.
     std::thread::scope(|s| {
-        for value in [4u32, 5] {
+        for value in [4u8, 5] {
             let timed = &timed;
             s.spawn(move || {
-                let a = timed.fill(&[70_000], value).unwrap();
-                assert_eq!(timed.device_get(&a).unwrap(), vec![value; 70_000]);
+                let a = timed.fill(&[100], value).unwrap();
+                assert_eq!(timed.device_get(&a).unwrap(), vec![value; 100]);
             });
         }
     });
     let report = timed.kernel_tuning();
-    assert_eq!(report.jobs, 1, "{report:?}");
-    let [fill] = report.kernels.as_slice() else {
+    assert_eq!(report.jobs, 2, "{report:?}");
+    let [_, fill] = report.kernels.as_slice() else {
         panic!("{report:?}");
     };
+    assert_eq!(fill.size_class, SizeClass::Medium);
     assert_eq!(fill.origin, TuningOrigin::Measured);
     assert!(KernelShape::candidates(timed.adapter_info().subgroup_max_size).contains(&fill.shape));
     for rate in [
@@ -352,7 +362,7 @@ fn child_tunes_by_timestamps() {
     let times = timed.kernel_times().unwrap();
     if has {
         let times = times.expect("the timeline times kernels");
-        assert_eq!(times.get("fill").map(|k| k.calls), Some(2), "{times}");
+        assert_eq!(times.get("fill").map(|k| k.calls), Some(4), "{times}");
     }
 }
 
