@@ -42,5 +42,8 @@ TAIL=10 run bench_launch $B/bench_launch --json
 TAIL=10 run bench_capture $B/bench_capture --json
 TAIL=10 run decode $B/decode --steps 256 --dim 1024 --layers 8
 TAIL=200 T=180 run device_report $B/device_report --save "$OUT"
+# Kernel tuning timed by the GPU's timestamps (the timeline asks the device for them) beside the
+# wall-clock tuning of the report above: the two tables should choose alike.
+GPU_ARENA_TIMELINE=on TAIL=24 T=120 run device_report_timestamps $B/device_report --quick
 TAIL=20 run multi_device $B/multi_device --mib 1024
 TAIL=20 T=300 run train $B/train --large
