@@ -952,6 +952,18 @@ mod tests {
     }
 
     #[test]
+    fn check_refuses_trained_parameters_one_bit_apart() {
+        let mut runs = runs(vec![vec![0.25, -1.0], vec![3.0]], good_losses());
+        runs[0].parameters = vec![vec![1.0, 2.0]];
+        runs[1].parameters = vec![vec![1.0, f32::from_bits(2.0f32.to_bits() + 1)]];
+        let message = check(&CI, &runs).unwrap_err().to_string();
+        assert_eq!(
+            message,
+            "Sqrt: the trained parameters differ from SaveAll's in their bits"
+        );
+    }
+
+    #[test]
     fn check_refuses_gradients_that_are_all_zero() {
         let zeros = vec![vec![0.0, 0.0], vec![0.0]];
         let mut runs = runs(zeros.clone(), good_losses());
@@ -961,9 +973,25 @@ mod tests {
     }
 
     #[test]
-    fn both_networks_fit_the_kernels_and_the_default_chain_has_fifteen_layers() {
+    fn both_networks_fit_the_kernels_and_the_default_chain_has_thirty_one_layers() {
         CI.shape.check().unwrap();
         LARGE.shape.check().unwrap();
-        assert_eq!(CI.shape.chain().unwrap().layer_count(), 15);
+        // 16 linear layers with a ReLU between each two.
+        assert_eq!(CI.shape.chain().unwrap().layer_count(), 31);
+    }
+
+    #[test]
+    fn the_offload_claim_holds_only_at_four_times_and_where_recomputation_cannot_fit() {
+        let claim = |budget, recompute_alone_bytes| OffloadClaim {
+            budget,
+            save_all_bytes: 4096,
+            recompute_alone_bytes,
+        };
+        assert!(claim(1024, Some(2048)).check().is_ok());
+        assert!(claim(1025, Some(2048)).check().is_err());
+        let fits = claim(1024, None);
+        assert!(fits.check().is_err());
+        assert!(fits.describe().contains("recomputation alone also fits"));
+        assert_eq!(fits.row()["save_all_over_budget"], 4.0);
     }
 }
