@@ -9,7 +9,8 @@ use crate::pipelines::{KernelCacheStats, KernelTuningReport};
 impl Context {
     /// How this context's kernels were compiled: pipelines compiled, cache hits, compile times,
     /// the driver pipeline-cache file (`GPU_ARENA_CACHE_DIR`). Shapes compiled only to be timed
-    /// by kernel tuning are not counted; the one an op then uses is, once.
+    /// by kernel tuning are not counted; the one an op then uses is, once; those still held are
+    /// `tuning_pipelines_held`.
     pub fn kernel_cache_stats(&self) -> KernelCacheStats {
         self.inner.kernels().lock().stats()
     }

@@ -66,6 +66,7 @@ pub(crate) struct KernelState {
     /// Shapes of the library's kernels compiled for tuning and not (yet) used by an op, with
     /// what each took to compile: kept out of the statistics until an op uses one, which then
     /// counts as that op's compilation (so tuning does not change what the statistics say).
+    /// Those no class of their kernel chose go once every class has a shape.
     candidates: HashMap<(Builtin, KernelShape), (Arc<Compiled>, std::time::Duration)>,
     /// The shapes this context's ops found chosen for the device (in the process's table or
     /// the tuning file), so that an op looks them up there once, not at every dispatch.
@@ -218,7 +219,10 @@ fn normalized_bits(value: f64) -> u64 {
 
 impl KernelState {
     pub(crate) fn stats(&self) -> KernelCacheStats {
-        self.stats.clone()
+        KernelCacheStats {
+            tuning_pipelines_held: self.candidates.len() as u64,
+            ..self.stats.clone()
+        }
     }
 
     /// The compiled pipeline of one of the library's kernels in `shape`, compiling it at the
@@ -269,9 +273,19 @@ impl KernelState {
         self.chosen.get(&(kernel, class)).copied()
     }
 
-    /// Remembers the shape chosen for `kernel` and `class` for this context's later ops.
+    /// Remembers the shape chosen for `kernel` and `class` for this context's later ops. Once
+    /// every class of the kernel has its shape, the candidates compiled only to be timed that
+    /// no class chose are dropped: the context keeps no pipeline it will not run.
     pub(crate) fn remember_shape(&mut self, kernel: Builtin, class: SizeClass, shape: KernelShape) {
         self.chosen.insert((kernel, class), shape);
+        let chosen: Option<Vec<KernelShape>> = SizeClass::ALL
+            .iter()
+            .map(|&c| self.chosen.get(&(kernel, c)).copied())
+            .collect();
+        if let Some(chosen) = chosen {
+            self.candidates
+                .retain(|&(k, s), _| k != kernel || chosen.contains(&s));
+        }
     }
 
     /// Whether and how the library's kernels are tuned on this context.

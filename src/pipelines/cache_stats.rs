@@ -32,6 +32,11 @@ pub struct KernelCacheStats {
     /// Why the last write of the file failed (a directory in its place, a read-only or
     /// impossible path); `None` once a write succeeds. Kernels work either way.
     pub disk_cache_write_error: Option<String>,
+    /// Pipelines kernel tuning compiled only to time them that the context still holds
+    /// (counted nowhere above): a kernel's shapes that no size class chose go once every class
+    /// of that kernel has its shape, and a chosen one moves to `pipelines_compiled` when an op
+    /// first runs it.
+    pub tuning_pipelines_held: u64,
 }
 
 /// What became of the pipeline-cache file when the driver cache was opened (at a context's

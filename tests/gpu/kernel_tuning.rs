@@ -341,9 +341,10 @@ fn child_tunes_by_timestamps() {
     });
     let report = timed.kernel_tuning();
     assert_eq!(report.jobs, 2, "{report:?}");
-    let [_, fill] = report.kernels.as_slice() else {
+    let [small, fill] = report.kernels.as_slice() else {
         panic!("{report:?}");
     };
+    let (small, fill) = (small.clone(), fill.clone());
     assert_eq!(fill.size_class, SizeClass::Medium);
     assert_eq!(fill.origin, TuningOrigin::Measured);
     assert!(KernelShape::candidates(timed.adapter_info().subgroup_max_size).contains(&fill.shape));
@@ -364,6 +365,25 @@ fn child_tunes_by_timestamps() {
         let times = times.expect("the timeline times kernels");
         assert_eq!(times.get("fill").map(|k| k.calls), Some(4), "{times}");
     }
+    // The fill's large class is not tuned yet: its candidates stay compiled.
+    assert!(timed.kernel_cache_stats().tuning_pipelines_held > 0);
+    // Every kernel and class tuned: the context holds only the chosen shapes no op ran yet.
+    let report = timed.tune_kernels().unwrap();
+    assert_eq!(report.kernels.len(), 18, "{report:?}");
+    let ran = [small.shape, fill.shape];
+    let mut chosen: Vec<(&str, KernelShape)> = report
+        .kernels
+        .iter()
+        .filter(|k| !(k.kernel == "fill" && ran.contains(&k.shape)))
+        .map(|k| (k.kernel, k.shape))
+        .collect();
+    chosen.sort();
+    chosen.dedup();
+    assert_eq!(
+        timed.kernel_cache_stats().tuning_pipelines_held,
+        chosen.len() as u64,
+        "{chosen:?}"
+    );
 }
 
 #[gpu_test]
