@@ -25,6 +25,10 @@ impl Context {
     /// pipeline cache), so later calls, and later processes, return at once;
     /// [`Context::kernel_tuning`] shows it.
     ///
+    /// The measurement's moves are the program's own explicit transfers: the transfer guard
+    /// sees them and [`Context::transfer_stats`] counts them (8 of each direction, once per
+    /// device and process, or none where the figure is known already).
+    ///
     /// Errors: those of `offload` and `prefetch` (the transfer guard's refusal of explicit
     /// transfers, out of memory of either kind, a lost device); nothing is kept then.
     pub fn host_link_bandwidth(&self) -> Result<f64> {
@@ -38,16 +42,13 @@ impl Context {
         if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
             return Ok(rate);
         }
-        let mut array = Some(self.zeros_in::<u32>(MemoryKind::Device, &[MEASURE_BYTES / 4])?);
+        let mut array = self.zeros_in::<u32>(MemoryKind::Device, &[MEASURE_BYTES / 4])?;
         self.synchronize()?;
         let mut fastest = Duration::MAX;
         for _ in 0..ROUND_TRIPS {
             let started = Instant::now();
-            let device = array
-                .take()
-                .expect("the array is back after each round trip");
-            let host = self.offload(device).map_err(Error::from)?;
-            array = Some(self.prefetch(host).map_err(Error::from)?);
+            let host = self.offload(array).map_err(Error::from)?;
+            array = self.prefetch(host).map_err(Error::from)?;
             self.synchronize()?;
             fastest = fastest.min(started.elapsed());
         }

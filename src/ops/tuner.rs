@@ -316,13 +316,14 @@ fn measure(
 ) -> Result<Rates> {
     let started = Instant::now();
     let mut shapes = candidates.to_vec();
-    if !shapes.contains(&kernel.fixed_shape()) {
-        shapes.push(kernel.fixed_shape());
-    }
-    let fixed = shapes
-        .iter()
-        .position(|&s| s == kernel.fixed_shape())
-        .expect("the fixed shape is a candidate");
+    // The fixed shape is always timed: where the candidates lack it, last.
+    let fixed = match shapes.iter().position(|&s| s == kernel.fixed_shape()) {
+        Some(index) => index,
+        None => {
+            shapes.push(kernel.fixed_shape());
+            shapes.len() - 1
+        }
+    };
     let compiled = shapes
         .iter()
         .map(|&shape| kernels.tuning_candidate(inner.device(), inner.adapter_info(), kernel, shape))

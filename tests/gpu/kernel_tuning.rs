@@ -430,6 +430,15 @@ fn child_tunes_once_per_kernel_and_class() {
         link.kernel_tuning().host_link_bytes_per_second,
         Some(rates[0])
     );
+    // Its moves are the program's explicit transfers, counted once: 8 round trips of 16 MiB.
+    let stats = link.transfer_stats();
+    for direction in [stats.device_to_host, stats.host_to_device] {
+        assert_eq!(
+            (direction.explicit.count, direction.explicit.bytes),
+            (8, 8 << 24),
+            "{stats:?}"
+        );
+    }
     // `cached` and `off` never measure.
     for tuning in [KernelTuning::Cached, KernelTuning::Off] {
         let ctx = tuned_context(tuning, None);
