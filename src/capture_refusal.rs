@@ -82,6 +82,15 @@ pub enum RunRefusal {
         /// The slot's shape.
         captured: Vec<usize>,
     },
+    /// An array in another memory kind than the array slot's: the step's copies were planned
+    /// between the kinds' memories as captured.
+    #[error("the array is in {given} memory and the array slot's in {captured}: bind an array of the captured memory kind (move it with offload or prefetch first)")]
+    ArrayMemoryKind {
+        /// The array's kind.
+        given: crate::MemoryKind,
+        /// The slot's kind.
+        captured: crate::MemoryKind,
+    },
     /// An array bound to an array slot that the step also uses elsewhere (the step was planned
     /// over distinct arrays).
     #[error("the array bound to array slot {slot} is also one the step uses: bind an array the step does not use otherwise")]

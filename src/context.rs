@@ -408,8 +408,9 @@ impl Context {
 
     /// Bind groups this context has made so far: one per dispatch of a single op or a
     /// sequence (made when it is recorded or submitted), and those of a
-    /// [`crate::CapturedStep`], all made when it is captured: a run makes none, which this
-    /// count shows.
+    /// [`crate::CapturedStep`], made when it is captured and, for an array bound to an array
+    /// slot, the first time that array is bound: a run that binds nothing new makes none,
+    /// which this count shows.
     pub fn bind_groups_made(&self) -> u64 {
         self.inner
             .bind_groups_made

@@ -260,7 +260,7 @@ pub enum Error {
     /// that holds a [`Capture`](crate::Capture) of it open, in the default
     /// [`CaptureMode::ThreadLocal`](crate::CaptureMode::ThreadLocal): it would run at once and
     /// not be part of the step. Nothing ran.
-    #[error("{operation} was called on the context while this thread holds Capture #{capture} of it open: it would run now and not be part of the captured step. Record it in the capture instead (cap.{operation}(..)), finish the capture first, or call cap.set_mode(CaptureMode::Relaxed) to run eager work beside an open capture on purpose")]
+    #[error("{operation} was called on the context while this thread holds Capture #{capture} of it open: it would run now and not be part of the captured step. Record it in the capture instead (cap.{}(..)), finish the capture first, or call cap.set_mode(CaptureMode::Relaxed) to run eager work beside an open capture on purpose", recorded_as(.operation))]
     EagerDuringCapture {
         /// The op that was called.
         operation: &'static str,
@@ -350,6 +350,15 @@ impl From<ArenaError> for Error {
 }
 
 /// What to do about a refused buffer, by the kind of refusal.
+/// The capture's method that records what eager `operation` does: its own name, except for the
+/// copies between contexts, which on one context are a `copy`.
+fn recorded_as(operation: &str) -> &str {
+    match operation {
+        "device_put_from" | "copy_to" => "copy",
+        other => other,
+    }
+}
+
 fn buffer_refusal_hint(refusal: &RegionRefusal) -> &'static str {
     match refusal {
         RegionRefusal::OutOfMemory { .. } => {

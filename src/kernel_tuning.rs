@@ -105,7 +105,7 @@ impl KernelShape {
     /// The shapes tuning measures on a device whose subgroups are `subgroup_max` lanes wide
     /// (wgpu's `AdapterInfo::subgroup_max_size`; 0 when unknown): every pair of
     /// [`KernelShape::WORKGROUPS`] and [`KernelShape::PER_INVOCATION`], and workgroups of one
-    /// subgroup when that is between 32 and 256 lanes and not already there.
+    /// subgroup when that is a power of two from 32 to 256 lanes and not already there.
     pub fn candidates(subgroup_max: u32) -> Vec<KernelShape> {
         let mut workgroups = Self::WORKGROUPS.to_vec();
         if (32..=256).contains(&subgroup_max)
@@ -148,26 +148,23 @@ impl std::fmt::Display for KernelShape {
 impl std::str::FromStr for KernelShape {
     type Err = String;
 
-    /// `WORKGROUPxPER_INVOCATION`, e.g. `128x8`: a workgroup that is a power of two from 32 to
-    /// 256 and one of [`KernelShape::PER_INVOCATION`]. The error says what was expected.
+    /// `WORKGROUPxPER_INVOCATION`, e.g. `128x8`, as [`KernelShape`]'s `Display` writes it
+    /// (blanks around it are ignored; none inside, no sign): a workgroup that is a power of two
+    /// from 32 to 256 and one of [`KernelShape::PER_INVOCATION`]. The error says what was
+    /// expected.
     fn from_str(text: &str) -> std::result::Result<Self, String> {
-        let expected = || {
-            format!(
-                "a kernel shape WORKGROUPxPER_INVOCATION with a workgroup of 32, 64, 128 or                  256 and {:?} items per invocation (e.g. 256x4)",
-                KernelShape::PER_INVOCATION
-            )
+        let number = |part: &str| {
+            (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| part.parse::<u32>().ok())
+                .flatten()
         };
-        let (workgroup, per_invocation) =
-            text.trim().split_once(['x', 'X']).ok_or_else(expected)?;
-        let shape = KernelShape {
-            workgroup: workgroup.trim().parse().map_err(|_| expected())?,
-            per_invocation: per_invocation.trim().parse().map_err(|_| expected())?,
-        };
-        if shape.is_valid() {
-            Ok(shape)
-        } else {
-            Err(expected())
-        }
+        let shape = text.trim().split_once('x').and_then(|(workgroup, count)| {
+            Some(KernelShape {
+                workgroup: number(workgroup)?,
+                per_invocation: number(count)?,
+            })
+        });
+        shape.filter(|s| s.is_valid()).ok_or_else(shape_expected)
     }
 }
 
@@ -219,5 +216,21 @@ mod tests {
             per_invocation: 1
         }
         .is_valid());
+        // Blanks around it are ignored, as for every setting; any other spelling is refused,
+        // with one clean sentence of what was expected.
+        assert_eq!(
+            " 128x8\n".parse::<KernelShape>().map(|s| s.to_string()),
+            Ok("128x8".into())
+        );
+        for spelling in [
+            "128 x 8", "128X8", "+128x8", "128x+8", "128x", "x8", "128x8x1", "0x0", "",
+        ] {
+            assert_eq!(
+                spelling.parse::<KernelShape>(),
+                Err(shape_expected()),
+                "{spelling:?}"
+            );
+        }
+        assert!(!shape_expected().contains("  "));
     }
 }

@@ -17,6 +17,8 @@ const JAX_MEM_FRACTION_ENV: &str = "XLA_PYTHON_CLIENT_MEM_FRACTION";
 const PINNED_HOST_ENV: &str = "GPU_ARENA_PINNED_HOST_MB";
 /// The knob that turns preallocation on or off (read by the device layer).
 const PREALLOCATE_ENV: &str = "GPU_ARENA_PREALLOCATE";
+/// The knob that caps one region below the device's own limits, in MiB (device layer).
+const MAX_REGION_ENV: &str = "GPU_ARENA_MAX_REGION_MB";
 
 /// Why an allocation could not be served.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,7 +99,9 @@ impl OutOfMemory {
             ),
             OomCause::LargerThanAnyRegion => format!(
                 "split the data into pieces of at most {}: that is the largest region (buffer) \
-                 the device allows, and no memory setting raises it",
+                 the arena may ask for (the device's own limit, or {MAX_REGION_ENV} / \
+                 ArenaConfig::max_region_bytes where that is set lower: raise or unset it to \
+                 lift the cap up to the device's)",
                 Bytes(self.max_region_bytes)
             ),
             OomCause::Fragmentation => format!(

@@ -77,6 +77,14 @@ impl ArraySlots {
         }
     }
 
+    /// How many slots were made from `array`: each holds it for the step.
+    pub(crate) fn made_from(&self, array: &Arc<ArrayStorage>) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| Arc::ptr_eq(&s.captured, array))
+            .count()
+    }
+
     /// How the step uses slot `slot`'s array (`None`: no op uses it), and its array.
     pub(crate) fn slot(&self, slot: u32) -> Option<(Option<Access>, &Arc<ArrayStorage>)> {
         self.slots

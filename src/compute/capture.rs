@@ -43,13 +43,14 @@ pub struct InputSlot<T> {
 }
 
 /// An array that each run of a [`CapturedStep`](super::CapturedStep) may replace with another
-/// of the same element type and shape: made by [`Capture::array_slot`] from an array the
+/// of the same element type, shape and memory kind: made by [`Capture::array_slot`] from an array the
 /// capture's ops use, set with [`crate::StepRun::array`] (a run that does not set it uses the
 /// array the slot was made from).
 pub struct ArraySlot<T> {
     pub(crate) capture: CaptureId,
     pub(crate) index: u32,
     pub(crate) shape: Vec<usize>,
+    pub(crate) memory_kind: crate::MemoryKind,
     _element: PhantomData<fn() -> T>,
 }
 
@@ -164,6 +165,7 @@ impl Context {
             reads: Vec::new(),
             readback_bytes: 0,
             moving: Vec::new(),
+            empty_moving: Vec::new(),
             index_slots: Vec::new(),
             array_slots: Vec::new(),
             placeholder,
@@ -190,7 +192,7 @@ impl std::ops::DerefMut for Capture {
 impl Capture {
     /// The capture's tables, or the refusal of `operation` when the recorder was moved out of
     /// the capture (`std::mem::replace` through `DerefMut`): it records for no capture then.
-    fn tables(&mut self, operation: &'static str) -> Result<&mut CaptureTables> {
+    pub(crate) fn tables(&mut self, operation: &'static str) -> Result<&mut CaptureTables> {
         self.sequence
             .capture
             .as_deref_mut()
@@ -321,6 +323,7 @@ impl Capture {
             capture: tables.id,
             index: index as u32,
             shape: array.shape().to_vec(),
+            memory_kind: array.memory_kind(),
             _element: PhantomData,
         })
     }

@@ -60,6 +60,8 @@ pub(crate) struct CaptureTables {
     pub(crate) readback_bytes: u64,
     /// Copies whose start comes from an index slot.
     pub(crate) moving: Vec<MovingCopy>,
+    /// Such copies of an empty box: nothing to run, but their starts are checked.
+    pub(crate) empty_moving: Vec<EmptyMoving>,
     /// The rank of each index slot and its initial start.
     pub(crate) index_slots: Vec<Vec<i64>>,
     /// The array each array slot was made from (what a run that sets none binds).
@@ -104,6 +106,17 @@ pub(crate) struct MovingCopy {
     pub(crate) initial_offset: u64,
     /// The box on the host, for runs that copy it there.
     pub(crate) host: Arc<dyn HostBox>,
+}
+
+/// A moving copy whose box is empty (`ops/moving_copy.rs` records no dispatch for it): with
+/// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) every run's start for its
+/// slot is still checked against the moving array's `shape` and the box's `sizes`, as the
+/// single op checks it.
+#[derive(Clone, Debug)]
+pub(crate) struct EmptyMoving {
+    pub(crate) slot: u32,
+    pub(crate) shape: Vec<u64>,
+    pub(crate) sizes: Vec<u64>,
 }
 
 /// A moving copy's box as the host copies it (the ops' own geometry: `ops/moving_copy.rs`),

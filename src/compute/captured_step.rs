@@ -7,7 +7,7 @@
 
 use super::array_slots::ArraySlots;
 use super::capture::Capture;
-use super::capture_tables::{CaptureId, CaptureTables, CapturedIo, MovingCopy};
+use super::capture_tables::{CaptureId, CaptureTables, CapturedIo, EmptyMoving, MovingCopy};
 use super::step_staging::{InPlaceInputs, InPlaceReads, RunBuffers, StepStaging};
 use super::temporaries::TemporaryIndex;
 use crate::arena::{assign_buffers, Temporary, ALLOCATION_ALIGNMENT};
@@ -135,6 +135,7 @@ pub struct CapturedStep {
     inputs: Vec<CapturedIo>,
     reads: Vec<CapturedIo>,
     moving: Vec<MovingCopy>,
+    empty_moving: Vec<EmptyMoving>,
     array_slots: ArraySlots,
     plan: StepPlan,
     runs: u64,
@@ -232,6 +233,7 @@ impl CapturedStep {
             reads: tables.reads.clone(),
             moving_at: tables.moving.iter().map(|m| m.initial_offset).collect(),
             moving: tables.moving.clone(),
+            empty_moving: tables.empty_moving.clone(),
             array_slots,
             plan,
             runs: 0,
@@ -250,7 +252,8 @@ impl CapturedStep {
         let alone: Vec<&Arc<ArrayStorage>> = arrays
             .iter()
             .map(|(storage, _)| storage)
-            .filter(|storage| Arc::strong_count(storage) == 1)
+            // The step's own references: its list of arrays, and each slot made from it.
+            .filter(|storage| Arc::strong_count(storage) == 1 + self.array_slots.made_from(storage))
             .collect();
         StepPlan {
             arrays_held_by_the_step_alone: alone.len(),
@@ -270,8 +273,9 @@ impl CapturedStep {
         self.runs
     }
 
-    /// Bind groups the step made, all at capture (a run makes none; [`Context::bind_groups_made`]
-    /// counts every bind group of the context).
+    /// Bind groups the step made: at capture, and, for arrays bound to array slots, the first
+    /// time each array is bound (a run that binds nothing new makes none;
+    /// [`Context::bind_groups_made`] counts every bind group of the context).
     pub fn bind_groups(&self) -> u64 {
         self.bind_groups
     }
@@ -426,8 +430,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
 
     /// Binds `array` to an array slot ([`crate::Capture::array_slot`]) for this run only:
     /// every op of the step that uses the slot's array uses `array` instead, in place (a run
-    /// that does not set the slot uses the slot's own array). The same element type and shape;
-    /// bind groups are made the first time an array is bound and reused while it lives.
+    /// that does not set the slot uses the slot's own array). The same element type, shape and
+    /// memory kind; bind groups are made the first time an array is bound and reused while it
+    /// lives.
     pub fn array<T: bytemuck::Pod>(
         mut self,
         slot: &super::capture::ArraySlot<T>,
@@ -441,6 +446,11 @@ impl<'s, 'r> StepRun<'s, 'r> {
             self.refuse(RunRefusal::ArrayShape {
                 given: array.shape().to_vec(),
                 captured: slot.shape.clone(),
+            });
+        } else if array.memory_kind() != slot.memory_kind {
+            self.refuse(RunRefusal::ArrayMemoryKind {
+                given: array.memory_kind(),
+                captured: slot.memory_kind,
             });
         } else {
             self.bound.push((slot.index, &array.storage));
@@ -475,7 +485,8 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// submission.
     ///
     /// Errors: [`Error::CapturedRun`] for a slot of another step, an input or output slice of
-    /// another length than captured, or start indices of another rank (its
+    /// another length than captured, start indices of another rank, or an array bound to an
+    /// array slot of another shape or memory kind or that the step uses otherwise (its
     /// [`RunRefusal`](crate::error::RunRefusal) holds the values);
     /// [`Error::TransferGuard`] when the transfer guard refuses this run's host data (an
     /// explicit host-to-device transfer, as `device_put`) or its reads (explicit
@@ -603,7 +614,8 @@ impl StepRun<'_, '_> {
         for &(direction, _, bytes) in &step.transfers {
             inner.guard(direction, bytes, OPERATION, true)?;
         }
-        let offsets = moving_offsets(&step.moving, &self.starts, inner.config().strict_starts)?;
+        let strict = inner.config().strict_starts;
+        let offsets = moving_offsets(&step.moving, &step.empty_moving, &self.starts, strict)?;
         Ok(Checked {
             offsets,
             input_bytes,
@@ -1163,15 +1175,22 @@ fn inputs_live_from_the_start(
 
 /// The byte offset of each moving copy (by position in `moving`) that `starts` (index slot,
 /// start indices) place this run, each start clamped as XLA clamps it or, with `strict`,
-/// refused outside the operand ([`start_index`]). A later start of a slot wins, as the
-/// later write of it would.
+/// refused outside the operand ([`start_index`]), as it is for the copies of an empty box
+/// (`empty`). A later start of a slot wins, as the later write of it would.
 fn moving_offsets(
     moving: &[MovingCopy],
+    empty: &[EmptyMoving],
     starts: &[(u32, Vec<i64>)],
     strict: bool,
 ) -> Result<Vec<(usize, u64)>> {
     let mut offsets = Vec::new();
     for (index, start) in starts {
+        for copy in empty.iter().filter(|c| strict && c.slot == *index) {
+            let bounds = start.iter().zip(copy.shape.iter().zip(&copy.sizes));
+            for (d, (&s, (&dim, &size))) in bounds.enumerate() {
+                start_index(s, dim, size, strict, d, "CapturedStep::run")?;
+            }
+        }
         for (m, copy) in moving.iter().enumerate().filter(|(_, c)| c.slot == *index) {
             let mut offset = 0u64;
             for (d, ((&s, (&dim, &size)), &stride)) in start

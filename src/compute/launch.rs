@@ -96,11 +96,7 @@ impl Context {
     /// submission that runs after everything called before it. To record many launches and ops
     /// and submit them all or nothing, use [`Context::sequence`].
     pub fn launch<'a>(&self, kernel: &Kernel) -> Launch<'static, 'a> {
-        let mut launch = Launch::new(Target::Own(self.single_op()), kernel);
-        if let Err(refused) = self.check_not_capturing("launch") {
-            launch.set_error(refused);
-        }
-        launch
+        Launch::new(Target::Own(self.single_op()), kernel)
     }
 }
 
@@ -290,6 +286,11 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// device refuses only then (a lost device) is reported by the next wait or
     /// [`Context::flush`] ([the recording model](crate::kernels#the-recording-model)).
     pub fn run(mut self) -> Result<()> {
+        // A single launch is eager when it runs, whenever it was described: the capture mode
+        // is the one in force now.
+        if let Target::Own(single) = &self.target {
+            single.ctx.check_not_capturing("launch")?;
+        }
         if let Some(error) = self.error.take() {
             return Err(error);
         }

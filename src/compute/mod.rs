@@ -53,7 +53,7 @@ mod user_kernel;
 
 pub use capture::{ArraySlot, Capture, IndexSlot, InputSlot, ParamsSlot, ReadSlot};
 pub use capture_mode::CaptureMode;
-pub(crate) use capture_tables::{BaseOverflow, CaptureId, HostBox, MovingCopy};
+pub(crate) use capture_tables::{BaseOverflow, CaptureId, EmptyMoving, HostBox, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
 pub(crate) use sequence::recorder_replaced;

@@ -2,7 +2,7 @@
 //! and reflected so that every launch can be checked against what the shader binds.
 
 use crate::context::{Context, ContextInner};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::pipelines::{Compiled, KernelDesc, KernelSignature};
 use std::sync::Arc;
 
@@ -24,7 +24,8 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// The kernel's name (its label, or its entry point).
+    /// The kernel's name: its label, else its entry point and a short hash of its source and
+    /// entry point (`main#1a2b3c4d`; see [`KernelDesc::label`]).
     pub fn name(&self) -> &str {
         &self.compiled.name
     }
@@ -95,8 +96,17 @@ impl Context {
     /// on damaged modules are caught) or is above
     /// [`MAX_SPIRV_WORDS`](crate::kernels::MAX_SPIRV_WORDS), and override constants that are
     /// unknown, given twice (by name and by id too), or not exact for their type (see
-    /// [`KernelDesc::constants`]).
+    /// [`KernelDesc::constants`]); a blank label ([`Error::KernelCompile`]: it would name no
+    /// row of [`Context::kernel_times`]).
     pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
+        if let Some(label) = desc.label.filter(|l| l.trim().is_empty()) {
+            return Err(Error::KernelCompile {
+                kernel: label.to_string(),
+                message: "its label is blank: give it a name that says what it computes, or \
+                          no label (its entry point and a hash of its source name it then)"
+                    .into(),
+            });
+        }
         let inner = &self.inner;
         let compiled =
             inner

@@ -176,7 +176,9 @@ pub struct ArenaConfig {
     pub staging_bytes: u64,
     /// The most bytes the arena of the pinned-host memory kind
     /// ([`MemoryKind::PinnedHost`](crate::memory_kind::MemoryKind)) may hold, at least
-    /// [`MIN_REGION_BYTES`](super::MIN_REGION_BYTES); `GPU_ARENA_PINNED_HOST_MB`. Default
+    /// [`MIN_REGION_BYTES`](super::MIN_REGION_BYTES) (it is rounded down to 256, the arenas'
+    /// allocation unit: the kind's `bytes_limit` reports the rounded value);
+    /// `GPU_ARENA_PINNED_HOST_MB`. Default
     /// `None`: [`DEFAULT_PINNED_HOST_PERCENT`](super::DEFAULT_PINNED_HOST_PERCENT)% of the heap
     /// the memory plan places the kind on (on UMA the device arena's heap, whose default
     /// `mem_fraction` of 75% leaves that share free). The kind's arena reserves nothing up

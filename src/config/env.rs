@@ -601,7 +601,7 @@ mod tests {
                 }),
             ),
             (
-                " 32 X 1 ",
+                " 32X1 ",
                 KernelTuning::Forced(KernelShape {
                     workgroup: 32,
                     per_invocation: 1,
@@ -615,7 +615,7 @@ mod tests {
             }
         }
         for bad in [
-            "always", "256", "256x3", "48x4", "512x4", "x4", "256x", "-64x4", "256x4x1",
+            "always", "256", "256x3", "48x4", "512x4", "x4", "256x", "-64x4", "256x4x1", "32 x 1",
         ] {
             match config_from(&[("GPU_ARENA_KERNEL_TUNING", bad)]) {
                 Err(Error::Config {

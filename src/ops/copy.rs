@@ -28,10 +28,21 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
-        self.check_not_capturing("copy")?;
+        self.copy_as(array, "copy")
+    }
+
+    /// [`Context::copy`], named `operation` in its refusals (`device_put_from` and `copy_to`
+    /// copy an array of this context through it).
+    #[track_caller]
+    pub(crate) fn copy_as<T: bytemuck::Pod>(
+        &self,
+        array: &DeviceArray<T>,
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
+        self.check_not_capturing(operation)?;
         array
             .storage
-            .check_ready_for(&self.inner, Access::Read, "copy", "the array")?;
+            .check_ready_for(&self.inner, Access::Read, operation, "the array")?;
         let mut sequence = self.single_op();
         let result = sequence.copy(array)?;
         sequence.submit()?;

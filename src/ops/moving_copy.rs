@@ -13,7 +13,9 @@ use super::slice_indices::clamp_start;
 use super::update_slice::update_box;
 use crate::array::{Access, DeviceArray};
 use crate::backend::MappedRange;
-use crate::compute::{BaseOverflow, Capture, CaptureId, HostBox, IndexSlot, MovingCopy};
+use crate::compute::{
+    BaseOverflow, Capture, CaptureId, EmptyMoving, HostBox, IndexSlot, MovingCopy,
+};
 use crate::donated::{give_back, DonatedResult};
 use crate::error::{CaptureRefusal, Error, Result, SlotKind};
 
@@ -160,7 +162,12 @@ impl Capture {
         )
         .map_err(|refused| planning_error(operation, refused))?;
         let Some(planned) = planned else {
-            // An empty box moves nothing: nothing to record.
+            // An empty box moves nothing: no dispatch, only its starts to check.
+            self.tables(operation)?.empty_moving.push(EmptyMoving {
+                slot: slot.index,
+                shape,
+                sizes: sizes.iter().map(|&d| d as u64).collect(),
+            });
             return Ok(());
         };
         let kernel = copy_kernel(planned.unit, planned.params.outer_rank == 0);
@@ -197,14 +204,12 @@ impl Capture {
             ],
             params: Params::Copy(planned.params),
         };
+        // The tables are there (or the op is refused) before anything is recorded.
+        self.tables(operation)?;
         let step = self.sequence.steps.len();
         self.sequence
             .record_builtin(&mut kernels, std::slice::from_ref(&dispatch), operation)?;
-        let tables = self
-            .sequence
-            .capture
-            .as_mut()
-            .expect("a capture's sequence keeps its tables");
+        let tables = self.tables(operation)?;
         let moving_box = MovingBox {
             copy: copy.clone(),
             source_moves,

@@ -44,7 +44,7 @@ pub struct KernelCacheStats {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DiskCacheLoad {
-    /// No file is involved: `GPU_ARENA_CACHE_DIR` is unset or empty, the device has no pipeline
+    /// No file is involved: `GPU_ARENA_CACHE_DIR` is unset, the device has no pipeline
     /// cache (`wgpu::Features::PIPELINE_CACHE`: Vulkan only), or nothing has compiled yet.
     #[default]
     Off,

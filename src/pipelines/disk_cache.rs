@@ -28,7 +28,8 @@ use crate::backend::{private_dir, read_private_file, replace_private_file, Priva
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// Where the driver pipeline cache is kept across processes (unset or empty: not persisted).
+/// Where the driver pipeline cache (and the kernel tuning file) is kept across processes
+/// (unset: not persisted; empty or blank: refused as [`Error::Config`]).
 pub const CACHE_DIR_ENV: &str = "GPU_ARENA_CACHE_DIR";
 
 /// The label of the driver cache (it appears in wgpu's messages).

@@ -27,7 +27,9 @@ pub struct KernelDesc<'a> {
     /// point and a short hash of the source and entry point (`main#1a2b3c4d`, the same in every
     /// run), so that two kernels whose entry points are both `main` are two rows. A module is
     /// compiled once per source, entry point and constants: asked for again under another
-    /// label, it shares that pipeline and is a kernel of its own name.
+    /// label, it shares that pipeline and is a kernel of its own name. Constants are not part
+    /// of the default name: label variants that differ only in them to tell them apart. A
+    /// blank label is refused.
     pub label: Option<&'a str>,
 }
 

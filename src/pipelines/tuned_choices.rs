@@ -473,18 +473,20 @@ impl DeviceChoices {
                 number: number + 1,
                 line: line.to_string(),
             };
-            if let Some(fields) = line.strip_prefix("user\t") {
+            // Tuning writes each choice once: a second line for one is not its.
+            let repeated = if let Some(fields) = line.strip_prefix("user\t") {
                 let (key, tuned) = parse_user_line(fields).ok_or_else(refused)?;
-                user.insert(key, tuned);
+                user.insert(key, tuned).is_some()
             } else if let Some(rate) = line.strip_prefix("host_link\t") {
-                let rate = rate
-                    .parse::<f64>()
-                    .ok()
-                    .filter(|r| r.is_finite() && *r > 0.0);
-                host_link = Some(rate.ok_or_else(refused)?);
+                host_link
+                    .replace(positive_rate(rate).ok_or_else(refused)?)
+                    .is_some()
             } else {
                 let (kernel, tuned) = self.parse_line(line).ok_or_else(refused)?;
-                choices.insert((kernel, tuned.size_class), tuned);
+                choices.insert((kernel, tuned.size_class), tuned).is_some()
+            };
+            if repeated {
+                return Err(refused());
             }
         }
         Ok((choices, user, host_link))
@@ -514,8 +516,8 @@ impl DeviceChoices {
         self.host_link = self.host_link.or(host_link);
     }
 
-    /// One line: kernel, class, shape, then the three bandwidths; `None` if any field is not
-    /// one tuning writes.
+    /// One line: kernel, class, shape, then the three bandwidths (each measured, so above 0);
+    /// `None` if any field is not one tuning writes.
     fn parse_line(&self, line: &str) -> Option<(Builtin, TunedKernel)> {
         let fields: Vec<&str> = line.split('\t').collect();
         let [kernel, class, shape, chosen, fixed, device_copy] = fields[..] else {
@@ -527,11 +529,7 @@ impl DeviceChoices {
         if !self.candidates.contains(&shape) {
             return None;
         }
-        let rate = |text: &str| {
-            text.parse::<f64>()
-                .ok()
-                .filter(|r| r.is_finite() && *r >= 0.0)
-        };
+        let rate = positive_rate;
         let tuned = TunedKernel {
             kernel: kernel.name(),
             size_class,
@@ -600,6 +598,14 @@ impl DeviceChoices {
             }
         }
     }
+}
+
+/// A bandwidth as tuning writes it: a finite number above 0 (a measurement moved bytes in some
+/// time), `None` otherwise.
+fn positive_rate(text: &str) -> Option<f64> {
+    text.parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
 }
 
 #[cfg(test)]
@@ -800,6 +806,17 @@ mod tests {
             ("class", line("fill\thuge\t256x4\t1\t1\t1")),
             ("rate", line("fill\tmedium\t256x4\tNaN\t1\t1")),
             ("negative", line("fill\tmedium\t256x4\t1\t-1\t1")),
+            ("zero rate", line("fill\tmedium\t256x4\t1\t0\t1")),
+            ("spaced shape", line("fill\tmedium\t 64 x 8 \t1\t1\t1")),
+            (
+                "repeated choice",
+                line("fill\tmedium\t256x4\t1\t1\t1\nfill\tmedium\t64x8\t1\t1\t1"),
+            ),
+            (
+                "repeated user",
+                line("user\t0abc\tk\tWG\t64\nuser\t0abc\tk\tWG\t128"),
+            ),
+            ("repeated host link", line("host_link\t5\nhost_link\t6")),
             ("fields", line("fill\tmedium\t256x4\t1\t1")),
             ("user value", line("user\t0abc\tk\tWG\tinf")),
             ("user key", line("user\tnot-hex\tk\tWG\t64")),

@@ -90,10 +90,20 @@ impl Chain {
     /// a proven optimum over every placement.
     ///
     /// # Errors
-    /// [`RematError::BudgetTooSmall`] when no plan fits, naming the smaller of the smallest
-    /// budgets of recomputing and of offloading every activation; the errors of
-    /// [`Chain::plan`] otherwise.
+    /// [`RematError::InvalidStepCosts`] when `base_seconds` or `seconds_per_cost` is negative,
+    /// infinite or NaN (a bandwidth that is not above 0 makes moves infinitely slow, as
+    /// [`Schedule::predicted_step`] says); [`RematError::BudgetTooSmall`] when no plan fits,
+    /// naming the smaller of the smallest budgets of recomputing and of offloading every
+    /// activation; the errors of [`Chain::plan`] otherwise.
     pub fn plan_fastest(&self, budget: u64, costs: &StepCosts) -> Result<Schedule, RematError> {
+        for (field, value) in [
+            ("base_seconds", costs.base_seconds),
+            ("seconds_per_cost", costs.seconds_per_cost),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(RematError::InvalidStepCosts { field, value });
+            }
+        }
         fastest_within_budget(self, budget, |plan| {
             plan.predicted_step(costs).total_seconds
         })
@@ -112,6 +122,38 @@ mod tests {
             base_seconds: 1.0,
             seconds_per_cost,
             host_link_bytes_per_second,
+        }
+    }
+
+    #[test]
+    fn costs_a_step_time_cannot_be_predicted_from_are_refused_and_a_slow_link_is_not() {
+        let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 8]).unwrap();
+        let budget = chain.plan(CheckpointPolicy::SaveAll).unwrap().peak_bytes();
+        for bad in [-1.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let refused = chain.plan_fastest(budget, &costs(bad, 1e9)).unwrap_err();
+            assert!(matches!(
+                refused,
+                RematError::InvalidStepCosts { field: "seconds_per_cost", value }
+                    if value.to_bits() == bad.to_bits()
+            ));
+            let mut base = costs(1e-3, 1e9);
+            base.base_seconds = bad;
+            let refused = chain.plan_fastest(budget, &base).unwrap_err();
+            assert!(matches!(
+                refused,
+                RematError::InvalidStepCosts {
+                    field: "base_seconds",
+                    ..
+                }
+            ));
+        }
+        // A bandwidth that is not above 0: moves are infinitely slow, so where recomputing
+        // fits nothing is offloaded.
+        let recomputing = chain.plan(CheckpointPolicy::Sqrt).unwrap().peak_bytes();
+        assert!(recomputing < budget);
+        for slow in [0.0, -1.0, f64::NAN, f64::NEG_INFINITY] {
+            let plan = chain.plan_fastest(recomputing, &costs(1e-3, slow)).unwrap();
+            assert!(plan.offloaded().is_empty() && plan.recompute_cost() > 0.0);
         }
     }
 

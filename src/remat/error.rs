@@ -20,6 +20,18 @@ pub enum RematError {
         /// The cost given.
         cost: f64,
     },
+    /// A [`StepCosts`](super::StepCosts) figure a step time cannot be predicted from: its base
+    /// step or its seconds per unit of cost negative, infinite or NaN.
+    #[error(
+        "StepCosts::{field} is {value}: it must be finite and at least 0 (seconds measured on \
+         the device)"
+    )]
+    InvalidStepCosts {
+        /// The field: `base_seconds` or `seconds_per_cost`.
+        field: &'static str,
+        /// The value given.
+        value: f64,
+    },
     /// The activations and their gradients add up to more than 64 bits can count.
     #[error("the chain's activations and gradients add up to more than 2^64 bytes")]
     TooLarge,
@@ -30,10 +42,10 @@ pub enum RematError {
     #[error(
         "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget found \
          that holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
-         activations whose peak is {smallest_peak} bytes). Plan with that budget, offload \
-         activations to pinned host memory instead of recomputing them \
-         (CheckpointPolicy::OffloadBudget, Chain::plan_fastest), or split the layers with the \
-         largest activations (best fit places buffers differently in arenas of different \
+         activations whose peak is {smallest_peak} bytes). Plan with that budget, split the \
+         layers with the largest activations, or, where the plan recomputes, offload \
+         activations to pinned host memory instead (CheckpointPolicy::OffloadBudget, \
+         Chain::plan_fastest), which reaches smaller budgets (best fit places buffers differently in arenas of different \
          sizes, so that budget can even be below this one)",
         Bytes(*.budget),
         Bytes(*.smallest_budget)

@@ -13,7 +13,8 @@ use std::fmt;
 /// GPU time of one kernel, over every timed dispatch of it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelTime {
-    /// The kernel's name (a user kernel's entry point or label, a library op's name).
+    /// The kernel's name (a user kernel's label, else its entry point and a hash, as
+    /// [`Kernel::name`](crate::Kernel::name) says; a library op's name).
     pub name: String,
     /// Timed dispatches.
     pub calls: u64,

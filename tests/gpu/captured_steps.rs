@@ -2163,3 +2163,136 @@ fn two_steps_on_one_cache_from_two_threads_keep_each_others_rows() {
     let want: Vec<f32> = (0..ROWS).flat_map(query).collect();
     assert_eq!(bits(&ctx.device_get(&cache).unwrap()), bits(&want));
 }
+
+/// A launch is eager when it runs, so the capture mode in force at `.run()` decides: one
+/// described before a capture opened and run while it is open is refused, with its array
+/// unchanged; one described in relaxed mode and run after the capture went back to the default
+/// is refused; one described while the capture was open and run after it ended runs.
+#[gpu_test]
+fn a_launch_is_held_to_the_capture_mode_in_force_when_it_runs() {
+    use gpu_arena::CaptureMode;
+    let ctx = harness::context();
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let x = ctx.device_put(&vec![1.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut y = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    fn eager<'a>(
+        ctx: &Context,
+        k: &gpu_arena::Kernel,
+        x: &'a DeviceArray<f32>,
+        y: &'a mut DeviceArray<f32>,
+    ) -> gpu_arena::Launch<'static, 'a> {
+        ctx.launch(k)
+            .arg(x)
+            .arg_mut(y)
+            .params(&affine(1))
+            .grid_for(WIDTH)
+    }
+    let described_before = eager(&ctx, &k, &x, &mut y);
+    let mut cap = ctx.capture();
+    let number = cap.number();
+    let refused = described_before.run().unwrap_err();
+    assert!(
+        matches!(refused, Error::EagerDuringCapture { operation: "launch", capture } if capture == number),
+        "{refused:?}"
+    );
+    cap.set_mode(CaptureMode::Relaxed);
+    let described_relaxed = eager(&ctx, &k, &x, &mut y);
+    cap.set_mode(CaptureMode::ThreadLocal);
+    assert!(matches!(
+        described_relaxed.run(),
+        Err(Error::EagerDuringCapture { .. })
+    ));
+    assert_eq!(ctx.device_get(&y).unwrap(), vec![0.0; WIDTH], "nothing ran");
+    let described_during = eager(&ctx, &k, &x, &mut y);
+    drop(cap);
+    described_during.run().unwrap();
+    let want = affine(1).scale + affine(1).shift;
+    assert_eq!(ctx.device_get(&y).unwrap(), vec![want; WIDTH]);
+}
+
+/// `device_put_from` and `copy_to` of an array of the capturing context are refused under
+/// their own names, and the refusal points at the capture's `copy`.
+#[gpu_test]
+fn copies_between_contexts_during_a_capture_are_refused_under_their_own_names() {
+    let ctx = harness::context();
+    let x = ctx.device_put(&[1u32, 2, 3], &[3]).unwrap();
+    let cap = ctx.capture();
+    for (name, refused) in [
+        ("device_put_from", ctx.device_put_from(&x).unwrap_err()),
+        ("copy_to", x.copy_to(&ctx).unwrap_err()),
+    ] {
+        match &refused {
+            Error::EagerDuringCapture { operation, .. } => assert_eq!(*operation, name),
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(refused.to_string().contains("cap.copy(..)"), "{refused}");
+    }
+    drop(cap);
+    assert_eq!(
+        ctx.device_get(&x.copy_to(&ctx).unwrap()).unwrap(),
+        [1, 2, 3]
+    );
+}
+
+/// With `strict_starts`, a captured run's start out of range is refused even where the box
+/// it places is empty (nothing to copy), as the single op refuses it; in range it runs.
+#[gpu_test]
+fn strict_starts_refuse_a_run_start_out_of_range_for_an_empty_box_too() {
+    let ctx = context_with(ArenaConfig {
+        strict_starts: true,
+        ..test_config()
+    });
+    let operand = ctx.zeros::<u32>(&[4, 4]).unwrap();
+    let single = ctx.dynamic_slice(&operand, &[5, 0], &[0, 4]).unwrap_err();
+    assert!(matches!(single, Error::Index { .. }), "{single:?}");
+    let mut cap = ctx.capture();
+    let at = cap.index_slot(&[0, 0]);
+    let _empty = cap.dynamic_slice_at(&operand, &at, &[0, 4]).unwrap();
+    let mut step = cap.finish().unwrap();
+    let refused = step.run().start(&at, &[5, 0]).submit().unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Index {
+                refusal: IndexRefusal::StartOutOfRange {
+                    dimension: 0,
+                    start: 5,
+                    last_start: 4,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(step.runs(), 0, "a refused run is not counted");
+    step.run().start(&at, &[4, 0]).submit().unwrap();
+}
+
+/// An array slot's array the user dropped is still used by every run that binds nothing else:
+/// the plan counts it among the arrays the step alone holds.
+#[gpu_test]
+fn a_dropped_array_slot_array_counts_as_held_by_the_step_alone() {
+    let ctx = harness::context();
+    let k = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let x = ctx.device_put(&vec![1.0f32; WIDTH], &[WIDTH]).unwrap();
+    let mut acc = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    let mut cap = ctx.capture();
+    let slot = cap.array_slot(&acc).unwrap();
+    cap.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut acc)
+        .grid_for(WIDTH)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    assert_eq!(step.plan().arrays_held_by_the_step_alone, 0);
+    drop(acc);
+    let plan = step.plan();
+    assert_eq!(plan.arrays_held_by_the_step_alone, 1, "{plan}");
+    assert_eq!(plan.bytes_held_by_the_step_alone, (WIDTH * 4) as u64);
+    step.run().submit().unwrap();
+    let mut other = ctx.zeros::<f32>(&[WIDTH]).unwrap();
+    step.run().array(&slot, &mut other).submit().unwrap();
+    assert_eq!(ctx.device_get(&other).unwrap(), vec![1.0; WIDTH]);
+}

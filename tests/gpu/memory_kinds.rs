@@ -611,3 +611,40 @@ fn empty_and_oversized_arrays_of_the_pinned_host_kind() {
         );
     }
 }
+
+/// An array slot takes, per run, an array of its own memory kind only: the step's moves were
+/// planned between the kinds' memories as captured. Another kind is refused with
+/// `RunRefusal::ArrayMemoryKind` before anything runs; one of the same kind is moved.
+#[gpu_test]
+fn an_array_slot_refuses_an_array_of_another_memory_kind() {
+    use gpu_arena::error::RunRefusal;
+    for (path, ctx) in kind_paths() {
+        let src = ctx.device_put(&pattern(64, 1), &[64]).unwrap();
+        let mut other_device = ctx.device_put(&pattern(64, 2), &[64]).unwrap();
+        let mut pinned = ctx
+            .device_put_in(MemoryKind::PinnedHost, &pattern(64, 3), &[64])
+            .unwrap();
+        let mut cap = ctx.capture();
+        let slot = cap.array_slot(&src).unwrap();
+        let saved = cap.offload(src).unwrap();
+        let mut step = cap.finish().unwrap();
+        let refused = step.run().array(&slot, &mut pinned).submit().unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::CapturedRun {
+                    refusal: RunRefusal::ArrayMemoryKind {
+                        given: MemoryKind::PinnedHost,
+                        captured: MemoryKind::Device,
+                    },
+                    ..
+                }
+            ),
+            "{path}: {refused:?}"
+        );
+        assert_eq!(step.runs(), 0, "{path}");
+        step.run().array(&slot, &mut other_device).submit().unwrap();
+        assert_eq!(ctx.device_get(&saved).unwrap(), pattern(64, 2), "{path}");
+        assert_eq!(ctx.device_get(&pinned).unwrap(), pattern(64, 3), "{path}");
+    }
+}

@@ -1036,3 +1036,26 @@ fn grids_take_the_integers_users_hold_and_refuse_a_negative_count() {
     }
     assert_eq!(ctx.device_get(&a).unwrap(), vec![5; len], "nothing ran");
 }
+
+/// A blank label would name no row of `kernel_times`: refused as a compile error naming why;
+/// the same source under a real label compiles.
+#[gpu_test]
+fn a_blank_kernel_label_is_refused() {
+    let ctx = context();
+    for blank in ["", "  ", "\t"] {
+        let refused = ctx
+            .kernel_with(KernelDesc::wgsl(ADD, "main").label(blank))
+            .unwrap_err();
+        match &refused {
+            Error::KernelCompile { kernel, message } => {
+                assert_eq!(kernel, blank);
+                assert!(message.contains("label is blank"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let named = ctx
+        .kernel_with(KernelDesc::wgsl(ADD, "main").label("add"))
+        .unwrap();
+    assert_eq!(named.name(), "add");
+}
