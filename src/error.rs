@@ -148,7 +148,12 @@ pub enum Error {
     },
     /// The context's device is lost (driver reset, GPU removed) or was destroyed with
     /// `wgpu::Device::destroy`: no later call can reach the device, so each one refuses with
-    /// this error. The memory of the context's arrays stays allocated until they are dropped.
+    /// this error once the context knows of the loss. It learns of it from wgpu's device-lost
+    /// callback or at its next wait for the GPU: a submission made just after
+    /// `Device::destroy` may still return `Ok` (its work never runs, and reading what it would
+    /// have written refuses with this error), and reading a zero-copy array that no GPU work
+    /// uses needs no device. The memory of the context's arrays stays allocated until they are
+    /// dropped.
     #[error("the GPU device of this context is lost or was destroyed ({reason}), so {during} cannot run; drop this context and its arrays and open a new Context")]
     DeviceLost {
         /// What was being done.

@@ -268,37 +268,32 @@ pub(crate) fn create_new_private_file(path: &Path) -> io::Result<File> {
     options.open(path)
 }
 
-/// Writes `contents` to `path`, a file a caller named: an existing regular file is replaced
-/// in place (its mode kept), a new one is created with mode 0600 on Unix. A symbolic link at
-/// the last component is refused, never followed, so a link planted where a report is
-/// expected cannot redirect it; a FIFO or device there is refused without blocking. Links in
-/// the directories above are the caller's path and are followed.
+/// Writes `contents` to `path`, a file a caller named, as [`replace_private_file`] does: the
+/// new file (mode 0600 on Unix) is renamed over an existing regular file, so a reader, or a
+/// second writer of the same name, sees one whole file, and another name (a hard link) of the
+/// old file keeps its bytes. A symbolic link, a directory, a FIFO or a device at `path` is
+/// refused, never written through or replaced. Links in the directories above are the
+/// caller's path and are followed.
 ///
-/// Errors: the file system's error; [`io::ErrorKind::InvalidInput`] for a link or a file that
-/// is not regular.
+/// Errors: the file system's error; [`io::ErrorKind::InvalidInput`] for a link, a directory
+/// or a file that is not regular.
 pub(crate) fn write_named_file(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true);
-    #[cfg(unix)]
-    options
-        .mode(PRIVATE_FILE_MODE)
-        .custom_flags(NO_FOLLOW_NO_BLOCK);
-    let mut file = options.open(path).map_err(|e| {
-        if is_link_refusal(&e, path) {
-            refusal(path, "is a symbolic link, which is never written through")
-        } else if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
-            // A FIFO without a reader fails the non-blocking open (`ENXIO`).
-            refusal(path, NOT_REGULAR)
-        } else {
-            e
+    if let Ok(found) = std::fs::symlink_metadata(path) {
+        let kind = found.file_type();
+        if kind.is_symlink() {
+            return Err(refusal(
+                path,
+                "is a symbolic link, which is never written through",
+            ));
         }
-    })?;
-    if !file.metadata()?.is_file() {
-        return Err(refusal(path, NOT_REGULAR));
+        if kind.is_dir() {
+            return Err(refusal(path, "is a directory"));
+        }
+        if !kind.is_file() {
+            return Err(refusal(path, NOT_REGULAR));
+        }
     }
-    // Truncated only now that it is known to be a regular file of the caller's.
-    file.set_len(0)?;
-    file.write_all(contents)
+    replace_private_file(path, contents)
 }
 
 /// Why a FIFO, socket or device at a caller's path is not written.

@@ -1185,10 +1185,11 @@ fn moving_offsets(
 ) -> Result<Vec<(usize, u64)>> {
     let mut offsets = Vec::new();
     for (index, start) in starts {
-        for copy in empty.iter().filter(|c| strict && c.slot == *index) {
+        // Clamping an empty box's start changes nothing: only a strict run checks it.
+        for copy in empty.iter().filter(|c| c.slot == *index && strict) {
             let bounds = start.iter().zip(copy.shape.iter().zip(&copy.sizes));
             for (d, (&s, (&dim, &size))) in bounds.enumerate() {
-                start_index(s, dim, size, strict, d, "CapturedStep::run")?;
+                start_index(s, dim, size, true, d, "CapturedStep::run")?;
             }
         }
         for (m, copy) in moving.iter().enumerate().filter(|(_, c)| c.slot == *index) {

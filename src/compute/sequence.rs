@@ -58,9 +58,11 @@ pub(crate) enum Recorder {
 ///
 /// Arrays made by a step exist at once and can be used by later steps. Every array a step
 /// touches is kept until the sequence is submitted and its work has completed, even if it is
-/// dropped before. Until `submit`, those arrays are *pending*: they cannot be read back or used
-/// by a single op, launches included (that would run before the recorded work), and such calls
-/// return an error naming the sequence. `submit` runs all of the recorded GPU work or none of
+/// dropped before. Until `submit`, those arrays are *pending* for what would overtake the
+/// recorded work ([the recording model](crate::kernels#the-recording-model)): an array the
+/// sequence writes cannot be read back or used by a single op, launches included; one it only
+/// reads cannot be written by a single op (reading it is fine); such calls return an error
+/// naming the sequence. `submit` runs all of the recorded GPU work or none of
 /// it. Dropping a sequence without submitting discards its steps (arrays it made then hold
 /// unspecified data; what ran when it was recorded, a zero-copy upload or a host copy on a CPU
 /// adapter (below), stays done: arrays a dropped sequence updated hold unspecified data too).
@@ -296,8 +298,8 @@ impl Sequence {
     /// way its arrays stop being pending.
     ///
     /// Errors: [`Error::Device`] with wgpu's message when the device refuses any part of the
-    /// work (then no part of it runs); [`Error::DeviceLost`] once the device is lost or
-    /// destroyed.
+    /// work (then no part of it runs); [`Error::DeviceLost`] once the context knows the device
+    /// is lost or destroyed (see [`Error::DeviceLost`] for when that is).
     pub fn submit(mut self) -> Result<SubmissionId> {
         if self.capture.is_some() {
             // Only reachable by moving a capture's recorder out of it.

@@ -90,24 +90,42 @@ impl Context {
         values: &[f64],
         mut run: impl FnMut(&Kernel) -> Result<()>,
     ) -> Result<Kernel> {
-        let name = desc.label.unwrap_or(desc.entry_point).to_string();
+        let name = crate::pipelines::kernel_name(&desc);
         if values.is_empty() {
             return Err(Error::KernelCompile {
                 kernel: name,
                 message: format!("no values to tune the override constant `{constant}` over"),
             });
         }
-        let with = |value: f64| {
+        // Each value once (a value given twice is one candidate), in the order given.
+        let mut distinct: Vec<f64> = Vec::with_capacity(values.len());
+        for &value in values {
+            if !distinct.iter().any(|v| v.to_bits() == value.to_bits()) {
+                distinct.push(value);
+            }
+        }
+        let values = distinct.as_slice();
+        let with = |value: f64, check: bool| {
             let mut constants = desc.constants.to_vec();
             constants.push((constant, value));
-            self.kernel_with(KernelDesc {
+            let desc = KernelDesc {
                 constants: &constants,
                 ..desc
-            })
+            };
+            match check {
+                true => (self.inner.kernels())
+                    .check_user(self.inner.device(), self.inner.limits(), &desc)
+                    .map(|()| None),
+                false => self.kernel_with(desc).map(Some),
+            }
         };
+        // Every value is checked before any is compiled: a refused call compiles nothing.
+        for &value in values {
+            with(value, true)?;
+        }
         let kernels = values
             .iter()
-            .map(|&v| with(v))
+            .filter_map(|&v| with(v, false).transpose())
             .collect::<Result<Vec<_>>>()?;
         let mut tuning = self.inner.kernels().lock().tuning();
         if matches!(tuning, KernelTuning::Off | KernelTuning::Forced(_)) {

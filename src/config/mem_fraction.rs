@@ -38,7 +38,7 @@ impl MemFraction {
     /// the reserve.
     pub fn parse(text: &str) -> std::result::Result<Self, MemFractionError> {
         let text = text.trim();
-        let fraction = if let Ok(v) = text.parse::<f64>() {
+        let fraction = if let Ok(v) = number(text) {
             Self::fixed(v)
         } else if let Some(base) = text.strip_suffix('+') {
             Self {
@@ -125,8 +125,11 @@ pub enum MemFractionError {
 /// One fraction of the grammar.
 fn number(text: &str) -> std::result::Result<f64, MemFractionError> {
     let text = text.trim();
-    text.parse::<f64>()
-        .map_err(|_| MemFractionError::NotANumber {
+    // No sign: Rust's `parse` would take a leading `+`, which no setting is written with.
+    (!text.starts_with(['+', '-']))
+        .then(|| text.parse::<f64>().ok())
+        .flatten()
+        .ok_or_else(|| MemFractionError::NotANumber {
             text: text.to_string(),
         })
 }
@@ -218,6 +221,8 @@ mod tests {
     fn nan_infinite_zero_and_negative_fractions_are_refused() {
         for text in [
             "nan", "NaN", "inf", "-inf", "0", "-0.5", "0.5-nan", "nan+", "",
+            // A sign is refused as in every setting.
+            "+0.5", "+.5", "+0.5+", "0.5-+0.8", "+0.5-0.8",
         ] {
             assert!(MemFraction::parse(text).is_err(), "{text:?}");
         }

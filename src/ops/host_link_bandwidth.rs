@@ -6,6 +6,8 @@
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory_kind::MemoryKind;
+use crate::transfer::check_guard_ahead;
+use crate::TransferDirection::{DeviceToHost, HostToDevice};
 use std::time::{Duration, Instant};
 
 /// Bytes one move of the measurement carries: large enough that a move's fixed cost is small
@@ -30,8 +32,11 @@ impl Context {
     /// device and process, or none where the figure is known already).
     ///
     /// Errors: those of `offload` and `prefetch` (the transfer guard's refusal of explicit
-    /// transfers, out of memory of either kind, a lost device); nothing is kept then.
+    /// transfers in either direction, checked for both before anything moves; out of memory of
+    /// either kind; a lost device), and [`Error::EagerDuringCapture`] on the thread that holds
+    /// a capture of this context open; nothing is kept then.
     pub fn host_link_bandwidth(&self) -> Result<f64> {
+        const OPERATION: &str = "host_link_bandwidth";
         let adapter = self.inner.adapter_info();
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
@@ -41,6 +46,17 @@ impl Context {
         let _job = crate::compute::measuring_job();
         if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
             return Ok(rate);
+        }
+        self.check_not_capturing(OPERATION)?;
+        for direction in [DeviceToHost, HostToDevice] {
+            let bytes = MEASURE_BYTES as u64;
+            check_guard_ahead(
+                &self.inner.guard_defaults(),
+                direction,
+                bytes,
+                OPERATION,
+                true,
+            )?;
         }
         let mut array = self.zeros_in::<u32>(MemoryKind::Device, &[MEASURE_BYTES / 4])?;
         self.synchronize()?;

@@ -149,7 +149,8 @@ impl KernelCache {
             return Ok(compiled);
         }
         let started = Instant::now();
-        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name)?;
+        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name)
+            .map_err(|refused| with_workgroup_limits(refused, limits))?;
         let CacheKey::User {
             source,
             entry_point,
@@ -183,13 +184,34 @@ impl KernelCache {
         state.pipelines.insert(applied, Arc::clone(&compiled));
         Ok(compiled)
     }
+
+    /// The refusal [`KernelCache::user`] would give `desc` before it compiles anything (its
+    /// source, entry point, constants, and this device's limits), or `Ok`: so that every
+    /// variant of a kernel is checked before the first is compiled.
+    pub(crate) fn check_user(
+        &self,
+        device: &wgpu::Device,
+        limits: &wgpu::Limits,
+        desc: &KernelDesc<'_>,
+    ) -> Result<()> {
+        let name = kernel_name(desc);
+        let reflected = prepare(desc.source, desc.entry_point, desc.constants, &name)
+            .map_err(|refused| with_workgroup_limits(refused, limits))?;
+        let immediates = device.features().contains(wgpu::Features::IMMEDIATES);
+        check_device_limits(&reflected.signature, limits, immediates).map_err(|exceeded| {
+            Error::KernelCompile {
+                kernel: name,
+                message: exceeded.to_string(),
+            }
+        })
+    }
 }
 
 /// A kernel's name in errors, statistics and the timeline: its label, else its entry point and
 /// the first 8 hex digits of a 64-bit FNV-1a hash of its source and entry point
 /// (`main#1a2b3c4d`), the same in every run, so that kernels whose entry points share a name
 /// (every example's `main`) are told apart.
-fn kernel_name(desc: &KernelDesc<'_>) -> String {
+pub(crate) fn kernel_name(desc: &KernelDesc<'_>) -> String {
     if let Some(label) = desc.label {
         return label.to_string();
     }
@@ -549,6 +571,31 @@ fn prepare(
     on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
         .map_err(|failure| failed(failure.to_string()))?
         .map_err(|refused| failed(refused.to_string()))
+}
+
+/// A refusal of override constants whose workgroup size no device runs
+/// ([`super::reflect::WORKGROUP_OUT_OF_RANGE`]), completed with this device's limits; any other
+/// error as it is.
+fn with_workgroup_limits(refused: Error, limits: &wgpu::Limits) -> Error {
+    match refused {
+        Error::KernelCompile { kernel, message }
+            if message.starts_with(super::reflect::WORKGROUP_OUT_OF_RANGE) =>
+        {
+            Error::KernelCompile {
+                kernel,
+                message: format!(
+                    "{message}: each axis must be from 1 to this device's \
+                     max_compute_workgroup_size_x/y/z ({}, {}, {}), and their product at most \
+                     its max_compute_invocations_per_workgroup ({}) (Context::limits)",
+                    limits.max_compute_workgroup_size_x,
+                    limits.max_compute_workgroup_size_y,
+                    limits.max_compute_workgroup_size_z,
+                    limits.max_compute_invocations_per_workgroup
+                ),
+            }
+        }
+        other => other,
+    }
 }
 
 /// Why a kernel's source is refused before it reaches the device: the compiler's message, or

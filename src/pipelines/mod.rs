@@ -50,7 +50,7 @@ pub use tuned_choices::{
     KernelTuningReport, SizeClass, TunedKernel, TunedUserKernel, TuningOrigin,
 };
 
-pub(crate) use cache::{Compiled, KernelCache, KernelState, ParamsBuffer};
+pub(crate) use cache::{kernel_name, Compiled, KernelCache, KernelState, ParamsBuffer};
 pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;
 pub(crate) use tuned_choices::{

@@ -149,7 +149,7 @@ pub fn reflect_kernel(
             Some((naga::ShaderStage::Compute, entry_point)),
             &map,
         )
-        .map_err(|e| ReflectError(format!("applying override constants: {e}")))?;
+        .map_err(|e| ReflectError(override_refusal(&e)))?;
         (resolved.into_owned(), info.into_owned())
     };
     // `process_overrides` may keep only the chosen entry point: look it up again.
@@ -164,6 +164,34 @@ pub fn reflect_kernel(
         signature,
         constants: resolved,
     })
+}
+
+/// The start of the refusal of override constants that give a `@workgroup_size` no device
+/// runs, which the compile cache completes with this device's limits.
+pub(crate) const WORKGROUP_OUT_OF_RANGE: &str =
+    "the override constants give a @workgroup_size with an axis of 0 or above 16384";
+
+/// Why naga refused the module once the override constants were applied: a workgroup size out
+/// of range in its own words ([`WORKGROUP_OUT_OF_RANGE`]), else naga's error and its causes.
+fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantError) -> String {
+    use naga::back::pipeline_constants::PipelineConstantError;
+    use naga::valid::{EntryPointError, ValidationError};
+    if let PipelineConstantError::ValidationError(invalid) = error {
+        if let ValidationError::EntryPoint {
+            source: EntryPointError::OutOfRangeWorkgroupSize,
+            ..
+        } = invalid.as_inner()
+        {
+            return WORKGROUP_OUT_OF_RANGE.to_string();
+        }
+    }
+    let mut message = format!("applying override constants: {error}");
+    let mut cause = std::error::Error::source(error);
+    while let Some(next) = cause {
+        message.push_str(&format!(": {next}"));
+        cause = next.source();
+    }
+    message
 }
 
 /// The override constants given, each resolved to its override (by name, or by `@id` written

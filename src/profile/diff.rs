@@ -40,9 +40,10 @@ pub struct SnapshotDiff {
 }
 
 impl MemorySnapshot {
-    /// The arrays alive in `self` that `before` did not hold, grouped by allocation site and
-    /// label: what a loop kept between two snapshots. An allocation is new when its id (slot
-    /// and generation, never reused) is not among `before`'s chunks.
+    /// The arrays alive in `self` that `before` did not hold, in device and pinned-host memory
+    /// alike, grouped by allocation site and label: what a loop kept between two snapshots. An
+    /// allocation is new when its id (slot and generation, never reused) is not among
+    /// `before`'s chunks of the same memory kind. `bytes_in_use_change` counts both kinds.
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -55,15 +56,28 @@ impl MemorySnapshot {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn diff(&self, before: &MemorySnapshot) -> SnapshotDiff {
-        let known: HashSet<AllocationId> =
-            before.chunks().filter_map(|(_, c)| c.allocation).collect();
-        let groups = group(
-            self.chunks()
-                .filter(|(_, c)| c.state == ChunkState::InUse)
-                .filter(|(_, c)| c.allocation.is_some_and(|id| !known.contains(&id)))
-                .map(|(_, c)| (c.site.as_deref(), c.label.as_deref(), c.size)),
-        );
-        let in_use = |s: &MemorySnapshot| s.stats.arena.bytes_in_use as i128;
+        // Each kind's arena numbers its allocations on its own: compared kind by kind.
+        fn kinds(s: &MemorySnapshot) -> [Option<&MemorySnapshot>; 2] {
+            [Some(s), s.pinned_host.as_deref()]
+        }
+        let mut born = Vec::new();
+        for (now, then) in kinds(self).into_iter().zip(kinds(before)) {
+            let known: HashSet<AllocationId> = (then.into_iter())
+                .flat_map(|s| s.chunks().filter_map(|(_, c)| c.allocation))
+                .collect();
+            born.extend(
+                (now.into_iter().flat_map(|s| s.chunks()))
+                    .filter(|(_, c)| c.state == ChunkState::InUse)
+                    .filter(|(_, c)| c.allocation.is_some_and(|id| !known.contains(&id)))
+                    .map(|(_, c)| (c.site.as_deref(), c.label.as_deref(), c.size)),
+            );
+        }
+        let groups = group(born.into_iter());
+        let in_use = |s: &MemorySnapshot| {
+            (kinds(s).into_iter().flatten())
+                .map(|k| k.stats.arena.bytes_in_use as i128)
+                .sum::<i128>()
+        };
         SnapshotDiff {
             count: groups.iter().map(|g| g.count).sum(),
             bytes: groups.iter().map(|g| g.bytes).fold(0, u64::saturating_add),

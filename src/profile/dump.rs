@@ -70,8 +70,9 @@ impl Context {
     /// of the names is refused, never written through.
     ///
     /// # Errors
-    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file
-    /// that is not regular at one of the names.
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a `stem` that is not
+    /// a plain file name (empty, `.`, `..`, or with a path separator: the files stay in `dir`),
+    /// and for a link, a directory or a file that is not regular at one of the names.
     ///
     /// Kernel times of work that has completed are read first (nothing is waited for: call
     /// [`Context::synchronize`] before for every kernel called so far).
@@ -111,6 +112,13 @@ impl ContextInner {
         stem: &str,
         snapshot: MemorySnapshot,
     ) -> std::io::Result<ProfileFiles> {
+        let plain = !matches!(stem, "" | "." | "..") && !stem.contains(['/', '\\']);
+        if !plain {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the stem {stem:?} is not a plain file name: give a name without path separators (the files go into the directory given)"),
+            ));
+        }
         let mut builder = std::fs::DirBuilder::new();
         builder.recursive(true);
         #[cfg(unix)]

@@ -6,9 +6,11 @@
 //!   label, element type, shape and age, the stats, the memory plan and each heap's budget
 //!   ([`MemorySnapshot`], serde JSON);
 //! - [`label_scope`]: name every array allocated while a guard lives;
-//! - the [`Timeline`] (`GPU_ARENA_TIMELINE=on`): allocations, frees, region changes, transfers
-//!   and dispatches with timestamps in a bounded ring, exported as a Chrome trace / Perfetto
-//!   JSON by [`MemoryTimeline::to_chrome_trace`];
+//! - the [`Timeline`] (`GPU_ARENA_TIMELINE=on`): allocations, frees and region changes of device
+//!   memory, transfers (moves to and from pinned host memory included) and dispatches with
+//!   timestamps in a bounded ring, exported as a Chrome trace / Perfetto JSON by
+//!   [`MemoryTimeline::to_chrome_trace`] (the pinned-host kind's arrays are in snapshots, the
+//!   report and pprof, not on the timeline);
 //! - allocation sites: every public call that makes an array records the user's line
 //!   (`#[track_caller]`), shown in snapshots, the report, the timeline and the trace;
 //!   [`MemorySnapshot::diff`] groups the arrays born between two snapshots by site and label

@@ -112,8 +112,8 @@ impl MemoryTimeline {
     /// `path` is refused rather than followed, and a FIFO without waiting for a reader.
     ///
     /// # Errors
-    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that
-    /// is not regular at `path`.
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link, a directory
+    /// or a file that is not regular at `path`.
     pub fn write_chrome_trace(&self, path: impl AsRef<Path>, process: &str) -> std::io::Result<()> {
         crate::backend::write_named_file(path.as_ref(), self.to_chrome_trace(process).as_bytes())
     }

@@ -228,8 +228,8 @@ impl MemorySnapshot {
     /// link at `path` is refused rather than followed.
     ///
     /// # Errors
-    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that
-    /// is not regular at `path`.
+    /// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link, a directory
+    /// or a file that is not regular at `path`.
     pub fn write_pprof(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
         crate::backend::write_named_file(path.as_ref(), &self.to_pprof())
     }

@@ -159,6 +159,21 @@ pub(crate) fn check(
     }
 }
 
+/// The refusal [`check`] would give, without its log: for an operation that checks every
+/// transfer it will make before it makes the first.
+pub(crate) fn check_ahead(
+    defaults: &TransferGuardLevels,
+    direction: TransferDirection,
+    bytes: u64,
+    operation: &'static str,
+    explicit: bool,
+) -> Result<()> {
+    match verdict(effective_level(defaults, direction), explicit) {
+        Verdict::Refuse => check(defaults, direction, bytes, operation, explicit),
+        Verdict::Pass | Verdict::Log => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,7 @@ pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLeve
 pub use crate::host_link::stats::{DirectionStats, TransferCounter, TransferStats};
 
 pub(crate) use crate::host_link::HostLink;
-pub(crate) use guard::check as check_guard;
+pub(crate) use guard::{check as check_guard, check_ahead as check_guard_ahead};
 
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};

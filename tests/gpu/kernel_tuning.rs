@@ -406,6 +406,38 @@ fn child_tunes_once_per_kernel_and_class() {
     ));
     assert_eq!(guarded.kernel_tuning().host_link_bytes_per_second, None);
     drop(guarded);
+    // Both directions are checked before anything moves: with only the way back refused,
+    // nothing went out either. On the thread that holds a capture open it is refused by name.
+    let one_way = context_with(test_config());
+    {
+        let _back = gpu_arena::TransferGuard::scoped_direction(
+            gpu_arena::TransferDirection::HostToDevice,
+            gpu_arena::TransferGuardLevel::DisallowExplicit,
+        );
+        let refused = one_way.host_link_bandwidth().unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                Error::TransferGuard {
+                    direction: gpu_arena::TransferDirection::HostToDevice,
+                    operation: "host_link_bandwidth",
+                    ..
+                }
+            ),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(one_way.transfer_stats().device_to_host.explicit.count, 0);
+    let capture = one_way.capture();
+    assert!(matches!(
+        one_way.host_link_bandwidth(),
+        Err(Error::EagerDuringCapture {
+            operation: "host_link_bandwidth",
+            ..
+        })
+    ));
+    drop(capture);
+    drop(one_way);
     // A pinned-host kind too small for the measurement's array: its out of memory, nothing
     // kept.
     let small = context_with(ArenaConfig {
@@ -767,8 +799,38 @@ fn tuning_a_users_kernel_refuses_what_cannot_compile_and_keeps_nothing_a_run_fai
         "{message}"
     );
     compile_error(ctx.tune_kernel(desc, "NOT_THERE", &[64.0], never));
-    compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 1.5], never));
-    compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 4096.0], never));
+    // Every value is checked before any is compiled: a refused call compiles nothing.
+    let compiled = ctx.kernel_cache_stats().pipelines_compiled;
+    compile_error(ctx.tune_kernel(desc, "WG", &[96.0, 48.0, 1.5], never));
+    compile_error(ctx.tune_kernel(desc, "WG", &[96.0, 48.0, f64::NAN], never));
+    let (_, message) = compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 4096.0], never));
+    assert!(
+        message.contains("max_compute_workgroup_size_x"),
+        "{message}"
+    );
+    // A size the compiler itself refuses still names this device's limits and their values.
+    let (_, message) = compile_error(ctx.tune_kernel(desc, "WG", &[64.0, 65535.0], never));
+    let limit = ctx.limits().max_compute_workgroup_size_x;
+    assert!(
+        message.contains("max_compute_workgroup_size_x") && message.contains(&limit.to_string()),
+        "{message}"
+    );
+    assert_eq!(ctx.kernel_cache_stats().pipelines_compiled, compiled);
+    // Unlabelled, the report names the kernel as everything else does (entry point and hash),
+    // and a value given twice is timed once.
+    let unlabelled = KernelDesc::wgsl(USER_WGSL, "main");
+    let mut z = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let k = ctx
+        .tune_kernel(unlabelled, "SCALE", &[3.0, 3.0, 5.0], |k| {
+            ctx.launch(k).arg_mut(&mut z).grid_for(64usize).run()
+        })
+        .unwrap();
+    let report = ctx.kernel_tuning();
+    let row = (report.user_kernels.iter())
+        .find(|t| t.kernel == k.name())
+        .unwrap_or_else(|| panic!("{} not in {report:?}", k.name()));
+    assert!(k.name().starts_with("main#"), "{}", k.name());
+    assert_eq!(row.seconds.len(), 2, "{row:?}");
     let both = KernelDesc::wgsl(USER_WGSL, "main").constants(&[("WG", 64.0)]);
     compile_error(ctx.tune_kernel(both, "WG", &[64.0, 128.0], never));
     // A run that fails: its error comes back, nothing is kept, the next call measures.

@@ -720,3 +720,78 @@ fn two_threads_running_out_of_memory_at_once_write_two_private_dumps() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Labels may hold any text: characters XML cannot hold at all come out as U+FFFD, so the
+/// report stays well-formed.
+#[gpu_test]
+fn the_report_stays_well_formed_with_control_characters_in_labels() {
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.02),
+        timeline_capacity: 64,
+        ..test_config()
+    });
+    let _a = ctx
+        .zeros::<f32>(&[64])
+        .unwrap()
+        .with_label("a\u{0}b\u{1}c\u{b}\u{1f}\u{fffe}\u{ffff}");
+    let html = report::render_html(&ctx.memory_snapshot(), ctx.memory_timeline().as_ref());
+    region_rectangles(&html);
+    assert!(
+        html.contains("a\u{fffd}b\u{fffd}c"),
+        "the label is still there"
+    );
+}
+
+/// The profile writers replace a file by renaming a new one over it: a directory at the name
+/// is refused as `InvalidInput`, a hard link's other name keeps its bytes, threads writing one
+/// name at once leave one whole file, and a stem that is not a plain file name is refused.
+#[cfg(unix)]
+#[gpu_test]
+fn profile_files_are_replaced_whole_and_stay_in_their_directory() {
+    let dir = scratch_dir("profile-replace");
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.02),
+        timeline_capacity: 256,
+        ..test_config()
+    });
+    let snapshot = ctx.memory_snapshot();
+    std::fs::create_dir(dir.join("taken.html")).unwrap();
+    let err = report::write_html(&snapshot, None, dir.join("taken.html")).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
+    let other = dir.join("other.txt");
+    std::fs::write(&other, b"the user's data").unwrap();
+    std::fs::hard_link(&other, dir.join("linked.html")).unwrap();
+    report::write_html(&snapshot, None, dir.join("linked.html")).unwrap();
+    assert_eq!(std::fs::read(&other).unwrap(), b"the user's data");
+    for stem in ["", ".", "..", "../escaped", "/tmp/absolute", "sub/name"] {
+        let err = ctx.write_memory_profile(&dir, stem).unwrap_err();
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::InvalidInput,
+            "{stem:?}: {err}"
+        );
+    }
+    assert!(!dir.join("../escaped.json").exists());
+    let _live: Vec<_> = (0..64).map(|_| ctx.zeros::<u8>(&[4096]).unwrap()).collect();
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..5 {
+                    ctx.write_memory_profile(&dir, "same").unwrap();
+                }
+            });
+        }
+    });
+    let json = std::fs::read_to_string(dir.join("same.json")).unwrap();
+    MemorySnapshot::from_json(&json).unwrap();
+    region_rectangles(&std::fs::read_to_string(dir.join("same.html")).unwrap());
+    let trace = std::fs::read_to_string(dir.join("same.trace.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&trace).unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -354,3 +354,30 @@ fn a_pprof_profile_holds_live_bytes_by_site_and_go_tool_pprof_reads_it() {
     let _ = std::fs::remove_dir_all(&dir);
     drop((kept, weights));
 }
+
+/// Arrays kept in pinned host memory between two snapshots are in the diff too, by their line,
+/// beside device ones of the same line; allocation ids are compared within each kind (each
+/// kind's arena numbers its own), and the bytes-in-use change counts both.
+#[gpu_test]
+fn the_diff_counts_arrays_kept_in_pinned_host_memory() {
+    use gpu_arena::MemoryKind;
+    let ctx = context_with(test_config());
+    // One array of each kind before: their ids must not hide the new ones of the other kind.
+    let _old = ctx.zeros::<f32>(&[64]).unwrap();
+    let _old_host = ctx.alloc_in::<f32>(MemoryKind::PinnedHost, &[64]).unwrap();
+    let before = ctx.memory_snapshot();
+    let mut kept = Vec::new();
+    let mut line = 0;
+    for _ in 0..5 {
+        kept.push(ctx.alloc_in::<f32>(MemoryKind::PinnedHost, &[64]).unwrap());
+        line = line!() - 1;
+    }
+    let diff = ctx.memory_snapshot().diff(&before);
+    assert_eq!((diff.count, diff.bytes), (5, 5 * 256), "{diff}");
+    assert!(diff.groups[0]
+        .site
+        .as_deref()
+        .unwrap()
+        .starts_with(&here(line)));
+    assert_eq!(diff.bytes_in_use_change, 5 * 256);
+}

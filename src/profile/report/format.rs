@@ -6,25 +6,36 @@ use std::fmt;
 pub use crate::arena::Bytes;
 
 /// Text escaped for HTML and SVG content and attribute values (the five XML entities, so the
-/// page is also well-formed XML).
+/// page is also well-formed XML); a character XML 1.0 does not allow at all (control
+/// characters other than tab and line ends, U+FFFE, U+FFFF), which a label may hold, is
+/// written as U+FFFD.
 pub struct Escape<'a>(pub &'a str);
 
 impl fmt::Display for Escape<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let special = |c: char| matches!(c, '&' | '<' | '>' | '"' | '\'') || !allowed_in_xml(c);
         let mut rest = self.0;
-        while let Some(at) = rest.find(['&', '<', '>', '"', '\'']) {
+        while let Some(at) = rest.find(special) {
             f.write_str(&rest[..at])?;
-            f.write_str(match rest.as_bytes()[at] {
-                b'&' => "&amp;",
-                b'<' => "&lt;",
-                b'>' => "&gt;",
-                b'"' => "&quot;",
-                _ => "&#39;",
+            let c = rest[at..].chars().next().unwrap_or_default();
+            f.write_str(match c {
+                '&' => "&amp;",
+                '<' => "&lt;",
+                '>' => "&gt;",
+                '"' => "&quot;",
+                '\'' => "&#39;",
+                _ => "\u{FFFD}",
             })?;
-            rest = &rest[at + 1..];
+            rest = &rest[at + c.len_utf8()..];
         }
         f.write_str(rest)
     }
+}
+
+/// Whether XML 1.0 allows `c` in a document (its `Char` production; surrogates cannot be a
+/// Rust `char`).
+fn allowed_in_xml(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\r' | '\u{20}'..='\u{FFFD}' | '\u{10000}'..)
 }
 
 /// The sum of byte counts, saturating: a snapshot read from JSON may hold any numbers, and the
@@ -61,6 +72,11 @@ mod tests {
         assert_eq!(
             Escape("a<b & \"c\" 'd'>").to_string(),
             "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
+        );
+        // What XML cannot hold at all becomes U+FFFD; what it can stays.
+        assert_eq!(
+            Escape("a\u{0}b\u{1}\u{b}\u{1f}\u{fffe}\u{ffff}\tc\né😀").to_string(),
+            "a\u{FFFD}b\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\u{FFFD}\tc\né😀"
         );
     }
 

@@ -40,15 +40,16 @@ const TOP_LABELS: usize = 16;
 /// allocation granule) up; the last class takes everything above.
 const FREE_SIZE_CLASSES: u32 = 12;
 
-/// Writes [`render_html`] to `path`: a regular file there is replaced, a new one is created
-/// readable by the user alone (mode 0600 on Unix: the report names every allocation). A
-/// symbolic link at `path` is refused rather than followed, so a link planted where the report
-/// is expected cannot make the process overwrite another file; a FIFO there is refused
-/// without waiting for a reader.
+/// Writes [`render_html`] to `path` as a new file readable by the user alone (mode 0600 on
+/// Unix: the report names every allocation), renamed over a regular file there: a reader, or
+/// another writer of the same path, sees one whole report. A symbolic link at `path` is
+/// refused rather than followed, and a hard link's other names keep the old bytes, so a link
+/// planted where the report is expected cannot make the process overwrite another file; a
+/// FIFO there is refused without waiting for a reader.
 ///
 /// # Errors
-/// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link or a file that is
-/// not regular at `path`.
+/// The file system's error; [`std::io::ErrorKind::InvalidInput`] for a link, a directory or a
+/// file that is not regular at `path`.
 pub fn write_html(
     snapshot: &MemorySnapshot,
     timeline: Option<&MemoryTimeline>,
