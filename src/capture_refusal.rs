@@ -87,9 +87,9 @@ pub enum RunRefusal {
     #[error("the array is in {given} memory and the array slot's in {captured}: bind an array of the captured memory kind (move it with offload or prefetch first)")]
     ArrayMemoryKind {
         /// The array's kind.
-        given: crate::MemoryKind,
+        given: crate::memory_kind::MemoryKind,
         /// The slot's kind.
-        captured: crate::MemoryKind,
+        captured: crate::memory_kind::MemoryKind,
     },
     /// An array bound to an array slot that the step also uses elsewhere (the step was planned
     /// over distinct arrays).

@@ -50,7 +50,7 @@ pub struct ArraySlot<T> {
     pub(crate) capture: CaptureId,
     pub(crate) index: u32,
     pub(crate) shape: Vec<usize>,
-    pub(crate) memory_kind: crate::MemoryKind,
+    pub(crate) memory_kind: crate::memory_kind::MemoryKind,
     _element: PhantomData<fn() -> T>,
 }
 

@@ -7,7 +7,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory_kind::MemoryKind;
 use crate::transfer::check_guard_ahead;
-use crate::TransferDirection::{DeviceToHost, HostToDevice};
+use crate::config::TransferDirection::{DeviceToHost, HostToDevice};
 use std::time::{Duration, Instant};
 
 /// Bytes one move of the measurement carries: large enough that a move's fixed cost is small
