@@ -3,11 +3,11 @@
 //! kernel choices: for every context of the process on the device and, with
 //! `GPU_ARENA_CACHE_DIR`, beside the pipeline cache for the next process.
 
+use crate::config::TransferDirection::{DeviceToHost, HostToDevice};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::memory_kind::MemoryKind;
 use crate::transfer::check_guard_ahead;
-use crate::config::TransferDirection::{DeviceToHost, HostToDevice};
 use std::time::{Duration, Instant};
 
 /// Bytes one move of the measurement carries: large enough that a move's fixed cost is small
