@@ -359,7 +359,7 @@ impl From<ArenaError> for Error {
 /// copies between contexts, which on one context are a `copy`.
 fn recorded_as(operation: &str) -> &str {
     match operation {
-        "device_put_from" | "copy_to" => "copy",
+        "device_put_from" => "copy",
         other => other,
     }
 }

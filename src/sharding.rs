@@ -23,6 +23,7 @@ use std::sync::Arc;
 /// assert_eq!(shard_rows(10, 3), [0..4, 4..7, 7..10]);
 /// assert_eq!(shard_rows(1, 2).collect::<Vec<_>>(), [0..1, 1..1]);
 /// assert_eq!(shard_rows(3, usize::MAX).get(usize::MAX - 1), Some(3..3));
+/// assert_eq!(shard_rows(3, usize::MAX).count(), usize::MAX);
 /// ```
 pub fn shard_rows(rows: usize, shards: usize) -> ShardRows {
     ShardRows {
@@ -90,6 +91,10 @@ impl Iterator for ShardRows {
 
     fn last(mut self) -> Option<Range<usize>> {
         self.next_back()
+    }
+
+    fn count(self) -> usize {
+        self.len()
     }
 }
 

@@ -129,6 +129,16 @@ impl Schedule {
             let bytes = bytes_of(i);
             let shape = match model.activation_shape(i) {
                 Some(shape) => {
+                    // A shape no array takes (a rank above MAX_RANK) is refused here, before
+                    // anything runs, not by the allocation mid-run.
+                    let checked =
+                        crate::shape::check_shape(&shape, None, element as usize, OPERATION);
+                    if let Err(Error::Shape { reason, .. }) = checked {
+                        return Err(Error::Shape {
+                            operation: OPERATION,
+                            reason: format!("activation_shape({i}) is {shape:?}: {reason}"),
+                        });
+                    }
                     let shape_bytes = shape
                         .iter()
                         .try_fold(element, |product, &d| product.checked_mul(d as u64));

@@ -105,27 +105,33 @@ impl Context {
             }
         }
         let values = distinct.as_slice();
-        let with = |value: f64, check: bool| {
+        let constants_with = |value: f64| {
             let mut constants = desc.constants.to_vec();
             constants.push((constant, value));
-            let desc = KernelDesc {
-                constants: &constants,
-                ..desc
-            };
-            match check {
-                true => (self.inner.kernels())
-                    .check_user(self.inner.device(), self.inner.limits(), &desc)
-                    .map(|()| None),
-                false => self.kernel_with(desc).map(Some),
-            }
+            constants
         };
         // Every value is checked before any is compiled: a refused call compiles nothing.
         for &value in values {
-            with(value, true)?;
+            let constants = constants_with(value);
+            let variant = KernelDesc {
+                constants: &constants,
+                ..desc
+            };
+            (self.inner.kernels()).check_user(
+                self.inner.device(),
+                self.inner.limits(),
+                &variant,
+            )?;
         }
         let kernels = values
             .iter()
-            .filter_map(|&v| with(v, false).transpose())
+            .map(|&value| {
+                let constants = constants_with(value);
+                self.kernel_with(KernelDesc {
+                    constants: &constants,
+                    ..desc
+                })
+            })
             .collect::<Result<Vec<_>>>()?;
         let mut tuning = self.inner.kernels().lock().tuning();
         if matches!(tuning, KernelTuning::Off | KernelTuning::Forced(_)) {

@@ -155,6 +155,14 @@ mod tests {
             let plan = chain.plan_fastest(recomputing, &costs(1e-3, slow)).unwrap();
             assert!(plan.offloaded().is_empty() && plan.recompute_cost() > 0.0);
         }
+        // An activation larger than any region: no budget holds it, as for the policies.
+        let huge = Chain::new(1024, vec![Layer::new(5 << 30, 1.0); 4]).unwrap();
+        for budget in [100 << 30, u64::MAX] {
+            assert!(matches!(
+                huge.plan_fastest(budget, &costs(1e-3, 1e10)),
+                Err(RematError::ActivationTooLarge { activation: 1, .. })
+            ));
+        }
     }
 
     #[test]

@@ -534,6 +534,8 @@ pub(super) fn fastest_within_budget(
     budget: u64,
     cost: impl Fn(&Schedule) -> f64,
 ) -> Result<Schedule, RematError> {
+    // An activation no region holds fits no arena, whatever is offloaded or recomputed.
+    check_regions_hold_activations(chain)?;
     let recompute = within_budget(chain, Fit::Arena(budget));
     let n = chain.layer_count();
     let rounded: Vec<u64> = (0..=n).map(|i| chain.rounded_activation_bytes(i)).collect();

@@ -24,6 +24,10 @@ use crate::submission::SubmissionId;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+/// The name transfers between devices give the guard and error messages (`copy_to` too: it is
+/// `device_put_from` from the array's side).
+const OPERATION: &str = "device_put_from";
+
 /// Source chunks in flight at once: one being moved by the host, the next ones being copied
 /// into staging by the source device (one less than the pool's buffers, so the pool never
 /// waits on itself).
@@ -60,35 +64,25 @@ impl Context {
         &self,
         array: &DeviceArray<T>,
     ) -> Result<DeviceArray<T>> {
-        self.put_from(array, "device_put_from")
-    }
-
-    /// [`Context::device_put_from`], named `operation` in refusals and the guard.
-    #[track_caller]
-    fn put_from<T: bytemuck::Pod>(
-        &self,
-        array: &DeviceArray<T>,
-        operation: &'static str,
-    ) -> Result<DeviceArray<T>> {
         let source = Arc::clone(&array.storage.ctx);
         if Arc::ptr_eq(&source, &self.inner) {
-            return self.copy_as(array, operation);
+            return self.copy_as(array, OPERATION);
         }
         array.storage.check_ready_for(
             &source,
             crate::array::Access::Read,
-            operation,
+            OPERATION,
             "the array",
         )?;
         let started = std::time::Instant::now();
         let bytes = array.size_in_bytes();
         let direction = TransferDirection::DeviceToDevice;
-        source.guard(direction, bytes, operation, true)?;
+        source.guard(direction, bytes, OPERATION, true)?;
         // Ask the destination too when its level differs (a scoped guard applies to both).
         if effective_level(&self.inner.guard_defaults(), direction)
             != effective_level(&source.guard_defaults(), direction)
         {
-            self.inner.guard(direction, bytes, operation, true)?;
+            self.inner.guard(direction, bytes, OPERATION, true)?;
         }
         let copy = self.alloc_bytes::<T>(
             crate::memory_kind::MemoryKind::Device,
@@ -124,7 +118,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// ```
     #[track_caller]
     pub fn copy_to(&self, ctx: &Context) -> Result<DeviceArray<T>> {
-        ctx.put_from(self, "copy_to")
+        ctx.device_put_from(self)
     }
 }
 

@@ -587,6 +587,17 @@ fn activation_shapes_are_used_and_ones_that_do_not_match_the_chain_are_refused()
         "{error}"
     );
     assert!(error.to_string().contains("activation_shape(1)"), "{error}");
+    // A shape of the chain's bytes that no array takes (rank 7): refused before anything runs.
+    let mut rank7 = Shaped(
+        Probe::new(3),
+        vec![None, None, None, Some(vec![1, 1, 1, 1, 1, 4, 256])],
+    );
+    let error = schedule.run(&ctx, &mut rank7, &input).unwrap_err();
+    assert!(
+        matches!(&error, Error::Shape { operation: "Schedule::run", reason } if reason.contains("activation_shape(3)") && reason.contains("rank 7")),
+        "{error}"
+    );
+    assert!(rank7.0.calls.is_empty(), "{:?}", rank7.0.calls);
     assert!(wrong.0.calls.is_empty() && overflowing.0.calls.is_empty());
     assert_eq!(ctx.memory_stats().bytes_in_use, before);
 }

@@ -2210,8 +2210,8 @@ fn a_launch_is_held_to_the_capture_mode_in_force_when_it_runs() {
     assert_eq!(ctx.device_get(&y).unwrap(), vec![want; WIDTH]);
 }
 
-/// `device_put_from` and `copy_to` of an array of the capturing context are refused under
-/// their own names, and the refusal points at the capture's `copy`.
+/// `device_put_from` of an array of the capturing context (and `copy_to`, the same from the
+/// array's side) is refused under that name, and the refusal points at the capture's `copy`.
 #[gpu_test]
 fn copies_between_contexts_during_a_capture_are_refused_under_their_own_names() {
     let ctx = harness::context();
@@ -2219,7 +2219,7 @@ fn copies_between_contexts_during_a_capture_are_refused_under_their_own_names() 
     let cap = ctx.capture();
     for (name, refused) in [
         ("device_put_from", ctx.device_put_from(&x).unwrap_err()),
-        ("copy_to", x.copy_to(&ctx).unwrap_err()),
+        ("device_put_from", x.copy_to(&ctx).unwrap_err()),
     ] {
         match &refused {
             Error::EagerDuringCapture { operation, .. } => assert_eq!(*operation, name),
