@@ -48,10 +48,11 @@ pub(crate) fn measuring_job() -> Option<crate::lock::MutexGuard<'static, ()>> {
 
 impl Context {
     /// The kernel of `desc` with its override constant `constant` set to whichever of `values`
-    /// runs `run` fastest on this device: each value is compiled once, then `run` (your launch
-    /// of the kernel on arrays of your choosing, e.g. `|k| ctx.launch(k).arg(&x).arg_mut(&mut
-    /// y).grid_for(n).run()`) is timed with each, followed by a synchronize, interleaved round
-    /// by round; a value's fastest round counts. The choice is kept as the library's kernels'
+    /// runs `run` fastest on this device: every value is checked first (a refused call
+    /// compiles nothing), each is compiled once (a value given twice is one candidate), then
+    /// `run` (your launch of the kernel on arrays of your choosing, e.g. `|k|
+    /// ctx.launch(k).arg(&x).arg_mut(&mut y).grid_for(n).run()`) is timed with each, followed
+    /// by a synchronize, interleaved round by round; a value's fastest round counts. The choice is kept as the library's kernels'
     /// are (see [`KernelTuning`]): later calls with the same source, entry point, constants and
     /// values, in this process or (with `GPU_ARENA_CACHE_DIR`) the next, return it without
     /// calling `run`; [`Context::kernel_tuning`] lists it. Under `KernelTuning::Cached` nothing

@@ -114,13 +114,15 @@ pub struct TunedKernel {
 /// A user's kernel tuned over the values of one of its override constants.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TunedUserKernel {
-    /// The kernel's name (its label, or its entry point).
+    /// The kernel's name, as [`Kernel::name`](crate::Kernel::name) gives it: its label, else its
+    /// entry point and a short hash of its source (`main#1a2b3c4d`).
     pub kernel: String,
     /// The override constant tuned.
     pub constant: String,
     /// The value chosen.
     pub value: f64,
-    /// Seconds of the fastest round of each value measured (none when read from the file).
+    /// Seconds of the fastest round of each value measured, a value given twice once (none
+    /// when read from the file).
     pub seconds: Vec<(f64, f64)>,
     /// Measured now or read from the file.
     pub origin: TuningOrigin,
