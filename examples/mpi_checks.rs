@@ -4,7 +4,7 @@
 //!
 //! Scenarios: `collectives` (every collective, every element type, against a host reference),
 //! `mismatch-shape`, `mismatch-type`, `mismatch-op`, `mismatch-root`, `mismatch-kind`,
-//! `mismatch-send`, `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`; the fused
+//! `mismatch-send`, `mismatch-recv` (two receives facing each other), `guard`, `refusals`, `pending`, `threads`, `abort`, `killed`; the fused
 //! and started collectives: `fused`, `started`, `mismatch-list-length`, `mismatch-list-shape`,
 //! `mismatch-list-size`, `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`,
 //! `mismatch-start-broadcast`, `mixed-start` (the last rank blocks where the others start),
@@ -25,7 +25,7 @@ const USAGE: &str = "usage: mpi_checks SCENARIO
 
 The rank program of tests/distributed.rs, run under mpirun. SCENARIO is one of:
 collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch-kind,
-mismatch-send, guard, refusals, pending, threads, abort, killed, fused, started,
+mismatch-send, mismatch-recv, guard, refusals, pending, threads, abort, killed, fused, started,
 mismatch-list-length, mismatch-list-shape, mismatch-list-size, mismatch-list-type,
 mismatch-list-op, mismatch-start, mismatch-start-broadcast, mixed-start, killed-started,
 thread-single.
@@ -63,7 +63,7 @@ fn main() -> anyhow::Result<()> {
     let result = match scenario.as_str() {
         "collectives" => collectives(&group),
         "mismatch-shape" | "mismatch-type" | "mismatch-op" | "mismatch-root" | "mismatch-kind"
-        | "mismatch-send" => mismatch(&group, &scenario),
+        | "mismatch-send" | "mismatch-recv" => mismatch(&group, &scenario),
         "guard" => guard(&group),
         "refusals" => refusals(&group),
         "pending" => pending(&group),
@@ -358,9 +358,20 @@ fn mismatch(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
                 _ => Ok(()),
             }
         }
+        "mismatch-recv" => {
+            // Ranks 0 and 1 each wait to receive from the other: refused on both.
+            match rank {
+                0 | 1 => {
+                    let b = ctx.zeros::<f32>(&[12])?;
+                    group.recv(b, 1 - rank).map(drop).map_err(Error::from)
+                }
+                _ => Ok(()),
+            }
+        }
         _ => unreachable!(),
     };
-    if scenario != "mismatch-send" || rank < 2 {
+    let pair = matches!(scenario, "mismatch-send" | "mismatch-recv");
+    if !pair || rank < 2 {
         expect_collective(rank, outcome)?;
     }
     still_in_step(group, "the mismatch")

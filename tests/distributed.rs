@@ -296,6 +296,22 @@ fn a_send_and_a_recv_of_different_shapes_fail_on_both_sides() {
 }
 
 #[test]
+fn two_recvs_facing_each_other_fail_on_both_sides_instead_of_waiting() {
+    let output = passes(2, &[], "mismatch-recv", &[]);
+    for (rank, peer) in [(0, 1), (1, 0)] {
+        let l = line(&output, "COLLECTIVE", rank);
+        assert!(
+            l.contains("the operations do not pair"),
+            "rank {rank} said {l:?}"
+        );
+        assert!(
+            l.ends_with(&failure(&format!("Mismatch {{ rank: {peer} }}"))),
+            "rank {rank} said {l:?}"
+        );
+    }
+}
+
+#[test]
 fn a_guard_refusal_on_one_rank_is_its_own_error_and_a_collective_error_elsewhere() {
     let output = passes(2, &[], "guard", &[]);
     assert!(

@@ -590,14 +590,17 @@ pub(crate) fn agree_pair<C: Communicator, P>(
     let words = mine.encode(refusal);
     let mut theirs = [0u64; HEADER_WORDS];
     let process = comm.process_at_rank(peer as i32);
-    // The sender speaks first; headers are small, so the send completes eagerly.
-    if sender {
-        process.send_with_tag(&words[..], HANDSHAKE_TAG);
-        process.receive_into_with_tag(&mut theirs[..], HANDSHAKE_TAG);
-    } else {
-        process.receive_into_with_tag(&mut theirs[..], HANDSHAKE_TAG);
-        process.send_with_tag(&words[..], HANDSHAKE_TAG);
-    }
+    // Both sides send and receive at once (`MPI_Sendrecv`), whichever call each made: two
+    // receives (or two sends) facing each other meet, and are refused below, rather than wait
+    // for each other forever.
+    mpi::point_to_point::send_receive_into_with_tags(
+        &words[..],
+        &process,
+        HANDSHAKE_TAG,
+        &mut theirs[..],
+        &process,
+        HANDSHAKE_TAG,
+    );
     let prepared = prepared?;
     let (other, _) = header_sent_by(&theirs, peer, operation, Exchange::Pair)?;
     let expected = if sender { Kind::Recv } else { Kind::Send };
