@@ -64,8 +64,10 @@ const RETIRE_PENDING_BYTES: u64 = 64 << 20;
 /// work waits for the queue and retries. Once is enough for one thread; threads sharing the
 /// context can free more behind newly queued work while it waits (their gathered single ops are
 /// not submitted until someone flushes), so it waits again, boundedly, before reporting
-/// out-of-memory.
-const MAX_OOM_WAITS: u32 = 8;
+/// out-of-memory. Each wait retires what completed under the lock the retry then allocates
+/// under; a machine whose cores are all busy can still deschedule the waiting thread while
+/// another refills the arena, hence a bound well above what an idle machine needs.
+const MAX_OOM_WAITS: u32 = 32;
 
 /// A context as messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
 pub(crate) fn describe_context(ctx: &ContextInner) -> String {
@@ -611,8 +613,11 @@ impl ContextInner {
                     waits += 1;
                     drop(memory);
                     self.wait_idle()?;
-                    self.retire_completed();
+                    // Retired under the lock this allocation then tries again under, so the
+                    // memory it waited for is not taken by another thread in between.
+                    let completed = self.submissions.completed();
                     memory = self.lock_memory();
+                    memory.retire_completed(completed);
                 }
                 Err(e) => return Err(e.into()),
             }
