@@ -48,9 +48,8 @@ impl GatheredStaging {
     /// The bytes one batch may stage with `memory`'s staging size (see
     /// [`GATHERED_STAGING_BYTES`]).
     pub(crate) fn capacity(memory: &impl StagingMemory) -> u64 {
-        GATHERED_STAGING_BYTES
-            .min(memory.staging_bytes())
-            .next_multiple_of(COPY_ALIGNMENT)
+        // Rounded down to whole words: never above `staging_bytes` (at least 4 KiB).
+        GATHERED_STAGING_BYTES.min(memory.staging_bytes()) / COPY_ALIGNMENT * COPY_ALIGNMENT
     }
 
     /// Whether an upload of `bytes` (its allocation's size) takes this path.
@@ -132,6 +131,45 @@ impl GatheredStaging {
         if let Some((mut buffer, _)) = self.current.take() {
             buffer.busy_until = id;
             self.retired.push(buffer);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Error;
+
+    /// Memory of a given staging size that makes no buffer.
+    struct Sized(u64);
+
+    impl StagingMemory for Sized {
+        fn completed(&self) -> u64 {
+            0
+        }
+        fn create_staging(&self, _: StagingKind, bytes: u64) -> Result<StagingBuffer> {
+            Err(Error::HostAllocation {
+                purpose: "a staging buffer".into(),
+                bytes,
+            })
+        }
+        fn wait_for_staging(&self, _: SubmissionId) -> Result<()> {
+            Ok(())
+        }
+        fn staging_bytes(&self) -> u64 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_batch_stages_whole_words_and_never_more_than_a_staging_buffer() {
+        for (staging, capacity) in [
+            (4096, 4096),
+            (65_537, 65_536),
+            (65_539, 65_536),
+            (1 << 30, GATHERED_STAGING_BYTES),
+        ] {
+            assert_eq!(GatheredStaging::capacity(&Sized(staging)), capacity, "{staging}");
         }
     }
 }
