@@ -169,7 +169,11 @@ mod tests {
             (65_539, 65_536),
             (1 << 30, GATHERED_STAGING_BYTES),
         ] {
-            assert_eq!(GatheredStaging::capacity(&Sized(staging)), capacity, "{staging}");
+            assert_eq!(
+                GatheredStaging::capacity(&Sized(staging)),
+                capacity,
+                "{staging}"
+            );
         }
     }
 }
