@@ -70,8 +70,9 @@ pub struct ArenaOptions {
     /// Default [`DEFAULT_LIMIT_BYTES`] (no cap but the device's).
     pub limit_bytes: u64,
     /// The largest region the source may be asked for (the device's maximum buffer size).
-    /// No single allocation can be larger. Default [`DEFAULT_MAX_REGION_BYTES`]; values above
-    /// 256 GiB (far beyond any device's largest buffer) count as 256 GiB.
+    /// No single allocation can be larger. Default [`DEFAULT_MAX_REGION_BYTES`]; it is rounded
+    /// down to 256, and values from 256 GiB up (far beyond any device's largest buffer) count
+    /// as 256 GiB − 256 bytes, the largest chunk the arena's bins index.
     pub max_region_bytes: u64,
     /// Size of the first region grown on demand; each later growth doubles it (XLA).
     /// Default [`DEFAULT_INITIAL_GROWTH_REGION_BYTES`].

@@ -23,7 +23,8 @@ pub enum MemPlanError {
         unknown: Vec<String>,
     },
 
-    /// `vendor_id` is neither a hex string nor a number that fits 32 bits.
+    /// `vendor_id` is neither a hex string (`"0x10de"`), a decimal string nor a JSON number
+    /// that fits 32 bits (a negative or fractional number, a bool, text).
     #[error("vendor_id {0:?} is not a PCI vendor id: write it as a hex string like \"0x10de\"")]
     BadVendorId(String),
 

@@ -33,12 +33,15 @@ struct RawTable {
     heap_budgets: Option<Vec<HeapBudget>>,
 }
 
-/// The schema writes vendor ids as hex strings; plain JSON numbers are accepted too.
+/// The schema writes vendor ids as hex strings (`"0x1002"`); decimal strings (`"4098"`) and
+/// plain JSON numbers are accepted too. Anything else (a negative or fractional number, a
+/// bool) is kept to be refused as [`MemPlanError::BadVendorId`].
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum RawId {
     Number(u64),
     Text(String),
+    Other(serde_json::Value),
 }
 
 #[derive(Deserialize)]
@@ -66,6 +69,7 @@ fn parse_vendor_id(raw: RawId) -> Result<u32, MemPlanError> {
             };
             parsed.map_err(|_| MemPlanError::BadVendorId(text))
         }
+        RawId::Other(value) => Err(MemPlanError::BadVendorId(value.to_string())),
     }
 }
 

@@ -182,9 +182,10 @@ impl MemoryPlan {
     /// [`arena_candidates`](Self::arena_candidates), so a region the BAR type cannot hold still
     /// falls back to plain VRAM.
     ///
-    /// `None` unless this is a discrete device with a full BAR on the arena's heap (Resizable
-    /// BAR, or a data-centre GPU such as the H200): on a small BAR the window cannot hold the
-    /// arena, and on UMA the arena is host-visible already.
+    /// `None` unless the device is not UMA (a discrete GPU, or a virtual or other device with a
+    /// device-local heap of its own) and has a full BAR on the arena's heap (Resizable BAR, or
+    /// a data-centre GPU such as the H200): on a small BAR the window cannot hold the arena,
+    /// and on UMA the arena is host-visible already.
     ///
     /// ```
     /// use gpu_arena::memplan::{plan_memory, DeviceDescription};

@@ -867,3 +867,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_vendor_id_that_is_no_string_or_whole_number_is_bad_vendor_id() {
+    let table = |id: &str| {
+        format!(
+            r#"{{"device": "x", "vendor_id": {id}, "device_type": "cpu", "heaps": [], "types": []}}"#
+        )
+    };
+    for bad in [
+        r#""""#,
+        r#""0x""#,
+        r#""-0x1""#,
+        "-1",
+        "1.5",
+        "true",
+        "4294967296",
+    ] {
+        match DeviceDescription::from_json(&table(bad)) {
+            Err(MemPlanError::BadVendorId(_)) => {}
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    for good in [r#""0x1002""#, r#"" 0X10DE ""#, r#""4098""#, "4098"] {
+        // The table has no types, so only the id is read; it is not refused.
+        if let Err(MemPlanError::BadVendorId(id)) = DeviceDescription::from_json(&table(good)) {
+            panic!("{good} refused as {id}");
+        }
+    }
+}
