@@ -97,9 +97,7 @@ const GREEDY_LAYER_LIMIT: usize = 2048;
 const LOCAL_SEARCH_LAYER_LIMIT: usize = 512;
 
 /// The most passes of that local search (each accepted change makes the plan faster, so it
-/// ends anyway; this bounds its time). A pass without a change ends it, so the bound is only
-/// reached by chains whose improvements come one per pass: 16 stopped short of a local optimum
-/// on a 31-layer chain that the property test found.
+/// ends anyway; this bounds its time). A pass without a change ends it.
 const LOCAL_SEARCH_PASSES: usize = 256;
 
 /// The most keep sets [`Chain::plan_fastest`] offloads into a budget (spread over the budget
@@ -628,7 +626,12 @@ fn improve_placements(
                     .map(|fits| (cost(&fits), fits))
                     .filter(|(seconds, _)| *seconds < best.0);
                 match faster {
-                    Some(taken) => (best, improved) = (taken, true),
+                    // The plan may place what nothing reads otherwise than asked: go on from
+                    // its own placements, so that the result is a local optimum of itself.
+                    Some(taken) => {
+                        (best, improved) = (taken, true);
+                        placed = placements(&best.1, n);
+                    }
                     None => placed[i] = was,
                 }
             }
