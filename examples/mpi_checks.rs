@@ -72,6 +72,7 @@ fn main() -> anyhow::Result<()> {
         "killed" => killed(&group),
         "fused" => fused(&group),
         "started" => started(&group),
+        "start-then-recv" => start_then_recv(&group),
         "mismatch-list-length"
         | "mismatch-list-shape"
         | "mismatch-list-size"
@@ -547,9 +548,15 @@ fn thread_single(group: &Collectives) -> anyhow::Result<()> {
     let rank = group.rank();
     let data = host::<f32>(rank, 8);
     let list = vec![ctx.device_put(&data, &[8])?];
-    let donated = match group.start_all_reduce_many(list, ReduceOp::Sum) {
-        Ok(_) => bail!("a started collective ran beside a rank below MPI_THREAD_MULTIPLE"),
-        Err(donated) => donated,
+    // Rank 0 refuses at the start; the others learn of it in the agreement, at wait().
+    let donated = match (group.start_all_reduce_many(list, ReduceOp::Sum), rank) {
+        (Err(donated), 0) => donated,
+        (Ok(pending), r) if r > 0 => match pending.wait() {
+            Ok(_) => bail!("a started collective ran beside a rank below MPI_THREAD_MULTIPLE"),
+            Err(donated) => donated,
+        },
+        (Ok(_), _) => bail!("rank 0, below MPI_THREAD_MULTIPLE, started a collective"),
+        (Err(donated), _) => bail!("rank {rank} refused at the start: {}", donated.error),
     };
     expect_own_error_on_rank_0(rank, &donated.error, |own| {
         matches!(
@@ -810,7 +817,9 @@ fn started(group: &Collectives) -> anyhow::Result<()> {
         ctx.device_get(&x)? == reference::<i64>(ranks, 33, ReduceOp::Sum),
         "the blocking all_reduce beside started ones differs"
     );
-    let c = c.wait()?;
+    // A handle may be waited on another thread (it is `Send`).
+    let c = std::thread::scope(|s| s.spawn(move || c.wait()).join())
+        .map_err(|_| anyhow::anyhow!("the thread that waited panicked"))??;
     let a = a.wait()?;
     let b = b.wait()?;
     for (array, want) in a
@@ -938,21 +947,21 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
         // The f32 arrays of this rank did not take part: they are intact by construction.
         (donated.error, arrays)
     } else if scenario == "mismatch-start-broadcast" {
-        match group.start_broadcast_many(arrays, 0) {
-            Ok(_) => bail!("a started broadcast over differing lists ran"),
-            Err(donated) => (donated.error, donated.arrays),
-        }
+        refused_at_wait(
+            group.start_broadcast_many(arrays, 0),
+            "a started broadcast over differing lists",
+        )?
     } else if scenario == "mixed-start" && !odd {
         // The last rank calls the blocking form (below) with the same list.
-        match group.start_all_reduce_many(arrays, op) {
-            Ok(_) => bail!("a start met a blocking call on another rank and ran"),
-            Err(donated) => (donated.error, donated.arrays),
-        }
+        refused_at_wait(
+            group.start_all_reduce_many(arrays, op),
+            "a start that met a blocking call on another rank",
+        )?
     } else if scenario == "mismatch-start" {
-        match group.start_all_reduce_many(arrays, op) {
-            Ok(_) => bail!("a started collective over differing lists ran"),
-            Err(donated) => (donated.error, donated.arrays),
-        }
+        refused_at_wait(
+            group.start_all_reduce_many(arrays, op),
+            "a started collective over differing lists",
+        )?
     } else {
         match group.all_reduce_many(arrays, op) {
             Ok(_) => bail!("a fused collective over differing lists ran"),
@@ -984,6 +993,53 @@ fn mismatch_list(group: &Collectives, scenario: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A start returns without waiting for the other ranks: rank 0 starts, then receives from
+/// rank 1, which sends before it starts. A start that waited for every rank to start would
+/// wait for rank 1's send to be received, which waits for rank 0's start to return: a hang.
+fn start_then_recv(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rank, ranks) = (group.rank(), group.size());
+    let lens = list_lens::<f32>(false);
+    let message: Vec<u32> = (0..64).collect();
+    let (list, _) = put_list::<f32>(ctx, rank, &lens)?;
+    let pending = match rank {
+        0 => {
+            let pending = group.start_all_reduce_many(list, ReduceOp::Sum)?;
+            let got = group.recv(ctx.zeros::<u32>(&[64])?, 1)?;
+            ensure!(ctx.device_get(&got)? == message, "the message differs");
+            pending
+        }
+        1 => {
+            group.send(&ctx.device_put(&message, &[64])?, 0)?;
+            group.start_all_reduce_many(list, ReduceOp::Sum)?
+        }
+        _ => group.start_all_reduce_many(list, ReduceOp::Sum)?,
+    };
+    let reduced = pending.wait()?;
+    for (array, want) in reduced
+        .iter()
+        .zip(reference_list::<f32>(ranks, &lens, ReduceOp::Sum))
+    {
+        ensure!(ctx.device_get(array)? == want, "the started sum differs");
+    }
+    Ok(())
+}
+
+/// The error and the arrays of a start whose ranks do not agree: the start returns (the
+/// agreement runs on the progress thread) and `wait()` gives the refusal.
+fn refused_at_wait<T: CollectiveElement>(
+    start: Result<distributed::PendingCollective<T>, distributed::DonatedList<T>>,
+    what: &str,
+) -> anyhow::Result<(Error, Vec<DeviceArray<T>>)> {
+    match start {
+        Err(donated) => bail!("{what} was refused at the start: {}", donated.error),
+        Ok(pending) => match pending.wait() {
+            Ok(_) => bail!("{what} ran"),
+            Err(donated) => Ok((donated.error, donated.arrays)),
+        },
+    }
 }
 
 /// Every rank starts a collective; the last one is killed (SIGKILL, by itself) while it runs

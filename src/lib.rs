@@ -54,7 +54,9 @@
 //!   [`UploadBatch`], [`Error`] and [`Donated`] are `Send + Sync`: share a context between
 //!   threads, and single ops on one array from several threads never refuse each other (the
 //!   recording model, in [`kernels`], says when a recorder's pending work does). A
-//!   [`TransferGuard`] is a scope of the thread that made it, and is neither.
+//!   [`TransferGuard`] is a scope of the thread that made it, and is neither; so is a
+//!   `distributed::Collectives` (feature `mpi`), as its MPI communicator is, while a
+//!   `distributed::PendingCollective` may be waited on another thread (`Send`).
 //! - Reads into your own memory: [`Context::device_get_into`] (an array or a view, no
 //!   allocation: a reused buffer skips the page faults of fresh memory).
 //! - Dependencies: [`bytemuck`] and [`wgpu`] are re-exported, so a dependent needs gpu-arena

@@ -342,7 +342,8 @@ fn an_array_pending_in_a_sequence_is_refused_on_its_rank_and_every_rank_learns_i
 }
 
 #[test]
-fn a_rank_below_mpi_thread_multiple_refuses_a_start_and_every_other_rank_is_told_why() {
+fn a_rank_below_mpi_thread_multiple_refuses_a_start_at_once_and_every_other_rank_is_told_why_at_wait(
+) {
     let output = passes(2, &[], "thread-single", &[]);
     assert!(
         line(&output, "LOCAL", 0).contains("needs MPI_THREAD_MULTIPLE"),
@@ -359,6 +360,14 @@ fn a_rank_below_mpi_thread_multiple_refuses_a_start_and_every_other_rank_is_told
         other.ends_with(&failure("Refused { rank: 0, refusal: ThreadSupport }")),
         "{other}"
     );
+}
+
+#[test]
+fn a_start_returns_before_the_other_ranks_start_so_a_receive_after_it_meets_a_send_before_theirs() {
+    // Every launch has its deadline (`passes`): a start that waited for the other ranks hangs.
+    for ranks in [2, 3] {
+        passes(ranks, &[], "start-then-recv", &[]);
+    }
 }
 
 #[test]
@@ -539,7 +548,7 @@ fn a_start_against_a_blocking_call_is_refused_on_every_rank_never_a_hang() {
 }
 
 #[test]
-fn a_started_collective_over_differing_lists_is_refused_at_the_start_on_every_rank() {
+fn a_started_collective_over_differing_lists_is_refused_at_wait_on_every_rank() {
     list_mismatch_is_refused_everywhere_with_arrays_intact(
         2,
         &["0"],
@@ -549,7 +558,7 @@ fn a_started_collective_over_differing_lists_is_refused_at_the_start_on_every_ra
 }
 
 #[test]
-fn a_started_broadcast_over_differing_lists_is_refused_at_the_start_on_every_rank() {
+fn a_started_broadcast_over_differing_lists_is_refused_at_wait_on_every_rank() {
     for ranks in [2, 3] {
         list_mismatch_is_refused_everywhere_with_arrays_intact(
             ranks,

@@ -79,7 +79,7 @@ pub(crate) use device_origin::device_made_from;
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};
 #[cfg(feature = "mpi")]
-pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElements, ThreadComm};
+pub(crate) use mpi_buffer::{all_reduce_in_place, in_place_sentinel, MappedElements, SharedComm};
 pub(crate) use pipeline_cache::create_pipeline_cache;
 pub(crate) use private_files::{
     create_new_private_file, private_dir, read_private_file, replace_private_file,

@@ -93,29 +93,37 @@ unsafe impl<T: Equivalence> Buffer for MappedElements<T> {}
 // SAFETY: as for `Buffer`.
 unsafe impl<T: Equivalence> BufferMut for MappedElements<T> {}
 
-/// A communicator on its way to the collectives' progress thread, which uses it alone from
-/// then on. rsmpi's communicators are not `Send` (an `MPI_Comm` is a raw handle), though MPI
-/// lets any thread use any communicator at `MPI_THREAD_MULTIPLE`.
-pub(crate) struct ThreadComm(mpi::topology::SimpleCommunicator);
+/// A group's communicator, shared by the thread that calls the group's collectives and the
+/// group's progress thread, which runs the started ones. rsmpi's communicators are neither
+/// `Send` nor `Sync` (an `MPI_Comm` is a raw handle), though MPI lets any thread use any
+/// communicator at `MPI_THREAD_MULTIPLE`.
+pub(crate) struct SharedComm(mpi::topology::SimpleCommunicator);
 
-impl ThreadComm {
-    /// Wraps `comm`, which the caller has made for the progress thread alone, after checking
-    /// that MPI runs at `MPI_THREAD_MULTIPLE`.
+impl SharedComm {
+    /// Wraps `comm`, which the group has made for itself (a duplicate of the user's).
     pub(crate) fn new(comm: mpi::topology::SimpleCommunicator) -> Self {
         Self(comm)
     }
+}
 
-    /// The communicator, on the thread that will use it.
-    pub(crate) fn into_inner(self) -> mpi::topology::SimpleCommunicator {
-        self.0
+impl std::ops::Deref for SharedComm {
+    type Target = mpi::topology::SimpleCommunicator;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
     }
 }
 
 // SAFETY: the handle is only an identifier of MPI state that MPI itself synchronizes at
-// `MPI_THREAD_MULTIPLE` (checked before a ThreadComm is made, in `progress.rs`); the wrapper
-// moves the communicator to one thread, which then owns it alone (no other thread keeps a
-// copy of the handle), so it is never used from two threads at once.
-unsafe impl Send for ThreadComm {}
+// `MPI_THREAD_MULTIPLE`. A second thread (the progress thread) exists only at that level
+// (checked before a started collective queues anything, in `started.rs`), and the two threads
+// never run collectives on it at once: the calling thread waits until the progress thread has
+// run every job queued (`Progress::quiet`) before it calls a collective, and queues nothing
+// while it runs one. Point-to-point calls may run beside the progress thread's collectives,
+// which MPI allows (collective and point-to-point traffic never match each other).
+unsafe impl Send for SharedComm {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for SharedComm {}
 
 /// MPI's `MPI_IN_PLACE`, the send-buffer sentinel that makes a reduction read its input from
 /// the receive buffer and overwrite it there. rsmpi does not export it, and its value is not

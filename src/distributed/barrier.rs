@@ -19,7 +19,8 @@ impl Collectives {
             root: 0,
             list: Vec::new(),
         };
-        agree(&self.comm, OPERATION, &header, Ok(()))?;
+        self.quiet();
+        agree(self.comm(), OPERATION, &header, Ok(()))?;
         self.comm.barrier();
         Ok(())
     }

@@ -7,8 +7,7 @@
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::element::{CollectiveElement, MeanElement};
 use super::fused::{ListCall, BROADCAST};
-use super::header::{agree_waiting, Header};
-use super::progress::PeerWait;
+use super::header::{agree, Header};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
@@ -83,11 +82,13 @@ impl Collectives {
         call: ListCall<T>,
     ) -> DonatedListResult<T> {
         let started = std::time::Instant::now();
-        let (read, written) = match self.agree_list(&arrays, &call, Ok(()), None) {
+        let (header, prepared) = self.prepare_list(&arrays, &call, Ok(()), false);
+        self.quiet();
+        let (read, written) = match agree(self.comm(), call.operation, &header, prepared) {
             Ok(bytes) => bytes,
             Err(error) => return Err(DonatedList { error, arrays }),
         };
-        let link = self.link(&self.comm);
+        let link = self.link(self.comm());
         match (call.data)(&link, &arrays) {
             Ok(()) => {
                 self.count(read, written, started);
@@ -97,18 +98,17 @@ impl Collectives {
         }
     }
 
-    /// The local checks of a fused call (every array ready and this context's, the transfer
-    /// guard for the whole list's bytes, `extra`) and the agreement of every rank; the bytes
-    /// read from and written to the device on this rank when all agreed. `started`: a start,
-    /// whose header says so and which waits for the other ranks' headers as the group's
-    /// [`PeerWait`] says; `None`: a blocking call, which waits in MPI.
-    pub(crate) fn agree_list<T: CollectiveElement>(
+    /// A fused call's header for the agreement of every rank, and its local checks (every
+    /// array ready and this context's, the transfer guard for the whole list's bytes, `extra`):
+    /// the bytes it reads from and writes to the device on this rank, or this rank's refusal.
+    /// `started`: a start, whose header says so (a blocking call on another rank then differs).
+    pub(crate) fn prepare_list<T: CollectiveElement>(
         &self,
         arrays: &[DeviceArray<T>],
         call: &ListCall<T>,
         extra: Result<()>,
-        started: Option<PeerWait>,
-    ) -> Result<(u64, u64)> {
+        started: bool,
+    ) -> (Header, Result<(u64, u64)>) {
         let ListCall {
             kind,
             op,
@@ -140,11 +140,7 @@ impl Collectives {
                 list: Vec::new(),
             },
             _ => Header::list(
-                if started.is_some() {
-                    kind.started()
-                } else {
-                    kind
-                },
+                if started { kind.started() } else { kind },
                 op,
                 T::CODE,
                 arrays.iter().map(|a| a.shape().to_vec()).collect(),
@@ -178,7 +174,6 @@ impl Collectives {
                 }
                 Ok((read, written))
             });
-        let poll = started.and_then(PeerWait::poll);
-        agree_waiting(&self.comm, operation, &header, prepared, poll)
+        (header, prepared)
     }
 }

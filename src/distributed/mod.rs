@@ -43,18 +43,22 @@
 //! the rank that differs in its `failure` ([`CollectiveFailure::Mismatch`]); a rank that
 //! refused returns its own error and the others [`Error::Collective`] with that rank and what
 //! it refused for ([`CollectiveFailure::Refused`]). Nothing moved, so a donated array comes
-//! back intact in [`Donated`](crate::Donated).
+//! back intact in [`Donated`](crate::Donated). A started collective agrees on the progress
+//! thread, so its refusal comes from [`PendingCollective::wait`] (a refusal of this rank's own
+//! comes from the start itself), with every array intact.
 //!
 //! **Collectives are explicit transfers**: each is checked by the transfer guard (the
 //! device-to-host direction for what it reads, host-to-device for what it writes) and counted
 //! in [`crate::Context::transfer_stats`] and on the timeline. An array used by an unsubmitted
 //! [`crate::Sequence`] is refused, as single ops refuse it.
 //!
-//! **Threads.** [`init`] asks MPI for `MPI_THREAD_MULTIPLE`: started collectives run their
-//! data phase on the group's progress thread (see `progress.rs` for why a thread rather than
-//! MPI's non-blocking collectives) while the caller's thread may call MPI too. Blocking
-//! collectives need only `MPI_THREAD_SINGLE` (from the thread that made the group); a start on
-//! an MPI below `MPI_THREAD_MULTIPLE` is refused on every rank.
+//! **Threads.** [`init`] asks MPI for `MPI_THREAD_MULTIPLE`: started collectives agree and
+//! move their data on the group's progress thread (see `progress.rs` for why a thread rather
+//! than MPI's non-blocking collectives) while the caller's thread may call MPI too; a blocking
+//! collective waits until the collectives started before it have run, so that every rank's
+//! calls meet in program order. Blocking collectives need only `MPI_THREAD_SINGLE` (from the
+//! thread that made the group); a start on an MPI below `MPI_THREAD_MULTIPLE` is refused: on
+//! that rank by the start, on the others at `wait()`.
 //!
 //! **What a call costs.** Every call pays one agreement round: one all-reduce of twice the
 //! header's words (a few microseconds on shared memory), whatever the number of ranks; a
@@ -101,7 +105,8 @@
 //!   (`ListCall`) that a blocking and a started fused collective share.
 //! - `staged.rs`: an all-reduce of one chunk through the staging pool's buffers, with no host
 //!   chunk (arrays the host cannot map).
-//! - `started.rs`: the started calls (`start_*_many`), which queue on the progress thread.
+//! - `started.rs`: the started calls (`start_*_many`), which queue on the progress thread,
+//!   and the wait of blocking calls for them.
 //! - `progress.rs`: [`PendingCollective`] and the progress thread.
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
@@ -175,13 +180,22 @@ pub fn init() -> Result<mpi::environment::Universe> {
 /// Made from any rsmpi communicator (the world, or a split of it); it keeps a private
 /// duplicate (`MPI_Comm_dup`), so its messages never mix with the program's own MPI traffic.
 /// Every rank of the communicator must make it (duplicating is collective), and then call the
-/// same collectives in the same order, as with MPI.
+/// same collectives in the same order, as with MPI: started and blocking ones count alike, in
+/// the order this thread calls them (a blocking collective waits until those started before
+/// it have run).
+///
+/// Used by one thread, as its communicator is (neither `Send` nor `Sync`); the group's
+/// progress thread, which runs started collectives, is its own.
 pub struct Collectives {
     /// The progress thread of started collectives, made on the first start (first field:
     /// dropped first, so the collectives still queued finish before anything else goes).
     progress: OnceLock<progress::Progress>,
     ctx: Context,
-    comm: SimpleCommunicator,
+    /// The group's communicator, shared with the progress thread.
+    comm: Arc<crate::backend::SharedComm>,
+    /// Keeps `Collectives` on the thread that made it (the communicator's rule; the shared
+    /// wrapper is `Send` and `Sync` only for the progress thread).
+    _one_thread: std::marker::PhantomData<*const ()>,
     /// The most host-buffer bytes one collective has used (shared with the progress thread).
     host_bytes_peak: Arc<AtomicU64>,
     /// All-reduce's chunk buffers, kept between calls (shared with the progress thread).
@@ -201,11 +215,17 @@ impl Collectives {
             peer_wait: progress::PeerWait::for_group(&comm, ctx.config().validation),
             progress: OnceLock::new(),
             ctx: ctx.clone(),
-            comm,
+            comm: Arc::new(crate::backend::SharedComm::new(comm)),
+            _one_thread: std::marker::PhantomData,
             host_bytes_peak: Default::default(),
             scratch: Default::default(),
             started: AtomicU64::new(0),
         }
+    }
+
+    /// The group's communicator.
+    fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
     }
 
     /// This process's rank in the group (0 to `size() - 1`).
@@ -236,7 +256,7 @@ impl Collectives {
     /// Ends the whole MPI job if `result` is an error, after printing it (see
     /// [`abort_on_error`]); gives back the value otherwise.
     pub fn abort_on_error<V, E: std::fmt::Display>(&self, result: std::result::Result<V, E>) -> V {
-        abort_on_error(&self.comm, result)
+        abort_on_error(self.comm(), result)
     }
 
     fn note_host_bytes(&self, bytes: usize) {

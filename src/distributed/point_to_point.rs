@@ -51,7 +51,7 @@ impl Collectives {
         let prepared = self
             .check_local(array, OPERATION, Some(bytes), None)
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
-        let mut buffer = agree_pair(&self.comm, OPERATION, &header, prepared, dest, true)?;
+        let mut buffer = agree_pair(self.comm(), OPERATION, &header, prepared, dest, true)?;
         let io = ArrayIo::new(&self.ctx.inner, array)?;
         let process = self.comm.process_at_rank(dest as i32);
         if !io.is_zero_copy() {
@@ -96,7 +96,7 @@ impl Collectives {
         let prepared = self
             .check_local(&array, OPERATION, None, Some(bytes))
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
-        let buffer = match agree_pair(&self.comm, OPERATION, &header, prepared, source, false) {
+        let buffer = match agree_pair(self.comm(), OPERATION, &header, prepared, source, false) {
             Ok(buffer) => buffer,
             Err(error) => return Err(Donated { error, array }),
         };

@@ -1,7 +1,8 @@
 //! Started collectives: [`Collectives::start_all_reduce_many`],
-//! [`Collectives::start_all_reduce_mean_many`] and [`Collectives::start_broadcast_many`] agree on the caller's thread and return a
-//! [`PendingCollective`]; the data moves on the group's progress thread, while the caller
-//! records and submits more GPU work (PyTorch's `async_op=True` work handles, Horovod's
+//! [`Collectives::start_all_reduce_mean_many`] and [`Collectives::start_broadcast_many`] check
+//! their arrays on the caller's thread and return a [`PendingCollective`] at once; the
+//! agreement of every rank and the data phase run on the group's progress thread, while the
+//! caller records and submits more GPU work (PyTorch's `async_op=True` work handles, Horovod's
 //! `allreduce_async`).
 //!
 //! **Why a progress thread, not MPI's non-blocking collectives.** Open MPI (without its
@@ -9,46 +10,51 @@
 //! so an `MPI_Iallreduce` left alone while the caller records kernels does not move, and
 //! waiting on one handle while another rank waits on a different one deadlocks unless every
 //! wait also polls the others. A thread that runs the started collectives one after another,
-//! in the order they were started, needs nothing from the caller: every rank starts the same
-//! collectives in the same order (the agreement checks each), so every rank's thread runs
-//! them in the same order on its own duplicate of the communicator, and blocking MPI calls
-//! (with Open MPI's tuned algorithms) do the work. The price is MPI's
-//! `MPI_THREAD_MULTIPLE`: the progress thread calls MPI while the caller's thread may too.
-//! [`super::init`] asks for it; a start on an MPI started at a lower level is refused on
-//! every rank.
+//! in the order they were started, needs nothing from the caller, and blocking MPI calls (with
+//! Open MPI's tuned algorithms) do the work. The price is MPI's `MPI_THREAD_MULTIPLE`: the
+//! progress thread calls MPI while the caller's thread may too. [`super::init`] asks for it; a
+//! start on an MPI started at a lower level is refused.
 //!
-//! **Waiting: in MPI where cores allow, sleeping where they are short.** A started
-//! collective waits for the other ranks twice: at its start (the agreement, on the caller's
-//! thread) and on the progress thread before its data moves (an arrival barrier, so that
-//! MPI's blocking calls start with every rank there). How it waits is chosen once per group
-//! ([`PeerWait`]): where this machine has a core for every rank of the group on it, in MPI's
-//! own wait, as blocking collectives wait (the latency of a rank's arrival is then a few
-//! microseconds); where it has fewer cores than ranks (Open MPI's `mpirun` says so;
-//! elsewhere the ranks on the machine are counted against the cores), or where the context
-//! runs with [`ArenaConfig::validation`](crate::ArenaConfig::validation), by testing a
-//! non-blocking call every [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background
-//! thread sleeps its cycle time between rounds), because a rank that busy-polls there takes
-//! the core that its own host work or a late peer needs. Measured at `-np 2` on two cores
-//! (BENCHMARKS.md): waiting in MPI made 4 started buckets cost 1.03–1.06× one blocking call,
-//! against 1.16–1.35× sleeping; at `-np 3` on the same two cores it cost 1.9–2.0× against
-//! 1.2–1.3× sleeping; under the validation layer, whose checks make every submission's host
-//! work several times heavier, 1.62–1.74× against 1.37–1.46× sleeping.
+//! **One order for every collective of a group.** The progress thread works on the group's
+//! own communicator, as the blocking calls do, and a blocking collective first waits until
+//! every collective started before it has run ([`Progress::quiet`]), as a blocking call after
+//! `async_op=True` ones runs after them on PyTorch's process group. So every rank's collectives
+//! meet in program order, started or not, and each one's agreement compares the same call on
+//! every rank: a start on one rank against a blocking call on another is refused on both, the
+//! blocking call at once and the start at [`PendingCollective::wait`]. Point-to-point calls
+//! (`send`, `recv`) do not wait: they match by rank, not by order.
 //!
-//! **Agreement stays synchronous.** A start exchanges its header on the group's communicator,
-//! on the caller's thread, in program order with the blocking collectives (waiting for the
-//! other ranks' headers as above), so a list that differs between ranks is
-//! refused at the start, on every rank, with every array given back; nothing is queued then.
+//! **Why the agreement is on the progress thread.** A start that agreed on the caller's thread
+//! waited there for the slowest rank, once per bucket, where one blocking call after the
+//! backward pass waits once per step: with three ranks on two cores that wait was the whole
+//! cost of the overlap (1.1–1.5 ms per start, BENCHMARKS.md). Agreeing on the progress thread
+//! moves that wait off the caller; the price is that a start that other ranks do not match
+//! returns its refusal from `wait()` (with its arrays intact), as Horovod's and PyTorch's
+//! asynchronous handles report their errors. A refusal of this rank's own (an array not
+//! ready, the transfer guard, MPI below `MPI_THREAD_MULTIPLE`) still comes back from the start
+//! itself, after the agreement that tells the other ranks.
+//!
+//! **Waiting: in MPI where cores allow, sleeping where they are short.** The progress thread
+//! waits for the other ranks in each agreement, which is also where every rank arrives before
+//! MPI's blocking data calls start. How it waits is chosen once per group ([`PeerWait`]):
+//! where this machine has a core for every rank of the group on it, in MPI's own wait, as
+//! blocking collectives wait (the latency of a rank's arrival is then a few microseconds);
+//! where it has fewer cores than ranks (Open MPI's `mpirun` says so; elsewhere the ranks on
+//! the machine are counted against the cores), or where the context runs with
+//! [`ArenaConfig::validation`](crate::ArenaConfig::validation), by testing a non-blocking call
+//! every [`ARRIVAL_POLL`] and sleeping in between (as Horovod's background thread sleeps its
+//! cycle time between rounds), because a rank that busy-polls there takes the core that its
+//! own host work or a late peer needs.
 
 use super::array_io::Scratch;
 use super::donated_list::{DonatedList, DonatedListResult};
 use super::fused::Link;
-use super::header::wait_sleeping;
-use crate::backend::ThreadComm;
+use crate::backend::SharedComm;
 use crate::context::ContextInner;
 use crate::error::{CollectiveFailure, Error, Result};
 use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 
 /// How long a started collective sleeps between tests when it waits for the other ranks on a
@@ -105,39 +111,30 @@ impl PeerWait {
     }
 }
 
-/// Returns when every rank of `comm` has called it, waiting as `wait` says.
-pub(super) fn arrive_together(comm: &SimpleCommunicator, wait: PeerWait) {
-    match wait {
-        // The non-blocking barrier either way: a blocking one would not match it on a rank
-        // that chose otherwise.
-        PeerWait::InMpi => {
-            comm.immediate_barrier().wait();
-        }
-        PeerWait::Sleeping => wait_sleeping(comm.immediate_barrier(), ARRIVAL_POLL),
-    }
-}
-
-/// A started collective's data phase, run on the progress thread.
+/// A started collective's agreement and data phase, run on the progress thread.
 pub(super) type Job = Box<dyn FnOnce(&Link<'_>) + Send>;
 
-/// The progress thread of one [`Collectives`], with its own duplicate of the communicator.
+/// The progress thread of one [`Collectives`], on the group's communicator.
 pub(crate) struct Progress {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Jobs queued and not yet run to their end.
+    outstanding: Arc<AtomicU64>,
 }
 
 impl Progress {
     pub(super) fn spawn(
-        comm: ThreadComm,
+        comm: Arc<SharedComm>,
         ctx: Arc<ContextInner>,
         scratch: Arc<Scratch>,
         host_bytes_peak: Arc<AtomicU64>,
     ) -> Result<Self> {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let outstanding = Arc::new(AtomicU64::new(0));
+        let finished = outstanding.clone();
         let thread = std::thread::Builder::new()
             .name("gpu-arena-collectives".into())
             .spawn(move || {
-                let comm = comm.into_inner();
                 let link = Link {
                     ctx: &ctx,
                     comm: &comm,
@@ -145,7 +142,10 @@ impl Progress {
                     host_bytes_peak: &host_bytes_peak,
                 };
                 for job in queue {
-                    job(&link);
+                    // A job that panicked dropped its answer (its handle's `wait` says the
+                    // thread ended); the thread goes on, so that `quiet` never waits forever.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&link)));
+                    finished.fetch_sub(1, Ordering::Release);
                 }
             })
             .map_err(|error| Error::Backend {
@@ -155,13 +155,37 @@ impl Progress {
         Ok(Self {
             jobs: Some(jobs),
             thread: Some(thread),
+            outstanding,
         })
     }
 
     pub(super) fn submit(&self, job: Job) -> std::result::Result<(), Job> {
-        match &self.jobs {
-            Some(jobs) => jobs.send(job).map_err(|mpsc::SendError(job)| job),
-            None => Err(job),
+        let Some(jobs) = &self.jobs else {
+            return Err(job);
+        };
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        jobs.send(job).map_err(|mpsc::SendError(job)| {
+            self.outstanding.fetch_sub(1, Ordering::Relaxed);
+            job
+        })
+    }
+
+    /// Returns once every job queued so far has run to its end, so that the calling thread
+    /// may call a collective on the group's communicator next: at once when none is queued,
+    /// else after an empty job queued behind them has run.
+    pub(super) fn quiet(&self) {
+        if self.outstanding.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let (ran, done) = mpsc::sync_channel(1);
+        // A refused send or a dropped answer: the thread has ended, nothing runs any more.
+        if self
+            .submit(Box::new(move |_: &Link<'_>| {
+                let _ = ran.send(());
+            }))
+            .is_ok()
+        {
+            let _ = done.recv();
         }
     }
 }
@@ -197,9 +221,18 @@ impl<T: bytemuck::Pod> PendingCollective<T> {
     /// the order they were passed. On staging, writes back to the device are submitted and
     /// ordered before any later use of the arrays, as with the blocking calls.
     ///
-    /// Errors: a device error during the data phase ([`DonatedList`] with the arrays, partly
-    /// reduced: end the job with [`super::abort_on_error`]); [`Error::Collective`] with no
-    /// arrays if the progress thread ended without an answer (it panicked).
+    /// Errors, with every array given back in [`DonatedList`]:
+    /// - [`Error::Collective`] when the ranks did not agree, the arrays intact (nothing moved):
+    ///   another rank called another collective at this point, with another list, reduction
+    ///   or root ([`CollectiveFailure::Mismatch`]), or refused its part
+    ///   ([`CollectiveFailure::Refused`]). Every rank that started this collective gets the
+    ///   refusal here; a rank that called a blocking collective against it gets it from that
+    ///   call.
+    /// - A device error during the data phase, the arrays partly reduced: end the job with
+    ///   [`super::abort_on_error`].
+    ///
+    /// [`Error::Collective`] with no arrays if the progress thread ended without an answer (a
+    /// panic on it).
     pub fn wait(self) -> DonatedListResult<T> {
         self.done.recv().unwrap_or_else(|_| {
             Err(DonatedList {

@@ -60,7 +60,8 @@ impl Collectives {
             let recv = host_buffer::<T>(chunk, OPERATION)?;
             Ok((out, send, recv))
         })();
-        let (out, mut send, mut recv) = agree(&self.comm, OPERATION, &header, prepared)?;
+        self.quiet();
+        let (out, mut send, mut recv) = agree(self.comm(), OPERATION, &header, prepared)?;
         let input = ArrayIo::new(&self.ctx.inner, array)?;
         let output = ArrayIo::new(&self.ctx.inner, &out)?;
         self.note_host_bytes(

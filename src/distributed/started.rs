@@ -1,19 +1,19 @@
 //! The started calls of [`Collectives`]: `start_all_reduce_many`, `start_all_reduce_mean_many`
-//! and `start_broadcast_many` agree on the caller's thread, queue the data phase on the
-//! group's progress thread (`progress.rs`) and return a [`PendingCollective`]. Apart from the
-//! thread itself so that the thread, which `Collectives` holds, does not name `Collectives`.
+//! and `start_broadcast_many` check their arrays, queue the agreement and the data phase on
+//! the group's progress thread (`progress.rs`) and return a [`PendingCollective`]; and the
+//! wait of blocking calls for the collectives started before them. Apart from the thread
+//! itself so that the thread, which `Collectives` holds, does not name `Collectives`.
 
 use super::donated_list::DonatedList;
 use super::element::{CollectiveElement, MeanElement};
 use super::fused::{Link, ListCall};
-use super::progress::{arrive_together, Job, PendingCollective, Progress};
+use super::header::agree_waiting;
+use super::progress::{Job, PendingCollective, Progress};
 use super::reduce_op::ReduceOp;
 use super::Collectives;
 use crate::array::DeviceArray;
-use crate::backend::ThreadComm;
 use crate::error::{CollectiveFailure, Error, Result};
 use mpi::environment::Threading;
-use mpi::traits::*;
 use std::sync::mpsc;
 
 const START_ALL_REDUCE: &str = "start_all_reduce_many";
@@ -37,12 +37,19 @@ impl Collectives {
     /// ```
     ///
     /// Needs MPI at `MPI_THREAD_MULTIPLE` ([`super::init`] asks for it). Every rank must start
-    /// the same collectives in the same order (as with blocking ones): a start on one rank
-    /// against the blocking call ([`Collectives::all_reduce_many`]) on another is a mismatch,
-    /// refused on every rank with [`Error::Collective`] and the arrays intact. The agreement happens
-    /// here, so errors before any data moves are returned here, on every rank, with every
-    /// array intact: those of [`Collectives::all_reduce_many`], and [`Error::Collective`] when
-    /// MPI runs below `MPI_THREAD_MULTIPLE` on any rank.
+    /// the same collectives in the same order, counted with the blocking ones: a start on one
+    /// rank against the blocking call ([`Collectives::all_reduce_many`]) on another is a
+    /// mismatch, refused on both with [`Error::Collective`] and the arrays intact.
+    ///
+    /// The ranks agree on the progress thread, so this returns without waiting for them.
+    /// Errors, every array intact:
+    /// - here, this rank's own refusals: those of [`Collectives::all_reduce_many`]'s local
+    ///   checks (an array of another context or used by an unsubmitted sequence, the transfer
+    ///   guard), and [`Error::Collective`] with [`CollectiveFailure::ThreadSupport`] when MPI
+    ///   runs below `MPI_THREAD_MULTIPLE` here;
+    /// - from [`PendingCollective::wait`], what the agreement finds: another rank's refusal
+    ///   ([`CollectiveFailure::Refused`]) or a call that differs
+    ///   ([`CollectiveFailure::Mismatch`]).
     pub fn start_all_reduce_many<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
@@ -76,10 +83,11 @@ impl Collectives {
     /// ```
     ///
     /// Dropping the handle without waiting is as for [`Collectives::start_all_reduce_many`]:
-    /// the broadcast still runs (every rank started it), then its arrays are freed. Errors at
-    /// the start, on every rank with every array intact: those of
-    /// [`Collectives::broadcast_many`] (lists that differ, a root that differs or is not a
-    /// rank), and [`Error::Collective`] when MPI runs below `MPI_THREAD_MULTIPLE`.
+    /// the broadcast still runs (every rank started it), then its arrays are freed. Errors, as
+    /// for [`Collectives::start_all_reduce_many`], every array intact: here, this rank's own
+    /// refusals (a root that is not a rank, the local checks, MPI below
+    /// `MPI_THREAD_MULTIPLE`); from [`PendingCollective::wait`], lists or roots that differ
+    /// between ranks and other ranks' refusals.
     pub fn start_broadcast_many<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
@@ -88,8 +96,10 @@ impl Collectives {
         self.start_list(arrays, ListCall::broadcast(root, START_BROADCAST))
     }
 
-    /// A started fused collective: the checks and the agreement here, then the call's data
-    /// phase queued on the progress thread.
+    /// A started fused collective: the checks here, then the agreement and the data phase
+    /// queued on the progress thread. A rank that refuses its part agrees here instead (after
+    /// the collectives queued before it, so that every rank's calls still meet in order) and
+    /// gives its arrays back at once; the other ranks learn of it in their agreement.
     fn start_list<T: CollectiveElement>(
         &self,
         arrays: Vec<DeviceArray<T>>,
@@ -105,33 +115,40 @@ impl Collectives {
                 reason: "started collectives run MPI on a progress thread, which needs MPI_THREAD_MULTIPLE; start MPI with gpu_arena::distributed::init() (which asks for it) or MPI_Init_thread(MPI_THREAD_MULTIPLE)".into(),
             })
         };
-        let wait = self.peer_wait;
-        let (read, written) = match self.agree_list(&arrays, &call, threads, Some(wait)) {
-            Ok(bytes) => bytes,
-            Err(error) => return Err(DonatedList { error, arrays }),
-        };
-        // Every rank agreed, so every rank gets here: the first start duplicates the
-        // communicator for the progress thread (a collective call) on every rank.
-        let progress = match self.progress() {
-            Ok(progress) => progress,
-            Err(error) => return Err(DonatedList { error, arrays }),
+        let poll = self.peer_wait.poll();
+        let (header, prepared) = self.prepare_list(&arrays, &call, threads, true);
+        let local = prepared.and_then(|bytes| Ok((self.progress()?, bytes)));
+        let (progress, bytes) = match local {
+            Ok(ready) => ready,
+            Err(refusal) => {
+                self.quiet();
+                // An agreement on a refusal ends in an error: this rank's own.
+                let refused = Err::<std::convert::Infallible, _>(refusal);
+                let error = match agree_waiting(self.comm(), operation, &header, refused, poll) {
+                    Ok(never) => match never {},
+                    Err(error) => error,
+                };
+                return Err(DonatedList { error, arrays });
+            }
         };
         let number = self
             .started
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (answer, done) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |link: &Link<'_>| {
-            arrive_together(link.comm, wait);
-            let started = std::time::Instant::now();
-            let result = match (call.data)(link, &arrays) {
-                Ok(()) => {
+            let result = agree_waiting(link.comm, operation, &header, Ok(bytes), poll).and_then(
+                |(read, written)| {
+                    let started = std::time::Instant::now();
+                    (call.data)(link, &arrays)?;
                     super::count_transfers(link.ctx, read, written, started);
-                    Ok(arrays)
-                }
-                Err(error) => Err(DonatedList { error, arrays }),
-            };
+                    Ok(())
+                },
+            );
             // A dropped handle: the arrays are freed here.
-            let _ = answer.send(result);
+            let _ = answer.send(match result {
+                Ok(()) => Ok(arrays),
+                Err(error) => Err(DonatedList { error, arrays }),
+            });
         });
         if progress.submit(job).is_err() {
             // The thread is gone (it cannot be: it ends only when the group is dropped); the
@@ -152,13 +169,21 @@ impl Collectives {
         })
     }
 
-    /// The progress thread, started on first use with its own duplicate of the communicator.
+    /// Returns once every collective started on this group so far has run, so that a
+    /// collective called on this thread next meets the other ranks' calls in program order.
+    pub(super) fn quiet(&self) {
+        if let Some(progress) = self.progress.get() {
+            progress.quiet();
+        }
+    }
+
+    /// The progress thread, started on first use, on the group's communicator.
     fn progress(&self) -> Result<&Progress> {
         if let Some(progress) = self.progress.get() {
             return Ok(progress);
         }
         let spawned = Progress::spawn(
-            ThreadComm::new(self.comm.duplicate()),
+            self.comm.clone(),
             self.ctx.inner.clone(),
             self.scratch.clone(),
             self.host_bytes_peak.clone(),
