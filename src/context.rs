@@ -434,8 +434,9 @@ impl Context {
     }
 
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
-    /// dropped while that work was in flight reusable (it leaves `memory_stats` and snapshots
-    /// at once rather than at a later allocation).
+    /// dropped while that work was in flight reusable (it leaves `pending_free_bytes` and the
+    /// snapshots' pending chunks at once rather than at a later allocation; a dropped array
+    /// left `bytes_in_use` when it was dropped).
     pub fn synchronize(&self) -> Result<()> {
         self.inner.wait_idle()?;
         self.inner.retire_completed();

@@ -90,13 +90,15 @@
 //!
 //! ## Things worth knowing
 //!
-//! - **When [`Context::memory_stats`] reflects a free**: memory of a dropped array is handed
-//!   out again only after the GPU work that used it has completed (XLA's safe frontier), and
-//!   until then it still counts in `bytes_in_use`. An array no submitted work used leaves at
-//!   once; otherwise it leaves when gpu-arena learns that the work completed: at
+//! - **When a free is reusable**: a dropped array leaves `bytes_in_use` of
+//!   [`Context::memory_stats`] at once, but its memory is handed out again only after the GPU
+//!   work that used it has completed (XLA's safe frontier). Until then it is neither in use nor
+//!   free: `pending_free_bytes` of [`Context::memory_stats_with_transfers`] counts it, and
+//!   snapshots show it as pending. An array no submitted work used is free at once; otherwise
+//!   its memory becomes free when gpu-arena learns that the work completed: at
 //!   [`Context::synchronize`] (which waits for it), or at a later allocation or readback that
-//!   polls the device. Call `ctx.synchronize()` before reading `memory_stats` when the figure
-//!   must reflect every drop so far.
+//!   polls the device. Call `ctx.synchronize()` before reading the statistics when the free
+//!   bytes must reflect every drop so far.
 //! - **`arrayLength` of an empty array is 1**: WebGPU binds no empty range, so a launch binds
 //!   an array's bytes rounded up to a 4-byte word and to at least one element of the WGSL
 //!   type. An empty array reads `arrayLength` 1 (and an odd-length array of 2-byte elements

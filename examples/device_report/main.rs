@@ -8,7 +8,8 @@
 //!   binding, offset alignments, `nonCoherentAtomSize`, `maxMemoryAllocationSize`), with each
 //!   heap's budget and usage from `VK_EXT_memory_budget` when the driver offers it;
 //! - the memory table in the schema of `tests/data/memprops`: `--save DIR` writes it there
-//!   under a name made of vendor, device, OS and driver, ready to become a test fixture;
+//!   under a name made of vendor, device, OS and driver, ready to become a test fixture (a
+//!   non-Vulkan adapter has none: `--save` then says on standard error that it wrote nothing);
 //! - the memory plan with its reasons;
 //! - measured figures, each beside the plain-wgpu way of doing the same on the same device:
 //!   the first allocation (the arena's reservation) against `create_buffer` of the same bytes,
@@ -153,7 +154,18 @@ fn report_adapter(
     let plan = ctx.memory_plan().clone();
     let table = table::table_value(&ctx)?;
     let saved = match &options.save {
-        Some(dir) => table::save_table(&ctx, dir)?,
+        Some(dir) => {
+            let saved = table::save_table(&ctx, dir)?;
+            if saved.is_none() {
+                // On stderr, so that --json's standard output stays one document.
+                eprintln!(
+                    "--save: {} is not a Vulkan adapter, so it has no memory table; nothing written to {}",
+                    info.name,
+                    dir.display()
+                );
+            }
+            saved
+        }
         None => None,
     };
     let heaps = ctx.memory_snapshot().heaps;

@@ -42,11 +42,19 @@ impl ArenaConfig {
         {
             config.preallocate = parse_bool(&var, &value)?;
         }
-        if let Some((var, value)) = env.first(&[
-            "GPU_ARENA_MEM_FRACTION",
-            "XLA_CLIENT_MEM_FRACTION",
-            "XLA_PYTHON_CLIENT_MEM_FRACTION",
-        ])? {
+        // JAX's two spellings agree when they name the same fraction (`0.5` and `5e-1`).
+        let same_fraction = |a: &str, b: &str| {
+            a.trim() == b.trim()
+                || matches!((MemFraction::parse(a), MemFraction::parse(b)), (Ok(x), Ok(y)) if x == y)
+        };
+        if let Some((var, value)) = env.first_of(
+            &[
+                "GPU_ARENA_MEM_FRACTION",
+                "XLA_CLIENT_MEM_FRACTION",
+                "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            ],
+            same_fraction,
+        )? {
             config.mem_fraction = parse_mem_fraction(&var, &value)?;
         }
         if let Some((var, value)) =
@@ -190,11 +198,21 @@ impl EnvReader<'_> {
         }
     }
 
-    /// The first name in `names` that is set (ours win); aliases after the first name must agree
-    /// with each other when ours is unset. Every name that is set must be UTF-8, even one that
-    /// another overrides, and one that another overrides must not be blank (the one read is
-    /// checked by its parser): a leftover `XLA_...=` is refused as it would be alone.
+    /// [`EnvReader::first_of`] where aliases agree when their text does (blanks around it
+    /// aside).
     fn first(&self, names: &[&str]) -> Result<Option<(String, String)>> {
+        self.first_of(names, |a, b| a.trim() == b.trim())
+    }
+
+    /// The first name in `names` that is set (ours win); aliases after the first name must agree
+    /// with each other (`agree`) when ours is unset. Every name that is set must be UTF-8, even
+    /// one that another overrides, and one that another overrides must not be blank (the one
+    /// read is checked by its parser): a leftover `XLA_...=` is refused as it would be alone.
+    fn first_of(
+        &self,
+        names: &[&str],
+        agree: impl Fn(&str, &str) -> bool,
+    ) -> Result<Option<(String, String)>> {
         let mut values = Vec::with_capacity(names.len());
         for &name in names {
             values.push((name, self.get(name)?));
@@ -223,7 +241,7 @@ impl EnvReader<'_> {
         let ours_is_set = names.first() == Some(&first);
         if !ours_is_set {
             for (alias, value) in values {
-                if value.trim() != first_value.trim() {
+                if !agree(&value, &first_value) {
                     return Err(Error::ConflictingEnv {
                         first: format!("{first}={first_value}"),
                         second: format!("{alias}={value}"),
@@ -488,6 +506,33 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(ok.mem_fraction, MemFraction::fixed(0.5));
+    }
+
+    #[test]
+    fn aliases_that_spell_the_same_fraction_apart_agree_and_a_different_one_does_not() {
+        for (a, b) in [
+            ("0.5", "5e-1"),
+            ("0.5+", "0.50+"),
+            ("0.25-0.5", "2.5e-1-0.5"),
+        ] {
+            let ok = config_from(&[
+                ("XLA_CLIENT_MEM_FRACTION", a),
+                ("XLA_PYTHON_CLIENT_MEM_FRACTION", b),
+            ])
+            .unwrap_or_else(|e| panic!("{a} and {b}: {e}"));
+            assert_eq!(ok.mem_fraction, MemFraction::parse(a).unwrap());
+        }
+        for (a, b) in [("0.5", "0.5+"), ("0.5", "0.50001"), ("0.5", "half")] {
+            let err = config_from(&[
+                ("XLA_CLIENT_MEM_FRACTION", a),
+                ("XLA_PYTHON_CLIENT_MEM_FRACTION", b),
+            ])
+            .unwrap_err();
+            assert!(
+                matches!(err, Error::ConflictingEnv { ref second, .. } if *second == format!("XLA_PYTHON_CLIENT_MEM_FRACTION={b}")),
+                "{a} and {b}: {err:?}"
+            );
+        }
     }
 
     #[test]

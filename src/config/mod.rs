@@ -27,7 +27,8 @@
 //! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |
 //!
-//! Our names win over the aliases; two aliases that disagree are an error, as in JAX. Every
+//! Our names win over the aliases; two aliases that disagree are an error, as in JAX (two
+//! spellings of one fraction, `0.5` and `5e-1`, agree). Every
 //! value is checked by one set of rules ([`ArenaConfig::validate`], which
 //! [`Context::new`](crate::Context::new) calls before it touches a device), whether it was set
 //! in code or read from a variable, and a value a rule refuses is an

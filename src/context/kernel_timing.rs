@@ -183,6 +183,9 @@ impl KernelTiming {
         }
         let mapped = Arc::new(AtomicU8::new(MAP_WAITING));
         let done = Arc::clone(&mapped);
+        // In error scopes of our own: on a device the app destroyed the map is a validation
+        // error, which must not reach the device's handler; the timestamps are then lost.
+        let scopes = crate::pipelines::ErrorScopes::push(&self.device);
         timer.readback().slice(..timer.readback_bytes()).map_async(
             wgpu::MapMode::Read,
             move |result| {
@@ -192,6 +195,9 @@ impl KernelTiming {
                 );
             },
         );
+        if scopes.pop().is_err() {
+            mapped.store(MAP_FAILED, Ordering::Release);
+        }
         self.lock().pending.push_back(Readback {
             timer,
             submission: id,

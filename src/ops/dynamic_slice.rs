@@ -11,7 +11,9 @@ impl Context {
     /// A new array of shape `sizes` holding `operand[start .. start + sizes]`: XLA's
     /// `DynamicSlice`. Each start index is clamped into `[0, operand_dim - size]`, so negative
     /// and too-large starts are not errors (unless
-    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) asks for them).
+    /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) asks for them). The
+    /// result is device memory whatever the operand's memory kind (a pinned-host operand is
+    /// read where it lies).
     ///
     /// Errors: [`crate::Error::Shape`] when `sizes` has another rank than the operand or exceeds
     /// it, [`crate::Error::Index`] when `start` does not have one index per dimension

@@ -16,8 +16,8 @@ impl Context {
     /// A new array of `shape` with every element `value` (`jnp.full`).
     ///
     /// Errors: [`Error::Element`] ([`ElementRefusal::FillSize`]) when the element size does not
-    /// divide 16 bytes (1, 2, 4, 8 and 16 do), shape errors and out-of-memory as
-    /// [`Context::alloc`].
+    /// divide 16 bytes (1, 2, 4, 8 and 16 do; a zero-sized type has nothing to write and is
+    /// accepted), shape errors and out-of-memory as [`Context::alloc`].
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;

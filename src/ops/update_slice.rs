@@ -83,7 +83,8 @@ impl Context {
 
     /// [`Context::dynamic_update_slice`] out of place: a new array holding `operand` with
     /// `update` written at `start`; `operand` is left as it was. Costs an allocation and a copy
-    /// of the whole operand, which is what donation avoids.
+    /// of the whole operand, which is what donation avoids. The new array is device memory
+    /// whatever the operand's memory kind.
     ///
     /// Errors: as [`Context::dynamic_update_slice`], and out-of-memory for the new array.
     #[track_caller]

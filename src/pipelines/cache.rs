@@ -149,8 +149,7 @@ impl KernelCache {
             return Ok(compiled);
         }
         let started = Instant::now();
-        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name)
-            .map_err(|refused| with_workgroup_limits(refused, limits))?;
+        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name, limits)?;
         let CacheKey::User {
             source,
             entry_point,
@@ -195,8 +194,7 @@ impl KernelCache {
         desc: &KernelDesc<'_>,
     ) -> Result<()> {
         let name = kernel_name(desc);
-        let reflected = prepare(desc.source, desc.entry_point, desc.constants, &name)
-            .map_err(|refused| with_workgroup_limits(refused, limits))?;
+        let reflected = prepare(desc.source, desc.entry_point, desc.constants, &name, limits)?;
         let immediates = device.features().contains(wgpu::Features::IMMEDIATES);
         check_device_limits(&reflected.signature, limits, immediates).map_err(|exceeded| {
             Error::KernelCompile {
@@ -551,6 +549,7 @@ fn prepare(
     entry_point: &str,
     constants: &[(&str, f64)],
     name: &str,
+    limits: &wgpu::Limits,
 ) -> Result<ReflectedKernel> {
     let failed = |message: String| Error::KernelCompile {
         kernel: name.to_string(),
@@ -570,31 +569,25 @@ fn prepare(
     }
     on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
         .map_err(|failure| failed(failure.to_string()))?
-        .map_err(|refused| failed(refused.to_string()))
+        .map_err(|refused| failed(with_workgroup_limits(refused, limits)))
 }
 
-/// A refusal of override constants whose workgroup size no device runs
-/// ([`super::reflect::WORKGROUP_OUT_OF_RANGE`]), completed with this device's limits; any other
-/// error as it is.
-fn with_workgroup_limits(refused: Error, limits: &wgpu::Limits) -> Error {
+/// The message of `refused`; a workgroup size no device runs
+/// ([`super::reflect::ReflectError::WorkgroupOutOfRange`]) completed with this device's limits.
+fn with_workgroup_limits(refused: SourceRefusal, limits: &wgpu::Limits) -> String {
     match refused {
-        Error::KernelCompile { kernel, message }
-            if message.starts_with(super::reflect::WORKGROUP_OUT_OF_RANGE) =>
-        {
-            Error::KernelCompile {
-                kernel,
-                message: format!(
-                    "{message}: each axis must be from 1 to this device's \
-                     max_compute_workgroup_size_x/y/z ({}, {}, {}), and their product at most \
-                     its max_compute_invocations_per_workgroup ({}) (Context::limits)",
-                    limits.max_compute_workgroup_size_x,
-                    limits.max_compute_workgroup_size_y,
-                    limits.max_compute_workgroup_size_z,
-                    limits.max_compute_invocations_per_workgroup
-                ),
-            }
-        }
-        other => other,
+        SourceRefusal::Reflect(
+            out_of_range @ super::reflect::ReflectError::WorkgroupOutOfRange { .. },
+        ) => format!(
+            "{out_of_range}: each axis must be from 1 to this device's \
+             max_compute_workgroup_size_x/y/z ({}, {}, {}), and their product at most \
+             its max_compute_invocations_per_workgroup ({}) (Context::limits)",
+            limits.max_compute_workgroup_size_x,
+            limits.max_compute_workgroup_size_y,
+            limits.max_compute_workgroup_size_z,
+            limits.max_compute_invocations_per_workgroup
+        ),
+        other => other.to_string(),
     }
 }
 
@@ -609,7 +602,7 @@ enum SourceRefusal {
     #[error("SPIR-V: {0}")]
     SpirV(naga::front::spv::Error),
     /// The module parsed but cannot be a gpu-arena kernel.
-    #[error("{}", .0.0)]
+    #[error("{0}")]
     Reflect(super::reflect::ReflectError),
 }
 

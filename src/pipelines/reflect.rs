@@ -105,8 +105,20 @@ pub struct ReflectedKernel {
 
 /// Why a module cannot be a gpu-arena kernel. The launch layer wraps this into
 /// [`crate::Error::KernelCompile`] with the kernel's label.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReflectError(pub String);
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReflectError {
+    /// A `@workgroup_size` no device runs (an axis of 0 or above naga's 16384), as the source
+    /// declares it or as the override constants make it: the compile cache adds the device's
+    /// own limits to the message.
+    #[error("{}", if *.by_overrides { "the override constants give a @workgroup_size with an axis of 0 or above 16384" } else { "the kernel's @workgroup_size has an axis of 0 or above 16384" })]
+    WorkgroupOutOfRange {
+        /// Whether the override constants made it so (else the source declares it).
+        by_overrides: bool,
+    },
+    /// Any other refusal, in words that say what to change.
+    #[error("{0}")]
+    Other(String),
+}
 
 /// Validates `module`, applies the override `constants`, finds the compute entry point
 /// `entry_point` and reads its signature. Returns the module to compile: overrides resolved,
@@ -134,7 +146,7 @@ pub fn reflect_kernel(
                 .filter(|e| e.stage == naga::ShaderStage::Compute)
                 .map(|e| e.name.as_str())
                 .collect();
-            ReflectError(format!(
+            ReflectError::Other(format!(
                 "no @compute entry point named {entry_point:?}; the module's compute entry points are {computes:?}"
             ))
         })?;
@@ -149,7 +161,7 @@ pub fn reflect_kernel(
             Some((naga::ShaderStage::Compute, entry_point)),
             &map,
         )
-        .map_err(|e| ReflectError(override_refusal(&e)))?;
+        .map_err(|e| override_refusal(&e))?;
         (resolved.into_owned(), info.into_owned())
     };
     // `process_overrides` may keep only the chosen entry point: look it up again.
@@ -166,23 +178,25 @@ pub fn reflect_kernel(
     })
 }
 
-/// The start of the refusal of override constants that give a `@workgroup_size` no device
-/// runs, which the compile cache completes with this device's limits.
-pub(crate) const WORKGROUP_OUT_OF_RANGE: &str =
-    "the override constants give a @workgroup_size with an axis of 0 or above 16384";
-
-/// Why naga refused the module once the override constants were applied: a workgroup size out
-/// of range in its own words ([`WORKGROUP_OUT_OF_RANGE`]), else naga's error and its causes.
-fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantError) -> String {
-    use naga::back::pipeline_constants::PipelineConstantError;
+/// Whether naga's validation refused a workgroup size out of its range.
+fn workgroup_out_of_range(invalid: &naga::valid::ValidationError) -> bool {
     use naga::valid::{EntryPointError, ValidationError};
-    if let PipelineConstantError::ValidationError(invalid) = error {
-        if let ValidationError::EntryPoint {
+    matches!(
+        invalid,
+        ValidationError::EntryPoint {
             source: EntryPointError::OutOfRangeWorkgroupSize,
             ..
-        } = invalid.as_inner()
-        {
-            return WORKGROUP_OUT_OF_RANGE.to_string();
+        }
+    )
+}
+
+/// Why naga refused the module once the override constants were applied: a workgroup size out
+/// of range, else naga's error and its causes.
+fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantError) -> ReflectError {
+    use naga::back::pipeline_constants::PipelineConstantError;
+    if let PipelineConstantError::ValidationError(invalid) = error {
+        if workgroup_out_of_range(invalid.as_inner()) {
+            return ReflectError::WorkgroupOutOfRange { by_overrides: true };
         }
     }
     let mut message = format!("applying override constants: {error}");
@@ -191,7 +205,7 @@ fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantErro
         message.push_str(&format!(": {next}"));
         cause = next.source();
     }
-    message
+    ReflectError::Other(message)
 }
 
 /// The override constants given, each resolved to its override (by name, or by `@id` written
@@ -220,7 +234,7 @@ fn resolve_constants(
                     (None, None) => "?".into(),
                 })
                 .collect();
-            return Err(ReflectError(format!(
+            return Err(ReflectError::Other(format!(
                 "the module has no override constant {given:?}; its overrides are [{}] (give a name, or an @id as a decimal string such as \"7\")",
                 known.join(", ")
             )));
@@ -231,7 +245,7 @@ fn resolve_constants(
             (None, None) => given.to_string(),
         };
         if let Some((_, _, first)) = resolved.iter().find(|(k, _, _)| *k == key) {
-            return Err(ReflectError(format!(
+            return Err(ReflectError::Other(format!(
                 "override constant {given:?} is given twice (also as {first:?}): give each override once"
             )));
         }
@@ -257,7 +271,7 @@ fn check_override_value(
     scalar: Option<naga::Scalar>,
 ) -> Result<(), ReflectError> {
     let fail = |why: String| {
-        Err(ReflectError(format!(
+        Err(ReflectError::Other(format!(
             "override constant {name} = {value}: {why}"
         )))
     };
@@ -310,7 +324,12 @@ fn validate(
     )
     .validate(module)
     .map_err(|e| {
-        ReflectError(match source {
+        if workgroup_out_of_range(e.as_inner()) {
+            return ReflectError::WorkgroupOutOfRange {
+                by_overrides: false,
+            };
+        }
+        ReflectError::Other(match source {
             Some(source) => e.emit_to_string(source),
             None => format!("{e:?}"),
         })
@@ -327,7 +346,7 @@ fn signature_of(
     let mut layouter = naga::proc::Layouter::default();
     layouter
         .update(module.to_ctx())
-        .map_err(|e| ReflectError(format!("laying out the module's types: {e}")))?;
+        .map_err(|e| ReflectError::Other(format!("laying out the module's types: {e}")))?;
     let mut storage = Vec::new();
     let mut params: Option<ParamsBlock> = None;
     let mut workgroup_memory_bytes = 0u64;
@@ -356,7 +375,7 @@ fn signature_of(
                 continue;
             }
             (naga::AddressSpace::Handle, _) => {
-                return Err(ReflectError(format!(
+                return Err(ReflectError::Other(format!(
                     "`{name}` is a texture or sampler; gpu-arena kernels bind storage arrays and one parameter block"
                 )))
             }
@@ -364,7 +383,7 @@ fn signature_of(
             (_, None) => continue,
         };
         if binding.group != KERNEL_BIND_GROUP {
-            return Err(ReflectError(format!(
+            return Err(ReflectError::Other(format!(
                 "`{name}` is in @group({}); gpu-arena binds @group({KERNEL_BIND_GROUP}) only: move it there",
                 binding.group
             )));
@@ -461,7 +480,7 @@ fn runtime_array_of(module: &naga::Module, ty: naga::Handle<naga::Type>) -> Opti
 
 fn set_params(slot: &mut Option<ParamsBlock>, block: ParamsBlock) -> Result<(), ReflectError> {
     if let Some(first) = slot {
-        return Err(ReflectError(format!(
+        return Err(ReflectError::Other(format!(
             "the kernel reads two parameter blocks (`{}` and `{}`); gpu-arena passes one: put the parameters in one struct",
             first.name, block.name
         )));
@@ -613,9 +632,13 @@ mod tests {
             [128, 1, 1]
         );
         let err = reflect(source, &[("NOPE", 1.0)]).unwrap_err();
-        assert!(err.0.contains("NOPE") && err.0.contains("WG"), "{}", err.0);
+        assert!(
+            err.to_string().contains("NOPE") && err.to_string().contains("WG"),
+            "{}",
+            err.to_string()
+        );
         let err = reflect(source, &[("WG", f64::NAN)]).unwrap_err();
-        assert!(err.0.contains("finite"), "{}", err.0);
+        assert!(err.to_string().contains("finite"), "{}", err.to_string());
     }
 
     #[test]
@@ -669,9 +692,12 @@ mod tests {
         assert_eq!(resolve(&[("7", 2.0), ("B", 3.0)]).unwrap(), expected);
         assert!(resolve(&[("7", 2.0), ("SCALE", 2.0)])
             .unwrap_err()
-            .0
+            .to_string()
             .contains("twice"));
-        assert!(resolve(&[("B", 0.5)]).unwrap_err().0.contains("whole"));
+        assert!(resolve(&[("B", 0.5)])
+            .unwrap_err()
+            .to_string()
+            .contains("whole"));
     }
 
     #[test]
@@ -684,9 +710,9 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.0.contains("\"mian\"") && err.0.contains("\"main\""),
+            err.to_string().contains("\"mian\"") && err.to_string().contains("\"main\""),
             "{}",
-            err.0
+            err.to_string()
         );
     }
 
@@ -699,9 +725,9 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.0.contains("@group(1)") && err.0.contains("move it"),
+            err.to_string().contains("@group(1)") && err.to_string().contains("move it"),
             "{}",
-            err.0
+            err.to_string()
         );
         let err = reflect(
             r#"@group(0) @binding(0) var<uniform> p: u32;
@@ -711,7 +737,11 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(err.0.contains("one struct"), "{}", err.0);
+        assert!(
+            err.to_string().contains("one struct"),
+            "{}",
+            err.to_string()
+        );
         let err = reflect(
             r#"@group(0) @binding(0) var t: texture_2d<f32>;
             @group(0) @binding(1) var<storage, read_write> a: array<f32>;
@@ -719,7 +749,7 @@ mod tests {
             &[],
         )
         .unwrap_err();
-        assert!(err.0.contains("texture"), "{}", err.0);
+        assert!(err.to_string().contains("texture"), "{}", err.to_string());
     }
 
     #[test]
@@ -729,7 +759,7 @@ mod tests {
         // Either the parser or the validator refuses it; both carry a message.
         if let Ok(module) = module {
             let err = reflect_kernel(module, "main", &[], Some(source)).unwrap_err();
-            assert!(!err.0.is_empty());
+            assert!(!err.to_string().is_empty());
         }
     }
 }

@@ -557,10 +557,16 @@ impl ContextInner {
     ) -> Result<()> {
         let slice = buffer.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
+        // In error scopes of our own: a map the device refuses (its device destroyed by the
+        // app) is a validation error, which must not reach the device's handler (wgpu's
+        // default one panics); the wait below then says the device is lost.
+        let scopes = crate::pipelines::ErrorScopes::push(self.device());
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
+        let refused = scopes.pop();
         self.wait_idle()?;
+        refused.map_err(|refusal| self.device_error(during, refusal))?;
         rx.recv()
             .map_err(DeviceRefusal::wait)
             .and_then(|r| r.map_err(DeviceRefusal::wait))

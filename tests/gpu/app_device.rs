@@ -341,6 +341,47 @@ fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
     ));
 }
 
+#[gpu_test]
+fn an_app_device_destroyed_is_found_by_the_next_read_on_every_backend_with_no_error_at_any_handler()
+{
+    // On GL the read's own buffer map is what meets the destroyed device: its validation
+    // error must stay in the library's error scopes, away from the app's handler and from
+    // wgpu's default one (which panics).
+    let mut ran = 0;
+    for backends in [wgpu::Backends::VULKAN, wgpu::Backends::GL] {
+        for with_handler in [true, false] {
+            let Some(app) = app_device(backends, &test_config()) else {
+                continue;
+            };
+            let seen = Arc::new(AtomicUsize::new(0));
+            if with_handler {
+                let counter = Arc::clone(&seen);
+                app.device
+                    .on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+                        eprintln!("the app's handler got: {error}");
+                        counter.fetch_add(1, Ordering::SeqCst);
+                    }));
+            }
+            let ctx = Context::from_wgpu(app.clone(), test_config()).unwrap();
+            let x = ctx.device_put(&[5u32; 16], &[16]).unwrap();
+            assert_eq!(ctx.device_get(&x).unwrap(), [5; 16]);
+            app.device.destroy();
+            let error = ctx.device_get(&x).unwrap_err();
+            assert!(
+                matches!(error, Error::DeviceLost { .. }),
+                "{backends:?}: {error:?}"
+            );
+            assert!(matches!(
+                ctx.synchronize().unwrap_err(),
+                Error::DeviceLost { .. }
+            ));
+            assert_eq!(seen.load(Ordering::SeqCst), 0, "{backends:?}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "no adapter ran the case");
+}
+
 #[gpu_test(needs = Vulkan)]
 fn two_contexts_on_one_device_share_it_without_interfering() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();

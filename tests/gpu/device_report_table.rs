@@ -118,3 +118,20 @@ fn hostile_device_names_cannot_leave_the_directory_or_make_odd_file_names() {
         assert!(file.starts_with("vendor-13b5-"), "{file}");
     }
 }
+
+#[gpu_test]
+fn an_adapter_of_another_backend_has_no_table_to_save_and_save_writes_nothing() {
+    let Ok(gl) = gpu_arena::Context::new(gpu_arena::ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..crate::harness::test_config()
+    }) else {
+        eprintln!("no GL adapter: skipped");
+        return;
+    };
+    assert_ne!(gl.adapter_info().backend, gpu_arena::wgpu::Backend::Vulkan);
+    let dir = scratch_dir("device-report-no-table");
+    assert!(table::table_value(&gl).unwrap().is_none());
+    assert_eq!(table::save_table(&gl, &dir).unwrap(), None);
+    // Nothing was written, not even the directory.
+    assert!(!dir.exists(), "{}", dir.display());
+}

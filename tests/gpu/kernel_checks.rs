@@ -277,6 +277,50 @@ fn workgroup_sizes_and_invocations_above_the_device_limits_are_refused_at_kernel
 }
 
 #[gpu_test]
+fn a_workgroup_size_beyond_what_any_device_runs_names_the_device_limits_written_or_overridden() {
+    // Above naga's own range (16384 per axis) naga refuses the module before the device's
+    // limits are compared: the refusal still names them, whether the source declares the
+    // size or an override constant sets it.
+    let ctx = context();
+    let l = ctx.limits().clone();
+    let limits = format!(
+        "max_compute_workgroup_size_x/y/z ({}, {}, {}), and their product at most its \
+         max_compute_invocations_per_workgroup ({})",
+        l.max_compute_workgroup_size_x,
+        l.max_compute_workgroup_size_y,
+        l.max_compute_workgroup_size_z,
+        l.max_compute_invocations_per_workgroup
+    );
+    let declared = compile_error(
+        &ctx,
+        "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+         @compute @workgroup_size(100000) fn main() { a[0] = 1u; }",
+    );
+    assert!(
+        declared.contains("@workgroup_size has an axis of 0 or above 16384"),
+        "{declared}"
+    );
+    assert!(declared.contains(&limits), "{declared}");
+    let overridden = ctx
+        .kernel_with(
+            KernelDesc::wgsl(
+                "override WG: u32 = 1;
+                 @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+                 @compute @workgroup_size(WG) fn main() { a[0] = 1u; }",
+                "main",
+            )
+            .constants(&[("WG", 100000.0)]),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        overridden.contains("the override constants give a @workgroup_size"),
+        "{overridden}"
+    );
+    assert!(overridden.contains(&limits), "{overridden}");
+}
+
+#[gpu_test]
 fn more_storage_bindings_than_the_stage_allows_are_refused_at_kernel() {
     let ctx = context();
     let l = ctx.limits().clone();
