@@ -108,6 +108,7 @@
 //! - `started.rs`: the started calls (`start_*_many`), which queue on the progress thread,
 //!   and the wait of blocking calls for them.
 //! - `progress.rs`: [`PendingCollective`] and the progress thread.
+//! - `peer_wait.rs`: how the progress thread waits for the other ranks ([`ARRIVAL_POLL`]).
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
 //! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
 //!   `point_to_point.rs`, `barrier.rs`: one collective each.
@@ -122,6 +123,7 @@ mod failure;
 mod fused;
 mod header;
 mod many;
+mod peer_wait;
 mod point_to_point;
 mod progress;
 mod reduce_op;
@@ -135,7 +137,8 @@ pub use donated_list::{DonatedList, DonatedListResult};
 pub use element::{CollectiveElement, MeanElement};
 pub use failure::{abort_on_error, ABORT_STATUS};
 pub use mpi;
-pub use progress::{PendingCollective, ARRIVAL_POLL};
+pub use peer_wait::ARRIVAL_POLL;
+pub use progress::PendingCollective;
 pub use reduce_op::ReduceOp;
 
 use crate::array::DeviceArray;
@@ -203,7 +206,7 @@ pub struct Collectives {
     /// Collectives started so far (numbers the handles).
     started: AtomicU64,
     /// How started collectives wait for the other ranks on this machine.
-    peer_wait: progress::PeerWait,
+    peer_wait: peer_wait::PeerWait,
 }
 
 impl Collectives {
@@ -212,7 +215,7 @@ impl Collectives {
     pub fn new<C: Communicator>(ctx: &Context, comm: &C) -> Self {
         let comm = comm.duplicate();
         Self {
-            peer_wait: progress::PeerWait::for_group(&comm, ctx.config().validation),
+            peer_wait: peer_wait::PeerWait::for_group(&comm, ctx.config().validation),
             progress: OnceLock::new(),
             ctx: ctx.clone(),
             comm: Arc::new(crate::backend::SharedComm::new(comm)),
