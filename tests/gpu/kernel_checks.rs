@@ -262,18 +262,23 @@ fn workgroup_sizes_and_invocations_above_the_device_limits_are_refused_at_kernel
         assert_names_limit(&err, "max_compute_invocations_per_workgroup", invocations);
     }
     // And an override that sets the size is checked after it is applied.
-    let err = ctx
-        .kernel_with(
-            KernelDesc::wgsl(
-                "override WG: u32 = 1;
-                 @group(0) @binding(0) var<storage, read_write> a: array<u32>;
-                 @compute @workgroup_size(WG) fn main() { a[0] = 1u; }",
-                "main",
-            )
-            .constants(&[("WG", f64::from(x + 1))]),
+    let err = workgroup_override_error(&ctx, f64::from(x + 1));
+    assert_names_limit(&err, "max_compute_workgroup_size_x", x);
+}
+
+/// The refusal of a kernel whose `@workgroup_size(WG)` an override constant sets to `wg`.
+fn workgroup_override_error(ctx: &gpu_arena::Context, wg: f64) -> String {
+    ctx.kernel_with(
+        KernelDesc::wgsl(
+            "override WG: u32 = 1;
+             @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+             @compute @workgroup_size(WG) fn main() { a[0] = 1u; }",
+            "main",
         )
-        .unwrap_err();
-    assert_names_limit(&err.to_string(), "max_compute_workgroup_size_x", x);
+        .constants(&[("WG", wg)]),
+    )
+    .unwrap_err()
+    .to_string()
 }
 
 #[gpu_test]
@@ -301,18 +306,7 @@ fn a_workgroup_size_beyond_what_any_device_runs_names_the_device_limits_written_
         "{declared}"
     );
     assert!(declared.contains(&limits), "{declared}");
-    let overridden = ctx
-        .kernel_with(
-            KernelDesc::wgsl(
-                "override WG: u32 = 1;
-                 @group(0) @binding(0) var<storage, read_write> a: array<u32>;
-                 @compute @workgroup_size(WG) fn main() { a[0] = 1u; }",
-                "main",
-            )
-            .constants(&[("WG", 100000.0)]),
-        )
-        .unwrap_err()
-        .to_string();
+    let overridden = workgroup_override_error(&ctx, 100000.0);
     assert!(
         overridden.contains("the override constants give a @workgroup_size"),
         "{overridden}"
