@@ -110,8 +110,10 @@
 //! - `progress.rs`: [`PendingCollective`] and the progress thread.
 //! - `peer_wait.rs`: how the progress thread waits for the other ranks ([`ARRIVAL_POLL`]).
 //! - `donated_list.rs`: [`DonatedList`], a list of donated arrays given back with an error.
-//! - `all_reduce.rs`, `broadcast.rs`, `all_gather.rs`, `reduce_scatter.rs`,
-//!   `point_to_point.rs`, `barrier.rs`: one collective each.
+//! - `single.rs`: the single-array calls (`all_reduce`, `all_reduce_mean`, `broadcast`), list
+//!   calls of one array.
+//! - `all_gather.rs`, `reduce_scatter.rs`, `point_to_point.rs`, `barrier.rs`: one collective
+//!   each.
 //! - `failure.rs`: [`abort_on_error`], the failure policy.
 
 mod all_gather;
