@@ -6,6 +6,7 @@ use super::model::{BackwardArrays, ChainModel};
 use crate::array::DeviceArray;
 use crate::context::Context;
 use crate::error::Error;
+use crate::memory_kind::MemoryKind;
 use crate::profile::label_scope;
 use crate::remat::{Buffer, Schedule, ScheduleStep};
 
@@ -21,12 +22,13 @@ pub struct RunReport {
     /// [`Context::memory_stats`] reports the same right after it): everything in use at the
     /// worst moment, the caller's arrays included.
     pub peak_bytes_in_use: u64,
-    /// Bytes in use when the run began, apart from the input: the caller's parameters and
-    /// other arrays (of this context, from any thread).
+    /// Device bytes in use when the run began, apart from the input: the caller's parameters
+    /// and other arrays (of this context, from any thread).
     pub resident_bytes: u64,
-    /// The most bytes the input and the run's own activations and gradients held at once,
-    /// counted from the arrays the driver allocated (rounded as the arena rounds them): the
-    /// schedule's [`peak_bytes`](Schedule::peak_bytes).
+    /// The most device bytes the input and the run's own activations and gradients held at
+    /// once, counted from the arrays the driver allocated (rounded as the arena rounds them):
+    /// the schedule's [`peak_bytes`](Schedule::peak_bytes), less the input's bytes when the
+    /// input lies in pinned host memory.
     pub schedule_peak_bytes: u64,
     /// The most bytes the run's offloaded activations held in pinned host memory at once
     /// (rounded as the arena rounds them): the schedule's
@@ -74,10 +76,12 @@ impl Schedule {
     ) -> Result<RunReport, M::Error> {
         input.check_same_context(&ctx.inner, OPERATION)?;
         let shapes = self.activation_shapes(model, input)?;
-        let resident_bytes = ctx
-            .memory_stats()
-            .bytes_in_use
-            .saturating_sub(input.allocated_bytes());
+        // The input's device bytes: none for an input in pinned host memory.
+        let input_bytes = match input.memory_kind() {
+            MemoryKind::Device => input.allocated_bytes(),
+            MemoryKind::PinnedHost => 0,
+        };
+        let resident_bytes = ctx.memory_stats().bytes_in_use.saturating_sub(input_bytes);
         ctx.reset_peak_stats();
         let mut run = Run {
             schedule: self,
@@ -85,8 +89,8 @@ impl Schedule {
             input,
             shapes,
             live: (0..self.slot_count()).map(|_| None).collect(),
-            held_bytes: input.allocated_bytes(),
-            peak_bytes: input.allocated_bytes(),
+            held_bytes: input_bytes,
+            peak_bytes: input_bytes,
             host_bytes: 0,
             host_peak_bytes: 0,
         };

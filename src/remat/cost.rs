@@ -86,13 +86,16 @@ impl Chain {
     /// ([`Schedule::predicted_step`]); then, on chains of up to 512 layers, that plan improved
     /// one activation at a time: an activation's placement changes wherever the plan still fits
     /// and is predicted faster, until no single change helps. A search over those families (at
-    /// most 64 keep sets, spread over the budget search's) and a local optimum beside them, not
-    /// a proven optimum over every placement.
+    /// most 64 keep sets, spread over the budget search's) and a local optimum beside them over
+    /// the placements the plan reports ([`Schedule::checkpoints`] kept,
+    /// [`Schedule::offloaded`] offloaded, any other recomputed), not a proven optimum over
+    /// every placement.
     ///
     /// # Errors
     /// [`RematError::InvalidStepCosts`] when `base_seconds` or `seconds_per_cost` is negative,
     /// infinite or NaN (a bandwidth that is not above 0 makes moves infinitely slow, as
-    /// [`Schedule::predicted_step`] says); [`RematError::BudgetTooSmall`] when no plan fits,
+    /// [`Schedule::predicted_step`] says); [`RematError::BudgetTooSmall`] when no plan it tries
+    /// fits (another placement may: [`Chain::plan_placing`] builds any),
     /// naming the smaller of the smallest budgets of recomputing and of offloading every
     /// activation; the errors of [`Chain::plan`] otherwise.
     pub fn plan_fastest(&self, budget: u64, costs: &StepCosts) -> Result<Schedule, RematError> {

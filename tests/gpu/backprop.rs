@@ -417,6 +417,38 @@ fn the_callers_arrays_are_reported_apart_from_the_schedules_peak() {
 }
 
 #[gpu_test]
+fn an_input_in_pinned_host_memory_is_not_counted_as_device_memory_and_the_report_adds_up() {
+    let (ctx, chain, device_input, schedule) = setup(true, CheckpointPolicy::Sqrt);
+    let mut on_device = Probe::new(chain.layer_count());
+    schedule.run(&ctx, &mut on_device, &device_input).unwrap();
+    let input_bytes = device_input.allocated_bytes();
+    let Ok(pinned) = ctx.offload(device_input) else {
+        eprintln!("no pinned host memory here: skipped");
+        return;
+    };
+    ctx.synchronize().unwrap();
+    let parameters = ctx.zeros::<f32>(&[1000]).unwrap();
+    let mut on_host = Probe::new(chain.layer_count());
+    let report = schedule.run(&ctx, &mut on_host, &pinned).unwrap();
+    assert_eq!(
+        report.resident_bytes,
+        parameters.allocated_bytes(),
+        "{report:?}"
+    );
+    assert_eq!(
+        report.schedule_peak_bytes,
+        schedule.peak_bytes() - input_bytes,
+        "{report:?}"
+    );
+    assert_eq!(report.temporary_bytes(), 0, "{report:?}");
+    assert_eq!(
+        report.peak_bytes_in_use,
+        report.resident_bytes + report.schedule_peak_bytes + report.temporary_bytes()
+    );
+    assert_eq!(on_host.parameter_gradients, on_device.parameter_gradients);
+}
+
+#[gpu_test]
 fn a_failing_step_stops_the_run_and_frees_what_it_allocated() {
     let (ctx, chain, input, schedule) = setup(true, CheckpointPolicy::EveryNth(3));
     let recomputed = schedule
