@@ -247,9 +247,15 @@ impl Capture {
     /// [`Sequence::put`]), and the slot that sets its data at each run (the same number of
     /// elements). The copy runs at this point of the step, after what was recorded before it.
     ///
+    /// Guarded as [`Sequence::put`] is, but counted by no transfer statistic now (nothing
+    /// moves while capturing): a run that sets the slot counts its data as an explicit
+    /// transfer ([`crate::StepRun::input`]); the data captured here, or set by an earlier run,
+    /// goes into the array from the step's own staging and is not counted again.
+    ///
     /// Errors: as [`Sequence::put`]; [`Error::Capture`] with
     /// [`CaptureRefusal::RecorderReplaced`] when the capture's recorder was moved out of it
     /// (nothing is recorded).
+    #[track_caller]
     pub fn input<T: bytemuck::Pod>(
         &mut self,
         data: &[T],

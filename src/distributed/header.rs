@@ -46,8 +46,9 @@ pub(crate) enum Kind {
     AllReduceMeanMany = 10,
     BroadcastMany = 11,
     /// The started forms of the three fused calls: a start on one rank against the blocking
-    /// call on another is a mismatch, refused on every rank (the started call's data phase
-    /// runs on another communicator, so the two would never meet).
+    /// call on another is a mismatch, refused on both (the start's data would move on the
+    /// progress thread while the blocking call's waits on the caller's: a program whose ranks
+    /// disagree on which is which has a bug to fix, not a call to run).
     StartAllReduceMany = 12,
     StartAllReduceMeanMany = 13,
     StartBroadcastMany = 14,
@@ -284,8 +285,12 @@ impl Header {
         }
         if self.kind.is_list() {
             let (arrays, elements) = (self.shape[0], self.shape[1]);
+            let (plural, elements_plural) = (
+                if arrays == 1 { "" } else { "s" },
+                if elements == 1 { "" } else { "s" },
+            );
             return format!(
-                "{text} of {arrays} {} arrays ({elements} elements)",
+                "{text} of {arrays} {} array{plural} ({elements} element{elements_plural})",
                 name_of(self.dtype)
             );
         }
@@ -629,3 +634,24 @@ pub(crate) fn agree_pair<C: Communicator, P>(
 pub(crate) const HANDSHAKE_TAG: i32 = 1;
 /// The tag of send/recv data on the collectives' private communicator.
 pub(crate) const DATA_TAG: i32 = 2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_list_header_says_array_and_element_in_the_singular_for_one() {
+        let one = Header::list(Kind::AllReduceMany, 0, 1, vec![vec![1]], 0);
+        assert!(
+            one.describe().ends_with(" of 1 f32 array (1 element)"),
+            "{}",
+            one.describe()
+        );
+        let many = Header::list(Kind::AllReduceMany, 0, 1, vec![vec![2, 3], vec![4]], 0);
+        assert!(
+            many.describe().ends_with(" of 2 f32 arrays (10 elements)"),
+            "{}",
+            many.describe()
+        );
+    }
+}

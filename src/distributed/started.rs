@@ -24,7 +24,10 @@ impl Collectives {
     /// Starts [`Collectives::all_reduce_many`] and returns at once with a handle; the
     /// reduction runs on the group's progress thread while this thread goes on (e.g.
     /// recording the backward pass of earlier layers, as DDP overlaps gradient buckets).
-    /// A single array is a list of one.
+    /// A single array is passed as a list of one (`vec![x]`): a list call still, which the
+    /// other ranks meet with the same list call, not with [`Collectives::all_reduce`].
+    /// Dropping the handle without waiting does not cancel the collective: it still runs (every
+    /// rank started it), then its arrays are freed ([`PendingCollective`]).
     ///
     /// ```no_run
     /// # use gpu_arena::distributed::{Collectives, ReduceOp};

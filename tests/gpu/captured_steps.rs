@@ -1067,6 +1067,49 @@ fn a_runs_inputs_and_reads_are_explicit_transfers_the_guard_sees_and_the_stats_c
     }
 }
 
+/// Capturing moves nothing, so it counts no transfer and puts none on the timeline, kept or
+/// dropped; a run that sets an input counts it once, and a run that sets none counts nothing.
+#[gpu_test]
+fn capturing_counts_no_transfer_and_only_the_runs_that_set_an_input_count_it() {
+    use gpu_arena::profile::TimelineEventKind;
+    let ctx = crate::harness::context_with(gpu_arena::ArenaConfig {
+        timeline_capacity: 1 << 12,
+        ..crate::harness::test_config()
+    });
+    let transfers_on_the_timeline = || {
+        ctx.timeline()
+            .unwrap()
+            .snapshot()
+            .events
+            .iter()
+            .filter(|e| matches!(e.kind, TimelineEventKind::Transfer { .. }))
+            .count()
+    };
+    let before = ctx.transfer_stats();
+    let on_timeline = transfers_on_the_timeline();
+    // Dropped without finishing.
+    let mut cap = ctx.capture();
+    let _ = cap.input(&[1u32; 1000], &[1000]).unwrap();
+    drop(cap);
+    assert_eq!(ctx.transfer_stats(), before);
+    // Finished.
+    let mut cap = ctx.capture();
+    let (x, slot) = cap.input(&[1u32; 1000], &[1000]).unwrap();
+    let mut step = cap.finish().unwrap();
+    assert_eq!(ctx.transfer_stats(), before);
+    assert_eq!(transfers_on_the_timeline(), on_timeline);
+    step.run().submit().unwrap();
+    assert_eq!(ctx.transfer_stats(), before, "a run that sets no input");
+    step.run().input(&slot, &[7u32; 1000]).submit().unwrap();
+    let after = ctx.transfer_stats();
+    let up = after.host_to_device.explicit;
+    assert_eq!(up.count - before.host_to_device.explicit.count, 1);
+    assert_eq!(up.bytes - before.host_to_device.explicit.bytes, 4000);
+    assert_eq!(transfers_on_the_timeline(), on_timeline + 1);
+    drop(step);
+    assert_eq!(ctx.device_get(&x).unwrap(), vec![7; 1000]);
+}
+
 /// An open capture refuses eager single ops and launches on its context from the thread that
 /// opened it (a `ctx.launch` meant as `cap.launch` would run now and not be part of the step),
 /// names the capture and the op, runs nothing; in `CaptureMode::Relaxed` they run; another

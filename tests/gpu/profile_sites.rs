@@ -99,6 +99,16 @@ fn sites_point_at_the_callers_own_line_for_every_call_that_makes_an_array() {
         // Another context's array copied here.
         let (i, l) = (a.copy_to(&ctx).unwrap(), line!());
         assert_site(&ctx, path, "copy_to", &i, l);
+
+        // A capture's arrays, its host input included.
+        let mut cap = ctx.capture();
+        let ((c1, _slot), l1) = (cap.input(&[2u32; 8], &[8]).unwrap(), line!());
+        let (c2, l2) = (cap.alloc::<u32>(&[8]).unwrap(), line!());
+        let (c3, l3) = (cap.fill(&[8], 4u32).unwrap(), line!());
+        assert_site(&ctx, path, "Capture::input", &c1, l1);
+        assert_site(&ctx, path, "Capture::alloc", &c2, l2);
+        assert_site(&ctx, path, "Capture::fill", &c3, l3);
+        drop(cap);
     }
 }
 
