@@ -39,7 +39,8 @@ pub struct LabelScope {
 /// Opens a label scope on this thread: every array allocated while the returned guard lives
 /// and that has no explicit label gets `name` (joined with the names of enclosing scopes by
 /// [`SCOPE_SEPARATOR`]) as its label in snapshots, reports and out-of-memory messages.
-/// [`DeviceArray::with_label`](crate::DeviceArray::with_label) still overrides it.
+/// [`DeviceArray::with_label`](crate::DeviceArray::with_label) still overrides it. An empty
+/// `name` adds nothing (no empty segment, no separator): arrays under it alone have no label.
 ///
 /// ```no_run
 /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -58,10 +59,12 @@ pub fn label_scope(name: &str) -> LabelScope {
         // still number the scopes open at once apart.
         let id = scopes.next_id;
         scopes.next_id = id.wrapping_add(1);
-        if !scopes.open.is_empty() {
-            scopes.joined.push_str(SCOPE_SEPARATOR);
+        if !name.is_empty() {
+            if !scopes.joined.is_empty() {
+                scopes.joined.push_str(SCOPE_SEPARATOR);
+            }
+            scopes.joined.push_str(name);
         }
-        scopes.joined.push_str(name);
         scopes.open.push((id, name.to_string()));
         id
     });
@@ -75,7 +78,7 @@ pub fn label_scope(name: &str) -> LabelScope {
 pub fn current_label_scope() -> Option<String> {
     SCOPES.with(|scopes| {
         let scopes = scopes.borrow();
-        (!scopes.open.is_empty()).then(|| scopes.joined.clone())
+        (!scopes.joined.is_empty()).then(|| scopes.joined.clone())
     })
 }
 
@@ -88,18 +91,23 @@ impl Drop for LabelScope {
             let Some(at) = scopes.open.iter().rposition(|(id, _)| *id == self.id) else {
                 return;
             };
-            scopes.open.remove(at);
-            // Closing the newest scope (the usual case) cuts the joined label back; any other
-            // is rejoined from the scopes still open.
-            if at == scopes.open.len() {
-                let kept = scopes.open.iter().map(|(_, n)| n.len()).sum::<usize>();
-                let separators = scopes.open.len().saturating_sub(1) * SCOPE_SEPARATOR.len();
-                scopes.joined.truncate(kept + separators);
+            let (_, name) = scopes.open.remove(at);
+            // A nameless scope added nothing; closing the newest scope (the usual case) cuts
+            // the joined label back; any other is rejoined from the scopes still open.
+            if name.is_empty() {
+            } else if at == scopes.open.len() {
+                let separator = match scopes.joined.len() > name.len() {
+                    true => SCOPE_SEPARATOR.len(),
+                    false => 0,
+                };
+                let kept = scopes.joined.len() - name.len() - separator;
+                scopes.joined.truncate(kept);
             } else {
                 scopes.joined = scopes
                     .open
                     .iter()
                     .map(|(_, n)| n.as_str())
+                    .filter(|n| !n.is_empty())
                     .collect::<Vec<_>>()
                     .join(SCOPE_SEPARATOR);
             }
@@ -115,13 +123,34 @@ pub(crate) fn with_scoped_label<R>(explicit: Option<&str>, f: impl FnOnce(Option
     }
     SCOPES.with(|scopes| {
         let scopes = scopes.borrow();
-        f((!scopes.open.is_empty()).then_some(scopes.joined.as_str()))
+        f((!scopes.joined.is_empty()).then_some(scopes.joined.as_str()))
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nameless_scope_adds_no_segment_wherever_it_opens_or_closes() {
+        assert_eq!(current_label_scope(), None);
+        let empty = label_scope("");
+        assert_eq!(current_label_scope(), None);
+        let model = label_scope("model");
+        let inner_empty = label_scope("");
+        let layer = label_scope("layer");
+        assert_eq!(current_label_scope().as_deref(), Some("model/layer"));
+        drop(inner_empty);
+        assert_eq!(current_label_scope().as_deref(), Some("model/layer"));
+        drop(empty);
+        drop(layer);
+        assert_eq!(current_label_scope().as_deref(), Some("model"));
+        let last_empty = label_scope("");
+        drop(model);
+        assert_eq!(current_label_scope(), None);
+        drop(last_empty);
+        assert_eq!(current_label_scope(), None);
+    }
 
     #[test]
     fn nested_scopes_join_and_unwind() {
@@ -158,8 +187,8 @@ mod tests {
         use proptest::prelude::*;
 
         proptest! {
-            /// The label in force is always the open scopes' names, oldest first, whatever
-            /// order scopes are opened and closed in.
+            /// The label in force is always the open scopes' names, oldest first, nameless
+            /// ones left out, whatever order scopes are opened and closed in.
             #[test]
             fn scopes_closed_in_any_order_leave_exactly_the_open_ones_in_force(
                 ops in proptest::collection::vec((any::<bool>(), any::<prop::sample::Index>(), "[a-z]{0,3}"), 0..40),
@@ -171,9 +200,9 @@ mod tests {
                     } else {
                         open.push((label_scope(&name), name));
                     }
-                    let expected = (!open.is_empty()).then(|| {
-                        open.iter().map(|(_, n)| n.as_str()).collect::<Vec<_>>().join(SCOPE_SEPARATOR)
-                    });
+                    let named: Vec<&str> =
+                        open.iter().map(|(_, n)| n.as_str()).filter(|n| !n.is_empty()).collect();
+                    let expected = (!named.is_empty()).then(|| named.join(SCOPE_SEPARATOR));
                     prop_assert_eq!(current_label_scope(), expected.clone());
                     with_scoped_label(None, |l| assert_eq!(l, expected.as_deref()));
                 }
