@@ -207,8 +207,8 @@ pub struct ArenaConfig {
     /// dispatches still appear as instants). Without the timeline nothing is timed either way.
     /// `GPU_ARENA_KERNEL_TIMES`.
     pub kernel_times: bool,
-    /// A directory where an out-of-memory error writes the memory snapshot and the HTML report
-    /// (named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>` (a setuid
+    /// A directory where an out-of-memory error writes the memory snapshot and the HTML report,
+    /// and with the timeline on its Chrome trace too (each named in the error message). Default `None`; `GPU_ARENA_DUMP_ON_OOM=<dir>` (a setuid
     /// or setgid process writes no dump, and its error says so). A path that is empty or blank is
     /// refused. The directory is created private (0700); one that belongs to another user or
     /// that its group or others may write gets no dump (the error says why), and each dump file

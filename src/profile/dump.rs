@@ -30,7 +30,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The file-name stem of out-of-memory dumps:
-/// `gpu-arena-oom-<unix ms>-<pid>-<n>-<32 unguessable hex digits>.{json,html}`.
+/// `gpu-arena-oom-<unix ms>-<pid>-<n>-<32 unguessable hex digits>.{json,html}`, and
+/// `.trace.json` with the timeline on.
 pub const OOM_DUMP_STEM: &str = "gpu-arena-oom";
 
 /// Counts dumps in this process, so two in the same millisecond get different names.

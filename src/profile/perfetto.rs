@@ -79,7 +79,8 @@ impl TraceEvent {
 
 impl MemoryTimeline {
     /// The timeline as Chrome-trace JSON: open it in <https://ui.perfetto.dev> or
-    /// chrome://tracing. `process` names the process row (the device name is a good choice).
+    /// chrome://tracing. `process` names the process row, after `gpu-arena: ` (the device
+    /// name is a good choice).
     ///
     /// Counters `bytes_in_use` and `bytes_reserved` get a sample whenever they change;
     /// transfers are slices on the `transfers` track (their host-side duration);
