@@ -31,10 +31,12 @@ impl Context {
     /// sees them and [`Context::transfer_stats`] counts them (8 of each direction, once per
     /// device and process, or none where the figure is known already).
     ///
-    /// Errors: those of `offload` and `prefetch` (the transfer guard's refusal of explicit
-    /// transfers in either direction, checked for both before anything moves; out of memory of
-    /// either kind; a lost device), and [`Error::EagerDuringCapture`] on the thread that holds
-    /// a capture of this context open; nothing is kept then.
+    /// Errors, only when it measures (a figure already known is returned at once, under any
+    /// transfer guard and during a capture, since nothing moves): those of `offload` and
+    /// `prefetch` (the transfer guard's refusal of explicit transfers in either direction,
+    /// checked for both before anything moves; out of memory of either kind; a lost device),
+    /// and [`Error::EagerDuringCapture`] on the thread that holds a capture of this context
+    /// open; nothing is kept then.
     pub fn host_link_bandwidth(&self) -> Result<f64> {
         const OPERATION: &str = "host_link_bandwidth";
         let adapter = self.inner.adapter_info();
