@@ -18,9 +18,10 @@ use serde::{Deserialize, Serialize};
 /// reuses it for every later op of that kernel and class, in every context of the process on
 /// the same device and driver, and, with `GPU_ARENA_CACHE_DIR` set, in later processes (a file
 /// beside the pipeline cache). Threads that need a kernel being tuned wait for that one job.
-/// Tuning never runs while a [`Sequence`](crate::Sequence) or a
-/// [`Capture`](crate::Capture) is recorded: their kernels take the choice already made, or the
-/// fixed shape. What it chose and what it cost: [`Context::kernel_tuning`](crate::Context::kernel_tuning).
+/// Tuning never runs for an op recorded in a [`Sequence`](crate::Sequence) or a
+/// [`Capture`](crate::Capture): their kernels take the choice already made, or the fixed
+/// shape; and [`Context::tune_kernels`](crate::Context::tune_kernels) on the thread that holds
+/// a capture open is refused, as other eager work there. What it chose and what it cost: [`Context::kernel_tuning`](crate::Context::kernel_tuning).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelTuning {

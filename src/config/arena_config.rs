@@ -243,7 +243,8 @@ pub struct ArenaConfig {
     /// Whether the library's kernels are tuned to the device by measurement (default
     /// [`KernelTuning::On`](super::KernelTuning::On)); `GPU_ARENA_KERNEL_TUNING` (`on`,
     /// `cached`, `off`, or a shape such as `128x8` for
-    /// [`KernelTuning::Forced`](super::KernelTuning::Forced)). Results are byte-identical
+    /// [`KernelTuning::Forced`](super::KernelTuning::Forced); any case, and the boolean
+    /// spellings `true`/`1`/`yes` and `false`/`0`/`no`). Results are byte-identical
     /// under every setting.
     pub kernel_tuning: crate::kernel_tuning::KernelTuning,
     /// The most bytes one binding of the library's kernels covers, below the device's

@@ -330,7 +330,7 @@ fn parse_kernel_tuning(var: &str, value: &str) -> Result<KernelTuning> {
             .map_err(|expected| Error::Config {
                 variable: var.into(),
                 value: value.into(),
-                expected: format!("on, cached, off, or {expected}"),
+                expected: format!("on, cached, off (or true/false, 1/0, yes/no), or {expected}"),
             }),
     }
 }
@@ -673,8 +673,9 @@ mod tests {
                         ("GPU_ARENA_KERNEL_TUNING", bad)
                     );
                     assert!(
-                        expected.starts_with("on, cached, off, or a kernel shape")
-                            && expected.contains("e.g. 256x4"),
+                        expected.starts_with(
+                            "on, cached, off (or true/false, 1/0, yes/no), or a kernel shape"
+                        ) && expected.contains("e.g. 256x4"),
                         "{expected}"
                     );
                 }

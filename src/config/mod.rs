@@ -22,7 +22,7 @@
 //! | [`ArenaConfig::force_device_kernels`] | `false` (testing) | | `GPU_ARENA_FORCE_DEVICE_KERNELS` | |
 //! | [`ArenaConfig::force_pass_per_timed_dispatch`] | `false` (testing) | | `GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH` | |
 //! | [`ArenaConfig::strict_starts`] | `false` (debugging) | | `GPU_ARENA_STRICT_STARTS` | |
-//! | [`ArenaConfig::kernel_tuning`] | `on` | `on`, `cached`, `off`, or a shape `WxN` ([`KernelShape`](crate::KernelShape)) | `GPU_ARENA_KERNEL_TUNING` | |
+//! | [`ArenaConfig::kernel_tuning`] | `on` | `on`, `cached`, `off` (any case; `true`/`1`/`yes` and `false`/`0`/`no` too), or a shape `WxN` ([`KernelShape`](crate::KernelShape)) | `GPU_ARENA_KERNEL_TUNING` | |
 //! | [`ArenaConfig::max_binding_bytes`] | device limit | ≥ [`MIN_KERNEL_BINDING_BYTES`] | `GPU_ARENA_MAX_BINDING_BYTES` | |
 //! | [`ArenaConfig::max_workgroups_per_dimension`] | device limit | ≥ 1 | `GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION` | |
 //! | [`ArenaConfig::array_usages`] | [`DEFAULT_ARRAY_USAGES`] | contains [`REQUIRED_ARRAY_USAGES`], no map or query usage | (code only) | |

@@ -91,8 +91,12 @@ impl Context {
     /// Returns [`Context::kernel_tuning`]'s report. 1.5 to 2 s on lavapipe for all of them
     /// (18 jobs); a kernel whose measuring fails keeps its fixed shape.
     ///
-    /// Errors: [`Error::DeviceLost`](crate::Error::DeviceLost).
+    /// Errors: [`Error::DeviceLost`](crate::Error::DeviceLost);
+    /// [`Error::EagerDuringCapture`](crate::Error::EagerDuringCapture) on the thread that
+    /// holds a capture of this context open (in its default mode), as other eager work there:
+    /// nothing is measured then.
     pub fn tune_kernels(&self) -> Result<KernelTuningReport> {
+        self.check_not_capturing("tune_kernels")?;
         self.inner.check_device("tuning the library's kernels")?;
         {
             let mut kernels = self.inner.kernels().lock();

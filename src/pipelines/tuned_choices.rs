@@ -140,7 +140,8 @@ pub struct KernelTuningReport {
     /// [`Context::host_link_bandwidth`](crate::Context::host_link_bandwidth) has measured it
     /// (in this process or an earlier one).
     pub host_link_bytes_per_second: Option<f64>,
-    /// Tuning jobs this process ran on the device (one per kernel and size class).
+    /// Tuning jobs this process ran on the device: one per library kernel and size class
+    /// measured, and one per user's kernel tuned ([`crate::Context::tune_kernel`]).
     pub jobs: u64,
     /// Wall time of those jobs together (compiling the shapes and timing them).
     pub tuning_time: Duration,

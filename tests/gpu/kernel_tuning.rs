@@ -869,3 +869,25 @@ fn tuning_a_users_kernel_refuses_what_cannot_compile_and_keeps_nothing_a_run_fai
     let k = ctx.tune_kernel(desc, "SCALE", &[3.0, 4.0], never).unwrap();
     assert_eq!(k.workgroup_size(), [64, 1, 1]);
 }
+
+#[gpu_test]
+fn tune_kernels_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_else() {
+    // Under `Off` nothing is measured, so the refusal alone is what differs.
+    let ctx = tuned_context(KernelTuning::Off, None);
+    let mut capture = ctx.capture();
+    assert!(matches!(
+        ctx.tune_kernels(),
+        Err(Error::EagerDuringCapture {
+            operation: "tune_kernels",
+            ..
+        })
+    ));
+    std::thread::scope(|s| {
+        s.spawn(|| ctx.tune_kernels().unwrap()).join().unwrap();
+    });
+    capture.set_mode(gpu_arena::CaptureMode::Relaxed);
+    ctx.tune_kernels().unwrap();
+    drop(capture);
+    // Once the capture is gone the call is the plain one.
+    ctx.tune_kernels().unwrap();
+}
