@@ -37,8 +37,8 @@ pub enum CollectiveFailure {
     /// MPI runs below `MPI_THREAD_MULTIPLE`, which started collectives need (their progress
     /// thread calls MPI).
     ThreadSupport,
-    /// The collectives' progress thread ended before a started collective finished (it
-    /// panicked).
+    /// A started collective ended without an answer: it panicked on the collectives' progress
+    /// thread (which goes on with the collectives queued after it), or the thread was gone.
     ProgressThreadEnded,
     /// The MPI library's `MPI_IN_PLACE` is unknown to the MPI bindings, so an in-place
     /// reduction cannot be asked for (gpu-arena takes the in-place paths only where it is

@@ -175,8 +175,8 @@ impl<T: bytemuck::Pod> PendingCollective<T> {
     /// - A device error during the data phase, the arrays partly reduced: end the job with
     ///   [`super::abort_on_error`].
     ///
-    /// [`Error::Collective`] with no arrays if the progress thread ended without an answer (a
-    /// panic on it).
+    /// [`Error::Collective`] ([`CollectiveFailure::ProgressThreadEnded`]) with no arrays if the
+    /// collective ended without an answer (a panic on the progress thread).
     pub fn wait(self) -> DonatedListResult<T> {
         self.done.recv().unwrap_or_else(|_| {
             Err(DonatedList {
@@ -184,7 +184,7 @@ impl<T: bytemuck::Pod> PendingCollective<T> {
                     operation: self.operation,
                     failure: CollectiveFailure::ProgressThreadEnded,
                     reason: format!(
-                        "the progress thread ended before started collective #{} finished; its arrays are lost",
+                        "started collective #{} ended without an answer (it panicked on the progress thread); its arrays are lost",
                         self.number
                     ),
                 },
