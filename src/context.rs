@@ -66,8 +66,11 @@ const RETIRE_PENDING_BYTES: u64 = 64 << 20;
 /// not submitted until someone flushes), so it waits again, boundedly, before reporting
 /// out-of-memory. Each wait retires what completed under the lock the retry then allocates
 /// under; a machine whose cores are all busy can still deschedule the waiting thread while
-/// another refills the arena, hence a bound well above what an idle machine needs.
-const MAX_OOM_WAITS: u32 = 32;
+/// another takes the retired memory and refills the arena with frees of its own (32 waits
+/// were lost in a row under CI's synchronization validation). A wait follows another only
+/// while some other thread keeps freeing behind new work, that is while the context makes
+/// progress, so the bound is high: it only stops a thread from waiting forever.
+const MAX_OOM_WAITS: u32 = 1024;
 
 /// A context as messages name it: `context 2 (llvmpipe (LLVM 15.0.6, 256 bits))`.
 pub(crate) fn describe_context(ctx: &ContextInner) -> String {
