@@ -277,8 +277,13 @@ fn workgroup_override_error(ctx: &gpu_arena::Context, wg: f64) -> String {
         )
         .constants(&[("WG", wg)]),
     )
-    .unwrap_err()
-    .to_string()
+    .map_or_else(
+        |err| {
+            assert!(matches!(err, Error::KernelCompile { .. }), "{err}");
+            err.to_string()
+        },
+        |_| panic!("a workgroup size of {wg} compiled"),
+    )
 }
 
 #[gpu_test]
