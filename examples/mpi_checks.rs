@@ -509,8 +509,10 @@ fn refusals(group: &Collectives) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rank 0's array is used by an unsubmitted Sequence: refused there, Error::Collective
-/// elsewhere; after submitting, the same all_reduce runs on every rank.
+/// Rank 0's array is read by an unsubmitted Sequence: an all_reduce (which writes it) is
+/// refused there, Error::Collective elsewhere; the collectives that only read it there (an
+/// all_gather, a reduce_scatter, a send, a broadcast from rank 0) run, as single ops that read
+/// it do; after submitting, the same all_reduce runs on every rank.
 fn pending(group: &Collectives) -> anyhow::Result<()> {
     let ctx = group.context();
     let (rank, ranks) = (group.rank(), group.size());
@@ -531,11 +533,39 @@ fn pending(group: &Collectives) -> anyhow::Result<()> {
             donated.array
         }
     };
+    let every_rank: Vec<u32> = (0..ranks).flat_map(|r| host::<u32>(r, 64)).collect();
+    ensure!(
+        ctx.device_get(&group.all_gather(&a)?)? == every_rank,
+        "all_gather differs"
+    );
+    let scattered = group.reduce_scatter(&a, ReduceOp::Max)?;
+    let block = 64 / ranks;
+    let max = reference::<u32>(ranks, 64, ReduceOp::Max);
+    ensure!(
+        ctx.device_get(&scattered)? == max[rank * block..(rank + 1) * block],
+        "reduce_scatter differs"
+    );
+    match rank {
+        0 => group.send(&a, 1)?,
+        1 => {
+            let from_0 = group.recv(ctx.zeros::<u32>(&[64])?, 0)?;
+            ensure!(
+                ctx.device_get(&from_0)? == host::<u32>(0, 64),
+                "recv differs"
+            );
+        }
+        _ => {}
+    }
+    let a = group.broadcast(a, 0)?;
+    ensure!(
+        ctx.device_get(&a)? == host::<u32>(0, 64),
+        "broadcast differs"
+    );
     sequence.submit()?;
     let a = group.all_reduce(a, ReduceOp::Max)?;
     ensure!(
-        ctx.device_get(&a)? == reference::<u32>(ranks, 64, ReduceOp::Max),
-        "max differs"
+        ctx.device_get(&a)? == host::<u32>(0, 64),
+        "max of the broadcast arrays differs"
     );
     Ok(())
 }

@@ -28,7 +28,8 @@ pub enum IndexRefusal {
     },
     /// An index past its dimension (a view).
     #[error(
-        "index {index} is out of range for dimension {dimension} of shape {shape:?} (size {size})"
+        "index {index} is out of range for dimension {dimension} of shape {shape:?} (size {size}): {}",
+        index_remedy(*.size)
     )]
     OutOfRange {
         /// The dimension.
@@ -104,4 +105,12 @@ pub enum ElementRefusal {
         /// Its size in bytes.
         to_bytes: usize,
     },
+}
+
+/// What to give instead of an index out of a dimension of `size`.
+fn index_remedy(size: usize) -> String {
+    match size {
+        0 => "the dimension is empty: no index is in range".into(),
+        size => format!("give an index from 0 to {} there", size - 1),
+    }
 }

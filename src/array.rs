@@ -370,16 +370,18 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         check_context(&self.storage, ctx, operation)
     }
 
-    /// Errors unless the array belongs to `ctx` and may be written now: no unsubmitted user
-    /// recorder reads or writes it. What collectives, which write their arrays, check first.
+    /// Errors unless the array belongs to `ctx` and may be used now with `access`, by the
+    /// single-op rule: no unsubmitted user recorder writes it, nor reads it when `access`
+    /// writes. What collectives check first (those that only read their arrays, `Read`).
     #[cfg(feature = "mpi")]
     pub(crate) fn check_ready(
         &self,
         ctx: &Arc<ContextInner>,
+        access: Access,
         operation: &'static str,
     ) -> Result<()> {
         self.storage
-            .check_ready_for(ctx, Access::Write, operation, "the array")
+            .check_ready_for(ctx, access, operation, "the array")
     }
 }
 

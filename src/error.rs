@@ -273,7 +273,7 @@ pub enum Error {
         capture: u64,
     },
     /// The transfer guard refused a transfer; nothing was transferred.
-    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). Set the transfer guard to \"allow\" or \"log\" for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make the transfer explicit")]
+    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). {}", guard_remedy(.explicitness))]
     TransferGuard {
         /// Which way the data would have moved.
         direction: TransferDirection,
@@ -286,7 +286,7 @@ pub enum Error {
     },
     /// Host memory for something whose size the caller chose (a readback's output, a timeline's
     /// ring) could not be allocated; nothing was changed.
-    #[error("could not allocate {bytes} bytes of host memory for {purpose}; ask for less (fewer or smaller arrays, a smaller capacity) or free host memory")]
+    #[error("could not allocate {} of host memory for {purpose}; ask for less (fewer or smaller arrays, a smaller capacity) or free host memory", host_bytes(*.bytes))]
     HostAllocation {
         /// What the memory was for.
         purpose: String,
@@ -354,7 +354,6 @@ impl From<ArenaError> for Error {
     }
 }
 
-/// What to do about a refused buffer, by the kind of refusal.
 /// The capture's method that records what eager `operation` does: its own name, except for the
 /// copies between contexts, which on one context are a `copy`.
 fn recorded_as(operation: &str) -> &str {
@@ -364,6 +363,32 @@ fn recorded_as(operation: &str) -> &str {
     }
 }
 
+/// What to do about a transfer the guard refused: an implicit one can also be made explicit;
+/// an explicit one is refused only by the `*_explicit` levels.
+fn guard_remedy(explicitness: &str) -> &'static str {
+    match explicitness {
+        "explicit" => {
+            "Set the transfer guard to \"allow\", \"log\", \"disallow\" or \"log_explicit\" \
+             for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / \
+             JAX_TRANSFER_GUARD): only \"disallow_explicit\" refuses explicit transfers"
+        }
+        _ => {
+            "Set the transfer guard to \"allow\" or \"log\" for this direction \
+             (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make \
+             the transfer explicit (device_put, device_get)"
+        }
+    }
+}
+
+/// A host allocation's size as its message says it: `u64::MAX` stands for one that overflows.
+fn host_bytes(bytes: u64) -> String {
+    match bytes {
+        u64::MAX => "more bytes than an address can count (the size overflows)".into(),
+        bytes => format!("{bytes} bytes"),
+    }
+}
+
+/// What to do about a refused buffer, by the kind of refusal.
 fn buffer_refusal_hint(refusal: &RegionRefusal) -> &'static str {
     match refusal {
         RegionRefusal::OutOfMemory { .. } => {

@@ -150,12 +150,13 @@ impl std::str::FromStr for KernelShape {
     type Err = String;
 
     /// `WORKGROUPxPER_INVOCATION`, e.g. `128x8`, as [`KernelShape`]'s `Display` writes it
-    /// (blanks around it are ignored; none inside, no sign): a workgroup that is a power of two
+    /// (blanks around it are ignored; none inside, no sign, no leading zero): a workgroup that is a power of two
     /// from 32 to 256 and one of [`KernelShape::PER_INVOCATION`]. The error says what was
     /// expected.
     fn from_str(text: &str) -> std::result::Result<Self, String> {
         let number = |part: &str| {
-            (!part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()))
+            // Digits as `Display` writes them: no sign, no leading zero.
+            (!part.is_empty() && !part.starts_with('0') && part.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| part.parse::<u32>().ok())
                 .flatten()
         };
@@ -224,7 +225,8 @@ mod tests {
             Ok("128x8".into())
         );
         for spelling in [
-            "128 x 8", "128X8", "+128x8", "128x+8", "128x", "x8", "128x8x1", "0x0", "",
+            "128 x 8", "128X8", "+128x8", "128x+8", "0128x8", "128x08", "128x", "x8", "128x8x1",
+            "0x0", "",
         ] {
             assert_eq!(
                 spelling.parse::<KernelShape>(),

@@ -330,7 +330,9 @@ fn a_guard_refusal_on_one_rank_is_its_own_error_and_a_collective_error_elsewhere
 }
 
 #[test]
-fn an_array_pending_in_a_sequence_is_refused_on_its_rank_and_every_rank_learns_it() {
+fn an_array_pending_in_a_sequence_is_refused_on_its_rank_by_a_collective_that_writes_it_only() {
+    // The scenario also runs the collectives that only read it there (all_gather,
+    // reduce_scatter, send, a broadcast from that rank) before the sequence is submitted.
     let output = passes(2, &[], "pending", &[]);
     assert!(line(&output, "LOCAL", 0).contains("submit()"), "{output}");
     let other = line(&output, "COLLECTIVE", 1);

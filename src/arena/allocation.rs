@@ -15,9 +15,11 @@ pub const ALLOCATION_ALIGNMENT: u64 = 256;
 /// Names one allocation for its whole life.
 ///
 /// The low 32 bits are the chunk's slot in the arena's chunk table and the high 32 bits the
-/// allocation's sequence number modulo 2^32 (its stamp), so [`Arena::free`](super::Arena::free)
-/// finds the chunk in O(1) and recognises an id that was already freed (a double free) or that
-/// belongs to a chunk reused since. Ids are never 0.
+/// allocation's sequence number plus a number of the arena's own, modulo 2^32 (its stamp), so
+/// [`Arena::free`](super::Arena::free) finds the chunk in O(1) and recognises an id that was
+/// already freed (a double free), that belongs to a chunk reused since, or that another arena
+/// handed out (each arena of the process adds a different number). An arena's first 2^31 ids
+/// are never 0, and an id comes back only after 2^32 more allocations of its arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct AllocationId(pub u64);
 

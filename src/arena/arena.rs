@@ -110,7 +110,14 @@ pub struct Arena {
     growth_region_bytes: u64,
     counters: Counters,
     events: Events,
+    /// Added to every stamp in the ids this arena hands out (and taken off when one comes
+    /// back), different for every arena of the process: an id of another arena names no live
+    /// allocation here, though every arena numbers its allocations from 1.
+    id_salt: u32,
 }
+
+/// The arenas made so far in the process: [`Arena::new`] derives each one's `id_salt` from it.
+static ARENAS_MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// The device layer shares the arena between threads behind a mutex.
 const _: () = {
@@ -153,6 +160,14 @@ impl Alignment {
     }
 }
 
+/// A salt for a new arena's ids: spread over 31 bits (the golden ratio's multiples), so that
+/// a stamp plus its salt wraps to 0 only after 2^31 allocations, and 0 for the process's first
+/// arena.
+fn next_id_salt() -> u32 {
+    let made = ARENAS_MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    made.wrapping_mul(0x9E37_79B9) >> 1
+}
+
 impl Arena {
     /// An arena with no regions yet; [`reserve`](Arena::reserve) (or the first allocation)
     /// creates the preallocated base.
@@ -172,7 +187,18 @@ impl Arena {
             growth_region_bytes: budget.initial_growth,
             counters: Counters::default(),
             events: Events::default(),
+            id_salt: next_id_salt(),
         }
+    }
+
+    /// The id of the allocation in chunk `slot` whose stamp is `stamp`.
+    fn id_of(&self, slot: u32, stamp: u32) -> AllocationId {
+        AllocationId::new(slot, stamp.wrapping_add(self.id_salt))
+    }
+
+    /// The stamp of the chunk that `id` names, if this arena handed it out.
+    fn stamp_of(&self, id: AllocationId) -> u32 {
+        id.stamp().wrapping_sub(self.id_salt)
     }
 
     /// The options the arena was created with (unrounded).
@@ -351,7 +377,7 @@ impl Arena {
     ) -> Result<(), ArenaError> {
         let slot = id.slot();
         let size = match self.chunks.get(slot) {
-            Some(chunk) if chunk.holds(id.stamp()) => chunk.size(),
+            Some(chunk) if chunk.holds(self.stamp_of(id)) => chunk.size(),
             _ => return Err(ArenaError::UnknownAllocation(id)),
         };
         self.counters.bytes_in_use -= size;
@@ -463,7 +489,7 @@ impl Arena {
     /// The live allocation `id`, or `None` if it was freed or never existed.
     pub fn allocation(&self, id: AllocationId) -> Option<Allocation> {
         let chunk = self.chunks.get(id.slot())?;
-        if !chunk.holds(id.stamp()) {
+        if !chunk.holds(self.stamp_of(id)) {
             return None;
         }
         let region = self.region(chunk.region);
@@ -556,7 +582,7 @@ impl Arena {
                             offset: chunk.address - region.base_address,
                             size: chunk.size(),
                             state,
-                            allocation: held.then(|| AllocationId::new(slot, chunk.stamp())),
+                            allocation: held.then(|| self.id_of(slot, chunk.stamp())),
                             label: self.chunks.label(slot).filter(|_| held).map(String::from),
                             requested: if held { chunk.requested() } else { 0 },
                         },
@@ -687,7 +713,7 @@ impl Arena {
         let sequence = c.num_allocs;
 
         let stamp = self.chunks.hot[slot as usize].hand_out(sequence, requested);
-        let id = AllocationId::new(slot, stamp);
+        let id = self.id_of(slot, stamp);
         if let Some(label) = label {
             self.chunks.set_label(slot, label);
         }

@@ -49,7 +49,8 @@ pub struct ChunkSnapshot {
     #[serde(flatten)]
     pub record: ChunkRecord,
     /// The allocation's sequence number (the value of `num_allocs` just after it was made,
-    /// so from 1; modulo 2^48); 0 when free.
+    /// so from 1; exact while the arena has made fewer than 2^32 allocations since); 0 when
+    /// free.
     pub sequence: u64,
     /// For a pending free: the queue position after which the chunk is reusable.
     #[serde(default)]

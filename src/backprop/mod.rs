@@ -112,7 +112,7 @@
 //! # Ok::<(), gpu_arena::Error>(())
 //! ```
 //!
-//! `examples/train` trains an MLP of 8 linear layers this way under each policy, with user
+//! `examples/train` trains an MLP of 16 linear layers this way under each policy, with user
 //! WGSL kernels, and checks the peaks and the bit-identical gradients.
 //!
 //! Files, one concept each: `model` (the [`ChainModel`] trait and the [`BackwardArrays`] a

@@ -15,6 +15,7 @@ use crate::array::{check_context, check_not_pending, Access, ArrayStorage, Devic
 use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result, RunRefusal, SlotKind};
+use crate::memory_kind::MemoryKind;
 use crate::pipelines::{ErrorScopes, ParamsKind};
 use crate::shape::start_index;
 use crate::step::{encode_bound_steps, BufferCopy, Step};
@@ -59,12 +60,17 @@ pub struct StepPlan {
     pub block_bytes: u64,
     /// The most temporary bytes live at any one step: no plan's block can be smaller.
     pub lower_bound_bytes: u64,
-    /// Arena bytes of the step's other arrays (its inputs and outputs), held while it lives.
+    /// Device arena bytes of the step's other arrays (its inputs and outputs), held while it
+    /// lives.
     pub array_bytes: u64,
-    /// Arena bytes the step holds while it lives, block included: since a run allocates
-    /// nothing, with nothing else allocated this is `peak_bytes_in_use` over any number of
-    /// runs, to the byte.
+    /// Device arena bytes the step holds while it lives, block included: since a run allocates
+    /// nothing, with nothing else allocated this is the device arena's `peak_bytes_in_use`
+    /// over any number of runs, to the byte.
     pub bytes_in_use: u64,
+    /// Bytes of the step's inputs and outputs in pinned host memory (the pinned-host arena's,
+    /// [`crate::MemoryKind::PinnedHost`], not counted above): what a captured `offload` makes,
+    /// or an array of that kind the step uses.
+    pub pinned_host_bytes: u64,
     /// Inputs and outputs you have dropped and the step still uses, as
     /// [`CapturedStep::plan`] is called: the step holds them (every run reads or writes
     /// them), so their memory comes back only when the step is dropped.
@@ -77,13 +83,17 @@ impl std::fmt::Display for StepPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         writeln!(
             f,
-            "captured step: {} steps, {} temporaries in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use",
+            "captured step: {} steps, {} temporaries in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use{}",
             self.steps,
             self.temporaries.len(),
             self.block_bytes,
             self.lower_bound_bytes,
             self.array_bytes,
-            self.bytes_in_use
+            self.bytes_in_use,
+            match self.pinned_host_bytes {
+                0 => String::new(),
+                bytes => format!(" (and {bytes} bytes of pinned host memory)"),
+            }
         )?;
         if self.arrays_held_by_the_step_alone > 0 {
             writeln!(
@@ -170,7 +180,14 @@ impl CapturedStep {
             });
         let placed = place_temporaries(&ctx, &mut steps, temporaries, &tables)?;
         let block_bytes = placed.block.as_ref().map_or(0, |b| b.allocation.size);
-        let array_bytes: u64 = arrays.iter().map(|(s, _)| s.allocation.size).sum();
+        let bytes_of = |kind: MemoryKind| -> u64 {
+            let of_kind = arrays.iter().filter(|(s, _)| s.kind == kind);
+            of_kind.map(|(s, _)| s.allocation.size).sum()
+        };
+        let (array_bytes, pinned_host_bytes) = (
+            bytes_of(MemoryKind::Device),
+            bytes_of(MemoryKind::PinnedHost),
+        );
         let block = placed.block.clone();
         if let Some(block) = placed.block {
             arrays.push((block, Access::Write));
@@ -216,6 +233,7 @@ impl CapturedStep {
             lower_bound_bytes: placed.lower_bound_bytes,
             array_bytes,
             bytes_in_use: array_bytes + block_bytes,
+            pinned_host_bytes,
             arrays_held_by_the_step_alone: 0,
             bytes_held_by_the_step_alone: 0,
         };

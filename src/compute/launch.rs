@@ -269,7 +269,9 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// next submission (the recording model in [`crate::kernels`] says when it is submitted).
     ///
     /// Errors, before anything is recorded or submitted: [`Error::KernelArgument`] naming the
-    /// binding for a missing or extra argument, an element size that differs from the WGSL
+    /// binding at fault (for missing arguments the first binding without one, e.g.
+    /// `@binding(1) y: array<f32> (read_write)`; for extra ones `argument N (no binding takes
+    /// it)`, N counted from 0), an element size that differs from the WGSL
     /// element type, Rust scalars of another kind than WGSL's (`u32` for `array<f32>`: see
     /// [`crate::DeviceArray::bitcast`]), a read-only argument for a `read_write` binding, an
     /// array smaller than a fixed-size binding or larger than `max_storage_buffer_binding_size`,
@@ -339,8 +341,13 @@ impl<'s, 'a> Launch<'s, 'a> {
         let limits = self.kernel.ctx.limits();
         if self.args.len() != signature.storage.len() {
             let expected: Vec<String> = signature.storage.iter().map(describe).collect();
+            // The first binding with no argument, or the first argument with no binding.
+            let at_fault = match signature.storage.get(self.args.len()) {
+                Some(missing) => describe(missing),
+                None => format!("argument {} (no binding takes it)", signature.storage.len()),
+            };
             return Err(self.argument_error(
-                "arguments",
+                &at_fault,
                 format!(
                     "{} arrays given, the kernel binds {}: {}",
                     self.args.len(),

@@ -140,8 +140,12 @@ impl TransferGuardLevels {
         Self::from_lookup(|name| std::env::var_os(name))
     }
 
-    /// Like [`TransferGuardLevels::from_env`] through a lookup function. The per-direction
-    /// variables override the all-directions one; ours win over JAX's.
+    /// Like [`TransferGuardLevels::from_env`] through a lookup function. A direction's level
+    /// comes from its own variable where one is set (`GPU_ARENA_TRANSFER_GUARD_<DIRECTION>`,
+    /// else `JAX_TRANSFER_GUARD_<DIRECTION>`), else from the all-directions one
+    /// (`GPU_ARENA_TRANSFER_GUARD`, else `JAX_TRANSFER_GUARD`): the scope decides first, then
+    /// ours win over JAX's, so `JAX_TRANSFER_GUARD_HOST_TO_DEVICE` overrides
+    /// `GPU_ARENA_TRANSFER_GUARD` for uploads.
     pub fn from_lookup<V: Into<OsString>>(lookup: impl Fn(&str) -> Option<V>) -> Result<Self> {
         let lookup = |name: &str| lookup(name).map(Into::into);
         Self::read(&EnvReader { lookup: &lookup })

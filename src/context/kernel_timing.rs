@@ -231,10 +231,14 @@ impl KernelTiming {
                 break;
             };
             if status == MAP_DONE {
+                // In error scopes of our own, as the map: the app may have destroyed the
+                // device (and with it the buffer) since; the timestamps are then lost.
+                let scopes = crate::pipelines::ErrorScopes::push(&self.device);
                 let slice = timer.readback().slice(..timer.readback_bytes());
                 let ticks = slice.get_mapped_range().map(|mapped| timer.read(&mapped));
                 timer.readback().unmap();
-                if let Ok(ticks) = ticks {
+                let refused = scopes.pop().is_err();
+                if let (Ok(ticks), false) = (ticks, refused) {
                     self.record_ticks(state, &timer, &ticks, submission);
                     timer.reset();
                     if state.pool.len() < MAX_POOLED_TIMERS {

@@ -5,6 +5,7 @@ use super::header::{agree, Header, Kind};
 use super::{CollectiveElement, Collectives};
 use crate::array::DeviceArray;
 use crate::error::{Error, Result};
+use crate::recorder::Access;
 use crate::shape::MAX_RANK;
 use mpi::traits::*;
 
@@ -40,7 +41,7 @@ impl Collectives {
                     operation: OPERATION,
                     reason: format!("{ranks} copies of shape {:?} overflow", array.shape()),
                 })?;
-            self.check_local(array, OPERATION, Some(bytes), Some(total))?;
+            self.check_local(array, Access::Read, OPERATION, Some(bytes), Some(total))?;
             if array.shape().len() >= MAX_RANK {
                 return Err(Error::Shape {
                     operation: OPERATION,

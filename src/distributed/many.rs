@@ -13,6 +13,7 @@ use super::Collectives;
 use crate::array::DeviceArray;
 use crate::config::TransferDirection;
 use crate::error::{Error, IndexRefusal, Result};
+use crate::recorder::Access;
 
 const ALL_REDUCE: &str = "all_reduce_many";
 const ALL_REDUCE_MEAN: &str = "all_reduce_mean_many";
@@ -161,8 +162,13 @@ impl Collectives {
                 Ok(())
             })
             .and_then(|()| {
+                // A broadcast's root only reads its arrays; every other rank writes them.
+                let access = match broadcast && root == self.rank() {
+                    true => Access::Read,
+                    false => Access::Write,
+                };
                 for array in arrays {
-                    array.check_ready(&self.ctx.inner, operation)?;
+                    array.check_ready(&self.ctx.inner, access, operation)?;
                 }
                 for (direction, bytes) in [
                     (TransferDirection::DeviceToHost, read),

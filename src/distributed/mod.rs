@@ -50,7 +50,10 @@
 //! **Collectives are explicit transfers**: each is checked by the transfer guard (the
 //! device-to-host direction for what it reads, host-to-device for what it writes) and counted
 //! in [`crate::Context::transfer_stats`] and on the timeline. An array used by an unsubmitted
-//! [`crate::Sequence`] is refused, as single ops refuse it.
+//! [`crate::Sequence`] is refused as single ops refuse it: one the sequence writes always,
+//! one it only reads where the collective writes it (`all_reduce*`, `broadcast*` on ranks
+//! other than the root, `recv`; `all_gather`, `reduce_scatter`, `send` and the root only
+//! read).
 //!
 //! **Threads.** [`init`] asks MPI for `MPI_THREAD_MULTIPLE`: started collectives agree and
 //! move their data on the group's progress thread (see `progress.rs` for why a thread rather
@@ -270,16 +273,18 @@ impl Collectives {
     }
 
     /// The checks a collective makes on this rank before the header exchange: the array is
-    /// this context's and no unsubmitted Sequence uses it, and the transfer guard allows the
-    /// bytes read from (`read`) and written to (`written`) the device.
+    /// this context's and no unsubmitted Sequence keeps it from `access` (the collective's
+    /// own use of it), and the transfer guard allows the bytes read from (`read`) and written
+    /// to (`written`) the device.
     fn check_local<T: bytemuck::Pod>(
         &self,
         array: &DeviceArray<T>,
+        access: crate::recorder::Access,
         operation: &'static str,
         read: Option<u64>,
         written: Option<u64>,
     ) -> Result<()> {
-        array.check_ready(&self.ctx.inner, operation)?;
+        array.check_ready(&self.ctx.inner, access, operation)?;
         if let Some(bytes) = read {
             self.ctx
                 .inner

@@ -7,6 +7,7 @@ use super::{CollectiveElement, Collectives};
 use crate::array::DeviceArray;
 use crate::donated::{Donated, DonatedResult};
 use crate::error::{Error, IndexRefusal, Result};
+use crate::recorder::Access;
 use mpi::traits::*;
 
 impl Collectives {
@@ -49,7 +50,7 @@ impl Collectives {
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self
-            .check_local(array, OPERATION, Some(bytes), None)
+            .check_local(array, Access::Read, OPERATION, Some(bytes), None)
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
         let mut buffer = agree_pair(self.comm(), OPERATION, &header, prepared, dest, true)?;
         let io = ArrayIo::new(&self.ctx.inner, array)?;
@@ -94,7 +95,7 @@ impl Collectives {
         };
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self
-            .check_local(&array, OPERATION, None, Some(bytes))
+            .check_local(&array, Access::Write, OPERATION, None, Some(bytes))
             .and_then(|()| host_buffer::<T>(chunk, OPERATION));
         let buffer = match agree_pair(self.comm(), OPERATION, &header, prepared, source, false) {
             Ok(buffer) => buffer,

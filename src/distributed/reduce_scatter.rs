@@ -6,6 +6,7 @@ use super::header::{agree, Header, Kind};
 use super::{CollectiveElement, Collectives, ReduceOp};
 use crate::array::DeviceArray;
 use crate::error::{Error, Result};
+use crate::recorder::Access;
 use mpi::traits::*;
 
 const OPERATION: &str = "reduce_scatter";
@@ -39,7 +40,7 @@ impl Collectives {
         let bytes = array.size_in_bytes();
         let prepared = (|| {
             let out_bytes = bytes / ranks as u64;
-            self.check_local(array, OPERATION, Some(bytes), Some(out_bytes))?;
+            self.check_local(array, Access::Read, OPERATION, Some(bytes), Some(out_bytes))?;
             let shape = match array.shape() {
                 [first, rest @ ..] if first % ranks == 0 => {
                     let mut shape = vec![first / ranks];

@@ -111,9 +111,11 @@ impl Context {
         Ok(self.kernel_tuning())
     }
 
-    /// Changes [`ArenaConfig::kernel_tuning`](crate::ArenaConfig) for the ops recorded from
-    /// now on (what is recorded already keeps its shapes); results are byte-identical under
-    /// every setting. For benchmarks that compare shapes on one context.
+    /// Sets the context's kernel tuning (opened from
+    /// [`ArenaConfig::kernel_tuning`](crate::ArenaConfig)) for the ops recorded from now on
+    /// (what is recorded already keeps its shapes); results are byte-identical under every
+    /// setting. For benchmarks that compare shapes on one context. [`Context::config`] still
+    /// shows the configuration the context was opened with.
     ///
     /// Errors: [`Error::Config`](crate::Error::Config) for a forced shape the kernels cannot
     /// take (nothing changes).

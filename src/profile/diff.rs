@@ -42,8 +42,10 @@ pub struct SnapshotDiff {
 impl MemorySnapshot {
     /// The arrays alive in `self` that `before` did not hold, in device and pinned-host memory
     /// alike, grouped by allocation site and label: what a loop kept between two snapshots. An
-    /// allocation is new when its id (slot and generation, never reused) is not among
-    /// `before`'s chunks of the same memory kind. `bytes_in_use_change` counts both kinds.
+    /// allocation is new when its id is not among `before`'s chunks of the same memory kind
+    /// (an id comes back only after 2^32 allocations of the arena, and every arena's ids
+    /// differ from another's; compare two snapshots of one context). `bytes_in_use_change`
+    /// counts both kinds.
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(Default::default())?;

@@ -135,6 +135,14 @@ impl Fit {
         }
     }
 
+    /// The same kind of fit, for another budget.
+    fn with_budget(self, budget: u64) -> Fit {
+        match self {
+            Fit::Arena(_) => Fit::Arena(budget),
+            Fit::Peak(_) => Fit::Peak(budget),
+        }
+    }
+
     /// The schedule of a plan whose peak is `peak_bytes`, built by `build`, when it fits. The
     /// peak is checked first: it is exact and cheap, and no arena holds more than its size;
     /// only an arena budget builds the schedule to replay it.
@@ -271,7 +279,10 @@ fn by_rank(recompute_cost: f64, peak_bytes: u64, other: (f64, u64)) -> Ordering 
 
 /// Of keeping everything, every n-th and the balanced plans, the one with the least
 /// recomputation (then the lowest peak) that fits; then, most costly layer first, every
-/// activation it recomputes is kept instead where the plan still fits and recomputes less.
+/// activation it recomputes is kept instead where the plan still fits and ranks higher
+/// (recomputes less, or as much at a lower peak). When no candidate fits, the plan this search
+/// returns at the smallest budget one fits, if that plan (refined, it may hold less than every
+/// candidate) fits the budget; else the error naming the smallest budget the search accepts.
 ///
 /// In bounded memory: each candidate is evaluated from its keep flags (an [`Evaluator`]
 /// walks its steps without storing them) and kept as a [`Summary`] of a few numbers; only the
@@ -282,6 +293,32 @@ pub(super) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematEr
     if let Fit::Arena(_) = fit {
         check_regions_hold_activations(chain)?;
     }
+    let refused = match search_budget(chain, fit) {
+        Err(RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) => smallest_budget,
+        found => return found,
+    };
+    // A candidate fits the smallest budget, so this search finds a plan.
+    let at_smallest = search_budget(chain, fit.with_budget(refused))?;
+    if let Some(plan) = fit.schedule_if_fits(at_smallest.peak_bytes(), || at_smallest.clone()) {
+        return Ok(plan);
+    }
+    let smallest_budget = match fit {
+        Fit::Peak(_) => at_smallest.peak_bytes(),
+        Fit::Arena(_) => smallest_arena_of(&at_smallest).unwrap_or(refused),
+    };
+    Err(RematError::BudgetTooSmall {
+        budget: fit.budget(),
+        smallest_budget: smallest_budget.min(refused),
+        smallest_peak: at_smallest.peak_bytes(),
+        checkpoints: at_smallest.checkpoints().len(),
+    })
+}
+
+/// [`within_budget`]'s search proper: the candidates, the first that fits, refined; or the
+/// error naming the smallest budget one of the candidates fits.
+fn search_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
     let n = chain.layer_count();
     let mut evaluator = Evaluator::new(chain);
     let rounded = evaluator.rounded_activation_bytes().to_vec();

@@ -31,10 +31,13 @@ pub enum CheckpointPolicy {
     /// The search tries keeping everything, every n-th activation for each n, and the √n
     /// style cut into each number of segments of even bytes; takes the cheapest that fits;
     /// then keeps each activation that plan recomputes, most costly first, wherever the plan
-    /// still fits and recomputes less. A search, not an optimum over all subsets (Griewank's
-    /// Revolve finds that for multi-level schedules); the peak it reports is exact. When no
-    /// candidate fits, [`RematError::BudgetTooSmall`](crate::remat::RematError) names the
-    /// smallest budget that one does fit.
+    /// still fits and ranks higher (recomputes less, or as much at a lower peak). A search,
+    /// not an optimum over all subsets (Griewank's Revolve finds that for multi-level
+    /// schedules); the peak it reports is exact. When no candidate fits, the plan the search
+    /// returns at the smallest budget one fits is the answer where it fits (so refined, it can
+    /// hold less than every candidate); else
+    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest budget
+    /// the policy accepts. So every budget from that one up is accepted.
     Budget(u64),
     /// As [`Budget`](Self::Budget), but "fits" only asks that the plan's
     /// [peak](crate::remat::Schedule::peak_bytes) be at most this many bytes, not where the

@@ -265,6 +265,52 @@ fn moves_record_in_sequences_and_captured_steps() {
     }
 }
 
+#[gpu_test]
+fn a_captured_steps_plan_counts_its_pinned_host_arrays_apart_from_its_device_bytes() {
+    for (path, ctx) in kind_paths() {
+        let a = ctx.device_put(&pattern(4096, 1), &[4096]).unwrap();
+        let mut cap = ctx.capture();
+        let temporary = cap.fill(&[4096], 2u32).unwrap();
+        let saved = cap.offload(temporary).unwrap();
+        let copied = cap.copy(&a).unwrap();
+        let mut step = cap.finish().unwrap();
+        let plan = step.plan();
+        assert_eq!(
+            plan.pinned_host_bytes, 16384,
+            "{path}: the offloaded output"
+        );
+        assert_eq!(
+            plan.array_bytes,
+            2 * 16384,
+            "{path}: the input and the copy"
+        );
+        assert_eq!(
+            plan.bytes_in_use,
+            plan.array_bytes + plan.block_bytes,
+            "{path}"
+        );
+        assert!(
+            plan.to_string()
+                .contains("(and 16384 bytes of pinned host memory)"),
+            "{path}: {plan}"
+        );
+        ctx.synchronize().unwrap();
+        ctx.reset_peak_stats();
+        for _ in 0..3 {
+            step.run().submit().unwrap();
+        }
+        ctx.synchronize().unwrap();
+        assert_eq!(
+            ctx.memory_stats().peak_bytes_in_use,
+            plan.bytes_in_use,
+            "{path}: the device peak of every run"
+        );
+        assert_eq!(pinned_in_use(&ctx), plan.pinned_host_bytes, "{path}");
+        assert_eq!(ctx.device_get(&saved).unwrap(), vec![2u32; 4096], "{path}");
+        assert_eq!(ctx.device_get(&copied).unwrap(), pattern(4096, 1), "{path}");
+    }
+}
+
 /// A pinned-host copy of `saved` made in the capture (donated to `prefetch` there).
 fn ctx_copy_source(cap: &mut gpu_arena::Capture, saved: &DeviceArray<u32>) -> DeviceArray<u32> {
     let copy = cap.copy(saved).unwrap();

@@ -287,6 +287,50 @@ fn a_device_without_timestamp_queries_records_no_durations_and_no_error() {
         .contains("\"kernel\""));
 }
 
+/// Timestamps mapped before the app destroys the device are read afterwards without a word
+/// to the device's error handler (the harness fails a test on any validation error).
+#[gpu_test]
+fn timestamps_left_unread_when_the_app_destroys_the_device_are_dropped_quietly() {
+    let ctx = timed();
+    if !ctx.times_kernels() {
+        println!("skipped: the device has no timestamp queries");
+        return;
+    }
+    let spin = spin_kernel(&ctx, "spin");
+    let mut a = ctx.zeros::<f32>(&[SPIN_ELEMENTS]).unwrap();
+    for _ in 0..3 {
+        ctx.launch(&spin)
+            .arg_mut(&mut a)
+            .params(&10u32)
+            .grid_for(SPIN_ELEMENTS as u64)
+            .run()
+            .unwrap();
+        ctx.flush().unwrap();
+    }
+    ctx.synchronize().unwrap();
+    ctx.device().destroy();
+    // Before and after the context learns of the loss, from two threads.
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..2 {
+                    let _ = ctx.memory_timeline();
+                    let _ = ctx.kernel_times();
+                    let _ = ctx.synchronize();
+                }
+            });
+        }
+    });
+    assert!(matches!(
+        ctx.synchronize(),
+        Err(gpu_arena::Error::DeviceLost { .. })
+    ));
+    let timeline = ctx.memory_timeline().expect("the timeline is on");
+    let times = timeline.kernel_times();
+    let spins = times.get("spin");
+    assert!(spins.is_none_or(|row| row.calls <= 3), "{spins:?}");
+}
+
 #[gpu_test]
 fn the_timeline_off_asks_for_no_timestamps_and_times_nothing() {
     let ctx = context_with(test_config());

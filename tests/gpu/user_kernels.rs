@@ -216,6 +216,29 @@ fn every_argument_mismatch_is_a_typed_error_naming_the_binding() {
             "@binding(2) y: array<f32> (read_write)",
         ],
     );
+    // The binding field names the first binding without an argument, or the first argument
+    // without a binding.
+    let z = ctx.device_put(&[0.0f32; 8], &[8]).unwrap();
+    let binding_at_fault = |result: gpu_arena::Result<()>| match result {
+        Err(Error::KernelArgument { binding, .. }) => binding,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        binding_at_fault(ctx.launch(&k).arg(&x).params(&p).grid_for(8).run()),
+        "@binding(2) y: array<f32> (read_write)"
+    );
+    assert_eq!(
+        binding_at_fault(
+            ctx.launch(&k)
+                .arg(&x)
+                .arg_mut(&mut y)
+                .arg(&z)
+                .params(&p)
+                .grid_for(8)
+                .run()
+        ),
+        "argument 2 (no binding takes it)"
+    );
     // A read-only argument for a read_write binding.
     let y2 = ctx.device_put(&[0.0f32; 8], &[8]).unwrap();
     expect(

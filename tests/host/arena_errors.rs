@@ -125,6 +125,35 @@ fn an_id_from_nowhere_is_an_unknown_allocation() {
 }
 
 #[test]
+fn an_id_of_another_arena_is_an_unknown_allocation_and_frees_nothing_there() {
+    // Every arena hands out the same slots with the same stamps in the same order: only the
+    // arena's own number in the id tells their ids apart.
+    let arenas: Vec<(Arena, Device)> = (0..8)
+        .map(|_| {
+            let mut device = Device::unlimited();
+            let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+            arena.allocate(4096, 0, None, &mut device).unwrap();
+            (arena, device)
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for (mut arena, mut device) in arenas {
+        let own = arena.allocate(256, 0, None, &mut device).unwrap();
+        for &foreign in &ids {
+            assert_eq!(
+                arena.free(foreign, None, &mut device),
+                Err(ArenaError::UnknownAllocation(foreign))
+            );
+            assert_eq!(arena.allocation(foreign), None);
+        }
+        assert_eq!(arena.stats().bytes_in_use, 4096 + 256, "nothing was freed");
+        assert_eq!(arena.allocation(own.id).map(|a| a.offset), Some(own.offset));
+        arena.free(own.id, None, &mut device).unwrap();
+        ids.push(own.id);
+    }
+}
+
+#[test]
 fn an_id_stays_unknown_after_its_slot_is_reused() {
     let mut device = Device::unlimited();
     let mut arena = Arena::new(ArenaOptions::preallocated(MIB));

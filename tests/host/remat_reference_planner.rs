@@ -10,8 +10,10 @@
 //! activation and the balanced cut into k segments for each count k (all counts up to 1024,
 //! then steps of 2% up to n); the cheapest that fits (least recomputation, then lowest peak,
 //! then the earlier candidate); then, up to 2048 layers, each activation it recomputes kept
-//! instead, most costly first, wherever the plan still fits and ranks higher. When nothing
-//! fits, the error names the smallest budget that holds one of the candidates.
+//! instead, most costly first, wherever the plan still fits and ranks higher. When no
+//! candidate fits, the plan that search returns at the smallest budget that holds one of the
+//! candidates, where it fits (refined, it can hold less than every candidate); else the error
+//! names the smaller of that budget and the smallest that holds that plan.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -41,6 +43,13 @@ impl Fit {
     fn budget(self) -> u64 {
         match self {
             Fit::Arena(budget) | Fit::Peak(budget) => budget,
+        }
+    }
+
+    fn with_budget(self, budget: u64) -> Fit {
+        match self {
+            Fit::Arena(_) => Fit::Arena(budget),
+            Fit::Peak(_) => Fit::Peak(budget),
         }
     }
 
@@ -169,6 +178,34 @@ fn reference_plan(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
             });
         }
     }
+    let refused = match search(chain, fit) {
+        Err(RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) => smallest_budget,
+        found => return found,
+    };
+    let at_smallest = search(chain, fit.with_budget(refused)).unwrap();
+    if fit.holds(&at_smallest) {
+        return Ok(at_smallest);
+    }
+    let own = match fit {
+        Fit::Peak(_) => at_smallest.peak_bytes(),
+        Fit::Arena(_) => {
+            smallest_arena(std::slice::from_ref(&at_smallest)).map_or(refused, |(b, _)| b)
+        }
+    };
+    Err(RematError::BudgetTooSmall {
+        budget: fit.budget(),
+        smallest_budget: own.min(refused),
+        smallest_peak: at_smallest.peak_bytes(),
+        checkpoints: at_smallest.checkpoints().len(),
+    })
+}
+
+/// The search proper: the first candidate that fits, refined; or the error naming the smallest
+/// budget that holds one of the candidates.
+fn search(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
+    let n = chain.layer_count();
     let candidates = candidates(chain);
     let Some(mut schedule) = candidates.iter().find(|s| fit.holds(s)).cloned() else {
         return Err(smallest_budget(fit, &candidates));
@@ -300,6 +337,30 @@ proptest! {
     }
 
     #[test]
+    fn a_budget_search_accepts_the_smallest_budget_it_names_and_a_peak_budget_every_one_above(
+        chain in chains(),
+        per_mille in 0u64..1100,
+        above in 0u64..4096,
+    ) {
+        let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+        let budget = all.peak_bytes() / 1000 * per_mille;
+        for fit in [Fit::Peak(budget), Fit::Arena(budget)] {
+            match chain.plan(fit.policy()) {
+                Ok(_) => {}
+                Err(RematError::BudgetTooSmall { smallest_budget, .. }) => {
+                    let smallest = fit.with_budget(smallest_budget).policy();
+                    prop_assert!(chain.plan(smallest).is_ok(), "{:?}: {:?} refused", fit, smallest);
+                    if let Fit::Peak(_) = fit {
+                        let more = CheckpointPolicy::PeakBudget(smallest_budget + above);
+                        prop_assert!(chain.plan(more).is_ok(), "{:?}: {:?} refused", fit, more);
+                    }
+                }
+                Err(other) => prop_assert!(false, "{:?}: {}", fit, other),
+            }
+        }
+    }
+
+    #[test]
     fn a_selection_by_hand_keeps_what_it_selects_that_the_backward_pass_reads(
         chain in chains(),
         seed in any::<u64>(),
@@ -327,6 +388,69 @@ proptest! {
         }
         // Selecting everything is saving everything.
         prop_assert_eq!(chain.plan_keeping(|_| true), chain.plan(CheckpointPolicy::SaveAll).unwrap());
+    }
+}
+
+/// A chain whose layers cost nothing to recompute: at equal recomputation, refinement keeps
+/// activations that lower the peak, so the plan the search returns at the candidates' smallest
+/// budget holds less than every candidate.
+#[test]
+fn a_budget_below_every_candidate_that_the_refined_plan_fits_is_accepted() {
+    use BackwardReads::{Input, InputAndOutput};
+    let spec = [
+        (1281, Input),
+        (0, Input),
+        (2561, Input),
+        (0, InputAndOutput),
+        (1793, Input),
+        (2817, Input),
+        (1537, Input),
+        (3329, Input),
+        (769, InputAndOutput),
+    ];
+    let layers = spec.map(|(bytes, reads)| Layer::new(bytes, 0.0).with_backward_reads(reads));
+    let chain = Chain::new(0, layers.to_vec()).unwrap();
+    let at_candidates = chain.plan(CheckpointPolicy::PeakBudget(12800)).unwrap();
+    assert!(
+        at_candidates.peak_bytes() < 12800,
+        "{}",
+        at_candidates.peak_bytes()
+    );
+    assert_eq!(
+        chain.plan(CheckpointPolicy::PeakBudget(at_candidates.peak_bytes())),
+        Ok(at_candidates.clone())
+    );
+    match chain.plan(CheckpointPolicy::PeakBudget(at_candidates.peak_bytes() - 1)) {
+        Err(RematError::BudgetTooSmall {
+            smallest_budget,
+            smallest_peak,
+            ..
+        }) => {
+            assert_eq!(smallest_budget, at_candidates.peak_bytes());
+            assert_eq!(smallest_peak, at_candidates.peak_bytes());
+        }
+        other => panic!("{other:?}"),
+    }
+    let Err(RematError::BudgetTooSmall {
+        smallest_budget, ..
+    }) = chain.plan(CheckpointPolicy::Budget(0))
+    else {
+        panic!("an empty arena holds no plan");
+    };
+    let plan = chain
+        .plan(CheckpointPolicy::Budget(smallest_budget))
+        .unwrap();
+    assert!(replays_in(&plan, smallest_budget));
+    for fit in [
+        Fit::Peak(11000),
+        Fit::Arena(12288),
+        Fit::Arena(smallest_budget - 256),
+    ] {
+        assert_eq!(
+            chain.plan(fit.policy()),
+            reference_plan(&chain, fit),
+            "{fit:?}"
+        );
     }
 }
 
