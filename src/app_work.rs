@@ -19,7 +19,9 @@
 //! named by the crate root alone.
 
 use crate::array::DeviceArray;
-use crate::array::{check_context, check_not_pending, Access, ArrayStorage, APP_WORK_RECORDER_BIT};
+use crate::array::{
+    check_context, check_not_pending_besides, Access, ArrayStorage, APP_WORK_RECORDER_BIT,
+};
 use crate::context::Context;
 use crate::error::{AppWorkRefusal, Error, Result};
 use crate::submission::SubmissionId;
@@ -225,7 +227,7 @@ impl AppWork {
         let uses = std::mem::take(&mut self.uses);
         self.index.clear();
         for (storage, access) in &uses {
-            storage.pending.unmark(*access);
+            storage.pending.unmark(self.number, *access);
         }
         let inner = &self.ctx.inner;
         let submission =
@@ -317,7 +319,7 @@ impl AppWork {
         let others_write = storage.pending.others(Access::Write, own) > 0;
         let others_read = storage.pending.others(Access::Read, own) > 0;
         if others_write || (access == Access::Write && others_read) {
-            check_not_pending(storage, access, operation, "the array")?;
+            check_not_pending_besides(storage, access, Some(self.number), operation, "the array")?;
         }
         storage.pending.mark(self.number, access, own);
         match self.index.get(&key) {
@@ -337,7 +339,7 @@ impl Drop for AppWork {
             return;
         }
         for (storage, access) in &self.uses {
-            storage.pending.unmark(*access);
+            storage.pending.unmark(self.number, *access);
         }
         log::warn!(
             "gpu-arena: AppWork #{} was dropped with {} array(s) handed out and not submitted: work that uses them must be submitted with AppWork::submit, or it is not protected against their memory being reused",

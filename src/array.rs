@@ -60,26 +60,29 @@ pub(crate) struct ArrayStorage {
 }
 
 /// The marks unsubmitted user recorders leave on an array: how many record a write to it, how
-/// many only read it, and the last of each (for the refusal). A single op that reads the array
-/// is refused while a recorder writes it (it would read the values from before that write); one
-/// that writes it is refused while any recorder uses it (it would overtake a recorded read or
-/// write). Readers never refuse readers.
+/// many only read it, and which recorders they are (for the refusal). A single op that reads
+/// the array is refused while a recorder writes it (it would read the values from before that
+/// write); one that writes it is refused while any recorder uses it (it would overtake a
+/// recorded read or write). Readers never refuse readers.
 #[derive(Default)]
 pub(crate) struct PendingMarks {
     writers: AtomicU32,
     readers: AtomicU32,
-    /// The number of the user sequence that last marked the array written.
-    written_in: AtomicU64,
-    /// The number of the user sequence that last marked the array read.
-    read_in: AtomicU64,
+    /// Each marking recorder's number and its use, oldest first: only the refusals read it
+    /// (the counts above decide), so it sits behind a lock of its own, a leaf.
+    marks: std::sync::Mutex<Vec<(u64, Access)>>,
 }
 
 impl PendingMarks {
-    fn counter(&self, access: Access) -> (&AtomicU32, &AtomicU64) {
+    fn counter(&self, access: Access) -> &AtomicU32 {
         match access {
-            Access::Read => (&self.readers, &self.read_in),
-            Access::Write => (&self.writers, &self.written_in),
+            Access::Read => &self.readers,
+            Access::Write => &self.writers,
         }
+    }
+
+    fn marks(&self) -> std::sync::MutexGuard<'_, Vec<(u64, Access)>> {
+        self.marks.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Recorder `sequence` uses the array with `access`, where it used it with `before`
@@ -88,35 +91,46 @@ impl PendingMarks {
         if before >= Some(access) {
             return;
         }
-        let (count, last) = self.counter(access);
-        last.store(sequence, Ordering::Release);
-        count.fetch_add(1, Ordering::AcqRel);
+        let mut marks = self.marks();
+        match marks.iter_mut().find(|(number, _)| *number == sequence) {
+            Some(mark) => mark.1 = access,
+            None => marks.push((sequence, access)),
+        }
+        self.counter(access).fetch_add(1, Ordering::AcqRel);
         if let Some(before) = before {
-            self.counter(before).0.fetch_sub(1, Ordering::AcqRel);
+            self.counter(before).fetch_sub(1, Ordering::AcqRel);
         }
     }
 
-    /// Recorder's mark of `access` is gone (it was submitted or dropped).
-    pub(crate) fn unmark(&self, access: Access) {
-        self.counter(access).0.fetch_sub(1, Ordering::AcqRel);
+    /// Recorder `sequence`'s mark of `access` is gone (it was submitted or dropped).
+    pub(crate) fn unmark(&self, sequence: u64, access: Access) {
+        self.marks().retain(|(number, _)| *number != sequence);
+        self.counter(access).fetch_sub(1, Ordering::AcqRel);
     }
 
     /// How many recorders use the array with `access`, less the caller's own use (`own`).
     pub(crate) fn others(&self, access: Access, own: Option<Access>) -> u32 {
-        let count = self.counter(access).0.load(Ordering::Acquire);
+        let count = self.counter(access).load(Ordering::Acquire);
         count.saturating_sub(u32::from(own == Some(access)))
     }
 
-    /// The recorder a use with `access` would overtake, and what it does to the array: a
-    /// recorded write for any use, a recorded read for a write.
-    pub(crate) fn conflict(&self, access: Access) -> Option<(u64, Access)> {
-        if self.writers.load(Ordering::Acquire) > 0 {
-            return Some((self.written_in.load(Ordering::Acquire), Access::Write));
+    /// The recorder a use with `access` would overtake, and what it does to the array: the
+    /// latest to record a write, for any use; else for a write the latest to record a read.
+    /// Recorder `besides` (the caller's own) aside.
+    pub(crate) fn conflict(&self, access: Access, besides: Option<u64>) -> Option<(u64, Access)> {
+        let writers = self.writers.load(Ordering::Acquire) > 0;
+        if !writers && (access == Access::Read || self.readers.load(Ordering::Acquire) == 0) {
+            return None;
         }
-        if access == Access::Write && self.readers.load(Ordering::Acquire) > 0 {
-            return Some((self.read_in.load(Ordering::Acquire), Access::Read));
-        }
-        None
+        let marks = self.marks();
+        let latest = |wanted: Access| {
+            let mut others = marks.iter().rev().filter(|(n, _)| Some(*n) != besides);
+            others.find(|(_, recorded)| *recorded == wanted).copied()
+        };
+        latest(Access::Write).or_else(|| match access {
+            Access::Write => latest(Access::Read),
+            Access::Read => None,
+        })
     }
 }
 
@@ -238,7 +252,7 @@ impl Drop for ArrayStorage {
 /// element type `T` and a `shape: Vec<usize>` field.
 macro_rules! shape_accessors {
     ($what:literal) => {
-        #[doc = concat!("The ", $what, "'s shape (rank 0 to [`MAX_RANK`](crate::MAX_RANK)(crate::MAX_RANK)).")]
+        #[doc = concat!("The ", $what, "'s shape (rank 0 to [`MAX_RANK`](crate::MAX_RANK)).")]
         pub fn shape(&self) -> &[usize] {
             &self.shape
         }
@@ -347,6 +361,13 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self.storage.last_use()
     }
 
+    /// Describes the array as elements of `U` in `shape` from now on, in snapshots and the
+    /// errors that name it (a reshape, a bitcast).
+    pub(crate) fn describe_as<U>(&self, shape: &[usize]) {
+        let (kind, id) = (self.storage.kind, self.storage.allocation.id);
+        (self.storage.ctx.lock_memory()).retype_array::<U>(kind, id, shape);
+    }
+
     /// Names the array in memory snapshots and OOM reports.
     pub fn with_label(self, label: &str) -> Self {
         let mut memory = self.storage.ctx.lock_memory();
@@ -412,7 +433,19 @@ pub(crate) fn check_not_pending(
     operation: &'static str,
     argument: &str,
 ) -> Result<()> {
-    let Some((sequence, recorded)) = storage.pending.conflict(access) else {
+    check_not_pending_besides(storage, access, None, operation, argument)
+}
+
+/// [`check_not_pending`] for a recorder (`besides`) that may have marked the array itself: its
+/// own mark refuses nothing, and a refusal names another recorder.
+pub(crate) fn check_not_pending_besides(
+    storage: &ArrayStorage,
+    access: Access,
+    besides: Option<u64>,
+    operation: &'static str,
+    argument: &str,
+) -> Result<()> {
+    let Some((sequence, recorded)) = storage.pending.conflict(access, besides) else {
         return Ok(());
     };
     Err(Error::PendingInRecorder {

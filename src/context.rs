@@ -439,7 +439,9 @@ impl Context {
     /// Blocks until all submitted GPU work has finished, then makes the memory of arrays
     /// dropped while that work was in flight reusable (it leaves `pending_free_bytes` and the
     /// snapshots' pending chunks at once rather than at a later allocation; a dropped array
-    /// left `bytes_in_use` when it was dropped).
+    /// left `bytes_in_use` when it was dropped, or, handed out to an [`crate::AppWork`] or
+    /// used by an unsubmitted [`crate::Sequence`], when that recorder let it go: at its submit
+    /// or drop).
     pub fn synchronize(&self) -> Result<()> {
         self.inner.wait_idle()?;
         self.inner.retire_completed();

@@ -101,10 +101,13 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// ```
     pub fn reshape(self, shape: &[usize]) -> std::result::Result<Self, Donated<T>> {
         match check_shape(shape, Some(self.len()), std::mem::size_of::<T>(), "reshape") {
-            Ok(_) => Ok(Self {
-                shape: shape.to_vec(),
-                ..self
-            }),
+            Ok(_) => {
+                self.describe_as::<T>(shape);
+                Ok(Self {
+                    shape: shape.to_vec(),
+                    ..self
+                })
+            }
             Err(error) => Err(Donated { error, array: self }),
         }
     }
@@ -127,11 +130,14 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// and `T` differ in size.
     pub fn bitcast<U: bytemuck::Pod>(self) -> std::result::Result<DeviceArray<U>, Donated<T>> {
         match check_bitcast::<T, U>("DeviceArray::bitcast") {
-            Ok(()) => Ok(DeviceArray {
-                storage: self.storage,
-                shape: self.shape,
-                _element: PhantomData,
-            }),
+            Ok(()) => {
+                self.describe_as::<U>(&self.shape);
+                Ok(DeviceArray {
+                    storage: self.storage,
+                    shape: self.shape,
+                    _element: PhantomData,
+                })
+            }
             Err(error) => Err(Donated { error, array: self }),
         }
     }

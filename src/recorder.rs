@@ -139,9 +139,15 @@ pub(crate) fn recorded_text(recorded: &Access) -> &'static str {
 /// The refusal's other way out, where there is one: recording `operation` in the recorder.
 /// An [`RecorderKind::AppWork`] records no ops, and no recorder records a host read.
 pub(crate) fn record_in_text(kind: &RecorderKind, operation: &str) -> String {
-    let host_read = ["device_get", "to_vec", "equals_host"]
-        .iter()
-        .any(|read| operation.contains(read));
+    let host_read = [
+        "device_get",
+        "to_vec",
+        "equals_host",
+        "DeviceArray comparison",
+        "DeviceArray Display",
+    ]
+    .iter()
+    .any(|read| operation.contains(read));
     if *kind == RecorderKind::AppWork || host_read {
         String::new()
     } else {

@@ -56,7 +56,7 @@ pub use capture_mode::CaptureMode;
 pub(crate) use capture_tables::{BaseOverflow, CaptureId, EmptyMoving, HostBox, MovingCopy};
 pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
-pub(crate) use sequence::recorder_replaced;
 pub use sequence::Sequence;
+pub(crate) use sequence::{recorder_replaced, HostCopy, HostWork};
 pub(crate) use tuned_kernel::measuring_job;
 pub use user_kernel::Kernel;

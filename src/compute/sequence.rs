@@ -63,9 +63,9 @@ pub(crate) enum Recorder {
 /// sequence writes cannot be read back or used by a single op, launches included; one it only
 /// reads cannot be written by a single op (reading it is fine); such calls return an error
 /// naming the sequence. `submit` runs all of the recorded GPU work or none of
-/// it. Dropping a sequence without submitting discards its steps (arrays it made then hold
-/// unspecified data; what ran when it was recorded, a zero-copy upload or a host copy on a CPU
-/// adapter (below), stays done: arrays a dropped sequence updated hold unspecified data too).
+/// it. Dropping a sequence without submitting discards its steps and host copies (arrays it
+/// made then hold unspecified data; what ran when it was recorded, a zero-copy upload, stays
+/// done).
 /// The rules: [the recording model](crate::kernels#the-recording-model).
 ///
 /// **Submissions**: `submit` makes one (its command buffers, one per 4096 dispatches, all
@@ -74,8 +74,10 @@ pub(crate) enum Recorder {
 /// writes and wgpu's queued writes need none of their own; only an upload larger than a
 /// staging buffer goes out on its own, as `device_put` would), and on a CPU adapter with a
 /// mapped arena (lavapipe), where single updates and fills are host copies that submit
-/// nothing, a recorded one whose arrays no earlier step touches is a host copy too.
-/// Its arrays are pending until `submit` on every path alike.
+/// nothing, a recorded one whose arrays no earlier step touches is a host copy too, made by
+/// `submit` (ahead of the steps, once the GPU is done with its arrays). So it runs in submit
+/// order, as every step: two sequences that share an array run in the order they are
+/// submitted on every adapter. Its arrays are pending until `submit` on every path alike.
 ///
 /// ```no_run
 /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -109,7 +111,18 @@ pub struct Sequence {
     /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
     /// sequence.
     pub(crate) capture: Option<Box<super::capture_tables::CaptureTables>>,
+    /// A user's sequence's host copies (the host path of a CPU adapter, `ops/host.rs`), run at
+    /// `submit` before its steps, once the GPU work on their arrays is done: so that they
+    /// happen in submit order, as the steps do.
+    pub(crate) host_work: HostWork,
 }
+
+/// Host copies waiting for their sequence's `submit`: each with the arrays whose GPU work it
+/// waits for first.
+pub(crate) type HostWork = Arc<std::sync::Mutex<Vec<(Vec<Arc<ArrayStorage>>, HostCopy)>>>;
+
+/// One host copy or fill, ready to run.
+pub(crate) type HostCopy = Box<dyn FnOnce() + Send>;
 
 impl Context {
     /// Starts a [`Sequence`]: record many launches and ops, submit them once. Until it is
@@ -139,6 +152,7 @@ impl Context {
             recorder,
             queued_writes: false,
             capture: None,
+            host_work: HostWork::default(),
         }
     }
 }
@@ -171,8 +185,8 @@ impl Sequence {
         let steps = std::mem::take(&mut self.steps);
         let touched = std::mem::take(&mut self.touched);
         for (storage, access) in &touched {
-            if self.recorder != Recorder::Library {
-                storage.pending.unmark(*access);
+            if let Recorder::User(id) = self.recorder {
+                storage.pending.unmark(id, *access);
             }
         }
         self.touched_index.clear();
@@ -217,7 +231,7 @@ impl Sequence {
             check_context(storage, &self.ctx.inner, operation)?;
             if self.recorder == Recorder::Library {
                 // The argument's name is only worked out for the refusal.
-                if storage.pending.conflict(*access).is_some() {
+                if storage.pending.conflict(*access, None).is_some() {
                     check_not_pending(storage, *access, operation, &argument(i))?;
                 }
             }
@@ -306,6 +320,10 @@ impl Sequence {
             return Err(recorder_replaced("Sequence::submit"));
         }
         let inner = Arc::clone(&self.ctx.inner);
+        if let Err(error) = self.run_host_work(&inner) {
+            self.finish(SubmissionId(0));
+            return Err(error);
+        }
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
             let mut last = SubmissionId(0);
@@ -343,12 +361,31 @@ impl Sequence {
         result
     }
 
+    /// Runs the host copies recorded for this `submit`, in order, each once the GPU work on
+    /// its arrays is done, under the kernel lock (no other thread submits work on them
+    /// meanwhile). A host copy was recorded only where no earlier step of the sequence touches
+    /// its arrays, so running them ahead of the steps keeps the recorded order.
+    fn run_host_work(&self, inner: &ContextInner) -> Result<()> {
+        let work = std::mem::take(&mut *self.host_work.lock().unwrap_or_else(|p| p.into_inner()));
+        if work.is_empty() {
+            return Ok(());
+        }
+        let _kernels = inner.kernels().lock();
+        for (arrays, copy) in work {
+            for array in &arrays {
+                inner.wait_for(array.last_use())?;
+            }
+            copy();
+        }
+        Ok(())
+    }
+
     /// Releases the staging buffers and arrays: in a user's sequence its arrays stop being
     /// pending (their last use was recorded before the work was submitted).
     fn finish(&mut self, last: SubmissionId) {
         for (storage, access) in self.touched.drain(..) {
-            if self.recorder != Recorder::Library {
-                storage.pending.unmark(access);
+            if let Recorder::User(id) = self.recorder {
+                storage.pending.unmark(id, access);
             }
         }
         self.touched_index.clear();

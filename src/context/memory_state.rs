@@ -151,6 +151,14 @@ impl MemoryState {
         }
     }
 
+    /// Describes the array of allocation `id` of `kind` as elements of `U` in `shape` from
+    /// now on (see [`ArrayRegistry::retype`]).
+    pub(crate) fn retype_array<U>(&mut self, kind: MemoryKind, id: AllocationId, shape: &[usize]) {
+        if let Some(memory) = self.kind_mut(kind) {
+            memory.arrays.retype::<U>(id, shape);
+        }
+    }
+
     /// Forgets the array of allocation `id` of `kind` and gives its memory back to that arena,
     /// reusable once submission `frontier` has completed (at once when `None`).
     #[inline]

@@ -17,8 +17,11 @@ use super::table::{
     Vendor,
 };
 
-/// A CPU-visible device-local heap under this size is a PCIe BAR window, not VRAM: the classic
-/// BAR is 256 MiB and NVIDIA reports 214-246 MiB; Resizable BAR exposes all of VRAM.
+/// A CPU-visible device-local heap beside another device-local heap at least as large (the
+/// VRAM) is a PCIe BAR window, not VRAM, when it is smaller than that heap, or as large and
+/// under this size: the classic BAR is 256 MiB and NVIDIA reports 214-246 MiB; Resizable BAR
+/// exposes all of VRAM. A CPU-visible device-local heap with no such heap beside it is the
+/// device's memory itself, whatever its size ([`BarClass::Full`]).
 pub const SMALL_BAR_MAX: u64 = 1 << 30;
 
 /// On UMA, a host heap more than this many times the size of the largest device-local heap
@@ -40,9 +43,11 @@ pub const PREALLOC_ALIGN: u64 = 256;
 pub enum BarClass {
     /// No device-local memory is host-visible.
     None,
-    /// Only a small window (typically 256 MiB) of device-local memory is host-visible.
+    /// Only a window of device-local memory is host-visible (typically 256 MiB): a
+    /// CPU-visible heap beside a larger device-local one (see [`SMALL_BAR_MAX`]).
     Small,
-    /// All of the main device-local heap is host-visible (Resizable BAR, full BAR, UMA).
+    /// All of the main device-local heap is host-visible (Resizable BAR, full BAR, UMA): the
+    /// CPU-visible heap has no larger device-local heap beside it.
     Full,
 }
 

@@ -49,8 +49,10 @@ macro_rules! flag_set {
             }
 
             /// The flag with this name: Vulkan's name, with or without its
-            /// `VK_`/`MEMORY_PROPERTY_`/`MEMORY_HEAP_` prefix and `_BIT` suffix, or a hex
-            /// number such as `0x100` for bits this type does not name.
+            /// `VK_`/`MEMORY_PROPERTY_`/`MEMORY_HEAP_` prefix and its `_BIT` (which a vendor's
+            /// flag has before the vendor: `VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD`), in
+            /// any case, blanks around it ignored; or a hex number such as `0x100` for bits
+            /// this type does not name.
             pub fn from_name(name: &str) -> Option<Self> {
                 let trimmed = name.trim();
                 if let Some(hex) = trimmed.strip_prefix("0x").or_else(|| trimmed.strip_prefix("0X")) {
@@ -61,7 +63,14 @@ macro_rules! flag_set {
                 for prefix in ["VK_", "MEMORY_PROPERTY_", "MEMORY_HEAP_"] {
                     bare = bare.strip_prefix(prefix).unwrap_or(bare);
                 }
-                let bare = bare.strip_suffix("_BIT").unwrap_or(bare);
+                let bare = match bare.strip_suffix("_BIT") {
+                    Some(plain) => plain.to_string(),
+                    // A vendor's flag: `_BIT` before the vendor's tag (`..._BIT_AMD`).
+                    None => match bare.rsplit_once("_BIT_") {
+                        Some((flag, vendor)) if !vendor.contains('_') => format!("{flag}_{vendor}"),
+                        _ => bare.to_string(),
+                    },
+                };
                 Self::NAMED.iter().find(|(n, _)| *n == bare).map(|&(_, flag)| flag)
             }
 
@@ -401,6 +410,35 @@ mod tests {
             Some(HeapFlags::MULTI_INSTANCE)
         );
         assert_eq!(MemoryTypeFlags::from_name("MULTI_INSTANCE"), None);
+        // A vendor's flag, as Vulkan and vulkaninfo spell it: `_BIT` before the vendor.
+        for (names, flag) in [
+            (
+                [
+                    "VK_MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD",
+                    "MEMORY_PROPERTY_DEVICE_COHERENT_BIT_AMD",
+                    "DEVICE_COHERENT_BIT_AMD",
+                    "DEVICE_COHERENT_AMD",
+                ],
+                MemoryTypeFlags::DEVICE_COHERENT_AMD,
+            ),
+            (
+                [
+                    "VK_MEMORY_PROPERTY_DEVICE_UNCACHED_BIT_AMD",
+                    "MEMORY_PROPERTY_DEVICE_UNCACHED_BIT_AMD",
+                    "device_uncached_bit_amd",
+                    "DEVICE_UNCACHED_AMD",
+                ],
+                MemoryTypeFlags::DEVICE_UNCACHED_AMD,
+            ),
+        ] {
+            for name in names {
+                assert_eq!(MemoryTypeFlags::from_name(name), Some(flag), "{name}");
+            }
+        }
+        assert_eq!(
+            MemoryTypeFlags::from_name("DEVICE_COHERENT_BIT_AMD_X"),
+            None
+        );
     }
 
     #[test]

@@ -14,19 +14,27 @@
 //!
 //! The choice is made in one place, [`Sequence::host_path_now`], which every op calls as it
 //! records: a single op is its recording in a sequence of one, so single ops and ops recorded
-//! into a user's sequence take the host path under the same rules.
+//! into a user's sequence take the host path under the same rules. A single op's host copy
+//! runs at once; a user's sequence's runs at its `submit`, ahead of its steps, once the GPU
+//! work on its arrays is done, so that two sequences sharing an array run in the order they
+//! are submitted, as on a GPU.
 
 use super::geometry::BoxCopy;
-use crate::array::{Access, DeviceArray};
+use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::backend::MappedRange;
-use crate::compute::Sequence;
+use crate::compute::{HostCopy, HostWork, Sequence};
 use crate::context::ContextInner;
 use crate::error::Result;
 use crate::pipelines::KernelState;
 use std::sync::Arc;
 
-/// The mapped bytes of the arrays of one op, when it should run on the host.
-pub(crate) struct HostArrays(Vec<MappedRange>);
+/// The mapped bytes of the arrays of one op, when it should run on the host. Its copies and
+/// fills run at once, or, for a user's sequence, at the sequence's `submit` (`deferred`: the
+/// sequence's queue, and the op's arrays, whose GPU work they wait for there).
+pub(crate) struct HostArrays {
+    ranges: Vec<MappedRange>,
+    deferred: Option<(HostWork, Vec<Arc<ArrayStorage>>)>,
+}
 
 impl ContextInner {
     /// Whether an op on `arrays` could take the host path (no waiting, no side effects).
@@ -83,7 +91,7 @@ impl ContextInner {
         for array in arrays {
             self.wait_for(array.last_use())?;
         }
-        Ok(Some(HostArrays(ranges)))
+        Ok(Some(HostArrays::of(ranges)))
     }
 }
 
@@ -121,7 +129,12 @@ impl Sequence {
         if !free {
             return Ok(None);
         }
-        let host = inner.host_path(&kernels, arrays)?;
+        let mut host = inner.host_path(&kernels, arrays)?;
+        if let (Some(host), false) = (&mut host, self.is_single_op()) {
+            // A user's sequence runs in submit order: its host copies wait for `submit`.
+            let storages = arrays.iter().map(|a| Arc::clone(&a.storage)).collect();
+            host.deferred = Some((Arc::clone(&self.host_work), storages));
+        }
         if host.is_some() {
             // All at once: a refusal of one array marks none of them.
             let touched: Vec<_> = uses
@@ -137,7 +150,21 @@ impl Sequence {
 impl HostArrays {
     /// The arrays' mapped bytes, for a caller that found them idle itself (a captured run).
     pub(crate) fn of(ranges: Vec<MappedRange>) -> Self {
-        HostArrays(ranges)
+        HostArrays {
+            ranges,
+            deferred: None,
+        }
+    }
+
+    /// Runs `work` now, or queues it for the sequence's `submit` (see [`HostArrays`]).
+    fn run(&self, work: HostCopy) {
+        match &self.deferred {
+            None => work(),
+            Some((queue, arrays)) => {
+                let mut queue = queue.lock().unwrap_or_else(|p| p.into_inner());
+                queue.push((arrays.clone(), work));
+            }
+        }
     }
 
     /// Copies `copy` from array `src` to array `dst` (indices into the arrays given to
@@ -146,32 +173,37 @@ impl HostArrays {
         if copy.is_empty() {
             return;
         }
+        let (src, dst) = (self.ranges[src].clone(), self.ranges[dst].clone());
         let copy = copy.normalized();
-        // `host_path` waited for the GPU work on both arrays; the box lies inside both (checked
-        // by the op, and again by the ranges).
-        let (src, dst) = (&self.0[src], &self.0[dst]);
-        let row_bytes = copy.row_bytes;
-        let rows: u64 = copy.outer.iter().map(|d| d.count).product();
-        for row in 0..rows {
-            let (mut s, mut d) = (copy.src_offset, copy.dst_offset);
-            let mut rest = row;
-            for dim in copy.outer.iter().rev() {
-                let index = rest % dim.count;
-                rest /= dim.count;
-                s += index * dim.src_stride;
-                d += index * dim.dst_stride;
-            }
-            // One long row (a contiguous update) is split over threads like a transfer.
-            src.sub(s, row_bytes).copy_to(dst.sub(d, row_bytes));
-        }
+        self.run(Box::new(move || copy_box(&src, &dst, &copy)));
     }
 
     /// Fills the first `bytes` of array `dst`, rounded up to 16, with `pattern` (the arena
     /// rounds allocations to 256 bytes, so the rounding stays in the array's own padding).
     pub(crate) fn fill(&self, dst: usize, bytes: u64, pattern: [u32; 4]) {
         let pattern: [u8; 16] = bytemuck::cast(pattern);
-        // The array is idle on the GPU (`host_path` waited) and its allocation holds at least
-        // this many bytes (rounded to 256).
-        self.0[dst].sub(0, bytes.next_multiple_of(16)).fill(pattern);
+        // The array is idle on the GPU when this runs (`host_path` waited, or the sequence's
+        // `submit` waits) and its allocation holds at least this many bytes (rounded to 256).
+        let dst = self.ranges[dst].sub(0, bytes.next_multiple_of(16));
+        self.run(Box::new(move || dst.fill(pattern)));
+    }
+}
+
+/// Copies the (normalized) box `copy` from `src` to `dst`, whose GPU work is done; the box lies
+/// inside both (checked by the op, and again by the ranges).
+fn copy_box(src: &MappedRange, dst: &MappedRange, copy: &BoxCopy) {
+    let row_bytes = copy.row_bytes;
+    let rows: u64 = copy.outer.iter().map(|d| d.count).product();
+    for row in 0..rows {
+        let (mut s, mut d) = (copy.src_offset, copy.dst_offset);
+        let mut rest = row;
+        for dim in copy.outer.iter().rev() {
+            let index = rest % dim.count;
+            rest /= dim.count;
+            s += index * dim.src_stride;
+            d += index * dim.dst_stride;
+        }
+        // One long row (a contiguous update) is split over threads like a transfer.
+        src.sub(s, row_bytes).copy_to(dst.sub(d, row_bytes));
     }
 }

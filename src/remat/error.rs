@@ -55,13 +55,13 @@ pub enum RematError {
         budget: u64,
         /// The smallest budget the same policy accepts: planning again with it succeeds. For
         /// [`Budget`](super::CheckpointPolicy::Budget), the smallest arena found that holds
-        /// one of the candidates the search starts from (256 bytes less holds none of them),
-        /// or, where it fits a smaller arena, the plan the search returns at that budget.
+        /// one of the candidates the search starts from (256 bytes less holds none of them).
         /// Best fit places buffers by the sizes of the holes, and the last hole's size depends
         /// on the arena's, so which sizes hold a plan is not one interval: this can be *below*
         /// the budget asked for (which then held none of the plans). For
         /// [`PeakBudget`](super::CheckpointPolicy::PeakBudget), the peak of the plan it
-        /// returns at the candidates' smallest peak (at most that peak).
+        /// returns at the candidates' smallest peak (at most that peak): no smaller budget is
+        /// accepted, every larger one is.
         smallest_budget: u64,
         /// The peak bytes in use of that plan.
         smallest_peak: u64,

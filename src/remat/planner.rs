@@ -135,14 +135,6 @@ impl Fit {
         }
     }
 
-    /// The same kind of fit, for another budget.
-    fn with_budget(self, budget: u64) -> Fit {
-        match self {
-            Fit::Arena(_) => Fit::Arena(budget),
-            Fit::Peak(_) => Fit::Peak(budget),
-        }
-    }
-
     /// The schedule of a plan whose peak is `peak_bytes`, built by `build`, when it fits. The
     /// peak is checked first: it is exact and cheap, and no arena holds more than its size;
     /// only an arena budget builds the schedule to replay it.
@@ -280,9 +272,11 @@ fn by_rank(recompute_cost: f64, peak_bytes: u64, other: (f64, u64)) -> Ordering 
 /// Of keeping everything, every n-th and the balanced plans, the one with the least
 /// recomputation (then the lowest peak) that fits; then, most costly layer first, every
 /// activation it recomputes is kept instead where the plan still fits and ranks higher
-/// (recomputes less, or as much at a lower peak). When no candidate fits, the plan this search
-/// returns at the smallest budget one fits, if that plan (refined, it may hold less than every
-/// candidate) fits the budget; else the error naming the smallest budget the search accepts.
+/// (recomputes less, or as much at a lower peak). When no candidate fits a peak budget, the
+/// plan this search returns at the candidates' smallest peak, if that plan (refined, it may
+/// peak lower than every candidate) fits; else the error naming the smallest budget accepted.
+/// (Which arenas hold a plan is not one interval, so an arena budget's error names the
+/// smallest arena found for the candidates alone.)
 ///
 /// In bounded memory: each candidate is evaluated from its keep flags (an [`Evaluator`]
 /// walks its steps without storing them) and kept as a [`Summary`] of a few numbers; only the
@@ -293,24 +287,24 @@ pub(super) fn within_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematEr
     if let Fit::Arena(_) = fit {
         check_regions_hold_activations(chain)?;
     }
-    let refused = match search_budget(chain, fit) {
-        Err(RematError::BudgetTooSmall {
-            smallest_budget, ..
-        }) => smallest_budget,
-        found => return found,
+    let refused = match (fit, search_budget(chain, fit)) {
+        (
+            Fit::Peak(_),
+            Err(RematError::BudgetTooSmall {
+                smallest_budget, ..
+            }),
+        ) => smallest_budget,
+        (_, found) => return found,
     };
-    // A candidate fits the smallest budget, so this search finds a plan.
-    let at_smallest = search_budget(chain, fit.with_budget(refused))?;
-    if let Some(plan) = fit.schedule_if_fits(at_smallest.peak_bytes(), || at_smallest.clone()) {
-        return Ok(plan);
+    // A candidate peaks at the smallest budget, so this search finds a plan; refined, its
+    // peak may be lower still, and every budget from that peak up holds it.
+    let at_smallest = search_budget(chain, Fit::Peak(refused))?;
+    if at_smallest.peak_bytes() <= fit.budget() {
+        return Ok(at_smallest);
     }
-    let smallest_budget = match fit {
-        Fit::Peak(_) => at_smallest.peak_bytes(),
-        Fit::Arena(_) => smallest_arena_of(&at_smallest).unwrap_or(refused),
-    };
     Err(RematError::BudgetTooSmall {
         budget: fit.budget(),
-        smallest_budget: smallest_budget.min(refused),
+        smallest_budget: at_smallest.peak_bytes(),
         smallest_peak: at_smallest.peak_bytes(),
         checkpoints: at_smallest.checkpoints().len(),
     })

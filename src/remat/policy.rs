@@ -33,16 +33,19 @@ pub enum CheckpointPolicy {
     /// then keeps each activation that plan recomputes, most costly first, wherever the plan
     /// still fits and ranks higher (recomputes less, or as much at a lower peak). A search,
     /// not an optimum over all subsets (Griewank's Revolve finds that for multi-level
-    /// schedules); the peak it reports is exact. When no candidate fits, the plan the search
-    /// returns at the smallest budget one fits is the answer where it fits (so refined, it can
-    /// hold less than every candidate); else
+    /// schedules); the peak it reports is exact. When no candidate fits,
     /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest budget
-    /// the policy accepts. So every budget from that one up is accepted.
+    /// found that one does fit. Refinement can lower a plan below every candidate, so the
+    /// plan returned for a larger budget may fit a smaller arena than that one.
     Budget(u64),
     /// As [`Budget`](Self::Budget), but "fits" only asks that the plan's
     /// [peak](crate::remat::Schedule::peak_bytes) be at most this many bytes, not where the
     /// buffers go: for allocators that give each buffer its own memory (the arena's platform
-    /// mode), or for a bound to compare with. Faster to plan (no replay).
+    /// mode), or for a bound to compare with. Faster to plan (no replay). Peaks are
+    /// monotone, so a budget no candidate fits gets the plan the search returns at the
+    /// candidates' smallest peak where that plan (refined, it can peak lower than every
+    /// candidate) fits: every budget from the `smallest_budget` a refusal names up is
+    /// accepted, and none below it.
     PeakBudget(u64),
     /// Fit an arena of this many bytes (as [`Budget`](Self::Budget) fits one) by offloading
     /// rather than recomputing: every activation is kept, and as few as the search finds are

@@ -83,6 +83,19 @@ impl ArrayRegistry {
             _ => None,
         }
     }
+
+    /// Describes a live array as elements of `U` in `shape` from now on (a reshape or a
+    /// bitcast: the same memory, born at the same site and time).
+    pub fn retype<U>(&mut self, id: AllocationId, shape: &[usize]) {
+        if let Some(Some((live, info))) = self.slots.get_mut(id.slot() as usize) {
+            if *live == id {
+                *info = ArrayInfo {
+                    born_ns: info.born_ns,
+                    ..ArrayInfo::new::<U>(shape, info.site)
+                };
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -964,6 +964,41 @@ fn an_app_work_dropped_without_submit_un_pends_its_arrays_and_warns() {
     assert!(!warnings.is_empty(), "the drop is reported");
 }
 
+/// A write an `AppWork` asks for over an array that a `Sequence` reads is refused naming the
+/// sequence, even where the work itself already reads the array: on two threads, each with a
+/// work of its own.
+#[gpu_test]
+fn an_app_work_write_over_a_sequences_read_names_the_sequence_not_the_work() {
+    use gpu_arena::error::{Access, RecorderKind};
+    let ctx = harness::context();
+    let a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+    let mut sequence = ctx.sequence();
+    let copied = sequence.copy(&a).unwrap();
+    let a = std::sync::Mutex::new(a);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut a = a.lock().unwrap();
+                let mut work = ctx.app_work();
+                work.vertex_buffer(&a).unwrap();
+                match work.storage_mut(&mut a).unwrap_err() {
+                    Error::PendingInRecorder {
+                        recorder, recorded, ..
+                    } => {
+                        assert_eq!(recorder.kind, RecorderKind::Sequence);
+                        assert_eq!(recorded, Access::Read);
+                    }
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(work.len(), 1, "the refused write records nothing");
+                work.submit([]).unwrap();
+            });
+        }
+    });
+    sequence.submit().unwrap();
+    assert_eq!(ctx.device_get(&copied).unwrap(), vec![1; 64]);
+}
+
 /// What an `AppWork` cannot hand out is an [`Error::AppWork`] whose `refusal` holds the values
 /// (an empty array, index elements of another size, a binding above the device's limit), and
 /// nothing is recorded: on two threads over one array, each refused the same way, after which

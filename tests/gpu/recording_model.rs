@@ -160,6 +160,17 @@ fn every_single_op_refuses_an_array_pending_in_a_sequence_naming_it() {
     assert_eq!(ctx.device_get(&ready).unwrap(), [0; 64]);
     assert_names_the_pending_sequence(&x.copy_to(&other).unwrap_err(), "device_put_from");
     assert_names_the_pending_sequence(&x.to_vec().unwrap_err(), "DeviceArray::to_vec");
+    // A host read cannot be recorded in a sequence: its refusal offers only submit().
+    let host_reads = [
+        refused.to_string(),
+        x.to_vec().unwrap_err().to_string(),
+        x.equals_host(&[3u32; 64]).unwrap_err().to_string(),
+        x.to_string(),
+    ];
+    for message in host_reads {
+        assert!(message.contains("pending in Sequence #"), "{message}");
+        assert!(!message.contains(", or record"), "{message}");
+    }
     assert_names_the_pending_sequence(
         &gpu_arena::gather(std::slice::from_ref(&ctx), std::slice::from_ref(&x)).unwrap_err(),
         "gather",
@@ -167,6 +178,104 @@ fn every_single_op_refuses_an_array_pending_in_a_sequence_naming_it() {
     s.submit().unwrap();
     assert_eq!(ctx.device_get(&x).unwrap(), [3; 64]);
     assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [3; 64]);
+}
+
+/// Two sequences that share an array run in the order they are submitted, whichever was
+/// recorded first, on every path: on a CPU adapter too, where their copies and fills are host
+/// copies (made at `submit`).
+#[gpu_test]
+fn two_sequences_sharing_an_array_run_in_the_order_they_are_submitted_on_every_path() {
+    for (path, ctx) in crate::harness::op_paths() {
+        for reader_recorded_first in [true, false] {
+            for writer_submitted_first in [true, false] {
+                let x = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+                let (mut reader, mut writer) = (ctx.sequence(), ctx.sequence());
+                let read = |reader: &mut gpu_arena::Sequence, x: &DeviceArray<u32>| {
+                    let copied = reader.copy(x).unwrap();
+                    (copied, reader.dynamic_slice(x, &[8], &[8]).unwrap())
+                };
+                let fill = |writer: &mut gpu_arena::Sequence, x| {
+                    writer.fill_in_place(x, 7u32).map_err(|d| d.error).unwrap()
+                };
+                let (x, (copied, sliced)) = if reader_recorded_first {
+                    let read = read(&mut reader, &x);
+                    (fill(&mut writer, x), read)
+                } else {
+                    let x = fill(&mut writer, x);
+                    let read = read(&mut reader, &x);
+                    (x, read)
+                };
+                if writer_submitted_first {
+                    writer.submit().unwrap();
+                    reader.submit().unwrap();
+                } else {
+                    reader.submit().unwrap();
+                    writer.submit().unwrap();
+                }
+                let want = if writer_submitted_first { 7 } else { 1 };
+                let case = format!(
+                    "{path}: reader recorded first {reader_recorded_first}, writer submitted \
+                     first {writer_submitted_first}"
+                );
+                assert_eq!(ctx.device_get(&copied).unwrap(), [want; 64], "{case}");
+                assert_eq!(ctx.device_get(&sliced).unwrap(), [want; 8], "{case}");
+                assert_eq!(ctx.device_get(&x).unwrap(), [7; 64], "{case}");
+            }
+        }
+        // A dropped sequence's copies and fills never run.
+        let x = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+        let mut dropped = ctx.sequence();
+        let x = dropped.fill_in_place(x, 9u32).map_err(|d| d.error).unwrap();
+        drop(dropped);
+        assert_eq!(ctx.device_get(&x).unwrap(), [1; 64], "{path}: dropped");
+        // Two threads, each with a sequence that reads one array.
+        std::thread::scope(|s| {
+            for offset in [0i64, 32] {
+                let (ctx, x) = (&ctx, &x);
+                s.spawn(move || {
+                    for _ in 0..20 {
+                        let mut sequence = ctx.sequence();
+                        let head = sequence.dynamic_slice(x, &[offset], &[32]).unwrap();
+                        sequence.submit().unwrap();
+                        assert_eq!(ctx.device_get(&head).unwrap(), [1; 32], "{path}");
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[gpu_test]
+fn a_reshaped_or_bitcast_array_is_described_by_its_new_shape_and_type() {
+    let ctx = context();
+    let a = ctx.zeros::<u32>(&[8]).unwrap().reshape(&[2, 4]).unwrap();
+    let described = |id| {
+        let snapshot = ctx.memory_snapshot();
+        let chunk = snapshot.chunk(id).expect("a live array").clone();
+        (chunk.dtype, chunk.shape)
+    };
+    assert_eq!(
+        described(a.allocation_id()),
+        (Some("u32".into()), Some(vec![2, 4]))
+    );
+    let b = a.bitcast::<f32>().unwrap();
+    assert_eq!(
+        described(b.allocation_id()),
+        (Some("f32".into()), Some(vec![2, 4]))
+    );
+    // A refused reshape describes nothing new.
+    let b = b.reshape(&[3, 3]).unwrap_err().array;
+    assert_eq!(described(b.allocation_id()).1, Some(vec![2, 4]));
+    let mut s = ctx.sequence();
+    let b = s.fill_in_place(b, 1.0f32).map_err(|d| d.error).unwrap();
+    match ctx.device_get(&b) {
+        Err(Error::PendingInRecorder { array, .. }) => {
+            assert_eq!((array.dtype, array.shape), (Some("f32"), Some(vec![2, 4])));
+        }
+        other => panic!("{other:?}"),
+    }
+    s.submit().unwrap();
+    assert_eq!(ctx.device_get(&b).unwrap(), [1.0f32; 8]);
 }
 
 #[gpu_test]
@@ -549,7 +658,7 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
         .and_then(|rest| rest.split(')').next())
         .unwrap()
         .to_string();
-    let names_everything = |error: &Error, operation: &str, argument: &str| {
+    let names_everything = |error: &Error, operation: &str, argument: &str, dtype: &str| {
         assert_names_the_pending_sequence(error, operation);
         let Error::PendingInRecorder {
             argument: named,
@@ -563,14 +672,14 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
             unreachable!("checked above");
         };
         assert_eq!(array.label.as_deref(), Some("layer 3 weights"));
-        assert_eq!(array.dtype, Some("f32"));
+        assert_eq!(array.dtype, Some(dtype));
         assert_eq!(array.shape.as_deref(), Some(&[64][..]));
         assert!(named.contains(argument), "{named}");
         assert_eq!(recorder.number.to_string(), number);
         assert_eq!((*recorded, *access), (Access::Read, Access::Write));
         let message = error.to_string();
         assert!(message.contains("\"layer 3 weights\""), "{message}");
-        assert!(message.contains("f32 [64]"), "{message}");
+        assert!(message.contains(&format!("{dtype} [64]")), "{message}");
         assert!(message.contains(argument), "{message}");
         assert!(
             message.contains(&format!("Sequence #{number}")),
@@ -580,11 +689,11 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
     };
     // Writers are refused, each naming the argument.
     let donated = ctx.fill_in_place(weights, 0.0).unwrap_err();
-    names_everything(&donated.error, "fill_in_place", "the array");
+    names_everything(&donated.error, "fill_in_place", "the array", "f32");
     let donated = ctx
         .dynamic_update_slice(donated.array, &[9.0f32][..], &[0])
         .unwrap_err();
-    names_everything(&donated.error, "dynamic_update_slice", "the operand");
+    names_everything(&donated.error, "dynamic_update_slice", "the operand", "f32");
     let mut weights = donated.array;
     let mut as_bits = weights.bitcast::<u32>().unwrap();
     let refused = ctx
@@ -594,7 +703,9 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
         .grid_for(64)
         .run()
         .unwrap_err();
-    names_everything(&refused, "launch", "@binding(1) a: array<u32> (read_write)");
+    // Bitcast, the array is named as what it is now.
+    let binding = "@binding(1) a: array<u32> (read_write)";
+    names_everything(&refused, "launch", binding, "u32");
     weights = as_bits.bitcast::<f32>().unwrap();
     // Readers are not.
     assert_eq!(ctx.device_get(&weights).unwrap(), [1.0; 64]);

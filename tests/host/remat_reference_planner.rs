@@ -10,10 +10,10 @@
 //! activation and the balanced cut into k segments for each count k (all counts up to 1024,
 //! then steps of 2% up to n); the cheapest that fits (least recomputation, then lowest peak,
 //! then the earlier candidate); then, up to 2048 layers, each activation it recomputes kept
-//! instead, most costly first, wherever the plan still fits and ranks higher. When no
-//! candidate fits, the plan that search returns at the smallest budget that holds one of the
-//! candidates, where it fits (refined, it can hold less than every candidate); else the error
-//! names the smaller of that budget and the smallest that holds that plan.
+//! instead, most costly first, wherever the plan still fits and ranks higher. When nothing
+//! fits, the error names the smallest budget that holds one of the candidates; for a peak
+//! budget, the plan that search returns at the candidates' smallest peak is the answer where it
+//! fits (refined, it can peak lower than every candidate), and the error names its peak.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -178,25 +178,22 @@ fn reference_plan(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
             });
         }
     }
-    let refused = match search(chain, fit) {
-        Err(RematError::BudgetTooSmall {
-            smallest_budget, ..
-        }) => smallest_budget,
-        found => return found,
+    let refused = match (fit, search(chain, fit)) {
+        (
+            Fit::Peak(_),
+            Err(RematError::BudgetTooSmall {
+                smallest_budget, ..
+            }),
+        ) => smallest_budget,
+        (_, found) => return found,
     };
-    let at_smallest = search(chain, fit.with_budget(refused)).unwrap();
+    let at_smallest = search(chain, Fit::Peak(refused)).unwrap();
     if fit.holds(&at_smallest) {
         return Ok(at_smallest);
     }
-    let own = match fit {
-        Fit::Peak(_) => at_smallest.peak_bytes(),
-        Fit::Arena(_) => {
-            smallest_arena(std::slice::from_ref(&at_smallest)).map_or(refused, |(b, _)| b)
-        }
-    };
     Err(RematError::BudgetTooSmall {
         budget: fit.budget(),
-        smallest_budget: own.min(refused),
+        smallest_budget: at_smallest.peak_bytes(),
         smallest_peak: at_smallest.peak_bytes(),
         checkpoints: at_smallest.checkpoints().len(),
     })
@@ -393,9 +390,9 @@ proptest! {
 
 /// A chain whose layers cost nothing to recompute: at equal recomputation, refinement keeps
 /// activations that lower the peak, so the plan the search returns at the candidates' smallest
-/// budget holds less than every candidate.
+/// peak peaks lower than every candidate, and a peak budget accepts that peak.
 #[test]
-fn a_budget_below_every_candidate_that_the_refined_plan_fits_is_accepted() {
+fn a_peak_budget_below_every_candidate_that_the_refined_plan_peaks_within_is_accepted() {
     use BackwardReads::{Input, InputAndOutput};
     let spec = [
         (1281, Input),
