@@ -62,6 +62,9 @@ static NEXT_APP_WORK: AtomicU64 = AtomicU64::new(1);
 /// What is not safe, as with every escape hatch: handing a range out here and submitting the
 /// work some other way (`queue.submit`); dropping an `AppWork` whose ranges were handed out
 /// without submitting logs a warning for that reason.
+///
+/// Once the context knows its device is lost, every hand-out refuses with
+/// [`Error::DeviceLost`], as `submit` does.
 #[must_use = "the arrays are protected only by AppWork::submit"]
 pub struct AppWork {
     ctx: Context,
@@ -293,6 +296,7 @@ impl AppWork {
     ) -> Result<()> {
         let storage = &array.storage;
         check_context(storage, &self.ctx.inner, operation)?;
+        self.ctx.inner.check_device(operation)?;
         let allowed = self.ctx.config().array_usages;
         if !allowed.contains(usage) {
             return Err(Error::ArrayUsage {

@@ -52,7 +52,8 @@ impl GatheredSteps {
     /// Places one op's uniform parameter `blocks` in slots of the parameter buffer (each at a
     /// multiple of `alignment`, the device's `min_uniform_buffer_offset_alignment`): the buffer
     /// and offset of each, in order. `None` when they do not fit beside the ops already
-    /// gathered: submit those, then place again. An empty batch grows its buffer to fit.
+    /// gathered: submit those, then place again. A batch none of whose ops binds parameters
+    /// yet (empty, or uploads and ops without any) grows its buffer to fit.
     pub(crate) fn place_params(
         &mut self,
         device: &wgpu::Device,
@@ -77,7 +78,9 @@ impl GatheredSteps {
             })
             .collect();
         if self.params.as_ref().is_none_or(|(_, size)| end > *size) {
-            if !self.is_empty() {
+            // A larger buffer only while no gathered op binds the one there (ops without
+            // parameters and uploads bind none).
+            if !self.params_bytes.is_empty() {
                 return None;
             }
             // Room for MAX_GATHERED_OPS ops like this one, each starting on an aligned slot.

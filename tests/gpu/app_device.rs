@@ -909,6 +909,10 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         let mut late = ctx.capture();
         let _ = late.launch(&kernel).arg_mut(&mut w).grid([1, 1, 1]).run();
         lost("Capture::finish", late.finish().err());
+        let mut other = ctx.app_work();
+        lost("AppWork::storage", other.storage(&x).err());
+        lost("AppWork::vertex_buffer", other.vertex_buffer(&x).err());
+        assert!(other.is_empty(), "{path}: refused hand-outs record nothing");
         lost("AppWork::submit", work.submit(Vec::new()).err());
         let raw = ctx
             .device()

@@ -275,3 +275,48 @@ fn host_path_ops_on_arrays_busy_on_the_gpu_are_gathered_instead_of_waiting() {
     assert_eq!(made, 0);
     assert_eq!(ctx.device_get(&slice).unwrap(), host[..8]);
 }
+
+/// On the staging path a small put and the context's first launch with parameters go out
+/// together: the batch's parameter buffer is made while no gathered op binds it. From two
+/// threads, each on a context of its own and then on one shared context.
+#[gpu_test]
+fn a_small_put_and_the_first_launch_with_parameters_make_one_submission() {
+    let run = |ctx: &Context| {
+        let k = ctx.kernel(AFFINE, "main").unwrap();
+        let mut a = ctx.device_put(&[1u32; 64], &[64]).unwrap();
+        ctx.synchronize().unwrap();
+        let (made, put) = submissions_made(ctx, || {
+            let put = ctx.device_put(&[5u32; 16], &[16]).unwrap();
+            run_affine(ctx, &k, &mut a, params(0));
+            put
+        });
+        assert_eq!(made, 1, "the put and the launch");
+        assert_eq!(ctx.device_get(&put).unwrap(), [5; 16]);
+        let want = affine(1, params(0));
+        assert_eq!(ctx.device_get(&a).unwrap(), [want; 64]);
+    };
+    let staging = || {
+        context_with(ArenaConfig {
+            zero_copy: false,
+            ..test_config()
+        })
+    };
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| run(&staging()));
+        }
+    });
+    let shared = staging();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let k = shared.kernel(AFFINE, "main").unwrap();
+                let mut a = shared.device_put(&[1u32; 64], &[64]).unwrap();
+                let put = shared.device_put(&[5u32; 16], &[16]).unwrap();
+                run_affine(&shared, &k, &mut a, params(0));
+                assert_eq!(shared.device_get(&put).unwrap(), [5; 16]);
+                assert_eq!(shared.device_get(&a).unwrap(), [affine(1, params(0)); 64]);
+            });
+        }
+    });
+}
