@@ -182,7 +182,8 @@ impl AppWork {
 
     /// The array as a storage-buffer binding the app's shader writes: until
     /// [`AppWork::submit`], the array is pending for everyone (single ops and host reads of it
-    /// are refused, naming this work).
+    /// are refused, naming this work; a user's `Sequence` may record work on it, and the two
+    /// run in the order they are submitted).
     ///
     /// Errors: as [`AppWork::storage`].
     pub fn storage_mut<'a, T: bytemuck::Pod>(

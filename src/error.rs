@@ -265,7 +265,7 @@ pub enum Error {
     /// that holds a [`Capture`](crate::Capture) of it open, in the default
     /// [`CaptureMode::ThreadLocal`](crate::CaptureMode::ThreadLocal): it would run at once and
     /// not be part of the step. Nothing ran.
-    #[error("{operation} was called on the context while this thread holds Capture #{capture} of it open: it would run now and not be part of the captured step. Record it in the capture instead (cap.{}(..)), finish the capture first, or call cap.set_mode(CaptureMode::Relaxed) to run eager work beside an open capture on purpose", recorded_as(.operation))]
+    #[error("{operation} was called on the context while this thread holds Capture #{capture} of it open: it would run now and not be part of the captured step. {}", eager_remedy(.operation))]
     EagerDuringCapture {
         /// The op that was called.
         operation: &'static str,
@@ -354,13 +354,24 @@ impl From<ArenaError> for Error {
     }
 }
 
-/// The capture's method that records what eager `operation` does: its own name, except for the
-/// copies between contexts, which on one context are a `copy`.
-fn recorded_as(operation: &str) -> &str {
-    match operation {
-        "device_put_from" => "copy",
-        other => other,
-    }
+/// What to do about eager `operation` on a capturing thread: record it with the capture's
+/// method of the same name (copies between contexts, on one context, are a `copy`), unless
+/// nothing records it (a measurement); finish the capture first; or run beside it on purpose.
+fn eager_remedy(operation: &str) -> String {
+    let record = match operation {
+        "tune_kernels" | "host_link_bandwidth" => String::new(),
+        "device_put_from" => "Record it in the capture instead (cap.copy(..)), ".into(),
+        other => format!("Record it in the capture instead (cap.{other}(..)), "),
+    };
+    format!(
+        "{record}{} the capture first, or call cap.set_mode(CaptureMode::Relaxed) to run eager \
+         work beside an open capture on purpose",
+        if record.is_empty() {
+            "Finish"
+        } else {
+            "finish"
+        }
+    )
 }
 
 /// What to do about a transfer the guard refused: an implicit one can also be made explicit;

@@ -193,14 +193,23 @@ impl Sequence {
         (steps, touched, self.capture.take())
     }
 
-    /// Number of steps recorded so far (dispatches, copies and clears).
+    /// Number of steps recorded so far (dispatches, copies and clears, host copies of a CPU
+    /// adapter included).
     pub fn len(&self) -> usize {
-        self.steps.len()
+        self.steps.len() + self.host_copies()
     }
 
     /// True when nothing has been recorded.
     pub fn is_empty(&self) -> bool {
-        self.steps.is_empty()
+        self.len() == 0
+    }
+
+    /// The host copies waiting for `submit`.
+    fn host_copies(&self) -> usize {
+        self.host_work
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     /// Notes that the recorded work uses `storage` with `access` ([`Sequence::touch_all`] of
@@ -308,8 +317,10 @@ impl Sequence {
     /// Submits every recorded step, in order, as one submission. A sequence of more than 4096
     /// dispatches is encoded as several command buffers, **every one validated before any is
     /// submitted**, then submitted together: a sequence runs all or nothing. Returns the
-    /// submission; an empty sequence submits nothing and returns `SubmissionId(0)`. Either
-    /// way its arrays stop being pending.
+    /// submission; a sequence with nothing for the GPU submits nothing and returns
+    /// `SubmissionId(0)`: an empty one, or one whose work is all host copies (made here, on a
+    /// CPU adapter) and zero-copy uploads (made when recorded). Either way its arrays stop
+    /// being pending.
     ///
     /// Errors: [`Error::Device`] with wgpu's message when the device refuses any part of the
     /// work (then no part of it runs); [`Error::DeviceLost`] once the context knows the device
@@ -401,7 +412,7 @@ impl Sequence {
 
 impl Drop for Sequence {
     fn drop(&mut self) {
-        if !self.steps.is_empty() {
+        if !self.is_empty() {
             let (kind, end) = if self.capture.is_some() {
                 ("Capture", "finish()")
             } else {
@@ -409,7 +420,7 @@ impl Drop for Sequence {
             };
             log::warn!(
                 "gpu-arena: a {kind} of {} steps was dropped without {end}; its work was discarded",
-                self.steps.len()
+                self.len()
             );
         }
         self.finish(SubmissionId(0));

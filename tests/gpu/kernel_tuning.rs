@@ -875,6 +875,20 @@ fn tune_kernels_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_e
     // Under `Off` nothing is measured, so the refusal alone is what differs.
     let ctx = tuned_context(KernelTuning::Off, None);
     let mut capture = ctx.capture();
+    // A measurement has no capture counterpart: the message offers only what can be done.
+    for refused in [
+        ctx.tune_kernels().map(drop),
+        ctx.host_link_bandwidth().map(drop),
+    ] {
+        let error = refused.unwrap_err();
+        assert!(
+            matches!(error, Error::EagerDuringCapture { .. }),
+            "{error:?}"
+        );
+        let message = error.to_string();
+        assert!(!message.contains("Record it in the capture"), "{message}");
+        assert!(message.contains("Finish the capture first"), "{message}");
+    }
     assert!(matches!(
         ctx.tune_kernels(),
         Err(Error::EagerDuringCapture {

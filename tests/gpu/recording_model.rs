@@ -222,10 +222,11 @@ fn two_sequences_sharing_an_array_run_in_the_order_they_are_submitted_on_every_p
                 assert_eq!(ctx.device_get(&x).unwrap(), [7; 64], "{case}");
             }
         }
-        // A dropped sequence's copies and fills never run.
+        // A dropped sequence's copies and fills never run; they count in its length alike.
         let x = ctx.device_put(&[1u32; 64], &[64]).unwrap();
         let mut dropped = ctx.sequence();
         let x = dropped.fill_in_place(x, 9u32).map_err(|d| d.error).unwrap();
+        assert!(!dropped.is_empty() && dropped.len() >= 1, "{path}");
         drop(dropped);
         assert_eq!(ctx.device_get(&x).unwrap(), [1; 64], "{path}: dropped");
         // Two threads, each with a sequence that reads one array.
