@@ -232,8 +232,10 @@ pub enum Error {
         access: Access,
     },
     /// A run of a captured step was given what it cannot take (a slot of another capture, a
-    /// slice of another length than captured, start indices of another rank): `refusal` says
-    /// which, with the values. Nothing ran and nothing the run set was kept.
+    /// slice of another length than captured, start indices of another rank, parameters of
+    /// another size, an array for a slot of another shape or memory kind or one the step uses
+    /// otherwise): `refusal` ([`RunRefusal`]) says which, with the values. Nothing ran and
+    /// nothing the run set was kept.
     #[error("invalid argument to CapturedStep::run: {refusal}")]
     CapturedRun {
         /// What was refused, with its values.

@@ -106,6 +106,11 @@ impl DoubleEndedIterator for ShardRows {
         self.end -= 1;
         self.get(self.end)
     }
+
+    fn nth_back(&mut self, n: usize) -> Option<Range<usize>> {
+        self.end = self.end.saturating_sub(n).max(self.next);
+        self.next_back()
+    }
 }
 
 impl ExactSizeIterator for ShardRows {}

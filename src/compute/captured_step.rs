@@ -476,8 +476,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
         self
     }
 
-    /// Fills `out` with the array that [`crate::Capture::read`] names, as this run left it
-    /// (`submit` then waits for the run): exactly as many elements as the array.
+    /// Fills `out` with the array that [`crate::Capture::read`] names, as it was at the read's
+    /// point in this run (later steps of the run may change the array after it; `submit` then
+    /// waits for the run): exactly as many elements as the array.
     pub fn read_into<T: bytemuck::Pod>(
         mut self,
         slot: &super::capture::ReadSlot<T>,

@@ -58,7 +58,8 @@ pub enum AllocatorKind {
 /// Which adapter to open, as `GPU_ARENA_ADAPTER`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdapterSelector {
-    /// The n-th adapter in wgpu's enumeration order.
+    /// The n-th adapter in gpu-arena's order, as [`crate::devices`] lists them (Vulkan first,
+    /// then discrete > integrated > virtual > CPU, wgpu's order within a class).
     Index(usize),
     /// The first adapter whose name contains this text, ignoring case.
     NameContains(String),
@@ -157,8 +158,10 @@ pub struct ArenaConfig {
     /// down to 256); `None` uses the device's own limits (`max_buffer_size`,
     /// `maxMemoryAllocationSize`).
     pub max_region_bytes: Option<u64>,
-    /// Which adapter to open; `None` picks discrete > integrated > CPU. A name to look for
-    /// must not be blank (it would match every adapter).
+    /// Which adapter to open; `None` picks the first of [`crate::devices`]' order (Vulkan
+    /// first, then discrete > integrated > virtual > CPU). A name to look for must not be
+    /// blank (it would match every adapter); [`crate::Context::on_device`] and
+    /// [`crate::Context::from_wgpu`], whose device is given, ignore it.
     pub adapter: Option<AdapterSelector>,
     /// Which wgpu backend to use (default [`BackendChoice::Auto`]).
     pub backend: BackendChoice,

@@ -181,6 +181,21 @@ impl ArenaConfig {
     /// assert!(error.to_string().contains("ArenaConfig::staging_bytes"));
     /// ```
     pub fn validate(&self) -> Result<()> {
+        if let Some(AdapterSelector::NameContains(name)) = &self.adapter {
+            if name.trim().is_empty() {
+                return Err(field_error(
+                    "adapter",
+                    format!("{:?}", self.adapter),
+                    "an adapter index, or a part of an adapter's name that is not blank (a blank name would match every adapter; use None for the best one)".into(),
+                ));
+            }
+        }
+        self.validate_but_the_adapter()
+    }
+
+    /// [`ArenaConfig::validate`] but for `adapter`: for a context on a device already chosen
+    /// ([`crate::Context::on_device`], [`crate::Context::from_wgpu`]), which ignores it.
+    pub(crate) fn validate_but_the_adapter(&self) -> Result<()> {
         self.mem_fraction.check().map_err(|why| {
             field_error(
                 "mem_fraction",
@@ -190,15 +205,6 @@ impl ArenaConfig {
         })?;
         if let Some(bytes) = self.max_region_bytes {
             MAX_REGION.check_field(bytes)?;
-        }
-        if let Some(AdapterSelector::NameContains(name)) = &self.adapter {
-            if name.trim().is_empty() {
-                return Err(field_error(
-                    "adapter",
-                    format!("{:?}", self.adapter),
-                    "an adapter index, or a part of an adapter's name that is not blank (a blank name would match every adapter; use None for the best one)".into(),
-                ));
-            }
         }
         if self.bar_writes == BarWrites::On && !self.zero_copy {
             // Two settings that contradict each other, from code or the environment alike:

@@ -35,7 +35,7 @@ impl Context {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     pub fn from_wgpu(app: AppDevice, config: ArenaConfig) -> Result<Self> {
-        config.validate()?;
+        config.validate_but_the_adapter()?;
         let AppDevice {
             adapter,
             device,

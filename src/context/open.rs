@@ -217,7 +217,7 @@ impl Context {
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
     pub fn on_device(device: &DeviceInfo, config: ArenaConfig) -> Result<Self> {
-        config.validate()?;
+        config.validate_but_the_adapter()?;
         Self::open(&device.instance, &device.adapter, config)
     }
 

@@ -145,6 +145,40 @@ fn a_staging_size_of_zero_or_beyond_the_device_is_refused_at_open() {
     }
 }
 
+/// A context on a given device ignores the configuration's choice of adapter, a blank name
+/// included (which `devices` and `Context::new` refuse), on two threads at once.
+#[gpu_test]
+fn a_context_on_a_given_device_ignores_the_adapter_it_is_configured_with() {
+    init_logging();
+    let list = devices(&test_config()).unwrap();
+    let blank = ArenaConfig {
+        adapter: Some(gpu_arena::AdapterSelector::NameContains("  ".into())),
+        ..test_config()
+    };
+    assert!(matches!(
+        Context::new(blank.clone()),
+        Err(Error::Config { .. })
+    ));
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let ctx = Context::on_device(&list[0], blank.clone()).unwrap();
+                let x = ctx.device_put(&[3u32; 8], &[8]).unwrap();
+                assert_eq!(ctx.device_get(&x).unwrap(), [3; 8]);
+            });
+        }
+    });
+    // Everything else is still checked.
+    let bad = ArenaConfig {
+        staging_bytes: 0,
+        ..blank
+    };
+    assert!(matches!(
+        Context::on_device(&list[0], bad),
+        Err(Error::Config { .. })
+    ));
+}
+
 #[gpu_test(needs = Vulkan)]
 fn contexts_on_one_device_have_their_own_arena_stats_and_staging() {
     init_logging();

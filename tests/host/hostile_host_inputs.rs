@@ -39,6 +39,18 @@ fn shard_rows_answers_any_count_of_shards_without_allocating_or_panicking() {
     let rows = shard_rows(usize::MAX, usize::MAX);
     assert_eq!(rows.get(usize::MAX - 1), Some(usize::MAX - 1..usize::MAX));
     assert_eq!(shard_rows(usize::MAX, 0).len(), 0);
+    // From the back as from the front: by index, not shard by shard.
+    let mut back = shard_rows(3, usize::MAX);
+    assert_eq!(back.nth_back(usize::MAX - 1), Some(0..1));
+    assert_eq!((back.len(), back.next_back(), back.next()), (0, None, None));
+    assert_eq!(
+        shard_rows(3, usize::MAX).rev().nth(usize::MAX - 3),
+        Some(2..3)
+    );
+    let mut both = shard_rows(3, usize::MAX);
+    assert_eq!(both.nth(1), Some(1..2));
+    assert_eq!(both.nth_back(usize::MAX), None, "past the front");
+    assert!(both.is_empty());
 }
 
 #[test]
@@ -53,6 +65,14 @@ fn shard_rows_iterates_the_same_ranges_from_either_end_and_by_index() {
                 .collect();
             assert_eq!(forward, backward);
             assert_eq!(forward, by_index);
+            for n in 0..shards + 2 {
+                let want = shards.checked_sub(n + 1).map(|i| forward[i].clone());
+                assert_eq!(
+                    shard_rows(rows, shards).nth_back(n),
+                    want,
+                    "{rows} {shards} {n}"
+                );
+            }
             assert_eq!(shard_rows(rows, shards), forward);
             let covered: usize = forward.iter().map(|r| r.len()).sum();
             assert_eq!(covered, if shards == 0 { 0 } else { rows });
