@@ -425,3 +425,28 @@ pub(crate) fn flag_names<'a, F>(flags: impl Iterator<Item = (&'a str, F)>) -> St
 
 /// `Result` with the crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_host_allocation_of_an_overflowing_size_says_so() {
+        let overflow = Error::HostAllocation {
+            purpose: "the result of device_get".into(),
+            bytes: u64::MAX,
+        };
+        assert!(
+            overflow.to_string().contains("(the size overflows)"),
+            "{overflow}"
+        );
+        let plain = Error::HostAllocation {
+            purpose: "x".into(),
+            bytes: 4096,
+        };
+        assert!(
+            plain.to_string().contains("4096 bytes of host memory"),
+            "{plain}"
+        );
+    }
+}

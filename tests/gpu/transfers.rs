@@ -190,6 +190,7 @@ fn disallow_refuses_implicit_transfers_and_moves_nothing() {
                 msg.starts_with("Disallowed device-to-host transfer: 12 bytes"),
                 "{msg}"
             );
+            assert!(msg.contains("make the transfer explicit"), "{msg}");
             assert!(!(a == vec![1.0, 2.0, 3.0]), "a refused comparison is false");
             assert!(
                 a.to_string().contains("Disallowed"),
@@ -228,6 +229,12 @@ fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
             .starts_with("Disallowed host-to-device transfer: 100 bytes by device_put (explicit)"),
         "{err}"
     );
+    // The transfer is explicit already: the advice is a level that lets it through.
+    assert!(
+        !err.to_string().contains("make the transfer explicit"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("\"log_explicit\""), "{err}");
     assert_eq!(ctx.memory_stats().num_allocs, 0, "nothing was allocated");
     let mut batch = ctx.upload_batch();
     assert!(batch.put(&[1u8][..], &[1]).is_err());

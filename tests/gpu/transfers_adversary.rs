@@ -682,6 +682,16 @@ fn views_of_views_and_reshapes_read_the_right_elements_and_refuse_bad_indices() 
                 "{path}: {bad:?}"
             );
         }
+        // An index out of range says which are in range.
+        let out = a
+            .view(&[2])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            out.contains("give an index from 0 to 1 there"),
+            "{path}: {out}"
+        );
         assert!(a.view(&[1, 1]).unwrap().view(&[0, 0, 0]).is_err());
         assert!(a.reshaped(&[121]).is_err());
         assert!(a.reshaped(&[usize::MAX, 2]).is_err());
