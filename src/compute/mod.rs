@@ -58,5 +58,5 @@ pub use captured_step::{CapturedStep, PlannedTemporary, StepPlan, StepRun};
 pub use launch::{ItemCount, Launch};
 pub use sequence::Sequence;
 pub(crate) use sequence::{recorder_replaced, HostCopy, HostWork};
-pub(crate) use tuned_kernel::measuring_job;
+pub(crate) use tuned_kernel::{measuring_job, Measure};
 pub use user_kernel::Kernel;

@@ -7,7 +7,7 @@ use super::user_kernel::Kernel;
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::kernel_tuning::KernelTuning;
-use crate::pipelines::{KernelDesc, KernelSource, TunedUserKernel, TuningOrigin, USER_TUNING_JOB};
+use crate::pipelines::{KernelDesc, KernelSource, TunedUserKernel, TuningOrigin};
 use std::time::{Duration, Instant};
 
 /// Rounds of timing at most, at least, and the wall time after which a job stops once it has
@@ -16,34 +16,96 @@ const ROUNDS: usize = 5;
 const MIN_ROUNDS: usize = 3;
 const JOB_BUDGET: Duration = Duration::from_millis(500);
 
+/// What the process measures for its users right now: the host link's bandwidth, a user's
+/// kernel (by its key; its `run` is the user's code), or both (the host link asked for inside
+/// a `run`).
+struct Measuring {
+    host_link: bool,
+    user_kernel: Option<u64>,
+}
+
+/// The measurements users ask for (a user's kernel tuned, the host link measured), one of each
+/// kind at a time in the process so that two never time each other's work. A leaf lock, held
+/// only to read or change the state, never across a measurement.
+static MEASURING: std::sync::Mutex<Measuring> = std::sync::Mutex::new(Measuring {
+    host_link: false,
+    user_kernel: None,
+});
+/// Told when a measurement ends.
+static MEASURED: std::sync::Condvar = std::sync::Condvar::new();
+
 thread_local! {
     /// Whether this thread is inside a `run` of [`Context::tune_kernel`]: a tuning asked for
-    /// there measures nothing (the job lock is the thread's already).
-    static TUNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// there measures nothing and waits for nothing.
+    static IN_RUN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Marks the thread as tuning while it lives.
-struct TuningMark;
+/// Marks the thread as inside a `run` while it lives.
+struct InRun;
 
-impl TuningMark {
+impl InRun {
     fn set() -> Self {
-        TUNING.with(|t| t.set(true));
-        TuningMark
+        IN_RUN.with(|t| t.set(true));
+        InRun
     }
 }
 
-impl Drop for TuningMark {
+impl Drop for InRun {
     fn drop(&mut self) {
-        TUNING.with(|t| t.set(false));
+        IN_RUN.with(|t| t.set(false));
     }
 }
 
-/// The process's job lock for measurements users ask for (a user's kernel tuned, the host
-/// link measured): one at a time, and a thread that asks while one runs waits for it. `None`
-/// inside a `run` of [`Context::tune_kernel`], whose thread holds the lock already.
-pub(crate) fn measuring_job() -> Option<crate::lock::MutexGuard<'static, ()>> {
-    let nested = TUNING.with(|t| t.get());
-    (!nested).then(|| USER_TUNING_JOB.lock().unwrap_or_else(|p| p.into_inner()))
+/// What a measurement measures: a user's kernel (the key of its source, constants and values)
+/// or the host link.
+#[derive(Clone, Copy)]
+pub(crate) enum Measure {
+    UserKernel(u64),
+    HostLink,
+}
+
+/// A measurement of the process, held by the job that runs it; ends it when dropped.
+pub(crate) struct MeasuringJob(Measure);
+
+impl Drop for MeasuringJob {
+    fn drop(&mut self) {
+        let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
+        match self.0 {
+            Measure::UserKernel(_) => now.user_kernel = None,
+            Measure::HostLink => now.host_link = false,
+        }
+        MEASURED.notify_all();
+    }
+}
+
+/// Starts the process's measurement `what`, waiting for the one under way that it must not
+/// time beside: a host-link measurement (it runs none of the user's code), or the same
+/// kernel's tuning (whose choice it then finds). A tuning that meets another kernel's does not
+/// wait, since that one's `run` may wait for this thread, and gets `None`: it measures
+/// nothing, as CubeCL's autotune runs its default while another key is tuned; so does one
+/// asked inside a `run`. The host link is measured beside a kernel's tuning.
+pub(crate) fn measuring_job(what: Measure) -> Option<MeasuringJob> {
+    let in_run = IN_RUN.with(|t| t.get());
+    let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let wait = match what {
+            Measure::HostLink => now.host_link,
+            Measure::UserKernel(_) if in_run => return None,
+            Measure::UserKernel(key) => match now.user_kernel {
+                Some(running) if running != key => return None,
+                running => now.host_link || running.is_some(),
+            },
+        };
+        if !wait {
+            break;
+        }
+        now = MEASURED.wait(now).unwrap_or_else(|p| p.into_inner());
+    }
+    match what {
+        Measure::UserKernel(key) => now.user_kernel = Some(key),
+        Measure::HostLink => now.host_link = true,
+    }
+    Some(MeasuringJob(what))
 }
 
 impl Context {
@@ -59,8 +121,14 @@ impl Context {
     /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
     /// first value is used. A value in the file that is not among `values` is not trusted:
     /// the kernel is tuned again. Tuning jobs of users' kernels run one at a time in the
-    /// process; a thread that asks while one runs waits for it, and a `tune_kernel` inside
-    /// `run` measures nothing (as under `Cached`). `run` must not record into a
+    /// process. A thread that asks for the kernel being tuned (the same source, entry point,
+    /// constants and values) waits for that job and gets its choice, so `run` must not wait
+    /// for a thread that tunes its own kernel. One that asks for another kernel meanwhile does
+    /// not wait (that job's `run` may be waiting for it) and measures nothing, as under
+    /// `Cached` (the choice already made, else the first value), as CubeCL's autotune runs
+    /// its default while a key is tuned: a later call measures. A `tune_kernel` inside `run`
+    /// measures nothing likewise. One asked while the host link is measured
+    /// ([`Context::host_link_bandwidth`]) waits for that. `run` must not record into a
     /// [`Sequence`](crate::Sequence) or capture: each call is timed alone.
     ///
     /// Errors: those of [`Context::kernel_with`] for any value (an unknown constant, one
@@ -138,15 +206,14 @@ impl Context {
         if matches!(tuning, KernelTuning::Off | KernelTuning::Forced(_)) {
             return Ok(kernels[0].clone());
         }
-        let nested = TUNING.with(|t| t.get());
-        if nested {
-            tuning = KernelTuning::Cached;
-        }
         let adapter = self.inner.adapter_info();
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
         let key = user_key(&desc, constant, values);
-        let _job = measuring_job();
+        let job = measuring_job(Measure::UserKernel(key));
+        if job.is_none() {
+            tuning = KernelTuning::Cached;
+        }
         let pick = |value: f64| values.iter().position(|&v| v.to_bits() == value.to_bits());
         let chosen = crate::pipelines::chosen_user(adapter, dir.as_deref(), key).and_then(pick);
         match (chosen, tuning) {
@@ -155,9 +222,9 @@ impl Context {
             _ => {}
         }
         let started = Instant::now();
-        let mark = TuningMark::set();
+        let in_run = InRun::set();
         let fastest = time_values(self, &kernels, &mut run)?;
-        drop(mark);
+        drop(in_run);
         let best = (0..values.len()).min_by_key(|&i| fastest[i]).unwrap_or(0);
         let tuned = TunedUserKernel {
             kernel: name,

@@ -10,9 +10,11 @@
 //! hanging the suite now and then. Without `debug_assertions` the rank is not kept and a lock
 //! is `std`'s, poisoning included.
 //!
-//! The crate's only lock kind is the mutex (no read-write lock, no condition variable, no
-//! `try_lock`), so only it is wrapped; another kind wraps the same way, its guards holding a
-//! `held` entry.
+//! The crate's only ranked lock kind is the mutex (no read-write lock, no `try_lock`), so only
+//! it is wrapped; another kind wraps the same way, its guards holding a `held` entry. Leaf
+//! locks, held only to read or change a small state and never while taking another lock (an
+//! array's pending marks, the open captures, the users' measurements and their condition
+//! variable in `compute/tuned_kernel.rs`), are `std`'s and have no rank.
 //!
 //! # The order
 //!

@@ -22,13 +22,6 @@ pub(crate) const HOST_SYNC_TEST_SERIAL: LockRank = LockRank {
     order: 10,
 };
 
-/// `pipelines/tuned_choices.rs`: one measurement a user asks for at a time in the process (a
-/// user's kernel tuned, the host link's bandwidth), taken with no other lock held; the
-/// user's launches, moves and synchronizes run under it.
-pub(crate) const USER_TUNING_JOB: LockRank = LockRank {
-    name: "tuned_choices::USER_TUNING_JOB",
-    order: 5,
-};
 /// `pipelines/cache.rs`: the compiled kernels and the library kernels' parameter buffer.
 /// Held while a user's sequence submits (which takes the gathered ops) and
 /// while an op looks for a host path (which reads the arena).

@@ -25,7 +25,10 @@ impl Context {
     /// at the first call on a device and kept as tuned kernel choices are (for every context of
     /// the process on the device, and with `GPU_ARENA_CACHE_DIR` in the tuning file beside the
     /// pipeline cache), so later calls, and later processes, return at once;
-    /// [`Context::kernel_tuning`] shows it.
+    /// [`Context::kernel_tuning`] shows it. One thread measures at a time in the process: a
+    /// call made while another measures waits for it and returns its figure. A call made
+    /// while a user's kernel is tuned ([`Context::tune_kernel`], inside its `run` too)
+    /// measures beside it.
     ///
     /// The measurement's moves are the program's own explicit transfers: the transfer guard
     /// sees them and [`Context::transfer_stats`] counts them (8 of each direction, once per
@@ -45,7 +48,7 @@ impl Context {
         if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
             return Ok(rate);
         }
-        let _job = crate::compute::measuring_job();
+        let _job = crate::compute::measuring_job(crate::compute::Measure::HostLink);
         if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
             return Ok(rate);
         }

@@ -55,5 +55,5 @@ pub(crate) use error_scopes::{describe_wgpu_error, DeviceRefusal, ErrorScopes};
 pub(crate) use library_kernels::Builtin;
 pub(crate) use tuned_choices::{
     candidates, chosen, chosen_user, host_link, record, record_host_link, record_user, report,
-    tuning_clock, user_key, TUNING_JOB, USER_TUNING_JOB,
+    tuning_clock, user_key, TUNING_JOB,
 };

@@ -226,10 +226,6 @@ static CHOICES: Mutex<Option<HashMap<String, DeviceChoices>>> =
 /// job and then finds its choice.
 pub(crate) static TUNING_JOB: Mutex<()> = Mutex::new(rank::TUNING_JOB, ());
 
-/// Held while a user's kernel is tuned ([`Context::tune_kernel`](crate::Context::tune_kernel))
-/// or the host link measured: one such job at a time in the process, taken before any other
-/// lock (the user's launches inside it take the kernel cache).
-pub(crate) static USER_TUNING_JOB: Mutex<()> = Mutex::new(rank::USER_TUNING_JOB, ());
 
 /// Names one device and driver: choices made on it hold for it alone.
 fn device_key(adapter: &wgpu::AdapterInfo) -> String {

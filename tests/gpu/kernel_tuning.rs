@@ -905,3 +905,56 @@ fn tune_kernels_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_e
     // Once the capture is gone the call is the plain one.
     ctx.tune_kernels().unwrap();
 }
+
+#[gpu_test]
+fn a_run_that_waits_for_threads_which_tune_other_kernels_and_measure_the_host_link_finishes() {
+    use gpu_arena::kernels::KernelDesc;
+    let ctx = tuned_context(KernelTuning::On, None);
+    let outer = KernelDesc::wgsl(USER_WGSL, "main").label("spawning-run");
+    let other = KernelDesc::wgsl(USER_WGSL, "main").label("tuned-meanwhile");
+    let never = |_: &gpu_arena::Kernel| -> gpu_arena::Result<()> { panic!("measured") };
+    let (done, finished) = std::sync::mpsc::channel();
+    let work = ctx.clone();
+    std::thread::spawn(move || {
+        let ctx = work;
+        let mut y = ctx.fill(&[1024], 1.0f32).unwrap();
+        let mut first = true;
+        let kernel = ctx.tune_kernel(outer, "WG", &[64.0, 128.0], |k| {
+            if std::mem::take(&mut first) {
+                // Work handed to other threads and waited for: another kernel's tuning does
+                // not wait for this job (it measures nothing: the first value), and the host
+                // link is measured beside it.
+                let (inner, rate) = std::thread::scope(|s| {
+                    let inner = s.spawn(|| ctx.tune_kernel(other, "WG", &[32.0, 64.0], never));
+                    let rate = s.spawn(|| ctx.host_link_bandwidth());
+                    (inner.join().unwrap(), rate.join().unwrap())
+                });
+                assert_eq!(inner?.workgroup_size(), [32, 1, 1]);
+                assert!(rate? > 0.0);
+            }
+            ctx.launch(k).arg_mut(&mut y).grid_for(1024usize).run()
+        });
+        done.send(kernel.map(|k| k.workgroup_size())).unwrap();
+    });
+    let wg = finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the tuning finished")
+        .unwrap();
+    assert!([[64, 1, 1], [128, 1, 1]].contains(&wg), "{wg:?}");
+    // The kernel met during the other's job was not kept as tuned: the next call measures it.
+    let report = ctx.kernel_tuning();
+    assert!(report.user_kernels.iter().any(|k| k.kernel == "spawning-run"));
+    assert!(report.user_kernels.iter().all(|k| k.kernel != "tuned-meanwhile"));
+    let mut z = ctx.fill(&[256], 1.0f32).unwrap();
+    let measured = ctx
+        .tune_kernel(other, "WG", &[32.0, 64.0], |k| {
+            ctx.launch(k).arg_mut(&mut z).grid_for(256usize).run()
+        })
+        .unwrap();
+    assert!([32, 64].contains(&measured.workgroup_size()[0]));
+    assert!(ctx
+        .kernel_tuning()
+        .user_kernels
+        .iter()
+        .any(|k| k.kernel == "tuned-meanwhile"));
+}
