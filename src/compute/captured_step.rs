@@ -128,7 +128,11 @@ impl std::fmt::Display for StepPlan {
 /// (their memory is never handed out while it lives, even if you drop them) and are not
 /// pending between runs: read its outputs with [`Context::device_get`] between runs, update an
 /// input with single ops, as you would any array. Threads may run different steps on one
-/// context; one step runs from one thread at a time (`run` takes `&mut self`).
+/// context; one step runs from one thread at a time (`run` takes `&mut self`). A read of one of
+/// its arrays on another thread while runs are submitted (`device_get`, `device_get_into`,
+/// `device_get_many`, `device_put_from`, single ops) gives the array as it was between two
+/// runs, never part of one: on UMA, a read in place that a run overlapped is read again
+/// through staging, which the queue orders between submissions.
 ///
 /// Dropping the step frees its block and releases its arrays once the GPU work of its runs has
 /// completed (the arena's frontier, as for any array).

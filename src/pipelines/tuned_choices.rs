@@ -226,7 +226,6 @@ static CHOICES: Mutex<Option<HashMap<String, DeviceChoices>>> =
 /// job and then finds its choice.
 pub(crate) static TUNING_JOB: Mutex<()> = Mutex::new(rank::TUNING_JOB, ());
 
-
 /// Names one device and driver: choices made on it hold for it alone.
 fn device_key(adapter: &wgpu::AdapterInfo) -> String {
     format!(

@@ -92,9 +92,22 @@ impl Context {
             std::panic::Location::caller(),
         )?;
         if bytes > 0 {
-            let from = End::of(&source, array, true);
+            let mut from = End::of(&source, array, true);
             let to = End::of(&self.inner, &copy, false);
-            let (read, written) = transfer(&from, &to, bytes);
+            let (mut read, mut written) = transfer(&from, &to, bytes);
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+            let complete = read.result.is_ok() && written.result.is_ok();
+            if complete
+                && matches!(from.access, Access::Mapped(_))
+                && array.last_use() != from.last_use
+            {
+                // Another thread's run used the source while the host copied its mapping: the
+                // copy may mix two states, so it is read again through staging, which the
+                // queue orders between submissions.
+                copy.storage.record_use(written.last);
+                (from.access, from.last_use) = (Access::Staged, array.last_use());
+                (read, written) = transfer(&from, &to, bytes);
+            }
             array.storage.record_use(read.last);
             copy.storage.record_use(written.last);
             read.result.and(written.result)?;

@@ -244,11 +244,13 @@ impl Context {
         for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
             let direct = array.storage.host_read_range();
-            if let Some(range) = direct {
-                // UMA: wait for GPU work that may still write the array, then read it directly.
-                self.inner.wait_for(array.storage.last_use())?;
-                range.read(out);
-            } else if !out.is_empty() {
+            // UMA: read in place once GPU work that may still write the array is done, unless
+            // another thread's run wrote it meanwhile.
+            let read = match direct {
+                Some(range) => array.storage.read_in_place(&range, 0, out)?,
+                None => false,
+            };
+            if !read && !out.is_empty() {
                 staged.push(ReadbackItem {
                     out,
                     buffer: &array.storage.buffer,
@@ -301,11 +303,13 @@ impl Context {
             .guard(TransferDirection::DeviceToHost, bytes, operation, explicit)?;
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
         let direct = storage.host_read_range();
-        if let Some(range) = direct {
-            // UMA: wait for GPU work that may still write the array, then copy from the mapping.
-            self.inner.wait_for(storage.last_use())?;
-            range.sub(view_offset, bytes).read(out);
-        } else if !out.is_empty() {
+        // UMA: copy from the mapping once GPU work that may still write the array is done,
+        // unless another thread's run wrote it meanwhile.
+        let read = match direct {
+            Some(range) => storage.read_in_place(&range, view_offset, out)?,
+            None => false,
+        };
+        if !read && !out.is_empty() {
             read_staged(&self.inner, storage, view_offset, out)?;
         }
         self.inner

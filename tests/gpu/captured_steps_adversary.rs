@@ -747,3 +747,56 @@ fn dropping_a_step_right_after_a_run_hands_out_none_of_its_memory_while_the_run_
         );
     }
 }
+
+#[gpu_test]
+fn reads_on_another_thread_see_a_captured_step_array_between_runs_never_in_the_middle() {
+    // A step holds its arrays and writes them at every run, with no borrow to keep a reader
+    // of the same array out: each read must still give the array before or after a run.
+    for (path, ctx) in harness::op_paths() {
+        let n = 1usize << 16;
+        let k = ctx.kernel(ADD, "main").unwrap();
+        let mut a = ctx.zeros::<u32>(&[2, n / 2]).unwrap();
+        let mut cap = ctx.capture();
+        cap.launch(&k)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_for(n)
+            .run()
+            .unwrap();
+        let mut step = cap.finish().unwrap();
+        let runs = 120u32;
+        let other = harness::context();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let whole = |values: &[u32], how: &str| {
+            assert!(
+                values.iter().all(|&v| v == values[0]) && values[0] <= runs,
+                "{path}, {how}: a read saw {:?}",
+                values.iter().collect::<std::collections::BTreeSet<_>>()
+            );
+        };
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut out = vec![0u32; n / 2];
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    whole(&ctx.device_get(&a).unwrap(), "device_get");
+                    ctx.device_get_into(a.view(&[1]).unwrap(), &mut out)
+                        .unwrap();
+                    whole(&out, "device_get_into");
+                    for got in ctx.device_get_many(&[&a, &a]).unwrap() {
+                        whole(&got, "device_get_many");
+                    }
+                    let copied = ctx.copy(&a).unwrap();
+                    whole(&ctx.device_get(&copied).unwrap(), "copy");
+                    let moved = other.device_put_from(&a).unwrap();
+                    whole(&other.device_get(&moved).unwrap(), "device_put_from");
+                }
+            });
+            for _ in 0..runs {
+                step.run().submit().unwrap();
+            }
+            ctx.synchronize().unwrap();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(ctx.device_get(&a).unwrap(), vec![runs; n], "{path}");
+    }
+}

@@ -943,8 +943,14 @@ fn a_run_that_waits_for_threads_which_tune_other_kernels_and_measure_the_host_li
     assert!([[64, 1, 1], [128, 1, 1]].contains(&wg), "{wg:?}");
     // The kernel met during the other's job was not kept as tuned: the next call measures it.
     let report = ctx.kernel_tuning();
-    assert!(report.user_kernels.iter().any(|k| k.kernel == "spawning-run"));
-    assert!(report.user_kernels.iter().all(|k| k.kernel != "tuned-meanwhile"));
+    assert!(report
+        .user_kernels
+        .iter()
+        .any(|k| k.kernel == "spawning-run"));
+    assert!(report
+        .user_kernels
+        .iter()
+        .all(|k| k.kernel != "tuned-meanwhile"));
     let mut z = ctx.fill(&[256], 1.0f32).unwrap();
     let measured = ctx
         .tune_kernel(other, "WG", &[32.0, 64.0], |k| {
