@@ -277,6 +277,7 @@ impl KernelTiming {
             self.timeline.record(Record::Kernel {
                 name: &kernel.name,
                 submission,
+                submitted_ns: timer.handed_out_ns,
                 begin_ns,
                 duration_ns,
             });

@@ -190,6 +190,8 @@ pub(crate) enum Record<'a> {
     Kernel {
         name: &'a str,
         submission: SubmissionId,
+        /// When its submission was made (on the timeline's clock).
+        submitted_ns: u64,
         begin_ns: u64,
         duration_ns: u64,
     },
@@ -448,6 +450,9 @@ pub struct Timeline {
     /// Kernel times by interned name, over every [`Record::Kernel`] since the last clear (the
     /// ring may have dropped their events).
     kernels: Mutex<HashMap<u32, KernelTime>>,
+    /// When the timeline was last cleared (ns since `origin`): times of work submitted before
+    /// it, read later, are dropped.
+    cleared_ns: AtomicU64,
 }
 
 impl std::fmt::Debug for Timeline {
@@ -498,6 +503,7 @@ impl Timeline {
             capacity,
             arena,
             arena_cleared: AtomicU64::new(0),
+            cleared_ns: AtomicU64::new(0),
             sink_taken: AtomicBool::new(false),
             context: Mutex::new(rank::TIMELINE_CONTEXT, ContextRing::default()),
             labels: Mutex::new(rank::TIMELINE_LABELS, Labels::default()),
@@ -663,6 +669,11 @@ impl Timeline {
 
     /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
     pub(crate) fn record(&self, record: Record<'_>) {
+        if let Record::Kernel { submitted_ns, .. } = record {
+            if submitted_ns < self.cleared_ns.load(Ordering::Acquire) {
+                return;
+            }
+        }
         let now = Instant::now();
         self.latest_ns
             .fetch_max(self.ns_since_origin(now), Ordering::Relaxed);
@@ -702,6 +713,7 @@ impl Timeline {
                 submission,
                 begin_ns,
                 duration_ns,
+                ..
             } => {
                 let name = lock(&self.labels).intern(name);
                 lock(&self.kernels)
@@ -759,8 +771,12 @@ impl Timeline {
     }
 
     /// Forgets every event (and the count of dropped ones); time keeps running from the same
-    /// origin.
+    /// origin. Kernel times of work submitted before the clear, read after it, are not
+    /// recorded.
     pub fn clear(&self) {
+        // Kernel times are read once their work completes: those of work submitted before now
+        // are not since the clear.
+        self.cleared_ns.store(self.now_ns(), Ordering::Release);
         self.arena_cleared
             .store(self.arena.written(), Ordering::Release);
         let mut ring = lock(&self.context);

@@ -471,3 +471,41 @@ fn unlabelled_kernels_whose_entry_points_are_all_main_are_rows_of_their_own() {
         .count();
     assert_eq!(mains, 3, "{times}");
 }
+
+#[gpu_test]
+fn a_clear_forgets_the_times_of_work_submitted_before_it_even_when_they_are_read_after() {
+    let ctx = timed();
+    let kernel = spin_kernel(&ctx, "before-and-after");
+    let mut a = ctx.zeros::<f32>(&[SPIN_ELEMENTS]).unwrap();
+    let launch = |a: &mut gpu_arena::DeviceArray<f32>| {
+        ctx.launch(&kernel)
+            .arg_mut(a)
+            .params(&20u32)
+            .grid_for(SPIN_ELEMENTS as u64)
+            .run()
+            .unwrap()
+    };
+    launch(&mut a);
+    ctx.synchronize().unwrap();
+    // Nothing has read the timestamps yet: they are read after the clear.
+    ctx.timeline().unwrap().clear();
+    let calls = |ctx: &Context| {
+        (ctx.kernel_times().unwrap().unwrap())
+            .get("before-and-after")
+            .map_or(0, |k| k.calls)
+    };
+    assert_eq!(calls(&ctx), 0);
+    assert!(kernel_events(&ctx, "before-and-after").is_empty());
+    // Work after the clear counts, on two threads at once.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut b = ctx.zeros::<f32>(&[SPIN_ELEMENTS]).unwrap();
+            launch(&mut b);
+            ctx.synchronize().unwrap();
+        });
+        launch(&mut a);
+    });
+    ctx.synchronize().unwrap();
+    assert_eq!(calls(&ctx), 2);
+    assert_eq!(kernel_events(&ctx, "before-and-after").len(), 2);
+}
