@@ -71,6 +71,8 @@ impl Context {
     /// [`MAX_WGSL_EXPRESSION_DEPTH`](crate::kernels::MAX_WGSL_EXPRESSION_DEPTH). The source is
     /// parsed on a thread of its own with a large stack, so no source aborts the process, and
     /// a panic of the compiler on a hostile module comes back as this error.
+    /// [`crate::Error::DeviceLost`] once the context knows its device is lost, before the
+    /// source is looked at (a kernel compiled before then is not handed out again).
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(Default::default())?;
@@ -99,6 +101,7 @@ impl Context {
     /// [`KernelDesc::constants`]); a blank label ([`Error::KernelCompile`]: it would name no
     /// row of [`Context::kernel_times`]).
     pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
+        self.inner.check_device("kernel")?;
         if let Some(label) = desc.label.filter(|l| l.trim().is_empty()) {
             return Err(Error::KernelCompile {
                 kernel: label.to_string(),

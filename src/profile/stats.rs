@@ -1,10 +1,11 @@
 //! The arena's XLA-keyed statistics together with the transfer figures, in one serialisable
 //! value.
 //!
-//! [`Context::memory_stats`] stays exactly JAX's `Device.memory_stats()` (XLA's keys, nothing
-//! else), so code and dashboards written against JAX read it unchanged. What XLA does not
-//! report (bytes waiting for the GPU before reuse, transfers) lives here, with the XLA keys
-//! flattened in at the top level of the JSON: one object serves both audiences.
+//! [`Context::memory_stats`] keeps JAX's `Device.memory_stats()` keys (plus the arena's
+//! `num_regions` and `fragmentation`), so code and dashboards written against JAX read it
+//! unchanged. What XLA does not report (bytes waiting for the GPU before reuse, transfers)
+//! lives here, with the stats' keys flattened in at the top level of the JSON: one object
+//! serves both audiences.
 
 use crate::arena::MemoryStats;
 use crate::context::Context;

@@ -123,11 +123,21 @@ fn assert_sentinels_intact(sentinels: &[Vec<u8>]) {
     }
 }
 
+/// A kernel whose entry point is `entry`.
+fn kernel_source(entry: &str) -> String {
+    format!(
+        "@group(0) @binding(0) var<storage, read_write> q: array<u32>;
+         @compute @workgroup_size(1) fn {entry}() {{ q[0] = 1u; }}"
+    )
+}
+
 fn device_destroy(ctx: Context) {
     let (n, m) = (64 << 10, 1000);
     let (da, db) = (pattern(n, 1), pattern(m, 2));
     let a = ctx.device_put(&da, &[n]).unwrap();
     let b = ctx.device_put(&db, &[m]).unwrap();
+    ctx.kernel(&kernel_source("compiled_before"), "compiled_before")
+        .unwrap();
     ctx.synchronize().unwrap();
     ctx.device().destroy();
     // The first calls may not know yet (wgpu tells at its next poll).
@@ -164,6 +174,14 @@ fn device_destroy(ctx: Context) {
     }
     let lost = ctx.device_get(&a).unwrap_err();
     assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
+    // Compiling refuses too, a source compiled before as well as a new one.
+    for entry in ["compiled_before", "never_compiled"] {
+        let refused = ctx.kernel(&kernel_source(entry), entry).map(drop);
+        assert!(
+            matches!(refused, Err(Error::DeviceLost { .. })),
+            "{refused:?}"
+        );
+    }
     assert!(
         lost.to_string().contains("lost or was destroyed")
             && lost.to_string().contains("open a new Context"),
