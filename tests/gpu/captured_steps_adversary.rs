@@ -800,3 +800,39 @@ fn reads_on_another_thread_see_a_captured_step_array_between_runs_never_in_the_m
         assert_eq!(ctx.device_get(&a).unwrap(), vec![runs; n], "{path}");
     }
 }
+
+#[gpu_test]
+fn an_input_each_run_sets_is_read_whole_by_another_thread_on_every_path() {
+    for (path, ctx) in harness::op_paths() {
+        let n = 1usize << 16;
+        let k = ctx.kernel(ADD, "main").unwrap();
+        let mut cap = ctx.capture();
+        let (mut x, slot) = cap.input(&vec![0u32; n], &[n]).unwrap();
+        cap.launch(&k)
+            .params(&0u32)
+            .arg_mut(&mut x)
+            .grid_for(n)
+            .run()
+            .unwrap();
+        let mut step = cap.finish().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let data: Vec<Vec<u32>> = (1..=60u32).map(|v| vec![v; n]).collect();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let got = ctx.device_get(&x).unwrap();
+                    assert!(
+                        got.iter().all(|&v| v == got[0]),
+                        "{path}: {:?}",
+                        got.iter().collect::<std::collections::BTreeSet<_>>()
+                    );
+                }
+            });
+            for d in &data {
+                step.run().input(&slot, d).submit().unwrap();
+            }
+            ctx.synchronize().unwrap();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+}
