@@ -228,27 +228,6 @@ impl ArrayStorage {
         self.host_range().filter(|_| self.ctx.host_reads(self.kind))
     }
 
-    /// Copies `out.len()` bytes of the array from `offset` out of `range` (its
-    /// [`ArrayStorage::host_read_range`]) once the GPU work that uses it has completed.
-    /// `Ok(false)` when another thread submitted work that uses the array while the bytes were
-    /// copied (a captured run writes its arrays at every run, with no borrow to stop a reader),
-    /// so the copy may mix two states: the caller then reads through the queue (staging),
-    /// which orders the read between submissions. Every submission records its use before it
-    /// reaches the queue, so one that could write during the copy is seen here.
-    pub(crate) fn read_in_place(
-        &self,
-        range: &MappedRange,
-        offset: u64,
-        out: &mut [u8],
-    ) -> Result<bool> {
-        let before = self.last_use();
-        self.ctx.wait_for(before)?;
-        range.sub(offset, out.len() as u64).read(out);
-        // The bytes are read before the use is looked at again.
-        std::sync::atomic::fence(Ordering::SeqCst);
-        Ok(self.last_use() == before)
-    }
-
     /// Writes `bytes` straight into the allocation's mapped memory when zero-copy applies
     /// (`false`: it does not, nothing was written). For an array fresh from the arena, which
     /// no GPU work uses yet: both uploads and upload batches make their arrays this way.

@@ -16,20 +16,19 @@ const ROUNDS: usize = 5;
 const MIN_ROUNDS: usize = 3;
 const JOB_BUDGET: Duration = Duration::from_millis(500);
 
-/// What the process measures for its users right now: the host link's bandwidth, a user's
-/// kernel (by its key; its `run` is the user's code), or both (the host link asked for inside
-/// a `run`).
+/// What the process measures for its users right now: the host link's bandwidth, and the
+/// users' kernels being tuned (by key; their `run` is the user's code).
 struct Measuring {
     host_link: bool,
-    user_kernel: Option<u64>,
+    user_kernels: Vec<u64>,
 }
 
-/// The measurements users ask for (a user's kernel tuned, the host link measured), one of each
-/// kind at a time in the process so that two never time each other's work. A leaf lock, held
-/// only to read or change the state, never across a measurement.
+/// The measurements users ask for (a user's kernel tuned, the host link measured): one job per
+/// kernel and one host-link measurement at a time in the process. A leaf lock, held only to
+/// read or change the state, never across a measurement.
 static MEASURING: std::sync::Mutex<Measuring> = std::sync::Mutex::new(Measuring {
     host_link: false,
-    user_kernel: None,
+    user_kernels: Vec::new(),
 });
 /// Told when a measurement ends.
 static MEASURED: std::sync::Condvar = std::sync::Condvar::new();
@@ -71,38 +70,33 @@ impl Drop for MeasuringJob {
     fn drop(&mut self) {
         let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
         match self.0 {
-            Measure::UserKernel(_) => now.user_kernel = None,
+            Measure::UserKernel(key) => now.user_kernels.retain(|&k| k != key),
             Measure::HostLink => now.host_link = false,
         }
         MEASURED.notify_all();
     }
 }
 
-/// Starts the process's measurement `what`, waiting for the one under way that it must not
-/// time beside: a host-link measurement (it runs none of the user's code), or the same
-/// kernel's tuning (whose choice it then finds). A tuning that meets another kernel's does not
-/// wait, since that one's `run` may wait for this thread, and gets `None`: it measures
-/// nothing, as CubeCL's autotune runs its default while another key is tuned; so does one
-/// asked inside a `run`. The host link is measured beside a kernel's tuning.
+/// Starts the process's measurement `what`, after waiting for the ones it must not time
+/// beside: a host-link measurement (it runs none of the user's code), and the same kernel's
+/// tuning (whose choice it then finds). Other kernels' tunings run at the same time: their
+/// `run` may wait for this thread, so waiting for them could wait forever. `None` for a
+/// tuning asked inside a `run`, which measures nothing. The host link is measured beside
+/// kernels' tunings.
 pub(crate) fn measuring_job(what: Measure) -> Option<MeasuringJob> {
-    let in_run = IN_RUN.with(|t| t.get());
+    if matches!(what, Measure::UserKernel(_)) && IN_RUN.with(|t| t.get()) {
+        return None;
+    }
     let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
-    loop {
-        let wait = match what {
-            Measure::HostLink => now.host_link,
-            Measure::UserKernel(_) if in_run => return None,
-            Measure::UserKernel(key) => match now.user_kernel {
-                Some(running) if running != key => return None,
-                running => now.host_link || running.is_some(),
-            },
-        };
-        if !wait {
-            break;
-        }
+    let busy = |now: &Measuring| match what {
+        Measure::HostLink => now.host_link,
+        Measure::UserKernel(key) => now.host_link || now.user_kernels.contains(&key),
+    };
+    while busy(&now) {
         now = MEASURED.wait(now).unwrap_or_else(|p| p.into_inner());
     }
     match what {
-        Measure::UserKernel(key) => now.user_kernel = Some(key),
+        Measure::UserKernel(key) => now.user_kernels.push(key),
         Measure::HostLink => now.host_link = true,
     }
     Some(MeasuringJob(what))
@@ -121,14 +115,15 @@ impl Context {
     /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
     /// first value is used. A value in the file that is not among `values` is not trusted:
     /// the kernel is tuned again. Tuning jobs of users' kernels run one at a time in the
-    /// process. A thread that asks for the kernel being tuned (the same source, entry point,
+    /// process. A thread that asks for a kernel being tuned (the same source, entry point,
     /// constants and values) waits for that job and gets its choice, so `run` must not wait
-    /// for a thread that tunes its own kernel. One that asks for another kernel meanwhile does
-    /// not wait (that job's `run` may be waiting for it) and measures nothing, as under
-    /// `Cached` (the choice already made, else the first value), as CubeCL's autotune runs
-    /// its default while a key is tuned: a later call measures. A `tune_kernel` inside `run`
-    /// measures nothing likewise. One asked while the host link is measured
-    /// ([`Context::host_link_bandwidth`]) waits for that. `run` must not record into a
+    /// for a thread that tunes its own kernel. Different kernels asked for at once on several
+    /// threads are tuned at the same time (each may then time the others' work too: tune at
+    /// start-up, from one thread, for the cleanest figures), so a `run` may wait for threads
+    /// that tune other kernels or measure the host link. A `tune_kernel` inside `run`
+    /// measures nothing (as under `Cached`: the choice already made, else the first value).
+    /// One asked while the host link is measured ([`Context::host_link_bandwidth`]) waits
+    /// for that. `run` must not record into a
     /// [`Sequence`](crate::Sequence) or capture: each call is timed alone.
     ///
     /// Errors: those of [`Context::kernel_with`] for any value (an unknown constant, one

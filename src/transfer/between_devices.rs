@@ -92,25 +92,43 @@ impl Context {
             std::panic::Location::caller(),
         )?;
         if bytes > 0 {
-            let mut from = End::of(&source, array, true);
+            let from = End::of(&source, array, true);
             let to = End::of(&self.inner, &copy, false);
-            let (mut read, mut written) = transfer(&from, &to, bytes);
+            let (read, written) = transfer(&from, &to, bytes);
+            // The bytes are read before the source's use is looked at again (before this
+            // read's own staging copies are recorded on it).
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            let complete = read.result.is_ok() && written.result.is_ok();
-            if complete
-                && matches!(from.access, Access::Mapped(_))
-                && array.last_use() != from.last_use
-            {
-                // Another thread's run used the source while the host copied its mapping: the
-                // copy may mix two states, so it is read again through staging, which the
-                // queue orders between submissions.
-                copy.storage.record_use(written.last);
-                (from.access, from.last_use) = (Access::Staged, array.last_use());
-                (read, written) = transfer(&from, &to, bytes);
-            }
+            let overlapped = array.last_use() != from.last_use;
             array.storage.record_use(read.last);
             copy.storage.record_use(written.last);
             read.result.and(written.result)?;
+            if overlapped {
+                // Another thread's run used the source while it was read (in place, or over
+                // several staging submissions): read it again in one submission, which sees
+                // it between two runs.
+                let mut host =
+                    bytemuck::allocation::try_zeroed_vec(bytes as usize).map_err(|()| {
+                        crate::error::Error::HostAllocation {
+                            purpose: "a device-to-device copy read again".into(),
+                            bytes,
+                        }
+                    })?;
+                source.readback_at_once(&mut [ReadbackItem {
+                    out: &mut host,
+                    buffer: array.buffer(),
+                    offset: array.byte_offset(),
+                    span: padded(bytes),
+                }])?;
+                if !copy.storage.write_zero_copy(&host) {
+                    let id = self.inner.upload(&[UploadItem {
+                        data: &host,
+                        buffer: &copy.storage.buffer,
+                        offset: copy.storage.allocation.offset,
+                        span: copy.storage.allocation.size,
+                    }])?;
+                    copy.storage.record_use(id);
+                }
+            }
         }
         source.count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
         self.inner

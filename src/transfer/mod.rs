@@ -240,17 +240,16 @@ impl Context {
         self.inner
             .guard(TransferDirection::DeviceToHost, total, operation, explicit)?;
         let mut outputs = host_outputs(arrays, total, operation)?;
+        let before: Vec<SubmissionId> = arrays.iter().map(|a| a.last_use()).collect();
         let mut staged = Vec::new();
-        for (array, out) in arrays.iter().zip(outputs.iter_mut()) {
+        for ((array, out), &before) in arrays.iter().zip(outputs.iter_mut()).zip(&before) {
             let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
             let direct = array.storage.host_read_range();
-            // UMA: read in place once GPU work that may still write the array is done, unless
-            // another thread's run wrote it meanwhile.
-            let read = match direct {
-                Some(range) => array.storage.read_in_place(&range, 0, out)?,
-                None => false,
-            };
-            if !read && !out.is_empty() {
+            if let Some(range) = direct {
+                // UMA: wait for GPU work that may still write the array, then read it directly.
+                self.inner.wait_for(before)?;
+                range.read(out);
+            } else if !out.is_empty() {
                 staged.push(ReadbackItem {
                     out,
                     buffer: &array.storage.buffer,
@@ -261,6 +260,10 @@ impl Context {
         }
         if !staged.is_empty() {
             self.inner.readback(&mut staged)?;
+        }
+        for ((array, out), &before) in arrays.iter().zip(outputs.iter_mut()).zip(&before) {
+            let out: &mut [u8] = bytemuck::cast_slice_mut(out.as_mut_slice());
+            reread_if_overlapped(&self.inner, &array.storage, before, 0, out)?;
         }
         self.inner.count_transfer(
             TransferDirection::DeviceToHost,
@@ -302,38 +305,66 @@ impl Context {
         self.inner
             .guard(TransferDirection::DeviceToHost, bytes, operation, explicit)?;
         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+        let before = storage.last_use();
         let direct = storage.host_read_range();
-        // UMA: copy from the mapping once GPU work that may still write the array is done,
-        // unless another thread's run wrote it meanwhile.
-        let read = match direct {
-            Some(range) => storage.read_in_place(&range, view_offset, out)?,
-            None => false,
-        };
-        if !read && !out.is_empty() {
-            read_staged(&self.inner, storage, view_offset, out)?;
+        if let Some(range) = direct {
+            // UMA: wait for GPU work that may still write the array, then copy from the mapping.
+            self.inner.wait_for(before)?;
+            range.sub(view_offset, bytes).read(out);
+        } else if !out.is_empty() {
+            read_staged(&self.inner, storage, view_offset, out, false)?;
         }
+        reread_if_overlapped(&self.inner, storage, before, view_offset, out)?;
         self.inner
             .count_transfer(TransferDirection::DeviceToHost, explicit, 1, bytes, started);
         Ok(())
     }
 }
 
-/// Reads `out.len()` bytes of an array from `view_offset` through [`ContextInner::readback`].
-/// Buffer copies start on [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts
-/// between two words is read from the word before it into a small host buffer (its own bytes
-/// plus at most 3), then copied into `out`.
+/// Reads `out.len()` bytes of an array from `view_offset` again, in one submission, when a
+/// submission that uses the array was made while they were read (its last use is no longer
+/// `before`, the last use when the read began): a captured run writes its arrays at every run,
+/// with no borrow to keep another thread's read out, and a read in place or through several
+/// staging submissions may then hold parts of two states. One copy in one submission sees the
+/// array as the queue leaves it between two submissions. Every submission records its use
+/// before it reaches the queue, so one that could overlap the read is seen here.
+fn reread_if_overlapped(
+    inner: &ContextInner,
+    storage: &ArrayStorage,
+    before: SubmissionId,
+    view_offset: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    // The bytes are read before the use is looked at again.
+    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    if storage.last_use() == before || out.is_empty() {
+        return Ok(());
+    }
+    read_staged(inner, storage, view_offset, out, true)
+}
+
+/// Reads `out.len()` bytes of an array from `view_offset` through [`ContextInner::readback`]
+/// (`at_once`: [`ContextInner::readback_at_once`]). Buffer copies start on
+/// [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts between two words is read
+/// from the word before it into a small host buffer (its own bytes plus at most 3), then
+/// copied into `out`.
 fn read_staged(
     inner: &ContextInner,
     storage: &ArrayStorage,
     view_offset: u64,
     out: &mut [u8],
+    at_once: bool,
 ) -> Result<()> {
     let skip = view_offset % COPY_ALIGNMENT;
     let start = view_offset - skip;
     // The copy rounds the bytes up to a word, which the arena's 256-byte allocations hold.
     let span = |len: u64| len.next_multiple_of(COPY_ALIGNMENT);
+    let readback = |items: &mut [ReadbackItem<'_>]| match at_once {
+        true => inner.readback_at_once(items),
+        false => inner.readback(items),
+    };
     if skip == 0 {
-        return inner.readback(&mut [ReadbackItem {
+        return readback(&mut [ReadbackItem {
             span: span(out.len() as u64),
             out,
             buffer: &storage.buffer,
@@ -349,7 +380,7 @@ fn read_staged(
             bytes: len as u64,
         })?;
     words.resize(len, 0u8);
-    inner.readback(&mut [ReadbackItem {
+    readback(&mut [ReadbackItem {
         span: span(len as u64),
         out: &mut words,
         buffer: &storage.buffer,
@@ -522,6 +553,14 @@ impl ContextInner {
         if self.host_link() == HostLink::Mapped {
             return staged_copy::readback(self, items);
         }
+        self.readback_at_once(items)
+    }
+
+    /// Reads every item back with one copy each, in one submission, into one mappable buffer
+    /// made for it: the readback where staging is wgpu's own, and on Vulkan the one that sees
+    /// the arrays between two submissions whatever their size (the staging pool takes a
+    /// submission per staging buffer).
+    pub(crate) fn readback_at_once(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
         let sizes: Vec<u64> = items
             .iter()
             .map(|i| (i.out.len() as u64).next_multiple_of(COPY_ALIGNMENT))

@@ -752,7 +752,15 @@ fn dropping_a_step_right_after_a_run_hands_out_none_of_its_memory_while_the_run_
 fn reads_on_another_thread_see_a_captured_step_array_between_runs_never_in_the_middle() {
     // A step holds its arrays and writes them at every run, with no borrow to keep a reader
     // of the same array out: each read must still give the array before or after a run.
-    for (path, ctx) in harness::op_paths() {
+    let mut paths = harness::op_paths();
+    // Arrays four staging buffers long: a staged read takes several submissions.
+    let small_staging = harness::context_with(gpu_arena::ArenaConfig {
+        zero_copy: false,
+        staging_bytes: 64 << 10,
+        ..harness::test_config()
+    });
+    paths.push(("staging in several submissions", small_staging));
+    for (path, ctx) in paths {
         let n = 1usize << 16;
         let k = ctx.kernel(ADD, "main").unwrap();
         let mut a = ctx.zeros::<u32>(&[2, n / 2]).unwrap();
