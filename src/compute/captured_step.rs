@@ -130,9 +130,11 @@ impl std::fmt::Display for StepPlan {
 /// input with single ops, as you would any array. Threads may run different steps on one
 /// context; one step runs from one thread at a time (`run` takes `&mut self`). A read of one of
 /// its arrays on another thread while runs are submitted (`device_get`, `device_get_into`,
-/// `device_get_many`, `device_put_from`, single ops) gives the array as it was between two
-/// runs, never part of one: on UMA, a read in place that a run overlapped is read again
-/// through staging, which the queue orders between submissions.
+/// `device_get_many`, `device_put_from`, single ops, a sequence's ops) gives the array as it
+/// was between two runs, never part of one, and single ops that write an input on another
+/// thread never write it during a run: a read that a run overlapped is read again in one
+/// submission, which the queue orders between two runs, and host copies, reads in place and
+/// runs exclude each other.
 ///
 /// Dropping the step frees its block and releases its arrays once the GPU work of its runs has
 /// completed (the arena's frontier, as for any array).
@@ -533,6 +535,10 @@ impl<'s, 'r> StepRun<'s, 'r> {
             read_bytes,
         } = self.check(&inner)?;
         let step = &mut *self.step;
+        // The run writes its data and submits under the kernel lock, which every thread's GPU
+        // work and host copies take: a single op's host copy on another thread never overlaps
+        // it, and never finds its arrays idle while it is being submitted.
+        let kernels = inner.kernels().lock();
         // Everything is checked: write what this run changes.
         step.apply(&self.params, &offsets)?;
         step.bind_array_slots(&inner, &self.bound);
@@ -557,6 +563,7 @@ impl<'s, 'r> StepRun<'s, 'r> {
         }
         let bound: Vec<&Arc<ArrayStorage>> = self.bound.iter().map(|&(_, a)| a).collect();
         let id = step.submit_commands(&inner, &buffers, !self.reads.is_empty(), &bound)?;
+        drop(kernels);
         for &(direction, ops, bytes) in &step.transfers {
             inner.count_transfer(direction, true, ops, bytes, started);
         }
@@ -815,9 +822,8 @@ impl CapturedStep {
         {
             return on_host;
         }
-        // Every thread gathers its GPU work under the kernel lock: none can start using the
-        // arrays between the checks below and the copies.
-        let _kernels = inner.kernels().lock();
+        // The run holds the kernel lock, under which every thread gathers its GPU work: none
+        // can start using the arrays between the checks below and the copies.
         let _ = inner.device().poll(wgpu::PollType::Poll);
         let completed = inner.submissions().completed();
         // The array of the step holding bytes `[offset, offset + size)` of `buffer`, mapped and

@@ -331,7 +331,13 @@ impl Sequence {
             return Err(recorder_replaced("Sequence::submit"));
         }
         let inner = Arc::clone(&self.ctx.inner);
+        // The host copies are made, and a user's sequence submits its steps, under one hold of
+        // the kernel lock, which every thread's work on arrays takes: nothing (another thread's
+        // captured run among them) starts on the arrays during a copy or between the two.
+        let user = matches!(self.recorder, Recorder::User(_));
+        let mut kernels = (user || self.host_copies() > 0).then(|| inner.kernels().lock());
         if let Err(error) = self.run_host_work(&inner) {
+            drop(kernels);
             self.finish(SubmissionId(0));
             return Err(error);
         }
@@ -350,22 +356,27 @@ impl Sequence {
                     .submission("submitting a sequence's uploads")?
                     .submit([], record, [])?;
             }
+            drop(kernels);
             self.finish(last);
             return Ok(last);
         }
         let touched = std::mem::take(&mut self.touched);
         let result = match self.recorder {
             // A single op joins the context's gathered ops (`context/gathered.rs`).
-            Recorder::Library => inner.gather(steps, |id| {
-                for (storage, _) in &touched {
-                    storage.record_use(id);
-                }
-            }),
+            Recorder::Library => {
+                drop(kernels.take());
+                inner.gather(steps, |id| {
+                    for (storage, _) in &touched {
+                        storage.record_use(id);
+                    }
+                })
+            }
             Recorder::User(_) => {
-                let mut kernels = inner.kernels().lock();
+                let kernels = kernels.get_or_insert_with(|| inner.kernels().lock());
                 inner.submit_steps(&mut kernels.params, &steps, &touched)
             }
         };
+        drop(kernels);
         self.touched = touched;
         let last = *result.as_ref().unwrap_or(&SubmissionId(0));
         self.finish(last);
@@ -373,15 +384,14 @@ impl Sequence {
     }
 
     /// Runs the host copies recorded for this `submit`, in order, each once the GPU work on
-    /// its arrays is done, under the kernel lock (no other thread submits work on them
-    /// meanwhile). A host copy was recorded only where no earlier step of the sequence touches
-    /// its arrays, so running them ahead of the steps keeps the recorded order.
+    /// its arrays is done; the caller holds the kernel lock (no other thread submits work on
+    /// them meanwhile). A host copy was recorded only where no earlier step of the sequence
+    /// touches its arrays, so running them ahead of the steps keeps the recorded order.
     fn run_host_work(&self, inner: &ContextInner) -> Result<()> {
         let work = std::mem::take(&mut *self.host_work.lock().unwrap_or_else(|p| p.into_inner()));
         if work.is_empty() {
             return Ok(());
         }
-        let _kernels = inner.kernels().lock();
         for (arrays, copy) in work {
             for array in &arrays {
                 inner.wait_for(array.last_use())?;

@@ -14,10 +14,11 @@
 //!
 //! The choice is made in one place, [`Sequence::host_path_now`], which every op calls as it
 //! records: a single op is its recording in a sequence of one, so single ops and ops recorded
-//! into a user's sequence take the host path under the same rules. A single op's host copy
-//! runs at once; a user's sequence's runs at its `submit`, ahead of its steps, once the GPU
-//! work on its arrays is done, so that two sequences sharing an array run in the order they
-//! are submitted, as on a GPU.
+//! into a user's sequence take the host path under the same rules. Every host copy runs at
+//! the sequence's `submit` (a single op's right after it is recorded), ahead of its steps,
+//! once the GPU work on its arrays is done, under the kernel lock: two sequences sharing an
+//! array run in the order they are submitted, as on a GPU, and no other thread's work (a
+//! captured run, which takes the lock to submit) starts on the arrays during a copy.
 
 use super::geometry::BoxCopy;
 use crate::array::{Access, ArrayStorage, DeviceArray};
@@ -29,8 +30,9 @@ use crate::pipelines::KernelState;
 use std::sync::Arc;
 
 /// The mapped bytes of the arrays of one op, when it should run on the host. Its copies and
-/// fills run at once, or, for a user's sequence, at the sequence's `submit` (`deferred`: the
-/// sequence's queue, and the op's arrays, whose GPU work they wait for there).
+/// fills run at the sequence's `submit` (`deferred`: the sequence's queue, and the op's arrays,
+/// whose GPU work they wait for there), or at once for a captured run, which holds the kernel
+/// lock and found its arrays idle itself.
 pub(crate) struct HostArrays {
     ranges: Vec<MappedRange>,
     deferred: Option<(HostWork, Vec<Arc<ArrayStorage>>)>,
@@ -130,8 +132,10 @@ impl Sequence {
             return Ok(None);
         }
         let mut host = inner.host_path(&kernels, arrays)?;
-        if let (Some(host), false) = (&mut host, self.is_single_op()) {
-            // A user's sequence runs in submit order: its host copies wait for `submit`.
+        if let Some(host) = &mut host {
+            // Host copies wait for `submit`, which makes them under the kernel lock once the
+            // GPU is done with their arrays: a user's sequence runs in submit order, and no
+            // other thread's work (a captured run) starts on the arrays during a copy.
             let storages = arrays.iter().map(|a| Arc::clone(&a.storage)).collect();
             host.deferred = Some((Arc::clone(&self.host_work), storages));
         }

@@ -248,7 +248,7 @@ impl Context {
             if let Some(range) = direct {
                 // UMA: wait for GPU work that may still write the array, then read it directly.
                 self.inner.wait_for(before)?;
-                range.read(out);
+                read_in_place(&self.inner, &range, out);
             } else if !out.is_empty() {
                 staged.push(ReadbackItem {
                     out,
@@ -310,7 +310,7 @@ impl Context {
         if let Some(range) = direct {
             // UMA: wait for GPU work that may still write the array, then copy from the mapping.
             self.inner.wait_for(before)?;
-            range.sub(view_offset, bytes).read(out);
+            read_in_place(&self.inner, &range.sub(view_offset, bytes), out);
         } else if !out.is_empty() {
             read_staged(&self.inner, storage, view_offset, out, false)?;
         }
@@ -319,6 +319,15 @@ impl Context {
             .count_transfer(TransferDirection::DeviceToHost, explicit, 1, bytes, started);
         Ok(())
     }
+}
+
+/// Copies `range`, an array's mapping, into `out` under the kernel lock: the host writes
+/// arrays in place only under it (a captured run's inputs, single ops' host copies on a CPU
+/// adapter), so none writes these bytes during the copy. GPU work that writes them is seen
+/// by [`reread_if_overlapped`].
+fn read_in_place(inner: &ContextInner, range: &crate::backend::MappedRange, out: &mut [u8]) {
+    let _kernels = inner.kernels().lock();
+    range.read(out);
 }
 
 /// Reads `out.len()` bytes of an array from `view_offset` again, in one submission, when a

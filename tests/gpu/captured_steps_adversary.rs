@@ -844,3 +844,157 @@ fn an_input_each_run_sets_is_read_whole_by_another_thread_on_every_path() {
         });
     }
 }
+
+/// `a = p` everywhere.
+const STAMP: &str = r#"
+@group(0) @binding(0) var<uniform> p: u32;
+@group(0) @binding(1) var<storage, read_write> a: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&a)) { a[i.x] = p; }
+}
+"#;
+
+/// `b = a + p` elementwise.
+const ADD_TO: &str = r#"
+@group(0) @binding(0) var<uniform> p: u32;
+@group(0) @binding(1) var<storage, read> a: array<u32>;
+@group(0) @binding(2) var<storage, read_write> b: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&b)) { b[i.x] = a[i.x] + p; }
+}
+"#;
+
+/// The one value of `values`, which must all be equal (a read of the array between two runs).
+fn between_runs(values: &[u32], what: &str) -> u32 {
+    assert!(
+        values.iter().all(|&v| v == values[0]),
+        "{what}: part of a run ({:?})",
+        values.iter().collect::<std::collections::BTreeSet<_>>()
+    );
+    values[0]
+}
+
+/// A step whose run stamps `a` with its number and writes `b = a + 1`, run once with 0.
+fn stamping_step(
+    ctx: &Context,
+    n: usize,
+) -> (
+    gpu_arena::CapturedStep,
+    gpu_arena::ParamsSlot<u32>,
+    DeviceArray<u32>,
+) {
+    let (stamp, add) = (
+        ctx.kernel(STAMP, "main").unwrap(),
+        ctx.kernel(ADD_TO, "main").unwrap(),
+    );
+    let mut a = ctx.zeros::<u32>(&[n]).unwrap();
+    let mut cap = ctx.capture();
+    let v = cap.params_slot(&0u32);
+    cap.launch(&stamp)
+        .arg_mut(&mut a)
+        .params_slot(&v)
+        .grid_for(n)
+        .run()
+        .unwrap();
+    let mut b = cap.alloc::<u32>(&[n]).unwrap();
+    cap.launch(&add)
+        .arg(&a)
+        .arg_mut(&mut b)
+        .params(&1u32)
+        .grid_for(n)
+        .run()
+        .unwrap();
+    let mut step = cap.finish().unwrap();
+    step.run().params(&v, &0).submit().unwrap();
+    (step, v, b)
+}
+
+#[gpu_test]
+fn single_ops_and_sequences_on_another_thread_never_overlap_a_captured_run() {
+    let n = 1usize << 16;
+    for (path, ctx) in harness::op_paths() {
+        let (mut step, v, b) = stamping_step(&ctx, n);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 3 {
+                    reads += 1;
+                    // One sequence's two reads see one state: no run comes between them.
+                    let mut seq = ctx.sequence();
+                    let first = seq.copy(&b).unwrap();
+                    let second = seq.dynamic_slice(&b, &[0], &[n]).unwrap();
+                    seq.submit().unwrap();
+                    let first = between_runs(
+                        &ctx.device_get(&first).unwrap(),
+                        &format!("{path}, sequence copy"),
+                    );
+                    let second = between_runs(
+                        &ctx.device_get(&second).unwrap(),
+                        &format!("{path}, sequence slice"),
+                    );
+                    assert_eq!(first, second, "{path}: one sequence saw two runs");
+                    let copied = ctx.copy(&b).unwrap();
+                    between_runs(&ctx.device_get(&copied).unwrap(), &format!("{path}, copy"));
+                }
+            });
+            for t in 1..=60u32 {
+                // A sequence that reads `b` refuses a run until it is submitted.
+                while let Err(e) = step.run().params(&v, &t).submit() {
+                    assert!(matches!(e, Error::PendingInRecorder { .. }), "{path}: {e}");
+                    std::thread::yield_now();
+                }
+                // Now and then the arrays go idle, so the reader's copies may be host copies,
+                // which the next run must not overlap.
+                if t % 3 == 0 {
+                    ctx.synchronize().unwrap();
+                }
+            }
+            ctx.synchronize().unwrap();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        assert_eq!(between_runs(&ctx.device_get(&b).unwrap(), path), 61);
+    }
+}
+
+#[gpu_test]
+fn an_input_updated_whole_on_another_thread_is_read_whole_by_each_run() {
+    let n = 1usize << 16;
+    for (path, ctx) in harness::op_paths() {
+        let add = ctx.kernel(ADD_TO, "main").unwrap();
+        let mut x = ctx.device_put(&vec![0u32; n], &[n]).unwrap();
+        let mut cap = ctx.capture();
+        let mut c = cap.alloc::<u32>(&[n]).unwrap();
+        cap.launch(&add)
+            .arg(&x)
+            .arg_mut(&mut c)
+            .params(&1u32)
+            .grid_for(n)
+            .run()
+            .unwrap();
+        let read = cap.read(&c).unwrap();
+        let mut step = cap.finish().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut w = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    w += 1;
+                    x = ctx
+                        .dynamic_update_slice(x, (&vec![w; n][..], &[n][..]), &[0])
+                        .map_err(|d| d.error)
+                        .unwrap();
+                }
+            });
+            let mut out = vec![0u32; n];
+            for _ in 0..60 {
+                step.run().read_into(&read, &mut out).submit().unwrap();
+                between_runs(&out, path);
+                std::thread::yield_now();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+    }
+}
