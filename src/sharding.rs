@@ -160,6 +160,7 @@ impl PartialEq<Vec<Range<usize>>> for ShardRows {
 /// assert_eq!((back, shape), (x, vec![1024, 4]));
 /// # Ok::<(), gpu_arena::Error>(())
 /// ```
+#[track_caller]
 pub fn shard<T: bytemuck::Pod>(
     contexts: &[Context],
     data: &[T],
@@ -178,18 +179,17 @@ pub fn shard<T: bytemuck::Pod>(
     }
     // `check_shape` proved the element count fits, so the row length does too.
     let row_len: usize = row_shape.iter().product();
-    contexts
-        .iter()
-        .zip(shard_rows(rows, contexts.len()))
-        .map(|(ctx, range)| {
-            let mut shard_shape = shape.to_vec();
-            shard_shape[0] = range.len();
-            let rows = &data[range.start * row_len..range.end * row_len];
-            let mut batch = ctx.upload_batch();
-            let pending = batch.put(rows, &shard_shape)?;
-            batch.finish()?.take(pending)
-        })
-        .collect()
+    // A loop, not a closure: each shard's allocation site is the caller's line.
+    let mut shards = Vec::with_capacity(contexts.len());
+    for (ctx, range) in contexts.iter().zip(shard_rows(rows, contexts.len())) {
+        let mut shard_shape = shape.to_vec();
+        shard_shape[0] = range.len();
+        let rows = &data[range.start * row_len..range.end * row_len];
+        let mut batch = ctx.upload_batch();
+        let pending = batch.put(rows, &shard_shape)?;
+        shards.push(batch.finish()?.take(pending)?);
+    }
+    Ok(shards)
 }
 
 /// Copies `shards` back to the host as one array along the leading axis, in order: shard `i`

@@ -263,7 +263,7 @@ impl Capture {
     ) -> Result<(DeviceArray<T>, InputSlot<T>)> {
         const OPERATION: &str = "Capture::input";
         let before = self.tables(OPERATION)?.inputs.len();
-        let array = self.sequence.put(data, shape)?;
+        let array = self.sequence.put_guarded(data, shape, true, OPERATION)?;
         let tables = self.tables(OPERATION)?;
         let index = (tables.inputs.len() > before).then_some(before as u32);
         Ok((

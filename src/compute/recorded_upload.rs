@@ -36,7 +36,7 @@ impl Sequence {
     }
 
     #[track_caller]
-    fn put_guarded<T: bytemuck::Pod>(
+    pub(crate) fn put_guarded<T: bytemuck::Pod>(
         &mut self,
         data: &[T],
         shape: &[usize],

@@ -194,7 +194,9 @@ impl Sequence {
     }
 
     /// Number of steps recorded so far (dispatches, copies and clears, host copies of a CPU
-    /// adapter included).
+    /// adapter included). It depends on the path as the steps do: an upload (`put`, a host
+    /// operand) is a copy out of staging on the staging path and no step where it is written
+    /// in place (zero-copy) or rides in wgpu's queue (other backends).
     pub fn len(&self) -> usize {
         self.steps.len() + self.host_copies()
     }

@@ -202,7 +202,8 @@ pub struct ArenaConfig {
     pub transfer_guard: TransferGuardLevels,
     /// Events the memory timeline keeps (a ring: the newest win). Default 0: off, costing
     /// nothing. At most [`MAX_TIMELINE_CAPACITY`](super::MAX_TIMELINE_CAPACITY). `GPU_ARENA_TIMELINE` takes a count, or `on`
-    /// for [`DEFAULT_TIMELINE_CAPACITY`].
+    /// (also `true`, `yes` and `1`, as booleans are read) for [`DEFAULT_TIMELINE_CAPACITY`]:
+    /// a ring of one event is set in code.
     pub timeline_capacity: usize,
     /// With the timeline on, time every dispatch on the GPU where the device has timestamp
     /// queries (see [`Context::kernel_times`](crate::Context::kernel_times)). Default `true`;

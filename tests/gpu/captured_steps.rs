@@ -1004,6 +1004,22 @@ fn a_runs_inputs_and_reads_are_explicit_transfers_the_guard_sees_and_the_stats_c
     for (path, ctx) in op_paths() {
         let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
         let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
+        // The capture's own input is refused under its own name.
+        {
+            let _guard = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+            let mut cap = ctx.capture();
+            let refused = cap.input(&[1.0f32; 4], &[4]).map(drop).unwrap_err();
+            assert!(
+                matches!(
+                    refused,
+                    Error::TransferGuard {
+                        operation: "Capture::input",
+                        ..
+                    }
+                ),
+                "{path}: {refused:?}"
+            );
+        }
         let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
         let before = ctx.transfer_stats();
         let mut out = vec![0.0f32; WIDTH];

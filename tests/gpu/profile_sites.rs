@@ -100,6 +100,15 @@ fn sites_point_at_the_callers_own_line_for_every_call_that_makes_an_array() {
         let (i, l) = (a.copy_to(&ctx).unwrap(), line!());
         assert_site(&ctx, path, "copy_to", &i, l);
 
+        // Shards: each made at the `shard` call.
+        let (shards, l) = (
+            gpu_arena::shard(&[ctx.clone(), ctx.clone()], &[3u32; 16], &[4, 4]).unwrap(),
+            line!(),
+        );
+        for shard in &shards {
+            assert_site(&ctx, path, "shard", shard, l - 1);
+        }
+
         // A capture's arrays, its host input included.
         let mut cap = ctx.capture();
         let ((c1, _slot), l1) = (cap.input(&[2u32; 8], &[8]).unwrap(), line!());
