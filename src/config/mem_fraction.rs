@@ -32,7 +32,8 @@ impl MemFraction {
     }
 
     /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); numbers may use
-    /// exponents (`"5e-1"`).
+    /// exponents (`"5e-1"`). Blanks around the value are ignored, blanks inside it (`"0.5 +"`,
+    /// `"0.5 - 0.6"`) refused, as every variable's.
     ///
     /// Errors name the grammar; fractions must lie in `(0, 1]` and the limit must not be below
     /// the reserve.
@@ -124,8 +125,7 @@ pub enum MemFractionError {
 
 /// One fraction of the grammar.
 fn number(text: &str) -> std::result::Result<f64, MemFractionError> {
-    let text = text.trim();
-    // No sign: Rust's `parse` would take a leading `+`, which no setting is written with.
+    // No blank (the whole value is trimmed once, as every variable's is) and no sign: Rust's `parse` would take a leading `+`, which no setting is written with.
     (!text.starts_with(['+', '-']))
         .then(|| text.parse::<f64>().ok())
         .flatten()
@@ -196,6 +196,11 @@ mod tests {
             "0.75-0.85"
         );
         assert_eq!(MemFraction::parse("0.6+").unwrap().to_string(), "0.6+");
+        // Blanks around the value are ignored, blanks inside it refused.
+        assert_eq!(MemFraction::parse(" 0.5-0.6 ").unwrap().limit, 0.6);
+        for inside in ["0.5 - 0.6", "0.5 -0.6", "0.5- 0.6", "0.5 +", "0. 5"] {
+            assert!(MemFraction::parse(inside).is_err(), "{inside}");
+        }
     }
 
     #[test]
