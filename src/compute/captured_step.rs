@@ -519,8 +519,11 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// [`Context::transfer_stats`] and on the timeline;
     /// [`Error::PendingInRecorder`] for an array of the step that a user recorder's pending
     /// work would be overtaken on (a [`crate::Sequence`] or capture not yet submitted or
-    /// finished: it names the array and the recorder);
-    /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`].
+    /// finished, on any thread, a sequence that only reads an array the run writes included:
+    /// it names the array and the recorder; submit that work first, or retry);
+    /// [`Error::ForeignArray`] for an array of another context bound to an array slot;
+    /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`]. A run
+    /// is not eager work: a thread that holds a capture of this context open may run a step.
     pub fn submit(mut self) -> Result<SubmissionId> {
         const OPERATION: &str = "CapturedStep::run";
         if let Some(error) = self.error.take() {
