@@ -94,10 +94,11 @@ impl Context {
         if bytes > 0 {
             let from = End::of(&source, array, true);
             let to = End::of(&self.inner, &copy, false);
-            // A mapped source is read under its kernel lock, as every read in place is.
-            let kernels = matches!(from.access, Access::Mapped(_)).then(|| source.kernels().lock());
+            // A source the host may write in place is read under its kernel lock, as every
+            // read of such an array is (a read again included).
+            let mapped = array.storage.host_range().is_some();
+            let kernels = mapped.then(|| source.kernels().lock());
             let (read, written) = transfer(&from, &to, bytes);
-            drop(kernels);
             // The bytes are read before the source's use is looked at again (before this
             // read's own staging copies are recorded on it).
             std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
@@ -132,6 +133,7 @@ impl Context {
                     copy.storage.record_use(id);
                 }
             }
+            drop(kernels);
         }
         source.count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
         self.inner

@@ -259,6 +259,10 @@ impl Context {
             }
         }
         if !staged.is_empty() {
+            // Arrays the host may write in place are read under the kernel lock, as reads in
+            // place are.
+            let mapped = arrays.iter().any(|a| a.storage.host_range().is_some());
+            let _kernels = mapped.then(|| self.inner.kernels().lock());
             self.inner.readback(&mut staged)?;
         }
         for ((array, out), &before) in arrays.iter().zip(outputs.iter_mut()).zip(&before) {
@@ -324,7 +328,8 @@ impl Context {
 /// Copies `range`, an array's mapping, into `out` under the kernel lock: the host writes
 /// arrays in place only under it (a captured run's inputs, single ops' host copies on a CPU
 /// adapter), so none writes these bytes during the copy. GPU work that writes them is seen
-/// by [`reread_if_overlapped`].
+/// by [`reread_if_overlapped`]. Readbacks of arrays the host may write take the lock too
+/// ([`read_staged`]), for as long as their copies run.
 fn read_in_place(inner: &ContextInner, range: &crate::backend::MappedRange, out: &mut [u8]) {
     let _kernels = inner.kernels().lock();
     range.read(out);
@@ -364,6 +369,9 @@ fn read_staged(
     out: &mut [u8],
     at_once: bool,
 ) -> Result<()> {
+    // Under the kernel lock where the host may write the array in place, so that no such write
+    // lands while the copy runs (and a read again comes between two whole runs).
+    let _kernels = (at_once || storage.host_range().is_some()).then(|| inner.kernels().lock());
     let skip = view_offset % COPY_ALIGNMENT;
     let start = view_offset - skip;
     // The copy rounds the bytes up to a word, which the arena's 256-byte allocations hold.

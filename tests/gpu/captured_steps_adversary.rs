@@ -836,8 +836,13 @@ fn an_input_each_run_sets_is_read_whole_by_another_thread_on_every_path() {
                     );
                 }
             });
-            for d in &data {
+            for (i, d) in data.iter().enumerate() {
                 step.run().input(&slot, d).submit().unwrap();
+                // Now and then the previous run has completed, so the next writes its input in
+                // place on UMA, which a read on the other thread must not overlap.
+                if i % 2 == 0 {
+                    ctx.synchronize().unwrap();
+                }
             }
             ctx.synchronize().unwrap();
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
