@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 /// Tuning follows CubeCL's autotune and Triton's autotuner: the first single op that needs a
 /// kernel for a size class ([`SizeClass`](crate::kernels::SizeClass)) times every
 /// [`KernelShape::candidates`] on the device on scratch buffers of its own (round by round,
-/// candidates interleaved, each shape's best round; wall clock around each submission), keeps the fastest, and
+/// candidates interleaved, each shape's best round; the device's timestamps where it has them,
+/// else the wall clock around each submission: [`TuningClock`](crate::kernels::TuningClock)), keeps the fastest, and
 /// reuses it for every later op of that kernel and class, in every context of the process on
 /// the same device and driver, and, with `GPU_ARENA_CACHE_DIR` set, in later processes (a file
 /// beside the pipeline cache). Threads that need a kernel being tuned wait for that one job.

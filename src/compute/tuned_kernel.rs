@@ -114,8 +114,8 @@ impl Context {
     /// calling `run`; [`Context::kernel_tuning`] lists it. Under `KernelTuning::Cached` nothing
     /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
     /// first value is used. A value in the file that is not among `values` is not trusted:
-    /// the kernel is tuned again. Tuning jobs of users' kernels run one at a time in the
-    /// process. A thread that asks for a kernel being tuned (the same source, entry point,
+    /// the kernel is tuned again. One job per kernel runs at a time in the process: a thread
+    /// that asks for a kernel being tuned (the same source, entry point,
     /// constants and values) waits for that job and gets its choice, so `run` must not wait
     /// for a thread that tunes its own kernel. Different kernels asked for at once on several
     /// threads are tuned at the same time (each may then time the others' work too: tune at

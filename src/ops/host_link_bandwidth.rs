@@ -39,7 +39,8 @@ impl Context {
     /// `prefetch` (the transfer guard's refusal of explicit transfers in either direction,
     /// checked for both before anything moves; out of memory of either kind; a lost device),
     /// and [`Error::EagerDuringCapture`] on the thread that holds a capture of this context
-    /// open; nothing is kept then.
+    /// open in its default mode ([`CaptureMode::Relaxed`](crate::CaptureMode) lets it
+    /// measure); nothing is kept then.
     pub fn host_link_bandwidth(&self) -> Result<f64> {
         const OPERATION: &str = "host_link_bandwidth";
         let adapter = self.inner.adapter_info();
