@@ -109,8 +109,9 @@ impl Context {
     /// `run` (your launch of the kernel on arrays of your choosing, e.g. `|k|
     /// ctx.launch(k).arg(&x).arg_mut(&mut y).grid_for(n).run()`) is timed with each, followed
     /// by a synchronize, interleaved round by round; a value's fastest round counts. The choice is kept as the library's kernels'
-    /// are (see [`KernelTuning`]): later calls with the same source, entry point, constants and
-    /// values, in this process or (with `GPU_ARENA_CACHE_DIR`) the next, return it without
+    /// are (see [`KernelTuning`]): later calls with the same source, entry point, constants
+    /// (by name or by `@id` alike, as compiling takes them) and values in the same order, in
+    /// this process or (with `GPU_ARENA_CACHE_DIR`) the next, return it without
     /// calling `run`; [`Context::kernel_tuning`] lists it. Under `KernelTuning::Cached` nothing
     /// is measured (a kernel never tuned gets the first value), under `Off` and `Forced` the
     /// first value is used. A value in the file that is not among `values` is not trusted:
@@ -174,18 +175,20 @@ impl Context {
             constants.push((constant, value));
             constants
         };
-        // Every value is checked before any is compiled: a refused call compiles nothing.
+        // Every value is checked before any is compiled: a refused call compiles nothing. The
+        // constants as applied name the tuning: one whether spelled by name or by id.
+        let mut applied = Vec::with_capacity(values.len());
         for &value in values {
             let constants = constants_with(value);
             let variant = KernelDesc {
                 constants: &constants,
                 ..desc
             };
-            (self.inner.kernels()).check_user(
+            applied.push((self.inner.kernels()).check_user(
                 self.inner.device(),
                 self.inner.limits(),
                 &variant,
-            )?;
+            )?);
         }
         let kernels = values
             .iter()
@@ -204,7 +207,7 @@ impl Context {
         let adapter = self.inner.adapter_info();
         let dir: Option<std::path::PathBuf> =
             self.inner.kernels().lock().cache_dir().map(Into::into);
-        let key = user_key(&desc, constant, values);
+        let key = user_key(&desc, &applied);
         let job = measuring_job(Measure::UserKernel(key));
         if job.is_none() {
             tuning = KernelTuning::Cached;
@@ -265,28 +268,26 @@ fn time_values(
     Ok(fastest)
 }
 
-/// What names this tuning: the source, entry point, other constants, the constant and its
-/// values.
-fn user_key(desc: &KernelDesc<'_>, constant: &str, values: &[f64]) -> u64 {
+/// What names this tuning: the source, entry point, and each value's constants as applied
+/// (in the order of the values, which picks the first value under `Cached`).
+fn user_key(desc: &KernelDesc<'_>, applied: &[Vec<(String, f64)>]) -> u64 {
     let source: Vec<u8> = match desc.source {
         KernelSource::Wgsl(text) => text.as_bytes().to_vec(),
         KernelSource::SpirV(words) => words.iter().flat_map(|w| w.to_le_bytes()).collect(),
     };
-    let mut constants: Vec<String> = desc
-        .constants
+    let applied: Vec<String> = applied
         .iter()
-        .map(|(name, value)| format!("{name}={:016x}", value.to_bits()))
-        .collect();
-    constants.sort();
-    let values: Vec<u8> = values
-        .iter()
-        .flat_map(|v| v.to_bits().to_le_bytes())
+        .map(|constants| {
+            let set: Vec<String> = constants
+                .iter()
+                .map(|(key, value)| format!("{key}={:016x}", value.to_bits()))
+                .collect();
+            set.join(",")
+        })
         .collect();
     crate::pipelines::user_key(&[
         &source,
         desc.entry_point.as_bytes(),
-        constants.join(",").as_bytes(),
-        constant.as_bytes(),
-        &values,
+        applied.join(";").as_bytes(),
     ])
 }

@@ -185,14 +185,15 @@ impl KernelCache {
     }
 
     /// The refusal [`KernelCache::user`] would give `desc` before it compiles anything (its
-    /// source, entry point, constants, and this device's limits), or `Ok`: so that every
-    /// variant of a kernel is checked before the first is compiled.
+    /// source, entry point, constants, and this device's limits), or its constants as applied
+    /// (each under naga's key for its override, sorted: one set whether given by name or by
+    /// id): so that every variant of a kernel is checked before the first is compiled.
     pub(crate) fn check_user(
         &self,
         device: &wgpu::Device,
         limits: &wgpu::Limits,
         desc: &KernelDesc<'_>,
-    ) -> Result<()> {
+    ) -> Result<Vec<(String, f64)>> {
         let name = kernel_name(desc);
         let reflected = prepare(desc.source, desc.entry_point, desc.constants, &name, limits)?;
         let immediates = device.features().contains(wgpu::Features::IMMEDIATES);
@@ -201,7 +202,8 @@ impl KernelCache {
                 kernel: name,
                 message: exceeded.to_string(),
             }
-        })
+        })?;
+        Ok(reflected.constants)
     }
 }
 

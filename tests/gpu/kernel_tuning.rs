@@ -967,3 +967,37 @@ fn child_run_waits_for_threads_that_tune() {
         assert_eq!(row.origin, TuningOrigin::Measured);
     }
 }
+
+#[gpu_test]
+fn a_constant_given_by_its_id_or_by_its_name_is_one_tuning() {
+    use gpu_arena::kernels::KernelDesc;
+    let ctx = tuned_context(KernelTuning::On, None);
+    let wgsl = "@id(7) override IDC: u32 = 1u;
+        override WG: u32 = 64u;
+        @group(0) @binding(0) var<storage, read_write> y: array<u32>;
+        @compute @workgroup_size(WG)
+        fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+            if (i.x < arrayLength(&y)) { y[i.x] = y[i.x] + IDC; }
+        }";
+    let desc = KernelDesc::wgsl(wgsl, "main").label("tuned-by-id-or-name");
+    let mut y = ctx.zeros::<u32>(&[1024]).unwrap();
+    let by_name = ctx
+        .tune_kernel(desc.constants(&[("IDC", 3.0)]), "WG", &[32.0, 64.0], |k| {
+            ctx.launch(k).arg_mut(&mut y).grid_for(1024usize).run()
+        })
+        .unwrap();
+    let never = |_: &gpu_arena::Kernel| -> gpu_arena::Result<()> { panic!("measured again") };
+    let by_id = ctx
+        .tune_kernel(desc.constants(&[("7", 3.0)]), "WG", &[32.0, 64.0], never)
+        .unwrap();
+    assert_eq!(by_id.workgroup_size(), by_name.workgroup_size());
+    // Another value of the other constant is another tuning.
+    let mut z = ctx.zeros::<u32>(&[1024]).unwrap();
+    let mut calls = 0;
+    ctx.tune_kernel(desc.constants(&[("7", 4.0)]), "WG", &[32.0, 64.0], |k| {
+        calls += 1;
+        ctx.launch(k).arg_mut(&mut z).grid_for(1024usize).run()
+    })
+    .unwrap();
+    assert!(calls > 0);
+}
