@@ -228,6 +228,16 @@ impl ArrayStorage {
         self.host_range().filter(|_| self.ctx.host_reads(self.kind))
     }
 
+    /// Whether a submission used the array since its last use was `before`: after a read of
+    /// its bytes (in place, or over several submissions), whether another thread's work may
+    /// have written them during the read. Every submission records its use before it reaches
+    /// the queue, so one that could overlap the read is seen here.
+    pub(crate) fn used_since(&self, before: SubmissionId) -> bool {
+        // The bytes are read before the use is looked at again.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        self.last_use() != before
+    }
+
     /// Writes `bytes` straight into the allocation's mapped memory when zero-copy applies
     /// (`false`: it does not, nothing was written). For an array fresh from the arena, which
     /// no GPU work uses yet: both uploads and upload batches make their arrays this way.

@@ -99,13 +99,12 @@ impl Context {
             let mapped = array.storage.host_range().is_some();
             let kernels = mapped.then(|| source.kernels().lock());
             let (read, written) = transfer(&from, &to, bytes);
-            // The bytes are read before the source's use is looked at again (before this
-            // read's own staging copies are recorded on it).
-            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-            let overlapped = array.last_use() != from.last_use;
+            // Looked at before this read's own staging copies are recorded on the source.
+            let overlapped = array.storage.used_since(from.last_use);
             array.storage.record_use(read.last);
             copy.storage.record_use(written.last);
             read.result.and(written.result)?;
+            drop(kernels);
             if overlapped {
                 // Another thread's run used the source while it was read (in place, or over
                 // several staging submissions): read it again in one submission, which sees
@@ -117,23 +116,9 @@ impl Context {
                             bytes,
                         }
                     })?;
-                source.readback_at_once(&mut [ReadbackItem {
-                    out: &mut host,
-                    buffer: array.buffer(),
-                    offset: array.byte_offset(),
-                    span: padded(bytes),
-                }])?;
-                if !copy.storage.write_zero_copy(&host) {
-                    let id = self.inner.upload(&[UploadItem {
-                        data: &host,
-                        buffer: &copy.storage.buffer,
-                        offset: copy.storage.allocation.offset,
-                        span: copy.storage.allocation.size,
-                    }])?;
-                    copy.storage.record_use(id);
-                }
+                super::read_staged(&source, &array.storage, 0, &mut host, true)?;
+                self.write_new(&copy.storage, &host)?;
             }
-            drop(kernels);
         }
         source.count_transfer(TransferDirection::DeviceToDevice, true, 1, bytes, started);
         self.inner

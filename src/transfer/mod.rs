@@ -198,23 +198,30 @@ impl Context {
             None,
             std::panic::Location::caller(),
         )?;
-        if array.storage.write_zero_copy(bytes) || bytes.is_empty() {
+        self.write_new(&array.storage, bytes)?;
+        self.inner.count_put(explicit, bytes, started);
+        Ok(array)
+    }
+
+    /// Writes `bytes` into `storage`, an array of this context no other thread has yet: in
+    /// place where zero-copy applies, with the gathered ops when small, else through an upload
+    /// of its own (after any work already submitted on it, in queue order).
+    pub(crate) fn write_new(&self, storage: &ArrayStorage, bytes: &[u8]) -> Result<()> {
+        if storage.write_zero_copy(bytes) || bytes.is_empty() {
             // Written in place, or nothing to write.
-        } else if let Some(step) = self.inner.gathered_upload(&array.storage, bytes) {
+        } else if let Some(step) = self.inner.gathered_upload(storage, bytes) {
             // Small: staged with the gathered ops, copied by a command of their batch.
-            let storage = &array.storage;
             self.inner.gather(vec![step], |id| storage.record_use(id))?;
         } else {
             let id = self.inner.upload(&[UploadItem {
                 data: bytes,
-                buffer: &array.storage.buffer,
-                offset: array.storage.allocation.offset,
-                span: array.storage.allocation.size,
+                buffer: &storage.buffer,
+                offset: storage.allocation.offset,
+                span: storage.allocation.size,
             }])?;
-            array.storage.record_use(id);
+            storage.record_use(id);
         }
-        self.inner.count_put(explicit, bytes, started);
-        Ok(array)
+        Ok(())
     }
 
     pub(crate) fn get_many<T: bytemuck::Pod>(
@@ -336,12 +343,11 @@ fn read_in_place(inner: &ContextInner, range: &crate::backend::MappedRange, out:
 }
 
 /// Reads `out.len()` bytes of an array from `view_offset` again, in one submission, when a
-/// submission that uses the array was made while they were read (its last use is no longer
-/// `before`, the last use when the read began): a captured run writes its arrays at every run,
-/// with no borrow to keep another thread's read out, and a read in place or through several
-/// staging submissions may then hold parts of two states. One copy in one submission sees the
-/// array as the queue leaves it between two submissions. Every submission records its use
-/// before it reaches the queue, so one that could overlap the read is seen here.
+/// submission used the array while they were read ([`ArrayStorage::used_since`] `before`, its
+/// last use when the read began): a captured run writes its arrays at every run, with no
+/// borrow to keep another thread's read out, and a read in place or through several staging
+/// submissions may then hold parts of two states. One copy in one submission sees the array
+/// as the queue leaves it between two submissions.
 fn reread_if_overlapped(
     inner: &ContextInner,
     storage: &ArrayStorage,
@@ -349,9 +355,7 @@ fn reread_if_overlapped(
     view_offset: u64,
     out: &mut [u8],
 ) -> Result<()> {
-    // The bytes are read before the use is looked at again.
-    std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    if storage.last_use() == before || out.is_empty() {
+    if !storage.used_since(before) || out.is_empty() {
         return Ok(());
     }
     read_staged(inner, storage, view_offset, out, true)
@@ -362,7 +366,7 @@ fn reread_if_overlapped(
 /// [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts between two words is read
 /// from the word before it into a small host buffer (its own bytes plus at most 3), then
 /// copied into `out`.
-fn read_staged(
+pub(super) fn read_staged(
     inner: &ContextInner,
     storage: &ArrayStorage,
     view_offset: u64,
