@@ -150,7 +150,8 @@ pub struct ArenaConfig {
     /// Off: the arena starts empty and grows region by region up to `mem_fraction.limit`.
     pub preallocate: bool,
     /// Share of the device-local heap to reserve / grow to (default `0.75`); both fractions in
-    /// `(0, 1]`, the limit not below the reserve.
+    /// `(0, 1]`, the limit not below the reserve; a context refuses a limit that rounds to no
+    /// byte of its device's heap (under 256 bytes).
     pub mem_fraction: MemFraction,
     /// BFC arena or platform pass-through (default [`AllocatorKind::Bfc`]).
     pub allocator: AllocatorKind,

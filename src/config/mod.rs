@@ -3,7 +3,7 @@
 //! | field | default | accepted | env var (ours) | JAX alias |
 //! |---|---|---|---|---|
 //! | [`ArenaConfig::preallocate`] | `true` | | `GPU_ARENA_PREALLOCATE` | `XLA_PYTHON_CLIENT_PREALLOCATE` |
-//! | [`ArenaConfig::mem_fraction`] | `0.75` | (0, 1], limit ≥ reserve | `GPU_ARENA_MEM_FRACTION` | `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_MEM_FRACTION` |
+//! | [`ArenaConfig::mem_fraction`] | `0.75` | (0, 1], limit ≥ reserve, and a limit of at least 256 bytes of the device's heap (checked when a context opens) | `GPU_ARENA_MEM_FRACTION` | `XLA_CLIENT_MEM_FRACTION`, `XLA_PYTHON_CLIENT_MEM_FRACTION` |
 //! | [`ArenaConfig::allocator`] | `bfc` | | `GPU_ARENA_ALLOCATOR` | `XLA_PYTHON_CLIENT_ALLOCATOR` |
 //! | [`ArenaConfig::max_region_bytes`] | device limit | ≥ 256 bytes | `GPU_ARENA_MAX_REGION_MB` | |
 //! | [`ArenaConfig::adapter`] | best adapter | a name part is not blank | `GPU_ARENA_ADAPTER` | |

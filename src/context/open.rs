@@ -30,7 +30,8 @@ impl Context {
     ///
     /// Errors: a configuration value [`ArenaConfig::validate`] refuses (checked before any
     /// device call), no adapter (the message says what to install), the chosen adapter refused
-    /// a device, a staging size above the device's `max_buffer_size`, or the memory plan could
+    /// a device, a staging size above the device's `max_buffer_size`, a memory fraction whose
+    /// limit rounds to no byte of the device's heap (under 256 bytes), or the memory plan could
     /// not be made.
     ///
     /// The list it chooses from, and contexts on the other adapters: [`crate::devices`],
@@ -127,6 +128,7 @@ impl Context {
         let limits = device.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
         let plan = plan_memory(&description)?;
+        check_fraction_fits_device(&config, &plan)?;
         let bar_candidates = bar_write_candidates(&config, &plan)?;
         let bar_writes = bar_candidates.is_some();
         let arena_types = bar_candidates.unwrap_or_else(|| plan.arena_candidates.clone());
@@ -232,6 +234,34 @@ impl Context {
             .map(|device| Self::on_device(device, config.clone()))
             .collect()
     }
+}
+
+/// Refuses a memory fraction whose limit is no byte of this device's heap (a fraction in
+/// `(0, 1]` so small that it rounds to nothing): an arena that could hold nothing would refuse
+/// every array with an out-of-memory error.
+///
+/// # Errors
+/// [`Error::Config`] naming `ArenaConfig::mem_fraction` (`GPU_ARENA_MEM_FRACTION`), with the
+/// smallest limit this device takes.
+fn check_fraction_fits_device(config: &ArenaConfig, plan: &MemoryPlan) -> Result<()> {
+    if plan.prealloc_bytes(config.mem_fraction.limit) > 0 {
+        return Ok(());
+    }
+    let align = crate::memplan::PREALLOC_ALIGN;
+    let expected = match plan.prealloc_bytes(1.0) {
+        0 => format!("none: {} has no memory the arena may take", plan.device),
+        _ => format!(
+            "a limit of at least {align} bytes of this device's {}-byte heap (a fraction of at \
+             least {:e})",
+            plan.heap_bytes,
+            align as f64 / plan.heap_bytes as f64
+        ),
+    };
+    Err(Error::Config {
+        variable: "ArenaConfig::mem_fraction (GPU_ARENA_MEM_FRACTION)".into(),
+        value: format!("{:?}", config.mem_fraction),
+        expected,
+    })
 }
 
 /// The arena's memory types when direct BAR writes are on ([`BarWrites`]); `None` when they are

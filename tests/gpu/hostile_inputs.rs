@@ -143,6 +143,43 @@ fn zero_staging_bytes_are_refused_before_any_buffer_is_made() {
 }
 
 #[gpu_test]
+fn a_memory_fraction_that_rounds_to_no_byte_is_refused_at_open() {
+    // In (0, 1] but below one 256-byte unit of the heap: an arena that could hold nothing.
+    for fraction in [
+        gpu_arena::MemFraction::fixed(1e-300),
+        gpu_arena::MemFraction {
+            reserve: 1e-300,
+            limit: 1e-299,
+        },
+    ] {
+        let error = Context::new(ArenaConfig {
+            mem_fraction: fraction,
+            ..test_config()
+        })
+        .expect_err("refused");
+        match &error {
+            Error::Config {
+                variable, expected, ..
+            } => {
+                assert_eq!(variable, "ArenaConfig::mem_fraction (GPU_ARENA_MEM_FRACTION)");
+                assert!(expected.contains("at least 256 bytes"), "{error}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // A tiny reserve under a usable limit is no arena of nothing: it opens and grows.
+    let ctx = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction {
+            reserve: 1e-300,
+            limit: 0.5,
+        },
+        ..test_config()
+    });
+    let a = ctx.device_put(&[7u32; 64], &[64]).unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![7u32; 64]);
+}
+
+#[gpu_test]
 fn configuration_is_checked_before_any_device_call() {
     // A backend this machine may not have and a bad field: the field is reported, not the
     // missing adapter, because nothing is asked of a device before the check.
