@@ -715,6 +715,61 @@ impl ContextInner {
     }
 }
 
+impl crate::host_link::HostPort for ContextInner {
+    fn device(&self) -> &wgpu::Device {
+        &self.device
+    }
+
+    fn staging(&self) -> &StagingPool {
+        &self.staging
+    }
+
+    fn host_link(&self) -> crate::host_link::HostLink {
+        self.host_link
+    }
+
+    fn flush_gathered(&self) -> Result<()> {
+        self.flush()
+    }
+
+    fn submit_copies(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        during: &str,
+        host_read: bool,
+    ) -> Result<SubmissionId> {
+        match host_read {
+            true => self.submit_encoder_for_host_read(encoder, during),
+            false => self.submit_encoder(encoder, during),
+        }
+    }
+
+    fn submit_writes(&self, during: &str, writes: impl FnOnce()) -> Result<SubmissionId> {
+        // The writes are inside the submission's error scopes: one into a buffer destroyed
+        // through the escape hatch is an `Error::Device`.
+        let submission = self.submission(during)?;
+        writes();
+        submission.submit([], |_| {}, [])
+    }
+
+    fn write_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
+        self.queue.write_buffer(buffer, offset, bytes);
+    }
+
+    fn wait_for_copies(&self, id: SubmissionId) -> Result<()> {
+        self.wait_for(id)
+    }
+
+    fn read_mapped(
+        &self,
+        buffer: &wgpu::Buffer,
+        during: &str,
+        read: impl FnOnce(&[u8]),
+    ) -> Result<()> {
+        ContextInner::read_mapped(self, buffer, during, read)
+    }
+}
+
 impl StagingMemory for ContextInner {
     fn completed(&self) -> u64 {
         self.submissions.completed()

@@ -6,9 +6,9 @@
 use super::Sequence;
 use crate::array::{Access, DeviceArray};
 use crate::error::Result;
+use crate::host_link::staged_copy::UploadItem;
 use crate::host_link::staging::{StagingKind, COPY_ALIGNMENT};
 use crate::step::{BufferCopy, Step};
-use crate::transfer::staged_copy::UploadItem;
 use crate::transfer::{Operand, ResolvedOperand};
 
 impl Sequence {
@@ -85,7 +85,7 @@ impl Sequence {
             // wgpu's own staging (non-Vulkan backends): the write lands at the start of the
             // next submission, this sequence's own at the latest (it is submitted even with no
             // step), so the upload costs no submission of its own.
-            inner.queue_writes(&[item]);
+            crate::host_link::wgpu_copy::queue_writes(&*inner, &[item]);
             self.queued_writes = true;
             return Ok(());
         }

@@ -283,3 +283,40 @@ impl ContextInner {
         self.wait_idle()
     }
 }
+
+impl ContextInner {
+    /// Maps `buffer` (a wgpu readback buffer, `MAP_READ`, whose copies were submitted) for
+    /// reading once the queue is idle, hands its bytes to `read`, and unmaps it: the one wgpu
+    /// readback, for the backends where staging is wgpu's own.
+    pub(crate) fn read_mapped(
+        &self,
+        buffer: &wgpu::Buffer,
+        during: &str,
+        read: impl FnOnce(&[u8]),
+    ) -> Result<()> {
+        let slice = buffer.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        // In error scopes of our own: a map the device refuses (its device destroyed by the
+        // app) is a validation error, which must not reach the device's handler (wgpu's
+        // default one panics); the wait below then says the device is lost.
+        let scopes = crate::pipelines::ErrorScopes::push(self.device());
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let refused = scopes.pop();
+        self.wait_idle()?;
+        refused.map_err(|refusal| self.device_error(during, refusal))?;
+        rx.recv()
+            .map_err(DeviceRefusal::wait)
+            .and_then(|r| r.map_err(DeviceRefusal::wait))
+            .map_err(|refusal| self.device_error(during, refusal))?;
+        {
+            let view = slice
+                .get_mapped_range()
+                .map_err(|e| self.device_error(during, DeviceRefusal::wait(e)))?;
+            read(&view);
+        }
+        buffer.unmap();
+        Ok(())
+    }
+}

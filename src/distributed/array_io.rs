@@ -8,7 +8,7 @@ use crate::array::DeviceArray;
 use crate::backend::{MappedElements, MappedRange};
 use crate::context::ContextInner;
 use crate::error::{Error, Result};
-use crate::transfer::staged_copy::{ReadbackItem, UploadItem};
+use crate::host_link::staged_copy::{ReadbackItem, UploadItem};
 use std::marker::PhantomData;
 use std::sync::Arc;
 

@@ -52,9 +52,11 @@ impl GatheredStaging {
         GATHERED_STAGING_BYTES.min(memory.staging_bytes()) / COPY_ALIGNMENT * COPY_ALIGNMENT
     }
 
-    /// Whether an upload of `bytes` (its allocation's size) takes this path.
-    pub(crate) fn takes(memory: &impl StagingMemory, bytes: u64) -> bool {
-        bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(memory) / 4)
+    /// Whether an upload of `bytes` (its allocation's size) takes this path: on a link of
+    /// mapped staging, where it is small.
+    pub(crate) fn takes(port: &impl super::HostPort, bytes: u64) -> bool {
+        port.host_link() == super::HostLink::Mapped
+            && bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(port) / 4)
     }
 
     /// Bytes the batch being gathered has staged.

@@ -1,10 +1,10 @@
 //! Batched uploads: many arrays, one staging area, merged copies, one submission.
 
-use super::staged_copy::UploadItem;
 use crate::array::{ArrayStorage, DeviceArray};
 use crate::config::TransferDirection;
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::host_link::staged_copy::UploadItem;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -12,12 +12,12 @@
 //! - other backends use wgpu's readback and `write_buffer`, a chunk at a time.
 
 use super::guard::effective_level;
-use super::staged_copy::{ReadbackItem, UploadItem};
 use super::TransferDirection;
 use crate::array::DeviceArray;
 use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::Result;
+use crate::host_link::staged_copy::{ReadbackItem, UploadItem};
 use crate::host_link::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
 use crate::host_link::HostLink;
 use crate::submission::SubmissionId;

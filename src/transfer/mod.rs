@@ -17,14 +17,13 @@
 //! loop of them makes no submission of its own (`host_link/gathered_staging.rs`).
 //!
 //! The staging buffers, the gathered batch's staging and the transfer statistics are the
-//! context's host link (`crate::host_link`, below the context). Files here: `staged_copy.rs`
-//! (the copy engine that moves arrays through the staging pool), `batch.rs` (upload batches),
+//! context's host link (`crate::host_link`, below the context), which also moves the bytes.
+//! Files here: `batch.rs` (upload batches),
 //! `between_devices.rs` (arrays from one context to another), `guard.rs`.
 
 mod batch;
 mod between_devices;
 mod guard;
-pub(crate) mod staged_copy;
 
 pub use crate::host_link::gathered_staging::{
     GATHERED_STAGING_BUFFERS, GATHERED_STAGING_BYTES, MAX_GATHERED_UPLOAD_BYTES,
@@ -35,18 +34,16 @@ pub use guard::TransferGuard;
 pub use crate::config::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
 pub use crate::host_link::stats::{DirectionStats, TransferCounter, TransferStats};
 
-pub(crate) use crate::host_link::HostLink;
 pub(crate) use guard::{check as check_guard, check_ahead as check_guard_ahead};
 
 use crate::array::{Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{Error, Result};
+use crate::host_link::staged_copy::{ReadbackItem, UploadItem};
 use crate::host_link::staging::COPY_ALIGNMENT;
 use crate::memory_kind::MemoryKind;
-use crate::pipelines::DeviceRefusal;
 use crate::shape::check_shape;
 use crate::submission::SubmissionId;
-use staged_copy::{ReadbackItem, UploadItem};
 
 impl Context {
     /// Copies host data to a new device array of the given shape (an explicit transfer).
@@ -445,13 +442,11 @@ impl ContextInner {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
             && crate::host_link::gathered_staging::GatheredStaging::takes(self, size);
-        (fits && !bytes.is_empty() && self.host_link() == HostLink::Mapped).then(|| {
-            crate::step::Step::Upload {
-                data: bytes.to_vec(),
-                dst: storage.buffer.clone(),
-                dst_offset: storage.allocation.offset,
-                size,
-            }
+        (fits && !bytes.is_empty()).then(|| crate::step::Step::Upload {
+            data: bytes.to_vec(),
+            dst: storage.buffer.clone(),
+            dst_offset: storage.allocation.offset,
+            size,
         })
     }
 
@@ -528,121 +523,20 @@ impl ContextInner {
         );
     }
 
-    /// Uploads through our staging pool on Vulkan, through `queue.write_buffer` elsewhere.
+    /// Uploads `items` through the host link ([`crate::host_link::HostLink::upload`]).
     pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
-        if self.host_link() == HostLink::Mapped {
-            return staged_copy::upload(self, items);
-        }
-        // The writes are inside the submission's error scopes: one into a buffer destroyed
-        // through the escape hatch is an `Error::Device`.
-        let submission = self.submission("uploading through wgpu's staging")?;
-        self.queue_writes(items);
-        submission.submit([], |_| {}, [])
+        self.host_link().upload(self, items)
     }
 
-    /// `queue.write_buffer` for each item (wgpu's own staging): the bytes land at the start of
-    /// the queue's next submission, before its command buffers. [`ContextInner::upload`]
-    /// submits at once; a sequence lets its own submission carry them.
-    pub(crate) fn queue_writes(&self, items: &[UploadItem<'_>]) {
-        // Arrays that are neighbours in the arena go out as one write (one wgpu staging copy).
-        let mut run: Vec<u8> = Vec::new();
-        let mut run_start: Option<(&wgpu::Buffer, u64)> = None;
-        let flush = |run: &mut Vec<u8>, start: Option<(&wgpu::Buffer, u64)>| {
-            if let Some((buffer, offset)) = start {
-                run.resize(run.len().next_multiple_of(COPY_ALIGNMENT as usize), 0);
-                self.write_buffer(buffer, offset, run);
-            }
-            run.clear();
-        };
-        for item in items.iter().filter(|i| !i.data.is_empty()) {
-            let continues = run_start.is_some_and(|(buffer, offset)| {
-                buffer == item.buffer && offset + run.len() as u64 == item.offset
-            });
-            if !continues {
-                flush(&mut run, run_start.take());
-                run_start = Some((item.buffer, item.offset));
-            }
-            run.extend_from_slice(item.data);
-            // Pad to the array's span so the next neighbour lands at its own offset.
-            run.resize(run.len() + (item.span as usize - item.data.len()), 0);
-        }
-        flush(&mut run, run_start);
-    }
-
-    /// Reads back through our staging pool on Vulkan, through a mappable buffer elsewhere.
-    pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-        if self.host_link() == HostLink::Mapped {
-            return staged_copy::readback(self, items);
-        }
-        self.readback_at_once(items)
-    }
-
-    /// Reads every item back with one copy each, in one submission, into one mappable buffer
-    /// made for it: the readback where staging is wgpu's own, and on Vulkan the one that sees
-    /// the arrays between two submissions whatever their size (the staging pool takes a
-    /// submission per staging buffer).
+    /// Reads every item back with one copy each in one submission
+    /// ([`crate::host_link::wgpu_copy::readback_at_once`]).
     pub(crate) fn readback_at_once(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-        let sizes: Vec<u64> = items
-            .iter()
-            .map(|i| (i.out.len() as u64).next_multiple_of(COPY_ALIGNMENT))
-            .collect();
-        let total: u64 = sizes.iter().sum();
-        let target = self.device().create_buffer(&wgpu::BufferDescriptor {
-            label: Some("gpu-arena readback"),
-            size: total,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut encoder = self.device().create_command_encoder(&Default::default());
-        let mut at = 0;
-        for (item, &size) in items.iter().zip(&sizes) {
-            encoder.copy_buffer_to_buffer(item.buffer, item.offset, &target, at, size);
-            at += size;
-        }
-        self.submit_encoder(encoder, "copying arrays for readback")?;
-        self.read_mapped(&target, "mapping the readback buffer", |view| {
-            let mut at = 0usize;
-            for (item, &size) in items.iter_mut().zip(&sizes) {
-                let len = item.out.len();
-                item.out.copy_from_slice(&view[at..at + len]);
-                at += size as usize;
-            }
-        })
+        crate::host_link::wgpu_copy::readback_at_once(self, items)
     }
 
-    /// Maps `buffer` (a wgpu readback buffer, `MAP_READ`, whose copies were submitted) for
-    /// reading once the queue is idle, hands its bytes to `read`, and unmaps it: the one wgpu
-    /// readback, for the backends where staging is wgpu's own.
-    pub(crate) fn read_mapped(
-        &self,
-        buffer: &wgpu::Buffer,
-        during: &str,
-        read: impl FnOnce(&[u8]),
-    ) -> Result<()> {
-        let slice = buffer.slice(..);
-        let (tx, rx) = std::sync::mpsc::channel();
-        // In error scopes of our own: a map the device refuses (its device destroyed by the
-        // app) is a validation error, which must not reach the device's handler (wgpu's
-        // default one panics); the wait below then says the device is lost.
-        let scopes = crate::pipelines::ErrorScopes::push(self.device());
-        slice.map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        let refused = scopes.pop();
-        self.wait_idle()?;
-        refused.map_err(|refusal| self.device_error(during, refusal))?;
-        rx.recv()
-            .map_err(DeviceRefusal::wait)
-            .and_then(|r| r.map_err(DeviceRefusal::wait))
-            .map_err(|refusal| self.device_error(during, refusal))?;
-        {
-            let view = slice
-                .get_mapped_range()
-                .map_err(|e| self.device_error(during, DeviceRefusal::wait(e)))?;
-            read(&view);
-        }
-        buffer.unmap();
-        Ok(())
+    /// Reads `items` back through the host link ([`crate::host_link::HostLink::readback`]).
+    pub(crate) fn readback(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
+        self.host_link().readback(self, items)
     }
 }
 

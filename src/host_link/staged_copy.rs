@@ -2,14 +2,12 @@
 //! (`staging.rs`) with few, merged copy commands: uploads pack arrays into a staging buffer at
 //! the spacing they have in the arena, so neighbours in the arena become one copy command;
 //! transfers larger than a staging buffer go through it in pieces, pipelined so that the CPU
-//! fills (or drains) one buffer while the GPU copies another. A file of its own, above the
-//! context, because it runs on the context's device, queue and submissions while the pool it
-//! uses is a part the context holds.
+//! fills (or drains) one buffer while the GPU copies another.
 
+use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT, STAGING_BUFFERS};
+use super::HostPort;
 use crate::backend::{copy_threads, MappedRange};
-use crate::context::ContextInner;
 use crate::error::Result;
-use crate::host_link::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT, STAGING_BUFFERS};
 use crate::submission::SubmissionId;
 
 /// One array's part in an upload: its bytes and where they go.
@@ -113,7 +111,7 @@ fn fill_staging(mapped: &MappedRange, fills: &[Fill<'_>]) {
 
 /// Uploads every item through the staging pool: one command buffer and one submission per
 /// staging buffer filled (one in all for batches that fit). Returns the last submission.
-pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
+pub(crate) fn upload(ctx: &impl HostPort, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
     let pool = ctx.staging();
     let mut last = SubmissionId(0);
     // The staging buffer being planned: its fills and the copies out of it.
@@ -134,7 +132,7 @@ pub(crate) fn upload(ctx: &ContextInner, items: &[UploadItem<'_>]) -> Result<Sub
                         c.len,
                     );
                 }
-                let submitted = ctx.submit_encoder(encoder, "copying uploads out of staging");
+                let submitted = ctx.submit_copies(encoder, "copying uploads out of staging", false);
                 if let Ok(id) = submitted {
                     *last = id;
                     staging.busy_until = id;
@@ -197,10 +195,10 @@ struct InFlight {
 
 /// Reads every item back through the staging pool, pipelined: the GPU copies the next staging
 /// buffer's worth while the CPU drains the previous one.
-pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Result<()> {
+pub(crate) fn readback(ctx: &impl HostPort, items: &mut [ReadbackItem<'_>]) -> Result<()> {
     // A host read reports a refusal of the gathered ops first (small uploads among them): were
     // the copies below refused too, their own error would leave it for a later call.
-    ctx.flush()?;
+    ctx.flush_gathered()?;
     let pool = ctx.staging();
     let mut in_flight: std::collections::VecDeque<InFlight> = Default::default();
     let (mut next_item, mut next_done) = (0usize, 0u64);
@@ -248,13 +246,13 @@ pub(crate) fn readback(ctx: &ContextInner, items: &mut [ReadbackItem<'_>]) -> Re
                 );
             }
             staging.busy_until =
-                ctx.submit_encoder_for_host_read(encoder, "copying arrays to readback staging")?;
+                ctx.submit_copies(encoder, "copying arrays to readback staging", true)?;
             in_flight.push_back(InFlight { staging, pieces });
         }
         let Some(done) = in_flight.pop_front() else {
             return Ok(());
         };
-        ctx.wait_for(done.staging.busy_until)?;
+        ctx.wait_for_copies(done.staging.busy_until)?;
         for &(item, item_offset, staging_offset, bytes) in &done.pieces {
             let out = &mut items[item].out[item_offset as usize..(item_offset + bytes) as usize];
             // The copy into [staging_offset, +bytes) has completed (waited above) and no other
