@@ -64,7 +64,9 @@ static NEXT_APP_WORK: AtomicU64 = AtomicU64::new(1);
 /// without submitting logs a warning for that reason.
 ///
 /// Once the context knows its device is lost, every hand-out refuses with
-/// [`Error::DeviceLost`], as `submit` does.
+/// [`Error::DeviceLost`], as `submit` does, before any other check. An array of another
+/// context is refused ([`Error::ForeignArray`]) before its size, element type or pending
+/// work is looked at.
 #[must_use = "the arrays are protected only by AppWork::submit"]
 pub struct AppWork {
     ctx: Context,
@@ -97,7 +99,8 @@ impl AppWork {
     /// Errors: [`Error::ArrayUsage`] when [`crate::ArenaConfig::array_usages`] lacks VERTEX;
     /// [`Error::AppWork`] ([`AppWorkRefusal::EmptyArray`]) for an empty array (wgpu has no
     /// empty slices);
-    /// [`Error::PendingInRecorder`] for one pending in a recorder that writes it;
+    /// [`Error::PendingInRecorder`] for one pending in another recorder that writes it (for
+    /// [`AppWork::storage_mut`], which writes it, in one that reads it too);
     /// [`Error::ForeignArray`].
     pub fn vertex_buffer<'a, T: bytemuck::Pod>(
         &mut self,
@@ -119,6 +122,7 @@ impl AppWork {
         array: &'a DeviceArray<T>,
     ) -> Result<(wgpu::BufferSlice<'a>, wgpu::IndexFormat)> {
         let op = "AppWork::index_buffer";
+        self.ready(array, op)?;
         let format = match std::mem::size_of::<T>() {
             2 => wgpu::IndexFormat::Uint16,
             4 => wgpu::IndexFormat::Uint32,
@@ -159,6 +163,7 @@ impl AppWork {
         array: &'a DeviceArray<T>,
     ) -> Result<wgpu::BindingResource<'a>> {
         let op = "AppWork::uniform";
+        self.ready(array, op)?;
         let limit = self.ctx.limits().max_uniform_buffer_binding_size;
         check_binding_size(array, limit, "max_uniform_buffer_binding_size", op)?;
         self.record(array, wgpu::BufferUsages::UNIFORM, Access::Read, op)?;
@@ -200,6 +205,7 @@ impl AppWork {
         access: Access,
         op: &'static str,
     ) -> Result<wgpu::BindingResource<'a>> {
+        self.ready(array, op)?;
         let limit = self.ctx.limits().max_storage_buffer_binding_size;
         check_binding_size(array, limit, "max_storage_buffer_binding_size", op)?;
         self.record(array, wgpu::BufferUsages::STORAGE, access, op)?;
@@ -286,6 +292,17 @@ impl AppWork {
         })
     }
 
+    /// What every hand-out checks first: the device is not known lost, and the array is this
+    /// context's.
+    fn ready<T: bytemuck::Pod>(
+        &self,
+        array: &DeviceArray<T>,
+        operation: &'static str,
+    ) -> Result<()> {
+        self.ctx.inner.check_device(operation)?;
+        check_context(&array.storage, &self.ctx.inner, operation)
+    }
+
     /// Checks that `array` may be used as `usage` with `access` now, then records it (a
     /// refusal records nothing).
     fn record<T: bytemuck::Pod>(
@@ -295,9 +312,8 @@ impl AppWork {
         access: Access,
         operation: &'static str,
     ) -> Result<()> {
+        self.ready(array, operation)?;
         let storage = &array.storage;
-        check_context(storage, &self.ctx.inner, operation)?;
-        self.ctx.inner.check_device(operation)?;
         let allowed = self.ctx.config().array_usages;
         if !allowed.contains(usage) {
             return Err(Error::ArrayUsage {

@@ -458,6 +458,8 @@ pub(crate) fn check_not_pending_besides(
     let Some((sequence, recorded)) = storage.pending.conflict(access, besides) else {
         return Ok(());
     };
+    // Once the device is lost, that is what every call says: no order of the two helps.
+    storage.ctx.check_device(operation)?;
     Err(Error::PendingInRecorder {
         operation,
         argument: argument.to_string(),

@@ -214,8 +214,11 @@ pub enum Error {
     /// [`Sequence`](crate::Sequence), a [`Capture`](crate::Capture), an
     /// [`AppWork`](crate::AppWork)) recorded on an array: any use of an array it writes, a
     /// write of an array it reads. Nothing was recorded or submitted; end the recorder first,
-    /// or record the op in it (a `Sequence` or a `Capture`; not a host read, and not in an
-    /// `AppWork`, which records none: the message offers only what can be done).
+    /// or record the op in it (a `Sequence` or a `Capture`, for the ops they record by the same
+    /// name: `launch`, `copy`, `fill`, `fill_in_place`, `dynamic_slice`,
+    /// `dynamic_update_slice`, `dynamic_update_slice_copy`, `offload`, `prefetch`; not a host
+    /// read, a copy to another context, a captured run or an `AppWork` hand-out, and nothing in
+    /// an `AppWork`, which records none: the message offers only what can be done).
     #[error("invalid argument to {operation}: {argument} ({array}) is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join){}", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends(), record_in_text(&.recorder.kind, .operation))]
     PendingInRecorder {
         /// The operation that was called.

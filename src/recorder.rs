@@ -136,22 +136,25 @@ pub(crate) fn recorded_text(recorded: &Access) -> &'static str {
     }
 }
 
-/// The refusal's other way out, where there is one: recording `operation` in the recorder.
-/// An [`RecorderKind::AppWork`] records no ops, and no recorder records a host read.
+/// The refusal's other way out, where there is one: recording `operation` in the recorder,
+/// for the operations a [`crate::Sequence`] and a capture record under the same name. An
+/// [`RecorderKind::AppWork`] records no ops; host reads, copies to another context, captured
+/// runs, collectives and hand-outs are no op of a recorder.
 pub(crate) fn record_in_text(kind: &RecorderKind, operation: &str) -> String {
-    let host_read = [
-        "device_get",
-        "to_vec",
-        "equals_host",
-        "DeviceArray comparison",
-        "DeviceArray Display",
-    ]
-    .iter()
-    .any(|read| operation.contains(read));
-    if *kind == RecorderKind::AppWork || host_read {
-        String::new()
-    } else {
-        format!(", or record {operation} in it")
+    const RECORDED: [&str; 9] = [
+        "launch",
+        "copy",
+        "fill",
+        "fill_in_place",
+        "dynamic_slice",
+        "dynamic_update_slice",
+        "dynamic_update_slice_copy",
+        "offload",
+        "prefetch",
+    ];
+    match *kind != RecorderKind::AppWork && RECORDED.contains(&operation) {
+        true => format!(", or record {operation} in it"),
+        false => String::new(),
     }
 }
 

@@ -35,3 +35,13 @@ pub(crate) fn device_made_from(adapter: &wgpu::Adapter, device: &wgpu::Device) -
     }
     None
 }
+
+/// Whether `queue` is `device`'s own: `Some` where the backend's handles tell (Vulkan: the
+/// same `VkDevice`), `None` elsewhere (GL's queue shows no handle to compare).
+pub(crate) fn queue_of_device(device: &wgpu::Device, queue: &wgpu::Queue) -> Option<bool> {
+    // SAFETY: as above: handle values are read while the guards live.
+    unsafe {
+        let (hal_device, hal_queue) = (device.as_hal::<VulkanApi>()?, queue.as_hal::<VulkanApi>()?);
+        Some(hal_device.raw_device().handle() == hal_queue.raw_device().handle())
+    }
+}

@@ -356,8 +356,10 @@ impl Capture {
     /// Copies `array` to host memory at this point of every run: read it with
     /// [`crate::StepRun::read_into`] (the run then waits for the step).
     ///
-    /// Errors: [`Error::ForeignArray`] for an array of another context; a refusal of an array
-    /// pending in another recorder's write, as every recorded read; [`Error::Capture`] with
+    /// An array another recorder's unsubmitted work writes is accepted, as in every recorded
+    /// op: the two run in the order they are submitted (see the recording model).
+    ///
+    /// Errors: [`Error::ForeignArray`] for an array of another context; [`Error::Capture`] with
     /// [`CaptureRefusal::RecorderReplaced`] when the capture's recorder was moved out of it
     /// (nothing is recorded).
     pub fn read<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ReadSlot<T>> {

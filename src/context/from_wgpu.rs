@@ -23,7 +23,8 @@ impl Context {
     /// Several contexts may share one device.
     ///
     /// Errors: what [`ArenaConfig::validate`] refuses; [`Error::InvalidArgument`] when the
-    /// device was not made from `adapter`; [`Error::DeviceRequirements`] naming each feature,
+    /// device was not made from `adapter`, or (on Vulkan, where the driver's handles tell) the
+    /// queue is not the device's own; [`Error::DeviceRequirements`] naming each feature,
     /// limit or capability the device lacks against [`DeviceRequirements::for_config`];
     /// [`Error::MemPlan`] when the memory table cannot be planned.
     ///
@@ -57,6 +58,12 @@ impl Context {
                     "the device was not made from the adapter given (the device's is {:?} on {:?}, the adapter is {:?} on {:?}; an adapter of another `wgpu::Instance` or another GPU of the same model is another adapter): pass the adapter the device was requested from",
                     device_info.name, device_info.backend, adapter_info.name, adapter_info.backend
                 ),
+            });
+        }
+        if crate::backend::queue_of_device(&device, &queue) == Some(false) {
+            return Err(Error::InvalidArgument {
+                operation: "Context::from_wgpu",
+                reason: "the queue is not the device's own (it came with another device): pass the queue `request_device` returned with this device".into(),
             });
         }
         let needs = DeviceRequirements::for_config(&config);

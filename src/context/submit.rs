@@ -200,9 +200,10 @@ impl ContextInner {
     }
 
     /// The error for wgpu's `reason` while `during`: [`Error::DeviceLost`] when the device is
-    /// lost, else [`Error::Device`].
+    /// lost (on an app's device, asked of wgpu first: a destroyed device's buffers are refused
+    /// as invalid before any callback of ours hears of it), else [`Error::Device`].
     pub(crate) fn device_error(&self, during: &str, refusal: DeviceRefusal) -> Error {
-        self.check_device(during)
+        self.check_device_after_wait(during)
             .err()
             .unwrap_or_else(|| Error::Device {
                 during: during.to_string(),

@@ -382,6 +382,88 @@ fn an_app_device_destroyed_is_found_by_the_next_read_on_every_backend_with_no_er
     assert!(ran >= 2, "no adapter ran the case");
 }
 
+/// Once the context knows of a loss, an array pending in a recorder is refused as lost (no
+/// order of the two would help), and an `AppWork` hand-out refuses with `DeviceLost` before
+/// it looks at the array's size, element type or context.
+#[gpu_test]
+fn after_a_loss_pending_arrays_and_every_hand_out_refuse_with_device_lost() {
+    for (path, _app, ctx) in app_paths() {
+        let other = harness::context();
+        let foreign = other.zeros::<u32>(&[4]).unwrap();
+        let limit = ctx.limits().max_uniform_buffer_binding_size as usize;
+        let too_big = ctx.zeros::<u8>(&[limit + 8]).unwrap();
+        let bytes = ctx.zeros::<u8>(&[16]).unwrap();
+        let mut written = ctx.zeros::<u32>(&[16]).unwrap();
+        let mut work = ctx.app_work();
+        let _ = work.storage_mut(&mut written).unwrap();
+        let mut s = ctx.sequence();
+        let filled = s.fill::<u32>(&[16], 3).unwrap();
+        // Before the loss: the pending and foreign refusals, foreign first.
+        assert!(matches!(
+            ctx.device_get(&written),
+            Err(Error::PendingInRecorder { .. })
+        ));
+        let mut probe = ctx.app_work();
+        assert!(
+            matches!(probe.uniform(&foreign), Err(Error::ForeignArray { .. })),
+            "{path}"
+        );
+        ctx.device_lost_notifier()
+            .notify(wgpu::DeviceLostReason::Unknown, "lost in a test");
+        let lost = |result: gpu_arena::Result<()>, what: &str| {
+            assert!(
+                matches!(result, Err(Error::DeviceLost { .. })),
+                "{path}: {what}: {result:?}"
+            );
+        };
+        lost(
+            ctx.device_get(&written).map(drop),
+            "a read of an AppWork's array",
+        );
+        lost(ctx.copy(&filled).map(drop), "a copy of a sequence's array");
+        lost(
+            probe.uniform(&too_big).map(drop),
+            "uniform of an array over the limit",
+        );
+        lost(
+            probe.index_buffer(&bytes).map(drop),
+            "index_buffer of bytes",
+        );
+        lost(
+            probe.storage(&foreign).map(drop),
+            "storage of another context's array",
+        );
+        drop((probe, work, s));
+    }
+}
+
+/// A sequence whose launch takes parameters, submitted just after the app destroyed the
+/// device: the parameters' write meets a destroyed buffer, and the submission says the device
+/// is lost (or succeeds with work that never runs), never another error.
+#[gpu_test]
+fn a_sequence_with_parameters_submitted_after_a_destroy_is_ok_or_device_lost() {
+    for (path, app, ctx) in app_paths() {
+        let affine = ctx.kernel(AFFINE, "main").unwrap();
+        let mut z = ctx.zeros::<u32>(&[64]).unwrap();
+        let mut s = ctx.sequence();
+        s.launch(&affine)
+            .params(&params(1))
+            .arg_mut(&mut z)
+            .grid_for(64)
+            .run()
+            .unwrap();
+        app.device.destroy();
+        match s.submit() {
+            Ok(_) | Err(Error::DeviceLost { .. }) => {}
+            Err(other) => panic!("{path}: {other:?}"),
+        }
+        assert!(
+            matches!(ctx.device_get(&z), Err(Error::DeviceLost { .. })),
+            "{path}"
+        );
+    }
+}
+
 #[gpu_test(needs = Vulkan)]
 fn two_contexts_on_one_device_share_it_without_interfering() {
     let app = app_device(wgpu::Backends::VULKAN, &test_config()).unwrap();
@@ -834,6 +916,36 @@ fn a_device_paired_with_the_same_gpus_adapter_from_another_instance_is_refused()
         assert_eq!(ctx.device_get(&x).unwrap(), [7; 8], "{backends:?}");
     }
     assert!(backends_seen > 0, "no adapter on Vulkan or GL");
+}
+
+/// A queue of another device of the same adapter is refused on Vulkan, where the driver's
+/// handles tell (work on it would name buffers its device does not have).
+#[gpu_test(needs = Vulkan)]
+fn a_queue_of_another_device_is_refused() {
+    let needs = DeviceRequirements::for_config(&test_config());
+    let (_instance, adapter, device, queue) =
+        instance_adapter_device(wgpu::Backends::VULKAN, needs.features, needs.limits.clone())
+            .expect("a Vulkan device");
+    let (other_device, other_queue) =
+        pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("another device of the app"),
+            required_features: needs.features,
+            required_limits: needs.limits,
+            ..Default::default()
+        }))
+        .unwrap();
+    for (device, queue) in [(&device, &other_queue), (&other_device, &queue)] {
+        let error =
+            Context::from_wgpu(AppDevice::new(&adapter, device, queue), test_config()).unwrap_err();
+        let Error::InvalidArgument { operation, reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(*operation, "Context::from_wgpu");
+        assert!(reason.contains("not the device's own"), "{reason}");
+    }
+    let ctx = Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), test_config()).unwrap();
+    let x = ctx.device_put(&[5u32; 64], &[64]).unwrap();
+    assert_eq!(ctx.device_get(&x).unwrap(), [5; 64]);
 }
 
 /// Every call that would use a lost device refuses with [`Error::DeviceLost`], allocations

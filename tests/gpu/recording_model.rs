@@ -171,10 +171,31 @@ fn every_single_op_refuses_an_array_pending_in_a_sequence_naming_it() {
         assert!(message.contains("pending in Sequence #"), "{message}");
         assert!(!message.contains(", or record"), "{message}");
     }
-    assert_names_the_pending_sequence(
-        &gpu_arena::gather(std::slice::from_ref(&ctx), std::slice::from_ref(&x)).unwrap_err(),
-        "gather",
+    let gathered =
+        gpu_arena::gather(std::slice::from_ref(&ctx), std::slice::from_ref(&x)).unwrap_err();
+    assert_names_the_pending_sequence(&gathered, "gather");
+    // Only an op the sequence records by that name is offered to be recorded in it: not a
+    // copy to another context, a gather or an AppWork hand-out.
+    assert!(
+        ctx.copy(&x)
+            .unwrap_err()
+            .to_string()
+            .ends_with(", or record copy in it"),
+        "copy"
     );
+    let mut work = ctx.app_work();
+    let not_recordable = [
+        x.copy_to(&other).unwrap_err(),
+        ctx.device_put_from(&x).unwrap_err(),
+        gathered,
+        work.storage(&x).unwrap_err(),
+    ];
+    for error in not_recordable {
+        let message = error.to_string();
+        assert!(message.contains("pending in Sequence #"), "{message}");
+        assert!(!message.contains(", or record"), "{message}");
+    }
+    drop(work);
     s.submit().unwrap();
     assert_eq!(ctx.device_get(&x).unwrap(), [3; 64]);
     assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [3; 64]);
