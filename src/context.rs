@@ -724,10 +724,6 @@ impl crate::host_link::HostPort for ContextInner {
         &self.staging
     }
 
-    fn host_link(&self) -> crate::host_link::HostLink {
-        self.host_link
-    }
-
     fn flush_gathered(&self) -> Result<()> {
         self.flush()
     }

@@ -318,10 +318,9 @@ impl<'s, 'a> Launch<'s, 'a> {
             self.args.iter().map(|a| (&a.storage, a.access())).collect();
         let bindings = &kernel.signature().storage;
         sequence.touch_all(&uses, "launch", |i| {
-            bindings.get(i).map_or_else(
-                || format!("argument {i}"),
-                |b| format!("the argument for {}", describe(b)),
-            )
+            bindings
+                .get(i)
+                .map_or_else(|| format!("argument {i}"), describe)
         })?;
         if let Some(step) = step {
             sequence.push_dispatch(step);

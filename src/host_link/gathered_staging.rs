@@ -54,9 +54,9 @@ impl GatheredStaging {
 
     /// Whether an upload of `bytes` (its allocation's size) takes this path: on a link of
     /// mapped staging, where it is small.
-    pub(crate) fn takes(port: &impl super::HostPort, bytes: u64) -> bool {
-        port.host_link() == super::HostLink::Mapped
-            && bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(port) / 4)
+    pub(crate) fn takes(memory: &impl StagingMemory, link: super::HostLink, bytes: u64) -> bool {
+        link == super::HostLink::Mapped
+            && bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(memory) / 4)
     }
 
     /// Bytes the batch being gathered has staged.

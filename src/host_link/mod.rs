@@ -9,7 +9,7 @@
 //!   which every ring of staging buffers takes its turns ([`staging::next_turn`]: the pool's,
 //!   the gathered batch's and each captured step's); and the [`staging::StagingMemory`] the
 //!   context provides to make and wait for them.
-//! - [`HostPort`] (here): what the link asks of the context it serves (device, submissions,
+//! - `port.rs`: [`HostPort`], what the link asks of the context it serves (device, submissions,
 //!   waits), so that the link names nothing above it.
 //! - `staged_copy.rs`: the copy engine that moves arrays through the staging pool.
 //! - `wgpu_copy.rs`: the link where staging is wgpu's own.
@@ -17,6 +17,7 @@
 //! - `stats.rs`: transfer statistics, per direction, explicit and implicit apart.
 
 pub(crate) mod gathered_staging;
+mod port;
 pub(crate) mod staged_copy;
 pub(crate) mod staging;
 pub(crate) mod stats;
@@ -24,8 +25,8 @@ pub(crate) mod wgpu_copy;
 
 use crate::error::Result;
 use crate::submission::SubmissionId;
+pub(crate) use port::HostPort;
 use staged_copy::{ReadbackItem, UploadItem};
-use staging::{StagingMemory, StagingPool};
 
 /// The way host bytes travel on one context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,42 +80,4 @@ impl HostLink {
             HostLink::Wgpu => wgpu_copy::readback_at_once(port, items),
         }
     }
-}
-
-/// What the host link asks of the context it serves: its device, its staging pool, and
-/// submissions and waits that keep the context's record (submission ids, error scopes, a lost
-/// device). The context implements it; the link names nothing above it.
-pub(crate) trait HostPort: StagingMemory {
-    /// The device buffers and encoders are made on.
-    fn device(&self) -> &wgpu::Device;
-    /// The pool of staging buffers.
-    fn staging(&self) -> &StagingPool;
-    /// How this context's host bytes travel.
-    fn host_link(&self) -> HostLink;
-    /// Submits the gathered single ops, reporting a refusal of theirs: a host read does this
-    /// first, so that its own copies do not leave that error for a later call.
-    fn flush_gathered(&self) -> Result<()>;
-    /// Submits the copies of `encoder` as one submission in error scopes, `during` saying what
-    /// for; with `host_read`, ending with the memory dependency to host reads.
-    fn submit_copies(
-        &self,
-        encoder: wgpu::CommandEncoder,
-        during: &str,
-        host_read: bool,
-    ) -> Result<SubmissionId>;
-    /// Runs `writes` (`queue.write_buffer` calls) inside a submission's error scopes and
-    /// submits it: the submission that carries them.
-    fn submit_writes(&self, during: &str, writes: impl FnOnce()) -> Result<SubmissionId>;
-    /// `queue.write_buffer`: the bytes land before the next submission's commands.
-    fn write_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]);
-    /// Waits until submission `id` has completed, with its writes visible to the host.
-    fn wait_for_copies(&self, id: SubmissionId) -> Result<()>;
-    /// Maps `buffer` (`MAP_READ`, its copies submitted) once the queue is idle, hands its
-    /// bytes to `read` and unmaps it.
-    fn read_mapped(
-        &self,
-        buffer: &wgpu::Buffer,
-        during: &str,
-        read: impl FnOnce(&[u8]),
-    ) -> Result<()>;
 }

@@ -4,8 +4,8 @@
 //! transfers larger than a staging buffer go through it in pieces, pipelined so that the CPU
 //! fills (or drains) one buffer while the GPU copies another.
 
+use super::port::HostPort;
 use super::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT, STAGING_BUFFERS};
-use super::HostPort;
 use crate::backend::{copy_threads, MappedRange};
 use crate::error::Result;
 use crate::submission::SubmissionId;

@@ -1,9 +1,9 @@
 //! The host link where staging is wgpu's own (GL, Metal, DX12): `queue.write_buffer` on the
 //! way in, one mappable buffer per readback on the way out.
 
+use super::port::HostPort;
 use super::staged_copy::{ReadbackItem, UploadItem};
 use super::staging::COPY_ALIGNMENT;
-use super::HostPort;
 use crate::error::Result;
 
 /// `queue.write_buffer` for each item: the bytes land at the start of the queue's next

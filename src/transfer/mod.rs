@@ -441,7 +441,11 @@ impl ContextInner {
     ) -> Option<crate::step::Step> {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
-            && crate::host_link::gathered_staging::GatheredStaging::takes(self, size);
+            && crate::host_link::gathered_staging::GatheredStaging::takes(
+                self,
+                self.host_link(),
+                size,
+            );
         (fits && !bytes.is_empty()).then(|| crate::step::Step::Upload {
             data: bytes.to_vec(),
             dst: storage.buffer.clone(),

@@ -697,7 +697,7 @@ fn a_write_overtaking_a_recorded_read_is_refused_naming_the_array() {
         assert_eq!(array.label.as_deref(), Some("layer 3 weights"));
         assert_eq!(array.dtype, Some(dtype));
         assert_eq!(array.shape.as_deref(), Some(&[64][..]));
-        assert!(named.contains(argument), "{named}");
+        assert_eq!(named, argument, "the argument exactly as the docs spell it");
         assert_eq!(recorder.number.to_string(), number);
         assert_eq!((*recorded, *access), (Access::Read, Access::Write));
         let message = error.to_string();
