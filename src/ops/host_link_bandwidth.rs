@@ -23,7 +23,7 @@ impl Context {
     /// followed by a synchronize; the fastest of 8): what
     /// [`StepCosts::host_link_bytes_per_second`](crate::remat::StepCosts) asks for. Measured
     /// at the first call on a device and kept as tuned kernel choices are (for every context of
-    /// the process on the device, and with `GPU_ARENA_CACHE_DIR` in the tuning file beside the
+    /// the process on the same adapter, whatever its configuration, and with `GPU_ARENA_CACHE_DIR` in the tuning file beside the
     /// pipeline cache), so later calls, and later processes, return at once;
     /// [`Context::kernel_tuning`] shows it. One thread measures at a time in the process: a
     /// call made while another measures waits for it and returns its figure. A call made

@@ -10,16 +10,16 @@
 //!   device's work on the array;
 //! - a Vulkan device without a mapping uses its own staging pool;
 //! - other backends use wgpu's readback and `write_buffer`, a chunk at a time.
+//!
+//! This file keeps the chunks in flight; how one chunk leaves a side and arrives at the other
+//! is the host link's (`host_link/chunks.rs`).
 
 use super::guard::effective_level;
 use super::TransferDirection;
 use crate::array::DeviceArray;
-use crate::backend::MappedRange;
 use crate::context::{Context, ContextInner};
 use crate::error::Result;
-use crate::host_link::staged_copy::{ReadbackItem, UploadItem};
-use crate::host_link::staging::{StagingBuffer, StagingKind, COPY_ALIGNMENT};
-use crate::host_link::HostLink;
+use crate::host_link::chunks::{release, Chunk, ChunkSide};
 use crate::submission::SubmissionId;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -143,25 +143,13 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     }
 }
 
-/// One side of a transfer: its context, where the array lies, and how to reach it.
+/// One side of a transfer: its context, and where its array lies and how the host reaches it.
 struct End<'a> {
     ctx: &'a ContextInner,
-    buffer: &'a wgpu::Buffer,
-    offset: u64,
+    side: ChunkSide<'a>,
     /// The submission that last used the array (work the host must wait for before reading a
     /// mapped source).
     last_use: SubmissionId,
-    access: Access,
-}
-
-/// How the host reaches one side's bytes.
-enum Access {
-    /// The array's own mapping (zero-copy).
-    Mapped(MappedRange),
-    /// The context's staging pool (Vulkan).
-    Staged,
-    /// wgpu's readback buffers and `write_buffer` (other backends).
-    Wgpu,
 }
 
 impl<'a> End<'a> {
@@ -177,29 +165,20 @@ impl<'a> End<'a> {
             true => array.storage.host_read_range(),
             false => array.storage.host_range(),
         };
-        let access = match mapped {
-            Some(range) => Access::Mapped(range),
-            None if ctx.host_link() == HostLink::Mapped => Access::Staged,
-            None => Access::Wgpu,
-        };
         End {
             ctx,
-            buffer: array.buffer(),
-            offset: array.byte_offset(),
+            side: ChunkSide {
+                buffer: array.buffer(),
+                offset: array.byte_offset(),
+                mapped,
+                link: ctx.host_link(),
+            },
             last_use: array.last_use(),
-            access,
         }
     }
 
-    /// The most bytes one chunk may have on this side: a staging buffer's worth (rounded down
-    /// to the copy alignment), or everything for a mapped array.
     fn chunk_limit(&self) -> u64 {
-        match self.access {
-            Access::Mapped(_) => u64::MAX,
-            Access::Staged | Access::Wgpu => (self.ctx.config().staging_bytes / COPY_ALIGNMENT
-                * COPY_ALIGNMENT)
-                .max(COPY_ALIGNMENT),
-        }
+        self.side.chunk_limit(self.ctx.config().staging_bytes)
     }
 }
 
@@ -220,23 +199,6 @@ impl SideOutcome {
     }
 }
 
-/// `len` bytes of the source at byte `offset` of the array, read or being read.
-struct Chunk {
-    offset: u64,
-    len: u64,
-    bytes: ChunkBytes,
-}
-
-/// Where a chunk's bytes are.
-enum ChunkBytes {
-    /// A piece of the source array's own mapping.
-    Mapped(MappedRange),
-    /// The start of a source readback staging buffer, filled by its `busy_until` submission.
-    Staged(StagingBuffer),
-    /// On the host already.
-    Host(Vec<u8>),
-}
-
 /// Moves `bytes` (> 0) from `from` to `to` chunk by chunk, keeping up to [`CHUNKS_IN_FLIGHT`]
 /// source chunks in flight, and says what each side did.
 fn transfer(from: &End<'_>, to: &End<'_>, bytes: u64) -> (SideOutcome, SideOutcome) {
@@ -244,7 +206,7 @@ fn transfer(from: &End<'_>, to: &End<'_>, bytes: u64) -> (SideOutcome, SideOutco
     // the last one's rounding stays inside both allocations (multiples of 256 bytes).
     let chunk = from.chunk_limit().min(to.chunk_limit()).min(bytes);
     let (mut read, mut written) = (SideOutcome::new(), SideOutcome::new());
-    if let Access::Mapped(_) = from.access {
+    if from.side.mapped.is_some() {
         // The host reads the array itself: wait for the source device's work on it.
         read.result = from.ctx.wait_for(from.last_use);
     }
@@ -253,10 +215,10 @@ fn transfer(from: &End<'_>, to: &End<'_>, bytes: u64) -> (SideOutcome, SideOutco
     while read.result.is_ok() && written.result.is_ok() {
         while next < bytes && in_flight.len() < CHUNKS_IN_FLIGHT {
             let len = chunk.min(bytes - next);
-            match start_read(from, next, len) {
+            match from.side.start_read(from.ctx, next, len) {
                 Ok(started) => {
-                    if let ChunkBytes::Staged(staging) = &started.bytes {
-                        read.last = read.last.max(staging.busy_until);
+                    if let Some(id) = started.staged_by() {
+                        read.last = read.last.max(id);
                     }
                     in_flight.push_back(started);
                     next += len;
@@ -270,162 +232,19 @@ fn transfer(from: &End<'_>, to: &End<'_>, bytes: u64) -> (SideOutcome, SideOutco
         let Some(done) = in_flight.pop_front() else {
             break;
         };
-        match finish_read(from, &done) {
-            Ok(()) => match write_chunk(to, &done) {
+        match from.side.finish_read(from.ctx, &done) {
+            Ok(()) => match to.side.write(to.ctx, &done) {
                 Ok(id) => written.last = written.last.max(id),
                 Err(error) => written.result = Err(error),
             },
             Err(error) => read.result = Err(error),
         }
-        release(from, done);
+        release(from.ctx, done);
     }
     // After an error: give back the staging buffers still in flight (the pool reuses each
     // once its copy has completed).
     for chunk in in_flight {
-        release(from, chunk);
+        release(from.ctx, chunk);
     }
     (read, written)
-}
-
-/// The copy's length on the device: whole words.
-fn padded(len: u64) -> u64 {
-    len.next_multiple_of(COPY_ALIGNMENT)
-}
-
-/// Starts reading `len` bytes at `offset` of the source: a piece of its mapping, a copy into
-/// a readback staging buffer submitted on the source device, or (other backends) a readback
-/// done at once.
-fn start_read(from: &End<'_>, offset: u64, len: u64) -> Result<Chunk> {
-    let bytes = match &from.access {
-        Access::Mapped(range) => ChunkBytes::Mapped(range.sub(offset, len)),
-        Access::Staged => {
-            let pool = from.ctx.staging();
-            let mut staging = pool.acquire(from.ctx, StagingKind::Readback)?;
-            let mut encoder = from
-                .ctx
-                .device()
-                .create_command_encoder(&Default::default());
-            encoder.copy_buffer_to_buffer(
-                from.buffer,
-                from.offset + offset,
-                &staging.buffer,
-                0,
-                padded(len),
-            );
-            match from.ctx.submit_encoder_for_host_read(
-                encoder,
-                "copying an array to staging for another device",
-            ) {
-                Ok(id) => staging.busy_until = id,
-                Err(error) => {
-                    pool.release(StagingKind::Readback, staging);
-                    return Err(error);
-                }
-            }
-            ChunkBytes::Staged(staging)
-        }
-        Access::Wgpu => {
-            let mut out = vec![0u8; len as usize];
-            from.ctx.readback(&mut [ReadbackItem {
-                out: &mut out,
-                buffer: from.buffer,
-                offset: from.offset + offset,
-                span: padded(len),
-            }])?;
-            ChunkBytes::Host(out)
-        }
-    };
-    Ok(Chunk { offset, len, bytes })
-}
-
-/// Waits until the chunk's bytes can be read by the host.
-fn finish_read(from: &End<'_>, chunk: &Chunk) -> Result<()> {
-    match &chunk.bytes {
-        ChunkBytes::Staged(staging) => from.ctx.wait_for(staging.busy_until),
-        ChunkBytes::Mapped(_) | ChunkBytes::Host(_) => Ok(()),
-    }
-}
-
-/// Copies a chunk's bytes into mapped memory of the same length.
-fn copy_into(chunk: &Chunk, dst: MappedRange) {
-    // The chunk's copy into staging has completed (`finish_read`); the ranges invalidate
-    // before they read and flush after they write where the memory is not coherent.
-    match &chunk.bytes {
-        ChunkBytes::Mapped(range) => range.copy_to(dst),
-        ChunkBytes::Staged(staging) => staging.mapped.sub(0, chunk.len).copy_to(dst),
-        ChunkBytes::Host(bytes) => dst.write(bytes),
-    }
-}
-
-/// Writes a read chunk into the destination array: into its mapping, through an upload
-/// staging buffer and a copy submitted on the destination device, or with `write_buffer`.
-/// Returns the destination's submission (0 when none was needed).
-fn write_chunk(to: &End<'_>, chunk: &Chunk) -> Result<SubmissionId> {
-    let (offset, len) = (chunk.offset, chunk.len);
-    match &to.access {
-        Access::Mapped(range) => {
-            // The array is new: no GPU work uses it.
-            copy_into(chunk, range.sub(offset, len));
-            Ok(SubmissionId(0))
-        }
-        Access::Staged => {
-            let pool = to.ctx.staging();
-            let mut staging = pool.acquire(to.ctx, StagingKind::Upload)?;
-            let words = staging.mapped.sub(0, padded(len));
-            copy_into(chunk, words.sub(0, len));
-            // No stale staging bytes in the array's last word.
-            words.sub(len, padded(len) - len).zero();
-            let mut encoder = to.ctx.device().create_command_encoder(&Default::default());
-            encoder.copy_buffer_to_buffer(
-                &staging.buffer,
-                0,
-                to.buffer,
-                to.offset + offset,
-                padded(len),
-            );
-            let submitted = to.ctx.submit_encoder(
-                encoder,
-                "copying an array from another device out of staging",
-            );
-            if let Ok(id) = submitted {
-                staging.busy_until = id;
-            }
-            pool.release(StagingKind::Upload, staging);
-            submitted
-        }
-        Access::Wgpu => {
-            let copied;
-            let data: &[u8] = match &chunk.bytes {
-                ChunkBytes::Host(bytes) => bytes,
-                ChunkBytes::Mapped(range) => {
-                    copied = read_to_host(range, len);
-                    &copied
-                }
-                ChunkBytes::Staged(staging) => {
-                    copied = read_to_host(&staging.mapped, len);
-                    &copied
-                }
-            };
-            to.ctx.upload(&[UploadItem {
-                data,
-                buffer: to.buffer,
-                offset: to.offset + offset,
-                span: padded(len),
-            }])
-        }
-    }
-}
-
-/// The first `len` bytes of mapped memory, copied to the host.
-fn read_to_host(range: &MappedRange, len: u64) -> Vec<u8> {
-    let mut out = vec![0u8; len as usize];
-    range.read(&mut out);
-    out
-}
-
-/// Gives a chunk's staging buffer back to the source's pool.
-fn release(from: &End<'_>, chunk: Chunk) {
-    if let ChunkBytes::Staged(staging) = chunk.bytes {
-        from.ctx.staging().release(StagingKind::Readback, staging);
-    }
 }
