@@ -175,7 +175,7 @@ impl OutOfMemory {
                 }
             ),
             OomCause::LimitReached => format!(
-                "the arena's limit is reached: {} more would be needed but only {} is free and \
+                "the arena's limit is reached: the request needs {} but only {} is free and \
                  {} held of the {} limit leaves no room for a new region",
                 Bytes(self.rounded),
                 Bytes(self.total_free),

@@ -65,7 +65,9 @@ pub struct StepPlan {
     pub array_bytes: u64,
     /// Device arena bytes the step holds while it lives, block included: since a run allocates
     /// nothing, with nothing else allocated this is the device arena's `peak_bytes_in_use`
-    /// over any number of runs, to the byte.
+    /// over any number of runs, to the byte, counted from `finish` (while a capture records,
+    /// its temporaries are arrays of their own, which can peak higher: call
+    /// [`crate::Context::reset_peak_stats`] after `finish` to see the runs alone).
     pub bytes_in_use: u64,
     /// Bytes of the step's inputs and outputs in pinned host memory (the pinned-host arena's,
     /// [`crate::MemoryKind::PinnedHost`], not counted above): what a captured `offload` makes,

@@ -139,6 +139,9 @@ impl ContextInner {
                     name: &kernel.name,
                     submission: id,
                 });
+                if let Some(timeline) = self.timeline() {
+                    gathered.dispatch_ns.push(timeline.now_ns());
+                }
             }
         }
         gathered.steps.push(steps, is_op);
@@ -165,6 +168,10 @@ impl ContextInner {
         let (steps, params) = gathered.steps.take();
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
         let mut timer = self.dispatch_timer(&steps);
+        let recorded = std::mem::take(&mut gathered.dispatch_ns);
+        if let Some(timer) = timer.as_mut() {
+            timer.recorded_ns = recorded;
+        }
         // Every dispatch has its bind group, so no parameter buffer of the encoder's own.
         let mut unused = None;
         let commands =

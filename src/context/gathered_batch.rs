@@ -17,6 +17,9 @@ pub(crate) struct GatheredBatch {
     pub(super) staging: GatheredStaging,
     /// The id the batch's submission gets: the next one, reserved by its first op.
     pub(super) id: SubmissionId,
+    /// The timeline's clock when each of the batch's dispatches was gathered, in order (none
+    /// without a timeline): its kernel time counts from then, as its dispatch event does.
+    pub(super) dispatch_ns: Vec<u64>,
     /// The device's refusal of a batch when it was submitted, until a call reports it.
     pub(super) refusal: Option<DeviceRefusal>,
     /// Whether submissions need the memory dependency to host reads (Vulkan), once known.

@@ -139,6 +139,7 @@ impl KernelTiming {
         if let Some(at) = state.pool.iter().position(|t| t.capacity() >= dispatches) {
             let mut timer = state.pool.swap_remove(at);
             timer.handed_out_ns = now_ns;
+            timer.recorded_ns.clear();
             timer.inside_passes = inside_passes;
             return Some(timer);
         }
@@ -267,7 +268,7 @@ impl KernelTiming {
             state.offset_ns = Some(state.offset_ns.map_or(offset, |o| o.max(offset)));
         }
         let offset = state.offset_ns.unwrap_or(0);
-        for (kernel, tick) in timer.kernels().iter().zip(ticks) {
+        for (i, (kernel, tick)) in timer.kernels().iter().zip(ticks).enumerate() {
             if !valid(tick) {
                 continue;
             }
@@ -277,7 +278,7 @@ impl KernelTiming {
             self.timeline.record(Record::Kernel {
                 name: &kernel.name,
                 submission,
-                submitted_ns: timer.handed_out_ns,
+                recorded_ns: timer.recorded_at(i),
                 begin_ns,
                 duration_ns,
             });

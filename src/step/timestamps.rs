@@ -43,6 +43,11 @@ pub(crate) struct DispatchTimer {
     /// The caller's clock (ns) when the timer was handed out for a command buffer, before it
     /// was encoded and submitted: no dispatch of it begins earlier.
     pub(crate) handed_out_ns: u64,
+    /// The caller's clock (ns) when each dispatch was recorded, in dispatch order, where that
+    /// was before the timer was handed out (gathered single ops); a dispatch past its end was
+    /// recorded at the hand-out. A timeline cleared after a dispatch was recorded drops its
+    /// time.
+    pub(crate) recorded_ns: Vec<u64>,
 }
 
 /// The buffer `bytes` of resolved timestamps go to (`QUERY_RESOLVE | COPY_SRC`) and the one
@@ -96,6 +101,7 @@ impl DispatchTimer {
             kernels: Vec::new(),
             spans: Vec::new(),
             handed_out_ns: 0,
+            recorded_ns: Vec::new(),
         }
     }
 
@@ -107,6 +113,14 @@ impl DispatchTimer {
     /// Whether stamps are written inside passes (dispatches then share passes).
     pub(super) fn inside_passes(&self) -> bool {
         self.inside_passes
+    }
+
+    /// When the `i`th timed dispatch was recorded ([`DispatchTimer::recorded_ns`]).
+    pub(crate) fn recorded_at(&self, i: usize) -> u64 {
+        self.recorded_ns
+            .get(i)
+            .copied()
+            .unwrap_or(self.handed_out_ns)
     }
 
     /// The kernels timed since the timer was last reset, in dispatch order.

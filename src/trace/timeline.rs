@@ -190,8 +190,8 @@ pub(crate) enum Record<'a> {
     Kernel {
         name: &'a str,
         submission: SubmissionId,
-        /// When its submission was made (on the timeline's clock).
-        submitted_ns: u64,
+        /// When its dispatch was recorded (on the timeline's clock).
+        recorded_ns: u64,
         begin_ns: u64,
         duration_ns: u64,
     },
@@ -669,8 +669,8 @@ impl Timeline {
 
     /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
     pub(crate) fn record(&self, record: Record<'_>) {
-        if let Record::Kernel { submitted_ns, .. } = record {
-            if submitted_ns < self.cleared_ns.load(Ordering::Acquire) {
+        if let Record::Kernel { recorded_ns, .. } = record {
+            if recorded_ns < self.cleared_ns.load(Ordering::Acquire) {
                 return;
             }
         }
@@ -771,10 +771,10 @@ impl Timeline {
     }
 
     /// Forgets every event (and the count of dropped ones); time keeps running from the same
-    /// origin. Kernel times of work submitted before the clear, read after it, are not
-    /// recorded.
+    /// origin. Kernel times of work recorded before the clear (a launch gathered and not yet
+    /// submitted included), read after it, are not recorded, as its dispatch events are gone.
     pub fn clear(&self) {
-        // Kernel times are read once their work completes: those of work submitted before now
+        // Kernel times are read once their work completes: those of work recorded before now
         // are not since the clear.
         self.cleared_ns.store(self.now_ns(), Ordering::Release);
         self.arena_cleared

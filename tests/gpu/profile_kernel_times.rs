@@ -509,3 +509,35 @@ fn a_clear_forgets_the_times_of_work_submitted_before_it_even_when_they_are_read
     assert_eq!(calls(&ctx), 2);
     assert_eq!(kernel_events(&ctx, "before-and-after").len(), 2);
 }
+
+/// A launch gathered (recorded, not yet submitted) before a clear is work of before the clear:
+/// its dispatch event is gone, and so is its time; the launch after the clear, which goes out
+/// in the same submission, counts alone, its kernel event matching its dispatch event.
+#[gpu_test]
+fn a_launch_gathered_before_a_clear_is_not_counted_after_it() {
+    let ctx = timed();
+    let kernel = spin_kernel(&ctx, "gathered-across-clear");
+    let mut a = ctx.zeros::<f32>(&[SPIN_ELEMENTS]).unwrap();
+    let launch = |a: &mut gpu_arena::DeviceArray<f32>| {
+        ctx.launch(&kernel)
+            .arg_mut(a)
+            .params(&1u32)
+            .grid_for(SPIN_ELEMENTS as u64)
+            .run()
+            .unwrap()
+    };
+    ctx.synchronize().unwrap();
+    launch(&mut a);
+    ctx.timeline().unwrap().clear();
+    launch(&mut a);
+    ctx.synchronize().unwrap();
+    let times = ctx.kernel_times().unwrap().unwrap();
+    assert_eq!(times.get("gathered-across-clear").map(|k| k.calls), Some(1));
+    assert_eq!(kernel_events(&ctx, "gathered-across-clear").len(), 1);
+    let dispatches = (ctx.memory_timeline().unwrap().events.iter())
+        .filter(
+            |e| matches!(&e.kind, Kind::Dispatch { name, .. } if name == "gathered-across-clear"),
+        )
+        .count();
+    assert_eq!(dispatches, 1);
+}
