@@ -385,7 +385,7 @@ fn an_app_device_destroyed_is_found_by_the_next_read_on_every_backend_with_no_er
 /// Once the context knows of a loss, an array pending in a recorder is refused as lost (no
 /// order of the two would help), and an `AppWork` hand-out refuses with `DeviceLost` before
 /// it looks at the array's size, element type or context.
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn after_a_loss_pending_arrays_and_every_hand_out_refuse_with_device_lost() {
     for (path, _app, ctx) in app_paths() {
         let other = harness::context();
@@ -440,7 +440,7 @@ fn after_a_loss_pending_arrays_and_every_hand_out_refuse_with_device_lost() {
 /// A sequence whose launch takes parameters, submitted just after the app destroyed the
 /// device: the parameters' write meets a destroyed buffer, and the submission says the device
 /// is lost (or succeeds with work that never runs), never another error.
-#[gpu_test]
+#[gpu_test(needs = Vulkan)]
 fn a_sequence_with_parameters_submitted_after_a_destroy_is_ok_or_device_lost() {
     for (path, app, ctx) in app_paths() {
         let affine = ctx.kernel(AFFINE, "main").unwrap();
