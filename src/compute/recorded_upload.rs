@@ -1,13 +1,14 @@
 //! Uploads recorded in a [`Sequence`]: the data is copied out of the caller's slice at once
-//! (into the array itself on UMA, into a staging buffer the sequence holds on Vulkan, into
-//! wgpu's staging elsewhere), and the staging-to-array copy runs as a step of the sequence, so
-//! a decode step's new rows go out in the same submission as the kernels that read them.
+//! (into the array itself on UMA, else through the host link: a staging buffer the sequence
+//! holds, or wgpu's staging, `host_link/recorded.rs`), and the staging-to-array copy runs as a
+//! step of the sequence, so a decode step's new rows go out in the same submission as the
+//! kernels that read them.
 
 use super::Sequence;
 use crate::array::{Access, DeviceArray};
 use crate::error::Result;
+use crate::host_link::recorded::Staged;
 use crate::host_link::staged_copy::UploadItem;
-use crate::host_link::staging::{StagingKind, COPY_ALIGNMENT};
 use crate::step::{BufferCopy, Step};
 use crate::transfer::{Operand, ResolvedOperand};
 
@@ -74,21 +75,6 @@ impl Sequence {
             return Ok(());
         }
         let inner = std::sync::Arc::clone(&self.ctx.inner);
-        let padded = (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT);
-        let item = UploadItem {
-            data: bytes,
-            buffer: &storage.buffer,
-            offset: storage.allocation.offset,
-            span: storage.allocation.size,
-        };
-        if inner.host_link() == crate::host_link::HostLink::Wgpu {
-            // wgpu's own staging (non-Vulkan backends): the write lands at the start of the
-            // next submission, this sequence's own at the latest (it is submitted even with no
-            // step), so the upload costs no submission of its own.
-            crate::host_link::wgpu_copy::queue_writes(&*inner, &[item]);
-            self.queued_writes = true;
-            return Ok(());
-        }
         if self.is_single_op() {
             if let Some(step) = inner.gathered_upload(storage, bytes) {
                 // A single op's small host operand: staged by the gathered batch it joins.
@@ -96,37 +82,31 @@ impl Sequence {
                 return Ok(());
             }
         }
-        if padded > inner.config().staging_bytes {
-            // More than a staging buffer holds: submissions of its own now, as many as
-            // `device_put` makes, which queue order puts before this sequence's.
-            let id = inner.upload(&[item])?;
-            storage.record_use(id);
-            return Ok(());
-        }
-        let room = |(staging, cursor): &(crate::host_link::staging::StagingBuffer, u64)| {
-            staging.size - cursor >= padded
+        let item = UploadItem {
+            data: bytes,
+            buffer: &storage.buffer,
+            offset: storage.allocation.offset,
+            span: storage.allocation.size,
         };
-        if !self.staging.last().is_some_and(room) {
-            let staging = inner
-                .staging()
-                .acquire(inner.as_ref(), StagingKind::Upload)?;
-            self.staging.push((staging, 0));
+        match self
+            .uploads
+            .stage(inner.as_ref(), inner.host_link(), item)?
+        {
+            // Lands at the start of this sequence's submission at the latest.
+            Staged::Queued => {}
+            Staged::Submitted(id) => storage.record_use(id),
+            Staged::InStaging {
+                buffer,
+                offset,
+                bytes,
+            } => self.steps.push(Step::Copy(BufferCopy {
+                src: buffer,
+                src_offset: offset,
+                dst: storage.buffer.clone(),
+                dst_offset: storage.allocation.offset,
+                size: bytes,
+            })),
         }
-        let (staging, cursor) = self.staging.last_mut().expect("acquired above");
-        let target = staging.mapped.sub(*cursor, padded);
-        target.write(bytes);
-        target
-            .sub(bytes.len() as u64, padded - bytes.len() as u64)
-            .zero();
-        let step = Step::Copy(BufferCopy {
-            src: staging.buffer.clone(),
-            src_offset: *cursor,
-            dst: storage.buffer.clone(),
-            dst_offset: storage.allocation.offset,
-            size: padded,
-        });
-        *cursor += padded;
-        self.steps.push(step);
         Ok(())
     }
 }

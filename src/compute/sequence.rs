@@ -12,7 +12,7 @@
 use crate::array::{check_context, check_not_pending, Access, ArrayStorage, DeviceArray};
 use crate::context::{Context, ContextInner};
 use crate::error::{CaptureRefusal, Error, Result};
-use crate::host_link::staging::{StagingBuffer, StagingKind};
+use crate::host_link::recorded::RecordedUploads;
 use crate::pipelines::ParamsBuffer;
 use crate::step::{encode_steps, Step};
 use crate::submission::SubmissionId;
@@ -100,14 +100,12 @@ pub struct Sequence {
     touched: Vec<(Arc<ArrayStorage>, Access)>,
     /// Index into `touched` by the storage's address.
     touched_index: HashMap<usize, usize>,
-    /// Upload staging buffers this sequence filled; released when it is submitted.
-    pub(crate) staging: Vec<(StagingBuffer, u64)>,
+    /// The uploads recorded (their staging; whether writes were queued): released when the
+    /// sequence is submitted.
+    pub(crate) uploads: RecordedUploads,
     /// Names of the timeline's dispatch records (one per dispatch).
     dispatches: usize,
     recorder: Recorder,
-    /// Uploads were queued with `queue.write_buffer` (non-Vulkan backends): `submit` submits
-    /// even without a step, so that they land.
-    pub(crate) queued_writes: bool,
     /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
     /// sequence.
     pub(crate) capture: Option<Box<super::capture_tables::CaptureTables>>,
@@ -147,10 +145,9 @@ impl Context {
             steps: Vec::new(),
             touched: Vec::new(),
             touched_index: HashMap::new(),
-            staging: Vec::new(),
+            uploads: RecordedUploads::default(),
             dispatches: 0,
             recorder,
-            queued_writes: false,
             capture: None,
             host_work: HostWork::default(),
         }
@@ -346,7 +343,7 @@ impl Sequence {
         let steps = std::mem::take(&mut self.steps);
         if steps.is_empty() {
             let mut last = SubmissionId(0);
-            if std::mem::take(&mut self.queued_writes) {
+            if self.uploads.take_queued_writes() {
                 // Only queued uploads: one (empty) submission carries them.
                 let touched = &self.touched;
                 let record = |id| {
@@ -412,13 +409,7 @@ impl Sequence {
             }
         }
         self.touched_index.clear();
-        for (mut staging, _) in self.staging.drain(..) {
-            staging.busy_until = staging.busy_until.max(last);
-            self.ctx
-                .inner
-                .staging()
-                .release(StagingKind::Upload, staging);
-        }
+        self.uploads.release(self.ctx.inner.as_ref(), last);
     }
 }
 

@@ -14,12 +14,14 @@
 //! - `staged_copy.rs`: the copy engine that moves arrays through the staging pool.
 //! - `wgpu_copy.rs`: the link where staging is wgpu's own.
 //! - `chunks.rs`: an array moved a chunk at a time (copies between two contexts).
+//! - `recorded.rs`: the uploads a sequence or capture makes while it records.
 //! - `gathered_staging.rs`: the staging the context's gathered batch fills with small uploads.
 //! - `stats.rs`: transfer statistics, per direction, explicit and implicit apart.
 
 pub(crate) mod chunks;
 pub(crate) mod gathered_staging;
 mod port;
+pub(crate) mod recorded;
 pub(crate) mod staged_copy;
 pub(crate) mod staging;
 pub(crate) mod stats;
