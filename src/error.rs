@@ -67,7 +67,10 @@ pub enum Error {
     /// A configuration value (usually from the environment) is not valid.
     #[error("{variable}={value:?} is not valid: expected {expected}")]
     Config {
-        /// The variable or field name.
+        /// What holds the value: the variable (`GPU_ARENA_STAGING_MB`) for a value
+        /// [`ArenaConfig::from_env`](crate::ArenaConfig::from_env) read, else the field
+        /// (`ArenaConfig::staging_bytes`), as [`ArenaConfig::validate`](crate::ArenaConfig::validate)
+        /// and the checks a context makes against its device name it.
         variable: String,
         /// The value given.
         value: String,

@@ -151,7 +151,8 @@ impl std::str::FromStr for KernelShape {
     type Err = String;
 
     /// `WORKGROUPxPER_INVOCATION`, e.g. `128x8`, as [`KernelShape`]'s `Display` writes it
-    /// (blanks around it are ignored; none inside, no sign, no leading zero): a workgroup that is a power of two
+    /// (blanks around it are ignored, and the `x` may be upper case, as `GPU_ARENA_KERNEL_TUNING`
+    /// reads any case; no blank inside, no sign, no leading zero): a workgroup that is a power of two
     /// from 32 to 256 and one of [`KernelShape::PER_INVOCATION`]. The error says what was
     /// expected.
     fn from_str(text: &str) -> std::result::Result<Self, String> {
@@ -161,12 +162,15 @@ impl std::str::FromStr for KernelShape {
                 .then(|| part.parse::<u32>().ok())
                 .flatten()
         };
-        let shape = text.trim().split_once('x').and_then(|(workgroup, count)| {
-            Some(KernelShape {
-                workgroup: number(workgroup)?,
-                per_invocation: number(count)?,
-            })
-        });
+        let shape = text
+            .trim()
+            .split_once(['x', 'X'])
+            .and_then(|(workgroup, count)| {
+                Some(KernelShape {
+                    workgroup: number(workgroup)?,
+                    per_invocation: number(count)?,
+                })
+            });
         shape.filter(|s| s.is_valid()).ok_or_else(shape_expected)
     }
 }
@@ -221,13 +225,14 @@ mod tests {
         .is_valid());
         // Blanks around it are ignored, as for every setting; any other spelling is refused,
         // with one clean sentence of what was expected.
-        assert_eq!(
-            " 128x8\n".parse::<KernelShape>().map(|s| s.to_string()),
-            Ok("128x8".into())
-        );
+        for spelling in [" 128x8\n", "128X8"] {
+            assert_eq!(
+                spelling.parse::<KernelShape>().map(|s| s.to_string()),
+                Ok("128x8".into())
+            );
+        }
         for spelling in [
-            "128 x 8", "128X8", "+128x8", "128x+8", "0128x8", "128x08", "128x", "x8", "128x8x1",
-            "0x0", "",
+            "128 x 8", "+128x8", "128x+8", "0128x8", "128x08", "128x", "x8", "128x8x1", "0x0", "",
         ] {
             assert_eq!(
                 spelling.parse::<KernelShape>(),

@@ -529,3 +529,20 @@ fn a_blank_cache_dir_is_an_error_naming_the_variable() {
         );
     }
 }
+
+#[gpu_test]
+fn blanks_around_the_cache_dir_are_ignored() {
+    let dir = CacheDir::new("blanks");
+    std::env::set_var(CACHE_DIR_ENV, format!("  {}\t", dir.path.display()));
+    let ctx = kernel_context();
+    kernels_compute_correctly(&ctx);
+    if !has_pipeline_cache(&ctx) {
+        return;
+    }
+    let file = ctx
+        .kernel_cache_stats()
+        .disk_cache_file
+        .expect("a cache file");
+    assert_eq!(file.parent(), Some(dir.path.as_path()), "{file:?}");
+    assert!(file.exists(), "{file:?}");
+}

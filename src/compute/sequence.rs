@@ -69,7 +69,8 @@ pub(crate) enum Recorder {
 /// The rules: [the recording model](crate::kernels#the-recording-model).
 ///
 /// **Submissions**: `submit` makes one (its command buffers, one per 4096 dispatches, all
-/// validated before any is submitted), none for a sequence with no steps, and a sequence never
+/// validated before any is submitted), none for a sequence with no steps (on GL, Metal and
+/// DX12 one carries its puts' queued writes even then), and a sequence never
 /// costs more submissions than its ops one by one: recorded uploads ride in it (zero-copy
 /// writes and wgpu's queued writes need none of their own; only an upload larger than a
 /// staging buffer goes out on its own, as `device_put` would), and on a CPU adapter with a

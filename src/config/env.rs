@@ -125,6 +125,12 @@ impl ArenaConfig {
         if let Some((var, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
             config.dump_on_oom = Some(parse_dump_directory(&var, &value)?);
         }
+        // Two variables that contradict each other are named by the variable.
+        if config.bar_writes == BarWrites::On && !config.zero_copy {
+            return Err(super::validate::bar_writes_without_zero_copy(
+                "GPU_ARENA_BAR_WRITES",
+            ));
+        }
         // Each value was checked above under its variable's name; this is the same set of
         // rules `Context::new` applies, so nothing read here can be refused there.
         config.validate()?;

@@ -207,16 +207,7 @@ impl ArenaConfig {
             MAX_REGION.check_field(bytes)?;
         }
         if self.bar_writes == BarWrites::On && !self.zero_copy {
-            // Two settings that contradict each other, from code or the environment alike:
-            // named by the variables, with the fields in the text.
-            return Err(Error::Config {
-                variable: "GPU_ARENA_BAR_WRITES".into(),
-                value: self.bar_writes.to_string(),
-                expected: "auto or off: direct writes (ArenaConfig::bar_writes) map the arena, \
-                           which GPU_ARENA_ZERO_COPY=off (ArenaConfig::zero_copy) forbids; turn \
-                           one of them off"
-                    .into(),
-            });
+            return Err(bar_writes_without_zero_copy("ArenaConfig::bar_writes"));
         }
         STAGING.check_field(self.staging_bytes)?;
         if let Some(bytes) = self.pinned_host_bytes {
@@ -282,6 +273,20 @@ impl ArenaConfig {
 
 /// The device-dependent rule: a staging buffer must be a buffer the device can make.
 /// Checked by the context once it knows the device's limits, before it creates any buffer.
+/// The refusal of direct BAR writes with zero-copy off, two settings that contradict each
+/// other, naming `named` (the field, or the variable `from_env` read) with both settings in
+/// the text.
+pub(crate) fn bar_writes_without_zero_copy(named: &str) -> Error {
+    Error::Config {
+        variable: named.into(),
+        value: super::BarWrites::On.to_string(),
+        expected: "auto or off: direct writes (ArenaConfig::bar_writes, GPU_ARENA_BAR_WRITES) map \
+                   the arena, which zero-copy off (ArenaConfig::zero_copy, \
+                   GPU_ARENA_ZERO_COPY=off) forbids; turn one of them off"
+            .into(),
+    }
+}
+
 pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64) -> Result<()> {
     // Staging buffers are rounded up to whole words; the bounds above keep this exact.
     let size = staging_bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
@@ -289,11 +294,12 @@ pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64
         return Ok(());
     }
     Err(Error::Config {
-        variable: format!("ArenaConfig::{} ({})", STAGING.field, STAGING.variable),
+        variable: format!("ArenaConfig::{}", STAGING.field),
         value: staging_bytes.to_string(),
         expected: format!(
-            "at most this device's max_buffer_size, {max_buffer_size} bytes ({} MiB)",
-            max_buffer_size / MIB
+            "at most this device's max_buffer_size, {max_buffer_size} bytes ({} MiB; env {})",
+            max_buffer_size / MIB,
+            STAGING.variable
         ),
     })
 }
@@ -510,6 +516,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("GPU_ARENA_STAGING_MB"), "{msg}");
-        assert!(msg.contains("67108864 bytes (64 MiB)"), "{msg}");
+        assert!(msg.starts_with("ArenaConfig::staging_bytes="), "{msg}");
+        assert!(msg.contains("67108864 bytes (64 MiB; env"), "{msg}");
     }
 }

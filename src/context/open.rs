@@ -241,8 +241,8 @@ impl Context {
 /// every array with an out-of-memory error.
 ///
 /// # Errors
-/// [`Error::Config`] naming `ArenaConfig::mem_fraction` (`GPU_ARENA_MEM_FRACTION`), with the
-/// smallest limit this device takes.
+/// [`Error::Config`] naming `ArenaConfig::mem_fraction`, with the smallest limit this device
+/// takes.
 fn check_fraction_fits_device(config: &ArenaConfig, plan: &MemoryPlan) -> Result<()> {
     if plan.prealloc_bytes(config.mem_fraction.limit) > 0 {
         return Ok(());
@@ -258,9 +258,9 @@ fn check_fraction_fits_device(config: &ArenaConfig, plan: &MemoryPlan) -> Result
         ),
     };
     Err(Error::Config {
-        variable: "ArenaConfig::mem_fraction (GPU_ARENA_MEM_FRACTION)".into(),
+        variable: "ArenaConfig::mem_fraction".into(),
         value: format!("{:?}", config.mem_fraction),
-        expected,
+        expected: format!("{expected} (env GPU_ARENA_MEM_FRACTION)"),
     })
 }
 
@@ -268,7 +268,7 @@ fn check_fraction_fits_device(config: &ArenaConfig, plan: &MemoryPlan) -> Result
 /// off, or `on` changes nothing (UMA: the arena is host-visible already).
 ///
 /// # Errors
-/// [`Error::Config`] naming `GPU_ARENA_BAR_WRITES` when it is `on` and the device has no full
+/// [`Error::Config`] naming `ArenaConfig::bar_writes` when it is `on` and the device has no full
 /// BAR on a discrete GPU (`on` with zero-copy off is refused earlier, by
 /// [`ArenaConfig::validate`]).
 pub(crate) fn bar_write_candidates(
@@ -279,9 +279,9 @@ pub(crate) fn bar_write_candidates(
         return Ok(None);
     }
     let refuse = |why: String| Error::Config {
-        variable: "GPU_ARENA_BAR_WRITES".into(),
+        variable: "ArenaConfig::bar_writes".into(),
         value: BarWrites::On.to_string(),
-        expected: format!("auto or off: {why}"),
+        expected: format!("auto or off (env GPU_ARENA_BAR_WRITES): {why}"),
     };
     // `on` with zero-copy off is refused by `ArenaConfig::validate`, before any device call.
     if plan.uma {
@@ -443,9 +443,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            message.starts_with("GPU_ARENA_BAR_WRITES=\"on\" is not valid"),
+            message.starts_with("ArenaConfig::bar_writes=\"on\" is not valid"),
             "{message}"
         );
+        assert!(message.contains("GPU_ARENA_BAR_WRITES"), "{message}");
         assert!(message.contains("no full Resizable BAR"), "{message}");
         assert!(message.contains("small BAR window"), "{message}");
         assert!(message.contains(&small.device), "{message}");

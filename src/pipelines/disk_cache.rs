@@ -88,7 +88,12 @@ impl DiskCache {
                 );
                 None
             }
-            Some(value) => Some(PathBuf::from(value)),
+            // Blanks around the value are ignored, as every variable's are (a path that is
+            // not UTF-8 is taken as it is).
+            Some(value) => Some(match value.to_str() {
+                Some(text) => PathBuf::from(text.trim()),
+                None => PathBuf::from(value),
+            }),
         };
         Ok(Self {
             dir,

@@ -771,8 +771,9 @@ impl Timeline {
     }
 
     /// Forgets every event (and the count of dropped ones); time keeps running from the same
-    /// origin. Kernel times of work recorded before the clear (a launch gathered and not yet
-    /// submitted included), read after it, are not recorded, as its dispatch events are gone.
+    /// origin. Kernel times of dispatches whose events it forgot, read after it, are not
+    /// recorded: a single op's launch is on the timeline once called (gathered, before its
+    /// submission), a sequence's and a captured run's dispatches at their submit.
     pub fn clear(&self) {
         // Kernel times are read once their work completes: those of work recorded before now
         // are not since the clear.

@@ -50,11 +50,13 @@ impl Context {
     ///
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
-    /// later GPU work on the array is ordered after it. Where the arena is not host-visible (a
-    /// discrete GPU), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes with the
-    /// context's gathered single ops: staged in their batch's staging and copied by a command
-    /// of that batch, so a loop of small puts and ops makes no submission per put. Larger ones
-    /// go through the pipelined staging pool with submissions of their own.
+    /// later GPU work on the array is ordered after it. On Vulkan where the arena is not
+    /// host-visible (a discrete GPU), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes
+    /// with the context's gathered single ops: staged in their batch's staging and copied by a
+    /// command of that batch, so a loop of small puts and ops makes no submission per put.
+    /// Larger ones go through the pipelined staging pool with submissions of their own. On
+    /// other backends (GL, Metal, DX12) wgpu's `write_buffer` carries every put, in a
+    /// submission of its own.
     #[track_caller]
     pub fn device_put<T: bytemuck::Pod>(
         &self,

@@ -42,11 +42,25 @@ fn bar_writes_on_with_zero_copy_off_is_refused_and_names_both_variables() {
         ..test_config()
     });
     let message = refused.expect_err("a contradiction").to_string();
+    // Set in code: named by the field, both variables in the text.
     assert!(
-        message.starts_with("GPU_ARENA_BAR_WRITES=\"on\" is not valid"),
+        message.starts_with("ArenaConfig::bar_writes=\"on\" is not valid"),
         "{message}"
     );
     assert!(message.contains("GPU_ARENA_ZERO_COPY=off"), "{message}");
+    assert!(message.contains("GPU_ARENA_BAR_WRITES"), "{message}");
+    // Read from the environment: named by the variable.
+    let from_env = ArenaConfig::from_lookup(|name| match name {
+        "GPU_ARENA_BAR_WRITES" => Some("on".to_string()),
+        "GPU_ARENA_ZERO_COPY" => Some("0".to_string()),
+        _ => None,
+    });
+    match from_env {
+        Err(gpu_arena::Error::Config { variable, .. }) => {
+            assert_eq!(variable, "GPU_ARENA_BAR_WRITES")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[gpu_test]

@@ -540,4 +540,26 @@ fn a_launch_gathered_before_a_clear_is_not_counted_after_it() {
         )
         .count();
     assert_eq!(dispatches, 1);
+    // A sequence's dispatches are on the timeline at its submit: recorded before a clear and
+    // submitted after it, they count, each with its dispatch event.
+    let mut s = ctx.sequence();
+    for _ in 0..2 {
+        s.launch(&kernel)
+            .arg_mut(&mut a)
+            .params(&1u32)
+            .grid_for(SPIN_ELEMENTS as u64)
+            .run()
+            .unwrap();
+    }
+    ctx.timeline().unwrap().clear();
+    s.submit().unwrap();
+    ctx.synchronize().unwrap();
+    let times = ctx.kernel_times().unwrap().unwrap();
+    assert_eq!(times.get("gathered-across-clear").map(|k| k.calls), Some(2));
+    let dispatches = (ctx.memory_timeline().unwrap().events.iter())
+        .filter(
+            |e| matches!(&e.kind, Kind::Dispatch { name, .. } if name == "gathered-across-clear"),
+        )
+        .count();
+    assert_eq!(dispatches, 2);
 }
