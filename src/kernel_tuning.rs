@@ -60,7 +60,9 @@ pub enum TuningClock {
     /// The device's timestamps (wgpu's `TIMESTAMP_QUERY`), written before and after the timed
     /// work: GPU time alone, without the submission and the wait.
     Timestamps,
-    /// The wall clock from submission to completion, on a device without timestamps.
+    /// The wall clock from submission to completion: on a context that times no kernels (its
+    /// timeline off, the default, so it asked the device for no timestamps) or a device
+    /// without timestamp queries.
     WallClock,
 }
 

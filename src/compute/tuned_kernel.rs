@@ -105,7 +105,8 @@ pub(crate) fn measuring_job(what: Measure) -> Option<MeasuringJob> {
 impl Context {
     /// The kernel of `desc` with its override constant `constant` set to whichever of `values`
     /// runs `run` fastest on this device: every value is checked first (a refused call
-    /// compiles nothing), each is compiled once (a value given twice is one candidate), then
+    /// compiles nothing), each is compiled once (a value given twice, or two that apply alike,
+    /// as `0.0` and `-0.0` or two `f64`s an `f32` constant rounds to one, is one candidate), then
     /// `run` (your launch of the kernel on arrays of your choosing, e.g. `|k|
     /// ctx.launch(k).arg(&x).arg_mut(&mut y).grid_for(n).run()`) is timed with each, followed
     /// by a synchronize, interleaved round by round; a value's fastest round counts. The choice is kept as the library's kernels'
@@ -162,34 +163,33 @@ impl Context {
                 message: format!("no values to tune the override constant `{constant}` over"),
             });
         }
-        // Each value once (a value given twice is one candidate), in the order given.
-        let mut distinct: Vec<f64> = Vec::with_capacity(values.len());
-        for &value in values {
-            if !distinct.iter().any(|v| v.to_bits() == value.to_bits()) {
-                distinct.push(value);
-            }
-        }
-        let values = distinct.as_slice();
         let constants_with = |value: f64| {
             let mut constants = desc.constants.to_vec();
             constants.push((constant, value));
             constants
         };
-        // Every value is checked before any is compiled: a refused call compiles nothing. The
-        // constants as applied name the tuning: one whether spelled by name or by id.
-        let mut applied = Vec::with_capacity(values.len());
+        // Every value is checked before any is compiled: a refused call compiles nothing. Each
+        // is one candidate by its constants as applied, in the order given (a value given
+        // twice, or spelled two ways that apply alike, `0.0` and `-0.0`, is one); the constants
+        // as applied name the tuning, one whether spelled by name or by id.
+        let mut candidates: Vec<(f64, Vec<(String, f64)>)> = Vec::with_capacity(values.len());
         for &value in values {
             let constants = constants_with(value);
             let variant = KernelDesc {
                 constants: &constants,
                 ..desc
             };
-            applied.push((self.inner.kernels()).check_user(
+            let applied = (self.inner.kernels()).check_user(
                 self.inner.device(),
                 self.inner.limits(),
                 &variant,
-            )?);
+            )?;
+            if !candidates.iter().any(|(_, seen)| *seen == applied) {
+                candidates.push((value, applied));
+            }
         }
+        let (values, applied): (Vec<f64>, Vec<Vec<(String, f64)>>) = candidates.into_iter().unzip();
+        let values = values.as_slice();
         let kernels = values
             .iter()
             .map(|&value| {

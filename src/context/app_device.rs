@@ -99,7 +99,9 @@ impl AppDevice {
 pub struct DeviceRequirements {
     /// Features the arena cannot work without (none today).
     pub features: wgpu::Features,
-    /// Features the arena uses when the device has them.
+    /// Features the arena uses when the device has them: the pipeline cache and immediates,
+    /// and with the timeline and kernel times on, timestamp queries (without them
+    /// [`crate::Context::kernel_times`] is `None`).
     pub optional_features: wgpu::Features,
     /// The least limits the arena works with.
     pub limits: wgpu::Limits,
@@ -112,9 +114,14 @@ impl DeviceRequirements {
     pub fn for_config(config: &ArenaConfig) -> Self {
         let compute = wgpu::Limits::downlevel_defaults();
         let floor = wgpu::Limits::downlevel_webgl2_defaults();
+        let mut optional_features = wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES;
+        if config.timeline_capacity > 0 && config.kernel_times {
+            optional_features |=
+                wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
+        }
         Self {
             features: wgpu::Features::empty(),
-            optional_features: wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES,
+            optional_features,
             limits: wgpu::Limits {
                 max_storage_buffers_per_shader_stage: compute.max_storage_buffers_per_shader_stage,
                 max_dynamic_storage_buffers_per_pipeline_layout: compute

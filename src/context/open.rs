@@ -54,14 +54,9 @@ impl Context {
         let adapter_info = adapter.get_info();
         let limits = adapter.limits();
         crate::config::check_staging_fits_device(config.staging_bytes, limits.max_buffer_size)?;
-        // The pipeline cache persists compiled kernels; immediates let kernels take their
-        // parameters as push constants; timestamp queries time kernels, only asked for with
-        // the timeline on and where the adapter has them (`context/kernel_timing.rs`).
-        let mut wanted = wgpu::Features::PIPELINE_CACHE | wgpu::Features::IMMEDIATES;
-        if config.timeline_capacity > 0 && config.kernel_times {
-            wanted |=
-                wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES;
-        }
+        // What an app's device is told to ask for too (the pipeline cache, immediates, and
+        // with the timeline on timestamp queries), where the adapter has it.
+        let wanted = app_device::DeviceRequirements::for_config(&config).optional_features;
         let required_features = adapter.features() & wanted;
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("gpu-arena"),

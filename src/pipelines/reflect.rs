@@ -254,7 +254,16 @@ fn resolve_constants(
             _ => None,
         };
         check_override_value(given, value, scalar)?;
-        // 0.0 and -0.0 set the same value: one cache key.
+        // The value as the override holds it, so that two spellings of one value are one
+        // cache key: an `f32` rounds to its nearest (0.1 and 0.1f32 are one), and 0.0 and -0.0
+        // set the same value.
+        let value = match scalar {
+            Some(naga::Scalar {
+                kind: naga::ScalarKind::Float,
+                width: 4,
+            }) => f64::from(value as f32),
+            _ => value,
+        };
         let value = if value == 0.0 { 0.0 } else { value };
         resolved.push((key, value, given));
     }

@@ -19,9 +19,11 @@ pub struct KernelDesc<'a> {
     /// The `@compute` function to run.
     pub entry_point: &'a str,
     /// Values for the module's `override` constants, each by its name or by its `@id` written
-    /// in decimal (`"7"`). Each set compiles once, whatever the order or the spelling. Values
-    /// must be exact for the override's type: finite, whole numbers within range for integers
-    /// (`u32`: 0 to 4294967295), 0 or 1 for `bool`, within `f32`'s range for `f32`.
+    /// in decimal (`"7"`). Each set compiles once, whatever the order or the spelling, by the
+    /// values as applied (`0.0` and `-0.0` are one; an `f32` takes the nearest `f32`, so `0.1`
+    /// and `0.1f32 as f64` are one). Values must be exact for the override's type: finite,
+    /// whole numbers within range for integers (`u32`: 0 to 4294967295), 0 or 1 for `bool`,
+    /// within `f32`'s range for `f32`.
     pub constants: &'a [(&'a str, f64)],
     /// The name in errors, statistics, `kernel_times` and the timeline. Default: the entry
     /// point and a short hash of the source and entry point (`main#1a2b3c4d`, the same in every

@@ -59,15 +59,16 @@ impl Context {
     /// off none of it happens.
     ///
     /// Errors: as [`Context::synchronize`](crate::Context::synchronize) (a refusal of gathered
-    /// work, a lost device).
+    /// work, a lost device), with the timeline on, whether or not the device has timestamps;
+    /// with the timeline off it returns `None` at once, asking nothing of the device.
     pub fn kernel_times(&self) -> Result<Option<KernelTimes>> {
         let Some(timeline) = self.inner.timeline() else {
             return Ok(None);
         };
+        self.synchronize()?;
         if self.inner.kernel_timing().is_none() {
             return Ok(None);
         }
-        self.synchronize()?;
         self.inner.collect_kernel_times();
         Ok(Some(timeline.kernel_times()))
     }

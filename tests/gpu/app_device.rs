@@ -437,6 +437,34 @@ fn after_a_loss_pending_arrays_and_every_hand_out_refuse_with_device_lost() {
     }
 }
 
+/// With the timeline on, `for_config` offers timestamp queries, and `kernel_times` on a device
+/// without them still reports a lost device (it waits as `synchronize` does) before saying
+/// `None`.
+#[gpu_test(needs = Vulkan)]
+fn kernel_times_on_a_device_without_timestamps_reports_a_loss() {
+    let config = ArenaConfig {
+        timeline_capacity: 1000,
+        ..test_config()
+    };
+    let needs = DeviceRequirements::for_config(&config);
+    assert!(needs
+        .optional_features
+        .contains(wgpu::Features::TIMESTAMP_QUERY));
+    let without = DeviceRequirements::for_config(&test_config());
+    assert!(!without
+        .optional_features
+        .contains(wgpu::Features::TIMESTAMP_QUERY));
+    // Only the required features: no timestamps.
+    let app = app_device(wgpu::Backends::VULKAN, &config).expect("a Vulkan device");
+    let ctx = Context::from_wgpu(app.clone(), config).unwrap();
+    assert!(!ctx.times_kernels());
+    let x = ctx.device_put(&[1.0f32; 64], &[64]).unwrap();
+    let _y = ctx.copy(&x).unwrap();
+    assert!(ctx.kernel_times().unwrap().is_none());
+    app.device.destroy();
+    assert!(matches!(ctx.kernel_times(), Err(Error::DeviceLost { .. })));
+}
+
 /// A sequence whose launch takes parameters, submitted just after the app destroyed the
 /// device: the parameters' write meets a destroyed buffer, and the submission says the device
 /// is lost (or succeeds with work that never runs), never another error.

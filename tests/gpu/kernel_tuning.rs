@@ -1001,3 +1001,58 @@ fn a_constant_given_by_its_id_or_by_its_name_is_one_tuning() {
     .unwrap();
     assert!(calls > 0);
 }
+
+/// Values that apply alike are one: `0.0` and `-0.0` are one candidate, and two `f64`s one
+/// `f32` rounds to are one compiled kernel and one tuning.
+#[gpu_test]
+fn values_that_apply_alike_are_one_candidate_one_kernel_and_one_tuning() {
+    use gpu_arena::kernels::KernelDesc;
+    let ctx = tuned_context(KernelTuning::On, None);
+    let wgsl = "override BIAS: u32 = 1u;
+        @id(3) override SCALE: f32 = 1.0;
+        @group(0) @binding(0) var<storage, read_write> y: array<f32>;
+        @compute @workgroup_size(64)
+        fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+            if (i.x < arrayLength(&y)) { y[i.x] = y[i.x] * SCALE + f32(BIAS); }
+        }";
+    let desc = KernelDesc::wgsl(wgsl, "main").label("applied-alike");
+    let mut y = ctx.zeros::<f32>(&[1024]).unwrap();
+    let mut run = |k: &gpu_arena::Kernel| ctx.launch(k).arg_mut(&mut y).grid_for(1024usize).run();
+    ctx.tune_kernel(
+        desc.constants(&[("SCALE", 0.5)]),
+        "BIAS",
+        &[0.0, -0.0, 2.0],
+        &mut run,
+    )
+    .unwrap();
+    let row = |ctx: &gpu_arena::Context| {
+        (ctx.kernel_tuning().user_kernels.into_iter())
+            .find(|r| r.kernel == "applied-alike" && r.constant == "BIAS")
+            .unwrap()
+    };
+    let values: Vec<f64> = row(&ctx).seconds.iter().map(|(v, _)| *v).collect();
+    assert_eq!(values, [0.0, 2.0]);
+    // 0.1 and 0.1 as f32: one constant as applied, so one compiled kernel and one tuning.
+    let compiled = ctx.kernel_cache_stats().pipelines_compiled;
+    ctx.kernel_with(desc.constants(&[("SCALE", 0.1)])).unwrap();
+    let once = ctx.kernel_cache_stats().pipelines_compiled;
+    assert_eq!(once, compiled + 1);
+    ctx.kernel_with(desc.constants(&[("3", f64::from(0.1f32))]))
+        .unwrap();
+    assert_eq!(ctx.kernel_cache_stats().pipelines_compiled, once);
+    ctx.tune_kernel(
+        desc.constants(&[("SCALE", 0.1)]),
+        "BIAS",
+        &[1.0, 3.0],
+        &mut run,
+    )
+    .unwrap();
+    let never = |_: &gpu_arena::Kernel| -> gpu_arena::Result<()> { panic!("measured again") };
+    ctx.tune_kernel(
+        desc.constants(&[("3", f64::from(0.1f32))]),
+        "BIAS",
+        &[1.0, 3.0],
+        never,
+    )
+    .unwrap();
+}

@@ -57,8 +57,10 @@ struct Machine {
     host_visible_arena: bool,
 }
 
+/// The machine, looked up by the first test that asks.
+static MACHINE: OnceLock<Machine> = OnceLock::new();
+
 fn machine() -> &'static Machine {
-    static MACHINE: OnceLock<Machine> = OnceLock::new();
     MACHINE.get_or_init(|| {
         let devices = gpu_arena::devices(&super::test_config()).unwrap_or_default();
         let Some(default) = devices.iter().find(|d| d.is_default()) else {
@@ -138,10 +140,14 @@ pub(super) fn count(need: Option<Need>, test: &'static str) -> bool {
 /// The summary line, and one line per skipped test with its reason.
 pub fn summary() -> String {
     let skipped = SKIPPED.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    // Never looked up at exit (the summary runs in an exit handler, where opening an instance
+    // can crash in a layer already torn down): a run whose tests asked nothing says so.
+    let adapter = MACHINE
+        .get()
+        .map_or("an adapter not looked up", |m| m.adapter.as_str());
     let mut line = format!(
-        "gpu tests: {} ran on {}",
-        RAN.load(Ordering::Relaxed),
-        machine().adapter
+        "gpu tests: {} ran on {adapter}",
+        RAN.load(Ordering::Relaxed)
     );
     if !skipped.is_empty() {
         let mut reasons: Vec<(Need, usize)> = Vec::new();
