@@ -32,6 +32,7 @@ use super::gathered_batch::{GatheredBatch, HostRead};
 use super::ContextInner;
 use crate::error::{Error, Result};
 use crate::host_link::gathered_staging::GatheredStaging;
+use crate::host_link::staged_copy::UploadItem;
 use crate::pipelines::{DeviceRefusal, ErrorScopes};
 use crate::step::{encode_steps, BufferCopy, Step};
 use crate::submission::SubmissionId;
@@ -116,16 +117,22 @@ impl ContextInner {
                 size,
             } = step
             {
-                let (src, src_offset) = gathered
+                let staged = gathered
                     .staging
-                    .stage(self, data, *size, |id| self.wait_for_submitted(id))?;
-                *step = Step::Copy(BufferCopy {
-                    src,
-                    src_offset,
-                    dst: dst.clone(),
-                    dst_offset: *dst_offset,
-                    size: *size,
-                });
+                    .stage(self, self.host_link(), data, *size, |id| {
+                        self.wait_for_submitted(id)
+                    })?;
+                // Staged: a copy out of the batch's staging; else the batch holds the bytes
+                // and writes them when it is submitted.
+                if let Some((src, src_offset)) = staged {
+                    *step = Step::Copy(BufferCopy {
+                        src,
+                        src_offset,
+                        dst: dst.clone(),
+                        dst_offset: *dst_offset,
+                        size: *size,
+                    });
+                }
             }
         }
         if gathered.steps.is_empty() {
@@ -166,6 +173,10 @@ impl ContextInner {
             return;
         }
         let (steps, params) = gathered.steps.take();
+        // Uploads the batch holds (wgpu's staging) are written when it is submitted; they
+        // land first, which the arrays they fill, made for them, allow.
+        let (uploads, steps): (Vec<Step>, Vec<Step>) =
+            (steps.into_iter()).partition(|step| matches!(step, Step::Upload { .. }));
         let alignment = u64::from(self.limits.min_uniform_buffer_offset_alignment);
         let mut timer = self.dispatch_timer(&steps);
         let recorded = std::mem::take(&mut gathered.dispatch_ns);
@@ -189,6 +200,23 @@ impl ContextInner {
             };
         let encoded = commands.is_some();
         let scopes = ErrorScopes::push(&self.device);
+        for upload in &uploads {
+            if let Step::Upload {
+                data,
+                dst,
+                dst_offset,
+                size,
+            } = upload
+            {
+                let item = UploadItem {
+                    data,
+                    buffer: dst,
+                    offset: *dst_offset,
+                    span: *size,
+                };
+                crate::host_link::wgpu_copy::queue_writes(self, &[item]);
+            }
+        }
         let id = self.submit_to_queue(gathered, commands, |_| {}, host_read);
         gathered.staging.retire(id);
         if id != gathered.id {

@@ -10,7 +10,9 @@
 //! keep the pipelined staging of `staging.rs`), and the context keeps at most
 //! [`GATHERED_STAGING_BUFFERS`] such buffers: the batch being gathered fills one while the GPU
 //! copies out of the batches submitted before it. The buffers are the plan's upload memory,
-//! made on first use and kept.
+//! made on first use and kept. Where staging is wgpu's own (GL, Metal, DX12) the batch holds
+//! the bytes instead, under the same cap, and writes them with `queue.write_buffer` when it is
+//! submitted: they land at the start of that submission.
 
 use super::staging::{next_turn, StagingBuffer, StagingKind, StagingMemory, Turn, COPY_ALIGNMENT};
 use crate::error::Result;
@@ -42,6 +44,8 @@ pub(crate) struct GatheredStaging {
     retired: Vec<StagingBuffer>,
     /// Buffers made so far (at most [`GATHERED_STAGING_BUFFERS`]).
     created: usize,
+    /// Bytes the batch being gathered holds for `queue.write_buffer` (wgpu's staging).
+    held: u64,
 }
 
 impl GatheredStaging {
@@ -52,16 +56,14 @@ impl GatheredStaging {
         GATHERED_STAGING_BYTES.min(memory.staging_bytes()) / COPY_ALIGNMENT * COPY_ALIGNMENT
     }
 
-    /// Whether an upload of `bytes` (its allocation's size) takes this path: on a link of
-    /// mapped staging, where it is small.
-    pub(crate) fn takes(memory: &impl StagingMemory, link: super::HostLink, bytes: u64) -> bool {
-        link == super::HostLink::Mapped
-            && bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(memory) / 4)
+    /// Whether an upload of `bytes` (its allocation's size) takes this path: a small one.
+    pub(crate) fn takes(memory: &impl StagingMemory, bytes: u64) -> bool {
+        bytes <= MAX_GATHERED_UPLOAD_BYTES.min(Self::capacity(memory) / 4)
     }
 
-    /// Bytes the batch being gathered has staged.
+    /// Bytes the batch being gathered has staged (or holds for wgpu's staging).
     pub(crate) fn staged(&self) -> u64 {
-        self.current.as_ref().map_or(0, |(_, cursor)| *cursor)
+        self.current.as_ref().map_or(0, |(_, cursor)| *cursor) + self.held
     }
 
     /// Whether `bytes` more fit beside what the batch has staged.
@@ -79,13 +81,20 @@ impl GatheredStaging {
     /// when the batch has none: a free one, a new one while fewer than
     /// [`GATHERED_STAGING_BUFFERS`] exist, else the one whose batch completes first, after
     /// `wait` for that (already submitted) batch. The caller checked [`Self::has_room`].
+    /// Where staging is wgpu's own (`link`), the batch only counts the bytes, which it holds
+    /// and writes when submitted: `None`.
     pub(crate) fn stage(
         &mut self,
         memory: &impl StagingMemory,
+        link: super::HostLink,
         data: &[u8],
         size: u64,
         wait: impl FnOnce(SubmissionId) -> Result<()>,
-    ) -> Result<(wgpu::Buffer, u64)> {
+    ) -> Result<Option<(wgpu::Buffer, u64)>> {
+        if link == super::HostLink::Wgpu {
+            self.held += size;
+            return Ok(None);
+        }
         if self.current.is_none() {
             let buffer = self.take_buffer(memory, wait)?;
             self.current = Some((buffer, 0));
@@ -100,7 +109,7 @@ impl GatheredStaging {
                 .zero();
         }
         *cursor += size;
-        Ok((buffer.buffer.clone(), at))
+        Ok(Some((buffer.buffer.clone(), at)))
     }
 
     fn take_buffer(
@@ -130,6 +139,7 @@ impl GatheredStaging {
 
     /// The batch was submitted as `id`: its buffer is busy until that completes.
     pub(crate) fn retire(&mut self, id: SubmissionId) {
+        self.held = 0;
         if let Some((mut buffer, _)) = self.current.take() {
             buffer.busy_until = id;
             self.retired.push(buffer);

@@ -50,13 +50,12 @@ impl Context {
     ///
     /// The shape must hold exactly `data.len()` elements (rank at most 6); zero-size arrays
     /// are fine. Returns once the data is copied out of `data`; the GPU copy may still run, and
-    /// later GPU work on the array is ordered after it. On Vulkan where the arena is not
-    /// host-visible (a discrete GPU), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes
-    /// with the context's gathered single ops: staged in their batch's staging and copied by a
-    /// command of that batch, so a loop of small puts and ops makes no submission per put.
-    /// Larger ones go through the pipelined staging pool with submissions of their own. On
-    /// other backends (GL, Metal, DX12) wgpu's `write_buffer` carries every put, in a
-    /// submission of its own.
+    /// later GPU work on the array is ordered after it. Where the arena is not host-visible (a
+    /// discrete GPU; GL, Metal, DX12), an upload of at most [`MAX_GATHERED_UPLOAD_BYTES`] goes
+    /// with the context's gathered single ops, so a loop of small puts and ops makes no
+    /// submission per put: on Vulkan staged in their batch's staging and copied by a command of
+    /// that batch, elsewhere held by the batch and written with wgpu's `write_buffer` when it
+    /// is submitted. Larger ones go through the host link with submissions of their own.
     #[track_caller]
     pub fn device_put<T: bytemuck::Pod>(
         &self,
@@ -434,8 +433,8 @@ fn host_outputs<T: bytemuck::Pod>(
 
 impl ContextInner {
     /// The step that uploads `bytes` into the fresh array `storage` with the gathered single
-    /// ops, when that path applies: Vulkan staging, and at most
-    /// [`MAX_GATHERED_UPLOAD_BYTES`] (its allocation's size). `None`: upload it another way.
+    /// ops, when that path applies: at most [`MAX_GATHERED_UPLOAD_BYTES`] (its allocation's
+    /// size). `None`: upload it another way.
     pub(crate) fn gathered_upload(
         &self,
         storage: &ArrayStorage,
@@ -443,11 +442,7 @@ impl ContextInner {
     ) -> Option<crate::step::Step> {
         let size = storage.allocation.size;
         let fits = size >= (bytes.len() as u64).next_multiple_of(COPY_ALIGNMENT)
-            && crate::host_link::gathered_staging::GatheredStaging::takes(
-                self,
-                self.host_link(),
-                size,
-            );
+            && crate::host_link::gathered_staging::GatheredStaging::takes(self, size);
         (fits && !bytes.is_empty()).then(|| crate::step::Step::Upload {
             data: bytes.to_vec(),
             dst: storage.buffer.clone(),

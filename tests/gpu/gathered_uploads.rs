@@ -174,6 +174,57 @@ fn small_puts_in_a_loop_make_one_submission_per_full_staging_and_stay_within_its
     );
 }
 
+/// Where staging is wgpu's own (GL), small puts and host operands go with the gathered ops
+/// too: a loop of launches and small puts makes no submission per put, and every put lands.
+#[gpu_test]
+fn small_puts_on_plain_wgpu_buffers_make_no_submission_each() {
+    let Ok(ctx) = Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        ..test_config()
+    }) else {
+        crate::harness::skip(crate::harness::Need::GlAdapter);
+        return;
+    };
+    let k = ctx.kernel(AFFINE, "main").unwrap();
+    let add = ctx.kernel(DOUBLE_ADD, "main").unwrap();
+    let n = 256;
+    let mut host = values(3, n);
+    let mut a = ctx.device_put(&host, &[n]).unwrap();
+    ctx.synchronize().unwrap();
+    let (made, puts) = submissions_made(&ctx, || {
+        let mut puts = Vec::new();
+        for i in 0..20 {
+            let p = params(i);
+            run_affine(&ctx, &k, &mut a, p);
+            host.iter_mut().for_each(|v| *v = affine(*v, p));
+            let t = values(100 + i, n);
+            let put = ctx.device_put(&t, &[n]).unwrap();
+            double_add(&ctx, &add, &put, &mut a);
+            for (v, x) in host.iter_mut().zip(&t) {
+                *v = v.wrapping_mul(2).wrapping_add(*x);
+            }
+            puts.push((put, t));
+        }
+        puts
+    });
+    // 20 launches, 20 puts and 20 more launches: within two batches of 32 ops.
+    assert!(made <= 2, "{made} submissions");
+    assert_eq!(ctx.device_get(&a).unwrap(), host);
+    for (put, t) in &puts {
+        assert_eq!(&ctx.device_get(put).unwrap(), t);
+    }
+    // A loop of puts alone: one submission carries them, within the batch's cap.
+    let (made, arrays) = submissions_made(&ctx, || {
+        (0..40u32)
+            .map(|i| ctx.device_put(&values(i, n), &[n]).unwrap())
+            .collect::<Vec<_>>()
+    });
+    assert_eq!(made, 1, "{made} submissions");
+    for (i, array) in arrays.iter().enumerate() {
+        assert_eq!(ctx.device_get(array).unwrap(), values(i as u32, n));
+    }
+}
+
 #[gpu_test(needs = Vulkan)]
 fn uploads_above_the_gathered_size_keep_their_own_submission() {
     let ctx = context_with(ArenaConfig {

@@ -943,6 +943,9 @@ fn a_sequence_over_4096_dispatches_whose_last_piece_is_refused_ran_nothing() {
     let mut x = ctx.device_put(&[0u32; 64], &[64]).unwrap();
     let mut broken = ctx.device_put(&[0u32; 64], &[64]).unwrap();
     assert_ne!(x.buffer(), broken.buffer(), "one region per array");
+    // The puts' writes land before the buffer is destroyed (where they go with the gathered
+    // ops, a discrete GPU or GL, they would otherwise meet the destroyed buffer).
+    ctx.synchronize().unwrap();
     let mut s = ctx.sequence();
     for _ in 0..4096 {
         s.launch(&add)
