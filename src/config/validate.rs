@@ -279,7 +279,7 @@ impl ArenaConfig {
 pub(crate) fn bar_writes_without_zero_copy(named: &str) -> Error {
     Error::Config {
         variable: named.into(),
-        value: super::BarWrites::On.to_string(),
+        value: BarWrites::On.to_string(),
         expected: "auto or off: direct writes (ArenaConfig::bar_writes, GPU_ARENA_BAR_WRITES) map \
                    the arena, which zero-copy off (ArenaConfig::zero_copy, \
                    GPU_ARENA_ZERO_COPY=off) forbids; turn one of them off"
