@@ -147,7 +147,7 @@ impl PartialEq<Vec<Range<usize>>> for ShardRows {
 /// Uploads to one device do not wait for the others'. A context may appear more than once (one
 /// device holding several shards).
 ///
-/// Errors: no contexts ([`Error::InvalidArgument`]), a shape that does not hold `data` or has
+/// Errors: no contexts (refused as by [`gather`]), a shape that does not hold `data` or has
 /// rank 0 ([`Error::Shape`]), the guard's refusal or out-of-memory on any device (shards already
 /// uploaded are freed).
 ///

@@ -51,19 +51,21 @@ impl Context {
             (adapter_info.vendor, adapter_info.device, &adapter_info.name)
                 == (device_info.vendor, device_info.device, &device_info.name)
         });
-        if !same {
+        // The queue must be the device's own too, where the driver's handles tell.
+        let mismatch = if !same {
+            Some(format!(
+                "the device was not made from the adapter given (the device's is {:?} on {:?}, the adapter is {:?} on {:?}; an adapter of another `wgpu::Instance` or another GPU of the same model is another adapter): pass the adapter the device was requested from",
+                device_info.name, device_info.backend, adapter_info.name, adapter_info.backend
+            ))
+        } else if crate::backend::queue_of_device(&device, &queue) == Some(false) {
+            Some("the queue is not the device's own (it came with another device): pass the queue `request_device` returned with this device".into())
+        } else {
+            None
+        };
+        if let Some(reason) = mismatch {
             return Err(Error::InvalidArgument {
                 operation: "Context::from_wgpu",
-                reason: format!(
-                    "the device was not made from the adapter given (the device's is {:?} on {:?}, the adapter is {:?} on {:?}; an adapter of another `wgpu::Instance` or another GPU of the same model is another adapter): pass the adapter the device was requested from",
-                    device_info.name, device_info.backend, adapter_info.name, adapter_info.backend
-                ),
-            });
-        }
-        if crate::backend::queue_of_device(&device, &queue) == Some(false) {
-            return Err(Error::InvalidArgument {
-                operation: "Context::from_wgpu",
-                reason: "the queue is not the device's own (it came with another device): pass the queue `request_device` returned with this device".into(),
+                reason,
             });
         }
         let needs = DeviceRequirements::for_config(&config);
