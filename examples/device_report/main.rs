@@ -209,8 +209,9 @@ fn report_adapter(
     report["figures"] = serde_json::to_value(&figures)?;
     report["kernel_tuning"] = kernel_tuning(&ctx)?;
     // The BAR comparison opens contexts of its own: this one's arena must be gone first.
+    let vulkan = ctx.is_vulkan();
     drop(ctx);
-    report["bar_writes"] = bar_writes(config, sizes, &plan)?;
+    report["bar_writes"] = bar_writes(config, sizes, &plan, vulkan)?;
     Ok(report)
 }
 
@@ -286,8 +287,15 @@ fn bar_writes(
     config: &ArenaConfig,
     sizes: &Sizes,
     plan: &gpu_arena::MemoryPlan,
+    vulkan: bool,
 ) -> Result<serde_json::Value> {
     let unavailable = |why: String| json!({ "available": false, "why": why });
+    if !vulkan {
+        return Ok(unavailable(
+            "not Vulkan: the arena is wgpu's own buffers, and uploads go through wgpu's staging"
+                .into(),
+        ));
+    }
     if plan.uma {
         return Ok(unavailable(
             "UMA: the arena is host-visible already, so uploads are a memcpy either way".into(),

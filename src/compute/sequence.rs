@@ -324,13 +324,19 @@ impl Sequence {
     ///
     /// Errors: [`Error::Device`] with wgpu's message when the device refuses any part of the
     /// work (then no part of it runs); [`Error::DeviceLost`] once the context knows the device
-    /// is lost or destroyed (see [`Error::DeviceLost`] for when that is).
+    /// is lost or destroyed (see [`Error::DeviceLost`] for when that is), an empty sequence's
+    /// submit included.
     pub fn submit(mut self) -> Result<SubmissionId> {
         if self.capture.is_some() {
             // Only reachable by moving a capture's recorder out of it.
             return Err(recorder_replaced("Sequence::submit"));
         }
         let inner = Arc::clone(&self.ctx.inner);
+        if let Err(lost) = inner.check_device("submitting a sequence") {
+            // An empty sequence too: the caller learns of the loss here, not at a later read.
+            self.finish(SubmissionId(0));
+            return Err(lost);
+        }
         // The host copies are made, and a user's sequence submits its steps, under one hold of
         // the kernel lock, which every thread's work on arrays takes: nothing (another thread's
         // captured run among them) starts on the arrays during a copy or between the two.

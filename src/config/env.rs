@@ -309,7 +309,7 @@ fn parse_backend(var: &str, value: &str) -> Result<BackendChoice> {
         _ => Err(Error::Config {
             variable: var.into(),
             value: value.into(),
-            expected: "one of auto, vulkan, gl, metal, dx12".into(),
+            expected: "one of auto, vulkan (vk), gl (gles, opengl), metal, dx12 (d3d12)".into(),
         }),
     }
 }

@@ -7,7 +7,7 @@
 //! | [`ArenaConfig::allocator`] | `bfc` | | `GPU_ARENA_ALLOCATOR` | `XLA_PYTHON_CLIENT_ALLOCATOR` |
 //! | [`ArenaConfig::max_region_bytes`] | device limit | ≥ 256 bytes | `GPU_ARENA_MAX_REGION_MB` | |
 //! | [`ArenaConfig::adapter`] | best adapter | a name part is not blank | `GPU_ARENA_ADAPTER` | |
-//! | [`ArenaConfig::backend`] | Vulkan, then others | | `GPU_ARENA_BACKEND` | |
+//! | [`ArenaConfig::backend`] | Vulkan, then others | `auto`, `vulkan`/`vk`, `gl`/`gles`/`opengl`, `metal`, `dx12`/`d3d12` (any case) | `GPU_ARENA_BACKEND` | |
 //! | [`ArenaConfig::zero_copy`] | `true` | | `GPU_ARENA_ZERO_COPY` | |
 //! | [`ArenaConfig::bar_writes`] | `auto` (off for now) | `on` needs `zero_copy` | `GPU_ARENA_BAR_WRITES` | |
 //! | [`ArenaConfig::staging_bytes`] | 64 MiB | 4 KiB to 4 GiB, and the device's `max_buffer_size` | `GPU_ARENA_STAGING_MB` | |

@@ -18,9 +18,13 @@ impl Context {
     /// `DynamicUpdateSlice` with the operand **donated**.
     ///
     /// Taking `operand` by value is the donation: the result is the same memory (same buffer,
-    /// same [`DeviceArray::byte_offset`]), nothing is allocated, and only the update's bytes are
-    /// written, which is what JAX does for `jax.jit(..., donate_argnums=0)`. Use
-    /// [`Context::dynamic_update_slice_copy`] when the old value is still needed.
+    /// same [`DeviceArray::byte_offset`]), no array is allocated for it, and only the update's
+    /// bytes are written, which is what JAX does for `jax.jit(..., donate_argnums=0)`. Use
+    /// [`Context::dynamic_update_slice_copy`] when the old value is still needed. A host
+    /// `update` is first uploaded into a temporary array of its own size (as JAX transfers a
+    /// NumPy argument before the computation runs): one arena allocation, counted in
+    /// `num_allocs` and the peak, that leaves `bytes_in_use` when this call returns (its memory
+    /// is reused once the op has run); a device `update` allocates nothing.
     ///
     /// XLA's semantics exactly: `update` has the operand's rank and no dimension larger than
     /// the operand's; each start index is clamped into `[0, operand_dim - update_dim]`, so

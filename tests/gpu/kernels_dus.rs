@@ -333,3 +333,41 @@ fn repeated_updates_of_one_buffer_apply_in_order() {
         assert_eq!(got, expected);
     }
 }
+
+#[gpu_test]
+fn a_donated_update_allocates_only_a_host_updates_temporary() {
+    for (path, ctx) in both_paths() {
+        let cache = ctx.zeros::<f32>(&[64, 256]).unwrap();
+        let offset = cache.byte_offset();
+        let on_device = ctx.device_put(&[2.0f32; 256], &[1, 256]).unwrap();
+        let before = ctx.memory_stats();
+        let cache = ctx
+            .dynamic_update_slice(cache, &on_device, &[3, 0])
+            .unwrap();
+        let after_device = ctx.memory_stats();
+        assert_eq!(
+            after_device.num_allocs, before.num_allocs,
+            "{path}: a device update allocates nothing"
+        );
+        assert_eq!(after_device.peak_bytes_in_use, before.peak_bytes_in_use);
+        let row = [1.0f32; 256];
+        let cache = ctx
+            .dynamic_update_slice(cache, (&row[..], &[1usize, 256][..]), &[17, 0])
+            .unwrap();
+        let after_host = ctx.memory_stats();
+        assert_eq!(cache.byte_offset(), offset, "{path}: the same memory");
+        assert_eq!(
+            after_host.num_allocs,
+            before.num_allocs + 1,
+            "{path}: a host update's temporary, as documented"
+        );
+        assert_eq!(
+            after_host.bytes_in_use, before.bytes_in_use,
+            "{path}: the temporary is let go when the op returns"
+        );
+        let got = ctx.device_get(&cache).unwrap();
+        assert!(got[3 * 256..4 * 256].iter().all(|&v| v == 2.0), "{path}");
+        assert!(got[17 * 256..18 * 256].iter().all(|&v| v == 1.0), "{path}");
+        assert_eq!(got.iter().filter(|&&v| v != 0.0).count(), 512, "{path}");
+    }
+}

@@ -174,6 +174,9 @@ fn device_destroy(ctx: Context) {
     }
     let lost = ctx.device_get(&a).unwrap_err();
     assert!(matches!(lost, Error::DeviceLost { .. }), "{lost}");
+    // A sequence's submit says so, an empty one's too.
+    let empty = ctx.sequence().submit();
+    assert!(matches!(empty, Err(Error::DeviceLost { .. })), "{empty:?}");
     // Compiling refuses too, a source compiled before as well as a new one.
     for entry in ["compiled_before", "never_compiled"] {
         let refused = ctx.kernel(&kernel_source(entry), entry).map(drop);
