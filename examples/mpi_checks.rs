@@ -805,6 +805,37 @@ fn fused(group: &Collectives) -> anyhow::Result<()> {
     ensure!(group
         .all_reduce_many(Vec::<DeviceArray<f32>>::new(), ReduceOp::Sum)?
         .is_empty());
+    // A list counts one transfer per array each way, as device_get_many does.
+    let (rank, lens) = (group.rank(), [10usize, 11, 12]);
+    let list = lens
+        .iter()
+        .map(|&n| ctx.device_put(&host::<f32>(rank, n), &[n]))
+        .collect::<Result<Vec<_>, _>>()?;
+    let before = ctx.transfer_stats();
+    let list = group.all_reduce_many(list, ReduceOp::Sum)?;
+    let after = ctx.transfer_stats();
+    let bytes = 4 * lens.iter().sum::<usize>() as u64;
+    for (way, b, a) in [
+        (
+            "read",
+            before.device_to_host.explicit,
+            after.device_to_host.explicit,
+        ),
+        (
+            "written",
+            before.host_to_device.explicit,
+            after.host_to_device.explicit,
+        ),
+    ] {
+        ensure!(
+            (a.count - b.count, a.bytes - b.bytes) == (lens.len() as u64, bytes),
+            "all_reduce_many of {} arrays counted as {} transfers of {} bytes {way}",
+            lens.len(),
+            a.count - b.count,
+            a.bytes - b.bytes
+        );
+    }
+    drop(list);
     let peak = group.host_bytes_peak();
     ensure!(
         peak <= 3 * distributed::PIPELINE_CHUNK_BYTES,

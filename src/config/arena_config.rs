@@ -146,7 +146,11 @@ impl std::fmt::Display for BarWrites {
 /// at the first allocation. [`ArenaConfig::from_env`] reads the table in the module docs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArenaConfig {
-    /// Reserve `mem_fraction.reserve` of device memory at the first allocation (default `true`).
+    /// Reserve `mem_fraction.reserve` of device memory at the first allocation (default `true`):
+    /// the context's first of any memory kind (an array in
+    /// [`MemoryKind::PinnedHost`](crate::memory_kind::MemoryKind) made first reserves the device
+    /// arena too, as JAX preallocates when its backend first runs), or
+    /// [`Context::reserve`](crate::Context::reserve).
     /// Off: the arena starts empty and grows region by region up to `mem_fraction.limit`.
     pub preallocate: bool,
     /// Share of the device-local heap to reserve / grow to (default `0.75`); both fractions in

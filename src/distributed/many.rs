@@ -92,7 +92,7 @@ impl Collectives {
         let link = self.link(self.comm());
         match (call.data)(&link, &arrays) {
             Ok(()) => {
-                self.count(read, written, started);
+                super::count_transfers(&self.ctx.inner, arrays.len(), read, written, started);
                 Ok(arrays)
             }
             Err(error) => Err(DonatedList { error, arrays }),

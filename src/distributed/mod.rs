@@ -298,9 +298,10 @@ impl Collectives {
         Ok(())
     }
 
-    /// Counts a finished collective in the transfer statistics and on the timeline.
+    /// Counts a finished collective of one array in the transfer statistics and on the
+    /// timeline.
     fn count(&self, read: u64, written: u64, started: std::time::Instant) {
-        count_transfers(&self.ctx.inner, read, written, started);
+        count_transfers(&self.ctx.inner, 1, read, written, started);
     }
 
     /// What a data phase on this thread works with.
@@ -314,17 +315,26 @@ impl Collectives {
     }
 }
 
-/// Counts a finished collective in `ctx`'s transfer statistics and on its timeline.
+/// Counts a finished collective of `arrays` arrays in `ctx`'s transfer statistics (one
+/// transfer per array, as `device_get_many` counts) and on its timeline.
 fn count_transfers(
     ctx: &crate::context::ContextInner,
+    arrays: usize,
     read: u64,
     written: u64,
     started: std::time::Instant,
 ) {
+    let arrays = arrays as u64;
     if read > 0 {
-        ctx.count_transfer(TransferDirection::DeviceToHost, true, 1, read, started);
+        ctx.count_transfer(TransferDirection::DeviceToHost, true, arrays, read, started);
     }
     if written > 0 {
-        ctx.count_transfer(TransferDirection::HostToDevice, true, 1, written, started);
+        ctx.count_transfer(
+            TransferDirection::HostToDevice,
+            true,
+            arrays,
+            written,
+            started,
+        );
     }
 }

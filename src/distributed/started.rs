@@ -143,7 +143,7 @@ impl Collectives {
                 |(read, written)| {
                     let started = std::time::Instant::now();
                     (call.data)(link, &arrays)?;
-                    super::count_transfers(link.ctx, read, written, started);
+                    super::count_transfers(link.ctx, arrays.len(), read, written, started);
                     Ok(())
                 },
             );
