@@ -56,9 +56,13 @@ impl Schedule {
     /// schedule names; [`RunReport`] gives the peak and how it splits.
     ///
     /// The run resets the context's peak statistics at its start (as
-    /// [`Context::reset_peak_stats`]), so measure other work before it. It does not wait for
-    /// the GPU: memory of dropped buffers is reused once the work that read them completes,
-    /// as for any array.
+    /// [`Context::reset_peak_stats`]), so measure other work before it. Memory of a dropped
+    /// buffer is reused once the work that read it completes, as for any array; so that each
+    /// buffer goes where the plan's [replay](Schedule::replay) put it (and a plan made for a
+    /// [budget](crate::remat::CheckpointPolicy::Budget) runs in an arena of that budget), the
+    /// run waits for that work before it allocates or prefetches while the arena holds such
+    /// memory (`pending_free_bytes` above 0): where the plan frees a buffer, the host waits
+    /// for the GPU before the next step's buffer is allocated.
     ///
     /// # Errors
     /// Before anything runs: [`Error::ForeignArray`] for an input of another context;
@@ -295,6 +299,12 @@ impl<T: bytemuck::Pod> Run<'_, T> {
         self.get(Buffer::Activation(i))?;
         let array = self.live[slot].take().expect("checked live just above");
         let bytes = array.allocated_bytes();
+        if !offload {
+            if let Err(error) = self.reuse_freed_memory() {
+                self.live[slot] = Some(array);
+                return Err(error);
+            }
+        }
         let moved = match offload {
             true => self.ctx.offload(array),
             false => self.ctx.prefetch(array),
@@ -322,8 +332,22 @@ impl<T: bytemuck::Pod> Run<'_, T> {
         Ok(())
     }
 
+    /// Waits for the GPU work that still reads buffers the run (or anyone) dropped, when there
+    /// is any, before the run takes device memory: the replay that checked the plan reused
+    /// freed memory at once, and a buffer placed elsewhere meanwhile would leave the arena laid
+    /// out (and fragmented) unlike the plan, so that a plan made for a budget could run out of
+    /// memory in an arena of that budget.
+    fn reuse_freed_memory(&self) -> crate::error::Result<()> {
+        let pending = self.ctx.inner.lock_memory().arena().pending_free_bytes();
+        if pending > 0 {
+            self.ctx.synchronize()?;
+        }
+        Ok(())
+    }
+
     /// A new array for `buffer`, counted in the held bytes and labelled after the buffer.
     fn allocate(&mut self, buffer: Buffer) -> crate::error::Result<DeviceArray<T>> {
+        self.reuse_freed_memory()?;
         let (name, i) = match buffer {
             Buffer::Activation(i) => ("activation", i),
             Buffer::Gradient(i) => ("gradient", i),

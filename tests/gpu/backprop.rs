@@ -886,3 +886,154 @@ fn keep_recompute_and_offload_mixes_give_the_same_gradients_at_their_planned_pea
         }
     }
 }
+
+/// Kernels that read their inputs and never wait: when the run frees a buffer, the work that
+/// read it is mostly still in flight at the next allocation.
+struct InFlight {
+    forward: gpu_arena::Kernel,
+    backward: gpu_arena::Kernel,
+}
+
+const SCALE_FORWARD: &str = "
+    @group(0) @binding(0) var<storage, read> x: array<f32>;
+    @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+    @compute @workgroup_size(64)
+    fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+        if (i.x < arrayLength(&y)) { y[i.x] = x[i.x % arrayLength(&x)] * 0.5 + 0.25; }
+    }";
+
+const SCALE_BACKWARD: &str = "
+    @group(0) @binding(0) var<storage, read> x: array<f32>;
+    @group(0) @binding(1) var<storage, read> dy: array<f32>;
+    @group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+    @compute @workgroup_size(64)
+    fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+        if (i.x < arrayLength(&dx)) {
+            dx[i.x] = dy[i.x % arrayLength(&dy)] * 0.5 + x[i.x % arrayLength(&x)];
+        }
+    }";
+
+impl ChainModel for InFlight {
+    type Element = f32;
+    type Error = Error;
+
+    fn forward(
+        &mut self,
+        ctx: &Context,
+        _layer: usize,
+        input: &DeviceArray<f32>,
+        mut output: DeviceArray<f32>,
+    ) -> Result<DeviceArray<f32>, Error> {
+        let n = output.len() as u64;
+        ctx.launch(&self.forward)
+            .arg(input)
+            .arg_mut(&mut output)
+            .grid_for(n)
+            .run()?;
+        Ok(output)
+    }
+
+    fn loss_gradient(
+        &mut self,
+        ctx: &Context,
+        _output: &DeviceArray<f32>,
+        gradient: DeviceArray<f32>,
+    ) -> Result<DeviceArray<f32>, Error> {
+        Ok(ctx.fill_in_place(gradient, 1.0)?)
+    }
+
+    fn backward(
+        &mut self,
+        ctx: &Context,
+        _layer: usize,
+        arrays: BackwardArrays<'_, f32>,
+    ) -> Result<Option<DeviceArray<f32>>, Error> {
+        let read = arrays
+            .input
+            .or(arrays.output)
+            .expect("every layer reads one");
+        let Some(mut gradient) = arrays.input_gradient else {
+            return Ok(None);
+        };
+        let n = gradient.len() as u64;
+        ctx.launch(&self.backward)
+            .arg(read)
+            .arg(arrays.output_gradient)
+            .arg_mut(&mut gradient)
+            .grid_for(n)
+            .run()?;
+        Ok(Some(gradient))
+    }
+}
+
+#[gpu_test]
+fn a_plan_for_a_budget_runs_in_an_arena_of_that_budget_with_its_kernels_in_flight() {
+    let sizes = [1004u64, 3000, 260, 5120, 2052, 7996, 516, 4000, 1200, 6000];
+    use BackwardReads::{Input, InputAndOutput, Output};
+    let reads = [
+        Input,
+        Output,
+        InputAndOutput,
+        Input,
+        Output,
+        Input,
+        InputAndOutput,
+        Output,
+        Input,
+        Input,
+    ];
+    let layers = sizes
+        .iter()
+        .zip(reads)
+        .enumerate()
+        .map(|(i, (&bytes, reads))| Layer::new(bytes, 1.0 + i as f64).with_backward_reads(reads))
+        .collect();
+    let chain = Chain::new(2048, layers).unwrap();
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    // The heap the fraction applies to, from a context that reserves nothing.
+    let heap = 2 * harness::context_with(gpu_arena::ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed(0.5),
+        preallocate: false,
+        ..harness::test_config()
+    })
+    .memory_stats()
+    .bytes_limit
+    .unwrap();
+    let mut ran = 0;
+    for share in [0.9, 0.75, 0.6, 0.5, 0.4, 0.3] {
+        let budget = (all.peak_bytes() as f64 * share) as u64 / 256 * 256;
+        for policy in [
+            CheckpointPolicy::Budget(budget),
+            CheckpointPolicy::OffloadBudget(budget),
+        ] {
+            let Ok(schedule) = chain.plan(policy) else {
+                continue;
+            };
+            let ctx = harness::context_with(gpu_arena::ArenaConfig {
+                mem_fraction: gpu_arena::MemFraction::fixed((budget as f64 + 128.0) / heap as f64),
+                pinned_host_bytes: Some(16 << 20),
+                ..harness::test_config()
+            });
+            assert_eq!(
+                ctx.memory_stats().bytes_limit,
+                Some(budget),
+                "an arena of the budget"
+            );
+            let mut model = InFlight {
+                forward: ctx.kernel(SCALE_FORWARD, "main").unwrap(),
+                backward: ctx.kernel(SCALE_BACKWARD, "main").unwrap(),
+            };
+            let input = ctx.device_put(&[0.5f32; 512], &[512]).unwrap();
+            let report = schedule
+                .run(&ctx, &mut model, &input)
+                .unwrap_or_else(|error| panic!("{policy:?}: {error}"));
+            assert_eq!(
+                report.peak_bytes_in_use,
+                schedule.peak_bytes(),
+                "{policy:?}"
+            );
+            ran += 1;
+        }
+    }
+    assert!(ran >= 4, "only {ran} plans found for these budgets");
+}
