@@ -337,11 +337,12 @@ impl Sequence {
             self.finish(SubmissionId(0));
             return Err(lost);
         }
-        // The host copies are made, and a user's sequence submits its steps, under one hold of
-        // the kernel lock, which every thread's work on arrays takes: nothing (another thread's
-        // captured run among them) starts on the arrays during a copy or between the two.
-        let user = matches!(self.recorder, Recorder::User(_));
-        let mut kernels = (user || self.host_copies() > 0).then(|| inner.kernels().lock());
+        // The host copies are made, and the steps gathered or submitted, under one hold of the
+        // kernel lock, which every thread's work on arrays takes: nothing (another thread's
+        // captured run among them) starts on the arrays during a copy or between the two, and
+        // a captured run that found an array idle makes its host copies before any op
+        // gathered here can use the array.
+        let mut kernels = inner.kernels().lock();
         if let Err(error) = self.run_host_work(&inner) {
             drop(kernels);
             self.finish(SubmissionId(0));
@@ -369,18 +370,12 @@ impl Sequence {
         let touched = std::mem::take(&mut self.touched);
         let result = match self.recorder {
             // A single op joins the context's gathered ops (`context/gathered.rs`).
-            Recorder::Library => {
-                drop(kernels.take());
-                inner.gather(steps, |id| {
-                    for (storage, _) in &touched {
-                        storage.record_use(id);
-                    }
-                })
-            }
-            Recorder::User(_) => {
-                let kernels = kernels.get_or_insert_with(|| inner.kernels().lock());
-                inner.submit_steps(&mut kernels.params, &steps, &touched)
-            }
+            Recorder::Library => inner.gather(steps, |id| {
+                for (storage, _) in &touched {
+                    storage.record_use(id);
+                }
+            }),
+            Recorder::User(_) => inner.submit_steps(&mut kernels.params, &steps, &touched),
         };
         drop(kernels);
         self.touched = touched;

@@ -24,7 +24,7 @@
 //! | rank | lock | what it guards | taken under it |
 //! |-----:|------|----------------|----------------|
 //! | 10 | host_sync tests' `SERIAL` (tests only) | one reader of the recorded calls at a time | everything a test does |
-//! | 20 | `KernelCache::state` | compiled kernels, parameter buffer | a user sequence's submission, host-path checks |
+//! | 20 | `KernelCache::state` | compiled kernels, parameter buffer | a sequence's submission (a single op's gathering), a captured run, host-path checks |
 //! | 30 | `ContextInner::gathered` | gathered single ops and their staging | every submission, the arena, timing, the timeline |
 //! | 40 | `Submissions::last_submitted` | submission ids in queue order | `queue.submit`, the recent indices, a user's `GpuUse::record_use` |
 //! | 50 | `Submissions::recent` | wgpu's indices of recent submissions | nothing of ours |

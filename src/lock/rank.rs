@@ -23,8 +23,9 @@ pub(crate) const HOST_SYNC_TEST_SERIAL: LockRank = LockRank {
 };
 
 /// `pipelines/cache.rs`: the compiled kernels and the library kernels' parameter buffer.
-/// Held while a user's sequence submits (which takes the gathered ops) and
-/// while an op looks for a host path (which reads the arena).
+/// Held while a sequence submits (a user's takes the gathered ops, a single op gathers
+/// itself), while a captured run writes and submits, and while an op looks for a host path
+/// (which reads the arena).
 pub(crate) const KERNEL_CACHE: LockRank = LockRank {
     name: "KernelCache::state",
     order: 20,

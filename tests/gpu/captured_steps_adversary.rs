@@ -1003,3 +1003,91 @@ fn an_input_updated_whole_on_another_thread_is_read_whole_by_each_run() {
         });
     }
 }
+
+const COPY_U32: &str = r#"
+@group(0) @binding(0) var<storage, read> x: array<u32>;
+@group(0) @binding(1) var<storage, read_write> y: array<u32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x < arrayLength(&y)) { y[i.x] = x[i.x]; }
+}
+"#;
+
+#[gpu_test]
+fn an_op_gathered_on_another_thread_never_reads_a_runs_two_row_updates_half_made() {
+    // Each run writes one value into rows r and r + 4 (two moving updates, made on the host on
+    // a CPU adapter when the cache is idle); a third thread keeps the queue busy. A copy or
+    // slice of the cache on another thread, gathered as a kernel, must see both rows or none.
+    let (rows, width) = (8usize, 256usize);
+    let mut paths = harness::op_paths();
+    let zero_copy = paths.remove(0);
+    let repeated = std::iter::repeat_with(|| ("zero-copy", harness::context())).take(3);
+    for (path, ctx) in std::iter::once(zero_copy).chain(repeated).chain(paths) {
+        let copy = ctx.kernel(COPY_U32, "main").unwrap();
+        let cache = ctx.zeros::<u32>(&[rows, width]).unwrap();
+        let source = ctx.fill(&[4096], 1u32).unwrap();
+        let mut cap = ctx.capture();
+        let (row, new_row) = cap.input(&vec![0u32; width], &[1, width]).unwrap();
+        let (low, high) = (cap.index_slot(&[0, 0]), cap.index_slot(&[4, 0]));
+        let cache = cap.dynamic_update_slice_at(cache, &row, &low).unwrap();
+        let cache = cap.dynamic_update_slice_at(cache, &row, &high).unwrap();
+        drop(row);
+        let mut out = cap.alloc::<u32>(&[4096]).unwrap();
+        cap.launch(&copy)
+            .arg(&source)
+            .arg_mut(&mut out)
+            .grid_for(4096usize)
+            .run()
+            .unwrap();
+        let read = cap.read(&out).unwrap();
+        let mut step = cap.finish().unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let rows_of = |values: Vec<u32>, how: &str| -> Vec<u32> {
+            let rows: Vec<u32> = values.chunks(width).map(|row| row[0]).collect();
+            assert!(
+                values
+                    .chunks(width)
+                    .all(|row| row.iter().all(|&v| v == row[0]))
+                    && (0..4).all(|r| rows[r] == rows[r + 4]),
+                "{path}, {how}: part of a run seen: {rows:?}"
+            );
+            rows
+        };
+        let mut source = Some(source);
+        std::thread::scope(|s| {
+            let (ctx, stop, source) = (&ctx, &stop, &mut source);
+            s.spawn(move || {
+                let mut i = 0u32;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    let filled = ctx.fill_in_place(source.take().unwrap(), 1000 + i);
+                    *source = Some(filled.unwrap());
+                }
+            });
+            s.spawn(|| {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 4 {
+                    reads += 1;
+                    let copied = ctx.copy(&cache).unwrap();
+                    rows_of(ctx.device_get(&copied).unwrap(), "copy");
+                    let sliced = ctx.dynamic_slice(&cache, &[0, 0], &[rows, width]).unwrap();
+                    rows_of(ctx.device_get(&sliced).unwrap(), "dynamic_slice");
+                }
+            });
+            let mut got = vec![0u32; 4096];
+            for k in 0..200u32 {
+                let r = i64::from(k % 4);
+                step.run()
+                    .input(&new_row, &vec![k + 1; width])
+                    .start(&low, &[r, 0])
+                    .start(&high, &[r + 4, 0])
+                    .read_into(&read, &mut got)
+                    .submit()
+                    .unwrap();
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        let last = rows_of(ctx.device_get(&cache).unwrap(), "the end");
+        assert_eq!(last, [197, 198, 199, 200, 197, 198, 199, 200], "{path}");
+    }
+}
