@@ -126,7 +126,8 @@ pub(crate) type HostCopy = Box<dyn FnOnce() + Send>;
 impl Context {
     /// Starts a [`Sequence`]: record many launches and ops, submit them once. Until it is
     /// submitted (or dropped), the arrays it records work on are **pending**: single ops and
-    /// host reads of them are refused with an error naming this sequence (see the recording
+    /// host reads of an array it writes, and writes of an array it reads, are refused with an
+    /// error naming this sequence; reads of an array it only reads go on (see the recording
     /// model in [`crate::kernels`]).
     pub fn sequence(&self) -> Sequence {
         self.recorder(Recorder::User(

@@ -200,9 +200,13 @@ impl ContextInner {
     }
 
     /// The error for wgpu's `reason` while `during`: [`Error::DeviceLost`] when the device is
-    /// lost (on an app's device, asked of wgpu first: a destroyed device's buffers are refused
-    /// as invalid before any callback of ours hears of it), else [`Error::Device`].
+    /// lost, else [`Error::Device`]. A destroyed device's buffers are refused as invalid before
+    /// any callback hears of it, so the device is asked first: an app's through its loss probe,
+    /// ours by a poll, at which our device-lost callback runs.
     pub(crate) fn device_error(&self, during: &str, refusal: DeviceRefusal) -> Error {
+        if self.loss_probe.is_none() && self.device_lost.get().is_none() {
+            let _ = self.device.poll(wgpu::PollType::Poll);
+        }
         self.check_device_after_wait(during)
             .err()
             .unwrap_or_else(|| Error::Device {

@@ -124,8 +124,8 @@ impl Context {
     /// ```
     ///
     /// Errors: [`Error::Shape`] when `out.len()` differs from the source's element count
-    /// (nothing is read); [`Error::PendingInRecorder`] for an array used by a [`crate::Sequence`]
-    /// not submitted yet; [`Error::ForeignArray`] for an array of another context; the guard's
+    /// (nothing is read); [`Error::PendingInRecorder`] for an array a [`crate::Sequence`] not
+    /// submitted yet writes (one it only reads is read); [`Error::ForeignArray`] for an array of another context; the guard's
     /// refusal; [`Error::Device`] when the device fails.
     pub fn device_get_into<'a, T: bytemuck::Pod>(
         &self,

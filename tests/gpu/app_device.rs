@@ -1324,3 +1324,33 @@ fn one_pass_draws_arena_vertices_while_its_fragment_shader_writes_another_arena_
         assert_eq!(ctx.device_get(&vertices).unwrap(), points, "{name}");
     }
 }
+
+/// The same on a device the context opened itself, whose device-lost callback is its own but
+/// hears of a `Device::destroy` only at the next poll.
+#[gpu_test]
+fn a_sequence_with_parameters_submitted_after_its_own_device_is_destroyed_is_ok_or_device_lost() {
+    for zero_copy in [true, false] {
+        let ctx = crate::harness::context_with(ArenaConfig {
+            zero_copy,
+            ..test_config()
+        });
+        let affine = ctx.kernel(AFFINE, "main").unwrap();
+        let mut z = ctx.zeros::<u32>(&[64]).unwrap();
+        let mut s = ctx.sequence();
+        s.launch(&affine)
+            .params(&params(1))
+            .arg_mut(&mut z)
+            .grid_for(64)
+            .run()
+            .unwrap();
+        ctx.device().destroy();
+        match s.submit() {
+            Ok(_) | Err(Error::DeviceLost { .. }) => {}
+            Err(other) => panic!("zero-copy {zero_copy}: {other:?}"),
+        }
+        assert!(
+            matches!(ctx.device_get(&z), Err(Error::DeviceLost { .. })),
+            "zero-copy {zero_copy}"
+        );
+    }
+}
