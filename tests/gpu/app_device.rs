@@ -471,25 +471,31 @@ fn kernel_times_on_a_device_without_timestamps_reports_a_loss() {
 #[gpu_test(needs = Vulkan)]
 fn a_sequence_with_parameters_submitted_after_a_destroy_is_ok_or_device_lost() {
     for (path, app, ctx) in app_paths() {
-        let affine = ctx.kernel(AFFINE, "main").unwrap();
-        let mut z = ctx.zeros::<u32>(&[64]).unwrap();
-        let mut s = ctx.sequence();
-        s.launch(&affine)
-            .params(&params(1))
-            .arg_mut(&mut z)
-            .grid_for(64)
-            .run()
-            .unwrap();
-        app.device.destroy();
-        match s.submit() {
-            Ok(_) | Err(Error::DeviceLost { .. }) => {}
-            Err(other) => panic!("{path}: {other:?}"),
-        }
-        assert!(
-            matches!(ctx.device_get(&z), Err(Error::DeviceLost { .. })),
-            "{path}"
-        );
+        submit_parameters_after_destroy(&ctx, || app.device.destroy(), path);
     }
+}
+
+/// Records a launch with parameters, destroys the device, submits: `Ok` (work that never
+/// runs) or `DeviceLost`, never another error; the next read says the device is lost.
+fn submit_parameters_after_destroy(ctx: &Context, destroy: impl FnOnce(), path: &str) {
+    let affine = ctx.kernel(AFFINE, "main").unwrap();
+    let mut z = ctx.zeros::<u32>(&[64]).unwrap();
+    let mut s = ctx.sequence();
+    s.launch(&affine)
+        .params(&params(1))
+        .arg_mut(&mut z)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    destroy();
+    match s.submit() {
+        Ok(_) | Err(Error::DeviceLost { .. }) => {}
+        Err(other) => panic!("{path}: {other:?}"),
+    }
+    assert!(
+        matches!(ctx.device_get(&z), Err(Error::DeviceLost { .. })),
+        "{path}"
+    );
 }
 
 #[gpu_test(needs = Vulkan)]
@@ -1329,28 +1335,11 @@ fn one_pass_draws_arena_vertices_while_its_fragment_shader_writes_another_arena_
 /// hears of a `Device::destroy` only at the next poll.
 #[gpu_test]
 fn a_sequence_with_parameters_submitted_after_its_own_device_is_destroyed_is_ok_or_device_lost() {
-    for zero_copy in [true, false] {
+    for (path, zero_copy) in [("zero-copy", true), ("staging", false)] {
         let ctx = crate::harness::context_with(ArenaConfig {
             zero_copy,
             ..test_config()
         });
-        let affine = ctx.kernel(AFFINE, "main").unwrap();
-        let mut z = ctx.zeros::<u32>(&[64]).unwrap();
-        let mut s = ctx.sequence();
-        s.launch(&affine)
-            .params(&params(1))
-            .arg_mut(&mut z)
-            .grid_for(64)
-            .run()
-            .unwrap();
-        ctx.device().destroy();
-        match s.submit() {
-            Ok(_) | Err(Error::DeviceLost { .. }) => {}
-            Err(other) => panic!("zero-copy {zero_copy}: {other:?}"),
-        }
-        assert!(
-            matches!(ctx.device_get(&z), Err(Error::DeviceLost { .. })),
-            "zero-copy {zero_copy}"
-        );
+        submit_parameters_after_destroy(&ctx, || ctx.device().destroy(), path);
     }
 }
