@@ -375,6 +375,63 @@ fn every_policy_peaks_at_its_plan_to_the_byte_and_gives_the_same_gradients() {
     }
 }
 
+/// Two threads run schedules on one context from one input (one plan offloads, the other
+/// recomputes) while a third reads the input: each run gives the host's gradients, the input
+/// is read intact throughout, and the runs free everything they made.
+#[gpu_test]
+fn two_threads_run_schedules_from_one_input_with_the_hosts_gradients() {
+    let ctx = harness::context();
+    let chain = chain(true);
+    let input = input(&ctx, &chain);
+    let reference = reference_gradients(&chain);
+    let all = chain.plan(CheckpointPolicy::SaveAll).unwrap().peak_bytes();
+    let schedules = [
+        plan(&chain, CheckpointPolicy::OffloadBudget(all / 5)),
+        plan(&chain, CheckpointPolicy::Sqrt),
+    ];
+    assert!(
+        !schedules[0].offloaded().is_empty(),
+        "the first plan offloads"
+    );
+    assert!(
+        schedules[1].recompute_cost() > 0.0,
+        "the second plan recomputes"
+    );
+    let expected = ctx.device_get(&input).unwrap();
+    std::thread::scope(|s| {
+        let runs: Vec<_> = schedules
+            .iter()
+            .map(|schedule| {
+                let (ctx, input, layers) = (&ctx, &input, chain.layer_count());
+                s.spawn(move || {
+                    let mut gradients = vec![];
+                    for _ in 0..3 {
+                        let mut probe = Probe::new(layers);
+                        schedule.run(ctx, &mut probe, input).unwrap();
+                        gradients.push(probe.parameter_gradients);
+                    }
+                    gradients
+                })
+            })
+            .collect();
+        let reader = s.spawn(|| {
+            for _ in 0..20 {
+                assert_eq!(ctx.device_get(&input).unwrap(), expected);
+            }
+        });
+        for run in runs {
+            for gradients in run.join().unwrap() {
+                assert_eq!(gradients, reference);
+            }
+        }
+        reader.join().unwrap();
+    });
+    ctx.synchronize().unwrap();
+    assert_eq!(ctx.memory_stats().bytes_in_use, input.allocated_bytes());
+    let host = ctx.memory_stats_of(MemoryKind::PinnedHost).unwrap();
+    assert_eq!(host.bytes_in_use, 0, "every offload came back");
+}
+
 #[gpu_test]
 fn the_callers_arrays_are_reported_apart_from_the_schedules_peak() {
     let (ctx, chain, input, schedule) = setup(true, CheckpointPolicy::Sqrt);
