@@ -48,7 +48,9 @@ impl Context {
     ///
     /// Errors: the guard's refusal (`disallow_explicit` for device-to-device, in either
     /// context), out-of-memory on this device, an array still used by an unsubmitted
-    /// [`crate::Sequence`] of its context, [`crate::Error::Device`] when either device fails.
+    /// [`crate::Sequence`] of its context, [`crate::Error::DeviceLost`] when either device is
+    /// lost (before anything is allocated), [`crate::Error::Device`] when either device
+    /// refuses the copy's work.
     ///
     /// ```no_run
     /// # use gpu_arena::{ArenaConfig, Context};
@@ -84,6 +86,9 @@ impl Context {
         {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
+        // A lost device on either side is refused before the copy's array is allocated.
+        source.check_device(OPERATION)?;
+        self.inner.check_device(OPERATION)?;
         let copy = self.alloc_bytes::<T>(
             crate::memory_kind::MemoryKind::Device,
             array.shape(),

@@ -382,6 +382,36 @@ fn an_app_device_destroyed_is_found_by_the_next_read_on_every_backend_with_no_er
     assert!(ran >= 2, "no adapter ran the case");
 }
 
+/// A copy between two contexts, one of them lost, is refused with `DeviceLost` before the
+/// destination allocates anything: neither context's figures move, either way round.
+#[gpu_test(needs = Vulkan)]
+fn a_copy_from_or_to_a_lost_device_is_refused_before_anything_is_allocated() {
+    for (path, _app, ctx) in app_paths() {
+        let other = harness::context();
+        let on_lost = ctx.device_put(&[1u32, 2, 3], &[3]).unwrap();
+        let on_other = other.device_put(&[4u32, 5, 6], &[3]).unwrap();
+        ctx.synchronize().unwrap();
+        other.synchronize().unwrap();
+        ctx.device_lost_notifier()
+            .notify(wgpu::DeviceLostReason::Unknown, "lost in a test");
+        let before = (ctx.memory_stats(), other.memory_stats());
+        let copies: [(&str, gpu_arena::Result<DeviceArray<u32>>); 4] = [
+            ("from the lost device", other.device_put_from(&on_lost)),
+            ("copy_to from the lost device", on_lost.copy_to(&other)),
+            ("to the lost device", ctx.device_put_from(&on_other)),
+            ("copy_to the lost device", on_other.copy_to(&ctx)),
+        ];
+        for (what, result) in copies {
+            assert!(
+                matches!(result, Err(Error::DeviceLost { .. })),
+                "{path}: {what}: {result:?}"
+            );
+        }
+        assert_eq!((ctx.memory_stats(), other.memory_stats()), before, "{path}");
+        assert_eq!(other.device_get(&on_other).unwrap(), [4, 5, 6], "{path}");
+    }
+}
+
 /// Once the context knows of a loss, an array pending in a recorder is refused as lost (no
 /// order of the two would help), and an `AppWork` hand-out refuses with `DeviceLost` before
 /// it looks at the array's size, element type or context.
