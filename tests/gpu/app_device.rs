@@ -383,7 +383,8 @@ fn an_app_device_destroyed_is_found_by_the_next_read_on_every_backend_with_no_er
 }
 
 /// A copy between two contexts, one of them lost, is refused with `DeviceLost` before the
-/// destination allocates anything: neither context's figures move, either way round.
+/// destination allocates anything: neither context's figures move, either way round; nor do
+/// the lost context's when an op that makes an array is refused.
 #[gpu_test(needs = Vulkan)]
 fn a_copy_from_or_to_a_lost_device_is_refused_before_anything_is_allocated() {
     for (path, _app, ctx) in app_paths() {
@@ -409,6 +410,21 @@ fn a_copy_from_or_to_a_lost_device_is_refused_before_anything_is_allocated() {
         }
         assert_eq!((ctx.memory_stats(), other.memory_stats()), before, "{path}");
         assert_eq!(other.device_get(&on_other).unwrap(), [4, 5, 6], "{path}");
+        let probes: Vec<(&str, gpu_arena::Result<DeviceArray<u32>>)> = vec![
+            ("device_put", ctx.device_put(&[1u32, 2], &[2])),
+            ("zeros", ctx.zeros(&[2])),
+            ("fill", ctx.fill(&[2], 7)),
+            ("copy", ctx.copy(&on_lost)),
+            ("alloc", ctx.alloc(&[2])),
+            ("dynamic_slice", ctx.dynamic_slice(&on_lost, &[1], &[1])),
+        ];
+        for (what, result) in probes {
+            assert!(
+                matches!(result, Err(Error::DeviceLost { .. })),
+                "{path}: {what}: {result:?}"
+            );
+        }
+        assert_eq!(ctx.memory_stats(), before.0, "{path}");
     }
 }
 
