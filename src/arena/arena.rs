@@ -438,6 +438,12 @@ impl Arena {
         self.pending.bytes()
     }
 
+    /// The queue position whose completion makes every pending free take effect, while any
+    /// free is pending: what a caller that needs the freed memory back waits for.
+    pub fn pending_free_frontier(&self) -> Option<u64> {
+        self.pending.latest()
+    }
+
     /// Gives back every region that is wholly free, except the preallocated base. Returns the
     /// bytes released. The arena does this by itself before failing for want of room under the
     /// limit (XLA's "garbage collection" of free regions).

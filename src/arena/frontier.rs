@@ -16,6 +16,8 @@ pub(crate) struct PendingFrees {
     bytes: u64,
     /// The highest position reported completed so far.
     completed: Option<u64>,
+    /// The latest frontier a chunk was parked for.
+    latest: u64,
 }
 
 impl PendingFrees {
@@ -28,6 +30,7 @@ impl PendingFrees {
     pub fn push(&mut self, frontier: u64, slot: u32, size: u64) {
         self.queue.push(Reverse((frontier, slot)));
         self.bytes += size;
+        self.latest = self.latest.max(frontier);
     }
 
     /// Records that work up to `completed` is done.
@@ -53,6 +56,11 @@ impl PendingFrees {
     /// Bytes in pending chunks.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+
+    /// The position after which every pending chunk is free, while any is pending.
+    pub fn latest(&self) -> Option<u64> {
+        (!self.queue.is_empty()).then_some(self.latest)
     }
 
     /// Forgets every pending chunk (teardown). The completed position is kept: the queue did

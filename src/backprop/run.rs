@@ -9,6 +9,7 @@ use crate::error::Error;
 use crate::memory_kind::MemoryKind;
 use crate::profile::label_scope;
 use crate::remat::{Buffer, Schedule, ScheduleStep};
+use crate::submission::SubmissionId;
 
 /// The operation named in the driver's errors.
 const OPERATION: &str = "Schedule::run";
@@ -337,10 +338,13 @@ impl<T: bytemuck::Pod> Run<'_, T> {
     /// freed memory at once, and a buffer placed elsewhere meanwhile would leave the arena laid
     /// out (and fragmented) unlike the plan, so that a plan made for a budget could run out of
     /// memory in an arena of that budget.
+    /// It waits for that work alone: the work other threads submitted after it goes on.
     fn reuse_freed_memory(&self) -> crate::error::Result<()> {
-        let pending = self.ctx.inner.lock_memory().arena().pending_free_bytes();
-        if pending > 0 {
-            self.ctx.synchronize()?;
+        let inner = &self.ctx.inner;
+        let frontier = inner.lock_memory().arena().pending_free_frontier();
+        if let Some(frontier) = frontier {
+            inner.wait_for_work(SubmissionId(frontier))?;
+            inner.retire_completed();
         }
         Ok(())
     }

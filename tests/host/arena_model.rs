@@ -363,6 +363,11 @@ fn check(arena: &Arena, source: &FakeSource, model: &Model, limit: u64) {
     assert_eq!(stats.largest_free_block_bytes, largest_free);
     assert_eq!(arena.pending_free_bytes(), model.pending_bytes());
     assert_eq!(
+        arena.pending_free_frontier(),
+        model.pending.iter().map(|&(_, frontier)| frontier).max(),
+        "the frontier that frees every pending chunk"
+    );
+    assert_eq!(
         total_free + stats.bytes_in_use + model.pending_bytes(),
         reserved
     );
