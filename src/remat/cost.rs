@@ -96,8 +96,9 @@ impl Chain {
     /// infinite or NaN (a bandwidth that is not above 0 makes moves infinitely slow, as
     /// [`Schedule::predicted_step`] says); [`RematError::BudgetTooSmall`] when no plan it tries
     /// fits (another placement may: [`Chain::plan_placing`] builds any),
-    /// naming the smaller of the smallest budgets of recomputing and of offloading every
-    /// activation; the errors of [`Chain::plan`] otherwise.
+    /// naming the smaller of the smallest budgets of [`Budget`](CheckpointPolicy::Budget) and
+    /// [`OffloadBudget`](CheckpointPolicy::OffloadBudget) (planning again with it succeeds);
+    /// the errors of [`Chain::plan`] otherwise.
     pub fn plan_fastest(&self, budget: u64, costs: &StepCosts) -> Result<Schedule, RematError> {
         for (field, value) in [
             ("base_seconds", costs.base_seconds),

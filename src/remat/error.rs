@@ -61,7 +61,10 @@ pub enum RematError {
         /// the budget asked for (which then held none of the plans). For
         /// [`PeakBudget`](super::CheckpointPolicy::PeakBudget), the peak of the plan it
         /// returns at the candidates' smallest peak (at most that peak): no smaller budget is
-        /// accepted, every larger one is.
+        /// accepted, every larger one is. For
+        /// [`OffloadBudget`](super::CheckpointPolicy::OffloadBudget), the smaller of the
+        /// smallest arenas found that hold every activation kept on the device and every one
+        /// offloaded (each plan's peak when an arena of that size holds it).
         smallest_budget: u64,
         /// The peak bytes in use of that plan.
         smallest_peak: u64,

@@ -483,17 +483,24 @@ fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
 }
 
 /// The plan of [`CheckpointPolicy::OffloadBudget`]: every activation kept, as few offloaded
-/// as the search finds for a plan that replays in an arena of `budget` bytes.
+/// as the search finds for a plan that replays in an arena of `budget` bytes. When none does,
+/// the refusal names the smaller of the smallest arenas found for the two plans the search
+/// accepts first: every activation on the device, and every one offloaded (offloading can
+/// need more room than it saves, a prefetched copy beside the buffers it meets).
 fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
     check_regions_hold_activations(chain)?;
     let keep = keep_all(chain.layer_count());
     offload_to_fit(chain, &keep, Fit::Arena(budget), true).map_err(|all| {
-        match smallest_arena_of(&all) {
-            Some(smallest_budget) => RematError::BudgetTooSmall {
+        let smallest = [Schedule::build(chain, &keep), *all]
+            .into_iter()
+            .filter_map(|plan| Some((smallest_arena_of(&plan)?, plan)))
+            .min_by_key(|(bytes, _)| *bytes);
+        match smallest {
+            Some((smallest_budget, plan)) => RematError::BudgetTooSmall {
                 budget,
                 smallest_budget,
-                smallest_peak: all.peak_bytes(),
-                checkpoints: all.checkpoints().len(),
+                smallest_peak: plan.peak_bytes(),
+                checkpoints: plan.checkpoints().len(),
             },
             None => RematError::TooLarge,
         }
@@ -674,9 +681,15 @@ fn improve_placements(
     best
 }
 
-/// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found
-/// by bisection from the plan's peak, below which no arena can hold it.
+/// The smallest arena size at or below `fits` (a multiple of 256 that holds `schedule`) found:
+/// the plan's peak, below which no arena can hold it, when an arena of that size does; else
+/// by bisection from there (the sizes that hold a plan need not be one interval).
 fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
+    let peak =
+        (schedule.peak_bytes().next_multiple_of(ALLOCATION_ALIGNMENT)).max(ALLOCATION_ALIGNMENT);
+    if peak <= fits && schedule.fits_in_arena(peak) {
+        return peak;
+    }
     let (mut low, mut high) = (
         schedule.peak_bytes().saturating_sub(ALLOCATION_ALIGNMENT),
         fits,

@@ -57,9 +57,11 @@ pub enum CheckpointPolicy {
     /// holds little more than the layers in flight and their gradients. The search starts
     /// from every activation offloaded and brings them back to the device, the largest first:
     /// the longest run of that order that fits (by bisection), then, up to 2,048 layers, each
-    /// later one wherever the plan still fits. When even offloading every activation does not fit,
-    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest arena
-    /// that plan fits. Its host memory is [`host_peak_bytes`](crate::remat::Schedule::host_peak_bytes)
+    /// later one wherever the plan still fits. When neither keeping every activation on the
+    /// device nor offloading every one fits,
+    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smaller of the
+    /// smallest arenas found that hold these two plans (a plan's peak when an arena of that
+    /// size holds it, else found by bisection): planning again with it succeeds. Its host memory is [`host_peak_bytes`](crate::remat::Schedule::host_peak_bytes)
     /// (the context's pinned-host kind must hold that much).
     OffloadBudget(u64),
 }

@@ -178,10 +178,7 @@ fn small_puts_in_a_loop_make_one_submission_per_full_staging_and_stay_within_its
 /// too: a loop of launches and small puts makes no submission per put, and every put lands.
 #[gpu_test]
 fn small_puts_on_plain_wgpu_buffers_make_no_submission_each() {
-    let Ok(ctx) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) else {
+    let Some(ctx) = crate::harness::gl_context() else {
         crate::harness::skip(crate::harness::Need::GlAdapter);
         return;
     };

@@ -4,8 +4,8 @@
 //! refused without an abort or a panic; override constants by name or id, checked, compiled
 //! once per set; views bound exactly; element types checked, and `bitcast` to say otherwise.
 
-use crate::harness::{context, test_config};
-use gpu_arena::{ArenaConfig, BackendChoice, Context, Error, KernelDesc};
+use crate::harness::context;
+use gpu_arena::{Context, Error, KernelDesc};
 
 fn compile_error(ctx: &Context, source: &str) -> String {
     match ctx.kernel(source, "main") {
@@ -443,10 +443,7 @@ fn the_deepest_accepted_wgsl_compiles_and_runs_on_every_adapter_from_a_thread_wi
     // wgpu's GL backend, where the pipeline is a GLSL translation whose writer recurses once
     // per nesting level.
     let mut adapters = vec![context()];
-    if let Ok(gl) = Context::new(ArenaConfig {
-        backend: BackendChoice::Gl,
-        ..test_config()
-    }) {
+    if let Some(gl) = crate::harness::gl_context() {
         if gl.adapter_info().backend != adapters[0].adapter_info().backend {
             adapters.push(gl);
         }

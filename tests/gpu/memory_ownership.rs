@@ -311,11 +311,7 @@ fn gathered_ops_then_device_destroy(ctx: Context) {
 /// GL buffers are plain wgpu buffers: the crate holds no pointer into them, so destroying one
 /// turns into wgpu errors only. Skipped where no GL adapter exists.
 fn gl_buffer_and_device_destroy() {
-    harness::init_logging();
-    let Ok(ctx) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) else {
+    let Some(ctx) = harness::gl_context() else {
         harness::skip(harness::Need::GlAdapter);
         return;
     };

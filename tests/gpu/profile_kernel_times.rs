@@ -344,8 +344,7 @@ fn the_timeline_off_asks_for_no_timestamps_and_times_nothing() {
 
 #[gpu_test]
 fn the_gl_backend_times_kernels_where_it_has_timestamp_queries_and_never_fails() {
-    let Ok(gl) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
+    let Some(gl) = crate::harness::gl_context_with(ArenaConfig {
         timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
         ..test_config()
     }) else {

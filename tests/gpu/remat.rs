@@ -309,6 +309,13 @@ proptest! {
                     prop_assert!(fits.is_ok(), "{:?}", fits);
                     let everything = chain.plan_placing(|_| Placement::Offload);
                     prop_assert!(!replays_in(&everything, budget));
+                    // Neither first plan is named above an arena of its peak that holds it.
+                    for plan in [&all, &everything] {
+                        let peak = rounded(plan.peak_bytes());
+                        if replays_in(plan, peak) {
+                            prop_assert!(smallest_budget <= peak, "{} > {}", smallest_budget, peak);
+                        }
+                    }
                 }
                 Err(other) => prop_assert!(false, "unexpected error {}", other),
             }
@@ -457,6 +464,75 @@ proptest! {
         // Enough for keeping everything recomputes nothing.
         let roomy = chain.plan(CheckpointPolicy::PeakBudget(all.peak_bytes())).unwrap();
         prop_assert_eq!(roomy.recompute_cost(), 0.0);
+    }
+}
+
+/// An offload budget too small for every plan names the smallest arena found of keeping
+/// every activation on the device and of offloading every one: here keeping fits at its peak,
+/// below the arena offloading everything needs; and an arena of a plan's peak that holds it
+/// is named, not a larger size a bisection stopped at (which arena sizes hold a plan are not
+/// one interval). `plan_fastest` names the same.
+#[gpu_test]
+fn an_offload_budget_refusal_names_the_smallest_arena_of_its_first_plans() {
+    let reads = BackwardReads::InputAndOutput;
+    let chain = Chain::new(
+        35456,
+        vec![
+            Layer::new(19483, 1.0).with_backward_reads(reads),
+            Layer::new(511, 1.0).with_backward_reads(reads),
+        ],
+    )
+    .unwrap();
+    let kept = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let Err(RematError::BudgetTooSmall {
+        smallest_budget, ..
+    }) = chain.plan(CheckpointPolicy::OffloadBudget(0))
+    else {
+        panic!("a budget of 0 fits");
+    };
+    assert_eq!(smallest_budget, rounded(kept.peak_bytes()));
+    assert!(chain
+        .plan(CheckpointPolicy::OffloadBudget(smallest_budget))
+        .is_ok());
+
+    let widths: [(u64, BackwardReads); 7] = [
+        (64530, BackwardReads::Output),
+        (0, BackwardReads::InputAndOutput),
+        (920874, BackwardReads::Input),
+        (143833, BackwardReads::Input),
+        (169861, BackwardReads::InputAndOutput),
+        (767, BackwardReads::Output),
+        (59814, BackwardReads::Output),
+    ];
+    let layers = widths
+        .iter()
+        .map(|&(bytes, reads)| Layer::new(bytes, 1.0).with_backward_reads(reads))
+        .collect();
+    let chain = Chain::new(61768, layers).unwrap();
+    let everything = chain.plan_placing(|_| Placement::Offload);
+    let peak = rounded(everything.peak_bytes());
+    assert!(replays_in(&everything, peak));
+    for refusal in [
+        chain.plan(CheckpointPolicy::OffloadBudget(0)),
+        chain.plan_fastest(
+            0,
+            &gpu_arena::remat::StepCosts {
+                base_seconds: 0.01,
+                seconds_per_cost: 0.001,
+                host_link_bytes_per_second: 1e9,
+            },
+        ),
+    ] {
+        let Err(RematError::BudgetTooSmall {
+            smallest_budget, ..
+        }) = refusal
+        else {
+            panic!("a budget of 0 fits: {refusal:?}");
+        };
+        assert!(smallest_budget <= peak, "{smallest_budget} > {peak}");
+        assert!(chain
+            .plan(CheckpointPolicy::OffloadBudget(smallest_budget))
+            .is_ok());
     }
 }
 

@@ -338,12 +338,8 @@ fn uma_puts_write_the_arena_directly_without_staging() {
 
 #[gpu_test]
 fn the_plain_wgpu_backend_round_trips_and_batches() {
-    harness::init_logging();
     // GL over Mesa: the path for machines without Vulkan. Skip where no GL adapter exists.
-    let Ok(ctx) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) else {
+    let Some(ctx) = harness::gl_context() else {
         crate::harness::skip(crate::harness::Need::GlAdapter);
         return;
     };
@@ -371,10 +367,7 @@ fn the_plain_wgpu_backend_round_trips_and_batches() {
 /// adapter exists.
 fn every_read_path() -> Vec<(&'static str, Context)> {
     let mut paths = both_paths();
-    if let Ok(ctx) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) {
+    if let Some(ctx) = harness::gl_context() {
         paths.push(("plain wgpu", ctx));
     }
     paths

@@ -256,7 +256,8 @@ fn smallest_budget(fit: Fit, candidates: &[Schedule]) -> RematError {
 }
 
 /// The smallest arena (in granules) found to hold a candidate: the lowest-peak candidate's,
-/// found by doubling from what it allocates and then bisecting from its peak, then lowered
+/// found by doubling from what it allocates and then bisecting from its peak (the peak itself
+/// first), then lowered
 /// while another candidate fits one granule below the best so far.
 fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
     let mut by_peak: Vec<&Schedule> = candidates.iter().collect();
@@ -280,9 +281,13 @@ fn smallest_arena(candidates: &[Schedule]) -> Option<(u64, &Schedule)> {
     }
 }
 
-/// Bisection in granules between the plan's peak less one granule (no arena below its peak
-/// holds it) and `fits`, which does.
+/// The plan's peak when an arena of that size holds it (none below its peak does), else
+/// bisection in granules between the peak less one granule and `fits`, which holds it.
 fn bisect(schedule: &Schedule, fits: u64) -> u64 {
+    let peak = rounded(schedule.peak_bytes());
+    if peak <= fits && replays_in(schedule, peak) {
+        return peak;
+    }
     let (mut low, mut high) = (
         schedule.peak_bytes().saturating_sub(ALLOCATION_ALIGNMENT),
         fits,

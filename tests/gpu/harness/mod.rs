@@ -103,6 +103,26 @@ pub fn context() -> Context {
     context_with(test_config())
 }
 
+/// A context on wgpu's GL backend with `config` (validation forced on), or `None` where the
+/// machine has no GL adapter; any other refusal fails the test.
+pub fn gl_context_with(config: ArenaConfig) -> Option<Context> {
+    init_logging();
+    match Context::new(ArenaConfig {
+        backend: gpu_arena::BackendChoice::Gl,
+        validation: true,
+        ..config
+    }) {
+        Ok(ctx) => Some(ctx),
+        Err(gpu_arena::Error::NoAdapter { .. }) => None,
+        Err(other) => panic!("a GL context: {other}"),
+    }
+}
+
+/// A context on wgpu's GL backend with [`test_config`], where the machine has a GL adapter.
+pub fn gl_context() -> Option<Context> {
+    gl_context_with(test_config())
+}
+
 /// Held by every `#[gpu_test]` for the length of the test (the attribute writes it). It runs
 /// the binary's GPU tests one at a time, and when the test ends without panicking, it fails the
 /// test if any Vulkan validation error has been logged in this binary, quoting the first ones.
@@ -330,10 +350,7 @@ pub fn op_paths() -> Vec<(&'static str, Context)> {
         ),
         ("device kernels", kernels),
     ];
-    if let Ok(gl) = Context::new(ArenaConfig {
-        backend: gpu_arena::BackendChoice::Gl,
-        ..test_config()
-    }) {
+    if let Some(gl) = gl_context() {
         paths.push(("plain wgpu", gl));
     }
     paths
