@@ -16,7 +16,9 @@
 //! - puts the arena on the largest device-local heap: plain VRAM on a discrete GPU, a
 //!   host-visible type on UMA, and on a UMA device whose device-local heap is a small
 //!   carve-out (AMD APUs), on the large host heap of the same DRAM;
-//! - keeps staging in host memory: write-combined for uploads, host-cached for readbacks;
+//! - keeps staging in host memory: for uploads coherent first, then system memory, then
+//!   write-combined; for readbacks system memory on a discrete GPU (never through a BAR), then
+//!   host-cached, then coherent;
 //! - places the pinned-host memory kind ([`PinnedHostPlan`]): the system heap on a discrete
 //!   GPU (never a device-local heap), the arena's heap on UMA, host-cached first.
 //!

@@ -56,7 +56,7 @@ pub(super) fn choose_pinned_host(
     reasons: &mut Vec<String>,
 ) -> Option<PinnedHostPlan> {
     // Readback's ranking: the host reads these arrays back.
-    let mut ranked = ranked_for_host_reads(memory);
+    let mut ranked = ranked_for_host_reads(memory, uma);
     if !uma {
         // Device-local by its heap or by its own flags (a BAR type is DEVICE_LOCAL even where
         // a malformed table puts it on a host heap).

@@ -10,8 +10,9 @@ use super::table::{MemoryProperties, MemoryTypeFlags as F};
 /// host-cached, coherent or not (VMA's GPU_TO_CPU ranking), since the CPU reads cached memory
 /// at memory speed where uncached or BAR memory is read a word at a time, an order of magnitude
 /// slower, and an invalidate before each read costs one driver call; among equally good types,
-/// coherent ones first.
-pub(super) fn ranked_for_host_reads(memory: &MemoryProperties) -> Vec<u32> {
+/// coherent ones first. On a discrete device (not `uma`) system memory comes before all of
+/// that: a device-local type, cached or not, is read through the BAR, across PCIe.
+pub(super) fn ranked_for_host_reads(memory: &MemoryProperties, uma: bool) -> Vec<u32> {
     let cached = MemoryRequest {
         required: F::HOST_VISIBLE,
         preferred: F::HOST_CACHED,
@@ -21,8 +22,19 @@ pub(super) fn ranked_for_host_reads(memory: &MemoryProperties) -> Vec<u32> {
         preferred: F::HOST_COHERENT,
         ..MemoryRequest::ANY
     };
-    cached.rank_then(memory, &coherent)
+    match uma {
+        true => cached.rank_then(memory, &coherent),
+        false => SYSTEM_MEMORY.rank_by(memory, &[cached, coherent]),
+    }
 }
+
+/// Host-visible types outside device-local memory first: on a discrete device, system memory
+/// rather than VRAM through the BAR.
+pub(super) const SYSTEM_MEMORY: MemoryRequest = MemoryRequest {
+    required: F::HOST_VISIBLE,
+    preferred: F::empty(),
+    not_preferred: F::DEVICE_LOCAL,
+};
 
 /// Where a use of memory goes (the arena, the pinned-host kind): its memory type, that type's
 /// heap, and the ranked candidate types.

@@ -9,7 +9,7 @@ use super::error::MemPlanError;
 use super::pinned_host::{choose_pinned_host, PinnedHostPlan};
 use super::placement::{
     first_on_heap, fmt_bytes, heap_first, heap_size, largest_heap, non_coherent_note,
-    ranked_for_host_reads, Placement,
+    ranked_for_host_reads, Placement, SYSTEM_MEMORY,
 };
 use super::rank::{skip_reason, MemoryRequest, Skip, MAX_MEMORY_TYPES};
 use super::table::{
@@ -266,7 +266,7 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
         arena.candidates = without_window(memory, arena.candidates, &bar);
     }
     let (upload_type, upload_candidates) = choose_upload(memory, uma, &bar, &mut reasons);
-    let (readback_type, readback_candidates) = choose_readback(memory, &bar, &mut reasons);
+    let (readback_type, readback_candidates) = choose_readback(memory, uma, &bar, &mut reasons);
     let pinned_host = choose_pinned_host(memory, uma, arena.heap, &mut reasons);
     let reserve = reservable(device, arena.heap, &mut reasons);
 
@@ -584,25 +584,26 @@ fn choose_upload(
     reasons: &mut Vec<String>,
 ) -> (u32, Vec<u32>) {
     // Coherent first: a non-coherent type costs a flush (a driver call) after every write,
-    // and the Vulkan spec guarantees a coherent host-visible type. Then host memory,
-    // write-combined: uncached is faster to write, and keeping staging off device-local heaps
-    // leaves a small BAR window alone and does not eat into the arena's heap on full BAR.
+    // and the Vulkan spec guarantees a coherent host-visible type. Then system memory:
+    // keeping staging off device-local heaps leaves a small BAR window alone and does not eat
+    // into the arena's heap on full BAR. Then write-combined: uncached is faster to write.
     let coherent = MemoryRequest {
         required: F::HOST_VISIBLE,
         preferred: F::HOST_COHERENT,
         not_preferred: F::empty(),
     };
-    let write_combined_host = MemoryRequest {
+    let write_combined = MemoryRequest {
         required: F::HOST_VISIBLE,
         preferred: F::empty(),
-        not_preferred: F::DEVICE_LOCAL | F::HOST_CACHED,
+        not_preferred: F::HOST_CACHED,
     };
-    let ranked = coherent.rank_then(memory, &write_combined_host);
+    let ranked = coherent.rank_by(memory, &[SYSTEM_MEMORY, write_combined]);
     let ranked = without_window(memory, ranked, bar);
     // plan_memory checked that a usable host-visible type exists.
     let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
+    let device_local = |t: u32| memory.types[t as usize].flags.contains(F::DEVICE_LOCAL);
     let context = match (flags.contains(F::DEVICE_LOCAL), bar.class, uma) {
         (false, BarClass::Small, _) => "host memory, which keeps the small BAR window free",
         (false, BarClass::Full, false) => {
@@ -611,6 +612,10 @@ fn choose_upload(
         }
         (false, _, _) => "host memory",
         (true, _, true) => "UMA: the only host-visible memory is device-local",
+        (true, _, false) if ranked.iter().any(|&t| !device_local(t)) => {
+            "the only coherent host-visible types are device-local (system memory here is not \
+             coherent, and would cost a flush after every write)"
+        }
         (true, _, false) => "no host-visible type outside device-local memory",
     };
     let cached = if flags.contains(F::HOST_CACHED) {
@@ -630,17 +635,24 @@ fn choose_upload(
 
 fn choose_readback(
     memory: &MemoryProperties,
+    uma: bool,
     bar: &Bar,
     reasons: &mut Vec<String>,
 ) -> (u32, Vec<u32>) {
-    let ranked = without_window(memory, ranked_for_host_reads(memory), bar);
+    let ranked = without_window(memory, ranked_for_host_reads(memory, uma), bar);
     let ty = ranked.first().copied().unwrap_or(0);
     let flags = memory.types[ty as usize].flags;
     let heap = memory.types[ty as usize].heap;
-    let why = if flags.contains(F::HOST_CACHED) {
-        "host-cached, so CPU reads are fast"
-    } else {
-        "no host-cached type: CPU reads are uncached and slow"
+    let cached = |t: u32| memory.types[t as usize].flags.contains(F::HOST_CACHED);
+    let why = match (cached(ty), flags.contains(F::DEVICE_LOCAL) && !uma) {
+        (true, false) => "host-cached, so CPU reads are fast",
+        (true, true) => "host-cached, but device-local: no host-visible type in system memory",
+        (false, true) => "device-local and uncached: no host-visible type in system memory",
+        (false, false) if ranked.iter().any(|&t| cached(t)) => {
+            "system memory, uncached: the host-cached types are device-local, read through \
+             the BAR across PCIe"
+        }
+        (false, false) => "no host-cached type: CPU reads are uncached and slow",
     };
     let note = non_coherent_note(
         flags,
@@ -912,6 +924,44 @@ mod tests {
         assert!(!reason.contains("HOST_COHERENT, so"), "{reason}");
         // The arena stays coherent and write-combined: what the GPU reads fastest on UMA.
         assert_eq!(plan.arena_type, 1);
+    }
+
+    /// On a discrete GPU with a full BAR, staging stays in system memory whatever the order
+    /// of the types: upload takes coherent system memory though it is cached and the BAR type
+    /// is write-combined, and readback never reads through the BAR, though the BAR type is
+    /// cached (then the reason says why the host-cached type was passed over).
+    #[test]
+    fn full_bar_staging_stays_in_system_memory_whatever_the_type_order() {
+        let bar = |extra: F| {
+            (
+                0,
+                F(F::DEVICE_LOCAL.0 | F::HOST_VISIBLE.0 | F::HOST_COHERENT.0 | extra.0),
+            )
+        };
+        let host = |extra: F| (1, F(STAGING.1 .0 | extra.0));
+        let dl = (0, F::DEVICE_LOCAL);
+        for (types, uploads, reads) in [
+            (vec![dl, bar(F::empty()), host(F::HOST_CACHED)], 2, 2),
+            (vec![dl, host(F::HOST_CACHED), bar(F::empty())], 1, 1),
+            (vec![dl, bar(F::HOST_CACHED), host(F::empty())], 2, 2),
+            (vec![dl, host(F::empty()), bar(F::HOST_CACHED)], 1, 1),
+        ] {
+            let plan = plan_memory(&device(&[VRAM, HOST], &types)).unwrap();
+            assert_eq!(plan.bar, BarClass::Full);
+            assert_eq!(
+                (plan.upload_type, plan.readback_type),
+                (uploads, reads),
+                "{types:?}"
+            );
+            assert!(!reason(&plan, "upload:").contains("no host-visible type outside"));
+            let readback = reason(&plan, "readback:");
+            if !types[reads as usize].1.contains(F::HOST_CACHED) {
+                assert!(
+                    readback.contains("the host-cached types are device-local"),
+                    "{readback}"
+                );
+            }
+        }
     }
 
     #[test]

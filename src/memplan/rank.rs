@@ -158,17 +158,49 @@ impl MemoryRequest {
     /// assert_eq!(readback.rank_then(&memory, &coherent), [1, 0]);
     /// ```
     pub fn rank_then(&self, memory: &MemoryProperties, tie_break: &MemoryRequest) -> Vec<u32> {
+        self.rank_by(memory, std::slice::from_ref(tie_break))
+    }
+
+    /// Like [`rank`](Self::rank), with equal costs ordered by each of `tie_breaks` in turn
+    /// (the first decides, the next only among types the first finds equal), then by index.
+    /// Types must have the required flags of every request.
+    ///
+    /// ```
+    /// use gpu_arena::memplan::{MemoryRequest, MemoryTypeFlags as F};
+    /// # use gpu_arena::memplan::{HeapFlags, MemoryHeap, MemoryProperties, MemoryType};
+    /// # let memory = MemoryProperties {
+    /// #     heaps: vec![MemoryHeap { size: 1 << 30, flags: HeapFlags::DEVICE_LOCAL },
+    /// #                 MemoryHeap { size: 1 << 30, flags: HeapFlags::empty() }],
+    /// #     types: vec![
+    /// #         MemoryType { heap: 0, flags: F::DEVICE_LOCAL | F::HOST_VISIBLE | F::HOST_COHERENT },
+    /// #         MemoryType { heap: 1, flags: F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED },
+    /// #     ],
+    /// # };
+    /// // Type 0 is the full BAR (device-local), type 1 cached system memory.
+    /// let coherent = MemoryRequest { required: F::HOST_VISIBLE, preferred: F::HOST_COHERENT, not_preferred: F::empty() };
+    /// let host = MemoryRequest { not_preferred: F::DEVICE_LOCAL, ..MemoryRequest::ANY };
+    /// let uncached = MemoryRequest { not_preferred: F::HOST_CACHED, ..MemoryRequest::ANY };
+    /// assert_eq!(coherent.rank_by(&memory, &[uncached, host]), [0, 1]);
+    /// assert_eq!(coherent.rank_by(&memory, &[host, uncached]), [1, 0]);
+    /// ```
+    pub fn rank_by(&self, memory: &MemoryProperties, tie_breaks: &[MemoryRequest]) -> Vec<u32> {
         let usable = usable_type_mask(memory);
-        let mut ranked: Vec<(u32, u32, u32)> = memory
+        let mut ranked: Vec<(Vec<u32>, u32)> = memory
             .types
             .iter()
             .enumerate()
             .take(MAX_MEMORY_TYPES)
             .filter(|&(i, _)| usable & (1 << i) != 0)
-            .filter_map(|(i, ty)| Some((self.cost(ty.flags)?, tie_break.cost(ty.flags)?, i as u32)))
+            .filter_map(|(i, ty)| {
+                let costs = std::iter::once(self)
+                    .chain(tie_breaks)
+                    .map(|request| request.cost(ty.flags))
+                    .collect::<Option<Vec<u32>>>()?;
+                Some((costs, i as u32))
+            })
             .collect();
         ranked.sort_unstable();
-        ranked.into_iter().map(|(_, _, i)| i).collect()
+        ranked.into_iter().map(|(_, i)| i).collect()
     }
 
     /// A request every type meets at cost 0: no required, preferred or unwanted flags.

@@ -185,23 +185,26 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
         assert!(eligible.contains(&ty), "{what} type {ty} is eligible");
         assert_eq!(coherent, flags(device, ty).contains(F::HOST_COHERENT));
     }
-    // Upload: coherent first (no flush per write), then write-combined host memory.
+    // Upload: coherent first (no flush per write), then system memory, then write-combined.
     let upload_key = |t: u32| {
         let f = flags(device, t);
         (
             !f.contains(F::HOST_COHERENT),
-            vma_cost(f, F::empty(), F::DEVICE_LOCAL | F::HOST_CACHED),
+            f.contains(F::DEVICE_LOCAL),
+            f.contains(F::HOST_CACHED),
         )
     };
     assert_eq!(
         Some(upload_key(plan.upload_type)),
         eligible.iter().map(|&t| upload_key(t)).min(),
-        "upload is coherent when it can be, then write-combined"
+        "upload is coherent when it can be, then in system memory, then write-combined"
     );
-    // Readback: VMA's cost (cached preferred, device-local not), coherent or not; then coherent.
+    // Readback: on a discrete device system memory first (never through the BAR); then VMA's
+    // cost (cached preferred, device-local not), coherent or not; then coherent.
     let readback_key = |t: u32| {
         let f = flags(device, t);
         (
+            !plan.uma && f.contains(F::DEVICE_LOCAL),
             vma_cost(f, F::HOST_CACHED, F::DEVICE_LOCAL),
             !f.contains(F::HOST_COHERENT),
         )
@@ -209,7 +212,7 @@ fn check_invariants(device: &DeviceDescription, plan: &MemoryPlan) {
     assert_eq!(
         Some(readback_key(plan.readback_type)),
         eligible.iter().map(|&t| readback_key(t)).min(),
-        "readback is cached when it can be, coherent or not"
+        "readback is in system memory on a discrete device, then cached when it can be"
     );
 
     // The arena and its heap.
