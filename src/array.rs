@@ -525,27 +525,41 @@ impl Context {
         kind: MemoryKind,
         shape: &[usize],
     ) -> Result<DeviceArray<T>> {
-        let elements = check_shape(shape, None, std::mem::size_of::<T>(), "alloc")?;
+        self.alloc_as(kind, shape, "alloc")
+    }
+
+    /// [`Context::alloc_in`] for the user's call `operation`, which its shape errors name.
+    #[track_caller]
+    pub(crate) fn alloc_as<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        shape: &[usize],
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
+        let elements = check_shape(shape, None, std::mem::size_of::<T>(), operation)?;
         let bytes = (elements as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or_else(|| Error::Shape {
-                operation: "alloc",
+                operation,
                 reason: format!("shape {shape:?} is too large to address"),
             })?;
-        self.alloc_bytes(kind, shape, bytes, None, std::panic::Location::caller())
+        let site = std::panic::Location::caller();
+        self.alloc_bytes(kind, shape, bytes, None, operation, site)
     }
 
-    /// Allocates `bytes` in `kind` for a `T` array of `shape` made by the user's call at `site`.
+    /// Allocates `bytes` in `kind` for a `T` array of `shape` made by the user's call
+    /// `operation` at `site`.
     pub(crate) fn alloc_bytes<T: bytemuck::Pod>(
         &self,
         kind: MemoryKind,
         shape: &[usize],
         bytes: u64,
         label: Option<&str>,
+        operation: &'static str,
         site: &'static std::panic::Location<'static>,
     ) -> Result<DeviceArray<T>> {
         // Every array is made here, so no array has a shape ops could overflow on.
-        check_span(shape, std::mem::size_of::<T>(), "alloc")?;
+        check_span(shape, std::mem::size_of::<T>(), operation)?;
         let info = crate::trace::array_info::ArrayInfo::new::<T>(shape, site);
         let (allocation, region) = crate::trace::labels::with_scoped_label(label, |label| {
             self.inner.allocate(kind, bytes, label, info)
@@ -576,7 +590,7 @@ impl Context {
         kind: MemoryKind,
         shape: &[usize],
     ) -> Result<DeviceArray<T>> {
-        let array = self.alloc_in::<T>(kind, shape)?;
+        let array = self.alloc_as::<T>(kind, shape, "zeros")?;
         let bytes = array.storage.allocation.size;
         if bytes == 0 {
             return Ok(array);

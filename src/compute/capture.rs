@@ -432,17 +432,24 @@ impl Sequence {
     /// ```
     #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&mut self, shape: &[usize]) -> Result<DeviceArray<T>> {
-        self.new_array(shape, None)
+        self.new_array(shape, None, "alloc")
     }
 
-    /// Makes an array of device memory for one of this recorder's ops (a result, an upload).
+    /// Makes an array of device memory for one of this recorder's ops, `operation` (a
+    /// result, an upload).
     #[track_caller]
     pub(crate) fn new_array<T: bytemuck::Pod>(
         &mut self,
         shape: &[usize],
         bytes: Option<u64>,
+        operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        self.new_array_in(crate::memory_kind::MemoryKind::Device, shape, bytes)
+        self.new_array_in(
+            crate::memory_kind::MemoryKind::Device,
+            shape,
+            bytes,
+            operation,
+        )
     }
 
     /// Makes an array of `kind` for one of this recorder's ops: a capture notes one of device
@@ -454,11 +461,14 @@ impl Sequence {
         kind: crate::memory_kind::MemoryKind,
         shape: &[usize],
         bytes: Option<u64>,
+        operation: &'static str,
     ) -> Result<DeviceArray<T>> {
         let site = std::panic::Location::caller();
         let array = match bytes {
-            Some(bytes) => self.ctx.alloc_bytes::<T>(kind, shape, bytes, None, site)?,
-            None => self.ctx.alloc_in::<T>(kind, shape)?,
+            Some(bytes) => {
+                (self.ctx).alloc_bytes::<T>(kind, shape, bytes, None, operation, site)?
+            }
+            None => self.ctx.alloc_as::<T>(kind, shape, operation)?,
         };
         if let (Some(tables), crate::memory_kind::MemoryKind::Device) = (&mut self.capture, kind) {
             tables.created.insert(

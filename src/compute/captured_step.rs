@@ -351,8 +351,8 @@ impl Capture {
     /// arrays stop being pending.
     ///
     /// Errors (the capture is gone, and every array it made and you dropped is freed):
-    /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena is as it was before the
-    /// capture, less the outputs you hold), [`Error::Device`] when the device refuses the
+    /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena holds what it held before
+    /// the capture and the outputs you kept, nothing else), [`Error::Device`] when the device refuses the
     /// step's bindings or commands, [`Error::DeviceLost`].
     #[track_caller]
     pub fn finish(self) -> Result<CapturedStep> {
@@ -939,6 +939,7 @@ fn place_temporaries(
                 &[bytes as usize],
                 bytes,
                 Some(&label),
+                "Capture::finish",
                 std::panic::Location::caller(),
             )?;
             let base = block.storage.allocation.offset;

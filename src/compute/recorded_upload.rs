@@ -46,7 +46,7 @@ impl Sequence {
     ) -> Result<DeviceArray<T>> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let (bytes, started) = inner.start_put(data, shape, explicit, operation)?;
-        let array = self.new_array::<T>(shape, Some(bytes.len() as u64))?;
+        let array = self.new_array::<T>(shape, Some(bytes.len() as u64), operation)?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
         // A capture moves nothing now: the runs that set the data count it.

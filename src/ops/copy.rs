@@ -177,7 +177,7 @@ impl Sequence {
         let started = std::time::Instant::now();
         let direction = direction(array.memory_kind(), kind);
         self.ctx.inner.guard(direction, bytes, operation, true)?;
-        let result = self.new_array_in::<T>(kind, array.shape(), None)?;
+        let result = self.new_array_in::<T>(kind, array.shape(), None, operation)?;
         let uses = [
             (array, Access::Read, "the array"),
             (&result, Access::Write, "the copy"),

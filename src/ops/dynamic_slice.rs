@@ -63,7 +63,7 @@ impl Sequence {
         operand.check_same_context(&self.ctx.inner, OPERATION)?;
         let strict = operand.storage.ctx.config().strict_starts;
         let start = clamp_start(operand.shape(), sizes, start, strict, OPERATION)?;
-        let result = self.new_array::<T>(sizes, None)?;
+        let result = self.new_array::<T>(sizes, None, OPERATION)?;
         let copy = slice_box::<T>(operand, &start, sizes);
         let uses = [
             (operand, Access::Read, "the operand"),

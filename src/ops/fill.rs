@@ -29,7 +29,7 @@ impl Context {
     pub fn fill<T: bytemuck::Pod>(&self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         self.check_not_capturing("fill")?;
         let pattern = pattern_of(value, "fill")?;
-        let array = self.alloc::<T>(shape)?;
+        let array = self.alloc_as::<T>(crate::memory_kind::MemoryKind::Device, shape, "fill")?;
         self.fill_pattern(array, pattern).map_err(Error::from)
     }
 
@@ -76,7 +76,7 @@ impl Sequence {
     #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
         let pattern = pattern_of(value, "fill")?;
-        let array = self.new_array::<T>(shape, None)?;
+        let array = self.new_array::<T>(shape, None, "fill")?;
         self.fill_pattern(array, pattern, "fill")
             .map_err(Error::from)
     }

@@ -79,7 +79,7 @@ impl Capture {
         let initial = self.slot_start(start, operand.shape().len(), OPERATION)?;
         let strict = operand.storage.ctx.config().strict_starts;
         let at = clamp_start(operand.shape(), sizes, &initial, strict, OPERATION)?;
-        let result = self.new_array::<T>(sizes, None)?;
+        let result = self.new_array::<T>(sizes, None, OPERATION)?;
         let copy = slice_box::<T>(operand, &at, sizes);
         self.record_moving(
             (operand, Access::Read, "the operand"),

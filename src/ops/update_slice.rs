@@ -163,7 +163,7 @@ impl Sequence {
         let update = update.into();
         let start = update_start(operand, &update, start, UPDATE_SLICE_COPY)?;
         let update = self.resolve(update, UPDATE_SLICE_COPY)?;
-        let result = self.new_array::<T>(operand.shape(), None)?;
+        let result = self.new_array::<T>(operand.shape(), None, UPDATE_SLICE_COPY)?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);

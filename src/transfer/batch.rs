@@ -88,6 +88,7 @@ impl<'data> UploadBatch<'data> {
             shape,
             bytes.len() as u64,
             None,
+            "UploadBatch::put",
             std::panic::Location::caller(),
         )?;
         let DeviceArray { storage, shape, .. } = array;

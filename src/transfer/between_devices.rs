@@ -94,6 +94,7 @@ impl Context {
             array.shape(),
             bytes,
             None,
+            OPERATION,
             std::panic::Location::caller(),
         )?;
         if bytes > 0 {

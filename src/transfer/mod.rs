@@ -194,6 +194,7 @@ impl Context {
             shape,
             bytes.len() as u64,
             None,
+            operation,
             std::panic::Location::caller(),
         )?;
         self.write_new(&array.storage, bytes)?;
