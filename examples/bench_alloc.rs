@@ -33,7 +33,7 @@ Replays allocation traces through gpu-arena's arena, offset-allocator and range-
                       range-alloc or bump (the replay loop alone)
   --scale             the cost per operation as live chunks grow to a million, instead
   -h, --help          this text
-BENCH_ALLOC_REPEATS=N sets the replays per allocator and trace (default 7).";
+BENCH_ALLOC_REPEATS=N sets the replays per allocator and trace (1 to 1000, default 7).";
 
 /// The address space every allocator gets: one region (or range) this large, far above the
 /// peak of any trace, so no allocator ever runs out.
@@ -47,14 +47,25 @@ pub const OFFSET_ALLOCATOR_UNIT: u64 = 256;
 /// Replays per allocator and trace; the median is reported.
 pub const REPEATS: usize = 7;
 
+/// The most replays `BENCH_ALLOC_REPEATS` may ask for.
+const MAX_REPEATS: usize = 1000;
+
 /// Replays per allocator and trace: [`REPEATS`], or `BENCH_ALLOC_REPEATS` from the
-/// environment (1 under a simulator such as cachegrind).
+/// environment (1 under a simulator such as cachegrind). A value that is not a count from 1
+/// to [`MAX_REPEATS`] ends the program with a message and status 2, before anything is timed.
 pub fn repeats() -> usize {
-    std::env::var("BENCH_ALLOC_REPEATS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(REPEATS)
-        .max(1)
+    let Ok(text) = std::env::var("BENCH_ALLOC_REPEATS") else {
+        return REPEATS;
+    };
+    match text.parse() {
+        Ok(n) if (1..=MAX_REPEATS).contains(&n) => n,
+        _ => {
+            eprintln!(
+                "BENCH_ALLOC_REPEATS={text:?}: give a number of replays from 1 to {MAX_REPEATS}"
+            );
+            std::process::exit(2)
+        }
+    }
 }
 
 /// Fixed seed of every trace, so runs are comparable.
@@ -621,6 +632,7 @@ fn options() -> Options {
 fn main() -> Result<(), String> {
     let options = options();
     let json = options.json;
+    repeats();
     // `--scale` checks that the cost per operation holds as live chunks grow to a million.
     if options.scale {
         println!(
@@ -650,10 +662,16 @@ fn main() -> Result<(), String> {
                 Bump::NAME => measure::<Bump>(&trace)?,
                 _ => measure::<GpuArena>(&trace)?,
             };
-            println!(
-                "{} {}: {:.1} ns/op",
-                row.trace, row.allocator, row.ns_per_op
-            );
+            match json {
+                true => println!(
+                    "{}",
+                    serde_json::to_string(&row).map_err(|e| e.to_string())?
+                ),
+                false => println!(
+                    "{} {}: {:.1} ns/op",
+                    row.trace, row.allocator, row.ns_per_op
+                ),
+            }
             continue;
         }
         let rows = measure_all(&trace)?;

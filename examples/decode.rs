@@ -417,7 +417,7 @@ const USAGE: &str = "usage: decode [--steps N] [--layers L] [--dim D] [--json]
   --steps N    decode steps (default 64)
   --layers L   layers, each with its own KV cache (default 4)
   --dim D      model width (default 256)
-  --json       one JSON object instead of text
+  --json       one JSON object per way (single ops, sequence, captured) instead of text
   -h, --help   this text";
 
 /// What the command line asks for.

@@ -6,7 +6,8 @@
 //! ```
 //! The table is `VkPhysicalDeviceMemoryProperties` in the memprops JSON schema
 //! (`tests/data/memprops/*.json`). The object holds every field of `MemoryPlan` plus
-//! `prealloc_fraction` and `prealloc_bytes` (for JAX's default fraction, 0.75).
+//! `prealloc_fraction` and `prealloc_bytes`: for a table, at JAX's default fraction, 0.75; for
+//! the live adapter, at the fraction its `GPU_ARENA_*` variables set (0 without preallocation).
 
 use std::path::{Path, PathBuf};
 
@@ -49,9 +50,14 @@ fn main() -> Result<()> {
         None => {
             // The live adapter: open it (cheap: nothing is reserved) and print its plan with
             // the table it was made from.
-            let ctx = gpu_arena::Context::from_env()?;
+            let config = gpu_arena::ArenaConfig::from_env()?;
+            let fraction = match config.preallocate {
+                true => config.mem_fraction.reserve,
+                false => 0.0,
+            };
+            let ctx = gpu_arena::Context::new(config)?;
             let plan = ctx.memory_plan();
-            let mut object = plan_object(plan)?;
+            let mut object = plan_object(plan, fraction)?;
             object["adapter"] = format!("{:?}", ctx.adapter_info()).into();
             object["table"] = serde_json::from_str(&ctx.device_description().to_json())?;
             object["max_region_bytes"] = ctx.max_array_bytes().into();
@@ -84,14 +90,15 @@ fn plan_for_file(path: &Path) -> Result<MemoryPlan> {
 
 /// Prints the plan as one JSON object, with the default preallocation added.
 fn print_plan(plan: &MemoryPlan) -> Result<()> {
-    println!("{}", serde_json::to_string_pretty(&plan_object(plan)?)?);
+    let object = plan_object(plan, DEFAULT_FRACTION)?;
+    println!("{}", serde_json::to_string_pretty(&object)?);
     Ok(())
 }
 
-/// The plan as a JSON object with the default preallocation added.
-fn plan_object(plan: &MemoryPlan) -> Result<serde_json::Value> {
+/// The plan as a JSON object with the preallocation at `fraction` added.
+fn plan_object(plan: &MemoryPlan, fraction: f64) -> Result<serde_json::Value> {
     let mut object = serde_json::to_value(plan)?;
-    object["prealloc_fraction"] = DEFAULT_FRACTION.into();
-    object["prealloc_bytes"] = plan.prealloc_bytes(DEFAULT_FRACTION).into();
+    object["prealloc_fraction"] = fraction.into();
+    object["prealloc_bytes"] = plan.prealloc_bytes(fraction).into();
     Ok(object)
 }

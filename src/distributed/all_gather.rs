@@ -53,7 +53,7 @@ impl Collectives {
             }
             let mut shape = vec![ranks];
             shape.extend_from_slice(array.shape());
-            let out = (self.ctx).alloc_as::<T>(MemoryKind::Device, &shape, OPERATION)?;
+            let out = (self.ctx).alloc_as::<T>(crate::MemoryKind::Device, &shape, OPERATION)?;
             let send = host_buffer::<T>(chunk, OPERATION)?;
             let recv = host_buffer::<T>(chunk * ranks, OPERATION)?;
             Ok((out, send, recv))

@@ -56,7 +56,7 @@ impl Collectives {
                     })
                 }
             };
-            let out = (self.ctx).alloc_as::<T>(MemoryKind::Device, &shape, OPERATION)?;
+            let out = (self.ctx).alloc_as::<T>(crate::MemoryKind::Device, &shape, OPERATION)?;
             let send = host_buffer::<T>(chunk * ranks, OPERATION)?;
             let recv = host_buffer::<T>(chunk, OPERATION)?;
             Ok((out, send, recv))
