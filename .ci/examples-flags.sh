@@ -63,6 +63,19 @@ expect 2 '--size must be between 8 and 2048' "$bin/render_interop" --size 4
 if [ "$have_mpi" -eq 1 ]; then
   expect 2 '--bucket-mib must be between 0 and 1024' "$bin/data_parallel" --bucket-mib 5000
 fi
+# Variables and flags whose effect the help text promises.
+expect 2 'BENCH_ALLOC_REPEATS="x": give a number of replays' env BENCH_ALLOC_REPEATS=x "$bin/bench_alloc" --json
+expect 2 'BENCH_ALLOC_REPEATS="0"' env BENCH_ALLOC_REPEATS=0 "$bin/bench_alloc" --trace small
+expect 0 '{"trace":"small","allocator":"gpu-arena"' \
+  env BENCH_ALLOC_REPEATS=1 "$bin/bench_alloc" --json --trace small --allocator gpu-arena
+expect 0 '"prealloc_fraction": 0.5,' env GPU_ARENA_MEM_FRACTION=0.5 "$bin/memplan"
+expect 0 '"prealloc_bytes": 0,' env GPU_ARENA_PREALLOCATE=false "$bin/memplan"
+# Only the update sizes that fit in the operand are measured (and named).
+out=$(timeout -s KILL "$LIMIT" "$bin/bench_update" --json --size-mib 2 --iters 1 2>/dev/null)
+if ! grep -q '"case":"1MiB"' <<<"$out" || grep -q '"case":"16MiB"\|"case":"256MiB"' <<<"$out"; then
+  echo "FAIL: bench_update --size-mib 2 rows: $(grep -o '"case":"[^"]*"' <<<"$out" | sort -u | tr '\n' ' ')" >&2
+  failures=$((failures + 1))
+fi
 
 # The largest values each example's flags accept, and just over: an example bounds
 # what it allocates from its flags (4 GiB at most, products of flags included) and refuses

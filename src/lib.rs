@@ -111,8 +111,10 @@
 //!   way).
 //!   Each says under **Escape hatch** what the caller must do: name every array such work
 //!   touches in `raw_submit`'s `uses`, or keep it alive until [`Context::synchronize`].
-//! - **Device refusals** ([`Error::Device`], [`Error::KernelCompile`]) carry wgpu's message on
-//!   one line, each cause once.
+//! - **Device refusals** ([`Error::Device`], and [`Error::KernelCompile`] where the device
+//!   refused a pipeline) carry wgpu's message on one line, each cause once; a kernel that does
+//!   not parse or validate carries the compiler's message instead, which points at the source
+//!   line over several lines.
 //!
 //! ## Modules
 //!
