@@ -352,8 +352,8 @@ impl Capture {
     ///
     /// Errors (the capture is gone, and every array it made and you dropped is freed):
     /// out-of-memory for the block ([`Error::OutOfMemory`]: the arena holds what it held before
-    /// the capture and the outputs you kept, nothing else), [`Error::Device`] when the device refuses the
-    /// step's bindings or commands, [`Error::DeviceLost`].
+    /// the capture and the outputs you kept, nothing else), [`Error::Device`] when the device
+    /// refuses the step's bindings or commands, [`Error::DeviceLost`].
     #[track_caller]
     pub fn finish(self) -> Result<CapturedStep> {
         CapturedStep::from_capture(self)
