@@ -597,7 +597,12 @@ impl ContextInner {
             self.retire_completed();
             memory = self.lock_memory();
         }
-        memory.reserve()?;
+        // An array of the pinned-host kind made first reserves the device arena too (as JAX
+        // preallocates when its backend first runs); a device allocation reserves it itself,
+        // after refusing a request that no region or limit could ever hold.
+        if kind != MemoryKind::Device {
+            memory.reserve()?;
+        }
         let mut waits = 0;
         let allocation = loop {
             // The timeline follows the device arena (its events are that arena's).

@@ -315,12 +315,22 @@ impl Arena {
         label: Option<&str>,
         source: &mut dyn RegionSource,
     ) -> Result<Allocation, ArenaError> {
-        if !self.reserved {
-            self.reserve(source)?;
-        }
         let Some(rounded) = rounded_size(size) else {
             return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
         };
+        if !self.reserved {
+            // A request no region or no limit could ever hold is refused before the base is
+            // reserved: a failed call changes nothing, a first one included.
+            let never = if rounded > self.budget.max_region {
+                Some(OomCause::LargerThanAnyRegion)
+            } else {
+                (rounded > self.budget.limit).then_some(OomCause::LimitReached)
+            };
+            if let Some(cause) = never {
+                return Err(self.out_of_memory(size, rounded, cause, label));
+            }
+            self.reserve(source)?;
+        }
         if !self.chunks.has_room(MAX_NEW_CHUNKS_PER_ALLOCATION) {
             return Err(self.out_of_memory(size, rounded, OomCause::LimitReached, label));
         }

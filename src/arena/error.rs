@@ -53,8 +53,8 @@ pub enum ArenaError {
     #[error(
         "the region source could not provide memory: reserving {} in regions of at most {} \
          would take {regions} regions, more than the {MAX_RESERVED_REGIONS} a reservation may \
-         have; raise max_region_bytes (GPU_ARENA_MAX_REGION_MB) or lower the reserve \
-         (GPU_ARENA_MEM_FRACTION)",
+         have; raise max_region_bytes (GPU_ARENA_MAX_REGION_MB) where it is below the device's \
+         largest buffer, or lower the reserve (GPU_ARENA_MEM_FRACTION)",
         Bytes(*reserve_bytes),
         Bytes(*max_region_bytes)
     )]

@@ -150,7 +150,8 @@ pub struct ArenaConfig {
     /// the context's first of any memory kind (an array in
     /// [`MemoryKind::PinnedHost`](crate::memory_kind::MemoryKind) made first reserves the device
     /// arena too, as JAX preallocates when its backend first runs), or
-    /// [`Context::reserve`](crate::Context::reserve).
+    /// [`Context::reserve`](crate::Context::reserve). A first allocation that no region or
+    /// limit could hold is refused before anything is reserved.
     /// Off: the arena starts empty and grows region by region up to `mem_fraction.limit`.
     pub preallocate: bool,
     /// Share of the device-local heap to reserve / grow to (default `0.75`); both fractions in
@@ -161,7 +162,11 @@ pub struct ArenaConfig {
     pub allocator: AllocatorKind,
     /// Upper bound on one region's size in bytes, at least [`MIN_REGION_BYTES`](super::MIN_REGION_BYTES) (it is rounded
     /// down to 256); `None` uses the device's own limits (`max_buffer_size`,
-    /// `maxMemoryAllocationSize`).
+    /// `maxMemoryAllocationSize`), as does a value above them. One reservation takes at most
+    /// [`MAX_RESERVED_REGIONS`](crate::arena::MAX_RESERVED_REGIONS) (65,536) regions: regions
+    /// so small that the preallocation would need more make allocations fail with
+    /// [`ArenaError::TooManyReservedRegions`](crate::arena::ArenaError::TooManyReservedRegions)
+    /// (in [`Error::Arena`](crate::Error::Arena)), nothing reserved.
     pub max_region_bytes: Option<u64>,
     /// Which adapter to open; `None` picks the first of [`crate::devices`]' order (Vulkan
     /// first, then discrete > integrated > virtual > CPU). A name to look for must not be

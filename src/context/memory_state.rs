@@ -114,7 +114,8 @@ impl MemoryState {
     }
 
     /// Takes `bytes` (default alignment) from the arena of `kind`, growing it by a region if it
-    /// must; `None` when the device has no such kind. An out-of-memory names the kind, and one
+    /// must, and reserving the device arena's base at its first allocation (not before a
+    /// request no region could hold); `None` when the device has no such kind. An out-of-memory names the kind, and one
     /// of device memory says how much the pinned-host kind could still take.
     #[inline]
     pub(crate) fn allocate(
@@ -124,7 +125,13 @@ impl MemoryState {
         label: Option<&str>,
     ) -> Option<Result<Allocation, ArenaError>> {
         let memory = self.kind_mut(kind)?;
+        // The device arena's first allocation reserves its base: timed, as `reserve` is.
+        let reserving =
+            (kind == MemoryKind::Device && !memory.arena.is_reserved()).then(Instant::now);
         let outcome = (memory.arena).allocate(bytes, 0, label, &mut memory.regions);
+        if let Some(start) = reserving.filter(|_| self.device.arena.is_reserved()) {
+            self.reserve_duration = Some(start.elapsed());
+        }
         Some(outcome.map_err(|error| match error {
             ArenaError::OutOfMemory(mut report) => {
                 report.memory_kind = kind;

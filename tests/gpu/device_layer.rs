@@ -3,6 +3,7 @@
 
 use crate::harness;
 use crate::harness::{context, context_with, test_config};
+use gpu_arena::arena::OomCause;
 use gpu_arena::{AllocatorKind, ArenaConfig, Error, MemFraction};
 
 #[gpu_test]
@@ -146,11 +147,16 @@ fn an_array_larger_than_any_region_names_the_limit() {
         ..test_config()
     });
     assert_eq!(ctx.max_array_bytes(), 8 << 20);
-    let msg = ctx
-        .alloc::<u8>(&[(9 << 20) as usize])
-        .unwrap_err()
-        .to_string();
-    assert!(msg.contains("region"), "{msg}");
+    let err = ctx.alloc::<u8>(&[(9 << 20) as usize]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(report.cause, OomCause::LargerThanAnyRegion, "{err}");
+    assert!(err.to_string().contains("region"), "{err}");
+    // A first allocation that no region could hold fails before the base is reserved.
+    assert_eq!(ctx.memory_stats().bytes_reserved, 0);
+    ctx.alloc::<u8>(&[16]).unwrap();
+    assert!(ctx.memory_stats().bytes_reserved > 0);
 }
 
 #[gpu_test]

@@ -263,6 +263,41 @@ fn a_request_larger_than_any_region_names_the_largest_region() {
 }
 
 #[test]
+fn a_first_request_no_region_or_limit_could_hold_reserves_nothing() {
+    for (options, size, cause) in [
+        (
+            ArenaOptions {
+                max_region_bytes: 64 * MIB,
+                ..ArenaOptions::preallocated(256 * MIB)
+            },
+            100 * MIB,
+            OomCause::LargerThanAnyRegion,
+        ),
+        (
+            ArenaOptions::preallocated(8 * MIB),
+            9 * MIB,
+            OomCause::LimitReached,
+        ),
+        (
+            ArenaOptions::preallocated(8 * MIB),
+            u64::MAX,
+            OomCause::LargerThanAnyRegion,
+        ),
+    ] {
+        let mut device = Device::unlimited();
+        let mut arena = Arena::new(options);
+        let error = arena.allocate(size, 0, None, &mut device).unwrap_err();
+        assert_eq!(oom(error).cause, cause);
+        assert!(device.asked.is_empty(), "asked for {:?}", device.asked);
+        assert!(!arena.is_reserved());
+        assert_eq!(arena.stats().bytes_reserved, 0);
+        // The next request that fits reserves the base as a first one does.
+        arena.allocate(MIB, 0, None, &mut device).unwrap();
+        assert!(arena.is_reserved());
+    }
+}
+
+#[test]
 fn a_refusing_device_is_reported_with_its_reason_and_the_preallocation_remedy() {
     let mut device = Device::with_cap(3 * MIB);
     device.reason = "vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY";
