@@ -194,10 +194,16 @@ fn workgroup_out_of_range(invalid: &naga::valid::ValidationError) -> bool {
 /// of range, else naga's error and its causes.
 fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantError) -> ReflectError {
     use naga::back::pipeline_constants::PipelineConstantError;
-    if let PipelineConstantError::ValidationError(invalid) = error {
-        if workgroup_out_of_range(invalid.as_inner()) {
-            return ReflectError::WorkgroupOutOfRange { by_overrides: true };
+    let out_of_range = match error {
+        // naga's name for an axis that resolves to 0 (or to no constant at all).
+        PipelineConstantError::NegativeWorkgroupSize => true,
+        PipelineConstantError::ValidationError(invalid) => {
+            workgroup_out_of_range(invalid.as_inner())
         }
+        _ => false,
+    };
+    if out_of_range {
+        return ReflectError::WorkgroupOutOfRange { by_overrides: true };
     }
     let mut message = format!("applying override constants: {error}");
     let mut cause = std::error::Error::source(error);

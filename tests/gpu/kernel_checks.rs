@@ -311,12 +311,21 @@ fn a_workgroup_size_beyond_what_any_device_runs_names_the_device_limits_written_
         "{declared}"
     );
     assert!(declared.contains(&limits), "{declared}");
-    let overridden = workgroup_override_error(&ctx, 100000.0);
-    assert!(
-        overridden.contains("the override constants give a @workgroup_size"),
-        "{overridden}"
+    // An axis of 0 written or overridden is out of range the same way.
+    for wg in [100000.0, 0.0] {
+        let overridden = workgroup_override_error(&ctx, wg);
+        assert!(
+            overridden.contains("the override constants give a @workgroup_size"),
+            "{wg}: {overridden}"
+        );
+        assert!(overridden.contains(&limits), "{wg}: {overridden}");
+    }
+    let declared = compile_error(
+        &ctx,
+        "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+         @compute @workgroup_size(0) fn main() { a[0] = 1u; }",
     );
-    assert!(overridden.contains(&limits), "{overridden}");
+    assert!(declared.contains(&limits), "{declared}");
 }
 
 #[gpu_test]
