@@ -508,7 +508,8 @@ impl Context {
     /// Errors: [`Error::Shape`] for a rank above [`MAX_RANK`](crate::MAX_RANK) or a shape whose
     /// index space spans more than [`MAX_ARRAY_SPAN_BYTES`](crate::MAX_ARRAY_SPAN_BYTES)
     /// (zero-size dimensions counted as one, so `[0, usize::MAX]` is refused too);
-    /// out-of-memory.
+    /// out-of-memory; [`Error::DeviceLost`] once the device is lost, before the shape is looked
+    /// at (as by `zeros`, `fill` and `device_put`).
     #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
         self.alloc_in(MemoryKind::Device, shape)
@@ -536,6 +537,8 @@ impl Context {
         shape: &[usize],
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
+        // A lost device refuses before anything else is looked at, as `device_put` does.
+        self.inner.check_device(operation)?;
         let elements = check_shape(shape, None, std::mem::size_of::<T>(), operation)?;
         let bytes = (elements as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)

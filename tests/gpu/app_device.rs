@@ -1079,6 +1079,24 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         lost("zeros", ctx.zeros::<u32>(&[4]).err());
         lost("fill", ctx.fill(&[4], 1u32).err());
         lost("device_put", ctx.device_put(&[1u32; 4], &[4]).err());
+        // The loss is said before the shape is looked at, by every way to make an array.
+        let no_device_addresses = [usize::MAX, 2];
+        lost(
+            "alloc a bad shape",
+            ctx.alloc::<u32>(&no_device_addresses).err(),
+        );
+        lost(
+            "zeros a bad shape",
+            ctx.zeros::<u32>(&no_device_addresses).err(),
+        );
+        lost(
+            "fill a bad shape",
+            ctx.fill(&no_device_addresses, 1u32).err(),
+        );
+        lost(
+            "device_put a bad shape",
+            ctx.device_put(&[1u32; 4], &no_device_addresses).err(),
+        );
         lost("device_get", ctx.device_get(&x).err());
         lost("copy", ctx.copy(&x).err());
         lost("dynamic_slice", ctx.dynamic_slice(&x, &[2], &[4]).err());
