@@ -597,12 +597,6 @@ impl ContextInner {
             self.retire_completed();
             memory = self.lock_memory();
         }
-        // An array of the pinned-host kind made first reserves the device arena too (as JAX
-        // preallocates when its backend first runs); a device allocation reserves it itself,
-        // after refusing a request that no region or limit could ever hold.
-        if kind != MemoryKind::Device {
-            memory.reserve()?;
-        }
         let mut waits = 0;
         let allocation = loop {
             // The timeline follows the device arena (its events are that arena's).
@@ -633,6 +627,13 @@ impl ContextInner {
                 Err(e) => return Err(e.into()),
             }
         };
+        // An array of the pinned-host kind made first reserves the device arena too (as JAX
+        // preallocates when its backend first runs), once it has its memory: a refused
+        // request reserves nothing. A device allocation reserves it itself.
+        if let Err(refused) = memory.reserve() {
+            let _ = memory.free(kind, allocation.id, None);
+            return Err(refused.into());
+        }
         self.register_array(&mut memory, kind, allocation.id, info);
         let region = memory
             .regions_of(kind)

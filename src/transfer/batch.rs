@@ -129,7 +129,12 @@ impl<'data> UploadBatch<'data> {
     /// Copies every array's data: one staging area (in pieces if larger than the pool), merged
     /// copy commands for arrays that are neighbours in the arena, one submission per staging
     /// buffer filled. Does not wait for the GPU: later work on the arrays is ordered after it.
+    ///
+    /// Errors: [`Error::DeviceLost`] once the device is lost, even for an empty batch or one
+    /// whose data was all written at `put` (zero-copy), as every submission refuses then; the
+    /// batch's arrays are freed with the error.
     pub fn finish(self) -> Result<FinishedUpload> {
+        self.ctx.inner.check_device("UploadBatch::finish")?;
         let started = std::time::Instant::now();
         let items: Vec<UploadItem<'_>> = self
             .entries

@@ -1112,6 +1112,7 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         let mut batch = ctx.upload_batch();
         let put = batch.put(&[1u32; 4], &[4]);
         lost("upload_batch", put.err().or_else(|| batch.finish().err()));
+        lost("an empty upload_batch", ctx.upload_batch().finish().err());
         lost("synchronize", ctx.synchronize().err());
         lost("flush", ctx.flush().err());
         lost("Sequence::submit", sequence.submit().err());

@@ -494,6 +494,25 @@ fn the_pinned_host_kind_has_its_own_limit_and_statistics() {
         limited.memory_stats_of(MemoryKind::Device),
         Some(limited.memory_stats())
     );
+    // A first pinned-host array reserves the device arena too, once it has its memory: a
+    // refused one reserves nothing of either kind.
+    let refused = limited.alloc_in::<u8>(MemoryKind::PinnedHost, &[4 << 20]);
+    assert!(
+        matches!(refused, Err(Error::OutOfMemory { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(limited.memory_stats().bytes_reserved, 0);
+    assert_eq!(
+        stats,
+        limited.memory_stats_of(MemoryKind::PinnedHost).unwrap()
+    );
+    let _kept = limited
+        .alloc_in::<u8>(MemoryKind::PinnedHost, &[1 << 20])
+        .unwrap();
+    assert_eq!(
+        limited.memory_stats().bytes_reserved,
+        limited.memory_plan().prealloc_bytes(0.25)
+    );
 }
 
 #[gpu_test]
