@@ -316,6 +316,7 @@ impl Context {
 
     /// Reserves the arena's memory now rather than at the first allocation. Idempotent.
     pub fn reserve(&self) -> Result<()> {
+        self.inner.check_device("reserve")?;
         Ok(self.inner.lock_memory().reserve()?)
     }
 
@@ -597,6 +598,7 @@ impl ContextInner {
             self.retire_completed();
             memory = self.lock_memory();
         }
+        memory.reserve_for(kind, bytes, label)?;
         let mut waits = 0;
         let allocation = loop {
             // The timeline follows the device arena (its events are that arena's).
@@ -627,13 +629,6 @@ impl ContextInner {
                 Err(e) => return Err(e.into()),
             }
         };
-        // An array of the pinned-host kind made first reserves the device arena too (as JAX
-        // preallocates when its backend first runs), once it has its memory: a refused
-        // request reserves nothing. A device allocation reserves it itself.
-        if let Err(refused) = memory.reserve() {
-            let _ = memory.free(kind, allocation.id, None);
-            return Err(refused.into());
-        }
         self.register_array(&mut memory, kind, allocation.id, info);
         let region = memory
             .regions_of(kind)

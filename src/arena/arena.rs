@@ -319,15 +319,8 @@ impl Arena {
             return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
         };
         if !self.reserved {
-            // A request no region or no limit could ever hold is refused before the base is
-            // reserved: a failed call changes nothing, a first one included.
-            let never = if rounded > self.budget.max_region {
-                Some(OomCause::LargerThanAnyRegion)
-            } else {
-                (rounded > self.budget.limit).then_some(OomCause::LimitReached)
-            };
-            if let Some(cause) = never {
-                return Err(self.out_of_memory(size, rounded, cause, label));
+            if let Some(never) = self.never_holds(size, label) {
+                return Err(never);
             }
             self.reserve(source)?;
         }
@@ -365,6 +358,21 @@ impl Arena {
             slot
         };
         Ok(self.carve(slot, rounded, size, label))
+    }
+
+    /// The refusal of a request of `size` bytes that no region, or no arena under the limit,
+    /// could ever hold, whatever is freed: what a first allocation refuses before it reserves
+    /// anything, so that a failed call changes nothing. `None` when the request may fit.
+    pub fn never_holds(&self, size: u64, label: Option<&str>) -> Option<ArenaError> {
+        let (rounded, cause) = match rounded_size(size) {
+            None => (u64::MAX, OomCause::LargerThanAnyRegion),
+            Some(rounded) if rounded > self.budget.max_region => {
+                (rounded, OomCause::LargerThanAnyRegion)
+            }
+            Some(rounded) if rounded > self.budget.limit => (rounded, OomCause::LimitReached),
+            Some(_) => return None,
+        };
+        Some(self.out_of_memory(size, rounded, cause, label))
     }
 
     /// Frees an allocation.

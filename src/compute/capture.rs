@@ -303,6 +303,7 @@ impl Capture {
     /// memory is the step's own) and [`CaptureRefusal::RecorderReplaced`] as for every op.
     pub fn array_slot<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<ArraySlot<T>> {
         const OPERATION: &str = "Capture::array_slot";
+        self.ctx.inner.check_device(OPERATION)?;
         array.check_same_context(&self.ctx.inner, OPERATION)?;
         let tables = self.tables(OPERATION)?;
         if tables

@@ -91,9 +91,11 @@ fn address(ctx: &Context) -> usize {
 }
 
 impl Context {
-    /// [`Error::EagerDuringCapture`] when this thread holds a capture of this context open in
-    /// [`CaptureMode::ThreadLocal`]: what every eager single op and launch checks first.
-    pub(crate) fn check_not_capturing(&self, operation: &'static str) -> Result<()> {
+    /// What every eager single op and launch checks first: [`Error::DeviceLost`] once the
+    /// device is lost (before any argument is looked at), and [`Error::EagerDuringCapture`]
+    /// when this thread holds a capture of this context open in [`CaptureMode::ThreadLocal`].
+    pub(crate) fn check_eager_op(&self, operation: &'static str) -> Result<()> {
+        self.inner.check_device(operation)?;
         if OPEN_COUNT.load(Ordering::Acquire) == 0 {
             return Ok(());
         }

@@ -528,11 +528,11 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// is not eager work: a thread that holds a capture of this context open may run a step.
     pub fn submit(mut self) -> Result<SubmissionId> {
         const OPERATION: &str = "CapturedStep::run";
+        let inner = Arc::clone(&self.step.ctx.inner);
+        inner.check_device(OPERATION)?;
         if let Some(error) = self.error.take() {
             return Err(error);
         }
-        let inner = Arc::clone(&self.step.ctx.inner);
-        inner.check_device(OPERATION)?;
         let started = std::time::Instant::now();
         let Checked {
             offsets,

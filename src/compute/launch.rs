@@ -291,7 +291,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         // A single launch is eager when it runs, whenever it was described: the capture mode
         // is the one in force now.
         if let Target::Own(single) = &self.target {
-            single.ctx.check_not_capturing("launch")?;
+            single.ctx.check_eager_op("launch")?;
         }
         if let Some(error) = self.error.take() {
             return Err(error);

@@ -237,6 +237,8 @@ impl Sequence {
         operation: &'static str,
         argument: impl Fn(usize) -> String,
     ) -> Result<()> {
+        // A lost device refuses every recording, as it refuses every submission.
+        self.ctx.inner.check_device(operation)?;
         for (i, (storage, access)) in uses.iter().enumerate() {
             check_context(storage, &self.ctx.inner, operation)?;
             if self.recorder == Recorder::Library {

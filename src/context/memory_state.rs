@@ -132,7 +132,36 @@ impl MemoryState {
         if let Some(start) = reserving.filter(|_| self.device.arena.is_reserved()) {
             self.reserve_duration = Some(start.elapsed());
         }
-        Some(outcome.map_err(|error| match error {
+        Some(outcome.map_err(|error| self.of_kind(kind, error)))
+    }
+
+    /// Reserves the device arena's base for a first array of another kind (as JAX
+    /// preallocates when its backend first runs), unless the request is one `kind` could
+    /// never hold: before that array takes its memory, so that a refusal of either leaves
+    /// both arenas as they were.
+    pub(crate) fn reserve_for(
+        &mut self,
+        kind: MemoryKind,
+        bytes: u64,
+        label: Option<&str>,
+    ) -> Result<(), ArenaError> {
+        if kind == MemoryKind::Device || self.device.arena.is_reserved() {
+            return Ok(());
+        }
+        // No such kind: the allocation refuses, with nothing reserved.
+        let Some(memory) = self.kind(kind) else {
+            return Ok(());
+        };
+        if let Some(error) = memory.arena.never_holds(bytes, label) {
+            return Err(self.of_kind(kind, error));
+        }
+        self.reserve()
+    }
+
+    /// `error` of the arena of `kind`, its out-of-memory report naming the kind (and, for
+    /// device memory, the room the pinned-host kind has left).
+    fn of_kind(&self, kind: MemoryKind, error: ArenaError) -> ArenaError {
+        match error {
             ArenaError::OutOfMemory(mut report) => {
                 report.memory_kind = kind;
                 if kind == MemoryKind::Device {
@@ -141,7 +170,7 @@ impl MemoryState {
                 ArenaError::OutOfMemory(report)
             }
             other => other,
-        }))
+        }
     }
 
     /// The bytes the pinned-host kind could still take below its limit, if the device has it.

@@ -39,7 +39,7 @@ impl Context {
         array: &DeviceArray<T>,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        self.check_not_capturing(operation)?;
+        self.check_eager_op(operation)?;
         array
             .storage
             .check_ready_for(&self.inner, Access::Read, operation, "the array")?;
@@ -95,7 +95,7 @@ impl Context {
         kind: MemoryKind,
         operation: &'static str,
     ) -> DonatedResult<T> {
-        let checked = self.check_not_capturing(operation).and_then(|()| {
+        let checked = self.check_eager_op(operation).and_then(|()| {
             (array.storage).check_ready_for(&self.inner, Access::Read, operation, "the array")
         });
         if let Err(error) = checked {

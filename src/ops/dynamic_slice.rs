@@ -35,7 +35,7 @@ impl Context {
         start: &[i64],
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
-        self.check_not_capturing("dynamic_slice")?;
+        self.check_eager_op("dynamic_slice")?;
         operand.storage.check_ready_for(
             &self.inner,
             Access::Read,

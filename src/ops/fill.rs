@@ -27,7 +27,7 @@ impl Context {
     /// ```
     #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
-        self.check_not_capturing("fill")?;
+        self.check_eager_op("fill")?;
         let pattern = pattern_of(value, "fill")?;
         let array = self.alloc_as::<T>(crate::memory_kind::MemoryKind::Device, shape, "fill")?;
         self.fill_pattern(array, pattern).map_err(Error::from)
@@ -44,7 +44,7 @@ impl Context {
         value: T,
     ) -> DonatedResult<T> {
         let checked = self
-            .check_not_capturing("fill_in_place")
+            .check_eager_op("fill_in_place")
             .and_then(|()| {
                 array.storage.check_ready_for(
                     &self.inner,

@@ -53,7 +53,7 @@ impl Context {
         if let Some(rate) = crate::pipelines::host_link(adapter, dir.as_deref()) {
             return Ok(rate);
         }
-        self.check_not_capturing(OPERATION)?;
+        self.check_eager_op(OPERATION)?;
         for direction in [DeviceToHost, HostToDevice] {
             let bytes = MEASURE_BYTES as u64;
             check_guard_ahead(

@@ -96,7 +96,7 @@ impl Context {
     /// holds a capture of this context open (in its default mode), as other eager work there:
     /// nothing is measured then.
     pub fn tune_kernels(&self) -> Result<KernelTuningReport> {
-        self.check_not_capturing("tune_kernels")?;
+        self.check_eager_op("tune_kernels")?;
         self.inner.check_device("tuning the library's kernels")?;
         {
             let mut kernels = self.inner.kernels().lock();

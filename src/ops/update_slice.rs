@@ -60,7 +60,7 @@ impl Context {
     ) -> DonatedResult<T> {
         let update = update.into();
         let checked = self
-            .check_not_capturing(UPDATE_SLICE)
+            .check_eager_op(UPDATE_SLICE)
             .and_then(|()| {
                 operand.storage.check_ready_for(
                     &self.inner,
@@ -98,7 +98,7 @@ impl Context {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
-        self.check_not_capturing(UPDATE_SLICE_COPY)?;
+        self.check_eager_op(UPDATE_SLICE_COPY)?;
         operand.storage.check_ready_for(
             &self.inner,
             Access::Read,

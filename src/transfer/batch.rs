@@ -70,6 +70,7 @@ impl<'data> UploadBatch<'data> {
         data: &'data [T],
         shape: &[usize],
     ) -> Result<PendingArray<T>> {
+        self.ctx.inner.check_device("UploadBatch::put")?;
         crate::shape::check_shape(
             shape,
             Some(data.len()),

@@ -1118,8 +1118,41 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         lost("Sequence::submit", sequence.submit().err());
         lost("CapturedStep::run", step.run().submit().err());
         let mut late = ctx.capture();
-        let _ = late.launch(&kernel).arg_mut(&mut w).grid([1, 1, 1]).run();
+        // Recording refuses too, and a call with a bad argument says the loss first.
+        lost(
+            "Capture::launch",
+            late.launch(&kernel)
+                .arg_mut(&mut w)
+                .grid([1, 1, 1])
+                .run()
+                .err(),
+        );
+        lost("Capture::array_slot", late.array_slot(&x).err());
+        lost("Capture::read", late.read(&x).err());
         lost("Capture::finish", late.finish().err());
+        let mut recording = ctx.sequence();
+        lost(
+            "Sequence::launch",
+            recording
+                .launch(&kernel)
+                .arg_mut(&mut w)
+                .grid([1, 1, 1])
+                .run()
+                .err(),
+        );
+        lost("reserve", ctx.reserve().err());
+        lost(
+            "dynamic_slice, start of rank 2",
+            ctx.dynamic_slice(&x, &[1, 2], &[4]).err(),
+        );
+        lost(
+            "launch missing its argument",
+            ctx.launch(&kernel).grid([1, 1, 1]).run().err(),
+        );
+        lost(
+            "UploadBatch::put, a bad shape",
+            ctx.upload_batch().put(&[1u32; 4], &[3]).err(),
+        );
         let mut other = ctx.app_work();
         lost("AppWork::storage", other.storage(&x).err());
         lost("AppWork::vertex_buffer", other.vertex_buffer(&x).err());

@@ -4,6 +4,7 @@
 //! pinned-host arena refuses with the donated array intact; statistics per kind; two threads.
 
 use crate::harness::{context_with, op_paths, slow_copy_wgsl, test_config};
+use gpu_arena::arena::ArenaError;
 use gpu_arena::{
     ArenaConfig, Context, DeviceArray, Error, MemoryKind, TransferDirection, TransferGuard,
     TransferGuardLevel,
@@ -513,6 +514,27 @@ fn the_pinned_host_kind_has_its_own_limit_and_statistics() {
         limited.memory_stats().bytes_reserved,
         limited.memory_plan().prealloc_bytes(0.25)
     );
+    // A device reservation that is refused (regions so small that it would take more than a
+    // reservation may have) refuses the first pinned-host array with both kinds unchanged.
+    let tiny_regions = context_with(ArenaConfig {
+        max_region_bytes: Some(256),
+        mem_fraction: gpu_arena::MemFraction::fixed(0.5),
+        ..test_config()
+    });
+    let before = tiny_regions
+        .memory_stats_of(MemoryKind::PinnedHost)
+        .unwrap();
+    let refused = tiny_regions.alloc_in::<u8>(MemoryKind::PinnedHost, &[256]);
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Arena(ArenaError::TooManyReservedRegions { .. }))
+        ),
+        "{refused:?}"
+    );
+    let after = tiny_regions.memory_stats_of(MemoryKind::PinnedHost);
+    assert_eq!(after, Some(before));
+    assert_eq!(tiny_regions.memory_stats().bytes_reserved, 0);
 }
 
 #[gpu_test]
