@@ -392,7 +392,8 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self
     }
 
-    /// Errors unless the array belongs to the context `ctx`.
+    /// Errors unless the context `ctx` may use the array: [`Error::DeviceLost`] once its device
+    /// is lost, [`Error::ForeignArray`] for an array of another context.
     pub(crate) fn check_same_context(
         &self,
         ctx: &Arc<ContextInner>,
@@ -422,6 +423,8 @@ pub(crate) fn check_context(
     ctx: &Arc<ContextInner>,
     operation: &'static str,
 ) -> Result<()> {
+    // A lost device refuses first, before anything about the array.
+    ctx.check_device(operation)?;
     if Arc::ptr_eq(&storage.ctx, ctx) {
         Ok(())
     } else {

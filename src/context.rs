@@ -388,6 +388,7 @@ impl Context {
         command_buffers: impl IntoIterator<Item = wgpu::CommandBuffer>,
         uses: &[&dyn GpuUse],
     ) -> Result<SubmissionId> {
+        self.inner.check_device("raw_submit")?;
         for array in uses {
             if let Some(owner) = array.owning_context() {
                 if !Arc::ptr_eq(&owner.inner, &self.inner) {

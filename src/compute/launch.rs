@@ -290,8 +290,10 @@ impl<'s, 'a> Launch<'s, 'a> {
     pub fn run(mut self) -> Result<()> {
         // A single launch is eager when it runs, whenever it was described: the capture mode
         // is the one in force now.
-        if let Target::Own(single) = &self.target {
-            single.ctx.check_eager_op("launch")?;
+        match &self.target {
+            Target::Own(single) => single.ctx.check_eager_op("launch")?,
+            // Recorded: a lost device refuses before the arguments are looked at, as eager.
+            Target::Recording(sequence) => sequence.ctx.inner.check_device("launch")?,
         }
         if let Some(error) = self.error.take() {
             return Err(error);

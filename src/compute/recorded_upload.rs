@@ -45,6 +45,7 @@ impl Sequence {
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
+        inner.check_device(operation)?;
         let (bytes, started) = inner.start_put(data, shape, explicit, operation)?;
         let array = self.new_array::<T>(shape, Some(bytes.len() as u64), operation)?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;

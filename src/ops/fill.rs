@@ -75,6 +75,7 @@ impl Sequence {
     /// [`Context::fill`], recorded.
     #[track_caller]
     pub fn fill<T: bytemuck::Pod>(&mut self, shape: &[usize], value: T) -> Result<DeviceArray<T>> {
+        self.ctx.inner.check_device("fill")?;
         let pattern = pattern_of(value, "fill")?;
         let array = self.new_array::<T>(shape, None, "fill")?;
         self.fill_pattern(array, pattern, "fill")
@@ -87,7 +88,9 @@ impl Sequence {
         array: DeviceArray<T>,
         value: T,
     ) -> DonatedResult<T> {
-        match pattern_of(value, "fill_in_place") {
+        let pattern = (self.ctx.inner.check_device("fill_in_place"))
+            .and_then(|()| pattern_of(value, "fill_in_place"));
+        match pattern {
             Ok(pattern) => self.fill_pattern(array, pattern, "fill_in_place"),
             Err(error) => Err(Donated { error, array }),
         }

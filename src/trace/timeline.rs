@@ -669,10 +669,16 @@ impl Timeline {
 
     /// Records a transfer, a dispatch or a label, with the counters of the latest arena event.
     pub(crate) fn record(&self, record: Record<'_>) {
-        if let Record::Kernel { recorded_ns, .. } = record {
-            if recorded_ns < self.cleared_ns.load(Ordering::Acquire) {
-                return;
+        match record {
+            Record::Kernel { recorded_ns, .. }
+                if recorded_ns < self.cleared_ns.load(Ordering::Acquire) =>
+            {
+                return
             }
+            // A transfer of no array (an empty batch or read) moved nothing: no event, as
+            // `transfer_stats` counts none.
+            Record::Transfer { arrays: 0, .. } => return,
+            _ => {}
         }
         let now = Instant::now();
         self.latest_ns

@@ -229,11 +229,11 @@ impl Context {
         explicit: bool,
         operation: &'static str,
     ) -> Result<Vec<Vec<T>>> {
+        self.inner.check_device(operation)?;
         for a in arrays {
             a.storage
                 .check_ready_for(&self.inner, Access::Read, operation, "the array")?;
         }
-        self.inner.check_device(operation)?;
         let started = std::time::Instant::now();
         // The same array may be named many times: the sum is the caller's to choose.
         let total = arrays

@@ -1141,6 +1141,27 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
                 .err(),
         );
         lost("reserve", ctx.reserve().err());
+        // A recording says the loss before its arguments and before the transfer guard.
+        lost(
+            "Sequence::dynamic_slice, start of rank 2",
+            recording.dynamic_slice(&x, &[1, 2], &[4]).err(),
+        );
+        lost(
+            "Sequence::fill, a bad shape",
+            recording.fill(&[usize::MAX, 2], 1u32).err(),
+        );
+        {
+            let _guard = gpu_arena::TransferGuard::scoped(gpu_arena::TransferGuardLevel::Disallow);
+            lost(
+                "Sequence::put, guarded",
+                recording.put(&[1u32; 4], &[4]).err(),
+            );
+            lost("Sequence::copy, guarded", recording.copy(&x).err());
+            lost(
+                "device_get_into, a wrong length",
+                ctx.device_get_into(&x, &mut [0u32; 3]).err(),
+            );
+        }
         lost(
             "dynamic_slice, start of rank 2",
             ctx.dynamic_slice(&x, &[1, 2], &[4]).err(),

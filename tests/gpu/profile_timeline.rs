@@ -142,6 +142,28 @@ fn kernel_dispatches_and_device_copies_are_named_on_the_timeline() {
 }
 
 #[gpu_test]
+fn a_transfer_of_no_array_is_no_event_as_it_is_no_count() {
+    let ctx = traced(1024);
+    ctx.upload_batch().finish().unwrap();
+    assert!(ctx.device_get_many::<u32>(&[]).unwrap().is_empty());
+    assert_eq!(ctx.transfer_stats(), Default::default());
+    let timeline = ctx.memory_timeline().unwrap();
+    assert!(timeline.events.is_empty(), "{:?}", timeline.events);
+    // One array, even of no bytes, is a transfer on both.
+    let empty = ctx.device_put::<u32>(&[], &[0]).unwrap();
+    assert_eq!(ctx.transfer_stats().host_to_device.explicit.count, 1);
+    let transfers = ctx
+        .memory_timeline()
+        .unwrap()
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Transfer { arrays: 1, .. }))
+        .count();
+    assert_eq!(transfers, 1);
+    drop(empty);
+}
+
+#[gpu_test]
 fn a_small_ring_keeps_only_the_newest_events() {
     let ctx = traced(16);
     for _ in 0..40 {
