@@ -315,6 +315,10 @@ impl Context {
     }
 
     /// Reserves the arena's memory now rather than at the first allocation. Idempotent.
+    ///
+    /// Errors: [`Error::DeviceLost`] once the device is lost (nothing is reserved); the
+    /// arena's refusals ([`Error::Arena`]: the device refused a region, or the reservation
+    /// would take more regions than one may have), which leave nothing reserved.
     pub fn reserve(&self) -> Result<()> {
         self.inner.check_device("reserve")?;
         Ok(self.inner.lock_memory().reserve()?)

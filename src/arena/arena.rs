@@ -468,16 +468,28 @@ impl Arena {
     pub fn release_free_regions(&mut self, source: &mut dyn RegionSource) -> u64 {
         let mut released = 0;
         for index in 0..self.regions.len() as u32 {
-            let Some(region) = &self.regions[index as usize] else {
-                continue;
-            };
-            let first = &self.chunks.hot[region.first_chunk as usize];
-            if !region.is_base && first.slot() == Slot::Free && first.size() == region.size {
-                released += region.size;
+            if let Some(size) = self.free_growth_region(index) {
+                released += size;
                 self.release_region(index, source);
             }
         }
         released
+    }
+
+    /// The size of region `index` when it is a growth region (not the preallocated base) with
+    /// nothing in it: what [`release_free_regions`](Arena::release_free_regions) gives back.
+    fn free_growth_region(&self, index: u32) -> Option<u64> {
+        let region = self.regions[index as usize].as_ref()?;
+        let first = &self.chunks.hot[region.first_chunk as usize];
+        let free = !region.is_base && first.slot() == Slot::Free && first.size() == region.size;
+        free.then_some(region.size)
+    }
+
+    /// The bytes [`release_free_regions`](Arena::release_free_regions) would give back now.
+    fn free_growth_bytes(&self) -> u64 {
+        (0..self.regions.len() as u32)
+            .filter_map(|index| self.free_growth_region(index))
+            .sum()
     }
 
     /// Teardown: gives every region back to the source. Live and pending allocations are
@@ -840,7 +852,9 @@ impl Arena {
         loop {
             let room = self.budget.limit - self.counters.bytes_reserved;
             if room < rounded {
-                if !collected {
+                // Wholly free growth regions go back only when that makes room: a request
+                // that fails anyway changes nothing.
+                if !collected && room + self.free_growth_bytes() >= rounded {
                     collected = true;
                     if self.release_free_regions(source) > 0 {
                         continue;

@@ -63,7 +63,9 @@ impl<'data> UploadBatch<'data> {
     }
 
     /// Adds one array: allocates it now (in order, so a batch is mostly contiguous in the
-    /// arena) and records its data for [`UploadBatch::finish`]. The guard is checked here.
+    /// arena) and records its data for [`UploadBatch::finish`]. The guard is checked here; the
+    /// transfer is counted (in [`Context::transfer_stats`] and on the timeline) when the batch
+    /// finishes, so a batch dropped or refused at `finish` counts nothing.
     #[track_caller]
     pub fn put<T: bytemuck::Pod>(
         &mut self,
@@ -99,12 +101,6 @@ impl<'data> UploadBatch<'data> {
         } else {
             bytes
         };
-        self.ctx.inner.transfer_counters().record(
-            TransferDirection::HostToDevice,
-            true,
-            1,
-            bytes.len() as u64,
-        );
         self.entries.push(BatchEntry {
             storage,
             shape,
@@ -155,19 +151,14 @@ impl<'data> UploadBatch<'data> {
                 e.storage.record_use(id);
             }
         }
-        self.ctx
-            .inner
-            .record(crate::trace::timeline::Record::Transfer {
-                direction: TransferDirection::HostToDevice,
-                explicit: true,
-                arrays: self.entries.len() as u64,
-                bytes: self
-                    .entries
-                    .iter()
-                    .map(|e| e.storage.allocation.requested)
-                    .sum(),
-                started,
-            });
+        let bytes = self.entries.iter().map(|e| e.storage.allocation.requested);
+        self.ctx.inner.count_transfer(
+            TransferDirection::HostToDevice,
+            true,
+            self.entries.len() as u64,
+            bytes.sum(),
+            started,
+        );
         Ok(FinishedUpload {
             batch: self.id,
             entries: self

@@ -134,6 +134,56 @@ fn batches_of_mixed_types_and_sizes_round_trip() {
 }
 
 #[gpu_test]
+fn a_batch_counts_its_transfers_when_it_finishes_and_a_refused_one_counts_none() {
+    for (path, ctx) in harness::op_paths() {
+        let before = ctx.transfer_stats();
+        let mut dropped = ctx.upload_batch();
+        let _ = dropped.put(&[1u32; 1024], &[1024]).unwrap();
+        assert_eq!(
+            ctx.transfer_stats(),
+            before,
+            "{path}: nothing counted at put"
+        );
+        drop(dropped);
+        assert_eq!(
+            ctx.transfer_stats(),
+            before,
+            "{path}: a dropped batch counts nothing"
+        );
+        let mut batch = ctx.upload_batch();
+        let a = batch.put(&[2u32; 1024], &[1024]).unwrap();
+        let b = batch.put(&[3u8; 7], &[7]).unwrap();
+        let mut done = batch.finish().unwrap();
+        let up = ctx.transfer_stats().host_to_device.explicit;
+        let was = before.host_to_device.explicit;
+        assert_eq!(
+            (up.count, up.bytes),
+            (was.count + 2, was.bytes + 4096 + 7),
+            "{path}"
+        );
+        assert_eq!(
+            ctx.device_get(&done.take(a).unwrap()).unwrap(),
+            [2u32; 1024]
+        );
+        assert_eq!(ctx.device_get(&done.take(b).unwrap()).unwrap(), [3u8; 7]);
+        // Refused at `finish` (the device lost since the put): counted nowhere.
+        let mut refused = ctx.upload_batch();
+        let _ = refused.put(&[4u32; 1024], &[1024]).unwrap();
+        let counted = ctx.transfer_stats();
+        ctx.device_lost_notifier().notify(
+            gpu_arena::wgpu::DeviceLostReason::Unknown,
+            "lost by the test",
+        );
+        let error = refused.finish().err();
+        assert!(
+            matches!(error, Some(Error::DeviceLost { .. })),
+            "{path}: {error:?}"
+        );
+        assert_eq!(ctx.transfer_stats(), counted, "{path}");
+    }
+}
+
+#[gpu_test]
 fn pending_arrays_are_only_redeemed_from_their_own_finished_batch() {
     let ctx = context_with(test_config());
     let mut first = ctx.upload_batch();

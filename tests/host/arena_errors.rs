@@ -298,6 +298,28 @@ fn a_first_request_no_region_or_limit_could_hold_reserves_nothing() {
 }
 
 #[test]
+fn free_growth_regions_stay_when_releasing_them_would_not_make_room() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(7 * MIB));
+    let a = arena.allocate(2 * MIB, 0, None, &mut device).unwrap();
+    arena.allocate(4 * MIB, 0, None, &mut device).unwrap();
+    arena.free(a.id, None, &mut device).unwrap();
+    // 2 MiB free in its own region and 1 MiB left under the limit: 4 MiB does not fit even
+    // with that region given back, and 8 MiB is over the limit.
+    for size in [4 * MIB, 8 * MIB] {
+        let before = (arena.stats(), device.live.len(), device.asked.len());
+        let error = arena.allocate(size, 0, None, &mut device).unwrap_err();
+        assert_eq!(oom(error).cause, OomCause::LimitReached);
+        assert_eq!(
+            (arena.stats(), device.live.len(), device.asked.len()),
+            before
+        );
+    }
+    // 3 MiB fits once the free region goes back, as before.
+    arena.allocate(3 * MIB, 0, None, &mut device).unwrap();
+}
+
+#[test]
 fn a_refusing_device_is_reported_with_its_reason_and_the_preallocation_remedy() {
     let mut device = Device::with_cap(3 * MIB);
     device.reason = "vkAllocateMemory: VK_ERROR_OUT_OF_DEVICE_MEMORY";
