@@ -53,9 +53,9 @@ static NEXT_APP_WORK: AtomicU64 = AtomicU64::new(1);
 /// fragment shader writes another arena array). On Vulkan the buffers handed out are aliases:
 /// a `VkBuffer` over exactly the array's allocation (its bytes rounded up to the arena's
 /// 256-byte granule, [`DeviceArray::allocated_bytes`]), at offset 0 (no copy, no memory of
-/// its own), made at the array's first hand-out and kept with the array; [`AppWork::submit`] puts a
-/// global memory barrier before and after the app's command buffers, since wgpu does not know
-/// that an alias and the region's buffer share memory. Elsewhere (GL, Metal, DX12: no
+/// its own), made at the array's first hand-out and kept with the array; [`AppWork::submit`]
+/// puts a global memory barrier before and after the app's command buffers, since wgpu does
+/// not know that an alias and the region's buffer share memory. Elsewhere (GL, Metal, DX12: no
 /// aliasing in wgpu) the arrays stay in their region's buffer at
 /// [`DeviceArray::byte_offset`]; there the `platform` allocator
 /// ([`crate::AllocatorKind::Platform`]) gives every array a region, so a buffer, of its own.

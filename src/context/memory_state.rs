@@ -115,8 +115,9 @@ impl MemoryState {
 
     /// Takes `bytes` (default alignment) from the arena of `kind`, growing it by a region if it
     /// must, and reserving the device arena's base at its first allocation (not before a
-    /// request no region could hold); `None` when the device has no such kind. An out-of-memory names the kind, and one
-    /// of device memory says how much the pinned-host kind could still take.
+    /// request no region could hold); `None` when the device has no such kind. An
+    /// out-of-memory names the kind, and one of device memory says how much the pinned-host
+    /// kind could still take.
     #[inline]
     pub(crate) fn allocate(
         &mut self,
