@@ -363,7 +363,7 @@ impl Arena {
     /// The refusal of a request of `size` bytes that no region, or no arena under the limit,
     /// could ever hold, whatever is freed: what a first allocation refuses before it reserves
     /// anything, so that a failed call changes nothing. `None` when the request may fit.
-    pub fn never_holds(&self, size: u64, label: Option<&str>) -> Option<ArenaError> {
+    pub(crate) fn never_holds(&self, size: u64, label: Option<&str>) -> Option<ArenaError> {
         let (rounded, cause) = match rounded_size(size) {
             None => (u64::MAX, OomCause::LargerThanAnyRegion),
             Some(rounded) if rounded > self.budget.max_region => {

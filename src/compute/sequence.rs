@@ -237,8 +237,8 @@ impl Sequence {
         operation: &'static str,
         argument: impl Fn(usize) -> String,
     ) -> Result<()> {
-        // A lost device refuses every recording, as it refuses every submission.
-        self.ctx.inner.check_device(operation)?;
+        // `check_context` refuses first once the device is lost: recording refuses as
+        // submitting does.
         for (i, (storage, access)) in uses.iter().enumerate() {
             check_context(storage, &self.ctx.inner, operation)?;
             if self.recorder == Recorder::Library {

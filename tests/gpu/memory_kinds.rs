@@ -538,6 +538,42 @@ fn the_pinned_host_kind_has_its_own_limit_and_statistics() {
 }
 
 #[gpu_test]
+fn two_threads_making_the_first_arrays_reserve_the_device_arena_once() {
+    // One thread's first device array races another's pinned-host array over its limit: the
+    // base is reserved once, the refused request leaves the pinned-host kind as it was.
+    for _ in 0..4 {
+        let ctx = context_with(ArenaConfig {
+            pinned_host_bytes: Some(1 << 20),
+            ..test_config()
+        });
+        let pinned_before = ctx.memory_stats_of(MemoryKind::PinnedHost).unwrap();
+        let barrier = std::sync::Barrier::new(2);
+        let (device, pinned) = std::thread::scope(|s| {
+            let device = s.spawn(|| {
+                barrier.wait();
+                ctx.device_put(&[7u32; 64], &[64])
+            });
+            let pinned = s.spawn(|| {
+                barrier.wait();
+                ctx.alloc_in::<u8>(MemoryKind::PinnedHost, &[4 << 20])
+                    .map(drop)
+            });
+            (device.join().unwrap(), pinned.join().unwrap())
+        });
+        assert!(
+            matches!(pinned, Err(Error::OutOfMemory { .. })),
+            "{pinned:?}"
+        );
+        assert_eq!(ctx.device_get(&device.unwrap()).unwrap(), [7u32; 64]);
+        let stats = ctx.memory_stats();
+        assert_eq!(stats.bytes_reserved, ctx.memory_plan().prealloc_bytes(0.25));
+        assert_eq!(stats.num_allocs, 1);
+        let pinned_after = ctx.memory_stats_of(MemoryKind::PinnedHost).unwrap();
+        assert_eq!(pinned_after, pinned_before);
+    }
+}
+
+#[gpu_test]
 fn snapshots_reports_and_pprof_show_each_kind_apart() {
     let ctx = context_with(test_config());
     let host = ctx
