@@ -77,7 +77,8 @@ pub struct StepPlan {
     /// [`CapturedStep::plan`] is called: the step holds them (every run reads or writes
     /// them), so their memory comes back only when the step is dropped.
     pub arrays_held_by_the_step_alone: usize,
-    /// Their arena bytes.
+    /// Their bytes in both arenas: the device arena's and the pinned-host arena's together
+    /// (each array counted in the kind it lives in, as `allocated_bytes` counts it).
     pub bytes_held_by_the_step_alone: u64,
 }
 

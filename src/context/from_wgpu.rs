@@ -96,8 +96,10 @@ impl Context {
     /// What the app's device-lost callback calls so that this context learns of the loss
     /// ([`DeviceLostNotifier`]). A context that opened its own device hears of a loss by
     /// itself; forwarding that loss too is harmless. A notification is believed as it comes:
-    /// after one, every call of the context refuses with [`Error::DeviceLost`] whether or not
-    /// the device is lost, so notify only from the device-lost callback.
+    /// after one, every call of the context that would reach the device (allocating,
+    /// transferring, recording, compiling, tuning, submitting, waiting) refuses with
+    /// [`Error::DeviceLost`] whether or not the device is lost, so notify only from the
+    /// device-lost callback. Settings and statistics still answer.
     pub fn device_lost_notifier(&self) -> DeviceLostNotifier {
         DeviceLostNotifier {
             lost: Arc::clone(&self.inner.device_lost),

@@ -90,7 +90,9 @@ impl Context {
     /// of the whole operand, which is what donation avoids. The new array is device memory
     /// whatever the operand's memory kind.
     ///
-    /// Errors: as [`Context::dynamic_update_slice`], and out-of-memory for the new array.
+    /// Errors: as [`Context::dynamic_update_slice`], and out-of-memory for the new array (a
+    /// host update is checked first and uploaded only once the new array has its memory, so
+    /// this refusal has uploaded and counted nothing).
     #[track_caller]
     pub fn dynamic_update_slice_copy<'u, T: bytemuck::Pod>(
         &self,
@@ -162,8 +164,11 @@ impl Sequence {
         operand.check_same_context(&self.ctx.inner, UPDATE_SLICE_COPY)?;
         let update = update.into();
         let start = update_start(operand, &update, start, UPDATE_SLICE_COPY)?;
-        let update = self.resolve(update, UPDATE_SLICE_COPY)?;
+        // The result, the larger allocation, before a host update's upload (checked first):
+        // a result that does not fit has then uploaded and counted nothing.
+        update.check_upload_ahead(&self.ctx.inner, UPDATE_SLICE_COPY)?;
         let result = self.new_array::<T>(operand.shape(), None, UPDATE_SLICE_COPY)?;
+        let update = self.resolve(update, UPDATE_SLICE_COPY)?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);

@@ -649,6 +649,35 @@ impl<T: bytemuck::Pod> std::ops::Deref for ResolvedOperand<'_, T> {
 }
 
 impl<'a, T: bytemuck::Pod> Operand<'a, T> {
+    /// Refuses host data now as its upload would (a shape that does not hold it, the guard's
+    /// refusal, without the guard's log): for an op that allocates its result before it
+    /// uploads its operand, so that a result that does not fit has uploaded and counted
+    /// nothing.
+    pub(crate) fn check_upload_ahead(
+        &self,
+        ctx: &ContextInner,
+        operation: &'static str,
+    ) -> Result<()> {
+        let (data, shape) = match *self {
+            Operand::Device(_) => return Ok(()),
+            Operand::Host(data, shape) => (data, shape.to_vec()),
+            Operand::HostVector(data) => (data, vec![data.len()]),
+        };
+        check_shape(
+            &shape,
+            Some(data.len()),
+            std::mem::size_of::<T>(),
+            operation,
+        )?;
+        check_guard_ahead(
+            &ctx.guard_defaults(),
+            TransferDirection::HostToDevice,
+            std::mem::size_of_val(data) as u64,
+            operation,
+            false,
+        )
+    }
+
     /// Makes the operand usable on the device: a device array of `ctx` as it is, host data
     /// through `upload(data, shape)` (an implicit, guarded transfer made by the caller: at once
     /// for single ops, within the sequence for recorded ones).

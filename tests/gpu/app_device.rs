@@ -1101,6 +1101,21 @@ fn every_call_after_a_device_loss_refuses_with_device_lost_allocation_included()
         lost("copy", ctx.copy(&x).err());
         lost("dynamic_slice", ctx.dynamic_slice(&x, &[2], &[4]).err());
         lost("tune_kernels", ctx.tune_kernels().err());
+        // The loss is said before the values or the constant are looked at.
+        let tunable = gpu_arena::kernels::KernelDesc::wgsl(
+            "override WG: u32 = 1u;
+             @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+             @compute @workgroup_size(WG) fn main() { a[0] = 1u; }",
+            "main",
+        );
+        for (what, constant, values) in [
+            ("tune_kernel", "WG", &[1.0, 2.0][..]),
+            ("tune_kernel, no values", "WG", &[][..]),
+            ("tune_kernel, no such constant", "NOPE", &[1.0][..]),
+        ] {
+            let tuned = ctx.tune_kernel(tunable, constant, values, |_| Ok(()));
+            lost(what, tuned.err());
+        }
         lost(
             "launch",
             ctx.launch(&kernel)

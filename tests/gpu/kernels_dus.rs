@@ -3,10 +3,10 @@
 //! end, zero-size and whole-operand updates; bytes outside the update (and neighbouring arrays)
 //! must stay as they were; the donated form must not allocate.
 
-use crate::harness::Rng;
+use crate::harness::{context_with, test_config, Rng};
 use crate::kernels_common::{both_paths, kernel_context};
 use gpu_arena::error::IndexRefusal;
-use gpu_arena::{Context, DeviceArray, Error};
+use gpu_arena::{ArenaConfig, Context, DeviceArray, Error, MemFraction};
 
 /// Row-major strides in elements.
 fn strides(shape: &[usize]) -> Vec<usize> {
@@ -369,5 +369,63 @@ fn a_donated_update_allocates_only_a_host_updates_temporary() {
         assert!(got[3 * 256..4 * 256].iter().all(|&v| v == 2.0), "{path}");
         assert!(got[17 * 256..18 * 256].iter().all(|&v| v == 1.0), "{path}");
         assert_eq!(got.iter().filter(|&&v| v != 0.0).count(), 512, "{path}");
+    }
+}
+
+/// A copy update whose result does not fit refuses with nothing changed, eager or recorded: a
+/// host update is checked first and uploaded only once the result has its memory, so no
+/// allocation, peak or transfer is counted for it.
+#[gpu_test]
+fn a_copy_update_whose_result_does_not_fit_uploads_and_counts_nothing() {
+    let configs = [
+        (
+            "kernels",
+            ArenaConfig {
+                force_device_kernels: true,
+                ..test_config()
+            },
+        ),
+        ("default", test_config()),
+        (
+            "staging",
+            ArenaConfig {
+                zero_copy: false,
+                ..test_config()
+            },
+        ),
+    ];
+    for (path, config) in configs {
+        let heap = context_with(config.clone()).memory_plan().heap_bytes;
+        let ctx = context_with(ArenaConfig {
+            mem_fraction: MemFraction::fixed((1 << 20) as f64 / heap as f64),
+            ..config
+        });
+        let operand = ctx.device_put(&vec![7u8; 640 << 10], &[640 << 10]).unwrap();
+        ctx.synchronize().unwrap();
+        let (stats, transfers) = (ctx.memory_stats(), ctx.transfer_stats());
+        let eager = ctx.dynamic_update_slice_copy(&operand, &[9u8; 4][..], &[0]);
+        let mut sequence = ctx.sequence();
+        let recorded = sequence.dynamic_update_slice_copy(&operand, &[9u8; 4][..], &[0]);
+        for (how, outcome) in [("eager", eager), ("recorded", recorded)] {
+            let error = outcome.err();
+            assert!(
+                matches!(error, Some(Error::OutOfMemory { .. })),
+                "{path}, {how}: {error:?}"
+            );
+        }
+        drop(sequence);
+        assert_eq!(ctx.memory_stats(), stats, "{path}");
+        assert_eq!(ctx.transfer_stats(), transfers, "{path}");
+        assert!(ctx.device_get(&operand).unwrap().iter().all(|&b| b == 7));
+        // A result that fits is made as before.
+        let small = ctx.device_put(&[1u8; 8], &[8]).unwrap();
+        let updated = ctx
+            .dynamic_update_slice_copy(&small, &[9u8; 4][..], &[2])
+            .unwrap();
+        assert_eq!(
+            ctx.device_get(&updated).unwrap(),
+            [1, 1, 9, 9, 9, 9, 1, 1],
+            "{path}"
+        );
     }
 }
