@@ -7,6 +7,8 @@ use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::shape::check_shape;
+use crate::transfer::check_guard_ahead;
+use crate::TransferDirection::{DeviceToHost, HostToDevice};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -148,8 +150,9 @@ impl PartialEq<Vec<Range<usize>>> for ShardRows {
 /// device holding several shards).
 ///
 /// Errors: no contexts (refused as by [`gather`]), a shape that does not hold `data` or has
-/// rank 0 ([`Error::Shape`]), the guard's refusal or out-of-memory on any device (shards already
-/// uploaded are freed).
+/// rank 0 ([`Error::Shape`]), a lost device ([`Error::DeviceLost`]) or the guard's refusal on
+/// any device (every device is asked before anything moves: nothing is uploaded then), or
+/// out-of-memory on any device (shards already uploaded are freed).
 ///
 /// ```no_run
 /// # use gpu_arena::{ArenaConfig, Context};
@@ -179,6 +182,20 @@ pub fn shard<T: bytemuck::Pod>(
     }
     // `check_shape` proved the element count fits, so the row length does too.
     let row_len: usize = row_shape.iter().product();
+    // Every device and its guard are asked first: a lost device or a refusal on a later one
+    // uploads nothing to an earlier one.
+    let row_bytes = (row_len * std::mem::size_of::<T>()) as u64;
+    for (ctx, range) in contexts.iter().zip(shard_rows(rows, contexts.len())) {
+        ctx.inner.check_device(OPERATION)?;
+        let bytes = range.len() as u64 * row_bytes;
+        check_guard_ahead(
+            &ctx.inner.guard_defaults(),
+            HostToDevice,
+            bytes,
+            OPERATION,
+            true,
+        )?;
+    }
     // A loop, not a closure: each shard's allocation site is the caller's line.
     let mut shards = Vec::with_capacity(contexts.len());
     for (ctx, range) in contexts.iter().zip(shard_rows(rows, contexts.len())) {
@@ -200,7 +217,8 @@ pub fn shard<T: bytemuck::Pod>(
 /// Errors: as many contexts as shards are needed, and at least one
 /// ([`Error::InvalidArgument`]); [`Error::ForeignArray`] naming both devices for a shard of
 /// another context than its place says; [`Error::Shape`] for a rank-0 shard or shards whose
-/// trailing dimensions differ; the guard's refusal, a device's failure.
+/// trailing dimensions differ; the guard's refusal on any device (every device is asked before
+/// anything is read: nothing is read or counted then), a device's failure.
 pub fn gather<T: bytemuck::Pod>(
     contexts: &[Context],
     shards: &[DeviceArray<T>],
@@ -247,15 +265,31 @@ pub fn gather<T: bytemuck::Pod>(
             }
         }
     }
-    // One readback per device, then the pieces in the shards' order.
-    let mut pieces: Vec<Option<Vec<T>>> = (0..shards.len()).map(|_| None).collect();
-    for (i, ctx) in contexts.iter().enumerate() {
-        if pieces[i].is_some() {
-            continue;
+    // One readback per device, each device's guard asked first (a refusal on a later device
+    // reads nothing on an earlier one), then the pieces in the shards' order.
+    let mut devices: Vec<(&Context, Vec<usize>)> = Vec::new();
+    for (j, ctx) in contexts.iter().enumerate() {
+        match devices
+            .iter_mut()
+            .find(|(c, _)| Arc::ptr_eq(&c.inner, &ctx.inner))
+        {
+            Some((_, mine)) => mine.push(j),
+            None => devices.push((ctx, vec![j])),
         }
-        let mine: Vec<usize> = (i..shards.len())
-            .filter(|&j| Arc::ptr_eq(&contexts[j].inner, &ctx.inner))
-            .collect();
+    }
+    for (ctx, mine) in &devices {
+        // `check_ready_for` above bounds each shard's bytes, so their sum fits a u64.
+        let bytes = mine.iter().map(|&j| shards[j].size_in_bytes()).sum();
+        check_guard_ahead(
+            &ctx.inner.guard_defaults(),
+            DeviceToHost,
+            bytes,
+            OPERATION,
+            true,
+        )?;
+    }
+    let mut pieces: Vec<Option<Vec<T>>> = (0..shards.len()).map(|_| None).collect();
+    for (ctx, mine) in devices {
         let arrays: Vec<&DeviceArray<T>> = mine.iter().map(|&j| &shards[j]).collect();
         for (j, values) in mine.into_iter().zip(ctx.device_get_many(&arrays)?) {
             pieces[j] = Some(values);

@@ -92,7 +92,10 @@ impl Context {
     ///
     /// Errors: as [`Context::dynamic_update_slice`], and out-of-memory for the new array (a
     /// host update is checked first and uploaded only once the new array has its memory, so
-    /// this refusal has uploaded and counted nothing).
+    /// this refusal has uploaded and counted nothing). When the new array fits and a host
+    /// update's temporary then does not, the new array is freed and the refusal uploaded
+    /// nothing, but its allocation stays counted (`num_allocs`, the peak and the timeline
+    /// count allocations made, as XLA's counters do).
     #[track_caller]
     pub fn dynamic_update_slice_copy<'u, T: bytemuck::Pod>(
         &self,

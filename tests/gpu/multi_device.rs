@@ -546,6 +546,62 @@ fn sharding_refuses_bad_shapes_context_lists_and_foreign_shards() {
     );
 }
 
+/// A guard that refuses on the second device refuses `shard` and `gather` before anything
+/// moves: the first device uploads, reads and counts nothing.
+#[gpu_test]
+fn a_guard_refusal_on_a_later_device_moves_nothing_on_an_earlier_one() {
+    let a = harness::context();
+    let strict = |direction: fn(&mut TransferGuardLevels) -> &mut TransferGuardLevel| {
+        let mut levels = TransferGuardLevels::default();
+        *direction(&mut levels) = TransferGuardLevel::DisallowExplicit;
+        context_with(ArenaConfig {
+            transfer_guard: levels,
+            ..test_config()
+        })
+    };
+    let data = [7u32; 8];
+    let no_uploads = strict(|l| &mut l.host_to_device);
+    let err = shard(&[a.clone(), no_uploads], &data, &[4, 2]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::TransferGuard {
+                operation: "shard",
+                bytes: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(
+        a.memory_stats().num_allocs,
+        0,
+        "nothing uploaded to the first"
+    );
+    assert_eq!(a.transfer_stats(), Default::default());
+    let no_reads = strict(|l| &mut l.device_to_host);
+    let contexts = [a.clone(), no_reads.clone(), a.clone()];
+    let shards = vec![
+        a.device_put(&[1u32, 2], &[1, 2]).unwrap(),
+        no_reads.device_put(&[3u32, 4], &[1, 2]).unwrap(),
+        a.device_put(&[5u32, 6], &[1, 2]).unwrap(),
+    ];
+    let before = a.transfer_stats();
+    let err = gather(&contexts, &shards).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::TransferGuard {
+                operation: "gather",
+                bytes: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(a.transfer_stats(), before, "nothing read from the first");
+}
+
 /// Asserts that `result` is the refusal of an array of context `array_ctx` by an operation of
 /// `op_ctx`, naming the operation and both devices.
 fn assert_foreign<T>(result: Result<T, Error>, operation: &str) {
