@@ -7,7 +7,7 @@ use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::shape::check_shape;
-use crate::transfer::check_guard_ahead;
+use crate::transfer::{check_guard_ahead, PendingArray, UploadBatch};
 use crate::TransferDirection::{DeviceToHost, HostToDevice};
 use std::ops::Range;
 use std::sync::Arc;
@@ -152,7 +152,10 @@ impl PartialEq<Vec<Range<usize>>> for ShardRows {
 /// Errors: no contexts (refused as by [`gather`]), a shape that does not hold `data` or has
 /// rank 0 ([`Error::Shape`]), a lost device ([`Error::DeviceLost`]) or the guard's refusal on
 /// any device (every device is asked before anything moves: nothing is uploaded then), or
-/// out-of-memory on any device (shards already uploaded are freed).
+/// out-of-memory on any device (every shard takes its memory before any batch is finished:
+/// no transfer is counted then, and the memory taken on other devices is freed; their
+/// allocations stay counted in `num_allocs`, the peak and the timeline, as XLA's counters
+/// count allocations made).
 ///
 /// ```no_run
 /// # use gpu_arena::{ArenaConfig, Context};
@@ -196,17 +199,39 @@ pub fn shard<T: bytemuck::Pod>(
             true,
         )?;
     }
-    // A loop, not a closure: each shard's allocation site is the caller's line.
-    let mut shards = Vec::with_capacity(contexts.len());
-    for (ctx, range) in contexts.iter().zip(shard_rows(rows, contexts.len())) {
+    // One batch per device, and every shard's memory taken before any batch goes out: a
+    // device that cannot hold its shards refuses before anything is uploaded anywhere. A
+    // loop, not a closure: each shard's allocation site is the caller's line.
+    let mut batches: Vec<(&Context, UploadBatch<'_>, Vec<(usize, PendingArray<T>)>)> = Vec::new();
+    for (i, (ctx, range)) in contexts
+        .iter()
+        .zip(shard_rows(rows, contexts.len()))
+        .enumerate()
+    {
         let mut shard_shape = shape.to_vec();
         shard_shape[0] = range.len();
         let rows = &data[range.start * row_len..range.end * row_len];
-        let mut batch = ctx.upload_batch();
-        let pending = batch.put(rows, &shard_shape)?;
-        shards.push(batch.finish()?.take(pending)?);
+        let device = match batches
+            .iter()
+            .position(|(c, ..)| Arc::ptr_eq(&c.inner, &ctx.inner))
+        {
+            Some(device) => device,
+            None => {
+                batches.push((ctx, ctx.upload_batch(), Vec::new()));
+                batches.len() - 1
+            }
+        };
+        let (_, batch, pending) = &mut batches[device];
+        pending.push((i, batch.put(rows, &shard_shape)?));
     }
-    Ok(shards)
+    let mut shards: Vec<Option<DeviceArray<T>>> = (0..contexts.len()).map(|_| None).collect();
+    for (_, batch, pending) in batches {
+        let mut finished = batch.finish()?;
+        for (i, ticket) in pending {
+            shards[i] = Some(finished.take(ticket)?);
+        }
+    }
+    Ok(shards.into_iter().flatten().collect())
 }
 
 /// Copies `shards` back to the host as one array along the leading axis, in order: shard `i`

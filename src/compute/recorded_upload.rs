@@ -15,7 +15,9 @@ use crate::transfer::{Operand, ResolvedOperand};
 impl Sequence {
     /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when
     /// the sequence runs (before any later step). An explicit host-to-device transfer, checked
-    /// by the guard now.
+    /// by the guard and counted now, as every recorded op is (the data leaves your slice now;
+    /// dropping the sequence unsubmitted does not take the count back). In a
+    /// [`Capture`](crate::Capture), each run counts it instead.
     ///
     /// Errors: as [`crate::Context::device_put`].
     #[track_caller]

@@ -602,6 +602,51 @@ fn a_guard_refusal_on_a_later_device_moves_nothing_on_an_earlier_one() {
     assert_eq!(a.transfer_stats(), before, "nothing read from the first");
 }
 
+/// `shard` takes every shard's memory before any batch goes out: out of memory on a later
+/// device counts no transfer on an earlier one and leaves it holding what it held; a device
+/// holding several shards uploads them in one batch.
+#[gpu_test]
+fn shard_takes_every_shards_memory_before_it_uploads_in_one_batch_per_device() {
+    use gpu_arena::profile::TimelineEventKind as Kind;
+    let a = context_with(ArenaConfig {
+        timeline_capacity: 1024,
+        ..test_config()
+    });
+    let heap = a.memory_plan().heap_bytes;
+    let small = context_with(ArenaConfig {
+        mem_fraction: gpu_arena::MemFraction::fixed((1 << 20) as f64 / heap as f64),
+        ..test_config()
+    });
+    let _held = (
+        a.zeros::<u8>(&[1]).unwrap(),
+        small.zeros::<u8>(&[1]).unwrap(),
+    );
+    let transfers = |ctx: &Context| {
+        let events = ctx.memory_timeline().unwrap().events;
+        let arrays = events.iter().filter_map(|e| match e.kind {
+            Kind::Transfer { arrays, .. } => Some(arrays),
+            _ => None,
+        });
+        arrays.collect::<Vec<_>>()
+    };
+    let (stats, in_use) = (a.transfer_stats(), a.memory_stats().bytes_in_use);
+    let data = vec![1.0f32; 1 << 20]; // two shards of 2 MiB, one more than `small` holds
+    let err = shard(&[a.clone(), small.clone()], &data, &[2, 1 << 19]).unwrap_err();
+    assert!(matches!(err, Error::OutOfMemory { .. }), "{err}");
+    assert_eq!(
+        a.transfer_stats(),
+        stats,
+        "nothing uploaded to the first device"
+    );
+    assert_eq!(transfers(&a), [0u64; 0]);
+    a.synchronize().unwrap();
+    assert_eq!(a.memory_stats().bytes_in_use, in_use, "its shard freed");
+    let three = shard(&[a.clone(), small.clone(), a.clone()], &data[..6], &[3, 2]).unwrap();
+    assert_eq!(transfers(&a), [2], "one batch of two shards");
+    let (back, _) = gather(&[a.clone(), small.clone(), a.clone()], &three).unwrap();
+    assert_eq!(back, &data[..6]);
+}
+
 /// Asserts that `result` is the refusal of an array of context `array_ctx` by an operation of
 /// `op_ctx`, naming the operation and both devices.
 fn assert_foreign<T>(result: Result<T, Error>, operation: &str) {
