@@ -202,7 +202,7 @@ pub fn shard<T: bytemuck::Pod>(
     // One batch per device, and every shard's memory taken before any batch goes out: a
     // device that cannot hold its shards refuses before anything is uploaded anywhere. A
     // loop, not a closure: each shard's allocation site is the caller's line.
-    let mut batches: Vec<(&Context, UploadBatch<'_>, Vec<(usize, PendingArray<T>)>)> = Vec::new();
+    let mut batches: Vec<DeviceBatch<'_, T>> = Vec::new();
     for (i, (ctx, range)) in contexts
         .iter()
         .zip(shard_rows(rows, contexts.len()))
@@ -324,6 +324,9 @@ pub fn gather<T: bytemuck::Pod>(
     shape[0] = rows;
     Ok((pieces.into_iter().flatten().flatten().collect(), shape))
 }
+
+/// One device's upload in [`shard`]: its context, its batch, and each shard's place and ticket.
+type DeviceBatch<'a, T> = (&'a Context, UploadBatch<'a>, Vec<(usize, PendingArray<T>)>);
 
 fn no_contexts(operation: &'static str) -> Error {
     Error::InvalidArgument {
