@@ -6,9 +6,9 @@
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
 use crate::error::{Error, Result};
+use crate::guard_levels::TransferDirection::{DeviceToHost, HostToDevice};
 use crate::shape::check_shape;
 use crate::transfer::{check_guard_ahead, PendingArray, UploadBatch};
-use crate::TransferDirection::{DeviceToHost, HostToDevice};
 use std::ops::Range;
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@ use super::update_slice::whole_array;
 use crate::array::{Access, DeviceArray};
 use crate::compute::Sequence;
 use crate::context::Context;
-use crate::donated::{Donated, DonatedResult};
+use crate::donated::{give_back, Donated, DonatedResult};
 use crate::error::Result;
 use crate::memory_kind::MemoryKind;
 use crate::step::{BufferCopy, Step};
@@ -156,7 +156,9 @@ impl Sequence {
         operation: &'static str,
     ) -> DonatedResult<T> {
         if array.memory_kind() == kind {
-            return Ok(array);
+            // No copy, but the refusals of one: a lost device, another context's array.
+            let checked = array.check_same_context(&self.ctx.inner, operation);
+            return give_back(array, checked);
         }
         match self.copy_to(&array, kind, operation) {
             // The source's handle goes; the recorded copy holds its memory until it has run.

@@ -171,8 +171,9 @@ impl<'data> UploadBatch<'data> {
 }
 
 impl FinishedUpload {
-    /// The array a [`PendingArray`] stands for. Errors: [`Error::InvalidArgument`] if the
-    /// ticket is from another batch (each ticket can be redeemed once: it is consumed).
+    /// The array a [`PendingArray`] stands for. Errors: the [`Error`] variant
+    /// `InvalidArgument` if the ticket is from another batch (each ticket can be redeemed
+    /// once: it is consumed).
     pub fn take<T: bytemuck::Pod>(&mut self, pending: PendingArray<T>) -> Result<DeviceArray<T>> {
         if pending.batch != self.batch {
             return Err(Error::InvalidArgument {

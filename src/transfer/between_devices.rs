@@ -70,6 +70,10 @@ impl Context {
         if Arc::ptr_eq(&source, &self.inner) {
             return self.copy_as(array, OPERATION);
         }
+        // A lost device on either side is refused first: before the arguments, the guard and
+        // the copy's allocation.
+        self.inner.check_device(OPERATION)?;
+        source.check_device(OPERATION)?;
         array.storage.check_ready_for(
             &source,
             crate::array::Access::Read,
@@ -86,9 +90,6 @@ impl Context {
         {
             self.inner.guard(direction, bytes, OPERATION, true)?;
         }
-        // A lost device on either side is refused before the copy's array is allocated.
-        source.check_device(OPERATION)?;
-        self.inner.check_device(OPERATION)?;
         let copy = self.alloc_bytes::<T>(
             crate::memory_kind::MemoryKind::Device,
             array.shape(),

@@ -771,3 +771,49 @@ fn an_array_slot_refuses_an_array_of_another_memory_kind() {
         assert_eq!(ctx.device_get(&pinned).unwrap(), pattern(64, 3), "{path}");
     }
 }
+
+/// A recorded move to the kind an array is already in copies nothing but refuses as a copy
+/// would: another context's array, a lost device; the array comes back in the refusal.
+#[gpu_test]
+fn a_recorded_move_to_the_kind_an_array_is_in_refuses_a_foreign_array_and_a_lost_device() {
+    let (a, b) = (context_with(test_config()), context_with(test_config()));
+    let x = a.device_put(&[1u32; 8], &[8]).unwrap();
+    let pinned = a.offload(a.device_put(&[2u32; 8], &[8]).unwrap()).unwrap();
+    let mut foreign = b.sequence();
+    let refused = foreign.prefetch(x).unwrap_err();
+    assert!(
+        matches!(
+            refused.error,
+            Error::ForeignArray {
+                operation: "prefetch",
+                ..
+            }
+        ),
+        "{}",
+        refused.error
+    );
+    let refused = foreign.offload(pinned).unwrap_err();
+    assert!(
+        matches!(
+            refused.error,
+            Error::ForeignArray {
+                operation: "offload",
+                ..
+            }
+        ),
+        "{}",
+        refused.error
+    );
+    let pinned = refused.array;
+    drop(foreign);
+    let mut own = a.sequence();
+    a.device_lost_notifier()
+        .notify(wgpu::DeviceLostReason::Unknown, "lost by the test");
+    let refused = own.offload(pinned).unwrap_err();
+    assert!(
+        matches!(refused.error, Error::DeviceLost { .. }),
+        "{}",
+        refused.error
+    );
+    assert_eq!(refused.array.memory_kind(), MemoryKind::PinnedHost);
+}

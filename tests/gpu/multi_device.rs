@@ -647,6 +647,37 @@ fn shard_takes_every_shards_memory_before_it_uploads_in_one_batch_per_device() {
     assert_eq!(back, &data[..6]);
 }
 
+/// A copy to a device whose loss its context knows refuses with `DeviceLost` before it asks
+/// either guard or looks at a pending source, as every call does then.
+#[gpu_test]
+fn a_copy_to_a_lost_device_says_the_loss_before_the_guard_or_a_pending_source() {
+    let a = harness::context();
+    let b = context_with(ArenaConfig {
+        transfer_guard: TransferGuardLevels {
+            device_to_device: TransferGuardLevel::DisallowExplicit,
+            ..TransferGuardLevels::default()
+        },
+        ..test_config()
+    });
+    let x = a.device_put(&[1.0f32; 16], &[16]).unwrap();
+    let mut recording = a.sequence();
+    let pending = recording.put(&[2.0f32; 16], &[16]).unwrap();
+    b.device_lost_notifier()
+        .notify(wgpu::DeviceLostReason::Unknown, "lost by the test");
+    let results = [
+        ("device_put_from", b.device_put_from(&x).err()),
+        ("copy_to", x.copy_to(&b).err()),
+        ("a pending source", b.device_put_from(&pending).err()),
+    ];
+    for (what, result) in results {
+        assert!(
+            matches!(result, Some(Error::DeviceLost { .. })),
+            "{what}: {result:?}"
+        );
+    }
+    drop(recording);
+}
+
 /// Asserts that `result` is the refusal of an array of context `array_ctx` by an operation of
 /// `op_ctx`, naming the operation and both devices.
 fn assert_foreign<T>(result: Result<T, Error>, operation: &str) {
