@@ -13,42 +13,24 @@ use crate::kernel_tuning::KernelShape;
 use crate::pipelines::{Builtin, KernelState};
 use crate::step::{BoundRange, Step};
 
-/// An array and a byte range of it, relative to the array's first byte; what the kernel
-/// does to it, and the op's name for it (in a refusal).
+/// An array and the byte range of it a dispatch binds, relative to the array's first byte.
 pub(crate) struct Binding<'a> {
     pub(crate) storage: &'a std::sync::Arc<ArrayStorage>,
     pub(crate) range: BindRange,
-    pub(crate) access: Access,
-    pub(crate) argument: &'static str,
 }
 
 impl<'a> Binding<'a> {
-    /// A range the kernel only reads.
-    pub(crate) fn read<T: bytemuck::Pod>(
-        array: &'a DeviceArray<T>,
-        range: BindRange,
-        argument: &'static str,
-    ) -> Self {
+    /// `range` of `array`.
+    pub(crate) fn of<T: bytemuck::Pod>(array: &'a DeviceArray<T>, range: BindRange) -> Self {
         Binding {
             storage: &array.storage,
             range,
-            access: Access::Read,
-            argument,
-        }
-    }
-
-    /// A range the kernel writes.
-    pub(crate) fn write<T: bytemuck::Pod>(
-        array: &'a DeviceArray<T>,
-        range: BindRange,
-        argument: &'static str,
-    ) -> Self {
-        Binding {
-            access: Access::Write,
-            ..Binding::read(array, range, argument)
         }
     }
 }
+
+/// An array an op uses, how, and the op's name for it (in a refusal).
+pub(crate) type OpArray<'a> = (&'a std::sync::Arc<ArrayStorage>, Access, &'static str);
 
 /// A kernel's parameters (binding 0).
 #[derive(Clone, Copy)]
@@ -112,20 +94,23 @@ impl Sequence {
         &mut self,
         kernels: &mut KernelState,
         dispatches: &[Dispatch<'_>],
+        arrays: &[OpArray<'_>],
         operation: &'static str,
     ) -> Result<()> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         let max = inner.max_workgroups_per_dimension();
-        // Everything that can fail comes first (compiling, then every array's checks), so a
-        // refused op records and marks nothing.
+        // Everything that can fail comes first (compiling, then the checks of every array of
+        // the op, bound by a dispatch or not: an op of no bytes has no dispatch), so a refused
+        // op records and marks nothing, and an op of no bytes refuses and marks as any other.
         let compiled = dispatches
             .iter()
             .map(|d| kernels.builtin(inner.device(), inner.adapter_info(), d.kernel, d.shape))
             .collect::<Result<Vec<_>>>()?;
-        let bindings: Vec<&Binding<'_>> =
-            dispatches.iter().flat_map(|d| d.bindings.iter()).collect();
-        let uses: Vec<_> = bindings.iter().map(|b| (b.storage, b.access)).collect();
-        self.touch_all(&uses, operation, |i| bindings[i].argument.to_string())?;
+        let uses: Vec<_> = arrays
+            .iter()
+            .map(|&(storage, access, _)| (storage, access))
+            .collect();
+        self.touch_all(&uses, operation, |i| arrays[i].2.to_string())?;
         for (d, compiled) in dispatches.iter().zip(compiled) {
             let items = d.params.items();
             let per_group = d.shape.per_group();
@@ -220,15 +205,20 @@ impl Sequence {
                 dispatches.push(Dispatch {
                     kernel,
                     shape: self.kernel_shape(&mut kernels, kernel, u64::from(d.params.items)),
-                    bindings: vec![
-                        Binding::read(src, d.src, names.0),
-                        Binding::write(dst, d.dst, names.1),
-                    ],
+                    bindings: vec![Binding::of(src, d.src), Binding::of(dst, d.dst)],
                     params: Params::Copy(d.params),
                 });
             }
         }
-        self.record_builtin(&mut kernels, &dispatches, operation)
+        let arrays: Vec<OpArray<'_>> = (copies.iter())
+            .flat_map(|(src, dst, _)| {
+                [
+                    (&src.storage, Access::Read, names.0),
+                    (&dst.storage, Access::Write, names.1),
+                ]
+            })
+            .collect();
+        self.record_builtin(&mut kernels, &dispatches, &arrays, operation)
     }
 }
 

@@ -125,11 +125,12 @@ impl Sequence {
             .map(|d| Dispatch {
                 kernel: Builtin::Fill,
                 shape: self.kernel_shape(&mut kernels, Builtin::Fill, u64::from(d.params.items)),
-                bindings: vec![Binding::write(&array, d.dst, "the array")],
+                bindings: vec![Binding::of(&array, d.dst)],
                 params: Params::Fill(d.params),
             })
             .collect();
-        let recorded = self.record_builtin(&mut kernels, &dispatches, operation);
+        let written = [(&array.storage, Access::Write, "the array")];
+        let recorded = self.record_builtin(&mut kernels, &dispatches, &written, operation);
         drop(dispatches);
         give_back(array, recorded)
     }

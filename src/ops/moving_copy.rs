@@ -161,8 +161,16 @@ impl Capture {
             &limits,
         )
         .map_err(|refused| planning_error(operation, refused))?;
+        let arrays = [
+            (&src.0.storage, src.1, src.2),
+            (&dst.0.storage, dst.1, dst.2),
+        ];
         let Some(planned) = planned else {
-            // An empty box moves nothing: no dispatch, only its starts to check.
+            // An empty box moves nothing: no dispatch, only its starts to check; its arrays
+            // are the step's as any op's are.
+            self.tables(operation)?;
+            let uses = arrays.map(|(storage, access, _)| (storage, access));
+            (self.sequence).touch_all(&uses, operation, |i| arrays[i].2.to_string())?;
             self.tables(operation)?.empty_moving.push(EmptyMoving {
                 slot: slot.index,
                 shape,
@@ -189,26 +197,20 @@ impl Capture {
             kernel,
             shape: kernel_shape,
             bindings: vec![
-                Binding {
-                    storage: &src.0.storage,
-                    range: planned.src,
-                    access: src.1,
-                    argument: src.2,
-                },
-                Binding {
-                    storage: &dst.0.storage,
-                    range: planned.dst,
-                    access: dst.1,
-                    argument: dst.2,
-                },
+                Binding::of(src.0, planned.src),
+                Binding::of(dst.0, planned.dst),
             ],
             params: Params::Copy(planned.params),
         };
         // The tables are there (or the op is refused) before anything is recorded.
         self.tables(operation)?;
         let step = self.sequence.steps.len();
-        self.sequence
-            .record_builtin(&mut kernels, std::slice::from_ref(&dispatch), operation)?;
+        self.sequence.record_builtin(
+            &mut kernels,
+            std::slice::from_ref(&dispatch),
+            &arrays,
+            operation,
+        )?;
         let tables = self.tables(operation)?;
         let moving_box = MovingBox {
             copy: copy.clone(),

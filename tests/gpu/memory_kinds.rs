@@ -667,13 +667,21 @@ fn moves_refuse_foreign_and_pending_arrays_and_give_them_back() {
     );
     assert_eq!(other.device_get(&donated.array).unwrap(), data);
     let mut sequence = ctx.sequence();
-    let foreign = sequence.prefetch(donated.array).unwrap();
-    assert_eq!(
-        foreign.memory_kind(),
-        MemoryKind::Device,
-        "already on the device"
+    // Already on the device: no copy, but refused as the eager move refuses it.
+    let donated = sequence.prefetch(donated.array).unwrap_err();
+    assert!(
+        matches!(
+            donated.error,
+            Error::ForeignArray {
+                operation: "prefetch",
+                ..
+            }
+        ),
+        "{}",
+        donated.error
     );
-    let donated = ctx.sequence().offload(foreign).unwrap_err();
+    assert_eq!(donated.array.memory_kind(), MemoryKind::Device);
+    let donated = ctx.sequence().offload(donated.array).unwrap_err();
     assert!(
         matches!(donated.error, Error::ForeignArray { .. }),
         "{}",

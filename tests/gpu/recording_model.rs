@@ -1114,3 +1114,62 @@ fn a_sequence_of_many_puts_gives_its_extra_staging_buffers_back() {
     drop(s);
     assert!(ctx.staging_buffers_created().0 <= 3);
 }
+
+/// A recorded op of no bytes is recorded as any other, on every path and in a capture: its
+/// arrays are pending by access (a written one for everyone, a read one for writers), and
+/// another context's array is refused.
+#[gpu_test]
+fn a_recorded_op_of_no_bytes_makes_its_arrays_pending_and_refuses_a_foreign_one() {
+    let other = context();
+    for (path, ctx) in crate::harness::op_paths() {
+        for capture in [false, true] {
+            let case = format!("{path}, capture {capture}");
+            let m = ctx.zeros::<f32>(&[4, 3]).unwrap();
+            let (empty, source) = (
+                ctx.zeros::<f32>(&[0, 3]).unwrap(),
+                ctx.zeros::<f32>(&[0]).unwrap(),
+            );
+            let mut cap = ctx.capture();
+            cap.set_mode(gpu_arena::CaptureMode::Relaxed);
+            let mut sequence = ctx.sequence();
+            let recorder: &mut gpu_arena::Sequence = if capture { &mut cap } else { &mut sequence };
+            let m = recorder.dynamic_update_slice(m, &empty, &[0, 0]).unwrap();
+            let filled = recorder
+                .fill_in_place(ctx.zeros::<f32>(&[4, 0, 3]).unwrap(), 1.0)
+                .unwrap();
+            let copied = recorder.copy(&source).unwrap();
+            let sliced = recorder.dynamic_slice(&m, &[0, 0], &[0, 3]).unwrap();
+            let foreign = recorder.fill_in_place(other.zeros::<f32>(&[0]).unwrap(), 1.0);
+            let refused = foreign.err().map(|donated| donated.error);
+            assert!(
+                matches!(refused, Some(Error::ForeignArray { .. })),
+                "{case}: {refused:?}"
+            );
+            // Written arrays are pending for everyone, read ones for writers only.
+            for (what, written) in [
+                ("operand", &m),
+                ("filled", &filled),
+                ("copy", &copied),
+                ("slice", &sliced),
+            ] {
+                let error = ctx.device_get(written).err();
+                assert!(
+                    matches!(error, Some(Error::PendingInRecorder { .. })),
+                    "{case}, {what}: {error:?}"
+                );
+            }
+            assert!(
+                ctx.device_get(&source).is_ok(),
+                "{case}: a read source stays readable"
+            );
+            let error = ctx
+                .fill_in_place(source, 2.0)
+                .err()
+                .map(|donated| donated.error);
+            assert!(
+                matches!(error, Some(Error::PendingInRecorder { .. })),
+                "{case}: {error:?}"
+            );
+        }
+    }
+}
