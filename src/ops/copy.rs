@@ -54,10 +54,9 @@ impl Context {
     /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped and idle, a
     /// `memcpy`), gathered
     /// with the other single ops like every op. The source's memory returns to its arena once the copy has
-    /// run. An array already in pinned host memory comes back as it is, with no copy (no transfer:
-    /// neither guarded nor counted). An
-    /// **explicit** device-to-host transfer: guarded, counted in [`Context::transfer_stats`],
-    /// on the timeline. JAX: `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`.
+    /// run. An array already in pinned host memory comes back as it is, with no copy (no
+    /// transfer: neither guarded nor counted). An **explicit** device-to-host transfer:
+    /// guarded, counted in [`Context::transfer_stats`], on the timeline. JAX: `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`.
     ///
     /// Errors: the guard's refusal, out-of-memory of the pinned-host kind (its limit is
     /// [`ArenaConfig::pinned_host_bytes`](crate::ArenaConfig)),
@@ -82,8 +81,8 @@ impl Context {
 
     /// Moves the donated `array` to device memory ([`MemoryKind::Device`]): the reverse of
     /// [`Context::offload`], with its rules (an **explicit** host-to-device transfer; an array
-    /// already in device memory comes back as it is, neither guarded nor counted; **on error the donated array comes back
-    /// intact**).
+    /// already in device memory comes back as it is, neither guarded nor counted; **on error
+    /// the donated array comes back intact**).
     #[track_caller]
     pub fn prefetch<T: bytemuck::Pod>(&self, array: DeviceArray<T>) -> DonatedResult<T> {
         self.move_to(array, MemoryKind::Device, "prefetch")
