@@ -8,7 +8,7 @@ use crate::context::Context;
 use crate::error::{Error, Result};
 use crate::guard_levels::TransferDirection::{DeviceToHost, HostToDevice};
 use crate::shape::check_shape;
-use crate::transfer::{check_guard_ahead, PendingArray, UploadBatch};
+use crate::transfer::check_guard_ahead;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -185,12 +185,15 @@ pub fn shard<T: bytemuck::Pod>(
     }
     // `check_shape` proved the element count fits, so the row length does too.
     let row_len: usize = row_shape.iter().product();
+    let ranges: Vec<Range<usize>> = shard_rows(rows, contexts.len()).collect();
+    let row_bytes = (row_len * std::mem::size_of::<T>()) as u64;
+    let devices = by_device(contexts);
     // Every device and its guard are asked first: a lost device or a refusal on a later one
     // uploads nothing to an earlier one.
-    let row_bytes = (row_len * std::mem::size_of::<T>()) as u64;
-    for (ctx, range) in contexts.iter().zip(shard_rows(rows, contexts.len())) {
+    for (ctx, mine) in &devices {
         ctx.inner.check_device(OPERATION)?;
-        let bytes = range.len() as u64 * row_bytes;
+        let rows: usize = mine.iter().map(|&i| ranges[i].len()).sum();
+        let bytes = rows as u64 * row_bytes;
         check_guard_ahead(
             &ctx.inner.guard_defaults(),
             HostToDevice,
@@ -200,34 +203,24 @@ pub fn shard<T: bytemuck::Pod>(
         )?;
     }
     // One batch per device, and every shard's memory taken before any batch goes out: a
-    // device that cannot hold its shards refuses before anything is uploaded anywhere. A
-    // loop, not a closure: each shard's allocation site is the caller's line.
-    let mut batches: Vec<DeviceBatch<'_, T>> = Vec::new();
-    for (i, (ctx, range)) in contexts
-        .iter()
-        .zip(shard_rows(rows, contexts.len()))
-        .enumerate()
-    {
-        let mut shard_shape = shape.to_vec();
-        shard_shape[0] = range.len();
-        let rows = &data[range.start * row_len..range.end * row_len];
-        let device = match batches
-            .iter()
-            .position(|(c, ..)| Arc::ptr_eq(&c.inner, &ctx.inner))
-        {
-            Some(device) => device,
-            None => {
-                batches.push((ctx, ctx.upload_batch(), Vec::new()));
-                batches.len() - 1
-            }
-        };
-        let (_, batch, pending) = &mut batches[device];
-        pending.push((i, batch.put(rows, &shard_shape)?));
+    // device that cannot hold its shards refuses before anything is uploaded anywhere. Loops,
+    // not closures: each shard's allocation site is the caller's line.
+    let mut batches = Vec::with_capacity(devices.len());
+    for (ctx, mine) in &devices {
+        let mut batch = ctx.upload_batch();
+        let mut tickets = Vec::with_capacity(mine.len());
+        for &i in mine {
+            let mut shard_shape = shape.to_vec();
+            shard_shape[0] = ranges[i].len();
+            let rows = &data[ranges[i].start * row_len..ranges[i].end * row_len];
+            tickets.push(batch.put(rows, &shard_shape)?);
+        }
+        batches.push((batch, tickets));
     }
     let mut shards: Vec<Option<DeviceArray<T>>> = (0..contexts.len()).map(|_| None).collect();
-    for (_, batch, pending) in batches {
+    for ((_, mine), (batch, tickets)) in devices.iter().zip(batches) {
         let mut finished = batch.finish()?;
-        for (i, ticket) in pending {
+        for (&i, ticket) in mine.iter().zip(tickets) {
             shards[i] = Some(finished.take(ticket)?);
         }
     }
@@ -292,16 +285,7 @@ pub fn gather<T: bytemuck::Pod>(
     }
     // One readback per device, each device's guard asked first (a refusal on a later device
     // reads nothing on an earlier one), then the pieces in the shards' order.
-    let mut devices: Vec<(&Context, Vec<usize>)> = Vec::new();
-    for (j, ctx) in contexts.iter().enumerate() {
-        match devices
-            .iter_mut()
-            .find(|(c, _)| Arc::ptr_eq(&c.inner, &ctx.inner))
-        {
-            Some((_, mine)) => mine.push(j),
-            None => devices.push((ctx, vec![j])),
-        }
-    }
+    let devices = by_device(contexts);
     for (ctx, mine) in &devices {
         // `check_ready_for` above bounds each shard's bytes, so their sum fits a u64.
         let bytes = mine.iter().map(|&j| shards[j].size_in_bytes()).sum();
@@ -325,8 +309,18 @@ pub fn gather<T: bytemuck::Pod>(
     Ok((pieces.into_iter().flatten().flatten().collect(), shape))
 }
 
-/// One device's upload in [`shard`]: its context, its batch, and each shard's place and ticket.
-type DeviceBatch<'a, T> = (&'a Context, UploadBatch<'a>, Vec<(usize, PendingArray<T>)>);
+/// The distinct devices of `contexts`, in order of first appearance, each with the places in
+/// `contexts` that name it.
+fn by_device(contexts: &[Context]) -> Vec<(&Context, Vec<usize>)> {
+    let mut devices: Vec<(&Context, Vec<usize>)> = Vec::new();
+    for (i, ctx) in contexts.iter().enumerate() {
+        match (devices.iter_mut()).find(|(c, _)| Arc::ptr_eq(&c.inner, &ctx.inner)) {
+            Some((_, places)) => places.push(i),
+            None => devices.push((ctx, vec![i])),
+        }
+    }
+    devices
+}
 
 fn no_contexts(operation: &'static str) -> Error {
     Error::InvalidArgument {
