@@ -647,6 +647,53 @@ fn shard_takes_every_shards_memory_before_it_uploads_in_one_batch_per_device() {
     assert_eq!(back, &data[..6]);
 }
 
+/// Two threads shard and gather over the same devices at once, one of them reading the same
+/// shards over and over: each gets its own rows back, and every shard's upload and read is
+/// counted once on its device.
+#[gpu_test]
+fn two_threads_shard_and_gather_over_the_same_devices_each_get_their_own_rows() {
+    let (a, b) = (harness::context(), harness::context());
+    let contexts = [a.clone(), b.clone(), a.clone()];
+    let shared_data: Vec<u32> = (0..12).collect();
+    let shared = shard(&contexts, &shared_data, &[3, 4]).unwrap();
+    let before = (a.transfer_stats(), b.transfer_stats());
+    const ROUNDS: u64 = 8;
+    std::thread::scope(|scope| {
+        let readers = scope.spawn(|| {
+            for _ in 0..ROUNDS {
+                let (back, shape) = gather(&contexts, &shared).unwrap();
+                assert_eq!((back, shape), (shared_data.clone(), vec![3, 4]));
+            }
+        });
+        for round in 0..ROUNDS as u32 {
+            let data: Vec<u32> = (0..12).map(|i| i * 100 + round).collect();
+            let shards = shard(&contexts, &data, &[3, 4]).unwrap();
+            assert_eq!(gather(&contexts, &shards).unwrap().0, data);
+        }
+        readers.join().unwrap();
+    });
+    // Each round on each thread reads every shard, and the writer uploads them: `a` holds two
+    // shards of 16 bytes, `b` one.
+    for (ctx, then, shards) in [(&a, before.0, 2), (&b, before.1, 1)] {
+        let now = ctx.transfer_stats();
+        let moved = |now: gpu_arena::transfer::DirectionStats,
+                     then: gpu_arena::transfer::DirectionStats| {
+            let (now, then) = (now.explicit, then.explicit);
+            (now.count - then.count, now.bytes - then.bytes)
+        };
+        let reads = 2 * shards * ROUNDS;
+        assert_eq!(
+            moved(now.device_to_host, then.device_to_host),
+            (reads, reads * 16)
+        );
+        let uploads = shards * ROUNDS;
+        assert_eq!(
+            moved(now.host_to_device, then.host_to_device),
+            (uploads, uploads * 16)
+        );
+    }
+}
+
 /// A copy to a device whose loss its context knows refuses with `DeviceLost` before it asks
 /// either guard or looks at a pending source, as every call does then.
 #[gpu_test]

@@ -1173,3 +1173,40 @@ fn a_recorded_op_of_no_bytes_makes_its_arrays_pending_and_refuses_a_foreign_one(
         }
     }
 }
+
+/// Two threads on one array written by a recorded op of no bytes: while the sequence is open
+/// the other thread's reads of the array are refused as pending, and once it is submitted they
+/// see the array as it was (an empty update changes no element).
+#[gpu_test]
+fn another_thread_waits_out_a_recorded_op_of_no_bytes_on_the_array_it_reads() {
+    for (path, ctx) in crate::harness::op_paths() {
+        let values: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let m = ctx.device_put(&values, &[4, 3]).unwrap();
+        let empty = ctx.zeros::<f32>(&[0, 3]).unwrap();
+        let mut sequence = ctx.sequence();
+        let m = sequence.dynamic_update_slice(m, &empty, &[0, 0]).unwrap();
+        let (refused, seen) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut refusals = 0;
+                loop {
+                    match ctx.device_get(&m) {
+                        Ok(back) => return (refusals, back),
+                        Err(Error::PendingInRecorder { .. }) => {
+                            refusals += 1;
+                            let _ = refused.send(());
+                            std::thread::yield_now();
+                        }
+                        Err(other) => panic!("{path}: {other}"),
+                    }
+                }
+            });
+            seen.recv_timeout(std::time::Duration::from_secs(60))
+                .expect("the reader was refused while the op was recorded");
+            sequence.submit().unwrap();
+            let (refusals, back) = reader.join().unwrap();
+            assert!(refusals >= 1, "{path}");
+            assert_eq!(back, values, "{path}: the empty update changed an element");
+        });
+    }
+}
