@@ -17,7 +17,8 @@ impl Sequence {
     /// the sequence runs (before any later step). An explicit host-to-device transfer, checked
     /// by the guard and counted now, as every recorded op is (the data leaves your slice now;
     /// dropping the sequence unsubmitted does not take the count back). In a
-    /// [`Capture`](crate::Capture), each run counts it instead.
+    /// [`Capture`](crate::Capture) it is captured data: guarded when recorded, counted by no
+    /// run (the capture guide's recording model).
     ///
     /// Errors: as [`crate::Context::device_put`].
     #[track_caller]

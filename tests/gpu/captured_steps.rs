@@ -1084,7 +1084,8 @@ fn a_runs_inputs_and_reads_are_explicit_transfers_the_guard_sees_and_the_stats_c
 }
 
 /// Capturing moves nothing, so it counts no transfer and puts none on the timeline, kept or
-/// dropped; a run that sets an input counts it once, and a run that sets none counts nothing.
+/// dropped; a run that sets an input counts it once, and a run that sets none counts nothing:
+/// captured data (an input's first value, a captured `put`) is counted by no run.
 #[gpu_test]
 fn capturing_counts_no_transfer_and_only_the_runs_that_set_an_input_count_it() {
     use gpu_arena::profile::TimelineEventKind;
@@ -1111,6 +1112,7 @@ fn capturing_counts_no_transfer_and_only_the_runs_that_set_an_input_count_it() {
     // Finished.
     let mut cap = ctx.capture();
     let (x, slot) = cap.input(&[1u32; 1000], &[1000]).unwrap();
+    let constant = cap.put(&[3u32; 100], &[100]).unwrap();
     let mut step = cap.finish().unwrap();
     assert_eq!(ctx.transfer_stats(), before);
     assert_eq!(transfers_on_the_timeline(), on_timeline);
@@ -1124,6 +1126,7 @@ fn capturing_counts_no_transfer_and_only_the_runs_that_set_an_input_count_it() {
     assert_eq!(transfers_on_the_timeline(), on_timeline + 1);
     drop(step);
     assert_eq!(ctx.device_get(&x).unwrap(), vec![7; 1000]);
+    assert_eq!(ctx.device_get(&constant).unwrap(), vec![3; 100]);
 }
 
 /// An open capture refuses eager single ops and launches on its context from the thread that
