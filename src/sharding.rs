@@ -149,9 +149,10 @@ impl PartialEq<Vec<Range<usize>>> for ShardRows {
 /// Uploads to one device do not wait for the others'. A context may appear more than once (one
 /// device holding several shards).
 ///
-/// Errors: no contexts (refused as by [`gather`]), a shape that does not hold `data` or has
-/// rank 0 ([`Error::Shape`]), a lost device ([`Error::DeviceLost`]) or the guard's refusal on
-/// any device (every device is asked before anything moves: nothing is uploaded then), or
+/// Errors: a lost device ([`Error::DeviceLost`], whichever it is, before anything else is
+/// looked at), no contexts (refused as by [`gather`]), a shape that does not hold `data` or
+/// has rank 0 ([`Error::Shape`]), the guard's refusal on any device (every device is asked
+/// before anything moves: nothing is uploaded then), or
 /// out-of-memory on any device (every shard takes its memory before any batch is finished:
 /// no transfer is counted then, and the memory taken on other devices is freed; their
 /// allocations stay counted in `num_allocs`, the peak and the timeline, as XLA's counters
@@ -173,6 +174,7 @@ pub fn shard<T: bytemuck::Pod>(
     shape: &[usize],
 ) -> Result<Vec<DeviceArray<T>>> {
     const OPERATION: &str = "shard";
+    check_devices(contexts, OPERATION)?;
     check_shape(shape, Some(data.len()), std::mem::size_of::<T>(), OPERATION)?;
     let Some((&rows, row_shape)) = shape.split_first() else {
         return Err(Error::Shape {
@@ -188,10 +190,9 @@ pub fn shard<T: bytemuck::Pod>(
     let ranges: Vec<Range<usize>> = shard_rows(rows, contexts.len()).collect();
     let row_bytes = (row_len * std::mem::size_of::<T>()) as u64;
     let devices = by_device(contexts);
-    // Every device and its guard are asked first: a lost device or a refusal on a later one
-    // uploads nothing to an earlier one.
+    // Every device's guard is asked first: a refusal on a later one uploads nothing to an
+    // earlier one.
     for (ctx, mine) in &devices {
-        ctx.inner.check_device(OPERATION)?;
         let rows: usize = mine.iter().map(|&i| ranges[i].len()).sum();
         let bytes = rows as u64 * row_bytes;
         check_guard_ahead(
@@ -232,7 +233,8 @@ pub fn shard<T: bytemuck::Pod>(
 /// explicit device-to-host transfer per shard). Returns the data and its shape
 /// (`[sum of rows, shape[1..]]`).
 ///
-/// Errors: as many contexts as shards are needed, and at least one
+/// Errors: a lost device ([`Error::DeviceLost`], whichever it is, before anything else is
+/// looked at); as many contexts as shards are needed, and at least one
 /// ([`Error::InvalidArgument`]); [`Error::ForeignArray`] naming both devices for a shard of
 /// another context than its place says; [`Error::Shape`] for a rank-0 shard or shards whose
 /// trailing dimensions differ; the guard's refusal on any device (every device is asked before
@@ -242,6 +244,7 @@ pub fn gather<T: bytemuck::Pod>(
     shards: &[DeviceArray<T>],
 ) -> Result<(Vec<T>, Vec<usize>)> {
     const OPERATION: &str = "gather";
+    check_devices(contexts, OPERATION)?;
     if contexts.len() != shards.len() {
         return Err(Error::InvalidArgument {
             operation: OPERATION,
@@ -320,6 +323,14 @@ fn by_device(contexts: &[Context]) -> Vec<(&Context, Vec<usize>)> {
         }
     }
     devices
+}
+
+/// Refuses with [`Error::DeviceLost`] when any of `contexts` knows its device is lost: the first
+/// check of a call over several devices, before its arguments or any guard.
+fn check_devices(contexts: &[Context], operation: &'static str) -> Result<()> {
+    contexts
+        .iter()
+        .try_for_each(|ctx| ctx.inner.check_device(operation))
 }
 
 fn no_contexts(operation: &'static str) -> Error {

@@ -281,8 +281,9 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// launch that runs), a missing or wrongly sized parameter block, a missing grid or one
     /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
     /// kernel of another context; [`Error::PendingInRecorder`], for a launch of
-    /// [`Context::launch`], over an array pending in an unsubmitted [`Sequence`] (it would run
-    /// before that sequence's work: submit it first); [`Error::Device`] when the device refuses
+    /// [`Context::launch`], over an array pending for it in an unsubmitted [`Sequence`] (one the
+    /// sequence writes, or one it reads that the launch writes: the launch would run before
+    /// that sequence's work; submit it first); [`Error::Device`] when the device refuses
     /// the work's bindings (made within this call). A refused launch records nothing and marks
     /// no array. A single launch is submitted with the context's other gathered ops: what the
     /// device refuses only then (a lost device) is reported by the next wait or

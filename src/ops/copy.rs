@@ -127,21 +127,24 @@ fn direction(from: MemoryKind, to: MemoryKind) -> TransferDirection {
 }
 
 impl Sequence {
-    /// [`Context::copy`], recorded (guarded and counted when recorded).
+    /// [`Context::copy`], recorded: guarded and counted when recorded; in a
+    /// [`Capture`](crate::Capture), guarded when recorded and counted by every run.
     #[track_caller]
     pub fn copy<T: bytemuck::Pod>(&mut self, array: &DeviceArray<T>) -> Result<DeviceArray<T>> {
         self.copy_to(array, array.memory_kind(), "copy")
     }
 
-    /// [`Context::offload`], recorded (guarded and counted when recorded). In a
-    /// [`Capture`](crate::Capture) the pinned-host array is not one of the step's temporaries:
-    /// it is an array of its own, which every run of the step writes.
+    /// [`Context::offload`], recorded: guarded and counted when recorded. In a
+    /// [`Capture`](crate::Capture) it is guarded when recorded and counted by every run, and
+    /// the pinned-host array is not one of the step's temporaries: it is an array of its own,
+    /// which every run of the step writes.
     #[track_caller]
     pub fn offload<T: bytemuck::Pod>(&mut self, array: DeviceArray<T>) -> DonatedResult<T> {
         self.move_to(array, MemoryKind::PinnedHost, "offload")
     }
 
-    /// [`Context::prefetch`], recorded (guarded and counted when recorded).
+    /// [`Context::prefetch`], recorded: guarded and counted when recorded; in a
+    /// [`Capture`](crate::Capture), guarded when recorded and counted by every run.
     #[track_caller]
     pub fn prefetch<T: bytemuck::Pod>(&mut self, array: DeviceArray<T>) -> DonatedResult<T> {
         self.move_to(array, MemoryKind::Device, "prefetch")

@@ -47,8 +47,9 @@ impl Context {
     /// context is copied on the device, as [`Context::copy`].
     ///
     /// Errors: the guard's refusal (`disallow_explicit` for device-to-device, in either
-    /// context), out-of-memory on this device, an array still used by an unsubmitted
-    /// [`crate::Sequence`] of its context, [`crate::Error::DeviceLost`] when either device is
+    /// context), out-of-memory on this device, [`crate::Error::PendingInRecorder`] for an array
+    /// an unsubmitted [`crate::Sequence`] of its context writes (the copy only reads it: one the
+    /// sequence only reads is copied), [`crate::Error::DeviceLost`] when either device is
     /// lost (before anything is allocated), [`crate::Error::Device`] when either device
     /// refuses the copy's work.
     ///

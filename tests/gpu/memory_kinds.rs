@@ -186,6 +186,7 @@ fn moves_record_in_sequences_and_captured_steps() {
         // A captured step that offloads a temporary: every run writes the same pinned array.
         let k = ctx.kernel(SCALE_ADD, "main").unwrap();
         let mut cap = ctx.capture();
+        let before_capture = ctx.transfer_stats();
         let (x, slot) = cap.input(&data, &[300]).unwrap();
         let mut y = cap.fill(&[300], 0u32).unwrap();
         cap.launch(&k)
@@ -201,6 +202,11 @@ fn moves_record_in_sequences_and_captured_steps() {
         let read = cap.read(&back).unwrap();
         drop((x, back));
         let mut step = cap.finish().unwrap();
+        assert_eq!(
+            ctx.transfer_stats(),
+            before_capture,
+            "{path}: recording the copy and the moves counted them"
+        );
         for seed in [5u32, 6] {
             let input = pattern(300, seed);
             let mut out = vec![0u32; 300];

@@ -413,11 +413,17 @@ fn a_copy_within_one_context_is_a_device_copy() {
     assert_eq!(d2d(&a), (1, 18));
 }
 
+/// An array an unsubmitted sequence writes is not copied to another device; one it only reads
+/// is (the copy reads it too: readers never refuse readers).
 #[gpu_test]
 fn an_array_in_an_unsubmitted_sequence_is_not_copied_to_another_device() {
     let a = harness::context();
     let b = harness::context();
     let mut s = a.sequence();
+    let read = a.device_put(&[2.0f32; 16], &[16]).unwrap();
+    let _copy = s.copy(&read).unwrap();
+    let on_b = b.device_put_from(&read).unwrap();
+    assert_eq!(b.device_get(&on_b).unwrap(), [2.0; 16]);
     let x = s.put(&[1.0f32; 16], &[16]).unwrap();
     let err = b.device_put_from(&x).unwrap_err();
     assert_pending_in_sequence(
@@ -723,6 +729,49 @@ fn a_copy_to_a_lost_device_says_the_loss_before_the_guard_or_a_pending_source() 
         );
     }
     drop(recording);
+}
+
+/// `shard` and `gather` over a lost device refuse with `DeviceLost` whichever place it holds,
+/// before they look at their shapes or ask any device's guard.
+#[gpu_test]
+fn shard_and_gather_over_a_lost_device_say_the_loss_first() {
+    let (a, b) = (harness::context(), harness::context());
+    let shards = shard(&[a.clone(), b.clone()], &[1u32, 2, 3, 4], &[2, 2]).unwrap();
+    let odd = a.device_put(&[5u32; 3], &[3]).unwrap();
+    b.device_lost_notifier()
+        .notify(wgpu::DeviceLostReason::Unknown, "lost by the test");
+    let _guard = TransferGuard::scoped(TransferGuardLevel::DisallowExplicit);
+    let before = a.transfer_stats();
+    let results = [
+        (
+            "shard",
+            shard(&[a.clone(), b.clone()], &[1u32; 4], &[2, 2]).err(),
+        ),
+        (
+            "shard, a bad shape",
+            shard(&[a.clone(), b.clone()], &[1u32; 4], &[3]).err(),
+        ),
+        ("gather", gather(&[a.clone(), b.clone()], &shards).err()),
+        (
+            "gather, shards of other shapes",
+            gather(
+                &[a.clone(), b.clone()],
+                &[odd, shards.into_iter().nth(1).unwrap()],
+            )
+            .err(),
+        ),
+    ];
+    for (what, result) in results {
+        assert!(
+            matches!(result, Some(Error::DeviceLost { .. })),
+            "{what}: {result:?}"
+        );
+    }
+    assert_eq!(
+        a.transfer_stats(),
+        before,
+        "nothing moved on the healthy device"
+    );
 }
 
 /// Asserts that `result` is the refusal of an array of context `array_ctx` by an operation of

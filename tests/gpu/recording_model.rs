@@ -773,8 +773,15 @@ fn an_array_a_sequence_writes_stays_pending_for_readers_and_writers() {
     assert!(message.contains("a write to it"), "{message}");
     assert_names_the_pending_sequence(&ctx.device_get(&y).unwrap_err(), "device_get");
     assert_names_the_pending_sequence(&ctx.copy(&y).unwrap_err(), "copy");
-    // `x`, only read by the sequence, is free for readers.
+    // `x`, only read by the sequence, is free for readers, a single launch included.
     assert_eq!(ctx.device_get(&x).unwrap(), [3.0; 64]);
+    ctx.launch(&k)
+        .arg(&x)
+        .arg_mut(&mut z)
+        .grid_for(64)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&z).unwrap(), [6.0; 64]);
     s.submit().unwrap();
     assert_eq!(ctx.device_get(&y).unwrap(), [6.0; 64]);
 }
