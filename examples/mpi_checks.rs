@@ -267,7 +267,8 @@ fn collectives(group: &Collectives) -> anyhow::Result<()> {
         "host buffers of {peak} bytes, above three chunks"
     );
     println!(
-        "rank {rank}: host_bytes_peak {peak} zero_copy {} in_place {} library {:?}",
+        "rank {rank}: host_bytes_peak {peak} backend {:?} zero_copy {} in_place {} library {:?}",
+        ctx.adapter_info().backend,
         ctx.config().zero_copy,
         group.reduces_in_place(),
         distributed::mpi::environment::library_version()

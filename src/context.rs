@@ -750,6 +750,10 @@ impl crate::host_link::HostPort for ContextInner {
         // The writes are inside the submission's error scopes: one into a buffer destroyed
         // through the escape hatch is an `Error::Device`.
         let submission = self.submission(during)?;
+        // wgpu lands queued writes before the next submission's commands, and that would be
+        // the gathered batch's: submitted first, its ops (and the small puts it writes) come
+        // before these writes, as they were called.
+        self.submit_gathered_now();
         writes();
         submission.submit([], |_| {}, [])
     }

@@ -184,6 +184,18 @@ fn collectives_through_the_staging_pool_match_when_zero_copy_is_off() {
     assert!(output.contains("zero_copy false"), "{output}");
 }
 
+/// On wgpu's GL backend staging is wgpu's own: a chunk is reduced on the host, never in
+/// staging buffers the host cannot map, and a rank's writes into its arrays land after the
+/// single ops gathered before them (a small `device_put` of the array included).
+#[test]
+fn collectives_on_the_gl_backend_match_the_host_reference() {
+    let gl = [("GPU_ARENA_BACKEND", "gl")];
+    let output = passes(2, &[], "collectives", &gl);
+    assert!(output.contains("backend Gl"), "{output}");
+    passes(2, &[], "fused", &gl);
+    passes(2, &[], "started", &gl);
+}
+
 /// Whether `mpirun` is Open MPI's (whose `MPI_IN_PLACE` the library knows).
 fn runs_open_mpi() -> bool {
     Command::new("mpirun")

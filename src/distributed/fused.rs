@@ -28,7 +28,7 @@ use super::element::{CollectiveElement, MeanElement};
 use super::header::Kind;
 use super::reduce_op::ReduceOp;
 use super::staged::{
-    fits_staging, in_place_unknown, misaligned_mapping, reduce_staged_chunks, Segment,
+    in_place_unknown, misaligned_mapping, reduce_staged_chunks, reducible_in_staging, Segment,
 };
 use crate::array::DeviceArray;
 use crate::backend::{all_reduce_in_place, in_place_sentinel, MappedElements};
@@ -269,7 +269,7 @@ pub(crate) fn reduce_list<T: CollectiveElement>(
     let staged = |chunk: &[Piece]| {
         in_place
             && keep
-            && fits_staging(link.ctx, (elements(chunk) * size) as u64)
+            && reducible_in_staging(link.ctx, (elements(chunk) * size) as u64)
             && chunk.iter().all(|p| !list.ios[p.array].is_zero_copy())
     };
     let segments = |chunk: &[Piece]| -> Vec<Segment<'_>> {

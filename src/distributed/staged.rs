@@ -27,17 +27,18 @@ pub(crate) struct Segment<'a> {
     pub(crate) bytes: u64,
 }
 
-/// Whether a chunk of `bytes` fits one staging buffer of `ctx` (else the caller reduces it on
-/// a host chunk, through `array_io.rs`).
-pub(crate) fn fits_staging(ctx: &ContextInner, bytes: u64) -> bool {
-    bytes <= ctx.config().staging_bytes
+/// Whether a chunk of `bytes` can be reduced in one staging buffer of `ctx`: the host link
+/// maps its staging (wgpu's own staging elsewhere cannot be mapped) and the chunk fits one
+/// buffer. Else the caller reduces it on a host chunk, through `array_io.rs`.
+pub(crate) fn reducible_in_staging(ctx: &ContextInner, bytes: u64) -> bool {
+    ctx.host_link() == crate::host_link::HostLink::Mapped && bytes <= ctx.config().staging_bytes
 }
 
 /// Reduces every chunk of `chunks` (each made of `segments`, in order, packed) with `op`
 /// across the ranks of `comm`, in place in the arrays, through the staging pool: chunk k+1's
 /// device copy into readback staging is submitted before MPI reduces chunk k, so the device
 /// copies while MPI works (two readback buffers in flight; the pool holds three). Every chunk
-/// must fit a staging buffer ([`fits_staging`]); every element type of a collective is 4 or
+/// must fit a staging buffer ([`reducible_in_staging`]); every element type of a collective is 4 or
 /// 8 bytes, so packed pieces keep the device's 4-byte copy alignment.
 pub(crate) fn reduce_staged_chunks<T: CollectiveElement>(
     ctx: &ContextInner,
