@@ -38,8 +38,8 @@ pub(crate) fn reducible_in_staging(ctx: &ContextInner, bytes: u64) -> bool {
 /// across the ranks of `comm`, in place in the arrays, through the staging pool: chunk k+1's
 /// device copy into readback staging is submitted before MPI reduces chunk k, so the device
 /// copies while MPI works (two readback buffers in flight; the pool holds three). Every chunk
-/// must fit a staging buffer ([`reducible_in_staging`]); every element type of a collective is 4 or
-/// 8 bytes, so packed pieces keep the device's 4-byte copy alignment.
+/// must be [`reducible_in_staging`]; every element type of a collective is 4 or 8 bytes, so
+/// packed pieces keep the device's 4-byte copy alignment.
 pub(crate) fn reduce_staged_chunks<T: CollectiveElement>(
     ctx: &ContextInner,
     comm: &SimpleCommunicator,
