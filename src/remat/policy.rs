@@ -36,7 +36,9 @@ pub enum CheckpointPolicy {
     /// schedules); the peak it reports is exact. When no candidate fits,
     /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest budget
     /// found that one does fit. Refinement can lower a plan below every candidate, so the
-    /// plan returned for a larger budget may fit a smaller arena than that one.
+    /// plan returned for a larger budget may fit a smaller arena than that one, and, being a
+    /// search, it is not monotone in the budget: a larger budget may plan more recomputation
+    /// (the candidate it starts from changes with the budget).
     Budget(u64),
     /// As [`Budget`](Self::Budget), but "fits" only asks that the plan's
     /// [peak](crate::remat::Schedule::peak_bytes) be at most this many bytes, not where the
@@ -45,7 +47,8 @@ pub enum CheckpointPolicy {
     /// monotone, so a budget no candidate fits gets the plan the search returns at the
     /// candidates' smallest peak where that plan (refined, it can peak lower than every
     /// candidate) fits: every budget from the `smallest_budget` a refusal names up is
-    /// accepted, and none below it.
+    /// accepted, and none below it. The recomputation it plans is not monotone in the budget,
+    /// as for [`Budget`](Self::Budget).
     PeakBudget(u64),
     /// Fit an arena of this many bytes (as [`Budget`](Self::Budget) fits one) by offloading
     /// rather than recomputing: every activation is kept, and as few as the search finds are
