@@ -86,9 +86,10 @@ impl Context {
     /// Tunes every library kernel in every [`SizeClass`] not tuned yet on this device (in
     /// this process or by the tuning file), now rather than at the first op that needs each:
     /// what a program calls at start-up so that no op pays for tuning later, and what
-    /// `device_report` measures. Under [`KernelTuning::Cached`] it measures too (an explicit
-    /// request); under [`KernelTuning::Off`] and [`KernelTuning::Forced`] it measures nothing.
-    /// Returns [`Context::kernel_tuning`]'s report. 1.5 to 2 s on lavapipe for all of them
+    /// `device_report` measures. Under [`KernelTuning::Cached`] it measures nothing, as that
+    /// setting promises, and takes the choices kept (in this process or the tuning file) for
+    /// every kernel and size class; under [`KernelTuning::Off`] and [`KernelTuning::Forced`] it
+    /// measures nothing. Returns [`Context::kernel_tuning`]'s report. 1.5 to 2 s on lavapipe for all of them
     /// (18 jobs); a kernel whose measuring fails keeps its fixed shape.
     ///
     /// Errors: [`Error::DeviceLost`](crate::Error::DeviceLost);
@@ -100,10 +101,12 @@ impl Context {
         self.inner.check_device("tuning the library's kernels")?;
         {
             let mut kernels = self.inner.kernels().lock();
-            if matches!(kernels.tuning(), KernelTuning::On | KernelTuning::Cached) {
+            let tuning = kernels.tuning();
+            if matches!(tuning, KernelTuning::On | KernelTuning::Cached) {
+                let measure = tuning == KernelTuning::On;
                 for kernel in Builtin::ALL {
                     for class in SizeClass::ALL {
-                        tuned(&self.inner, &mut kernels, kernel, class, true);
+                        tuned(&self.inner, &mut kernels, kernel, class, measure);
                     }
                 }
             }

@@ -471,7 +471,7 @@ fn child_tunes_once_per_kernel_and_class() {
             "{stats:?}"
         );
     }
-    // `cached` and `off` never measure.
+    // `cached` and `off` never measure, not even when asked to tune every kernel.
     for tuning in [KernelTuning::Cached, KernelTuning::Off] {
         let ctx = tuned_context(tuning, None);
         let a = ctx.fill(&[70_000], 3u32).unwrap();
@@ -482,6 +482,8 @@ fn child_tunes_once_per_kernel_and_class() {
             (0, 0),
             "{tuning}: {report:?}"
         );
+        let asked = ctx.tune_kernels().unwrap();
+        assert_eq!(asked.jobs, 0, "{tuning}: {asked:?}");
     }
     // A user's sequence takes the fixed shape and does not tune either.
     let ctx = tuned_context(KernelTuning::On, None);
