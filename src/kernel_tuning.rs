@@ -77,8 +77,10 @@ pub enum TuningClock {
 /// reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct KernelShape {
-    /// Invocations per workgroup: one of [`KernelShape::WORKGROUPS`] or the device's subgroup
-    /// size.
+    /// Invocations per workgroup: a power of two from 32 to 256
+    /// ([`KernelShape::is_valid`]). Tuning measures [`KernelShape::WORKGROUPS`] and the
+    /// device's subgroup size ([`KernelShape::candidates`]); a forced shape may take any valid
+    /// one, on any device.
     pub workgroup: u32,
     /// Items each invocation moves, a workgroup apart: one of
     /// [`KernelShape::PER_INVOCATION`].
