@@ -749,13 +749,10 @@ impl crate::host_link::HostPort for ContextInner {
     fn submit_writes(&self, during: &str, writes: impl FnOnce()) -> Result<SubmissionId> {
         // The writes are inside the submission's error scopes: one into a buffer destroyed
         // through the escape hatch is an `Error::Device`.
-        let submission = self.submission(during)?;
-        // wgpu lands queued writes before the next submission's commands, and that would be
-        // the gathered batch's: submitted first, its ops (and the small puts it writes) come
-        // before these writes, as they were called.
-        self.submit_gathered_now();
-        writes();
-        submission.submit([], |_| {}, [])
+        // wgpu lands queued writes before the next submission's commands: queued once the
+        // gathered batch has gone out (`before` runs then, under its lock), they come after the
+        // ops called before them and its small puts, as they were called.
+        self.submission(during)?.submit([], |_| writes(), [])
     }
 
     fn write_buffer(&self, buffer: &wgpu::Buffer, offset: u64, bytes: &[u8]) {
