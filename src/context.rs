@@ -740,10 +740,7 @@ impl crate::host_link::HostPort for ContextInner {
         during: &str,
         host_read: bool,
     ) -> Result<SubmissionId> {
-        match host_read {
-            true => self.submit_encoder_for_host_read(encoder, during),
-            false => self.submit_encoder(encoder, during),
-        }
+        self.submit_encoder(encoder, during, host_read)
     }
 
     fn submit_writes(&self, during: &str, writes: impl FnOnce()) -> Result<SubmissionId> {

@@ -98,7 +98,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
 }
 
 macro_rules! view_accessors {
-    ($view:ident) => {
+    ($view:ident, $(#[$bitcast_doc:meta])*) => {
         impl<'a, T: bytemuck::Pod> $view<'a, T> {
             shape_accessors!("view");
 
@@ -108,11 +108,46 @@ macro_rules! view_accessors {
             pub fn byte_offset(&self) -> u64 {
                 self.storage.allocation.offset + self.offset
             }
+
+            $(#[$bitcast_doc])*
+            ///
+            /// Errors: [`Error::Element`]
+            /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when
+            /// `U` and `T` differ in size.
+            pub fn bitcast<U: bytemuck::Pod>(self) -> Result<$view<'a, U>> {
+                check_bitcast::<T, U>(concat!(stringify!($view), "::bitcast"))?;
+                Ok($view {
+                    storage: self.storage,
+                    offset: self.offset,
+                    shape: self.shape,
+                    whole: self.whole,
+                    _array: PhantomData,
+                })
+            }
+
+            /// The same elements under another shape with as many elements.
+            pub fn reshape(self, shape: &[usize]) -> Result<$view<'a, T>> {
+                let operation = concat!(stringify!($view), "::reshape");
+                check_shape(shape, Some(self.len()), std::mem::size_of::<T>(), operation)?;
+                Ok($view {
+                    shape: shape.to_vec(),
+                    ..self
+                })
+            }
         }
     };
 }
-view_accessors!(ArrayView);
-view_accessors!(ArrayViewMut);
+view_accessors!(
+    ArrayView,
+    /// The same bytes seen as elements of type `U`, of the same size (no copy): deliberate
+    /// reinterpretation, as `f32::to_bits` for every element, to bind a `u32` view to a kernel
+    /// reading `array<f32>` on purpose (a launch refuses it otherwise). Shape and tracking
+    /// stay those of the view.
+);
+view_accessors!(
+    ArrayViewMut,
+    /// [`ArrayView::bitcast`], writable: the kernel's writes land in the array's bytes.
+);
 
 impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     /// A sub-view at further leading indices (see [`DeviceArray::view`]).
@@ -127,41 +162,6 @@ impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
         })
     }
 
-    /// The same bytes seen as elements of type `U`, of the same size (no copy): deliberate
-    /// reinterpretation, as `f32::to_bits` for every element, to bind a `u32` view to a kernel
-    /// reading `array<f32>` on purpose (a launch refuses it otherwise). Shape and tracking
-    /// stay those of the view.
-    ///
-    /// Errors: [`Error::Element`]
-    /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when `U`
-    /// and `T` differ in size.
-    pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayView<'a, U>> {
-        check_bitcast::<T, U>("ArrayView::bitcast")?;
-        Ok(ArrayView {
-            storage: self.storage,
-            offset: self.offset,
-            shape: self.shape,
-            whole: self.whole,
-            _array: PhantomData,
-        })
-    }
-
-    /// The same elements under another shape with as many elements.
-    pub fn reshape(self, shape: &[usize]) -> Result<ArrayView<'a, T>> {
-        check_shape(
-            shape,
-            Some(self.len()),
-            std::mem::size_of::<T>(),
-            "ArrayView::reshape",
-        )?;
-        Ok(ArrayView {
-            shape: shape.to_vec(),
-            ..self
-        })
-    }
-}
-
-impl<'a, T: bytemuck::Pod> ArrayView<'a, T> {
     /// The viewed array's memory and the view's byte offset from the array's first byte.
     pub(crate) fn parts(&self) -> (&'a Arc<ArrayStorage>, u64) {
         (self.storage, self.offset)
@@ -191,38 +191,6 @@ impl<'a, T: bytemuck::Pod> From<&ArrayView<'a, T>> for ArrayView<'a, T> {
             whole: view.whole,
             _array: PhantomData,
         }
-    }
-}
-
-impl<'a, T: bytemuck::Pod> ArrayViewMut<'a, T> {
-    /// [`ArrayView::bitcast`], writable: the kernel's writes land in the array's bytes.
-    ///
-    /// Errors: [`Error::Element`]
-    /// ([`ElementRefusal::BitcastSize`](crate::error::ElementRefusal::BitcastSize)) when `U`
-    /// and `T` differ in size.
-    pub fn bitcast<U: bytemuck::Pod>(self) -> Result<ArrayViewMut<'a, U>> {
-        check_bitcast::<T, U>("ArrayViewMut::bitcast")?;
-        Ok(ArrayViewMut {
-            storage: self.storage,
-            offset: self.offset,
-            shape: self.shape,
-            whole: self.whole,
-            _array: PhantomData,
-        })
-    }
-
-    /// The same elements under another shape with as many elements.
-    pub fn reshape(self, shape: &[usize]) -> Result<ArrayViewMut<'a, T>> {
-        check_shape(
-            shape,
-            Some(self.len()),
-            std::mem::size_of::<T>(),
-            "ArrayViewMut::reshape",
-        )?;
-        Ok(ArrayViewMut {
-            shape: shape.to_vec(),
-            ..self
-        })
     }
 }
 

@@ -249,14 +249,13 @@ impl RegionSource for Regions {
         // `Error::Backend` would say it.
         let buffer = self
             .create_buffer(size, &self.arena_types, Purpose::Arena, &label)
-            .map_err(|failure| match failure.refusal {
-                RegionRefusal::OutOfMemory { reason } => RegionRefusal::OutOfMemory {
-                    reason: backend_text(&failure.during, &reason),
-                },
-                RegionRefusal::Other { reason } => RegionRefusal::Other {
-                    reason: backend_text(&failure.during, &reason),
-                },
-                refusal => refusal,
+            .map_err(|mut failure| {
+                if let RegionRefusal::OutOfMemory { reason } | RegionRefusal::Other { reason } =
+                    &mut failure.refusal
+                {
+                    *reason = backend_text(&failure.during, reason);
+                }
+                failure.refusal
             })?;
         self.next_id += 1;
         self.regions.insert(id, buffer);

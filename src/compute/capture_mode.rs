@@ -9,6 +9,7 @@
 //! read under a lock only while some capture is open: a single op with no capture open pays
 //! one atomic load.
 
+use crate::array::{Access, ArrayStorage};
 use crate::context::Context;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,5 +111,18 @@ impl Context {
             }),
             None => Ok(()),
         }
+    }
+
+    /// [`Context::check_eager_op`], then the op's array `storage` ready for `access` (named
+    /// `argument` in a refusal).
+    pub(crate) fn check_eager_array(
+        &self,
+        storage: &ArrayStorage,
+        access: Access,
+        operation: &'static str,
+        argument: &str,
+    ) -> Result<()> {
+        self.check_eager_op(operation)?;
+        storage.check_ready_for(&self.inner, access, operation, argument)
     }
 }

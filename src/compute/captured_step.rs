@@ -23,6 +23,9 @@ use crate::submission::SubmissionId;
 use crate::transfer::TransferDirection::{self, DeviceToHost, HostToDevice};
 use std::sync::Arc;
 
+/// The operation a run's refusals name.
+const RUN: &str = "CapturedStep::run";
+
 /// Where a parameter slot's bytes go at a run.
 #[derive(Clone, Copy, Debug)]
 enum ParamTarget {
@@ -226,7 +229,7 @@ impl CapturedStep {
         // Encoded once now, as every run encodes it (reads taken in place left out), inside
         // error scopes, so the device's refusal is `finish`'s error.
         let scopes = ErrorScopes::push(device);
-        let encoded = encode_bound_steps(device, &[], &steps, staging.omitted_reads(), None);
+        let encoded = encode_bound_steps(device, &[], &steps, staging.omitted(false), None);
         let popped = scopes.pop();
         encoded.and(popped).map_err(|reason| {
             inner.device_error("encoding a captured step (nothing was submitted)", reason)
@@ -528,9 +531,8 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`]. A run
     /// is not eager work: a thread that holds a capture of this context open may run a step.
     pub fn submit(mut self) -> Result<SubmissionId> {
-        const OPERATION: &str = "CapturedStep::run";
         let inner = Arc::clone(&self.step.ctx.inner);
-        inner.check_device(OPERATION)?;
+        inner.check_device(RUN)?;
         if let Some(error) = self.error.take() {
             return Err(error);
         }
@@ -622,7 +624,6 @@ impl StepRun<'_, '_> {
     /// data and reads (explicit transfers, as `device_put` and `device_get_into`), and every
     /// start (strict starts): what [`Checked`] holds.
     fn check(&self, inner: &Arc<ContextInner>) -> Result<Checked> {
-        const OPERATION: &str = "CapturedStep::run";
         let step = &*self.step;
         for (index, bytes) in &self.params {
             let expected = step.slot_sizes[*index as usize];
@@ -636,19 +637,19 @@ impl StepRun<'_, '_> {
             }
         }
         for (storage, access) in &step.arrays {
-            check_not_pending(storage, *access, OPERATION, "an array of the captured step")?;
+            check_not_pending(storage, *access, RUN, "an array of the captured step")?;
         }
         self.check_bound(inner)?;
         let input_bytes = self.inputs.iter().map(|(_, b)| b.len() as u64).sum();
         let read_bytes = self.reads.iter().map(|(_, b)| b.len() as u64).sum();
         if !self.inputs.is_empty() {
-            inner.guard(HostToDevice, input_bytes, OPERATION, true)?;
+            inner.guard(HostToDevice, input_bytes, RUN, true)?;
         }
         if !self.reads.is_empty() {
-            inner.guard(DeviceToHost, read_bytes, OPERATION, true)?;
+            inner.guard(DeviceToHost, read_bytes, RUN, true)?;
         }
         for &(direction, _, bytes) in &step.transfers {
-            inner.guard(direction, bytes, OPERATION, true)?;
+            inner.guard(direction, bytes, RUN, true)?;
         }
         let strict = inner.config().strict_starts;
         let offsets = moving_offsets(&step.moving, &step.empty_moving, &self.starts, strict)?;
@@ -658,17 +659,14 @@ impl StepRun<'_, '_> {
             read_bytes,
         })
     }
-}
 
-impl StepRun<'_, '_> {
     /// The arrays this run binds to array slots: of this context, each bound once and used by
     /// the step nowhere else (its plan assumed distinct arrays), and not pending in a user
     /// recorder for how the step uses the slot.
     fn check_bound(&self, inner: &Arc<ContextInner>) -> Result<()> {
-        const OPERATION: &str = "CapturedStep::run";
         // Two slots of one run cannot take one array: each takes it `&mut`.
         for &(slot, array) in &self.bound {
-            check_context(array, inner, OPERATION)?;
+            check_context(array, inner, RUN)?;
             let Some((access, captured)) = self.step.array_slots.slot(slot) else {
                 continue;
             };
@@ -680,7 +678,7 @@ impl StepRun<'_, '_> {
                 });
             }
             if let Some(access) = access {
-                check_not_pending(array, access, OPERATION, "an array bound to an array slot")?;
+                check_not_pending(array, access, RUN, "an array bound to an array slot")?;
             }
         }
         Ok(())
@@ -719,7 +717,7 @@ impl CapturedStep {
             let unit = moving.unit_bytes.max(1);
             (moving.rebase)(&mut params, src / unit, dst / unit).map_err(|overflow| {
                 Error::Internal {
-                    operation: "CapturedStep::run",
+                    operation: RUN,
                     reason: overflow.to_string(),
                 }
             })?;
@@ -769,7 +767,7 @@ impl CapturedStep {
         }
         let mut timer = inner.dispatch_timer(&self.steps);
         let prelude = buffers.uniform_copy.as_slice();
-        let omitted = self.staging.omitted_copies(buffers);
+        let omitted = self.staging.omitted(buffers.in_place);
         // Timed runs keep every dispatch: the timer stamps each one.
         // A run that binds arrays to slots keeps every dispatch too: its dispatches' ranges are
         // the captured arrays' (a bound array changes only their bind groups).
@@ -777,14 +775,8 @@ impl CapturedStep {
             (None, true) => self.copy_on_host(inner, omitted),
             _ => Vec::new(),
         };
-        let left_out: Vec<usize> = match on_host.is_empty() {
-            true => omitted.to_vec(),
-            false => {
-                let mut all = [omitted, &on_host].concat();
-                all.sort_unstable();
-                all
-            }
-        };
+        let mut left_out = [omitted, &on_host].concat();
+        left_out.sort_unstable();
         self.host_copies += on_host.len() as u64;
         let encoded = encode_bound_steps(
             inner.device(),
@@ -811,9 +803,7 @@ impl CapturedStep {
         self.runs += 1;
         Ok(id)
     }
-}
 
-impl CapturedStep {
     /// On a CPU adapter with zero-copy, makes on the host the moving copies of this run that
     /// can run before its submission (see [`CapturedStep::host_copies`]); returns their steps'
     /// positions, sorted, for the encoder to leave out. `omitted`: the steps the run leaves
@@ -1225,7 +1215,7 @@ fn moving_offsets(
         for copy in empty.iter().filter(|c| c.slot == *index && strict) {
             let bounds = start.iter().zip(copy.shape.iter().zip(&copy.sizes));
             for (d, (&s, (&dim, &size))) in bounds.enumerate() {
-                start_index(s, dim, size, true, d, "CapturedStep::run")?;
+                start_index(s, dim, size, true, d, RUN)?;
             }
         }
         for (m, copy) in moving.iter().enumerate().filter(|(_, c)| c.slot == *index) {
@@ -1236,7 +1226,7 @@ fn moving_offsets(
                 .zip(&copy.strides)
                 .enumerate()
             {
-                offset += start_index(s, dim, size, strict, d, "CapturedStep::run")? * stride;
+                offset += start_index(s, dim, size, strict, d, RUN)? * stride;
             }
             offsets.push((m, offset));
         }

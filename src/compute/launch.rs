@@ -326,7 +326,7 @@ impl<'s, 'a> Launch<'s, 'a> {
                 .map_or_else(|| format!("argument {i}"), describe)
         })?;
         if let Some(step) = step {
-            sequence.push_dispatch(step);
+            sequence.steps.push(step);
             if let Some((_, slot)) = self.params_slot {
                 sequence.note_params_slot(slot);
             }

@@ -104,8 +104,6 @@ pub struct Sequence {
     /// The uploads recorded (their staging; whether writes were queued): released when the
     /// sequence is submitted.
     pub(crate) uploads: RecordedUploads,
-    /// Names of the timeline's dispatch records (one per dispatch).
-    dispatches: usize,
     recorder: Recorder,
     /// What a [`crate::Capture`] records beside the steps (`compute/capture.rs`); `None` for a
     /// sequence.
@@ -148,7 +146,6 @@ impl Context {
             touched: Vec::new(),
             touched_index: HashMap::new(),
             uploads: RecordedUploads::default(),
-            dispatches: 0,
             recorder,
             capture: None,
             host_work: HostWork::default(),
@@ -197,32 +194,17 @@ impl Sequence {
     /// operand) is a copy out of staging on the staging path and no step where it is written
     /// in place (zero-copy) or rides in wgpu's queue (other backends).
     pub fn len(&self) -> usize {
-        self.steps.len() + self.host_copies()
+        let host_copies = self
+            .host_work
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        self.steps.len() + host_copies
     }
 
     /// True when nothing has been recorded.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The host copies waiting for `submit`.
-    fn host_copies(&self) -> usize {
-        self.host_work
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-
-    /// Notes that the recorded work uses `storage` with `access` ([`Sequence::touch_all`] of
-    /// one; `argument` names it in a refusal).
-    pub(crate) fn touch(
-        &mut self,
-        storage: &Arc<ArrayStorage>,
-        access: Access,
-        operation: &'static str,
-        argument: &str,
-    ) -> Result<()> {
-        self.touch_all(&[(storage, access)], operation, |_| argument.to_string())
     }
 
     /// Notes that the recorded work uses every array of `uses` with its access: each is kept
@@ -270,7 +252,8 @@ impl Sequence {
         Ok(())
     }
 
-    /// [`Sequence::touch`] for a typed array.
+    /// Notes that the recorded work uses `array` with `access` ([`Sequence::touch_all`] of
+    /// one; `argument` names it in a refusal).
     pub(crate) fn touch_array<T: bytemuck::Pod>(
         &mut self,
         array: &DeviceArray<T>,
@@ -278,7 +261,9 @@ impl Sequence {
         operation: &'static str,
         argument: &str,
     ) -> Result<()> {
-        self.touch(&array.storage, access, operation, argument)
+        self.touch_all(&[(&array.storage, access)], operation, |_| {
+            argument.to_string()
+        })
     }
 
     /// Whether an op that uses `storage` with `access` may run now instead of in order after
@@ -308,13 +293,6 @@ impl Sequence {
     /// Whether this is one of the library's single ops (gathered into the context's batch).
     pub(crate) fn is_single_op(&self) -> bool {
         self.recorder == Recorder::Library
-    }
-
-    pub(crate) fn push_dispatch(&mut self, step: Step) {
-        if matches!(step, Step::Dispatch { .. }) {
-            self.dispatches += 1;
-        }
-        self.steps.push(step);
     }
 
     /// Submits every recorded step, in order, as one submission. A sequence of more than 4096
@@ -393,9 +371,6 @@ impl Sequence {
     /// touches its arrays, so running them ahead of the steps keeps the recorded order.
     fn run_host_work(&self, inner: &ContextInner) -> Result<()> {
         let work = std::mem::take(&mut *self.host_work.lock().unwrap_or_else(|p| p.into_inner()));
-        if work.is_empty() {
-            return Ok(());
-        }
         for (arrays, copy) in work {
             for array in &arrays {
                 inner.wait_for(array.last_use())?;
@@ -440,7 +415,14 @@ impl std::fmt::Debug for Sequence {
         f.debug_struct("Sequence")
             .field("steps", &self.steps.len())
             .field("recorder", &self.recorder)
-            .field("dispatches", &self.dispatches)
+            .field(
+                "dispatches",
+                &self
+                    .steps
+                    .iter()
+                    .filter(|s| matches!(s, Step::Dispatch { .. }))
+                    .count(),
+            )
             .field("arrays", &self.touched.len())
             .finish()
     }

@@ -105,6 +105,7 @@ pub(crate) enum StepStaging {
 
 /// What a run's commands need from the staging: the buffer its input copies read, and the
 /// copy that brings the uniform block up to date (encoded before the step's commands).
+#[derive(Default)]
 pub(crate) struct RunBuffers {
     pub(crate) upload: Option<wgpu::Buffer>,
     pub(crate) uniform_copy: Option<Step>,
@@ -215,19 +216,11 @@ impl StepStaging {
         mapped.in_place_reads = reads.map(Box::new);
     }
 
-    /// The positions of the copies the run that got `buffers` leaves out: the read copies
-    /// when reads are in place, and the input copies when it wrote its inputs in place.
-    pub(crate) fn omitted_copies(&self, buffers: &RunBuffers) -> &[usize] {
+    /// The positions of the copies a run leaves out: the read copies when reads are taken in
+    /// place (every run), and the input copies too when it wrote its inputs `in_place`.
+    pub(crate) fn omitted(&self, in_place: bool) -> &[usize] {
         match self {
-            StepStaging::Mapped(mapped) => &mapped.omitted[usize::from(buffers.in_place)],
-            StepStaging::Queued { .. } => &[],
-        }
-    }
-
-    /// The positions of the read copies every run leaves out (reads taken in place).
-    pub(crate) fn omitted_reads(&self) -> &[usize] {
-        match self {
-            StepStaging::Mapped(mapped) => &mapped.omitted[0],
+            StepStaging::Mapped(mapped) => &mapped.omitted[usize::from(in_place)],
             StepStaging::Queued { .. } => &[],
         }
     }
@@ -279,10 +272,7 @@ impl StepStaging {
                 }
                 Ok(RunBuffers {
                     upload: upload.clone(),
-                    uniform_copy: None,
-                    buffer: None,
-                    uniform_generation: None,
-                    in_place: false,
+                    ..RunBuffers::default()
                 })
             }
             StepStaging::Mapped(mapped) => {
@@ -383,11 +373,8 @@ impl MappedStaging {
         };
         if self.mirror.is_empty() || (in_place && !uniform_behind) {
             return Ok(RunBuffers {
-                upload: None,
-                uniform_copy: None,
-                buffer: None,
-                uniform_generation: None,
                 in_place,
+                ..RunBuffers::default()
             });
         }
         let i = self.take_buffer(inner)?;

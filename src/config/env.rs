@@ -263,25 +263,32 @@ impl EnvReader<'_> {
     }
 }
 
+/// The refusal of `value` for `var`, saying what the variable accepts.
+fn refuse(var: &str, value: &str, expected: impl Into<String>) -> Error {
+    Error::Config {
+        variable: var.into(),
+        value: value.into(),
+        expected: expected.into(),
+    }
+}
+
 /// JAX's reading of booleans: `false`, `False`, `0` (and `no`, `off`) mean off.
 fn parse_bool(var: &str, value: &str) -> Result<bool> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "1" | "yes" | "on" => Ok(true),
         "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err(Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: "true/false (also 1/0, yes/no, on/off)".into(),
-        }),
+        _ => Err(refuse(var, value, "true/false (also 1/0, yes/no, on/off)")),
     }
 }
 
 /// A fraction of device memory in XLA's grammar (see [`MemFraction::parse`]).
 fn parse_mem_fraction(var: &str, value: &str) -> Result<MemFraction> {
-    MemFraction::parse(value).map_err(|why| Error::Config {
-        variable: var.into(),
-        value: value.into(),
-        expected: format!("{}: {why}", super::mem_fraction::FRACTION_GRAMMAR),
+    MemFraction::parse(value).map_err(|why| {
+        refuse(
+            var,
+            value,
+            format!("{}: {why}", super::mem_fraction::FRACTION_GRAMMAR),
+        )
     })
 }
 
@@ -290,11 +297,7 @@ fn parse_allocator(var: &str, value: &str) -> Result<AllocatorKind> {
     match value.trim().to_ascii_lowercase().as_str() {
         "bfc" | "default" => Ok(AllocatorKind::Bfc),
         "platform" => Ok(AllocatorKind::Platform),
-        _ => Err(Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: "\"bfc\" or \"platform\"".into(),
-        }),
+        _ => Err(refuse(var, value, "\"bfc\" or \"platform\"")),
     }
 }
 
@@ -306,11 +309,11 @@ fn parse_backend(var: &str, value: &str) -> Result<BackendChoice> {
         "gl" | "gles" | "opengl" => Ok(BackendChoice::Gl),
         "metal" => Ok(BackendChoice::Metal),
         "dx12" | "d3d12" => Ok(BackendChoice::Dx12),
-        _ => Err(Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: "one of auto, vulkan (vk), gl (gles, opengl), metal, dx12 (d3d12)".into(),
-        }),
+        _ => Err(refuse(
+            var,
+            value,
+            "one of auto, vulkan (vk), gl (gles, opengl), metal, dx12 (d3d12)",
+        )),
     }
 }
 
@@ -320,11 +323,7 @@ fn parse_bar_writes(var: &str, value: &str) -> Result<BarWrites> {
         "auto" => Ok(BarWrites::Auto),
         "on" | "true" | "1" | "yes" => Ok(BarWrites::On),
         "off" | "false" | "0" | "no" => Ok(BarWrites::Off),
-        _ => Err(Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: "auto, on or off".into(),
-        }),
+        _ => Err(refuse(var, value, "auto, on or off")),
     }
 }
 
@@ -337,10 +336,12 @@ fn parse_kernel_tuning(var: &str, value: &str) -> Result<KernelTuning> {
         shape => shape
             .parse::<KernelShape>()
             .map(KernelTuning::Forced)
-            .map_err(|expected| Error::Config {
-                variable: var.into(),
-                value: value.into(),
-                expected: format!("on, cached, off (or true/false, 1/0, yes/no), or {expected}"),
+            .map_err(|expected| {
+                refuse(
+                    var,
+                    value,
+                    format!("on, cached, off (or true/false, 1/0, yes/no), or {expected}"),
+                )
             }),
     }
 }
@@ -348,21 +349,17 @@ fn parse_kernel_tuning(var: &str, value: &str) -> Result<KernelTuning> {
 /// A count of workgroups per dimension: at least 1, and within `u32` (wgpu's type for it).
 fn parse_workgroups(var: &str, value: &str) -> Result<u32> {
     let groups = parse_count(var, value, 1, workgroups_expected)?;
-    u32::try_from(groups).map_err(|_| Error::Config {
-        variable: var.into(),
-        value: value.into(),
-        expected: workgroups_expected(),
-    })
+    u32::try_from(groups).map_err(|_| refuse(var, value, workgroups_expected()))
 }
 
 /// A directory path, trimmed; a blank one is refused (unset the variable for no dump).
 fn parse_dump_directory(var: &str, value: &str) -> Result<PathBuf> {
     if value.trim().is_empty() {
-        return Err(Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: "a directory path (unset the variable for no dump)".into(),
-        });
+        return Err(refuse(
+            var,
+            value,
+            "a directory path (unset the variable for no dump)",
+        ));
     }
     Ok(value.trim().into())
 }
@@ -378,11 +375,7 @@ fn parse_timeline(var: &str, value: &str) -> Result<usize> {
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= MAX_TIMELINE_CAPACITY),
     };
-    capacity.ok_or_else(|| Error::Config {
-        variable: var.into(),
-        value: value.into(),
-        expected: timeline_expected(),
-    })
+    capacity.ok_or_else(|| refuse(var, value, timeline_expected()))
 }
 
 /// A whole number of MiB, converted to bytes without wrapping and checked against the knob's
@@ -391,11 +384,7 @@ fn parse_mib(knob: &ByteKnob, var: &str, value: &str) -> Result<u64> {
     whole_number(value.trim())
         .and_then(|mib| mib.checked_mul(MIB))
         .filter(|&bytes| bytes > 0 && knob.accepts(bytes))
-        .ok_or_else(|| Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: knob.expected_mib(),
-        })
+        .ok_or_else(|| refuse(var, value, knob.expected_mib()))
 }
 
 /// `text` as a whole number when it is digits only: no sign (Rust's `parse` would take a
@@ -412,32 +401,30 @@ fn whole_number(text: &str) -> Option<u64> {
 fn parse_count(var: &str, value: &str, min: u64, expected: fn() -> String) -> Result<u64> {
     whole_number(value.trim())
         .filter(|&n| n >= min)
-        .ok_or_else(|| Error::Config {
-            variable: var.into(),
-            value: value.into(),
-            expected: expected(),
-        })
+        .ok_or_else(|| refuse(var, value, expected()))
 }
 
 /// An index (digits only) or a part of a name (anything else that is not blank).
 fn parse_adapter(var: &str, value: &str) -> Result<AdapterSelector> {
     let text = value.trim();
-    let refuse = || Error::Config {
-        variable: var.into(),
-        value: value.into(),
-        expected: format!(
-            "an adapter index from 0 to {} or a part of an adapter's name (not blank)",
-            usize::MAX
-        ),
+    let refused = || {
+        refuse(
+            var,
+            value,
+            format!(
+                "an adapter index from 0 to {} or a part of an adapter's name (not blank)",
+                usize::MAX
+            ),
+        )
     };
     if text.is_empty() {
-        return Err(refuse());
+        return Err(refused());
     }
     if text.bytes().all(|b| b.is_ascii_digit()) {
         return whole_number(text)
             .and_then(|index| usize::try_from(index).ok())
             .map(AdapterSelector::Index)
-            .ok_or_else(refuse);
+            .ok_or_else(refused);
     }
     Ok(AdapterSelector::NameContains(text.to_string()))
 }

@@ -165,7 +165,10 @@ impl Context {
                 ),
                 submissions: Submissions::default(),
                 max_region_bytes,
-                host_link: crate::host_link::HostLink::for_memory(is_vulkan),
+                host_link: match is_vulkan {
+                    true => crate::host_link::HostLink::Mapped,
+                    false => crate::host_link::HostLink::Wgpu,
+                },
                 staging: StagingPool::default(),
                 transfer_counters: TransferCounters::default(),
                 guard_defaults: config.transfer_guard,

@@ -110,27 +110,21 @@ impl ContextInner {
     /// Finishes `encoder` and submits it inside wgpu error scopes: a command the device refuses
     /// (when it is encoded or when it is submitted, for instance a buffer destroyed meanwhile)
     /// is an [`Error::Device`] saying what was being `done`, and nothing runs (wgpu refuses a
-    /// command buffer that failed to finish); a lost device is an [`Error::DeviceLost`].
+    /// command buffer that failed to finish); a lost device is an [`Error::DeviceLost`]. Work
+    /// whose writes the host reads as soon as it completes (copies into readback staging) is
+    /// submitted `for_host_read`: it ends with the memory dependency to host reads, so the read
+    /// needs no submission of its own.
     pub(crate) fn submit_encoder(
         &self,
         encoder: wgpu::CommandEncoder,
         done: &str,
+        for_host_read: bool,
     ) -> Result<SubmissionId> {
-        self.submission(done)?
-            .submit([encoder.finish()], |_| {}, [])
-    }
-
-    /// [`ContextInner::submit_encoder`] for work whose writes the host reads as soon as it
-    /// completes (copies into readback staging): it ends with the memory dependency to host
-    /// reads, so the read needs no submission of its own.
-    pub(crate) fn submit_encoder_for_host_read(
-        &self,
-        encoder: wgpu::CommandEncoder,
-        done: &str,
-    ) -> Result<SubmissionId> {
-        self.submission(done)?
-            .for_host_read()
-            .submit([encoder.finish()], |_| {}, [])
+        let mut submission = self.submission(done)?;
+        if for_host_read {
+            submission = submission.for_host_read();
+        }
+        submission.submit([encoder.finish()], |_| {}, [])
     }
 
     /// Runs `encoder`, the library's own measurement on buffers no array shares (kernel

@@ -24,14 +24,7 @@ impl Collectives {
     ) -> Result<DeviceArray<T>> {
         let started = std::time::Instant::now();
         let ranks = self.size();
-        let header = Header {
-            kind: Kind::AllGather,
-            op: 0,
-            dtype: T::CODE,
-            shape: array.shape().to_vec(),
-            root: 0,
-            list: Vec::new(),
-        };
+        let header = Header::of(Kind::AllGather, 0, T::CODE, array.shape(), 0);
         let chunk = chunk_elements::<T>(ranks).min(array.len());
         let bytes = array.size_in_bytes();
         let prepared = (|| {

@@ -11,14 +11,7 @@ impl Collectives {
     /// gets [`crate::Error::Collective`] on every rank instead of a hang.
     pub fn barrier(&self) -> Result<()> {
         const OPERATION: &str = "barrier";
-        let header = Header {
-            kind: Kind::Barrier,
-            op: 0,
-            dtype: 0,
-            shape: Vec::new(),
-            root: 0,
-            list: Vec::new(),
-        };
+        let header = Header::of(Kind::Barrier, 0, 0, &[], 0);
         self.quiet();
         agree(self.comm(), OPERATION, &header, Ok(()))?;
         self.comm.barrier();

@@ -192,6 +192,18 @@ pub(crate) struct Header {
 }
 
 impl Header {
+    /// The header of a call on one array of `shape` (none for a barrier).
+    pub(crate) fn of(kind: Kind, op: u64, dtype: u64, shape: &[usize], root: u64) -> Self {
+        Header {
+            kind,
+            op,
+            dtype,
+            shape: shape.to_vec(),
+            root,
+            list: Vec::new(),
+        }
+    }
+
     /// The header of a fused call on arrays of `shapes`.
     pub(crate) fn list(
         kind: Kind,
@@ -201,13 +213,10 @@ impl Header {
         root: u64,
     ) -> Self {
         let elements: usize = shapes.iter().map(|s| s.iter().product::<usize>()).sum();
+        let shape = [shapes.len(), elements];
         Header {
-            kind,
-            op,
-            dtype,
-            shape: vec![shapes.len(), elements],
-            root,
             list: shapes,
+            ..Header::of(kind, op, dtype, &shape, root)
         }
     }
 
@@ -251,16 +260,9 @@ impl Header {
         }
         let kind = Kind::from_code(words[1]).ok_or(UnreadableHeader::UnknownCollective)?;
         let rank = (words[4] as usize).min(MAX_RANK);
-        let shape = words[5..5 + rank].iter().map(|&d| d as usize).collect();
+        let shape: Vec<usize> = words[5..5 + rank].iter().map(|&d| d as usize).collect();
         Ok((
-            Header {
-                kind,
-                op: words[2],
-                dtype: words[3],
-                shape,
-                root: words[5 + MAX_RANK],
-                list: Vec::new(),
-            },
+            Header::of(kind, words[2], words[3], &shape, words[5 + MAX_RANK]),
             words[6 + MAX_RANK],
             words[7 + MAX_RANK],
         ))

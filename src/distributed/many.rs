@@ -132,14 +132,7 @@ impl Collectives {
         };
         let header = match (kind.is_list(), arrays) {
             // A single-array call: the array's own shape.
-            (false, [array]) => Header {
-                kind,
-                op,
-                dtype: T::CODE,
-                shape: array.shape().to_vec(),
-                root: root_word,
-                list: Vec::new(),
-            },
+            (false, [array]) => Header::of(kind, op, T::CODE, array.shape(), root_word),
             _ => Header::list(
                 if started { kind.started() } else { kind },
                 op,

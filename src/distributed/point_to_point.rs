@@ -40,14 +40,7 @@ impl Collectives {
         self.check_peer(dest, OPERATION)?;
         let started = std::time::Instant::now();
         let bytes = array.size_in_bytes();
-        let header = Header {
-            kind: Kind::Send,
-            op: 0,
-            dtype: T::CODE,
-            shape: array.shape().to_vec(),
-            root: dest as u64,
-            list: Vec::new(),
-        };
+        let header = Header::of(Kind::Send, 0, T::CODE, array.shape(), dest as u64);
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self
             .check_local(array, Access::Read, OPERATION, Some(bytes), None)
@@ -85,14 +78,7 @@ impl Collectives {
         }
         let started = std::time::Instant::now();
         let bytes = array.size_in_bytes();
-        let header = Header {
-            kind: Kind::Recv,
-            op: 0,
-            dtype: T::CODE,
-            shape: array.shape().to_vec(),
-            root: source as u64,
-            list: Vec::new(),
-        };
+        let header = Header::of(Kind::Recv, 0, T::CODE, array.shape(), source as u64);
         let chunk = chunk_elements::<T>(1).min(array.len());
         let prepared = self
             .check_local(&array, Access::Write, OPERATION, None, Some(bytes))

@@ -27,14 +27,7 @@ impl Collectives {
     ) -> Result<DeviceArray<T>> {
         let started = std::time::Instant::now();
         let ranks = self.size();
-        let header = Header {
-            kind: Kind::ReduceScatter,
-            op: op.code(),
-            dtype: T::CODE,
-            shape: array.shape().to_vec(),
-            root: 0,
-            list: Vec::new(),
-        };
+        let header = Header::of(Kind::ReduceScatter, op.code(), T::CODE, array.shape(), 0);
         let block = array.len() / ranks;
         let chunk = chunk_elements::<T>(ranks).min(block);
         let bytes = array.size_in_bytes();

@@ -94,7 +94,7 @@ fn start_readback(ctx: &ContextInner, segments: &[Segment<'_>]) -> Result<Stagin
         );
         at += s.bytes;
     }
-    match ctx.submit_encoder_for_host_read(encoder, "copying a collective's chunk to staging") {
+    match ctx.submit_encoder(encoder, "copying a collective's chunk to staging", true) {
         Ok(id) => {
             readback.busy_until = id;
             Ok(readback)
@@ -167,7 +167,11 @@ fn reduce_into_upload<T: CollectiveElement>(
         );
         at += s.bytes;
     }
-    let id = ctx.submit_encoder(encoder, "copying a collective's chunk back from staging")?;
+    let id = ctx.submit_encoder(
+        encoder,
+        "copying a collective's chunk back from staging",
+        false,
+    )?;
     upload.busy_until = id;
     for s in segments {
         s.storage.record_use(id);

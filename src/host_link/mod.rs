@@ -45,17 +45,6 @@ pub(crate) enum HostLink {
 }
 
 impl HostLink {
-    /// The link for a context whose arena memory comes from gpu-allocator (`mapped_memory`) or
-    /// from plain wgpu buffers.
-    pub(crate) fn for_memory(mapped_memory: bool) -> Self {
-        match mapped_memory {
-            true => HostLink::Mapped,
-            false => HostLink::Wgpu,
-        }
-    }
-}
-
-impl HostLink {
     /// Uploads every item: through the staging pool (one submission per staging buffer
     /// filled), or with `queue.write_buffer` and one submission that carries the writes.
     /// Returns the last submission.

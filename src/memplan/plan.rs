@@ -239,11 +239,7 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     check_table(device)?;
 
     let skipped = skipped_types(memory);
-    let host_visible = MemoryRequest {
-        required: F::HOST_VISIBLE,
-        preferred: F::empty(),
-        not_preferred: F::empty(),
-    };
+    let host_visible = MemoryRequest::requiring(F::HOST_VISIBLE);
     if host_visible.rank(memory).is_empty() {
         let skipped = if skipped.is_empty() {
             String::new()
@@ -359,11 +355,7 @@ fn classify_uma(device: &DeviceDescription, reasons: &mut Vec<String>) -> bool {
             // by a host-visible type, is what integrated GPUs and software devices report.
             let memory = &device.memory;
             let live = || memory.heaps.iter().filter(|h| h.size > 0);
-            let mappable = MemoryRequest {
-                required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
-                preferred: F::empty(),
-                not_preferred: F::empty(),
-            };
+            let mappable = MemoryRequest::requiring(F::DEVICE_LOCAL | F::HOST_VISIBLE);
             if !live().any(|h| h.flags.contains(HeapFlags::DEVICE_LOCAL)) {
                 (
                     true,
@@ -395,14 +387,17 @@ struct Bar {
     ty: Option<u32>,
 }
 
+/// Device-local memory the host can map (a BAR or an APU's memory): coherent preferred, and
+/// write-combined rather than cached.
+const MAPPABLE_DEVICE_LOCAL: MemoryRequest = MemoryRequest {
+    required: F(F::DEVICE_LOCAL.0 | F::HOST_VISIBLE.0),
+    preferred: F::HOST_COHERENT,
+    not_preferred: F::HOST_CACHED,
+};
+
 fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>) -> Bar {
     let memory = &device.memory;
-    let mappable = MemoryRequest {
-        required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
-        preferred: F::HOST_COHERENT,
-        not_preferred: F::HOST_CACHED,
-    };
-    let ranked = mappable.rank(memory);
+    let ranked = MAPPABLE_DEVICE_LOCAL.rank(memory);
     let Some(heap) = largest_heap(memory, &ranked) else {
         reasons.push(
             "no BAR: no usable DEVICE_LOCAL|HOST_VISIBLE type, device memory is reached \
@@ -467,17 +462,8 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
         // Host-visible first, so puts and gets can map the arena; then coherent, and
         // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
         // is snooped. Device-local types the host cannot map come last.
-        let mappable = MemoryRequest {
-            required: F::DEVICE_LOCAL | F::HOST_VISIBLE,
-            preferred: F::HOST_COHERENT,
-            not_preferred: F::HOST_CACHED,
-        };
-        let device_local = MemoryRequest {
-            required: F::DEVICE_LOCAL,
-            preferred: F::empty(),
-            not_preferred: F::empty(),
-        };
-        let mut ranked = mappable.rank(memory);
+        let device_local = MemoryRequest::requiring(F::DEVICE_LOCAL);
+        let mut ranked = MAPPABLE_DEVICE_LOCAL.rank(memory);
         let rest: Vec<u32> = device_local
             .rank(memory)
             .into_iter()
@@ -556,11 +542,7 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
 
 /// On UMA, the host heap that dwarfs a device-local carve-out of `device_local_size` bytes.
 fn carve_out_host_heap(memory: &MemoryProperties, device_local_size: u64) -> Option<u32> {
-    let host_visible = MemoryRequest {
-        required: F::HOST_VISIBLE,
-        preferred: F::empty(),
-        not_preferred: F::empty(),
-    };
+    let host_visible = MemoryRequest::requiring(F::HOST_VISIBLE);
     let on_host_heaps: Vec<u32> = host_visible
         .rank(memory)
         .into_iter()

@@ -209,6 +209,14 @@ impl MemoryRequest {
         preferred: F::empty(),
         not_preferred: F::empty(),
     };
+
+    /// A request for types with every flag of `required` and no preference beyond it.
+    pub(crate) const fn requiring(required: F) -> MemoryRequest {
+        MemoryRequest {
+            required,
+            ..MemoryRequest::ANY
+        }
+    }
 }
 
 #[cfg(test)]

@@ -133,7 +133,7 @@ impl Sequence {
                         size: binding.range.size,
                     })
                     .collect();
-                self.push_dispatch(Step::Dispatch {
+                self.steps.push(Step::Dispatch {
                     kernel: std::sync::Arc::clone(&compiled),
                     ranges,
                     params: Some(d.params.bytes_from(first)),

@@ -39,10 +39,7 @@ impl Context {
         array: &DeviceArray<T>,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        self.check_eager_op(operation)?;
-        array
-            .storage
-            .check_ready_for(&self.inner, Access::Read, operation, "the array")?;
+        self.check_eager_array(&array.storage, Access::Read, operation, "the array")?;
         let mut sequence = self.single_op();
         let result = sequence.copy(array)?;
         sequence.submit()?;
@@ -95,9 +92,7 @@ impl Context {
         kind: MemoryKind,
         operation: &'static str,
     ) -> DonatedResult<T> {
-        let checked = self.check_eager_op(operation).and_then(|()| {
-            (array.storage).check_ready_for(&self.inner, Access::Read, operation, "the array")
-        });
+        let checked = self.check_eager_array(&array.storage, Access::Read, operation, "the array");
         if let Err(error) = checked {
             return Err(Donated { error, array });
         }

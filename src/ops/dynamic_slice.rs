@@ -35,9 +35,8 @@ impl Context {
         start: &[i64],
         sizes: &[usize],
     ) -> Result<DeviceArray<T>> {
-        self.check_eager_op("dynamic_slice")?;
-        operand.storage.check_ready_for(
-            &self.inner,
+        self.check_eager_array(
+            &operand.storage,
             Access::Read,
             "dynamic_slice",
             "the operand",

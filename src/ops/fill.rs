@@ -44,15 +44,7 @@ impl Context {
         value: T,
     ) -> DonatedResult<T> {
         let checked = self
-            .check_eager_op("fill_in_place")
-            .and_then(|()| {
-                array.storage.check_ready_for(
-                    &self.inner,
-                    Access::Write,
-                    "fill_in_place",
-                    "the array",
-                )
-            })
+            .check_eager_array(&array.storage, Access::Write, "fill_in_place", "the array")
             .and_then(|()| pattern_of(value, "fill_in_place"));
         match checked {
             Ok(pattern) => self.fill_pattern(array, pattern),

@@ -60,15 +60,7 @@ impl Context {
     ) -> DonatedResult<T> {
         let update = update.into();
         let checked = self
-            .check_eager_op(UPDATE_SLICE)
-            .and_then(|()| {
-                operand.storage.check_ready_for(
-                    &self.inner,
-                    Access::Write,
-                    UPDATE_SLICE,
-                    "the operand",
-                )
-            })
+            .check_eager_array(&operand.storage, Access::Write, UPDATE_SLICE, "the operand")
             .and_then(|()| check_operand_ready(&update, &self.inner, UPDATE_SLICE))
             .and_then(|()| update_start(&operand, &update, start, UPDATE_SLICE));
         let start = match checked {
@@ -103,13 +95,8 @@ impl Context {
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> Result<DeviceArray<T>> {
-        self.check_eager_op(UPDATE_SLICE_COPY)?;
-        operand.storage.check_ready_for(
-            &self.inner,
-            Access::Read,
-            UPDATE_SLICE_COPY,
-            "the operand",
-        )?;
+        let (storage, read) = (&operand.storage, Access::Read);
+        self.check_eager_array(storage, read, UPDATE_SLICE_COPY, "the operand")?;
         let update = update.into();
         check_operand_ready(&update, &self.inner, UPDATE_SLICE_COPY)?;
         let start = update_start(operand, &update, start, UPDATE_SLICE_COPY)?;

@@ -178,7 +178,8 @@ impl KernelCache {
             state.pipelines.insert(applied, Arc::clone(&compiled));
             return Ok(compiled);
         }
-        let compiled = state.compile(device, adapter, limits, name, reflected, started)?;
+        let (compiled, took) = state.make(device, adapter, limits, name, reflected, started)?;
+        state.count(name, took);
         state.pipelines.insert(asked, Arc::clone(&compiled));
         state.pipelines.insert(applied, Arc::clone(&compiled));
         Ok(compiled)
@@ -379,25 +380,6 @@ impl KernelState {
         Some(compiled)
     }
 
-    /// The one compilation path, for the library's kernels and users' alike: check the
-    /// reflected module (bindings, parameters, workgroup size and memory; storage made
-    /// `read_write`) against the device's limits, lay out its bind group from that, and make
-    /// the pipeline inside wgpu error scopes, so a module the device refuses is an `Err` with
-    /// wgpu's message.
-    fn compile(
-        &mut self,
-        device: &wgpu::Device,
-        adapter: &wgpu::AdapterInfo,
-        limits: &wgpu::Limits,
-        name: &str,
-        reflected: ReflectedKernel,
-        started: Instant,
-    ) -> Result<Arc<Compiled>> {
-        let (compiled, took) = self.make(device, adapter, limits, name, reflected, started)?;
-        self.count(name, took);
-        Ok(compiled)
-    }
-
     /// Counts a compilation of `name` that took `took` in the statistics.
     fn count(&mut self, name: &str, took: std::time::Duration) {
         self.stats.pipelines_compiled += 1;
@@ -405,7 +387,12 @@ impl KernelState {
         self.stats.compiles.push((name.to_string(), took));
     }
 
-    /// The pipeline of a reflected module, and the time since `started` (uncounted).
+    /// The one compilation path, for the library's kernels and users' alike: check the
+    /// reflected module (bindings, parameters, workgroup size and memory; storage made
+    /// `read_write`) against the device's limits, lay out its bind group from that, and make
+    /// the pipeline inside wgpu error scopes, so a module the device refuses is an `Err` with
+    /// wgpu's message. Returns the pipeline and the time since `started`, uncounted (the
+    /// caller counts it with [`KernelState::count`]).
     fn make(
         &mut self,
         device: &wgpu::Device,

@@ -107,16 +107,16 @@ const FASTEST_KEEP_SETS: usize = 64;
 /// The schedule `policy` gives for `chain`.
 pub(crate) fn plan(chain: &Chain, policy: CheckpointPolicy) -> Result<Schedule, RematError> {
     let n = chain.layer_count();
-    let keep = match policy {
-        CheckpointPolicy::SaveAll => keep_all(n),
+    let candidate = match policy {
+        CheckpointPolicy::SaveAll => Candidate::All,
         CheckpointPolicy::EveryNth(0) => return Err(RematError::ZeroInterval),
-        CheckpointPolicy::EveryNth(every) => every_nth(n, every),
-        CheckpointPolicy::Sqrt => balanced(chain, (n as f64).sqrt().round() as usize),
+        CheckpointPolicy::EveryNth(every) => Candidate::EveryNth(every),
+        CheckpointPolicy::Sqrt => Candidate::Balanced((n as f64).sqrt().round() as usize),
         CheckpointPolicy::Budget(budget) => return within_budget(chain, Fit::Arena(budget)),
         CheckpointPolicy::PeakBudget(budget) => return within_budget(chain, Fit::Peak(budget)),
         CheckpointPolicy::OffloadBudget(budget) => return offload_within_budget(chain, budget),
     };
-    Ok(Schedule::build(chain, &keep))
+    Ok(Schedule::build(chain, &candidate.keep(chain)))
 }
 
 /// What fitting a budget means.
@@ -154,25 +154,11 @@ impl Fit {
     }
 }
 
-/// Keep flags (indexed by activation) that keep every activation.
-fn keep_all(n: usize) -> Vec<bool> {
-    vec![true; n]
-}
-
-/// Keep flags (indexed by activation) that cut the chain into `segments` segments of about
-/// equal activation bytes (as the arena rounds them): activation `i` is kept where the bytes of
-/// activations 1 to `i` first reach another `1/segments` of the total. One segment keeps
-/// nothing; with equal activations, `n` keep all.
-fn balanced(chain: &Chain, segments: usize) -> Vec<bool> {
-    let rounded: Vec<u64> = (0..=chain.layer_count())
-        .map(|i| chain.rounded_activation_bytes(i))
-        .collect();
-    let mut keep = Vec::new();
-    balanced_into(&rounded, segments, &mut keep);
-    keep
-}
-
-/// [`balanced`] into `keep`, from the rounded activation bytes (0 to n).
+/// Keep flags (indexed by activation, into `keep`) that cut the chain whose rounded activation
+/// bytes (0 to n, as the arena rounds them) are `rounded` into `segments` segments of about
+/// equal bytes: activation `i` is kept where the bytes of activations 1 to `i` first reach
+/// another `1/segments` of the total. One segment keeps nothing; with equal activations, `n`
+/// keep all.
 fn balanced_into(rounded: &[u64], segments: usize, keep: &mut Vec<bool>) {
     let n = rounded.len() - 1;
     let segments = segments.clamp(1, n) as u128;
@@ -214,6 +200,16 @@ impl Candidate {
         std::iter::once(Candidate::All)
             .chain(search_counts(n).map(Candidate::EveryNth))
             .chain(search_counts(n).map(Candidate::Balanced))
+    }
+
+    /// The candidate's keep flags (indexed by activation) for `chain`.
+    fn keep(self, chain: &Chain) -> Vec<bool> {
+        let rounded: Vec<u64> = (0..=chain.layer_count())
+            .map(|i| chain.rounded_activation_bytes(i))
+            .collect();
+        let mut keep = Vec::new();
+        self.keep_into(&rounded, &mut keep);
+        keep
     }
 
     /// Writes the candidate's keep flags into `keep`, from the rounded activation bytes.
@@ -316,7 +312,7 @@ fn search_budget(chain: &Chain, fit: Fit) -> Result<Schedule, RematError> {
     let n = chain.layer_count();
     let mut evaluator = Evaluator::new(chain);
     let rounded = evaluator.rounded_activation_bytes().to_vec();
-    let mut keep = keep_all(n);
+    let mut keep = vec![true; n];
     // With every layer costing something, a plan that recomputes nothing has the same steps
     // as keeping everything: when that fits, nothing ranks higher, and the search is skipped.
     if chain.layers().iter().all(|l| l.forward_cost > 0.0) {
@@ -489,7 +485,7 @@ fn smallest_arena_of(schedule: &Schedule) -> Option<u64> {
 /// need more room than it saves, a prefetched copy beside the buffers it meets).
 fn offload_within_budget(chain: &Chain, budget: u64) -> Result<Schedule, RematError> {
     check_regions_hold_activations(chain)?;
-    let keep = keep_all(chain.layer_count());
+    let keep = vec![true; chain.layer_count()];
     offload_to_fit(chain, &keep, Fit::Arena(budget), true).map_err(|all| {
         let smallest = [Schedule::build(chain, &keep), *all]
             .into_iter()
@@ -705,11 +701,6 @@ fn smallest_fitting_arena(schedule: &Schedule, fits: u64) -> u64 {
     high
 }
 
-/// Keep flags that keep the output of every `every`-th layer.
-fn every_nth(n: usize, every: usize) -> Vec<bool> {
-    (0..n).map(|i| i % every == 0).collect()
-}
-
 /// The counts a budget search tries for `n` layers, as numbers of segments and as intervals
 /// between kept activations.
 fn search_counts(n: usize) -> impl Iterator<Item = usize> {
@@ -739,7 +730,7 @@ mod tests {
     fn a_peak_budget_search_over_20000_layers_builds_one_schedule_not_one_per_candidate() {
         // Before: about 2,300 schedules of 20,000 layers held at once (4.8 GB, ~30 s).
         let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 20_000]).unwrap();
-        let all = Schedule::build(&chain, &keep_all(20_000));
+        let all = Schedule::build(&chain, &vec![true; 20_000]);
         let budget = all.peak_bytes() - 256;
         drop(all);
         crate::remat::schedule::BUILDS.with(|builds| builds.set(0));
@@ -762,10 +753,19 @@ mod tests {
     fn balanced_cuts_a_uniform_chain_evenly_and_the_extremes_keep_nothing_or_everything() {
         let chain = Chain::new(1024, vec![Layer::new(1024, 1.0); 12]).unwrap();
         let kept = |keep: Vec<bool>| -> Vec<usize> { (1..12).filter(|&i| keep[i]).collect() };
-        assert_eq!(kept(balanced(&chain, 4)), [3, 6, 9]);
-        assert_eq!(kept(balanced(&chain, 1)), Vec::<usize>::new());
-        assert_eq!(kept(balanced(&chain, 12)), (1..12).collect::<Vec<_>>());
-        assert_eq!(kept(balanced(&chain, 100)), (1..12).collect::<Vec<_>>());
+        assert_eq!(kept(Candidate::Balanced(4).keep(&chain)), [3, 6, 9]);
+        assert_eq!(
+            kept(Candidate::Balanced(1).keep(&chain)),
+            Vec::<usize>::new()
+        );
+        assert_eq!(
+            kept(Candidate::Balanced(12).keep(&chain)),
+            (1..12).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            kept(Candidate::Balanced(100).keep(&chain)),
+            (1..12).collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -142,8 +142,22 @@ pub(crate) fn encode_steps(
         None
     };
 
+    // The steps' commands: dispatches without a bind group get one here, over their slot of
+    // the parameters buffer; `finish` too runs inside the error scope.
     let scopes = ErrorScopes::push(device);
-    let commands = record_commands(device, steps, &offsets, params_buffer.as_ref(), timer);
+    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        label: Some("gpu-arena steps"),
+    });
+    let recorded = record_into(
+        &mut encoder,
+        device,
+        steps,
+        &offsets,
+        &[],
+        params_buffer.as_ref(),
+        timer,
+    );
+    let commands = recorded.map(|()| encoder.finish());
     let popped = scopes.pop();
     let commands = commands?;
     popped?;
@@ -171,33 +185,8 @@ pub(crate) fn encode_bound_steps(
     Ok(encoder.finish())
 }
 
-/// The commands of `steps`: dispatches without a bind group get one here, over their slot of
-/// `params_buffer` at `offsets`; with a `timer`, each dispatch's begin and end are stamped
-/// (see `timestamps.rs`) and the stamps resolved at the end.
-fn record_commands(
-    device: &wgpu::Device,
-    steps: &[Step],
-    offsets: &[Option<u64>],
-    params_buffer: Option<&wgpu::Buffer>,
-    timer: Option<&mut DispatchTimer>,
-) -> Result<wgpu::CommandBuffer, DeviceRefusal> {
-    let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-        label: Some("gpu-arena steps"),
-    });
-    record_into(
-        &mut encoder,
-        device,
-        steps,
-        offsets,
-        &[],
-        params_buffer,
-        timer,
-    )?;
-    Ok(encoder.finish())
-}
-
-/// Records `steps` into `encoder` ([`record_commands`]), but the steps at the positions in
-/// `omitted` (sorted: see [`encode_bound_steps`]), the timer's stamps resolved at the end.
+/// Records `steps` into `encoder`, but the steps at the positions in `omitted` (sorted: see
+/// [`encode_bound_steps`]), the timer's stamps resolved at the end.
 fn record_into(
     encoder: &mut wgpu::CommandEncoder,
     device: &wgpu::Device,
@@ -218,7 +207,7 @@ fn record_into(
             Step::Dispatch { kernel, .. } => {
                 // Consecutive dispatches share one compute pass (wgpu orders them), except
                 // dispatches timed by their pass's own timestamps: a pass each.
-                let inside = timer.as_ref().is_some_and(|t| t.inside_passes());
+                let inside = timer.as_ref().is_some_and(|t| t.inside_passes);
                 let pass_per_dispatch = timer.is_some() && !inside;
                 let writes = match timer.as_deref_mut() {
                     Some(t) if pass_per_dispatch => t.pass_writes(kernel),

@@ -9,7 +9,7 @@
 //! written with `queue.write_buffer`, which lands just before the next submission, after the
 //! batch that used them was submitted.
 
-use super::step::{BufferCopy, Step};
+use super::step::Step;
 
 /// Most single ops ([`Context::launch`](crate::Context::launch)`(..).run()`, `copy`,
 /// `dynamic_slice`, ...) a context gathers into one submission before it submits them (see
@@ -111,30 +111,14 @@ impl GatheredSteps {
     /// copy command for a loop of small uploads.
     pub(crate) fn push(&mut self, steps: Vec<Step>, is_op: bool) {
         for step in steps {
-            if let (
-                Some(Step::Copy(BufferCopy {
-                    src,
-                    src_offset,
-                    dst,
-                    dst_offset,
-                    size,
-                })),
-                Step::Copy(BufferCopy {
-                    src: next_src,
-                    src_offset: next_src_offset,
-                    dst: next_dst,
-                    dst_offset: next_dst_offset,
-                    size: next_size,
-                }),
-            ) = (self.steps.last_mut(), &step)
-            {
-                if src == next_src
-                    && dst == next_dst
-                    && src != dst
-                    && *src_offset + *size == *next_src_offset
-                    && *dst_offset + *size == *next_dst_offset
+            if let (Some(Step::Copy(last)), Step::Copy(next)) = (self.steps.last_mut(), &step) {
+                if last.src == next.src
+                    && last.dst == next.dst
+                    && last.src != last.dst
+                    && last.src_offset + last.size == next.src_offset
+                    && last.dst_offset + last.size == next.dst_offset
                 {
-                    *size += *next_size;
+                    last.size += next.size;
                     continue;
                 }
             }

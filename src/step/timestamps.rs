@@ -110,11 +110,6 @@ impl DispatchTimer {
         self.capacity
     }
 
-    /// Whether stamps are written inside passes (dispatches then share passes).
-    pub(super) fn inside_passes(&self) -> bool {
-        self.inside_passes
-    }
-
     /// When the `i`th timed dispatch was recorded ([`DispatchTimer::recorded_ns`]).
     pub(crate) fn recorded_at(&self, i: usize) -> u64 {
         self.recorded_ns

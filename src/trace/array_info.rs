@@ -17,8 +17,8 @@ use std::panic::Location;
 pub(crate) struct ArrayInfo {
     /// `std::any::type_name` of the element type (`f32`, `u32`, `my_crate::Particle`).
     pub dtype: &'static str,
-    rank: u8,
-    dims: [usize; MAX_RANK],
+    pub(super) rank: u8,
+    pub(super) dims: [usize; MAX_RANK],
     /// When the array was allocated, in ns on the timeline's clock; `None` with the timeline
     /// off (a clock read per array would cost as much as the rest of the bookkeeping).
     pub born_ns: Option<u64>,

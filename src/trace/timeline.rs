@@ -19,7 +19,6 @@ use crate::shape::MAX_RANK;
 use crate::submission::SubmissionId;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
-use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -288,16 +287,6 @@ struct ContextRing {
     dropped: u64,
 }
 
-/// What the timeline keeps of an array beside its allocation event: where it was made, its
-/// element type and its shape. Interned, so an event carries an index.
-#[derive(Clone, Copy, Debug)]
-struct Description {
-    site: &'static Location<'static>,
-    dtype: &'static str,
-    rank: u8,
-    dims: [usize; MAX_RANK],
-}
-
 /// A description by identity: the addresses of its site and type name (both `'static`, one
 /// per call site and type) with the shape. Hashing addresses rather than the file name and type
 /// name keeps interning, which runs on every allocation with the timeline on, to a few
@@ -311,7 +300,7 @@ struct DescriptionKey {
 }
 
 impl DescriptionKey {
-    fn of(d: &Description) -> DescriptionKey {
+    fn of(d: &ArrayInfo) -> DescriptionKey {
         DescriptionKey {
             site: std::ptr::from_ref(d.site) as usize,
             dtype: d.dtype.as_ptr() as usize,
@@ -352,15 +341,17 @@ impl std::hash::Hasher for AddressHasher {
     }
 }
 
-/// Interned descriptions, at most [`MAX_TIMELINE_SITES`].
+/// Interned array descriptions (where an array was made, its element type and its shape; the
+/// birth time is not part of the key), at most [`MAX_TIMELINE_SITES`], so an allocation event
+/// carries an index.
 #[derive(Default)]
 struct Descriptions {
-    list: Vec<Description>,
+    list: Vec<ArrayInfo>,
     index: HashMap<DescriptionKey, u32, std::hash::BuildHasherDefault<AddressHasher>>,
 }
 
 impl Descriptions {
-    fn intern(&mut self, description: Description) -> u32 {
+    fn intern(&mut self, description: ArrayInfo) -> u32 {
         let key = DescriptionKey::of(&description);
         if let Some(&index) = self.index.get(&key) {
             return index;
@@ -553,15 +544,7 @@ impl Timeline {
     /// context calls it under the arena's lock, just before the arena allocates, so the
     /// description reaches the one event it belongs to.
     pub(crate) fn describe_next_alloc(&self, info: &ArrayInfo) {
-        let shape = info.shape();
-        let mut dims = [0; MAX_RANK];
-        dims[..shape.len()].copy_from_slice(shape);
-        let index = lock(&self.descriptions).intern(Description {
-            site: info.site,
-            dtype: info.dtype,
-            rank: shape.len() as u8,
-            dims,
-        });
+        let index = lock(&self.descriptions).intern(*info);
         self.next_description.store(index, Ordering::Relaxed);
     }
 
@@ -873,7 +856,7 @@ struct InternedCopy {
     /// Labels and kernel names, by index.
     names: Vec<Arc<str>>,
     /// Array descriptions, by index.
-    descriptions: Vec<Description>,
+    descriptions: Vec<ArrayInfo>,
 }
 
 impl InternedCopy {
@@ -890,7 +873,7 @@ impl InternedCopy {
             Some(d) => (
                 Some(d.site.to_string()),
                 Some(d.dtype.to_string()),
-                Some(d.dims[..d.rank as usize].to_vec()),
+                Some(d.shape().to_vec()),
             ),
             None => (None, None, None),
         }

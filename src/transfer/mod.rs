@@ -361,7 +361,7 @@ fn reread_if_overlapped(
 }
 
 /// Reads `out.len()` bytes of an array from `view_offset` through [`ContextInner::readback`]
-/// (`at_once`: [`ContextInner::readback_at_once`]). Buffer copies start on
+/// (`at_once`: [`crate::host_link::wgpu_copy::readback_at_once`]). Buffer copies start on
 /// [`COPY_ALIGNMENT`]: a view of 1- or 2-byte elements that starts between two words is read
 /// from the word before it into a small host buffer (its own bytes plus at most 3), then
 /// copied into `out`.
@@ -380,7 +380,7 @@ pub(super) fn read_staged(
     // The copy rounds the bytes up to a word, which the arena's 256-byte allocations hold.
     let span = |len: u64| len.next_multiple_of(COPY_ALIGNMENT);
     let readback = |items: &mut [ReadbackItem<'_>]| match at_once {
-        true => inner.readback_at_once(items),
+        true => crate::host_link::wgpu_copy::readback_at_once(inner, items),
         false => inner.readback(items),
     };
     if skip == 0 {
@@ -528,12 +528,6 @@ impl ContextInner {
     /// Uploads `items` through the host link ([`crate::host_link::HostLink::upload`]).
     pub(crate) fn upload(&self, items: &[UploadItem<'_>]) -> Result<SubmissionId> {
         self.host_link().upload(self, items)
-    }
-
-    /// Reads every item back with one copy each in one submission
-    /// ([`crate::host_link::wgpu_copy::readback_at_once`]).
-    pub(crate) fn readback_at_once(&self, items: &mut [ReadbackItem<'_>]) -> Result<()> {
-        crate::host_link::wgpu_copy::readback_at_once(self, items)
     }
 
     /// Reads `items` back through the host link ([`crate::host_link::HostLink::readback`]).
