@@ -144,20 +144,23 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), PrivateFileRefusal> {
         return Err(PrivateFileRefusal::NotADirectory);
     }
     #[cfg(unix)]
-    {
-        let uid = effective_uid();
-        if metadata.uid() != uid {
-            return Err(PrivateFileRefusal::DirectoryOfAnotherUser {
-                owner: metadata.uid(),
-                user: uid,
-            });
-        }
-        let mode = metadata.permissions().mode() & 0o7777;
-        if mode & GROUP_OR_OTHERS_WRITE != 0 {
-            return Err(PrivateFileRefusal::DirectoryWritableByOthers { mode });
-        }
-    }
+    owned_and_private(&metadata, true)?;
     Ok(())
+}
+
+/// On Unix, that what `metadata` describes (a directory when `dir`) is the effective user's
+/// and not writable by group or others.
+#[cfg(unix)]
+fn owned_and_private(metadata: &std::fs::Metadata, dir: bool) -> Result<(), PrivateFileRefusal> {
+    let (owner, user) = (metadata.uid(), effective_uid());
+    let mode = metadata.permissions().mode() & 0o7777;
+    match (owner != user, mode & GROUP_OR_OTHERS_WRITE != 0) {
+        (true, _) if dir => Err(PrivateFileRefusal::DirectoryOfAnotherUser { owner, user }),
+        (true, _) => Err(PrivateFileRefusal::FileOfAnotherUser { owner, user }),
+        (false, true) if dir => Err(PrivateFileRefusal::DirectoryWritableByOthers { mode }),
+        (false, true) => Err(PrivateFileRefusal::FileWritableByOthers { mode }),
+        (false, false) => Ok(()),
+    }
 }
 
 /// The whole of the regular file at `path`, if there is one: `Ok(None)` when nothing is there.
@@ -188,19 +191,7 @@ pub(crate) fn read_private_file(
         return Err(PrivateFileRefusal::NotRegular);
     }
     #[cfg(unix)]
-    {
-        let uid = effective_uid();
-        if metadata.uid() != uid {
-            return Err(PrivateFileRefusal::FileOfAnotherUser {
-                owner: metadata.uid(),
-                user: uid,
-            });
-        }
-        let mode = metadata.permissions().mode() & 0o7777;
-        if mode & GROUP_OR_OTHERS_WRITE != 0 {
-            return Err(PrivateFileRefusal::FileWritableByOthers { mode });
-        }
-    }
+    owned_and_private(&metadata, false)?;
     if metadata.len() > max_bytes {
         return Err(PrivateFileRefusal::TooLarge {
             bytes: metadata.len(),

@@ -26,15 +26,6 @@ use std::sync::Arc;
 /// The operation a run's refusals name.
 const RUN: &str = "CapturedStep::run";
 
-/// Where a parameter slot's bytes go at a run.
-#[derive(Clone, Copy, Debug)]
-enum ParamTarget {
-    /// At this byte of the step's uniform parameter buffer.
-    Uniform(usize),
-    /// Into the immediates of this step (set when the commands are encoded).
-    Immediate(usize),
-}
-
 /// One temporary of a [`StepPlan`]: its bytes (the arena's 256-byte rounding), its offset in
 /// the block, and the steps it is live over (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,7 +142,8 @@ pub struct CapturedStep {
     arrays: Vec<(Arc<ArrayStorage>, Access)>,
     uniform: Option<(wgpu::Buffer, Vec<u8>)>,
     uniform_at: Vec<Option<usize>>,
-    slot_targets: Vec<Vec<ParamTarget>>,
+    /// The launches whose parameters come from each parameter slot: `(step index, slot)`.
+    slotted_params: Vec<(usize, u32)>,
     slot_sizes: Vec<usize>,
     staging: StepStaging,
     inputs: Vec<CapturedIo>,
@@ -253,7 +245,7 @@ impl CapturedStep {
             ctx,
             id: tables.id,
             slot_sizes: tables.param_slots.iter().map(Vec::len).collect(),
-            slot_targets: slot_targets(&tables, &steps, &uniform_at),
+            slotted_params: tables.slotted_params.clone(),
             steps,
             arrays,
             uniform,
@@ -690,18 +682,10 @@ impl CapturedStep {
     /// immediates) and the bases of its moving copies at `offsets` (into their uniform slots).
     fn apply(&mut self, params: &[(u32, Vec<u8>)], offsets: &[(usize, u64)]) -> Result<()> {
         for (index, bytes) in params {
-            for target in &self.slot_targets[*index as usize] {
-                match *target {
-                    ParamTarget::Uniform(at) => {
-                        if let Some((_, uniform)) = &mut self.uniform {
-                            uniform[at..at + bytes.len()].copy_from_slice(bytes);
-                        }
-                    }
-                    ParamTarget::Immediate(i) => {
-                        if let Step::Dispatch { params, .. } = &mut self.steps[i] {
-                            *params = Some(bytes.clone());
-                        }
-                    }
+            for i in 0..self.slotted_params.len() {
+                let (step, slot) = self.slotted_params[i];
+                if slot == *index {
+                    self.write_params(step, bytes);
                 }
             }
         }
@@ -721,13 +705,32 @@ impl CapturedStep {
                     reason: overflow.to_string(),
                 }
             })?;
-            if let (Some((_, uniform)), Some(at)) =
-                (&mut self.uniform, self.uniform_at[moving.step])
-            {
-                uniform[at..at + params.len()].copy_from_slice(&params);
-            }
+            self.write_params(moving.step, &params);
         }
         Ok(())
+    }
+
+    /// Writes `bytes` as the parameters of step `step`: into its slot of the uniform block, or
+    /// into its immediates (set when the commands are encoded) for a kernel that takes them so.
+    fn write_params(&mut self, step: usize, bytes: &[u8]) {
+        match (
+            &mut self.uniform,
+            self.uniform_at[step],
+            &mut self.steps[step],
+        ) {
+            (Some((_, uniform)), Some(at), _) => {
+                uniform[at..at + bytes.len()].copy_from_slice(bytes)
+            }
+            (_, None, Step::Dispatch { kernel, params, .. })
+                if matches!(
+                    kernel.signature.params.as_ref().map(|b| b.kind),
+                    Some(ParamsKind::Immediate)
+                ) =>
+            {
+                *params = Some(bytes.to_vec());
+            }
+            _ => {}
+        }
     }
 
     /// Points the steps that use array slots at the arrays this run binds (`bound`), making
@@ -1057,34 +1060,6 @@ fn attach_staging(
         }
     }
     Ok(staging)
-}
-
-/// Where each parameter slot's bytes go at a run: the immediates of the dispatches that take
-/// them so, else their slot of the uniform buffer (`uniform_at`).
-fn slot_targets(
-    tables: &CaptureTables,
-    steps: &[Step],
-    uniform_at: &[Option<usize>],
-) -> Vec<Vec<ParamTarget>> {
-    let mut targets = vec![Vec::new(); tables.param_slots.len()];
-    for &(step, slot) in &tables.slotted_params {
-        let target = match &steps[step] {
-            Step::Dispatch { kernel, .. }
-                if matches!(
-                    kernel.signature.params.as_ref().map(|b| b.kind),
-                    Some(ParamsKind::Immediate)
-                ) =>
-            {
-                ParamTarget::Immediate(step)
-            }
-            _ => match uniform_at[step] {
-                Some(at) => ParamTarget::Uniform(at),
-                None => continue,
-            },
-        };
-        targets[slot as usize].push(target);
-    }
-    targets
 }
 
 /// Where a run could write its inputs in place ([`InPlaceInputs`]): when every input's bytes

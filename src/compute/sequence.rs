@@ -330,33 +330,23 @@ impl Sequence {
             return Err(error);
         }
         let steps = std::mem::take(&mut self.steps);
-        if steps.is_empty() {
-            let mut last = SubmissionId(0);
-            if self.uploads.take_queued_writes() {
-                // Only queued uploads: one (empty) submission carries them.
-                let touched = &self.touched;
-                let record = |id| {
-                    for (storage, _) in touched {
-                        storage.record_use(id);
-                    }
-                };
-                last = inner
-                    .submission("submitting a sequence's uploads")?
-                    .submit([], record, [])?;
-            }
-            drop(kernels);
-            self.finish(last);
-            return Ok(last);
-        }
         let touched = std::mem::take(&mut self.touched);
+        let record = |id| {
+            for (storage, _) in &touched {
+                storage.record_use(id);
+            }
+        };
         let result = match self.recorder {
+            _ if steps.is_empty() => match self.uploads.take_queued_writes() {
+                // Only queued uploads: one (empty) submission carries them.
+                true => inner
+                    .submission("submitting a sequence's uploads")
+                    .and_then(|submission| submission.submit([], record, [])),
+                false => Ok(SubmissionId(0)),
+            },
             // A single op joins the context's gathered ops (`context/gathered.rs`).
-            Recorder::Library => inner.gather(steps, |id| {
-                for (storage, _) in &touched {
-                    storage.record_use(id);
-                }
-            }),
-            Recorder::User(_) => inner.submit_steps(&mut kernels.params, &steps, &touched),
+            Recorder::Library => inner.gather(steps, record),
+            Recorder::User(_) => inner.submit_steps(&mut kernels.params, &steps, record),
         };
         drop(kernels);
         self.touched = touched;
@@ -431,14 +421,15 @@ impl std::fmt::Debug for Sequence {
 impl ContextInner {
     /// Encodes `steps` as command buffers of at most [`MAX_DISPATCHES_PER_SUBMIT`] dispatches
     /// each, every one inside error scopes; only when all are valid, writes their parameters,
-    /// records the submission on every array of `touched` and submits them together. The
+    /// calls `record` with the submission (before anything of it can complete) and submits
+    /// them together. The
     /// caller holds the kernel lock, which keeps other threads from writing the parameter
     /// slots of `params` between this write and this submit.
     fn submit_steps(
         &self,
         params: &mut ParamsBuffer,
         steps: &[Step],
-        touched: &[(Arc<ArrayStorage>, Access)],
+        record: impl FnOnce(SubmissionId),
     ) -> Result<SubmissionId> {
         // Nothing of a lost device is touched, the parameter buffer included. A user's
         // sequence is what a host read of its results usually follows: it carries the memory
@@ -503,11 +494,6 @@ impl ContextInner {
             }
             commands.push(command_buffer);
         }
-        let record = |id| {
-            for (storage, _) in touched {
-                storage.record_use(id);
-            }
-        };
         submission.submit(commands, record, crate::step::dispatch_names(steps, &[]))
     }
 }

@@ -16,20 +16,10 @@ const ROUNDS: usize = 5;
 const MIN_ROUNDS: usize = 3;
 const JOB_BUDGET: Duration = Duration::from_millis(500);
 
-/// What the process measures for its users right now: the host link's bandwidth, and the
-/// users' kernels being tuned (by key; their `run` is the user's code).
-struct Measuring {
-    host_link: bool,
-    user_kernels: Vec<u64>,
-}
-
-/// The measurements users ask for (a user's kernel tuned, the host link measured): one job per
-/// kernel and one host-link measurement at a time in the process. A leaf lock, held only to
-/// read or change the state, never across a measurement.
-static MEASURING: std::sync::Mutex<Measuring> = std::sync::Mutex::new(Measuring {
-    host_link: false,
-    user_kernels: Vec::new(),
-});
+/// The measurements users ask for that the process runs right now (a user's kernel tuned, the
+/// host link measured): one job per kernel and one host-link measurement at a time in the
+/// process. A leaf lock, held only to read or change the list, never across a measurement.
+static MEASURING: std::sync::Mutex<Vec<Measure>> = std::sync::Mutex::new(Vec::new());
 /// Told when a measurement ends.
 static MEASURED: std::sync::Condvar = std::sync::Condvar::new();
 
@@ -57,7 +47,7 @@ impl Drop for InRun {
 
 /// What a measurement measures: a user's kernel (the key of its source, constants and values)
 /// or the host link.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 pub(crate) enum Measure {
     UserKernel(u64),
     HostLink,
@@ -69,10 +59,7 @@ pub(crate) struct MeasuringJob(Measure);
 impl Drop for MeasuringJob {
     fn drop(&mut self) {
         let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
-        match self.0 {
-            Measure::UserKernel(key) => now.user_kernels.retain(|&k| k != key),
-            Measure::HostLink => now.host_link = false,
-        }
+        now.retain(|&m| m != self.0);
         MEASURED.notify_all();
     }
 }
@@ -88,17 +75,10 @@ pub(crate) fn measuring_job(what: Measure) -> Option<MeasuringJob> {
         return None;
     }
     let mut now = MEASURING.lock().unwrap_or_else(|p| p.into_inner());
-    let busy = |now: &Measuring| match what {
-        Measure::HostLink => now.host_link,
-        Measure::UserKernel(key) => now.host_link || now.user_kernels.contains(&key),
-    };
-    while busy(&now) {
+    while now.contains(&Measure::HostLink) || now.contains(&what) {
         now = MEASURED.wait(now).unwrap_or_else(|p| p.into_inner());
     }
-    match what {
-        Measure::UserKernel(key) => now.user_kernels.push(key),
-        Measure::HostLink => now.host_link = true,
-    }
+    now.push(what);
     Some(MeasuringJob(what))
 }
 

@@ -281,31 +281,10 @@ impl BoxCopy {
         (dense, extent)
     }
 
-    /// Source bytes [first, end) the box touches.
-    fn src_extent(&self) -> (u64, u64) {
-        let reach: u64 = self
-            .outer
-            .iter()
-            .map(|d| (d.count - 1) * d.src_stride)
-            .sum();
-        (self.src_offset, self.src_offset + reach + self.row_bytes)
-    }
-
-    /// Destination bytes [first, end) the box touches.
-    fn dst_extent(&self) -> (u64, u64) {
-        let reach: u64 = self
-            .outer
-            .iter()
-            .map(|d| (d.count - 1) * d.dst_stride)
-            .sum();
-        (self.dst_offset, self.dst_offset + reach + self.row_bytes)
-    }
-
     fn fits(&self, unit: CopyUnit, limits: &PlanLimits) -> bool {
         let budget = limits.span_budget();
-        let (s0, s1) = self.src_extent();
-        let (d0, d1) = self.dst_extent();
-        s1 - s0 <= budget && d1 - d0 <= budget && self.items(unit) <= limits.max_items
+        let [(_, src_len), (_, dst_len)] = self.spans();
+        src_len <= budget && dst_len <= budget && self.items(unit) <= limits.max_items
     }
 
     /// The box with its outermost dimension restricted to `count` indices from `first`.
@@ -327,19 +306,10 @@ impl BoxCopy {
             return;
         }
         if self.outer.is_empty() {
-            let piece = (limits.span_budget().min(limits.max_items)) / ROW_PIECE_ALIGNMENT
-                * ROW_PIECE_ALIGNMENT;
-            let piece = piece.max(ROW_PIECE_ALIGNMENT);
-            let mut at = 0;
-            while at < self.row_bytes {
-                let len = piece.min(self.row_bytes - at);
-                out.push(BoxCopy::contiguous(
-                    len,
-                    self.src_offset + at,
-                    self.dst_offset + at,
-                ));
-                at += len;
-            }
+            let limit = limits.span_budget().min(limits.max_items);
+            out.extend(aligned_pieces(self.row_bytes, limit).map(|(at, len)| {
+                BoxCopy::contiguous(len, self.src_offset + at, self.dst_offset + at)
+            }));
             return;
         }
         let count = self.outer[0].count;
@@ -493,10 +463,9 @@ fn dispatch_for(
     unit: CopyUnit,
     limits: &PlanLimits,
 ) -> Result<CopyDispatch, PlanError> {
-    let (s0, s1) = piece.src_extent();
-    let (d0, d1) = piece.dst_extent();
-    let src = bind_range(s0, s1, limits.binding_alignment);
-    let dst = bind_range(d0, d1, limits.binding_alignment);
+    let [(s0, src_len), (d0, dst_len)] = piece.spans();
+    let src = bind_range(s0, s0 + src_len, limits.binding_alignment);
+    let dst = bind_range(d0, d0 + dst_len, limits.binding_alignment);
     dispatch_in(piece, unit, src, dst)
 }
 
@@ -631,29 +600,28 @@ pub(crate) fn plan_fill(
     limits: &PlanLimits,
 ) -> Result<Vec<FillDispatch>, PlanError> {
     let total = bytes.next_multiple_of(VEC4_BYTES);
-    let piece = (limits.span_budget().min(limits.max_items * VEC4_BYTES)) / ROW_PIECE_ALIGNMENT
-        * ROW_PIECE_ALIGNMENT;
-    let piece = piece.max(ROW_PIECE_ALIGNMENT);
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < total {
-        let len = piece.min(total - at);
-        out.push(FillDispatch {
-            dst: BindRange {
-                offset: at,
-                size: len,
-            },
-            params: FillParams {
-                pattern,
-                base: 0,
-                items: kernel_u32(len / VEC4_BYTES, "fill item count")?,
-                first_item: 0,
-                _pad: 0,
-            },
-        });
-        at += len;
-    }
-    Ok(out)
+    let limit = limits.span_budget().min(limits.max_items * VEC4_BYTES);
+    aligned_pieces(total, limit)
+        .map(|(offset, size)| {
+            Ok(FillDispatch {
+                dst: BindRange { offset, size },
+                params: FillParams {
+                    pattern,
+                    base: 0,
+                    items: kernel_u32(size / VEC4_BYTES, "fill item count")?,
+                    first_item: 0,
+                    _pad: 0,
+                },
+            })
+        })
+        .collect()
+}
+
+/// `total` bytes cut into pieces of at most `limit` bytes, rounded down to
+/// [`ROW_PIECE_ALIGNMENT`] (one alignment at least): `(offset, len)` each, in order.
+fn aligned_pieces(total: u64, limit: u64) -> impl Iterator<Item = (u64, u64)> {
+    let piece = (limit / ROW_PIECE_ALIGNMENT * ROW_PIECE_ALIGNMENT).max(ROW_PIECE_ALIGNMENT);
+    (0..total.div_ceil(piece)).map(move |i| (i * piece, piece.min(total - i * piece)))
 }
 
 /// An (x, y, z) grid of at least `groups` workgroups within `max_per_dimension` (spilling into

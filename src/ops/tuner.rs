@@ -14,10 +14,8 @@
 //! array, takes no submission id and leaves the gathered ops gathered, so nothing a program
 //! records, counts or waits on sees it.
 
-use super::builtin::planning_error;
-use super::geometry::{
-    grid, plan_copy, plan_fill, BindRange, BoxCopy, CopyUnit, OuterDim, PlanLimits,
-};
+use super::builtin::{copy_kernel, planning_error};
+use super::geometry::{grid, plan_copy, plan_fill, BindRange, BoxCopy, OuterDim, PlanLimits};
 use super::stopwatch::Stopwatch;
 use crate::compute::Sequence;
 use crate::context::{Context, ContextInner};
@@ -27,6 +25,7 @@ use crate::pipelines::{
     Builtin, ErrorScopes, KernelState, KernelTuningReport, SizeClass, TunedKernel, TuningOrigin,
     TUNING_JOB,
 };
+use crate::step::{bind_group, BoundRange};
 use std::time::{Duration, Instant};
 
 /// What tuning is called in errors.
@@ -239,15 +238,14 @@ fn tune(
                 kernel.name(),
                 class.name()
             );
+            // No rates: the fixed shape, every rate 0.
+            let none = Rates {
+                shapes: Vec::new(),
+                device_copy: 0.0,
+            };
             TunedKernel {
-                kernel: kernel.name(),
-                size_class: class,
-                shape: fixed_shape,
-                fixed_shape,
-                bytes_per_second: 0.0,
-                fixed_bytes_per_second: 0.0,
-                device_copy_bytes_per_second: 0.0,
                 origin: TuningOrigin::Failed,
+                ..choose(kernel, class, &none)
             }
         }
     }
@@ -432,9 +430,11 @@ impl<'a> Bench<'a> {
         // meanwhile, out of memory) fails the job, never reaches the uncaptured-error handler.
         let scopes = ErrorScopes::push(inner.device());
         let scratch = Scratch::new(inner, &work);
+        let ranges: Vec<BoundRange> = scratch.src.iter().chain([&scratch.dst]).cloned().collect();
+        let params = Some((&scratch.params, 0, scratch.params.size()));
         let bind_groups = compiled
             .iter()
-            .map(|c| scratch.bind_group(inner.device(), &c.layout, &work))
+            .map(|c| bind_group(inner.device(), c, &ranges, params))
             .collect();
         let stopwatch = Stopwatch::new(inner);
         scopes
@@ -480,11 +480,11 @@ impl<'a> Bench<'a> {
 
     /// The time of `repeats` device copies (clears for fill) in one submission.
     fn device_copy(&self, repeats: u32) -> Result<Duration> {
-        let (bytes, dst) = (self.copy_bytes(), &self.scratch.dst);
+        let (bytes, dst) = (self.copy_bytes(), &self.scratch.dst.buffer);
         self.stopwatch.time(self.inner, TUNING, |encoder| {
             for _ in 0..repeats {
                 match &self.scratch.src {
-                    Some(src) => encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes),
+                    Some(src) => encoder.copy_buffer_to_buffer(&src.buffer, 0, dst, 0, bytes),
                     None => encoder.clear_buffer(dst, 0, Some(bytes)),
                 }
             }
@@ -512,13 +512,8 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
             src_offset,
             dst_offset,
         };
-    let row = |offset: u64| BoxCopy {
-        outer: Vec::new(),
-        row_bytes: bytes,
-        src_offset: offset,
-        dst_offset: offset,
-    };
-    let (copy, unit) = match kernel {
+    let row = |offset: u64| BoxCopy::contiguous(bytes, offset, offset);
+    let copy = match kernel {
         Builtin::Fill => {
             let planned = plan_fill(bytes, [1, 2, 3, 4], limits)
                 .map_err(|refused| planning_error(TUNING, refused))?;
@@ -533,23 +528,18 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
                 bytes,
             });
         }
-        Builtin::CopyRowsVec4 { contiguous: true } => (row(0), CopyUnit::Vec4),
-        Builtin::CopyRowsVec4 { contiguous: false } => (rows(1024, 16, 32, 0, 0), CopyUnit::Vec4),
-        Builtin::CopyRowsWord { contiguous: true } => (row(4), CopyUnit::Word),
-        Builtin::CopyRowsWord { contiguous: false } => (rows(1020, 8, 12, 4, 4), CopyUnit::Word),
-        Builtin::CopyBytes => (rows(1021, 6, 8, 1, 3), CopyUnit::Byte),
+        Builtin::CopyRowsVec4 { contiguous: true } => row(0),
+        Builtin::CopyRowsVec4 { contiguous: false } => rows(1024, 16, 32, 0, 0),
+        Builtin::CopyRowsWord { contiguous: true } => row(4),
+        Builtin::CopyRowsWord { contiguous: false } => rows(1020, 8, 12, 4, 4),
+        Builtin::CopyBytes => rows(1021, 6, 8, 1, 3),
     };
     let planned = plan_copy(&copy, limits).map_err(|refused| planning_error(TUNING, refused))?;
     let [d] = planned.as_slice() else {
         return Err(internal("the tuning box does not plan as one dispatch"));
     };
-    let contiguous = d.params.outer_rank == 0;
-    let planned_kernel = match d.unit {
-        CopyUnit::Vec4 => Builtin::CopyRowsVec4 { contiguous },
-        CopyUnit::Word => Builtin::CopyRowsWord { contiguous },
-        CopyUnit::Byte => Builtin::CopyBytes,
-    };
-    if d.unit != unit || planned_kernel != kernel {
+    let planned_kernel = copy_kernel(d.unit, d.params.outer_rank == 0);
+    if planned_kernel != kernel {
         return Err(Error::Internal {
             operation: TUNING,
             reason: format!(
@@ -572,15 +562,18 @@ fn workload(kernel: Builtin, bytes: u64, limits: &PlanLimits) -> Result<Workload
 /// so its statistics and limits never see them).
 struct Scratch {
     params: wgpu::Buffer,
-    src: Option<wgpu::Buffer>,
-    dst: wgpu::Buffer,
+    /// The source range (copies), bound at 1.
+    src: Option<BoundRange>,
+    /// The destination range, bound after the source.
+    dst: BoundRange,
 }
 
 impl Scratch {
     fn new(inner: &ContextInner, work: &Workload) -> Self {
         let device = inner.device();
-        let storage = |range: &BindRange, label| {
-            device.create_buffer(&wgpu::BufferDescriptor {
+        let storage = |range: &BindRange, binding, label| BoundRange {
+            binding,
+            buffer: device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 // At least the device copy's bytes from offset 0, and the bound range.
                 size: (range.offset + range.size)
@@ -590,7 +583,9 @@ impl Scratch {
                     | wgpu::BufferUsages::COPY_SRC
                     | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
-            })
+            }),
+            offset: range.offset,
+            size: range.size,
         };
         let params = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("gpu-arena tuning parameters"),
@@ -604,45 +599,13 @@ impl Scratch {
             src: work
                 .src
                 .as_ref()
-                .map(|r| storage(r, "gpu-arena tuning source")),
-            dst: storage(&work.dst, "gpu-arena tuning destination"),
+                .map(|r| storage(r, 1, "gpu-arena tuning source")),
+            dst: storage(
+                &work.dst,
+                1 + u32::from(work.src.is_some()),
+                "gpu-arena tuning destination",
+            ),
         }
-    }
-
-    /// The bind group of one compiled shape: parameters, then the source (copies) and the
-    /// destination.
-    fn bind_group(
-        &self,
-        device: &wgpu::Device,
-        layout: &wgpu::BindGroupLayout,
-        work: &Workload,
-    ) -> wgpu::BindGroup {
-        fn range<'b>(buffer: &'b wgpu::Buffer, r: &BindRange) -> wgpu::BindingResource<'b> {
-            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer,
-                offset: r.offset,
-                size: std::num::NonZeroU64::new(r.size),
-            })
-        }
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: self.params.as_entire_binding(),
-        }];
-        if let (Some(src), Some(r)) = (&self.src, &work.src) {
-            entries.push(wgpu::BindGroupEntry {
-                binding: 1,
-                resource: range(src, r),
-            });
-        }
-        entries.push(wgpu::BindGroupEntry {
-            binding: entries.len() as u32,
-            resource: range(&self.dst, &work.dst),
-        });
-        device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: Some("gpu-arena tuning"),
-            layout,
-            entries: &entries,
-        })
     }
 }
 

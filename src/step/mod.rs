@@ -23,7 +23,7 @@ mod gathered_steps;
 mod step;
 mod timestamps;
 
-pub(crate) use encode::{encode_bound_steps, encode_steps};
+pub(crate) use encode::{bind_group, encode_bound_steps, encode_steps};
 pub(crate) use gathered_steps::GatheredSteps;
 pub use gathered_steps::MAX_GATHERED_OPS;
 pub(crate) use step::{dispatch_names, BoundRange, BufferCopy, Step};

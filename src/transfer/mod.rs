@@ -95,10 +95,7 @@ impl Context {
     /// Copies a device array back to the host (an explicit transfer). Waits for GPU work that
     /// writes the array.
     pub fn device_get<T: bytemuck::Pod>(&self, array: &DeviceArray<T>) -> Result<Vec<T>> {
-        Ok(self
-            .get_many(&[array], true, "device_get")?
-            .pop()
-            .unwrap_or_default())
+        self.get_one(array, true, "device_get")
     }
 
     /// Copies a device array, or a view of one, into `out`, memory the caller owns: no
@@ -221,6 +218,19 @@ impl Context {
             storage.record_use(id);
         }
         Ok(())
+    }
+
+    /// [`Context::get_many`] of one array.
+    fn get_one<T: bytemuck::Pod>(
+        &self,
+        array: &DeviceArray<T>,
+        explicit: bool,
+        operation: &'static str,
+    ) -> Result<Vec<T>> {
+        Ok(self
+            .get_many(&[array], explicit, operation)?
+            .pop()
+            .unwrap_or_default())
     }
 
     pub(crate) fn get_many<T: bytemuck::Pod>(
@@ -540,11 +550,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     /// Copies the array to the host: an **implicit** transfer, watched by the transfer guard
     /// (use [`Context::device_get`] for an explicit one).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        Ok(self
-            .context()
-            .get_many(&[self], false, "DeviceArray::to_vec")?
-            .pop()
-            .unwrap_or_default())
+        self.context().get_one(self, false, "DeviceArray::to_vec")
     }
 
     /// Compares the array with host values (an implicit device-to-host transfer).
@@ -554,9 +560,7 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
     {
         let host = self
             .context()
-            .get_many(&[self], false, "DeviceArray comparison")?
-            .pop()
-            .unwrap_or_default();
+            .get_one(self, false, "DeviceArray comparison")?;
         Ok(host == values)
     }
 }
@@ -581,16 +585,8 @@ impl<T: bytemuck::Pod + PartialEq> PartialEq<Vec<T>> for DeviceArray<T> {
 impl<T: bytemuck::Pod + std::fmt::Debug> std::fmt::Display for DeviceArray<T> {
     /// Prints the values (an implicit transfer); if the guard refuses, prints the refusal.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self
-            .context()
-            .get_many(&[self], false, "DeviceArray Display")
-        {
-            Ok(mut values) => write!(
-                f,
-                "DeviceArray{:?}{:?}",
-                self.shape(),
-                values.pop().unwrap_or_default()
-            ),
+        match self.context().get_one(self, false, "DeviceArray Display") {
+            Ok(values) => write!(f, "DeviceArray{:?}{:?}", self.shape(), values),
             Err(e) => write!(f, "DeviceArray{:?}<{e}>", self.shape()),
         }
     }
