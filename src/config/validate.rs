@@ -271,8 +271,6 @@ impl ArenaConfig {
     }
 }
 
-/// The device-dependent rule: a staging buffer must be a buffer the device can make.
-/// Checked by the context once it knows the device's limits, before it creates any buffer.
 /// The refusal of direct BAR writes with zero-copy off, two settings that contradict each
 /// other, naming `named` (the field, or the variable `from_env` read) with both settings in
 /// the text.
@@ -287,21 +285,24 @@ pub(crate) fn bar_writes_without_zero_copy(named: &str) -> Error {
     }
 }
 
+/// The device-dependent rule: a staging buffer must be a buffer the device can make.
+/// Checked by the context once it knows the device's limits, before it creates any buffer.
 pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64) -> Result<()> {
     // Staging buffers are rounded up to whole words; the bounds above keep this exact.
     let size = staging_bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
     if size <= max_buffer_size {
         return Ok(());
     }
-    Err(Error::Config {
-        variable: format!("ArenaConfig::{}", STAGING.field),
-        value: staging_bytes.to_string(),
-        expected: format!(
-            "at most this device's max_buffer_size, {max_buffer_size} bytes ({} MiB; env {})",
-            max_buffer_size / MIB,
-            STAGING.variable
-        ),
-    })
+    let expected = format!(
+        "at most this device's max_buffer_size, {max_buffer_size} bytes ({} MiB; env {})",
+        max_buffer_size / MIB,
+        STAGING.variable
+    );
+    Err(field_error(
+        STAGING.field,
+        staging_bytes.to_string(),
+        expected,
+    ))
 }
 
 #[cfg(test)]

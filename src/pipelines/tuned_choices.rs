@@ -187,7 +187,7 @@ fn parse_user_line(fields: &str) -> Option<(u64, TunedUserKernel)> {
     let [key, kernel, constant, value] = fields.split('\t').collect::<Vec<_>>()[..] else {
         return None;
     };
-    let value = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
+    let value = as_written(value).filter(|v| v.is_finite())?;
     let tuned = TunedUserKernel {
         kernel: kernel.to_string(),
         constant: constant.to_string(),
@@ -523,7 +523,10 @@ impl DeviceChoices {
         };
         let kernel = Builtin::ALL.into_iter().find(|k| k.name() == kernel)?;
         let size_class = SizeClass::ALL.into_iter().find(|c| c.name() == class)?;
-        let shape: KernelShape = shape.parse().ok()?;
+        let shape = shape
+            .parse::<KernelShape>()
+            .ok()
+            .filter(|parsed| parsed.to_string() == shape)?;
         if !self.candidates.contains(&shape) {
             return None;
         }
@@ -601,9 +604,13 @@ impl DeviceChoices {
 /// A bandwidth as tuning writes it: a finite number above 0 (a measurement moved bytes in some
 /// time), `None` otherwise.
 fn positive_rate(text: &str) -> Option<f64> {
-    text.parse::<f64>()
-        .ok()
-        .filter(|r| r.is_finite() && *r > 0.0)
+    as_written(text).filter(|r| r.is_finite() && *r > 0.0)
+}
+
+/// The number in `text` when `text` is how tuning writes it (Rust's shortest form, which reads
+/// back exactly): no sign, blank, exponent or trailing zero it would not write.
+fn as_written(text: &str) -> Option<f64> {
+    text.parse::<f64>().ok().filter(|v| v.to_string() == text)
 }
 
 #[cfg(test)]
@@ -806,6 +813,12 @@ mod tests {
             ("negative", line("fill\tmedium\t256x4\t1\t-1\t1")),
             ("zero rate", line("fill\tmedium\t256x4\t1\t0\t1")),
             ("spaced shape", line("fill\tmedium\t 64 x 8 \t1\t1\t1")),
+            ("shape in capitals", line("fill\tmedium\t256X4\t1\t1\t1")),
+            ("blank after shape", line("fill\tmedium\t256x4 \t1\t1\t1")),
+            ("signed rate", line("fill\tmedium\t256x4\t+5\t1\t1")),
+            ("exponent rate", line("fill\tmedium\t256x4\t1\t5e8\t1")),
+            ("user value spelled", line("user\t0abc\tk\tWG\t64.0")),
+            ("host link spelled", line("host_link\t 5")),
             (
                 "repeated choice",
                 line("fill\tmedium\t256x4\t1\t1\t1\nfill\tmedium\t64x8\t1\t1\t1"),
