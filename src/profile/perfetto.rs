@@ -82,7 +82,9 @@ impl MemoryTimeline {
     /// chrome://tracing. `process` names the process row, after `gpu-arena: ` (the device
     /// name is a good choice).
     ///
-    /// Counters `bytes_in_use` and `bytes_reserved` get a sample whenever they change;
+    /// Counters `bytes_in_use` and `bytes_reserved` get a sample at each allocation, free and
+    /// region event that changes them (a transfer, dated at its start, carries the counters
+    /// after its call and draws none, so the counters never show memory before it is taken);
     /// transfers are slices on the `transfers` track (their host-side duration);
     /// allocations, frees and dispatches are instants on the `arena` and `dispatches` tracks;
     /// kernels that the GPU timed are slices on the `GPU` track, named by the kernel, from
@@ -170,14 +172,14 @@ impl<'a> TraceWriter<'a> {
         }
     }
 
-    /// Adds `event`: its trace event (after the array slice's begin or end it makes), then a
-    /// counter sample where the bytes in use or reserved changed.
+    /// Adds `event`: its trace event (after the array slice's begin or end it makes), then,
+    /// for the arena's own events, a counter sample where the bytes in use or reserved changed.
     fn push(&mut self, event: &TimelineEvent) {
         let mut trace = self.trace_of(event);
         trace.cat = category(&event.kind);
         self.out.push(trace);
         let counters = (event.bytes_in_use, event.bytes_reserved);
-        if self.last_counters != Some(counters) {
+        if event.kind.changes_counters() && self.last_counters != Some(counters) {
             for (name, value) in [("bytes_in_use", counters.0), ("bytes_reserved", counters.1)] {
                 let mut c = TraceEvent::new(name.to_string(), "C", event.time_ns, 0);
                 c.args = json!({ "bytes": value });
@@ -407,17 +409,30 @@ mod tests {
     }
 
     #[test]
-    fn counters_are_sampled_only_when_they_change() {
+    fn counters_are_sampled_at_the_arenas_events_only_when_they_change() {
         let event = |time_ns, bytes_in_use, kind| TimelineEvent {
             time_ns,
             bytes_in_use,
             bytes_reserved: 4096,
             kind,
         };
+        // As a `device_put` records them: its transfer dated at the call's start with the
+        // counters after the call, before the region and the allocation the call made.
         let timeline = MemoryTimeline {
             events: vec![
                 event(
                     0,
+                    256,
+                    TimelineEventKind::Transfer {
+                        direction: TransferDirection::HostToDevice,
+                        bytes: 200,
+                        arrays: 1,
+                        explicit: true,
+                        duration_ns: 5000,
+                    },
+                ),
+                event(
+                    5,
                     0,
                     TimelineEventKind::RegionReserve {
                         region: RegionId(1),
@@ -439,17 +454,6 @@ mod tests {
                         shape: None,
                     },
                 ),
-                event(
-                    20,
-                    256,
-                    TimelineEventKind::Transfer {
-                        direction: TransferDirection::HostToDevice,
-                        bytes: 200,
-                        arrays: 1,
-                        explicit: true,
-                        duration_ns: 5000,
-                    },
-                ),
             ],
             dropped: 0,
             capacity: 16,
@@ -457,6 +461,21 @@ mod tests {
         let trace: serde_json::Value =
             serde_json::from_str(&timeline.to_chrome_trace("test")).unwrap();
         let events = trace["traceEvents"].as_array().unwrap();
+        let in_use: Vec<(f64, u64)> = events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == "bytes_in_use")
+            .map(|e| {
+                (
+                    e["ts"].as_f64().unwrap(),
+                    e["args"]["bytes"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            in_use,
+            [(0.005, 0), (0.01, 256)],
+            "no memory before it is taken"
+        );
         let counters = events.iter().filter(|e| e["ph"] == "C").count();
         assert_eq!(counters, 4, "two samples of two counters");
         let slice = events.iter().find(|e| e["ph"] == "X").unwrap();

@@ -39,7 +39,9 @@ pub const LABEL_TABLE_FULL: &str = "(label table full)";
 /// `DESC_SHIFT`), one less for "none".
 pub const MAX_TIMELINE_SITES: usize = (1 << 15) - 1;
 
-/// One recorded event: when, what, and the arena's counters just after it.
+/// One recorded event: when, what, and the arena's counters just after it (for an event that
+/// is not an allocation, a free or a region event, the counters when it was recorded: a
+/// transfer is dated at its start and carries the counters after its call).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineEvent {
     /// Nanoseconds since the timeline started (the context opened).
@@ -161,6 +163,21 @@ pub enum TimelineEventKind {
         /// GPU nanoseconds from its begin to its end.
         duration_ns: u64,
     },
+}
+
+impl TimelineEventKind {
+    /// True for the arena's own events (allocations, frees, regions): those that change the
+    /// counters. Any other event carries the counters when it was recorded; a transfer is
+    /// dated at its start, so its counters may hold memory its call took after that.
+    pub(crate) fn changes_counters(&self) -> bool {
+        matches!(
+            self,
+            TimelineEventKind::Alloc { .. }
+                | TimelineEventKind::Free { .. }
+                | TimelineEventKind::RegionReserve { .. }
+                | TimelineEventKind::RegionRelease { .. }
+        )
+    }
 }
 
 /// What the crate's hooks hand to [`Timeline::record`] besides arena events.

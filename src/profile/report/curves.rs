@@ -97,14 +97,16 @@ impl Chart {
             .unwrap_or(t0)
             .max(t0.saturating_add(1));
         // The peak of bytes in use and its first moment.
-        let (peak_ns, peak) = events.iter().fold((t0, 0u64), |(at, peak), e| {
+        // Counters from the arena's own events alone (see `write_curves`).
+        let memory = || events.iter().filter(|e| e.kind.changes_counters());
+        let (peak_ns, peak) = memory().fold((t0, 0u64), |(at, peak), e| {
             if e.bytes_in_use > peak {
                 (e.time_ns, e.bytes_in_use)
             } else {
                 (at, peak)
             }
         });
-        let most_reserved = events.iter().map(|e| e.bytes_reserved).max().unwrap_or(0);
+        let most_reserved = memory().map(|e| e.bytes_reserved).max().unwrap_or(0);
         // The limit is drawn when it is near the curve; a limit far above would flatten it.
         let limit = limit.filter(|&l| l > 0 && l <= peak.saturating_mul(2));
         let y_max = nice_ceiling(peak.max(limit.unwrap_or(0)).max(1) as f64 * 1.05);
@@ -221,8 +223,16 @@ impl Chart {
     }
 
     /// The curves: bytes in use filled, bytes reserved as a line, and the reservation's value
-    /// where it goes above the axis.
+    /// where it goes above the axis. They step at the arena's own events, which change the
+    /// counters: the counters another event carries are those when it was recorded, and a
+    /// transfer is dated at its start, before memory its call allocated.
     fn write_curves(&self, svg: &mut String, events: &[TimelineEvent]) {
+        let events: Vec<TimelineEvent> = events
+            .iter()
+            .filter(|e| e.kind.changes_counters())
+            .cloned()
+            .collect();
+        let events = &events[..];
         let x = |t: u64| self.x(t);
         let in_use = step_points(events, |e| e.bytes_in_use, &x, self.t1);
         let reserved = step_points(events, |e| e.bytes_reserved, &x, self.t1);
@@ -410,6 +420,44 @@ mod tests {
             400.0 * (1 << 20) as f64
         );
         assert_eq!(nice_ceiling(1.6 * (1 << 30) as f64), 2.0 * (1 << 30) as f64);
+    }
+
+    #[test]
+    fn the_peak_is_dated_by_the_arenas_events_not_by_a_transfer_s_start() {
+        let event = |time_ns, bytes_in_use, kind| TimelineEvent {
+            time_ns,
+            bytes_in_use,
+            bytes_reserved: 4096,
+            kind,
+        };
+        // A `device_put`: its transfer dated at the call's start with the counters after it.
+        let transfer = TimelineEventKind::Transfer {
+            direction: crate::transfer::TransferDirection::HostToDevice,
+            bytes: 200,
+            arrays: 1,
+            explicit: true,
+            duration_ns: 50,
+        };
+        let region = crate::arena::RegionId(1);
+        let alloc = TimelineEventKind::Alloc {
+            allocation: crate::arena::AllocationId(1),
+            region,
+            offset: 0,
+            size: 256,
+            requested: 200,
+            label: None,
+            site: None,
+            dtype: None,
+            shape: None,
+        };
+        let reserve = TimelineEventKind::RegionReserve { region, size: 4096 };
+        let events = [
+            event(0, 256, transfer),
+            event(5, 0, reserve),
+            event(10, 256, alloc),
+        ];
+        let chart = Chart::measure(&events, None, None).unwrap();
+        assert_eq!((chart.peak_ns, chart.peak), (10, 256));
     }
 
     #[test]
