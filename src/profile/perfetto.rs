@@ -83,8 +83,8 @@ impl MemoryTimeline {
     /// name is a good choice).
     ///
     /// Counters `bytes_in_use` and `bytes_reserved` get a sample at each allocation, free and
-    /// region event that changes them (a transfer, dated at its start, carries the counters
-    /// after its call and draws none, so the counters never show memory before it is taken);
+    /// region event that changes them (other events carry the counters and draw none, so the
+    /// counters never show memory before it is taken);
     /// transfers are slices on the `transfers` track (their host-side duration);
     /// allocations, frees and dispatches are instants on the `arena` and `dispatches` tracks;
     /// kernels that the GPU timed are slices on the `GPU` track, named by the kernel, from

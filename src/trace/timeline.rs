@@ -40,8 +40,9 @@ pub const LABEL_TABLE_FULL: &str = "(label table full)";
 pub const MAX_TIMELINE_SITES: usize = (1 << 15) - 1;
 
 /// One recorded event: when, what, and the arena's counters just after it (for an event that
-/// is not an allocation, a free or a region event, the counters when it was recorded: a
-/// transfer is dated at its start and carries the counters after its call).
+/// is not an allocation, a free or a region event, the counters after the arena's latest event
+/// before it; before the timeline's first arena event, the counters when it was recorded: a
+/// transfer, dated at its start, then carries those after its call).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineEvent {
     /// Nanoseconds since the timeline started (the context opened).
@@ -167,8 +168,7 @@ pub enum TimelineEventKind {
 
 impl TimelineEventKind {
     /// True for the arena's own events (allocations, frees, regions): those that change the
-    /// counters. Any other event carries the counters when it was recorded; a transfer is
-    /// dated at its start, so its counters may hold memory its call took after that.
+    /// counters (any other event carries them, see [`TimelineEvent`]).
     pub(crate) fn changes_counters(&self) -> bool {
         matches!(
             self,
@@ -852,6 +852,19 @@ impl Timeline {
         );
         events.extend(context.into_iter().map(|e| interned.context_event(e)));
         events.sort_by_key(|e| e.time_ns);
+        // The counters change at the arena's events; any other event was recorded with the
+        // counters of its moment of recording (a transfer's, after its call, while it is dated
+        // at its start): it takes those of the arena's latest event before it.
+        let mut counters = None;
+        for e in &mut events {
+            match counters {
+                _ if e.kind.changes_counters() => {
+                    counters = Some((e.bytes_in_use, e.bytes_reserved))
+                }
+                Some((in_use, reserved)) => (e.bytes_in_use, e.bytes_reserved) = (in_use, reserved),
+                None => {}
+            }
+        }
         if events.len() > self.capacity {
             let excess = events.len() - self.capacity;
             events.drain(..excess);
@@ -1140,6 +1153,31 @@ mod tests {
         ));
         assert_eq!(events[0].bytes_in_use, 512);
         assert!(events[0].time_ns <= events[1].time_ns);
+    }
+
+    #[test]
+    fn a_transfer_dated_before_an_allocation_of_its_call_carries_the_counters_of_its_start() {
+        let timeline = Timeline::new(8).unwrap();
+        timeline.record_arena(&alloc(1, None));
+        let started = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        // As the context does before each arena call: the next event reads the clock.
+        timeline.refresh_clock();
+        timeline.record_arena(&alloc(2, None));
+        timeline.record(Record::Transfer {
+            direction: TransferDirection::HostToDevice,
+            explicit: true,
+            arrays: 1,
+            bytes: 100,
+            started,
+        });
+        let counters: Vec<u64> = timeline
+            .snapshot()
+            .events
+            .iter()
+            .map(|e| e.bytes_in_use)
+            .collect();
+        assert_eq!(counters, [256, 256, 512], "alloc, transfer, alloc");
     }
 
     #[test]

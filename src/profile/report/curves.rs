@@ -224,8 +224,8 @@ impl Chart {
 
     /// The curves: bytes in use filled, bytes reserved as a line, and the reservation's value
     /// where it goes above the axis. They step at the arena's own events, which change the
-    /// counters: the counters another event carries are those when it was recorded, and a
-    /// transfer is dated at its start, before memory its call allocated.
+    /// counters (before the first of them, another event carries the counters of its
+    /// recording: a transfer, dated at its start, those after its call).
     fn write_curves(&self, svg: &mut String, events: &[TimelineEvent]) {
         let events: Vec<TimelineEvent> = events
             .iter()
