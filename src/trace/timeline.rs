@@ -40,9 +40,8 @@ pub const LABEL_TABLE_FULL: &str = "(label table full)";
 pub const MAX_TIMELINE_SITES: usize = (1 << 15) - 1;
 
 /// One recorded event: when, what, and the arena's counters just after it (for an event that
-/// is not an allocation, a free or a region event, the counters after the arena's latest event
-/// before it; before the timeline's first arena event, the counters when it was recorded: a
-/// transfer, dated at its start, then carries those after its call).
+/// is not an allocation, a free or a region event, the counters at its time: after the arena's
+/// latest event before it, as replaying the allocations and frees in time order gives).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimelineEvent {
     /// Nanoseconds since the timeline started (the context opened).
@@ -177,6 +176,23 @@ impl TimelineEventKind {
                 | TimelineEventKind::RegionReserve { .. }
                 | TimelineEventKind::RegionRelease { .. }
         )
+    }
+
+    /// The counters (bytes in use, reserved) just before `event`, of this kind, when it is one
+    /// of the arena's: its own less what it changed.
+    fn counters_before(&self, event: &TimelineEvent) -> Option<(u64, u64)> {
+        let (in_use, reserved) = (event.bytes_in_use, event.bytes_reserved);
+        match *self {
+            TimelineEventKind::Alloc { size, .. } => Some((in_use.saturating_sub(size), reserved)),
+            TimelineEventKind::Free { size, .. } => Some((in_use.saturating_add(size), reserved)),
+            TimelineEventKind::RegionReserve { size, .. } => {
+                Some((in_use, reserved.saturating_sub(size)))
+            }
+            TimelineEventKind::RegionRelease { size, .. } => {
+                Some((in_use, reserved.saturating_add(size)))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -854,15 +870,15 @@ impl Timeline {
         events.sort_by_key(|e| e.time_ns);
         // The counters change at the arena's events; any other event was recorded with the
         // counters of its moment of recording (a transfer's, after its call, while it is dated
-        // at its start): it takes those of the arena's latest event before it.
-        let mut counters = None;
+        // at its start): it takes those of its time, after the arena's latest event before it,
+        // or those the first arena event started from.
+        let first = events.iter().find_map(|e| e.kind.counters_before(e));
+        let mut counters = first.unwrap_or_default();
         for e in &mut events {
-            match counters {
-                _ if e.kind.changes_counters() => {
-                    counters = Some((e.bytes_in_use, e.bytes_reserved))
-                }
-                Some((in_use, reserved)) => (e.bytes_in_use, e.bytes_reserved) = (in_use, reserved),
-                None => {}
+            if e.kind.changes_counters() {
+                counters = (e.bytes_in_use, e.bytes_reserved);
+            } else if first.is_some() {
+                (e.bytes_in_use, e.bytes_reserved) = counters;
             }
         }
         if events.len() > self.capacity {
@@ -1135,7 +1151,7 @@ mod tests {
     }
 
     #[test]
-    fn transfers_carry_the_latest_counters_and_their_start_time() {
+    fn transfers_carry_their_start_time_and_the_counters_then() {
         let timeline = Timeline::new(8).unwrap();
         let started = Instant::now();
         timeline.record_arena(&alloc(2, None));
@@ -1151,7 +1167,8 @@ mod tests {
             events[0].kind,
             TimelineEventKind::Transfer { bytes: 100, .. }
         ));
-        assert_eq!(events[0].bytes_in_use, 512);
+        // Dated before the allocation (256 bytes, 512 in use after it): what it started from.
+        assert_eq!(events[0].bytes_in_use, 256);
         assert!(events[0].time_ns <= events[1].time_ns);
     }
 

@@ -224,8 +224,8 @@ impl Chart {
 
     /// The curves: bytes in use filled, bytes reserved as a line, and the reservation's value
     /// where it goes above the axis. They step at the arena's own events, which change the
-    /// counters (before the first of them, another event carries the counters of its
-    /// recording: a transfer, dated at its start, those after its call).
+    /// counters (a timeline built by hand, or written before its events carried the counters
+    /// of their time, may give a transfer, dated at its start, the counters after its call).
     fn write_curves(&self, svg: &mut String, events: &[TimelineEvent]) {
         let events: Vec<TimelineEvent> = events
             .iter()
