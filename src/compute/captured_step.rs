@@ -142,8 +142,8 @@ pub struct CapturedStep {
     arrays: Vec<(Arc<ArrayStorage>, Access)>,
     uniform: Option<(wgpu::Buffer, Vec<u8>)>,
     uniform_at: Vec<Option<usize>>,
-    /// The launches whose parameters come from each parameter slot: `(step index, slot)`.
-    slotted_params: Vec<(usize, u32)>,
+    /// The launches whose parameters come from each parameter slot, by slot.
+    slot_steps: Vec<Vec<usize>>,
     slot_sizes: Vec<usize>,
     staging: StepStaging,
     inputs: Vec<CapturedIo>,
@@ -245,7 +245,13 @@ impl CapturedStep {
             ctx,
             id: tables.id,
             slot_sizes: tables.param_slots.iter().map(Vec::len).collect(),
-            slotted_params: tables.slotted_params.clone(),
+            slot_steps: tables.slotted_params.iter().fold(
+                vec![Vec::new(); tables.param_slots.len()],
+                |mut by_slot, &(step, slot)| {
+                    by_slot[slot as usize].push(step);
+                    by_slot
+                },
+            ),
             steps,
             arrays,
             uniform,
@@ -681,14 +687,14 @@ impl CapturedStep {
     /// Writes a checked run's parameter values (into the uniform block or a dispatch's
     /// immediates) and the bases of its moving copies at `offsets` (into their uniform slots).
     fn apply(&mut self, params: &[(u32, Vec<u8>)], offsets: &[(usize, u64)]) -> Result<()> {
+        // Taken out while the steps are written (`write_params` borrows the whole step).
+        let slot_steps = std::mem::take(&mut self.slot_steps);
         for (index, bytes) in params {
-            for i in 0..self.slotted_params.len() {
-                let (step, slot) = self.slotted_params[i];
-                if slot == *index {
-                    self.write_params(step, bytes);
-                }
+            for &step in &slot_steps[*index as usize] {
+                self.write_params(step, bytes);
             }
         }
+        self.slot_steps = slot_steps;
         for &(m, offset) in offsets {
             self.moving_at[m] = offset;
             let moving = &self.moving[m];

@@ -177,12 +177,14 @@ impl TimelineEventKind {
                 | TimelineEventKind::RegionRelease { .. }
         )
     }
+}
 
-    /// The counters (bytes in use, reserved) just before `event`, of this kind, when it is one
-    /// of the arena's: its own less what it changed.
-    fn counters_before(&self, event: &TimelineEvent) -> Option<(u64, u64)> {
-        let (in_use, reserved) = (event.bytes_in_use, event.bytes_reserved);
-        match *self {
+impl TimelineEvent {
+    /// The counters (bytes in use, reserved) just before this event when it is one of the
+    /// arena's: its own less what it changed.
+    fn counters_before(&self) -> Option<(u64, u64)> {
+        let (in_use, reserved) = (self.bytes_in_use, self.bytes_reserved);
+        match self.kind {
             TimelineEventKind::Alloc { size, .. } => Some((in_use.saturating_sub(size), reserved)),
             TimelineEventKind::Free { size, .. } => Some((in_use.saturating_add(size), reserved)),
             TimelineEventKind::RegionReserve { size, .. } => {
@@ -872,7 +874,7 @@ impl Timeline {
         // counters of its moment of recording (a transfer's, after its call, while it is dated
         // at its start): it takes those of its time, after the arena's latest event before it,
         // or those the first arena event started from.
-        let first = events.iter().find_map(|e| e.kind.counters_before(e));
+        let first = events.iter().find_map(TimelineEvent::counters_before);
         let mut counters = first.unwrap_or_default();
         for e in &mut events {
             if e.kind.changes_counters() {
@@ -1112,6 +1114,17 @@ mod tests {
         }
     }
 
+    /// Records an upload of 100 bytes that started at `started`.
+    fn upload(timeline: &Timeline, started: Instant) {
+        timeline.record(Record::Transfer {
+            direction: TransferDirection::HostToDevice,
+            explicit: true,
+            arrays: 1,
+            bytes: 100,
+            started,
+        });
+    }
+
     #[test]
     fn a_full_ring_keeps_the_newest_events_and_counts_the_rest() {
         let timeline = Timeline::new(3).unwrap();
@@ -1155,13 +1168,7 @@ mod tests {
         let timeline = Timeline::new(8).unwrap();
         let started = Instant::now();
         timeline.record_arena(&alloc(2, None));
-        timeline.record(Record::Transfer {
-            direction: TransferDirection::HostToDevice,
-            explicit: true,
-            arrays: 1,
-            bytes: 100,
-            started,
-        });
+        upload(&timeline, started);
         let events = timeline.snapshot().events;
         assert!(matches!(
             events[0].kind,
@@ -1181,13 +1188,7 @@ mod tests {
         // As the context does before each arena call: the next event reads the clock.
         timeline.refresh_clock();
         timeline.record_arena(&alloc(2, None));
-        timeline.record(Record::Transfer {
-            direction: TransferDirection::HostToDevice,
-            explicit: true,
-            arrays: 1,
-            bytes: 100,
-            started,
-        });
+        upload(&timeline, started);
         let counters: Vec<u64> = timeline
             .snapshot()
             .events
