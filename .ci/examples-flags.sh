@@ -76,6 +76,12 @@ if ! grep -q '"case":"1MiB"' <<<"$out" || grep -q '"case":"16MiB"\|"case":"256Mi
   echo "FAIL: bench_update --size-mib 2 rows: $(grep -o '"case":"[^"]*"' <<<"$out" | sort -u | tr '\n' ' ')" >&2
   failures=$((failures + 1))
 fi
+# Each length's cost per op is a ratio to the shortest length's, in whatever order given.
+out=$(timeout -s KILL "$LIMIT" "$bin/bench_capture" --json --ops 40,10 --rounds 1 --repeat 1 2>/dev/null)
+if ! head -n 1 <<<"$out" | grep -q '"ops":10,.*"ratio_to_shortest_length":1.000}'; then
+  echo "FAIL: bench_capture --ops 40,10: first row $(head -n 1 <<<"$out")" >&2
+  failures=$((failures + 1))
+fi
 
 # The largest values each example's flags accept, and just over: an example bounds
 # what it allocates from its flags (4 GiB at most, products of flags included) and refuses
@@ -100,6 +106,7 @@ expect 2 '--rows must be between 1 and' "$bin/multi_device" --rows 1073741825
 expect 2 '--cols must be between 1 and' "$bin/multi_device" --cols 1073741825
 expect 2 '--mib must be between 0 and 4096' "$bin/multi_device" --mib 4097
 expect 2 '--contexts must be between 1 and 64' "$bin/multi_device" --contexts 65
+expect 2 '--mib copies between two contexts' "$bin/multi_device" --contexts 1 --mib 1
 expect 2 "$over" "$bin/saxpy" --n 4294967295
 expect 2 'invalid value "4294967296" for --n' "$bin/saxpy" --n 4294967296
 expect 2 "$over" "$bin/bench_transfers" --size-mib 4096 --d2d-mib 4096 --iters 1 --arrays 18446744073709551615
@@ -117,7 +124,9 @@ expect 2 '--repeat must be between 1 and 20' "$bin/bench_capture" --repeat 0
 expect 2 '--mib must be between 1 and 4096' "$bin/cubecl_interop" --mib 4097
 expect 2 '--iters must be between 1 and 100' "$bin/cubecl_interop" --iters 0
 expect 2 '--steps must be between 1 and 1000000' "$bin/train" --steps 1000001
-expect 2 '--layers must be between 1 and 1000000' "$bin/remat" --layers 1000001
+expect 2 '--layers must be between 3 and 1000000' "$bin/remat" --layers 1000001
+expect 2 '--layers must be between 3 and 1000000' "$bin/remat" --layers 2
+expect 0 '"layers":3,' "$bin/remat" --layers 3 --json
 # A million-layer budget search: planned in bounded memory (a minute, not gigabytes).
 bounded "$bin/remat" --layers 1000000 --json
 # A file argument is read up to a bound: /dev/zero is refused, not read until memory ends.

@@ -45,7 +45,8 @@ A data-parallel step over several devices, checked against the CPU, and a timed 
   --contexts N   contexts to open, round the device list (default 2)
   --rows R       rows of the sharded batch (default 100003)
   --cols C       columns of the batch and length of the weights (default 64)
-  --mib M        MiB copied between the first two contexts; 0 skips it (default 64)
+  --mib M        MiB copied between the first two contexts; 0 skips it (default 64; with
+                 --contexts 1 there is no copy, and a --mib above 0 is refused)
   -h, --help     this text";
 
 /// Largest value a size flag takes (keeps the size arithmetic far from overflow); `--rows`
@@ -73,15 +74,24 @@ fn parse_args() -> Args {
             cols: 64,
             mib: 64,
         };
+        let mut mib_given = false;
         while let Some(arg) = parser.next()? {
             match arg {
                 Long("contexts") => args.contexts = flags::in_range(parser, "contexts", 1..=64)?,
                 Long("rows") => args.rows = flags::in_range(parser, "rows", 1..=MAX_FLAG_VALUE)?,
                 Long("cols") => args.cols = flags::in_range(parser, "cols", 1..=MAX_FLAG_VALUE)?,
-                Long("mib") => args.mib = flags::in_range(parser, "mib", 0..=MAX_MIB)?,
+                Long("mib") => {
+                    args.mib = flags::in_range(parser, "mib", 0..=MAX_MIB)?;
+                    mib_given = true;
+                }
                 Short('h') | Long("help") => return Ok(None),
                 _ => return Err(arg.unexpected()),
             }
+        }
+        if args.contexts < 2 && args.mib > 0 && mib_given {
+            return Err(
+                "--mib copies between two contexts: give --contexts 2 or more, or --mib 0".into(),
+            );
         }
         // The batch is held on the host (and its shards on the devices); before, 2^30 × 2^30
         // passed the ranges and aborted on a 256 GiB allocation.
@@ -170,7 +180,7 @@ fn main() -> anyhow::Result<()> {
     drop((x_shards, weights, outputs, w_first));
 
     // ---- device-to-device bandwidth ----------------------------------------------------------
-    if contexts.len() >= 2 && args.mib > 0 {
+    if args.contexts >= 2 && args.mib > 0 {
         let (a, b) = (&contexts[0], &contexts[1]);
         let bytes = (args.mib << 20).min(a.max_array_bytes().min(b.max_array_bytes()) as usize);
         let data: Vec<u8> = (0..bytes).map(|i| (i * 31 + (i >> 11)) as u8).collect();

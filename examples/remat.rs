@@ -26,10 +26,14 @@ const USAGE: &str = "usage: remat [--layers N] [--json]
 
 Gradient checkpointing for a 48-layer network: each policy's peak memory, extra compute and
 the arena it needs; then, when a GPU is there, one plan run with real device arrays.
-  --layers N  instead, time a peak-budget search over N layers of 1 KiB (1 to 1000000)
+  --layers N  instead, time a peak-budget search over N layers of 1 KiB (3 to 1000000:
+              fewer layers have no plan below keeping everything)
   --json      with --layers, one JSON row
   -h, --help  this text";
 
+/// The fewest layers `--layers` takes: on one or two layers no plan peaks below keeping
+/// everything, so the search's budget (256 bytes below that peak) holds none.
+const MIN_LAYERS: usize = 3;
 /// The most layers `--layers` takes: a million 1 KiB layers plan in well under 1 GiB.
 const MAX_LAYERS: usize = 1_000_000;
 
@@ -46,7 +50,7 @@ fn read_options(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::
     while let Some(arg) = parser.next()? {
         match arg {
             Long("layers") => {
-                options.layers = Some(flags::in_range(parser, "layers", 1..=MAX_LAYERS)?)
+                options.layers = Some(flags::in_range(parser, "layers", MIN_LAYERS..=MAX_LAYERS)?)
             }
             Long("json") => options.json = true,
             Short('h') | Long("help") => return Ok(None),
