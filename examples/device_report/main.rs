@@ -364,13 +364,20 @@ fn print_report(report: &serde_json::Value) {
         text(&adapter["backend"]),
         text(&adapter["device_type"])
     );
+    // A backend may name no driver (GL gives only its version string): the parts it gives.
+    let driver: Vec<String> = [text(&adapter["driver"]), text(&adapter["driver_info"])]
+        .into_iter()
+        .filter(|part| !part.trim().is_empty())
+        .collect();
     println!(
-        "adapter:  vendor {} ({}), device {}, driver {} {}",
+        "adapter:  vendor {} ({}), device {}, driver {}",
         text(&adapter["vendor_id"]),
         text(&adapter["vendor"]),
         text(&adapter["device_id"]),
-        text(&adapter["driver"]),
-        text(&adapter["driver_info"])
+        match driver.is_empty() {
+            true => "unnamed".to_string(),
+            false => driver.join(" "),
+        }
     );
     let limits = &report["limits"];
     println!(
