@@ -163,6 +163,7 @@ impl Context {
             };
             let applied = (self.inner.kernels()).check_user(
                 self.inner.device(),
+                self.inner.adapter_info(),
                 self.inner.limits(),
                 &variant,
             )?;

@@ -387,17 +387,25 @@ struct Bar {
     ty: Option<u32>,
 }
 
-/// Device-local memory the host can map (a BAR or an APU's memory): coherent preferred, and
-/// write-combined rather than cached.
+/// Device-local memory the host can map (a BAR or an APU's memory), coherent types first (a
+/// non-coherent one costs a driver call per host access), then among them write-combined
+/// rather than cached ([`WRITE_COMBINED`]).
 const MAPPABLE_DEVICE_LOCAL: MemoryRequest = MemoryRequest {
     required: F(F::DEVICE_LOCAL.0 | F::HOST_VISIBLE.0),
     preferred: F::HOST_COHERENT,
+    not_preferred: F::empty(),
+};
+
+/// The tie-break of a ranking for memory the GPU reads and the host writes: uncached
+/// (write-combined) first, what the GPU reads fastest where cached memory is snooped.
+const WRITE_COMBINED: MemoryRequest = MemoryRequest {
     not_preferred: F::HOST_CACHED,
+    ..MemoryRequest::ANY
 };
 
 fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>) -> Bar {
     let memory = &device.memory;
-    let ranked = MAPPABLE_DEVICE_LOCAL.rank(memory);
+    let ranked = MAPPABLE_DEVICE_LOCAL.rank_then(memory, &WRITE_COMBINED);
     let Some(heap) = largest_heap(memory, &ranked) else {
         reasons.push(
             "no BAR: no usable DEVICE_LOCAL|HOST_VISIBLE type, device memory is reached \
@@ -459,11 +467,11 @@ fn classify_bar(device: &DeviceDescription, uma: bool, reasons: &mut Vec<String>
 
 fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>) -> Placement {
     let ranked = if uma {
-        // Host-visible first, so puts and gets can map the arena; then coherent, and
-        // write-combined (not cached): what the GPU reads fastest on APUs, where cached memory
-        // is snooped. Device-local types the host cannot map come last.
+        // Host-visible first, so puts and gets can map the arena; then coherent, and among
+        // those write-combined (not cached): what the GPU reads fastest on APUs, where cached
+        // memory is snooped. Device-local types the host cannot map come last.
         let device_local = MemoryRequest::requiring(F::DEVICE_LOCAL);
-        let mut ranked = MAPPABLE_DEVICE_LOCAL.rank(memory);
+        let mut ranked = MAPPABLE_DEVICE_LOCAL.rank_then(memory, &WRITE_COMBINED);
         let rest: Vec<u32> = device_local
             .rank(memory)
             .into_iter()
@@ -488,9 +496,14 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
                 let host_memory = MemoryRequest {
                     required: F::HOST_VISIBLE,
                     preferred: F::HOST_COHERENT,
-                    not_preferred: F::HOST_CACHED | F::DEVICE_LOCAL,
+                    not_preferred: F::empty(),
                 };
-                let arena = heap_first(memory, host_memory.rank(memory), host);
+                let uncached_host = MemoryRequest {
+                    not_preferred: F(F::HOST_CACHED.0 | F::DEVICE_LOCAL.0),
+                    ..MemoryRequest::ANY
+                };
+                let ranked = host_memory.rank_then(memory, &uncached_host);
+                let arena = heap_first(memory, ranked, host);
                 let note =
                     non_coherent_note(memory.types[arena.ty as usize].flags, ARENA_HOST_ACCESS);
                 reasons.push(format!(

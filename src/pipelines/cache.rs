@@ -149,7 +149,7 @@ impl KernelCache {
             return Ok(compiled);
         }
         let started = Instant::now();
-        let reflected = prepare(desc.source, desc.entry_point, desc.constants, name, limits)?;
+        let reflected = prepare(desc, name, adapter.backend, limits)?;
         let CacheKey::User {
             source,
             entry_point,
@@ -192,11 +192,12 @@ impl KernelCache {
     pub(crate) fn check_user(
         &self,
         device: &wgpu::Device,
+        adapter: &wgpu::AdapterInfo,
         limits: &wgpu::Limits,
         desc: &KernelDesc<'_>,
     ) -> Result<Vec<(String, f64)>> {
         let name = kernel_name(desc);
-        let reflected = prepare(desc.source, desc.entry_point, desc.constants, &name, limits)?;
+        let reflected = prepare(desc, &name, adapter.backend, limits)?;
         let immediates = device.features().contains(wgpu::Features::IMMEDIATES);
         check_device_limits(&reflected.signature, limits, immediates).map_err(|exceeded| {
             Error::KernelCompile {
@@ -531,15 +532,16 @@ fn on_compiler_thread<R: Send>(
 
 /// Parses, validates and reflects a user's source on a thread with [`COMPILER_STACK_BYTES`] of
 /// stack, after refusing WGSL beyond the bounds of `source_bounds.rs` and SPIR-V beyond
-/// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. Every failure is
-/// [`Error::KernelCompile`] naming `name`.
+/// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. On `backend` GL, a kernel
+/// whose buffers GLSL would lay out otherwise than WGSL (`glsl_layout.rs`) is refused. Every
+/// failure is [`Error::KernelCompile`] naming `name`.
 fn prepare(
-    source: KernelSource<'_>,
-    entry_point: &str,
-    constants: &[(&str, f64)],
+    desc: &KernelDesc<'_>,
     name: &str,
+    backend: wgpu::Backend,
     limits: &wgpu::Limits,
 ) -> Result<ReflectedKernel> {
+    let (source, entry_point, constants) = (desc.source, desc.entry_point, desc.constants);
     let failed = |message: String| Error::KernelCompile {
         kernel: name.to_string(),
         message,
@@ -556,9 +558,14 @@ fn prepare(
         }
         KernelSource::SpirV(_) => {}
     }
-    on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
+    let reflected = on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
         .map_err(|failure| failed(failure.to_string()))?
-        .map_err(|refused| failed(with_workgroup_limits(refused, limits)))
+        .map_err(|refused| failed(with_workgroup_limits(refused, limits)))?;
+    if backend == wgpu::Backend::Gl {
+        super::glsl_layout::check_kernel(&reflected.module, &reflected.signature)
+            .map_err(|difference| failed(difference.to_string()))?;
+    }
+    Ok(reflected)
 }
 
 /// The message of `refused`; a workgroup size no device runs

@@ -17,6 +17,8 @@
 //!   module, the library's too, and lays out its bind group from the result, so reflection
 //!   lives here rather than with the users' API that shows its [`KernelSignature`].
 //! - `limits`: every device limit a kernel's module can exceed, checked as it is compiled.
+//! - `glsl_layout`: whether a kernel's buffers keep their WGSL layout on wgpu's GL backend
+//!   (GLSL's block rules, without WGSL's offsets), checked as it is compiled there.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
 //!   file costs speed, never the kernels, and nothing another user could have written is used
 //!   (a private directory; no link followed, no FIFO waited on).
@@ -34,6 +36,7 @@ mod cache;
 mod cache_stats;
 mod disk_cache;
 mod error_scopes;
+mod glsl_layout;
 mod library_kernels;
 mod limits;
 mod reflect;

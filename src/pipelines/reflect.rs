@@ -26,8 +26,9 @@ pub struct StorageBinding {
     /// Bytes from one element to the next (WGSL's array stride; the type's size for a binding
     /// that is not an array).
     pub element_stride: u64,
-    /// Bytes the binding needs at least: one element for a runtime-sized array, the whole type
-    /// otherwise.
+    /// Bytes the binding needs at least: one element for a runtime-sized array, the struct with
+    /// one element of its runtime-sized last member (its size rounded up to its alignment, as
+    /// WebGPU's minimum binding size), the whole type otherwise.
     pub min_bytes: u64,
     /// True when the binding is an array (`array<E>` or `array<E, N>`): arguments must then
     /// hold elements of the WGSL element's size. False for a single value or struct.

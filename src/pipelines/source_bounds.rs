@@ -23,7 +23,11 @@
 pub const MAX_WGSL_SOURCE_BYTES: usize = 4 << 20;
 
 /// The deepest expression nesting a WGSL kernel may have: 1024, counted on the text (each
-/// operator, `.`, `(` or `[` of one statement adds a level; arguments are siblings). Split a longer chain into `let`s.
+/// operator, `.`, `(` or `[` of one statement adds a level; arguments are siblings). Split a
+/// longer chain into `let`s. naga's parser sets a lower bound of its own on one kind of
+/// nesting: expressions inside parentheses, brackets or call arguments (and statements inside
+/// blocks) about 200 deep are a [`crate::Error::KernelCompile`] with its message "Parser
+/// recursion limit exceeded"; a chain of operators (`x + 1u + 1u ...`) reaches 1024.
 pub const MAX_WGSL_EXPRESSION_DEPTH: usize = 1024;
 
 /// The most 32-bit words of SPIR-V [`crate::Context::kernel_with`] compiles: 4 Mi words

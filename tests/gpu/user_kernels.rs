@@ -1082,3 +1082,49 @@ fn a_blank_kernel_label_is_refused() {
         .unwrap();
     assert_eq!(named.name(), "add");
 }
+
+/// On wgpu's GL backend naga writes buffers as GLSL blocks without WGSL's offsets: a kernel
+/// laid out with `@align` would read other bytes there, so it is refused before it compiles;
+/// the same layout spelled with padding members runs alike everywhere.
+#[gpu_test]
+fn explicit_wgsl_offsets_run_as_wgsl_lays_them_out_or_are_refused_on_gl() {
+    let ctx = context();
+    let kernel = |params: &str| {
+        ctx.kernel(
+            &format!(
+                "struct P {{ {params} }}
+                @group(0) @binding(0) var<uniform> p: P;
+                @group(0) @binding(1) var<storage, read_write> y: array<u32>;
+                @compute @workgroup_size(1) fn main() {{ y[0] = p.a; y[1] = p.b; }}"
+            ),
+            "main",
+        )
+    };
+    // The block's words are 10, 11, 12, ...: `b` reads 14 at byte 16.
+    fn run<const WORDS: usize>(ctx: &gpu_arena::Context, k: &gpu_arena::Kernel) -> Vec<u32> {
+        let mut y = ctx.zeros::<u32>(&[2]).unwrap();
+        let words: [u32; WORDS] = std::array::from_fn(|i| i as u32 + 10);
+        ctx.launch(k)
+            .arg_mut(&mut y)
+            .params(&words)
+            .grid_for(1)
+            .run()
+            .unwrap();
+        ctx.device_get(&y).unwrap()
+    }
+    let padded = kernel("a: u32, pad0: u32, pad1: u32, pad2: u32, b: u32").unwrap();
+    assert_eq!(run::<5>(&ctx, &padded), [10, 14]);
+    let aligned = kernel("a: u32, @align(16) b: u32");
+    if ctx.adapter_info().backend == wgpu::Backend::Gl {
+        let Err(Error::KernelCompile { message, .. }) = aligned else {
+            panic!("GL would read `p.b` at byte 4: {aligned:?}")
+        };
+        assert!(
+            message.contains("`p.b`") && message.contains("GL backend"),
+            "{message}"
+        );
+    } else {
+        // WGSL rounds the block up to its 16-byte alignment.
+        assert_eq!(run::<8>(&ctx, &aligned.unwrap()), [10, 14]);
+    }
+}

@@ -1236,3 +1236,63 @@ fn a_uma_table_whose_arena_heap_cannot_be_mapped_puts_the_pinned_host_kind_on_ho
         "{reason}"
     );
 }
+
+#[test]
+fn a_uma_arena_is_coherent_where_a_coherent_type_is_there_cached_or_not() {
+    let memory_type = |heap, flags| MemoryType { heap, flags };
+    let mappable = F::DEVICE_LOCAL | F::HOST_VISIBLE;
+    let uma = |heaps: Vec<MemoryHeap>, types, device_kind| DeviceDescription {
+        name: "UMA, a non-coherent type first".into(),
+        vendor_id: 0x1002,
+        device_kind,
+        memory: MemoryProperties { heaps, types },
+        heap_budgets: None,
+    };
+    let one_heap = || {
+        vec![MemoryHeap {
+            size: GIB,
+            flags: HeapFlags::DEVICE_LOCAL,
+        }]
+    };
+    for kind in [DeviceKind::Integrated, DeviceKind::Cpu] {
+        // The only coherent type is cached: coherent wins over write-combined.
+        let types = vec![
+            memory_type(0, mappable),
+            memory_type(0, mappable | F::HOST_COHERENT | F::HOST_CACHED),
+        ];
+        let plan = plan_memory(&uma(one_heap(), types, kind)).unwrap();
+        assert!(plan.uma);
+        assert_eq!(plan.arena_type, 1, "{:#?}", plan.reasons);
+        // Among coherent types, write-combined still comes first.
+        let types = vec![
+            memory_type(0, mappable),
+            memory_type(0, mappable | F::HOST_COHERENT | F::HOST_CACHED),
+            memory_type(0, mappable | F::HOST_COHERENT),
+        ];
+        let plan = plan_memory(&uma(one_heap(), types, kind)).unwrap();
+        assert_eq!(plan.arena_type, 2, "{:#?}", plan.reasons);
+    }
+    // A tiny carve-out puts the arena on the host heap: coherent there too.
+    let heaps = vec![
+        MemoryHeap {
+            size: 256 << 20,
+            flags: HeapFlags::DEVICE_LOCAL,
+        },
+        MemoryHeap {
+            size: 16 * GIB,
+            flags: HeapFlags::empty(),
+        },
+    ];
+    let types = vec![
+        memory_type(0, F::DEVICE_LOCAL),
+        memory_type(1, F::HOST_VISIBLE),
+        memory_type(1, F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED),
+    ];
+    let plan = plan_memory(&uma(heaps, types, DeviceKind::Integrated)).unwrap();
+    assert_eq!(
+        (plan.arena_type, plan.arena_heap),
+        (2, 1),
+        "{:#?}",
+        plan.reasons
+    );
+}
