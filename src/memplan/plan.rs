@@ -499,7 +499,7 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
                     not_preferred: F::empty(),
                 };
                 let uncached_host = MemoryRequest {
-                    not_preferred: F(F::HOST_CACHED.0 | F::DEVICE_LOCAL.0),
+                    not_preferred: F::HOST_CACHED | F::DEVICE_LOCAL,
                     ..MemoryRequest::ANY
                 };
                 let ranked = host_memory.rank_then(memory, &uncached_host);

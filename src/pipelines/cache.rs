@@ -532,9 +532,9 @@ fn on_compiler_thread<R: Send>(
 
 /// Parses, validates and reflects a user's source on a thread with [`COMPILER_STACK_BYTES`] of
 /// stack, after refusing WGSL beyond the bounds of `source_bounds.rs` and SPIR-V beyond
-/// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. On `backend` GL, a kernel
-/// whose buffers GLSL would lay out otherwise than WGSL (`glsl_layout.rs`) is refused. Every
-/// failure is [`Error::KernelCompile`] naming `name`.
+/// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. A kernel whose buffers naga
+/// would not lay out as WGSL does on `backend` (`buffer_layouts.rs`) is refused. Every failure
+/// is [`Error::KernelCompile`] naming `name`.
 fn prepare(
     desc: &KernelDesc<'_>,
     name: &str,
@@ -561,10 +561,12 @@ fn prepare(
     let reflected = on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
         .map_err(|failure| failed(failure.to_string()))?
         .map_err(|refused| failed(with_workgroup_limits(refused, limits)))?;
-    if backend == wgpu::Backend::Gl {
-        super::glsl_layout::check_kernel(&reflected.module, &reflected.signature)
-            .map_err(|difference| failed(difference.to_string()))?;
-    }
+    let wgsl = match source {
+        KernelSource::Wgsl(text) => Some(text),
+        KernelSource::SpirV(_) => None,
+    };
+    super::buffer_layouts::check_kernel(&reflected.module, &reflected.signature, wgsl, backend)
+        .map_err(|refusal| failed(refusal.to_string()))?;
     Ok(reflected)
 }
 

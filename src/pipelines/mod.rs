@@ -17,8 +17,9 @@
 //!   module, the library's too, and lays out its bind group from the result, so reflection
 //!   lives here rather than with the users' API that shows its [`KernelSignature`].
 //! - `limits`: every device limit a kernel's module can exceed, checked as it is compiled.
-//! - `glsl_layout`: whether a kernel's buffers keep their WGSL layout on wgpu's GL backend
-//!   (GLSL's block rules, without WGSL's offsets), checked as it is compiled there.
+//! - `buffer_layouts`: the buffer layouts naga would not keep (a struct with `@align` nested in
+//!   another, a `matCx2` nested in a uniform on Vulkan, what GLSL's block rules move on GL),
+//!   refused as a kernel is compiled.
 //! - `disk_cache`: the driver pipeline cache on disk (`GPU_ARENA_CACHE_DIR`), where a damaged
 //!   file costs speed, never the kernels, and nothing another user could have written is used
 //!   (a private directory; no link followed, no FIFO waited on).
@@ -32,11 +33,11 @@
 //! devices and pipelines, not arrays or contexts. `tests/module_flow.rs` checks this.
 #![deny(unsafe_code)]
 
+mod buffer_layouts;
 mod cache;
 mod cache_stats;
 mod disk_cache;
 mod error_scopes;
-mod glsl_layout;
 mod library_kernels;
 mod limits;
 mod reflect;

@@ -1128,3 +1128,84 @@ fn explicit_wgsl_offsets_run_as_wgsl_lays_them_out_or_are_refused_on_gl() {
         assert_eq!(run::<8>(&ctx, &aligned.unwrap()), [10, 14]);
     }
 }
+
+/// Layouts naga would not keep are refused on every backend (a struct with `@align` inside
+/// another struct; a `matCx2` in a struct nested in the uniform, whose SPIR-V loses the
+/// device); the forms around them that naga keeps run, read where WGSL lays them out.
+#[gpu_test]
+fn layouts_naga_would_move_are_refused_and_their_neighbours_run_as_wgsl_lays_them_out() {
+    let ctx = context();
+    let gl = ctx.adapter_info().backend == wgpu::Backend::Gl;
+    let refused = |wgsl: &str, place: &str| match ctx.kernel(wgsl, "main") {
+        Err(Error::KernelCompile { message, .. }) => {
+            assert!(message.contains(&format!("`{place}`")), "{message}")
+        }
+        other => panic!("{place} must be refused: {other:?}"),
+    };
+    fn run<const WORDS: usize>(ctx: &gpu_arena::Context, wgsl: &str, params: bool) -> Vec<u32> {
+        let k = ctx.kernel(wgsl, "main").unwrap();
+        let words: [u32; WORDS] = std::array::from_fn(|i| i as u32 + 10);
+        let mut out = ctx.zeros::<u32>(&[2]).unwrap();
+        match params {
+            true => ctx
+                .launch(&k)
+                .arg_mut(&mut out)
+                .params(&words)
+                .grid_for(1)
+                .run(),
+            false => {
+                let input = ctx.device_put(&words, &[WORDS]).unwrap();
+                ctx.launch(&k)
+                    .arg(&input)
+                    .arg_mut(&mut out)
+                    .grid_for(1)
+                    .run()
+            }
+        }
+        .unwrap();
+        ctx.device_get(&out).unwrap()
+    }
+    let storage = |structs: &str, read: &str| {
+        format!(
+            "{structs} struct O {{ h: u32, s: A }}
+            @group(0) @binding(0) var<storage, read> inp: O;
+            @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+            @compute @workgroup_size(1) fn main() {{ out[0] = inp.h; out[1] = {read}; }}"
+        )
+    };
+    // WGSL puts `s` at 16 (A's alignment is 16); naga would read it at 4.
+    refused(
+        &storage("struct A { a: u32, @align(16) b: u32 }", "inp.s.b"),
+        "inp.s",
+    );
+    let padded = storage("struct A { a: u32, p0: u32, p1: u32, b: u32 }", "inp.s.b");
+    assert_eq!(run::<5>(&ctx, &padded, false), [10, 14]);
+    // `@size` keeps the struct's alignment: naga places it as WGSL does.
+    let sized = storage("struct A { @size(16) a: u32, b: u32 }", "inp.s.b");
+    if !gl {
+        assert_eq!(run::<6>(&ctx, &sized, false), [10, 15]);
+    }
+    let uniform = |structs: &str, read: &str| {
+        format!(
+            "{structs}
+            @group(0) @binding(0) var<uniform> p: P;
+            @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+            @compute @workgroup_size(1) fn main() {{ out[0] = p.x.y; out[1] = bitcast<u32>({read}); }}"
+        )
+    };
+    let nested = "struct In { m: mat2x2<f32> } struct P { x: vec4<u32>, i: In }";
+    refused(&uniform(nested, "p.i.m[1][0]"), "p.i.m");
+    if !gl {
+        // An array's element struct, and an array of matrices in a nested struct, are kept.
+        let in_array = "struct In { m: mat2x2<f32> } struct P { x: vec4<u32>, a: array<In, 2> }";
+        assert_eq!(
+            run::<12>(&ctx, &uniform(in_array, "p.a[1].m[1][0]"), true),
+            [11, 20]
+        );
+        let matrices = "struct In { m: array<mat2x2<f32>, 2> } struct P { x: vec4<u32>, i: In }";
+        assert_eq!(
+            run::<12>(&ctx, &uniform(matrices, "p.i.m[1][0].y"), true),
+            [11, 19]
+        );
+    }
+}
