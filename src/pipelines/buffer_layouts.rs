@@ -14,7 +14,8 @@
 //!   `@align` or `@size` that moves a member, or a `matCx2` in a uniform (columns 8 bytes apart
 //!   in WGSL, 16 in `std140`), would be read elsewhere.
 //!
-//! Pure: the naga module and the WGSL text alone.
+//! Pure: the naga module and the WGSL text alone; it runs on the compiler's thread, after
+//! reflection (`cache.rs`).
 
 use super::reflect::{KernelSignature, ParamsKind, KERNEL_BIND_GROUP};
 use wgpu::naga;
@@ -236,7 +237,7 @@ fn aligned_structs(wgsl: &str) -> Vec<String> {
     found
 }
 
-/// `wgsl` with its comments (`//` to the line's end, `/* */` nested) made blanks.
+/// `wgsl` with each comment (`//` to the line's end, `/* */` nested) replaced by a blank.
 fn without_comments(wgsl: &str) -> String {
     let mut out = String::with_capacity(wgsl.len());
     let (mut chars, mut depth) = (wgsl.chars().peekable(), 0usize);
@@ -316,18 +317,17 @@ fn layout(
                 naga::ArraySize::Constant(n) => u64::from(n.get()),
                 _ => 1,
             };
-            (align, glsl * count)
+            (align, glsl.saturating_mul(count))
         }
         naga::TypeInner::Struct { members, .. } => {
             let (mut end, mut align) = (0u64, 1u64);
             for member in members {
-                let place = format!(".{}", member.name.as_deref().unwrap_or("?"));
-                let (member_align, size) =
-                    layout(module, member.ty, rules).map_err(|d| d.within(&place))?;
+                let (member_align, size) = layout(module, member.ty, rules)
+                    .map_err(|d| d.within(&member_place(member)))?;
                 let glsl = end.next_multiple_of(member_align);
                 if glsl != u64::from(member.offset) {
                     let difference = differs("offset", u64::from(member.offset), glsl);
-                    return Err(difference.within(&place));
+                    return Err(difference.within(&member_place(member)));
                 }
                 end = glsl + size;
                 align = align.max(member_align);

@@ -338,7 +338,8 @@ impl KernelState {
         let started = Instant::now();
         let source = kernel.source(shape);
         // The library's own sources are small and shallow: parsed on the caller's thread.
-        let reflected = parse_and_reflect(KernelSource::Wgsl(&source), "main", kernel.constants())
+        let wgsl = KernelSource::Wgsl(&source);
+        let reflected = parse_and_reflect(wgsl, "main", kernel.constants(), adapter.backend)
             .map_err(|refused| Error::KernelCompile {
                 kernel: kernel.name().to_string(),
                 message: refused.to_string(),
@@ -533,8 +534,8 @@ fn on_compiler_thread<R: Send>(
 /// Parses, validates and reflects a user's source on a thread with [`COMPILER_STACK_BYTES`] of
 /// stack, after refusing WGSL beyond the bounds of `source_bounds.rs` and SPIR-V beyond
 /// [`MAX_SPIRV_WORDS`]; a panic of the compiler is caught there. A kernel whose buffers naga
-/// would not lay out as WGSL does on `backend` (`buffer_layouts.rs`) is refused. Every failure
-/// is [`Error::KernelCompile`] naming `name`.
+/// would not lay out as WGSL does on `backend` (`buffer_layouts.rs`) is refused there too.
+/// Every failure is [`Error::KernelCompile`] naming `name`.
 fn prepare(
     desc: &KernelDesc<'_>,
     name: &str,
@@ -558,16 +559,9 @@ fn prepare(
         }
         KernelSource::SpirV(_) => {}
     }
-    let reflected = on_compiler_thread(|| parse_and_reflect(source, entry_point, constants))
+    on_compiler_thread(|| parse_and_reflect(source, entry_point, constants, backend))
         .map_err(|failure| failed(failure.to_string()))?
-        .map_err(|refused| failed(with_workgroup_limits(refused, limits)))?;
-    let wgsl = match source {
-        KernelSource::Wgsl(text) => Some(text),
-        KernelSource::SpirV(_) => None,
-    };
-    super::buffer_layouts::check_kernel(&reflected.module, &reflected.signature, wgsl, backend)
-        .map_err(|refusal| failed(refusal.to_string()))?;
-    Ok(reflected)
+        .map_err(|refused| failed(with_workgroup_limits(refused, limits)))
 }
 
 /// The message of `refused`; a workgroup size no device runs
@@ -602,14 +596,19 @@ enum SourceRefusal {
     /// The module parsed but cannot be a gpu-arena kernel.
     #[error("{0}")]
     Reflect(super::reflect::ReflectError),
+    /// A buffer naga would not lay out as WGSL does on this backend.
+    #[error("{0}")]
+    Layout(super::buffer_layouts::LayoutRefusal),
 }
 
-/// Parses a kernel's source into naga IR and reflects it; a syntax error is the compiler's
-/// message, pointing at the line.
+/// Parses a kernel's source into naga IR, reflects it and checks its buffers' layouts on
+/// `backend` (`buffer_layouts.rs`); a syntax error is the compiler's message, pointing at the
+/// line.
 fn parse_and_reflect(
     source: KernelSource<'_>,
     entry_point: &str,
     constants: &[(&str, f64)],
+    backend: wgpu::Backend,
 ) -> std::result::Result<ReflectedKernel, SourceRefusal> {
     let (module, text) = match source {
         KernelSource::Wgsl(text) => (
@@ -623,7 +622,11 @@ fn parse_and_reflect(
             None,
         ),
     };
-    reflect_kernel(module, entry_point, constants, text).map_err(SourceRefusal::Reflect)
+    let reflected =
+        reflect_kernel(module, entry_point, constants, text).map_err(SourceRefusal::Reflect)?;
+    super::buffer_layouts::check_kernel(&reflected.module, &reflected.signature, text, backend)
+        .map_err(SourceRefusal::Layout)?;
+    Ok(reflected)
 }
 
 /// The bind group layout of a kernel: every storage array `read_write` (see `reflect.rs`), the

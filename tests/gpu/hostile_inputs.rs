@@ -240,3 +240,31 @@ fn a_timeline_larger_than_the_bound_is_an_error_not_an_abort() {
         "{error}"
     );
 }
+
+/// A buffer type nested thousands of structs deep (each declaration shallow, so no source
+/// bound applies) is checked on the compiler's thread: a result or a `KernelCompile`, never
+/// an overflow of the caller's stack.
+#[gpu_test]
+fn a_buffer_type_nested_thousands_of_structs_deep_is_checked_without_overflowing_the_stack() {
+    let ctx = harness::context();
+    let depth = 20_000;
+    let mut wgsl = String::from("struct S0 { @align(16) a: u32 }\n");
+    for i in 1..=depth {
+        wgsl += &format!("struct S{i} {{ h: u32, s: S{} }}\n", i - 1);
+    }
+    wgsl += &format!(
+        "@group(0) @binding(0) var<storage, read_write> x: S{depth};
+        @compute @workgroup_size(1) fn main() {{ x.h = 1u; }}"
+    );
+    // A small stack, as an app's worker thread may have.
+    let outcome = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || ctx.kernel(&wgsl, "main").map(drop))
+        .unwrap()
+        .join()
+        .unwrap();
+    match outcome {
+        Err(Error::KernelCompile { message, .. }) => assert!(!message.is_empty()),
+        other => panic!("S0's @align inside S1 must be refused: {other:?}"),
+    }
+}
