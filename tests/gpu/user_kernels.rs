@@ -1209,3 +1209,43 @@ fn layouts_naga_would_move_are_refused_and_their_neighbours_run_as_wgsl_lays_the
         );
     }
 }
+
+/// A refused layout is refused on every thread that asks for it at once, and each time it is
+/// asked for again; threads that compile and run a good kernel on the same context meanwhile
+/// are not disturbed.
+#[gpu_test]
+fn a_refused_layout_is_refused_on_every_thread_and_the_context_keeps_running() {
+    let ctx = context();
+    let refused = "struct A { a: u32, @align(16) b: u32 } struct O { h: u32, s: A }
+        @group(0) @binding(0) var<storage, read> inp: O;
+        @group(0) @binding(1) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { out[0] = inp.s.b; }";
+    let handles: Vec<_> = (0..4u32)
+        .map(|i| {
+            let ctx = ctx.clone();
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    match ctx.kernel(refused, "main") {
+                        Err(Error::KernelCompile { message, .. }) => {
+                            assert!(message.contains("`inp.s`"), "{message}")
+                        }
+                        other => panic!("thread {i}: must be refused: {other:?}"),
+                    }
+                }
+                let add = ctx.kernel(ADD, "main").unwrap();
+                let mut a = ctx.device_put(&[i; 100], &[100]).unwrap();
+                ctx.launch(&add)
+                    .params(&(i + 1))
+                    .arg_mut(&mut a)
+                    .grid_for(100)
+                    .run()
+                    .unwrap();
+                ctx.device_get(&a).unwrap()
+            })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let i = i as u32;
+        assert_eq!(h.join().unwrap(), vec![2 * i + 1; 100]);
+    }
+}
