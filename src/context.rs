@@ -385,7 +385,8 @@ impl Context {
     /// [`Error::PendingInRecorder`] for an array pending in an unsubmitted [`crate::Sequence`]
     /// (submit it first; both checked for every use before anything is submitted);
     /// [`Error::Device`] when wgpu refuses the submission (for instance a command buffer that
-    /// failed validation while it was encoded). The uses are recorded before the queue gets the
+    /// failed validation while it was encoded); [`Error::DeviceLost`] once the device is lost
+    /// (nothing is submitted). The uses are recorded before the queue gets the
     /// work, so another thread's read of one of these arrays waits for it.
     pub fn raw_submit(
         &self,

@@ -14,6 +14,8 @@ const OPERATION: &str = "all_gather";
 impl Collectives {
     /// A new array of shape `[ranks, ...shape]` whose row `r` is rank `r`'s array, on every
     /// rank (`jax.lax.all_gather`; MPI's `MPI_Allgather`). Every rank passes the same shape.
+    /// The new array is in device memory ([`crate::MemoryKind::Device`]) whatever the input's
+    /// kind: [`crate::Context::offload`] moves it to pinned host.
     ///
     /// Errors as [`Collectives::all_reduce`]; besides, [`crate::Error::Shape`] for an array
     /// of rank [`MAX_RANK`] (the result would have one more dimension) and out-of-memory for

@@ -23,8 +23,10 @@ impl Collectives {
     /// collective: what [`Collectives::all_reduce`] does to each, with one agreement round for
     /// the whole list and the arrays packed into [`super::PIPELINE_CHUNK_BYTES`] chunks, so
     /// that many small arrays (a model's gradients) cost about what one array of their total
-    /// size costs (Horovod's tensor fusion). Arrays may have any shapes, zero-size included;
-    /// one element type per call (call once per type for mixed lists).
+    /// size costs (Horovod's tensor fusion). Arrays may have any shapes, zero-size included,
+    /// and any memory kind (each keeps its own); one element type per call (call once per
+    /// type for mixed lists). An empty list on every rank is an agreement round and nothing
+    /// else (`Ok` of an empty list).
     ///
     /// ```no_run
     /// # use gpu_arena::distributed::{Collectives, ReduceOp};

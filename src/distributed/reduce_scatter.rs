@@ -15,7 +15,8 @@ impl Collectives {
     /// Reduces every rank's array with `op` and gives rank `r` block `r` of the result, split
     /// along the first dimension: an array of shape `[d0 / ranks, ...rest]`
     /// (`jax.lax.psum_scatter`; MPI's `MPI_Reduce_scatter_block`). Every rank passes the
-    /// same shape.
+    /// same shape. The new array is in device memory ([`crate::MemoryKind::Device`])
+    /// whatever the input's kind: [`crate::Context::offload`] moves it to pinned host.
     ///
     /// Errors as [`Collectives::all_reduce`]; besides, [`crate::Error::Shape`] unless the
     /// array has at least one dimension and its first is a multiple of the number of ranks,

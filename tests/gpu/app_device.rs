@@ -1477,3 +1477,52 @@ fn a_sequence_with_parameters_submitted_after_its_own_device_is_destroyed_is_ok_
         submit_parameters_after_destroy(&ctx, || ctx.device().destroy(), path);
     }
 }
+
+/// The guide's request (the least limits with the adapter's room for immediates, the optional
+/// features the adapter has) gives a device on which a kernel's `var<immediate>` parameters
+/// run, where the adapter offers immediates.
+#[gpu_test]
+fn the_guides_device_request_runs_immediate_parameters_where_the_adapter_has_them() {
+    init_logging();
+    let config = test_config();
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        flags: wgpu::InstanceFlags::VALIDATION,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter =
+        pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
+            .expect("an adapter");
+    let needs = DeviceRequirements::for_config(&config);
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        required_features: needs.features | (adapter.features() & needs.optional_features),
+        required_limits: wgpu::Limits {
+            max_immediate_size: adapter.limits().max_immediate_size,
+            ..needs.limits.clone()
+        },
+        ..Default::default()
+    }))
+    .unwrap();
+    let ctx = Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), config).unwrap();
+    let source = "var<immediate> add: u32;
+        @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+        @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+            if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] + add; }
+        }";
+    let offered = adapter.features().contains(wgpu::Features::IMMEDIATES)
+        && adapter.limits().max_immediate_size >= 4;
+    eprintln!("adapter offers immediates: {offered}");
+    match ctx.kernel(source, "main") {
+        Ok(kernel) => {
+            assert!(offered, "compiled where the adapter has no immediates");
+            let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
+            ctx.launch(&kernel)
+                .params(&41u32)
+                .arg_mut(&mut a)
+                .grid_for(100)
+                .run()
+                .unwrap();
+            assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+        }
+        Err(error) => assert!(!offered, "the recipe left immediates unusable: {error}"),
+    }
+}
