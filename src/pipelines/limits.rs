@@ -27,7 +27,7 @@ pub(crate) enum DeviceLimitExceeded {
         advice: &'static str,
     },
     /// The kernel reads immediate data the device cannot give (too much, or the feature off).
-    #[error("the kernel reads {bytes} bytes of immediate data (var<immediate>); this device's max_immediate_size is {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead", if *.feature_on { "on" } else { "off" })]
+    #[error("the kernel reads {bytes} bytes of immediate data (var<immediate>); this device's max_immediate_size is {limit} (Features::IMMEDIATES {}): pass the parameters as a var<uniform> instead{}", if *.feature_on { "on" } else { "off" }, if *.feature_on && *.limit == 0 { ", or open the device with the adapter's max_immediate_size in its required limits" } else { "" })]
     Immediates {
         /// Bytes of immediate data the kernel reads.
         bytes: u64,

@@ -1525,4 +1525,24 @@ fn the_guides_device_request_runs_immediate_parameters_where_the_adapter_has_the
         }
         Err(error) => assert!(!offered, "the recipe left immediates unusable: {error}"),
     }
+    if offered {
+        // Without the room, the refusal says how to ask for it.
+        let features = needs.features | (adapter.features() & needs.optional_features);
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            required_features: features,
+            required_limits: needs.limits.clone(),
+            ..Default::default()
+        }))
+        .unwrap();
+        let ctx = Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), test_config());
+        let error = ctx.unwrap().kernel(source, "main").unwrap_err();
+        let Error::KernelCompile { message, .. } = &error else {
+            panic!("{error:?}")
+        };
+        assert!(
+            message.contains("max_immediate_size is 0")
+                && message.contains("the adapter's max_immediate_size in its required limits"),
+            "{message}"
+        );
+    }
 }
