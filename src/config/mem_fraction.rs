@@ -31,8 +31,9 @@ impl MemFraction {
         }
     }
 
-    /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); numbers may use
-    /// exponents (`"5e-1"`). Blanks around the value are ignored, blanks inside it (`"0.5 +"`,
+    /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); a number is
+    /// what Rust's `f64` parser reads without a sign, as Python's `float` reads it: exponents
+    /// (`"5e-1"`, `"1e0"`), no digit before or after the point (`".5"`, `"1."`). Blanks around the value are ignored, blanks inside it (`"0.5 +"`,
     /// `"0.5 - 0.6"`) refused, as every variable's.
     ///
     /// Errors name the grammar; fractions must lie in `(0, 1]` and the limit must not be below
@@ -200,6 +201,16 @@ mod tests {
         assert_eq!(MemFraction::parse(" 0.5-0.6 ").unwrap().limit, 0.6);
         for inside in ["0.5 - 0.6", "0.5 -0.6", "0.5- 0.6", "0.5 +", "0. 5"] {
             assert!(MemFraction::parse(inside).is_err(), "{inside}");
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_python_s_float_reads_them_without_a_sign() {
+        for (text, value) in [(".5", 0.5), ("1.", 1.0), ("1e0", 1.0), ("0.5E0", 0.5)] {
+            assert_eq!(MemFraction::parse(text).unwrap(), MemFraction::fixed(value));
+        }
+        for text in ["inf", "NaN", "+.5", "-.5", "."] {
+            assert!(MemFraction::parse(text).is_err(), "{text}");
         }
     }
 
