@@ -55,7 +55,9 @@ pub enum AllocatorKind {
     Platform,
 }
 
-/// Which adapter to open, as `GPU_ARENA_ADAPTER`.
+/// Which adapter to open, as `GPU_ARENA_ADAPTER`: a value of ASCII digits only is an index
+/// (one too large for `usize` is refused), anything else a part of a name (`-1` and `+1`
+/// included, which no adapter's name holds).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AdapterSelector {
     /// The n-th adapter in gpu-arena's order, as [`crate::devices`] lists them (Vulkan first,
