@@ -260,8 +260,8 @@ pub(super) enum CacheFileRefusal {
     /// Refused as a private file (a link, another user's file, a FIFO, ...).
     #[error(transparent)]
     File(#[from] PrivateFileRefusal),
-    /// The file has no bytes.
-    #[error("it is empty")]
+    /// The file has no data: no bytes, or this crate's trailer alone.
+    #[error("it holds no data")]
     Empty,
     /// The file is shorter than the trailer.
     #[error("it holds {file_bytes} bytes, too few for a gpu-arena pipeline cache (truncated)")]
@@ -307,6 +307,9 @@ pub(super) fn read_cache_file(file: &Path) -> Result<Option<CacheFileData>, Cach
     let (stored, magic) = trailer.split_at(TRAILER_BYTES - TRAILER_MAGIC.len());
     if magic != TRAILER_MAGIC {
         return Err(CacheFileRefusal::NoTrailer);
+    }
+    if body.is_empty() {
+        return Err(CacheFileRefusal::Empty);
     }
     let mut checksum_bytes = [0u8; 8];
     checksum_bytes.copy_from_slice(stored);
@@ -408,6 +411,10 @@ mod tests {
         );
         std::fs::write(dir.join("empty.bin"), b"").unwrap();
         let refused = read_cache_file(&dir.join("empty.bin")).err().unwrap();
+        assert!(matches!(refused, CacheFileRefusal::Empty), "{refused}");
+        // A trailer with its right checksum and nothing before it holds no data either.
+        write_cache_file(&dir.join("trailer.bin"), b"").unwrap();
+        let refused = read_cache_file(&dir.join("trailer.bin")).err().unwrap();
         assert!(matches!(refused, CacheFileRefusal::Empty), "{refused}");
         std::fs::write(dir.join("short.bin"), b"gpuarena").unwrap();
         let refused = read_cache_file(&dir.join("short.bin")).err().unwrap();

@@ -453,7 +453,8 @@ impl DeviceChoices {
     /// The choices a file's body holds, or why none of them is used.
     fn parse(&self, body: &[u8]) -> Result<Choices, TuningFileRefusal> {
         let text = std::str::from_utf8(body).map_err(|_| TuningFileRefusal::NotText)?;
-        let mut lines = text.lines();
+        // Lines as tuning writes them: each ends in `\n` alone (a `\r` stays in its line).
+        let mut lines = text.split_terminator('\n');
         if lines.next() != Some(FILE_HEADER) {
             return Err(TuningFileRefusal::Header);
         }
@@ -833,6 +834,11 @@ mod tests {
             ("user key", line("user\tnot-hex\tk\tWG\t64")),
             ("user fields", line("user\t0abc\tk\t64")),
             ("host link", line("host_link\t-5")),
+            ("line ends of two bytes", good.replace('\n', "\r\n")),
+            (
+                "a choice line ending in \\r",
+                line("fill\tmedium\t256x4\t1\t1\t1\r"),
+            ),
         ]
         .map(|(what, text)| (what, text.into_bytes()));
         for (what, bytes) in cases.into_iter().chain([("utf8", vec![0xff, 0xfe, 0xfd])]) {
