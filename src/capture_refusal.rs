@@ -98,7 +98,9 @@ pub enum RunRefusal {
         /// The slot it was bound to (its number in the capture, in order of making).
         slot: u32,
     },
-    /// A parameter value of another size than the slot's block.
+    /// A parameter value of another size than the slot's block. [`crate::StepRun::params`]
+    /// takes a value of the slot's own type, so a run set through it never meets this; the
+    /// check stands between the typed slot and the bytes the run writes.
     #[error(
         "{given} parameter bytes given for a slot of {expected}: pass a value of the slot's type"
     )]

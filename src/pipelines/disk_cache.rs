@@ -261,7 +261,7 @@ pub(super) enum CacheFileRefusal {
     #[error(transparent)]
     File(#[from] PrivateFileRefusal),
     /// The file has no data: no bytes, or this crate's trailer alone.
-    #[error("it holds no data")]
+    #[error("it is empty (it holds no data)")]
     Empty,
     /// The file is shorter than the trailer.
     #[error("it holds {file_bytes} bytes, too few for a gpu-arena pipeline cache (truncated)")]
