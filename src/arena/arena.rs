@@ -493,8 +493,10 @@ impl Arena {
     }
 
     /// Teardown: gives every region back to the source. Live and pending allocations are
-    /// forgotten (their ids become unknown), the counters of current use drop to zero, and the
-    /// next allocation reserves the base again.
+    /// forgotten (their ids become unknown; no `Free` event is emitted for them: each region's
+    /// `RegionReleased` ends what it held), the counters of current use drop to zero, no free
+    /// is pending ([`pending_free_frontier`](Arena::pending_free_frontier) is `None` until the
+    /// next one), and the next allocation reserves the base again.
     pub fn release_all(&mut self, source: &mut dyn RegionSource) {
         for index in 0..self.regions.len() {
             if let Some(region) = self.regions[index].take() {

@@ -63,10 +63,11 @@ impl PendingFrees {
         (!self.queue.is_empty()).then_some(self.latest)
     }
 
-    /// Forgets every pending chunk (teardown). The completed position is kept: the queue did
-    /// not go back in time.
+    /// Forgets every pending chunk (teardown), and so the frontier they waited for. The
+    /// completed position is kept: the queue did not go back in time.
     pub fn clear(&mut self) {
         self.queue.clear();
         self.bytes = 0;
+        self.latest = 0;
     }
 }

@@ -382,3 +382,21 @@ fn a_hundred_thousand_live_chunks_allocate_and_free_correctly() {
     }
     assert_eq!(arena.snapshot().regions[0].chunks.len(), 1);
 }
+
+#[test]
+fn after_release_all_the_pending_frontier_is_that_of_the_frees_made_since() {
+    let mut source = Recorder::default();
+    let mut arena = Arena::new(ArenaOptions::growing(GIB));
+    let a = arena.allocate(KIB, 0, None, &mut source).unwrap();
+    arena.free(a.id, Some(17), &mut source).unwrap();
+    assert_eq!(arena.pending_free_frontier(), Some(17));
+    arena.release_all(&mut source);
+    assert_eq!(arena.pending_free_frontier(), None);
+    let b = arena.allocate(KIB, 0, None, &mut source).unwrap();
+    arena.free(b.id, Some(15), &mut source).unwrap();
+    assert_eq!(
+        arena.pending_free_frontier(),
+        Some(15),
+        "the forgotten free's 17 is no position to wait for"
+    );
+}
