@@ -526,6 +526,9 @@ impl<'s, 'r> StepRun<'s, 'r> {
     /// finished, on any thread, a sequence that only reads an array the run writes included:
     /// it names the array and the recorder; submit that work first, or retry);
     /// [`Error::ForeignArray`] for an array of another context bound to an array slot;
+    /// with [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) on,
+    /// [`Error::Index`] ([`IndexRefusal::StartOutOfRange`](crate::error::IndexRefusal::StartOutOfRange))
+    /// for a start of this run that XLA would clamp;
     /// [`Error::Device`] when the device refuses the submission; [`Error::DeviceLost`]. A run
     /// is not eager work: a thread that holds a capture of this context open may run a step.
     pub fn submit(mut self) -> Result<SubmissionId> {
