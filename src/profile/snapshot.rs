@@ -152,7 +152,9 @@ pub struct SnapshotSettings {
 
 /// Every region and chunk of a context's arena, with labels, element types, shapes and ages,
 /// the statistics and the memory plan, at one instant. Serialises to JSON
-/// ([`MemorySnapshot::to_json`]) and back; [`crate::report::write_html`] draws it.
+/// ([`MemorySnapshot::to_json`]) and back; [`crate::report::write_html`] draws it. Its floats
+/// are finite in every snapshot a context takes; JSON has no NaN or infinity, so a value
+/// built by hand with one writes it as `null`, which does not read back.
 ///
 /// ```no_run
 /// # let ctx = gpu_arena::Context::new(Default::default())?;
