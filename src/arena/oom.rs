@@ -70,10 +70,11 @@ pub struct OutOfMemory {
     /// The memory kind whose arena refused (the arena itself says `Device`; the context sets
     /// the kind of the arena it asked): the remedy names that kind's knob.
     pub memory_kind: MemoryKind,
-    /// For device memory, the bytes the pinned-host kind could still take below its limit:
-    /// its limit minus its bytes in use (`u64::MAX` minus them without a limit), whether or
-    /// not it would have to grow for them (set by the context; `None` for a bare arena or a device without that kind): when it
-    /// holds the request, the remedy suggests moving arrays that wait between uses there.
+    /// For device memory, the bytes the pinned-host kind could still take below its limit: its
+    /// limit minus its bytes in use (`u64::MAX` minus them without a limit), whether or not it
+    /// would have to grow for them (set by the context; `None` for a bare arena or a device without
+    /// that kind): when it holds the request, the remedy suggests moving arrays that wait between
+    /// uses there.
     pub pinned_host_room: Option<u64>,
 }
 

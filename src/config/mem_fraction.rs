@@ -31,10 +31,10 @@ impl MemFraction {
         }
     }
 
-    /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); a number is
-    /// what Rust's `f64` parser reads without a sign, as Python's `float` reads it: exponents
-    /// (`"5e-1"`, `"1e0"`), no digit before or after the point (`".5"`, `"1."`). Blanks around the value are ignored, blanks inside it (`"0.5 +"`,
-    /// `"0.5 - 0.6"`) refused, as every variable's.
+    /// Parses XLA's fraction grammar (`"0.75"`, `"0.75+"`, `"0.75-0.85"`); a number is what Rust's
+    /// `f64` parser reads without a sign, as Python's `float` reads it: exponents (`"5e-1"`,
+    /// `"1e0"`), no digit before or after the point (`".5"`, `"1."`). Blanks around the value are
+    /// ignored, blanks inside it (`"0.5 +"`, `"0.5 - 0.6"`) refused, as every variable's.
     ///
     /// Errors name the grammar; fractions must lie in `(0, 1]` and the limit must not be below
     /// the reserve.

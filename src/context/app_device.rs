@@ -72,10 +72,11 @@ impl AppDevice {
 ///
 /// - `features`: none today; the arena uses `PIPELINE_CACHE` (driver pipeline cache on disk)
 ///   and `IMMEDIATES` (kernel parameters as push constants) when the device has them
-///   (`optional_features`: request them too where the adapter offers them). Immediates
-///   also take room: `limits` asks for none (`max_immediate_size` 0, the WebGL2 floor), so
-///   request the adapter's `max_immediate_size` with them, as the example does; a kernel's
-///   `var<immediate>` larger than the device's room is refused at [`Context::kernel`](crate::Context::kernel).
+///   (`optional_features`: request them too where the adapter offers them). Immediates also
+///   take room: `limits` asks for none (`max_immediate_size` 0, the WebGL2 floor), so request
+///   the adapter's `max_immediate_size` with them, as the example does; a kernel's
+///   `var<immediate>` larger than the device's room is refused at
+///   [`Context::kernel`](crate::Context::kernel).
 /// - `limits`: the compute limits of wgpu's `Limits::downlevel_defaults()` (4 storage buffers
 ///   per stage, 128 MiB storage bindings, 256 invocations, workgroups up to 256×256×64) over
 ///   the WebGL2 floor for everything else, and a `max_buffer_size` of at least the larger of

@@ -16,12 +16,12 @@ impl Context {
     /// ([`Context::app_work`]). `config` sets everything but the choice of adapter
     /// (`adapter`, `backend` and `validation` are the app's: its instance and device decide).
     ///
-    /// What it leaves alone: the device's uncaptured-error handler and device-lost callback
-    /// stay the app's (the context's own work runs inside error scopes; a loss is found by the
-    /// next wait or host read, and forwarding it with [`Context::device_lost_notifier`] gives
-    /// wgpu's reason at once; a device already lost when it is handed over opens a context
-    /// all the same, whose first wait or host read refuses with [`Error::DeviceLost`]), and dropping the context frees only the arena's memory.
-    /// Several contexts may share one device.
+    /// What it leaves alone: the device's uncaptured-error handler and device-lost callback stay
+    /// the app's (the context's own work runs inside error scopes; a loss is found by the next wait
+    /// or host read, and forwarding it with [`Context::device_lost_notifier`] gives wgpu's reason
+    /// at once; a device already lost when it is handed over opens a context all the same, whose
+    /// first wait or host read refuses with [`Error::DeviceLost`]), and dropping the context frees
+    /// only the arena's memory. Several contexts may share one device.
     ///
     /// Errors: what [`ArenaConfig::validate`] refuses; [`Error::InvalidArgument`] when the
     /// device was not made from `adapter`, or (on Vulkan, where the driver's handles tell) the
