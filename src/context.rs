@@ -382,8 +382,9 @@ impl Context {
     /// see each other's data (silent corruption; no validation layer notices).
     ///
     /// Errors: [`Error::ForeignArray`] for an array of another context in `uses`,
-    /// [`Error::PendingInRecorder`] for an array pending in an unsubmitted [`crate::Sequence`]
-    /// (submit it first; both checked for every use before anything is submitted);
+    /// [`Error::PendingInRecorder`] for an array pending in an unsubmitted [`crate::Sequence`],
+    /// one the sequence only reads included (work built by hand may write any array it names;
+    /// submit the sequence first; both checked for every use before anything is submitted);
     /// [`Error::Device`] when wgpu refuses the submission (for instance a command buffer that
     /// failed validation while it was encoded); [`Error::DeviceLost`] once the device is lost
     /// (nothing is submitted). The uses are recorded before the queue gets the
