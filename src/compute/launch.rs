@@ -278,9 +278,12 @@ impl<'s, 'a> Launch<'s, 'a> {
     /// a view whose offset misses `min_storage_buffer_offset_alignment` or whose size a binding
     /// cannot hold exactly (a binding never reaches past its view: sizes not a multiple of 4,
     /// below the binding's type, not whole elements of a runtime-sized array, or empty in a
-    /// launch that runs; an empty whole array binds its allocation's first bytes, where
-    /// `arrayLength` reads 1), a missing or wrongly sized parameter block, a missing grid or one
-    /// above `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
+    /// launch that runs; an empty whole array binds to a runtime-sized `array<E>`, its
+    /// allocation's first element, where `arrayLength` reads 1), an argument below
+    /// [`StorageBinding::min_bytes`](crate::kernels::StorageBinding::min_bytes) of a single value
+    /// or struct binding (a struct ending in a runtime-sized array included), a missing or
+    /// wrongly sized parameter block, a missing grid or one above
+    /// `max_compute_workgroups_per_dimension`; [`Error::ForeignArray`] for an array or
     /// kernel of another context; [`Error::PendingInRecorder`], for a launch of
     /// [`Context::launch`], over an array pending for it in an unsubmitted [`Sequence`] (one the
     /// sequence writes, or one it reads that the launch writes: the launch would run before

@@ -1503,25 +1503,14 @@ fn the_guides_device_request_runs_immediate_parameters_where_the_adapter_has_the
     }))
     .unwrap();
     let ctx = Context::from_wgpu(AppDevice::new(&adapter, &device, &queue), config).unwrap();
-    let source = "var<immediate> add: u32;
-        @group(0) @binding(0) var<storage, read_write> a: array<u32>;
-        @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
-            if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] + add; }
-        }";
+    let source = harness::IMMEDIATE_ADD;
     let offered = adapter.features().contains(wgpu::Features::IMMEDIATES)
         && adapter.limits().max_immediate_size >= 4;
     eprintln!("adapter offers immediates: {offered}");
     match ctx.kernel(source, "main") {
         Ok(kernel) => {
             assert!(offered, "compiled where the adapter has no immediates");
-            let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
-            ctx.launch(&kernel)
-                .params(&41u32)
-                .arg_mut(&mut a)
-                .grid_for(100)
-                .run()
-                .unwrap();
-            assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+            harness::run_immediate_add(&ctx, &kernel);
         }
         Err(error) => assert!(!offered, "the recipe left immediates unusable: {error}"),
     }

@@ -806,25 +806,12 @@ fn donated_operands_survive_every_error_with_their_contents() {
 #[gpu_test]
 fn immediate_parameters_work_where_the_device_has_them_and_say_what_to_do_where_not() {
     let ctx = context();
-    let source = r#"
-        var<immediate> add: u32;
-        @group(0) @binding(0) var<storage, read_write> a: array<u32>;
-        @compute @workgroup_size(64)
-        fn main(@builtin(global_invocation_id) id: vec3<u32>) {
-            if (id.x < arrayLength(&a)) { a[id.x] = a[id.x] + add; }
-        }"#;
+    let source = harness::IMMEDIATE_ADD;
     let has = ctx.device().features().contains(wgpu::Features::IMMEDIATES);
     match ctx.kernel(source, "main") {
         Ok(k) => {
             assert!(has, "compiled without Features::IMMEDIATES");
-            let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
-            ctx.launch(&k)
-                .params(&41u32)
-                .arg_mut(&mut a)
-                .grid_for(100)
-                .run()
-                .unwrap();
-            assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+            let mut a = harness::run_immediate_add(&ctx, &k);
             let err = ctx
                 .launch(&k)
                 .params(&[1u32, 2])

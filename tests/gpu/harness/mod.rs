@@ -364,3 +364,25 @@ pub fn submissions_made<R>(ctx: &Context, work: impl FnOnce() -> R) -> (u64, R) 
     let after = ctx.raw_submit(std::iter::empty(), &[]).unwrap().0;
     (after - before - 1, result)
 }
+
+/// A kernel that adds its immediate data (`var<immediate>`, push constants) to every element:
+/// it compiles only on a device with immediates and room for them.
+pub const IMMEDIATE_ADD: &str = "var<immediate> add: u32;
+    @group(0) @binding(0) var<storage, read_write> a: array<u32>;
+    @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+        if (i.x < arrayLength(&a)) { a[i.x] = a[i.x] + add; }
+    }";
+
+/// Runs [`IMMEDIATE_ADD`]'s `kernel` over 100 ones with 41 as its immediate, and checks that
+/// every element became 42; gives the array back.
+pub fn run_immediate_add(ctx: &Context, kernel: &gpu_arena::Kernel) -> gpu_arena::DeviceArray<u32> {
+    let mut a = ctx.device_put(&[1u32; 100], &[100]).unwrap();
+    ctx.launch(kernel)
+        .params(&41u32)
+        .arg_mut(&mut a)
+        .grid_for(100)
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), vec![42; 100]);
+    a
+}
