@@ -149,7 +149,8 @@ impl<'s, 'a> Launch<'s, 'a> {
 
     /// The kernel's parameter block (its `var<uniform>` or `var<immediate>`): a `Pod` value of
     /// exactly the block's size as WGSL lays it out (mind WGSL's alignment: a `vec3<f32>`
-    /// takes 16 bytes).
+    /// takes 16 bytes). Given to a kernel without a block, the launch is refused
+    /// ([`Error::KernelArgument`] naming `parameters`).
     pub fn params<P: bytemuck::Pod>(mut self, params: &P) -> Self {
         self.params = Some(bytemuck::bytes_of(params).to_vec());
         self
