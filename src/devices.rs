@@ -218,7 +218,7 @@ fn enumerate_adapters(config: &ArenaConfig) -> Result<(wgpu::Instance, Vec<wgpu:
     });
     if adapters.is_empty() {
         return Err(Error::NoAdapter {
-            tried: format!("{:?}", config.backend.backends()),
+            tried: crate::error::flag_names(config.backend.backends().iter_names()),
             hint: match config.backend {
                 BackendChoice::Auto | BackendChoice::Vulkan => "Install a Vulkan driver: on Debian/Ubuntu `apt-get install mesa-vulkan-drivers libvulkan1` gives software Vulkan (lavapipe); for GL, libegl1 and libgl1-mesa-dri. Or set GPU_ARENA_BACKEND to another backend.".into(),
                 _ => "Set GPU_ARENA_BACKEND=auto to try every backend, or install that backend's driver.".into(),

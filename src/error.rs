@@ -24,7 +24,7 @@ pub enum Error {
     /// No GPU adapter at all (not even a software one).
     #[error("no GPU adapter found (backends tried: {tried}). {hint}")]
     NoAdapter {
-        /// The wgpu backends that were asked.
+        /// The wgpu backends that were asked, by name (`VULKAN | GL`).
         tried: String,
         /// What to install or set.
         hint: String,
@@ -129,8 +129,8 @@ pub enum Error {
     BufferRefused {
         /// What was being done, with the buffer's label and size.
         during: String,
-        /// How the device refused it.
-        #[source]
+        /// How the device refused it (in the message, so not also its `source()`: a chain
+        /// printer states the cause once).
         refusal: RegionRefusal,
     },
     /// The Vulkan driver or gpu-allocator failed.
@@ -222,7 +222,7 @@ pub enum Error {
     /// `dynamic_update_slice`, `dynamic_update_slice_copy`, `offload`, `prefetch`; not a host
     /// read, a copy to another context, a captured run or an `AppWork` hand-out, and nothing in
     /// an `AppWork`, which records none: the message offers only what can be done).
-    #[error("invalid argument to {operation}: {argument} ({array}) is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join){}", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends(), record_in_text(&.recorder.kind, .operation))]
+    #[error("invalid argument to {operation}: {argument}, {array}, is pending in {recorder} (made by {}), which has recorded {} and not been {}; {operation} {}: call {} on that {} first (when another thread records it, order this call after that thread's {}, e.g. with a channel or a join){}", .recorder.kind.made_by(), recorded_text(.recorded), .recorder.kind.ended(), overtakes_text(.recorded, .access), .recorder.kind.ends(), .recorder.kind, .recorder.kind.ends(), record_in_text(&.recorder.kind, .operation))]
     PendingInRecorder {
         /// The operation that was called.
         operation: &'static str,

@@ -123,7 +123,7 @@ impl std::fmt::Display for ArrayDescription {
         }
         match &self.label {
             Some(label) => write!(f, " {label:?}"),
-            None => f.write_str(" (no label: name arrays with with_label)"),
+            None => f.write_str(" (no label: DeviceArray::with_label gives one)"),
         }
     }
 }

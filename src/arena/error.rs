@@ -15,8 +15,9 @@ pub enum ArenaError {
     OutOfMemory(Box<OutOfMemory>),
     /// The id was already freed (a double free) or never came from this arena.
     #[error(
-        "unknown allocation {0:?}: it was already freed (double free), forgotten by \
-         release_all, or never came from this arena"
+        "unknown allocation {} (the id snapshots show): it was already freed (double free), \
+         forgotten by release_all, or never came from this arena",
+        .0 .0
     )]
     UnknownAllocation(AllocationId),
     /// The alignment is not 0 (default) or a power of two.
@@ -36,8 +37,8 @@ pub enum ArenaError {
         reserve_bytes: u64,
         /// The size of the region that was refused.
         region_bytes: u64,
-        /// Why the source refused it.
-        #[source]
+        /// Why the source refused it (in the message, so not also its `source()`: a chain
+        /// printer states the cause once).
         refusal: RegionRefusal,
     },
     /// The options allow no region at all: `max_region_bytes` is below the 256-byte granule.

@@ -177,8 +177,8 @@ impl OutOfMemory {
                 }
             ),
             OomCause::LimitReached => format!(
-                "the arena's limit is reached: the request needs {} but only {} is free and \
-                 {} held of the {} limit leaves no room for a new region",
+                "the arena's limit is reached: the request needs {} but only {} is free, and \
+                 with {} of the {} limit held there is no room for a new region",
                 Bytes(self.rounded),
                 Bytes(self.total_free),
                 Bytes(self.bytes_reserved),

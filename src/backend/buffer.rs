@@ -116,9 +116,17 @@ mod tests {
             text.contains("maxBufferSize") && text.contains("GPU_ARENA_STAGING_MB"),
             "{text}"
         );
-        let refused = failure(RegionRefusal::out_of_memory("x"));
-        let source = std::error::Error::source(&refused);
-        assert!(source.is_some_and(|s| s.is::<RegionRefusal>()));
+        // The refusal is stated once, in the message; the typed value is the field.
+        let refused = failure(RegionRefusal::out_of_memory("no room here"));
+        assert_eq!(refused.to_string().matches("no room here").count(), 1);
+        assert!(std::error::Error::source(&refused).is_none());
+        assert!(matches!(
+            refused,
+            Error::BufferRefused {
+                refusal: RegionRefusal::OutOfMemory { .. },
+                ..
+            }
+        ));
         match failure(RegionRefusal::DeviceLost {
             reason: "reset".into(),
         }) {

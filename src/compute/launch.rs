@@ -217,7 +217,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if rows > max {
             self.set_error(self.argument_error(
                 "the grid",
-                format!("{n} items need {groups} workgroups, more than {max}² in two dimensions (this device's max_compute_workgroups_per_dimension is {max})"),
+                format!("{n} items need {groups} workgroups, more than {max}² in two dimensions (this device's max_compute_workgroups_per_dimension is {max}): launch the items in several parts, or spread them over z with .grid([x, y, z])"),
             ));
         } else if groups <= max {
             self.grid = Some([groups as u32, 1, 1]);
@@ -349,15 +349,21 @@ impl<'s, 'a> Launch<'s, 'a> {
         if self.args.len() != signature.storage.len() {
             let expected: Vec<String> = signature.storage.iter().map(describe).collect();
             // The first binding with no argument, or the first argument with no binding.
-            let at_fault = match signature.storage.get(self.args.len()) {
-                Some(missing) => describe(missing),
-                None => format!("argument {} (no binding takes it)", signature.storage.len()),
+            let (at_fault, fault) = match signature.storage.get(self.args.len()) {
+                Some(missing) => (describe(missing), "has no argument"),
+                None => (
+                    format!("argument {} (no binding takes it)", signature.storage.len()),
+                    "is one too many",
+                ),
+            };
+            let given = match self.args.len() {
+                1 => "1 array".to_string(),
+                n => format!("{n} arrays"),
             };
             return Err(self.argument_error(
                 &at_fault,
                 format!(
-                    "{} arrays given, the kernel binds {}: {}",
-                    self.args.len(),
+                    "{fault}: {given} given, the kernel binds {}: {}",
                     signature.storage.len(),
                     expected.join(", ")
                 ),
@@ -392,7 +398,7 @@ impl<'s, 'a> Launch<'s, 'a> {
                 return Err(self.argument_error(
                     "parameters",
                     format!(
-                        "{} bytes given, but the kernel reads no var<uniform> or var<immediate> block",
+                        "{} bytes given, but the kernel reads no var<uniform> or var<immediate> block: drop .params(..), or declare the block in the kernel",
                         p.len()
                     ),
                 ))
@@ -409,7 +415,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if grid.iter().any(|&g| g > max) {
             return Err(self.argument_error(
                 "the grid",
-                format!("{grid:?} workgroups exceed this device's max_compute_workgroups_per_dimension ({max})"),
+                format!("{grid:?} workgroups exceed this device's max_compute_workgroups_per_dimension ({max}): spread them over x, y and z, each at most {max} (.grid_linear(n) does it for n items)"),
             ));
         }
         if grid.contains(&0) {

@@ -185,7 +185,7 @@ impl ArenaConfig {
             if name.trim().is_empty() {
                 return Err(field_error(
                     "adapter",
-                    format!("{:?}", self.adapter),
+                    name.clone(),
                     "an adapter index, or a part of an adapter's name that is not blank (a blank name would match every adapter; use None for the best one)".into(),
                 ));
             }
@@ -199,7 +199,7 @@ impl ArenaConfig {
         self.mem_fraction.check().map_err(|why| {
             field_error(
                 "mem_fraction",
-                format!("{:?}", self.mem_fraction),
+                self.mem_fraction.to_string(),
                 format!("{FRACTION_GRAMMAR}: {why}"),
             )
         })?;
@@ -262,7 +262,7 @@ impl ArenaConfig {
             if dir.as_os_str().to_string_lossy().trim().is_empty() {
                 return Err(field_error(
                     "dump_on_oom",
-                    format!("{dir:?}"),
+                    dir.display().to_string(),
                     "a directory path that is not blank, or None".into(),
                 ));
             }
@@ -308,6 +308,49 @@ pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_field_s_value_is_written_as_it_was_set() {
+        let fraction = super::super::mem_fraction::MemFraction {
+            reserve: 1.5,
+            limit: 1.5,
+        };
+        for (config, field, value) in [
+            (
+                ArenaConfig {
+                    adapter: Some(AdapterSelector::NameContains("  ".into())),
+                    ..ArenaConfig::default()
+                },
+                "ArenaConfig::adapter",
+                "  ",
+            ),
+            (
+                ArenaConfig {
+                    mem_fraction: fraction,
+                    ..ArenaConfig::default()
+                },
+                "ArenaConfig::mem_fraction",
+                "1.5",
+            ),
+            (
+                ArenaConfig {
+                    dump_on_oom: Some(" ".into()),
+                    ..ArenaConfig::default()
+                },
+                "ArenaConfig::dump_on_oom",
+                " ",
+            ),
+        ] {
+            match config.validate().unwrap_err() {
+                Error::Config {
+                    variable,
+                    value: given,
+                    ..
+                } => assert_eq!((variable.as_str(), given.as_str()), (field, value)),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn kernel_limits_below_their_minimum_are_refused_by_field() {

@@ -961,3 +961,22 @@ fn lavapipe_and_gl_exchange_arrays_where_gl_is_present() {
         round_trip_between(&gl, &mapped, &data, "gl <-> mapped");
     }
 }
+
+/// A backend this machine has no adapter of is a `NoAdapter` naming the backends tried by
+/// name (not bitflags' debug form) and saying what to do.
+#[gpu_test]
+fn no_adapter_names_the_backends_tried() {
+    init_logging();
+    let config = ArenaConfig {
+        backend: BackendChoice::Metal,
+        ..test_config()
+    };
+    match devices(&config) {
+        Err(Error::NoAdapter { tried, hint }) => {
+            assert_eq!(tried, "METAL");
+            assert!(hint.contains("GPU_ARENA_BACKEND"), "{hint}");
+        }
+        Ok(list) if !list.is_empty() => {} // a Metal machine
+        other => panic!("{other:?}"),
+    }
+}

@@ -211,7 +211,7 @@ fn every_argument_mismatch_is_a_typed_error_naming_the_binding() {
     expect(
         ctx.launch(&k).arg(&x).params(&p).grid_for(8).run(),
         &[
-            "1 arrays given",
+            "has no argument: 1 array given",
             "binds 2",
             "@binding(2) y: array<f32> (read_write)",
         ],
@@ -1235,4 +1235,50 @@ fn a_refused_layout_is_refused_on_every_thread_and_the_context_keeps_running() {
         let i = i as u32;
         assert_eq!(h.join().unwrap(), vec![2 * i + 1; 100]);
     }
+}
+
+/// Refusals of a launch's grid and parameters say what to do, not only what is wrong.
+#[gpu_test]
+fn grid_and_parameter_refusals_say_what_to_do() {
+    let ctx = context();
+    let add = ctx.kernel(ADD, "main").unwrap();
+    let no_params = ctx
+        .kernel(
+            "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+            @compute @workgroup_size(1) fn main() { a[0] = 1u; }",
+            "main",
+        )
+        .unwrap();
+    let mut a = ctx.device_put(&[5u32; 64], &[64]).unwrap();
+    let max = ctx.limits().max_compute_workgroups_per_dimension;
+    let reason = |result: gpu_arena::Result<()>| match result {
+        Err(Error::KernelArgument { reason, .. }) => reason,
+        other => panic!("{other:?}"),
+    };
+    let too_wide = reason(
+        ctx.launch(&add)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid([max + 1, 1, 1])
+            .run(),
+    );
+    assert!(too_wide.contains(".grid_linear(n)"), "{too_wide}");
+    let items = u64::from(max) * u64::from(max) * 64 + 1;
+    let too_many = reason(
+        ctx.launch(&add)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid_linear(items)
+            .run(),
+    );
+    assert!(too_many.contains("several parts"), "{too_many}");
+    let unread = reason(
+        ctx.launch(&no_params)
+            .params(&1u32)
+            .arg_mut(&mut a)
+            .grid([1, 1, 1])
+            .run(),
+    );
+    assert!(unread.contains("drop .params(..)"), "{unread}");
+    assert_eq!(ctx.device_get(&a).unwrap(), [5; 64], "nothing ran");
 }

@@ -104,7 +104,14 @@ fn freeing_twice_reports_an_unknown_allocation() {
     arena.free(a.id, None, &mut device).unwrap();
     let error = arena.free(a.id, None, &mut device).unwrap_err();
     assert_eq!(error, ArenaError::UnknownAllocation(a.id));
-    assert!(error.to_string().contains("double free"), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("double free"), "{message}");
+    // The id as snapshots show it, not its Rust debug form.
+    assert!(
+        message.contains(&format!("allocation {} ", a.id.0)),
+        "{message}"
+    );
+    assert!(!message.contains("AllocationId("), "{message}");
 }
 
 #[test]
@@ -401,6 +408,13 @@ fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
     let message = error.to_string();
     assert!(message.contains("could not reserve 8.00 MiB"), "{message}");
     assert!(message.contains("GPU_ARENA_PREALLOCATE=false"), "{message}");
+    // The cause is in the message once, so it is no `source()` as well.
+    assert_eq!(
+        message.matches("out of device memory").count(),
+        1,
+        "{message}"
+    );
+    assert!(std::error::Error::source(&error).is_none());
     assert!(!arena.is_reserved());
     assert!(
         device.live.is_empty(),
