@@ -18,11 +18,12 @@
 //! reflection (`cache.rs`).
 
 use super::reflect::{KernelSignature, ParamsKind, KERNEL_BIND_GROUP};
+use std::collections::HashMap;
 use wgpu::naga;
 
 /// GLSL's layout rules for a block: `std140` rounds the alignment of arrays, matrix columns
 /// and structs up to 16 bytes; `std430` does not.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum BlockRules {
     /// A uniform block.
     Std140,
@@ -97,7 +98,7 @@ pub(crate) fn check_kernel(
     wgsl: Option<&str>,
     backend: wgpu::Backend,
 ) -> Result<(), LayoutRefusal> {
-    let aligned = wgsl.map(aligned_structs).unwrap_or_default();
+    let mut walk = TypeWalk::new(module, wgsl.map(aligned_structs).unwrap_or_default());
     for (_, global) in module.global_variables.iter() {
         let Some(binding) = &global.binding else {
             continue;
@@ -105,7 +106,6 @@ pub(crate) fn check_kernel(
         // SPIR-V may name nothing: its binding names it then.
         let name =
             (global.name.clone()).unwrap_or_else(|| format!("@binding({})", binding.binding));
-        let name = name.as_str();
         let bound = |wanted: u32| binding.group == KERNEL_BIND_GROUP && binding.binding == wanted;
         let rules = match global.space {
             naga::AddressSpace::Storage { .. }
@@ -119,17 +119,17 @@ pub(crate) fn check_kernel(
             },
             _ => continue,
         };
-        let refused = |refusal: LayoutRefusal| Err(refusal.within(name));
-        if let Some(refusal) = nested_aligned(module, global.ty, &aligned) {
-            return refused(refusal);
-        }
-        if rules == BlockRules::Std140 && backend == wgpu::Backend::Vulkan {
-            if let Some(place) = nested_narrow_matrix(module, global.ty, false) {
-                return refused(LayoutRefusal::NestedUniformMatCx2 { place });
-            }
-        }
-        if backend == wgpu::Backend::Gl {
-            layout(module, global.ty, rules).map_err(|refusal| refusal.within(name))?;
+        let narrow = rules == BlockRules::Std140 && backend == wgpu::Backend::Vulkan;
+        let refusal = (walk.nested_aligned(global.ty))
+            .or_else(|| {
+                let place = narrow.then(|| walk.nested_narrow_matrix(global.ty, false))??;
+                Some(LayoutRefusal::NestedUniformMatCx2 { place })
+            })
+            .or_else(|| {
+                (backend == wgpu::Backend::Gl).then(|| walk.layout(global.ty, rules).err())?
+            });
+        if let Some(refusal) = refusal {
+            return Err(refusal.within(&name));
         }
     }
     Ok(())
@@ -156,49 +156,80 @@ fn member_place(member: &naga::StructMember) -> String {
     format!(".{}", member.name.as_deref().unwrap_or("?"))
 }
 
-/// The first member, at any depth below `ty`, whose type is (an array of) a struct named in
-/// `aligned`: `ty` itself, or its arrays' element, may be one.
-fn nested_aligned(
-    module: &naga::Module,
-    ty: naga::Handle<naga::Type>,
-    aligned: &[String],
-) -> Option<LayoutRefusal> {
-    members(module, ty).iter().find_map(|member| {
-        let inner = &module.types[innermost(module, member.ty)];
-        match (&inner.inner, &inner.name) {
-            (naga::TypeInner::Struct { .. }, Some(name)) if aligned.contains(name) => {
-                Some(LayoutRefusal::NestedAlign {
-                    place: member_place(member),
-                    inner: name.clone(),
-                })
-            }
-            _ => nested_aligned(module, member.ty, aligned)
-                .map(|refusal| refusal.within(&member_place(member))),
-        }
-    })
+/// The walks over a module's types, each type's result worked out once: a type may stand
+/// under many members (a struct of two of the struct below it, 30 deep, is 2^30 places), so a
+/// walk that visited every place would not end.
+struct TypeWalk<'m> {
+    module: &'m naga::Module,
+    /// The structs with `@align` members ([`aligned_structs`]).
+    aligned: Vec<String>,
+    nested_aligned: HashMap<TypeHandle, Option<LayoutRefusal>>,
+    narrow_matrices: HashMap<(TypeHandle, bool), Option<String>>,
+    layouts: HashMap<(TypeHandle, BlockRules), Result<(u64, u64), LayoutRefusal>>,
 }
 
-/// The first `matCx2` member of a struct that is itself a member of a struct below `ty`
-/// (`nested`: `ty` is already such a struct), as its place. The element struct of an array
-/// is split as the uniform's own struct is.
-fn nested_narrow_matrix(
-    module: &naga::Module,
-    ty: naga::Handle<naga::Type>,
-    nested: bool,
-) -> Option<String> {
-    members(module, ty).iter().find_map(|member| {
-        let place = member_place(member);
-        let inner = match module.types[member.ty].inner {
-            naga::TypeInner::Matrix {
-                rows: naga::VectorSize::Bi,
-                ..
-            } if nested => return Some(place),
-            naga::TypeInner::Struct { .. } => nested_narrow_matrix(module, member.ty, true),
-            naga::TypeInner::Array { .. } => nested_narrow_matrix(module, member.ty, false),
-            _ => None,
-        };
-        inner.map(|inner| format!("{place}{inner}"))
-    })
+type TypeHandle = naga::Handle<naga::Type>;
+
+impl<'m> TypeWalk<'m> {
+    fn new(module: &'m naga::Module, aligned: Vec<String>) -> Self {
+        Self {
+            module,
+            aligned,
+            nested_aligned: HashMap::new(),
+            narrow_matrices: HashMap::new(),
+            layouts: HashMap::new(),
+        }
+    }
+
+    /// The first member, at any depth below `ty`, whose type is (an array of) a struct with
+    /// `@align` members: `ty` itself, or its arrays' element, may be one.
+    fn nested_aligned(&mut self, ty: TypeHandle) -> Option<LayoutRefusal> {
+        if let Some(known) = self.nested_aligned.get(&ty) {
+            return known.clone();
+        }
+        let module = self.module;
+        let found = members(module, ty).iter().find_map(|member| {
+            let inner = &module.types[innermost(module, member.ty)];
+            match (&inner.inner, &inner.name) {
+                (naga::TypeInner::Struct { .. }, Some(name)) if self.aligned.contains(name) => {
+                    Some(LayoutRefusal::NestedAlign {
+                        place: member_place(member),
+                        inner: name.clone(),
+                    })
+                }
+                _ => self
+                    .nested_aligned(member.ty)
+                    .map(|refusal| refusal.within(&member_place(member))),
+            }
+        });
+        self.nested_aligned.insert(ty, found.clone());
+        found
+    }
+
+    /// The first `matCx2` member of a struct that is itself a member of a struct below `ty`
+    /// (`nested`: `ty` is already such a struct), as its place. The element struct of an
+    /// array is split as the uniform's own struct is.
+    fn nested_narrow_matrix(&mut self, ty: TypeHandle, nested: bool) -> Option<String> {
+        if let Some(known) = self.narrow_matrices.get(&(ty, nested)) {
+            return known.clone();
+        }
+        let module = self.module;
+        let found = members(module, ty).iter().find_map(|member| {
+            let place = member_place(member);
+            let inner = match module.types[member.ty].inner {
+                naga::TypeInner::Matrix {
+                    rows: naga::VectorSize::Bi,
+                    ..
+                } if nested => return Some(place),
+                naga::TypeInner::Struct { .. } => self.nested_narrow_matrix(member.ty, true),
+                naga::TypeInner::Array { .. } => self.nested_narrow_matrix(member.ty, false),
+                _ => None,
+            };
+            inner.map(|inner| format!("{place}{inner}"))
+        });
+        self.narrow_matrices.insert((ty, nested), found.clone());
+        found
+    }
 }
 
 /// The names of the structs of a WGSL source with an `@align` attribute on a member. The
@@ -264,80 +295,94 @@ fn without_comments(wgsl: &str) -> String {
     out
 }
 
-/// `(alignment, size)` of `ty` under GLSL's `rules`, or where they place something other
-/// than WGSL's offsets and strides do.
-fn layout(
-    module: &naga::Module,
-    ty: naga::Handle<naga::Type>,
-    rules: BlockRules,
-) -> Result<(u64, u64), LayoutRefusal> {
-    let rounded = |align: u64| match rules {
-        BlockRules::Std140 => align.max(16),
-        BlockRules::Std430 => align,
-    };
-    let differs = |what, wgsl: u64, glsl: u64| LayoutRefusal::Glsl {
-        place: String::new(),
-        what,
-        wgsl,
-        glsl,
-        rules,
-    };
-    // A vector of `n` scalars of `width` bytes: a vec3 is aligned as a vec4.
-    let vector = |n: u64, width: u8| {
-        let width = u64::from(width);
-        (if n == 2 { 2 * width } else { 4 * width }, n * width)
-    };
-    Ok(match &module.types[ty].inner {
-        naga::TypeInner::Scalar(s) | naga::TypeInner::Atomic(s) => {
-            (u64::from(s.width), u64::from(s.width))
+impl TypeWalk<'_> {
+    /// `(alignment, size)` of `ty` under GLSL's `rules`, or where they place something other
+    /// than WGSL's offsets and strides do.
+    fn layout(&mut self, ty: TypeHandle, rules: BlockRules) -> Result<(u64, u64), LayoutRefusal> {
+        if let Some(known) = self.layouts.get(&(ty, rules)) {
+            return known.clone();
         }
-        naga::TypeInner::Vector { size, scalar } => vector(*size as u64, scalar.width),
-        naga::TypeInner::Matrix {
-            columns,
-            rows,
-            scalar,
-        } => {
-            let (align, size) = vector(*rows as u64, scalar.width);
-            let wgsl = size.next_multiple_of(align);
-            let align = rounded(align);
-            let glsl = size.next_multiple_of(align);
-            if glsl != wgsl {
-                return Err(differs("column stride", wgsl, glsl));
+        let found = self.layout_of(ty, rules);
+        self.layouts.insert((ty, rules), found.clone());
+        found
+    }
+
+    /// [`TypeWalk::layout`] worked out, its parts through the memo.
+    fn layout_of(
+        &mut self,
+        ty: TypeHandle,
+        rules: BlockRules,
+    ) -> Result<(u64, u64), LayoutRefusal> {
+        let module = self.module;
+        let rounded = |align: u64| match rules {
+            BlockRules::Std140 => align.max(16),
+            BlockRules::Std430 => align,
+        };
+        let differs = |what, wgsl: u64, glsl: u64| LayoutRefusal::Glsl {
+            place: String::new(),
+            what,
+            wgsl,
+            glsl,
+            rules,
+        };
+        // A vector of `n` scalars of `width` bytes: a vec3 is aligned as a vec4.
+        let vector = |n: u64, width: u8| {
+            let width = u64::from(width);
+            (if n == 2 { 2 * width } else { 4 * width }, n * width)
+        };
+        Ok(match &module.types[ty].inner {
+            naga::TypeInner::Scalar(s) | naga::TypeInner::Atomic(s) => {
+                (u64::from(s.width), u64::from(s.width))
             }
-            (align, glsl * *columns as u64)
-        }
-        naga::TypeInner::Array { base, size, stride } => {
-            let (align, element) = layout(module, *base, rules).map_err(|d| d.within("[]"))?;
-            let align = rounded(align);
-            let glsl = element.next_multiple_of(align);
-            if glsl != u64::from(*stride) {
-                return Err(differs("element stride", u64::from(*stride), glsl));
-            }
-            let count = match size {
-                naga::ArraySize::Constant(n) => u64::from(n.get()),
-                _ => 1,
-            };
-            (align, glsl.saturating_mul(count))
-        }
-        naga::TypeInner::Struct { members, .. } => {
-            let (mut end, mut align) = (0u64, 1u64);
-            for member in members {
-                let (member_align, size) = layout(module, member.ty, rules)
-                    .map_err(|d| d.within(&member_place(member)))?;
-                let glsl = end.next_multiple_of(member_align);
-                if glsl != u64::from(member.offset) {
-                    let difference = differs("offset", u64::from(member.offset), glsl);
-                    return Err(difference.within(&member_place(member)));
+            naga::TypeInner::Vector { size, scalar } => vector(*size as u64, scalar.width),
+            naga::TypeInner::Matrix {
+                columns,
+                rows,
+                scalar,
+            } => {
+                let (align, size) = vector(*rows as u64, scalar.width);
+                let wgsl = size.next_multiple_of(align);
+                let align = rounded(align);
+                let glsl = size.next_multiple_of(align);
+                if glsl != wgsl {
+                    return Err(differs("column stride", wgsl, glsl));
                 }
-                end = glsl + size;
-                align = align.max(member_align);
+                (align, glsl * *columns as u64)
             }
-            let align = rounded(align);
-            (align, end.next_multiple_of(align))
-        }
-        // Nothing else is host-shareable: validation refused it in a buffer already.
-        _ => (1, 0),
-    })
+            naga::TypeInner::Array { base, size, stride } => {
+                let (align, element) = self.layout(*base, rules).map_err(|d| d.within("[]"))?;
+                let align = rounded(align);
+                let glsl = element.next_multiple_of(align);
+                if glsl != u64::from(*stride) {
+                    return Err(differs("element stride", u64::from(*stride), glsl));
+                }
+                let count = match size {
+                    naga::ArraySize::Constant(n) => u64::from(n.get()),
+                    _ => 1,
+                };
+                (align, glsl.saturating_mul(count))
+            }
+            naga::TypeInner::Struct { members, .. } => {
+                let (mut end, mut align) = (0u64, 1u64);
+                for member in members {
+                    let (member_align, size) = self
+                        .layout(member.ty, rules)
+                        .map_err(|d| d.within(&member_place(member)))?;
+                    let glsl = end.next_multiple_of(member_align);
+                    if glsl != u64::from(member.offset) {
+                        let difference = differs("offset", u64::from(member.offset), glsl);
+                        return Err(difference.within(&member_place(member)));
+                    }
+                    end = glsl + size;
+                    align = align.max(member_align);
+                }
+                let align = rounded(align);
+                (align, end.next_multiple_of(align))
+            }
+            // Nothing else is host-shareable: validation refused it in a buffer already.
+            _ => (1, 0),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -350,7 +395,8 @@ mod tests {
         let (_, global) = (module.global_variables.iter())
             .find(|(_, g)| g.name.as_deref() == Some("buffer"))
             .expect("a global named buffer");
-        layout(&module, global.ty, rules)
+        TypeWalk::new(&module, Vec::new())
+            .layout(global.ty, rules)
             .map(drop)
             .map_err(|refusal| refusal.within("buffer").to_string())
     }

@@ -268,3 +268,27 @@ fn a_buffer_type_nested_thousands_of_structs_deep_is_checked_without_overflowing
         other => panic!("S0's @align inside S1 must be refused: {other:?}"),
     }
 }
+
+/// A buffer type whose structs each hold two of the struct below, 28 deep (2^28 places of
+/// one type), is checked type by type, not place by place: its `@align` in a struct nested
+/// after them is found, and the kernel refused, on every backend.
+#[gpu_test]
+fn a_buffer_type_that_repeats_one_struct_2_to_the_28_times_is_checked_once_per_type() {
+    let ctx = harness::context();
+    let depth = 28;
+    let mut wgsl = String::from("struct S0 { a: u32 }\nstruct A { @align(16) a: u32 }\n");
+    for i in 1..=depth {
+        wgsl += &format!("struct S{i} {{ a: S{p}, b: S{p} }}\n", p = i - 1);
+    }
+    wgsl += &format!(
+        "struct T {{ wide: S{depth}, h: u32, aligned: A }}
+        @group(0) @binding(0) var<storage, read_write> x: T;
+        @compute @workgroup_size(1) fn main() {{ x.h = 1u; }}"
+    );
+    match ctx.kernel(&wgsl, "main") {
+        Err(Error::KernelCompile { message, .. }) => {
+            assert!(message.contains("`x.aligned`"), "{message}")
+        }
+        other => panic!("A's @align inside T must be refused: {other:?}"),
+    }
+}
