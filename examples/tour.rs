@@ -84,21 +84,22 @@ fn main() -> anyhow::Result<()> {
     );
     let before = ctx.memory_stats();
     println!(
-        "  before: pool_bytes={:?} regions={}",
-        before.pool_bytes, before.num_regions
+        "  before: pool_bytes={} regions={}",
+        before.pool_bytes.unwrap_or(0),
+        before.num_regions
     );
     let t = Instant::now();
     let x = ctx.device_put(&(0..1024).map(|i| i as f32).collect::<Vec<_>>(), &[32, 32])?;
     let first = t.elapsed();
     let after = ctx.memory_stats();
     println!(
-        "  first allocation took {:.2} ms (reservation {:.2} ms): pool_bytes={} ({}) in {} regions, bytes_limit={:?}",
+        "  first allocation took {:.2} ms (reservation {:.2} ms): pool_bytes={} ({}) in {} regions, bytes_limit={}",
         first.as_secs_f64() * 1e3,
         ctx.reserve_duration().unwrap_or_default().as_secs_f64() * 1e3,
         after.pool_bytes.unwrap_or(0),
         gib(after.pool_bytes.unwrap_or(0)),
         after.num_regions,
-        after.bytes_limit
+        after.bytes_limit.map_or("none".to_string(), gib)
     );
 
     println!("\n== transfers");
@@ -183,10 +184,12 @@ fn main() -> anyhow::Result<()> {
     let moved = ctx.offload(ctx.device_put(&[3.0f32; 1 << 16], &[1 << 16])?)?;
     let host = ctx.memory_stats_of(MemoryKind::PinnedHost);
     println!(
-        "  offloaded 256 KiB to {}: {} B of pinned host memory in use, limit {:?}",
+        "  offloaded 256 KiB to {}: {} B of pinned host memory in use, limit {}",
         moved.memory_kind(),
         host.as_ref().map_or(0, |s| s.bytes_in_use),
-        host.as_ref().and_then(|s| s.bytes_limit)
+        host.as_ref()
+            .and_then(|s| s.bytes_limit)
+            .map_or("none".to_string(), gib)
     );
     let back = ctx.prefetch(moved)?;
     println!(
@@ -204,9 +207,9 @@ fn main() -> anyhow::Result<()> {
     drop(x);
     ctx.synchronize()?;
     println!(
-        "\nafter dropping everything: bytes_in_use={} (memory stays reserved: pool_bytes={:?})",
+        "\nafter dropping everything: bytes_in_use={} (memory stays reserved: pool_bytes={})",
         ctx.memory_stats().bytes_in_use,
-        ctx.memory_stats().pool_bytes
+        ctx.memory_stats().pool_bytes.unwrap_or(0)
     );
     Ok(())
 }
