@@ -515,7 +515,7 @@ impl Context {
     /// at (as by `zeros`, `fill` and `device_put`).
     #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
-        self.alloc_in(MemoryKind::Device, shape)
+        self.alloc_as(MemoryKind::Device, shape, "alloc")
     }
 
     /// [`Context::alloc`] in the memory of `kind` (see [`MemoryKind`]).
@@ -529,7 +529,7 @@ impl Context {
         kind: MemoryKind,
         shape: &[usize],
     ) -> Result<DeviceArray<T>> {
-        self.alloc_as(kind, shape, "alloc")
+        self.alloc_as(kind, shape, "alloc_in")
     }
 
     /// [`Context::alloc_in`] for the user's call `operation`, which its shape errors name.
@@ -586,7 +586,7 @@ impl Context {
     /// Allocates an array filled with zero bytes.
     #[track_caller]
     pub fn zeros<T: bytemuck::Pod>(&self, shape: &[usize]) -> Result<DeviceArray<T>> {
-        self.zeros_in(MemoryKind::Device, shape)
+        self.zeros_as(MemoryKind::Device, shape, "zeros")
     }
 
     /// [`Context::zeros`] in the memory of `kind`; errors as [`Context::alloc_in`].
@@ -596,7 +596,18 @@ impl Context {
         kind: MemoryKind,
         shape: &[usize],
     ) -> Result<DeviceArray<T>> {
-        let array = self.alloc_as::<T>(kind, shape, "zeros")?;
+        self.zeros_as(kind, shape, "zeros_in")
+    }
+
+    /// [`Context::zeros_in`] for the user's call `operation`, which its errors name.
+    #[track_caller]
+    fn zeros_as<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        shape: &[usize],
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
+        let array = self.alloc_as::<T>(kind, shape, operation)?;
         let bytes = array.storage.allocation.size;
         if bytes == 0 {
             return Ok(array);
@@ -608,7 +619,7 @@ impl Context {
             return Ok(array);
         }
         let mut sequence = self.single_op();
-        sequence.touch_array(&array, Access::Write, "zeros", "the new array")?;
+        sequence.touch_array(&array, Access::Write, operation, "the new array")?;
         sequence.steps.push(crate::step::Step::Clear {
             buffer: array.storage.buffer.clone(),
             offset: array.storage.allocation.offset,

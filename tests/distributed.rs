@@ -428,11 +428,11 @@ fn arguments_every_rank_gets_wrong_are_refused_on_every_rank_with_their_reason()
             ("root", "root 6 is not a rank of this group of 2 ranks"),
             (
                 "reduce_scatter",
-                "shape [5] cannot be split into 2 blocks along its first dimension",
+                "the first dimension, 5, is not a multiple of the 2 ranks",
             ),
             (
                 "reduce_scatter of a scalar",
-                "shape [] cannot be split into 2 blocks",
+                "a scalar has no first dimension to split into one block per rank",
             ),
             ("all_gather", "above the maximum rank of 6"),
             (

@@ -131,7 +131,7 @@ pub fn assign_buffers(temporaries: &[Temporary], alignment: u64) -> BufferAssign
         let (ta, tb) = (&temporaries[a], &temporaries[b]);
         round(tb.size)
             .cmp(&round(ta.size))
-            .then(ta.first_step.cmp(&tb.first_step))
+            .then(ta.life().0.cmp(&tb.life().0))
             .then(a.cmp(&b))
     });
     let mut offsets = vec![0u64; temporaries.len()];
@@ -232,7 +232,7 @@ mod tests {
             let (ta, tb) = (&temporaries[a], &temporaries[b]);
             round(tb.size)
                 .cmp(&round(ta.size))
-                .then(ta.first_step.cmp(&tb.first_step))
+                .then(ta.life().0.cmp(&tb.life().0))
                 .then(a.cmp(&b))
         });
         let mut offsets = vec![0u64; temporaries.len()];
@@ -325,6 +325,15 @@ mod tests {
         assert_eq!(plan.offsets, [0, 0, 0]);
         assert_eq!(plan.block_bytes, 1024);
         assert_eq!(plan.lower_bound_bytes, 1024);
+    }
+
+    #[test]
+    fn of_equal_sizes_the_one_whose_life_starts_first_is_placed_first_a_reversed_life_included() {
+        // The second is given as steps 5 back to 0: live from 0, before the first's 2.
+        let temporaries = [t(512, 2, 3), t(512, 5, 0)];
+        let plan = assign_buffers(&temporaries, 256);
+        assert_eq!(plan.offsets, [512, 0]);
+        assert_eq!(plan, reference(&temporaries, 256));
     }
 
     #[test]

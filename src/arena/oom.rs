@@ -107,21 +107,23 @@ impl OutOfMemory {
                 Bytes(self.max_region_bytes)
             ),
             OomCause::Fragmentation => format!(
-                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}) so \
-                 the arena has room for a new region, or allocate long-lived arrays before \
+                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}; \
+                 ArenaOptions::limit_bytes for an arena of your own) so the arena has room \
+                 for a new region, or allocate long-lived arrays before \
                  short-lived ones and free temporaries promptly so they do not leave holes{}",
                 if self.preallocated() {
                     format!(
                         "; a preallocated arena never grows: with {PREALLOCATE_ENV}=false and a \
-                         higher fraction it can"
+                         higher fraction it can (ArenaOptions::growing for an arena of your own)"
                     )
                 } else {
                     String::new()
                 }
             ),
             OomCause::LimitReached => format!(
-                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}) \
-                 above the current limit of {}, or free arrays that are no longer needed",
+                "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}; \
+                 ArenaOptions::limit_bytes for an arena of your own) above the current limit \
+                 of {}, or free arrays that are no longer needed",
                 Bytes(self.bytes_limit)
             ),
             OomCause::SourceExhausted(RegionRefusal::TooLarge {

@@ -56,9 +56,10 @@ impl Context {
     /// and entry point returns the cached one).
     ///
     /// Errors: [`crate::Error::KernelCompile`] with the compiler's message (pointing at the
-    /// line) for WGSL that does not parse or validate, a missing entry point, or bindings
-    /// gpu-arena cannot fill (textures, another bind group, two parameter blocks); naming the
-    /// limit and its value, for a kernel the device cannot run: `@workgroup_size` above
+    /// line) for WGSL that does not parse or validate, a missing entry point or one whose name
+    /// is longer than [`MAX_ENTRY_POINT_BYTES`](crate::kernels::MAX_ENTRY_POINT_BYTES), or
+    /// bindings gpu-arena cannot fill (textures, another bind group, two parameter blocks);
+    /// naming the limit and its value, for a kernel the device cannot run: `@workgroup_size` above
     /// `max_compute_workgroup_size_x/y/z` or `max_compute_invocations_per_workgroup`,
     /// `var<workgroup>` memory above `max_compute_workgroup_storage_size`, more storage arrays
     /// than `max_storage_buffers_per_shader_stage`, a binding number from

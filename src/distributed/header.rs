@@ -271,7 +271,12 @@ impl Header {
     /// `all_reduce(sum) of f32 [4, 8]`, `broadcast from rank 0 of u32 [3]`.
     fn describe(&self) -> String {
         let mut text = self.kind.name().to_string();
-        if self.op != 0 {
+        // A mean's sum is how it is made, not what the user asked for: its name says it all.
+        let mean = matches!(
+            self.kind,
+            Kind::AllReduceMean | Kind::AllReduceMeanMany | Kind::StartAllReduceMeanMany
+        );
+        if self.op != 0 && !mean {
             let op = super::reduce_op::ReduceOp::ALL
                 .iter()
                 .find(|o| o.code() == self.op)
@@ -654,6 +659,25 @@ mod tests {
             many.describe().ends_with(" of 2 f32 arrays (10 elements)"),
             "{}",
             many.describe()
+        );
+    }
+
+    #[test]
+    fn a_mean_is_described_by_its_name_without_the_sum_it_is_made_of() {
+        let sum = super::super::reduce_op::ReduceOp::Sum.code();
+        let mean = Header::list(Kind::AllReduceMeanMany, sum, 1, vec![vec![2]], 0);
+        assert!(
+            mean.describe().starts_with("all_reduce_mean_many of 1 f32"),
+            "{}",
+            mean.describe()
+        );
+        let summed = Header::list(Kind::AllReduceMany, sum, 1, vec![vec![2]], 0);
+        assert!(
+            summed
+                .describe()
+                .starts_with("all_reduce_many(sum) of 1 f32"),
+            "{}",
+            summed.describe()
         );
     }
 }

@@ -33,7 +33,8 @@
 //! reduces chunk k (`staged.rs`), or on one host chunk between the staging copies for the mean
 //! and for chunks larger than a staging buffer. On other MPI libraries each chunk is reduced
 //! into a second host buffer and copied back. Host buffers stay at three chunks or fewer per
-//! collective (all_gather: one chunk per rank) whatever the array's size;
+//! collective (all_gather and reduce_scatter: one chunk split across the ranks, plus one)
+//! whatever the array's size;
 //! [`Collectives::host_bytes_peak`] reports the most used so far.
 //!
 //! **Every rank agrees or none proceeds.** Before any data moves, ranks compare a small

@@ -41,12 +41,22 @@ impl Collectives {
                     shape.extend_from_slice(rest);
                     shape
                 }
-                shape => {
+                [first, ..] => {
                     return Err(Error::Shape {
                         operation: OPERATION,
                         reason: format!(
-                            "shape {shape:?} cannot be split into {ranks} blocks along its first dimension; it must be a multiple of the number of ranks"
+                            "the first dimension, {first}, is not a multiple of the {ranks} \
+                             ranks, so it cannot be split into one block per rank: pad it to a \
+                             multiple of {ranks}"
                         ),
+                    })
+                }
+                [] => {
+                    return Err(Error::Shape {
+                        operation: OPERATION,
+                        reason: "a scalar has no first dimension to split into one block per \
+                                 rank: give the array at least one dimension"
+                            .to_string(),
                     })
                 }
             };

@@ -9,7 +9,7 @@ pub enum MemPlanError {
     /// The text is not JSON, or lacks a field of the memprops schema, or a field has the wrong
     /// type (the message says which, with line and column).
     #[error("memory table is not valid memprops JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
 
     /// Flag names the schema does not know, each with where it was found.
     #[error(
@@ -78,4 +78,12 @@ pub enum MemPlanError {
         /// Which types were skipped and why (empty, or starting with `"; "`).
         skipped: String,
     },
+}
+
+/// Kept for `?` on a `serde_json` error: the JSON error is in the message, and not also
+/// `source()`, so a chain printer states it once.
+impl From<serde_json::Error> for MemPlanError {
+    fn from(error: serde_json::Error) -> Self {
+        MemPlanError::Json(error)
+    }
 }

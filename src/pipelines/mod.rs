@@ -49,7 +49,9 @@ pub use cache_stats::{DiskCacheLoad, KernelCacheStats};
 pub use disk_cache::CACHE_DIR_ENV;
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use source::{KernelDesc, KernelSource};
-pub use source_bounds::{MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES};
+pub use source_bounds::{
+    MAX_ENTRY_POINT_BYTES, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
+};
 pub use tuned_choices::{
     KernelTuningReport, SizeClass, TunedKernel, TunedUserKernel, TuningOrigin,
 };

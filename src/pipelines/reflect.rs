@@ -126,9 +126,10 @@ pub enum ReflectError {
 /// and every storage binding made `read_write` (see the module docs).
 ///
 /// Only the globals the entry point uses count (as in wgpu's derived layouts). Refused, each
-/// with a message that says what to change: a missing or non-compute entry point, bindings in a
-/// group other than 0, textures and samplers, more than one parameter block, and overrides
-/// that are unknown or not given a value.
+/// with a message that says what to change: a missing or non-compute entry point, one whose
+/// name is over [`MAX_ENTRY_POINT_BYTES`](super::source_bounds::MAX_ENTRY_POINT_BYTES),
+/// bindings in a group other than 0, textures and samplers, more than one parameter block,
+/// and overrides that are unknown or not given a value.
 pub fn reflect_kernel(
     module: naga::Module,
     entry_point: &str,
@@ -151,6 +152,14 @@ pub fn reflect_kernel(
                 "no @compute entry point named {entry_point:?}; the module's compute entry points are {computes:?}"
             ))
         })?;
+    if entry_point.len() > super::source_bounds::MAX_ENTRY_POINT_BYTES {
+        return Err(ReflectError::Other(format!(
+            "the entry point's name is {} bytes long: Vulkan takes names of at most \
+             {} bytes, so give it a shorter one",
+            entry_point.len(),
+            super::source_bounds::MAX_ENTRY_POINT_BYTES
+        )));
+    }
     let resolved = resolve_constants(&module, constants)?;
     let (module, info) = if module.overrides.is_empty() {
         (module, info)

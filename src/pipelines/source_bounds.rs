@@ -34,6 +34,11 @@ pub const MAX_WGSL_EXPRESSION_DEPTH: usize = 1024;
 /// (16 MiB).
 pub const MAX_SPIRV_WORDS: usize = 4 << 20;
 
+/// The longest entry-point name, in bytes, [`crate::Context::kernel`] takes: 256, the most a
+/// Vulkan pipeline's `pName` may be (the Khronos validation layer refuses longer). Refused on
+/// every backend, so a kernel accepted on one is accepted on all.
+pub const MAX_ENTRY_POINT_BYTES: usize = 256;
+
 /// Stack of the thread that parses, validates and reflects a kernel: 64 MiB, 64 times what
 /// the deepest accepted WGSL needs.
 pub(crate) const COMPILER_STACK_BYTES: usize = 64 << 20;

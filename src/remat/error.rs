@@ -10,10 +10,7 @@ pub enum RematError {
     NoLayers,
     /// A layer's forward cost is negative, infinite or NaN, or the sum of the costs up to it
     /// overflows to infinity.
-    #[error(
-        "layer {layer} has forward_cost {cost}: costs must be finite and at least 0, and so \
-         must their sum (any unit: FLOPs, microseconds, or 1 per layer)"
-    )]
+    #[error("{}", invalid_cost(*layer, *cost))]
     InvalidCost {
         /// The layer, counted from 1.
         layer: usize,
@@ -89,4 +86,21 @@ pub enum RematError {
         /// The largest region an arena of any budget asks for.
         max_region_bytes: u64,
     },
+}
+
+/// [`RematError::InvalidCost`]'s message: a cost that is fine alone is refused for the sum it
+/// makes, and a huge one is written in exponent form rather than in its 309 digits.
+fn invalid_cost(layer: usize, cost: f64) -> String {
+    let rule = "costs must be finite and at least 0, and so must their sum (any unit: FLOPs, \
+                microseconds, or 1 per layer)";
+    if cost.is_finite() && cost >= 0.0 {
+        format!(
+            "the forward costs up to layer {layer} (forward_cost {cost:e}) add up past the \
+             largest f64: {rule}; give them in a larger unit"
+        )
+    } else if cost.is_finite() && cost.abs() >= 1e15 {
+        format!("layer {layer} has forward_cost {cost:e}: {rule}")
+    } else {
+        format!("layer {layer} has forward_cost {cost}: {rule}")
+    }
 }

@@ -78,7 +78,7 @@ impl Schedule {
         let mut outcome = Ok(());
         for (allocates, frees) in std::iter::once(input).chain(actions) {
             if let Some(buffer) = allocates {
-                let label = labels.then(|| format!("{buffer:?}"));
+                let label = labels.then(|| buffer.to_string());
                 let bytes = self.bytes_of_step_buffer(buffer);
                 match arena.allocate(bytes, 0, label.as_deref(), source) {
                     Ok(allocation) => live[self.slot(buffer)] = Some(allocation.id),

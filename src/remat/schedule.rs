@@ -14,6 +14,16 @@ pub enum Buffer {
     Gradient(usize),
 }
 
+/// `activation 4`, `gradient 4`: how reports and the arena's labels name a buffer.
+impl std::fmt::Display for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Buffer::Activation(i) => write!(f, "activation {i}"),
+            Buffer::Gradient(i) => write!(f, "gradient {i}"),
+        }
+    }
+}
+
 /// One step of a [`Schedule`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum ScheduleStep {

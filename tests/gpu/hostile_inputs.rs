@@ -33,6 +33,14 @@ fn a_shape_no_device_can_address_is_refused_when_the_array_is_made() {
         };
         assert_eq!(operation(ctx.device_put(&[], &shape)), "device_put");
         assert_eq!(operation(ctx.zeros(&shape)), "zeros");
+        assert_eq!(operation(ctx.alloc(&shape)), "alloc");
+        for kind in [
+            gpu_arena::MemoryKind::Device,
+            gpu_arena::MemoryKind::PinnedHost,
+        ] {
+            assert_eq!(operation(ctx.zeros_in(kind, &shape)), "zeros_in");
+            assert_eq!(operation(ctx.alloc_in(kind, &shape)), "alloc_in");
+        }
         assert_eq!(operation(ctx.fill(&shape, 7)), "fill");
         let mut batch = ctx.upload_batch();
         let refused = batch.put::<u8>(&[], &shape).map(drop).unwrap_err();

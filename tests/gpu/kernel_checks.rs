@@ -440,6 +440,37 @@ fn deeply_nested_wgsl_is_refused_without_aborting_the_process() {
 }
 
 #[gpu_test]
+fn an_entry_point_named_in_more_bytes_than_vulkan_takes_is_refused_and_the_longest_runs() {
+    // Vulkan's `pName` (as the validation layer checks it) is at most 256 bytes: one more used
+    // to reach the driver, and the layer reported it.
+    let ctx = context();
+    let limit = gpu_arena::kernels::MAX_ENTRY_POINT_BYTES;
+    let source = |name: &str| {
+        format!(
+            "@group(0) @binding(0) var<storage, read_write> a: array<u32>;
+             @compute @workgroup_size(1) fn {name}() {{ a[0] = a[0] + 1u; }}"
+        )
+    };
+    let longest = format!("k{}", "x".repeat(limit - 1));
+    let kernel = ctx.kernel(&source(&longest), &longest).unwrap();
+    let mut a = ctx.device_put(&[41u32], &[1]).unwrap();
+    ctx.launch(&kernel)
+        .arg_mut(&mut a)
+        .grid([1, 1, 1])
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&a).unwrap(), [42]);
+    let over = format!("k{}", "x".repeat(limit));
+    let error = ctx.kernel(&source(&over), &over).unwrap_err();
+    assert!(matches!(error, Error::KernelCompile { .. }), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("{} bytes long", limit + 1)) && message.contains("at most 256"),
+        "{message}"
+    );
+}
+
+#[gpu_test]
 fn the_deepest_accepted_wgsl_compiles_and_runs_on_every_adapter_from_a_thread_with_a_small_stack() {
     let depth = gpu_arena::kernels::MAX_WGSL_EXPRESSION_DEPTH - 8;
     let chain = " + 1u".repeat(depth);

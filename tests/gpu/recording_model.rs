@@ -349,6 +349,27 @@ fn dropping_an_unsubmitted_sequence_releases_its_arrays() {
     assert_eq!(ctx.copy(&x).unwrap().to_vec().unwrap(), [2; 16]);
 }
 
+#[gpu_test]
+fn a_sequence_dropped_unsubmitted_leaves_the_arrays_it_was_given_as_they_were() {
+    // On the library's kernels and on lavapipe's host copies (made by submit, not when
+    // recorded): in-place updates, fills and copies of a dropped sequence never land.
+    for (path, ctx) in crate::kernels_common::both_paths() {
+        let a = ctx.device_put(&[1u32; 16], &[16]).unwrap();
+        let b = ctx.device_put(&[2u32; 16], &[16]).unwrap();
+        let mut s = ctx.sequence();
+        let a = s.dynamic_update_slice(a, &[9u32; 4][..], &[3]).unwrap();
+        let update = ctx.device_put(&[8u32; 2], &[2]).unwrap();
+        let a = s.dynamic_update_slice(a, &update, &[12]).unwrap();
+        let b = s.fill_in_place(b, 5).unwrap();
+        let made = s.put(&[4u32; 4], &[4]).unwrap();
+        drop(s);
+        assert_eq!(ctx.device_get(&a).unwrap(), [1; 16], "{path}");
+        assert_eq!(ctx.device_get(&b).unwrap(), [2; 16], "{path}");
+        assert_eq!(ctx.device_get(&update).unwrap(), [8; 2], "{path}");
+        assert_eq!(made.shape(), [4], "{path}");
+    }
+}
+
 /// `y = x * 2` over `x` read-only: a reader of shared weights.
 const DOUBLE: &str = r#"
 @group(0) @binding(0) var<storage, read> x: array<f32>;

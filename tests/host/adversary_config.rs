@@ -766,7 +766,18 @@ fn costs_that_are_finite_alone_but_overflow_together_are_refused_naming_the_laye
         matches!(error, RematError::InvalidCost { layer: 2, cost } if cost == f64::MAX),
         "{error:?}"
     );
-    assert!(error.to_string().contains("sum"), "{error}");
+    // The cost is fine alone: the message blames the sum, and writes f64::MAX short.
+    let message = error.to_string();
+    assert!(message.contains("add up past the largest f64"), "{message}");
+    assert!(message.contains("1.7976931348623157e308"), "{message}");
+    assert!(message.len() < 300, "{message}");
+    let message = Chain::new(1, vec![Layer::new(1, -1e300)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("forward_cost -1e300: costs must be"),
+        "{message}"
+    );
     // Costs whose sum stays finite, however large, plan with finite figures.
     let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, f64::MAX / 8.0); 8]).unwrap();
     for policy in [
@@ -865,6 +876,35 @@ proptest! {
         if let Err(error) = outcome {
             prop_assert!(error.as_out_of_memory().is_some(), "{}", error);
         }
+    }
+}
+
+#[test]
+fn a_replay_that_runs_out_of_memory_names_the_buffer_and_the_arenas_own_knob() {
+    let chain = Chain::new(1 << 20, vec![Layer::new(1 << 20, 1.0); 8]).unwrap();
+    let schedule = chain.plan(CheckpointPolicy::SaveAll).unwrap();
+    let mut arena = Arena::new(ArenaOptions::preallocated(4 << 20));
+    let error = schedule
+        .replay(&mut arena, &mut VirtualRegions::default())
+        .unwrap_err();
+    let report = error.as_out_of_memory().expect("out of memory");
+    // The input and activations 1 to 3 fill the 4 MiB: activation 4 is refused.
+    assert_eq!(report.label.as_deref(), Some("activation 4"));
+    let message = error.to_string();
+    assert!(message.contains("\"activation 4\""), "{message}");
+    assert!(message.contains("ArenaOptions::limit_bytes"), "{message}");
+}
+
+#[test]
+fn a_table_that_is_not_memprops_json_says_why_once() {
+    use std::error::Error as _;
+    for text in ["{", r#"{"device": "x"}"#] {
+        let error = DeviceDescription::from_json(text).unwrap_err();
+        assert!(matches!(error, MemPlanError::Json(_)), "{error:?}");
+        assert!(error.to_string().contains("line 1 column"), "{error}");
+        assert!(error.source().is_none(), "{error}");
+        let error = Error::from(error);
+        assert!(error.source().is_none(), "{error}");
     }
 }
 
