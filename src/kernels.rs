@@ -98,7 +98,7 @@ pub use crate::kernel_tuning::{KernelShape, KernelTuning, TuningClock};
 pub use crate::pipelines::{
     DiskCacheLoad, KernelCacheStats, KernelDesc, KernelSignature, KernelSource, KernelTuningReport,
     ParamsBlock, ParamsKind, SizeClass, StorageBinding, TunedKernel, TunedUserKernel, TuningOrigin,
-    CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_ENTRY_POINT_BYTES, MAX_SPIRV_WORDS,
+    CACHE_DIR_ENV, KERNEL_BIND_GROUP, MAX_BINDING_NUMBERS, MAX_ENTRY_POINT_BYTES, MAX_SPIRV_WORDS,
     MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
 };
 pub use crate::step::MAX_GATHERED_OPS;

@@ -63,7 +63,9 @@ impl Context {
     /// `max_compute_workgroup_size_x/y/z` or `max_compute_invocations_per_workgroup`,
     /// `var<workgroup>` memory above `max_compute_workgroup_storage_size`, more storage arrays
     /// than `max_storage_buffers_per_shader_stage`, a binding number from
-    /// `max_bindings_per_bind_group`, a fixed-size array above
+    /// `max_bindings_per_bind_group` (or from
+    /// [`MAX_BINDING_NUMBERS`](crate::kernels::MAX_BINDING_NUMBERS) on a device whose bound is
+    /// higher), a fixed-size array above
     /// `max_storage_buffer_binding_size`, a `var<uniform>` block above
     /// `max_uniform_buffer_binding_size`, immediates above `max_immediate_size`; and for
     /// sources beyond what gpu-arena compiles: more than

@@ -9,6 +9,7 @@
 //! the grid against `max_compute_workgroups_per_dimension` (see `compute/launch.rs`).
 
 use super::reflect::{KernelSignature, ParamsKind, KERNEL_BIND_GROUP};
+use super::source_bounds::MAX_BINDING_NUMBERS;
 
 /// The first device limit a kernel exceeds, with the limit's name and value on this device and
 /// what to change.
@@ -151,7 +152,11 @@ fn check_bindings(
             "bind fewer arrays (pack several into one)",
         );
     }
-    let limit = limits.max_bindings_per_bind_group;
+    // wgpu's GL backend reports no limit (u32::MAX) and then allocates a table as long as the
+    // largest binding number, as some Vulkan drivers do: a number in the billions took
+    // gigabytes. Every device gets gpu-arena's bound as well.
+    let bounded = limits.max_bindings_per_bind_group > MAX_BINDING_NUMBERS;
+    let limit = limits.max_bindings_per_bind_group.min(MAX_BINDING_NUMBERS);
     let numbers =
         signature
             .storage
@@ -166,7 +171,12 @@ fn check_bindings(
             format!("@binding({number})"),
             "max_bindings_per_bind_group",
             u64::from(limit),
-            "number the bindings from 0",
+            if bounded {
+                "number the bindings from 0 (gpu-arena bounds binding numbers on every device, \
+                 below kernels::MAX_BINDING_NUMBERS, where the device's own bound is higher)"
+            } else {
+                "number the bindings from 0"
+            },
         );
     }
     let limit = limits.max_storage_buffer_binding_size;

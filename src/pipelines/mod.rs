@@ -50,7 +50,8 @@ pub use disk_cache::CACHE_DIR_ENV;
 pub use reflect::{KernelSignature, ParamsBlock, ParamsKind, StorageBinding, KERNEL_BIND_GROUP};
 pub use source::{KernelDesc, KernelSource};
 pub use source_bounds::{
-    MAX_ENTRY_POINT_BYTES, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH, MAX_WGSL_SOURCE_BYTES,
+    MAX_BINDING_NUMBERS, MAX_ENTRY_POINT_BYTES, MAX_SPIRV_WORDS, MAX_WGSL_EXPRESSION_DEPTH,
+    MAX_WGSL_SOURCE_BYTES,
 };
 pub use tuned_choices::{
     KernelTuningReport, SizeClass, TunedKernel, TunedUserKernel, TuningOrigin,

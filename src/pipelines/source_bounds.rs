@@ -39,6 +39,12 @@ pub const MAX_SPIRV_WORDS: usize = 4 << 20;
 /// every backend, so a kernel accepted on one is accepted on all.
 pub const MAX_ENTRY_POINT_BYTES: usize = 256;
 
+/// Binding numbers [`crate::Context::kernel`] takes are below this: 65,536, on every device, on
+/// top of its `max_bindings_per_bind_group`. wgpu's GL backend reports no bound of its own and
+/// allocates a table as long as the largest binding number (as some Vulkan drivers do), so
+/// `@binding(4000000000)` cost gigabytes.
+pub const MAX_BINDING_NUMBERS: u32 = 1 << 16;
+
 /// Stack of the thread that parses, validates and reflects a kernel: 64 MiB, 64 times what
 /// the deepest accepted WGSL needs.
 pub(crate) const COMPILER_STACK_BYTES: usize = 64 << 20;

@@ -353,8 +353,43 @@ fn more_storage_bindings_than_the_stage_allows_are_refused_at_kernel() {
     assert_names_limit(
         &err,
         "max_bindings_per_bind_group",
-        l.max_bindings_per_bind_group,
+        l.max_bindings_per_bind_group
+            .min(gpu_arena::kernels::MAX_BINDING_NUMBERS),
     );
+}
+
+#[gpu_test]
+fn binding_numbers_stop_at_the_devices_bound_or_gpu_arenas_whichever_is_lower() {
+    // wgpu's GL backend reports no bound (u32::MAX) and allocates a table as long as the
+    // largest binding number: @binding(1000000000) took a gigabyte and a second.
+    let mut adapters = vec![context()];
+    adapters.extend(crate::harness::gl_context());
+    for ctx in adapters {
+        let backend = ctx.adapter_info().backend;
+        let device_bound = ctx.limits().max_bindings_per_bind_group;
+        let bound = device_bound.min(gpu_arena::kernels::MAX_BINDING_NUMBERS);
+        let source = |n: u32| {
+            format!(
+                "@group(0) @binding({n}) var<storage, read_write> a: array<u32>;
+                 @compute @workgroup_size(1) fn main() {{ a[0] = a[0] + 1u; }}"
+            )
+        };
+        let highest = ctx.kernel(&source(bound - 1), "main").unwrap();
+        let mut a = ctx.device_put(&[1u32], &[1]).unwrap();
+        ctx.launch(&highest)
+            .arg_mut(&mut a)
+            .grid([1, 1, 1])
+            .run()
+            .unwrap();
+        assert_eq!(ctx.device_get(&a).unwrap(), [2], "{backend:?}");
+        for number in [bound, 1_000_000_000, u32::MAX - 1] {
+            let err = compile_error(&ctx, &source(number));
+            assert_names_limit(&err, "max_bindings_per_bind_group", bound);
+            if device_bound > bound {
+                assert!(err.contains("MAX_BINDING_NUMBERS"), "{backend:?}: {err}");
+            }
+        }
+    }
 }
 
 #[gpu_test]
