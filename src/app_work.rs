@@ -213,6 +213,12 @@ impl AppWork {
         Ok(self.binding(array))
     }
 
+    /// This work's number, as refusals name it: `AppWork #N`, the `number` of the
+    /// [`Recorder`](crate::error::Recorder) in an [`Error::PendingInRecorder`].
+    pub fn number(&self) -> u64 {
+        self.number & !APP_WORK_RECORDER_BIT
+    }
+
     /// How many arrays this work has handed out.
     pub fn len(&self) -> usize {
         self.uses.len()

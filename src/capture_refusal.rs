@@ -147,20 +147,22 @@ pub enum CaptureRefusal {
     ArrayMadeByCapture,
     /// A box whose start changes between runs must be one dispatch, and this one's `items`
     /// exceed what one grid takes on this device (`per_dispatch`).
-    #[error("a start that changes between runs needs one dispatch, and the box's {items} items exceed the {per_dispatch} one grid takes on this device: copy smaller boxes")]
+    #[error("a start that changes between runs needs one dispatch, and the box's {items} items exceed the {per_dispatch} one grid takes (this device's limit, or ArenaConfig::max_workgroups_per_dimension where set lower): copy smaller boxes, or record the op per run in a Sequence")]
     BoxTooLarge {
         /// The box's items (words or vec4s of the copy).
         items: u64,
-        /// What one dispatch takes on this device.
+        /// What one dispatch takes on this device (or under
+        /// `ArenaConfig::max_workgroups_per_dimension` where that is set lower).
         per_dispatch: u64,
     },
     /// A box whose start changes between runs binds both arrays whole, and one of them
     /// (`bytes`) is larger than a binding may be on this device (`limit`).
-    #[error("a start that changes between runs needs both arrays bound whole, and {bytes} bytes exceed this device's binding limit ({limit}): slice the arrays smaller, or record the op per run in a Sequence")]
+    #[error("a start that changes between runs needs both arrays bound whole, and {bytes} bytes exceed the binding limit ({limit}: this device's, or ArenaConfig::max_binding_bytes where set lower): slice the arrays smaller, or record the op per run in a Sequence")]
     BindingTooLarge {
         /// The larger array's bound bytes.
         bytes: u64,
-        /// The device's binding limit.
+        /// The binding limit: the device's, or `ArenaConfig::max_binding_bytes` where that is
+        /// set lower.
         limit: u64,
     },
 }

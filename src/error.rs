@@ -161,7 +161,8 @@ pub enum Error {
     DeviceLost {
         /// What was being done.
         during: String,
-        /// wgpu's reason for the loss.
+        /// wgpu's reason for the loss in words (`destroyed by wgpu::Device::destroy`, or `lost
+        /// for a reason wgpu does not know`), then its message, where it gave one.
         reason: String,
     },
     /// A shape does not match the data or the operation.
@@ -393,8 +394,9 @@ fn guard_remedy(explicitness: &str) -> &'static str {
         }
         _ => {
             "Set the transfer guard to \"allow\" or \"log\" for this direction \
-             (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or make \
-             the transfer explicit (device_put, device_get)"
+             (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or, \
+             where it is \"disallow\" rather than \"disallow_explicit\", make the transfer \
+             explicit (device_put, device_get)"
         }
     }
 }

@@ -181,10 +181,10 @@ impl std::str::FromStr for KernelShape {
 
 /// What a kernel shape may be, in words (the error of a shape refused).
 pub(crate) fn shape_expected() -> String {
+    let [a, b, c, d] = KernelShape::PER_INVOCATION;
     format!(
         "a kernel shape WORKGROUPxPER_INVOCATION with a workgroup of 32, 64, 128 or 256 and \
-         {:?} items per invocation (e.g. 256x4)",
-        KernelShape::PER_INVOCATION
+         {a}, {b}, {c} or {d} items per invocation (e.g. 256x4)"
     )
 }
 

@@ -365,7 +365,12 @@ fn an_unwritable_cache_dir_leaves_the_kernels_working() {
     for _process in 0..2 {
         let reason = the_cache_dir_is_refused_and_kernels_compile(&plain.join("cache"));
         assert!(reason.contains("could not create it"), "{reason}");
+        assert!(reason.contains("name a directory"), "{reason}");
     }
+    // The file itself named as the directory: said so, not "File exists".
+    std::env::set_var(CACHE_DIR_ENV, &plain);
+    let reason = the_cache_dir_is_refused_and_kernels_compile(&plain);
+    assert!(reason.starts_with("it is not a directory"), "{reason}");
     assert_eq!(std::fs::read(&plain).unwrap(), b"not a directory");
     assert_nothing_uncaptured();
 }

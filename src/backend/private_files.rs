@@ -78,7 +78,7 @@ fn effective_uid() -> u32 {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum PrivateFileRefusal {
     /// The directory could not be created.
-    #[error("could not create it: {0}")]
+    #[error("could not create it ({0}): name a directory this user may create, or create it")]
     Create(io::Error),
     /// Its metadata could not be read.
     #[error("could not inspect it: {0}")]
@@ -87,7 +87,7 @@ pub(crate) enum PrivateFileRefusal {
     #[error("could not read it: {0}")]
     Read(io::Error),
     /// A directory was asked for and something else is there.
-    #[error("it is not a directory")]
+    #[error("it is not a directory (something else is there): name a directory")]
     NotADirectory,
     /// A file was asked for and a directory is there.
     #[error("it is a directory, not a file")]
@@ -136,7 +136,13 @@ pub(crate) fn private_dir(dir: &Path) -> Result<(), PrivateFileRefusal> {
     builder.recursive(true);
     #[cfg(unix)]
     builder.mode(PRIVATE_DIR_MODE);
-    builder.create(dir).map_err(PrivateFileRefusal::Create)?;
+    builder.create(dir).map_err(|error| {
+        // `create` says "File exists" when a file is there: say what is wrong with the path.
+        match std::fs::metadata(dir) {
+            Ok(metadata) if !metadata.is_dir() => PrivateFileRefusal::NotADirectory,
+            _ => PrivateFileRefusal::Create(error),
+        }
+    })?;
     // Follows a link at the last component: a link the user made to a directory of theirs is
     // fine, one to anything else is judged by what it points to.
     let metadata = std::fs::metadata(dir).map_err(PrivateFileRefusal::Inspect)?;

@@ -159,8 +159,10 @@ impl Sequence {
         &self.ctx
     }
 
-    /// The recorder's number, as refusals name it (0 for a single op).
-    pub(crate) fn number(&self) -> u64 {
+    /// The sequence's number, as refusals name it: `Sequence #N`, the `number` of the
+    /// [`Recorder`](crate::error::Recorder) in an [`Error::PendingInRecorder`] (0 for the
+    /// library's own single ops, which no caller holds).
+    pub fn number(&self) -> u64 {
         match self.recorder {
             Recorder::User(id) => id,
             Recorder::Library => 0,

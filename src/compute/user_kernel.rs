@@ -105,9 +105,13 @@ impl Context {
     /// row of [`Context::kernel_times`]).
     pub fn kernel_with(&self, desc: KernelDesc<'_>) -> Result<Kernel> {
         self.inner.check_device("kernel")?;
-        if let Some(label) = desc.label.filter(|l| l.trim().is_empty()) {
+        if desc.label.is_some_and(|l| l.trim().is_empty()) {
+            // Named as an unlabelled kernel is: the blank label would name nothing.
             return Err(Error::KernelCompile {
-                kernel: label.to_string(),
+                kernel: crate::pipelines::kernel_name(&KernelDesc {
+                    label: None,
+                    ..desc
+                }),
                 message: "its label is blank: give it a name that says what it computes, or \
                           no label (its entry point and a hash of its source name it then)"
                     .into(),

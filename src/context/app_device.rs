@@ -215,9 +215,13 @@ pub struct DeviceLostNotifier {
 impl DeviceLostNotifier {
     /// Marks the device lost for `reason` (as wgpu's callback gives it). The first call wins.
     pub fn notify(&self, reason: wgpu::DeviceLostReason, message: &str) {
+        let reason = match reason {
+            wgpu::DeviceLostReason::Destroyed => "destroyed by wgpu::Device::destroy",
+            wgpu::DeviceLostReason::Unknown => "lost for a reason wgpu does not know",
+        };
         let reason = match message.is_empty() {
-            true => format!("{reason:?}"),
-            false => format!("{reason:?}: {message}"),
+            true => reason.to_string(),
+            false => format!("{reason}: {message}"),
         };
         let _ = self.lost.set(reason);
     }

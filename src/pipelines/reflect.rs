@@ -250,9 +250,12 @@ fn resolve_constants(
                     (None, None) => "?".into(),
                 })
                 .collect();
+            let known = match known.is_empty() {
+                true => "it has none".to_string(),
+                false => format!("its override constants are {}", known.join(", ")),
+            };
             return Err(ReflectError::Other(format!(
-                "the module has no override constant {given:?}; its overrides are [{}] (give a name, or an @id as a decimal string such as \"7\")",
-                known.join(", ")
+                "the module has no override constant {given:?}; {known} (give a name, or an @id as a decimal string such as \"7\")"
             )));
         };
         let key = match (o.id, &o.name) {

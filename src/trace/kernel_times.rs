@@ -107,6 +107,10 @@ impl KernelTime {
     }
 }
 
+/// The widest the printed table's name column grows: a longer name is written whole, past the
+/// column (a label may be any length; a width is at most 65,535 to Rust's formatter).
+const MAX_NAME_COLUMN: usize = 80;
+
 /// Nanoseconds per microsecond, for the printed table.
 const NS_PER_US: f64 = 1000.0;
 
@@ -118,7 +122,7 @@ impl fmt::Display for KernelTimes {
             .map(|k| k.name.chars().count())
             .max()
             .unwrap_or(0)
-            .max("kernel".len());
+            .clamp("kernel".len(), MAX_NAME_COLUMN);
         writeln!(
             f,
             "{:<width$}  {:>8}  {:>12}  {:>10}  {:>10}",
@@ -163,5 +167,20 @@ mod tests {
         let text = times.to_string();
         assert!(text.lines().count() == 4, "{text}");
         assert!(text.contains("calls") && text.contains("(all)"), "{text}");
+    }
+
+    #[test]
+    fn a_name_longer_than_any_format_width_is_printed_whole() {
+        // Rust's formatter takes widths up to 65,535: a name column as wide as a longer label
+        // panicked ("Formatting argument out of range").
+        let long = "k".repeat(70_000);
+        let times = KernelTimes::from_durations([(long.as_str(), 10), ("b", 5)]);
+        let text = times.to_string();
+        assert!(text.contains(&long), "the name is whole");
+        let header = text.lines().next().unwrap();
+        assert_eq!(
+            header.find("calls"),
+            Some(MAX_NAME_COLUMN + 2 + "   ".len())
+        );
     }
 }

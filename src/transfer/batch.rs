@@ -175,9 +175,18 @@ impl FinishedUpload {
     /// `InvalidArgument` if the ticket is from another batch (each ticket can be redeemed
     /// once: it is consumed).
     pub fn take<T: bytemuck::Pod>(&mut self, pending: PendingArray<T>) -> Result<DeviceArray<T>> {
+        self.take_as(pending, "FinishedUpload::take")
+    }
+
+    /// [`take`](Self::take) for the user's call `operation`, which its errors name.
+    fn take_as<T: bytemuck::Pod>(
+        &mut self,
+        pending: PendingArray<T>,
+        operation: &'static str,
+    ) -> Result<DeviceArray<T>> {
         if pending.batch != self.batch {
             return Err(Error::InvalidArgument {
-                operation: "FinishedUpload::take",
+                operation,
                 reason: "this PendingArray belongs to another upload batch".into(),
             });
         }
@@ -186,7 +195,7 @@ impl FinishedUpload {
             .get_mut(pending.index)
             .and_then(Option::take)
             .ok_or_else(|| Error::InvalidArgument {
-                operation: "FinishedUpload::take",
+                operation,
                 reason: "this array was already taken".into(),
             })?;
         Ok(DeviceArray {
@@ -215,7 +224,11 @@ impl FinishedUpload {
         &mut self,
         pending: impl IntoIterator<Item = PendingArray<T>>,
     ) -> Result<Vec<DeviceArray<T>>> {
-        pending.into_iter().map(|p| self.take(p)).collect()
+        let operation = "FinishedUpload::take_all";
+        pending
+            .into_iter()
+            .map(|p| self.take_as(p, operation))
+            .collect()
     }
 
     /// Number of arrays not yet taken.

@@ -319,7 +319,12 @@ fn the_apps_device_lost_callback_stays_the_apps_and_forwards_the_loss() {
     );
     let error = ctx.device_get(&x).unwrap_err();
     assert!(matches!(error, Error::DeviceLost { .. }), "{error:?}");
-    assert!(error.to_string().contains("Destroyed"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("(destroyed by wgpu::Device::destroy"),
+        "{error}"
+    );
     drop(x);
     drop(ctx);
 
@@ -865,8 +870,21 @@ fn an_array_the_apps_pass_writes_is_pending_until_the_work_is_submitted() {
     let mut work = ctx.app_work();
     let _ = work.storage_mut(&mut a).unwrap();
     let _ = work.storage(&b).unwrap();
-    let refused = ctx.device_get(&a).unwrap_err().to_string();
-    assert!(refused.contains("AppWork #"), "{refused}");
+    let error = ctx.device_get(&a).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            Error::PendingInRecorder { recorder, .. }
+                if recorder.kind == gpu_arena::error::RecorderKind::AppWork
+                    && recorder.number == work.number()
+        ),
+        "{error:?}"
+    );
+    let refused = error.to_string();
+    assert!(
+        refused.contains(&format!("AppWork #{}", work.number())),
+        "{refused}"
+    );
     assert!(refused.contains("Context::app_work"), "{refused}");
     // Readers do not refuse readers.
     assert_eq!(ctx.device_get(&b).unwrap(), [2; 8]);

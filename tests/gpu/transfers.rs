@@ -202,7 +202,18 @@ fn pending_arrays_are_only_redeemed_from_their_own_finished_batch() {
     let mut third = ctx.upload_batch();
     let w = third.put(&[6u32][..], &[1]).unwrap();
     let mut done_third = third.finish().unwrap();
-    let msg = done_third.take_all([w, z]).unwrap_err().to_string();
+    let error = done_third.take_all([w, z]).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            gpu_arena::Error::InvalidArgument {
+                operation: "FinishedUpload::take_all",
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    let msg = error.to_string();
     assert!(msg.contains("another upload batch"), "{msg}");
     assert_eq!(
         done_third.remaining(),
@@ -286,6 +297,21 @@ fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
     );
     assert!(err.to_string().contains("\"log_explicit\""), "{err}");
     assert_eq!(ctx.memory_stats().num_allocs, 0, "nothing was allocated");
+    // An implicit transfer under this level is not let through by making it explicit.
+    let operand = {
+        let _allow = TransferGuard::scoped(TransferGuardLevel::Allow);
+        ctx.device_put(&[0u8; 16], &[16]).unwrap()
+    };
+    let implicit = ctx
+        .dynamic_update_slice(operand, &[1u8; 4][..], &[0])
+        .unwrap_err()
+        .error
+        .to_string();
+    assert!(implicit.contains("(implicit)"), "{implicit}");
+    assert!(
+        implicit.contains("where it is \"disallow\" rather than \"disallow_explicit\""),
+        "{implicit}"
+    );
     let mut batch = ctx.upload_batch();
     assert!(batch.put(&[1u8][..], &[1]).is_err());
     // Other directions are unaffected.

@@ -1058,7 +1058,10 @@ fn a_blank_kernel_label_is_refused() {
             .unwrap_err();
         match &refused {
             Error::KernelCompile { kernel, message } => {
-                assert_eq!(kernel, blank);
+                // Named as the unlabelled kernel is, not by the blank.
+                let unlabelled = ctx.kernel_with(KernelDesc::wgsl(ADD, "main")).unwrap();
+                assert_eq!(kernel, unlabelled.name());
+                assert!(kernel.starts_with("main#"), "{kernel}");
                 assert!(message.contains("label is blank"), "{message}");
             }
             other => panic!("{other:?}"),
