@@ -352,7 +352,8 @@ impl Context {
     }
 
     /// Resets the peak figures of every kind's statistics ([`Context::memory_stats`],
-    /// [`Context::memory_stats_of`]) to the current values.
+    /// [`Context::memory_stats_of`]) to the current values: the peaks to what is in use and
+    /// reserved now, `largest_alloc_size` to the largest array live now.
     pub fn reset_peak_stats(&self) {
         self.inner.lock_memory().reset_peaks();
     }

@@ -15,7 +15,8 @@ pub struct MemoryStats {
     pub bytes_in_use: u64,
     /// Highest `bytes_in_use` since creation or the last `reset_peaks()`.
     pub peak_bytes_in_use: u64,
-    /// Largest single allocation since creation or the last `reset_peaks()`.
+    /// Largest single allocation since creation or the last `reset_peaks()`, which sets it to
+    /// the largest allocation live then (as it sets the peaks to the current figures).
     pub largest_alloc_size: u64,
     /// The cap on bytes held in regions (`ArenaOptions::limit_bytes`).
     pub bytes_limit: Option<u64>,

@@ -257,7 +257,7 @@ fn check_fraction_fits_device(config: &ArenaConfig, plan: &MemoryPlan) -> Result
     };
     Err(Error::Config {
         variable: "ArenaConfig::mem_fraction".into(),
-        value: format!("{:?}", config.mem_fraction),
+        value: config.mem_fraction.to_string(),
         expected: format!("{expected} (env GPU_ARENA_MEM_FRACTION)"),
     })
 }

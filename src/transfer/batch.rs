@@ -125,7 +125,8 @@ impl<'data> UploadBatch<'data> {
 
     /// Copies every array's data: one staging area (in pieces if larger than the pool), merged
     /// copy commands for arrays that are neighbours in the arena, one submission per staging
-    /// buffer filled. Does not wait for the GPU: later work on the arrays is ordered after it.
+    /// buffer filled (on other backends than Vulkan wgpu's own staging carries it, in one
+    /// submission). Does not wait for the GPU: later work on the arrays is ordered after it.
     ///
     /// Errors: [`Error::DeviceLost`] once the device is lost, even for an empty batch or one
     /// whose data was all written at `put` (zero-copy), as every submission refuses then; the

@@ -133,7 +133,8 @@ impl Context {
     }
 
     /// Copies many device arrays back at once: one staging area, one submission per staging
-    /// buffer filled, one wait (an explicit transfer each).
+    /// buffer filled (one in all on other backends than Vulkan, where wgpu stages), one wait
+    /// (an explicit transfer each).
     pub fn device_get_many<T: bytemuck::Pod>(
         &self,
         arrays: &[&DeviceArray<T>],

@@ -181,9 +181,14 @@ fn a_memory_fraction_that_rounds_to_no_byte_is_refused_at_open() {
         .expect_err("refused");
         match &error {
             Error::Config {
-                variable, expected, ..
+                variable,
+                value,
+                expected,
             } => {
                 assert_eq!(variable, "ArenaConfig::mem_fraction");
+                // The value as written, not Rust's `MemFraction { .. }`.
+                assert_eq!(value, &fraction.to_string(), "{error}");
+                assert!(!value.contains('{'), "{error}");
                 assert!(expected.contains("at least 256 bytes"), "{error}");
             }
             other => panic!("{other:?}"),

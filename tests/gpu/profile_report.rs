@@ -158,6 +158,15 @@ fn the_report_is_well_formed_and_draws_one_rectangle_per_chunk() {
             "plan reason missing: {reason}"
         );
     }
+    // The plan's rows say what the memory plan's own Display forms say, not Rust's debug.
+    let plan = ctx.memory_plan();
+    let device_row = format!("({}, {})", plan.vendor, plan.device_kind.name());
+    assert!(html.contains(&escaped(&device_row)), "{device_row}");
+    assert!(
+        html.contains(&format!(">{}<", plan.bar)),
+        "bar {}",
+        plan.bar
+    );
     // Without a timeline the page says how to get the curves.
     let html = report::render_html(&snapshot, None);
     assert!(html.contains("GPU_ARENA_TIMELINE=on"));

@@ -607,12 +607,14 @@ fn plan_section(page: &mut String, snapshot: &MemorySnapshot) {
         (
             "device",
             format!(
-                "{} ({:?}, {:?})",
-                plan.device, plan.vendor, plan.device_kind
+                "{} ({}, {})",
+                plan.device,
+                plan.vendor,
+                plan.device_kind.name()
             ),
         ),
         ("unified memory (UMA)", plan.uma.to_string()),
-        ("host-visible VRAM (BAR)", format!("{:?}", plan.bar)),
+        ("host-visible VRAM (BAR)", plan.bar.to_string()),
         (
             "arena memory",
             format!(
