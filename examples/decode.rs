@@ -511,7 +511,9 @@ fn main() -> anyhow::Result<()> {
     let (temporaries, block_bytes, lower_bound_bytes, capture_us) =
         captured.plan.unwrap_or_default();
     let ops = 1 + 2 * layers + layers;
-    let path = if ctx.memory_plan().uma && ctx.config().zero_copy {
+    // Zero-copy where the arena is mapped (UMA with gpu-allocator; not wgpu's GL buffers).
+    let plan = ctx.memory_plan();
+    let path = if plan.uma && plan.arena_host_visible && ctx.config().zero_copy {
         "zero-copy"
     } else {
         "staging"
@@ -553,11 +555,13 @@ fn main() -> anyhow::Result<()> {
             ("captured, one run/step:", &captured),
         ] {
             println!(
-                "  {name:<24} {:9.1} us ({:7.1}), {} submissions, {} arena allocations ({:.2}x single ops)",
+                "  {name:<24} {:9.1} us ({:7.1}), {} submission{}, {} arena allocation{} ({:.2}x single ops)",
                 m.us_per_step,
                 m.issue_us_per_step,
                 m.submissions_per_step,
+                if m.submissions_per_step == 1 { "" } else { "s" },
                 m.allocations_per_step,
+                if m.allocations_per_step == 1 { "" } else { "s" },
                 per_op.us_per_step / m.us_per_step
             );
         }

@@ -109,12 +109,16 @@ fn out_dir() -> PathBuf {
 fn main() -> Result<()> {
     let out = out_dir();
     let ctx = open_context(&out)?;
+    // The sizes the arena will really have: the fractions as this device's heap rounds them.
+    let (plan, fraction) = (ctx.memory_plan(), ctx.config().mem_fraction);
+    let mib = |bytes: u64| bytes as f64 / MIB as f64;
     println!(
-        "{} ({:?}): arena of {} MiB reserved, growing to {} MiB, regions of {} MiB",
+        "{} ({}): arena of {:.1} MiB reserved at the first allocation, growing to {:.1} MiB, \
+         regions of {} MiB",
         ctx.adapter_info().name,
         ctx.adapter_info().backend,
-        RESERVE_BYTES / MIB,
-        LIMIT_BYTES / MIB,
+        mib(plan.prealloc_bytes(fraction.reserve)),
+        mib(plan.prealloc_bytes(fraction.limit)),
         REGION_BYTES / MIB
     );
 

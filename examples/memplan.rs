@@ -58,7 +58,14 @@ fn main() -> Result<()> {
             let ctx = gpu_arena::Context::new(config)?;
             let plan = ctx.memory_plan();
             let mut object = plan_object(plan, fraction)?;
-            object["adapter"] = format!("{:?}", ctx.adapter_info()).into();
+            let info = ctx.adapter_info();
+            object["adapter"] = serde_json::json!({
+                "name": info.name,
+                "backend": info.backend.to_string(),
+                "device_type": plan.device_kind.name(),
+                "driver": info.driver,
+                "driver_info": info.driver_info,
+            });
             object["table"] = serde_json::from_str(&ctx.device_description().to_json())?;
             object["max_region_bytes"] = ctx.max_array_bytes().into();
             println!("{}", serde_json::to_string_pretty(&object)?);

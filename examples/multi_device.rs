@@ -168,12 +168,17 @@ fn main() -> anyhow::Result<()> {
         let moved = ctx.transfer_stats();
         println!(
             "  {ctx:?}: {} arrays, {} bytes in use (peak {}), {} reserved; device-to-device {} \
-             transfers, {} bytes",
+             transfer{}, {} bytes",
             stats.num_allocs,
             stats.bytes_in_use,
             stats.peak_bytes_in_use,
             stats.bytes_reserved,
             moved.device_to_device.explicit.count,
+            if moved.device_to_device.explicit.count == 1 {
+                ""
+            } else {
+                "s"
+            },
             moved.device_to_device.explicit.bytes
         );
     }

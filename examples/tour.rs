@@ -9,7 +9,9 @@
 //! cannot return as an error (a failed free, an uncaptured device error) through the `log`
 //! crate: the tour prints warnings and errors (`RUST_LOG` changes the level).
 
-use gpu_arena::{ArenaConfig, Context, MemoryKind, TransferGuard, TransferGuardLevel};
+use gpu_arena::{
+    AllocatorKind, ArenaConfig, Context, MemoryKind, TransferGuard, TransferGuardLevel,
+};
 use std::time::Instant;
 
 #[path = "flags/mod.rs"]
@@ -40,13 +42,17 @@ fn main() -> anyhow::Result<()> {
     };
     let info = ctx.adapter_info();
     println!("== adapter");
+    let driver = [info.driver.as_str(), info.driver_info.as_str()]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
     println!(
-        "{} ({:?}, {:?}, driver {} {}) opened in {:.1} ms",
+        "{} ({}, {}, driver {driver}) opened in {:.1} ms",
         info.name,
         info.backend,
-        info.device_type,
-        info.driver,
-        info.driver_info,
+        ctx.memory_plan().device_kind.name(),
         t.elapsed().as_secs_f64() * 1e3
     );
 
@@ -67,7 +73,7 @@ fn main() -> anyhow::Result<()> {
         println!("  type {i}: heap {}  {}", ty.heap, ty.flags);
     }
     println!(
-        "  uma={} bar={:?} arena type {} (heap {}), upload type {}, readback type {}",
+        "  uma={} bar={} arena type {} (heap {}), upload type {}, readback type {}",
         plan.uma, plan.bar, plan.arena_type, plan.arena_heap, plan.upload_type, plan.readback_type
     );
     for reason in &plan.reasons {
@@ -76,10 +82,13 @@ fn main() -> anyhow::Result<()> {
 
     println!("\n== preallocation (like JAX: at the first allocation)");
     println!(
-        "  config: preallocate={} fraction={} allocator={:?}; largest array {}",
+        "  config: preallocate={} fraction={} allocator={}; largest array {}",
         config.preallocate,
         config.mem_fraction,
-        config.allocator,
+        match config.allocator {
+            AllocatorKind::Bfc => "bfc",
+            AllocatorKind::Platform => "platform",
+        },
         gib(ctx.max_array_bytes())
     );
     let before = ctx.memory_stats();
@@ -93,12 +102,13 @@ fn main() -> anyhow::Result<()> {
     let first = t.elapsed();
     let after = ctx.memory_stats();
     println!(
-        "  first allocation took {:.2} ms (reservation {:.2} ms): pool_bytes={} ({}) in {} regions, bytes_limit={}",
+        "  first allocation took {:.2} ms (reservation {:.2} ms): pool_bytes={} ({}) in {} region{}, bytes_limit={}",
         first.as_secs_f64() * 1e3,
         ctx.reserve_duration().unwrap_or_default().as_secs_f64() * 1e3,
         after.pool_bytes.unwrap_or(0),
         gib(after.pool_bytes.unwrap_or(0)),
         after.num_regions,
+        if after.num_regions == 1 { "" } else { "s" },
         after.bytes_limit.map_or("none".to_string(), gib)
     );
 
@@ -170,14 +180,15 @@ fn main() -> anyhow::Result<()> {
     let steps = s.len();
     s.submit()?;
     println!(
-        "  {steps} steps in one submission: {:?} (kernel bindings: {:?})",
+        "  {steps} steps in one submission: {:?} (kernel bindings: {})",
         ctx.device_get(&v)?,
         scale
             .signature()
             .storage
             .iter()
-            .map(|b| &b.name)
+            .map(|b| b.name.as_str())
             .collect::<Vec<_>>()
+            .join(", ")
     );
 
     println!("\n== memory kinds (as JAX's device and pinned_host)");

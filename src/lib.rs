@@ -179,6 +179,7 @@ mod collective_failure;
 mod compute;
 pub mod config;
 mod context;
+mod count;
 mod devices;
 #[cfg(feature = "mpi")]
 pub mod distributed;

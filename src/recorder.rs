@@ -104,7 +104,9 @@ impl std::fmt::Display for Recorder {
 }
 
 /// An array as an error names it: element type, shape and label, where known. Displays as
-/// `the f32 [4, 8] array "weights"`.
+/// `the f32 [4, 8] array "weights"`, the label quoted with its own quotes, backslashes and
+/// line breaks escaped (`"say \"hi\""`), so a message stays one line that shows where the
+/// label ends.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ArrayDescription {
     /// `std::any::type_name` of the element type; `None` when the array is no longer known.

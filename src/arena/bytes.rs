@@ -17,7 +17,8 @@ impl fmt::Display for Bytes {
         }
         let mut value = self.0 as f64 / 1024.0;
         let mut unit = 0;
-        while value >= 1024.0 && unit + 1 < UNITS.len() {
+        // A value that would print as 1024.00 of a unit is 1.00 of the next.
+        while value >= 1024.0 - 0.005 && unit + 1 < UNITS.len() {
             value /= 1024.0;
             unit += 1;
         }
@@ -34,5 +35,10 @@ mod tests {
         assert_eq!(Bytes(256).to_string(), "256 B");
         assert_eq!(Bytes(1536).to_string(), "1.50 KiB");
         assert_eq!(Bytes(3 << 30).to_string(), "3.00 GiB");
+        // Just under a unit: the next unit, never "1024.00" of this one.
+        assert_eq!(Bytes((1 << 20) - 1).to_string(), "1.00 MiB");
+        assert_eq!(Bytes((1 << 30) - 1).to_string(), "1.00 GiB");
+        assert_eq!(Bytes((1 << 20) - 6 * 1024).to_string(), "1018.00 KiB");
+        assert_eq!(Bytes(u64::MAX).to_string(), "16.00 EiB");
     }
 }

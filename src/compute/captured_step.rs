@@ -43,7 +43,9 @@ pub struct PlannedTemporary {
 
 /// The memory plan of a [`CapturedStep`], known before its first run: every temporary's place
 /// and live range, the block that holds them, the least any plan could use, and what the step
-/// keeps in the arena while it lives. Its `Display` is a table.
+/// keeps in the arena while it lives. Its `Display` is a summary line, a line on arrays the step
+/// alone holds where there are any, and a table of the temporaries (bytes, offset, live steps
+/// `first to last`) where there are any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepPlan {
     /// Steps (dispatches, copies and clears) of one run.
@@ -78,11 +80,12 @@ pub struct StepPlan {
 
 impl std::fmt::Display for StepPlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::count::count;
         writeln!(
             f,
-            "captured step: {} steps, {} temporaries in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use{}",
-            self.steps,
-            self.temporaries.len(),
+            "captured step: {}, {} in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use{}",
+            count(self.steps, "step"),
+            count(self.temporaries.len(), "temporary").plural("temporaries"),
             self.block_bytes,
             self.lower_bound_bytes,
             self.array_bytes,
@@ -92,12 +95,21 @@ impl std::fmt::Display for StepPlan {
                 bytes => format!(" (and {bytes} bytes of pinned host memory)"),
             }
         )?;
-        if self.arrays_held_by_the_step_alone > 0 {
-            writeln!(
+        match self.arrays_held_by_the_step_alone {
+            0 => {}
+            1 => writeln!(
                 f,
-                "{} of its arrays ({} bytes) are held by the step alone: you dropped them and every run still uses them; their memory comes back when the step is dropped",
-                self.arrays_held_by_the_step_alone, self.bytes_held_by_the_step_alone
-            )?;
+                "1 of its arrays ({} bytes) is held by the step alone: you dropped it and every run still uses it; its memory comes back when the step is dropped",
+                self.bytes_held_by_the_step_alone
+            )?,
+            n => writeln!(
+                f,
+                "{n} of its arrays ({} bytes) are held by the step alone: you dropped them and every run still uses them; their memory comes back when the step is dropped",
+                self.bytes_held_by_the_step_alone
+            )?,
+        }
+        if self.temporaries.is_empty() {
+            return Ok(());
         }
         writeln!(f, "{:>12} {:>12} {:>8}", "bytes", "offset", "steps")?;
         for t in &self.temporaries {
@@ -106,7 +118,7 @@ impl std::fmt::Display for StepPlan {
                 "{:>12} {:>12} {:>8}",
                 t.bytes,
                 t.offset,
-                format!("{}..={}", t.first_step, t.last_step)
+                format!("{} to {}", t.first_step, t.last_step)
             )?;
         }
         Ok(())

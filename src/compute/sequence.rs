@@ -394,8 +394,8 @@ impl Drop for Sequence {
                 ("Sequence", "submit()")
             };
             log::warn!(
-                "gpu-arena: a {kind} of {} steps was dropped without {end}; its work was discarded",
-                self.len()
+                "gpu-arena: a {kind} of {} was dropped without {end}; its work was discarded",
+                crate::count::count(self.len(), "step")
             );
         }
         self.finish(SubmissionId(0));

@@ -251,7 +251,10 @@ impl Context {
             .iter()
             .try_fold(0u64, |sum, a| sum.checked_add(a.size_in_bytes()))
             .ok_or_else(|| Error::HostAllocation {
-                purpose: format!("{operation} of {} arrays", arrays.len()),
+                purpose: format!(
+                    "{operation} of {}",
+                    crate::count::count(arrays.len(), "array")
+                ),
                 bytes: u64::MAX,
             })?;
         self.inner

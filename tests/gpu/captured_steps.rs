@@ -1230,6 +1230,18 @@ fn the_plan_names_arrays_the_user_dropped_that_the_step_still_holds() {
         !plan.to_string().contains("held by the step alone"),
         "{plan}"
     );
+    // Counts in words, and no table header over no temporaries.
+    let steps = match plan.steps {
+        1 => "1 step".to_string(),
+        n => format!("{n} steps"),
+    };
+    assert!(plan.temporaries.is_empty(), "{plan}");
+    assert!(
+        plan.to_string()
+            .starts_with(&format!("captured step: {steps}, 0 temporaries in")),
+        "{plan}"
+    );
+    assert!(!plan.to_string().contains("offset"), "{plan}");
     let in_use = ctx.memory_stats().bytes_in_use;
     drop(x);
     ctx.synchronize().unwrap();
@@ -1242,7 +1254,7 @@ fn the_plan_names_arrays_the_user_dropped_that_the_step_still_holds() {
     );
     assert!(
         plan.to_string()
-            .contains("1 of its arrays (256 bytes) are held by the step alone"),
+            .contains("1 of its arrays (256 bytes) is held by the step alone"),
         "{plan}"
     );
     assert_eq!(

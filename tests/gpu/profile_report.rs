@@ -158,6 +158,16 @@ fn the_report_is_well_formed_and_draws_one_rectangle_per_chunk() {
             "plan reason missing: {reason}"
         );
     }
+    // Counts in words: "1 free chunk.", "3 free chunks.".
+    let free = snapshot
+        .chunks()
+        .filter(|(_, c)| c.state == gpu_arena::arena::ChunkState::Free)
+        .count();
+    let free = match free {
+        1 => "1 free chunk.".to_string(),
+        n => format!("{n} free chunks."),
+    };
+    assert!(html.contains(&free), "{free}");
     // The plan's rows say what the memory plan's own Display forms say, not Rust's debug.
     let plan = ctx.memory_plan();
     let device_row = format!("({}, {})", plan.vendor, plan.device_kind.name());

@@ -24,6 +24,7 @@ pub use region_map::{MAP_WIDTH_PX, MIN_CHUNK_PX};
 
 use super::snapshot::{MemorySnapshot, SnapshotChunk, SnapshotRegion};
 use crate::arena::ChunkState;
+use crate::count::count;
 use crate::trace::timeline::MemoryTimeline;
 use crate::transfer::{DirectionStats, TransferStats};
 use colours::{LabelColours, FREE_FILL, PENDING_SWATCH, UNLABELLED_FILL};
@@ -321,12 +322,12 @@ fn pinned_host_section(page: &mut String, snapshot: &MemorySnapshot, colours: &L
         .count();
     let _ = write!(
         page,
-        r#"<section id="pinned-host"><h2>Pinned host memory</h2><p class="note">The pinned_host memory kind's own arena: {} in use in {} arrays (peak {}), {} held in {} regions of a {} limit, {} pending free.</p>"#,
+        r#"<section id="pinned-host"><h2>Pinned host memory</h2><p class="note">The pinned_host memory kind's own arena: {} in use in {} (peak {}), {} held in {} of a {} limit, {} pending free.</p>"#,
         Bytes(stats.bytes_in_use),
-        arrays,
+        count(arrays, "array"),
         Bytes(stats.peak_bytes_in_use),
         Bytes(stats.bytes_reserved),
-        host.regions.len(),
+        count(host.regions.len(), "region"),
         stats
             .bytes_limit
             .map_or("no".to_string(), |l| Bytes(l).to_string()),
@@ -353,8 +354,8 @@ fn curves_section(page: &mut String, snapshot: &MemorySnapshot, timeline: Option
         (Some(t), Some(chart)) => {
             let _ = write!(
                 page,
-                r#"<p class="note">{} events{}. Dotted lines: regions reserved or released.</p>"#,
-                t.events.len(),
+                r#"<p class="note">{}{}. Dotted lines: regions reserved or released.</p>"#,
+                count(t.events.len(), "event"),
                 if t.dropped > 0 {
                     format!(
                         "; the {} oldest were dropped (ring of {}), so the curves start later",
@@ -537,11 +538,11 @@ fn fragmentation(page: &mut String, snapshot: &MemorySnapshot) {
     let total_free = total(free.iter().copied());
     let _ = write!(
         page,
-        r#"<section id="fragmentation"><h2>Fragmentation</h2><p class="note">Fragmentation = 1 − largest free block / free bytes = 1 − {} / {} = <b>{:.3}</b>: 0 means all free memory is one block; near 1, it is scattered in pieces too small for large arrays. {} free chunks.</p><div class="two"><table><tr><th class="n">region</th><th class="n">size</th><th class="n">in use</th><th class="n">free</th><th class="n">largest free</th><th class="n">free chunks</th><th class="n">fragmentation</th></tr>"#,
+        r#"<section id="fragmentation"><h2>Fragmentation</h2><p class="note">Fragmentation = 1 − largest free block / free bytes = 1 − {} / {} = <b>{:.3}</b>: 0 means all free memory is one block; near 1, it is scattered in pieces too small for large arrays. {}.</p><div class="two"><table><tr><th class="n">region</th><th class="n">size</th><th class="n">in use</th><th class="n">free</th><th class="n">largest free</th><th class="n">free chunks</th><th class="n">fragmentation</th></tr>"#,
         Bytes(s.largest_free_block_bytes),
         Bytes(total_free),
         s.fragmentation,
-        free.len()
+        count(free.len(), "free chunk")
     );
     for region in &snapshot.regions {
         let region_free = region.bytes_free();

@@ -243,7 +243,8 @@ pub fn chunk_title(out: &mut String, region: &SnapshotRegion, chunk: &SnapshotCh
             if let Some(id) = chunk.allocation {
                 let _ = write!(out, " · allocation {}", id.0);
             }
-            let _ = write!(out, " · {} allocations old", chunk.age_allocs);
+            let age = crate::count::count(chunk.age_allocs, "allocation");
+            let _ = write!(out, " · {age} old");
             if let Some(age) = chunk.age_seconds {
                 let _ = write!(out, " ({age:.2} s)");
             }
