@@ -152,10 +152,11 @@ fn main() -> anyhow::Result<()> {
         let ratio = seconds / *first.get_or_insert(seconds);
         if flags.json {
             println!(
-                "{{\"bench\":\"capture_again\",\"ops\":{longest},\"capture\":{capture},\"seconds\":{seconds:.4},\"ratio_to_first\":{ratio:.3}}}"
+                "{{\"bench\":\"capture_again\",\"ops\":{longest},\"capture\":{capture},\"seconds\":{seconds},\"ratio_to_first\":{ratio:.3}}}"
             );
         } else {
-            println!("capture {capture} of {longest} ops on one context: {seconds:.3} s ({ratio:.2}x the first)");
+            let ms = seconds * 1e3;
+            println!("capture {capture} of {longest} ops on one context: {ms:.3} ms ({ratio:.2}x the first)");
         }
     }
     Ok(())

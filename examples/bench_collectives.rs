@@ -166,10 +166,16 @@ fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "all_reduce of f32 on {ranks} ranks ({}; zero-copy {}), median of {} runs",
+        "all_reduce of f32 on {ranks} rank{} ({}; {}), median of {} run{}",
+        if ranks == 1 { "" } else { "s" },
         ctx.adapter_info().name,
-        ctx.config().zero_copy,
-        args.iters
+        // Zero-copy where the arena is mapped (UMA with gpu-allocator; not wgpu's GL buffers).
+        match ctx.memory_plan() {
+            plan if plan.uma && plan.arena_host_visible && ctx.config().zero_copy => "zero-copy",
+            _ => "staging",
+        },
+        args.iters,
+        if args.iters == 1 { "" } else { "s" }
     );
     println!(
         "{:>10} {:>13} {:>11} {:>11} {:>11} {:>12}",
@@ -200,7 +206,7 @@ fn main() -> anyhow::Result<()> {
     if let [fused, separate, one, host] = &many[..] {
         let s = |row: &serde_json::Value, key: &str| row[key].as_f64().unwrap_or(f64::NAN);
         println!(
-            "all_reduce_many of {} f32 arrays ({} bytes in all): fused {:.3} ms, separate {:.3} ms, one array {:.3} ms, mpi_host_vec {:.3} ms; fused {:.1}x faster than separate calls, at {:.2}x one array's bandwidth, {:.2}x mpi_host_vec's",
+            "all_reduce_many of {} f32 arrays ({} bytes in all): fused {:.3} ms, separate {:.3} ms, one array {:.3} ms, mpi_host_vec {:.3} ms; fused at {:.1}x separate calls' speed, at {:.2}x one array's bandwidth, {:.2}x mpi_host_vec's",
             fused["arrays"].as_u64().unwrap_or(0),
             fused["bytes"].as_u64().unwrap_or(0),
             s(fused, "seconds") * 1e3,

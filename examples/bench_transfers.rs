@@ -183,7 +183,7 @@ fn main() -> anyhow::Result<()> {
     };
     if !args.json {
         println!(
-            "adapter: {} ({:?}); arena memory from {}",
+            "adapter: {} ({}); arena memory from {}",
             ctx.adapter_info().name,
             ctx.adapter_info().backend,
             if ctx.is_vulkan() {
@@ -504,19 +504,20 @@ fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "(figures from {} MiB and {} arrays of 4 KiB, median of {} runs)",
+        "(figures from {} MiB and {} arrays of 4 KiB, median of {} run{})",
         bytes >> 20,
         n,
-        args.iters
+        args.iters,
+        if args.iters == 1 { "" } else { "s" }
     );
     println!(
         "small_uploads: single device_puts then one wait {put_each_ratio:.2}x the batch's time (goal <= 1.5x)"
     );
     println!(
-        "large_readback: device_get_into a reused buffer {into_speedup:.2}x faster than device_get"
+        "large_readback: device_get_into a reused buffer at {into_speedup:.2}x device_get's speed"
     );
     println!(
-        "device_to_device ({} MiB): gpu-arena {d2d_speedup:.2}x faster than via_host_vec",
+        "device_to_device ({} MiB): gpu-arena at {d2d_speedup:.2}x via_host_vec's speed",
         d2d_bytes >> 20
     );
     println!(

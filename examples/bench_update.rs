@@ -391,7 +391,7 @@ fn main() -> Result<()> {
     let info = ctx.adapter_info();
     let disk = match &stats.disk_cache_file {
         Some(file) => format!(
-            "{} ({} bytes loaded: {:?})",
+            "{} ({} bytes loaded: {})",
             file.display(),
             stats.disk_cache_loaded_bytes,
             stats.disk_cache_load
@@ -407,17 +407,17 @@ fn main() -> Result<()> {
                     "gbps": MIB as f64 / seconds / 1e9, "update_bytes": MIB,
                     "compile_seconds": stats.compile_time.as_secs_f64(),
                     "disk_cache_loaded_bytes": stats.disk_cache_loaded_bytes,
-                    "disk_cache_load": format!("{:?}", stats.disk_cache_load),
+                    "disk_cache_load": stats.disk_cache_load.name(),
                     "adapter": info.name,
                 })
             );
         }
     } else {
         println!(
-            "{} ({:?}, {:?}), operand {size_mib} MiB, {} timed calls per line (median){}",
+            "{} ({}, {}), operand {size_mib} MiB, {} timed calls per line (median){}",
             info.name,
             info.backend,
-            info.device_type,
+            ctx.memory_plan().device_kind.name(),
             options.iters,
             if options.device_kernels {
                 ", WGSL kernels forced"

@@ -544,9 +544,11 @@ fn main() -> anyhow::Result<()> {
         }
     } else {
         println!(
-            "decode on {} ({path}): {layers} layers x {} positions x {dim}, {steps} steps, {ops} ops per step",
+            "decode on {} ({path}): {layers} layer{} x {} positions x {dim}, {steps} step{}, {ops} ops per step",
             ctx.adapter_info().name,
-            shape.max_seq
+            if layers == 1 { "" } else { "s" },
+            shape.max_seq,
+            if steps == 1 { "" } else { "s" }
         );
         println!("  end to end (the read included); issue cost in brackets; per step:");
         for (name, m) in [

@@ -126,10 +126,11 @@ fn main() -> anyhow::Result<()> {
     let x_shards = shard(&contexts, &x, &[rows, cols])?;
     // The weights go to the first device and from there to the others, device to device.
     let w_first = contexts[0].device_put(&w, &[cols])?;
-    let weights: Vec<DeviceArray<f32>> = contexts
+    let mut weights: Vec<DeviceArray<f32>> = contexts[1..]
         .iter()
         .map(|ctx| w_first.copy_to(ctx))
         .collect::<Result<_, _>>()?;
+    weights.insert(0, w_first);
     let mut outputs = Vec::with_capacity(contexts.len());
     for ((ctx, x_shard), w) in contexts.iter().zip(&x_shards).zip(&weights) {
         let kernel = ctx.kernel(MATVEC_RELU, "main")?; // compiled once per context
@@ -157,22 +158,25 @@ fn main() -> anyhow::Result<()> {
         })
         .count();
     println!(
-        "data-parallel step: {rows} x {cols} over {} contexts in {:.2} ms (shard, copy weights, \
+        "data-parallel step: {rows} x {cols} over {} context{} in {:.2} ms (shard, copy weights, \
          kernels, gather), {wrong} wrong",
         contexts.len(),
+        if contexts.len() == 1 { "" } else { "s" },
         took.as_secs_f64() * 1e3
     );
     anyhow::ensure!(wrong == 0, "{wrong} rows differ from the CPU");
+    let mib = |bytes: u64| format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64);
     for ctx in &contexts {
         let stats = ctx.memory_stats();
         let moved = ctx.transfer_stats();
         println!(
-            "  {ctx:?}: {} arrays, {} bytes in use (peak {}), {} reserved; device-to-device {} \
+            "  {ctx:?}: {} allocation{} made, {} in use (peak {}), {} reserved; device-to-device {} \
              transfer{}, {} bytes",
             stats.num_allocs,
-            stats.bytes_in_use,
-            stats.peak_bytes_in_use,
-            stats.bytes_reserved,
+            if stats.num_allocs == 1 { "" } else { "s" },
+            mib(stats.bytes_in_use),
+            mib(stats.peak_bytes_in_use),
+            mib(stats.bytes_reserved),
             moved.device_to_device.explicit.count,
             if moved.device_to_device.explicit.count == 1 {
                 ""
@@ -182,7 +186,7 @@ fn main() -> anyhow::Result<()> {
             moved.device_to_device.explicit.bytes
         );
     }
-    drop((x_shards, weights, outputs, w_first));
+    drop((x_shards, weights, outputs));
 
     // ---- device-to-device bandwidth ----------------------------------------------------------
     if args.contexts >= 2 && args.mib > 0 {

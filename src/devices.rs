@@ -23,7 +23,7 @@ use crate::memplan::{plan_memory, DeviceDescription, MemPlanError, MemoryPlan, V
 /// ```no_run
 /// let config = gpu_arena::ArenaConfig::from_env()?;
 /// for device in gpu_arena::devices(&config)? {
-///     println!("{device}"); // 0: llvmpipe (...) (Mesa, Vulkan, Cpu); arena ... [default]
+///     println!("{device}"); // 0: llvmpipe (...) (Mesa, vulkan, cpu); arena ... [default]
 /// }
 /// # Ok::<(), gpu_arena::Error>(())
 /// ```
@@ -93,16 +93,18 @@ impl DeviceInfo {
 }
 
 impl std::fmt::Display for DeviceInfo {
-    /// One line: index, name, vendor, backend, type and the memory plan in short.
+    /// One line: index, name, vendor, backend and kind by their names in the memory table's
+    /// schema (`vulkan`, `gl`; `discrete`, `integrated`, `cpu`, ...) and the memory plan in
+    /// short.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}: {} ({}, {:?}, {:?}); ",
+            "{}: {} ({}, {}, {}); ",
             self.index,
             self.info.name,
             self.vendor(),
             self.info.backend,
-            self.info.device_type
+            self.description.device_kind.name()
         )?;
         match &self.plan {
             Ok(plan) => write!(

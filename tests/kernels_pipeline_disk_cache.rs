@@ -265,7 +265,7 @@ fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
         return;
     };
     // A file for another device under this device's name, intact otherwise (its checksum
-    // matches): wgpu refuses it with a validation error even with `fallback`.
+    // matches): wgpu refuses it with a validation error.
     let mut foreign = driver_data(&bytes).to_vec();
     for byte in &mut foreign[WGPU_ADAPTER_KEY] {
         *byte ^= 0xff;
@@ -279,6 +279,24 @@ fn a_valid_header_with_a_wrong_adapter_key_is_discarded_and_rewritten() {
     }
     std::fs::write(&file, damaged).unwrap();
     the_next_contexts_discard_then_use_the_file(&file, "checksum");
+}
+
+#[gpu_test(needs = Vulkan)]
+fn a_sealed_file_whose_wgpu_header_is_not_wgpus_is_discarded_not_used() {
+    let _dir = CacheDir::new("forged-header");
+    let Some((file, bytes)) = a_valid_cache_file() else {
+        return;
+    };
+    // Trailers that check out around data whose wgpu header is broken (its magic, cut short,
+    // missing, random): wgpu cannot use them, so nothing seeded the cache.
+    let mut magic_broken = driver_data(&bytes).to_vec();
+    magic_broken[0] ^= 0xff;
+    let header_cut = driver_data(&bytes)[..WGPU_HEADER_BYTES / 2].to_vec();
+    let random = harness::Rng(5).bytes(4096);
+    for data in [magic_broken, header_cut, vec![b'x'], random] {
+        std::fs::write(&file, sealed(&data)).unwrap();
+        the_next_contexts_discard_then_use_the_file(&file, "wgpu refused it");
+    }
 }
 
 #[gpu_test(needs = Vulkan)]

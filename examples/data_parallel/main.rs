@@ -18,7 +18,8 @@
 //! It fails unless, after every step, every rank's parameters are bitwise identical (a hash of
 //! their bytes, all-gathered), and the loss curve (the shards' losses averaged) matches a
 //! single-process run on the whole minibatches within 1e-5 relative. Every rank prints its
-//! `memory_stats`; rank 0 prints the median step times of both ways and the share of the
+//! `memory_stats` in short (to standard error under `--json`, whose standard output is the
+//! JSON row alone); rank 0 prints the median step times of both ways and the share of the
 //! overlapped step that the overlap did not hide (its time beyond the compute).
 
 #[path = "../train/data.rs"]
@@ -242,7 +243,21 @@ fn train<C: Communicator>(
     // The loss of a whole minibatch is the mean of its equal shards' losses.
     let losses = group.all_reduce_mean(losses)?;
     let curve = ctx.device_get(&losses)?;
-    println!("rank {rank}: memory_stats {:?}", ctx.memory_stats());
+    let stats = ctx.memory_stats();
+    let mib = |bytes: u64| format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64);
+    let line = format!(
+        "rank {rank}: {} in use (peak {}), {} reserved, {} allocation{} made",
+        mib(stats.bytes_in_use),
+        mib(stats.peak_bytes_in_use),
+        mib(stats.bytes_reserved),
+        stats.num_allocs,
+        if stats.num_allocs == 1 { "" } else { "s" }
+    );
+    // Standard output holds only the JSON row under --json.
+    match options.json {
+        true => eprintln!("{line}"),
+        false => println!("{line}"),
+    }
     let (overlapped, compute, communication) = (
         median(&mut overlapped),
         median(&mut compute),

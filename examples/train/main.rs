@@ -47,20 +47,21 @@ use mlp::{CapturedTraining, Mlp, MlpKernels, MlpShape};
 use serde_json::json;
 
 const USAGE: &str = "\
-usage: train [--large] [--steps N] [--json]
+usage: train [--large] [--steps N] [--json] [--budget-kib N]
 
 Trains an MLP (16 linear layers of 64 ReLU units, batch 32) on a synthetic regression with SGD
 under each checkpointing policy (save all, every 3rd, sqrt, a budget), every step run through
 gpu-arena's Schedule::run with WGSL kernels, and checks that each step's peak is the plan's,
 that the gradients are bit-identical across policies and that the loss falls.
 
-  --large      a real GPU's sizes: 16 layers of 1024 units, batch 512
-  --steps N    SGD steps per policy (default 200; 300 with --large)
-  --json       one JSON row per policy instead of the table
+  --large         a real GPU's sizes: 16 layers of 1024 units, batch 512
+  --steps N       SGD steps per policy (default 200; 300 with --large; with too few the loss
+                  does not fall under half and the run fails)
+  --json          one JSON row per policy instead of the table
   --budget-kib N  also train under the plan predicted fastest for a device budget of N KiB
-               for the activations and gradients (keep, recompute or offload per activation,
-               from the step costs measured on the first policies)
-  -h, --help   this text";
+                  for the activations and gradients (keep, recompute or offload per
+                  activation, from the step costs measured on the first policies)
+  -h, --help      this text";
 
 /// What the command line asked for.
 #[derive(Debug, Default, PartialEq)]

@@ -299,7 +299,8 @@ impl MappedRange {
 }
 
 /// Runs `copy(at, bytes)` over `[0, len)`: in one call for small copies, or in equal pieces
-/// on [`copy_threads`] threads.
+/// on [`copy_threads`] threads. A piece whose thread cannot start (the process is at its
+/// thread limit) is copied on the calling thread.
 fn split_copy(len: usize, copy: impl Fn(usize, usize) + Sync) {
     let threads = copy_threads(len);
     if threads <= 1 {
@@ -310,7 +311,13 @@ fn split_copy(len: usize, copy: impl Fn(usize, usize) + Sync) {
     let copy = &copy;
     std::thread::scope(|scope| {
         for at in (0..len).step_by(part) {
-            scope.spawn(move || copy(at, part.min(len - at)));
+            let piece = move || copy(at, part.min(len - at));
+            if std::thread::Builder::new()
+                .spawn_scoped(scope, piece)
+                .is_err()
+            {
+                piece();
+            }
         }
     });
 }

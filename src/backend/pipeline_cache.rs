@@ -17,14 +17,15 @@ pub(crate) fn create_pipeline_cache(
     // that only the user may write; never taken from the environment of a setuid process).
     // The checksum rules out damage, the ownership forgery, so the driver data behind wgpu's
     // header is what a driver wrote. wgpu checks its header (magic, ABI, backend, adapter,
-    // driver version, size): an outdated or truncated one gives an empty cache (`fallback`),
-    // one for another device a validation error, which the caller captures in an error scope
-    // before anything uses the cache. The driver checks its own header as Vulkan requires.
+    // driver version, size) and, without `fallback`, refuses any it cannot use (outdated,
+    // truncated, damaged, for another device) with a validation error, which the caller
+    // captures in an error scope before anything uses the cache, and reports as the file's
+    // data discarded rather than used. The driver checks its own header as Vulkan requires.
     unsafe {
         device.create_pipeline_cache(&wgpu::PipelineCacheDescriptor {
             label: Some(label),
             data,
-            fallback: true,
+            fallback: false,
         })
     }
 }

@@ -37,93 +37,105 @@ impl ArenaConfig {
         let lookup = |name: &str| lookup(name).map(Into::into);
         let env = EnvReader { lookup: &lookup };
         let mut config = Self::default();
-        if let Some((var, value)) =
-            env.first(&["GPU_ARENA_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"])?
-        {
-            config.preallocate = parse_bool(&var, &value)?;
+        if let Some(preallocate) = env.read(
+            &["GPU_ARENA_PREALLOCATE", "XLA_PYTHON_CLIENT_PREALLOCATE"],
+            parse_bool,
+        )? {
+            config.preallocate = preallocate;
         }
         // JAX's two spellings agree when they name the same fraction (`0.5` and `5e-1`).
-        let same_fraction = |a: &str, b: &str| {
-            a.trim() == b.trim()
-                || matches!((MemFraction::parse(a), MemFraction::parse(b)), (Ok(x), Ok(y)) if x == y)
-        };
-        if let Some((var, value)) = env.first_of(
-            &[
-                "GPU_ARENA_MEM_FRACTION",
-                "XLA_CLIENT_MEM_FRACTION",
-                "XLA_PYTHON_CLIENT_MEM_FRACTION",
-            ],
-            same_fraction,
+        let fraction_names = [
+            "GPU_ARENA_MEM_FRACTION",
+            "XLA_CLIENT_MEM_FRACTION",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        ];
+        if let Some(mem_fraction) = env.read(&fraction_names, parse_mem_fraction)? {
+            config.mem_fraction = mem_fraction;
+        }
+        if let Some(allocator) = env.read(
+            &["GPU_ARENA_ALLOCATOR", "XLA_PYTHON_CLIENT_ALLOCATOR"],
+            parse_allocator,
         )? {
-            config.mem_fraction = parse_mem_fraction(&var, &value)?;
+            config.allocator = allocator;
         }
-        if let Some((var, value)) =
-            env.first(&["GPU_ARENA_ALLOCATOR", "XLA_PYTHON_CLIENT_ALLOCATOR"])?
+        if let Some(max_region_bytes) = env.read(&[MAX_REGION.variable], |var, value| {
+            parse_mib(&MAX_REGION, var, value)
+        })? {
+            config.max_region_bytes = Some(max_region_bytes);
+        }
+        if let Some(adapter) = env.read(&["GPU_ARENA_ADAPTER"], parse_adapter)? {
+            config.adapter = Some(adapter);
+        }
+        if let Some(backend) = env.read(&["GPU_ARENA_BACKEND"], parse_backend)? {
+            config.backend = backend;
+        }
+        if let Some(zero_copy) = env.read(&["GPU_ARENA_ZERO_COPY"], parse_bool)? {
+            config.zero_copy = zero_copy;
+        }
+        if let Some(bar_writes) = env.read(&["GPU_ARENA_BAR_WRITES"], parse_bar_writes)? {
+            config.bar_writes = bar_writes;
+        }
+        if let Some(force_non_coherent) = env.read(&["GPU_ARENA_FORCE_NONCOHERENT"], parse_bool)? {
+            config.force_non_coherent = force_non_coherent;
+        }
+        if let Some(force_device_kernels) =
+            env.read(&["GPU_ARENA_FORCE_DEVICE_KERNELS"], parse_bool)?
         {
-            config.allocator = parse_allocator(&var, &value)?;
+            config.force_device_kernels = force_device_kernels;
         }
-        if let Some((var, value)) = env.first(&[MAX_REGION.variable])? {
-            config.max_region_bytes = Some(parse_mib(&MAX_REGION, &var, &value)?);
+        if let Some(force_pass_per_timed_dispatch) =
+            env.read(&["GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH"], parse_bool)?
+        {
+            config.force_pass_per_timed_dispatch = force_pass_per_timed_dispatch;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_ADAPTER"])? {
-            config.adapter = Some(parse_adapter(&var, &value)?);
+        if let Some(strict_starts) = env.read(&["GPU_ARENA_STRICT_STARTS"], parse_bool)? {
+            config.strict_starts = strict_starts;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_BACKEND"])? {
-            config.backend = parse_backend(&var, &value)?;
+        if let Some(kernel_tuning) = env.read(&["GPU_ARENA_KERNEL_TUNING"], parse_kernel_tuning)? {
+            config.kernel_tuning = kernel_tuning;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_ZERO_COPY"])? {
-            config.zero_copy = parse_bool(&var, &value)?;
+        if let Some(max_binding_bytes) = env
+            .read(&["GPU_ARENA_MAX_BINDING_BYTES"], |var, value| {
+                parse_count(var, value, MIN_KERNEL_BINDING_BYTES, binding_bytes_expected)
+            })?
+        {
+            config.max_binding_bytes = Some(max_binding_bytes);
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_BAR_WRITES"])? {
-            config.bar_writes = parse_bar_writes(&var, &value)?;
+        if let Some(max_workgroups_per_dimension) = env.read(
+            &["GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION"],
+            parse_workgroups,
+        )? {
+            config.max_workgroups_per_dimension = Some(max_workgroups_per_dimension);
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_NONCOHERENT"])? {
-            config.force_non_coherent = parse_bool(&var, &value)?;
+        if let Some(staging_bytes) = env.read(&[STAGING.variable], |var, value| {
+            parse_mib(&STAGING, var, value)
+        })? {
+            config.staging_bytes = staging_bytes;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_DEVICE_KERNELS"])? {
-            config.force_device_kernels = parse_bool(&var, &value)?;
+        if let Some(pinned_host_bytes) = env.read(&[PINNED_HOST.variable], |var, value| {
+            parse_mib(&PINNED_HOST, var, value)
+        })? {
+            config.pinned_host_bytes = Some(pinned_host_bytes);
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_FORCE_PASS_PER_TIMED_DISPATCH"])? {
-            config.force_pass_per_timed_dispatch = parse_bool(&var, &value)?;
+        if let Some(validation) = env.read(&["GPU_ARENA_VALIDATION"], parse_bool)? {
+            config.validation = validation;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_STRICT_STARTS"])? {
-            config.strict_starts = parse_bool(&var, &value)?;
-        }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_KERNEL_TUNING"])? {
-            config.kernel_tuning = parse_kernel_tuning(&var, &value)?;
-        }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_BINDING_BYTES"])? {
-            config.max_binding_bytes = Some(parse_count(
-                &var,
-                &value,
-                MIN_KERNEL_BINDING_BYTES,
-                binding_bytes_expected,
-            )?);
-        }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_MAX_WORKGROUPS_PER_DIMENSION"])? {
-            config.max_workgroups_per_dimension = Some(parse_workgroups(&var, &value)?);
-        }
-        if let Some((var, value)) = env.first(&[STAGING.variable])? {
-            config.staging_bytes = parse_mib(&STAGING, &var, &value)?;
-        }
-        if let Some((var, value)) = env.first(&[PINNED_HOST.variable])? {
-            config.pinned_host_bytes = Some(parse_mib(&PINNED_HOST, &var, &value)?);
-        }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_VALIDATION"])? {
-            config.validation = parse_bool(&var, &value)?;
-        }
-        if let Some((var, value)) = env.first(&[FALLBACK_MEMORY.variable])? {
-            config.fallback_device_memory_bytes = parse_mib(&FALLBACK_MEMORY, &var, &value)?;
+        if let Some(fallback_device_memory_bytes) = env
+            .read(&[FALLBACK_MEMORY.variable], |var, value| {
+                parse_mib(&FALLBACK_MEMORY, var, value)
+            })?
+        {
+            config.fallback_device_memory_bytes = fallback_device_memory_bytes;
         }
         config.transfer_guard = TransferGuardLevels::read(&env)?;
-        if let Some((var, value)) = env.first(&["GPU_ARENA_TIMELINE"])? {
-            config.timeline_capacity = parse_timeline(&var, &value)?;
+        if let Some(timeline_capacity) = env.read(&["GPU_ARENA_TIMELINE"], parse_timeline)? {
+            config.timeline_capacity = timeline_capacity;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_KERNEL_TIMES"])? {
-            config.kernel_times = parse_bool(&var, &value)?;
+        if let Some(kernel_times) = env.read(&["GPU_ARENA_KERNEL_TIMES"], parse_bool)? {
+            config.kernel_times = kernel_times;
         }
-        if let Some((var, value)) = env.first(&["GPU_ARENA_DUMP_ON_OOM"])? {
-            config.dump_on_oom = Some(parse_dump_directory(&var, &value)?);
+        if let Some(dump_on_oom) = env.read(&["GPU_ARENA_DUMP_ON_OOM"], parse_dump_directory)? {
+            config.dump_on_oom = Some(dump_on_oom);
         }
         // Two variables that contradict each other are named by the variable.
         if config.bar_writes == BarWrites::On && !config.zero_copy {
@@ -158,18 +170,11 @@ impl TransferGuardLevels {
     }
 
     fn read(env: &EnvReader<'_>) -> Result<Self> {
-        let level = |names: [&str; 2]| -> Result<Option<TransferGuardLevel>> {
-            let Some((variable, value)) = env.first(&names)? else {
-                return Ok(None);
-            };
-            match TransferGuardLevel::parse(&value) {
-                Some(level) => Ok(Some(level)),
-                None => Err(Error::Config {
-                    variable,
-                    value,
-                    expected: TransferGuardLevel::SPELLINGS.into(),
-                }),
-            }
+        let level = |names: [&str; 2]| {
+            env.read(&names, |var, value| {
+                TransferGuardLevel::parse(value)
+                    .ok_or_else(|| refuse(var, value, TransferGuardLevel::SPELLINGS))
+            })
         };
         let base = level(["GPU_ARENA_TRANSFER_GUARD", "JAX_TRANSFER_GUARD"])?.unwrap_or_default();
         let mut levels = Self::all(base);
@@ -208,50 +213,49 @@ impl EnvReader<'_> {
         }
     }
 
-    /// [`EnvReader::first_of`] where aliases agree when their text does (blanks around it
-    /// aside).
-    fn first(&self, names: &[&str]) -> Result<Option<(String, String)>> {
-        self.first_of(names, |a, b| a.trim() == b.trim())
-    }
-
-    /// The first name in `names` that is set (ours win); aliases after the first name must agree
-    /// with each other (`agree`) when ours is unset. Every name that is set must be UTF-8, even
-    /// one that another overrides, and one that another overrides must not be blank (the one
-    /// read is checked by its parser): a leftover `XLA_...=` is refused as it would be alone.
-    fn first_of(
+    /// The first of `names` that is set, parsed by `parse(variable, value)`. Ours (the first
+    /// name) wins; where it is unset, the aliases that are set must agree before any is read
+    /// (as JAX refuses two spellings set together), by their text or by the value each
+    /// parses to. Every name that is set must be UTF-8 and not blank, even one that another
+    /// overrides: a leftover `XLA_...=` is refused as it would be alone.
+    fn read<T: PartialEq>(
         &self,
         names: &[&str],
-        agree: impl Fn(&str, &str) -> bool,
-    ) -> Result<Option<(String, String)>> {
-        let mut values = Vec::with_capacity(names.len());
+        parse: impl Fn(&str, &str) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let mut set = Vec::with_capacity(names.len());
         for &name in names {
-            values.push((name, self.get(name)?));
+            if let Some(value) = self.get(name)? {
+                set.push((name, value));
+            }
         }
-        let set = || values.iter().filter(|(_, value)| value.is_some());
-        if let Some((blank, Some(value))) = set()
-            .skip(1)
-            .find(|(_, value)| value.as_deref().is_some_and(|v| v.trim().is_empty()))
-        {
-            return Err(Error::Config {
-                variable: (*blank).into(),
-                value: value.clone(),
-                expected: format!(
-                    "a value, or the variable unset (a blank value is not read as unset, even \
-                     where {} overrides it)",
-                    set().next().map_or("another variable", |(name, _)| *name)
-                ),
-            });
+        if let Some(at) = set.iter().position(|(_, value)| value.trim().is_empty()) {
+            let (blank, value) = &set[at];
+            let accepts = match parse(blank, value) {
+                Err(Error::Config { expected, .. }) => expected,
+                _ => "a value".to_string(),
+            };
+            let remedy = match at {
+                0 => ": unset the variable instead".to_string(),
+                _ => format!(", even where {} is set", set[0].0),
+            };
+            return Err(refuse(
+                blank,
+                value,
+                format!("{accepts}; a blank value is not read as unset{remedy}"),
+            ));
         }
-        let mut values = values
-            .into_iter()
-            .filter_map(|(name, value)| Some((name, value?)));
-        let Some((first, first_value)) = values.next() else {
+        let Some(((first, first_value), aliases)) = set.split_first() else {
             return Ok(None);
         };
-        let ours_is_set = names.first() == Some(&first);
-        if !ours_is_set {
-            for (alias, value) in values {
-                if !agree(&value, &first_value) {
+        if *first != names[0] {
+            for (alias, value) in aliases {
+                let agree = value.trim() == first_value.trim()
+                    || matches!(
+                        (parse(first, first_value), parse(alias, value)),
+                        (Ok(a), Ok(b)) if a == b
+                    );
+                if !agree {
                     return Err(Error::ConflictingEnv {
                         first: format!("{first}={first_value}"),
                         second: format!("{alias}={value}"),
@@ -259,7 +263,7 @@ impl EnvReader<'_> {
                 }
             }
         }
-        Ok(Some((first.to_string(), first_value)))
+        parse(first, first_value).map(Some)
     }
 }
 
@@ -283,6 +287,9 @@ fn parse_bool(var: &str, value: &str) -> Result<bool> {
 
 /// A fraction of device memory in XLA's grammar (see [`MemFraction::parse`]).
 fn parse_mem_fraction(var: &str, value: &str) -> Result<MemFraction> {
+    if value.trim().is_empty() {
+        return Err(refuse(var, value, super::mem_fraction::FRACTION_GRAMMAR));
+    }
     MemFraction::parse(value).map_err(|why| {
         refuse(
             var,
@@ -355,11 +362,7 @@ fn parse_workgroups(var: &str, value: &str) -> Result<u32> {
 /// A directory path, trimmed; a blank one is refused (unset the variable for no dump).
 fn parse_dump_directory(var: &str, value: &str) -> Result<PathBuf> {
     if value.trim().is_empty() {
-        return Err(refuse(
-            var,
-            value,
-            "a directory path (unset the variable for no dump)",
-        ));
+        return Err(refuse(var, value, "a directory path (no dump when unset)"));
     }
     Ok(value.trim().into())
 }
@@ -822,6 +825,29 @@ mod tests {
                 assert!(expected.contains(ours), "{expected}");
             }
         }
+    }
+
+    #[test]
+    fn a_blank_alias_is_refused_as_blank_not_as_a_disagreement() {
+        let (first, second) = ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION");
+        // Either alias blank: refused naming it, with the grammar and the remedy that works.
+        for blank in ["", "  "] {
+            let expected = refused_naming(&[(first, blank), (second, "0.5")], first, blank);
+            assert!(
+                expected.starts_with(super::super::mem_fraction::FRACTION_GRAMMAR)
+                    && expected.ends_with(
+                        "a blank value is not read as unset: unset the variable instead"
+                    ),
+                "{expected}"
+            );
+            let expected = refused_naming(&[(first, "0.5"), (second, blank)], second, blank);
+            assert!(
+                expected.ends_with(&format!("even where {first} is set")),
+                "{expected}"
+            );
+        }
+        let unset = config_from(&[(second, "0.5")]).unwrap();
+        assert_eq!(unset.mem_fraction, MemFraction::fixed(0.5));
     }
 
     #[test]

@@ -50,16 +50,17 @@ pub enum DiskCacheLoad {
     Off,
     /// There was no file yet: the cache started empty and the first compilation writes one.
     NoFile,
-    /// The file's data seeded the driver cache. (wgpu and the driver may still skip data that
-    /// an older driver wrote; that costs one compilation per kernel, nothing else.)
+    /// The file's data seeded the driver cache: wgpu accepted its header. (The driver may
+    /// still skip data that an older driver wrote; that costs one compilation per kernel,
+    /// nothing else.)
     Used,
     /// The file could not be used: the cache started empty, a warning was logged, and the
     /// next compilation overwrites the file where it can be written.
     Discarded {
         /// Why, in words: empty, too short or without this crate's trailer, a checksum that does
         /// not match, a symbolic link (never followed), not a regular file, another user's or
-        /// writable by others, unreadable, or wgpu's own reason (data written for another
-        /// device).
+        /// writable by others, unreadable, or wgpu's own reason (a header that is damaged,
+        /// truncated, outdated or written for another device).
         reason: String,
     },
     /// `GPU_ARENA_CACHE_DIR` names a directory the crate does not use: it belongs to another
@@ -70,4 +71,31 @@ pub enum DiskCacheLoad {
         /// Why, in words that say what to change.
         reason: String,
     },
+}
+
+impl DiskCacheLoad {
+    /// The case in a word: `off`, `no file`, `used`, `discarded`, `directory refused`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            DiskCacheLoad::Off => "off",
+            DiskCacheLoad::NoFile => "no file",
+            DiskCacheLoad::Used => "used",
+            DiskCacheLoad::Discarded { .. } => "discarded",
+            DiskCacheLoad::DirectoryRefused { .. } => "directory refused",
+        }
+    }
+}
+
+impl std::fmt::Display for DiskCacheLoad {
+    /// [`DiskCacheLoad::name`], then the reason where there is one (`discarded: a checksum
+    /// that does not match`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())?;
+        match self {
+            DiskCacheLoad::Discarded { reason } | DiskCacheLoad::DirectoryRefused { reason } => {
+                write!(f, ": {reason}")
+            }
+            _ => Ok(()),
+        }
+    }
 }

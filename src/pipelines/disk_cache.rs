@@ -160,8 +160,8 @@ impl DiskCache {
         let cache =
             crate::backend::create_pipeline_cache(device, CACHE_LABEL, Some(data.driver_data()));
         if let Some(error) = scopes.pop_error() {
-            // wgpu refuses some headers even with `fallback` (data for another device): the
-            // handle it gave back is invalid and would fail every pipeline compiled with it.
+            // wgpu refused its header (outdated, damaged, for another device): the handle it
+            // gave back is invalid and would fail every pipeline compiled with it.
             drop(cache);
             return discard(device, &file, describe(&error), stats);
         }

@@ -305,9 +305,18 @@ impl MemorySnapshot {
     /// Reads a snapshot written by [`MemorySnapshot::to_json`].
     ///
     /// # Errors
-    /// serde_json's error when the text is not such a snapshot.
+    /// serde_json's error when the text is not such a snapshot, or is one of another layout
+    /// (its `format` is not [`SNAPSHOT_FORMAT`]; the message names both).
     pub fn from_json(text: &str) -> serde_json::Result<MemorySnapshot> {
-        serde_json::from_str(text)
+        let snapshot: MemorySnapshot = serde_json::from_str(text)?;
+        if snapshot.format != SNAPSHOT_FORMAT {
+            return Err(serde::de::Error::custom(format!(
+                "the snapshot's format is {:?}, not {SNAPSHOT_FORMAT:?}: written by another \
+                 version of gpu-arena, whose layout this one does not read",
+                snapshot.format
+            )));
+        }
+        Ok(snapshot)
     }
 }
 

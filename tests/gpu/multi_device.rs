@@ -68,7 +68,13 @@ fn devices_lists_the_adapters_in_selection_order_with_the_default_marked() {
             line.starts_with(&format!("{i}: {}", device.name())),
             "{line}"
         );
-        assert!(line.contains(&format!("{:?}", device.backend())), "{line}");
+        // Backend and kind in words, as the memory table's schema writes them.
+        let kind = device.device_description().device_kind.name();
+        assert!(
+            line.contains(&format!(", {}, {kind}); ", device.backend())),
+            "{line}"
+        );
+        assert!(!line.contains("Cpu") && !line.contains("Vulkan"), "{line}");
         assert!(line.contains("MiB reservable"), "{line}");
     }
     assert!(list[0].to_string().ends_with("[default]"));

@@ -154,6 +154,16 @@ fn the_snapshot_survives_a_json_round_trip() {
         1
     );
     assert!(value["regions"][0]["chunks"][0]["state"].is_string());
+    // A snapshot of another layout version is refused, naming both formats.
+    let mut other = value.clone();
+    other["format"] = "gpu-arena-memory-snapshot/999".into();
+    let error = MemorySnapshot::from_json(&other.to_string()).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("\"gpu-arena-memory-snapshot/999\"")
+            && message.contains(&format!("{SNAPSHOT_FORMAT:?}")),
+        "{message}"
+    );
 }
 
 #[gpu_test]
