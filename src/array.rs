@@ -540,6 +540,17 @@ impl Context {
         shape: &[usize],
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
+        self.alloc_as_at(kind, shape, operation, std::panic::Location::caller())
+    }
+
+    /// [`Context::alloc_as`] for the user's call at `site`.
+    pub(crate) fn alloc_as_at<T: bytemuck::Pod>(
+        &self,
+        kind: MemoryKind,
+        shape: &[usize],
+        operation: &'static str,
+        site: &'static std::panic::Location<'static>,
+    ) -> Result<DeviceArray<T>> {
         // A lost device refuses before anything else is looked at, as `device_put` does.
         self.inner.check_device(operation)?;
         let elements = check_shape(shape, None, std::mem::size_of::<T>(), operation)?;
@@ -549,7 +560,6 @@ impl Context {
                 operation,
                 reason: format!("shape {shape:?} is too large to address"),
             })?;
-        let site = std::panic::Location::caller();
         self.alloc_bytes(kind, shape, bytes, None, operation, site)
     }
 

@@ -240,8 +240,10 @@ fn select_adapter(config: &ArenaConfig, adapters: &[wgpu::Adapter]) -> Result<us
             .map(|(i, a)| {
                 let info = a.get_info();
                 format!(
-                    "{i}: {} ({:?}, {:?})",
-                    info.name, info.backend, info.device_type
+                    "{i}: {} ({}, {})",
+                    info.name,
+                    info.backend,
+                    backend::device_kind(info.device_type).name()
                 )
             })
             .collect::<Vec<_>>()

@@ -16,6 +16,9 @@ use crate::recorder::{overtakes_text, record_in_text, recorded_text};
 pub use crate::recorder::{Access, ArrayDescription, Recorder, RecorderKind};
 use crate::remat::RematError;
 
+/// [`Error::ForeignArray`]'s `operation` when the kernel launched is another context's.
+pub(crate) const FOREIGN_KERNEL: &str = "launch (the kernel)";
+
 /// Everything that can go wrong in gpu-arena. The library never panics on user input: bad
 /// shapes, out-of-memory, guard violations and missing adapters all arrive here.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +33,7 @@ pub enum Error {
         hint: String,
     },
     /// `GPU_ARENA_ADAPTER` (or the config) named an adapter that does not exist.
-    #[error("no adapter matches {selector}; available adapters: {available}. Set GPU_ARENA_ADAPTER to an index or a part of one of these names")]
+    #[error("no adapter matches {selector}; available adapters: {available}. Set GPU_ARENA_ADAPTER (or ArenaConfig::adapter) to an index or a part of one of these names")]
     AdapterNotFound {
         /// What was asked for.
         selector: String,
@@ -303,9 +306,10 @@ pub enum Error {
         bytes: u64,
     },
     /// Arrays (or a kernel) from two different contexts were mixed in one operation.
-    #[error("{operation} got an array of {array_device}, but runs on {context_device}; arrays and kernels can only be used with the context that made them (move data between devices with an explicit transfer)")]
+    #[error("{operation} got {} of {array_device}, but runs on {context_device}; arrays and kernels can only be used with the context that made them (move data between devices with an explicit transfer)", if *.operation == FOREIGN_KERNEL { "a kernel" } else { "an array" })]
     ForeignArray {
-        /// The operation that was called.
+        /// The operation that was called: `launch (the kernel)` when the kernel is the other
+        /// context's.
         operation: &'static str,
         /// The context the array (or kernel) belongs to: its number and adapter.
         array_device: String,
@@ -322,7 +326,7 @@ pub enum Error {
         message: String,
     },
     /// A launch's arguments do not match what the kernel binds; nothing was submitted.
-    #[error("launch of kernel {kernel}: {binding} {reason}")]
+    #[error("launch of kernel {kernel}: {binding}: {reason}")]
     KernelArgument {
         /// The kernel's name.
         kernel: String,

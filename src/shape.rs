@@ -3,6 +3,7 @@
 //! its own because arrays, views, transfers, sharding, profiling, the library's ops and
 //! captured steps all need them, and none of them should need the array type for it.
 
+use crate::count::count;
 use crate::error::{Error, IndexRefusal, Result};
 
 /// The highest rank an array may have (XLA's kernels go further; six covers real workloads and
@@ -35,7 +36,10 @@ pub(crate) fn check_shape(
         if len != elements {
             return Err(Error::Shape {
                 operation,
-                reason: format!("shape {shape:?} holds {elements} elements but the data has {len}"),
+                reason: format!(
+                    "shape {shape:?} holds {} but the data has {len}",
+                    count(elements, "element")
+                ),
             });
         }
     }

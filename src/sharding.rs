@@ -5,6 +5,7 @@
 
 use crate::array::{Access, DeviceArray};
 use crate::context::Context;
+use crate::count::count;
 use crate::error::{Error, Result};
 use crate::guard_levels::TransferDirection::{DeviceToHost, HostToDevice};
 use crate::shape::check_shape;
@@ -249,9 +250,9 @@ pub fn gather<T: bytemuck::Pod>(
         return Err(Error::InvalidArgument {
             operation: OPERATION,
             reason: format!(
-                "{} contexts for {} shards: give the context of each shard, in the shards' order",
-                contexts.len(),
-                shards.len()
+                "{} for {}: give the context of each shard, in the shards' order",
+                count(contexts.len(), "context"),
+                count(shards.len(), "shard")
             ),
         });
     }
@@ -273,12 +274,21 @@ pub fn gather<T: bytemuck::Pod>(
                         .into(),
                 })?;
             }
-            _ => {
+            None => {
                 return Err(Error::Shape {
                     operation: OPERATION,
                     reason: format!(
-                        "shard {i} has shape {:?} but shard 0 has {:?}: shards must have rank 1 \
-                         or more and the same dimensions after the leading one",
+                        "shard {i} has shape []: shards must have rank 1 or more (a leading \
+                         axis to gather along)"
+                    ),
+                })
+            }
+            Some(_) => {
+                return Err(Error::Shape {
+                    operation: OPERATION,
+                    reason: format!(
+                        "shard {i} has shape {:?} but shard 0 has {:?}: shards must have the \
+                         same dimensions after the leading one",
                         shard.shape(),
                         first.shape()
                     ),

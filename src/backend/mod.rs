@@ -75,6 +75,7 @@ pub(crate) use alias::AliasableMemory;
 pub(crate) use barrier::{alias_barrier, host_read_barrier, needs_host_read_barrier};
 use buffer::{check_buffer_size, BufferFailure};
 pub(crate) use buffer::{ArrayRegion, DeviceBuffer};
+pub(crate) use device_kind::device_kind;
 pub(crate) use device_origin::{device_made_from, queue_of_device};
 pub use host_sync::HostSyncCounts;
 pub(crate) use mapped::{copy_threads, MappedRange};

@@ -464,12 +464,29 @@ impl Sequence {
         bytes: Option<u64>,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
-        let site = std::panic::Location::caller();
+        self.new_array_at(
+            kind,
+            shape,
+            bytes,
+            operation,
+            std::panic::Location::caller(),
+        )
+    }
+
+    /// [`Sequence::new_array_in`] for the user's call at `site`.
+    pub(crate) fn new_array_at<T: bytemuck::Pod>(
+        &mut self,
+        kind: crate::memory_kind::MemoryKind,
+        shape: &[usize],
+        bytes: Option<u64>,
+        operation: &'static str,
+        site: &'static std::panic::Location<'static>,
+    ) -> Result<DeviceArray<T>> {
         let array = match bytes {
             Some(bytes) => {
                 (self.ctx).alloc_bytes::<T>(kind, shape, bytes, None, operation, site)?
             }
-            None => self.ctx.alloc_as::<T>(kind, shape, operation)?,
+            None => self.ctx.alloc_as_at::<T>(kind, shape, operation, site)?,
         };
         if let (Some(tables), crate::memory_kind::MemoryKind::Device) = (&mut self.capture, kind) {
             tables.created.insert(

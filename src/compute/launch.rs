@@ -312,7 +312,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         };
         if !Arc::ptr_eq(&kernel.ctx, &sequence.ctx.inner) {
             return Err(Error::ForeignArray {
-                operation: "launch (the kernel)",
+                operation: crate::error::FOREIGN_KERNEL,
                 array_device: crate::context::describe_context(&kernel.ctx),
                 context_device: crate::context::describe_context(&sequence.ctx.inner),
             });
@@ -415,7 +415,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         if grid.iter().any(|&g| g > max) {
             return Err(self.argument_error(
                 "the grid",
-                format!("{grid:?} workgroups exceed this device's max_compute_workgroups_per_dimension ({max}): spread them over x, y and z, each at most {max} (.grid_linear(n) does it for n items)"),
+                format!("{} × {} × {} workgroups exceed this device's max_compute_workgroups_per_dimension ({max}) on an axis: spread them over x, y and z, each at most {max} (.grid_linear(n) does it for n items)", grid[0], grid[1], grid[2]),
             ));
         }
         if grid.contains(&0) {
@@ -452,7 +452,7 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if binding.is_array && arg.element_size as u64 != binding.element_stride {
             return fail(format!(
-                "elements of {} are {} bytes apart in WGSL, but the argument holds {} ({} bytes): use a DeviceArray of a {}-byte element type",
+                "elements of {} are {} bytes apart in WGSL, but the argument holds {} ({} bytes): use a DeviceArray of an element type of {} bytes",
                 binding.element_type,
                 binding.element_stride,
                 arg.element_type,
@@ -484,8 +484,9 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if (binding.fixed_len.is_some() || !binding.is_array) && arg.bytes < binding.min_bytes {
             return fail(format!(
-                "the argument has {} bytes; the binding's type needs {}",
-                arg.bytes, binding.min_bytes
+                "the argument has {} bytes; the binding's type needs {}: pass an array (or a view) \
+                 of at least {} bytes",
+                arg.bytes, binding.min_bytes, binding.min_bytes
             ));
         }
         let allocation = &arg.storage.allocation;
@@ -545,8 +546,8 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if bytes < binding.min_bytes {
             return fail(format!(
-                "the view has {bytes} bytes; the binding's type needs {}, which would reach past the view",
-                binding.min_bytes
+                "the view has {bytes} bytes; the binding's type needs {}, which would reach past the view: bind a view of at least {} bytes, or the whole array",
+                binding.min_bytes, binding.min_bytes
             ));
         }
         if let Some((head, stride)) = binding.runtime_array {

@@ -11,6 +11,7 @@ use crate::host_link::recorded::Staged;
 use crate::host_link::staged_copy::UploadItem;
 use crate::step::{BufferCopy, Step};
 use crate::transfer::{Operand, ResolvedOperand};
+use std::panic::Location;
 
 impl Sequence {
     /// [`crate::Context::device_put`], recorded: the array exists at once, its data lands when
@@ -27,18 +28,21 @@ impl Sequence {
     }
 
     /// Makes an operand usable by a later step: host data is uploaded within the sequence (an
-    /// implicit transfer, guarded).
+    /// implicit transfer, guarded), into an array whose site is the user's call at `site`.
     pub(crate) fn resolve<'a, T: bytemuck::Pod>(
         &mut self,
         operand: Operand<'a, T>,
         operation: &'static str,
+        site: &'static Location<'static>,
     ) -> Result<ResolvedOperand<'a, T>> {
         let ctx = std::sync::Arc::clone(&self.ctx.inner);
         operand.resolve_with(&ctx, operation, |data, shape| {
-            self.put_guarded(data, shape, false, operation)
+            self.put_guarded_at(data, shape, false, operation, site)
         })
     }
 
+    /// Uploads `data` into a new array made by the user's call `operation`; an explicit
+    /// transfer or an implicit one.
     #[track_caller]
     pub(crate) fn put_guarded<T: bytemuck::Pod>(
         &mut self,
@@ -47,10 +51,24 @@ impl Sequence {
         explicit: bool,
         operation: &'static str,
     ) -> Result<DeviceArray<T>> {
+        self.put_guarded_at(data, shape, explicit, operation, Location::caller())
+    }
+
+    /// [`Sequence::put_guarded`] for a call at `site`.
+    fn put_guarded_at<T: bytemuck::Pod>(
+        &mut self,
+        data: &[T],
+        shape: &[usize],
+        explicit: bool,
+        operation: &'static str,
+        site: &'static Location<'static>,
+    ) -> Result<DeviceArray<T>> {
         let inner = std::sync::Arc::clone(&self.ctx.inner);
         inner.check_device(operation)?;
         let (bytes, started) = inner.start_put(data, shape, explicit, operation)?;
-        let array = self.new_array::<T>(shape, Some(bytes.len() as u64), operation)?;
+        let kind = crate::memory_kind::MemoryKind::Device;
+        let array =
+            self.new_array_at::<T>(kind, shape, Some(bytes.len() as u64), operation, site)?;
         self.touch_array(&array, Access::Write, operation, "the new array")?;
         self.record_upload(&array, bytes)?;
         // A capture moves nothing now: the runs that set the data count it.

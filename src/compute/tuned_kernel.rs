@@ -145,6 +145,15 @@ impl Context {
                 message: format!("no values to tune the override constant `{constant}` over"),
             });
         }
+        if desc.constants.iter().any(|&(given, _)| given == constant) {
+            return Err(Error::KernelCompile {
+                kernel: name,
+                message: format!(
+                    "the override constant `{constant}` tuned over is also given in the \
+                     KernelDesc's constants: leave it out of them (tuning gives it each value)"
+                ),
+            });
+        }
         let constants_with = |value: f64| {
             let mut constants = desc.constants.to_vec();
             constants.push((constant, value));

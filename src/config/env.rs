@@ -378,7 +378,7 @@ fn parse_timeline(var: &str, value: &str) -> Result<usize> {
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= MAX_TIMELINE_CAPACITY),
     };
-    capacity.ok_or_else(|| refuse(var, value, timeline_expected()))
+    capacity.ok_or_else(|| refuse(var, value, format!("on/off or {}", timeline_expected())))
 }
 
 /// A whole number of MiB, converted to bytes without wrapping and checked against the knob's

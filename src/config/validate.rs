@@ -150,10 +150,10 @@ impl ByteKnob {
     }
 }
 
-/// What `timeline_capacity` and `GPU_ARENA_TIMELINE` accept.
+/// What `timeline_capacity` accepts (`GPU_ARENA_TIMELINE` takes on/off too).
 pub(crate) fn timeline_expected() -> String {
     format!(
-        "on/off or a number of events from 0 (off) to {MAX_TIMELINE_CAPACITY} (the largest ring gpu-arena makes)"
+        "a number of events from 0 (off) to {MAX_TIMELINE_CAPACITY} (the largest ring gpu-arena makes)"
     )
 }
 

@@ -230,6 +230,11 @@ impl MemoryState {
         }
     }
 
+    /// The name of the live allocation `id` of `kind`, if it has one.
+    pub(crate) fn label(&self, kind: MemoryKind, id: AllocationId) -> Option<String> {
+        self.kind(kind)?.arena.label(id).map(str::to_string)
+    }
+
     /// Names allocation `id` of `kind` in snapshots and OOM reports.
     pub(crate) fn set_label(
         &mut self,

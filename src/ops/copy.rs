@@ -47,7 +47,8 @@ impl Context {
     }
 
     /// Moves the donated `array` to pinned host memory ([`MemoryKind::PinnedHost`]): a new
-    /// array of the same shape and contents there, copied on the GPU's copy path
+    /// array of the same shape, contents and label there (its site is this call's line),
+    /// copied on the GPU's copy path
     /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped and idle, a
     /// `memcpy`), gathered
     /// with the other single ops like every op. The source's memory returns to its arena once the copy has
@@ -105,9 +106,22 @@ impl Context {
             .and_then(|moved| sequence.submit().map(|_| moved));
         match outcome {
             // The source's handle goes; the copy's submission holds its memory until it ran.
-            Ok(moved) => Ok(moved),
+            Ok(moved) => Ok(with_label_of(&array, moved)),
             Err(error) => Err(Donated { error, array }),
         }
+    }
+}
+
+/// `moved`, `array` moved to other memory, named as `array` is: it is the same array.
+fn with_label_of<T: bytemuck::Pod>(
+    array: &DeviceArray<T>,
+    moved: DeviceArray<T>,
+) -> DeviceArray<T> {
+    let storage = &array.storage;
+    let label = (storage.ctx.lock_memory()).label(storage.kind, storage.allocation.id);
+    match label {
+        Some(label) => moved.with_label(&label),
+        None => moved,
     }
 }
 
@@ -159,7 +173,7 @@ impl Sequence {
         }
         match self.copy_to(&array, kind, operation) {
             // The source's handle goes; the recorded copy holds its memory until it has run.
-            Ok(moved) => Ok(moved),
+            Ok(moved) => Ok(with_label_of(&array, moved)),
             Err(error) => Err(Donated { error, array }),
         }
     }

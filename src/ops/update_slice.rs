@@ -52,6 +52,7 @@ impl Context {
     /// let cache = ctx.dynamic_update_slice(cache, &row, &[7, 0])?; // row 7, in place
     /// # Ok::<(), gpu_arena::Error>(())
     /// ```
+    #[track_caller]
     pub fn dynamic_update_slice<'u, T: bytemuck::Pod>(
         &self,
         operand: DeviceArray<T>,
@@ -113,18 +114,20 @@ impl Sequence {
     /// uploaded within the sequence.
     ///
     /// Errors: as [`Context::dynamic_update_slice`] (the operand comes back in the error).
+    #[track_caller]
     pub fn dynamic_update_slice<'u, T: bytemuck::Pod>(
         &mut self,
         operand: DeviceArray<T>,
         update: impl Into<Operand<'u, T>>,
         start: &[i64],
     ) -> DonatedResult<T> {
+        let site = std::panic::Location::caller();
         let update = update.into();
         let recorded = operand
             .check_same_context(&self.ctx.inner, UPDATE_SLICE)
             .and_then(|()| update_start(&operand, &update, start, UPDATE_SLICE))
             .and_then(|start| {
-                let update = self.resolve(update, UPDATE_SLICE)?;
+                let update = self.resolve(update, UPDATE_SLICE, site)?;
                 let copy = update_box::<T>(&operand, &update, &start);
                 let uses = [
                     (&*update, Access::Read, "the update"),
@@ -158,7 +161,7 @@ impl Sequence {
         // a result that does not fit has then uploaded and counted nothing.
         update.check_upload_ahead(&self.ctx.inner, UPDATE_SLICE_COPY)?;
         let result = self.new_array::<T>(operand.shape(), None, UPDATE_SLICE_COPY)?;
-        let update = self.resolve(update, UPDATE_SLICE_COPY)?;
+        let update = self.resolve(update, UPDATE_SLICE_COPY, std::panic::Location::caller())?;
         // The whole operand (rounded up to 16 bytes: the arena's 256-byte rounding makes the
         // padding each array's own), then the update over it; wgpu orders the two dispatches.
         let copy = update_box::<T>(operand, &update, &start);

@@ -31,6 +31,16 @@ pub(crate) enum BlockRules {
     Std430,
 }
 
+impl std::fmt::Display for BlockRules {
+    /// GLSL's name for the rules: `std140`, `std430`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BlockRules::Std140 => "std140",
+            BlockRules::Std430 => "std430",
+        })
+    }
+}
+
 /// Why a kernel's buffer would not be read as WGSL lays it out, and where (`p.b`, `inp.s`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum LayoutRefusal {
@@ -61,9 +71,14 @@ pub(crate) enum LayoutRefusal {
     /// offset, a stride) and the bytes under each.
     #[error(
         "on wgpu's GL backend `{place}` would be read at other bytes than WGSL lays it out: its \
-         {what} is {wgsl} bytes in WGSL and {glsl} in GLSL's {rules:?} (naga writes GLSL blocks \
+         {what} is {wgsl} bytes in WGSL and {glsl} in GLSL's {rules} (naga writes GLSL blocks \
          without WGSL's offsets, so `@align`, `@size` and a matCx2 in a uniform change nothing \
-         there); lay the struct out with padding members instead, or use Vulkan"
+         there); {}, or use Vulkan",
+        if *.what == "column stride" {
+            "pass the matrix's columns as vec4 members instead"
+        } else {
+            "lay the struct out with padding members instead"
+        }
     )]
     Glsl {
         /// Where, from the buffer's name.

@@ -16,11 +16,13 @@ use super::source_bounds::MAX_BINDING_NUMBERS;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum DeviceLimitExceeded {
     /// Something in the kernel is above a limit.
-    #[error("{what} exceeds this device's {limit} ({value}): {advice}")]
+    #[error("{what} exceeds {}{limit} ({value}): {advice}", if *.ours { "" } else { "this device's " })]
     Limit {
         /// What in the kernel exceeds it (`@workgroup_size x = 2048`).
         what: String,
-        /// The limit's name in `wgpu::Limits`.
+        /// Whether the limit is gpu-arena's own (below the device's), not the device's.
+        ours: bool,
+        /// The limit's name in `wgpu::Limits`, or gpu-arena's constant.
         limit: &'static str,
         /// The limit's value on this device.
         value: u64,
@@ -61,6 +63,7 @@ fn over(
 ) -> Result<(), DeviceLimitExceeded> {
     Err(DeviceLimitExceeded::Limit {
         what,
+        ours: false,
         limit,
         value,
         advice,
@@ -146,7 +149,10 @@ fn check_bindings(
     let limit = u64::from(limits.max_storage_buffers_per_shader_stage);
     if signature.storage.len() as u64 > limit {
         return over(
-            format!("{} storage bindings", signature.storage.len()),
+            format!(
+                "the number of storage bindings, {},",
+                signature.storage.len()
+            ),
             "max_storage_buffers_per_shader_stage",
             limit,
             "bind fewer arrays (pack several into one)",
@@ -167,16 +173,21 @@ fn check_bindings(
                 ParamsKind::Immediate => None,
             }));
     if let Some(number) = numbers.max().filter(|&n| n >= limit) {
+        if bounded {
+            return Err(DeviceLimitExceeded::Limit {
+                what: format!("@binding({number})"),
+                ours: true,
+                limit: "gpu-arena's bound on binding numbers, kernels::MAX_BINDING_NUMBERS",
+                value: u64::from(limit),
+                advice: "number the bindings from 0 (gpu-arena bounds them on every device; \
+                         this device's own max_bindings_per_bind_group is higher)",
+            });
+        }
         return over(
             format!("@binding({number})"),
             "max_bindings_per_bind_group",
             u64::from(limit),
-            if bounded {
-                "number the bindings from 0 (gpu-arena bounds binding numbers on every device, \
-                 below kernels::MAX_BINDING_NUMBERS, where the device's own bound is higher)"
-            } else {
-                "number the bindings from 0"
-            },
+            "number the bindings from 0",
         );
     }
     let limit = limits.max_storage_buffer_binding_size;

@@ -111,10 +111,11 @@ pub enum ReflectError {
     /// A `@workgroup_size` no device runs (an axis of 0 or above naga's 16384), as the source
     /// declares it or as the override constants make it: the compile cache adds the device's
     /// own limits to the message.
-    #[error("{}", if *.by_overrides { "the override constants give a @workgroup_size with an axis of 0 or above 16384" } else { "the kernel's @workgroup_size has an axis of 0 or above 16384" })]
+    #[error("{given} has an axis of 0 or above 16384")]
     WorkgroupOutOfRange {
-        /// Whether the override constants made it so (else the source declares it).
-        by_overrides: bool,
+        /// What gives the size, with its values: `the kernel's @workgroup_size(20000, 1, 1)`,
+        /// or `the @workgroup_size the override constants give (WG = 0)`.
+        given: String,
     },
     /// Any other refusal, in words that say what to change.
     #[error("{0}")]
@@ -148,8 +149,12 @@ pub fn reflect_kernel(
                 .filter(|e| e.stage == naga::ShaderStage::Compute)
                 .map(|e| e.name.as_str())
                 .collect();
+            let computes = match computes.is_empty() {
+                true => "the module has none".to_string(),
+                false => format!("the module's are {}", computes.join(", ")),
+            };
             ReflectError::Other(format!(
-                "no @compute entry point named {entry_point:?}; the module's compute entry points are {computes:?}"
+                "no @compute entry point named {entry_point:?}; {computes}"
             ))
         })?;
     if entry_point.len() > super::source_bounds::MAX_ENTRY_POINT_BYTES {
@@ -171,7 +176,7 @@ pub fn reflect_kernel(
             Some((naga::ShaderStage::Compute, entry_point)),
             &map,
         )
-        .map_err(|e| override_refusal(&e))?;
+        .map_err(|e| override_refusal(&e, &resolved))?;
         (resolved.into_owned(), info.into_owned())
     };
     // `process_overrides` may keep only the chosen entry point: look it up again.
@@ -200,10 +205,20 @@ fn workgroup_out_of_range(invalid: &naga::valid::ValidationError) -> bool {
     )
 }
 
-/// Why naga refused the module once the override constants were applied: a workgroup size out
-/// of range, else naga's error and its causes.
-fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantError) -> ReflectError {
+/// Why naga refused the module once the override constants (`given`, as applied) were
+/// applied: a workgroup size out of range, an override with no value, else naga's error and
+/// its causes.
+fn override_refusal(
+    error: &naga::back::pipeline_constants::PipelineConstantError,
+    given: &[(String, f64)],
+) -> ReflectError {
     use naga::back::pipeline_constants::PipelineConstantError;
+    if let PipelineConstantError::MissingValue(name) = error {
+        return ReflectError::Other(format!(
+            "the override constant {name} has no default value: give it one in \
+             KernelDesc::constants (by its name, or by its @id written in decimal, \"7\")"
+        ));
+    }
     let out_of_range = match error {
         // naga's name for an axis that resolves to 0 (or to no constant at all).
         PipelineConstantError::NegativeWorkgroupSize => true,
@@ -213,7 +228,16 @@ fn override_refusal(error: &naga::back::pipeline_constants::PipelineConstantErro
         _ => false,
     };
     if out_of_range {
-        return ReflectError::WorkgroupOutOfRange { by_overrides: true };
+        let given: Vec<String> = given
+            .iter()
+            .map(|(key, value)| format!("{key} = {}", number(*value)))
+            .collect();
+        return ReflectError::WorkgroupOutOfRange {
+            given: format!(
+                "the @workgroup_size the override constants give ({})",
+                given.join(", ")
+            ),
+        };
     }
     let mut message = format!("applying override constants: {error}");
     let mut cause = std::error::Error::source(error);
@@ -263,9 +287,16 @@ fn resolve_constants(
             (None, Some(name)) => name.clone(),
             (None, None) => given.to_string(),
         };
-        if let Some((_, _, first)) = resolved.iter().find(|(k, _, _)| *k == key) {
+        if let Some((_, first_value, first)) = resolved.iter().find(|(k, _, _)| *k == key) {
+            let first = match *first == given {
+                true => String::new(),
+                false => format!(" as {first:?}"),
+            };
             return Err(ReflectError::Other(format!(
-                "override constant {given:?} is given twice (also as {first:?}): give each override once"
+                "override constant {given:?} is given twice ({}{first}, then {}): give each \
+                 override once",
+                number(*first_value),
+                number(value)
             )));
         }
         let scalar = match module.types[o.ty].inner {
@@ -300,7 +331,8 @@ fn check_override_value(
 ) -> Result<(), ReflectError> {
     let fail = |why: String| {
         Err(ReflectError::Other(format!(
-            "override constant {name} = {value}: {why}"
+            "override constant {name} = {}: {why}",
+            number(value)
         )))
     };
     if !value.is_finite() {
@@ -335,9 +367,18 @@ fn check_override_value(
         _ => f64::MAX,
     };
     if value.abs() > max {
-        return fail(format!("out of the range of {ty} (±{max})"));
+        return fail(format!("out of the range of {ty} (±{})", number(max)));
     }
     Ok(())
+}
+
+/// `value` as a person writes it: in exponent form where it has more than 16 digits before
+/// its point or 4 zeros after it (`3.4028234663852886e38`, not its 39 digits).
+fn number(value: f64) -> String {
+    match value.abs() {
+        a if a >= 1e16 || (a != 0.0 && a < 1e-4) => format!("{value:e}"),
+        _ => value.to_string(),
+    }
 }
 
 /// naga's validation with every capability: what the device cannot do, wgpu refuses when the
@@ -353,9 +394,35 @@ fn validate(
     .validate(module)
     .map_err(|e| {
         if workgroup_out_of_range(e.as_inner()) {
+            let declared = module
+                .entry_points
+                .iter()
+                .map(|e| e.workgroup_size)
+                .find(|size| size.iter().any(|&axis| axis == 0 || axis > 16384));
             return ReflectError::WorkgroupOutOfRange {
-                by_overrides: false,
+                given: match declared {
+                    Some([x, y, z]) => format!("the kernel's @workgroup_size({x}, {y}, {z})"),
+                    None => "the kernel's @workgroup_size".to_string(),
+                },
             };
+        }
+        if let naga::valid::ValidationError::Layouter(naga::proc::LayoutError {
+            ty,
+            inner: naga::proc::LayoutErrorInner::TooLarge,
+        }) = e.as_inner()
+        {
+            let holder = module.global_variables.iter().find(|(_, g)| g.ty == *ty);
+            let place = match holder.and_then(|(_, g)| g.name.as_deref()) {
+                Some(name) => format!(" of `{name}`"),
+                None => String::new(),
+            };
+            return ReflectError::Other(format!(
+                "the type `{}`{place} is larger than the {} bytes naga lays out (and than any \
+                 device's max_storage_buffer_binding_size): declare a runtime-sized array \
+                 (array<T>) and bind an array of the length you need",
+                type_name(module, *ty),
+                i32::MAX
+            ));
         }
         ReflectError::Other(match source {
             Some(source) => e.emit_to_string(source),
@@ -738,7 +805,8 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.to_string().contains("\"mian\"") && err.to_string().contains("\"main\""),
+            err.to_string().contains("\"mian\"")
+                && err.to_string().ends_with("the module's are main"),
             "{}",
             err.to_string()
         );

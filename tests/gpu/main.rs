@@ -53,6 +53,7 @@ mod public_ops_model;
 mod public_ops_threads;
 mod recording_model;
 mod reexports;
+mod refusal_texts;
 mod remat;
 mod submission_counts;
 mod sync_validation;

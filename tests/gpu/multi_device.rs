@@ -526,7 +526,7 @@ fn sharding_refuses_bad_shapes_context_lists_and_foreign_shards() {
     assert_eq!(a.memory_stats().num_allocs, 0, "nothing uploaded");
     let shards = shard(&contexts, &data, &[6, 2]).unwrap();
     let err = gather(&contexts[..1], &shards).unwrap_err();
-    assert!(message(err).contains("1 contexts for 2 shards"));
+    assert!(message(err).contains("1 context for 2 shards"));
     assert!(message(gather::<u32>(&[], &[]).unwrap_err()).contains("no contexts"));
     // Shards in the wrong places: each names both devices.
     let swapped = [b.clone(), a.clone()];

@@ -5,7 +5,7 @@
 use crate::harness::{context_with, op_paths, test_config};
 use gpu_arena::arena::AllocationId;
 use gpu_arena::profile::{MemorySnapshot, TimelineEventKind};
-use gpu_arena::{ArenaConfig, Context, DeviceArray, MemFraction};
+use gpu_arena::{ArenaConfig, Context, DeviceArray, MemFraction, MemoryKind};
 
 /// This file's `file:line:` prefix of a site, for a call on line `line`.
 fn here(line: u32) -> String {
@@ -399,4 +399,93 @@ fn the_diff_counts_arrays_kept_in_pinned_host_memory() {
         .unwrap()
         .starts_with(&here(line)));
     assert_eq!(diff.bytes_in_use_change, 5 * 256);
+}
+
+#[gpu_test]
+fn a_host_updates_temporary_upload_records_the_callers_line() {
+    let ctx = timeline_context();
+    let host = [5u32; 8];
+    let update = (&host[..], &[1usize, 8][..]);
+    // Every site the timeline has recorded so far, in order.
+    let sites = |ctx: &Context| -> Vec<String> {
+        let timeline = ctx.memory_timeline().unwrap();
+        timeline
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                TimelineEventKind::Alloc { site, .. } => site.clone(),
+                _ => None,
+            })
+            .collect()
+    };
+    let x = ctx.zeros::<u32>(&[8, 8]).unwrap();
+    let before = sites(&ctx).len();
+    let eager = line!() + 1;
+    let x = ctx.dynamic_update_slice(x, update, &[1, 0]).unwrap();
+    let copied = line!() + 1;
+    let copy = ctx.dynamic_update_slice_copy(&x, update, &[2, 0]).unwrap();
+    let mut sequence = ctx.sequence();
+    let recorded = line!() + 1;
+    let x = sequence.dynamic_update_slice(x, update, &[3, 0]).unwrap();
+    // The temporary lives until the sequence runs: the snapshot shows it at the caller's line.
+    let snapshot = ctx.memory_snapshot();
+    let held: Vec<_> = snapshot
+        .chunks()
+        .filter_map(|(_, c)| c.site.clone())
+        .collect();
+    assert!(
+        held.iter().any(|site| site.starts_with(&here(recorded))),
+        "{held:?}"
+    );
+    assert!(
+        held.iter().all(|site| site.starts_with(file!())),
+        "{held:?}"
+    );
+    sequence.submit().unwrap();
+    let made = sites(&ctx)[before..].to_vec();
+    // One temporary each, and the copy's result beside its temporary.
+    let expected = [eager, copied, copied, recorded].map(here);
+    assert_eq!(made.len(), expected.len(), "{made:?}");
+    for (site, line) in made.iter().zip(&expected) {
+        assert!(site.starts_with(line), "{site} is not the caller's {line}");
+    }
+    let rows = ctx.device_get(&x).unwrap();
+    assert_eq!(
+        (&rows[8..16], &rows[16..24]),
+        (&[5u32; 8][..], &[0u32; 8][..])
+    );
+    assert_eq!(rows[24..32], [5u32; 8]);
+    assert_eq!(ctx.device_get(&copy).unwrap()[16..24], [5u32; 8]);
+}
+
+#[gpu_test]
+fn a_moved_array_keeps_its_label_in_the_other_memory() {
+    let ctx = timeline_context();
+    // The label of `id` in the snapshot of `kind`.
+    let label_of = |kind: MemoryKind, id: AllocationId| {
+        let snapshot = ctx.memory_snapshot();
+        let (_, of_kind) = snapshot.kinds().find(|(k, _)| *k == kind)?;
+        of_kind.chunk(id).and_then(|c| c.label.clone())
+    };
+    let kv = ctx.device_put(&[1u32; 64], &[64]).unwrap().with_label("kv");
+    let held = ctx.offload(kv).unwrap();
+    assert_eq!(
+        label_of(MemoryKind::PinnedHost, held.allocation_id()).as_deref(),
+        Some("kv")
+    );
+    let mut sequence = ctx.sequence();
+    let back = sequence.prefetch(held).unwrap();
+    sequence.submit().unwrap();
+    assert_eq!(
+        label_of(MemoryKind::Device, back.allocation_id()).as_deref(),
+        Some("kv")
+    );
+    assert_eq!(ctx.device_get(&back).unwrap(), [1u32; 64]);
+    // An array without a label moves without one.
+    let plain = ctx.device_put(&[2u32; 4], &[4]).unwrap();
+    let plain = ctx.offload(plain).unwrap();
+    assert_eq!(
+        label_of(MemoryKind::PinnedHost, plain.allocation_id()),
+        None
+    );
 }
