@@ -31,7 +31,8 @@ Replays allocation traces through gpu-arena's arena, offset-allocator and range-
   --trace NAME        only this trace: random, training or small
   --allocator NAME    only this allocator (for a profiler): gpu-arena, offset-allocator,
                       range-alloc or bump (the replay loop alone)
-  --scale             the cost per operation as live chunks grow to a million, instead
+  --scale             the cost per operation as live chunks grow to a million, instead of
+                      the traces (with --json, one object per point)
   -h, --help          this text
 BENCH_ALLOC_REPEATS=N sets the replays per allocator and trace (1 to 1000, default 7).";
 
@@ -635,17 +636,28 @@ fn main() -> Result<(), String> {
     repeats();
     // `--scale` checks that the cost per operation holds as live chunks grow to a million.
     if options.scale {
-        println!(
-            "{:>10} {:>12} {:>18} {:>8}",
-            "live", "gpu-arena", "offset-allocator", "ratio"
-        );
+        if !json {
+            println!(
+                "{:>10} {:>12} {:>18} {:>8}",
+                "live", "gpu-arena", "offset-allocator", "ratio"
+            );
+        }
         for live in SCALE_LIVE {
             let arena = scale_point::<GpuArena>(live);
             let peer = scale_point::<OffsetAllocator>(live);
-            println!(
-                "{live:>10} {arena:>9.1} ns {peer:>15.1} ns {:>7.2}x",
-                arena / peer
-            );
+            match json {
+                true => println!(
+                    "{}",
+                    serde_json::json!({
+                        "case": "scale", "live": live, "gpu_arena_ns": arena,
+                        "offset_allocator_ns": peer, "ratio": arena / peer,
+                    })
+                ),
+                false => println!(
+                    "{live:>10} {arena:>9.1} ns {peer:>15.1} ns {:>7.2}x",
+                    arena / peer
+                ),
+            }
         }
         return Ok(());
     }

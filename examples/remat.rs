@@ -88,25 +88,25 @@ fn bench_planner(layers: usize, json: bool) -> anyhow::Result<()> {
     let offload_ms = started.elapsed().as_secs_f64() * 1e3;
     if json {
         println!(
-            "{{\"bench\":\"remat_planner\",\"case\":\"peak_budget_just_below_save_all\",\"layers\":{layers},\"budget_ms\":{budget_ms:.1},\"save_all_ms\":{save_all_ms:.2},\"ratio\":{ratio:.1},\"checkpoints\":{},\"peak_bytes\":{}}}",
+            "{{\"bench\":\"remat_planner\",\"case\":\"peak_budget_just_below_save_all\",\"layers\":{layers},\"budget_ms\":{budget_ms},\"save_all_ms\":{save_all_ms},\"ratio\":{ratio},\"checkpoints\":{},\"peak_bytes\":{}}}",
             plan.checkpoints().len(),
             plan.peak_bytes()
         );
         println!(
-            "{{\"bench\":\"remat_planner\",\"case\":\"offload_budget_quarter_of_save_all\",\"layers\":{layers},\"offload_ms\":{offload_ms:.1},\"offloaded\":{},\"peak_bytes\":{},\"host_peak_bytes\":{}}}",
+            "{{\"bench\":\"remat_planner\",\"case\":\"offload_budget_quarter_of_save_all\",\"layers\":{layers},\"offload_ms\":{offload_ms},\"offloaded\":{},\"peak_bytes\":{},\"host_peak_bytes\":{}}}",
             offload.offloaded().len(),
             offload.peak_bytes(),
             offload.host_peak_bytes()
         );
     } else {
         println!(
-            "{layers} layers of 1 KiB, peak budget {budget} bytes (save-all peak − 256): planned in {budget_ms:.1} ms, \
-             {ratio:.1}× one save-all plan ({save_all_ms:.2} ms); {} kept, peak {}",
+            "{layers} layers of 1 KiB, peak budget {budget} bytes (save-all peak − 256): planned in {budget_ms:.3} ms, \
+             {ratio:.1}× one save-all plan ({save_all_ms:.3} ms); {} kept, peak {}",
             plan.checkpoints().len(),
             Bytes(plan.peak_bytes())
         );
         println!(
-            "offload budget (a quarter of keeping everything, or the least it fits): planned in {offload_ms:.1} ms; \
+            "offload budget (a quarter of keeping everything, or the least it fits): planned in {offload_ms:.3} ms; \
              {} offloaded, device peak {}, host peak {}",
             offload.offloaded().len(),
             Bytes(offload.peak_bytes()),

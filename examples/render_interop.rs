@@ -162,7 +162,7 @@ fn main() -> anyhow::Result<()> {
     // gpu-arena on the app's device.
     let ctx = Context::from_wgpu(app.clone(), config)?;
     println!(
-        "gpu-arena on the app's device: {} ({:?}), arena through {}",
+        "gpu-arena on the app's device: {} ({}), arena through {}",
         ctx.adapter_info().name,
         ctx.adapter_info().backend,
         if ctx.is_vulkan() {
@@ -203,7 +203,9 @@ fn main() -> anyhow::Result<()> {
     let png = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/render_interop.png");
     std::fs::write(&png, png::encode_rgba(size, size, &pixels))?;
     println!(
-        "{particles} particles, {size}x{size} image: {lit} pixels lit, {differ} differ from the CPU rasterisation; wrote {}",
+        "{particles} particle{}, {size}x{size} image: {lit} pixel{} lit, {differ} differ from the CPU rasterisation; wrote {}",
+        if particles == 1 { "" } else { "s" },
+        if lit == 1 { "" } else { "s" },
         png.display()
     );
     drop(ctx);

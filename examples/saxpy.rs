@@ -90,7 +90,8 @@ fn main() -> anyhow::Result<()> {
         .filter(|&i| result[i] != 2.0 * xs[i] + ys[i])
         .count();
     println!(
-        "saxpy over {n} floats on {}: {:.2} ms (launch + readback), {wrong} wrong",
+        "saxpy over {n} float{} on {}: {:.2} ms (launch + readback), {wrong} wrong",
+        if n == 1 { "" } else { "s" },
         ctx.adapter_info().name,
         took.as_secs_f64() * 1e3
     );

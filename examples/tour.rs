@@ -24,8 +24,9 @@ preallocation, memory statistics, transfers and the transfer guard.
   -h, --help  this text
 GPU_ARENA_* variables (and JAX's XLA_PYTHON_CLIENT_*) apply.";
 
-fn gib(bytes: u64) -> String {
-    format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)
+/// `bytes` in the unit that reads best (`2.00 MiB`, `1.50 GiB`).
+fn size(bytes: u64) -> String {
+    gpu_arena::arena::Bytes(bytes).to_string()
 }
 
 fn main() -> anyhow::Result<()> {
@@ -67,7 +68,7 @@ fn main() -> anyhow::Result<()> {
     let plan = ctx.memory_plan();
     let table = ctx.device_description();
     for (i, heap) in table.memory.heaps.iter().enumerate() {
-        println!("  heap {i}: {:>10}  {}", gib(heap.size), heap.flags);
+        println!("  heap {i}: {:>10}  {}", size(heap.size), heap.flags);
     }
     for (i, ty) in table.memory.types.iter().enumerate() {
         println!("  type {i}: heap {}  {}", ty.heap, ty.flags);
@@ -89,7 +90,7 @@ fn main() -> anyhow::Result<()> {
             AllocatorKind::Bfc => "bfc",
             AllocatorKind::Platform => "platform",
         },
-        gib(ctx.max_array_bytes())
+        size(ctx.max_array_bytes())
     );
     let before = ctx.memory_stats();
     println!(
@@ -106,10 +107,10 @@ fn main() -> anyhow::Result<()> {
         first.as_secs_f64() * 1e3,
         ctx.reserve_duration().unwrap_or_default().as_secs_f64() * 1e3,
         after.pool_bytes.unwrap_or(0),
-        gib(after.pool_bytes.unwrap_or(0)),
+        size(after.pool_bytes.unwrap_or(0)),
         after.num_regions,
         if after.num_regions == 1 { "" } else { "s" },
-        after.bytes_limit.map_or("none".to_string(), gib)
+        after.bytes_limit.map_or("none".to_string(), size)
     );
 
     println!("\n== transfers");
@@ -200,7 +201,7 @@ fn main() -> anyhow::Result<()> {
         host.as_ref().map_or(0, |s| s.bytes_in_use),
         host.as_ref()
             .and_then(|s| s.bytes_limit)
-            .map_or("none".to_string(), gib)
+            .map_or("none".to_string(), size)
     );
     let back = ctx.prefetch(moved)?;
     println!(

@@ -5,13 +5,15 @@
 //! `capture_refusal.rs` is for captures; `view.rs`, `shape.rs`, `ops/slice_indices.rs`,
 //! `ops/fill.rs`, `array.rs` and the collectives decide which one a call gets.
 
+use crate::count::count;
+
 /// An index (of an element, a slice's start, a rank of an MPI group) that a call cannot take.
 /// Nothing was read, written or sent.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IndexRefusal {
     /// Start indices not one per dimension of the operand (a dynamic slice or update).
-    #[error("{given} start indices given for an operand of rank {} ({shape:?}); give one per dimension", shape.len())]
+    #[error("{} given for an operand of rank {} ({shape:?}); give one per dimension", count(*given, "start index").plural("start indices"), shape.len())]
     StartCount {
         /// Indices given.
         given: usize,
@@ -19,7 +21,7 @@ pub enum IndexRefusal {
         shape: Vec<usize>,
     },
     /// More indices than the array's rank (a view).
-    #[error("{given} indices given for shape {shape:?} of rank {}; give at most one per dimension", shape.len())]
+    #[error("{} given for shape {shape:?} of rank {}; {}", count(*given, "index").plural("indices"), shape.len(), if shape.is_empty() { "an array of rank 0 takes none" } else { "give at most one per dimension" })]
     IndexCount {
         /// Indices given.
         given: usize,
@@ -112,5 +114,38 @@ fn index_remedy(size: usize) -> String {
     match size {
         0 => "the dimension is empty: no index is in range".into(),
         size => format!("give an index from 0 to {} there", size - 1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IndexRefusal;
+
+    #[test]
+    fn counts_agree_with_their_number_and_rank_0_takes_no_index() {
+        let start = IndexRefusal::StartCount {
+            given: 1,
+            shape: vec![4, 4],
+        };
+        assert_eq!(
+            start.to_string(),
+            "1 start index given for an operand of rank 2 ([4, 4]); give one per dimension"
+        );
+        let scalar = IndexRefusal::IndexCount {
+            given: 1,
+            shape: vec![],
+        };
+        assert_eq!(
+            scalar.to_string(),
+            "1 index given for shape [] of rank 0; an array of rank 0 takes none"
+        );
+        let vector = IndexRefusal::IndexCount {
+            given: 3,
+            shape: vec![2],
+        };
+        assert_eq!(
+            vector.to_string(),
+            "3 indices given for shape [2] of rank 1; give at most one per dimension"
+        );
     }
 }

@@ -5,6 +5,8 @@
 //! holds them, as `collective_failure.rs` is for collectives; `compute/` and
 //! `ops/moving_copy.rs` decide which one an op gets.
 
+use crate::count::count;
+
 /// Which kind of slot a refusal names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -66,7 +68,8 @@ pub enum RunRefusal {
     },
     /// Start indices of another rank than the index slot's.
     #[error(
-        "{given} start indices given for an index slot of rank {rank}: give one per dimension"
+        "{} given for an index slot of rank {rank}: give one per dimension",
+        count(*given, "start index").plural("start indices")
     )]
     StartRank {
         /// Indices given.

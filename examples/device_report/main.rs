@@ -175,10 +175,10 @@ fn report_adapter(
             "vendor_id": format!("{:#x}", info.vendor),
             "vendor": ctx.device_description().vendor().to_string(),
             "device_id": format!("{:#06x}", info.device),
-            "device_type": format!("{:?}", info.device_type),
+            "device_type": ctx.memory_plan().device_kind.name(),
             "driver": info.driver,
             "driver_info": info.driver_info,
-            "backend": format!("{:?}", info.backend),
+            "backend": info.backend.to_string(),
         },
         "limits": {
             "max_buffer_size": limits.max_buffer_size,
@@ -232,7 +232,7 @@ fn kernel_tuning(ctx: &Context) -> Result<serde_json::Value> {
                 "gb_per_s": k.bytes_per_second / 1e9,
                 "fixed_gb_per_s": k.fixed_bytes_per_second / 1e9,
                 "device_copy_gb_per_s": k.device_copy_bytes_per_second / 1e9,
-                "origin": format!("{:?}", k.origin),
+                "origin": k.origin.name(),
             })
         })
         .collect();

@@ -226,12 +226,8 @@ impl Arena {
         if self.reserved {
             return Ok(());
         }
+        self.check_regions_allowed()?;
         if self.options.mode == ArenaMode::Bfc && self.budget.reserve > 0 {
-            if self.budget.max_region == 0 {
-                return Err(ArenaError::NoRegionAllowed {
-                    max_region_bytes: self.options.max_region_bytes,
-                });
-            }
             let regions = self.budget.reserve.div_ceil(self.budget.max_region);
             if regions > MAX_RESERVED_REGIONS {
                 return Err(ArenaError::TooManyReservedRegions {
@@ -268,6 +264,17 @@ impl Arena {
         self.reserved = true;
         self.serves_from_bins = self.options.mode == ArenaMode::Bfc;
         Ok(())
+    }
+
+    /// Errors when the options allow no region at all (`max_region_bytes` below a granule):
+    /// no request could ever be served.
+    fn check_regions_allowed(&self) -> Result<(), ArenaError> {
+        match self.budget.max_region {
+            0 => Err(ArenaError::NoRegionAllowed {
+                max_region_bytes: self.options.max_region_bytes,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Allocates `size` bytes (0 is allowed and takes one 256-byte granule, as in XLA).
@@ -319,6 +326,7 @@ impl Arena {
             return Err(self.out_of_memory(size, u64::MAX, OomCause::LargerThanAnyRegion, label));
         };
         if !self.reserved {
+            self.check_regions_allowed()?;
             if let Some(never) = self.never_holds(size, label) {
                 return Err(never);
             }

@@ -44,7 +44,8 @@ pub enum ArenaError {
     /// The options allow no region at all: `max_region_bytes` is below the 256-byte granule.
     #[error(
         "the region source could not provide memory: max_region_bytes is {max_region_bytes}, \
-         below the {ALLOCATION_ALIGNMENT}-byte minimum, so no region can be created"
+         below the {ALLOCATION_ALIGNMENT}-byte minimum, so no region can be created; set it to \
+         {ALLOCATION_ALIGNMENT} or more"
     )]
     NoRegionAllowed {
         /// The option's value.

@@ -208,8 +208,9 @@ impl fmt::Display for OutOfMemory {
         }
         writeln!(
             f,
-            " ({} bytes requested, {} after rounding to {ALLOCATION_ALIGNMENT} bytes).",
-            self.requested, self.rounded
+            " ({} requested, {} after rounding to {ALLOCATION_ALIGNMENT} bytes).",
+            crate::count::count(self.requested, "byte"),
+            self.rounded
         )?;
         writeln!(f, "  cause: {}.", self.explanation())?;
         let limit = if self.bytes_limit >= DEFAULT_LIMIT_BYTES {

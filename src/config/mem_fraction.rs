@@ -40,8 +40,11 @@ impl MemFraction {
     /// the reserve.
     pub fn parse(text: &str) -> std::result::Result<Self, MemFractionError> {
         let text = text.trim();
-        let fraction = if let Ok(v) = number(text) {
-            Self::fixed(v)
+        // A number, even one a float cannot hold (refused below, as written).
+        let is_number =
+            |part: &str| !matches!(number(part), Err(MemFractionError::NotANumber { .. }));
+        let fraction = if is_number(text) {
+            Self::fixed(number(text)?)
         } else if let Some(base) = text.strip_suffix('+') {
             Self {
                 reserve: number(base)?,
@@ -55,7 +58,7 @@ impl MemFraction {
                     let (base, rest) = text.split_at(at);
                     (base, &rest[dash.len()..])
                 })
-                .find(|(base, cap)| number(base).is_ok() && number(cap).is_ok());
+                .find(|(base, cap)| is_number(base) && is_number(cap));
             match split {
                 Some((base, cap)) => Self {
                     reserve: number(base)?,
@@ -106,6 +109,12 @@ pub enum MemFractionError {
         /// The text given.
         text: String,
     },
+    /// A part is a number too large or too small for a 64-bit float (`1e400`, `1e-400`).
+    #[error("'{text}' is beyond what a 64-bit float holds")]
+    BeyondFloat {
+        /// The part as written.
+        text: String,
+    },
     /// A fraction is not in `(0, 1]` (or is NaN or infinite).
     #[error("the {what} {value} is not in (0, 1]")]
     OutOfRange {
@@ -127,12 +136,21 @@ pub enum MemFractionError {
 /// One fraction of the grammar.
 fn number(text: &str) -> std::result::Result<f64, MemFractionError> {
     // No blank (the whole value is trimmed once, as every variable's is) and no sign: Rust's `parse` would take a leading `+`, which no setting is written with.
-    (!text.starts_with(['+', '-']))
+    let value = (!text.starts_with(['+', '-']))
         .then(|| text.parse::<f64>().ok())
         .flatten()
         .ok_or_else(|| MemFractionError::NotANumber {
             text: text.to_string(),
-        })
+        })?;
+    // Digits that round to infinity or to 0 (`inf` itself is refused by its range).
+    let mantissa = text.split(['e', 'E']).next().unwrap_or_default();
+    let nonzero = mantissa.bytes().any(|b| (b'1'..=b'9').contains(&b));
+    if nonzero && (value.is_infinite() || value == 0.0) {
+        return Err(MemFractionError::BeyondFloat {
+            text: text.to_string(),
+        });
+    }
+    Ok(value)
 }
 
 impl Default for MemFraction {
@@ -143,7 +161,8 @@ impl Default for MemFraction {
 
 impl std::fmt::Display for MemFraction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.limit == self.reserve {
+        // NaN is not equal to itself: a fixed NaN fraction is written as one value too.
+        if self.limit == self.reserve || self.limit.to_bits() == self.reserve.to_bits() {
             write!(f, "{}", self.reserve)
         } else if self.limit == 1.0 {
             write!(f, "{}+", self.reserve)
@@ -156,6 +175,43 @@ impl std::fmt::Display for MemFraction {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fixed_nan_fraction_is_written_as_one_value() {
+        assert_eq!(MemFraction::fixed(f64::NAN).to_string(), "NaN");
+        assert_eq!(MemFraction::fixed(0.5).to_string(), "0.5");
+    }
+
+    #[test]
+    fn digits_beyond_a_float_are_named_as_written() {
+        for (text, part) in [
+            ("1e400", "1e400"),
+            ("1e-400", "1e-400"),
+            ("0.5-2e999", "2e999"),
+        ] {
+            let error = MemFraction::parse(text).unwrap_err();
+            assert_eq!(
+                error,
+                MemFractionError::BeyondFloat {
+                    text: part.to_string()
+                }
+            );
+            assert_eq!(
+                error.to_string(),
+                format!("'{part}' is beyond what a 64-bit float holds")
+            );
+        }
+        // `inf` and 0 are written as such: out of range, by their values.
+        for (text, value) in [("inf", f64::INFINITY), ("0e400", 0.0)] {
+            assert_eq!(
+                MemFraction::parse(text).unwrap_err(),
+                MemFractionError::OutOfRange {
+                    what: "reserve",
+                    value
+                }
+            );
+        }
+    }
 
     #[test]
     fn fraction_grammar_covers_fixed_plus_and_range() {

@@ -250,11 +250,17 @@ impl ArenaConfig {
                 "array_usages",
                 flag_names(self.array_usages.iter_names()),
                 format!(
-                    "usages that contain {} (missing: {}) and none of {} (present: {}); start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
+                    "usages that contain {}{} and none of {}{}; start from gpu_arena::config::DEFAULT_ARRAY_USAGES",
                     flag_names(REQUIRED_ARRAY_USAGES.iter_names()),
-                    flag_names(missing.iter_names()),
+                    match missing.is_empty() {
+                        true => String::new(),
+                        false => format!(" (missing: {})", flag_names(missing.iter_names())),
+                    },
                     flag_names(FORBIDDEN_ARRAY_USAGES.iter_names()),
-                    flag_names(forbidden.iter_names()),
+                    match forbidden.is_empty() {
+                        true => String::new(),
+                        false => format!(" (present: {})", flag_names(forbidden.iter_names())),
+                    },
                 ),
             ));
         }
@@ -263,7 +269,7 @@ impl ArenaConfig {
                 return Err(field_error(
                     "dump_on_oom",
                     dir.display().to_string(),
-                    "a directory path that is not blank, or None".into(),
+                    "a directory path that is not blank (leave the field None for no dump)".into(),
                 ));
             }
         }

@@ -83,6 +83,17 @@ pub enum TuningOrigin {
     Failed,
 }
 
+impl TuningOrigin {
+    /// The origin in a word: `measured`, `file`, `failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            TuningOrigin::Measured => "measured",
+            TuningOrigin::File => "file",
+            TuningOrigin::Failed => "failed",
+        }
+    }
+}
+
 /// One kernel and size class as tuning left it: the shape its ops now run in, and the
 /// bandwidths measured on the tuning workload ([`SizeClass::tuning_bytes`], fewer for a kernel
 /// too slow to time on that many; the fastest of the rounds; bytes moved, read and written

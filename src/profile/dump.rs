@@ -98,11 +98,15 @@ enum Files {
 }
 
 impl Files {
+    /// Writes `contents` to `path`; an error names the path.
     fn write(self, path: &Path, contents: &[u8]) -> std::io::Result<()> {
         match self {
             Files::Named => write_named_file(path, contents),
-            Files::New => create_new_private_file(path)?.write_all(contents),
+            Files::New => create_new_private_file(path).and_then(|mut f| f.write_all(contents)),
         }
+        .map_err(|error| {
+            std::io::Error::new(error.kind(), format!("writing {}: {error}", path.display()))
+        })
     }
 }
 
@@ -124,7 +128,16 @@ impl ContextInner {
         builder.recursive(true);
         #[cfg(unix)]
         std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        builder.create(dir)?;
+        builder.create(dir).map_err(|error| {
+            let not_a_directory = match dir.is_dir() {
+                false if dir.exists() => " (it is not a directory: give a directory's path)",
+                _ => "",
+            };
+            std::io::Error::new(
+                error.kind(),
+                format!("creating {}: {error}{not_a_directory}", dir.display()),
+            )
+        })?;
         self.write_profile_files(dir, stem, snapshot, Files::Named)
     }
 

@@ -614,6 +614,22 @@ fn snapshots_reports_and_pprof_show_each_kind_apart() {
         "the report has the section"
     );
     assert!(html.contains("adam moments"));
+    // The pinned-host kind's largest arrays are listed inside its section, under an id of
+    // their own; no id is on the page twice.
+    let section = &html[html.find(r#"<section id="pinned-host">"#).unwrap()..];
+    let table = section.find(r#"<section id="pinned-host-top"><h2>Largest pinned-host"#);
+    let end = section.find("</section></section>");
+    assert!(
+        table.is_some() && end.is_some() && table < end,
+        "{section:.500}"
+    );
+    let ids: Vec<&str> = html
+        .split(" id=\"")
+        .skip(1)
+        .map(|rest| &rest[..rest.find('"').unwrap()])
+        .collect();
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{ids:?}");
     // pprof's gzip is of stored blocks: the string table reads as is.
     let pprof = snapshot.to_pprof();
     let has = |needle: &[u8]| pprof.windows(needle.len()).any(|w| w == needle);

@@ -659,6 +659,21 @@ fn profile_writers_refuse_a_link_at_the_file_name_and_leave_its_target_untouched
     let err = ctx.write_memory_profile(&dir, "planted").unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");
     assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with(&format!("writing {}", dir.join("planted.json").display())),
+        "{err}"
+    );
+    // A directory path that is a file: the error names it and says so.
+    let err = ctx.write_memory_profile(&target, "x").unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("creating {}: ", target.display()))
+            && err
+                .to_string()
+                .ends_with("(it is not a directory: give a directory's path)"),
+        "{err}"
+    );
     let snapshot = ctx.memory_snapshot();
     let timeline = ctx.memory_timeline();
     let err = report::write_html(&snapshot, timeline.as_ref(), dir.join("page.html")).unwrap_err();

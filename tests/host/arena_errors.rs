@@ -429,6 +429,19 @@ fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
 }
 
 #[test]
+fn an_out_of_memory_report_counts_one_byte_as_one() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(256));
+    let _full = arena.allocate(256, 0, None, &mut device).unwrap();
+    let error = arena.allocate(1, 0, None, &mut device).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains("(1 byte requested, 256 after rounding to 256 bytes)"),
+        "{message}"
+    );
+}
+
+#[test]
 fn options_that_allow_no_region_are_refused_when_reserving() {
     let mut device = Device::unlimited();
     let mut arena = Arena::new(ArenaOptions {
@@ -443,6 +456,21 @@ fn options_that_allow_no_region_are_refused_when_reserving() {
         }
     );
     assert!(error.to_string().contains("max_region_bytes"), "{error}");
+    // An arena that grows (or allocates per array) is refused the same way at its first
+    // allocation, not with an out-of-memory report that advises pieces of 0 B.
+    for options in [ArenaOptions::growing(MIB), ArenaOptions::platform(MIB)] {
+        let mut arena = Arena::new(ArenaOptions {
+            max_region_bytes: 100,
+            ..options
+        });
+        assert_eq!(
+            arena.allocate(10, 0, None, &mut device).unwrap_err(),
+            ArenaError::NoRegionAllowed {
+                max_region_bytes: 100
+            }
+        );
+        assert!(device.live.is_empty());
+    }
 }
 
 #[test]

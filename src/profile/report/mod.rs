@@ -90,7 +90,7 @@ pub fn render_html(snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>)
     growing_section(&mut page, timeline);
     kernels_section(&mut page, timeline);
     page.push_str(r#"<div class="two">"#);
-    top_allocations(&mut page, snapshot, &colours);
+    top_allocations(&mut page, snapshot, &colours, "top", "Largest allocations");
     labels_section(&mut page, snapshot, &colours, &labels);
     page.push_str("</div>");
     fragmentation(&mut page, snapshot);
@@ -305,7 +305,7 @@ fn map_section(
         let _ = write!(page, "<span>{text}</span>");
     }
     page.push_str("</div>");
-    page.push_str(&region_map::region_map(snapshot, colours));
+    page.push_str(&region_map::region_map(snapshot, colours, true));
     page.push_str("</section>");
 }
 
@@ -334,10 +334,17 @@ fn pinned_host_section(page: &mut String, snapshot: &MemorySnapshot, colours: &L
         Bytes(host.stats.pending_free_bytes),
     );
     if !host.regions.is_empty() {
-        page.push_str(&region_map::region_map(host, colours));
+        // The device's map, before it on the page, defines the pattern both use.
+        page.push_str(&region_map::region_map(host, colours, false));
     }
+    top_allocations(
+        page,
+        host,
+        colours,
+        "pinned-host-top",
+        "Largest pinned-host allocations",
+    );
     page.push_str("</section>");
-    top_allocations(page, host, colours);
 }
 
 fn curves_section(page: &mut String, snapshot: &MemorySnapshot, timeline: Option<&MemoryTimeline>) {
@@ -449,8 +456,18 @@ fn chunk_type(chunk: &SnapshotChunk) -> String {
     }
 }
 
-fn top_allocations(page: &mut String, snapshot: &MemorySnapshot, colours: &LabelColours) {
-    page.push_str(r#"<section id="top"><h2>Largest allocations</h2><table><tr><th>label</th><th class="n">size</th><th>type</th><th class="n">region</th><th class="n">offset</th><th class="n">age</th><th>site</th></tr>"#);
+/// The table of `snapshot`'s largest live arrays, as a section `id` under `heading`.
+fn top_allocations(
+    page: &mut String,
+    snapshot: &MemorySnapshot,
+    colours: &LabelColours,
+    id: &str,
+    heading: &str,
+) {
+    let _ = write!(
+        page,
+        r#"<section id="{id}"><h2>{heading}</h2><table><tr><th>label</th><th class="n">size</th><th>type</th><th class="n">region</th><th class="n">offset</th><th class="n">age</th><th>site</th></tr>"#
+    );
     let top: Vec<(&SnapshotRegion, &SnapshotChunk)> = snapshot.top_allocations(TOP_ALLOCATIONS);
     for (region, chunk) in &top {
         page.push_str("<tr><td>");

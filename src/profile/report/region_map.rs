@@ -38,8 +38,9 @@ const ROW_GAP_PX: f64 = 8.0;
 /// would be all edge.
 const EDGE_MIN_PX: f64 = 4.0;
 
-/// The SVG element of the map.
-pub fn region_map(snapshot: &MemorySnapshot, colours: &LabelColours) -> String {
+/// The SVG element of the map; with `defs`, it defines the pending hatch pattern that every
+/// map on the page fills with (an id is the page's once).
+pub fn region_map(snapshot: &MemorySnapshot, colours: &LabelColours, defs: bool) -> String {
     let rows = snapshot.regions.len().max(1) as f64;
     let height = rows * (ROW_PX + ROW_GAP_PX);
     let width = CAPTION_PX + MAP_WIDTH_PX + 2.0;
@@ -48,7 +49,9 @@ pub fn region_map(snapshot: &MemorySnapshot, colours: &LabelColours) -> String {
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="region-map" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="map of every region and chunk">"#
     );
-    svg.push_str(PENDING_PATTERN);
+    if defs {
+        svg.push_str(PENDING_PATTERN);
+    }
     if snapshot.regions.is_empty() {
         let _ = write!(
             svg,
@@ -246,7 +249,8 @@ pub fn chunk_title(out: &mut String, region: &SnapshotRegion, chunk: &SnapshotCh
             let age = crate::count::count(chunk.age_allocs, "allocation");
             let _ = write!(out, " · {age} old");
             if let Some(age) = chunk.age_seconds {
-                let _ = write!(out, " ({age:.2} s)");
+                let age = super::format::duration_ns((age * 1e9) as u64);
+                let _ = write!(out, " ({age})");
             }
         }
     }
