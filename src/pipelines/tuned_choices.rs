@@ -629,6 +629,30 @@ fn as_written(text: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn origins_and_cache_loads_read_as_words() {
+        let origins = [
+            TuningOrigin::Measured,
+            TuningOrigin::File,
+            TuningOrigin::Failed,
+        ];
+        assert_eq!(
+            origins.map(TuningOrigin::name),
+            ["measured", "file", "failed"]
+        );
+        use super::super::cache_stats::DiskCacheLoad;
+        assert_eq!(DiskCacheLoad::Used.to_string(), "used");
+        assert_eq!(DiskCacheLoad::NoFile.to_string(), "no file");
+        let discarded = DiskCacheLoad::Discarded {
+            reason: "a checksum that does not match".into(),
+        };
+        assert_eq!(discarded.name(), "discarded");
+        assert_eq!(
+            discarded.to_string(),
+            "discarded: a checksum that does not match"
+        );
+    }
+
     fn adapter(name: &str) -> wgpu::AdapterInfo {
         let mut adapter = wgpu::AdapterInfo::new(wgpu::DeviceType::Cpu, wgpu::Backend::Vulkan);
         adapter.name = name.into();
