@@ -150,8 +150,11 @@ pub fn reflect_kernel(
                 .map(|e| e.name.as_str())
                 .collect();
             let computes = match computes.is_empty() {
-                true => "the module has none".to_string(),
-                false => format!("the module's are {}", computes.join(", ")),
+                true => "the module has no @compute entry point".to_string(),
+                false => format!(
+                    "the module's @compute entry points are {}",
+                    computes.join(", ")
+                ),
             };
             ReflectError::Other(format!(
                 "no @compute entry point named {entry_point:?}; {computes}"
@@ -806,7 +809,9 @@ mod tests {
         .unwrap_err();
         assert!(
             err.to_string().contains("\"mian\"")
-                && err.to_string().ends_with("the module's are main"),
+                && err
+                    .to_string()
+                    .ends_with("the module's @compute entry points are main"),
             "{}",
             err.to_string()
         );

@@ -36,12 +36,17 @@ fn compile_refusals_name_what_was_given_and_what_to_do() {
     // An entry point that is not there: the module's listed in words, or none.
     let message = compile_message(&ctx, KernelDesc::wgsl(&plain, "mian"));
     assert!(
-        message.ends_with("no @compute entry point named \"mian\"; the module's are main"),
+        message.ends_with(
+            "no @compute entry point named \"mian\"; the module's @compute entry points are main"
+        ),
         "{message}"
     );
     let vertex = "@vertex fn vs() -> @builtin(position) vec4<f32> { return vec4<f32>(0.0); }";
     let message = compile_message(&ctx, KernelDesc::wgsl(vertex, "vs"));
-    assert!(message.ends_with("; the module has none"), "{message}");
+    assert!(
+        message.ends_with("; the module has no @compute entry point"),
+        "{message}"
+    );
     // A workgroup size out of naga's range: the size as declared, or the constants that give it.
     for size in ["20000", "0"] {
         let message = compile_message(&ctx, KernelDesc::wgsl(&kernel_source(size, false), "main"));

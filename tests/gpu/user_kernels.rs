@@ -152,7 +152,10 @@ fn bad_kernels_are_compile_errors_with_the_compiler_s_message() {
         "{err}"
     );
     assert!(
-        err.to_string().contains("\"nope\"") && err.to_string().ends_with("the module's are main"),
+        err.to_string().contains("\"nope\"")
+            && err
+                .to_string()
+                .ends_with("the module's @compute entry points are main"),
         "{err}"
     );
 
