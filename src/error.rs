@@ -160,7 +160,7 @@ pub enum Error {
     /// have written refuses with this error), and reading a zero-copy array that no GPU work
     /// uses needs no device. The memory of the context's arrays stays allocated until they are
     /// dropped.
-    #[error("the GPU device of this context is lost or was destroyed ({reason}), so {during} cannot run; drop this context and its arrays and open a new Context")]
+    #[error("the GPU device of this context is lost or was destroyed ({reason}), so {during} failed; drop this context and its arrays and open a new Context")]
     DeviceLost {
         /// What was being done.
         during: String,
@@ -285,7 +285,7 @@ pub enum Error {
         capture: u64,
     },
     /// The transfer guard refused a transfer; nothing was transferred.
-    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). {}", guard_remedy(.explicitness))]
+    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). {}", guard_remedy(.explicitness, *.direction))]
     TransferGuard {
         /// Which way the data would have moved.
         direction: TransferDirection,
@@ -388,20 +388,25 @@ fn eager_remedy(operation: &str) -> String {
 }
 
 /// What to do about a transfer the guard refused: an implicit one can also be made explicit;
-/// an explicit one is refused only by the `*_explicit` levels.
-fn guard_remedy(explicitness: &str) -> &'static str {
+/// an explicit one is refused only by the `*_explicit` levels. The ways to set the level name
+/// the direction's own variable first: it overrides the all-directions one.
+fn guard_remedy(explicitness: &str, direction: TransferDirection) -> String {
+    let suffix = direction.env_suffix();
+    let ways = format!(
+        "TransferGuard::scoped_direction or TransferGuard::scoped; \
+         GPU_ARENA_TRANSFER_GUARD_{suffix} / JAX_TRANSFER_GUARD_{suffix}, or where neither is set \
+         GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD; ArenaConfig::transfer_guard in code"
+    );
     match explicitness {
-        "explicit" => {
+        "explicit" => format!(
             "Set the transfer guard to \"allow\", \"log\", \"disallow\" or \"log_explicit\" \
-             for this direction (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / \
-             JAX_TRANSFER_GUARD): only \"disallow_explicit\" refuses explicit transfers"
-        }
-        _ => {
-            "Set the transfer guard to \"allow\" or \"log\" for this direction \
-             (TransferGuard::scoped or GPU_ARENA_TRANSFER_GUARD / JAX_TRANSFER_GUARD) or, \
+             for this direction ({ways}): only \"disallow_explicit\" refuses explicit transfers"
+        ),
+        _ => format!(
+            "Set the transfer guard to \"allow\" or \"log\" for this direction ({ways}) or, \
              where it is \"disallow\" rather than \"disallow_explicit\", make the transfer \
              explicit (device_put, device_get)"
-        }
+        ),
     }
 }
 

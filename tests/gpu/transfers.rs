@@ -296,6 +296,13 @@ fn disallow_explicit_refuses_explicit_transfers_before_allocating() {
         "{err}"
     );
     assert!(err.to_string().contains("\"log_explicit\""), "{err}");
+    // The ways to change it name this direction's own variable, which overrides the rest.
+    assert!(
+        err.to_string().contains(
+            "GPU_ARENA_TRANSFER_GUARD_HOST_TO_DEVICE / JAX_TRANSFER_GUARD_HOST_TO_DEVICE"
+        ),
+        "{err}"
+    );
     assert_eq!(ctx.memory_stats().num_allocs, 0, "nothing was allocated");
     // An implicit transfer under this level is not let through by making it explicit.
     let operand = {
