@@ -96,7 +96,7 @@ pub enum ElementRefusal {
         bytes: usize,
     },
     /// A bitcast between types of different sizes (a bitcast keeps every element's bytes).
-    #[error("{from} is {from_bytes} bytes and {to} is {to_bytes}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)")]
+    #[error("{from} is {} and {to} is {to_bytes}: a bitcast keeps every element's bytes, so both types must have the same size (reshape to change the element count)", count(*.from_bytes, "byte"))]
     BitcastSize {
         /// The array's element type.
         from: &'static str,

@@ -105,7 +105,9 @@ pub enum RunRefusal {
     /// takes a value of the slot's own type, so a run set through it never meets this; the
     /// check stands between the typed slot and the bytes the run writes.
     #[error(
-        "{given} parameter bytes given for a slot of {expected}: pass a value of the slot's type"
+        "{} of parameters given for a slot of {}: pass a value of the slot's type",
+        count(*.given, "byte"),
+        count(*.expected, "byte")
     )]
     ParamsSize {
         /// Bytes given.

@@ -284,8 +284,9 @@ pub enum Error {
         /// The open capture's number.
         capture: u64,
     },
-    /// The transfer guard refused a transfer; nothing was transferred.
-    #[error("Disallowed {direction} transfer: {bytes} bytes by {operation} ({explicitness}). {}", guard_remedy(.explicitness, *.direction))]
+    /// The transfer guard refused a transfer; nothing was transferred. The message begins as
+    /// JAX's does (`Disallowed host-to-device transfer`), so a search for JAX's words finds it.
+    #[error("Disallowed {direction} transfer: {} by {operation} ({explicitness}). {}", crate::count::count(*.bytes, "byte"), guard_remedy(.explicitness, *.direction))]
     TransferGuard {
         /// Which way the data would have moved.
         direction: TransferDirection,

@@ -1092,6 +1092,7 @@ impl Arena {
             label: label.map(String::from),
             memory_kind: MemoryKind::Device,
             pinned_host_room: None,
+            assumed_device_memory: None,
         }))
     }
 }

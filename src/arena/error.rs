@@ -43,7 +43,7 @@ pub enum ArenaError {
     },
     /// The options allow no region at all: `max_region_bytes` is below the 256-byte granule.
     #[error(
-        "the region source could not provide memory: max_region_bytes is {max_region_bytes}, \
+        "max_region_bytes is {max_region_bytes}, \
          below the {ALLOCATION_ALIGNMENT}-byte minimum, so no region can be created; set it to \
          {ALLOCATION_ALIGNMENT} or more"
     )]
@@ -53,7 +53,7 @@ pub enum ArenaError {
     },
     /// The reserve would be split into more than [`MAX_RESERVED_REGIONS`] regions.
     #[error(
-        "the region source could not provide memory: reserving {} in regions of at most {} \
+        "reserving {} in regions of at most {} \
          would take {regions} regions, more than the {MAX_RESERVED_REGIONS} a reservation may \
          have; raise max_region_bytes (GPU_ARENA_MAX_REGION_MB) where it is below the device's \
          largest buffer, or lower the reserve (GPU_ARENA_MEM_FRACTION)",

@@ -19,6 +19,8 @@ const PINNED_HOST_ENV: &str = "GPU_ARENA_PINNED_HOST_MB";
 const PREALLOCATE_ENV: &str = "GPU_ARENA_PREALLOCATE";
 /// The knob that caps one region below the device's own limits, in MiB (device layer).
 const MAX_REGION_ENV: &str = "GPU_ARENA_MAX_REGION_MB";
+/// The knob that gives the device's memory size where the backend does not report it, in MiB.
+const DEVICE_MEMORY_ENV: &str = "GPU_ARENA_DEVICE_MEMORY_MB";
 
 /// Why an allocation could not be served.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,6 +78,12 @@ pub struct OutOfMemory {
     /// that kind): when it holds the request, the remedy suggests moving arrays that wait between
     /// uses there.
     pub pinned_host_room: Option<u64>,
+    /// For device memory on a backend that does not report the device's memory size (wgpu's
+    /// GL, Metal and DX12 backends), the size the context assumed instead
+    /// ([`ArenaConfig::fallback_device_memory_bytes`](crate::ArenaConfig::fallback_device_memory_bytes);
+    /// `None` on Vulkan and for a bare arena): the arena's limit is a share of it, so the remedy
+    /// says to set the device's real size.
+    pub assumed_device_memory: Option<u64>,
 }
 
 impl OutOfMemory {
@@ -133,11 +141,18 @@ impl OutOfMemory {
                  the most it gives in one piece, and no memory setting raises it",
                 Bytes(*limit)
             ),
-            OomCause::SourceExhausted(_) => format!(
+            OomCause::SourceExhausted(_) if self.reserve_bytes > 0 => format!(
                 "the device itself has no memory left for a new region: other arenas or \
                  processes hold it. Turn preallocation off with {PREALLOCATE_ENV}=false (in the \
                  other processes too) so each takes only what it uses, or lower \
                  {MEM_FRACTION_ENV} so the arenas fit side by side"
+            ),
+            // This arena reserved nothing up front: it holds only regions it grew for arrays.
+            OomCause::SourceExhausted(_) => format!(
+                "the device itself has no memory left for a new region: other arenas or \
+                 processes hold it. Free arrays that are no longer needed, or lower \
+                 {MEM_FRACTION_ENV} in the other processes (or turn their preallocation off \
+                 with {PREALLOCATE_ENV}=false) so that the arenas fit side by side"
             ),
         };
         let beyond_any_region = matches!(
@@ -145,6 +160,14 @@ impl OutOfMemory {
             OomCause::LargerThanAnyRegion
                 | OomCause::SourceExhausted(RegionRefusal::TooLarge { .. })
         );
+        if let Some(assumed) = self.assumed_device_memory.filter(|_| !beyond_any_region) {
+            remedy.push_str(&format!(
+                "; this backend does not report the device's memory size, so the arena's limit \
+                 is a share of an assumed {}: set {DEVICE_MEMORY_ENV} \
+                 (ArenaConfig::fallback_device_memory_bytes) to the device's real size",
+                Bytes(assumed)
+            ));
+        }
         let room = self.pinned_host_room.filter(|&room| room >= self.rounded);
         if let Some(room) = room.filter(|_| !beyond_any_region) {
             remedy.push_str(&format!(

@@ -5,6 +5,7 @@ use serde::Serialize;
 use super::model::{BackwardArrays, ChainModel};
 use crate::array::DeviceArray;
 use crate::context::Context;
+use crate::count::count;
 use crate::error::Error;
 use crate::memory_kind::MemoryKind;
 use crate::profile::label_scope;
@@ -125,9 +126,9 @@ impl Schedule {
             return Err(Error::Shape {
                 operation: OPERATION,
                 reason: format!(
-                    "the input has {} bytes (shape {:?}) but the chain's input has {}: pass \
+                    "the input has {} (shape {:?}) but the chain's input has {}: pass \
                      the array the chain was planned for",
-                    input.size_in_bytes(),
+                    count(input.size_in_bytes(), "byte"),
                     input.shape(),
                     bytes_of(0)
                 ),
@@ -156,8 +157,9 @@ impl Schedule {
                             operation: OPERATION,
                             reason: format!(
                                 "activation_shape({i}) is {shape:?}, which does not hold the \
-                                 chain's {bytes} bytes for activation {i} in elements of \
-                                 {element} bytes"
+                                 chain's {} for activation {i} in elements of {}",
+                                count(bytes, "byte"),
+                                count(element, "byte")
                             ),
                         });
                     }
@@ -167,9 +169,10 @@ impl Schedule {
                     return Err(Error::InvalidArgument {
                         operation: OPERATION,
                         reason: format!(
-                            "activation {i} has {bytes} bytes, not a whole number of {}-byte \
+                            "activation {i} has {}, not a whole number of {}-byte \
                              elements: size the chain's layers in whole elements or use \
                              another element type",
+                            count(bytes, "byte"),
                             element
                         ),
                     });

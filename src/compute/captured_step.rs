@@ -83,29 +83,29 @@ impl std::fmt::Display for StepPlan {
         use crate::count::count;
         writeln!(
             f,
-            "captured step: {}, {} in a block of {} bytes (lower bound {}), {} bytes of inputs and outputs, {} bytes in use{}",
+            "captured step: {}, {} in a block of {} bytes (lower bound {}), {} of inputs and outputs, {} in use{}",
             count(self.steps, "step"),
             count(self.temporaries.len(), "temporary").plural("temporaries"),
             self.block_bytes,
             self.lower_bound_bytes,
-            self.array_bytes,
-            self.bytes_in_use,
+            count(self.array_bytes, "byte"),
+            count(self.bytes_in_use, "byte"),
             match self.pinned_host_bytes {
                 0 => String::new(),
-                bytes => format!(" (and {bytes} bytes of pinned host memory)"),
+                bytes => format!(" (and {} of pinned host memory)", count(bytes, "byte")),
             }
         )?;
         match self.arrays_held_by_the_step_alone {
             0 => {}
             1 => writeln!(
                 f,
-                "1 of its arrays ({} bytes) is held by the step alone: you dropped it and every run still uses it; its memory comes back when the step is dropped",
-                self.bytes_held_by_the_step_alone
+                "1 of its arrays ({}) is held by the step alone: you dropped it and every run still uses it; its memory comes back when the step is dropped",
+                count(self.bytes_held_by_the_step_alone, "byte")
             )?,
             n => writeln!(
                 f,
-                "{n} of its arrays ({} bytes) are held by the step alone: you dropped them and every run still uses them; their memory comes back when the step is dropped",
-                self.bytes_held_by_the_step_alone
+                "{n} of its arrays ({}) are held by the step alone: you dropped them and every run still uses them; their memory comes back when the step is dropped",
+                count(self.bytes_held_by_the_step_alone, "byte")
             )?,
         }
         if self.temporaries.is_empty() {

@@ -7,6 +7,7 @@ use super::sequence::Sequence;
 use super::user_kernel::Kernel;
 use crate::array::{Access, ArrayStorage};
 use crate::context::Context;
+use crate::count::count;
 use crate::error::{Error, Result};
 use crate::pipelines::StorageBinding;
 use crate::step::{BoundRange, Step};
@@ -381,25 +382,25 @@ impl<'s, 'a> Launch<'s, 'a> {
                 return Err(self.argument_error(
                     &format!("parameter block `{}: {}`", block.name, block.type_name),
                     format!(
-                        "{} bytes given; WGSL lays `{}` out in {} bytes: match its fields, alignment and padding in a #[repr(C)] struct",
-                        p.len(),
+                        "{} given; WGSL lays `{}` out in {}: match its fields, alignment and padding in a #[repr(C)] struct",
+                        count(p.len(), "byte"),
                         block.type_name,
-                        block.size
+                        count(block.size, "byte")
                     ),
                 ))
             }
             (Some(block), None) => {
                 return Err(self.argument_error(
                     &format!("parameter block `{}: {}`", block.name, block.type_name),
-                    format!("not given: pass {} bytes with .params(&value)", block.size),
+                    format!("not given: pass {} with .params(&value)", count(block.size, "byte")),
                 ))
             }
             (None, Some(p)) => {
                 return Err(self.argument_error(
                     "parameters",
                     format!(
-                        "{} bytes given, but the kernel reads no var<uniform> or var<immediate> block: drop .params(..), or declare the block in the kernel",
-                        p.len()
+                        "{} given, but the kernel reads no var<uniform> or var<immediate> block: drop .params(..), or declare the block in the kernel",
+                        count(p.len(), "byte")
                     ),
                 ))
             }
@@ -452,11 +453,11 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if binding.is_array && arg.element_size as u64 != binding.element_stride {
             return fail(format!(
-                "elements of {} are {} bytes apart in WGSL, but the argument holds {} ({} bytes): use a DeviceArray of an element type of {} bytes",
+                "elements of {} are {} bytes apart in WGSL, but the argument holds {} ({}): use a DeviceArray of an element type of {} bytes",
                 binding.element_type,
                 binding.element_stride,
                 arg.element_type,
-                arg.element_size,
+                count(arg.element_size, "byte"),
                 binding.element_stride
             ));
         }
@@ -484,9 +485,11 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if (binding.fixed_len.is_some() || !binding.is_array) && arg.bytes < binding.min_bytes {
             return fail(format!(
-                "the argument has {} bytes; the binding's type needs {}: pass an array (or a view) \
+                "the argument has {}; the binding's type needs {}: pass an array (or a view) \
                  of at least {} bytes",
-                arg.bytes, binding.min_bytes, binding.min_bytes
+                count(arg.bytes, "byte"),
+                binding.min_bytes,
+                binding.min_bytes
             ));
         }
         let allocation = &arg.storage.allocation;
@@ -503,8 +506,9 @@ impl<'s, 'a> Launch<'s, 'a> {
             let size = arg.bytes.next_multiple_of(4).max(binding.min_bytes);
             if arg.offset + size > allocation.size {
                 return fail(format!(
-                    "the argument has {} bytes; the binding needs at least {}",
-                    arg.bytes, binding.min_bytes
+                    "the argument has {}; the binding needs at least {}",
+                    count(arg.bytes, "byte"),
+                    binding.min_bytes
                 ));
             }
             size
@@ -540,8 +544,9 @@ impl<'s, 'a> Launch<'s, 'a> {
         }
         if !bytes.is_multiple_of(4) {
             return fail(format!(
-                "the view has {bytes} bytes, not a multiple of 4: a binding holds whole 4-byte words, so it would reach {} bytes past the view (into the next row); bind views of a multiple of 4 bytes, or the whole array",
-                bytes.next_multiple_of(4) - bytes
+                "the view has {}, not a multiple of 4: a binding holds whole 4-byte words, so it would reach {} past the view (into the next row); bind views of a multiple of 4 bytes, or the whole array",
+                count(bytes, "byte"),
+                count(bytes.next_multiple_of(4) - bytes, "byte")
             ));
         }
         if bytes < binding.min_bytes {

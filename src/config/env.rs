@@ -304,7 +304,7 @@ fn parse_allocator(var: &str, value: &str) -> Result<AllocatorKind> {
     match value.trim().to_ascii_lowercase().as_str() {
         "bfc" | "default" => Ok(AllocatorKind::Bfc),
         "platform" => Ok(AllocatorKind::Platform),
-        _ => Err(refuse(var, value, "\"bfc\" or \"platform\"")),
+        _ => Err(refuse(var, value, "bfc (or default) or platform")),
     }
 }
 

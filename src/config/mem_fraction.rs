@@ -64,6 +64,13 @@ impl MemFraction {
                     reserve: number(base)?,
                     limit: number(cap)?,
                 },
+                // A negative number: what is wrong with it is its range.
+                None if text.strip_prefix('-').is_some_and(is_number) => {
+                    return Err(MemFractionError::OutOfRange {
+                        what: "reserve",
+                        value: -number(&text[1..])?,
+                    })
+                }
                 None => {
                     return Err(MemFractionError::NotAFraction {
                         text: text.to_string(),
@@ -116,7 +123,7 @@ pub enum MemFractionError {
         text: String,
     },
     /// A fraction is not in `(0, 1]` (or is NaN or infinite).
-    #[error("the {what} {value} is not in (0, 1]")]
+    #[error("the {what} {value:?} is not in (0, 1]")]
     OutOfRange {
         /// `"reserve"` or `"limit"`.
         what: &'static str,
@@ -124,7 +131,7 @@ pub enum MemFractionError {
         value: f64,
     },
     /// The limit is below the reserve.
-    #[error("the limit {limit} is below the reserve {reserve}")]
+    #[error("the limit {limit:?} is below the reserve {reserve:?}")]
     LimitBelowReserve {
         /// The limit fraction.
         limit: f64,
@@ -159,15 +166,17 @@ impl Default for MemFraction {
     }
 }
 
+/// Writes fractions in their shortest form that reads back as the same value (Rust's `{:?}`
+/// for `f64`): `0.5`, and `1e-300` rather than its 302 characters.
 impl std::fmt::Display for MemFraction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // NaN is not equal to itself: a fixed NaN fraction is written as one value too.
         if self.limit == self.reserve || self.limit.to_bits() == self.reserve.to_bits() {
-            write!(f, "{}", self.reserve)
+            write!(f, "{:?}", self.reserve)
         } else if self.limit == 1.0 {
-            write!(f, "{}+", self.reserve)
+            write!(f, "{:?}+", self.reserve)
         } else {
-            write!(f, "{}-{}", self.reserve, self.limit)
+            write!(f, "{:?}-{:?}", self.reserve, self.limit)
         }
     }
 }
@@ -180,6 +189,37 @@ mod tests {
     fn a_fixed_nan_fraction_is_written_as_one_value() {
         assert_eq!(MemFraction::fixed(f64::NAN).to_string(), "NaN");
         assert_eq!(MemFraction::fixed(0.5).to_string(), "0.5");
+    }
+
+    #[test]
+    fn fractions_are_written_short_and_read_back_as_the_same_value() {
+        for (fraction, text) in [
+            (MemFraction::fixed(1e-300), "1e-300"),
+            (MemFraction::parse("0.25+").unwrap(), "0.25+"),
+            (MemFraction::parse("0.25-0.5").unwrap(), "0.25-0.5"),
+        ] {
+            assert_eq!(fraction.to_string(), text);
+            assert_eq!(MemFraction::parse(text).unwrap(), fraction);
+        }
+        let error = MemFraction::parse("1e300").unwrap_err();
+        assert_eq!(error.to_string(), "the reserve 1e300 is not in (0, 1]");
+    }
+
+    #[test]
+    fn a_negative_fraction_is_refused_for_its_range_not_as_text() {
+        let error = MemFraction::parse("-0.5").unwrap_err();
+        assert_eq!(
+            error,
+            MemFractionError::OutOfRange {
+                what: "reserve",
+                value: -0.5
+            }
+        );
+        assert_eq!(error.to_string(), "the reserve -0.5 is not in (0, 1]");
+        assert!(matches!(
+            MemFraction::parse("-x"),
+            Err(MemFractionError::NotAFraction { .. })
+        ));
     }
 
     #[test]

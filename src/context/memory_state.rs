@@ -41,15 +41,23 @@ pub(crate) struct MemoryState {
     pinned_host: Option<KindMemory>,
     /// How long the first-allocation reservation took, once it has happened.
     reserve_duration: Option<Duration>,
+    /// The device memory size assumed where the backend does not report it
+    /// ([`crate::arena::OutOfMemory::assumed_device_memory`]).
+    assumed_device_memory: Option<u64>,
 }
 
 impl MemoryState {
     /// The memory of a newly opened context: nothing reserved, no array yet.
-    pub(crate) fn new(device: KindMemory, pinned_host: Option<KindMemory>) -> Self {
+    pub(crate) fn new(
+        device: KindMemory,
+        pinned_host: Option<KindMemory>,
+        assumed_device_memory: Option<u64>,
+    ) -> Self {
         Self {
             device,
             pinned_host,
             reserve_duration: None,
+            assumed_device_memory,
         }
     }
 
@@ -160,13 +168,14 @@ impl MemoryState {
     }
 
     /// `error` of the arena of `kind`, its out-of-memory report naming the kind (and, for
-    /// device memory, the room the pinned-host kind has left).
+    /// device memory, the room the pinned-host kind has left and the memory size assumed).
     fn of_kind(&self, kind: MemoryKind, error: ArenaError) -> ArenaError {
         match error {
             ArenaError::OutOfMemory(mut report) => {
                 report.memory_kind = kind;
                 if kind == MemoryKind::Device {
                     report.pinned_host_room = self.pinned_host_room();
+                    report.assumed_device_memory = self.assumed_device_memory;
                 }
                 ArenaError::OutOfMemory(report)
             }

@@ -161,7 +161,11 @@ impl Context {
                 description,
                 memory: Mutex::new(
                     rank::MEMORY,
-                    MemoryState::new(KindMemory::new(arena, regions), pinned_host),
+                    MemoryState::new(
+                        KindMemory::new(arena, regions),
+                        pinned_host,
+                        (!is_vulkan).then_some(config.fallback_device_memory_bytes),
+                    ),
                 ),
                 submissions: Submissions::default(),
                 max_region_bytes,

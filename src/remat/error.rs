@@ -1,6 +1,7 @@
 //! Why a chain could not be made or planned.
 
 use crate::arena::Bytes;
+use crate::count::count;
 
 /// What can go wrong describing or planning a chain. Nothing here panics on user input.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -37,15 +38,19 @@ pub enum RematError {
     ZeroInterval,
     /// No plan fits the budget.
     #[error(
-        "no checkpointing of this chain fits in {} ({budget} bytes): the smallest budget found \
-         that holds a plan is {} ({smallest_budget} bytes, for a plan keeping {checkpoints} \
-         activations whose peak is {smallest_peak} bytes). Plan with that budget, split the \
-         layers with the largest activations, or, where the plan recomputes, offload \
-         activations to pinned host memory instead (CheckpointPolicy::OffloadBudget, \
-         Chain::plan_fastest), which reaches smaller budgets (best fit places buffers differently in arenas of different \
-         sizes, so that budget can even be below this one)",
+        "no checkpointing of this chain fits in {} ({}): the smallest budget found that holds \
+         a plan is {} ({}, for a plan keeping {} whose peak is {}). Plan with that budget, \
+         split the layers with the largest activations, or, under CheckpointPolicy::Budget or \
+         PeakBudget, offload activations to pinned host memory instead \
+         (CheckpointPolicy::OffloadBudget, Chain::plan_fastest), which reaches smaller budgets \
+         (best fit places buffers differently in arenas of different sizes, so that budget can \
+         even be below this one)",
         Bytes(*.budget),
-        Bytes(*.smallest_budget)
+        count(*.budget, "byte"),
+        Bytes(*.smallest_budget),
+        count(*.smallest_budget, "byte"),
+        count(*.checkpoints, "activation"),
+        count(*.smallest_peak, "byte")
     )]
     BudgetTooSmall {
         /// The budget asked for.
@@ -71,11 +76,12 @@ pub enum RematError {
     /// An activation (and so its gradient) is larger than any region of an arena, so no
     /// arena budget can hold it.
     #[error(
-        "activation {activation} has {} ({bytes} bytes), more than the largest region of an \
+        "activation {activation} has {} ({}), more than the largest region of an \
          arena ({}): no arena of any budget can hold it. Split the layer into smaller \
          activations, or plan with CheckpointPolicy::PeakBudget for an allocator without \
          regions",
         Bytes(*.bytes),
+        count(*.bytes, "byte"),
         Bytes(*.max_region_bytes)
     )]
     ActivationTooLarge {

@@ -147,7 +147,8 @@ pub(crate) fn check(
     match verdict(effective_level(defaults, direction), explicit) {
         Verdict::Pass => Ok(()),
         Verdict::Log => {
-            log::warn!("{direction} transfer: {bytes} bytes by {operation} ({explicitness})");
+            let bytes = crate::count::count(bytes, "byte");
+            log::warn!("{direction} transfer: {bytes} by {operation} ({explicitness})");
             Ok(())
         }
         Verdict::Refuse => Err(Error::TransferGuard {

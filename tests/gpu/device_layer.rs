@@ -139,6 +139,47 @@ fn out_of_memory_is_an_error_that_explains_itself() {
     );
 }
 
+/// Where the backend does not report the device's memory (GL), the limit is a share of the
+/// size assumed, and the report says so and names the knob that gives the real one; on Vulkan
+/// the size is the device's own and the report says nothing of it.
+#[gpu_test]
+fn out_of_memory_on_an_assumed_memory_size_says_how_to_give_the_real_one() {
+    let config = ArenaConfig {
+        fallback_device_memory_bytes: 64 << 20,
+        mem_fraction: MemFraction::fixed(0.5),
+        ..test_config()
+    };
+    let vulkan = context_with(config.clone());
+    let err = vulkan.alloc::<u8>(&[3 << 30]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(report.assumed_device_memory, None, "{err}");
+    assert!(
+        !err.to_string().contains("GPU_ARENA_DEVICE_MEMORY_MB"),
+        "{err}"
+    );
+    let Some(gl) = crate::harness::gl_context_with(config) else {
+        return;
+    };
+    let err = gl.alloc::<u8>(&[40 << 20]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(report.assumed_device_memory, Some(64 << 20), "{err}");
+    assert_eq!(report.bytes_limit, 32 << 20, "{err}");
+    assert!(
+        report.remedy().contains(
+            "so the arena's limit is a share of an assumed 64.00 MiB: set \
+             GPU_ARENA_DEVICE_MEMORY_MB (ArenaConfig::fallback_device_memory_bytes) to the \
+             device's real size"
+        ),
+        "{err}"
+    );
+    // The failed request changed nothing: a request inside the limit is served.
+    gl.alloc::<u8>(&[16 << 20]).unwrap();
+}
+
 #[gpu_test]
 fn an_array_larger_than_any_region_names_the_limit() {
     let ctx = context_with(ArenaConfig {

@@ -282,3 +282,65 @@ fn a_gl_layout_refusal_names_glsls_rules_as_glsl_does() {
         "{message}"
     );
 }
+
+/// Counts of one byte or one activation read in the singular, in the refusals whose counts the
+/// user's own values set: a guard refusal, a launch's parameters, a view, a bitcast, a remat
+/// budget.
+#[gpu_test]
+fn one_byte_and_one_activation_read_in_the_singular() {
+    let ctx = context();
+    {
+        let _guard =
+            gpu_arena::TransferGuard::scoped(gpu_arena::TransferGuardLevel::DisallowExplicit);
+        let err = ctx.device_put(&[1u8], &[1]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Disallowed host-to-device transfer: 1 byte by device_put (explicit)"),
+            "{err}"
+        );
+    }
+    let kernel = ctx
+        .kernel(
+            "struct P { n: u32, a: f32 }
+             @group(0) @binding(0) var<uniform> p: P;
+             @group(0) @binding(1) var<storage, read_write> y: array<f32>;
+             @compute @workgroup_size(64) fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+                 if (i.x < p.n) { y[i.x] = p.a; }
+             }",
+            "main",
+        )
+        .unwrap();
+    let mut y = ctx.zeros::<f32>(&[6]).unwrap();
+    let err = ctx
+        .launch(&kernel)
+        .arg_mut(&mut y)
+        .params(&1u8)
+        .grid_for(6usize)
+        .run()
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::KernelArgument { reason, .. }
+            if reason.starts_with("1 byte given; WGSL lays `P` out in 8 bytes")),
+        "{err}"
+    );
+    let bytes = ctx.device_put(&[1u8, 2, 3], &[3]).unwrap();
+    let err = bytes.bitcast::<u16>().unwrap_err();
+    assert!(err.to_string().contains("u8 is 1 byte and u16 is 2"), "{err}");
+    let chain = gpu_arena::remat::Chain::new(
+        256,
+        vec![
+            gpu_arena::remat::Layer::new(1 << 20, 1.0),
+            gpu_arena::remat::Layer::new(1 << 20, 1.0),
+        ],
+    )
+    .unwrap();
+    let err = chain
+        .plan(gpu_arena::remat::CheckpointPolicy::Budget(1))
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.starts_with("no checkpointing of this chain fits in 1 B (1 byte)")
+            && message.contains("for a plan keeping 1 activation whose peak is"),
+        "{message}"
+    );
+}
