@@ -414,6 +414,9 @@ mod flags;
 const MAX_FLAG_VALUE: usize = 1 << 16;
 
 const USAGE: &str = "usage: decode [--steps N] [--layers L] [--dim D] [--json]
+
+An LLM-style decode loop over a KV cache written in place, run three ways side by side:
+single ops, one sequence per step, one step captured once and replayed.
   --steps N    decode steps (default 64)
   --layers L   layers, each with its own KV cache (default 4)
   --dim D      model width (default 256)
