@@ -508,6 +508,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Timeline {
     /// A timeline keeping the newest `capacity` events; time 0 is now. The arena ring's memory
     /// (`capacity + 1` rounded up to a power of two, 64 bytes each) is allocated here, once.
+    /// A capacity of 0 is a timeline that keeps no event (a context's `timeline_capacity` of 0
+    /// makes none at all).
     ///
     /// Errors: [`Error::InvalidArgument`] for a capacity above [`MAX_TIMELINE_CAPACITY`], and
     /// [`Error::HostAllocation`] when the host cannot give the ring's memory.
