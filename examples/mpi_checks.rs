@@ -602,6 +602,13 @@ fn thread_single(group: &Collectives) -> anyhow::Result<()> {
         donated.arrays.len() == 1 && ctx.device_get(&donated.arrays[0])? == data,
         "the refused start changed its list"
     );
+    // The error is in the message (a count of one in the singular), not also its source.
+    let message = donated.error.to_string();
+    let chain = format!("{:#}", anyhow::Error::from(donated));
+    ensure!(
+        chain == format!("{message} (the 1 donated array was given back)"),
+        "a refused list reads {chain:?}"
+    );
     still_in_step(group, "the refused start")
 }
 

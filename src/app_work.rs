@@ -370,9 +370,9 @@ impl Drop for AppWork {
             storage.pending.unmark(self.number, *access);
         }
         log::warn!(
-            "gpu-arena: AppWork #{} was dropped with {} array(s) handed out and not submitted: work that uses them must be submitted with AppWork::submit, or it is not protected against their memory being reused",
+            "gpu-arena: AppWork #{} was dropped with {} handed out and not submitted: work that uses them must be submitted with AppWork::submit, or it is not protected against their memory being reused",
             self.number & !APP_WORK_RECORDER_BIT,
-            self.uses.len()
+            crate::count::count(self.uses.len(), "array")
         );
     }
 }

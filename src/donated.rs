@@ -59,15 +59,18 @@ impl<T: bytemuck::Pod> std::fmt::Debug for Donated<T> {
     }
 }
 
+/// The error's message, then `(the donated array was given back)`.
 impl<T: bytemuck::Pod> std::fmt::Display for Donated<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} (the donated array was given back)", self.error)
     }
 }
 
+/// `source()` is the error's own source: the error is in the message, so a chain printer
+/// states it once (the `error` field holds it).
 impl<T: bytemuck::Pod> std::error::Error for Donated<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        std::error::Error::source(&self.error)
     }
 }
 

@@ -44,20 +44,22 @@ impl<T: bytemuck::Pod> std::fmt::Debug for DonatedList<T> {
     }
 }
 
+/// The error's message, then `(the 2 donated arrays were given back)`.
 impl<T: bytemuck::Pod> std::fmt::Display for DonatedList<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} (the {} donated arrays were given back)",
-            self.error,
-            self.arrays.len()
-        )
+        let arrays = crate::count::count(self.arrays.len(), "donated array");
+        match self.arrays.len() {
+            1 => write!(f, "{} (the {arrays} was given back)", self.error),
+            _ => write!(f, "{} (the {arrays} were given back)", self.error),
+        }
     }
 }
 
+/// `source()` is the error's own source: the error is in the message, so a chain printer
+/// states it once (the `error` field holds it).
 impl<T: bytemuck::Pod> std::error::Error for DonatedList<T> {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.error)
+        std::error::Error::source(&self.error)
     }
 }
 

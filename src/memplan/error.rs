@@ -13,7 +13,8 @@ pub enum MemPlanError {
 
     /// Flag names the schema does not know, each with where it was found.
     #[error(
-        "unknown flag name(s) {}; memory type flags are {}, heap flags are {}",
+        "unknown flag {} {}; memory type flags are {}, heap flags are {}",
+        if .unknown.len() == 1 { "name" } else { "names" },
         .unknown.join(", "),
         super::table::MemoryTypeFlags::NAMED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
         super::table::HeapFlags::NAMED.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
@@ -53,8 +54,8 @@ pub enum MemPlanError {
 
     /// A memory type names a heap the table does not have.
     #[error(
-        "{device}: memory type {type_index} is on heap {heap}, but the table has only \
-         {heap_count} heap(s)"
+        "{device}: memory type {type_index} is on heap {heap}, but the table has only {}",
+        crate::count::count(*.heap_count, "heap")
     )]
     HeapOutOfRange {
         /// The device name.

@@ -814,7 +814,7 @@ mod tests {
         let message = error_of(&device(&[VRAM, HOST], &[STAGING, (2, F::DEVICE_LOCAL)]));
         assert_eq!(
             message,
-            "Test GPU: memory type 1 is on heap 2, but the table has only 2 heap(s)"
+            "Test GPU: memory type 1 is on heap 2, but the table has only 2 heaps"
         );
     }
 

@@ -139,8 +139,9 @@ macro_rules! flag_set {
                 let names = Vec::<String>::deserialize(deserializer)?;
                 Self::from_names(&names).map_err(|unknown| {
                     serde::de::Error::custom(format!(
-                        "unknown {} name(s) {}",
+                        "unknown {} {} {}",
                         stringify!($name),
+                        if unknown.len() == 1 { "name" } else { "names" },
                         unknown.join(", ")
                     ))
                 })

@@ -50,6 +50,8 @@ struct TraceEvent {
     /// The id pairing an async slice's begin (`b`) with its end (`e`).
     #[serde(skip_serializing_if = "Option::is_none")]
     id: Option<String>,
+    /// The event's arguments; left out where it has none (the format's `args` is an object).
+    #[serde(skip_serializing_if = "serde_json::Value::is_null")]
     args: serde_json::Value,
 }
 

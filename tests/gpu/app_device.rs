@@ -1261,7 +1261,7 @@ fn an_app_work_dropped_without_submit_un_pends_its_arrays_and_warns() {
         "no longer pending"
     );
     let warnings = harness::logged_messages_containing(
-        "was dropped with 1 array(s) handed out and not submitted",
+        "was dropped with 1 array handed out and not submitted",
     );
     assert!(!warnings.is_empty(), "the drop is reported");
 }

@@ -198,6 +198,7 @@ fn the_chrome_trace_parses_and_holds_counters_slices_and_instants() {
             e["pid"].is_u64() && e["tid"].is_u64() && e["ts"].is_number(),
             "{e}"
         );
+        assert!(e.get("args").is_none_or(|a| a.is_object()), "{e}");
     }
     assert_eq!(
         count(&|e| e["ph"] == "M" && e["name"] == "thread_name"),

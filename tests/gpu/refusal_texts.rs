@@ -325,7 +325,10 @@ fn one_byte_and_one_activation_read_in_the_singular() {
     );
     let bytes = ctx.device_put(&[1u8, 2, 3], &[3]).unwrap();
     let err = bytes.bitcast::<u16>().unwrap_err();
-    assert!(err.to_string().contains("u8 is 1 byte and u16 is 2"), "{err}");
+    assert!(
+        err.to_string().contains("u8 is 1 byte and u16 is 2"),
+        "{err}"
+    );
     let chain = gpu_arena::remat::Chain::new(
         256,
         vec![
@@ -342,5 +345,21 @@ fn one_byte_and_one_activation_read_in_the_singular() {
         message.starts_with("no checkpointing of this chain fits in 1 B (1 byte)")
             && message.contains("for a plan keeping 1 activation whose peak is"),
         "{message}"
+    );
+}
+
+/// A donated array's refusal states its error once when its chain is printed: the error is in
+/// its message, so it is not also its source.
+#[gpu_test]
+fn a_donated_refusal_states_its_error_once_in_a_chain() {
+    let ctx = context();
+    let a = ctx.device_put(&[1.0f32; 6], &[6]).unwrap();
+    let donated = a.reshape(&[4]).unwrap_err();
+    let message = donated.error.to_string();
+    assert!(std::error::Error::source(&donated).is_none(), "{donated}");
+    let chain = format!("{:#}", anyhow::Error::from(donated));
+    assert_eq!(
+        chain,
+        format!("{message} (the donated array was given back)")
     );
 }

@@ -464,7 +464,12 @@ fn options_that_allow_no_region_are_refused_when_reserving() {
         }
     );
     // The source was never asked: the message does not blame it.
-    assert!(error.to_string().starts_with("max_region_bytes is 0, below"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .starts_with("max_region_bytes is 0, below"),
+        "{error}"
+    );
     // An arena that grows (or allocates per array) is refused the same way at its first
     // allocation, not with an out-of-memory report that advises pieces of 0 B.
     for options in [ArenaOptions::growing(MIB), ArenaOptions::platform(MIB)] {
@@ -504,7 +509,10 @@ fn a_reserve_split_into_more_regions_than_the_bound_is_refused_not_looped_over()
         ),
         "{msg}"
     );
-    assert!(msg.starts_with("reserving 4.00 EiB in regions of at most 256 B would take"), "{msg}");
+    assert!(
+        msg.starts_with("reserving 4.00 EiB in regions of at most 256 B would take"),
+        "{msg}"
+    );
     assert!(msg.contains(&MAX_RESERVED_REGIONS.to_string()), "{msg}");
     assert!(msg.contains("max_region_bytes"), "{msg}");
     assert!(device.live.is_empty(), "nothing was created");
