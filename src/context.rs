@@ -48,7 +48,7 @@ mod memory_state;
 mod open;
 mod submit;
 
-pub(crate) use memory_state::{KindMemory, MemoryState};
+pub(crate) use memory_state::{DeviceLimits, KindMemory, MemoryState};
 
 pub use crate::shortfall::DeviceShortfall;
 pub(crate) use app_device::OpenedDevice;

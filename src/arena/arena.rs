@@ -1093,6 +1093,7 @@ impl Arena {
             memory_kind: MemoryKind::Device,
             pinned_host_room: None,
             assumed_device_memory: None,
+            max_limit_bytes: None,
         }))
     }
 }

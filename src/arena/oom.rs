@@ -84,6 +84,10 @@ pub struct OutOfMemory {
     /// `None` on Vulkan and for a bare arena): the arena's limit is a share of it, so the remedy
     /// says to set the device's real size.
     pub assumed_device_memory: Option<u64>,
+    /// For device memory, the largest limit a memory fraction gives this device's arena (its
+    /// limit at a fraction of 1; set by the context, `None` for a bare arena): where the limit
+    /// is already that, the remedy does not advise raising the fraction.
+    pub max_limit_bytes: Option<u64>,
 }
 
 impl OutOfMemory {
@@ -97,6 +101,9 @@ impl OutOfMemory {
     /// What the user can change so the request succeeds.
     pub fn remedy(&self) -> String {
         let pinned_host = self.memory_kind == MemoryKind::PinnedHost;
+        let at_most = self
+            .max_limit_bytes
+            .is_some_and(|max| self.bytes_limit >= max);
         let mut remedy = match &self.cause {
             OomCause::Fragmentation | OomCause::LimitReached if pinned_host => format!(
                 "raise the pinned-host limit {PINNED_HOST_ENV} (ArenaConfig::pinned_host_bytes) \
@@ -114,6 +121,30 @@ impl OutOfMemory {
                  lift the cap up to the device's)",
                 Bytes(self.max_region_bytes)
             ),
+            OomCause::Fragmentation | OomCause::LimitReached if at_most && !pinned_host => {
+                let holes = match self.cause {
+                    OomCause::Fragmentation => {
+                        ", and allocate long-lived arrays before short-lived ones so that \
+                         temporaries leave no holes"
+                    }
+                    _ => "",
+                };
+                match self.assumed_device_memory {
+                    Some(assumed) => format!(
+                        "set {DEVICE_MEMORY_ENV} (ArenaConfig::fallback_device_memory_bytes) to \
+                         the device's real memory size: this backend does not report it, and \
+                         the limit of {} is the most any memory fraction gives of the {} \
+                         assumed; or free arrays that are no longer needed{holes}",
+                        Bytes(self.bytes_limit),
+                        Bytes(assumed)
+                    ),
+                    None => format!(
+                        "free arrays that are no longer needed{holes}: the limit of {} is \
+                         already the most any memory fraction gives on this device",
+                        Bytes(self.bytes_limit)
+                    ),
+                }
+            }
             OomCause::Fragmentation => format!(
                 "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}; \
                  ArenaOptions::limit_bytes for an arena of your own) so the arena has room \
@@ -160,7 +191,12 @@ impl OutOfMemory {
             OomCause::LargerThanAnyRegion
                 | OomCause::SourceExhausted(RegionRefusal::TooLarge { .. })
         );
-        if let Some(assumed) = self.assumed_device_memory.filter(|_| !beyond_any_region) {
+        let said =
+            at_most && matches!(self.cause, OomCause::Fragmentation | OomCause::LimitReached);
+        if let Some(assumed) = self
+            .assumed_device_memory
+            .filter(|_| !beyond_any_region && !said)
+        {
             remedy.push_str(&format!(
                 "; this backend does not report the device's memory size, so the arena's limit \
                  is a share of an assumed {}: set {DEVICE_MEMORY_ENV} \

@@ -41,9 +41,19 @@ pub(crate) struct MemoryState {
     pinned_host: Option<KindMemory>,
     /// How long the first-allocation reservation took, once it has happened.
     reserve_duration: Option<Duration>,
-    /// The device memory size assumed where the backend does not report it
-    /// ([`crate::arena::OutOfMemory::assumed_device_memory`]).
-    assumed_device_memory: Option<u64>,
+    /// What the device arena's out-of-memory reports say of the device.
+    device_limits: DeviceLimits,
+}
+
+/// What the device arena's out-of-memory reports say of the device: the memory size assumed
+/// where the backend does not report it
+/// ([`OutOfMemory::assumed_device_memory`](crate::arena::OutOfMemory::assumed_device_memory)),
+/// and the limit at a memory fraction of 1
+/// ([`OutOfMemory::max_limit_bytes`](crate::arena::OutOfMemory::max_limit_bytes)).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeviceLimits {
+    pub(crate) assumed_memory: Option<u64>,
+    pub(crate) max_limit_bytes: u64,
 }
 
 impl MemoryState {
@@ -51,13 +61,13 @@ impl MemoryState {
     pub(crate) fn new(
         device: KindMemory,
         pinned_host: Option<KindMemory>,
-        assumed_device_memory: Option<u64>,
+        device_limits: DeviceLimits,
     ) -> Self {
         Self {
             device,
             pinned_host,
             reserve_duration: None,
-            assumed_device_memory,
+            device_limits,
         }
     }
 
@@ -168,14 +178,15 @@ impl MemoryState {
     }
 
     /// `error` of the arena of `kind`, its out-of-memory report naming the kind (and, for
-    /// device memory, the room the pinned-host kind has left and the memory size assumed).
+    /// device memory, the room the pinned-host kind has left and what it says of the device).
     fn of_kind(&self, kind: MemoryKind, error: ArenaError) -> ArenaError {
         match error {
             ArenaError::OutOfMemory(mut report) => {
                 report.memory_kind = kind;
                 if kind == MemoryKind::Device {
                     report.pinned_host_room = self.pinned_host_room();
-                    report.assumed_device_memory = self.assumed_device_memory;
+                    report.assumed_device_memory = self.device_limits.assumed_memory;
+                    report.max_limit_bytes = Some(self.device_limits.max_limit_bytes);
                 }
                 ArenaError::OutOfMemory(report)
             }

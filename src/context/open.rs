@@ -6,8 +6,8 @@
 //! nothing after it reads again in that way.
 
 use super::{
-    app_device, gathered_batch, kernel_timing, Context, ContextInner, DeviceLostNotifier,
-    KindMemory, MemoryState, OpenedDevice,
+    app_device, gathered_batch, kernel_timing, Context, ContextInner, DeviceLimits,
+    DeviceLostNotifier, KindMemory, MemoryState, OpenedDevice,
 };
 use crate::arena::{Arena, ArenaMode, ArenaOptions};
 use crate::backend::{self, Regions};
@@ -145,6 +145,10 @@ impl Context {
             let options = pinned_host_options(&config, &plan, max_region_bytes);
             KindMemory::new(Arena::new(options), regions.sibling(types))
         });
+        let device_limits = DeviceLimits {
+            assumed_memory: (!is_vulkan).then_some(config.fallback_device_memory_bytes),
+            max_limit_bytes: plan.prealloc_bytes(1.0),
+        };
         let kernel_timing =
             kernel_timing::KernelTiming::new(timeline.as_ref(), &config, &device, &queue);
         Ok(Self {
@@ -161,11 +165,7 @@ impl Context {
                 description,
                 memory: Mutex::new(
                     rank::MEMORY,
-                    MemoryState::new(
-                        KindMemory::new(arena, regions),
-                        pinned_host,
-                        (!is_vulkan).then_some(config.fallback_device_memory_bytes),
-                    ),
+                    MemoryState::new(KindMemory::new(arena, regions), pinned_host, device_limits),
                 ),
                 submissions: Submissions::default(),
                 max_region_bytes,

@@ -182,6 +182,57 @@ fn out_of_memory_on_an_assumed_memory_size_says_how_to_give_the_real_one() {
     gl.alloc::<u8>(&[16 << 20]).unwrap();
 }
 
+/// At a memory fraction of 1 no fraction raises the limit: the remedy does not advise one, and
+/// on GL its first advice is the assumed memory size, which does lift the limit.
+#[gpu_test]
+fn out_of_memory_at_the_full_fraction_does_not_advise_raising_it() {
+    let full = ArenaConfig {
+        fallback_device_memory_bytes: 8 << 20,
+        mem_fraction: MemFraction::fixed(1.0),
+        preallocate: false,
+        ..test_config()
+    };
+    let ctx = context_with(full.clone());
+    let max = ctx.memory_plan().prealloc_bytes(1.0);
+    let err = ctx.alloc::<u8>(&[(max + (1 << 20)) as usize]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(report.max_limit_bytes, Some(max), "{err}");
+    let remedy = report.remedy();
+    assert!(!remedy.contains("raise the memory fraction"), "{err}");
+    if report.assumed_device_memory.is_none() {
+        assert_eq!(report.cause, OomCause::LimitReached, "{err}");
+        assert!(
+            remedy.starts_with("free arrays that are no longer needed: the limit of")
+                && remedy.contains("is already the most any memory fraction gives on this device"),
+            "{err}"
+        );
+    }
+    let Some(gl) = crate::harness::gl_context_with(full.clone()) else {
+        return;
+    };
+    let err = gl.alloc::<u8>(&[9 << 20]).unwrap_err();
+    let Error::OutOfMemory { report, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(report.cause, OomCause::LimitReached, "{err}");
+    assert!(
+        report.remedy().starts_with(
+            "set GPU_ARENA_DEVICE_MEMORY_MB (ArenaConfig::fallback_device_memory_bytes) to the \
+             device's real memory size: this backend does not report it"
+        ),
+        "{err}"
+    );
+    // Doing so lifts the limit.
+    let real = crate::harness::gl_context_with(ArenaConfig {
+        fallback_device_memory_bytes: 64 << 20,
+        ..full
+    })
+    .unwrap();
+    real.alloc::<u8>(&[9 << 20]).unwrap();
+}
+
 #[gpu_test]
 fn an_array_larger_than_any_region_names_the_limit() {
     let ctx = context_with(ArenaConfig {
