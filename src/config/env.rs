@@ -11,8 +11,8 @@ use super::arena_config::{
 };
 use super::mem_fraction::MemFraction;
 use super::validate::{
-    binding_bytes_expected, timeline_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY,
-    MAX_REGION, MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, PINNED_HOST, STAGING,
+    binding_bytes_expected, workgroups_expected, ByteKnob, FALLBACK_MEMORY, MAX_REGION,
+    MAX_TIMELINE_CAPACITY, MIB, MIN_KERNEL_BINDING_BYTES, PINNED_HOST, STAGING,
 };
 use crate::error::{Error, Result};
 use crate::guard_levels::{TransferDirection, TransferGuardLevel, TransferGuardLevels};
@@ -378,7 +378,13 @@ fn parse_timeline(var: &str, value: &str) -> Result<usize> {
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n <= MAX_TIMELINE_CAPACITY),
     };
-    capacity.ok_or_else(|| refuse(var, value, format!("on/off or {}", timeline_expected())))
+    capacity.ok_or_else(|| {
+        let expected = format!(
+            "on, off, or a number of events from 2 to {MAX_TIMELINE_CAPACITY} (the largest ring \
+             gpu-arena makes; 1 reads as on and 0 as off, as booleans do)"
+        );
+        refuse(var, value, expected)
+    })
 }
 
 /// A whole number of MiB, converted to bytes without wrapping and checked against the knob's

@@ -150,7 +150,7 @@ impl ByteKnob {
     }
 }
 
-/// What `timeline_capacity` accepts (`GPU_ARENA_TIMELINE` takes on/off too).
+/// What `timeline_capacity` accepts (`GPU_ARENA_TIMELINE` reads on/off and 1 as well).
 pub(crate) fn timeline_expected() -> String {
     format!(
         "a number of events from 0 (off) to {MAX_TIMELINE_CAPACITY} (the largest ring gpu-arena makes)"

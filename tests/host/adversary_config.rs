@@ -126,6 +126,23 @@ fn numbers_near_the_edges_of_64_bits_are_refused_or_taken_exactly_never_wrapped(
     assert_eq!(config.fallback_device_memory_bytes, 17592186044415 << 20);
 }
 
+/// `GPU_ARENA_TIMELINE`'s refusal says what the guide's table says it takes.
+#[test]
+fn the_timeline_variables_refusal_lists_what_it_reads() {
+    match config_from(&[("GPU_ARENA_TIMELINE", "1.0")]) {
+        Err(Error::Config { expected, .. }) => assert_eq!(
+            expected,
+            "on, off, or a number of events from 2 to 16777215 (the largest ring gpu-arena \
+             makes; 1 reads as on and 0 as off, as booleans do)"
+        ),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+    let on = config_from(&[("GPU_ARENA_TIMELINE", "1")]).unwrap();
+    assert_eq!(on.timeline_capacity, gpu_arena::config::DEFAULT_TIMELINE_CAPACITY);
+    let two = config_from(&[("GPU_ARENA_TIMELINE", "2")]).unwrap();
+    assert_eq!(two.timeline_capacity, 2);
+}
+
 #[test]
 fn conflicting_fraction_aliases_are_refused_even_when_one_is_invalid() {
     // With our variable unset, the two JAX spellings must agree before either is parsed.
