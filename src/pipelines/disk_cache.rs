@@ -209,7 +209,8 @@ fn discard(
 ) -> Option<wgpu::PipelineCache> {
     log::warn!(
         "gpu-arena: ignoring the pipeline cache {}: {reason} (kernels compile without it; the \
-         file is rewritten after the next compilation)",
+         file is written anew after the next compilation, or a warning says why it could not \
+         be)",
         file.display()
     );
     stats.disk_cache_load = DiskCacheLoad::Discarded { reason };
