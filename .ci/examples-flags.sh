@@ -62,6 +62,8 @@ expect 2 '--steps must be between 1 and' "$bin/train" --steps 0
 expect 2 '--size must be between 8 and 2048' "$bin/render_interop" --size 4
 if [ "$have_mpi" -eq 1 ]; then
   expect 2 '--bucket-mib must be between 0 and 1024' "$bin/data_parallel" --bucket-mib 5000
+  # A run measures both ways, a step each at least.
+  expect 2 '--steps must be between 2 and' "$bin/data_parallel" --steps 1
 fi
 # Variables and flags whose effect the help text promises.
 expect 2 'BENCH_ALLOC_REPEATS="x": give a number of replays' env BENCH_ALLOC_REPEATS=x "$bin/bench_alloc" --json

@@ -140,7 +140,8 @@ fn main() -> anyhow::Result<()> {
                 "{{\"bench\":\"capture_finish\",\"ops\":{ops},\"us_per_op\":{per_op_us:.3},\"ratio_to_shortest_length\":{ratio:.3}}}"
             );
         } else {
-            println!("finish of {ops:>6} ops: {per_op_us:8.2} µs per op ({ratio:.2}x the shortest length's)");
+            let noun = if ops == 1 { "op" } else { "ops" };
+            println!("finish of {ops:>6} {noun}: {per_op_us:8.2} µs per op ({ratio:.2}x the shortest length's)");
         }
     }
     let longest = lengths.last().copied().unwrap_or(1);
@@ -156,7 +157,8 @@ fn main() -> anyhow::Result<()> {
             );
         } else {
             let ms = seconds * 1e3;
-            println!("capture {capture} of {longest} ops on one context: {ms:.3} ms ({ratio:.2}x the first)");
+            let noun = if longest == 1 { "op" } else { "ops" };
+            println!("capture {capture} of {longest} {noun} on one context: {ms:.3} ms ({ratio:.2}x the first)");
         }
     }
     Ok(())

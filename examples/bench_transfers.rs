@@ -504,9 +504,10 @@ fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "(figures from {} MiB and {} arrays of 4 KiB, median of {} run{})",
+        "(figures from {} MiB and {} array{} of 4 KiB, median of {} run{})",
         bytes >> 20,
         n,
+        if n == 1 { "" } else { "s" },
         args.iters,
         if args.iters == 1 { "" } else { "s" }
     );

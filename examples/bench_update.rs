@@ -414,11 +414,12 @@ fn main() -> Result<()> {
         }
     } else {
         println!(
-            "{} ({}, {}), operand {size_mib} MiB, {} timed calls per line (median){}",
+            "{} ({}, {}), operand {size_mib} MiB, {} timed call{} per line (median){}",
             info.name,
             info.backend,
             ctx.memory_plan().device_kind.name(),
             options.iters,
+            if options.iters == 1 { "" } else { "s" },
             if options.device_kernels {
                 ", WGSL kernels forced"
             } else {

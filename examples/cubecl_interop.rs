@@ -356,14 +356,15 @@ fn main() -> anyhow::Result<()> {
             println!(
                 "{case:<16} {method:<12} {:>10.3} ms {gbps:>8.2} GB/s {}",
                 seconds * 1e3,
-                speedup.map_or(String::new(), |s| format!("{s:.1}x faster than via_host"))
+                speedup.map_or(String::new(), |s| format!("at {s:.1}x via_host's speed"))
             );
         }
     }
     if !args.json {
         println!(
-            "(median of {} runs; goal: device_copy at least 5x faster at 64 MiB)",
-            args.iters
+            "(median of {} run{}; goal: device_copy at least 5x faster at 64 MiB)",
+            args.iters,
+            if args.iters == 1 { "" } else { "s" }
         );
     }
     Ok(())

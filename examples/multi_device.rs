@@ -9,6 +9,7 @@
 //! With one GPU (or lavapipe) the contexts are opened on the same adapter, each a device of its
 //! own with its own arena; with several, they go round the adapters of `gpu_arena::devices`.
 
+use gpu_arena::arena::Bytes;
 use gpu_arena::{bytemuck, devices, gather, shard, ArenaConfig, Context, DeviceArray};
 use lexopt::prelude::*;
 use std::time::Instant;
@@ -165,7 +166,6 @@ fn main() -> anyhow::Result<()> {
         took.as_secs_f64() * 1e3
     );
     anyhow::ensure!(wrong == 0, "{wrong} rows differ from the CPU");
-    let mib = |bytes: u64| format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64);
     for ctx in &contexts {
         let stats = ctx.memory_stats();
         let moved = ctx.transfer_stats();
@@ -174,9 +174,9 @@ fn main() -> anyhow::Result<()> {
              transfer{}, {} bytes",
             stats.num_allocs,
             if stats.num_allocs == 1 { "" } else { "s" },
-            mib(stats.bytes_in_use),
-            mib(stats.peak_bytes_in_use),
-            mib(stats.bytes_reserved),
+            Bytes(stats.bytes_in_use),
+            Bytes(stats.peak_bytes_in_use),
+            Bytes(stats.bytes_reserved),
             moved.device_to_device.explicit.count,
             if moved.device_to_device.explicit.count == 1 {
                 ""

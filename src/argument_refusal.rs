@@ -73,7 +73,7 @@ pub enum IndexRefusal {
     },
     /// A broadcast's root that is not a rank of the group: the error of each rank that passed
     /// it (the others get [`Error::Collective`](crate::Error::Collective) naming that rank).
-    #[error("root {root} is not a rank of this group of {ranks} ranks")]
+    #[error("root {root} is not a rank of this group of {}", count(*.ranks, "rank"))]
     Root {
         /// The root given.
         root: usize,

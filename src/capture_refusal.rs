@@ -51,7 +51,7 @@ pub enum RunRefusal {
         step_capture: u64,
     },
     /// An input of another length than the captured upload.
-    #[error("the input has {given} elements and the captured upload {captured}: give each run exactly {captured} elements")]
+    #[error("the input has {} and the captured upload {captured}: give each run exactly {}", count(*.given, "element"), count(*.captured, "element"))]
     InputLength {
         /// Elements given.
         given: usize,
@@ -59,7 +59,7 @@ pub enum RunRefusal {
         captured: usize,
     },
     /// An output slice of another length than the captured read.
-    #[error("the output slice holds {given} elements and the captured read {captured}: pass exactly {captured}")]
+    #[error("the output slice holds {} and the captured read {captured}: pass a slice of exactly {}", count(*.given, "element"), count(*.captured, "element"))]
     ReadLength {
         /// Elements the slice holds.
         given: usize,
@@ -134,7 +134,7 @@ pub enum CaptureRefusal {
         capture: Option<u64>,
     },
     /// An index slot of another rank than the array it indexes.
-    #[error("the index slot has {slot_rank} indices and the array rank {array_rank}: make one slot per rank")]
+    #[error("the index slot has {} and the array rank {array_rank}: make the slot with one index per dimension of the array", count(*.slot_rank, "index").plural("indices"))]
     SlotRank {
         /// The slot's number of indices.
         slot_rank: usize,

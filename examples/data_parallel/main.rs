@@ -32,6 +32,7 @@ mod flags;
 mod mlp;
 
 use anyhow::{ensure, Result};
+use gpu_arena::arena::Bytes;
 use gpu_arena::backprop::{BackwardArrays, ChainModel};
 use gpu_arena::distributed::{self, mpi, Collectives, PendingCollective};
 use gpu_arena::remat::{CheckpointPolicy, Schedule};
@@ -51,7 +52,7 @@ every other step in buckets overlapped with the backward pass, the others after 
 Fails unless every rank's parameters are bitwise identical after every step and the loss
 curve matches a single-process run on the whole minibatches within 1e-5 relative.
 
-  --steps N        SGD steps (default 100)
+  --steps N        SGD steps, at least 2: one each way (default 100)
   --bucket-mib X   gradient bucket size in MiB, as DDP's bucket_cap_mb (default 0.03125:
                    32 KiB, about four buckets for this model of 100 KiB of gradients)
   --json           one JSON row (rank 0) instead of the summary
@@ -89,7 +90,7 @@ fn parse_args(parser: &mut lexopt::Parser) -> Result<Option<Options>, lexopt::Er
         match arg {
             Short('h') | Long("help") => return Ok(None),
             Long("json") => options.json = true,
-            Long("steps") => options.steps = flags::in_range(parser, "steps", 1..=MAX_STEPS)?,
+            Long("steps") => options.steps = flags::in_range(parser, "steps", 2..=MAX_STEPS)?,
             Long("bucket-mib") => {
                 options.bucket_mib = flags::in_range(parser, "bucket-mib", 0.0..=MAX_BUCKET_MIB)?
             }
@@ -244,12 +245,11 @@ fn train<C: Communicator>(
     let losses = group.all_reduce_mean(losses)?;
     let curve = ctx.device_get(&losses)?;
     let stats = ctx.memory_stats();
-    let mib = |bytes: u64| format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64);
     let line = format!(
         "rank {rank}: {} in use (peak {}), {} reserved, {} allocation{} made",
-        mib(stats.bytes_in_use),
-        mib(stats.peak_bytes_in_use),
-        mib(stats.bytes_reserved),
+        Bytes(stats.bytes_in_use),
+        Bytes(stats.peak_bytes_in_use),
+        Bytes(stats.bytes_reserved),
         stats.num_allocs,
         if stats.num_allocs == 1 { "" } else { "s" }
     );
@@ -301,10 +301,12 @@ fn train<C: Communicator>(
             );
         } else {
             println!(
-                "data_parallel on {ranks} ranks ({}): {} steps; median step {:.2} ms overlapped ({buckets} buckets of up to {} MiB) vs {:.2} ms not overlapped (compute {:.2} ms + all-reduce {:.2} ms); overlapped at {bound:.2}x max(compute, communication), {:.1}% of its step time not hidden; loss {first:.5} -> {last:.5}; parameters bitwise identical on every rank after every step; loss curve within {worst:.1e} of the single-process run",
+                "data_parallel on {ranks} rank{} ({}): {} steps; median step {:.2} ms overlapped ({buckets} bucket{} of up to {} MiB) vs {:.2} ms not overlapped (compute {:.2} ms + all-reduce {:.2} ms); overlapped at {bound:.2}x max(compute, communication), {:.1}% of its step time not hidden; loss {first:.5} -> {last:.5}; parameters bitwise identical on every rank after every step; loss curve within {worst:.1e} of the single-process run",
+                if ranks == 1 { "" } else { "s" },
                 ctx.adapter_info().name,
                 options.steps,
                 ms(overlapped),
+                if buckets == 1 { "" } else { "s" },
                 options.bucket_mib,
                 ms(not_overlapped),
                 ms(compute),

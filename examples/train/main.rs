@@ -682,7 +682,7 @@ fn step_costs(ctx: &Context, runs: &[PolicyRun]) -> Result<StepCosts> {
 fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun], costs: &StepCosts) {
     let shape = &config.shape;
     println!(
-        "train on {}: {} linear layers ({} -> {} x{} -> {}) with ReLU, batch {}, {} SGD steps \
+        "train on {}: {} linear layers ({} -> {} x{} -> {}) with ReLU, batch {}, {} SGD step{} \
          (lr {}) over {} samples",
         ctx.adapter_info().name,
         shape.linear_layers,
@@ -692,6 +692,7 @@ fn print_table(ctx: &Context, config: &Config, runs: &[PolicyRun], costs: &StepC
         shape.outputs,
         shape.batch,
         config.steps,
+        if config.steps == 1 { "" } else { "s" },
         config.learning_rate,
         config.batches * shape.batch
     );
@@ -817,8 +818,9 @@ fn check(config: &Config, runs: &[PolicyRun]) -> Result<()> {
     ensure!(
         last.is_finite() && last < LOSS_RATIO_REQUIRED * initial,
         "the loss went from {initial} to {last}, not below {LOSS_RATIO_REQUIRED} of where it \
-         started ({} steps)",
-        config.steps
+         started ({} step{})",
+        config.steps,
+        if config.steps == 1 { "" } else { "s" }
     );
     eprintln!(
         "checked: each step's peak = resident + plan peak; first-step gradients ({} bytes), \

@@ -474,12 +474,7 @@ impl<'s, 'a> Launch<'s, 'a> {
                     "the kernel reads {} elements, but the argument holds {}: pass an array of {wgsl}, or reinterpret the bits on purpose with .bitcast::<{}>() (no copy)",
                     made_of(&binding.element_type, wgsl),
                     made_of(arg.element_type, rust),
-                    if wgsl == "f16" {
-                        // Rust has no stable f16: name the usual 2-byte float type.
-                        "half::f16".to_string()
-                    } else {
-                        arg.element_type.replace(rust, wgsl)
-                    }
+                    bitcast_target(arg.element_type, rust, wgsl, arg.element_size)
                 ));
             }
         }
@@ -571,6 +566,29 @@ impl<'s, 'a> Launch<'s, 'a> {
 /// The Rust scalar an argument's element type is made of (`f32` for `f32` and `[f32; 4]`), for
 /// the primitive types WGSL has; `None` for other types (users' structs), which are checked by
 /// size alone.
+/// The type a refusal advises to `bitcast` an argument to, for a binding of `wgsl` scalars: the
+/// argument's own type (`arg_type`, made of `rust` scalars, `arg_size` bytes an element) in
+/// WGSL's scalar where the two scalars have one size (`[u32; 4]` → `[f32; 4]`), else as many of
+/// WGSL's scalars as an element holds (`[u8; 4]` → `f32`, `u64` → `[f32; 2]`).
+fn bitcast_target(arg_type: &str, rust: &str, wgsl: &str, arg_size: usize) -> String {
+    let size = |scalar: &str| match scalar {
+        "i8" | "u8" => 1,
+        "f16" | "i16" | "u16" => 2,
+        "f64" | "i64" | "u64" => 8,
+        _ => 4,
+    };
+    let target = match (size(rust) == size(wgsl), arg_size / size(wgsl)) {
+        (true, _) => arg_type.replace(rust, wgsl),
+        (false, n) if n > 1 && arg_size % size(wgsl) == 0 => format!("[{wgsl}; {n}]"),
+        (false, _) => wgsl.to_string(),
+    };
+    match wgsl {
+        // Rust has no stable f16: name the usual 2-byte float type.
+        "f16" => target.replace("f16", "half::f16"),
+        _ => target,
+    }
+}
+
 fn rust_scalar(type_name: &str) -> Option<&str> {
     let mut ty = type_name;
     // Fixed arrays, `[[f32; 4]; 4]`, are made of their innermost element.

@@ -316,11 +316,11 @@ impl Context {
             return Err(Error::Shape {
                 operation,
                 reason: format!(
-                    "the source has {} elements (shape {:?}) but the output slice holds {}; pass a slice of exactly {} elements",
-                    source.len(),
+                    "the source has {} (shape {:?}) but the output slice holds {}; pass a slice of exactly {}",
+                    crate::count::count(source.len(), "element"),
                     source.shape(),
                     out.len(),
-                    source.len()
+                    crate::count::count(source.len(), "element")
                 ),
             });
         }

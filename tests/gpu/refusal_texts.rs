@@ -2,7 +2,7 @@
 //! or the accepted set, and what to do, in words (no Rust debug forms, counts that agree with
 //! their number). Kernels' compile and launch refusals, adapters, shards.
 
-use crate::harness::{context, gl_context, test_config};
+use crate::harness::{context, context_with, gl_context, test_config};
 use gpu_arena::kernels::KernelDesc;
 use gpu_arena::{devices, gather, shard, AdapterSelector, ArenaConfig, Context, Error};
 
@@ -362,4 +362,114 @@ fn a_donated_refusal_states_its_error_once_in_a_chain() {
         chain,
         format!("{message} (the donated array was given back)")
     );
+}
+
+/// A launch refused for its argument's scalars advises a `bitcast` to a type of the element's
+/// size, and following it runs the kernel: `[u8; 4]` for `array<f32>` is to be read as `f32`,
+/// `u64` for `array<vec2<f32>>` as `[f32; 2]`.
+#[gpu_test]
+fn the_bitcast_a_launch_refusal_advises_is_one_that_runs() {
+    let ctx = context();
+    let kernel = |ty: &str| {
+        ctx.kernel(
+            &format!(
+                "@group(0) @binding(0) var<storage, read_write> x: array<{ty}>;
+                 @compute @workgroup_size(1) fn main() {{ x[0] = x[0] + x[0]; }}"
+            ),
+            "main",
+        )
+        .unwrap()
+    };
+    let floats = kernel("f32");
+    let mut bytes = ctx.device_put(&[1.5f32.to_le_bytes()], &[1]).unwrap();
+    let err = ctx
+        .launch(&floats)
+        .arg_mut(&mut bytes)
+        .grid([1, 1, 1])
+        .run();
+    let err = err.unwrap_err().to_string();
+    assert!(err.contains("with .bitcast::<f32>() (no copy)"), "{err}");
+    let mut as_floats = bytes.bitcast::<f32>().unwrap();
+    ctx.launch(&floats)
+        .arg_mut(&mut as_floats)
+        .grid([1, 1, 1])
+        .run()
+        .unwrap();
+    assert_eq!(ctx.device_get(&as_floats).unwrap(), [3.0]);
+    let pairs = kernel("vec2<f32>");
+    let mut words = ctx.device_put(&[0u64], &[1]).unwrap();
+    let err = ctx.launch(&pairs).arg_mut(&mut words).grid([1, 1, 1]).run();
+    let err = err.unwrap_err().to_string();
+    assert!(
+        err.contains("with .bitcast::<[f32; 2]>() (no copy)"),
+        "{err}"
+    );
+    words.bitcast::<[f32; 2]>().unwrap();
+}
+
+/// Counts of one element in the refusals of a captured run's input and read and of
+/// `device_get_into`, and of one dispatch in the HTML report's kernel times.
+#[gpu_test]
+fn one_element_and_one_dispatch_read_in_the_singular() {
+    let ctx = context_with(ArenaConfig {
+        timeline_capacity: 1024,
+        ..test_config()
+    });
+    let double = ctx
+        .kernel(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+             @compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0; }",
+            "main",
+        )
+        .unwrap();
+    let mut cap = ctx.capture();
+    let (mut row, slot) = cap.input(&[1.0f32], &[1]).unwrap();
+    cap.launch(&double)
+        .arg_mut(&mut row)
+        .grid([1, 1, 1])
+        .run()
+        .unwrap();
+    let read = cap.read(&row).unwrap();
+    let mut step = cap.finish().unwrap();
+    let err = step
+        .run()
+        .input(&slot, &[1.0f32, 2.0])
+        .submit()
+        .unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "the input has 2 elements and the captured upload 1: give each run exactly 1 element"
+        ),
+        "{err}"
+    );
+    let mut two = [0.0f32; 2];
+    let err = step.run().read_into(&read, &mut two).submit().unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "the output slice holds 2 elements and the captured read 1: pass a slice of exactly \
+             1 element"
+        ),
+        "{err}"
+    );
+    let mut out = [0.0f32; 1];
+    step.run().read_into(&read, &mut out).submit().unwrap();
+    assert_eq!(out, [2.0]);
+    let one = ctx.device_put(&[7.0f32], &[1]).unwrap();
+    let err = ctx.device_get_into(&one, &mut two).unwrap_err();
+    assert!(
+        err.to_string().ends_with(
+            "the source has 1 element (shape [1]) but the output slice holds 2; pass a slice of \
+             exactly 1 element"
+        ),
+        "{err}"
+    );
+    drop(step);
+    // The one run that went through is the one dispatch timed (where the device times them).
+    let Some(times) = ctx.kernel_times().unwrap() else {
+        return;
+    };
+    assert_eq!(times.calls(), 1);
+    let timeline = ctx.memory_timeline();
+    let html = gpu_arena::report::render_html(&ctx.memory_snapshot(), timeline.as_ref());
+    assert!(html.contains(" in 1 dispatch. <code>"), "{html}");
 }

@@ -138,7 +138,10 @@ fn the_timeline_variables_refusal_lists_what_it_reads() {
         other => panic!("expected a config error, got {other:?}"),
     }
     let on = config_from(&[("GPU_ARENA_TIMELINE", "1")]).unwrap();
-    assert_eq!(on.timeline_capacity, gpu_arena::config::DEFAULT_TIMELINE_CAPACITY);
+    assert_eq!(
+        on.timeline_capacity,
+        gpu_arena::config::DEFAULT_TIMELINE_CAPACITY
+    );
     let two = config_from(&[("GPU_ARENA_TIMELINE", "2")]).unwrap();
     assert_eq!(two.timeline_capacity, 2);
 }

@@ -430,9 +430,9 @@ fn kernels_section(page: &mut String, timeline: Option<&MemoryTimeline>) {
     let all = times.total_ns();
     let _ = write!(
         page,
-        r#"<p class="note">GPU time between each dispatch's begin and end timestamps, per kernel, over the dispatches the timeline holds: {} in {} dispatches. <code>Context::kernel_times</code> prints the same table; the trace's <code>GPU</code> track shows each dispatch.</p><table><tr><th>kernel</th><th class="n">calls</th><th class="n">total</th><th class="n">mean</th><th class="n">max</th><th class="n">share</th></tr>"#,
+        r#"<p class="note">GPU time between each dispatch's begin and end timestamps, per kernel, over the dispatches the timeline holds: {} in {}. <code>Context::kernel_times</code> prints the same table; the trace's <code>GPU</code> track shows each dispatch.</p><table><tr><th>kernel</th><th class="n">calls</th><th class="n">total</th><th class="n">mean</th><th class="n">max</th><th class="n">share</th></tr>"#,
         duration_ns(all),
-        times.calls()
+        crate::count::count(times.calls(), "dispatch").plural("dispatches")
     );
     for k in times.kernels.iter().take(KERNEL_ROWS) {
         let _ = write!(
