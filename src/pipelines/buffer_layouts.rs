@@ -49,7 +49,8 @@ pub(crate) enum LayoutRefusal {
         "`{place}` is struct `{inner}`, whose members have @align, inside another struct: naga \
          (wgpu's shader compiler) places it there by its members' own alignment, without the \
          @align, so the kernel would read it at other bytes than WGSL lays it out; spell the \
-         padding as members of `{inner}` instead of @align"
+         padding as members of `{inner}` instead of @align (its size and place in the outer \
+         struct then follow those members: lay the host's data out the same way)"
     )]
     NestedAlign {
         /// The member whose type is (an array of) the aligned struct.
