@@ -162,7 +162,7 @@ pub enum CaptureRefusal {
     },
     /// A box whose start changes between runs binds both arrays whole, and one of them
     /// (`bytes`) is larger than a binding may be on this device (`limit`).
-    #[error("a start that changes between runs needs both arrays bound whole, and {bytes} bytes exceed the binding limit ({limit}: this device's, or ArenaConfig::max_binding_bytes where set lower): slice the arrays smaller, or record the op per run in a Sequence")]
+    #[error("a start that changes between runs needs both arrays bound whole, and {bytes} bytes exceed the binding limit ({limit} bytes: this device's, or ArenaConfig::max_binding_bytes where set lower): slice the arrays smaller, or record the op per run in a Sequence")]
     BindingTooLarge {
         /// The larger array's bound bytes.
         bytes: u64,

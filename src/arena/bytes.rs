@@ -6,6 +6,10 @@ use std::fmt;
 
 /// A byte count for people: `256 B`, `1.50 KiB`, `3.00 GiB` (binary units, as `nvidia-smi`
 /// and XLA's OOM messages print them). Used by OOM messages and the memory report alike.
+///
+/// The figure is rounded to two decimals, so two counts near a unit can print alike (2 GiB and
+/// 2 GiB − 256 both read `2.00 GiB`); the alternate form (`{:#}`) adds the exact count where the
+/// figure is rounded, `2.00 GiB (2147483392 bytes)`, for messages that compare two counts.
 #[derive(Clone, Copy, Debug)]
 pub struct Bytes(pub u64);
 
@@ -22,7 +26,13 @@ impl fmt::Display for Bytes {
             value /= 1024.0;
             unit += 1;
         }
-        write!(f, "{value:.2} {}", UNITS[unit])
+        write!(f, "{value:.2} {}", UNITS[unit])?;
+        // Exact when a hundredth of the unit divides the count.
+        let unit_bytes = 1u128 << (10 * (unit + 1));
+        if f.alternate() && !(u128::from(self.0) * 100).is_multiple_of(unit_bytes) {
+            write!(f, " ({} bytes)", self.0)?;
+        }
+        Ok(())
     }
 }
 
@@ -40,5 +50,17 @@ mod tests {
         assert_eq!(Bytes((1 << 30) - 1).to_string(), "1.00 GiB");
         assert_eq!(Bytes((1 << 20) - 6 * 1024).to_string(), "1018.00 KiB");
         assert_eq!(Bytes(u64::MAX).to_string(), "16.00 EiB");
+    }
+
+    #[test]
+    fn the_alternate_form_adds_the_exact_count_where_the_figure_is_rounded() {
+        assert_eq!(
+            format!("{:#}", Bytes((2 << 30) - 256)),
+            "2.00 GiB (2147483392 bytes)"
+        );
+        assert_eq!(format!("{:#}", Bytes(2 << 30)), "2.00 GiB");
+        assert_eq!(format!("{:#}", Bytes(1536)), "1.50 KiB");
+        assert_eq!(format!("{:#}", Bytes(1000)), "1000 B");
+        assert_eq!(format!("{:#}", Bytes(1100)), "1.07 KiB (1100 bytes)");
     }
 }

@@ -115,7 +115,7 @@ impl OutOfMemory {
                  lower the pinned-host limit {PINNED_HOST_ENV} so the kind stops short of it"
             ),
             OomCause::LargerThanAnyRegion => format!(
-                "split the data into pieces of at most {}: that is the largest region (buffer) \
+                "split the data into pieces of at most {:#}: that is the largest region (buffer) \
                  the arena may ask for (the device's own limit, or {MAX_REGION_ENV} / \
                  ArenaConfig::max_region_bytes where that is set lower: raise or unset it to \
                  lift the cap up to the device's)",
@@ -162,13 +162,13 @@ impl OutOfMemory {
             OomCause::LimitReached => format!(
                 "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}; \
                  ArenaOptions::limit_bytes for an arena of your own) above the current limit \
-                 of {}, or free arrays that are no longer needed",
+                 of {:#}, or free arrays that are no longer needed",
                 Bytes(self.bytes_limit)
             ),
             OomCause::SourceExhausted(RegionRefusal::TooLarge {
                 limit, limit_name, ..
             }) => format!(
-                "split the data into pieces of at most {}: that is the device's {limit_name}, \
+                "split the data into pieces of at most {:#}: that is the device's {limit_name}, \
                  the most it gives in one piece, and no memory setting raises it",
                 Bytes(*limit)
             ),
@@ -238,15 +238,15 @@ impl OutOfMemory {
                 }
             ),
             OomCause::LimitReached => format!(
-                "the arena's limit is reached: the request needs {} but only {} is free, and \
-                 with {} of the {} limit held there is no room for a new region",
+                "the arena's limit is reached: the request needs {:#} but only {} is free, and \
+                 with {} of the {:#} limit held there is no room for a new region",
                 Bytes(self.rounded),
                 Bytes(self.total_free),
                 Bytes(self.bytes_reserved),
                 Bytes(self.bytes_limit)
             ),
             OomCause::LargerThanAnyRegion => format!(
-                "the request is larger than any region can be (the largest region is {})",
+                "the request is larger than any region can be (the largest region is {:#})",
                 Bytes(self.max_region_bytes)
             ),
             OomCause::SourceExhausted(refusal) => {

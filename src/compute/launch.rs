@@ -351,22 +351,29 @@ impl<'s, 'a> Launch<'s, 'a> {
             let expected: Vec<String> = signature.storage.iter().map(describe).collect();
             // The first binding with no argument, or the first argument with no binding.
             let (at_fault, fault) = match signature.storage.get(self.args.len()) {
-                Some(missing) => (describe(missing), "has no argument"),
+                Some(missing) => (describe(missing), "has no argument".to_string()),
                 None => (
                     format!("argument {} (no binding takes it)", signature.storage.len()),
-                    "is one too many",
+                    match self.args.len() - signature.storage.len() {
+                        1 => "is one too many".to_string(),
+                        extra => format!("is the first of {extra} too many"),
+                    },
                 ),
             };
-            let given = match self.args.len() {
-                1 => "1 array".to_string(),
-                n => format!("{n} arrays"),
+            let binds = match expected.is_empty() {
+                true => "the kernel binds no storage buffer".to_string(),
+                false => format!(
+                    "the kernel binds {}: {}",
+                    expected.len(),
+                    expected.join(", ")
+                ),
             };
             return Err(self.argument_error(
                 &at_fault,
                 format!(
-                    "{fault}: {given} given, the kernel binds {}: {}",
-                    signature.storage.len(),
-                    expected.join(", ")
+                    "{fault}: {} given, {binds}; pass one array per binding, in the order of \
+                     their @binding numbers",
+                    count(self.args.len(), "array")
                 ),
             ));
         }
@@ -579,7 +586,7 @@ fn bitcast_target(arg_type: &str, rust: &str, wgsl: &str, arg_size: usize) -> St
     };
     let target = match (size(rust) == size(wgsl), arg_size / size(wgsl)) {
         (true, _) => arg_type.replace(rust, wgsl),
-        (false, n) if n > 1 && arg_size % size(wgsl) == 0 => format!("[{wgsl}; {n}]"),
+        (false, n) if n > 1 && arg_size.is_multiple_of(size(wgsl)) => format!("[{wgsl}; {n}]"),
         (false, _) => wgsl.to_string(),
     };
     match wgsl {

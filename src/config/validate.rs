@@ -139,9 +139,11 @@ impl ByteKnob {
             self.field,
             bytes.to_string(),
             format!(
-                "a size from {} to {} bytes{} (env {}: {})",
-                self.min,
-                self.max,
+                "a size {}{} (env {}: {})",
+                match self.max {
+                    u64::MAX => format!("of at least {} bytes", self.min),
+                    max => format!("from {} to {max} bytes", self.min),
+                },
                 self.device_bound,
                 self.variable,
                 self.expected_mib()

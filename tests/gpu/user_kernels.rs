@@ -242,6 +242,23 @@ fn every_argument_mismatch_is_a_typed_error_naming_the_binding() {
         ),
         "argument 2 (no binding takes it)"
     );
+    // Two too many, and arguments for a kernel that binds no storage buffer.
+    let w = ctx.device_put(&[0.0f32; 8], &[8]).unwrap();
+    let two_many = ctx.launch(&k).arg(&x).arg_mut(&mut y).arg(&z).arg(&w);
+    expect(
+        two_many.params(&p).grid_for(8).run(),
+        &["is the first of 2 too many: 4 arrays given, the kernel binds 2: "],
+    );
+    let none = ctx
+        .kernel("@compute @workgroup_size(1) fn main() {}", "main")
+        .unwrap();
+    expect(
+        ctx.launch(&none).arg(&x).grid([1, 1, 1]).run(),
+        &[
+            "argument 0 (no binding takes it): is one too many: 1 array given, the kernel binds \
+           no storage buffer; pass one array per binding, in the order of their @binding numbers",
+        ],
+    );
     // A read-only argument for a read_write binding.
     let y2 = ctx.device_put(&[0.0f32; 8], &[8]).unwrap();
     expect(

@@ -681,3 +681,36 @@ fn release_all_forgets_live_allocations() {
     let b = arena.allocate(1000, 0, None, &mut device).unwrap();
     assert_ne!(a.id, b.id);
 }
+
+/// A limit or a largest region just under a unit prints as that unit: the message adds the
+/// exact count, so a request refused against it never reads as equal to it.
+#[test]
+fn a_limit_that_rounds_to_the_request_is_given_in_bytes_too() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing((1 << 30) - 256));
+    let message = arena
+        .allocate(1 << 30, 0, None, &mut device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("of the 1.00 GiB (1073741568 bytes) limit held")
+            && message.contains("above the current limit of 1.00 GiB (1073741568 bytes)"),
+        "{message}"
+    );
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: (2 << 30) - 256,
+        ..ArenaOptions::growing(8 << 30)
+    });
+    let message = arena
+        .allocate(2 << 30, 0, None, &mut device)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        message.contains("split the data into pieces of at most 2.00 GiB (2147483392 bytes)"),
+        "{message}"
+    );
+    // A piece of that size is served.
+    arena
+        .allocate((2 << 30) - 256, 0, None, &mut device)
+        .unwrap();
+}
