@@ -109,10 +109,10 @@ impl std::fmt::Display for DeviceInfo {
         match &self.plan {
             Ok(plan) => write!(
                 f,
-                "arena on memory type {} of a {} MiB heap, {} MiB reservable{}",
+                "arena on memory type {} of a {} heap, {} reservable{}",
                 plan.arena_type,
-                plan.heap_bytes >> 20,
-                plan.reservable_bytes >> 20,
+                crate::arena::Bytes(plan.heap_bytes),
+                crate::arena::Bytes(plan.reservable_bytes),
                 if plan.uma { ", UMA" } else { "" }
             )?,
             Err(error) => write!(f, "no memory plan: {error}")?,

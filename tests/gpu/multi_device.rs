@@ -75,7 +75,13 @@ fn devices_lists_the_adapters_in_selection_order_with_the_default_marked() {
             "{line}"
         );
         assert!(!line.contains("Cpu") && !line.contains("Vulkan"), "{line}");
-        assert!(line.contains("MiB reservable"), "{line}");
+        // Sizes in the unit that fits, as every byte count for people.
+        let sizes = format!(
+            "of a {} heap, {} reservable",
+            gpu_arena::arena::Bytes(plan.heap_bytes),
+            gpu_arena::arena::Bytes(plan.reservable_bytes)
+        );
+        assert!(line.contains(&sizes), "{line}");
     }
     assert!(list[0].to_string().ends_with("[default]"));
     // Auto lists Vulkan adapters first (here: only them, as lavapipe is Vulkan).
