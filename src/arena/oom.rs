@@ -122,28 +122,7 @@ impl OutOfMemory {
                 Bytes(self.max_region_bytes)
             ),
             OomCause::Fragmentation | OomCause::LimitReached if at_most && !pinned_host => {
-                let holes = match self.cause {
-                    OomCause::Fragmentation => {
-                        ", and allocate long-lived arrays before short-lived ones so that \
-                         temporaries leave no holes"
-                    }
-                    _ => "",
-                };
-                match self.assumed_device_memory {
-                    Some(assumed) => format!(
-                        "set {DEVICE_MEMORY_ENV} (ArenaConfig::fallback_device_memory_bytes) to \
-                         the device's real memory size: this backend does not report it, and \
-                         the limit of {} is the most any memory fraction gives of the {} \
-                         assumed; or free arrays that are no longer needed{holes}",
-                        Bytes(self.bytes_limit),
-                        Bytes(assumed)
-                    ),
-                    None => format!(
-                        "free arrays that are no longer needed{holes}: the limit of {} is \
-                         already the most any memory fraction gives on this device",
-                        Bytes(self.bytes_limit)
-                    ),
-                }
+                self.remedy_at_the_full_fraction()
             }
             OomCause::Fragmentation => format!(
                 "raise the memory fraction {MEM_FRACTION_ENV} (JAX: {JAX_MEM_FRACTION_ENV}; \
@@ -221,6 +200,33 @@ impl OutOfMemory {
             ));
         }
         remedy
+    }
+
+    /// The remedy of a device arena whose limit is already what a memory fraction of 1 gives
+    /// ([`OutOfMemory::max_limit_bytes`]): no fraction raises it.
+    fn remedy_at_the_full_fraction(&self) -> String {
+        let holes = match self.cause {
+            OomCause::Fragmentation => {
+                ", and allocate long-lived arrays before short-lived ones so that temporaries \
+                 leave no holes"
+            }
+            _ => "",
+        };
+        match self.assumed_device_memory {
+            Some(assumed) => format!(
+                "set {DEVICE_MEMORY_ENV} (ArenaConfig::fallback_device_memory_bytes) to the \
+                 device's real memory size: this backend does not report it, and the limit of \
+                 {} is the most any memory fraction gives of the {} assumed; or free arrays \
+                 that are no longer needed{holes}",
+                Bytes(self.bytes_limit),
+                Bytes(assumed)
+            ),
+            None => format!(
+                "free arrays that are no longer needed{holes}: the limit of {} is already the \
+                 most any memory fraction gives on this device",
+                Bytes(self.bytes_limit)
+            ),
+        }
     }
 
     /// One sentence on why the request failed.
