@@ -8,7 +8,8 @@
 //! and started collectives: `fused`, `started`, `mismatch-list-length`, `mismatch-list-shape`,
 //! `mismatch-list-size`, `mismatch-list-type`, `mismatch-list-op`, `mismatch-start`,
 //! `mismatch-start-broadcast`, `mixed-start` (the last rank blocks where the others start),
-//! `killed-started`; and `thread-single` (rank 0 below `MPI_THREAD_MULTIPLE`). A collective
+//! `killed-started`; `thread-single` (rank 0 below `MPI_THREAD_MULTIPLE`); and
+//! `run-while-sent` (a captured run whose input array MPI is sending). A collective
 //! error prints its [`CollectiveFailure`] after its message.
 
 use anyhow::{bail, ensure, Context as _};
@@ -28,7 +29,7 @@ collectives, mismatch-shape, mismatch-type, mismatch-op, mismatch-root, mismatch
 mismatch-send, mismatch-recv, guard, refusals, pending, threads, abort, killed, fused, started,
 mismatch-list-length, mismatch-list-shape, mismatch-list-size, mismatch-list-type,
 mismatch-list-op, mismatch-start, mismatch-start-broadcast, mixed-start, killed-started,
-thread-single.
+thread-single, run-while-sent.
   -h, --help    this text";
 
 fn main() -> anyhow::Result<()> {
@@ -83,6 +84,7 @@ fn main() -> anyhow::Result<()> {
         | "mismatch-start-broadcast" => mismatch_list(&group, &scenario),
         "killed-started" => killed_started(&group),
         "thread-single" => thread_single(&group),
+        "run-while-sent" => run_while_sent(&group),
         other => Err(anyhow::anyhow!("unknown scenario {other:?}")),
     };
     match result {
@@ -637,6 +639,96 @@ fn threads(group: &Collectives) -> anyhow::Result<()> {
             .join()
             .map_err(|_| anyhow::anyhow!("reader panicked"))?
     })
+}
+
+/// `y = f(y)` iterated `p.rounds` times per element: GPU work that takes as long as asked.
+const BUSY: &str = r#"
+struct P { rounds: u32 }
+@group(0) @binding(0) var<uniform> p: P;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) i: vec3<u32>) {
+    if (i.x >= arrayLength(&y)) { return; }
+    var v = y[i.x];
+    for (var r = 0u; r < p.rounds; r++) { v = v * 0.5 + 1.0; }
+    y[i.x] = v;
+}
+"#;
+
+/// Rank 0 runs a captured step on a second thread while it sends the array the step updates.
+/// Rank 1 receives into an array its GPU still works on for a few seconds, so rank 0's send
+/// is in its data phase (reading the array's mapping on UMA) and blocked meanwhile. On
+/// lavapipe a run makes its moving copies on the host where the arrays are mapped and idle:
+/// during the send it must leave its copy to the kernel, and copy on the host again after.
+fn run_while_sent(group: &Collectives) -> anyhow::Result<()> {
+    let ctx = group.context();
+    let (rows, width) = (256, 1024);
+    let row = |t: usize| -> Vec<f32> { (0..width).map(|i| (t * width + i + 1) as f32).collect() };
+    let cache = ctx.zeros::<f32>(&[rows, width])?;
+    group.barrier()?;
+    if group.rank() != 0 {
+        let busy = ctx.kernel(BUSY, "main")?;
+        let mut target = ctx.zeros::<f32>(&[rows, width])?;
+        let mut work = |rounds: u32| -> anyhow::Result<()> {
+            let launch = ctx.launch(&busy).arg_mut(&mut target).params(&rounds);
+            Ok(launch.grid_for(rows * width).run()?)
+        };
+        let timed = std::time::Instant::now();
+        work(64)?;
+        ctx.synchronize()?;
+        let per_round = timed.elapsed().as_secs_f64() / 64.0;
+        work((3.0 / per_round).clamp(64.0, 1e8) as u32)?;
+        let got = ctx.device_get(&group.recv(target, 0)?)?;
+        ensure!(got[..width] == row(0), "row 0 was written before the send");
+        ensure!(
+            got[2 * width..].iter().all(|&v| v == 0.0),
+            "rows written after the send arrived"
+        );
+        return Ok(());
+    }
+    let mut cap = ctx.capture();
+    let (new_row, input) = cap.input(&row(0), &[1, width])?;
+    let at = cap.index_slot(&[0, 0]);
+    let cache = cap.dynamic_update_slice_at(cache, &new_row, &at)?;
+    drop(new_row);
+    let mut step = cap.finish()?;
+    let mut run_at = |t: usize| -> anyhow::Result<u64> {
+        let start = [t as i64, 0];
+        step.run()
+            .input(&input, &row(t))
+            .start(&at, &start)
+            .submit()?;
+        ctx.synchronize()?;
+        Ok(step.host_copies())
+    };
+    let first = run_at(0)?;
+    let during = std::thread::scope(|scope| {
+        let running = scope.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            run_at(1)
+        });
+        group.send(&cache, 1)?;
+        running
+            .join()
+            .map_err(|_| anyhow::anyhow!("the running thread panicked"))?
+    })?;
+    let after = run_at(2)?;
+    // Host copies are made on a CPU adapter with zero-copy (lavapipe, where CI runs this).
+    if first == 1 {
+        ensure!(
+            (during, after) == (1, 2),
+            "host copies: {first} after the first run, {during} after a run during the send \
+             (want 1: the kernel's), {after} after the next"
+        );
+    }
+    let want: Vec<f32> = (0..rows)
+        .flat_map(|t| if t < 3 { row(t) } else { vec![0.0; width] })
+        .collect();
+    ensure!(
+        ctx.device_get(&cache)? == want,
+        "the cache after three runs"
+    );
+    Ok(())
 }
 
 /// The last rank fails and aborts the job while the others wait in a collective: mpirun must

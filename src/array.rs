@@ -54,6 +54,11 @@ pub(crate) struct ArrayStorage {
     /// refused it, and the app's passes get the region's buffer).
     own_buffer: OnceLock<Option<wgpu::Buffer>>,
     pub(crate) last_use: AtomicU64,
+    /// How many collectives reach the array's bytes through its mapping right now (zero-copy
+    /// MPI, which reads and writes them over several calls): while any does, a captured run
+    /// copies its inputs into the array on the GPU instead of writing them on the host, where
+    /// the two would write or read the same host bytes at once.
+    pub(crate) host_users: AtomicU32,
     /// What unsubmitted user recorders do to the array (the recording model:
     /// [`crate::kernels`]): the library's own single ops never mark it.
     pub(crate) pending: PendingMarks,
@@ -150,6 +155,7 @@ impl ArrayStorage {
             aliases: region.aliases,
             own_buffer: OnceLock::new(),
             last_use: AtomicU64::new(0),
+            host_users: AtomicU32::new(0),
             pending: PendingMarks::default(),
         }
     }
@@ -175,6 +181,14 @@ impl ArrayStorage {
             Some(buffer) => (buffer, 0, true),
             None => (&self.buffer, self.allocation.offset, false),
         }
+    }
+
+    /// Whether the host may write or read the array's mapping for a captured run now: no GPU
+    /// work after submission `completed` uses the array, and no collective reaches its mapping
+    /// ([`ArrayStorage::host_users`]). Asked under the kernel lock, under which that count
+    /// rises.
+    pub(crate) fn idle_for_host(&self, completed: u64) -> bool {
+        self.last_use().0 <= completed && self.host_users.load(Ordering::Acquire) == 0
     }
 
     pub(crate) fn last_use(&self) -> SubmissionId {

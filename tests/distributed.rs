@@ -390,6 +390,11 @@ fn a_second_thread_reads_the_array_while_it_is_all_gathered() {
 }
 
 #[test]
+fn a_captured_run_copies_its_input_on_the_gpu_while_mpi_sends_that_array() {
+    passes(2, &[], "run-while-sent", &[]);
+}
+
+#[test]
 fn a_rank_that_aborts_on_error_ends_the_whole_job_with_a_failure_status() {
     let job = mpirun(3, &[], "abort", &[], FAILURE_DEADLINE);
     assert!(job.took < FAILURE_DEADLINE, "the job hung:\n{}", job.output);

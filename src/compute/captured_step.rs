@@ -847,7 +847,7 @@ impl CapturedStep {
         let _ = inner.device().poll(wgpu::PollType::Poll);
         let completed = inner.submissions().completed();
         // The array of the step holding bytes `[offset, offset + size)` of `buffer`, mapped and
-        // idle on the GPU, with those bytes as its own range.
+        // idle ([`ArrayStorage::idle_for_host`]), with those bytes as its own range.
         let idle_array = |buffer: &wgpu::Buffer, offset: u64, size: u64| {
             self.arrays.iter().find_map(|(storage, _)| {
                 let start = storage.allocation.offset;
@@ -855,7 +855,7 @@ impl CapturedStep {
                     && offset >= start
                     && offset + size <= start + storage.allocation.size;
                 let mapped = storage.mapped.as_ref()?;
-                (inside && storage.last_use().0 <= completed).then(|| mapped.sub(offset, size))
+                (inside && storage.idle_for_host(completed)).then(|| mapped.sub(offset, size))
             })
         };
         for (moving, &at) in self.moving.iter().zip(&self.moving_at) {

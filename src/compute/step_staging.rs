@@ -428,7 +428,7 @@ impl MappedStaging {
         let Some(in_place) = self
             .in_place
             .as_ref()
-            .filter(|p| p.holders.iter().all(|h| h.last_use().0 <= completed))
+            .filter(|p| p.holders.iter().all(|h| h.idle_for_host(completed)))
         else {
             return false;
         };

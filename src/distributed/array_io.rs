@@ -10,6 +10,7 @@ use crate::context::ContextInner;
 use crate::error::{Error, Result};
 use crate::host_link::staged_copy::{ReadbackItem, UploadItem};
 use std::marker::PhantomData;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The most bytes one pipeline step moves on each rank: large
@@ -108,18 +109,24 @@ pub(crate) struct ArrayIo<'a, T> {
 
 impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
     /// Access to `array`, after the GPU work that uses it has completed when access is
-    /// direct (staged copies are ordered after that work by the queue).
+    /// direct (staged copies are ordered after that work by the queue). Direct access counts
+    /// itself among the array's host users until dropped, under the kernel lock, under which a
+    /// captured run writes its inputs in place: a run either wrote them before (and its work is
+    /// waited for here) or sees the count and copies them on the GPU.
     pub(crate) fn new(ctx: &'a Arc<ContextInner>, array: &'a DeviceArray<T>) -> Result<Self> {
-        let mapped = array.storage.host_read_range();
-        if mapped.is_some() {
-            ctx.wait_for(array.storage.last_use())?;
-        }
-        Ok(Self {
+        let io = Self {
             ctx,
             storage: &array.storage,
-            mapped,
+            mapped: array.storage.host_read_range(),
             _element: PhantomData,
-        })
+        };
+        if io.mapped.is_some() {
+            let kernels = ctx.kernels().lock();
+            io.storage.host_users.fetch_add(1, Ordering::AcqRel);
+            drop(kernels);
+            ctx.wait_for(array.storage.last_use())?;
+        }
+        Ok(io)
     }
 
     /// Whether MPI can work straight on the array's mapping.
@@ -203,6 +210,14 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
         let (offset, bytes) = Self::byte_range(first, len);
         let mut elements = MappedElements::<T>::new(self.mapped.as_ref()?.sub(offset, bytes))?;
         Some(elements.write_with(f))
+    }
+}
+
+impl<T> Drop for ArrayIo<'_, T> {
+    fn drop(&mut self) {
+        if self.mapped.is_some() {
+            self.storage.host_users.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 

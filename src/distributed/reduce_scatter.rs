@@ -91,6 +91,7 @@ impl Collectives {
             }
         }
         self.count(bytes, bytes / ranks as u64, started);
+        drop(output);
         Ok(out)
     }
 }
