@@ -186,8 +186,9 @@ pub struct ArenaConfig {
     /// `zero_copy`.
     pub bar_writes: BarWrites,
     /// Size of each buffer of the reusable staging pool in bytes (default 64 MiB), from
-    /// [`MIN_STAGING_BYTES`](super::MIN_STAGING_BYTES) to [`MAX_STAGING_BYTES`](super::MAX_STAGING_BYTES) and at most the device's
-    /// `max_buffer_size`.
+    /// [`MIN_STAGING_BYTES`](super::MIN_STAGING_BYTES) to
+    /// [`MAX_STAGING_BYTES`](super::MAX_STAGING_BYTES) and at most the device's
+    /// `max_buffer_size` rounded down to whole 4-byte words (staging buffers are whole words).
     pub staging_bytes: u64,
     /// The most bytes the arena of the pinned-host memory kind
     /// ([`MemoryKind::PinnedHost`](crate::memory_kind::MemoryKind)) may hold, at least

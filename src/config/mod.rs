@@ -10,7 +10,7 @@
 //! | [`ArenaConfig::backend`] | Vulkan, then others | `auto`, `vulkan`/`vk`, `gl`/`gles`/`opengl`, `metal`, `dx12`/`d3d12` (any case) | `GPU_ARENA_BACKEND` | |
 //! | [`ArenaConfig::zero_copy`] | `true` | | `GPU_ARENA_ZERO_COPY` | |
 //! | [`ArenaConfig::bar_writes`] | `auto` (off for now) | `on` needs `zero_copy` | `GPU_ARENA_BAR_WRITES` | |
-//! | [`ArenaConfig::staging_bytes`] | 64 MiB | 4 KiB to 4 GiB, and the device's `max_buffer_size` | `GPU_ARENA_STAGING_MB` | |
+//! | [`ArenaConfig::staging_bytes`] | 64 MiB | 4 KiB to 4 GiB, and the device's `max_buffer_size` in whole words | `GPU_ARENA_STAGING_MB` | |
 //! | [`ArenaConfig::pinned_host_bytes`] | [`DEFAULT_PINNED_HOST_PERCENT`]% of its heap | ≥ 256 bytes, rounded down to 256 | `GPU_ARENA_PINNED_HOST_MB` | |
 //! | [`ArenaConfig::validation`] | `false` | | `GPU_ARENA_VALIDATION` | |
 //! | [`ArenaConfig::fallback_device_memory_bytes`] | 1 GiB | ≥ 1 MiB | `GPU_ARENA_DEVICE_MEMORY_MB` | |

@@ -293,17 +293,26 @@ pub(crate) fn bar_writes_without_zero_copy(named: &str) -> Error {
     }
 }
 
-/// The device-dependent rule: a staging buffer must be a buffer the device can make.
+/// The device-dependent rule: a staging buffer must be a buffer the device can make, and
+/// staging buffers are whole 4-byte words, so the largest size accepted is the device's
+/// `max_buffer_size` rounded down to a word (the refusal names that size).
 /// Checked by the context once it knows the device's limits, before it creates any buffer.
 pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64) -> Result<()> {
-    // Staging buffers are rounded up to whole words; the bounds above keep this exact.
-    let size = staging_bytes.next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
-    if size <= max_buffer_size {
+    let largest = max_buffer_size - max_buffer_size % wgpu::COPY_BUFFER_ALIGNMENT;
+    if staging_bytes <= largest {
         return Ok(());
     }
+    let words = match largest == max_buffer_size {
+        true => String::new(),
+        false => format!(
+            " rounded down to whole {}-byte words",
+            wgpu::COPY_BUFFER_ALIGNMENT
+        ),
+    };
     let expected = format!(
-        "at most this device's max_buffer_size, {max_buffer_size} bytes ({} MiB; env {})",
-        max_buffer_size / MIB,
+        "at most {largest} bytes ({} MiB; env {}): this device's max_buffer_size, \
+         {max_buffer_size} bytes{words}",
+        largest / MIB,
         STAGING.variable
     );
     Err(field_error(
@@ -570,5 +579,17 @@ mod tests {
         assert!(msg.contains("GPU_ARENA_STAGING_MB"), "{msg}");
         assert!(msg.starts_with("ArenaConfig::staging_bytes="), "{msg}");
         assert!(msg.contains("67108864 bytes (64 MiB; env"), "{msg}");
+        assert!(!msg.contains("rounded"), "{msg}");
+        // Staging buffers are whole words: a limit between two words admits the word below.
+        let odd = (1u64 << 31) - 1;
+        check_staging_fits_device(odd - 3, odd).unwrap();
+        let msg = check_staging_fits_device(odd, odd).unwrap_err().to_string();
+        assert!(
+            msg.ends_with(
+                "expected at most 2147483644 bytes (2047 MiB; env GPU_ARENA_STAGING_MB): this \
+                 device's max_buffer_size, 2147483647 bytes rounded down to whole 4-byte words"
+            ),
+            "{msg}"
+        );
     }
 }

@@ -157,6 +157,35 @@ fn a_staging_size_of_zero_or_beyond_the_device_is_refused_at_open() {
     }
 }
 
+/// The largest staging size a refusal names opens a context: the device's `max_buffer_size`
+/// rounded down to whole words (lavapipe's is 2^31 - 1, between two words).
+#[gpu_test]
+fn the_largest_staging_size_a_refusal_names_is_accepted() {
+    let list = devices(&test_config()).unwrap();
+    let max = Context::on_device(&list[0], test_config())
+        .unwrap()
+        .limits()
+        .max_buffer_size;
+    let config = |staging_bytes| ArenaConfig {
+        staging_bytes,
+        ..test_config()
+    };
+    let Err(Error::Config { expected, .. }) = Context::on_device(&list[0], config(max + 1)) else {
+        panic!("a staging size above max_buffer_size opened a context");
+    };
+    let named: u64 = expected
+        .strip_prefix("at most ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in {expected:?}"));
+    assert_eq!(named, max - max % 4, "{expected}");
+    let ctx = Context::on_device(&list[0], config(named)).unwrap();
+    assert_eq!(ctx.config().staging_bytes, named);
+    if named < max {
+        assert!(Context::on_device(&list[0], config(named + 1)).is_err());
+    }
+}
+
 /// A context on a given device ignores the configuration's choice of adapter, a blank name
 /// included (which `devices` and `Context::new` refuse), on two threads at once.
 #[gpu_test]
