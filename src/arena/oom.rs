@@ -86,7 +86,8 @@ pub struct OutOfMemory {
     pub assumed_device_memory: Option<u64>,
     /// For device memory, the largest limit a memory fraction gives this device's arena (its
     /// limit at a fraction of 1; set by the context, `None` for a bare arena): where the limit
-    /// is already that, the remedy does not advise raising the fraction.
+    /// is already that, or the request is larger than it, the remedy does not advise raising
+    /// the fraction.
     pub max_limit_bytes: Option<u64>,
 }
 
@@ -101,9 +102,11 @@ impl OutOfMemory {
     /// What the user can change so the request succeeds.
     pub fn remedy(&self) -> String {
         let pinned_host = self.memory_kind == MemoryKind::PinnedHost;
+        // No memory fraction helps: the limit is already the largest, or even that is
+        // smaller than the request.
         let at_most = self
             .max_limit_bytes
-            .is_some_and(|max| self.bytes_limit >= max);
+            .is_some_and(|max| self.bytes_limit >= max || self.rounded > max);
         let mut remedy = match &self.cause {
             OomCause::Fragmentation | OomCause::LimitReached if pinned_host => format!(
                 "raise the pinned-host limit {PINNED_HOST_ENV} (ArenaConfig::pinned_host_bytes) \
@@ -184,7 +187,7 @@ impl OutOfMemory {
             ));
         }
         let room = self.pinned_host_room.filter(|&room| room >= self.rounded);
-        if let Some(room) = room.filter(|_| !beyond_any_region) {
+        if let Some(room) = room.filter(|_| !beyond_any_region && !self.beyond_any_limit()) {
             remedy.push_str(&format!(
                 "; or keep arrays that wait between uses (optimizer state, saved activations) in \
                  pinned host memory, which has {} free: Context::offload moves one there and \
@@ -202,9 +205,32 @@ impl OutOfMemory {
         remedy
     }
 
-    /// The remedy of a device arena whose limit is already what a memory fraction of 1 gives
-    /// ([`OutOfMemory::max_limit_bytes`]): no fraction raises it.
+    /// Whether the request is larger than the limit a memory fraction of 1 gives
+    /// ([`OutOfMemory::max_limit_bytes`]): no fraction, and no array freed, makes room for it.
+    fn beyond_any_limit(&self) -> bool {
+        self.max_limit_bytes.is_some_and(|max| self.rounded > max)
+    }
+
+    /// The remedy of a device arena where no memory fraction helps: its limit is already what
+    /// a fraction of 1 gives ([`OutOfMemory::max_limit_bytes`]), or the request is larger
+    /// than that.
     fn remedy_at_the_full_fraction(&self) -> String {
+        if self.beyond_any_limit() {
+            let max = Bytes(self.max_limit_bytes.unwrap_or(self.bytes_limit));
+            return match self.assumed_device_memory {
+                Some(assumed) => format!(
+                    "set {DEVICE_MEMORY_ENV} (ArenaConfig::fallback_device_memory_bytes) to the \
+                     device's real memory size: this backend does not report it, and the most \
+                     any memory fraction gives of the {} assumed is {max:#}, less than the \
+                     request; or split the data into smaller arrays",
+                    Bytes(assumed)
+                ),
+                None => format!(
+                    "split the data into smaller arrays: the request is larger than the {max:#} \
+                     that the arena may hold on this device at any memory fraction"
+                ),
+            };
+        }
         let holes = match self.cause {
             OomCause::Fragmentation => {
                 ", and allocate long-lived arrays before short-lived ones so that temporaries \
@@ -281,13 +307,13 @@ impl fmt::Display for OutOfMemory {
         let limit = if self.bytes_limit >= DEFAULT_LIMIT_BYTES {
             "no limit".to_string()
         } else {
-            format!("a limit of {}", Bytes(self.bytes_limit))
+            format!("a limit of {:#}", Bytes(self.bytes_limit))
         };
         writeln!(
             f,
             "  arena ({}): {} in use, {} reserved of {limit}, {} free with the largest free \
-             block {} (fragmentation {:.2}), {} pending free until queued GPU work completes, \
-             largest region {}.",
+             block {} (fragmentation {}), {} pending free until queued GPU work completes, \
+             largest region {:#}.",
             match self.mode {
                 ArenaMode::Bfc if self.preallocated() => "BFC, preallocated",
                 ArenaMode::Bfc => "BFC",
@@ -297,10 +323,28 @@ impl fmt::Display for OutOfMemory {
             Bytes(self.bytes_reserved),
             Bytes(self.total_free),
             Bytes(self.largest_free_block),
-            self.fragmentation,
+            Share(self.fragmentation),
             Bytes(self.pending_free_bytes),
             Bytes(self.max_region_bytes),
         )?;
         write!(f, "  remedy: {}.", self.remedy())
+    }
+}
+
+/// A share in `[0, 1]` to two decimals, or to as many as it takes not to read as 0 or 1 when
+/// it is neither (a fragmentation of 0.9995 is not total).
+struct Share(f64);
+
+impl std::fmt::Display for Share {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Share(share) = *self;
+        for decimals in 2..=6 {
+            let text = format!("{share:.decimals$}");
+            let rounded: f64 = text.parse().unwrap_or(share);
+            if (rounded == 0.0) == (share == 0.0) && (rounded == 1.0) == (share == 1.0) {
+                return f.write_str(&text);
+            }
+        }
+        write!(f, "{share}")
     }
 }

@@ -182,8 +182,9 @@ fn out_of_memory_on_an_assumed_memory_size_says_how_to_give_the_real_one() {
     gl.alloc::<u8>(&[16 << 20]).unwrap();
 }
 
-/// At a memory fraction of 1 no fraction raises the limit: the remedy does not advise one, and
-/// on GL its first advice is the assumed memory size, which does lift the limit.
+/// At a memory fraction of 1 no fraction raises the limit, and no fraction holds a request
+/// larger than that limit: the remedy does not advise one, and on GL its first advice is the
+/// assumed memory size, which does lift the limit.
 #[gpu_test]
 fn out_of_memory_at_the_full_fraction_does_not_advise_raising_it() {
     let full = ArenaConfig {
@@ -204,11 +205,23 @@ fn out_of_memory_at_the_full_fraction_does_not_advise_raising_it() {
     if report.assumed_device_memory.is_none() {
         assert_eq!(report.cause, OomCause::LimitReached, "{err}");
         assert!(
-            remedy.starts_with("free arrays that are no longer needed: the limit of")
-                && remedy.contains("is already the most any memory fraction gives on this device"),
+            remedy
+                .starts_with("split the data into smaller arrays: the request is larger than the")
+                && remedy
+                    .ends_with("that the arena may hold on this device at any memory fraction"),
             "{err}"
         );
     }
+    // Nor at a lower fraction, for a request larger than the most a fraction of 1 gives.
+    let half = context_with(ArenaConfig {
+        mem_fraction: MemFraction::fixed(0.5),
+        ..full.clone()
+    });
+    let err = half.alloc::<u8>(&[(max + (1 << 20)) as usize]).unwrap_err();
+    assert!(
+        !err.to_string().contains("raise the memory fraction"),
+        "{err}"
+    );
     let Some(gl) = crate::harness::gl_context_with(full.clone()) else {
         return;
     };

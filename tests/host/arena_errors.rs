@@ -714,3 +714,73 @@ fn a_limit_that_rounds_to_the_request_is_given_in_bytes_too() {
         .allocate((2 << 30) - 256, 0, None, &mut device)
         .unwrap();
 }
+
+/// Where a context knows the limit a memory fraction of 1 gives (`max_limit_bytes`), the
+/// remedy advises raising the fraction only where that would make room: not when the limit
+/// is already that, and not when the request is larger than it (then no freed array helps
+/// either, and the data must be split, or on a backend that does not report its memory, the
+/// real size given).
+#[test]
+fn the_remedy_advises_a_higher_fraction_only_where_one_would_hold_the_request() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(8 * MIB));
+    let _held = arena.allocate(6 * MIB, 0, None, &mut device).unwrap();
+    let report = *oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err());
+    assert_eq!(report.cause, OomCause::LimitReached);
+    let with_max = |max: u64, assumed: Option<u64>| {
+        let mut report = report.clone();
+        report.max_limit_bytes = Some(max);
+        report.assumed_device_memory = assumed;
+        report.remedy()
+    };
+    // A fraction of 1 gives 16 MiB: raising it holds the request.
+    assert!(with_max(16 * MIB, None).starts_with("raise the memory fraction"));
+    // The limit is already the most: free arrays.
+    assert!(with_max(8 * MIB, None).starts_with("free arrays that are no longer needed: the limit"));
+    // The most any fraction gives is under the request.
+    let remedy = with_max(3 * MIB, None);
+    assert_eq!(
+        remedy,
+        "split the data into smaller arrays: the request is larger than the 3.00 MiB that the \
+         arena may hold on this device at any memory fraction"
+    );
+    let remedy = with_max(3 * MIB, Some(4 * MIB));
+    assert!(
+        remedy.starts_with(
+            "set GPU_ARENA_DEVICE_MEMORY_MB (ArenaConfig::fallback_device_memory_bytes) to the \
+             device's real memory size: this backend does not report it, and the most any \
+             memory fraction gives of the 4.00 MiB assumed is 3.00 MiB, less than the request"
+        ),
+        "{remedy}"
+    );
+    assert!(!remedy.contains("raise the memory fraction"), "{remedy}");
+}
+
+/// The report's arena line compares counts with the request: a limit or largest region just
+/// under a unit gives its exact count too, and a fragmentation that is neither none nor total
+/// does not read as 0 or 1.
+#[test]
+fn the_arena_line_gives_exact_counts_and_fragmentation_that_does_not_round_to_an_end() {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(8 * MIB));
+    let _held = arena.allocate(6 * MIB, 0, None, &mut device).unwrap();
+    let mut report = *oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err());
+    report.bytes_limit = 1024 * MIB - 256;
+    report.max_region_bytes = 2048 * MIB - 256;
+    for (fragmentation, text) in [
+        (0.9995, "fragmentation 0.9995)"),
+        (0.001, "fragmentation 0.001)"),
+        (0.5, "fragmentation 0.50)"),
+        (0.0, "fragmentation 0.00)"),
+        (1.0, "fragmentation 1.00)"),
+    ] {
+        report.fragmentation = fragmentation;
+        let message = report.to_string();
+        assert!(message.contains(text), "{message}");
+        assert!(
+            message.contains("of a limit of 1.00 GiB (1073741568 bytes)")
+                && message.contains("largest region 2.00 GiB (2147483392 bytes)."),
+            "{message}"
+        );
+    }
+}
