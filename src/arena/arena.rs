@@ -217,7 +217,9 @@ impl Arena {
     ///
     /// # Errors
     /// [`ArenaError::ReserveRefused`] when the source refuses a base region (the regions created
-    /// so far are given back, so a later call starts over), [`ArenaError::DeviceLost`] when it
+    /// so far are given back, so a later call starts over; a region refused as too large for
+    /// the device is not a refusal of the reserve: the reserve starts over in regions under the
+    /// device's limit, as [`RegionRefusal::TooLarge`] says), [`ArenaError::DeviceLost`] when it
     /// refuses because the device is lost (given back the same way),
     /// [`ArenaError::NoRegionAllowed`] when `max_region_bytes` is below 256 bytes, and
     /// [`ArenaError::TooManyReservedRegions`] when the reserve would take more than
@@ -226,44 +228,63 @@ impl Arena {
         if self.reserved {
             return Ok(());
         }
-        self.check_regions_allowed()?;
-        if self.options.mode == ArenaMode::Bfc && self.budget.reserve > 0 {
-            let regions = self.budget.reserve.div_ceil(self.budget.max_region);
-            if regions > MAX_RESERVED_REGIONS {
-                return Err(ArenaError::TooManyReservedRegions {
-                    reserve_bytes: self.budget.reserve,
-                    max_region_bytes: self.budget.max_region,
-                    regions,
-                });
-            }
-            let mut remaining = self.budget.reserve;
-            let mut created = Vec::new();
-            while remaining > 0 {
-                let size = remaining.min(self.budget.max_region);
-                match self.create_region(size, true, source) {
-                    Ok(region) => created.push(region),
-                    Err(refusal) => {
-                        for region in created {
-                            self.release_region(region, source);
-                        }
-                        return Err(match refusal {
-                            RegionRefusal::DeviceLost { reason } => {
-                                ArenaError::DeviceLost { reason }
-                            }
-                            refusal => ArenaError::ReserveRefused {
-                                reserve_bytes: self.budget.reserve,
-                                region_bytes: size,
-                                refusal,
-                            },
-                        });
-                    }
-                }
-                remaining -= size;
-            }
+        // A region refused as too large lowers the largest region; the reserve then starts
+        // over in regions under that limit (the limit only falls, so this ends).
+        while let Some(limit) = self.reserve_regions(source)? {
+            self.learn_region_limit(limit);
         }
         self.reserved = true;
         self.serves_from_bins = self.options.mode == ArenaMode::Bfc;
         Ok(())
+    }
+
+    /// Creates the base regions; `Some(limit)` when the source refused one as larger than a
+    /// `limit` under the region's size (the regions made are given back, and the reserve
+    /// starts over under that limit).
+    fn reserve_regions(
+        &mut self,
+        source: &mut dyn RegionSource,
+    ) -> Result<Option<u64>, ArenaError> {
+        self.check_regions_allowed()?;
+        if self.options.mode != ArenaMode::Bfc || self.budget.reserve == 0 {
+            return Ok(None);
+        }
+        let regions = self.budget.reserve.div_ceil(self.budget.max_region);
+        if regions > MAX_RESERVED_REGIONS {
+            return Err(ArenaError::TooManyReservedRegions {
+                reserve_bytes: self.budget.reserve,
+                max_region_bytes: self.budget.max_region,
+                regions,
+            });
+        }
+        let mut remaining = self.budget.reserve;
+        let mut created = Vec::new();
+        while remaining > 0 {
+            let size = remaining.min(self.budget.max_region);
+            let refusal = match self.create_region(size, true, source) {
+                Ok(region) => {
+                    created.push(region);
+                    remaining -= size;
+                    continue;
+                }
+                Err(refusal) => refusal,
+            };
+            for region in created {
+                self.release_region(region, source);
+            }
+            return match refusal {
+                RegionRefusal::DeviceLost { reason } => Err(ArenaError::DeviceLost { reason }),
+                RegionRefusal::TooLarge { limit, .. } if round_down(limit) < size => {
+                    Ok(Some(limit))
+                }
+                refusal => Err(ArenaError::ReserveRefused {
+                    reserve_bytes: self.budget.reserve,
+                    region_bytes: size,
+                    refusal,
+                }),
+            };
+        }
+        Ok(None)
     }
 
     /// Errors when the options allow no region at all (`max_region_bytes` below a granule):

@@ -784,3 +784,26 @@ fn the_arena_line_gives_exact_counts_and_fragmentation_that_does_not_round_to_an
         );
     }
 }
+
+/// A base region refused as too large for the device lowers the largest region, and the
+/// reserve is made again in regions under that limit: what `RegionRefusal::TooLarge`
+/// promises, for the reserve as for growth.
+#[test]
+fn a_reserve_region_refused_as_too_large_is_made_again_under_the_device_limit() {
+    let mut device = Device::unlimited();
+    device.max_region = 256 * KIB;
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let a = arena.allocate(200 * KIB, 0, None, &mut device).unwrap();
+    assert_eq!(
+        device.asked,
+        [MIB, 256 * KIB, 256 * KIB, 256 * KIB, 256 * KIB]
+    );
+    assert!(arena.is_reserved());
+    assert_eq!(arena.stats().bytes_reserved, MIB);
+    assert_eq!(a.size, 200 * KIB);
+    // A request above the learned limit is refused without asking the device again.
+    let report = oom(arena.allocate(300 * KIB, 0, None, &mut device).unwrap_err());
+    assert_eq!(report.cause, OomCause::LargerThanAnyRegion);
+    assert_eq!(report.max_region_bytes, 256 * KIB);
+    assert_eq!(device.asked.len(), 5);
+}
