@@ -56,8 +56,8 @@ const MAX_SIZE_MIB: u64 = flags::MAX_ALLOCATION_BYTES >> 20;
 /// The largest `--iters`: bounds the run's time.
 const MAX_ITERS: usize = 1000;
 
-/// Smallest operand worth benchmarking when shrinking after an allocation failure.
-const MIN_SIZE_MIB: u64 = 16;
+/// Smallest operand when shrinking after an allocation failure: the smallest update's.
+const MIN_SIZE_MIB: u64 = UPDATE_MIB[0];
 
 #[path = "flags/mod.rs"]
 mod flags;
@@ -168,21 +168,28 @@ fn time(ctx: &Context, iters: usize, mut call: impl FnMut() -> Result<()>) -> Re
 }
 
 /// The operand, allocated at `size_mib` or smaller; says so when it had to shrink. The
-/// out-of-place method needs a second operand, so room for two is checked up front.
+/// largest case holds the operand, its update and the out-of-place result at once, so room
+/// for all three is checked up front.
 fn allocate_operand(ctx: &Context, size_mib: u64) -> Result<(DeviceArray<u32>, u64)> {
     let mut size = size_mib;
     loop {
         let rows = (size * MIB) as usize / (ROW * 4);
+        let largest_update = UPDATE_MIB.into_iter().filter(|&mib| mib <= size).max();
+        let update_rows = (largest_update.unwrap_or(0) * MIB) as usize / (ROW * 4);
         let attempt = ctx.zeros::<u32>(&[rows, ROW]).and_then(|operand| {
-            let second = ctx.alloc::<u32>(&[rows, ROW])?;
-            drop(second);
+            let others = (
+                ctx.alloc::<u32>(&[rows, ROW])?,
+                ctx.alloc::<u32>(&[update_rows.min(rows), ROW])?,
+            );
+            drop(others);
             Ok(operand)
         });
         match attempt {
             Ok(operand) => {
                 if size != size_mib {
                     eprintln!(
-                        "note: an operand of {size_mib} MiB (and its out-of-place copy) could not be allocated; using {size} MiB"
+                        "note: an operand of {size_mib} MiB (with its update and out-of-place \
+                         copy) could not be allocated; using {size} MiB"
                     );
                 }
                 return Ok((operand, size));

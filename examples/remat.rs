@@ -27,8 +27,9 @@ const USAGE: &str = "usage: remat [--layers N] [--json]
 Gradient checkpointing for a 48-layer network: each policy's peak memory, extra compute and
 the arena it needs; then, when a GPU is there, one plan run with real device arrays.
   --layers N  instead, time a peak-budget search over N layers of 1 KiB (3 to 1000000:
-              fewer layers have no plan below keeping everything)
-  --json      with --layers, one JSON row
+              fewer layers have no plan below keeping everything), then an offload-budget
+              plan for a quarter of keeping everything
+  --json      with --layers, one JSON row for each of the two
   -h, --help  this text";
 
 /// The fewest layers `--layers` takes: on one or two layers no plan peaks below keeping

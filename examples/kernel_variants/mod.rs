@@ -51,10 +51,14 @@ pub fn run(ctx: &Context, size_mib: u64, rounds: usize, json: bool) -> Result<()
     }
     if !json {
         println!(
-            "{} ({:?}): {} tuning jobs in {tuning_seconds:.2} s; {rounds} rounds, medians",
+            "{} ({}, {}): {} in {tuning_seconds:.2} s; {rounds} rounds, medians",
             ctx.adapter_info().name,
             ctx.adapter_info().backend,
-            tuning.jobs
+            ctx.memory_plan().device_kind.name(),
+            match tuning.jobs {
+                1 => "1 tuning job".to_string(),
+                jobs => format!("{jobs} tuning jobs"),
+            }
         );
         for k in &tuning.kernels {
             println!(
@@ -66,7 +70,9 @@ pub fn run(ctx: &Context, size_mib: u64, rounds: usize, json: bool) -> Result<()
             );
         }
     }
-    for mib in [1, size_mib.min(MAX_SIZE_MIB)] {
+    let mut sizes = vec![1, size_mib.min(MAX_SIZE_MIB)];
+    sizes.dedup();
+    for mib in sizes {
         let lines = compare(ctx, mib * MIB, &variants, rounds)?;
         report(&lines, json);
     }
