@@ -229,9 +229,18 @@ impl Arena {
             return Ok(());
         }
         // A region refused as too large lowers the largest region; the reserve then starts
-        // over in regions under that limit (the limit only falls, so this ends).
-        while let Some(limit) = self.reserve_regions(source)? {
-            self.learn_region_limit(limit);
+        // over in regions under that limit (the limit only falls, so this ends). A failed
+        // reserve leaves the peaks as they were: the regions it held for a moment are gone.
+        let peak = self.counters.peak_bytes_reserved;
+        loop {
+            match self.reserve_regions(source) {
+                Ok(Some(limit)) => self.learn_region_limit(limit),
+                Ok(None) => break,
+                Err(error) => {
+                    self.counters.peak_bytes_reserved = peak;
+                    return Err(error);
+                }
+            };
         }
         self.reserved = true;
         self.serves_from_bins = self.options.mode == ArenaMode::Bfc;
@@ -274,7 +283,10 @@ impl Arena {
             }
             return match refusal {
                 RegionRefusal::DeviceLost { reason } => Err(ArenaError::DeviceLost { reason }),
-                RegionRefusal::TooLarge { limit, .. } if round_down(limit) < size => {
+                // A limit under the 256-byte granule allows no region: refused as it stands.
+                RegionRefusal::TooLarge { limit, .. }
+                    if round_down(limit) < size && round_down(limit) > 0 =>
+                {
                     Ok(Some(limit))
                 }
                 refusal => Err(ArenaError::ReserveRefused {
@@ -309,7 +321,9 @@ impl Arena {
     /// [`ArenaError::OutOfMemory`] when no free chunk fits and no region can be added (the
     /// report says why and what to change); [`ArenaError::DeviceLost`] when the source reports
     /// the device lost; the errors of [`reserve`](Arena::reserve) when the first call reserves
-    /// the base and that fails.
+    /// the base and that fails. A failed call leaves every allocation as it was; wholly free
+    /// growth regions that it gave back to make room for the request, after the source refused
+    /// a new region, stay given back.
     #[inline]
     pub fn allocate(
         &mut self,

@@ -24,7 +24,8 @@ pub enum ArenaError {
     #[error("invalid alignment {0}: use 0 for the default of 256 bytes or a power of two")]
     InvalidAlignment(u64),
     /// The source refused a region of the preallocated base; the regions created before it
-    /// were given back, so a later call starts over.
+    /// were given back (and the peaks of the statistics are as before), so a later call
+    /// starts over.
     #[error(
         "the region source could not provide memory: could not reserve {} up front (a region \
          of {} was refused: {refusal}); lower GPU_ARENA_MEM_FRACTION or set \
@@ -68,8 +69,9 @@ pub enum ArenaError {
         /// How many regions that would take.
         regions: u64,
     },
-    /// The source reported the device lost: nothing more can come from it. The arena changed
-    /// nothing.
+    /// The source reported the device lost: nothing more can come from it. The arena's
+    /// allocations are as they were (free regions given back to make room stay given back:
+    /// see [`Arena::allocate`](super::Arena::allocate)).
     #[error("the region source's device is lost: {reason}")]
     DeviceLost {
         /// The source's words.

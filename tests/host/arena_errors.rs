@@ -429,11 +429,64 @@ fn a_refused_reservation_is_a_region_source_error_and_rolls_back() {
         "regions created before the refusal are given back"
     );
     assert_eq!(arena.stats().bytes_reserved, 0);
+    // The regions it held for a moment leave no peak either.
+    assert_eq!(arena.stats().peak_bytes_reserved, 0);
     // The first allocation tries the reservation again and reports the same error.
     assert!(matches!(
         arena.allocate(1, 0, None, &mut device),
         Err(ArenaError::ReserveRefused { .. })
     ));
+    assert_eq!(arena.stats().peak_bytes_reserved, 0);
+    // Nor does a reserve that finds the device lost after its first region.
+    let mut arena = Arena::new(ArenaOptions {
+        max_region_bytes: MIB,
+        ..ArenaOptions::preallocated(2 * MIB)
+    });
+    struct LostAfterOne(Vec<RegionId>);
+    impl RegionSource for LostAfterOne {
+        fn create_region(&mut self, _: u64) -> Result<RegionId, RegionRefusal> {
+            if !self.0.is_empty() {
+                return Err(RegionRefusal::DeviceLost {
+                    reason: "VK_ERROR_DEVICE_LOST".into(),
+                });
+            }
+            self.0.push(RegionId(1));
+            Ok(RegionId(1))
+        }
+        fn release_region(&mut self, region: RegionId) {
+            self.0.retain(|r| *r != region);
+        }
+    }
+    let mut device = LostAfterOne(Vec::new());
+    assert!(matches!(
+        arena.reserve(&mut device),
+        Err(ArenaError::DeviceLost { .. })
+    ));
+    assert!(device.0.is_empty());
+    assert_eq!(arena.stats().peak_bytes_reserved, 0);
+}
+
+/// A base region refused as too large with a limit under the 256-byte granule allows no
+/// region at all: the reserve is refused with that refusal, not blamed on the options.
+#[test]
+fn a_reserve_refused_with_a_limit_under_a_granule_names_the_device_limit() {
+    let mut device = Device::unlimited();
+    device.max_region = 100;
+    let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
+    let error = arena.reserve(&mut device).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            ArenaError::ReserveRefused {
+                region_bytes,
+                refusal: RegionRefusal::TooLarge { limit: 100, .. },
+                ..
+            } if *region_bytes == MIB
+        ),
+        "{error:?}"
+    );
+    assert_eq!(device.asked, [MIB]);
+    assert!(device.live.is_empty());
 }
 
 #[test]
