@@ -373,7 +373,7 @@ impl From<ArenaError> for Error {
 /// nothing records it (a measurement); finish the capture first; or run beside it on purpose.
 fn eager_remedy(operation: &str) -> String {
     let record = match operation {
-        "tune_kernels" | "host_link_bandwidth" => String::new(),
+        "tune_kernels" | "tune_kernel" | "host_link_bandwidth" => String::new(),
         "device_put_from" => "Record it in the capture instead (cap.copy(..)), ".into(),
         other => format!("Record it in the capture instead (cap.{other}(..)), "),
     };

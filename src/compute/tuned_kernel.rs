@@ -109,7 +109,9 @@ impl Context {
     /// [`Sequence`](crate::Sequence) or capture: each call is timed alone.
     ///
     /// Errors: [`Error::DeviceLost`] once the device is lost (before anything else is
-    /// checked), those of [`Context::kernel_with`] for any value (an unknown constant, one
+    /// checked), [`Error::EagerDuringCapture`] on a thread that holds a capture of this
+    /// context open (in its default mode), as [`Context::tune_kernels`] there, those of
+    /// [`Context::kernel_with`] for any value (an unknown constant, one
     /// already in `desc`'s constants, a value not exact for its type, a workgroup the device
     /// cannot run), [`Error::KernelCompile`] when `values` is empty, and the first error `run`
     /// returns (nothing is kept then).
@@ -137,7 +139,7 @@ impl Context {
         values: &[f64],
         mut run: impl FnMut(&Kernel) -> Result<()>,
     ) -> Result<Kernel> {
-        self.inner.check_device("tune_kernel")?;
+        self.check_eager_op("tune_kernel")?;
         let name = crate::pipelines::kernel_name(&desc);
         if values.is_empty() {
             return Err(Error::KernelCompile {

@@ -298,7 +298,7 @@ pub(crate) fn bar_writes_without_zero_copy(named: &str) -> Error {
 /// `max_buffer_size` rounded down to a word (the refusal names that size).
 /// Checked by the context once it knows the device's limits, before it creates any buffer.
 pub(crate) fn check_staging_fits_device(staging_bytes: u64, max_buffer_size: u64) -> Result<()> {
-    let largest = max_buffer_size - max_buffer_size % wgpu::COPY_BUFFER_ALIGNMENT;
+    let largest = max_buffer_size & !(wgpu::COPY_BUFFER_ALIGNMENT - 1);
     if staging_bytes <= largest {
         return Ok(());
     }

@@ -873,14 +873,21 @@ fn tuning_a_users_kernel_refuses_what_cannot_compile_and_keeps_nothing_a_run_fai
 }
 
 #[gpu_test]
-fn tune_kernels_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_else() {
+fn tuning_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_else() {
     // Under `Off` nothing is measured, so the refusal alone is what differs.
     let ctx = tuned_context(KernelTuning::Off, None);
     let mut capture = ctx.capture();
     // A measurement has no capture counterpart: the message offers only what can be done.
+    let desc = gpu_arena::kernels::KernelDesc::wgsl(USER_WGSL, "main");
+    let mut runs = 0;
     for refused in [
         ctx.tune_kernels().map(drop),
         ctx.host_link_bandwidth().map(drop),
+        ctx.tune_kernel(desc, "WG", &[32.0, 64.0], |_| {
+            runs += 1;
+            Ok(())
+        })
+        .map(drop),
     ] {
         let error = refused.unwrap_err();
         assert!(
@@ -891,6 +898,7 @@ fn tune_kernels_is_refused_on_the_thread_that_holds_a_capture_open_and_nowhere_e
         assert!(!message.contains("Record it in the capture"), "{message}");
         assert!(message.contains("Finish the capture first"), "{message}");
     }
+    assert_eq!(runs, 0, "a refused tune_kernel ran its workload");
     assert!(matches!(
         ctx.tune_kernels(),
         Err(Error::EagerDuringCapture {
