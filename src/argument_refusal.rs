@@ -113,6 +113,7 @@ pub enum ElementRefusal {
 fn index_remedy(size: usize) -> String {
     match size {
         0 => "the dimension is empty: no index is in range".into(),
+        1 => "the only index there is 0".into(),
         size => format!("give an index from 0 to {} there", size - 1),
     }
 }
@@ -147,5 +148,17 @@ mod tests {
             vector.to_string(),
             "3 indices given for shape [2] of rank 1; give at most one per dimension"
         );
+        let past = |size| IndexRefusal::OutOfRange {
+            dimension: 0,
+            index: 5,
+            size,
+            shape: vec![size],
+        };
+        assert!(past(1)
+            .to_string()
+            .ends_with("(size 1): the only index there is 0"));
+        assert!(past(2)
+            .to_string()
+            .ends_with("(size 2): give an index from 0 to 1 there"));
     }
 }

@@ -111,8 +111,9 @@ impl<'a, T: bytemuck::Pod> ArrayIo<'a, T> {
     /// Access to `array`, after the GPU work that uses it has completed when access is
     /// direct (staged copies are ordered after that work by the queue). Direct access counts
     /// itself among the array's host users until dropped, under the kernel lock, under which a
-    /// captured run writes its inputs in place: a run either wrote them before (and its work is
-    /// waited for here) or sees the count and copies them on the GPU.
+    /// captured run writes its inputs in place and makes its moving copies on the host: a run
+    /// either did so before (and its work is waited for here) or sees the count and leaves
+    /// those copies to the GPU.
     pub(crate) fn new(ctx: &'a Arc<ContextInner>, array: &'a DeviceArray<T>) -> Result<Self> {
         let io = Self {
             ctx,
