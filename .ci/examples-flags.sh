@@ -81,6 +81,9 @@ fi
 # An operand too large for the arena shrinks to one whose cases all fit, and the run ends (0).
 expect 0 'could not be allocated; using' \
   env GPU_ARENA_MEM_FRACTION=0.05 "$bin/bench_update" --json --size-mib 100 --iters 1
+# Under a 1 MiB region cap the pipeline timing halves its update and the operand shrinks.
+expect 0 '"update_bytes":524288' \
+  env GPU_ARENA_MAX_REGION_MB=1 "$bin/bench_update" --json --size-mib 2 --iters 1
 # Each length's cost per op is a ratio to the shortest length's, in whatever order given.
 out=$(timeout -s KILL "$LIMIT" "$bin/bench_capture" --json --ops 40,10 --rounds 1 --repeat 1 2>/dev/null)
 if ! head -n 1 <<<"$out" | grep -q '"ops":10,.*"ratio_to_shortest_length":1.000}'; then
