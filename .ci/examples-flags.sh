@@ -72,6 +72,7 @@ expect 0 '{"trace":"small","allocator":"gpu-arena"' \
   env BENCH_ALLOC_REPEATS=1 "$bin/bench_alloc" --json --trace small --allocator gpu-arena
 expect 0 '"prealloc_fraction": 0.5,' env GPU_ARENA_MEM_FRACTION=0.5 "$bin/memplan"
 expect 0 '"prealloc_bytes": 0,' env GPU_ARENA_PREALLOCATE=false "$bin/memplan"
+expect 0 '"prealloc_bytes": 0,' env GPU_ARENA_ALLOCATOR=platform "$bin/memplan"
 # Only the update sizes that fit in the operand are measured (and named).
 out=$(timeout -s KILL "$LIMIT" "$bin/bench_update" --json --size-mib 2 --iters 1 2>/dev/null)
 if ! grep -q '"case":"1MiB"' <<<"$out" || grep -q '"case":"16MiB"\|"case":"256MiB"' <<<"$out"; then

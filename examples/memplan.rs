@@ -7,7 +7,8 @@
 //! The table is `VkPhysicalDeviceMemoryProperties` in the memprops JSON schema
 //! (`tests/data/memprops/*.json`). The object holds every field of `MemoryPlan` plus
 //! `prealloc_fraction` and `prealloc_bytes`: for a table, at JAX's default fraction, 0.75; for
-//! the live adapter, at the fraction its `GPU_ARENA_*` variables set (0 without preallocation).
+//! the live adapter, at the fraction its `GPU_ARENA_*` variables set (0 without preallocation,
+//! and with the platform allocator, which reserves nothing up front).
 
 use std::path::{Path, PathBuf};
 
@@ -51,9 +52,10 @@ fn main() -> Result<()> {
             // The live adapter: open it (cheap: nothing is reserved) and print its plan with
             // the table it was made from.
             let config = gpu_arena::ArenaConfig::from_env()?;
-            let fraction = match config.preallocate {
-                true => config.mem_fraction.reserve,
-                false => 0.0,
+            // The platform allocator reserves nothing up front either.
+            let fraction = match (config.preallocate, config.allocator) {
+                (true, gpu_arena::AllocatorKind::Bfc) => config.mem_fraction.reserve,
+                _ => 0.0,
             };
             let ctx = gpu_arena::Context::new(config)?;
             let plan = ctx.memory_plan();
