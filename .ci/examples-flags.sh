@@ -136,6 +136,7 @@ expect 2 '--steps must be between 1 and 1000000' "$bin/train" --steps 1000001
 expect 2 '--layers must be between 3 and 1000000' "$bin/remat" --layers 1000001
 expect 2 '--layers must be between 3 and 1000000' "$bin/remat" --layers 2
 expect 0 '"layers":3,' "$bin/remat" --layers 3 --json
+expect 1 'GPU_ARENA_MEM_FRACTION' env GPU_ARENA_MEM_FRACTION=abc "$bin/remat"
 # A million-layer budget search: planned in bounded memory (a minute, not gigabytes).
 bounded "$bin/remat" --layers 1000000 --json
 # A file argument is read up to a bound: /dev/zero is refused, not read until memory ends.
