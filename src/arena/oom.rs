@@ -195,7 +195,7 @@ impl OutOfMemory {
                 Bytes(room)
             ));
         }
-        if self.pending_free_bytes > 0 {
+        if self.pending_free_bytes > 0 && !self.beyond_any_limit() {
             remedy.push_str(&format!(
                 "; {} is freed but still used by queued GPU work, so waiting for the queue \
                  before allocating returns it",
