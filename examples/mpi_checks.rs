@@ -665,7 +665,8 @@ fn run_while_sent(group: &Collectives) -> anyhow::Result<()> {
     let (rows, width) = (256, 1024);
     let row = |t: usize| -> Vec<f32> { (0..width).map(|i| (t * width + i + 1) as f32).collect() };
     let cache = ctx.zeros::<f32>(&[rows, width])?;
-    group.barrier()?;
+    // Each rank prepares before the barrier, so that after it rank 1 reaches its receive (and
+    // rank 0's send its data phase) at once, well before rank 0's second thread runs.
     if group.rank() != 0 {
         let busy = ctx.kernel(BUSY, "main")?;
         let mut target = ctx.zeros::<f32>(&[rows, width])?;
@@ -673,11 +674,17 @@ fn run_while_sent(group: &Collectives) -> anyhow::Result<()> {
             let launch = ctx.launch(&busy).arg_mut(&mut target).params(&rounds);
             Ok(launch.grid_for(rows * width).run()?)
         };
-        let timed = std::time::Instant::now();
-        work(64)?;
-        ctx.synchronize()?;
-        let per_round = timed.elapsed().as_secs_f64() / 64.0;
-        work((3.0 / per_round).clamp(64.0, 1e8) as u32)?;
+        // A round's cost, from two launches (the difference leaves the fixed costs out).
+        let mut time = |rounds: u32| -> anyhow::Result<f64> {
+            let timed = std::time::Instant::now();
+            work(rounds)?;
+            ctx.synchronize()?;
+            Ok(timed.elapsed().as_secs_f64())
+        };
+        let (short, long) = (time(64)?, time(1024)?);
+        let per_round = ((long - short) / 960.0).max(1e-9);
+        group.barrier()?;
+        work((4.0 / per_round).clamp(64.0, 1e8) as u32)?;
         let got = ctx.device_get(&group.recv(target, 0)?)?;
         ensure!(got[..width] == row(0), "row 0 was written before the send");
         ensure!(
@@ -702,9 +709,10 @@ fn run_while_sent(group: &Collectives) -> anyhow::Result<()> {
         Ok(step.host_copies())
     };
     let first = run_at(0)?;
+    group.barrier()?;
     let during = std::thread::scope(|scope| {
         let running = scope.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(500));
+            std::thread::sleep(std::time::Duration::from_secs(1));
             run_at(1)
         });
         group.send(&cache, 1)?;
