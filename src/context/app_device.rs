@@ -80,9 +80,10 @@ impl AppDevice {
 /// - `limits`: the compute limits of wgpu's `Limits::downlevel_defaults()` (4 storage buffers
 ///   per stage, 128 MiB storage bindings, 256 invocations, workgroups up to 256×256×64) over
 ///   the WebGL2 floor for everything else, and a `max_buffer_size` of at least the larger of
-///   WebGL2's floor (256 MiB) and [`ArenaConfig::staging_bytes`] (a device with 8 MiB is
-///   refused whatever the staging size). A device with the adapter's own limits (the usual
-///   request) has all of them.
+///   WebGL2's floor (256 MiB) and [`ArenaConfig::staging_bytes`] rounded up to whole 4-byte
+///   words (staging buffers are whole words; a device with 8 MiB is refused whatever the
+///   staging size). A device with the adapter's own limits (the usual request) has all of
+///   them.
 /// - `downlevel`: compute shaders (any Vulkan, Metal or DX12 device; GL from 4.3 / GLES 3.1).
 /// - Vulkan: no device extension. gpu-allocator runs on core Vulkan (no buffer device
 ///   address), and `VK_EXT_memory_budget` is read when the physical device offers it (heap
