@@ -177,6 +177,61 @@ pub fn assign_buffers(temporaries: &[Temporary], alignment: u64) -> BufferAssign
     }
 }
 
+/// An assignment cut into blocks of at most a given size, for a device whose largest buffer is
+/// smaller than the whole block ([`BufferAssignment::split`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitAssignment {
+    /// Each block's first byte in the assignment's block, and its size.
+    pub blocks: Vec<(u64, u64)>,
+    /// Each temporary's block, in the order given.
+    pub block_of: Vec<usize>,
+}
+
+impl BufferAssignment {
+    /// The block cut into blocks of at most `max_block_bytes` (sizes of `temporaries` rounded
+    /// up to `alignment`, as placed): the temporaries by offset, a new block starting at the
+    /// first one that would end past `max_block_bytes` from the current block's start. Each
+    /// temporary lies whole in one block, at its offset less the block's start, so two
+    /// temporaries of one block keep their places, and two of different blocks share no memory:
+    /// no live pair overlaps. One block, the whole, where it fits; none without temporaries.
+    /// A temporary larger than `max_block_bytes` makes its block larger than that.
+    pub fn split(
+        &self,
+        temporaries: &[Temporary],
+        alignment: u64,
+        max_block_bytes: u64,
+    ) -> SplitAssignment {
+        let alignment = alignment.max(1);
+        let end = |i: usize| {
+            let size = temporaries[i]
+                .size
+                .div_ceil(alignment)
+                .saturating_mul(alignment);
+            self.offsets[i].saturating_add(size)
+        };
+        let mut order: Vec<usize> = (0..temporaries.len()).collect();
+        order.sort_by_key(|&i| (self.offsets[i], i));
+        let mut split = SplitAssignment {
+            blocks: Vec::new(),
+            block_of: vec![0; temporaries.len()],
+        };
+        for i in order {
+            let fits = split
+                .blocks
+                .last()
+                .is_some_and(|&(start, _)| end(i).saturating_sub(start) <= max_block_bytes);
+            if !fits {
+                split.blocks.push((self.offsets[i], 0));
+            }
+            let last = split.blocks.len() - 1;
+            let (start, bytes) = &mut split.blocks[last];
+            *bytes = (*bytes).max(end(i) - *start);
+            split.block_of[i] = last;
+        }
+        split
+    }
+}
+
 /// The most bytes live at any one step, each temporary rounded up to `alignment`.
 fn lower_bound(temporaries: &[Temporary], alignment: u64) -> u64 {
     let round = |size: u64| size.div_ceil(alignment).saturating_mul(alignment);

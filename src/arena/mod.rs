@@ -39,7 +39,7 @@ mod stats;
 pub(crate) use allocation::rounded_size;
 pub use allocation::{Allocation, AllocationId, ALLOCATION_ALIGNMENT};
 pub use arena::Arena;
-pub use assignment::{assign_buffers, BufferAssignment, Temporary};
+pub use assignment::{assign_buffers, BufferAssignment, SplitAssignment, Temporary};
 pub use bytes::Bytes;
 pub use error::ArenaError;
 pub use events::{ArenaEvent, EventSink};

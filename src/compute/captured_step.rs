@@ -1,5 +1,6 @@
 //! `CapturedStep`: a finished [`Capture`], planned once and replayed: its temporaries placed in
-//! one block by liveness (XLA's buffer assignment), its bind groups and parameter, upload and
+//! one block by liveness (XLA's buffer assignment; several blocks where the device's largest
+//! array is smaller than one would be), its bind groups and parameter, upload and
 //! readback buffers made once, and each run one submission that writes what the run changes
 //! (parameters, host data, start indices) and re-encodes the same commands (what a CUDA graph
 //! replay is on CUDA; wgpu command buffers are used once, so the commands are recorded again,
@@ -26,13 +27,16 @@ use std::sync::Arc;
 /// The operation a run's refusals name.
 const RUN: &str = "CapturedStep::run";
 
-/// One temporary of a [`StepPlan`]: its bytes (the arena's 256-byte rounding), its offset in
-/// the block, and the steps it is live over (inclusive).
+/// One temporary of a [`StepPlan`]: its bytes (the arena's 256-byte rounding), its block and
+/// offset in it, and the steps it is live over (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedTemporary {
     /// Bytes the temporary takes in the block.
     pub bytes: u64,
-    /// Its offset from the block's first byte.
+    /// Its block: 0, or where the temporaries take several blocks
+    /// ([`StepPlan::blocks`]), which one.
+    pub block: usize,
+    /// Its offset from its block's first byte.
     pub offset: u64,
     /// The first step that touches it; 0 for an input's host data where the arena is
     /// host-visible (UMA with zero-copy on), which a run may write before its first command.
@@ -52,8 +56,15 @@ pub struct StepPlan {
     pub steps: usize,
     /// The temporaries, largest first as they were placed.
     pub temporaries: Vec<PlannedTemporary>,
-    /// The one reservation that holds every temporary (0 without temporaries).
+    /// The reservations that hold the temporaries, their bytes together (0 without
+    /// temporaries).
     pub block_bytes: u64,
+    /// How many blocks hold the temporaries: one (none without temporaries), or where one
+    /// block would be larger than the largest array the device allows
+    /// ([`Context::max_array_bytes`](crate::Context::max_array_bytes)), several of at most
+    /// that each. Temporaries live at the same time never share a byte either way; the blocks
+    /// may take a little more than one would.
+    pub blocks: usize,
     /// The most temporary bytes live at any one step: no plan's block can be smaller.
     pub lower_bound_bytes: u64,
     /// Device arena bytes of the step's other arrays (its inputs and outputs), held while it
@@ -83,9 +94,13 @@ impl std::fmt::Display for StepPlan {
         use crate::count::count;
         writeln!(
             f,
-            "captured step: {}, {} in a block of {} bytes (lower bound {}), {} of inputs and outputs, {} in use{}",
+            "captured step: {}, {} in {} of {} bytes (lower bound {}), {} of inputs and outputs, {} in use{}",
             count(self.steps, "step"),
             count(self.temporaries.len(), "temporary").plural("temporaries"),
+            match self.blocks {
+                0 | 1 => "a block".to_string(),
+                blocks => format!("{blocks} blocks"),
+            },
             self.block_bytes,
             self.lower_bound_bytes,
             count(self.array_bytes, "byte"),
@@ -111,12 +126,22 @@ impl std::fmt::Display for StepPlan {
         if self.temporaries.is_empty() {
             return Ok(());
         }
-        writeln!(f, "{:>12} {:>12} {:>8}", "bytes", "offset", "steps")?;
+        let several = self.blocks > 1;
+        let block = |b: String| {
+            if several {
+                format!(" {b:>6}")
+            } else {
+                String::new()
+            }
+        };
+        let head = block("block".into());
+        writeln!(f, "{:>12}{head} {:>12} {:>8}", "bytes", "offset", "steps")?;
         for t in &self.temporaries {
             writeln!(
                 f,
-                "{:>12} {:>12} {:>8}",
+                "{:>12}{} {:>12} {:>8}",
                 t.bytes,
+                block(t.block.to_string()),
                 t.offset,
                 format!("{} to {}", t.first_step, t.last_step)
             )?;
@@ -195,7 +220,8 @@ impl CapturedStep {
                     && Arc::strong_count(storage) == 1
             });
         let placed = place_temporaries(&ctx, &mut steps, temporaries, &tables)?;
-        let block_bytes = placed.block.as_ref().map_or(0, |b| b.allocation.size);
+        let block_bytes = placed.blocks.iter().map(|b| b.allocation.size).sum();
+        let blocks = placed.blocks.len();
         let bytes_of = |kind: MemoryKind| -> u64 {
             let of_kind = arrays.iter().filter(|(s, _)| s.kind == kind);
             of_kind.map(|(s, _)| s.allocation.size).sum()
@@ -204,10 +230,13 @@ impl CapturedStep {
             bytes_of(MemoryKind::Device),
             bytes_of(MemoryKind::PinnedHost),
         );
-        let block = placed.block.clone();
-        if let Some(block) = placed.block {
-            arrays.push((block, Access::Write));
-        }
+        let block_arrays = placed.blocks.clone();
+        arrays.extend(
+            placed
+                .blocks
+                .into_iter()
+                .map(|block| (block, Access::Write)),
+        );
         let device = inner.device();
         let shared = shared_dispatches(&steps, &tables);
         let alignment =
@@ -229,7 +258,14 @@ impl CapturedStep {
         scopes
             .pop()
             .map_err(|reason| inner.device_error("making a captured step's bind groups", reason))?;
-        let staging = attach_staging(&inner, &mut steps, &arrays, block, &tables, &uniform)?;
+        let staging = attach_staging(
+            &inner,
+            &mut steps,
+            &arrays,
+            &block_arrays,
+            &tables,
+            &uniform,
+        )?;
         // Encoded once now, as every run encodes it (reads taken in place left out), inside
         // error scopes, so the device's refusal is `finish`'s error.
         let scopes = ErrorScopes::push(device);
@@ -246,6 +282,7 @@ impl CapturedStep {
             steps: steps.len(),
             temporaries: placed.planned,
             block_bytes,
+            blocks,
             lower_bound_bytes: placed.lower_bound_bytes,
             array_bytes,
             bytes_in_use: array_bytes + block_bytes,
@@ -286,9 +323,8 @@ impl CapturedStep {
     /// The memory plan, known before the first run, with the step's arrays you have dropped
     /// so far ([`StepPlan::arrays_held_by_the_step_alone`]).
     pub fn plan(&self) -> StepPlan {
-        // The block, when there is one, is the last array and always the step's alone.
-        let with_block = usize::from(self.plan.block_bytes > 0);
-        let arrays = &self.arrays[..self.arrays.len() - with_block];
+        // The blocks are the last arrays and always the step's alone.
+        let arrays = &self.arrays[..self.arrays.len() - self.plan.blocks];
         let alone: Vec<&Arc<ArrayStorage>> = arrays
             .iter()
             .map(|(storage, _)| storage)
@@ -901,10 +937,10 @@ impl CapturedStep {
     }
 }
 
-/// A capture's temporaries placed in one block: the block's memory (none when no temporary
-/// needs room), each temporary's place and life, and the lower bound of any placement.
+/// A capture's temporaries placed in blocks: the blocks' memory (none when no temporary needs
+/// room), each temporary's place and life, and the lower bound of any placement.
 struct PlacedTemporaries {
-    block: Option<Arc<ArrayStorage>>,
+    blocks: Vec<Arc<ArrayStorage>>,
     planned: Vec<PlannedTemporary>,
     lower_bound_bytes: u64,
 }
@@ -943,40 +979,58 @@ fn place_temporaries(
         }
     }
     let assignment = assign_buffers(&placed, ALLOCATION_ALIGNMENT);
-    // Their own memory goes back first (nothing ran on it), so the block may take it.
+    // One block where the device allows an array that large, else blocks of at most that.
+    let split = assignment.split(&placed, ALLOCATION_ALIGNMENT, ctx.max_array_bytes());
+    // Their own memory goes back first (nothing ran on it), so the blocks may take it.
     drop(temporaries);
-    let block = match assignment.block_bytes {
-        0 => None,
-        bytes => {
-            let label = format!("captured step #{} temporaries", tables.id.number());
-            let block: DeviceArray<u8> = ctx.alloc_bytes(
-                crate::memory_kind::MemoryKind::Device,
-                &[bytes as usize],
-                bytes,
-                Some(&label),
-                "Capture::finish",
-                std::panic::Location::caller(),
-            )?;
-            let base = block.storage.allocation.offset;
-            index.relocate(steps, &block.storage.buffer, |number| {
-                placed_as[number].map(|at: usize| base + assignment.offsets[at])
-            });
-            Some(Arc::clone(&block.storage))
-        }
+    let mut blocks = Vec::with_capacity(split.blocks.len());
+    for (number, &(_, bytes)) in split.blocks.iter().enumerate() {
+        let label = match split.blocks.len() {
+            1 => format!("captured step #{} temporaries", tables.id.number()),
+            all => format!(
+                "captured step #{} temporaries, block {} of {all}",
+                tables.id.number(),
+                number + 1
+            ),
+        };
+        let block: DeviceArray<u8> = ctx.alloc_bytes(
+            crate::memory_kind::MemoryKind::Device,
+            &[bytes as usize],
+            bytes,
+            Some(&label),
+            "Capture::finish",
+            std::panic::Location::caller(),
+        )?;
+        blocks.push(Arc::clone(&block.storage));
+    }
+    // A temporary's place: its block's buffer, at the block's offset plus its own in it.
+    let place = |at: usize| {
+        let (block, (start, _)) = (
+            &blocks[split.block_of[at]],
+            split.blocks[split.block_of[at]],
+        );
+        (block, assignment.offsets[at] - start)
     };
+    index.relocate(steps, |number| {
+        placed_as[number].map(|at: usize| {
+            let (block, offset) = place(at);
+            (&block.buffer, block.allocation.offset + offset)
+        })
+    });
     let mut order: Vec<usize> = (0..placed.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(placed[i].size), placed[i].first_step, i));
     let planned = order
         .into_iter()
         .map(|i| PlannedTemporary {
             bytes: placed[i].size,
-            offset: assignment.offsets[i],
+            block: split.block_of[i],
+            offset: place(i).1,
             first_step: placed[i].first_step,
             last_step: placed[i].last_step,
         })
         .collect();
     Ok(PlacedTemporaries {
-        block,
+        blocks,
         planned,
         lower_bound_bytes: assignment.lower_bound_bytes,
     })
@@ -1046,13 +1100,14 @@ fn attach_staging(
     inner: &ContextInner,
     steps: &mut [Step],
     arrays: &[(Arc<ArrayStorage>, Access)],
-    block: Option<Arc<ArrayStorage>>,
+    blocks: &[Arc<ArrayStorage>],
     tables: &CaptureTables,
     uniform: &Option<(wgpu::Buffer, Vec<u8>)>,
 ) -> Result<StepStaging> {
-    let reads = block
-        .filter(|_| inner.host_reads_arena())
-        .and_then(|block| in_place_reads(&tables.reads, steps, &block));
+    let reads = match inner.host_reads_arena() {
+        true => in_place_reads(&tables.reads, steps, blocks),
+        false => None,
+    };
     // Reads all taken in place need no readback staging.
     let readback_bytes = match &reads {
         Some(reads) if reads.ranges.iter().all(Option::is_some) => 0,
@@ -1134,33 +1189,36 @@ fn in_place_inputs(
 }
 
 /// Where runs could take their reads from the step's own memory ([`InPlaceReads`]): each read
-/// of a temporary (in the step's `block`, mapped on UMA with zero-copy on) whose bytes no later
-/// step uses; the host reads them once the whole run has completed. Only the block: no other
-/// work reaches it between the run and the read (runs of one step come one at a time), while an
-/// array the user holds may be written by another thread's work the moment the run completes,
-/// which the read must not see. The other reads are copied into the readback buffer.
+/// of a temporary (in one of the step's `blocks`, mapped on UMA with zero-copy on) whose bytes
+/// no later step uses; the host reads them once the whole run has completed. Only the blocks:
+/// no other work reaches them between the run and the read (runs of one step come one at a
+/// time), while an array the user holds may be written by another thread's work the moment the
+/// run completes, which the read must not see. The other reads are copied into the readback
+/// buffer.
 fn in_place_reads(
     reads: &[CapturedIo],
     steps: &[Step],
-    block: &Arc<ArrayStorage>,
+    blocks: &[Arc<ArrayStorage>],
 ) -> Option<InPlaceReads> {
-    let mapped = block.mapped.as_ref()?;
-    let (start, end) = (
-        block.allocation.offset,
-        block.allocation.offset + block.allocation.size,
-    );
     let in_place = |read: &CapturedIo| -> Option<MappedRange> {
         let Some(Step::Copy(copy)) = steps.get(read.step) else {
             return None;
         };
-        let inside = copy.src == block.buffer
-            && copy.src_offset >= start
-            && copy.src_offset + read.bytes <= end;
+        let block = blocks.iter().find(|block| {
+            let (start, end) = (
+                block.allocation.offset,
+                block.allocation.offset + block.allocation.size,
+            );
+            copy.src == block.buffer
+                && copy.src_offset >= start
+                && copy.src_offset + read.bytes <= end
+        })?;
         // Exact ranges suffice: a dispatch reaches only the ranges it binds, a copy its own.
         let used_later = steps[read.step + 1..]
             .iter()
             .any(|later| later.touches(&copy.src, copy.src_offset, read.bytes));
-        (inside && !used_later).then(|| mapped.sub(copy.src_offset, read.bytes))
+        let mapped = block.mapped.as_ref()?;
+        (!used_later).then(|| mapped.sub(copy.src_offset, read.bytes))
     };
     let ranges: Vec<Option<MappedRange>> = reads.iter().map(in_place).collect();
     let mut copies: Vec<usize> = reads

@@ -66,13 +66,12 @@ impl TemporaryIndex {
         lives
     }
 
-    /// Moves every range that starts in a temporary to `block`: a temporary numbered `n`
-    /// starts at `block_offset(n)` there (`None`: it stays where it is).
-    pub(crate) fn relocate(
+    /// Moves every range that starts in a temporary to its place: a temporary numbered `n`
+    /// starts at `place(n)`, a buffer and an offset in it (`None`: it stays where it is).
+    pub(crate) fn relocate<'b>(
         &self,
         steps: &mut [Step],
-        block: &wgpu::Buffer,
-        block_offset: impl Fn(usize) -> Option<u64>,
+        place: impl Fn(usize) -> Option<(&'b wgpu::Buffer, u64)>,
     ) {
         for step in steps {
             step.relocate_ranges(|buffer, offset| {
@@ -85,7 +84,7 @@ impl TemporaryIndex {
                 if *offset >= start + size {
                     return;
                 }
-                if let Some(at) = block_offset(number) {
+                if let Some((block, at)) = place(number) {
                     *offset = at + (*offset - start);
                     *buffer = block.clone();
                 }

@@ -2370,3 +2370,91 @@ fn a_dropped_array_slot_array_counts_as_held_by_the_step_alone() {
     step.run().array(&slot, &mut other).submit().unwrap();
     assert_eq!(ctx.device_get(&other).unwrap(), vec![1.0; WIDTH]);
 }
+
+/// Where one block for the temporaries would be larger than the largest array the device
+/// allows, the plan cuts it into blocks of at most that (each temporary whole in one, live
+/// ones never sharing a byte), and every run gives the results of the same work op by op.
+#[gpu_test]
+fn temporaries_larger_than_one_region_together_take_several_blocks() {
+    let ctx = context_with(ArenaConfig {
+        max_region_bytes: Some(64 << 10),
+        preallocate: false,
+        ..test_config()
+    });
+    assert_eq!(ctx.max_array_bytes(), 64 << 10);
+    let affine = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    // Four temporaries of 24 KiB, all live until the last step: 96 KiB at once.
+    let n = 6 << 10;
+    let x = ctx.device_put(&vec![0.0f32; n], &[n]).unwrap();
+    let mut out = ctx.zeros::<f32>(&[n]).unwrap();
+    let mut cap = ctx.capture();
+    let (input, slot) = cap.input(&vec![0.0f32; n], &[n]).unwrap();
+    let mut temporaries = Vec::new();
+    for k in 1..=4 {
+        let mut t = cap.alloc::<f32>(&[n]).unwrap();
+        let params = Affine {
+            scale: k as f32,
+            shift: 0.0,
+        };
+        cap.launch(&affine)
+            .arg(&input)
+            .arg_mut(&mut t)
+            .params(&params)
+            .grid_for(n)
+            .run()
+            .unwrap();
+        temporaries.push(t);
+    }
+    let zero = Affine {
+        scale: 0.0,
+        shift: 0.0,
+    };
+    cap.launch(&affine)
+        .arg(&x)
+        .arg_mut(&mut out)
+        .params(&zero)
+        .grid_for(n)
+        .run()
+        .unwrap();
+    for t in &temporaries {
+        cap.launch(&accumulate)
+            .arg(t)
+            .arg_mut(&mut out)
+            .grid_for(n)
+            .run()
+            .unwrap();
+    }
+    drop((input, temporaries));
+    let mut step = cap.finish().unwrap();
+    let plan = step.plan();
+    // The input's host data is a temporary too (24 KiB, live from its copy to the first launch).
+    assert!(plan.blocks >= 2, "{plan}");
+    assert!(plan.block_bytes >= 4 * n as u64 * 4, "{plan}");
+    assert!(
+        plan.to_string()
+            .contains(&format!("in {} blocks of", plan.blocks)),
+        "{plan}"
+    );
+    for t in &plan.temporaries {
+        assert!(t.block < plan.blocks, "{plan}");
+        assert!(t.offset + t.bytes <= 64 << 10, "{plan}");
+    }
+    // Temporaries of one block that are live together never share a byte.
+    for (i, a) in plan.temporaries.iter().enumerate() {
+        for b in &plan.temporaries[i + 1..] {
+            let together = a.first_step <= b.last_step && b.first_step <= a.last_step;
+            let overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+            assert!(!(a.block == b.block && together && overlap), "{plan}");
+        }
+    }
+    for run in 0..3 {
+        let data: Vec<f32> = (0..n).map(|i| (i + run * 7) as f32).collect();
+        step.run().input(&slot, &data).submit().unwrap();
+        // out = x * 0 + (1 + 2 + 3 + 4) * data
+        let want: Vec<f32> = data.iter().map(|v| v * 10.0).collect();
+        assert_eq!(ctx.device_get(&out).unwrap(), want, "run {run}");
+    }
+    // The arena holds the step's arrays and blocks, and nothing more, as the plan says.
+    assert_eq!(ctx.memory_stats().bytes_in_use, plan.bytes_in_use, "{plan}");
+}

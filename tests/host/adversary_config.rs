@@ -856,6 +856,38 @@ proptest! {
         prop_assert_eq!(result.block_bytes, end);
         prop_assert!(result.block_bytes >= result.lower_bound_bytes);
     }
+
+    /// Cut into blocks of at most `max`: every temporary lies whole in its block, a block is
+    /// no larger than `max` unless a temporary of it alone is, blocks start in order, and one
+    /// block is the whole where it fits.
+    #[test]
+    fn a_split_assignment_keeps_every_temporary_whole_in_a_block_of_at_most_the_limit(
+        temporaries in any_temporaries(),
+        alignment in prop_oneof![Just(1u64), Just(256u64)],
+        max in prop_oneof![Just(u64::MAX), 1u64..(1 << 31)],
+    ) {
+        let result = gpu_arena::arena::assign_buffers(&temporaries, alignment);
+        let split = result.split(&temporaries, alignment, max);
+        let round = |s: u64| s.div_ceil(alignment) * alignment;
+        prop_assert_eq!(split.block_of.len(), temporaries.len());
+        prop_assert_eq!(split.blocks.is_empty(), temporaries.is_empty());
+        for (i, t) in temporaries.iter().enumerate() {
+            let (start, bytes) = split.blocks[split.block_of[i]];
+            prop_assert!(result.offsets[i] >= start);
+            prop_assert!(result.offsets[i] + round(t.size) <= start + bytes);
+        }
+        for (k, &(start, bytes)) in split.blocks.iter().enumerate() {
+            let too_large = (0..temporaries.len())
+                .any(|i| split.block_of[i] == k && round(temporaries[i].size) > max);
+            prop_assert!(bytes <= max || too_large, "block {} of {} bytes over {}", k, bytes, max);
+            if let Some(&(next, _)) = split.blocks.get(k + 1) {
+                prop_assert!(start <= next);
+            }
+        }
+        if result.block_bytes <= max && !temporaries.is_empty() {
+            prop_assert_eq!(split.blocks.len(), 1);
+        }
+    }
 }
 
 proptest! {
