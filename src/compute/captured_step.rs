@@ -31,7 +31,7 @@ const RUN: &str = "CapturedStep::run";
 /// offset in it, and the steps it is live over (inclusive).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedTemporary {
-    /// Bytes the temporary takes in the block.
+    /// Bytes the temporary takes in its block.
     pub bytes: u64,
     /// Its block: 0, or where the temporaries take several blocks
     /// ([`StepPlan::blocks`]), which one.
@@ -46,7 +46,7 @@ pub struct PlannedTemporary {
 }
 
 /// The memory plan of a [`CapturedStep`], known before its first run: every temporary's place
-/// and live range, the block that holds them, the least any plan could use, and what the step
+/// and live range, the blocks that hold them, the least any plan could use, and what the step
 /// keeps in the arena while it lives. Its `Display` is a summary line, a line on arrays the step
 /// alone holds where there are any, and a table of the temporaries (bytes, offset, live steps
 /// `first to last`) where there are any.
