@@ -48,8 +48,8 @@ pub struct PlannedTemporary {
 /// The memory plan of a [`CapturedStep`], known before its first run: every temporary's place
 /// and live range, the blocks that hold them, the least any plan could use, and what the step
 /// keeps in the arena while it lives. Its `Display` is a summary line, a line on arrays the step
-/// alone holds where there are any, and a table of the temporaries (bytes, offset, live steps
-/// `first to last`) where there are any.
+/// alone holds where there are any, and a table of the temporaries (bytes, their block where
+/// there are several, offset, live steps `first to last`) where there are any.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StepPlan {
     /// Steps (dispatches, copies and clears) of one run.
