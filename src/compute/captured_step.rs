@@ -94,15 +94,21 @@ impl std::fmt::Display for StepPlan {
         use crate::count::count;
         writeln!(
             f,
-            "captured step: {}, {} in {} of {} bytes (lower bound {}), {} of inputs and outputs, {} in use{}",
+            "captured step: {}, {}, {} of inputs and outputs, {} in use{}",
             count(self.steps, "step"),
-            count(self.temporaries.len(), "temporary").plural("temporaries"),
             match self.blocks {
-                0 | 1 => "a block".to_string(),
-                blocks => format!("{blocks} blocks"),
+                0 => "no temporaries".to_string(),
+                blocks => format!(
+                    "{} in {} of {} bytes (lower bound {})",
+                    count(self.temporaries.len(), "temporary").plural("temporaries"),
+                    match blocks {
+                        1 => "a block".to_string(),
+                        blocks => format!("{blocks} blocks"),
+                    },
+                    self.block_bytes,
+                    self.lower_bound_bytes
+                ),
             },
-            self.block_bytes,
-            self.lower_bound_bytes,
             count(self.array_bytes, "byte"),
             count(self.bytes_in_use, "byte"),
             match self.pinned_host_bytes {
