@@ -864,7 +864,7 @@ proptest! {
     fn a_split_assignment_keeps_every_temporary_whole_in_a_block_of_at_most_the_limit(
         temporaries in any_temporaries(),
         alignment in prop_oneof![Just(1u64), Just(256u64)],
-        max in prop_oneof![Just(u64::MAX), 1u64..(1 << 31)],
+        max in prop_oneof![Just(0u64), Just(u64::MAX), 1u64..(1 << 31)],
     ) {
         let result = gpu_arena::arena::assign_buffers(&temporaries, alignment);
         let split = result.split(&temporaries, alignment, max);

@@ -768,6 +768,14 @@ fn a_limit_that_rounds_to_the_request_is_given_in_bytes_too() {
         .unwrap();
 }
 
+/// The report of a 4 MiB request to an arena with a limit of 8 MiB, 6 MiB of it in use.
+fn limit_reached_report() -> gpu_arena::arena::OutOfMemory {
+    let mut device = Device::unlimited();
+    let mut arena = Arena::new(ArenaOptions::growing(8 * MIB));
+    let _held = arena.allocate(6 * MIB, 0, None, &mut device).unwrap();
+    *oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err())
+}
+
 /// Where a context knows the limit a memory fraction of 1 gives (`max_limit_bytes`), the
 /// remedy advises raising the fraction only where that would make room: not when the limit
 /// is already that, and not when the request is larger than it (then no freed array helps
@@ -775,10 +783,7 @@ fn a_limit_that_rounds_to_the_request_is_given_in_bytes_too() {
 /// real size given).
 #[test]
 fn the_remedy_advises_a_higher_fraction_only_where_one_would_hold_the_request() {
-    let mut device = Device::unlimited();
-    let mut arena = Arena::new(ArenaOptions::growing(8 * MIB));
-    let _held = arena.allocate(6 * MIB, 0, None, &mut device).unwrap();
-    let mut report = *oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err());
+    let mut report = limit_reached_report();
     assert_eq!(report.cause, OomCause::LimitReached);
     // Waiting for queued work helps a request that some limit holds, only.
     report.pending_free_bytes = MIB;
@@ -818,10 +823,7 @@ fn the_remedy_advises_a_higher_fraction_only_where_one_would_hold_the_request() 
 /// does not read as 0 or 1.
 #[test]
 fn the_arena_line_gives_exact_counts_and_fragmentation_that_does_not_round_to_an_end() {
-    let mut device = Device::unlimited();
-    let mut arena = Arena::new(ArenaOptions::growing(8 * MIB));
-    let _held = arena.allocate(6 * MIB, 0, None, &mut device).unwrap();
-    let mut report = *oom(arena.allocate(4 * MIB, 0, None, &mut device).unwrap_err());
+    let mut report = limit_reached_report();
     report.bytes_limit = 1024 * MIB - 256;
     report.max_region_bytes = 2048 * MIB - 256;
     for (fragmentation, text) in [
