@@ -47,9 +47,12 @@ TAIL=10 T=60 run bench_launch $B/bench_launch --json
 TAIL=10 T=90 run bench_capture $B/bench_capture --json
 TAIL=12 T=60 run bench_transfers $B/bench_transfers
 TAIL=40 T=120 run device_report $B/device_report --save "$OUT"
+# A captured step whose temporaries take several blocks at the device's own array limit.
+BIG=temporaries_beyond_the_devices_largest_array_take_several_blocks
+TAIL=14 T=120 run test-large-temporaries $B/tests/gpu "captured_steps::$BIG" --nocapture
 # The tests on a discrete (staging) path, each module a run of its own.
 for m in $(cat $B/tests/modules); do
-  TAIL=3 T=90 run "test-$m" $B/tests/gpu "$m::" --test-threads=2
+  TAIL=3 T=90 run "test-$m" $B/tests/gpu "$m::" --test-threads=2 --skip "$BIG"
 done
 # A second process must read the tuning file and measure nothing.
 GPU_ARENA_CACHE_DIR=/tmp/gpu-arena-cache TAIL=3 T=60 run bench_update_variants_first $B/bench_update --variants --size-mib 1 --iters 15

@@ -574,7 +574,7 @@ fn main() -> anyhow::Result<()> {
             "  captured vs sequence: issue {issue_ratio:.2}x (goal <= 0.5x), end to end {end_to_end_ratio:.2}x (goal <= 1.0x)"
         );
         println!(
-            "  captured plan: {temporaries} temporaries in a block of {block_bytes} B, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us; {:.1} moving copies per run on the host",
+            "  captured plan: {temporaries} temporaries, {block_bytes} B of blocks, lower bound {lower_bound_bytes} B; capture + finish {capture_us:.0} us; {:.1} moving copies per run on the host",
             captured.host_copies_per_run
         );
         println!(

@@ -327,7 +327,8 @@ impl<T: bytemuck::Pod> DeviceArray<T> {
         self.storage.allocation.offset
     }
 
-    /// The bytes the arena set aside for the array (its size rounded up to 256).
+    /// The bytes the arena set aside for the array: its size rounded up to 256, and 256 for an
+    /// empty array (every array has an allocation of its own, as its id and offset say).
     pub fn allocated_bytes(&self) -> u64 {
         self.storage.allocation.size
     }

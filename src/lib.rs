@@ -28,8 +28,8 @@
 //!   access (readers never refuse readers): [the recording model](kernels#the-recording-model).
 //! - Steps compiled once: [`Context::capture`] records a step like a sequence, slots name what a
 //!   run may change (a launch's parameters, an upload's data, a start, a read), and
-//!   [`Capture::finish`] plans its memory (temporaries in one block by liveness, as XLA's buffer
-//!   assignment: [`StepPlan`]) into a [`CapturedStep`] whose every run is one submission with no
+//!   [`Capture::finish`] plans its memory (temporaries in a block by liveness, as XLA's buffer
+//!   assignment, cut where the device's largest array is smaller: [`StepPlan`]) into a [`CapturedStep`] whose every run is one submission with no
 //!   allocation and no bind group made (as `jax.jit` calls and CUDA-graph replays).
 //! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
 //!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,

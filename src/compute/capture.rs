@@ -106,8 +106,9 @@ impl std::fmt::Debug for IndexSlot {
 ///   array across runs). Arrays made by the capture's ops and still held when it finishes are
 ///   its outputs, fixed arrays that every run rewrites (as CUDA-graph outputs are). Arrays made
 ///   by the capture and dropped before it finishes are its temporaries: `finish` gives them
-///   offsets in one block by liveness ([`crate::arena::assign_buffers`]) and their own memory
-///   goes back to the arena.
+///   offsets in one block by liveness ([`crate::arena::assign_buffers`]; several blocks where
+///   the device's largest array is smaller than that block) and their own memory goes back to
+///   the arena.
 /// - **Nothing runs while capturing.** Uploads, zero fills and the library's ops are recorded
 ///   as steps on every path (also where a single op would write host memory at once), and the
 ///   first run is the first time any of it runs: outputs hold unspecified data until then.

@@ -99,11 +99,11 @@ impl std::fmt::Display for StepPlan {
             match self.blocks {
                 0 => "no temporaries".to_string(),
                 blocks => format!(
-                    "{} in {} of {} bytes (lower bound {})",
+                    "{} in {} {} bytes (lower bound {})",
                     count(self.temporaries.len(), "temporary").plural("temporaries"),
                     match blocks {
-                        1 => "a block".to_string(),
-                        blocks => format!("{blocks} blocks"),
+                        1 => "a block of".to_string(),
+                        blocks => format!("{blocks} blocks, together"),
                     },
                     self.block_bytes,
                     self.lower_bound_bytes
@@ -401,7 +401,8 @@ impl CapturedStep {
 impl Capture {
     /// Plans the step's memory and makes it replayable (see [`CapturedStep`]): the
     /// temporaries (arrays the capture made and no longer held) get offsets in one block by
-    /// liveness and their own memory goes back to the arena; one block is allocated for them;
+    /// liveness and their own memory goes back to the arena; that block is allocated for them
+    /// (cut into blocks of at most [`Context::max_array_bytes`] where it is larger);
     /// every bind group and the step's parameter, upload and readback buffers are made; the
     /// whole step is encoded once inside error scopes. Nothing is submitted; the capture's
     /// arrays stop being pending.
@@ -953,8 +954,9 @@ struct PlacedTemporaries {
 
 /// Places the capture's `temporaries` in one block by liveness (XLA's buffer assignment): each
 /// one's life in one pass over `steps` (an input's from step 0 where a run may write it in
-/// place), their offsets, the block allocated once their own memory is back, and every range
-/// of `steps` in a temporary moved into the block.
+/// place), their offsets, the block (or its cuts, each at most the device's largest array)
+/// allocated once their own memory is back, and every range of `steps` in a temporary moved
+/// into its block.
 #[track_caller]
 fn place_temporaries(
     ctx: &Context,

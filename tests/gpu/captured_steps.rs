@@ -6,7 +6,7 @@
 use crate::harness;
 use crate::harness::{context_with, op_paths, submissions_made, test_config};
 use gpu_arena::error::{CaptureRefusal, IndexRefusal};
-use gpu_arena::{ArenaConfig, Context, DeviceArray, Error};
+use gpu_arena::{ArenaConfig, CapturedStep, Context, DeviceArray, Error, InputSlot, StepPlan};
 
 /// `y = x * p.scale + p.shift` elementwise (not commutative with the cache updates).
 const AFFINE: &str = r#"
@@ -15,8 +15,9 @@ struct P { scale: f32, shift: f32 }
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) i: vec3<u32>) {
-    if (i.x < arrayLength(&y)) { y[i.x] = x[i.x] * p.scale + p.shift; }
+fn main(@builtin(global_invocation_id) i: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>) {
+    let j = i.x + i.y * g.x * 64u;
+    if (j < arrayLength(&y)) { y[j] = x[j] * p.scale + p.shift; }
 }
 "#;
 
@@ -25,8 +26,9 @@ const ACCUMULATE: &str = r#"
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read_write> acc: array<f32>;
 @compute @workgroup_size(64)
-fn main(@builtin(global_invocation_id) i: vec3<u32>) {
-    if (i.x < arrayLength(&acc)) { acc[i.x] = acc[i.x] + x[i.x]; }
+fn main(@builtin(global_invocation_id) i: vec3<u32>, @builtin(num_workgroups) g: vec3<u32>) {
+    let j = i.x + i.y * g.x * 64u;
+    if (j < arrayLength(&acc)) { acc[j] = acc[j] + x[j]; }
 }
 "#;
 
@@ -57,7 +59,7 @@ fn affine(t: usize) -> Affine {
 /// the KV cache at position `t`, the row at `t` is sliced back out (a temporary), accumulated
 /// into a running sum (an output), and the sum is read back.
 struct Decode {
-    step: gpu_arena::CapturedStep,
+    step: CapturedStep,
     new_row: gpu_arena::InputSlot<f32>,
     params: gpu_arena::ParamsSlot<Affine>,
     at: gpu_arena::IndexSlot,
@@ -1314,7 +1316,7 @@ fn strict_starts_refuse_what_would_be_clamped_in_single_ops_and_captured_runs() 
     let cache = ctx.zeros::<f32>(&[ROWS, WIDTH]).unwrap();
     let mut sum = ctx.zeros::<f32>(&[1, WIDTH]).unwrap();
     let (mut decode, cache) = capture_decode(&ctx, cache, &mut sum);
-    let run = |step: &mut gpu_arena::CapturedStep, at: &gpu_arena::IndexSlot, row: i64| {
+    let run = |step: &mut CapturedStep, at: &gpu_arena::IndexSlot, row: i64| {
         step.run().start(at, &[row, 0]).submit()
     };
     run(&mut decode.step, &decode.at, ROWS as i64 - 1).unwrap();
@@ -1951,7 +1953,7 @@ fn a_step_whose_reads_are_all_taken_in_place_makes_no_readback_staging() {
 /// A step whose host row goes straight into the cache at a moving start and is sliced straight
 /// back out: both moving copies read what the run wrote in place (no kernel before them).
 struct HostMoves {
-    step: gpu_arena::CapturedStep,
+    step: CapturedStep,
     row: gpu_arena::InputSlot<f32>,
     at: gpu_arena::IndexSlot,
     read: gpu_arena::ReadSlot<f32>,
@@ -2372,6 +2374,74 @@ fn a_dropped_array_slot_array_counts_as_held_by_the_step_alone() {
     assert_eq!(ctx.device_get(&other).unwrap(), vec![1.0; WIDTH]);
 }
 
+/// Captures `out = x * 0 + (w0 + w1 + w2 + w3) * data` for an input slot's `data`: four
+/// temporaries of `x.len()` floats, live together until the last launch, and the input's copy.
+/// Where the device's largest array holds fewer than four of them, the plan puts them in several
+/// blocks. Grids are linear, for arrays of more items than one grid dimension covers.
+fn four_live_temporaries(
+    ctx: &Context,
+    x: &DeviceArray<f32>,
+    out: &mut DeviceArray<f32>,
+    weights: [f32; 4],
+) -> (CapturedStep, InputSlot<f32>) {
+    let n = x.len();
+    let affine = ctx.kernel(AFFINE, "main").unwrap();
+    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
+    let mut cap = ctx.capture();
+    let (input, slot) = cap.input(&vec![0.0f32; n], &[n]).unwrap();
+    let mut temporaries = Vec::new();
+    for scale in weights {
+        let mut t = cap.alloc::<f32>(&[n]).unwrap();
+        let params = Affine { scale, shift: 0.0 };
+        let launch = cap.launch(&affine).arg(&input).arg_mut(&mut t);
+        launch.params(&params).grid_linear(n).run().unwrap();
+        temporaries.push(t);
+    }
+    let zero = Affine {
+        scale: 0.0,
+        shift: 0.0,
+    };
+    let launch = cap.launch(&affine).arg(x).arg_mut(out).params(&zero);
+    launch.grid_linear(n).run().unwrap();
+    for t in &temporaries {
+        let launch = cap.launch(&accumulate).arg(t).arg_mut(out);
+        launch.grid_linear(n).run().unwrap();
+    }
+    drop((input, temporaries));
+    (cap.finish().unwrap(), slot)
+}
+
+/// The plan of [`four_live_temporaries`] over `n` floats: several blocks, each temporary
+/// within the device's largest array, temporaries of one block live together never sharing a
+/// byte.
+fn assert_several_blocks(ctx: &Context, plan: &StepPlan, n: usize) {
+    assert!(plan.blocks >= 2, "{plan}");
+    assert!(plan.block_bytes >= 4 * n as u64 * 4, "{plan}");
+    assert!(
+        plan.to_string().contains(&format!(
+            "in {} blocks, together {} bytes",
+            plan.blocks, plan.block_bytes
+        )),
+        "{plan}"
+    );
+    for t in &plan.temporaries {
+        assert!(t.block < plan.blocks, "{plan}");
+        assert!(t.offset + t.bytes <= ctx.max_array_bytes(), "{plan}");
+    }
+    for (i, a) in plan.temporaries.iter().enumerate() {
+        for b in &plan.temporaries[i + 1..] {
+            let together = a.first_step <= b.last_step && b.first_step <= a.last_step;
+            let overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+            assert!(!(a.block == b.block && together && overlap), "{plan}");
+        }
+    }
+}
+
+/// Small whole numbers, so that every sum of a run is exact in `f32` on any device.
+fn run_data(n: usize, run: usize) -> Vec<f32> {
+    (0..n).map(|i| ((i % 1000) + run * 7) as f32).collect()
+}
+
 /// Where one block for the temporaries would be larger than the largest array the device
 /// allows, the plan cuts it into blocks of at most that (each temporary whole in one, live
 /// ones never sharing a byte), and every run gives the results of the same work op by op.
@@ -2383,79 +2453,87 @@ fn temporaries_larger_than_one_region_together_take_several_blocks() {
         ..test_config()
     });
     assert_eq!(ctx.max_array_bytes(), 64 << 10);
-    let affine = ctx.kernel(AFFINE, "main").unwrap();
-    let accumulate = ctx.kernel(ACCUMULATE, "main").unwrap();
-    // Four temporaries of 24 KiB, all live until the last step: 96 KiB at once.
+    // Four temporaries of 24 KiB, all live until the last step: 96 KiB at once. The input's
+    // host data is a temporary too (24 KiB, live from its copy to the first launch).
     let n = 6 << 10;
     let x = ctx.device_put(&vec![0.0f32; n], &[n]).unwrap();
     let mut out = ctx.zeros::<f32>(&[n]).unwrap();
-    let mut cap = ctx.capture();
-    let (input, slot) = cap.input(&vec![0.0f32; n], &[n]).unwrap();
-    let mut temporaries = Vec::new();
-    for k in 1..=4 {
-        let mut t = cap.alloc::<f32>(&[n]).unwrap();
-        let params = Affine {
-            scale: k as f32,
-            shift: 0.0,
-        };
-        cap.launch(&affine)
-            .arg(&input)
-            .arg_mut(&mut t)
-            .params(&params)
-            .grid_for(n)
-            .run()
-            .unwrap();
-        temporaries.push(t);
-    }
-    let zero = Affine {
-        scale: 0.0,
-        shift: 0.0,
-    };
-    cap.launch(&affine)
-        .arg(&x)
-        .arg_mut(&mut out)
-        .params(&zero)
-        .grid_for(n)
-        .run()
-        .unwrap();
-    for t in &temporaries {
-        cap.launch(&accumulate)
-            .arg(t)
-            .arg_mut(&mut out)
-            .grid_for(n)
-            .run()
-            .unwrap();
-    }
-    drop((input, temporaries));
-    let mut step = cap.finish().unwrap();
+    let (mut step, slot) = four_live_temporaries(&ctx, &x, &mut out, [1.0, 2.0, 3.0, 4.0]);
     let plan = step.plan();
-    // The input's host data is a temporary too (24 KiB, live from its copy to the first launch).
-    assert!(plan.blocks >= 2, "{plan}");
-    assert!(plan.block_bytes >= 4 * n as u64 * 4, "{plan}");
-    assert!(
-        plan.to_string()
-            .contains(&format!("in {} blocks of", plan.blocks)),
-        "{plan}"
-    );
-    for t in &plan.temporaries {
-        assert!(t.block < plan.blocks, "{plan}");
-        assert!(t.offset + t.bytes <= 64 << 10, "{plan}");
-    }
-    // Temporaries of one block that are live together never share a byte.
-    for (i, a) in plan.temporaries.iter().enumerate() {
-        for b in &plan.temporaries[i + 1..] {
-            let together = a.first_step <= b.last_step && b.first_step <= a.last_step;
-            let overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-            assert!(!(a.block == b.block && together && overlap), "{plan}");
-        }
-    }
+    assert_several_blocks(&ctx, &plan, n);
     for run in 0..3 {
-        let data: Vec<f32> = (0..n).map(|i| (i + run * 7) as f32).collect();
+        let data = run_data(n, run);
         step.run().input(&slot, &data).submit().unwrap();
-        // out = x * 0 + (1 + 2 + 3 + 4) * data
         let want: Vec<f32> = data.iter().map(|v| v * 10.0).collect();
         assert_eq!(ctx.device_get(&out).unwrap(), want, "run {run}");
     }
     // The arena holds the step's arrays and blocks, and nothing more, as the plan says.
     assert_eq!(ctx.memory_stats().bytes_in_use, plan.bytes_in_use, "{plan}");
+}
+
+/// Two steps of several blocks each, reading one array, run from two threads at once: each
+/// run gives its own step's results, as the same work done op by op would.
+#[gpu_test]
+fn steps_of_several_blocks_reading_one_array_run_from_two_threads() {
+    let ctx = context_with(ArenaConfig {
+        max_region_bytes: Some(64 << 10),
+        preallocate: false,
+        ..test_config()
+    });
+    let n = 6 << 10;
+    let x = ctx.device_put(&vec![5.0f32; n], &[n]).unwrap();
+    let threads: Vec<(f32, [f32; 4])> =
+        vec![(10.0, [1.0, 2.0, 3.0, 4.0]), (26.0, [5.0, 6.0, 7.0, 8.0])];
+    std::thread::scope(|s| {
+        for (thread, (sum, weights)) in threads.into_iter().enumerate() {
+            let (ctx, x) = (&ctx, &x);
+            s.spawn(move || {
+                let mut out = ctx.zeros::<f32>(&[n]).unwrap();
+                let (mut step, slot) = four_live_temporaries(ctx, x, &mut out, weights);
+                assert_several_blocks(ctx, &step.plan(), n);
+                for run in 0..8 {
+                    let data = run_data(n, run + thread);
+                    step.run().input(&slot, &data).submit().unwrap();
+                    let want: Vec<f32> = data.iter().map(|v| v * sum).collect();
+                    assert_eq!(
+                        ctx.device_get(&out).unwrap(),
+                        want,
+                        "thread {thread} run {run}"
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(ctx.device_get(&x).unwrap(), vec![5.0; n]);
+}
+
+/// The same on a real GPU's own limit (no configured cap): temporaries of half the device's
+/// largest array each, four of them live together, so several blocks of up to that size
+/// (about 4 GiB on most Vulkan drivers). Skipped where the device's memory does not hold
+/// several such arrays (lavapipe, GL).
+#[gpu_test]
+fn temporaries_beyond_the_devices_largest_array_take_several_blocks() {
+    let ctx = context_with(ArenaConfig {
+        preallocate: false,
+        mem_fraction: gpu_arena::MemFraction::fixed(0.9),
+        ..test_config()
+    });
+    let largest = ctx.max_array_bytes();
+    let limit = ctx.memory_stats().bytes_limit.unwrap_or(0);
+    if largest < 1 << 30 || limit / largest < 5 {
+        harness::skip(harness::Need::RoomForLargestArrays);
+        return;
+    }
+    let n = (largest / 8) as usize;
+    let x = ctx.zeros::<f32>(&[n]).unwrap();
+    let mut out = ctx.zeros::<f32>(&[n]).unwrap();
+    let (mut step, slot) = four_live_temporaries(&ctx, &x, &mut out, [1.0, 2.0, 3.0, 4.0]);
+    let plan = step.plan();
+    assert_several_blocks(&ctx, &plan, n);
+    println!("{plan}");
+    let data = run_data(n, 1);
+    step.run().input(&slot, &data).submit().unwrap();
+    let got = ctx.device_get(&out).unwrap();
+    let wrong = got.iter().zip(&data).position(|(g, d)| *g != d * 10.0);
+    assert_eq!(wrong, None, "the first wrong item");
 }

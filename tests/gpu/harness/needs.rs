@@ -32,6 +32,9 @@ pub enum Need {
     Chromium,
     /// Root, to give a directory to another user.
     Root,
+    /// Device memory for several arrays of the device's largest size, that size a real GPU's
+    /// (1 GiB or more): the limits of the device itself, not a configured cap.
+    RoomForLargestArrays,
 }
 
 impl Need {
@@ -45,6 +48,7 @@ impl Need {
             Need::Immediates => "need immediates (var<immediate>)",
             Need::Chromium => "need chromium (apt-get install chromium)",
             Need::Root => "need root",
+            Need::RoomForLargestArrays => "need memory for several of the device's largest arrays",
         }
     }
 }
