@@ -17,7 +17,9 @@ impl Context {
     /// [`Context::transfer_stats`]. The copy runs as a `vec4` kernel, which moves several times
     /// the bytes per second of `copy_buffer_to_buffer` on some Vulkan drivers.
     ///
-    /// Errors: the guard's refusal (`disallow_explicit` for device-to-device), out-of-memory.
+    /// Errors: [`Error::ForeignArray`](crate::Error::ForeignArray) for an array of another context
+    /// (copy it across with [`Context::device_put_from`]), the guard's refusal (`disallow_explicit`
+    /// for device-to-device), out-of-memory.
     ///
     /// ```no_run
     /// # let ctx = gpu_arena::Context::new(gpu_arena::ArenaConfig::default())?;
