@@ -87,7 +87,7 @@ impl Chain {
     /// one activation at a time: an activation's placement changes wherever the plan still fits
     /// and is predicted faster, until no single change helps. A search over those families (at
     /// most 64 keep sets, spread over the budget search's) and a local optimum beside them over
-    /// the placements the plan reports ([`Schedule::checkpoints`] kept,
+    /// the placements the plan reports ([`Schedule::checkpoints`] kept, those of them in
     /// [`Schedule::offloaded`] offloaded, any other recomputed), not a proven optimum over
     /// every placement.
     ///

@@ -34,11 +34,12 @@ pub enum CheckpointPolicy {
     /// still fits and ranks higher (recomputes less, or as much at a lower peak). A search,
     /// not an optimum over all subsets (Griewank's Revolve finds that for multi-level
     /// schedules); the peak it reports is exact. When no candidate fits,
-    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest budget
-    /// found that one does fit. Refinement can lower a plan below every candidate, so the
+    /// [`RematError::BudgetTooSmall`](crate::remat::RematError) names the smallest budget found
+    /// that one does fit (the arena rounds its size down to 256 bytes, so a budget fits what the
+    /// multiple of 256 below it fits). Refinement can lower a plan below every candidate, so the
     /// plan returned for a larger budget may fit a smaller arena than that one, and, being a
-    /// search, it is not monotone in the budget: a larger budget may plan more recomputation
-    /// (the candidate it starts from changes with the budget).
+    /// search, it is not monotone in the budget: a larger budget may plan more recomputation (the
+    /// candidate it starts from changes with the budget).
     Budget(u64),
     /// As [`Budget`](Self::Budget), but "fits" only asks that the plan's
     /// [peak](crate::remat::Schedule::peak_bytes) be at most this many bytes, not where the

@@ -371,7 +371,8 @@ impl Schedule {
     }
 
     /// The activations the forward pass keeps (layer numbers, ascending), besides the input
-    /// and the last one.
+    /// and the last one: on the device or, those in [`offloaded`](Schedule::offloaded), in
+    /// pinned host memory. Every other activation is recomputed.
     pub fn checkpoints(&self) -> &[usize] {
         &self.checkpoints
     }
@@ -405,7 +406,8 @@ impl Schedule {
     }
 
     /// The most bytes of device memory in use at once, the input included, each buffer rounded
-    /// up to 256 bytes as the arena rounds it: what [`replay`](Schedule::replay) measures.
+    /// up to 256 bytes as the arena rounds it (an empty one takes 256): what
+    /// [`replay`](Schedule::replay) measures.
     /// Offloaded activations count from their prefetch to their free, and until their offload.
     pub fn peak_bytes(&self) -> u64 {
         self.peak_bytes
