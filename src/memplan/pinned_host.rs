@@ -2,11 +2,11 @@
 //! device reaches directly (CUDA's zero-copy pinned memory), for data that does not fit the
 //! device or waits there between uses (offloaded activations, optimizer state).
 //!
-//! A part of the plan of its own because its rule is not the arena's nor staging's: on a
-//! discrete GPU it is the system heap and never a device-local heap (a small BAR window is too
-//! scarce, and a full BAR is the VRAM the host kind exists to spare); on UMA it is the arena's
-//! own heap, the same DRAM under a limit of its own. Within that, host-cached types come first,
-//! as for readback, because the host reads such arrays back.
+//! A part of the plan of its own because its rule is not the arena's nor staging's: on a discrete
+//! GPU it is the largest system heap and never a device-local heap (a small BAR window is too
+//! scarce, and a full BAR is the VRAM the host kind exists to spare); on UMA it is the arena's own
+//! heap, the same DRAM under a limit of its own. Within that, host-cached types come first, as for
+//! readback, because the host reads such arrays back.
 
 use serde::{Deserialize, Serialize};
 

@@ -102,7 +102,8 @@ pub struct MemoryPlan {
     pub upload_candidates: Vec<u32>,
     /// Whether [`upload_type`](Self::upload_type) is HOST_COHERENT. True for every table that
     /// follows the Vulkan spec (it guarantees a HOST_VISIBLE|HOST_COHERENT type, and uploads
-    /// rank coherent types first); when false, every host write into upload staging is
+    /// rank coherent types first) unless its only coherent types are on a small BAR window,
+    /// which bulk staging leaves alone; when false, every host write into upload staging is
     /// followed by `vkFlushMappedMemoryRanges`.
     pub upload_coherent: bool,
     /// The memory type for readback staging buffers (device writes, host reads).
@@ -154,8 +155,7 @@ impl MemoryPlan {
         } else {
             fraction.clamp(0.0, 1.0)
         };
-        // `as` saturates, and f64 holds every heap size up to 8 PiB exactly.
-        let wanted = (self.heap_bytes as f64 * fraction) as u64;
+        let wanted = fraction_of(self.heap_bytes, fraction);
         wanted.min(self.reservable_bytes) / PREALLOC_ALIGN * PREALLOC_ALIGN
     }
 
@@ -295,6 +295,26 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
 }
 
 /// Rejects tables no device can report: no types, more than 32, types on missing heaps.
+/// `floor(bytes × fraction)` exactly, for `fraction` in `0.0..=1.0`: the product in f64 would
+/// round sizes above 2^53 bytes. `fraction` is `mantissa × 2^exponent`; the product of the
+/// mantissa (53 bits) and `bytes` fits in 128 bits.
+fn fraction_of(bytes: u64, fraction: f64) -> u64 {
+    if fraction >= 1.0 {
+        return bytes;
+    }
+    let bits = fraction.to_bits();
+    let biased = (bits >> 52) & 0x7ff;
+    let fraction_bits = bits & ((1 << 52) - 1);
+    // Normal numbers carry the leading 1; subnormals (biased exponent 0) do not.
+    let (mantissa, shift) = match biased {
+        0 => (fraction_bits, 1074),
+        _ => (fraction_bits | 1 << 52, 1075 - biased),
+    };
+    let product = u128::from(bytes) * u128::from(mantissa);
+    // A fraction below 1 has an exponent below 0: `shift` is at least 53.
+    u64::try_from(product.checked_shr(shift as u32).unwrap_or(0)).unwrap_or(u64::MAX)
+}
+
 fn check_table(device: &DeviceDescription) -> Result<(), MemPlanError> {
     let memory = &device.memory;
     if memory.types.is_empty() {
@@ -533,13 +553,18 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
         return arena;
     }
 
-    // No usable device-local type at all: every byte is host memory, so take the largest heap.
+    // No usable device-local type at all: every byte is host memory, so take the largest heap;
+    // on it a coherent host-visible type first, then (as on a carve-out) an uncached one.
     let any = MemoryRequest {
         required: F::empty(),
         preferred: F::HOST_VISIBLE | F::HOST_COHERENT,
-        not_preferred: F::HOST_CACHED,
+        not_preferred: F::empty(),
     };
-    let ranked = any.rank(memory);
+    let uncached = MemoryRequest {
+        not_preferred: F::HOST_CACHED,
+        ..MemoryRequest::ANY
+    };
+    let ranked = any.rank_then(memory, &uncached);
     // plan_memory checked that a usable host-visible type exists, so `ranked` is not empty.
     let heap = largest_heap(memory, &ranked).unwrap_or(0);
     let arena = heap_first(memory, ranked, heap);
@@ -851,6 +876,28 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.contains("no usable device-local type")));
+    }
+
+    #[test]
+    fn an_arena_in_host_memory_takes_a_coherent_type_before_the_first_one_listed() {
+        // An APU whose only device-local type is protected: every usable byte is host memory.
+        let protected = F::DEVICE_LOCAL | F::PROTECTED;
+        let coherent = F::HOST_VISIBLE | F::HOST_COHERENT | F::HOST_CACHED;
+        let mut apu = device(
+            &[(256 << 20, HeapFlags::DEVICE_LOCAL), HOST],
+            &[(0, protected), (1, F::HOST_VISIBLE), (1, coherent)],
+        );
+        apu.device_kind = DeviceKind::Integrated;
+        let plan = plan_memory(&apu).unwrap();
+        assert_eq!((plan.arena_type, plan.arena_heap), (2, 1));
+        assert!(!reason(&plan, "arena:").contains("not HOST_COHERENT"));
+        // Among coherent types, the uncached one, as on a carve-out.
+        let uncached = F::HOST_VISIBLE | F::HOST_COHERENT;
+        apu.memory.types.push(MemoryType {
+            heap: 1,
+            flags: uncached,
+        });
+        assert_eq!(plan_memory(&apu).unwrap().arena_type, 3);
     }
 
     #[test]

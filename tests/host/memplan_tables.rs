@@ -1067,6 +1067,17 @@ proptest! {
         }
     }
 
+    /// `fraction × heap_bytes` exactly on heaps of any size (f64 alone rounds above 2^53),
+    /// with fractions of the form k / 2^20, which f64 holds exactly.
+    #[test]
+    fn prealloc_is_the_exact_fraction_of_any_heap(heap in any::<u64>(), k in 0u64..=1 << 20) {
+        let mut plan = tables().swap_remove(0).2;
+        (plan.heap_bytes, plan.reservable_bytes) = (heap, heap);
+        let exact = (u128::from(heap) * u128::from(k)) >> 20;
+        let want = u64::try_from(exact).unwrap() / PREALLOC_ALIGN * PREALLOC_ALIGN;
+        prop_assert_eq!(plan.prealloc_bytes(k as f64 / (1u64 << 20) as f64), want);
+    }
+
     #[test]
     fn random_tables_round_trip_through_json(device in device_strategy()) {
         let again = DeviceDescription::from_json(&device.to_json()).unwrap();
