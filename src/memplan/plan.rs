@@ -294,7 +294,6 @@ pub fn plan_memory(device: &DeviceDescription) -> Result<MemoryPlan, MemPlanErro
     })
 }
 
-/// Rejects tables no device can report: no types, more than 32, types on missing heaps.
 /// `floor(bytes × fraction)` exactly, for `fraction` in `0.0..=1.0`: the product in f64 would
 /// round sizes above 2^53 bytes. `fraction` is `mantissa × 2^exponent`; the product of the
 /// mantissa (53 bits) and `bytes` fits in 128 bits.
@@ -315,6 +314,7 @@ fn fraction_of(bytes: u64, fraction: f64) -> u64 {
     u64::try_from(product.checked_shr(shift as u32).unwrap_or(0)).unwrap_or(u64::MAX)
 }
 
+/// Rejects tables no device can report: no types, more than 32, types on missing heaps.
 fn check_table(device: &DeviceDescription) -> Result<(), MemPlanError> {
     let memory = &device.memory;
     if memory.types.is_empty() {
