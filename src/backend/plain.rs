@@ -46,7 +46,9 @@ pub(crate) fn create_buffer(
 
 /// A memory table for backends that cannot report one: one device-local heap of `heap_bytes`
 /// and one host-visible type for staging. wgpu cannot map storage buffers there, so even on
-/// UMA the arena is not host-visible to us: transfers go through wgpu's own staging.
+/// UMA the arena is not host-visible to us: transfers go through wgpu's own staging. The
+/// staging type leaves `DEVICE_LOCAL` off (as no Vulkan table would on that heap), so that
+/// the policy does not take it for the arena.
 pub(crate) fn synthetic_description(
     info: &wgpu::AdapterInfo,
     heap_bytes: u64,

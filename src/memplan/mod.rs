@@ -15,7 +15,10 @@
 //!   (preferred flags missing + not-preferred flags present; ties to the lowest index);
 //! - puts the arena on the largest device-local heap: plain VRAM on a discrete GPU, a
 //!   host-visible type on UMA, and on a UMA device whose device-local heap is a small
-//!   carve-out (AMD APUs), on the large host heap of the same DRAM;
+//!   carve-out (AMD APUs), on the large host heap of the same DRAM. A type is device-local by
+//!   its own `DEVICE_LOCAL` flag, which Vulkan sets on every type of a device-local heap; the
+//!   table made for backends without one (GL) leaves it off its staging type there, so that
+//!   the arena, which wgpu cannot map on those backends, is not host-visible;
 //! - keeps staging in host memory: for uploads coherent first, then system memory, then
 //!   write-combined; for readbacks system memory on a discrete GPU (never through a BAR), then
 //!   host-cached, then coherent;

@@ -79,7 +79,8 @@ pub struct MemoryPlan {
     /// The device kind.
     pub device_kind: DeviceKind,
     /// Device memory is host memory (APUs, integrated GPUs, software devices): the arena is
-    /// host-visible when it can be, and puts/gets may map it instead of copying.
+    /// host-visible when it can be (a type flagged both `DEVICE_LOCAL` and `HOST_VISIBLE`), and
+    /// puts/gets may map it instead of copying.
     pub uma: bool,
     /// How much device-local memory the host can map.
     pub bar: BarClass,
@@ -543,7 +544,9 @@ fn choose_arena(memory: &MemoryProperties, uma: bool, reasons: &mut Vec<String>)
             (false, false) => "plain VRAM (device-local, not host-visible)".to_string(),
             (false, true) => format!("{flags}: no plain device-local type on this heap"),
             (true, true) => format!("{flags}: UMA, so puts and gets can map it instead of copying"),
-            (true, false) => format!("{flags}: UMA, but no host-visible type on this heap"),
+            (true, false) => format!(
+                "{flags}: UMA, but no type of this heap is both DEVICE_LOCAL and HOST_VISIBLE"
+            ),
         };
         reasons.push(format!(
             "arena: type {} on heap {heap} ({}), the largest device-local heap: {what}{note}",
@@ -876,6 +879,24 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.contains("no usable device-local type")));
+    }
+
+    #[test]
+    fn a_uma_heap_without_a_mappable_device_local_type_keeps_the_arena_unmapped_and_says_why() {
+        // The table made for GL: the staging type is on the heap but not flagged DEVICE_LOCAL.
+        let mut gl = device(
+            &[(1 << 30, HeapFlags::DEVICE_LOCAL)],
+            &[
+                (0, F::DEVICE_LOCAL),
+                (0, F::HOST_VISIBLE | F::HOST_COHERENT),
+            ],
+        );
+        gl.device_kind = DeviceKind::Cpu;
+        let plan = plan_memory(&gl).unwrap();
+        assert_eq!((plan.arena_type, plan.arena_host_visible), (0, false));
+        assert_eq!((plan.upload_type, plan.readback_type), (1, 1));
+        assert!(reason(&plan, "arena:")
+            .ends_with("UMA, but no type of this heap is both DEVICE_LOCAL and HOST_VISIBLE"));
     }
 
     #[test]
