@@ -297,12 +297,22 @@ impl fmt::Display for OutOfMemory {
         if let Some(label) = &self.label {
             write!(f, " for \"{label}\"")?;
         }
-        writeln!(
-            f,
-            " ({} requested, {} after rounding to {ALLOCATION_ALIGNMENT} bytes).",
-            crate::count::count(self.requested, "byte"),
-            self.rounded
-        )?;
+        let requested = crate::count::count(self.requested, "byte");
+        match self
+            .requested
+            .checked_next_multiple_of(ALLOCATION_ALIGNMENT)
+        {
+            Some(_) => writeln!(
+                f,
+                " ({requested} requested, {} after rounding to {ALLOCATION_ALIGNMENT} bytes).",
+                self.rounded
+            )?,
+            None => writeln!(
+                f,
+                " ({requested} requested, more than any size rounds to {ALLOCATION_ALIGNMENT} \
+                 bytes in 64 bits)."
+            )?,
+        }
         writeln!(f, "  cause: {}.", self.explanation())?;
         let limit = if self.bytes_limit >= DEFAULT_LIMIT_BYTES {
             "no limit".to_string()

@@ -46,8 +46,8 @@ pub trait RegionSource {
 
 /// Why a [`RegionSource`] could not create a region. The kind decides what the arena does:
 /// - [`OutOfMemory`](RegionRefusal::OutOfMemory) and [`Other`](RegionRefusal::Other): it asks
-///   for a region of just the request's size, then gives back wholly free regions and tries
-///   again, before it reports out of memory;
+///   for a region of just the request's size, then, where it holds wholly free regions, gives
+///   them back and tries again, before it reports out of memory;
 /// - [`TooLarge`](RegionRefusal::TooLarge): it never asks for a region above `limit` again
 ///   (its largest region becomes the limit), and refuses a request above it with the limit in
 ///   the report;

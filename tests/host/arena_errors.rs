@@ -374,9 +374,17 @@ fn pending_frees_are_counted_and_the_report_says_to_wait_for_the_queue() {
 fn sizes_too_large_to_round_are_out_of_memory_not_a_panic() {
     let mut device = Device::unlimited();
     let mut arena = Arena::new(ArenaOptions::preallocated(MIB));
-    let report = oom(arena.allocate(u64::MAX, 0, None, &mut device).unwrap_err());
+    let error = arena.allocate(u64::MAX, 0, None, &mut device).unwrap_err();
+    let report = oom(error.clone());
     assert_eq!(report.cause, OomCause::LargerThanAnyRegion);
-    assert_eq!(report.requested, u64::MAX);
+    assert_eq!((report.requested, report.rounded), (u64::MAX, u64::MAX));
+    // The message does not call u64::MAX a size rounded to 256 bytes.
+    let message = error.to_string();
+    assert!(
+        message.contains("more than any size rounds to 256 bytes in 64 bits"),
+        "{message}"
+    );
+    assert!(!message.contains("after rounding"), "{message}");
     let mut growing = Arena::new(ArenaOptions::growing(u64::MAX));
     assert!(growing
         .allocate(u64::MAX - 10, 0, None, &mut device)
