@@ -10,8 +10,9 @@
 //!  "heap_budgets": [ {"budget": 7000000000, "usage": 0} ]
 //! }
 //! ```
-//! `heap_budgets` is optional (`VK_EXT_memory_budget`, one entry per heap); other fields
-//! (`driver`, `source`, `notes`) are ignored.
+//! `heap_budgets` is optional (`VK_EXT_memory_budget`, one entry per heap; a list of another
+//! length is not used, and the plan's reasons say so); other fields (`driver`, `source`,
+//! `notes`) are ignored.
 
 use serde::Deserialize;
 use serde_json::json;

@@ -376,7 +376,8 @@ pub struct DeviceDescription {
     /// The memory table.
     pub memory: MemoryProperties,
     /// Per-heap (budget, usage) from `VK_EXT_memory_budget`, in heap order, when the device
-    /// has the extension; `None` otherwise.
+    /// has the extension; `None` otherwise. A list whose length is not the number of heaps is
+    /// not used: the plan preallocates as without a budget, and its reasons say why.
     pub heap_budgets: Option<Vec<HeapBudget>>,
 }
 
