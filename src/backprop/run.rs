@@ -72,7 +72,8 @@ impl Schedule {
     /// [`ChainModel::activation_shape`], do not match the chain; [`Error::InvalidArgument`]
     /// when an activation is not a whole number of elements. During the run: out of memory
     /// from an allocation, [`Error::InvalidArgument`] when a method returns an array other
-    /// than the one it was given, and any error of the model's methods, unchanged. On error
+    /// than the one it was given (or `backward` returns an input gradient it was not given, or
+    /// none where it was), and any error of the model's methods, unchanged. On error
     /// the run stops and every buffer it allocated is freed; the model keeps what it made.
     pub fn run<M: ChainModel>(
         &self,
