@@ -107,7 +107,8 @@ impl LayoutRefusal {
 }
 
 /// Checks every buffer `signature` binds in `module` (its storage arrays and a uniform
-/// parameter block) on `backend`; `wgsl` is the source text, where `@align` is seen.
+/// parameter block) and its immediate parameter block on `backend`; `wgsl` is the source text,
+/// where `@align` is seen.
 pub(crate) fn check_kernel(
     module: &naga::Module,
     signature: &KernelSignature,
@@ -115,26 +116,35 @@ pub(crate) fn check_kernel(
     backend: wgpu::Backend,
 ) -> Result<(), LayoutRefusal> {
     let mut walk = TypeWalk::new(module, wgsl.map(aligned_structs).unwrap_or_default());
+    let params = signature.params.as_ref().map(|p| p.kind);
+    let bound = |binding: &naga::ResourceBinding, wanted: u32| {
+        binding.group == KERNEL_BIND_GROUP && binding.binding == wanted
+    };
     for (_, global) in module.global_variables.iter() {
-        let Some(binding) = &global.binding else {
-            continue;
-        };
-        // SPIR-V may name nothing: its binding names it then.
-        let name =
-            (global.name.clone()).unwrap_or_else(|| format!("@binding({})", binding.binding));
-        let bound = |wanted: u32| binding.group == KERNEL_BIND_GROUP && binding.binding == wanted;
-        let rules = match global.space {
-            naga::AddressSpace::Storage { .. }
-                if signature.storage.iter().any(|b| bound(b.binding)) =>
+        let rules = match (global.space, &global.binding) {
+            (naga::AddressSpace::Storage { .. }, Some(binding))
+                if signature.storage.iter().any(|b| bound(binding, b.binding)) =>
             {
                 BlockRules::Std430
             }
-            naga::AddressSpace::Uniform => match signature.params.as_ref().map(|p| p.kind) {
-                Some(ParamsKind::Uniform { binding }) if bound(binding) => BlockRules::Std140,
+            (naga::AddressSpace::Uniform, Some(binding)) => match params {
+                Some(ParamsKind::Uniform { binding: wanted }) if bound(binding, wanted) => {
+                    BlockRules::Std140
+                }
                 _ => continue,
             },
+            // wgpu's GL backend sets immediates member by member at std430's places, whatever
+            // `@align` or `@size` says.
+            (naga::AddressSpace::Immediate, _) if params == Some(ParamsKind::Immediate) => {
+                BlockRules::Std430
+            }
             _ => continue,
         };
+        // SPIR-V may name nothing: its binding names it then.
+        let name = (global.name.clone()).unwrap_or_else(|| match &global.binding {
+            Some(binding) => format!("@binding({})", binding.binding),
+            None => "immediates".to_string(),
+        });
         let narrow = rules == BlockRules::Std140 && backend == wgpu::Backend::Vulkan;
         let refusal = (walk.nested_aligned(global.ty))
             .or_else(|| {

@@ -1139,6 +1139,48 @@ fn explicit_wgsl_offsets_run_as_wgsl_lays_them_out_or_are_refused_on_gl() {
     }
 }
 
+/// Immediates too: wgpu's GL backend sets them member by member at std430's places, so a block
+/// whose `@align` or `@size` moves a member is refused there (it read `p.b` at byte 4) and runs
+/// as WGSL lays it out elsewhere.
+#[gpu_test]
+fn immediates_moved_by_align_or_size_run_as_wgsl_lays_them_out_or_are_refused_on_gl() {
+    let ctx = context();
+    if !ctx.device().features().contains(wgpu::Features::IMMEDIATES) {
+        harness::skip(harness::Need::Immediates);
+        return;
+    }
+    let gl = ctx.adapter_info().backend == wgpu::Backend::Gl;
+    // The block's words are 10, 11, 12, ...: `b` reads 14 at byte 16.
+    fn check<const WORDS: usize>(ctx: &gpu_arena::Context, gl: bool, members: &str) {
+        let kernel = ctx.kernel(
+            &format!(
+                "struct P {{ {members} }}
+                var<immediate> p: P;
+                @group(0) @binding(0) var<storage, read_write> y: array<u32>;
+                @compute @workgroup_size(1) fn main() {{ y[0] = p.a; y[1] = p.b; }}"
+            ),
+            "main",
+        );
+        if gl {
+            let Err(Error::KernelCompile { message, .. }) = kernel else {
+                panic!("GL would read `p.b` at byte 4 ({members}): {kernel:?}")
+            };
+            assert!(
+                message.contains("`p.b`") && message.contains("GL backend"),
+                "{message}"
+            );
+            return;
+        }
+        let mut y = ctx.zeros::<u32>(&[2]).unwrap();
+        let words: [u32; WORDS] = std::array::from_fn(|i| i as u32 + 10);
+        let launch = ctx.launch(&kernel.unwrap()).arg_mut(&mut y).params(&words);
+        launch.grid_for(1).run().unwrap();
+        assert_eq!(ctx.device_get(&y).unwrap(), [10, 14], "{members}");
+    }
+    check::<8>(&ctx, gl, "a: u32, @align(16) b: u32");
+    check::<5>(&ctx, gl, "@size(16) a: u32, b: u32");
+}
+
 /// Layouts naga would not keep are refused on every backend (a struct with `@align` inside
 /// another struct; a `matCx2` in a struct nested in the uniform, whose SPIR-V loses the
 /// device); the forms around them that naga keeps run, read where WGSL lays them out.
