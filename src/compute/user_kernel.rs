@@ -16,7 +16,8 @@ use std::sync::Arc;
 /// Write ordinary WGSL: storage arrays at `@group(0) @binding(n)` (`read` inputs are fine: the
 /// module is rewritten so that arrays sharing an arena buffer can be bound together) and at
 /// most one parameter block, a `var<uniform>` struct (or `var<immediate>` where the device has
-/// `Features::IMMEDIATES`). Launch arguments are the storage arrays in binding order.
+/// `Features::IMMEDIATES`). Launch arguments are the storage arrays the entry point uses, in
+/// binding order (one it never reads or writes is no argument).
 #[derive(Clone)]
 pub struct Kernel {
     pub(crate) compiled: Arc<Compiled>,

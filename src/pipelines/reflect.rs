@@ -82,7 +82,8 @@ pub struct KernelSignature {
     pub entry_point: String,
     /// `@workgroup_size(x, y, z)` after override constants were applied.
     pub workgroup_size: [u32; 3],
-    /// Storage arrays, in binding order: the order of the launch's arguments.
+    /// Storage arrays the entry point uses, in binding order: the order of the launch's
+    /// arguments.
     pub storage: Vec<StorageBinding>,
     /// The parameter block, if the kernel reads one.
     pub params: Option<ParamsBlock>,
