@@ -113,9 +113,11 @@ pub enum BarWrites {
     Auto,
     /// Direct writes wherever the memory plan reports a full BAR on a discrete GPU
     /// ([`MemoryPlan::bar_write_candidates`](crate::memplan::MemoryPlan::bar_write_candidates));
-    /// opening a context on a device with a small BAR or none is an error. On UMA devices (and
-    /// lavapipe) it changes nothing: the arena is host-visible already and uploads are a
-    /// memcpy anyway. Needs [`ArenaConfig::zero_copy`].
+    /// opening a context on a discrete device with a small BAR or none is an error (on GL,
+    /// Metal and DX12, which report no memory table, a discrete GPU has none). On UMA devices
+    /// (lavapipe, and CPU or integrated adapters on every backend) it changes nothing: the
+    /// arena is host-visible already and uploads are a memcpy anyway, or, on GL, go through
+    /// wgpu's staging. Needs [`ArenaConfig::zero_copy`].
     On,
     /// Uploads to device-local memory always go through staging.
     Off,
