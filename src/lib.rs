@@ -101,9 +101,9 @@
 //!   bytes must reflect every drop so far.
 //! - **`arrayLength` of an empty array is 1**: WebGPU binds no empty range, so a launch binds
 //!   an array's bytes rounded up to a 4-byte word and to at least one element of the WGSL
-//!   type. An empty array reads `arrayLength` 1 (and an odd-length array of 2-byte elements
-//!   one more than its length). When a length can be 0, pass it in the parameter block and
-//!   test against it (`if (i.x < p.n)`), as the examples do.
+//!   type. An empty array reads `arrayLength` 1 (and an odd-length array of 2-byte elements,
+//!   `array<f16>` with `SHADER_F16`, one more than its length). When a length can be 0, pass
+//!   it in the parameter block and test against it (`if (i.x < p.n)`), as the examples do.
 //! - **One escape hatch**: [`DeviceArray::raw_binding`], [`DeviceArray::buffer`] (with
 //!   [`DeviceArray::byte_offset`]), [`Context::device`], [`Context::queue`] and
 //!   [`Context::raw_submit`] reach arena memory or the queue past gpu-arena's use tracking
