@@ -45,7 +45,8 @@ pub enum IndexRefusal {
     },
     /// A slice's start outside `0..=last_start`, refused under
     /// [`ArenaConfig::strict_starts`](crate::ArenaConfig::strict_starts) where XLA would clamp
-    /// it to `clamped` (single ops and captured runs alike).
+    /// it to `clamped` (single ops and captured runs alike). Where several dimensions are out
+    /// of range, it names the first.
     #[error("start {start} of dimension {dimension} lies outside 0..={last_start} (the operand's {operand} less the slice's {slice}); GPU_ARENA_STRICT_STARTS (ArenaConfig::strict_starts) refuses it where XLA would clamp it to {clamped}")]
     StartOutOfRange {
         /// The dimension.
