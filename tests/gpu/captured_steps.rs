@@ -2442,16 +2442,21 @@ fn run_data(n: usize, run: usize) -> Vec<f32> {
     (0..n).map(|i| ((i % 1000) + run * 7) as f32).collect()
 }
 
+/// A context whose largest array is 64 KiB (its regions' cap), growing from nothing.
+fn context_of_64_kib_arrays() -> Context {
+    context_with(ArenaConfig {
+        max_region_bytes: Some(64 << 10),
+        preallocate: false,
+        ..test_config()
+    })
+}
+
 /// Where one block for the temporaries would be larger than the largest array the device
 /// allows, the plan cuts it into blocks of at most that (each temporary whole in one, live
 /// ones never sharing a byte), and every run gives the results of the same work op by op.
 #[gpu_test]
 fn temporaries_larger_than_one_region_together_take_several_blocks() {
-    let ctx = context_with(ArenaConfig {
-        max_region_bytes: Some(64 << 10),
-        preallocate: false,
-        ..test_config()
-    });
+    let ctx = context_of_64_kib_arrays();
     assert_eq!(ctx.max_array_bytes(), 64 << 10);
     // Four temporaries of 24 KiB, all live until the last step: 96 KiB at once. The input's
     // host data is a temporary too (24 KiB, live from its copy to the first launch).
@@ -2475,11 +2480,7 @@ fn temporaries_larger_than_one_region_together_take_several_blocks() {
 /// run gives its own step's results, as the same work done op by op would.
 #[gpu_test]
 fn steps_of_several_blocks_reading_one_array_run_from_two_threads() {
-    let ctx = context_with(ArenaConfig {
-        max_region_bytes: Some(64 << 10),
-        preallocate: false,
-        ..test_config()
-    });
+    let ctx = context_of_64_kib_arrays();
     let n = 6 << 10;
     let x = ctx.device_put(&vec![5.0f32; n], &[n]).unwrap();
     let threads: Vec<(f32, [f32; 4])> =
