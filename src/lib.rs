@@ -29,8 +29,9 @@
 //! - Steps compiled once: [`Context::capture`] records a step like a sequence, slots name what a
 //!   run may change (a launch's parameters, an upload's data, a start, a read), and
 //!   [`Capture::finish`] plans its memory (temporaries in a block by liveness, as XLA's buffer
-//!   assignment, cut where the device's largest array is smaller: [`StepPlan`]) into a [`CapturedStep`] whose every run is one submission with no
-//!   allocation and no bind group made (as `jax.jit` calls and CUDA-graph replays).
+//!   assignment, cut where the device's largest array is smaller: [`StepPlan`]) into a
+//!   [`CapturedStep`] whose every run is one submission with no allocation and no bind group made
+//!   (as `jax.jit` calls and CUDA-graph replays).
 //! - Several devices: [`devices`] lists the adapters (as [`Context::new`] chooses among them),
 //!   [`Context::on_device`] / [`Context::open_all`] open one context (one arena) per device,
 //!   [`Context::device_put_from`] / [`DeviceArray::copy_to`] move arrays between them, and

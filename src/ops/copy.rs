@@ -48,15 +48,14 @@ impl Context {
         Ok(result)
     }
 
-    /// Moves the donated `array` to pinned host memory ([`MemoryKind::PinnedHost`]): a new
-    /// array of the same shape, contents and label there (its site is this call's line),
-    /// copied on the GPU's copy path
-    /// (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped and idle, a
-    /// `memcpy`), gathered
-    /// with the other single ops like every op. The source's memory returns to its arena once the copy has
-    /// run. An array already in pinned host memory comes back as it is, with no copy (no
-    /// transfer: neither guarded nor counted). An **explicit** device-to-host transfer:
-    /// guarded, counted in [`Context::transfer_stats`], on the timeline. JAX: `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`.
+    /// Moves the donated `array` to pinned host memory ([`MemoryKind::PinnedHost`]): a new array of
+    /// the same shape, contents and label there (its site is this call's line), copied on the GPU's
+    /// copy path (`copy_buffer_to_buffer`; on a CPU adapter with both arrays mapped and idle, a
+    /// `memcpy`), gathered with the other single ops like every op. The source's memory returns to
+    /// its arena once the copy has run. An array already in pinned host memory comes back as it is,
+    /// with no copy (no transfer: neither guarded nor counted). An **explicit** device-to-host
+    /// transfer: guarded, counted in [`Context::transfer_stats`], on the timeline. JAX:
+    /// `jax.device_put(x, sharding.with_memory_kind("pinned_host"))`.
     ///
     /// Errors: the guard's refusal, out-of-memory of the pinned-host kind (its limit is
     /// [`ArenaConfig::pinned_host_bytes`](crate::ArenaConfig)),
