@@ -1179,6 +1179,20 @@ fn immediates_moved_by_align_or_size_run_as_wgsl_lays_them_out_or_are_refused_on
     }
     check::<8>(&ctx, gl, "a: u32, @align(16) b: u32");
     check::<5>(&ctx, gl, "@size(16) a: u32, b: u32");
+    // A struct with `@align` members inside the block: naga places it by its members' own
+    // alignment on every backend, as in a buffer.
+    let nested = ctx.kernel(
+        "struct Q { x: u32, @align(16) y: u32 }
+        struct P { a: u32, q: Q }
+        var<immediate> p: P;
+        @group(0) @binding(0) var<storage, read_write> out: array<u32>;
+        @compute @workgroup_size(1) fn main() { out[0] = p.q.y; }",
+        "main",
+    );
+    let Err(Error::KernelCompile { message, .. }) = nested else {
+        panic!("a nested @align struct in an immediate block must be refused: {nested:?}")
+    };
+    assert!(message.contains("`p.q` is struct `Q`"), "{message}");
 }
 
 /// Layouts naga would not keep are refused on every backend (a struct with `@align` inside
