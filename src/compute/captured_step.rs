@@ -1011,13 +1011,13 @@ fn place_temporaries(
         )?;
         blocks.push(Arc::clone(&block.storage));
     }
-    // A temporary's place: its block's buffer, at the block's offset plus its own in it.
+    // A temporary's place: its block, and its offset from the block's first byte.
     let place = |at: usize| {
-        let (block, (start, _)) = (
-            &blocks[split.block_of[at]],
-            split.blocks[split.block_of[at]],
-        );
-        (block, assignment.offsets[at] - start)
+        let block = split.block_of[at];
+        (
+            &blocks[block],
+            assignment.offsets[at] - split.blocks[block].0,
+        )
     };
     index.relocate(steps, |number| {
         placed_as[number].map(|at: usize| {
